@@ -1,0 +1,263 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// SocketPath picks the control socket: an explicit flag value, then
+// $MAILCTL_SOCKET, then DefaultSocket.
+func SocketPath(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if env := os.Getenv("MAILCTL_SOCKET"); env != "" {
+		return env
+	}
+	return DefaultSocket
+}
+
+// Client is a connection to the daemon. It is safe for concurrent use: many
+// requests may be in flight on one connection, and watches stream alongside.
+type Client struct {
+	conn     net.Conn
+	Greeting Greeting
+
+	writeMu sync.Mutex
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan *Response
+	streams map[uint64]bool // ids of watch requests: their data reply does not end them
+	closed  error
+	done    chan struct{}
+}
+
+// Dial connects to the daemon at path, reads its greeting and checks the
+// protocol version. A daemon that is not running yields an *Error with code
+// CodeUnavailable that says how to start it.
+func Dial(ctx context.Context, path string) (*Client, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, &Error{Code: CodeUnavailable, Retryable: true, Message: fmt.Sprintf(
+			"the mailctl daemon is not answering at %s (%v): start it with `sudo systemctl start mailctl`, or run `mailctl dev` and set MAILCTL_SOCKET to the socket it prints",
+			path, errors.Unwrap(err))}
+	}
+	c := &Client{conn: conn, pending: map[uint64]chan *Response{}, streams: map[uint64]bool{}, done: make(chan struct{})}
+	fr := NewFrameReader(conn, MaxFrame)
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetReadDeadline(dl)
+	} else {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	}
+	line, err := fr.Next()
+	if err != nil {
+		conn.Close()
+		return nil, &Error{Code: CodeUnavailable, Retryable: true, Message: fmt.Sprintf("no greeting from %s: %v", path, err)}
+	}
+	conn.SetReadDeadline(time.Time{})
+	if err := json.Unmarshal(line, &c.Greeting); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("malformed greeting from %s: %w", path, err)
+	}
+	if err := CheckGreeting(c.Greeting); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	go c.readLoop(fr)
+	return c, nil
+}
+
+// Close ends the connection and every request and watch on it.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Done is closed when the connection has ended.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+func (c *Client) readLoop(fr *FrameReader) {
+	var err error
+	for {
+		var line []byte
+		line, err = fr.Next()
+		if err != nil {
+			break
+		}
+		var resp Response
+		if jerr := json.Unmarshal(line, &resp); jerr != nil {
+			err = fmt.Errorf("malformed reply from daemon: %w", jerr)
+			break
+		}
+		c.mu.Lock()
+		ch := c.pending[resp.ID]
+		if ch != nil && resp.Event == nil && (!c.streams[resp.ID] || resp.Error != nil) {
+			delete(c.pending, resp.ID)
+			delete(c.streams, resp.ID)
+		}
+		c.mu.Unlock()
+		if ch != nil {
+			if resp.Event != nil {
+				select {
+				case ch <- &resp:
+				default: // a watcher that does not keep up loses events, not the connection
+				}
+			} else {
+				ch <- &resp
+			}
+		}
+	}
+	c.mu.Lock()
+	if err == nil {
+		err = errors.New("connection closed")
+	}
+	c.closed = &Error{Code: CodeUnavailable, Retryable: true, Message: "lost the connection to the mailctl daemon: " + err.Error()}
+	for id, ch := range c.pending {
+		close(ch)
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	close(c.done)
+}
+
+func (c *Client) send(ctx context.Context, verb string, args any, buffer int) (uint64, chan *Response, error) {
+	stream := verb == VerbWatch
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return 0, nil, err
+	}
+	if args == nil {
+		raw = nil
+	}
+	req := Request{Verb: verb, Args: raw}
+	if dl, ok := ctx.Deadline(); ok {
+		ms := time.Until(dl).Milliseconds()
+		if ms <= 0 {
+			return 0, nil, &Error{Code: CodeTimeout, Retryable: true, Message: "deadline passed before the request was sent"}
+		}
+		req.TimeoutMS = int(min(ms, MaxTimeoutMS))
+	}
+	ch := make(chan *Response, buffer)
+	c.mu.Lock()
+	if c.closed != nil {
+		c.mu.Unlock()
+		return 0, nil, c.closed
+	}
+	c.nextID++
+	req.ID = c.nextID
+	c.pending[req.ID] = ch
+	if stream {
+		c.streams[req.ID] = true
+	}
+	c.mu.Unlock()
+	frame, err := json.Marshal(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(frame) > MaxFrame {
+		c.forget(req.ID)
+		return 0, nil, &Error{Code: CodeTooLarge, Message: fmt.Sprintf("request of %d bytes exceeds the %d-byte frame limit", len(frame), MaxFrame)}
+	}
+	frame = append(frame, '\n')
+	c.writeMu.Lock()
+	c.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_, err = c.conn.Write(frame)
+	c.writeMu.Unlock()
+	if err != nil {
+		c.forget(req.ID)
+		return 0, nil, &Error{Code: CodeUnavailable, Retryable: true, Message: "writing to the mailctl daemon: " + err.Error()}
+	}
+	return req.ID, ch, nil
+}
+
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	delete(c.streams, id)
+	c.mu.Unlock()
+}
+
+// Call sends one request and decodes its data into out (which may be nil).
+// Errors from the daemon are returned as *Error.
+func (c *Client) Call(ctx context.Context, verb string, args any, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeoutMS*time.Millisecond)
+		defer cancel()
+	}
+	id, ch, err := c.send(ctx, verb, args, 1)
+	if err != nil {
+		return err
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.closed
+		}
+		if resp.Error != nil {
+			return resp.Error
+		}
+		if out != nil && len(resp.Data) > 0 {
+			if err := json.Unmarshal(resp.Data, out); err != nil {
+				return fmt.Errorf("decoding %s reply: %w", verb, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.forget(id)
+		return &Error{Code: CodeTimeout, Retryable: true, Message: fmt.Sprintf("%s: no reply from the daemon in time", verb)}
+	}
+}
+
+// Watch starts a watch stream. Events arrive on the returned channel until ctx
+// ends, the daemon ends the watch, or the connection closes; then the channel
+// is closed. Cancelling ctx closes the connection's interest in the watch only
+// on the client side; use a dedicated Client for a watch you intend to stop.
+func (c *Client) Watch(ctx context.Context, args WatchArgs) (<-chan Event, error) {
+	id, ch, err := c.send(context.Background(), VerbWatch, args, 256)
+	if err != nil {
+		return nil, err
+	}
+	// The first reply acknowledges the watch (or refuses it).
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, c.closed
+		}
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, ctx.Err()
+	}
+	out := make(chan Event, 64)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case resp, ok := <-ch:
+				if !ok || resp.Event == nil {
+					c.forget(id)
+					return
+				}
+				select {
+				case out <- *resp.Event:
+				case <-ctx.Done():
+					c.forget(id)
+					return
+				}
+			case <-ctx.Done():
+				c.forget(id)
+				return
+			}
+		}
+	}()
+	return out, nil
+}

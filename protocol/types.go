@@ -1,0 +1,428 @@
+package protocol
+
+import "time"
+
+// Verbs understood by the daemon. protocol/README.md documents each one.
+const (
+	VerbVersion       = "version"
+	VerbStatus        = "status"
+	VerbMailboxList   = "mailbox.list"
+	VerbMailboxShow   = "mailbox.show"
+	VerbMailboxCreate = "mailbox.create"
+	VerbMailboxDelete = "mailbox.delete"
+	VerbMessageList   = "message.list"
+	VerbMessageRead   = "message.read"
+	VerbMessageMark   = "message.mark"
+	VerbMessageMove   = "message.move"
+	VerbSend          = "send"
+	VerbSendStatus    = "send.status"
+	VerbHookCreate    = "hook.create"
+	VerbHookList      = "hook.list"
+	VerbHookDelete    = "hook.delete"
+	VerbHookRuns      = "hook.runs"
+	VerbQueueList     = "queue.list"
+	VerbQueueShow     = "queue.show"
+	VerbQueueRetry    = "queue.retry"
+	VerbQueueDrop     = "queue.drop"
+	VerbQueueApprove  = "queue.approve"
+	VerbWatch         = "watch"
+)
+
+// VersionInfo answers VerbVersion.
+type VersionInfo struct {
+	Protocol        string `json:"protocol"`
+	ProtocolVersion string `json:"protocol_version"`
+	Server          string `json:"server"`
+	CallerUID       uint32 `json:"caller_uid"`
+	CallerGID       uint32 `json:"caller_gid"`
+}
+
+// Empty is the argument of verbs that take none.
+type Empty struct{}
+
+// NameArgs names one mailbox.
+type NameArgs struct {
+	Name string `json:"name"`
+}
+
+// MailboxCreateArgs asks for a new mailbox. Owner is a user name or numeric uid;
+// empty means the caller. Only root may name another owner.
+type MailboxCreateArgs struct {
+	Name  string `json:"name"`
+	Owner string `json:"owner,omitempty"`
+}
+
+// MailboxDeleteArgs asks to delete a mailbox; without Force a non-empty mailbox
+// is refused.
+type MailboxDeleteArgs struct {
+	Name  string `json:"name"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// Mailbox describes one mailbox as its owner (or root) sees it.
+type Mailbox struct {
+	Name      string `json:"name"`
+	Address   string `json:"address"`
+	Owner     string `json:"owner"`
+	OwnerUID  uint32 `json:"owner_uid"`
+	Source    string `json:"source"` // "config" (operator-declared) or "registry"
+	Path      string `json:"path"`
+	InboxPath string `json:"inbox_path"`
+	SentPath  string `json:"sent_path"`
+	Total     int    `json:"total"`
+	Unread    int    `json:"unread"`
+	SentCount int    `json:"sent_count"`
+	CatchAll  bool   `json:"catch_all,omitempty"`
+	// Filled by mailbox.show only.
+	Trust *TrustPolicy `json:"trust,omitempty"`
+	Hooks []Hook       `json:"hooks,omitempty"`
+}
+
+// TrustPolicy is the effective trust setting of a mailbox.
+type TrustPolicy struct {
+	TrustedSenders []string `json:"trusted_senders"`
+	Source         string   `json:"source"` // "mailbox" or "global"
+}
+
+// MailboxCreated answers VerbMailboxCreate.
+type MailboxCreated struct {
+	Mailbox
+	Created bool `json:"created"` // false when it already existed for the same owner
+}
+
+// MailboxList answers VerbMailboxList.
+type MailboxList struct {
+	Mailboxes []Mailbox `json:"mailboxes"`
+}
+
+// Deleted answers delete verbs.
+type Deleted struct {
+	Name    string `json:"name"`
+	Deleted bool   `json:"deleted"`
+}
+
+// Folders of a mailbox.
+const (
+	FolderInbox   = "inbox"
+	FolderSent    = "sent"
+	FolderArchive = "archive"
+	FolderTrash   = "trash"
+	FolderDrafts  = "drafts"
+)
+
+// MessageListArgs selects messages of one folder, newest first.
+type MessageListArgs struct {
+	Mailbox  string     `json:"mailbox"`
+	Folder   string     `json:"folder,omitempty"` // default inbox
+	Limit    int        `json:"limit,omitempty"`  // default 50, max 200
+	Offset   int        `json:"offset,omitempty"`
+	Cursor   string     `json:"cursor,omitempty"`
+	Unread   *bool      `json:"unread,omitempty"`
+	Trusted  *bool      `json:"trusted,omitempty"`
+	From     string     `json:"from,omitempty"`
+	Subject  string     `json:"subject,omitempty"`
+	Text     string     `json:"text,omitempty"`
+	ThreadID string     `json:"thread_id,omitempty"`
+	Since    *time.Time `json:"since,omitempty"`
+	Until    *time.Time `json:"until,omitempty"`
+}
+
+// MessageSummary is one row of a message list.
+type MessageSummary struct {
+	ID             string    `json:"id"`
+	Folder         string    `json:"folder"`
+	MessageID      string    `json:"message_id"`
+	ThreadID       string    `json:"thread_id"`
+	From           string    `json:"from"`
+	To             []string  `json:"to"`
+	Subject        string    `json:"subject"`
+	Date           time.Time `json:"date"`
+	Read           bool      `json:"read"`
+	Trusted        string    `json:"trusted"` // "true", "false" or "none"
+	Attachments    int       `json:"attachments"`
+	Snippet        string    `json:"snippet"`
+	DeliveryStatus string    `json:"delivery_status,omitempty"`
+	Labels         []string  `json:"labels,omitempty"`
+}
+
+// MessageList answers VerbMessageList.
+type MessageList struct {
+	Messages   []MessageSummary `json:"messages"`
+	Total      int              `json:"total"` // matching messages in the folder
+	NextCursor string           `json:"next_cursor,omitempty"`
+	HasMore    bool             `json:"has_more"`
+}
+
+// MessageReadArgs reads one message. The body is windowed: MaxChars (default
+// 20000) characters from Offset.
+type MessageReadArgs struct {
+	Mailbox  string `json:"mailbox"`
+	ID       string `json:"id"`
+	Folder   string `json:"folder,omitempty"`
+	MaxChars int    `json:"max_chars,omitempty"`
+	Offset   int    `json:"offset,omitempty"`
+	Raw      bool   `json:"raw,omitempty"` // return the raw message instead of the Markdown body
+}
+
+// Attachment is one stored attachment.
+type Attachment struct {
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	Path        string `json:"path"`
+}
+
+// AuthResult is one authentication check and the domain it concerns.
+type AuthResult struct {
+	Result string `json:"result"`
+	Domain string `json:"domain,omitempty"`
+}
+
+// RecipientStatus is the delivery state of one recipient of a sent message.
+type RecipientStatus struct {
+	Address     string    `json:"address"`
+	Status      string    `json:"status"` // pending, delivered, deferred, failed, bounced, held
+	Detail      string    `json:"detail,omitempty"`
+	Code        int       `json:"code,omitempty"`
+	Attempts    int       `json:"attempts,omitempty"`
+	NextAttempt time.Time `json:"next_attempt,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at,omitempty"`
+	TLS         string    `json:"tls,omitempty"` // verified, unverified, none
+}
+
+// Message is one message with a window of its body.
+type Message struct {
+	MessageSummary
+	Mailbox        string            `json:"mailbox"`
+	Cc             []string          `json:"cc,omitempty"`
+	Bcc            []string          `json:"bcc,omitempty"`
+	ReplyTo        []string          `json:"reply_to,omitempty"`
+	DeliveredTo    string            `json:"delivered_to,omitempty"`
+	InReplyTo      string            `json:"in_reply_to,omitempty"`
+	References     []string          `json:"references,omitempty"`
+	ListID         string            `json:"list_id,omitempty"`
+	AutoSubmitted  string            `json:"auto_submitted,omitempty"`
+	ReceivedAt     time.Time         `json:"received_at"`
+	ReceivedFromIP string            `json:"received_from_ip,omitempty"`
+	SizeBytes      int64             `json:"size_bytes"`
+	DKIM           []AuthResult      `json:"dkim,omitempty"`
+	SPF            *AuthResult       `json:"spf,omitempty"`
+	DMARC          *AuthResult       `json:"dmarc,omitempty"`
+	AttachmentList []Attachment      `json:"attachment_list,omitempty"`
+	Outbound       bool              `json:"outbound,omitempty"`
+	Recipients     []RecipientStatus `json:"recipients,omitempty"`
+	Path           string            `json:"path"`
+	RawPath        string            `json:"raw_path"`
+	Body           string            `json:"body"`
+	BodyChars      int               `json:"body_chars"` // total characters in the body
+	Offset         int               `json:"offset"`
+	Truncated      bool              `json:"truncated"`
+}
+
+// MessageMarkArgs marks messages read or unread.
+type MessageMarkArgs struct {
+	Mailbox string   `json:"mailbox"`
+	Folder  string   `json:"folder,omitempty"`
+	IDs     []string `json:"ids"`
+	Read    bool     `json:"read"`
+}
+
+// MessageMarked answers VerbMessageMark.
+type MessageMarked struct {
+	Changed  []string `json:"changed"`
+	NotFound []string `json:"not_found,omitempty"`
+}
+
+// MessageMoveArgs moves a message between folders (inbox, archive, trash).
+type MessageMoveArgs struct {
+	Mailbox string `json:"mailbox"`
+	ID      string `json:"id"`
+	From    string `json:"from,omitempty"` // default inbox
+	To      string `json:"to"`
+}
+
+// SendAttachment is an attachment carried inline: the client reads the file
+// with its own rights and sends the bytes (the daemon never opens a caller's path).
+type SendAttachment struct {
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type,omitempty"`
+	Data        []byte `json:"data"` // base64 in JSON
+}
+
+// SendArgs asks the daemon to compose, sign and queue a message.
+type SendArgs struct {
+	FromMailbox    string           `json:"from_mailbox"`
+	To             []string         `json:"to"`
+	Cc             []string         `json:"cc,omitempty"`
+	Bcc            []string         `json:"bcc,omitempty"`
+	ReplyTo        []string         `json:"reply_to,omitempty"`
+	Subject        string           `json:"subject"`
+	Body           string           `json:"body"`
+	TextOnly       bool             `json:"text_only,omitempty"`
+	HTMLBody       string           `json:"html_body,omitempty"`
+	Attachments    []SendAttachment `json:"attachments,omitempty"`
+	InReplyTo      string           `json:"in_reply_to,omitempty"`
+	References     []string         `json:"references,omitempty"`
+	ReplyToID      string           `json:"reply_to_id,omitempty"` // id of a stored message in from_mailbox's inbox being answered
+	ReplyAll       bool             `json:"reply_all,omitempty"`
+	AutoReply      bool             `json:"auto_reply,omitempty"` // adds Auto-Submitted: auto-replied
+	DryRun         bool             `json:"dry_run,omitempty"`
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	WaitMS         int              `json:"wait_ms,omitempty"` // how long to wait for the first attempt
+}
+
+// SendResult answers VerbSend and VerbSendStatus.
+type SendResult struct {
+	ID         string            `json:"id"` // sent-folder id, also the queue id
+	MessageID  string            `json:"message_id"`
+	Status     string            `json:"status"` // queued, delivered, deferred, failed, partial, held, dry_run
+	Envelope   Envelope          `json:"envelope"`
+	SizeBytes  int               `json:"size_bytes"`
+	Recipients []RecipientStatus `json:"recipients"`
+	Duplicate  bool              `json:"duplicate,omitempty"` // answered from an earlier call with the same idempotency key
+}
+
+// Envelope is the SMTP envelope of a message.
+type Envelope struct {
+	MailFrom string   `json:"mail_from"`
+	RcptTo   []string `json:"rcpt_to"`
+}
+
+// SendStatusArgs asks for the state of an earlier send.
+type SendStatusArgs struct {
+	Mailbox string `json:"mailbox"`
+	ID      string `json:"id"`
+}
+
+// Hook events.
+const (
+	EventOnReceive = "on_receive"
+	EventAfterSend = "after_send"
+)
+
+// Hook is one hook as stored and listed.
+type Hook struct {
+	Name            string    `json:"name"`
+	Mailbox         string    `json:"mailbox"`
+	Event           string    `json:"event"`
+	Cmd             []string  `json:"cmd"`
+	TimeoutSecs     int       `json:"timeout_secs"`
+	FireOnUntrusted bool      `json:"fire_on_untrusted"`
+	FireOnAuto      bool      `json:"fire_on_auto_submitted,omitempty"`
+	FireOnLists     bool      `json:"fire_on_lists,omitempty"`
+	Source          string    `json:"source"` // "config" or "registry"
+	LastRun         *HookRun  `json:"last_run,omitempty"`
+	CreatedAt       time.Time `json:"created_at,omitempty"`
+}
+
+// HookCreateArgs creates a hook; Name empty derives a stable one.
+type HookCreateArgs struct {
+	Mailbox         string   `json:"mailbox"`
+	Event           string   `json:"event"`
+	Cmd             []string `json:"cmd"`
+	Name            string   `json:"name,omitempty"`
+	TimeoutSecs     int      `json:"timeout_secs,omitempty"`
+	FireOnUntrusted bool     `json:"fire_on_untrusted,omitempty"`
+	FireOnAuto      bool     `json:"fire_on_auto_submitted,omitempty"`
+	FireOnLists     bool     `json:"fire_on_lists,omitempty"`
+}
+
+// HookListArgs filters hooks by mailbox.
+type HookListArgs struct {
+	Mailbox string `json:"mailbox,omitempty"`
+}
+
+// HookList answers VerbHookList.
+type HookList struct {
+	Hooks []Hook `json:"hooks"`
+}
+
+// HookRunsArgs asks for recent runs, of one hook or all visible ones.
+type HookRunsArgs struct {
+	Name  string `json:"name,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// HookRun records one execution of a hook.
+type HookRun struct {
+	Hook       string    `json:"hook"`
+	Mailbox    string    `json:"mailbox"`
+	Event      string    `json:"event"`
+	MessageID  string    `json:"message_id"` // store id of the message
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	ExitCode   int       `json:"exit_code"`
+	TimedOut   bool      `json:"timed_out"`
+	Error      string    `json:"error,omitempty"`
+	StderrTail string    `json:"stderr_tail,omitempty"`
+}
+
+// HookRuns answers VerbHookRuns.
+type HookRuns struct {
+	Runs []HookRun `json:"runs"`
+}
+
+// QueueItem is one outbound queue entry.
+type QueueItem struct {
+	ID          string            `json:"id"`
+	Mailbox     string            `json:"mailbox"`
+	MessageID   string            `json:"message_id"`
+	MailFrom    string            `json:"mail_from"`
+	Recipients  []RecipientStatus `json:"recipients"`
+	CreatedAt   time.Time         `json:"created_at"`
+	NextAttempt time.Time         `json:"next_attempt"`
+	Held        bool              `json:"held"`
+	SizeBytes   int64             `json:"size_bytes"`
+}
+
+// QueueIDArgs names one queue item.
+type QueueIDArgs struct {
+	ID string `json:"id"`
+}
+
+// QueueList answers VerbQueueList.
+type QueueList struct {
+	Items []QueueItem `json:"items"`
+}
+
+// Finding is one result of a health check (doctor, status).
+type Finding struct {
+	ID       string `json:"id"`
+	Severity string `json:"severity"` // ok, info, warn, fail
+	Message  string `json:"message"`
+	Fix      string `json:"fix,omitempty"`
+}
+
+// Status answers VerbStatus with the checks the caller may see.
+type Status struct {
+	Server     string    `json:"server"`
+	StartedAt  time.Time `json:"started_at"`
+	Domains    []string  `json:"domains"`
+	Hostname   string    `json:"hostname"`
+	Listeners  []string  `json:"listeners"`
+	QueueDepth int       `json:"queue_depth"`
+	Findings   []Finding `json:"findings"`
+}
+
+// WatchArgs subscribes to events of the named mailboxes (empty: all the caller owns).
+type WatchArgs struct {
+	Mailboxes []string `json:"mailboxes,omitempty"`
+}
+
+// Event kinds streamed by watch.
+const (
+	EventNewMail        = "new_mail"
+	EventDeliveryStatus = "delivery_status"
+	EventMailboxChanged = "mailbox_changed"
+)
+
+// Event is one item of a watch stream.
+type Event struct {
+	Type    string          `json:"type"`
+	Mailbox string          `json:"mailbox"`
+	Folder  string          `json:"folder,omitempty"`
+	ID      string          `json:"id,omitempty"`
+	Message *MessageSummary `json:"message,omitempty"`
+	Send    *SendResult     `json:"send,omitempty"`
+	At      time.Time       `json:"at"`
+}

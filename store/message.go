@@ -1,0 +1,78 @@
+package store
+
+import "time"
+
+// Message is the TOML frontmatter of a stored message. Field names follow the
+// reference store so agents' existing habits keep working.
+type Message struct {
+	ID             string       `toml:"id"`
+	MessageID      string       `toml:"message_id"`
+	ThreadID       string       `toml:"thread_id"`
+	From           string       `toml:"from"`
+	To             []string     `toml:"to"`
+	Cc             []string     `toml:"cc"`
+	Bcc            []string     `toml:"bcc,omitempty"`
+	ReplyTo        []string     `toml:"reply_to"`
+	DeliveredTo    string       `toml:"delivered_to"`
+	Tag            string       `toml:"tag,omitempty"` // the +tag of the address it reached
+	Subject        string       `toml:"subject"`
+	Date           time.Time    `toml:"date"`
+	ReceivedAt     time.Time    `toml:"received_at"`
+	ReceivedFromIP string       `toml:"received_from_ip,omitempty"`
+	SizeBytes      int64        `toml:"size_bytes"`
+	Attachments    []Attachment `toml:"attachments"`
+	InReplyTo      string       `toml:"in_reply_to"`
+	References     []string     `toml:"references"`
+	ListID         string       `toml:"list_id"`
+	AutoSubmitted  string       `toml:"auto_submitted"`
+	DKIM           []AuthResult `toml:"dkim"`
+	SPF            AuthResult   `toml:"spf"`
+	DMARC          AuthResult   `toml:"dmarc"`
+	Trusted        string       `toml:"trusted"` // "true", "false" or "none"
+	Mailbox        string       `toml:"mailbox"`
+	Read           bool         `toml:"read"`
+	ReadAt         *time.Time   `toml:"read_at,omitempty"`
+	Labels         []string     `toml:"labels"`
+	IsDSN          bool         `toml:"is_dsn,omitempty"` // a delivery status notification
+	DSNFor         string       `toml:"dsn_for,omitempty"` // Message-ID of the sent message a DSN reports on
+
+	// Sent copies only.
+	Outbound        bool              `toml:"outbound,omitempty"`
+	DeliveryStatus  string            `toml:"delivery_status,omitempty"` // pending, delivered, deferred, failed, partial, held
+	DeliveredAt     *time.Time        `toml:"delivered_at,omitempty"`
+	DeliveryDetails []RecipientStatus `toml:"delivery_details,omitempty"`
+}
+
+// Attachment describes one attachment file stored beside the message.
+type Attachment struct {
+	Filename    string `toml:"filename"`
+	ContentType string `toml:"content_type"`
+	Size        int64  `toml:"size"`
+	Path        string `toml:"path"` // relative to the mailbox folder
+}
+
+// AuthResult is one authentication result and the domain it concerns.
+type AuthResult struct {
+	Result string `toml:"result"`
+	Domain string `toml:"domain,omitempty"`
+	Detail string `toml:"detail,omitempty"`
+}
+
+// RecipientStatus is the delivery state of one recipient of a sent message.
+type RecipientStatus struct {
+	Address     string     `toml:"address"`
+	Status      string     `toml:"status"`
+	Detail      string     `toml:"detail,omitempty"`
+	Code        int        `toml:"code,omitempty"`
+	Attempts    int        `toml:"attempts,omitempty"`
+	NextAttempt *time.Time `toml:"next_attempt,omitempty"`
+	UpdatedAt   *time.Time `toml:"updated_at,omitempty"`
+	TLS         string     `toml:"tls,omitempty"`
+}
+
+// AttachmentData is an attachment to be written with a new message.
+type AttachmentData struct {
+	Filename    string // sanitized by the store before use
+	ContentType string
+	Data        []byte
+}
