@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// clientFlags are the flags every socket client shares.
+type clientFlags struct {
+	fs     *flag.FlagSet
+	socket string
+	json   bool
+}
+
+// newClientFlags makes a flag set for a client command. usageLine is shown
+// after "Usage: mailctl"; about is the paragraph under it.
+func newClientFlags(name, usageLine, about string) *clientFlags {
+	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	cf.fs.StringVar(&cf.socket, "socket", "", "control socket (default $MAILCTL_SOCKET, then "+protocol.DefaultSocket+")")
+	setUsage(cf.fs, usageLine, about)
+	return cf
+}
+
+func (cf *clientFlags) withJSON() *clientFlags {
+	cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of text")
+	return cf
+}
+
+func setUsage(fs *flag.FlagSet, usageLine, about string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: mailctl %s\n\n%s\n", usageLine, strings.TrimSpace(about))
+		var any bool
+		fs.VisitAll(func(*flag.Flag) { any = true })
+		if any {
+			fmt.Fprintf(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+}
+
+// parse parses args; it returns (exit code, false) when the command should stop
+// (help asked, or bad flags).
+func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(interleave(fs, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+// interleave moves flags that follow positional arguments to the front, so
+// `mailctl mailboxes show alice --json` works as people type it.
+func interleave(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && a != "-" {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if f := fs.Lookup(name); f != nil {
+				if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+					continue
+				}
+				if i+1 < len(args) {
+					flags = append(flags, args[i+1])
+					i++
+				}
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(append(flags, "--"), pos...)
+}
+
+// dial connects to the daemon named by the flags.
+func (cf *clientFlags) dial(ctx context.Context) (*protocol.Client, error) {
+	return protocol.Dial(ctx, protocol.SocketPath(cf.socket))
+}
+
+// call dials, sends one request and closes.
+func (cf *clientFlags) call(verb string, args, out any) error {
+	return cf.callTimeout(verb, args, out, time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond)
+}
+
+func (cf *clientFlags) callTimeout(verb string, args, out any, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	c, err := cf.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Call(ctx, verb, args, out)
+}
+
+// fail prints err for a person (or as JSON with --json) and returns the exit code.
+func (cf *clientFlags) fail(err error) int {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		pe = &protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}
+	}
+	if cf != nil && cf.json {
+		json.NewEncoder(os.Stdout).Encode(map[string]any{"error": pe})
+	} else {
+		fmt.Fprintf(os.Stderr, "mailctl: %s (%s)\n", pe.Message, pe.Code)
+	}
+	return exitCode(pe.Code)
+}
+
+// exitCode maps protocol codes to process exit codes so scripts can branch.
+func exitCode(code string) int {
+	switch code {
+	case protocol.CodeInvalidInput:
+		return 2
+	case protocol.CodeNotFound:
+		return 3
+	case protocol.CodeForbidden, protocol.CodePolicyBlocked:
+		return 4
+	case protocol.CodeConflict:
+		return 5
+	case protocol.CodeUnavailable, protocol.CodeTimeout, protocol.CodeRateLimited:
+		return 75 // EX_TEMPFAIL
+	default:
+		return 1
+	}
+}
+
+func printJSON(v any) int {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintln(os.Stderr, "mailctl:", err)
+		return 1
+	}
+	return 0
+}
+
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "mailctl %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(os.Stderr, "Run `mailctl %s --help` for usage.\n", fs.Name())
+	return 2
+}
