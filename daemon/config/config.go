@@ -1,0 +1,485 @@
+// Package config loads mailctl's operator configuration: a strict TOML file in
+// which an unknown or misspelled key is an error that names it. Every setting
+// has a documented default (docs/configuration.md); Load fills them in.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultPath is where the system daemon reads its config.
+const DefaultPath = "/etc/mailctl/config.toml"
+
+// Config is the whole operator configuration.
+type Config struct {
+	// Hostname is the name this host answers SMTP with and uses in EHLO.
+	Hostname string `toml:"hostname"`
+	// Domains are the mail domains this host receives for; the first is the
+	// default for new mailboxes' addresses and Message-IDs.
+	Domains []string `toml:"domains"`
+	// CatchAll names the mailbox that receives mail for unknown local parts;
+	// empty refuses them with 550 5.1.1.
+	CatchAll string `toml:"catch_all"`
+
+	Paths     Paths           `toml:"paths"`
+	SMTP      SMTP            `toml:"smtp"`
+	Trust     Trust           `toml:"trust"`
+	Send      SendPolicy      `toml:"send"`
+	Relay     Relay           `toml:"relay"`
+	Delivery  Delivery        `toml:"delivery"`
+	HookRules HookRules       `toml:"hook_rules"`
+	Control   Control         `toml:"control"`
+	Metrics   Metrics         `toml:"metrics"`
+	Mailboxes []MailboxConfig `toml:"mailboxes"`
+	Hooks     []HookConfig    `toml:"hooks"`
+
+	// File is the path the config was loaded from (not a TOML key).
+	File string `toml:"-"`
+}
+
+// Paths are the daemon's directories and its socket.
+type Paths struct {
+	StateDir string `toml:"state_dir"` // registry, mailboxes, queue, hook runs
+	Socket   string `toml:"socket"`
+	DKIMDir  string `toml:"dkim_dir"`
+}
+
+// MailboxesDir is where mailbox folders live.
+func (p Paths) MailboxesDir() string { return filepath.Join(p.StateDir, "mailboxes") }
+
+// RegistryDir holds mailboxes and hooks created over the socket.
+func (p Paths) RegistryDir() string { return filepath.Join(p.StateDir, "registry") }
+
+// QueueDir holds outbound queue items.
+func (p Paths) QueueDir() string { return filepath.Join(p.StateDir, "queue") }
+
+// SMTP configures the inbound listeners and their limits.
+type SMTP struct {
+	Listen              []string `toml:"listen"`      // SMTP listen addresses
+	LMTPSocket          string   `toml:"lmtp_socket"` // optional LMTP Unix socket
+	TLSCert             string   `toml:"tls_cert"`
+	TLSKey              string   `toml:"tls_key"`
+	MaxMessageBytes     int64    `toml:"max_message_bytes"`
+	MaxRecipients       int      `toml:"max_recipients"`
+	MaxLineLength       int      `toml:"max_line_length"`
+	CommandTimeout      Duration `toml:"command_timeout"`
+	SessionTimeout      Duration `toml:"session_timeout"`
+	MaxConnections      int      `toml:"max_connections"`
+	MaxConnectionsPerIP int      `toml:"max_connections_per_ip"`
+	MaxErrors           int      `toml:"max_errors"`
+	MaxReceivedHeaders  int      `toml:"max_received_headers"`
+}
+
+// Trust configures inbound authentication.
+type Trust struct {
+	// TrustedSenders are address patterns ("*@example.com") whose authenticated
+	// mail is marked trusted; a mailbox's own list replaces this one.
+	TrustedSenders []string `toml:"trusted_senders"`
+	// Resolver is a DNS server "host:port"; empty uses the system resolver.
+	Resolver string `toml:"resolver"`
+}
+
+// SendPolicy governs outbound mail; the global one is the default of every
+// mailbox, and a mailbox's [mailboxes.send] table overrides the keys it sets.
+type SendPolicy struct {
+	Enabled            *bool    `toml:"enabled"`
+	DryRunOnly         *bool    `toml:"dry_run_only"`
+	AllowDomains       []string `toml:"allow_domains"`
+	AllowAddresses     []string `toml:"allow_addresses"`
+	MaxRecipients      int      `toml:"max_recipients"`
+	MaxMessageBytes    int64    `toml:"max_message_bytes"`
+	MaxAttachmentBytes int64    `toml:"max_attachment_bytes"`
+	PerMinute          int      `toml:"per_minute"`
+	PerHour            int      `toml:"per_hour"`
+	PerDay             int      `toml:"per_day"`
+	Hold               *bool    `toml:"hold"`
+}
+
+// Relay sends all outbound mail through a smarthost instead of MX delivery.
+type Relay struct {
+	Host         string `toml:"host"`
+	Port         int    `toml:"port"` // 587 (STARTTLS) or 465 (implicit TLS)
+	Username     string `toml:"username"`
+	PasswordFile string `toml:"password_file"` // root-only file holding the password
+}
+
+// Delivery tunes the outbound queue.
+type Delivery struct {
+	RetryFor          Duration `toml:"retry_for"`          // give up on 4xx after this long
+	FirstAttemptWait  Duration `toml:"first_attempt_wait"` // how long a send waits for its first attempt
+	AllowPlaintext    *bool    `toml:"allow_plaintext"`    // deliver without TLS when the peer offers none
+	ConnectTimeout    Duration `toml:"connect_timeout"`
+	TransactionTimout Duration `toml:"transaction_timeout"`
+	MaxConcurrent     int      `toml:"max_concurrent"`
+	Port              int      `toml:"port"` // remote SMTP port, 25 except in tests
+}
+
+// HookRules are the operator's limits on hooks.
+type HookRules struct {
+	// AllowUntrustedForUsers lets non-root callers create hooks with
+	// fire_on_untrusted. Off by default so a prompt-injected agent cannot plant
+	// a trigger that runs on attacker mail.
+	AllowUntrustedForUsers bool `toml:"allow_untrusted_for_users"`
+	MaxConcurrent          int  `toml:"max_concurrent"`
+}
+
+// Control tunes the control socket.
+type Control struct {
+	MaxConnections int      `toml:"max_connections"`
+	RequestTimeout Duration `toml:"request_timeout"`
+}
+
+// Metrics configures the optional Prometheus endpoint.
+type Metrics struct {
+	Listen string `toml:"listen"` // loopback address, e.g. "127.0.0.1:9325"; empty disables
+}
+
+// MailboxConfig declares a mailbox in the config. Such mailboxes cannot be
+// deleted or changed by non-root callers.
+type MailboxConfig struct {
+	Name           string      `toml:"name"`
+	Owner          string      `toml:"owner"` // user name or numeric uid
+	Aliases        []string    `toml:"aliases"`
+	TrustedSenders []string    `toml:"trusted_senders"`
+	Send           *SendPolicy `toml:"send"`
+}
+
+// HookConfig declares an operator hook.
+type HookConfig struct {
+	Name            string   `toml:"name"`
+	Mailbox         string   `toml:"mailbox"`
+	Event           string   `toml:"event"`
+	Cmd             []string `toml:"cmd"`
+	TimeoutSecs     int      `toml:"timeout_secs"`
+	FireOnUntrusted bool     `toml:"fire_on_untrusted"`
+	FireOnAuto      bool     `toml:"fire_on_auto_submitted"`
+	FireOnLists     bool     `toml:"fire_on_lists"`
+}
+
+// Duration is a time.Duration written as "30s", "5m", "5d" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText accepts Go durations plus a "d" suffix for days.
+func (d *Duration) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if strings.HasSuffix(s, "d") {
+		var n float64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(s, "d"), "%g", &n); err != nil || n < 0 {
+			return fmt.Errorf("bad duration %q: use forms like 30s, 5m, 2h or 5d", s)
+		}
+		d.Duration = time.Duration(n * 24 * float64(time.Hour))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("bad duration %q: use forms like 30s, 5m, 2h or 5d", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration in Go's notation.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+func ptr[T any](v T) *T { return &v }
+
+// Default returns the configuration with every default filled in and no domain.
+func Default() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+func (c *Config) applyDefaults() {
+	if c.Hostname == "" {
+		if h, err := os.Hostname(); err == nil {
+			c.Hostname = h
+		}
+	}
+	setS(&c.Paths.StateDir, "/var/lib/mailctl")
+	setS(&c.Paths.Socket, "/run/mailctl/mailctl.sock")
+	setS(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
+	if c.SMTP.Listen == nil {
+		c.SMTP.Listen = []string{"0.0.0.0:25", "[::]:25"}
+	}
+	s := &c.SMTP
+	setI64(&s.MaxMessageBytes, 25<<20)
+	setI(&s.MaxRecipients, 100)
+	setI(&s.MaxLineLength, 4096)
+	setD(&s.CommandTimeout, 5*time.Minute)
+	setD(&s.SessionTimeout, 30*time.Minute)
+	setI(&s.MaxConnections, 500)
+	setI(&s.MaxConnectionsPerIP, 20)
+	setI(&s.MaxErrors, 10)
+	setI(&s.MaxReceivedHeaders, 50)
+	p := &c.Send
+	if p.Enabled == nil {
+		p.Enabled = ptr(true)
+	}
+	if p.DryRunOnly == nil {
+		p.DryRunOnly = ptr(false)
+	}
+	if p.Hold == nil {
+		p.Hold = ptr(false)
+	}
+	setI(&p.MaxRecipients, 50)
+	setI64(&p.MaxMessageBytes, 20<<20)
+	setI64(&p.MaxAttachmentBytes, 15<<20)
+	setI(&p.PerMinute, 20)
+	setI(&p.PerHour, 200)
+	setI(&p.PerDay, 1000)
+	d := &c.Delivery
+	setD(&d.RetryFor, 5*24*time.Hour)
+	setD(&d.FirstAttemptWait, 10*time.Second)
+	if d.AllowPlaintext == nil {
+		d.AllowPlaintext = ptr(true)
+	}
+	setD(&d.ConnectTimeout, 30*time.Second)
+	setD(&d.TransactionTimout, 10*time.Minute)
+	setI(&d.MaxConcurrent, 8)
+	setI(&d.Port, 25)
+	setI(&c.HookRules.MaxConcurrent, 4)
+	setI(&c.Control.MaxConnections, 512)
+	setD(&c.Control.RequestTimeout, 30*time.Second)
+	if c.Relay.Host != "" {
+		setI(&c.Relay.Port, 587)
+	}
+}
+
+func setS(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+func setI(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+func setI64(p *int64, v int64) {
+	if *p == 0 {
+		*p = v
+	}
+}
+func setD(p *Duration, v time.Duration) {
+	if p.Duration == 0 {
+		p.Duration = v
+	}
+}
+
+// Load reads and validates the config at path. Unknown keys are errors that
+// name the key and the line.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.File = path
+	return c, nil
+}
+
+// Parse decodes and validates config text.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
+		}
+		return nil, err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		var keys []string
+		for _, k := range und {
+			keys = append(keys, k.String())
+		}
+		return nil, fmt.Errorf("unknown key %s (check the spelling against docs/configuration.md)", strings.Join(keys, ", "))
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+var (
+	domainRE  = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
+	mailboxRE = regexp.MustCompile(`^[a-z0-9_-]([a-z0-9._-]{0,62}[a-z0-9_-])?$`)
+)
+
+// ValidDomain reports whether d is a plausible mail domain (at least two labels).
+func ValidDomain(d string) bool { return len(d) <= 253 && domainRE.MatchString(d) }
+
+// Validate checks values that parse but make no sense.
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	seenDom := map[string]bool{}
+	for i, d := range c.Domains {
+		d = strings.ToLower(strings.TrimSuffix(d, "."))
+		c.Domains[i] = d
+		if !ValidDomain(d) {
+			bad("domains: %q is not a domain name", d)
+		}
+		if seenDom[d] {
+			bad("domains: %q is listed twice", d)
+		}
+		seenDom[d] = true
+	}
+	for _, p := range []struct{ key, v string }{{"paths.state_dir", c.Paths.StateDir}, {"paths.socket", c.Paths.Socket}, {"paths.dkim_dir", c.Paths.DKIMDir}} {
+		if !filepath.IsAbs(p.v) {
+			bad("%s: %q must be an absolute path", p.key, p.v)
+		}
+	}
+	for _, a := range c.SMTP.Listen {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("smtp.listen: %q is not host:port", a)
+		}
+	}
+	if (c.SMTP.TLSCert == "") != (c.SMTP.TLSKey == "") {
+		bad("smtp.tls_cert and smtp.tls_key must be set together")
+	}
+	if c.SMTP.MaxMessageBytes < 1024 || c.SMTP.MaxRecipients < 1 || c.SMTP.MaxLineLength < 1000 ||
+		c.SMTP.MaxConnections < 1 || c.SMTP.MaxConnectionsPerIP < 1 || c.SMTP.MaxErrors < 1 || c.SMTP.MaxReceivedHeaders < 1 {
+		bad("smtp: limits must be positive (max_message_bytes >= 1024, max_line_length >= 1000 as RFC 5321 requires)")
+	}
+	if c.Metrics.Listen != "" {
+		host, _, err := net.SplitHostPort(c.Metrics.Listen)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			bad("metrics.listen: %q must be a loopback host:port", c.Metrics.Listen)
+		}
+	}
+	if c.Relay.Host != "" && c.Relay.Username != "" && c.Relay.PasswordFile == "" {
+		bad("relay.password_file is required with relay.username")
+	}
+	names := map[string]bool{}
+	for i, m := range c.Mailboxes {
+		if !mailboxRE.MatchString(m.Name) || strings.Contains(m.Name, "..") {
+			bad("mailboxes[%d]: name %q must match [a-z0-9._-]+ without leading/trailing dots or \"..\"", i, m.Name)
+		}
+		if names[m.Name] {
+			bad("mailboxes: %q is declared twice", m.Name)
+		}
+		names[m.Name] = true
+		if m.Owner == "" {
+			bad("mailboxes[%d] %q: owner is required (a user name or uid)", i, m.Name)
+		}
+		for _, a := range m.Aliases {
+			if strings.ContainsAny(a, " \t\r\n") || a == "" {
+				bad("mailboxes[%d] %q: alias %q is not an address or local part", i, m.Name, a)
+			}
+		}
+	}
+	if c.CatchAll != "" && !mailboxRE.MatchString(c.CatchAll) {
+		bad("catch_all: %q is not a mailbox name", c.CatchAll)
+	}
+	hookNames := map[string]bool{}
+	for i, h := range c.Hooks {
+		if h.Mailbox == "" || len(h.Cmd) == 0 || h.Event == "" {
+			bad("hooks[%d]: mailbox, event and cmd are required", i)
+		}
+		if h.Name != "" {
+			if hookNames[h.Name] {
+				bad("hooks: name %q is used twice", h.Name)
+			}
+			hookNames[h.Name] = true
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// IsLocalDomain reports whether domain is one this host receives for.
+func (c *Config) IsLocalDomain(domain string) bool {
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	for _, d := range c.Domains {
+		if d == domain {
+			return true
+		}
+	}
+	return false
+}
+
+// PrimaryDomain is the first configured domain, or "localhost".
+func (c *Config) PrimaryDomain() string {
+	if len(c.Domains) > 0 {
+		return c.Domains[0]
+	}
+	return "localhost"
+}
+
+// Mailbox returns the operator declaration of a mailbox, if any.
+func (c *Config) Mailbox(name string) *MailboxConfig {
+	for i := range c.Mailboxes {
+		if c.Mailboxes[i].Name == name {
+			return &c.Mailboxes[i]
+		}
+	}
+	return nil
+}
+
+// EffectiveSend merges a mailbox's overrides onto the global send policy.
+func (c *Config) EffectiveSend(mailbox string) SendPolicy {
+	p := c.Send
+	m := c.Mailbox(mailbox)
+	if m == nil || m.Send == nil {
+		return p
+	}
+	o := m.Send
+	if o.Enabled != nil {
+		p.Enabled = o.Enabled
+	}
+	if o.DryRunOnly != nil {
+		p.DryRunOnly = o.DryRunOnly
+	}
+	if o.Hold != nil {
+		p.Hold = o.Hold
+	}
+	if o.AllowDomains != nil {
+		p.AllowDomains = o.AllowDomains
+	}
+	if o.AllowAddresses != nil {
+		p.AllowAddresses = o.AllowAddresses
+	}
+	for _, kv := range []struct {
+		dst *int
+		v   int
+	}{{&p.MaxRecipients, o.MaxRecipients}, {&p.PerMinute, o.PerMinute}, {&p.PerHour, o.PerHour}, {&p.PerDay, o.PerDay}} {
+		if kv.v != 0 {
+			*kv.dst = kv.v
+		}
+	}
+	if o.MaxMessageBytes != 0 {
+		p.MaxMessageBytes = o.MaxMessageBytes
+	}
+	if o.MaxAttachmentBytes != 0 {
+		p.MaxAttachmentBytes = o.MaxAttachmentBytes
+	}
+	return p
+}
+
+// TrustedSenders returns the effective trusted-sender patterns of a mailbox and
+// where they come from ("mailbox" or "global").
+func (c *Config) TrustedSenders(mailbox string) ([]string, string) {
+	if m := c.Mailbox(mailbox); m != nil && m.TrustedSenders != nil {
+		return m.TrustedSenders, "mailbox"
+	}
+	return c.Trust.TrustedSenders, "global"
+}
