@@ -1,0 +1,437 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// Runner defaults.
+const (
+	DefaultMaxConcurrent = 4
+	DefaultMaxQueued     = 64
+	DefaultOutputCap     = 64 << 10
+	DefaultKillGrace     = 5 * time.Second
+	// StderrTailBytes is how much of the end of stderr a run record keeps.
+	StderrTailBytes = 2048
+)
+
+// Runner starts hooks. The zero value is ready to use with the defaults; set
+// the fields before the first run and do not change them afterwards.
+type Runner struct {
+	// MaxConcurrent bounds how many hooks run at once (default 4). Further
+	// runs wait for a slot.
+	MaxConcurrent int
+	// MaxQueued bounds how many asynchronous runs may wait for a slot
+	// (default 64); Go records a run beyond that as dropped.
+	MaxQueued int
+	// OutputCap bounds the bytes of stdout plus stderr kept per run (default
+	// 64 KiB). The rest is read and discarded so the hook never blocks on a
+	// full pipe.
+	OutputCap int
+	// KillGrace is the time between SIGTERM and SIGKILL (default 5s).
+	KillGrace time.Duration
+	// Log receives every run, including refused and dropped ones. Optional.
+	Log *RunLog
+	// Logger receives one line per run; slog.Default() when nil. Message
+	// data is never logged, only hook, mailbox and message ids.
+	Logger *slog.Logger
+
+	once     sync.Once
+	sem      chan struct{}
+	baseCtx  context.Context
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	inflight int
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// Output is what a run wrote, within Runner.OutputCap.
+type Output struct {
+	Stdout, Stderr []byte
+	// Discarded counts the bytes read from the hook beyond the cap.
+	Discarded int64
+}
+
+func (r *Runner) init() {
+	r.once.Do(func() {
+		r.sem = make(chan struct{}, r.maxConcurrent())
+		r.baseCtx, r.cancel = context.WithCancel(context.Background())
+	})
+}
+
+func (r *Runner) maxConcurrent() int {
+	if r.MaxConcurrent > 0 {
+		return r.MaxConcurrent
+	}
+	return DefaultMaxConcurrent
+}
+
+func (r *Runner) maxQueued() int {
+	if r.MaxQueued > 0 {
+		return r.MaxQueued
+	}
+	return DefaultMaxQueued
+}
+
+func (r *Runner) outputCap() int {
+	if r.OutputCap > 0 {
+		return r.OutputCap
+	}
+	return DefaultOutputCap
+}
+
+func (r *Runner) killGrace() time.Duration {
+	if r.KillGrace > 0 {
+		return r.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+// Run runs h once for the event f as owner, feeding stdin (the message's
+// Markdown) to it, and returns the run record after appending it to Log. It
+// waits for a free slot first (bounded by MaxConcurrent). Cancelling ctx
+// terminates the hook's process group like a timeout does.
+func (r *Runner) Run(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) protocol.HookRun {
+	run, _ := r.RunOutput(ctx, h, owner, f, stdin)
+	return run
+}
+
+// RunOutput is Run that also returns the captured output.
+func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (protocol.HookRun, Output) {
+	r.init()
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		run := newRun(h, f)
+		run.Error = fmt.Sprintf("not started: %v while waiting for a free slot", context.Cause(ctx))
+		r.record(run)
+		return run, Output{}
+	}
+	run, out := r.exec(ctx, h, owner, f, stdin)
+	<-r.sem
+	r.record(run)
+	return run, out
+}
+
+// Go runs h in the background and returns at once. When MaxConcurrent runs
+// are busy and MaxQueued more are waiting, or after Shutdown, the run is
+// recorded as dropped instead. stdin must not be modified afterwards.
+func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
+	r.init()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.drop(h, f, "dropped: hooks are shutting down")
+		return
+	}
+	if limit := r.maxConcurrent() + r.maxQueued(); r.inflight >= limit {
+		r.mu.Unlock()
+		r.drop(h, f, fmt.Sprintf("dropped: %d hook runs already running or waiting (%d at once, %d queued)", limit, r.maxConcurrent(), r.maxQueued()))
+		return
+	}
+	r.inflight++
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			r.inflight--
+			r.mu.Unlock()
+		}()
+		r.RunOutput(r.baseCtx, h, owner, f, stdin)
+	}()
+}
+
+// Wait blocks until every run started with Go has finished.
+func (r *Runner) Wait() { r.wg.Wait() }
+
+// Shutdown refuses further Go runs and waits for the running ones. When ctx
+// ends first, the remaining runs are terminated (SIGTERM, then SIGKILL after
+// KillGrace) and recorded as canceled; Shutdown then returns ctx's error.
+func (r *Runner) Shutdown(ctx context.Context) error {
+	r.init()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		r.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (r *Runner) drop(h protocol.Hook, f Facts, why string) {
+	run := newRun(h, f)
+	run.Error = why
+	r.record(run)
+}
+
+func newRun(h protocol.Hook, f Facts) protocol.HookRun {
+	run := protocol.HookRun{
+		Hook:      h.Name,
+		Mailbox:   f.Mailbox,
+		Event:     f.Event,
+		MessageID: f.ID,
+		StartedAt: time.Now().UTC(),
+		ExitCode:  -1,
+	}
+	if run.Mailbox == "" {
+		run.Mailbox = h.Mailbox
+	}
+	if run.Event == "" {
+		run.Event = h.Event
+	}
+	return run
+}
+
+func (r *Runner) record(run protocol.HookRun) {
+	attrs := []any{
+		slog.String("hook", run.Hook), slog.String("mailbox", run.Mailbox),
+		slog.String("event", run.Event), slog.String("id", run.MessageID),
+		slog.Int("exit_code", run.ExitCode), slog.Int64("duration_ms", run.DurationMS),
+		slog.Bool("timed_out", run.TimedOut),
+	}
+	if run.Error != "" {
+		attrs = append(attrs, slog.String("error", run.Error))
+	}
+	r.logger().Info("hook run", attrs...)
+	if r.Log != nil {
+		if err := r.Log.Append(run); err != nil {
+			r.logger().Warn("hook run log", slog.String("hook", run.Hook), slog.Any("err", err))
+		}
+	}
+}
+
+// exec starts one process group and sees it to its end.
+func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (run protocol.HookRun, out Output) {
+	run = newRun(h, f)
+	start := time.Now()
+	defer func() { run.DurationMS = time.Since(start).Milliseconds() }()
+
+	// Validate again: a hook read from a hand-edited file must meet the same
+	// rules as one created over the socket.
+	h.Cmd = append([]string(nil), h.Cmd...)
+	if err := Normalize(&h); err != nil {
+		run.Error = "not started: " + err.Error()
+		return run, Output{}
+	}
+	if owner.UID == 0 {
+		run.Error = "not started: " + ErrRootOwner.Error()
+		return run, Output{}
+	}
+	self := uint32(os.Getuid())
+	if owner.UID != self && os.Geteuid() != 0 {
+		run.Error = fmt.Sprintf("not started: the daemon runs as uid %d, not root, so it cannot run a hook as uid %d", self, owner.UID)
+		return run, Output{}
+	}
+
+	capt := &capture{limit: r.outputCap()}
+	grace := r.killGrace()
+	cmd := &exec.Cmd{
+		Path:   h.Cmd[0],
+		Args:   h.Cmd,
+		Env:    Env(h, f, owner),
+		Dir:    workDir(owner.Home),
+		Stdin:  bytes.NewReader(stdin),
+		Stdout: captureWriter{capt, false},
+		Stderr: captureWriter{capt, true},
+		// A process that escaped the group (setsid) may hold the pipes open
+		// after the group is gone; stop reading from them after the grace.
+		WaitDelay: grace,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid: true,
+		},
+	}
+	if owner.UID != self {
+		groups := owner.Groups
+		if groups == nil {
+			groups = []uint32{} // still drop the daemon's supplementary groups
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: owner.UID, Gid: owner.GID, Groups: groups}
+	}
+	if err := cmd.Start(); err != nil {
+		run.Error = "not started: " + err.Error()
+		return run, capt.output()
+	}
+	pid := cmd.Process.Pid
+
+	exited := make(chan struct{})
+	go func() {
+		waitExited(pid)
+		close(exited)
+	}()
+	timeout := time.Duration(h.TimeoutSecs) * time.Second
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var stopped string
+	select {
+	case <-exited:
+	case <-timer.C:
+		run.TimedOut = true
+		stopped = fmt.Sprintf("timed out after %ds: process group sent SIGTERM", h.TimeoutSecs)
+	case <-ctx.Done():
+		stopped = fmt.Sprintf("canceled (%v): process group sent SIGTERM", context.Cause(ctx))
+	}
+	if stopped != "" {
+		_ = unix.Kill(-pid, unix.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(grace):
+			stopped += fmt.Sprintf(", then SIGKILL after %v", grace)
+			_ = unix.Kill(-pid, unix.SIGKILL)
+			<-exited
+		}
+	}
+	// The leader has exited but is not reaped yet, so its pid (the group id)
+	// cannot be reused: whatever it left behind in the group is killed
+	// without risk of hitting an unrelated process.
+	_ = unix.Kill(-pid, unix.SIGKILL)
+	err := cmd.Wait()
+
+	run.ExitCode = -1
+	if ps := cmd.ProcessState; ps != nil {
+		run.ExitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() && stopped == "" {
+			run.Error = "killed by signal " + unix.SignalName(ws.Signal())
+		}
+	}
+	if stopped != "" {
+		run.Error = stopped
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		if run.Error != "" {
+			run.Error += "; "
+		}
+		run.Error += "output left open by a process outside the hook's process group; stopped reading after the grace period"
+	}
+	out = capt.output()
+	run.StderrTail = capt.stderrTail()
+	return run, out
+}
+
+// waitExited blocks until pid has exited without reaping it (WNOWAIT), so the
+// process group id stays reserved until cmd.Wait.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// workDir is the owner's home when it is a directory, else "/". The chdir
+// itself happens in the child after it has dropped to the owner's uid.
+func workDir(home string) string {
+	if home == "" {
+		return "/"
+	}
+	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
+		return "/"
+	}
+	return home
+}
+
+// capture keeps the first limit bytes of stdout plus stderr and the last
+// StderrTailBytes of stderr, and swallows the rest: writes never fail and
+// never block, so the child cannot stall on a full pipe.
+type capture struct {
+	mu        sync.Mutex
+	limit     int
+	stdout    []byte
+	stderr    []byte
+	tail      []byte
+	discarded int64
+}
+
+type captureWriter struct {
+	c      *capture
+	stderr bool
+}
+
+func (w captureWriter) Write(p []byte) (int, error) {
+	c := w.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := c.limit - len(c.stdout) - len(c.stderr)
+	if keep < 0 {
+		keep = 0
+	}
+	if keep > len(p) {
+		keep = len(p)
+	}
+	if w.stderr {
+		c.stderr = append(c.stderr, p[:keep]...)
+		c.tail = append(c.tail, p...)
+		if len(c.tail) > 2*StderrTailBytes {
+			c.tail = append(c.tail[:0], c.tail[len(c.tail)-StderrTailBytes:]...)
+		}
+	} else {
+		c.stdout = append(c.stdout, p[:keep]...)
+	}
+	c.discarded += int64(len(p) - keep)
+	return len(p), nil
+}
+
+func (c *capture) output() Output {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Output{Stdout: c.stdout, Stderr: c.stderr, Discarded: c.discarded}
+}
+
+// stderrTail is the end of stderr made safe for a log line and a terminal:
+// valid UTF-8, no control characters but newline and tab.
+func (c *capture) stderrTail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return sanitizeTail(c.tail, StderrTailBytes)
+}
+
+func sanitizeTail(b []byte, max int) string {
+	s := string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
+	s = string(bytes.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return ' '
+		}
+		return r
+	}, []byte(s)))
+	if len(s) <= max {
+		return s
+	}
+	cut := len(s) - max
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return s[cut:]
+}
