@@ -1,0 +1,253 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+)
+
+// The frontmatter delimiter. The TOML encoder writes every string as a
+// single-line quoted string (newlines become \n), so a line that is exactly
+// "+++" can only be the delimiter, whatever the subject contains.
+const delim = "+++"
+
+// MaxFrontmatter bounds the TOML part of a message file. Real frontmatter is a
+// few kilobytes; the bound keeps a hostile hand-written file from costing much.
+const MaxFrontmatter = 4 << 20
+
+// maxTOMLDepth bounds array/table nesting: the TOML parser recurses per level.
+const maxTOMLDepth = 32
+
+// ErrNoFrontmatter is returned by Parse for data that does not start with a
+// "+++" line or has no closing "+++" line.
+var ErrNoFrontmatter = errors.New("no +++ frontmatter")
+
+// Render returns the file form of a message: "+++\n", the TOML frontmatter,
+// "+++\n", an empty line and the body. Strings that are not valid UTF-8 (which
+// TOML cannot carry) have their bad bytes replaced by U+FFFD; times keep their
+// instant and offset. The body is written as is.
+func Render(m *Message, body string) []byte {
+	c := sanitizeMessage(m)
+	var buf bytes.Buffer
+	buf.Grow(1024 + len(body))
+	buf.WriteString(delim + "\n")
+	if err := toml.NewEncoder(&buf).Encode(c); err != nil {
+		// The Message type only holds types the encoder supports, so this
+		// cannot happen short of a programming error in a new field.
+		panic(fmt.Sprintf("store: encoding frontmatter: %v", err))
+	}
+	if b := buf.Bytes(); b[len(b)-1] != '\n' {
+		buf.WriteByte('\n')
+	}
+	buf.WriteString(delim + "\n\n")
+	buf.WriteString(body)
+	return buf.Bytes()
+}
+
+// Parse splits a message file into its frontmatter and body. It accepts CRLF
+// delimiter lines (files edited on other systems) and never panics, whatever
+// the input. The body is returned byte for byte: Parse(Render(m, b)) gives back
+// b and a Message equal to the one rendered (after Render's UTF-8 repair).
+func Parse(data []byte) (m *Message, body string, err error) {
+	fm, rest, err := split(data)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(fm) > MaxFrontmatter {
+		return nil, "", fmt.Errorf("frontmatter is %d bytes, more than %d", len(fm), MaxFrontmatter)
+	}
+	if d := tomlDepth(fm); d > maxTOMLDepth {
+		return nil, "", fmt.Errorf("frontmatter nests %d levels deep", d)
+	}
+	defer func() {
+		// The decoder is third-party code fed with owner-written files; a bug
+		// there must cost one message, not the daemon.
+		if r := recover(); r != nil {
+			m, body, err = nil, "", fmt.Errorf("decoding frontmatter: %v", r)
+		}
+	}()
+	m = new(Message)
+	if _, err := toml.Decode(string(fm), m); err != nil {
+		return nil, "", fmt.Errorf("decoding frontmatter: %w", err)
+	}
+	return m, string(rest), nil
+}
+
+// split finds the frontmatter between the first line and the next line that is
+// exactly "+++" (optionally followed by CR), and drops one empty line after it.
+func split(data []byte) (fm, body []byte, err error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a BOM added by an editor
+	var rest []byte
+	switch {
+	case bytes.HasPrefix(data, []byte(delim+"\n")):
+		rest = data[len(delim)+1:]
+	case bytes.HasPrefix(data, []byte(delim+"\r\n")):
+		rest = data[len(delim)+2:]
+	default:
+		return nil, nil, ErrNoFrontmatter
+	}
+	off := 0
+	for {
+		line := rest[off:]
+		end := bytes.IndexByte(line, '\n')
+		var next int
+		if end < 0 {
+			next = len(rest)
+		} else {
+			next = off + end + 1
+			line = line[:end]
+		}
+		if string(bytes.TrimSuffix(line, []byte("\r"))) == delim {
+			fm, body = rest[:off], rest[next:]
+			break
+		}
+		if end < 0 {
+			return nil, nil, ErrNoFrontmatter
+		}
+		off = next
+	}
+	switch {
+	case bytes.HasPrefix(body, []byte("\n")):
+		body = body[1:]
+	case bytes.HasPrefix(body, []byte("\r\n")):
+		body = body[2:]
+	}
+	return fm, body, nil
+}
+
+// tomlDepth returns the deepest nesting of arrays and inline tables in a TOML
+// document, ignoring brackets inside strings and comments.
+func tomlDepth(b []byte) int {
+	const (
+		normal = iota
+		comment
+		basic
+		literal
+		mlBasic
+		mlLiteral
+	)
+	state, depth, max := normal, 0, 0
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch state {
+		case normal:
+			switch c {
+			case '#':
+				state = comment
+			case '"':
+				if bytes.HasPrefix(b[i:], []byte(`"""`)) {
+					state, i = mlBasic, i+2
+				} else {
+					state = basic
+				}
+			case '\'':
+				if bytes.HasPrefix(b[i:], []byte(`'''`)) {
+					state, i = mlLiteral, i+2
+				} else {
+					state = literal
+				}
+			case '[', '{':
+				depth++
+				if depth > max {
+					max = depth
+				}
+			case ']', '}':
+				if depth > 0 {
+					depth--
+				}
+			}
+		case comment:
+			if c == '\n' {
+				state = normal
+			}
+		case basic:
+			switch c {
+			case '\\':
+				i++
+			case '"', '\n':
+				state = normal
+			}
+		case literal:
+			if c == '\'' || c == '\n' {
+				state = normal
+			}
+		case mlBasic:
+			if c == '\\' {
+				i++
+			} else if bytes.HasPrefix(b[i:], []byte(`"""`)) {
+				state, i = normal, i+2
+			}
+		case mlLiteral:
+			if bytes.HasPrefix(b[i:], []byte(`'''`)) {
+				state, i = normal, i+2
+			}
+		}
+	}
+	return max
+}
+
+// sanitizeMessage returns a deep copy of m whose strings are valid UTF-8 and
+// whose times are representable in TOML.
+func sanitizeMessage(m *Message) *Message {
+	if m == nil {
+		return new(Message)
+	}
+	v := reflect.New(reflect.TypeOf(*m)).Elem()
+	v.Set(reflect.ValueOf(*m))
+	fixValue(v)
+	c := v.Addr().Interface().(*Message)
+	return c
+}
+
+var timeType = reflect.TypeOf(time.Time{})
+
+// fixValue rewrites v in place; slices and pointers are copied first so that
+// the caller's message is never modified.
+func fixValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		if s := v.String(); !utf8.ValidString(s) {
+			v.SetString(strings.ToValidUTF8(s, "\uFFFD"))
+		}
+	case reflect.Struct:
+		if v.Type() == timeType {
+			t := v.Interface().(time.Time)
+			if y := t.Year(); y < 0 || y > 9999 {
+				v.Set(reflect.ValueOf(time.Time{}))
+			} else if _, off := t.Zone(); off%60 != 0 {
+				// TOML offsets have minute precision.
+				v.Set(reflect.ValueOf(t.UTC()))
+			}
+			return
+		}
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fixValue(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if v.IsNil() {
+			return
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(c, v)
+		for i := 0; i < c.Len(); i++ {
+			fixValue(c.Index(i))
+		}
+		v.Set(c)
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		c := reflect.New(v.Type().Elem())
+		c.Elem().Set(v.Elem())
+		fixValue(c.Elem())
+		v.Set(c)
+	}
+}

@@ -1,0 +1,430 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mailbox folders are writable by their owner, who may swap any entry for a
+// symlink, a FIFO or a hard link at any moment. Everything below therefore
+// works relative to open directory descriptors, opens with O_NOFOLLOW, checks
+// what it opened with fstat, sets ownership and modes on descriptors, and
+// never opens an existing file for writing (files are replaced by rename).
+
+// TempPrefix starts the names of files being written. Loaders skip such names
+// and CleanTemps removes stale ones.
+const TempPrefix = ".tmp-"
+
+// StaleTempAge is how old a temporary file must be before CleanTemps removes
+// it; younger ones may belong to a write in progress.
+var StaleTempAge = 10 * time.Minute
+
+// maxRemoveDepth bounds the recursion of RemoveAll, which an owner could
+// otherwise drive into exhausting descriptors with a deep tree.
+const maxRemoveDepth = 128
+
+// Dir is an open directory. Every operation on it is relative to its
+// descriptor and never follows a symlink in the name it is given.
+type Dir struct {
+	fd   int
+	path string // for messages only, never reopened
+}
+
+// OpenDir opens the directory at path. The last component must not be a
+// symlink; the components above it are trusted (they are root-owned paths
+// such as /var/lib/mailctl).
+func OpenDir(path string) (*Dir, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: openErr(err)}
+	}
+	return &Dir{fd: fd, path: path}, nil
+}
+
+// openErr turns what open(2) says about a symlink under O_NOFOLLOW into an
+// error a person understands, keeping the errno for errors.Is.
+func openErr(err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("refusing to follow a symlink: %w", err)
+	}
+	return err
+}
+
+// Path returns the path the directory was opened at, for messages.
+func (d *Dir) Path() string { return d.path }
+
+// Close releases the descriptor.
+func (d *Dir) Close() error {
+	if d == nil || d.fd < 0 {
+		return nil
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	return err
+}
+
+func (d *Dir) join(name string) string { return filepath.Join(d.path, name) }
+
+// checkName refuses anything but a single, ordinary path component.
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("invalid file name %q: must be one path component", name)
+	}
+	return nil
+}
+
+// OpenDir opens the subdirectory name (one path component), refusing symlinks.
+func (d *Dir) OpenDir(name string) (*Dir, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: openErr(err)}
+	}
+	return &Dir{fd: fd, path: d.join(name)}, nil
+}
+
+// Stat returns the fstat of the directory itself.
+func (d *Dir) Stat() (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return st, &os.PathError{Op: "fstat", Path: d.path, Err: err}
+	}
+	return st, nil
+}
+
+// Lstat returns the fstatat of name without following a symlink.
+func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := checkName(name); err != nil {
+		return st, err
+	}
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, &os.PathError{Op: "lstat", Path: d.join(name), Err: err}
+	}
+	return st, nil
+}
+
+// MkdirOwned creates the subdirectory name if it is missing and opens it. The
+// owner and mode are set on the opened descriptor, also when the directory
+// already existed (to repair them). uid or gid -1 leaves that id unchanged.
+func (d *Dir) MkdirOwned(name string, perm os.FileMode, uid, gid int) (*Dir, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	// Created with no access for anyone until fchown+fchmod below, so that
+	// nobody can slip anything into it while it still belongs to root.
+	if err := unix.Mkdirat(d.fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, &os.PathError{Op: "mkdir", Path: d.join(name), Err: err}
+	}
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.setOwnerMode(perm, uid, gid); err != nil {
+		sub.Close()
+		return nil, err
+	}
+	return sub, nil
+}
+
+func (d *Dir) setOwnerMode(perm os.FileMode, uid, gid int) error {
+	st, err := d.Stat()
+	if err != nil {
+		return err
+	}
+	if (uid >= 0 && int(st.Uid) != uid) || (gid >= 0 && int(st.Gid) != gid) {
+		if err := unix.Fchown(d.fd, uid, gid); err != nil {
+			return &os.PathError{Op: "fchown", Path: d.path, Err: err}
+		}
+	}
+	if st.Mode&0o7777 != uint32(perm.Perm()) {
+		if err := unix.Fchmod(d.fd, uint32(perm.Perm())); err != nil {
+			return &os.PathError{Op: "fchmod", Path: d.path, Err: err}
+		}
+	}
+	return nil
+}
+
+// Sync flushes the directory's entries to disk.
+func (d *Dir) Sync() error {
+	if err := unix.Fsync(d.fd); err != nil {
+		return &os.PathError{Op: "fsync", Path: d.path, Err: err}
+	}
+	return nil
+}
+
+// WriteFile durably replaces name with data: it writes a new temporary file
+// (O_EXCL|O_NOFOLLOW, so nothing pre-planted is ever written through), sets its
+// owner and mode on the descriptor, fsyncs it, renames it over name and fsyncs
+// the directory. Readers see the old or the new file, never a partial one.
+// uid or gid -1 leaves that id as the process's own.
+func (d *Dir) WriteFile(name string, data []byte, perm os.FileMode, uid, gid int) error {
+	return d.writeFile(name, data, perm, uid, gid, true)
+}
+
+func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int, syncDir bool) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	tmp, fd, err := d.createTemp()
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), d.join(tmp))
+	defer f.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			unix.Unlinkat(d.fd, tmp, 0)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if uid >= 0 || gid >= 0 {
+		if err := f.Chown(uid, gid); err != nil { // fchown(2)
+			return err
+		}
+	}
+	// fchmod after fchown, which may clear set-id bits.
+	if err := f.Chmod(perm.Perm()); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := unix.Renameat(d.fd, tmp, d.fd, name); err != nil {
+		return &os.LinkError{Op: "rename", Old: d.join(tmp), New: d.join(name), Err: err}
+	}
+	ok = true
+	if syncDir {
+		return d.Sync()
+	}
+	return nil
+}
+
+// createTemp creates a new, empty, private temporary file in d.
+func (d *Dir) createTemp() (string, int, error) {
+	for range 10 {
+		var rnd [8]byte
+		if _, err := io.ReadFull(rand.Reader, rnd[:]); err != nil {
+			return "", -1, err
+		}
+		name := TempPrefix + hex.EncodeToString(rnd[:])
+		fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", -1, &os.PathError{Op: "create", Path: d.join(name), Err: err}
+		}
+		return name, fd, nil
+	}
+	return "", -1, fmt.Errorf("create temporary file in %s: too many collisions", d.path)
+}
+
+// ErrTooLarge is returned when a file is larger than the caller allows.
+var ErrTooLarge = errors.New("file too large")
+
+// ErrNotRegular is returned when a name that should be a file is a symlink,
+// directory, FIFO or anything else.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadFile reads name, which must be a regular file (not a symlink, FIFO or
+// device) of at most max bytes; a larger one gives ErrTooLarge.
+func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
+	data, _, err := d.readFile(name, max)
+	return data, err
+}
+
+// readFile is ReadFile that also returns the fstat of what it read, so that
+// callers can check who owns the file.
+func (d *Dir) readFile(name string, max int64) ([]byte, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := checkName(name); err != nil {
+		return nil, st, err
+	}
+	// O_NONBLOCK: opening a FIFO planted under this name must not hang.
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			err = fmt.Errorf("%w (a symlink)", ErrNotRegular)
+		}
+		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.join(name))
+	defer f.Close()
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, st, &os.PathError{Op: "fstat", Path: d.join(name), Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: ErrNotRegular}
+	}
+	if st.Size > max {
+		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
+	}
+	// The file may grow between fstat and read: read at most max+1 bytes.
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, st, err
+	}
+	if int64(len(data)) > max {
+		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
+	}
+	return data, st, nil
+}
+
+// Remove removes the file, symlink or empty directory name.
+func (d *Dir) Remove(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	err := unix.Unlinkat(d.fd, name, 0)
+	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) {
+		if err2 := unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR); err2 == nil || !errors.Is(err2, unix.ENOTDIR) {
+			err = err2
+		}
+	}
+	if err != nil {
+		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
+	}
+	return nil
+}
+
+// RemoveAll removes name and, if it is a directory, everything in it. Symlinks
+// are unlinked, never followed. A missing name is not an error.
+func (d *Dir) RemoveAll(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	return d.removeAll(name, 0)
+}
+
+func (d *Dir) removeAll(name string, depth int) error {
+	err := unix.Unlinkat(d.fd, name, 0)
+	switch {
+	case err == nil, errors.Is(err, unix.ENOENT):
+		return nil
+	case !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM):
+		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
+	}
+	if depth >= maxRemoveDepth {
+		return fmt.Errorf("remove %s: directory tree deeper than %d levels", d.join(name), maxRemoveDepth)
+	}
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		// Swapped for something else since the unlink attempt: try again.
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return d.removeAll(name, depth+1)
+		}
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	names, err := sub.Names()
+	if err == nil {
+		for _, n := range names {
+			if err = sub.removeAll(n, depth+1); err != nil {
+				break
+			}
+		}
+	}
+	sub.Close()
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
+	}
+	return nil
+}
+
+// Names lists the entries of the directory (without "." and "..").
+func (d *Dir) Names() ([]string, error) {
+	// A fresh open file description, so that the read offset is our own.
+	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// Rename renames oldName in d to newName in to. With noReplace, an existing
+// newName is an error (ErrExists) instead of being replaced.
+func (d *Dir) Rename(oldName string, to *Dir, newName string, noReplace bool) error {
+	if err := checkName(oldName); err != nil {
+		return err
+	}
+	if err := checkName(newName); err != nil {
+		return err
+	}
+	var err error
+	if noReplace {
+		err = unix.Renameat2(d.fd, oldName, to.fd, newName, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			// A file system without RENAME_NOREPLACE: check, then rename.
+			// The window is only open to the owner against its own files.
+			if _, serr := to.Lstat(newName); serr == nil {
+				err = unix.EEXIST
+			} else {
+				err = unix.Renameat(d.fd, oldName, to.fd, newName)
+			}
+		}
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("rename %s to %s: %w", d.join(oldName), to.join(newName), ErrExists)
+		}
+	} else {
+		err = unix.Renameat(d.fd, oldName, to.fd, newName)
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: d.join(oldName), New: to.join(newName), Err: err}
+	}
+	return nil
+}
+
+// WriteFileAtomic durably replaces the file at path with data (temp file in
+// the same directory, fsync, rename, fsync of the directory). It is for
+// root-owned files such as the registry and the queue; mailbox files go
+// through Dir.WriteFile.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	d, err := OpenDir(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.WriteFile(filepath.Base(path), data, perm, -1, -1)
+}
+
+// CleanTemps removes temporary files older than StaleTempAge from d. They are
+// what a crash leaves behind; loaders skip them anyway.
+func CleanTemps(d *Dir) {
+	names, err := d.Names()
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-StaleTempAge)
+	for _, n := range names {
+		if !strings.HasPrefix(n, TempPrefix) {
+			continue
+		}
+		st, err := d.Lstat(n)
+		if err != nil || time.Unix(st.Mtim.Unix()).After(cutoff) {
+			continue
+		}
+		d.RemoveAll(n)
+	}
+}

@@ -1,0 +1,507 @@
+package store
+
+import (
+	"cmp"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// The index is a cache of the summaries of one folder's messages, so that
+// listing never parses every file. The owner may add, remove or edit files at
+// any time, so it is re-synced when the folder's mtime changes and the rows it
+// returns are re-validated with fstatat. File systems stamp times with a coarse
+// clock, so a change made within racyWindow of a sync may carry the same
+// mtime as what was seen: such "racy" directories and files are re-checked
+// until they have been quiet for longer than the window.
+const racyWindow = time.Second
+
+// snippetLen is the number of characters of body kept per message.
+const snippetLen = 160
+
+// MaxMessageFile bounds the size of a message's .md file that the store reads.
+var MaxMessageFile int64 = 64 << 20
+
+// entry is one indexed message.
+type entry struct {
+	sum     Summary
+	sortKey int64 // ReceivedAt (or Date) in Unix nanoseconds
+	stat    fileStamp
+	racy    bool
+}
+
+// fileStamp identifies a version of a file without reading it. An atomic
+// replace changes the inode, an in-place edit the size, mtime or ctime.
+type fileStamp struct {
+	ino   uint64
+	size  int64
+	mtime int64
+	ctime int64
+}
+
+func stampOf(st *unix.Stat_t) fileStamp {
+	return fileStamp{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
+// isRacy reports whether a stamp with time t, read at now, could hide a later
+// change with the same timestamp.
+func isRacy(t int64, now time.Time) bool {
+	return now.Sub(time.Unix(0, t)) < racyWindow
+}
+
+// folderIndex is the index of one folder of one mailbox. mu also serializes
+// the store's own read-modify-write operations in the folder.
+type folderIndex struct {
+	mu       sync.Mutex
+	loaded   bool
+	dirStamp fileStamp
+	dirRacy  bool
+	entries  map[string]*entry // by id
+	sorted   []*entry          // newest first; nil when it must be rebuilt
+	reserved map[string]string // ids being delivered -> their Message-ID
+	cleaned  bool
+}
+
+func newFolderIndex() *folderIndex {
+	return &folderIndex{entries: map[string]*entry{}, reserved: map[string]string{}}
+}
+
+// sync brings the index up to date with the directory d whose files must be
+// owned by uid. It reads only files whose stamp changed.
+func (fi *folderIndex) sync(d *Dir, uid int) error {
+	dst, err := d.Stat()
+	if err != nil {
+		return err
+	}
+	stamp := stampOf(&dst)
+	if fi.loaded && stamp == fi.dirStamp && !fi.dirRacy {
+		return nil
+	}
+	if !fi.cleaned {
+		CleanTemps(d)
+		fi.cleaned = true
+	}
+	names, err := d.Names()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		id, ok := mdID(name)
+		if !ok {
+			continue
+		}
+		seen[id] = true
+		fi.refresh(d, id, uid, now)
+	}
+	for id := range fi.entries {
+		if !seen[id] {
+			delete(fi.entries, id)
+			fi.sorted = nil
+		}
+	}
+	fi.loaded = true
+	fi.dirStamp = stamp
+	fi.dirRacy = isRacy(stamp.mtime, now) || isRacy(stamp.ctime, now)
+	return nil
+}
+
+// mdID returns the id of a message file name, or false for names that are not
+// messages (temporary files, other extensions, ids the store would refuse).
+func mdID(name string) (string, bool) {
+	id, ok := strings.CutSuffix(name, ".md")
+	if !ok || ValidID(id) != nil {
+		return "", false
+	}
+	return id, true
+}
+
+// refresh re-reads id if its file changed since it was indexed and reports
+// whether the index changed.
+func (fi *folderIndex) refresh(d *Dir, id string, uid int, now time.Time) bool {
+	e := fi.entries[id]
+	st, err := d.Lstat(id + ".md")
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if e != nil {
+			delete(fi.entries, id)
+			fi.sorted = nil
+			return true
+		}
+		return false
+	}
+	if e != nil && e.stat == stampOf(&st) && !e.racy {
+		return false
+	}
+	ne, err := loadEntry(d, id, uid, now)
+	if err != nil {
+		// Unparsable or foreign files are not messages. The error can
+		// quote file contents, so it is not logged.
+		if e != nil {
+			delete(fi.entries, id)
+			fi.sorted = nil
+			return true
+		}
+		return false
+	}
+	fi.put(ne)
+	return e == nil || !summaryEqual(&e.sum, &ne.sum)
+}
+
+func (fi *folderIndex) put(e *entry) {
+	old := fi.entries[e.sum.ID]
+	if old == nil || old.sortKey != e.sortKey {
+		fi.sorted = nil
+	} else if fi.sorted != nil {
+		// Same place in the order: swap the row in place.
+		if i, ok := slices.BinarySearchFunc(fi.sorted, old, less); ok && fi.sorted[i] == old {
+			fi.sorted[i] = e
+		} else {
+			fi.sorted = nil
+		}
+	}
+	fi.entries[e.sum.ID] = e
+}
+
+func (fi *folderIndex) remove(id string) {
+	if _, ok := fi.entries[id]; ok {
+		delete(fi.entries, id)
+		fi.sorted = nil
+	}
+}
+
+// loadEntry reads and parses one message file of d.
+func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, error) {
+	data, st, err := d.readFile(id+".md", MaxMessageFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOwner(&st, uid); err != nil {
+		return nil, err
+	}
+	m, body, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	e := newEntry(id, m, body)
+	e.stat = stampOf(&st)
+	e.racy = isRacy(e.stat.mtime, now) || isRacy(e.stat.ctime, now)
+	return e, nil
+}
+
+// errForeign is returned for a file in a mailbox that its owner does not own:
+// the owner may have hard-linked a file it can read but must not see through
+// the daemon (or that the daemon must not change).
+var errForeign = errors.New("file is not owned by the mailbox owner")
+
+func checkOwner(st *unix.Stat_t, uid int) error {
+	if uid >= 0 && int(st.Uid) != uid {
+		return errForeign
+	}
+	return nil
+}
+
+// newEntry builds the index row of a message stored under id. The id is the
+// file name, whatever the frontmatter says.
+func newEntry(id string, m *Message, body string) *entry {
+	t := m.ReceivedAt
+	if t.IsZero() {
+		t = m.Date
+	}
+	return &entry{
+		sortKey: t.UnixNano(),
+		sum: Summary{
+			ID:             id,
+			MessageID:      m.MessageID,
+			ThreadID:       m.ThreadID,
+			From:           m.From,
+			To:             m.To,
+			Subject:        m.Subject,
+			Date:           m.Date,
+			ReceivedAt:     m.ReceivedAt,
+			Read:           m.Read,
+			Trusted:        m.Trusted,
+			Attachments:    len(m.Attachments),
+			Snippet:        Snippet(body, snippetLen),
+			DeliveryStatus: m.DeliveryStatus,
+			Labels:         m.Labels,
+		},
+	}
+}
+
+func summaryEqual(a, b *Summary) bool {
+	return a.ID == b.ID && a.MessageID == b.MessageID && a.ThreadID == b.ThreadID && a.From == b.From &&
+		slices.Equal(a.To, b.To) && a.Subject == b.Subject && a.Date.Equal(b.Date) &&
+		a.ReceivedAt.Equal(b.ReceivedAt) && a.Read == b.Read && a.Trusted == b.Trusted &&
+		a.Attachments == b.Attachments && a.Snippet == b.Snippet &&
+		a.DeliveryStatus == b.DeliveryStatus && slices.Equal(a.Labels, b.Labels)
+}
+
+// Snippet returns the first n characters of body with runs of white space
+// collapsed to one space. It stops reading once it has them, so a 10 MB body
+// costs no more than a short one.
+func Snippet(body string, n int) string {
+	var b strings.Builder
+	count := 0
+	space := false
+	for _, r := range body {
+		if unicode.IsSpace(r) || r == 0 {
+			space = b.Len() > 0
+			continue
+		}
+		if count >= n {
+			break
+		}
+		if space {
+			b.WriteByte(' ')
+			count++
+			space = false
+			if count >= n {
+				break
+			}
+		}
+		if r == utf8.RuneError {
+			r = '\uFFFD'
+		}
+		b.WriteRune(r)
+		count++
+	}
+	return b.String()
+}
+
+// less orders newest first: by time, then by id.
+func less(a, b *entry) int {
+	if c := cmp.Compare(b.sortKey, a.sortKey); c != 0 {
+		return c
+	}
+	return strings.Compare(b.sum.ID, a.sum.ID)
+}
+
+func (fi *folderIndex) order() []*entry {
+	if fi.sorted == nil {
+		s := make([]*entry, 0, len(fi.entries))
+		for _, e := range fi.entries {
+			s = append(s, e)
+		}
+		slices.SortFunc(s, less)
+		fi.sorted = s
+	}
+	return fi.sorted
+}
+
+// Query selects and pages the messages of a folder. Zero values select
+// everything. Text matches case-insensitively in subject, sender and snippet;
+// From and Subject match case-insensitive substrings; Since and Until bound
+// the received time (Since inclusive, Until exclusive).
+type Query struct {
+	Limit, Offset       int
+	Cursor              string
+	Unread, Trusted     *bool
+	From, Subject, Text string
+	ThreadID            string
+	Since, Until        *time.Time
+}
+
+// Summary is one row of a listing.
+type Summary struct {
+	ID, Folder, MessageID, ThreadID, From string
+	To                                    []string
+	Subject                               string
+	Date, ReceivedAt                      time.Time
+	Read                                  bool
+	Trusted                               string
+	Attachments                           int
+	Snippet                               string
+	DeliveryStatus                        string
+	Labels                                []string
+}
+
+// Page is one page of a listing. Total counts every message the query
+// matches; NextCursor continues after the last item when HasMore.
+type Page struct {
+	Items      []Summary
+	Total      int
+	NextCursor string
+	HasMore    bool
+}
+
+// Listing limits.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 200
+)
+
+// ErrInvalidCursor is returned for a cursor the store did not hand out.
+var ErrInvalidCursor = errors.New("invalid cursor")
+
+type cursor struct {
+	key int64
+	id  string
+}
+
+func encodeCursor(e *entry) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(e.sortKey, 10) + "|" + e.sum.ID))
+}
+
+func decodeCursor(s string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, ErrInvalidCursor
+	}
+	k, id, ok := strings.Cut(string(b), "|")
+	n, err := strconv.ParseInt(k, 10, 64)
+	if !ok || err != nil || ValidID(id) != nil {
+		return cursor{}, ErrInvalidCursor
+	}
+	return cursor{key: n, id: id}, nil
+}
+
+// matcher is a compiled Query filter.
+type matcher struct {
+	q                   Query
+	from, subject, text string
+	none                bool
+}
+
+func newMatcher(q Query) matcher {
+	m := matcher{q: q, from: strings.ToLower(q.From), subject: strings.ToLower(q.Subject), text: strings.ToLower(q.Text)}
+	m.none = q.Unread == nil && q.Trusted == nil && q.From == "" && q.Subject == "" && q.Text == "" &&
+		q.ThreadID == "" && q.Since == nil && q.Until == nil
+	return m
+}
+
+func containsFold(s, lowSub string) bool {
+	return lowSub == "" || strings.Contains(strings.ToLower(s), lowSub)
+}
+
+func (m *matcher) match(e *entry) bool {
+	if m.none {
+		return true
+	}
+	s := &e.sum
+	q := &m.q
+	switch {
+	case q.Unread != nil && *q.Unread == s.Read:
+		return false
+	case q.Trusted != nil && *q.Trusted != (s.Trusted == "true"):
+		return false
+	case q.ThreadID != "" && q.ThreadID != s.ThreadID:
+		return false
+	case q.Since != nil && e.sortKey < q.Since.UnixNano():
+		return false
+	case q.Until != nil && e.sortKey >= q.Until.UnixNano():
+		return false
+	case !containsFold(s.From, m.from), !containsFold(s.Subject, m.subject):
+		return false
+	}
+	if m.text != "" && !containsFold(s.Subject, m.text) && !containsFold(s.From, m.text) && !containsFold(s.Snippet, m.text) {
+		return false
+	}
+	return true
+}
+
+// page computes one page of the index (which must be synced).
+func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	m := newMatcher(q)
+	rows := fi.order()
+	if !m.none {
+		var f []*entry
+		for _, e := range rows {
+			if m.match(e) {
+				f = append(f, e)
+			}
+		}
+		rows = f
+	}
+	p := Page{Total: len(rows)}
+	start := 0
+	if q.Cursor != "" {
+		c, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return Page{}, nil, err
+		}
+		pivot := &entry{sortKey: c.key, sum: Summary{ID: c.id}}
+		start, _ = slices.BinarySearchFunc(rows, pivot, less)
+		if start < len(rows) && less(rows[start], pivot) == 0 {
+			start++
+		}
+	}
+	start += max(q.Offset, 0)
+	start = min(start, len(rows))
+	end := min(start+limit, len(rows))
+	sel := rows[start:end]
+	p.Items = make([]Summary, len(sel))
+	for i, e := range sel {
+		p.Items[i] = e.sum
+		p.Items[i].Folder = folder
+	}
+	if end < len(rows) && len(sel) > 0 {
+		p.HasMore = true
+		p.NextCursor = encodeCursor(sel[len(sel)-1])
+	}
+	return p, sel, nil
+}
+
+// list syncs the index with d, computes the page and re-validates its rows,
+// recomputing when a row turned out to be stale.
+func (fi *folderIndex) list(d *Dir, uid int, folder string, q Query) (Page, error) {
+	if err := fi.sync(d, uid); err != nil {
+		return Page{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		p, rows, err := fi.page(q, folder)
+		if err != nil || attempt == 3 {
+			return p, err
+		}
+		changed := false
+		now := time.Now()
+		for _, e := range rows {
+			if fi.refresh(d, e.sum.ID, uid, now) {
+				changed = true
+			}
+		}
+		if !changed {
+			return p, nil
+		}
+	}
+}
+
+func (fi *folderIndex) findMessageID(messageID string) (string, bool) {
+	for id, mid := range fi.reserved {
+		if mid == messageID {
+			return id, true
+		}
+	}
+	for _, e := range fi.entries {
+		if e.sum.MessageID == messageID {
+			return e.sum.ID, true
+		}
+	}
+	return "", false
+}
+
+// entryAfterWrite indexes a message the store just wrote.
+func (fi *folderIndex) entryAfterWrite(d *Dir, id string, m *Message, body string) {
+	st, err := d.Lstat(id + ".md")
+	if err != nil {
+		fi.remove(id)
+		return
+	}
+	e := newEntry(id, m, body)
+	e.stat = stampOf(&st)
+	e.racy = true
+	fi.put(e)
+}

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxMailboxNameLen bounds a mailbox name (the local part of an address).
+const MaxMailboxNameLen = 64
+
+// maxIDLen leaves room for the ".attachments" suffix within NAME_MAX (255).
+const maxIDLen = 200
+
+// ValidMailboxName reports whether name can be a mailbox: [a-z0-9._-]+, 1 to 64
+// characters, no leading or trailing dot and no "..". The error says what is
+// wrong so that it can be shown to the person who typed the name.
+func ValidMailboxName(name string) error {
+	if name == "" {
+		return errors.New("mailbox name is empty")
+	}
+	if len(name) > MaxMailboxNameLen {
+		return fmt.Errorf("mailbox name is %d characters long, the maximum is %d", len(name), MaxMailboxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			if c >= 'A' && c <= 'Z' {
+				return fmt.Errorf("mailbox name %q has an upper-case letter: use lower case only", name)
+			}
+			return fmt.Errorf("mailbox name %q has the character %q: only a-z, 0-9, '.', '_' and '-' are allowed", name, rune(c))
+		}
+	}
+	if name[0] == '.' || name[len(name)-1] == '.' {
+		return fmt.Errorf("mailbox name %q starts or ends with a dot", name)
+	}
+	if strings.Contains(name, "..") {
+		return fmt.Errorf("mailbox name %q contains \"..\"", name)
+	}
+	return nil
+}
+
+// ValidFolder reports whether name can be a folder of a mailbox. Folders follow
+// the rules of mailbox names; the standard ones are listed in Folders.
+func ValidFolder(name string) error {
+	if err := ValidMailboxName(name); err != nil {
+		return fmt.Errorf("invalid folder: %s", strings.Replace(err.Error(), "mailbox name", "folder name", 1))
+	}
+	return nil
+}
+
+// ValidID reports whether id can name a message file. Ids come from clients, so
+// anything that could address another file is refused: '/', '\\', "..", a
+// leading dot (hidden and temporary files), control characters, invalid UTF-8.
+func ValidID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("message id is empty")
+	case len(id) > maxIDLen:
+		return fmt.Errorf("message id is %d bytes long, the maximum is %d", len(id), maxIDLen)
+	case id[0] == '.':
+		return fmt.Errorf("message id %q starts with a dot", id)
+	case strings.Contains(id, ".."):
+		return fmt.Errorf("message id %q contains \"..\"", id)
+	case strings.ContainsAny(id, "/\\"):
+		return fmt.Errorf("message id %q contains a path separator", id)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("message id %q is not valid UTF-8", id)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			return fmt.Errorf("message id %q contains a control character", id)
+		}
+	}
+	return nil
+}
+
+// maxSlugLen bounds the subject part of an id so ids stay readable in listings.
+const maxSlugLen = 40
+
+// NewID returns the id of a message received at t with the given subject:
+// "2006-01-02-150405-slug" with the time in UTC, so that ids sort by time.
+func NewID(t time.Time, subject string) string {
+	return t.UTC().Format("2006-01-02-150405") + "-" + slug(subject)
+}
+
+// slug keeps lowercase ASCII letters and digits of s, turning every other run of
+// characters into one '-'.
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case r >= 'A' && r <= 'Z':
+			r += 'a' - 'A'
+		default:
+			dash = b.Len() > 0
+			continue
+		}
+		need := 1
+		if dash {
+			need = 2
+		}
+		if b.Len()+need > maxSlugLen {
+			break
+		}
+		if dash {
+			b.WriteByte('-')
+			dash = false
+		}
+		b.WriteByte(byte(r))
+	}
+	if b.Len() == 0 {
+		return "message"
+	}
+	return b.String()
+}
+
+// maxFilenameLen bounds attachment file names in bytes.
+const maxFilenameLen = 100
+
+// reservedNames are device names that Windows refuses as file names; mailbox
+// contents are often copied elsewhere, so they are defused here too.
+var reservedNames = map[string]bool{
+	"con": true, "prn": true, "aux": true, "nul": true,
+	"com1": true, "com2": true, "com3": true, "com4": true, "com5": true, "com6": true, "com7": true, "com8": true, "com9": true,
+	"lpt1": true, "lpt2": true, "lpt3": true, "lpt4": true, "lpt5": true, "lpt6": true, "lpt7": true, "lpt8": true, "lpt9": true,
+}
+
+// SanitizeFilename turns an attachment name chosen by a remote sender into a
+// safe single file name: directories, control characters and invisible
+// formatting characters (bidi overrides can disguise "exe.pdf" as "fdp.exe")
+// are removed, as are leading dots (hidden and temporary files) and device
+// names; the result is at most 100 bytes and keeps its extension. An empty
+// result becomes "attachment".
+func SanitizeFilename(name string) string {
+	name = strings.ToValidUTF8(name, "_")
+	if i := strings.LastIndexAny(name, "/\\"); i >= 0 {
+		name = name[i+1:]
+	}
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+			continue
+		case unicode.Is(unicode.Cf, r): // includes U+200E/F, U+202A-202E, U+2066-2069, U+061C
+			continue
+		case r == 0xFFFD:
+			b.WriteByte('_')
+		case strings.ContainsRune(`:*?"<>|`, r):
+			b.WriteByte('_')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	name = strings.TrimSpace(b.String())
+	name = strings.TrimLeft(name, ". ")
+	name = strings.TrimRight(name, ". ")
+	if name == "" {
+		return "attachment"
+	}
+	base := name
+	if i := strings.IndexByte(base, '.'); i >= 0 {
+		base = base[:i]
+	}
+	if reservedNames[strings.ToLower(strings.TrimSpace(base))] {
+		name = "_" + name
+	}
+	if len(name) > maxFilenameLen {
+		ext := filepath.Ext(name)
+		if len(ext) > 20 || len(ext) >= len(name) {
+			ext = ""
+		}
+		stem := truncateUTF8(name[:len(name)-len(ext)], maxFilenameLen-len(ext))
+		name = strings.TrimRight(stem, ". ") + ext
+		if strings.TrimLeft(name, ". ") != name || name == ext {
+			name = "attachment" + ext
+		}
+	}
+	return name
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
