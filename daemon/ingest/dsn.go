@@ -1,0 +1,142 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"net/textproto"
+	"strings"
+
+	"github.com/emersion/go-message"
+)
+
+// renderReport handles multipart/report; report-type=delivery-status
+// (RFC 6522, RFC 3464): the human-readable part becomes the body, the
+// machine-readable status becomes Parsed.DSN, and the status and returned
+// message are also kept as attachments for an agent that wants details.
+func (w *walker) renderReport(n *node, top bool) {
+	dsn := &DSN{}
+	for i, c := range n.children {
+		switch {
+		case c.ctype == "message/delivery-status" || c.ctype == "message/global-delivery-status":
+			dsn.Recipients = append(dsn.Recipients, parseDeliveryStatus(c.body)...)
+			w.attach(withName(c, "delivery-status.txt"))
+		case c.ctype == "message/rfc822" || c.ctype == "text/rfc822-headers" ||
+			c.ctype == "message/global" || c.ctype == "message/global-headers":
+			if dsn.OriginalMessageID == "" {
+				dsn.OriginalMessageID = originalMessageID(c.body)
+			}
+			if c.ctype == "text/rfc822-headers" || c.ctype == "message/global-headers" {
+				w.attach(withName(c, "original-headers.txt"))
+			} else {
+				w.attach(withName(c, "original-message.eml"))
+			}
+		case i == 0:
+			w.render(c, top)
+		default:
+			w.render(c, false)
+		}
+	}
+	w.dsn = dsn
+}
+
+// withName returns a copy of n carrying a default file name when the sender
+// gave none.
+func withName(n *node, name string) *node {
+	if filenameOf(n) != "" {
+		return n
+	}
+	c := *n
+	c.dparams = map[string]string{"filename": name}
+	for k, v := range n.dparams {
+		if k != "filename" {
+			c.dparams[k] = v
+		}
+	}
+	return &c
+}
+
+// parseDeliveryStatus reads the per-message block and the per-recipient
+// blocks of a message/delivery-status body.
+func parseDeliveryStatus(body []byte) []DSNRecipient {
+	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(normalizeBlocks(body))))
+	var out []DSNRecipient
+	first := true
+	for len(out) < 1000 {
+		h, err := r.ReadMIMEHeader()
+		if len(h) > 0 {
+			if !first || h.Get("Final-Recipient") != "" || h.Get("Original-Recipient") != "" {
+				if rcpt := recipientFrom(h); rcpt.Address != "" || rcpt.Status != "" {
+					out = append(out, rcpt)
+				}
+			}
+			first = false
+		}
+		if err != nil {
+			break
+		}
+	}
+	return out
+}
+
+// normalizeBlocks makes the blank lines between DSN blocks reliable: some
+// generators add whitespace-only lines or several blank lines, which the
+// header reader would otherwise take as folded content or stop at.
+func normalizeBlocks(body []byte) []byte {
+	lines := strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n")
+	var b strings.Builder
+	blank := true // also drops leading blank lines
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			if !blank {
+				b.WriteString("\r\n")
+			}
+			blank = true
+			continue
+		}
+		blank = false
+		b.WriteString(l)
+		b.WriteString("\r\n")
+	}
+	// Terminate the last block and add an empty one so the reader ends cleanly.
+	b.WriteString("\r\n")
+	return []byte(b.String())
+}
+
+func recipientFrom(h textproto.MIMEHeader) DSNRecipient {
+	addr := stripType(h.Get("Final-Recipient"))
+	if addr == "" {
+		addr = stripType(h.Get("Original-Recipient"))
+	}
+	return DSNRecipient{
+		Address:    cleanText(strings.Trim(addr, "<>"), 512),
+		Action:     strings.ToLower(cleanText(h.Get("Action"), 64)),
+		Status:     cleanText(firstField(h.Get("Status")), 32),
+		Diagnostic: cleanText(stripType(h.Get("Diagnostic-Code")), 2048),
+	}
+}
+
+// stripType removes the "rfc822;" or "smtp;" type prefix of DSN fields.
+func stripType(v string) string {
+	if i := strings.IndexByte(v, ';'); i >= 0 {
+		return strings.TrimSpace(v[i+1:])
+	}
+	return strings.TrimSpace(v)
+}
+
+func firstField(v string) string {
+	if f := strings.Fields(v); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// originalMessageID reads the Message-ID from a returned message or its
+// headers.
+func originalMessageID(body []byte) string {
+	e, err := message.Read(bytes.NewReader(body))
+	if e == nil {
+		_ = err
+		return ""
+	}
+	return firstMsgID(e.Header.Get("Message-Id"))
+}

@@ -1,0 +1,365 @@
+// Package ingest turns a raw RFC 5322 message into the agent-facing view the
+// store keeps: frontmatter fields, a Markdown body, attachment files and, for
+// delivery status notifications, the per-recipient report.
+//
+// Input comes from the internet, so Parse is written for hostile bytes: it
+// never panics, bounds nesting depth, part count and decoded sizes, and
+// degrades to a best-effort result instead of failing on malformed MIME.
+package ingest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"mime"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/emersion/go-message"
+	_ "github.com/emersion/go-message/charset" // register every charset go-message knows
+	gomail "github.com/emersion/go-message/mail"
+
+	"github.com/mailctl/mailctl/store"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxParts           = 100
+	DefaultMaxAttachmentBytes = 25 << 20
+	DefaultMaxBodyChars       = 1 << 20
+	// maxDepth bounds multipart nesting; real mail rarely goes past 5.
+	maxDepth = 16
+	// maxHeaderBytes bounds one header block (top level or part).
+	maxHeaderBytes = 1 << 20
+)
+
+// Options bounds the work and memory Parse spends on one message.
+type Options struct {
+	// MaxParts is the most MIME parts (leaves and containers) examined;
+	// parts beyond it are ignored. Default 100.
+	MaxParts int
+	// MaxAttachmentBytes is the largest decoded attachment kept; larger ones
+	// are dropped and mentioned in the body. Default 25 MiB.
+	MaxAttachmentBytes int64
+	// MaxBodyChars bounds the Markdown body in characters; a longer body is
+	// cut and marked as truncated. Default 1 Mi characters.
+	MaxBodyChars int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxParts <= 0 {
+		o.MaxParts = DefaultMaxParts
+	}
+	if o.MaxAttachmentBytes <= 0 {
+		o.MaxAttachmentBytes = DefaultMaxAttachmentBytes
+	}
+	if o.MaxBodyChars <= 0 {
+		o.MaxBodyChars = DefaultMaxBodyChars
+	}
+	return o
+}
+
+// Parsed is the result of Parse.
+type Parsed struct {
+	// Msg has the header-derived fields filled. ID, Mailbox, DeliveredTo,
+	// ReceivedAt and the trust fields are left for the caller.
+	Msg store.Message
+	// Body is the Markdown view of the message text.
+	Body string
+	// Attachments are the attachment and inline parts, names sanitized.
+	Attachments []store.AttachmentData
+	// DSN is set when the message is a delivery status notification
+	// (multipart/report; report-type=delivery-status).
+	DSN *DSN
+}
+
+// DSN is a parsed delivery status notification (RFC 3464).
+type DSN struct {
+	// OriginalMessageID is the Message-ID (without <>) of the message the
+	// report is about, taken from the returned message or its headers.
+	OriginalMessageID string
+	Recipients        []DSNRecipient
+}
+
+// DSNRecipient is one per-recipient block of a delivery status report.
+type DSNRecipient struct {
+	Address    string // Final-Recipient (or Original-Recipient), without the address type
+	Action     string // failed, delayed, delivered, relayed, expanded
+	Status     string // e.g. "5.1.1"
+	Diagnostic string // Diagnostic-Code, without the type
+}
+
+// ErrEmpty is returned for an input with no bytes at all.
+var ErrEmpty = errors.New("ingest: empty message")
+
+// Parse reads a raw message. It returns an error only when the input holds
+// nothing usable; malformed parts are skipped or kept as opaque attachments.
+func Parse(raw []byte, opts Options) (p *Parsed, err error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, ErrEmpty
+	}
+	opts = opts.withDefaults()
+	defer func() {
+		// The MIME and HTML libraries are large; a bug in them must cost one
+		// message its Markdown view, never the daemon.
+		if r := recover(); r != nil {
+			p = fallback(raw, opts)
+			err = nil
+		}
+	}()
+
+	ent, rerr := message.ReadWithOptions(bytes.NewReader(raw), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
+	if ent == nil {
+		// Header could not be parsed at all: keep the bytes as text.
+		_ = rerr
+		return fallback(raw, opts), nil
+	}
+
+	p = &Parsed{}
+	h := gomail.Header{Header: ent.Header}
+	fillHeader(&p.Msg, h)
+	p.Msg.SizeBytes = int64(len(raw))
+
+	w := &walker{opts: opts}
+	root := w.read(ent, 0)
+	w.render(root, true)
+	if w.dsn != nil {
+		p.DSN = w.dsn
+		p.Msg.IsDSN = true
+		p.Msg.DSNFor = w.dsn.OriginalMessageID
+	}
+	p.Body = w.body(opts.MaxBodyChars)
+	p.Attachments = w.atts
+	for _, a := range w.atts {
+		p.Msg.Attachments = append(p.Msg.Attachments, store.Attachment{
+			Filename:    a.Filename,
+			ContentType: a.ContentType,
+			Size:        int64(len(a.Data)),
+		})
+	}
+	return p, nil
+}
+
+// fallback is the view of a message whose structure could not be read: the
+// whole input as plain text.
+func fallback(raw []byte, opts Options) *Parsed {
+	w := &walker{opts: opts}
+	w.addText(string(raw))
+	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
+	p.Msg.SizeBytes = int64(len(raw))
+	p.Msg.ThreadID = ThreadID("", nil, "", "", time.Time{}, "")
+	return p
+}
+
+// fillHeader sets the frontmatter fields that come from the top-level header.
+func fillHeader(m *store.Message, h gomail.Header) {
+	m.MessageID = firstMsgID(h.Get("Message-Id"))
+	if from := addresses(h, "From"); len(from) > 0 {
+		m.From = from[0]
+	}
+	m.To = addresses(h, "To")
+	m.Cc = addresses(h, "Cc")
+	m.ReplyTo = addresses(h, "Reply-To")
+	m.Subject = decodeText(h.Header, "Subject")
+	if d, err := mail.ParseDate(strings.TrimSpace(h.Get("Date"))); err == nil {
+		m.Date = d
+	}
+	m.InReplyTo = firstMsgID(h.Get("In-Reply-To"))
+	m.References = msgIDs(h.Get("References"), maxReferences)
+	m.ListID = cleanText(decodeText(h.Header, "List-Id"), 512)
+	m.AutoSubmitted = cleanText(h.Get("Auto-Submitted"), 128)
+	m.ThreadID = ThreadID(m.MessageID, m.References, m.InReplyTo, m.From, m.Date, m.Subject)
+}
+
+// maxReferences bounds the References list kept; the root (first) entry is
+// what threading needs and it is always kept.
+const maxReferences = 100
+
+// ThreadID derives the thread identifier: the first 16 hex characters of the
+// SHA-256 of the thread's root Message-ID, which is the first References
+// entry, else In-Reply-To, else the message's own Message-ID. A message with
+// none of them hashes from, date and subject so that it still gets a stable
+// id of its own.
+func ThreadID(messageID string, references []string, inReplyTo, from string, date time.Time, subject string) string {
+	root := ""
+	switch {
+	case len(references) > 0 && references[0] != "":
+		root = references[0]
+	case inReplyTo != "":
+		root = inReplyTo
+	case messageID != "":
+		root = messageID
+	default:
+		inner := sha256.Sum256([]byte(from + "\x00" + date.UTC().Format(time.RFC3339) + "\x00" + subject))
+		root = hex.EncodeToString(inner[:])
+	}
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// addresses returns the addresses of a header field formatted as
+// "Name <addr>" or "addr". A field that does not parse as an address list is
+// split on commas and kept as cleaned text so that no recipient is lost.
+func addresses(h gomail.Header, key string) []string {
+	raw := h.Get(key)
+	if strings.TrimSpace(raw) == "" {
+		return nil
+	}
+	list, err := h.AddressList(key)
+	if err == nil && len(list) > 0 {
+		out := make([]string, 0, len(list))
+		for _, a := range list {
+			out = append(out, formatAddress(a.Name, a.Address))
+		}
+		return out
+	}
+	// Best effort for broken lists: decode words and split on commas.
+	text := decodeText(h.Header, key)
+	var out []string
+	for _, part := range strings.Split(text, ",") {
+		if part = cleanText(part, 512); part != "" {
+			if a, err := mail.ParseAddress(part); err == nil {
+				part = formatAddress(a.Name, a.Address)
+			}
+			out = append(out, part)
+		}
+		if len(out) >= 1000 {
+			break
+		}
+	}
+	return out
+}
+
+func formatAddress(name, addr string) string {
+	name = cleanText(name, 256)
+	addr = cleanText(addr, 512)
+	if name == "" || name == addr {
+		return addr
+	}
+	// Quote names that would otherwise change how the string re-parses.
+	if strings.ContainsAny(name, `"(),.:;<>@[\]`) {
+		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	}
+	return name + " <" + addr + ">"
+}
+
+// decodeText returns a header field with RFC 2047 words decoded in any
+// charset go-message knows; undecodable words are kept as written.
+func decodeText(h message.Header, key string) string {
+	if v, err := h.Text(key); err == nil {
+		return cleanText(v, 4096)
+	}
+	return cleanText(h.Get(key), 4096)
+}
+
+// cleanText makes a header value safe for one-line frontmatter: valid UTF-8,
+// no control characters, folded whitespace collapsed, bounded in bytes.
+func cleanText(s string, maxBytes int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if r == '\t' || r == '\n' || r == '\r' || r == ' ' {
+			space = true
+			continue
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		if b.Len()+utf8.RuneLen(r) > maxBytes {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// msgIDs extracts up to max message ids ("<...>" tokens, brackets removed)
+// from a field such as References. Ids without brackets are accepted when
+// the field holds nothing else, as some clients write them that way.
+func msgIDs(v string, max int) []string {
+	var out []string
+	rest := v
+	for len(out) < max {
+		i := strings.IndexByte(rest, '<')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(rest[i+1:], '>')
+		if j < 0 {
+			break
+		}
+		if id := cleanID(rest[i+1 : i+1+j]); id != "" {
+			out = append(out, id)
+		}
+		rest = rest[i+1+j+1:]
+	}
+	if len(out) == 0 {
+		for _, f := range strings.Fields(v) {
+			if len(out) >= max {
+				break
+			}
+			if strings.Contains(f, "@") {
+				if id := cleanID(f); id != "" {
+					out = append(out, id)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func firstMsgID(v string) string {
+	ids := msgIDs(v, 1)
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// cleanID keeps a message id printable and bounded; ids are used in file
+// names and frontmatter by the store.
+func cleanID(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.Trim(s, "<>")
+	var b strings.Builder
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f || r == '<' || r == '>' || !utf8.ValidRune(r) || r == utf8.RuneError {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > 998 {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// mediaType parses a Content-Type, falling back to the RFC 2045 default for
+// a missing field and to application/octet-stream for an unreadable one.
+func mediaType(h message.Header) (string, map[string]string) {
+	v := h.Get("Content-Type")
+	if strings.TrimSpace(v) == "" {
+		return "text/plain", map[string]string{}
+	}
+	t, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		if errors.Is(err, mime.ErrInvalidMediaParameter) && t != "" {
+			return strings.ToLower(t), params
+		}
+		// A bare type without parameters often still parses by hand.
+		t = strings.ToLower(strings.TrimSpace(strings.SplitN(v, ";", 2)[0]))
+		if strings.Count(t, "/") == 1 && !strings.ContainsAny(t, " \t\"") {
+			return t, map[string]string{}
+		}
+		return "application/octet-stream", map[string]string{}
+	}
+	return strings.ToLower(t), params
+}

@@ -1,0 +1,417 @@
+package ingest
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"strings"
+	"unicode/utf8"
+
+	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
+	"github.com/emersion/go-message"
+
+	"github.com/mailctl/mailctl/store"
+)
+
+// node is one MIME entity read into memory. The tree is built first and
+// rendered afterwards because choosing among alternatives needs to see all
+// of them, and go-message parts are one-pass streams.
+type node struct {
+	header   message.Header
+	ctype    string
+	params   map[string]string
+	disp     string
+	dparams  map[string]string
+	body     []byte // decoded leaf body; nil for containers
+	tooBig   bool   // body exceeded the attachment bound and was dropped
+	children []*node
+}
+
+type walker struct {
+	opts  Options
+	parts int
+	text  []string // body fragments in order
+	atts  []store.AttachmentData
+	names map[string]int
+	dsn   *DSN
+	notes []string
+}
+
+// read builds the tree below e. Every part counts against MaxParts; nesting
+// beyond maxDepth is kept as one opaque part.
+func (w *walker) read(e *message.Entity, depth int) *node {
+	w.parts++
+	n := &node{header: e.Header}
+	n.ctype, n.params = mediaType(e.Header)
+	if d := e.Header.Get("Content-Disposition"); d != "" {
+		if disp, params, err := mime.ParseMediaType(d); err == nil {
+			n.disp, n.dparams = strings.ToLower(disp), params
+		} else {
+			n.disp = strings.ToLower(strings.TrimSpace(strings.SplitN(d, ";", 2)[0]))
+		}
+	}
+	if mr := e.MultipartReader(); mr != nil && depth < maxDepth {
+		for w.parts < w.opts.MaxParts {
+			part, err := mr.NextPart()
+			if err != nil {
+				if err != io.EOF && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
+					w.note("part of the message could not be read")
+				}
+				if part == nil {
+					break
+				}
+			}
+			n.children = append(n.children, w.read(part, depth+1))
+		}
+		if w.parts >= w.opts.MaxParts {
+			w.note(fmt.Sprintf("message has more than %d parts; the rest were skipped", w.opts.MaxParts))
+		}
+		return n
+	}
+	if strings.HasPrefix(n.ctype, "multipart/") {
+		// Too deep: keep the undecoded body as one part.
+		n.ctype = "application/octet-stream"
+	}
+	limit := w.opts.MaxAttachmentBytes
+	inlineText := isText(n) && n.disp != "attachment" && filenameOf(n) == ""
+	if inlineText {
+		// A UTF-8 character is at most 4 bytes: this is enough for the body.
+		limit = int64(w.opts.MaxBodyChars)*4 + 4
+	}
+	body, err := io.ReadAll(io.LimitReader(e.Body, limit+1))
+	if int64(len(body)) > limit {
+		_, _ = io.Copy(io.Discard, e.Body)
+		if inlineText {
+			// Keep the start; body() cuts it at MaxBodyChars and says so.
+			body = body[:limit]
+		} else {
+			n.tooBig = true
+			body = nil
+		}
+	} else if err != nil {
+		// Broken base64 or quoted-printable: keep what decoded.
+		w.note("part of the message was damaged and may be incomplete")
+	}
+	n.body = body
+	return n
+}
+
+func (w *walker) note(s string) {
+	for _, n := range w.notes {
+		if n == s {
+			return
+		}
+	}
+	w.notes = append(w.notes, s)
+}
+
+func isText(n *node) bool {
+	return n.ctype == "text/plain" || n.ctype == "text/html"
+}
+
+// isAttachment says whether a leaf is a file rather than message text.
+func isAttachment(n *node) bool {
+	if n.disp == "attachment" {
+		return true
+	}
+	if !isText(n) {
+		return true
+	}
+	// A text part with a file name that is not declared inline is a file.
+	return n.disp != "inline" && filenameOf(n) != ""
+}
+
+// render walks the tree and collects text and attachments. top is true while
+// the node is part of the main body.
+func (w *walker) render(n *node, top bool) {
+	switch {
+	case n.ctype == "multipart/alternative" && len(n.children) > 0:
+		best := pickAlternative(n.children)
+		for _, c := range n.children {
+			if c == best {
+				w.render(c, top)
+			} else {
+				w.collectFiles(c)
+			}
+		}
+	case n.ctype == "multipart/related" && len(n.children) > 0:
+		root := relatedRoot(n)
+		w.render(root, top)
+		for _, c := range n.children {
+			if c != root {
+				w.collectFiles(c)
+			}
+		}
+	case n.ctype == "multipart/report" && strings.EqualFold(n.params["report-type"], "delivery-status"):
+		w.renderReport(n, top)
+	case strings.HasPrefix(n.ctype, "multipart/"):
+		for _, c := range n.children {
+			w.render(c, top)
+		}
+	case isAttachment(n):
+		w.attach(n)
+	default:
+		w.addText(leafText(n))
+	}
+}
+
+// collectFiles keeps the files of a part whose text is not shown, such as
+// the images of an HTML alternative when the plain text was chosen.
+func (w *walker) collectFiles(n *node) {
+	if len(n.children) > 0 {
+		for _, c := range n.children {
+			w.collectFiles(c)
+		}
+		return
+	}
+	if isAttachment(n) && !strings.HasPrefix(n.ctype, "multipart/") {
+		w.attach(n)
+	}
+}
+
+// pickAlternative prefers text/plain (what the sender wrote for readers
+// like ours), then HTML, then anything with text in it.
+func pickAlternative(children []*node) *node {
+	for _, want := range []string{"text/plain", "text/html"} {
+		for _, c := range children {
+			if containsType(c, want) {
+				return c
+			}
+		}
+	}
+	return children[0]
+}
+
+func containsType(n *node, t string) bool {
+	if n.ctype == t && !n.tooBig && n.disp != "attachment" {
+		return true
+	}
+	if n.ctype == "multipart/related" || n.ctype == "multipart/mixed" || n.ctype == "multipart/alternative" {
+		for _, c := range n.children {
+			if containsType(c, t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// relatedRoot finds the root of multipart/related: the part named by the
+// start parameter, else the first part (RFC 2387).
+func relatedRoot(n *node) *node {
+	if start := cleanID(n.params["start"]); start != "" {
+		for _, c := range n.children {
+			if cleanID(c.header.Get("Content-Id")) == start {
+				return c
+			}
+		}
+	}
+	return n.children[0]
+}
+
+// leafText is the Markdown of one inline text part.
+func leafText(n *node) string {
+	if n.tooBig {
+		return "[text part omitted: too large]"
+	}
+	s := strings.ToValidUTF8(string(n.body), "\uFFFD")
+	if n.ctype == "text/html" {
+		return htmlToMarkdown(s)
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	if strings.EqualFold(n.params["format"], "flowed") {
+		s = unflow(s, strings.EqualFold(n.params["delsp"], "yes"))
+	}
+	return s
+}
+
+// htmlToMarkdown converts HTML mail to Markdown; links and image references
+// are kept, scripts and styles dropped. A converter failure falls back to
+// the text with tags stripped rather than losing the body.
+func htmlToMarkdown(s string) (out string) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = stripTags(s)
+		}
+	}()
+	md, err := htmltomarkdown.ConvertString(s)
+	if err != nil {
+		return stripTags(s)
+	}
+	return md
+}
+
+// stripTags is the last-resort HTML to text conversion.
+func stripTags(s string) string {
+	var b strings.Builder
+	in := false
+	for _, r := range s {
+		switch {
+		case r == '<':
+			in = true
+		case r == '>':
+			in = false
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// unflow joins format=flowed soft line breaks (RFC 3676).
+func unflow(s string, delsp bool) string {
+	lines := strings.Split(s, "\n")
+	var b strings.Builder
+	for i, l := range lines {
+		if l != "-- " && strings.HasSuffix(l, " ") && i < len(lines)-1 {
+			if delsp {
+				l = l[:len(l)-1]
+			}
+			b.WriteString(l)
+			continue
+		}
+		b.WriteString(l)
+		if i < len(lines)-1 {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+func (w *walker) addText(s string) {
+	s = strings.ReplaceAll(s, "\x00", "")
+	if strings.TrimSpace(s) == "" {
+		return
+	}
+	w.text = append(w.text, strings.TrimRight(s, " \t\r\n"))
+}
+
+// body joins the text fragments, bounds them, and appends the notes about
+// what was skipped (after the cut, so that they are never cut themselves).
+func (w *walker) body(maxChars int) string {
+	s := strings.Join(w.text, "\n\n")
+	if utf8.RuneCountInString(s) > maxChars {
+		cut, k := len(s), 0
+		for i := range s {
+			if k == maxChars {
+				cut = i
+				break
+			}
+			k++
+		}
+		s = strings.TrimRight(s[:cut], " \t\r\n") + "\n\n> mailctl: body truncated; the raw message has the rest"
+	}
+	for _, n := range w.notes {
+		if s != "" {
+			s += "\n\n"
+		}
+		s += "> mailctl: " + n
+	}
+	if s != "" {
+		s += "\n"
+	}
+	return s
+}
+
+// attach stores a leaf as an attachment with a sanitized, unique name.
+func (w *walker) attach(n *node) {
+	name := filenameOf(n)
+	if name == "" {
+		name = defaultName(n, len(w.atts)+1)
+	}
+	name = w.unique(store.SanitizeFilename(name))
+	if n.tooBig {
+		w.note(fmt.Sprintf("attachment %q omitted: larger than %d bytes", name, w.opts.MaxAttachmentBytes))
+		return
+	}
+	ct := n.ctype
+	if n.ctype == "text/plain" || n.ctype == "text/html" {
+		// go-message decoded the text to UTF-8.
+		ct += "; charset=utf-8"
+	}
+	w.atts = append(w.atts, store.AttachmentData{Filename: name, ContentType: ct, Data: n.body})
+}
+
+// unique makes names distinct within one message: "a.txt", "a-2.txt".
+func (w *walker) unique(name string) string {
+	if w.names == nil {
+		w.names = map[string]int{}
+	}
+	key := strings.ToLower(name)
+	w.names[key]++
+	if w.names[key] == 1 {
+		return name
+	}
+	ext := ""
+	if i := strings.LastIndexByte(name, '.'); i > 0 && len(name)-i <= 20 {
+		ext = name[i:]
+	}
+	stem := name[:len(name)-len(ext)]
+	for k := w.names[key]; ; k++ {
+		cand := store.SanitizeFilename(fmt.Sprintf("%s-%d%s", stem, k, ext))
+		if w.names[strings.ToLower(cand)] == 0 {
+			w.names[strings.ToLower(cand)] = 1
+			return cand
+		}
+	}
+}
+
+// filenameOf returns the sender's name for a part: the Content-Disposition
+// filename (RFC 2231 decoded by mime), else the Content-Type name, with
+// RFC 2047 words decoded since many clients use them there.
+func filenameOf(n *node) string {
+	name := n.dparams["filename"]
+	if name == "" {
+		name = n.params["name"]
+	}
+	if name == "" {
+		return ""
+	}
+	if strings.Contains(name, "=?") {
+		if dec, err := wordDecoder.DecodeHeader(name); err == nil {
+			name = dec
+		}
+	}
+	return name
+}
+
+var wordDecoder = &mime.WordDecoder{CharsetReader: message.CharsetReader}
+
+// defaultName names a part that came without one, from its Content-ID or
+// its position, with an extension for its type.
+func defaultName(n *node, i int) string {
+	stem := fmt.Sprintf("attachment-%d", i)
+	if cid := cleanID(n.header.Get("Content-Id")); cid != "" {
+		if at := strings.IndexByte(cid, '@'); at > 0 {
+			cid = cid[:at]
+		}
+		stem = "inline-" + cid
+	}
+	switch n.ctype {
+	case "message/rfc822":
+		return stem + ".eml"
+	case "text/plain":
+		return stem + ".txt"
+	case "text/html":
+		return stem + ".html"
+	}
+	if exts, _ := mime.ExtensionsByType(n.ctype); len(exts) > 0 {
+		return stem + exts[0]
+	}
+	if i := strings.IndexByte(n.ctype, '/'); i > 0 && i < len(n.ctype)-1 && len(n.ctype)-i < 12 {
+		sub := n.ctype[i+1:]
+		if isToken(sub) {
+			return stem + "." + sub
+		}
+	}
+	return stem + ".bin"
+}
+
+func isToken(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
