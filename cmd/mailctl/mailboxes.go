@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() {
+	register(&command{name: "mailboxes", group: "mail", summary: "create, list, show and delete mailboxes", run: cmdMailboxes})
+	register(&command{name: "version", group: "daemon", summary: "print the client's and the daemon's versions", run: cmdVersion})
+}
+
+const mailboxesHelp = `Usage: mailctl mailboxes SUBCOMMAND [flags]
+
+  create NAME [--owner USER]     create a mailbox (yours, or USER's when root)
+  list [--json]                  the mailboxes you own (root: all)
+  show NAME [--json]             one mailbox: address, owner, counts, trust, hooks
+  delete NAME [--force] [--yes]  delete a mailbox (--force also deletes its mail)
+
+Names match [a-z0-9._-]+ without leading or trailing dots or "..".`
+
+func cmdMailboxes(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(mailboxesHelp)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "create":
+		return mailboxCreate(args[1:])
+	case "list", "ls":
+		return mailboxList(args[1:])
+	case "show":
+		return mailboxShow(args[1:])
+	case "delete", "rm":
+		return mailboxDelete(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "mailctl mailboxes: unknown subcommand %q\n\n%s\n", args[0], mailboxesHelp)
+	return 2
+}
+
+func mailboxCreate(args []string) int {
+	cf := newClientFlags("mailboxes create", "mailboxes create NAME [--owner USER] [--json]",
+		"Creates a mailbox owned by you, or by USER when run as root. Creating an existing mailbox of yours again is not an error.").withJSON()
+	owner := cf.fs.String("owner", "", "owner's user name or uid (root only for other users)")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give exactly one mailbox name")
+	}
+	var out protocol.MailboxCreated
+	if err := cf.call(protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: cf.fs.Arg(0), Owner: *owner}, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	if out.Created {
+		fmt.Printf("created %s (owner %s)\n", out.Address, out.Owner)
+	} else {
+		fmt.Printf("%s already exists (owner %s)\n", out.Address, out.Owner)
+	}
+	return 0
+}
+
+func mailboxList(args []string) int {
+	cf := newClientFlags("mailboxes list", "mailboxes list [--json]", "Lists the mailboxes you own; root sees all of them.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	var out protocol.MailboxList
+	if err := cf.call(protocol.VerbMailboxList, nil, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	if len(out.Mailboxes) == 0 {
+		fmt.Println("no mailboxes: create one with `mailctl mailboxes create NAME`")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tSOURCE")
+	for _, m := range out.Mailboxes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", m.Name, m.Address, m.Owner, m.Total, m.Unread, m.SentCount, m.Source)
+	}
+	tw.Flush()
+	return 0
+}
+
+func mailboxShow(args []string) int {
+	cf := newClientFlags("mailboxes show", "mailboxes show NAME [--json]", "Shows one mailbox: address, owner, counts, trust policy and hooks.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give exactly one mailbox name")
+	}
+	var m protocol.Mailbox
+	if err := cf.call(protocol.VerbMailboxShow, protocol.NameArgs{Name: cf.fs.Arg(0)}, &m); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(m)
+	}
+	fmt.Printf("name      %s\naddress   %s\nowner     %s (uid %d)\nsource    %s\npath      %s\ninbox     %d (%d unread)\nsent      %d\n",
+		m.Name, m.Address, m.Owner, m.OwnerUID, m.Source, m.Path, m.Total, m.Unread, m.SentCount)
+	if m.Trust != nil {
+		senders := strings.Join(m.Trust.TrustedSenders, ", ")
+		if senders == "" {
+			senders = "(none: no mail is marked trusted)"
+		}
+		fmt.Printf("trusted   %s [%s]\n", senders, m.Trust.Source)
+	}
+	if len(m.Hooks) == 0 {
+		fmt.Println("hooks     none")
+	}
+	for _, h := range m.Hooks {
+		fmt.Printf("hook      %s %s %q (%s)\n", h.Name, h.Event, h.Cmd, h.Source)
+	}
+	return 0
+}
+
+func mailboxDelete(args []string) int {
+	cf := newClientFlags("mailboxes delete", "mailboxes delete NAME [--force] [--yes]",
+		"Deletes a mailbox. A mailbox with mail is refused unless --force, which deletes its mail too.").withJSON()
+	force := cf.fs.Bool("force", false, "delete even if the mailbox has mail")
+	yes := cf.fs.Bool("yes", false, "do not ask for confirmation")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give exactly one mailbox name")
+	}
+	name := cf.fs.Arg(0)
+	if *force && !*yes {
+		fmt.Fprintf(os.Stderr, "Delete mailbox %q and all of its mail? Type the name to confirm: ", name)
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if strings.TrimSpace(line) != name {
+			fmt.Fprintln(os.Stderr, "not deleted")
+			return 1
+		}
+	}
+	var out protocol.Deleted
+	if err := cf.call(protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: name, Force: *force}, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	fmt.Printf("deleted %s\n", out.Name)
+	return 0
+}
+
+func cmdVersion(args []string) int {
+	cf := newClientFlags("version", "version [--json]", "Prints this client's version and, when the daemon answers, the daemon's.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	var info protocol.VersionInfo
+	err := cf.call(protocol.VerbVersion, nil, &info)
+	if cf.json {
+		out := map[string]any{"client": version, "protocol": protocol.Version}
+		if err == nil {
+			out["daemon"] = info
+		} else {
+			out["daemon_error"] = err.Error()
+		}
+		return printJSON(out)
+	}
+	fmt.Printf("mailctl %s (protocol %s)\n", version, protocol.Version)
+	if err != nil {
+		fmt.Printf("daemon: not reachable (%v)\n", err)
+		return 0
+	}
+	fmt.Printf("daemon: mailctl %s (protocol %s), you are uid %d\n", info.Server, info.ProtocolVersion, info.CallerUID)
+	if info.Server != version {
+		fmt.Println("note: client and daemon versions differ; upgrade so both match")
+	}
+	return 0
+}

@@ -1,0 +1,263 @@
+// Package daemon is mailctl's root service: the control socket and its
+// authorization, the mailbox registry, inbound and outbound mail, and hooks.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// Options are the parts of a daemon that are not in the config file.
+type Options struct {
+	Version string
+	Logger  *slog.Logger
+	// Ready is called once every listener is up (systemd notify, dev banner).
+	Ready func()
+}
+
+// Daemon is one running mailctl service.
+type Daemon struct {
+	opts    Options
+	log     *slog.Logger
+	state   atomic.Pointer[state]
+	store   *store.Store
+	reg     *Registry
+	events  *hub
+	started time.Time
+
+	hookLog *hooks.RunLog
+	runner  *hooks.Runner
+	now     func() time.Time
+
+	mu      sync.Mutex // serializes mailbox and hook creation and deletion
+	wg      sync.WaitGroup
+	closing chan struct{}
+	extras  []service // inbound, outbound, hooks: started with the daemon
+}
+
+// state is what a reload replaces at once.
+type state struct {
+	cfg       *config.Config
+	declared  map[string]*mailboxInfo // operator-declared mailboxes with resolved owners
+	problems  []string                // declarations that could not be honoured
+}
+
+// mailboxInfo is a mailbox as the daemon knows it, from either source.
+type mailboxInfo struct {
+	Name     string
+	UID, GID uint32
+	Source   string // "config" or "registry"
+	Aliases  []string
+}
+
+// service is a part of the daemon with its own lifetime (a listener, the queue).
+type service interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// New prepares a daemon from a loaded config: it opens the store and the
+// registry and creates the folders of operator-declared mailboxes.
+func New(cfg *config.Config, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	for _, dir := range []string{cfg.Paths.StateDir} {
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", dir, err)
+		}
+	}
+	st, err := store.Open(cfg.Paths.MailboxesDir())
+	if err != nil {
+		return nil, fmt.Errorf("opening the mailbox store: %w", err)
+	}
+	reg, problems, err := OpenRegistry(cfg.Paths.RegistryDir())
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, events: newHub(), started: time.Now(),
+		closing: make(chan struct{}), now: time.Now}
+	for _, p := range problems {
+		d.log.Error("registry entry skipped", "err", p)
+	}
+	s := d.buildState(cfg)
+	d.state.Store(s)
+	if err := d.openHookRunner(); err != nil {
+		return nil, fmt.Errorf("opening the hook run log: %w", err)
+	}
+	d.ensureDeclared(s)
+	return d, nil
+}
+
+func (d *Daemon) cfg() *config.Config { return d.state.Load().cfg }
+
+// buildState resolves operator-declared mailboxes' owners.
+func (d *Daemon) buildState(cfg *config.Config) *state {
+	s := &state{cfg: cfg, declared: map[string]*mailboxInfo{}}
+	for _, m := range cfg.Mailboxes {
+		uid, gid, err := resolveUser(m.Owner)
+		if err != nil {
+			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: owner %q: %v", m.Name, m.Owner, err))
+			continue
+		}
+		s.declared[m.Name] = &mailboxInfo{Name: m.Name, UID: uid, GID: gid, Source: "config", Aliases: m.Aliases}
+	}
+	for _, p := range s.problems {
+		d.log.Error("config mailbox not served", "problem", p)
+	}
+	return s
+}
+
+// ensureDeclared creates the folders of declared mailboxes that lack them.
+func (d *Daemon) ensureDeclared(s *state) {
+	for _, m := range s.declared {
+		if _, err := d.store.Create(m.Name, int(m.UID), int(m.GID)); err != nil {
+			d.log.Error("creating declared mailbox folder", "mailbox", m.Name, "err", err)
+		}
+	}
+}
+
+// Reload replaces the config. A config that fails to load is reported and the
+// old one kept.
+func (d *Daemon) Reload(path string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		d.log.Error("reload refused, keeping the running config", "err", err)
+		return err
+	}
+	old := d.cfg()
+	if cfg.Paths != old.Paths {
+		d.log.Warn("paths changed in the config; they take effect at the next restart")
+		cfg.Paths = old.Paths
+	}
+	s := d.buildState(cfg)
+	d.state.Store(s)
+	d.ensureDeclared(s)
+	d.log.Info("config reloaded", "file", path)
+	return nil
+}
+
+// lookupMailbox finds a mailbox by name in either source.
+func (d *Daemon) lookupMailbox(name string) (*mailboxInfo, bool) {
+	if m, ok := d.state.Load().declared[name]; ok {
+		return m, true
+	}
+	if r, ok := d.reg.Mailbox(name); ok {
+		return &mailboxInfo{Name: r.Name, UID: r.OwnerUID, GID: r.OwnerGID, Source: "registry"}, true
+	}
+	return nil, false
+}
+
+// allMailboxes lists every mailbox, sorted by name.
+func (d *Daemon) allMailboxes() []*mailboxInfo {
+	s := d.state.Load()
+	var out []*mailboxInfo
+	for _, m := range s.declared {
+		out = append(out, m)
+	}
+	for _, r := range d.reg.Mailboxes() {
+		if _, dup := s.declared[r.Name]; dup {
+			continue
+		}
+		out = append(out, &mailboxInfo{Name: r.Name, UID: r.OwnerUID, GID: r.OwnerGID, Source: "registry"})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// resolveUser turns a user name or numeric uid into uid and primary gid. A
+// numeric uid must have a passwd entry: mailboxes and hooks need a real user.
+func resolveUser(s string) (uint32, uint32, error) {
+	var u *user.User
+	var err error
+	if _, nerr := strconv.ParseUint(s, 10, 32); nerr == nil {
+		u, err = user.LookupId(s)
+	} else {
+		u, err = user.Lookup(s)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("no such user")
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return 0, 0, errors.New("user has a non-numeric id")
+	}
+	return uint32(uid), uint32(gid), nil
+}
+
+// userName returns the login name of uid, or the number when it has none.
+func userName(uid uint32) string {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		return u.Username
+	}
+	return strconv.FormatUint(uint64(uid), 10)
+}
+
+// Run serves until ctx ends, then drains: in-flight requests get a grace period.
+func (d *Daemon) Run(ctx context.Context) error {
+	cfg := d.cfg()
+	srv, err := d.listenControl(cfg.Paths.Socket)
+	if err != nil {
+		return err
+	}
+	for _, ex := range d.extras {
+		if err := ex.Start(ctx); err != nil {
+			srv.Close()
+			return err
+		}
+	}
+	d.log.Info("mailctl daemon ready", "version", d.opts.Version, "socket", cfg.Paths.Socket, "domains", cfg.Domains)
+	if d.opts.Ready != nil {
+		d.opts.Ready()
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve() }()
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	close(d.closing)
+	srv.Close()
+	drain, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for i := len(d.extras) - 1; i >= 0; i-- {
+		if e := d.extras[i].Stop(drain); e != nil {
+			d.log.Error("stopping", "err", e)
+		}
+	}
+	if err := d.runner.Shutdown(drain); err != nil {
+		d.log.Warn("hooks still running at shutdown", "err", err)
+	}
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-drain.Done():
+		d.log.Warn("shutdown grace ended with requests still running")
+	}
+	d.log.Info("mailctl daemon stopped")
+	return err
+}
+
+// Version is the daemon's build version.
+func (d *Daemon) Version() string { return d.opts.Version }
+
+var errClosing = protocol.Errorf(protocol.CodeUnavailable, "the daemon is shutting down; retry in a moment")

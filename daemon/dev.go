@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/store"
+)
+
+// DevOptions configure the embedded default that `mailctl dev` runs.
+type DevOptions struct {
+	Dir     string // all state lives here
+	SMTP    string // SMTP listen address
+	Domain  string
+	Mailbox string
+}
+
+// DevConfig builds the configuration of `mailctl dev`: every path under
+// dir, SMTP on a loopback port, one domain, no root needed.
+func DevConfig(o DevOptions) (*config.Config, error) {
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	c := &config.Config{
+		Hostname: "localhost",
+		Domains:  []string{o.Domain},
+		Paths: config.Paths{
+			StateDir: filepath.Join(dir, "state"),
+			Socket:   filepath.Join(dir, "mailctl.sock"),
+			DKIMDir:  filepath.Join(dir, "dkim"),
+		},
+		SMTP: config.SMTP{Listen: []string{o.SMTP}},
+	}
+	// Validation and defaults run through the same path as a config file.
+	text, err := configText(c)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := config.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("dev config: %w", err)
+	}
+	if err := store.WriteFileAtomic(filepath.Join(dir, "config.toml"), text, 0o600); err != nil {
+		return nil, err
+	}
+	parsed.File = filepath.Join(dir, "config.toml")
+	return parsed, nil
+}
+
+func configText(c *config.Config) ([]byte, error) {
+	return []byte(fmt.Sprintf(`# Written by mailctl dev at %s; rewritten from its flags at every start.
+hostname = %q
+domains = [%q]
+
+[paths]
+state_dir = %q
+socket = %q
+dkim_dir = %q
+
+[smtp]
+listen = [%q]
+`, time.Now().UTC().Format(time.RFC3339), c.Hostname, c.Domains[0], c.Paths.StateDir, c.Paths.Socket, c.Paths.DKIMDir, c.SMTP.Listen[0])), nil
+}
+
+// EnsureMailbox creates a registry mailbox for uid if it does not exist yet
+// (used by `mailctl dev` for the current user's mailbox).
+func (d *Daemon) EnsureMailbox(name string, uid, gid uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m, ok := d.lookupMailbox(name); ok {
+		if m.UID != uid {
+			return fmt.Errorf("mailbox %q exists with another owner (uid %d)", name, m.UID)
+		}
+		_, err := d.store.Create(name, int(uid), int(gid))
+		return err
+	}
+	if err := store.ValidMailboxName(name); err != nil {
+		return fmt.Errorf("mailbox name %q: %w", name, err)
+	}
+	if _, err := d.store.Create(name, int(uid), int(gid)); err != nil {
+		return err
+	}
+	return d.reg.AddMailbox(&registeredMailbox{Name: name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: uid})
+}
+
+// Address is the mail address of a mailbox on this daemon's primary domain.
+func (d *Daemon) Address(name string) string { return name + "@" + d.cfg().PrimaryDomain() }
+
+// SetReady replaces the function called once the daemon's listeners are up.
+func (d *Daemon) SetReady(f func()) { d.opts.Ready = f }
+
+// PrepareDev creates what `mailctl dev` needs beyond the config: the DKIM
+// key directory (keys and a self-signed certificate once those parts exist).
+func PrepareDev(d *Daemon, cfg *config.Config) error {
+	return os.MkdirAll(cfg.Paths.DKIMDir, 0o700)
+}

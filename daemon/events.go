@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// hub fans events out to watch streams. A subscriber that does not keep up
+// loses events rather than slowing delivery.
+type hub struct {
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	caller    Caller
+	mailboxes map[string]bool // nil: every mailbox the caller may see
+	ch        chan protocol.Event
+}
+
+func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
+
+// publish sends ev to every subscriber allowed to see mail of a mailbox owned by ownerUID.
+func (h *hub) publish(ev protocol.Event, ownerUID uint32) {
+	if ev.At.IsZero() {
+		ev.At = time.Now().UTC()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if !s.caller.Root() && s.caller.UID != ownerUID {
+			continue
+		}
+		if s.mailboxes != nil && !s.mailboxes[ev.Mailbox] {
+			continue
+		}
+		select {
+		case s.ch <- ev:
+		default:
+		}
+	}
+}
+
+func (h *hub) add(s *subscriber)    { h.mu.Lock(); h.subs[s] = struct{}{}; h.mu.Unlock() }
+func (h *hub) remove(s *subscriber) { h.mu.Lock(); delete(h.subs, s); h.mu.Unlock() }
+
+// emit publishes an event about mailbox.
+func (d *Daemon) emit(ev protocol.Event) {
+	m, ok := d.lookupMailbox(ev.Mailbox)
+	if !ok {
+		return
+	}
+	d.events.publish(ev, m.UID)
+}
+
+func init() { handle(protocol.VerbWatch, handleWatch) }
+
+// handleWatch acknowledges the watch, then streams events on the request's id
+// until the connection ends or the daemon stops.
+func handleWatch(ctx context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.WatchArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	s := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256)}
+	if len(a.Mailboxes) > 0 {
+		s.mailboxes = map[string]bool{}
+		for _, name := range a.Mailboxes {
+			if _, err := d.authorize(c, name, accRead); err != nil {
+				return nil, err
+			}
+			s.mailboxes[name] = true
+		}
+	}
+	d.events.add(s)
+	defer d.events.remove(s)
+	if err := c.w.send(protocol.Response{ID: c.id, Data: []byte(`{"watching":true}`)}); err != nil {
+		return nil, nil
+	}
+	for {
+		select {
+		case ev := <-s.ch:
+			if err := c.w.send(protocol.Response{ID: c.id, Event: &ev}); err != nil {
+				return nil, nil
+			}
+		case <-ctx.Done():
+			return nil, nil
+		case <-d.closing:
+			return nil, errClosing
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"unicode/utf8"
+
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+func init() {
+	handle(protocol.VerbMessageList, handleMessageList)
+	handle(protocol.VerbMessageRead, handleMessageRead)
+	handle(protocol.VerbMessageMark, handleMessageMark)
+	handle(protocol.VerbMessageMove, handleMessageMove)
+}
+
+var folders = map[string]bool{protocol.FolderInbox: true, protocol.FolderSent: true, protocol.FolderArchive: true,
+	protocol.FolderTrash: true, protocol.FolderDrafts: true}
+
+func folderOf(f string) (string, error) {
+	if f == "" {
+		return protocol.FolderInbox, nil
+	}
+	if !folders[f] {
+		return "", protocol.Errorf(protocol.CodeInvalidInput, "folder %q: use inbox, sent, archive, trash or drafts", f)
+	}
+	return f, nil
+}
+
+// storeErr maps store errors to protocol errors.
+func storeErr(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return protocol.Errorf(protocol.CodeNotFound, "%s not found", what)
+	case errors.Is(err, store.ErrTooLarge):
+		return protocol.Errorf(protocol.CodeTooLarge, "%s is too large to return", what)
+	}
+	return err
+}
+
+func summaryOf(s store.Summary) protocol.MessageSummary {
+	return protocol.MessageSummary{ID: s.ID, Folder: s.Folder, MessageID: s.MessageID, ThreadID: s.ThreadID, From: s.From,
+		To: nonNil(s.To), Subject: s.Subject, Date: s.Date, Read: s.Read, Trusted: trustedOrNone(s.Trusted),
+		Attachments: s.Attachments, Snippet: s.Snippet, DeliveryStatus: s.DeliveryStatus, Labels: s.Labels}
+}
+
+func trustedOrNone(t string) string {
+	if t == "" {
+		return "none"
+	}
+	return t
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func handleMessageList(_ context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.MessageListArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if _, err := d.authorize(c, a.Mailbox, accRead); err != nil {
+		return nil, err
+	}
+	folder, err := folderOf(a.Folder)
+	if err != nil {
+		return nil, err
+	}
+	if a.Limit < 0 || a.Offset < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "limit and offset must not be negative")
+	}
+	page, err := d.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: a.Cursor,
+		Unread: a.Unread, Trusted: a.Trusted, From: a.From, Subject: a.Subject, Text: a.Text, ThreadID: a.ThreadID,
+		Since: a.Since, Until: a.Until})
+	if err != nil {
+		return nil, storeErr(err, "folder "+folder)
+	}
+	out := protocol.MessageList{Messages: make([]protocol.MessageSummary, 0, len(page.Items)), Total: page.Total,
+		NextCursor: page.NextCursor, HasMore: page.HasMore}
+	for _, s := range page.Items {
+		out.Messages = append(out.Messages, summaryOf(s))
+	}
+	return out, nil
+}
+
+// defaultWindow is how many characters of a body message.read returns unless
+// asked otherwise, so one large newsletter never floods an agent's context.
+const (
+	defaultWindow = 20_000
+	maxWindow     = 200_000
+	maxRawBytes   = 32 << 20
+)
+
+func handleMessageRead(_ context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.MessageReadArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if _, err := d.authorize(c, a.Mailbox, accRead); err != nil {
+		return nil, err
+	}
+	folder, err := folderOf(a.Folder)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.ValidID(a.ID); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", a.ID, err)
+	}
+	if a.MaxChars < 0 || a.Offset < 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "max_chars and offset must not be negative")
+	}
+	m, body, err := d.store.Get(a.Mailbox, folder, a.ID)
+	if err != nil {
+		return nil, storeErr(err, "message "+a.ID)
+	}
+	if a.Raw {
+		raw, err := d.store.Raw(a.Mailbox, folder, a.ID, maxRawBytes)
+		if err != nil {
+			return nil, storeErr(err, "raw message "+a.ID)
+		}
+		body = string(raw)
+	}
+	out := messageOf(m, folder, body)
+	base := d.store.Path(a.Mailbox) + "/" + folder + "/"
+	out.Path = base + m.ID + ".md"
+	out.RawPath = base + m.ID + ".eml"
+	for i := range out.AttachmentList {
+		out.AttachmentList[i].Path = base + out.AttachmentList[i].Path
+	}
+	window := a.MaxChars
+	if window == 0 {
+		window = defaultWindow
+	}
+	window = min(window, maxWindow)
+	out.Body, out.BodyChars, out.Truncated = windowOf(body, a.Offset, window)
+	out.Offset = a.Offset
+	return out, nil
+}
+
+// windowOf returns n characters of s from character offset off, the total
+// character count, and whether characters remain after the window.
+func windowOf(s string, off, n int) (string, int, bool) {
+	total := utf8.RuneCountInString(s)
+	if off >= total {
+		return "", total, false
+	}
+	start, i := 0, 0
+	for pos := range s {
+		if i == off {
+			start = pos
+			break
+		}
+		i++
+	}
+	end, j := len(s), 0
+	for pos := range s[start:] {
+		if j == n {
+			end = start + pos
+			break
+		}
+		j++
+	}
+	return s[start:end], total, off+n < total
+}
+
+func messageOf(m *store.Message, folder, body string) protocol.Message {
+	sum := protocol.MessageSummary{ID: m.ID, Folder: folder, MessageID: m.MessageID, ThreadID: m.ThreadID, From: m.From,
+		To: nonNil(m.To), Subject: m.Subject, Date: m.Date, Read: m.Read, Trusted: trustedOrNone(m.Trusted),
+		Attachments: len(m.Attachments), DeliveryStatus: m.DeliveryStatus, Labels: m.Labels}
+	out := protocol.Message{MessageSummary: sum, Mailbox: m.Mailbox, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo,
+		DeliveredTo: m.DeliveredTo, InReplyTo: m.InReplyTo, References: m.References, ListID: m.ListID,
+		AutoSubmitted: m.AutoSubmitted, ReceivedAt: m.ReceivedAt, ReceivedFromIP: m.ReceivedFromIP, SizeBytes: m.SizeBytes,
+		Outbound: m.Outbound}
+	for _, r := range m.DKIM {
+		out.DKIM = append(out.DKIM, protocol.AuthResult{Result: r.Result, Domain: r.Domain})
+	}
+	if m.SPF.Result != "" {
+		out.SPF = &protocol.AuthResult{Result: m.SPF.Result, Domain: m.SPF.Domain}
+	}
+	if m.DMARC.Result != "" {
+		out.DMARC = &protocol.AuthResult{Result: m.DMARC.Result, Domain: m.DMARC.Domain}
+	}
+	for _, a := range m.Attachments {
+		out.AttachmentList = append(out.AttachmentList, protocol.Attachment{Filename: a.Filename, ContentType: a.ContentType, Size: a.Size, Path: a.Path})
+	}
+	for _, r := range m.DeliveryDetails {
+		out.Recipients = append(out.Recipients, recipientOf(r))
+	}
+	return out
+}
+
+func recipientOf(r store.RecipientStatus) protocol.RecipientStatus {
+	p := protocol.RecipientStatus{Address: r.Address, Status: r.Status, Detail: r.Detail, Code: r.Code, Attempts: r.Attempts, TLS: r.TLS}
+	if r.NextAttempt != nil {
+		p.NextAttempt = *r.NextAttempt
+	}
+	if r.UpdatedAt != nil {
+		p.UpdatedAt = *r.UpdatedAt
+	}
+	return p
+}
+
+func handleMessageMark(_ context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.MessageMarkArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if _, err := d.authorize(c, a.Mailbox, accWrite); err != nil {
+		return nil, err
+	}
+	folder, err := folderOf(a.Folder)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.IDs) == 0 || len(a.IDs) > 1000 {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "ids: give between 1 and 1000 message ids")
+	}
+	for _, id := range a.IDs {
+		if err := store.ValidID(id); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", id, err)
+		}
+	}
+	changed, notFound, err := d.store.SetRead(a.Mailbox, folder, a.IDs, a.Read, d.now().UTC())
+	if err != nil {
+		return nil, storeErr(err, "folder "+folder)
+	}
+	if len(changed) == 0 && len(notFound) == len(a.IDs) {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in %s", folder)
+	}
+	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: notFound}, nil
+}
+
+func handleMessageMove(_ context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.MessageMoveArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if _, err := d.authorize(c, a.Mailbox, accWrite); err != nil {
+		return nil, err
+	}
+	from, err := folderOf(a.From)
+	if err != nil {
+		return nil, err
+	}
+	to, err := folderOf(a.To)
+	if err != nil || a.To == "" {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "to: name the destination folder (inbox, archive or trash)")
+	}
+	if from == to {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message is already in %s", to)
+	}
+	if err := store.ValidID(a.ID); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", a.ID, err)
+	}
+	if err := d.store.Move(a.Mailbox, a.ID, from, to); err != nil {
+		return nil, storeErr(err, "message "+a.ID)
+	}
+	return map[string]string{"id": a.ID, "folder": to}, nil
+}

@@ -1,0 +1,233 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// Caller is the kernel-reported identity of a socket peer, read once per
+// connection with SO_PEERCRED. Nothing the client sends can change it.
+type Caller struct {
+	UID, GID uint32
+	PID      int32 // for logs only; never used to authorize
+}
+
+// Root reports whether the caller is uid 0.
+func (c Caller) Root() bool { return c.UID == 0 }
+
+type controlServer struct {
+	d     *Daemon
+	ln    *net.UnixListener
+	lock  *os.File
+	path  string
+	conns atomic.Int64
+	mu    sync.Mutex
+	open  map[net.Conn]struct{}
+}
+
+// listenControl binds the control socket. A socket file that nothing answers
+// on is stale and replaced; one that answers means another daemon runs, and
+// this one refuses to start. A lock file beside the socket closes the race
+// between two daemons starting at once.
+func (d *Daemon) listenControl(path string) (*controlServer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the socket directory: %w", err)
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock file: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("another mailctl daemon is running (it holds %s.lock); stop it first", path)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		c, derr := net.DialTimeout("unix", path, time.Second)
+		if derr == nil {
+			c.Close()
+			lock.Close()
+			return nil, fmt.Errorf("another mailctl daemon is answering on %s; stop it first", path)
+		}
+		if err := os.Remove(path); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+		}
+		d.log.Info("removed stale control socket", "path", path)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	// Every local user may connect; authorization happens per request by uid.
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		lock.Close()
+		return nil, err
+	}
+	return &controlServer{d: d, ln: ln, lock: lock, path: path, open: map[net.Conn]struct{}{}}, nil
+}
+
+func (s *controlServer) Close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.open {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.lock.Close()
+}
+
+func (s *controlServer) Serve() error {
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			s.d.log.Error("control accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if int(s.conns.Load()) >= s.d.cfg().Control.MaxConnections {
+			conn.Write(mustFrame(protocol.Response{Error: protocol.Errorf(protocol.CodeRateLimited, "too many control connections; retry shortly")}))
+			conn.Close()
+			continue
+		}
+		caller, err := peerCred(conn)
+		if err != nil {
+			s.d.log.Error("reading peer credentials", "err", err)
+			conn.Close()
+			continue
+		}
+		s.conns.Add(1)
+		s.mu.Lock()
+		s.open[conn] = struct{}{}
+		s.mu.Unlock()
+		s.d.wg.Add(1)
+		go func() {
+			defer s.d.wg.Done()
+			defer s.conns.Add(-1)
+			s.handleConn(conn, caller)
+			s.mu.Lock()
+			delete(s.open, conn)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// peerCred reads the connecting process's credentials from the kernel.
+func peerCred(conn *net.UnixConn) (Caller, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return Caller{}, err
+	}
+	var cred *unix.Ucred
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return Caller{}, err
+	}
+	return Caller{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}, nil
+}
+
+func mustFrame(v any) []byte {
+	b, _ := json.Marshal(v)
+	return append(b, '\n')
+}
+
+// connWriter serializes frames from concurrent requests on one connection.
+type connWriter struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (w *connWriter) send(r protocol.Response) error {
+	frame := mustFrame(r)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_, err := w.conn.Write(frame)
+	return err
+}
+
+// maxInFlight bounds concurrent requests on one connection.
+const maxInFlight = 32
+
+func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &connWriter{conn: conn}
+	if err := w.send0(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: s.d.Version()}); err != nil {
+		return
+	}
+	fr := protocol.NewFrameReader(conn, protocol.MaxFrame)
+	sem := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			if errors.Is(err, protocol.ErrFrameTooLarge) {
+				w.send(protocol.Response{Error: protocol.Errorf(protocol.CodeTooLarge, "request frame exceeds %d bytes", protocol.MaxFrame)})
+				continue
+			}
+			return
+		}
+		req, err := protocol.DecodeRequest(frame)
+		if err != nil {
+			var id uint64
+			if req != nil {
+				id = req.ID
+			} else {
+				// Answer on the request's id when at least that much is readable.
+				var probe struct {
+					ID uint64 `json:"id"`
+				}
+				if json.Unmarshal(frame, &probe) == nil {
+					id = probe.ID
+				}
+			}
+			s.d.audit(caller, "", "", "refused", protocol.CodeInvalidInput, 0)
+			w.send(protocol.Response{ID: id, Error: protocol.Errorf(protocol.CodeInvalidInput, "bad request: %v", err)})
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-s.d.closing:
+			w.send(protocol.Response{ID: req.ID, Error: errClosing})
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s.d.serveRequest(ctx, caller, req, w)
+		}()
+	}
+}
+
+func (w *connWriter) send0(g protocol.Greeting) error {
+	w.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := w.conn.Write(mustFrame(g))
+	return err
+}
