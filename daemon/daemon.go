@@ -51,9 +51,9 @@ type Daemon struct {
 
 // state is what a reload replaces at once.
 type state struct {
-	cfg       *config.Config
-	declared  map[string]*mailboxInfo // operator-declared mailboxes with resolved owners
-	problems  []string                // declarations that could not be honoured
+	cfg      *config.Config
+	declared map[string]*mailboxInfo // operator-declared mailboxes with resolved owners
+	problems []string                // declarations that could not be honoured
 }
 
 // mailboxInfo is a mailbox as the daemon knows it, from either source.
