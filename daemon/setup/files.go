@@ -165,26 +165,29 @@ func mkdirMode(dir string, mode os.FileMode) error {
 type Dir struct {
 	Path string
 	Mode os.FileMode
+	// CreateOnly leaves an existing directory as it is: the socket may be
+	// put in a shared directory such as /tmp whose mode is not ours.
+	CreateOnly bool
 }
 
 // Dirs returns the directories of cfg and the modes they must have.
 func Dirs(cfg *config.Config) []Dir {
 	return []Dir{
-		{cfg.Paths.StateDir, 0o711},
-		{cfg.Paths.RegistryDir(), 0o700},
-		{filepath.Join(cfg.Paths.RegistryDir(), "mailboxes"), 0o700},
-		{filepath.Join(cfg.Paths.RegistryDir(), "hooks"), 0o700},
-		{cfg.Paths.QueueDir(), 0o700},
-		{cfg.Paths.MailboxesDir(), 0o711},
-		{cfg.Paths.DKIMDir, 0o700},
-		{filepath.Dir(cfg.Paths.Socket), 0o755},
+		{cfg.Paths.StateDir, 0o711, false},
+		{cfg.Paths.RegistryDir(), 0o700, false},
+		{filepath.Join(cfg.Paths.RegistryDir(), "mailboxes"), 0o700, false},
+		{filepath.Join(cfg.Paths.RegistryDir(), "hooks"), 0o700, false},
+		{cfg.Paths.QueueDir(), 0o700, false},
+		{cfg.Paths.MailboxesDir(), 0o711, false},
+		{cfg.Paths.DKIMDir, 0o700, false},
+		{filepath.Dir(cfg.Paths.Socket), 0o755, true},
 	}
 }
 
 func makeDirs(cfg *config.Config, root string, st step) error {
 	for _, d := range Dirs(cfg) {
 		fi, err := os.Lstat(d.Path)
-		if err == nil && fi.IsDir() && fi.Mode().Perm() == d.Mode {
+		if err == nil && fi.IsDir() && (d.CreateOnly || fi.Mode().Perm() == d.Mode) {
 			continue
 		}
 		if err := mkdirMode(d.Path, d.Mode); err != nil {
