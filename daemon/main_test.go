@@ -1,0 +1,131 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// TestMain lets the test binary double as a socket client run under another
+// uid: with MAILCTL_TEST_CLIENT set it performs one request and prints the
+// outcome as JSON.
+func TestMain(m *testing.M) {
+	if os.Getenv("MAILCTL_TEST_CLIENT") != "" {
+		os.Exit(clientMain())
+	}
+	os.Exit(m.Run())
+}
+
+// clientOutcome is what a client process reports.
+type clientOutcome struct {
+	Code string          `json:"code"` // "" on success
+	Msg  string          `json:"msg"`
+	Data json.RawMessage `json:"data"`
+}
+
+func clientMain() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out clientOutcome
+	c, err := protocol.Dial(ctx, os.Getenv("MAILCTL_SOCKET"))
+	if err == nil {
+		var data json.RawMessage
+		err = c.Call(ctx, os.Getenv("MAILCTL_TEST_VERB"), json.RawMessage(os.Getenv("MAILCTL_TEST_ARGS")), &data)
+		out.Data = data
+	}
+	if err != nil {
+		out.Code = protocol.CodeOf(err)
+		out.Msg = err.Error()
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// testDaemon is a daemon running in-process on a private state dir.
+type testDaemon struct {
+	*Daemon
+	cfg    *config.Config
+	socket string
+	dir    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func quietLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startDaemon runs a daemon whose socket every user can reach.
+func startDaemon(t testing.TB, extra string) *testDaemon {
+	t.Helper()
+	dir := testusers.SharedDir(t)
+	text := fmt.Sprintf(`hostname = "mx.example.test"
+domains = ["example.test"]
+[paths]
+state_dir = %q
+socket = %q
+dkim_dir = %q
+[smtp]
+listen = ["127.0.0.1:0"]
+`, filepath.Join(dir, "state"), filepath.Join(dir, "run", "mailctl.sock"), filepath.Join(dir, "dkim")) + extra
+	path := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	d, err := New(cfg, Options{Version: "test", Logger: quietLogger(t), Ready: func() { close(ready) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	td := &testDaemon{Daemon: d, cfg: cfg, socket: cfg.Paths.Socket, dir: dir, cancel: cancel, done: make(chan error, 1)}
+	go func() { td.done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-td.done:
+		t.Fatalf("daemon did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon did not become ready")
+	}
+	os.Chmod(filepath.Dir(td.socket), 0o755)
+	t.Cleanup(td.stop)
+	return td
+}
+
+func (td *testDaemon) stop() {
+	td.cancel()
+	select {
+	case <-td.done:
+	case <-time.After(20 * time.Second):
+	}
+}
+
+// call performs one request in-process as whoever runs the test.
+func (td *testDaemon) call(t testing.TB, verb string, args, out any) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.Call(ctx, verb, args, out)
+}
