@@ -5,46 +5,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mailctl/mailctl/store"
 )
 
-// tempPrefix marks files being written; loaders skip them and OpenQueue
-// removes leftovers of a crash.
-const tempPrefix = ".tmp-"
+// tempPrefix marks files being written (the store's convention); loaders
+// skip them and OpenQueue removes leftovers of a crash.
+const tempPrefix = store.TempPrefix
 
-// writeFileAtomic replaces path with data durably: temp file in the same
-// directory, fsync, rename, fsync the directory. A crash leaves either the old
-// file or the new one, never a torn one.
+// writeFileAtomic is the project's one durable-write helper (temp, fsync,
+// rename, fsync the directory); the queue and the send records use it.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir, name := filepath.Split(path)
-	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
-	if err != nil {
+	if err := store.WriteFileAtomic(path, data, perm); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("renaming into %s: %w", path, err)
-	}
-	ok = true
-	return syncDir(dir)
+	return nil
 }
 
 // createFileExclusive writes data to path durably and fails if path exists:

@@ -1,0 +1,518 @@
+package outbound
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/textproto"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/resolver"
+)
+
+// TLS outcomes recorded per recipient.
+const (
+	TLSVerified   = "verified"
+	TLSUnverified = "unverified"
+	TLSNone       = "none"
+)
+
+// LocalDeliverer takes mail for this host's own domains through the daemon's
+// ingest path instead of the network. It returns one error per recipient
+// (nil: delivered; a *DeliveryError says temporary or permanent).
+type LocalDeliverer interface {
+	DeliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []error
+}
+
+// MXDeliverer delivers to the recipients' MX hosts, or to a relay when one is
+// configured. Every network edge is a field so tests can replace it.
+type MXDeliverer struct {
+	Resolver           resolver.Resolver
+	Dial               func(ctx context.Context, network, addr string) (net.Conn, error) // nil: net.Dialer
+	Port               int                                                               // remote SMTP port, 25 if zero
+	Hostname           string                                                            // EHLO name
+	RootCAs            *x509.CertPool                                                    // nil: the system roots
+	AllowPlaintext     bool
+	ConnectTimeout     time.Duration
+	TransactionTimeout time.Duration
+	Relay              *config.Relay // Host set: all non-local mail goes there
+	RelayPassword      string
+	Local              LocalDeliverer
+	IsLocal            func(domain string) bool
+	Logger             *slog.Logger
+}
+
+func (d *MXDeliverer) logger() *slog.Logger {
+	if d.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Logger
+}
+
+// Deliver makes one attempt for rcpts, grouped by domain.
+func (d *MXDeliverer) Deliver(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+	var order []string
+	groups := map[string][]string{}
+	for _, r := range rcpts {
+		dom := strings.ToLower(r[strings.LastIndexByte(r, '@')+1:])
+		if _, ok := groups[dom]; !ok {
+			order = append(order, dom)
+		}
+		groups[dom] = append(groups[dom], r)
+	}
+	var out []RcptResult
+	for _, dom := range order {
+		group := groups[dom]
+		switch {
+		case d.Local != nil && d.IsLocal != nil && d.IsLocal(dom):
+			out = append(out, d.deliverLocal(ctx, from, group, data)...)
+		case d.Relay != nil && d.Relay.Host != "":
+			out = append(out, d.deliverRelay(ctx, from, group, data)...)
+		default:
+			out = append(out, d.deliverMX(ctx, dom, from, group, data)...)
+		}
+	}
+	return out
+}
+
+func allFailed(rcpts []string, err *DeliveryError, tlsState string) []RcptResult {
+	out := make([]RcptResult, len(rcpts))
+	for i, r := range rcpts {
+		out[i] = RcptResult{Rcpt: r, Err: err, TLS: tlsState, Host: err.Host}
+	}
+	return out
+}
+
+func (d *MXDeliverer) deliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+	errs := d.Local.DeliverLocal(ctx, from, rcpts, data)
+	out := make([]RcptResult, len(rcpts))
+	for i, r := range rcpts {
+		out[i] = RcptResult{Rcpt: r, TLS: TLSNone, Host: "local"}
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = &DeliveryError{Temporary: true, Message: "local delivery returned no result"}
+		}
+		if err != nil {
+			var de *DeliveryError
+			if !errors.As(err, &de) {
+				de = &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.3.0", Message: err.Error()}
+			}
+			out[i].Err = de
+		}
+	}
+	return out
+}
+
+// mxHosts returns the hosts to try in preference order. fallback is true
+// when the domain has no MX and its own address is used (RFC 5321 §5.1).
+func (d *MXDeliverer) mxHosts(ctx context.Context, domain string) (hosts []string, fallback bool, derr *DeliveryError) {
+	mxs, err := d.Resolver.LookupMX(ctx, domain)
+	if err != nil && !resolver.IsNotFound(err) {
+		return nil, false, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.3", Message: fmt.Sprintf("DNS lookup of MX for %s failed: %v", domain, err)}
+	}
+	if len(mxs) == 0 {
+		return []string{domain}, true, nil
+	}
+	if len(mxs) == 1 && strings.TrimSuffix(mxs[0].Host, ".") == "" {
+		return nil, false, &DeliveryError{Code: 556, Enhanced: "5.1.10", Message: fmt.Sprintf("%s publishes a null MX: it accepts no mail", domain)}
+	}
+	sorted := append([]*net.MX(nil), mxs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Pref < sorted[j].Pref })
+	for _, mx := range sorted {
+		if h := strings.TrimSuffix(mx.Host, "."); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts, false, nil
+}
+
+func (d *MXDeliverer) deliverMX(ctx context.Context, domain, from string, rcpts []string, data []byte) []RcptResult {
+	log := d.logger().With("domain", domain)
+	hosts, fallback, derr := d.mxHosts(ctx, domain)
+	if derr != nil {
+		log.Info("no delivery route", "err", derr)
+		return allFailed(rcpts, derr, "")
+	}
+	port := d.Port
+	if port == 0 {
+		port = 25
+	}
+	var last *DeliveryError
+	for _, host := range hosts {
+		ips, err := d.Resolver.LookupIPAddr(ctx, host)
+		if err != nil || len(ips) == 0 {
+			if fallback && resolver.IsNotFound(err) {
+				return allFailed(rcpts, &DeliveryError{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s has no MX and no address: no such mail domain", domain)}, "")
+			}
+			last = &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.4", Message: fmt.Sprintf("cannot resolve MX host %s: %v", host, err), Host: host}
+			log.Info("MX host does not resolve", "host", host, "err", err)
+			continue
+		}
+		for _, ip := range ips {
+			addr := net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
+			res, herr := d.deliverHost(ctx, host, addr, from, rcpts, data)
+			if herr == nil {
+				return res
+			}
+			log.Info("host attempt failed", "host", host, "addr", addr, "err", herr)
+			last = herr
+			if !herr.Temporary {
+				return allFailed(rcpts, herr, "")
+			}
+		}
+	}
+	if last == nil {
+		last = &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.1", Message: "no MX host could be reached"}
+	}
+	return allFailed(rcpts, last, "")
+}
+
+type tlsMode int
+
+const (
+	tlsModeVerify tlsMode = iota
+	tlsModeNoVerify
+	tlsModePlain
+)
+
+// deliverHost runs the transaction with one address of one MX host. STARTTLS
+// is always attempted and verified against the MX name; a certificate that
+// does not verify is retried without verification (recorded "unverified":
+// opportunistic TLS still beats plaintext), and a failed handshake falls back
+// to plaintext only when AllowPlaintext says so (recorded "none").
+func (d *MXDeliverer) deliverHost(ctx context.Context, host, addr, from string, rcpts []string, data []byte) ([]RcptResult, *DeliveryError) {
+	mode := tlsModeVerify
+	for {
+		res, herr, tlsErr := d.transaction(ctx, host, addr, mode, false, from, rcpts, data, nil)
+		if tlsErr == nil {
+			return res, herr
+		}
+		d.logger().Info("STARTTLS failed", "host", host, "addr", addr, "verify", mode == tlsModeVerify, "err", tlsErr)
+		switch {
+		case mode == tlsModeVerify && isCertError(tlsErr):
+			mode = tlsModeNoVerify
+		case d.AllowPlaintext && mode != tlsModePlain:
+			mode = tlsModePlain
+		default:
+			return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host,
+				Message: fmt.Sprintf("TLS with %s failed (%v) and plaintext delivery is off (delivery.allow_plaintext)", host, tlsErr)}
+		}
+	}
+}
+
+func isCertError(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
+}
+
+// greetedConn replays a greeting before the real stream: after STARTTLS (or
+// our own EHLO) the server sends none, but go-smtp's client expects one.
+type greetedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *greetedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+func newGreeted(c net.Conn) net.Conn {
+	return &greetedConn{Conn: c, r: io.MultiReader(strings.NewReader("220 continuing\r\n"), c)}
+}
+
+func (d *MXDeliverer) dial(ctx context.Context, addr string) (net.Conn, error) {
+	ct := d.ConnectTimeout
+	if ct <= 0 {
+		ct = 30 * time.Second
+	}
+	dctx, cancel := context.WithTimeout(ctx, ct)
+	defer cancel()
+	if d.Dial != nil {
+		return d.Dial(dctx, "tcp", addr)
+	}
+	var nd net.Dialer
+	return nd.DialContext(dctx, "tcp", addr)
+}
+
+func (d *MXDeliverer) hostname() string {
+	if d.Hostname == "" {
+		return "localhost"
+	}
+	return d.Hostname
+}
+
+// transaction dials addr and runs one SMTP transaction. herr is a failure of
+// the whole host (try the next); tlsErr means STARTTLS failed and the caller
+// may try again in another mode. requireTLS refuses peers without STARTTLS.
+func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode tlsMode, requireTLS bool, from string, rcpts []string, data []byte, auth sasl.Client) (res []RcptResult, herr *DeliveryError, tlsErr error) {
+	tt := d.TransactionTimeout
+	if tt <= 0 {
+		tt = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, tt)
+	defer cancel()
+	conn, err := d.dial(ctx, addr)
+	if err != nil {
+		return nil, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to %s (%s): %v", host, addr, err)}, nil
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	hostErr := func(err error) *DeliveryError {
+		de := classify(err, host)
+		// Whatever the code, a failure before MAIL is about this host:
+		// another MX may do better, so keep it temporary.
+		de.Temporary = true
+		return de
+	}
+	tp := textproto.NewConn(conn)
+	if _, _, err := tp.ReadResponse(220); err != nil {
+		return nil, hostErr(err), nil
+	}
+	ext, err := ehlo(tp, d.hostname())
+	if err != nil {
+		return nil, hostErr(err), nil
+	}
+	_, hasTLS := ext["STARTTLS"]
+	state := TLSNone
+	var sc net.Conn = conn
+	switch {
+	case mode != tlsModePlain && hasTLS:
+		id, err := tp.Cmd("STARTTLS")
+		if err != nil {
+			return nil, hostErr(err), nil
+		}
+		tp.StartResponse(id)
+		_, _, err = tp.ReadResponse(220)
+		tp.EndResponse(id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("STARTTLS refused: %w", err)
+		}
+		tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: d.RootCAs, InsecureSkipVerify: mode == tlsModeNoVerify, MinVersion: tls.VersionTLS12})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, nil, err
+		}
+		sc = tc
+		state = TLSVerified
+		if mode == tlsModeNoVerify {
+			state = TLSUnverified
+		}
+	case requireTLS:
+		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS, which this route requires"}, nil
+	case !d.AllowPlaintext:
+		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
+	}
+	c := smtp.NewClient(newGreeted(sc))
+	c.CommandTimeout, c.SubmissionTimeout = tt, tt
+	if err := c.Hello(d.hostname()); err != nil {
+		return nil, hostErr(err), nil
+	}
+	res, herr = d.mailTransaction(c, host, state, from, rcpts, data, auth)
+	return res, herr, nil
+}
+
+// ehlo sends EHLO (HELO if refused) and returns the extensions offered.
+func ehlo(tp *textproto.Conn, name string) (map[string]string, error) {
+	id, err := tp.Cmd("EHLO %s", name)
+	if err != nil {
+		return nil, err
+	}
+	tp.StartResponse(id)
+	_, msg, err := tp.ReadResponse(250)
+	tp.EndResponse(id)
+	if err != nil {
+		var te *textproto.Error
+		if errors.As(err, &te) && te.Code >= 500 {
+			id, err := tp.Cmd("HELO %s", name)
+			if err != nil {
+				return nil, err
+			}
+			tp.StartResponse(id)
+			_, _, err = tp.ReadResponse(250)
+			tp.EndResponse(id)
+			return map[string]string{}, err
+		}
+		return nil, err
+	}
+	ext := map[string]string{}
+	lines := strings.Split(msg, "\n")
+	for _, l := range lines[1:] {
+		k, v, _ := strings.Cut(l, " ")
+		ext[strings.ToUpper(k)] = v
+	}
+	return ext, nil
+}
+
+// mailTransaction runs MAIL, RCPT and DATA on a greeted client. Recipient
+// refusals are per recipient; a refused MAIL fails the host.
+func (d *MXDeliverer) mailTransaction(c *smtp.Client, host, state, from string, rcpts []string, data []byte, auth sasl.Client) ([]RcptResult, *DeliveryError) {
+	defer c.Close()
+	if auth != nil {
+		if err := c.Auth(auth); err != nil {
+			de := classify(err, host)
+			de.Temporary = true // a credentials problem is the operator's to fix; keep the mail
+			de.Message = "relay authentication failed: " + de.Message
+			return nil, de
+		}
+	}
+	if err := c.Mail(from, nil); err != nil {
+		return nil, classify(err, host)
+	}
+	out := make([]RcptResult, len(rcpts))
+	var accepted []int
+	for i, r := range rcpts {
+		out[i] = RcptResult{Rcpt: r, TLS: state, Host: host}
+		if err := c.Rcpt(r, nil); err != nil {
+			out[i].Err = classify(err, host)
+			continue
+		}
+		accepted = append(accepted, i)
+	}
+	if len(accepted) == 0 {
+		c.Quit()
+		return out, nil
+	}
+	failAccepted := func(err error) {
+		de := classify(err, host)
+		for _, i := range accepted {
+			out[i].Err = de
+		}
+	}
+	w, err := c.Data()
+	if err != nil {
+		failAccepted(err)
+		return out, nil
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Close()
+		failAccepted(err)
+		return out, nil
+	}
+	if err := w.Close(); err != nil {
+		failAccepted(err)
+		return out, nil
+	}
+	c.Quit()
+	return out, nil
+}
+
+// classify turns an SMTP reply or I/O error into a DeliveryError: 5xx is
+// permanent, everything else temporary.
+func classify(err error, host string) *DeliveryError {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		de := &DeliveryError{Temporary: se.Code < 500 || se.Code > 599, Code: se.Code, Message: se.Message, Host: host}
+		if se.EnhancedCode != smtp.NoEnhancedCode && se.EnhancedCode != (smtp.EnhancedCode{}) {
+			de.Enhanced = fmt.Sprintf("%d.%d.%d", se.EnhancedCode[0], se.EnhancedCode[1], se.EnhancedCode[2])
+		}
+		return de
+	}
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		return &DeliveryError{Temporary: te.Code < 500 || te.Code > 599, Code: te.Code, Message: te.Msg, Host: host}
+	}
+	var de *DeliveryError
+	if errors.As(err, &de) {
+		return de
+	}
+	return &DeliveryError{Temporary: true, Message: err.Error(), Host: host}
+}
+
+// deliverRelay hands everything to the configured smarthost: implicit TLS on
+// port 465, STARTTLS (required) otherwise, certificate always verified, AUTH
+// PLAIN when a username is set.
+func (d *MXDeliverer) deliverRelay(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+	r := d.Relay
+	port := r.Port
+	if port == 0 {
+		port = 587
+	}
+	ips, err := d.Resolver.LookupIPAddr(ctx, r.Host)
+	if err != nil || len(ips) == 0 {
+		return allFailed(rcpts, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)}, "")
+	}
+	var auth sasl.Client
+	if r.Username != "" {
+		auth = sasl.NewPlainClient("", r.Username, d.RelayPassword)
+	}
+	var last *DeliveryError
+	for _, ip := range ips {
+		addr := net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
+		var res []RcptResult
+		var herr *DeliveryError
+		if port == 465 {
+			res, herr = d.relayImplicit(ctx, addr, from, rcpts, data, auth)
+		} else {
+			res, herr = d.relayStartTLS(ctx, addr, from, rcpts, data, auth)
+		}
+		if herr == nil {
+			return res
+		}
+		last = herr
+		if !herr.Temporary {
+			break
+		}
+	}
+	return allFailed(rcpts, last, "")
+}
+
+func (d *MXDeliverer) relayImplicit(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]RcptResult, *DeliveryError) {
+	host := d.Relay.Host
+	tt := d.TransactionTimeout
+	if tt <= 0 {
+		tt = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, tt)
+	defer cancel()
+	conn, err := d.dial(ctx, addr)
+	if err != nil {
+		return nil, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to relay %s (%s): %v", host, addr, err)}
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: d.RootCAs, MinVersion: tls.VersionTLS12})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, err)}
+	}
+	c := smtp.NewClient(tc)
+	c.CommandTimeout, c.SubmissionTimeout = tt, tt
+	if err := c.Hello(d.hostname()); err != nil {
+		de := classify(err, host)
+		de.Temporary = true
+		return nil, de
+	}
+	return d.mailTransaction(c, host, TLSVerified, from, rcpts, data, auth)
+}
+
+func (d *MXDeliverer) relayStartTLS(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]RcptResult, *DeliveryError) {
+	host := d.Relay.Host
+	// Same path as MX delivery, but STARTTLS and verification are required:
+	// the password must never cross the network in the clear.
+	res, herr, tlsErr := d.transaction(ctx, host, addr, tlsModeVerify, true, from, rcpts, data, auth)
+	if tlsErr != nil {
+		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, tlsErr)}
+	}
+	return res, herr
+}

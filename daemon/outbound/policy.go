@@ -1,0 +1,144 @@
+package outbound
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// CheckPolicy applies a mailbox's send policy to a composed message of size
+// bytes (signed). It does not look at rate limits (RateLimiter does) or at
+// dry_run_only (the Service does, since a dry run is always allowed).
+func CheckPolicy(p config.SendPolicy, c *Composed, attachmentBytes int64, size int) error {
+	if p.Enabled != nil && !*p.Enabled {
+		return protocol.Errorf(protocol.CodePolicyBlocked, "sending is disabled for this mailbox (send.enabled = false); dry runs still work")
+	}
+	rcpts := c.Envelope.RcptTo
+	if p.MaxRecipients > 0 && len(rcpts) > p.MaxRecipients {
+		return protocol.Errorf(protocol.CodeInvalidInput, "%d recipients exceed this mailbox's limit of %d (send.max_recipients): split the message", len(rcpts), p.MaxRecipients)
+	}
+	if p.MaxAttachmentBytes > 0 && attachmentBytes > p.MaxAttachmentBytes {
+		return protocol.Errorf(protocol.CodeTooLarge, "attachments total %d bytes, over the %d-byte limit (send.max_attachment_bytes)", attachmentBytes, p.MaxAttachmentBytes)
+	}
+	if p.MaxMessageBytes > 0 && int64(size) > p.MaxMessageBytes {
+		return protocol.Errorf(protocol.CodeTooLarge, "the message is %d bytes, over the %d-byte limit (send.max_message_bytes)", size, p.MaxMessageBytes)
+	}
+	if len(p.AllowDomains) == 0 && len(p.AllowAddresses) == 0 {
+		return nil
+	}
+	for _, r := range rcpts {
+		if !allowed(p, r) {
+			return protocol.Errorf(protocol.CodePolicyBlocked, "recipient %s is not allowed by this mailbox's send policy (send.allow_domains / send.allow_addresses)", r)
+		}
+	}
+	return nil
+}
+
+// allowed matches an address against the allow-lists. A domain entry also
+// covers its subdomains ("example.com" allows "eu.example.com"); an address
+// entry matches exactly, case-insensitively.
+func allowed(p config.SendPolicy, addr string) bool {
+	addr = strings.ToLower(addr)
+	for _, a := range p.AllowAddresses {
+		if strings.ToLower(strings.TrimSpace(a)) == addr {
+			return true
+		}
+	}
+	at := strings.LastIndexByte(addr, '@')
+	if at < 0 {
+		return false
+	}
+	dom := addr[at+1:]
+	for _, d := range p.AllowDomains {
+		d = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(d), "@"))
+		d = strings.TrimPrefix(d, "*.")
+		if d != "" && (dom == d || strings.HasSuffix(dom, "."+d)) {
+			return true
+		}
+	}
+	return false
+}
+
+// RateLimiter counts sends per mailbox in sliding windows of a minute, an
+// hour and a day. It is in memory: a restart forgets it, which errs on the
+// side of letting mail through once.
+type RateLimiter struct {
+	clock func() time.Time
+	mu    sync.Mutex
+	sent  map[string][]time.Time // per mailbox, oldest first, last 24h
+}
+
+// NewRateLimiter returns a limiter reading time from clock (time.Now if nil).
+func NewRateLimiter(clock func() time.Time) *RateLimiter {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &RateLimiter{clock: clock, sent: map[string][]time.Time{}}
+}
+
+// Allow records n sends for mailbox if all three windows have room, and
+// otherwise returns a rate_limited error whose RetryAfterMS says when the
+// tightest window frees enough room.
+func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
+	if n <= 0 {
+		n = 1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock()
+	ts := r.sent[mailbox]
+	// Forget sends older than the longest window.
+	i := 0
+	for i < len(ts) && !ts[i].After(now.Add(-24*time.Hour)) {
+		i++
+	}
+	ts = ts[i:]
+	windows := []struct {
+		limit int
+		d     time.Duration
+		key   string
+	}{{p.PerMinute, time.Minute, "send.per_minute"}, {p.PerHour, time.Hour, "send.per_hour"}, {p.PerDay, 24 * time.Hour, "send.per_day"}}
+	var wait time.Duration
+	var which string
+	var limit int
+	for _, w := range windows {
+		if w.limit <= 0 {
+			continue
+		}
+		if n > w.limit {
+			return protocol.Errorf(protocol.CodePolicyBlocked, "%d sends exceed %s = %d", n, w.key, w.limit)
+		}
+		// Sends inside this window, newest last.
+		start := now.Add(-w.d)
+		j := 0
+		for j < len(ts) && !ts[j].After(start) {
+			j++
+		}
+		in := ts[j:]
+		if over := len(in) + n - w.limit; over > 0 {
+			// The window has room again once the over-th oldest send in it
+			// leaves: at that send's time plus the window length.
+			free := in[over-1].Add(w.d).Sub(now)
+			if free > wait {
+				wait, which, limit = free, w.key, w.limit
+			}
+		}
+	}
+	if wait > 0 {
+		r.sent[mailbox] = ts
+		e := protocol.Errorf(protocol.CodeRateLimited, "this mailbox may send %d messages per %s (%s): try again in %s", limit, strings.TrimPrefix(which, "send.per_"), which, wait.Round(time.Second))
+		e.RetryAfterMS = wait.Milliseconds()
+		if e.RetryAfterMS < 1 {
+			e.RetryAfterMS = 1
+		}
+		return e
+	}
+	for k := 0; k < n; k++ {
+		ts = append(ts, now)
+	}
+	r.sent[mailbox] = ts
+	return nil
+}

@@ -1,0 +1,668 @@
+package outbound
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// Recipient states kept per recipient of a queued (and sent) message.
+const (
+	StatusPending   = "pending"
+	StatusDeferred  = "deferred"
+	StatusDelivered = "delivered"
+	StatusFailed    = "failed"
+	StatusBounced   = "bounced"
+	StatusHeld      = "held"
+)
+
+// final reports whether a recipient needs no more attempts.
+func final(status string) bool {
+	return status == StatusDelivered || status == StatusFailed || status == StatusBounced
+}
+
+// Item is one queued message: the signed bytes and the state of each recipient.
+type Item struct {
+	ID          string                     `json:"id"`
+	Mailbox     string                     `json:"mailbox"`
+	SentID      string                     `json:"sent_id"` // id of the sent copy in the mailbox's sent folder
+	MessageID   string                     `json:"message_id"`
+	MailFrom    string                     `json:"mail_from"`
+	Recipients  []protocol.RecipientStatus `json:"recipients"`
+	Created     time.Time                  `json:"created"`
+	NextAttempt time.Time                  `json:"next_attempt"`
+	Attempts    int                        `json:"attempts"`
+	Held        bool                       `json:"held"`
+	Size        int64                      `json:"size"`
+	Data        []byte                     `json:"-"` // kept in <id>.eml beside <id>.json
+}
+
+// Settled reports whether every recipient is final.
+func (it *Item) Settled() bool {
+	for _, r := range it.Recipients {
+		if !final(r.Status) {
+			return false
+		}
+	}
+	return true
+}
+
+// QueueItem is the item as the control protocol shows it.
+func (it *Item) QueueItem() protocol.QueueItem {
+	return protocol.QueueItem{ID: it.ID, Mailbox: it.Mailbox, MessageID: it.MessageID, MailFrom: it.MailFrom,
+		Recipients: append([]protocol.RecipientStatus(nil), it.Recipients...), CreatedAt: it.Created,
+		NextAttempt: it.NextAttempt, Held: it.Held, SizeBytes: it.Size}
+}
+
+func (it *Item) clone() *Item {
+	c := *it
+	c.Recipients = append([]protocol.RecipientStatus(nil), it.Recipients...)
+	return &c
+}
+
+// Deliverer performs one delivery attempt for some recipients of a message.
+// It returns one result per recipient.
+type Deliverer interface {
+	Deliver(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult
+}
+
+// RcptResult is the outcome of one attempt for one recipient.
+type RcptResult struct {
+	Rcpt string
+	Err  error  // nil: delivered; otherwise a *DeliveryError
+	TLS  string // verified, unverified or none
+	Host string
+}
+
+// DeliveryError is the one error type for delivery outcomes: temporary (retry
+// later) or permanent, with what the remote server said.
+type DeliveryError struct {
+	Temporary bool
+	Code      int
+	Enhanced  string
+	Message   string
+	Host      string
+}
+
+func (e *DeliveryError) Error() string {
+	var b strings.Builder
+	if e.Code != 0 {
+		fmt.Fprintf(&b, "%d ", e.Code)
+	}
+	if e.Enhanced != "" {
+		b.WriteString(e.Enhanced + " ")
+	}
+	b.WriteString(e.Message)
+	if e.Host != "" {
+		fmt.Fprintf(&b, " (from %s)", e.Host)
+	}
+	return b.String()
+}
+
+// Notifier hears about queue changes. Updated follows every attempt and
+// operator action; Settled follows the Updated that made every recipient final.
+type Notifier interface {
+	Updated(it *Item)
+	Settled(it *Item)
+}
+
+// QueueOptions tunes a Queue. Zero values take the defaults.
+type QueueOptions struct {
+	Clock         func() time.Time
+	RetryFor      time.Duration   // default 5 days
+	Backoff       []time.Duration // delay after attempt n; the last repeats
+	MaxConcurrent int             // default 8
+	Logger        *slog.Logger
+}
+
+// DefaultBackoff spaces retries of temporary failures: quick at first for
+// greylisting, then hours apart.
+var DefaultBackoff = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 16 * time.Hour}
+
+type entry struct {
+	it        *Item
+	inflight  bool
+	firstDone bool
+	first     chan struct{} // closed when the first attempt has finished
+}
+
+// Queue is the durable outbound queue: one <id>.json (state) and <id>.eml
+// (signed message) per item in dir.
+type Queue struct {
+	dir  string
+	d    Deliverer
+	n    Notifier
+	opts QueueOptions
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	items     map[string]*entry
+	done      map[string]*Item // settled items kept for status queries
+	doneOrder []string
+	settled   []*Item // settled while loading, announced when Run starts
+	kick      chan struct{}
+}
+
+// maxDone bounds the settled items remembered in memory.
+const maxDone = 4096
+
+var itemIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
+
+// OpenQueue loads the queue in dir, creating it (0700) if needed. Items that
+// do not load are moved to dir/corrupt and logged; they never stop the queue.
+func OpenQueue(dir string, d Deliverer, n Notifier, opts QueueOptions) (*Queue, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.RetryFor <= 0 {
+		opts.RetryFor = 5 * 24 * time.Hour
+	}
+	if len(opts.Backoff) == 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = 8
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating queue directory: %w", err)
+	}
+	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
+		done: map[string]*Item{}, kick: make(chan struct{}, 1)}
+	cleanTemps(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading queue: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, ".json"):
+			id := strings.TrimSuffix(name, ".json")
+			it, err := q.load(id)
+			if err != nil {
+				q.log.Error("queue item set aside", "item", id, "err", err, "moved_to", filepath.Join(dir, "corrupt"))
+				q.setAside(id)
+				continue
+			}
+			if it.Settled() {
+				q.remove(id)
+				q.remember(it)
+				q.settled = append(q.settled, it)
+				continue
+			}
+			q.items[id] = &entry{it: it, firstDone: it.Attempts > 0, first: make(chan struct{})}
+		case strings.HasSuffix(name, ".eml"):
+			// An .eml without its .json is a crash inside Enqueue, before the
+			// item existed: nobody was told it was queued.
+			id := strings.TrimSuffix(name, ".eml")
+			if _, err := os.Stat(filepath.Join(dir, id+".json")); errors.Is(err, os.ErrNotExist) {
+				os.Remove(filepath.Join(dir, name))
+			}
+		}
+	}
+	return q, nil
+}
+
+// Dir is the queue's directory.
+func (q *Queue) Dir() string { return q.dir }
+
+func (q *Queue) load(id string) (*Item, error) {
+	if !itemIDRE.MatchString(id) {
+		return nil, fmt.Errorf("bad item name %q", id)
+	}
+	data, err := os.ReadFile(filepath.Join(q.dir, id+".json"))
+	if err != nil {
+		return nil, err
+	}
+	var it Item
+	if err := json.Unmarshal(data, &it); err != nil {
+		return nil, fmt.Errorf("parsing %s.json: %w", id, err)
+	}
+	if it.ID != id || it.MailFrom == "" && len(it.Recipients) == 0 {
+		return nil, fmt.Errorf("%s.json does not describe item %s", id, id)
+	}
+	if len(it.Recipients) == 0 {
+		return nil, fmt.Errorf("%s.json has no recipients", id)
+	}
+	it.Data, err = os.ReadFile(filepath.Join(q.dir, id+".eml"))
+	if err != nil {
+		return nil, fmt.Errorf("message of %s: %w", id, err)
+	}
+	if it.Size != 0 && int64(len(it.Data)) != it.Size {
+		return nil, fmt.Errorf("%s.eml has %d bytes, the item says %d", id, len(it.Data), it.Size)
+	}
+	return &it, nil
+}
+
+func (q *Queue) setAside(id string) {
+	cdir := filepath.Join(q.dir, "corrupt")
+	if err := os.MkdirAll(cdir, 0o700); err != nil {
+		q.log.Error("cannot create corrupt directory", "err", err)
+		return
+	}
+	for _, ext := range []string{".json", ".eml"} {
+		src := filepath.Join(q.dir, id+ext)
+		if _, err := os.Lstat(src); err == nil {
+			if err := os.Rename(src, filepath.Join(cdir, id+ext)); err != nil {
+				q.log.Error("cannot set aside queue file", "file", src, "err", err)
+			}
+		}
+	}
+	syncDir(q.dir)
+}
+
+func (q *Queue) save(it *Item) error {
+	data, err := json.MarshalIndent(it, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(q.dir, it.ID+".json"), data, 0o600)
+}
+
+// remove deletes an item's files, state first so a crash in between leaves
+// an orphan .eml that OpenQueue cleans, never a state without its message.
+func (q *Queue) remove(id string) {
+	os.Remove(filepath.Join(q.dir, id+".json"))
+	os.Remove(filepath.Join(q.dir, id+".eml"))
+	syncDir(q.dir)
+}
+
+func (q *Queue) remember(it *Item) {
+	if _, ok := q.done[it.ID]; !ok {
+		q.doneOrder = append(q.doneOrder, it.ID)
+	}
+	q.done[it.ID] = it
+	for len(q.doneOrder) > maxDone {
+		delete(q.done, q.doneOrder[0])
+		q.doneOrder = q.doneOrder[1:]
+	}
+}
+
+// Enqueue stores it durably, then wakes the loop. Held items wait for Approve.
+func (q *Queue) Enqueue(it *Item) error {
+	if !itemIDRE.MatchString(it.ID) {
+		return protocol.Errorf(protocol.CodeInvalidInput, "queue id %q is not a valid name", it.ID)
+	}
+	if len(it.Recipients) == 0 {
+		return protocol.Errorf(protocol.CodeInvalidInput, "queue item %s has no recipients", it.ID)
+	}
+	now := q.opts.Clock()
+	it = it.clone()
+	if it.Created.IsZero() {
+		it.Created = now
+	}
+	if it.NextAttempt.IsZero() {
+		it.NextAttempt = now
+	}
+	it.Size = int64(len(it.Data))
+	for i := range it.Recipients {
+		r := &it.Recipients[i]
+		if it.Held {
+			r.Status = StatusHeld
+		} else if r.Status == "" || r.Status == StatusHeld {
+			r.Status = StatusPending
+		}
+		r.UpdatedAt = now
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, dup := q.items[it.ID]; dup {
+		return protocol.Errorf(protocol.CodeConflict, "queue item %s already exists", it.ID)
+	}
+	if err := writeFileAtomic(filepath.Join(q.dir, it.ID+".eml"), it.Data, 0o600); err != nil {
+		return fmt.Errorf("queueing %s: %w", it.ID, err)
+	}
+	if err := q.save(it); err != nil {
+		os.Remove(filepath.Join(q.dir, it.ID+".eml"))
+		return fmt.Errorf("queueing %s: %w", it.ID, err)
+	}
+	q.items[it.ID] = &entry{it: it, first: make(chan struct{})}
+	q.Kick()
+	return nil
+}
+
+// Kick wakes the loop to look for due items.
+func (q *Queue) Kick() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *Queue) backoff(attempts int) time.Duration {
+	if attempts >= len(q.opts.Backoff) {
+		return q.opts.Backoff[len(q.opts.Backoff)-1]
+	}
+	return q.opts.Backoff[attempts]
+}
+
+// Run delivers due items until ctx ends, then waits for attempts in flight.
+func (q *Queue) Run(ctx context.Context) {
+	q.mu.Lock()
+	settled := q.settled
+	q.settled = nil
+	q.mu.Unlock()
+	for _, it := range settled {
+		q.n.Settled(it.clone())
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, q.opts.MaxConcurrent)
+	freed := make(chan struct{}, 1)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := q.dispatch(ctx, slots, freed, &wg)
+		if wait > time.Minute {
+			// The clock may be a test's, or the wall clock may jump: look again soon.
+			wait = time.Minute
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.kick:
+		case <-freed:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// dispatch starts attempts for due items while slots are free and returns
+// how long to sleep until the next one is due.
+func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sync.WaitGroup) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.opts.Clock()
+	var due []*entry
+	wait := time.Hour
+	for _, e := range q.items {
+		if e.inflight || e.it.Held {
+			continue
+		}
+		if d := e.it.NextAttempt.Sub(now); d > 0 {
+			if d < wait {
+				wait = d
+			}
+			continue
+		}
+		due = append(due, e)
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].it.NextAttempt.Before(due[j].it.NextAttempt) })
+	for _, e := range due {
+		select {
+		case slots <- struct{}{}:
+		default:
+			return wait // a finishing attempt signals freed
+		}
+		// Record the next attempt before dialing: if the daemon dies
+		// mid-attempt, the restart waits for it instead of retrying at once.
+		prev := e.it.NextAttempt
+		e.it.NextAttempt = now.Add(q.backoff(e.it.Attempts))
+		if err := q.save(e.it); err != nil {
+			q.log.Error("cannot record next attempt; not delivering", "item", e.it.ID, "err", err)
+			e.it.NextAttempt = prev.Add(time.Minute)
+			<-slots
+			continue
+		}
+		e.inflight = true
+		it := e.it.clone()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q.attempt(ctx, e, it)
+			<-slots
+			select {
+			case freed <- struct{}{}:
+			default:
+			}
+		}()
+	}
+	return wait
+}
+
+func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
+	var rcpts []string
+	for _, r := range snap.Recipients {
+		if !final(r.Status) && r.Status != StatusHeld {
+			rcpts = append(rcpts, r.Address)
+		}
+	}
+	log := q.log.With("item", snap.ID, "message_id", snap.MessageID)
+	log.Info("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
+	results := q.d.Deliver(ctx, snap.MailFrom, rcpts, snap.Data)
+	byRcpt := map[string]RcptResult{}
+	for _, r := range results {
+		byRcpt[strings.ToLower(r.Rcpt)] = r
+	}
+
+	q.mu.Lock()
+	now := q.opts.Clock()
+	it := e.it
+	it.Attempts++
+	expired := now.Sub(it.Created) >= q.opts.RetryFor
+	for i := range it.Recipients {
+		r := &it.Recipients[i]
+		if final(r.Status) || r.Status == StatusHeld {
+			continue
+		}
+		res, ok := byRcpt[strings.ToLower(r.Address)]
+		if !ok {
+			res = RcptResult{Rcpt: r.Address, Err: &DeliveryError{Temporary: true, Message: "no result from the delivery attempt"}}
+		}
+		r.Attempts++
+		r.UpdatedAt = now
+		r.TLS = res.TLS
+		r.NextAttempt = time.Time{}
+		var de *DeliveryError
+		switch {
+		case res.Err == nil:
+			r.Status, r.Code = StatusDelivered, 250
+			r.Detail = "delivered"
+			if res.Host != "" {
+				r.Detail = "delivered to " + res.Host
+			}
+		case errors.As(res.Err, &de) && !de.Temporary:
+			r.Status, r.Code, r.Detail = StatusFailed, de.Code, de.Error()
+		default:
+			if errors.As(res.Err, &de) {
+				r.Code = de.Code
+			}
+			if expired {
+				r.Status = StatusFailed
+				r.Detail = fmt.Sprintf("gave up after %s of temporary failures; last: %v", q.opts.RetryFor, res.Err)
+			} else {
+				r.Status, r.Detail, r.NextAttempt = StatusDeferred, res.Err.Error(), it.NextAttempt
+			}
+		}
+		log.Info("recipient result", "rcpt", r.Address, "status", r.Status, "code", r.Code, "tls", r.TLS, "host", res.Host)
+	}
+	settled := it.Settled()
+	if settled {
+		q.remove(it.ID)
+		delete(q.items, it.ID)
+		q.remember(it)
+	} else if err := q.save(it); err != nil {
+		log.Error("cannot record attempt result", "err", err)
+	}
+	e.inflight = false
+	if !e.firstDone {
+		e.firstDone = true
+		close(e.first)
+	}
+	out := it.clone()
+	q.mu.Unlock()
+	q.n.Updated(out)
+	if settled {
+		q.n.Settled(out)
+	}
+}
+
+func notFound(id string) error {
+	return protocol.Errorf(protocol.CodeNotFound, "no queue item %s", id)
+}
+
+// WaitFirstAttempt returns once the item's first attempt has finished (or at
+// once if it is held or already attempted), or when ctx ends, with the state
+// at that moment.
+func (q *Queue) WaitFirstAttempt(ctx context.Context, id string) (*Item, error) {
+	q.mu.Lock()
+	e, ok := q.items[id]
+	if !ok || e.firstDone || e.it.Held {
+		q.mu.Unlock()
+		return q.Get(id)
+	}
+	ch := e.first
+	q.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	return q.Get(id)
+}
+
+// List returns the items still queued, oldest first.
+func (q *Queue) List() []*Item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []*Item
+	for _, e := range q.items {
+		out = append(out, e.it.clone())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Get returns a queued item or one settled since the queue was opened.
+func (q *Queue) Get(id string) (*Item, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if e, ok := q.items[id]; ok {
+		return e.it.clone(), nil
+	}
+	if it, ok := q.done[id]; ok {
+		return it.clone(), nil
+	}
+	return nil, notFound(id)
+}
+
+// change applies fn to a queued item that is not being delivered, saves it
+// and notifies.
+func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error {
+	q.mu.Lock()
+	e, ok := q.items[id]
+	if !ok {
+		q.mu.Unlock()
+		if _, done := q.done[id]; done {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s is already settled", id)
+		}
+		return notFound(id)
+	}
+	if e.inflight {
+		q.mu.Unlock()
+		return protocol.Errorf(protocol.CodeConflict, "queue item %s is being delivered right now: try again in a moment", id)
+	}
+	now := q.opts.Clock()
+	backup := e.it.clone()
+	if err := fn(e.it, now); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	settled := e.it.Settled()
+	if settled {
+		q.remove(id)
+		delete(q.items, id)
+		q.remember(e.it)
+		if !e.firstDone {
+			e.firstDone = true
+			close(e.first)
+		}
+	} else if err := q.save(e.it); err != nil {
+		e.it = backup
+		q.mu.Unlock()
+		return err
+	}
+	out := e.it.clone()
+	q.mu.Unlock()
+	q.n.Updated(out)
+	if settled {
+		q.n.Settled(out)
+	}
+	q.Kick()
+	return nil
+}
+
+// Retry makes an item due now.
+func (q *Queue) Retry(id string) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		if it.Held {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s is held for approval: approve it to send", id)
+		}
+		it.NextAttempt = now
+		for i := range it.Recipients {
+			if it.Recipients[i].Status == StatusDeferred {
+				it.Recipients[i].NextAttempt = now
+			}
+		}
+		return nil
+	})
+}
+
+// Drop removes an item; its undelivered recipients are marked failed.
+func (q *Queue) Drop(id string) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		for i := range it.Recipients {
+			r := &it.Recipients[i]
+			if !final(r.Status) {
+				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, "dropped from the queue by the operator", now, time.Time{}
+			}
+		}
+		return nil
+	})
+}
+
+// Approve releases a held item for delivery now.
+func (q *Queue) Approve(id string) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		if !it.Held {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s is not held", id)
+		}
+		it.Held = false
+		it.NextAttempt = now
+		for i := range it.Recipients {
+			if it.Recipients[i].Status == StatusHeld {
+				it.Recipients[i].Status, it.Recipients[i].UpdatedAt = StatusPending, now
+			}
+		}
+		return nil
+	})
+}
