@@ -1,0 +1,239 @@
+package mcpshim
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// Caps for email_attachment.
+const (
+	DefaultAttachmentText = 20000   // characters of a text attachment
+	MaxAttachmentBase64   = 1 << 20 // bytes returned as base64
+)
+
+type attachmentArgs struct {
+	Mailbox  string `json:"mailbox"`
+	ID       string `json:"id"`
+	Folder   string `json:"folder,omitempty"`
+	Index    int    `json:"index,omitempty" jsonschema:"position in the message's attachment_list, from 0"`
+	Filename string `json:"filename,omitempty" jsonschema:"pick the attachment by file name instead of index"`
+	Mode     string `json:"mode,omitempty" jsonschema:"auto (default: text for text types, otherwise path), text, path or base64 (at most 1 MiB)"`
+	MaxChars int    `json:"max_chars,omitempty" jsonschema:"text window, default 20000"`
+}
+
+// AttachmentData is email_attachment's data.
+type AttachmentData struct {
+	Filename    string      `json:"filename"`
+	ContentType string      `json:"content_type"`
+	Size        int64       `json:"size"`
+	Path        string      `json:"path" jsonschema:"absolute path; open it with your own file tools"`
+	Mode        string      `json:"mode"`
+	Text        string      `json:"text,omitempty"`
+	Truncated   bool        `json:"truncated,omitempty"`
+	Base64      string      `json:"base64,omitempty"`
+	Trust       *TrustFacts `json:"trust"`
+	Fence       *FenceLabel `json:"fence,omitempty"`
+}
+
+func (s *Server) toolEmailAttachment() toolSpec {
+	return newTool(&mcp.Tool{
+		Name: "email_attachment",
+		Description: "Read an attachment of a message: text types as text (windowed), others as a path you can open, or base64 up to 1 MiB. " +
+			"The file is read with your own rights from your mailbox folder. Text from untrusted senders is fenced.",
+		Annotations: annotations("Read attachment", true, false, true, false),
+	}, func(sc *jsonschema.Schema) {
+		sc.Properties["mode"].Enum = []any{"auto", "text", "path", "base64"}
+		sc.Properties["folder"].Enum = folderEnum
+		sc.Properties["index"].Minimum = floatPtr(0)
+		sc.Properties["max_chars"].Minimum = floatPtr(0)
+		sc.Properties["max_chars"].Maximum = floatPtr(MaxReadWindow)
+	}, s.emailAttachment)
+}
+
+func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in *attachmentArgs) (string, AttachmentData, *NextAction, error) {
+	var zero AttachmentData
+	m, err := s.read(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: in.ID, Folder: in.Folder, MaxChars: 1})
+	if err != nil {
+		return "", zero, nil, notFoundHint(err, in.Mailbox)
+	}
+	if len(m.AttachmentList) == 0 {
+		return "", zero, nil, fail(protocol.CodeNotFound, "message %s has no attachments", in.ID)
+	}
+	idx := in.Index
+	if in.Filename != "" {
+		idx = -1
+		for i, a := range m.AttachmentList {
+			if a.Filename == in.Filename {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			return "", zero, nil, fail(protocol.CodeNotFound, "message %s has no attachment named %q", in.ID, in.Filename)
+		}
+	}
+	if idx >= len(m.AttachmentList) {
+		return "", zero, nil, fail(protocol.CodeNotFound, "message %s has %d attachment(s); index %d is out of range", in.ID, len(m.AttachmentList), idx)
+	}
+	att := m.AttachmentList[idx]
+	mailboxDir, err := s.mailboxDir(ctx, in.Mailbox)
+	if err != nil {
+		return "", zero, nil, err
+	}
+	rel, err := attachmentRel(mailboxDir, filepath.Dir(m.Path), att.Path)
+	if err != nil {
+		return "", zero, nil, err
+	}
+	data := AttachmentData{Filename: att.Filename, ContentType: att.ContentType, Size: att.Size,
+		Path: filepath.Join(mailboxDir, rel), Trust: trustFacts(m)}
+	mode := in.Mode
+	if mode == "" || mode == "auto" {
+		mode = "path"
+		if isTextType(att.ContentType) {
+			mode = "text"
+		}
+	}
+	data.Mode = mode
+	if mode == "path" {
+		return fmt.Sprintf("attachment %s (%s, %d bytes) is at %s", att.Filename, att.ContentType, att.Size, data.Path), data, nil, nil
+	}
+	limit := int64(MaxAttachmentBase64)
+	maxChars := in.MaxChars
+	if maxChars <= 0 {
+		maxChars = DefaultAttachmentText
+	}
+	if mode == "text" {
+		limit = int64(maxChars) * 4
+	}
+	content, full, err := readInRoot(mailboxDir, rel, limit)
+	if err != nil {
+		return "", zero, nil, err
+	}
+	switch mode {
+	case "base64":
+		if !full {
+			return "", zero, nil, withNext(fail(protocol.CodeTooLarge, "attachment %s is larger than %d bytes", att.Filename, MaxAttachmentBase64),
+				&NextAction{Instruction: "Open the file at the path instead.", Tool: "email_attachment",
+					Arguments: map[string]any{"mailbox": in.Mailbox, "id": in.ID, "index": idx, "mode": "path"}})
+		}
+		data.Base64 = base64.StdEncoding.EncodeToString(content)
+	case "text":
+		if !utf8.Valid(content) && full {
+			content = []byte(strings.ToValidUTF8(string(content), "\uFFFD"))
+		}
+		text := strings.ToValidUTF8(string(content), "")
+		if utf8.RuneCountInString(text) > maxChars {
+			text = string([]rune(text)[:maxChars])
+			full = false
+		}
+		data.Truncated = !full
+		if !isTrusted(m.Trusted) {
+			f := newFence()
+			text = f.block(text)
+			data.Fence = f.label()
+		} else {
+			data.Trust.Fenced = false
+		}
+		data.Text = text
+	}
+	return fmt.Sprintf("attachment %s (%s, %d bytes) as %s", att.Filename, att.ContentType, att.Size, mode), data, nil, nil
+}
+
+func (s *Server) mailboxDir(ctx context.Context, name string) (string, error) {
+	var list protocol.MailboxList
+	if err := s.call(ctx, protocol.VerbMailboxList, protocol.Empty{}, &list); err != nil {
+		return "", err
+	}
+	for _, mb := range list.Mailboxes {
+		if mb.Name == name && mb.Path != "" {
+			return mb.Path, nil
+		}
+	}
+	return "", fail(protocol.CodeNotFound, "mailbox %s not found", name)
+}
+
+// attachmentRel turns an attachment path from the daemon (absolute, or relative
+// to the message's folder or to the mailbox) into a path relative to the
+// mailbox folder, refusing anything that leaves it.
+func attachmentRel(mailboxDir, folderDir, p string) (string, error) {
+	if p == "" {
+		return "", fail(protocol.CodeNotFound, "the attachment has no stored file")
+	}
+	var candidates []string
+	if filepath.IsAbs(p) {
+		candidates = []string{p}
+	} else {
+		if folderDir != "" && folderDir != "." {
+			if !filepath.IsAbs(folderDir) {
+				folderDir = filepath.Join(mailboxDir, folderDir)
+			}
+			candidates = append(candidates, filepath.Join(folderDir, p))
+		}
+		candidates = append(candidates, filepath.Join(mailboxDir, p))
+	}
+	var firstRel string
+	for i, c := range candidates {
+		rel, err := filepath.Rel(mailboxDir, filepath.Clean(c))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+			return "", fail(protocol.CodeForbidden, "attachment path %q leaves the mailbox folder", p)
+		}
+		if i == 0 {
+			firstRel = rel
+		}
+		if _, err := os.Lstat(c); err == nil {
+			return rel, nil
+		}
+	}
+	return firstRel, nil
+}
+
+// readInRoot reads at most limit bytes of rel inside dir; os.Root refuses
+// symlinks and ".." that escape dir, so a planted link cannot redirect the read.
+func readInRoot(dir, rel string, limit int64) ([]byte, bool, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, false, fail(protocol.CodeForbidden, "opening the mailbox folder: %v", err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, fail(protocol.CodeNotFound, "attachment file %s is missing", rel)
+		}
+		return nil, false, fail(protocol.CodeForbidden, "attachment %s: %v", rel, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, false, fail(protocol.CodeInternal, "reading attachment: %v", err)
+	}
+	if int64(len(b)) > limit {
+		return b[:limit], false, nil
+	}
+	return b, true, nil
+}
+
+func isTextType(ct string) bool {
+	ct = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+	switch {
+	case strings.HasPrefix(ct, "text/"):
+		return true
+	case ct == "application/json", ct == "application/xml", ct == "application/csv",
+		strings.HasSuffix(ct, "+json"), strings.HasSuffix(ct, "+xml"):
+		return true
+	}
+	return false
+}

@@ -1,0 +1,292 @@
+package mcpshim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// Meta is the "meta" member of every result.
+type Meta struct {
+	NowUTC     string `json:"now_utc" jsonschema:"server time, RFC 3339 with milliseconds"`
+	DurationMS int64  `json:"duration_ms" jsonschema:"time spent answering the call"`
+}
+
+// Envelope is the structured content of every successful tool result.
+type Envelope[T any] struct {
+	Summary    string      `json:"summary" jsonschema:"one line saying what happened"`
+	Data       T           `json:"data"`
+	NextAction *NextAction `json:"next_action,omitempty" jsonschema:"the obvious next call, when there is one"`
+	Meta       Meta        `json:"meta"`
+}
+
+// NextAction names a tool call that is the obvious next step.
+type NextAction struct {
+	Instruction string         `json:"instruction"`
+	Tool        string         `json:"tool,omitempty"`
+	Arguments   map[string]any `json:"arguments,omitempty"`
+}
+
+// ErrorResult is the structured content of a failed tool call (isError true).
+type ErrorResult struct {
+	Summary      string      `json:"summary"`
+	Code         string      `json:"code"`
+	Message      string      `json:"message"`
+	Retryable    bool        `json:"retryable"`
+	RetryAfterMS int64       `json:"retry_after_ms,omitempty"`
+	NextAction   *NextAction `json:"next_action,omitempty"`
+	Meta         Meta        `json:"meta"`
+}
+
+// Issue is one problem in a partial result.
+type Issue struct {
+	Code      string `json:"code"`
+	Stage     string `json:"stage"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	ID        string `json:"id,omitempty"`
+}
+
+// toolError is what handlers return to produce an ErrorResult with a next step.
+type toolError struct {
+	err  *protocol.Error
+	next *NextAction
+}
+
+func (e *toolError) Error() string { return e.err.Error() }
+func (e *toolError) Unwrap() error { return e.err }
+
+// fail builds a tool error with a stable code.
+func fail(code, format string, args ...any) error {
+	return &toolError{err: protocol.Errorf(code, format, args...)}
+}
+
+// withNext attaches a next action to err, keeping its code.
+func withNext(err error, next *NextAction) error {
+	var te *toolError
+	if errors.As(err, &te) {
+		te.next = next
+		return te
+	}
+	return &toolError{err: asProtocolError(err), next: next}
+}
+
+func asProtocolError(err error) *protocol.Error {
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.err
+	}
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return protocol.Errorf(protocol.CodeTimeout, "the call took too long: %v", err)
+	}
+	return protocol.Errorf(protocol.CodeInternal, "%v", err)
+}
+
+func nowMeta(start time.Time) Meta {
+	return Meta{
+		NowUTC:     time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		DurationMS: time.Since(start).Milliseconds(),
+	}
+}
+
+// errorResult turns err into an MCP tool error that carries the code.
+func errorResult(err error, start time.Time) *mcp.CallToolResult {
+	pe := asProtocolError(err)
+	er := ErrorResult{
+		Summary:      fmt.Sprintf("failed (%s): %s", pe.Code, firstLine(pe.Message)),
+		Code:         pe.Code,
+		Message:      pe.Message,
+		Retryable:    pe.Retryable,
+		RetryAfterMS: pe.RetryAfterMS,
+		Meta:         nowMeta(start),
+	}
+	var te *toolError
+	if errors.As(err, &te) {
+		er.NextAction = te.next
+	}
+	if er.NextAction == nil {
+		er.NextAction = defaultNext(pe.Code)
+	}
+	raw, _ := json.Marshal(er)
+	return &mcp.CallToolResult{
+		IsError:           true,
+		StructuredContent: json.RawMessage(raw),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
+	}
+}
+
+func defaultNext(code string) *NextAction {
+	switch code {
+	case protocol.CodeUnavailable:
+		return &NextAction{Instruction: "Ask the user to start the mailctl daemon (see the message), then retry the same call."}
+	case protocol.CodeRateLimited:
+		return &NextAction{Instruction: "Wait retry_after_ms (or a minute) and retry the same call."}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return clip(s, 200)
+}
+
+// handlerFunc is a typed tool implementation. It returns a summary line, the
+// data and, optionally, a next action.
+type handlerFunc[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, in *In) (string, Out, *NextAction, error)
+
+// toolSpec is one registered tool, kept so that presets can filter them.
+type toolSpec struct {
+	tool    *mcp.Tool
+	handler mcp.ToolHandler
+}
+
+// stringOrList accepts a JSON string or an array of strings.
+type stringOrList []string
+
+func (l *stringOrList) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*l = splitAddresses(s)
+		return nil
+	}
+	var ss []string
+	if err := json.Unmarshal(b, &ss); err != nil {
+		return errors.New("expected a string or a list of strings")
+	}
+	*l = ss
+	return nil
+}
+
+// splitAddresses splits "a@x, b@y" but keeps "Doe, John <j@x>" whole: every
+// comma-separated part must look like an address on its own.
+func splitAddresses(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for _, p := range parts {
+		if !strings.Contains(p, "@") {
+			return []string{s}
+		}
+	}
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, strings.TrimSpace(p))
+	}
+	return out
+}
+
+var schemaOptions = &jsonschema.ForOptions{
+	TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[stringOrList](): {
+			AnyOf: []*jsonschema.Schema{
+				{Type: "string"},
+				{Type: "array", Items: &jsonschema.Schema{Type: "string"}},
+			},
+		},
+		reflect.TypeFor[time.Time](): {Type: "string"},
+	},
+}
+
+// schemaFor derives a JSON schema and lets the caller refine it (enums,
+// bounds) before it is resolved.
+func schemaFor[T any](refine func(*jsonschema.Schema)) (*jsonschema.Schema, *jsonschema.Resolved) {
+	s, err := jsonschema.For[T](schemaOptions)
+	if err != nil {
+		panic(fmt.Sprintf("schema for %T: %v", *new(T), err))
+	}
+	if refine != nil {
+		refine(s)
+	}
+	r, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		panic(fmt.Sprintf("resolving schema for %T: %v", *new(T), err))
+	}
+	return s, r
+}
+
+// newTool wraps a typed handler into an MCP tool whose arguments are
+// validated against its schema and decoded strictly, and whose results and
+// errors all follow the envelope.
+func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handlerFunc[In, Out]) toolSpec {
+	in, inResolved := schemaFor[In](refine)
+	out, _ := schemaFor[Envelope[Out]](nil)
+	t.InputSchema = in
+	t.OutputSchema = out
+	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		args := req.Params.Arguments
+		if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
+			args = []byte("{}")
+		}
+		var generic map[string]any
+		if err := json.Unmarshal(args, &generic); err != nil {
+			return errorResult(fail(protocol.CodeInvalidInput, "arguments must be a JSON object: %v", err), start), nil
+		}
+		if err := inResolved.Validate(generic); err != nil {
+			return errorResult(fail(protocol.CodeInvalidInput, "invalid arguments: %v", err), start), nil
+		}
+		var input In
+		if err := protocol.DecodeStrict(args, &input); err != nil {
+			return errorResult(fail(protocol.CodeInvalidInput, "invalid arguments: %v", err), start), nil
+		}
+		summary, data, next, err := h(ctx, req, &input)
+		if err != nil {
+			return errorResult(err, start), nil
+		}
+		env := Envelope[Out]{Summary: summary, Data: data, NextAction: next, Meta: nowMeta(start)}
+		raw, err := json.Marshal(env)
+		if err != nil {
+			return errorResult(fmt.Errorf("encoding the result: %w", err), start), nil
+		}
+		return &mcp.CallToolResult{
+			StructuredContent: json.RawMessage(raw),
+			Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
+		}, nil
+	}
+	return toolSpec{tool: t, handler: handler}
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// annotations builds tool annotations; every tool states all four hints.
+func annotations(title string, readOnly, destructive, idempotent, openWorld bool) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{
+		Title:           title,
+		ReadOnlyHint:    readOnly,
+		DestructiveHint: boolPtr(destructive),
+		IdempotentHint:  idempotent,
+		OpenWorldHint:   boolPtr(openWorld),
+	}
+}
+
+// clip shortens s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

@@ -1,0 +1,179 @@
+package mcpshim
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/internal/fakedaemon"
+)
+
+// env is one shim connected in memory to a client, with a fake daemon behind.
+type env struct {
+	t   *testing.T
+	d   *fakedaemon.Daemon
+	s   *Server
+	cs  *mcp.ClientSession
+	ctx context.Context
+
+	mu       sync.Mutex
+	updated  []string
+	progress []*mcp.ProgressNotificationParams
+}
+
+type envOpt func(*Options)
+
+func shortTempDir(t testing.TB) string {
+	// Unix socket paths are limited to 108 bytes; t.TempDir can be longer.
+	dir, err := os.MkdirTemp("", "mcpshim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func newEnv(t *testing.T, opts ...envOpt) *env {
+	t.Helper()
+	d, err := fakedaemon.Start(shortTempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	e := connect(t, d.Socket(), opts...)
+	e.d = d
+	return e
+}
+
+func connect(t *testing.T, socket string, opts ...envOpt) *env {
+	t.Helper()
+	o := Options{SocketPath: socket, Version: "test"}
+	for _, f := range opts {
+		f(&o)
+	}
+	s := New(o)
+	s.progressEvery = 30 * time.Millisecond
+	s.dialTimeout = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	e := &env{t: t, s: s, ctx: ctx}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			e.mu.Lock()
+			e.updated = append(e.updated, r.Params.URI)
+			e.mu.Unlock()
+		},
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			e.mu.Lock()
+			e.progress = append(e.progress, r.Params)
+			e.mu.Unlock()
+		},
+	})
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cs = cs
+	t.Cleanup(func() { cs.Close(); ss.Close(); s.Close() })
+	return e
+}
+
+// call runs a tool and returns the raw result and its structured content.
+func (e *env) call(name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	e.t.Helper()
+	res, err := e.cs.CallTool(e.ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		e.t.Fatalf("%s: protocol error: %v", name, err)
+	}
+	sc, _ := res.StructuredContent.(map[string]any)
+	if sc == nil {
+		e.t.Fatalf("%s: no structured content: %+v", name, res)
+	}
+	if len(res.Content) != 1 {
+		e.t.Fatalf("%s: want one text content, got %d", name, len(res.Content))
+	}
+	var fromText map[string]any
+	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &fromText); err != nil {
+		e.t.Fatalf("%s: text content is not the JSON: %v", name, err)
+	}
+	a, _ := json.Marshal(sc)
+	b, _ := json.Marshal(fromText)
+	if string(a) != string(b) {
+		e.t.Fatalf("%s: text content differs from structured content", name)
+	}
+	return res, sc
+}
+
+// ok calls a tool that must succeed and decodes its data into out.
+func (e *env) ok(name string, args map[string]any, out any) map[string]any {
+	e.t.Helper()
+	res, sc := e.call(name, args)
+	if res.IsError {
+		e.t.Fatalf("%s(%v) failed: %v", name, args, sc)
+	}
+	for _, k := range []string{"summary", "data", "meta"} {
+		if _, ok := sc[k]; !ok {
+			e.t.Fatalf("%s: result lacks %q: %v", name, k, sc)
+		}
+	}
+	meta := sc["meta"].(map[string]any)
+	if _, err := time.Parse(time.RFC3339Nano, meta["now_utc"].(string)); err != nil {
+		e.t.Fatalf("%s: meta.now_utc: %v", name, err)
+	}
+	if out != nil {
+		b, _ := json.Marshal(sc["data"])
+		if err := json.Unmarshal(b, out); err != nil {
+			e.t.Fatalf("%s: decoding data: %v", name, err)
+		}
+	}
+	return sc
+}
+
+// fail calls a tool that must fail with code.
+func (e *env) fail(name string, args map[string]any, code string) map[string]any {
+	e.t.Helper()
+	res, sc := e.call(name, args)
+	if !res.IsError {
+		e.t.Fatalf("%s(%v) succeeded, want error %s: %v", name, args, code, sc)
+	}
+	if sc["code"] != code {
+		e.t.Fatalf("%s(%v): code %v, want %s (%v)", name, args, sc["code"], code, sc["message"])
+	}
+	if _, ok := sc["retryable"].(bool); !ok {
+		e.t.Fatalf("%s: error lacks retryable: %v", name, sc)
+	}
+	return sc
+}
+
+func (e *env) updates() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.updated...)
+}
+
+func (e *env) progressCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.progress)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

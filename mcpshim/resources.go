@@ -1,0 +1,248 @@
+package mcpshim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// URIs of the resources. docs/mcp.md documents the scheme.
+const (
+	URIMailboxes       = "mailctl://mailboxes"
+	uriPrefix          = "mailctl://mailbox/"
+	templateInbox      = "mailctl://mailbox/{name}/inbox"
+	templateMessage    = "mailctl://mailbox/{name}/{folder}/{id}"
+	templateMessageRaw = "mailctl://mailbox/{name}/{folder}/{id}/raw"
+)
+
+// InboxURI is the resource of a mailbox's inbox, the one to subscribe to.
+func InboxURI(mailbox string) string { return uriPrefix + mailbox + "/inbox" }
+
+func (s *Server) addResources() {
+	s.mcp.AddResource(&mcp.Resource{
+		URI: URIMailboxes, Name: "mailboxes", Title: "Your mailboxes", MIMEType: "application/json",
+		Description: "The mailboxes you own, with addresses and counts.",
+	}, s.readMailboxes)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: templateInbox, Name: "inbox", Title: "A mailbox's inbox", MIMEType: "text/markdown",
+		Description: "The 50 newest inbox messages as a Markdown table. Subscribe to be notified when mail arrives.",
+	}, s.readTemplated)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: templateMessage, Name: "message", Title: "One message", MIMEType: "text/markdown",
+		Description: "A message as Markdown: headers, trust facts and the first 20000 body characters (untrusted content fenced).",
+	}, s.readTemplated)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: templateMessageRaw, Name: "message-raw", Title: "One message, raw", MIMEType: "message/rfc822",
+		Description: "The raw message as received or sent (fenced when the sender is not trusted).",
+	}, s.readTemplated)
+}
+
+func (s *Server) readMailboxes(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	var list protocol.MailboxList
+	if err := s.call(ctx, protocol.VerbMailboxList, protocol.Empty{}, &list); err != nil {
+		return nil, err
+	}
+	rows := []MailboxRow{}
+	for _, m := range list.Mailboxes {
+		rows = append(rows, mailboxRow(m))
+	}
+	b, _ := json.MarshalIndent(map[string]any{"mailboxes": rows}, "", "  ")
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+}
+
+// parseMailboxURI splits mailctl://mailbox/NAME/REST... into its segments.
+func parseMailboxURI(uri string) (name string, rest []string, ok bool) {
+	if !strings.HasPrefix(uri, uriPrefix) {
+		return "", nil, false
+	}
+	parts := strings.Split(strings.TrimPrefix(uri, uriPrefix), "/")
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return "", nil, false
+		}
+	}
+	if len(parts) < 2 {
+		return "", nil, false
+	}
+	return parts[0], parts[1:], true
+}
+
+func (s *Server) readTemplated(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	name, rest, ok := parseMailboxURI(uri)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	switch {
+	case len(rest) == 1 && rest[0] == protocol.FolderInbox:
+		var list protocol.MessageList
+		if err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: name, Folder: protocol.FolderInbox, Limit: 50}, &list); err != nil {
+			return nil, resourceErr(err, uri)
+		}
+		return textResource(uri, "text/markdown", inboxMarkdown(name, &list)), nil
+	case len(rest) == 2 || (len(rest) == 3 && rest[2] == "raw"):
+		raw := len(rest) == 3
+		m, err := s.read(ctx, protocol.MessageReadArgs{Mailbox: name, Folder: rest[0], ID: rest[1], Raw: raw})
+		if err != nil {
+			return nil, resourceErr(err, uri)
+		}
+		if raw {
+			body := m.Body
+			if !isTrusted(m.Trusted) && !m.Outbound {
+				body = newFence().block(body)
+			}
+			return textResource(uri, "message/rfc822", body), nil
+		}
+		return textResource(uri, "text/markdown", messageMarkdown(m)), nil
+	}
+	return nil, mcp.ResourceNotFoundError(uri)
+}
+
+func resourceErr(err error, uri string) error {
+	if protocol.CodeOf(err) == protocol.CodeNotFound {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	return err
+}
+
+func textResource(uri, mime, text string) *mcp.ReadResourceResult {
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mime, Text: text}}}
+}
+
+func inboxMarkdown(name string, list *protocol.MessageList) string {
+	f := newFence()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s/inbox\n\n%d message(s), newest first.\n\n| id | from | subject | date | read | trusted |\n|---|---|---|---|---|---|\n", name, list.Total)
+	for _, m := range list.Messages {
+		r := listRow(m, f)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %t | %s |\n", r.ID, cell(r.From), cell(r.Subject), r.Date, r.Read, r.Trusted)
+	}
+	if l := f.label(); l != nil {
+		fmt.Fprintf(&b, "\n%s\n", l.Note)
+	}
+	return b.String()
+}
+
+func cell(s string) string { return strings.ReplaceAll(oneLine(s), "|", `\|`) }
+
+func messageMarkdown(m *protocol.Message) string {
+	d := readData(m, newFence(), DefaultReadWindow)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", oneLine(d.Subject))
+	fmt.Fprintf(&b, "- id: %s\n- folder: %s\n- from: %s\n- to: %s\n- date: %s\n- message_id: %s\n- thread_id: %s\n",
+		d.ID, d.Folder, oneLine(d.From), strings.Join(d.To, ", "), d.Date.UTC().Format(time.RFC3339), d.MessageID, d.ThreadID)
+	fmt.Fprintf(&b, "- trusted: %s (dkim: %s; spf: %s; dmarc: %s)\n", d.Trust.Trusted, orNone(d.Trust.DKIM), orNone(d.Trust.SPF), orNone(d.Trust.DMARC))
+	for _, a := range d.AttachmentList {
+		fmt.Fprintf(&b, "- attachment: %s (%s, %d bytes)\n", a.Filename, a.ContentType, a.Size)
+	}
+	if d.Fence != nil {
+		fmt.Fprintf(&b, "\n> %s\n", d.Fence.Note)
+	}
+	b.WriteString("\n")
+	b.WriteString(d.Body)
+	b.WriteString("\n")
+	if d.NextOffset > 0 {
+		fmt.Fprintf(&b, "\n(body truncated at %d of %d characters; use email_read with offset=%d)\n", d.NextOffset, d.BodyChars, d.NextOffset)
+	}
+	return b.String()
+}
+
+// subscriptions keeps one daemon watch per subscribed mailbox and turns its
+// new-mail events into notifications/resources/updated.
+type subscriptions struct {
+	s      *Server
+	mu     sync.Mutex
+	active map[string]*watch // by mailbox
+}
+
+type watch struct {
+	refs   int
+	cancel context.CancelFunc
+}
+
+func newSubscriptions(s *Server) *subscriptions {
+	return &subscriptions{s: s, active: map[string]*watch{}}
+}
+
+func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	mailbox, ok := subscribable(uri)
+	if !ok {
+		return fmt.Errorf("only mailbox inboxes (%s) can be subscribed to", templateInbox)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if w := ss.active[mailbox]; w != nil {
+		w.refs++
+		return nil
+	}
+	c, err := ss.s.dial(ctx)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	events, err := c.Watch(wctx, protocol.WatchArgs{Mailboxes: []string{mailbox}})
+	if err != nil {
+		cancel()
+		c.Close()
+		return err
+	}
+	w := &watch{refs: 1, cancel: func() { cancel(); c.Close() }}
+	ss.active[mailbox] = w
+	go func() {
+		for ev := range events {
+			if ev.Type != protocol.EventNewMail && ev.Type != protocol.EventMailboxChanged {
+				continue
+			}
+			ss.s.log.Debug("mailbox changed", "mailbox", ev.Mailbox, "type", ev.Type)
+			ss.s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: InboxURI(mailbox)})
+		}
+		ss.mu.Lock()
+		if ss.active[mailbox] == w {
+			delete(ss.active, mailbox) // the watch ended (daemon restart): a new subscribe starts a new one
+		}
+		ss.mu.Unlock()
+	}()
+	return nil
+}
+
+func (ss *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	mailbox, ok := subscribable(req.Params.URI)
+	if !ok {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if w := ss.active[mailbox]; w != nil {
+		w.refs--
+		if w.refs <= 0 {
+			w.cancel()
+			delete(ss.active, mailbox)
+		}
+	}
+	return nil
+}
+
+func (ss *subscriptions) closeAll() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for k, w := range ss.active {
+		w.cancel()
+		delete(ss.active, k)
+	}
+}
+
+func subscribable(uri string) (string, bool) {
+	name, rest, ok := parseMailboxURI(uri)
+	if !ok || len(rest) != 1 || rest[0] != protocol.FolderInbox {
+		return "", false
+	}
+	return name, true
+}

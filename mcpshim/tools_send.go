@@ -1,0 +1,299 @@
+package mcpshim
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// MaxAttachBytes bounds the attachments of one send (before base64), well under
+// protocol.MaxFrame; the daemon applies the mailbox's own, usually smaller, limit.
+const MaxAttachBytes = 25 << 20
+
+type base64Attachment struct {
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type,omitempty"`
+	Data        string `json:"data" jsonschema:"the file content, base64 (standard alphabet)"`
+}
+
+type emailSendArgs struct {
+	FromMailbox       string             `json:"from_mailbox" jsonschema:"one of your mailboxes; the From address is built from it"`
+	To                stringOrList       `json:"to" jsonschema:"one address or a list"`
+	Cc                stringOrList       `json:"cc,omitempty"`
+	Bcc               stringOrList       `json:"bcc,omitempty"`
+	Subject           string             `json:"subject"`
+	Body              string             `json:"body" jsonschema:"Markdown (rendered to safe HTML with the Markdown as the text part) unless text_only or html_body"`
+	TextOnly          bool               `json:"text_only,omitempty" jsonschema:"send body as plain text only"`
+	HTMLBody          string             `json:"html_body,omitempty" jsonschema:"your own HTML part; body becomes the text fallback. Not with text_only"`
+	Attachments       []string           `json:"attachments,omitempty" jsonschema:"paths of files to attach, read with your own rights"`
+	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty"`
+	ReplyTo           string             `json:"reply_to,omitempty" jsonschema:"Message-ID of the message being answered (sets In-Reply-To and References)"`
+	References        stringOrList       `json:"references,omitempty" jsonschema:"Message-IDs of the thread, only with reply_to"`
+	DryRun            bool               `json:"dry_run,omitempty" jsonschema:"validate and report the envelope and size without sending"`
+	IdempotencyKey    string             `json:"idempotency_key,omitempty" jsonschema:"repeat a call with the same key to get the first call's result instead of a second message"`
+}
+
+func (s *Server) toolEmailSend() toolSpec {
+	return newTool(&mcp.Tool{
+		Name: "email_send",
+		Description: "Send an email from one of your mailboxes to anyone on the internet. The daemon signs it (DKIM), queues it durably and waits briefly for the first delivery attempt; " +
+			"the result says queued, delivered, deferred, failed, held or dry_run per recipient. Use dry_run to check first and idempotency_key to make retries safe.",
+		Annotations: annotations("Send email", false, false, false, true),
+	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailSendArgs) (string, protocol.SendResult, *NextAction, error) {
+		if in.TextOnly && in.HTMLBody != "" {
+			return "", protocol.SendResult{}, nil, fail(protocol.CodeInvalidInput, "text_only and html_body exclude each other: drop one")
+		}
+		if len(in.References) > 0 && in.ReplyTo == "" {
+			return "", protocol.SendResult{}, nil, fail(protocol.CodeInvalidInput, "references needs reply_to (the Message-ID being answered)")
+		}
+		if len(in.To) == 0 {
+			return "", protocol.SendResult{}, nil, fail(protocol.CodeInvalidInput, "to: give at least one recipient")
+		}
+		atts, err := loadAttachments(in.Attachments, in.AttachmentsBase64)
+		if err != nil {
+			return "", protocol.SendResult{}, nil, err
+		}
+		args := protocol.SendArgs{FromMailbox: in.FromMailbox, To: in.To, Cc: in.Cc, Bcc: in.Bcc, Subject: in.Subject,
+			Body: in.Body, TextOnly: in.TextOnly, HTMLBody: in.HTMLBody, Attachments: atts, InReplyTo: in.ReplyTo,
+			References: in.References, DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
+		return s.send(ctx, args)
+	})
+}
+
+func (s *Server) send(ctx context.Context, args protocol.SendArgs) (string, protocol.SendResult, *NextAction, error) {
+	var out protocol.SendResult
+	if err := s.call(ctx, protocol.VerbSend, args, &out); err != nil {
+		return "", out, nil, err
+	}
+	if out.Recipients == nil {
+		out.Recipients = []protocol.RecipientStatus{}
+	}
+	if out.Envelope.RcptTo == nil {
+		out.Envelope.RcptTo = []string{}
+	}
+	rcpts := strings.Join(out.Envelope.RcptTo, ", ")
+	summary := fmt.Sprintf("%s: message %s to %s", out.Status, out.MessageID, clip(rcpts, 120))
+	if out.Duplicate {
+		summary += " (answered from the earlier call with the same idempotency_key)"
+	}
+	var next *NextAction
+	switch out.Status {
+	case "held":
+		next = &NextAction{Instruction: "The message waits for the operator's approval (mailctl queue approve); tell the user."}
+	case "deferred", "queued":
+		next = &NextAction{Instruction: "Delivery is still in progress; the sent copy's delivery_status updates as it goes.", Tool: "email_read",
+			Arguments: map[string]any{"mailbox": args.FromMailbox, "id": out.ID, "folder": protocol.FolderSent, "max_chars": 1}}
+	}
+	return summary, out, next, nil
+}
+
+// loadAttachments reads files with the caller's own rights (the daemon never
+// opens a caller's path) and decodes base64 ones.
+func loadAttachments(paths []string, b64 []base64Attachment) ([]protocol.SendAttachment, error) {
+	var out []protocol.SendAttachment
+	total := 0
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fail(protocol.CodeInvalidInput, "attachment %s: %v", p, err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fail(protocol.CodeInvalidInput, "attachment %s is not a regular file", p)
+		}
+		if total+int(st.Size()) > MaxAttachBytes {
+			return nil, fail(protocol.CodeTooLarge, "attachments exceed %d MB in total", MaxAttachBytes>>20)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fail(protocol.CodeInvalidInput, "attachment %s: %v", p, err)
+		}
+		total += len(data)
+		out = append(out, protocol.SendAttachment{Filename: filepath.Base(p), ContentType: contentType(p, data), Data: data})
+	}
+	for i, a := range b64 {
+		data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(a.Data))
+		if err != nil {
+			return nil, fail(protocol.CodeInvalidInput, "attachments_base64[%d]: data is not base64: %v", i, err)
+		}
+		total += len(data)
+		if total > MaxAttachBytes {
+			return nil, fail(protocol.CodeTooLarge, "attachments exceed %d MB in total", MaxAttachBytes>>20)
+		}
+		if a.Filename == "" || strings.ContainsAny(a.Filename, `/\`) {
+			return nil, fail(protocol.CodeInvalidInput, "attachments_base64[%d]: filename must be a plain file name", i)
+		}
+		ct := a.ContentType
+		if ct == "" {
+			ct = contentType(a.Filename, data)
+		}
+		out = append(out, protocol.SendAttachment{Filename: a.Filename, ContentType: ct, Data: data})
+	}
+	return out, nil
+}
+
+func contentType(name string, data []byte) string {
+	if ct := mime.TypeByExtension(filepath.Ext(name)); ct != "" {
+		return ct
+	}
+	return http.DetectContentType(data)
+}
+
+type emailReplyArgs struct {
+	Mailbox        string   `json:"mailbox"`
+	ID             string   `json:"id" jsonschema:"id of the inbox message being answered"`
+	Body           string   `json:"body"`
+	TextOnly       bool     `json:"text_only,omitempty"`
+	HTMLBody       string   `json:"html_body,omitempty"`
+	ReplyAll       bool     `json:"reply_all,omitempty" jsonschema:"also answer the other To and Cc recipients"`
+	Attachments    []string `json:"attachments,omitempty" jsonschema:"paths of files to attach, read with your own rights"`
+	AutoReply      bool     `json:"auto_reply,omitempty" jsonschema:"mark the reply Auto-Submitted: auto-replied (for replies no person wrote)"`
+	DryRun         bool     `json:"dry_run,omitempty"`
+	IdempotencyKey string   `json:"idempotency_key,omitempty"`
+}
+
+func (s *Server) toolEmailReply() toolSpec {
+	return newTool(&mcp.Tool{
+		Name: "email_reply",
+		Description: "Answer a stored message: the recipient, \"Re:\" subject, In-Reply-To and References come from the original. " +
+			"reply_all also answers its other recipients. Sends to the internet like email_send.",
+		Annotations: annotations("Reply to email", false, false, false, true),
+	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailReplyArgs) (string, protocol.SendResult, *NextAction, error) {
+		if in.TextOnly && in.HTMLBody != "" {
+			return "", protocol.SendResult{}, nil, fail(protocol.CodeInvalidInput, "text_only and html_body exclude each other: drop one")
+		}
+		atts, err := loadAttachments(in.Attachments, nil)
+		if err != nil {
+			return "", protocol.SendResult{}, nil, err
+		}
+		args := protocol.SendArgs{FromMailbox: in.Mailbox, ReplyToID: in.ID, ReplyAll: in.ReplyAll, Body: in.Body,
+			TextOnly: in.TextOnly, HTMLBody: in.HTMLBody, Attachments: atts, AutoReply: in.AutoReply,
+			DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
+		sum, out, next, err := s.send(ctx, args)
+		return sum, out, next, notFoundHint(err, in.Mailbox)
+	})
+}
+
+type markArgs struct {
+	Mailbox string   `json:"mailbox"`
+	ID      string   `json:"id,omitempty" jsonschema:"one message id"`
+	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids at once"`
+	Folder  string   `json:"folder,omitempty" jsonschema:"inbox (default)"`
+}
+
+// MarkData is the data of email_mark_read and email_mark_unread.
+type MarkData struct {
+	Changed  []string `json:"changed"`
+	NotFound []string `json:"not_found,omitempty"`
+	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found"`
+	Issues   []Issue  `json:"issues,omitempty"`
+}
+
+func (s *Server) toolMark(read bool) toolSpec {
+	name, title, what := "email_mark_read", "Mark read", "read"
+	if !read {
+		name, title, what = "email_mark_unread", "Mark unread", "unread"
+	}
+	return newTool(&mcp.Tool{
+		Name:        name,
+		Description: fmt.Sprintf("Mark one message (id) or several (ids) as %s.", what),
+		Annotations: annotations(title, false, false, true, false),
+	}, func(sc *jsonschema.Schema) {
+		sc.Properties["ids"].MaxItems = intPtr(500)
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *markArgs) (string, MarkData, *NextAction, error) {
+		ids := append([]string{}, in.IDs...)
+		if in.ID != "" {
+			ids = append([]string{in.ID}, ids...)
+		}
+		if len(ids) == 0 {
+			return "", MarkData{}, nil, fail(protocol.CodeInvalidInput, "give id or ids")
+		}
+		var out protocol.MessageMarked
+		if err := s.call(ctx, protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: in.Mailbox, Folder: in.Folder, IDs: ids, Read: read}, &out); err != nil {
+			return "", MarkData{}, nil, notFoundHint(err, in.Mailbox)
+		}
+		data := MarkData{Changed: out.Changed, NotFound: out.NotFound, Status: "ok"}
+		if data.Changed == nil {
+			data.Changed = []string{}
+		}
+		if len(out.NotFound) > 0 {
+			if len(out.NotFound) == len(ids) {
+				return "", MarkData{}, nil, fail(protocol.CodeNotFound, "no message %s in %s", strings.Join(out.NotFound, ", "), in.Mailbox)
+			}
+			data.Status = "partial"
+			for _, id := range out.NotFound {
+				data.Issues = append(data.Issues, Issue{Code: protocol.CodeNotFound, Stage: "mark", Message: "no such message", ID: id})
+			}
+		}
+		return fmt.Sprintf("marked %d message(s) %s", len(out.Changed), what), data, nil, nil
+	})
+}
+
+type moveArgs struct {
+	Mailbox string `json:"mailbox"`
+	ID      string `json:"id"`
+	Action  string `json:"action" jsonschema:"archive (inbox to archive), trash (to trash) or restore (back to inbox)"`
+	Folder  string `json:"folder,omitempty" jsonschema:"where the message is now; default inbox, or trash for restore"`
+}
+
+// MoveData is email_move's data.
+type MoveData struct {
+	Mailbox string `json:"mailbox"`
+	ID      string `json:"id"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+}
+
+func (s *Server) toolEmailMove() toolSpec {
+	return newTool(&mcp.Tool{
+		Name:        "email_move",
+		Description: "Archive a message, move it to trash, or restore it to the inbox. Nothing is deleted: trash can be restored.",
+		Annotations: annotations("Move message", false, false, true, false),
+	}, func(sc *jsonschema.Schema) {
+		sc.Properties["action"].Enum = []any{"archive", "trash", "restore"}
+		sc.Properties["folder"].Enum = folderEnum
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *moveArgs) (string, MoveData, *NextAction, error) {
+		from, to := in.Folder, ""
+		switch in.Action {
+		case "archive":
+			to = protocol.FolderArchive
+		case "trash":
+			to = protocol.FolderTrash
+		case "restore":
+			to = protocol.FolderInbox
+			if from == "" {
+				from = protocol.FolderTrash
+			}
+		}
+		if from == "" {
+			from = protocol.FolderInbox
+		}
+		if from == to {
+			return "", MoveData{}, nil, fail(protocol.CodeInvalidInput, "the message is already in %s", to)
+		}
+		var out struct {
+			ID     string `json:"id"`
+			Folder string `json:"folder"`
+		}
+		if err := s.call(ctx, protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: in.Mailbox, ID: in.ID, From: from, To: to}, &out); err != nil {
+			return "", MoveData{}, nil, notFoundHint(err, in.Mailbox)
+		}
+		data := MoveData{Mailbox: in.Mailbox, ID: in.ID, From: from, To: to}
+		if out.ID != "" {
+			data.ID = out.ID
+		}
+		if out.Folder != "" {
+			data.To = out.Folder
+		}
+		return fmt.Sprintf("moved %s from %s to %s", data.ID, from, data.To), data, nil, nil
+	})
+}

@@ -1,0 +1,241 @@
+package mcpshim
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// MaxWaitSecs bounds email_wait.
+const MaxWaitSecs = 600
+
+type emailWaitArgs struct {
+	Mailbox     string `json:"mailbox"`
+	From        string `json:"from,omitempty" jsonschema:"substring of the sender"`
+	Subject     string `json:"subject,omitempty" jsonschema:"substring of the subject"`
+	Text        string `json:"text,omitempty" jsonschema:"substring of the body"`
+	Since       string `json:"since,omitempty" jsonschema:"also accept a matching unread message already received after this RFC 3339 time (covers mail that arrived before the call)"`
+	TimeoutSecs int    `json:"timeout_secs,omitempty" jsonschema:"how long to wait, default 120, at most 600"`
+	MaxChars    int    `json:"max_chars,omitempty" jsonschema:"body window of the returned message, default 20000"`
+}
+
+// EmailWaitData is email_wait's data.
+type EmailWaitData struct {
+	Message EmailReadData `json:"message"`
+	Codes   []string      `json:"codes" jsonschema:"one-time codes found near words such as code, OTP or verification"`
+	Links   []string      `json:"links" jsonschema:"links found in the body; never fetched by mailctl"`
+	Waited  int64         `json:"waited_ms"`
+}
+
+func (s *Server) toolEmailWait() toolSpec {
+	return newTool(&mcp.Tool{
+		Name: "email_wait",
+		Description: "Wait until a message matching the filters arrives in a mailbox's inbox (up to timeout_secs, at most 600) and return it with extracted one-time codes and links. " +
+			"Links are never opened. Sends progress notifications while waiting. Use since to also accept one that arrived just before the call.",
+		Annotations: annotations("Wait for email", true, false, true, false),
+	}, func(sc *jsonschema.Schema) {
+		sc.Properties["timeout_secs"].Minimum = floatPtr(0)
+		sc.Properties["timeout_secs"].Maximum = floatPtr(MaxWaitSecs)
+		sc.Properties["max_chars"].Minimum = floatPtr(0)
+		sc.Properties["max_chars"].Maximum = floatPtr(MaxReadWindow)
+	}, s.emailWait)
+}
+
+func (s *Server) emailWait(ctx context.Context, req *mcp.CallToolRequest, in *emailWaitArgs) (string, EmailWaitData, *NextAction, error) {
+	start := time.Now()
+	var zero EmailWaitData
+	since, err := parseWhen("since", in.Since)
+	if err != nil {
+		return "", zero, nil, err
+	}
+	timeout := time.Duration(in.TimeoutSecs) * time.Second
+	if in.TimeoutSecs == 0 {
+		timeout = 120 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	// A dedicated connection: closing it is the only way to end the watch.
+	wc, err := s.dial(ctx)
+	if err != nil {
+		return "", zero, nil, err
+	}
+	defer wc.Close()
+	events, err := wc.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{in.Mailbox}})
+	if err != nil {
+		return "", zero, nil, err
+	}
+
+	match := func(m *protocol.MessageSummary) bool {
+		return containsFold(m.From, in.From) && containsFold(m.Subject, in.Subject)
+	}
+	deliver := func(id string) (string, EmailWaitData, bool, error) {
+		m, err := s.read(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: id, Folder: protocol.FolderInbox, MaxChars: in.MaxChars})
+		if err != nil {
+			return "", zero, false, err
+		}
+		if in.Text != "" && !containsFold(m.Body, in.Text) {
+			return "", zero, false, nil
+		}
+		data := EmailWaitData{Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),
+			Waited: time.Since(start).Milliseconds()}
+		data.Message = readData(m, newFence(), in.MaxChars)
+		sum := fmt.Sprintf("message %s arrived from %s: %q", m.ID, clip(m.From, 80), clip(m.Subject, 80))
+		if len(data.Codes) > 0 {
+			sum += fmt.Sprintf(" (code %s)", data.Codes[0])
+		}
+		if !isTrusted(m.Trusted) {
+			sum += " [untrusted: content fenced]"
+		}
+		return sum, data, true, nil
+	}
+
+	if since != nil {
+		unread := true
+		var list protocol.MessageList
+		err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: protocol.FolderInbox,
+			Limit: 20, Unread: &unread, From: in.From, Subject: in.Subject, Since: since}, &list)
+		if err != nil {
+			return "", zero, nil, notFoundHint(err, in.Mailbox)
+		}
+		for i := len(list.Messages) - 1; i >= 0; i-- { // oldest first: the one the caller was waiting for
+			m := list.Messages[i]
+			if match(&m) {
+				if sum, data, ok, err := deliver(m.ID); err != nil || ok {
+					return sum, data, nil, err
+				}
+			}
+		}
+	}
+
+	token := req.Params.GetProgressToken()
+	tick := time.NewTicker(s.progressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				if ctx.Err() != nil {
+					return "", zero, nil, waitTimeout(in, timeout)
+				}
+				return "", zero, nil, fail(protocol.CodeUnavailable, "the daemon ended the watch; call email_wait again")
+			}
+			if ev.Type != protocol.EventNewMail || ev.Mailbox != in.Mailbox || (ev.Folder != "" && ev.Folder != protocol.FolderInbox) {
+				continue
+			}
+			if ev.Message != nil && !match(ev.Message) {
+				continue
+			}
+			sum, data, ok, err := deliver(ev.ID)
+			if err != nil || ok {
+				return sum, data, nil, err
+			}
+		case <-tick.C:
+			if token != nil && req.Session != nil {
+				elapsed := time.Since(start)
+				req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token,
+					Progress:      elapsed.Seconds(),
+					Total:         timeout.Seconds(),
+					Message:       fmt.Sprintf("waiting for mail in %s (%ds of %ds)", in.Mailbox, int(elapsed.Seconds()), int(timeout.Seconds())),
+				})
+			}
+		case <-ctx.Done():
+			return "", zero, nil, waitTimeout(in, timeout)
+		}
+	}
+}
+
+func waitTimeout(in *emailWaitArgs, timeout time.Duration) error {
+	args := map[string]any{"mailbox": in.Mailbox, "since": time.Now().Add(-timeout).UTC().Format(time.RFC3339)}
+	if in.From != "" {
+		args["from"] = in.From
+	}
+	if in.Subject != "" {
+		args["subject"] = in.Subject
+	}
+	return withNext(fail(protocol.CodeTimeout, "no matching message arrived in %s within %s", in.Mailbox, timeout),
+		&NextAction{Instruction: "Wait again if the mail is still expected (since covers anything that arrived meanwhile).", Tool: "email_wait", Arguments: args})
+}
+
+func containsFold(s, sub string) bool {
+	return sub == "" || strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+var (
+	codeWords = regexp.MustCompile(`(?i)\b(code|otp|one[- ]time|verification|verify|passcode|pin|security|confirm(?:ation)?|token|2fa|login)\b`)
+	codeRE    = regexp.MustCompile(`\b(\d{4,8}|\d{3}[- ]\d{3})\b`)
+	linkRE    = regexp.MustCompile(`https?://[^\s<>()"'\x60\]\[]+`)
+)
+
+// extractCodes finds 4–8 digit codes (or "123-456") within a short distance of
+// a word that announces a code, so that dates, prices and zip codes far from
+// such a word are not reported.
+func extractCodes(text string) []string {
+	codes := []string{}
+	if len(text) > 200_000 {
+		text = text[:200_000]
+	}
+	words := codeWords.FindAllStringIndex(text, -1)
+	if len(words) == 0 {
+		return codes
+	}
+	seen := map[string]bool{}
+	for _, loc := range codeRE.FindAllStringIndex(text, -1) {
+		c := text[loc[0]:loc[1]]
+		if looksLikeYear(c) {
+			continue
+		}
+		near := false
+		for _, w := range words {
+			if abs(w[0]-loc[0]) <= 80 {
+				near = true
+				break
+			}
+		}
+		c = strings.NewReplacer("-", "", " ", "").Replace(c)
+		if near && !seen[c] {
+			seen[c] = true
+			codes = append(codes, c)
+		}
+		if len(codes) == 5 {
+			break
+		}
+	}
+	return codes
+}
+
+func looksLikeYear(c string) bool {
+	return len(c) == 4 && (strings.HasPrefix(c, "19") || strings.HasPrefix(c, "20"))
+}
+
+func abs(i int) int {
+	if i < 0 {
+		return -i
+	}
+	return i
+}
+
+// extractLinks lists distinct links in order, trimmed of trailing punctuation.
+func extractLinks(text string) []string {
+	links := []string{}
+	seen := map[string]bool{}
+	for _, l := range linkRE.FindAllString(text, 200) {
+		l = strings.TrimRight(l, ".,;:!?*_~")
+		if !seen[l] {
+			seen[l] = true
+			links = append(links, l)
+		}
+		if len(links) == 20 {
+			break
+		}
+	}
+	return links
+}
