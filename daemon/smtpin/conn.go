@@ -1,0 +1,201 @@
+package smtpin
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// limitListener enforces the connection caps before go-smtp sees a
+// connection, and wraps accepted ones in trackedConn.
+type limitListener struct {
+	net.Listener
+	s     *Server
+	proto string
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := remoteIP(c)
+		if reason := l.s.acquire(ip); reason != "" {
+			l.s.log.Info("connection refused", "proto", l.proto, "remote", ipString(ip), "reason", reason)
+			l.s.refuse(c)
+			continue
+		}
+		return l.s.track(c, ip, l.proto), nil
+	}
+}
+
+func remoteIP(c net.Conn) net.IP {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP
+	}
+	return nil
+}
+
+func ipString(ip net.IP) string {
+	if ip == nil {
+		return "local"
+	}
+	return ip.String()
+}
+
+// acquire reserves a connection slot; it returns why not when over a cap.
+// Unix-socket peers (nil IP) only count against the total.
+func (s *Server) acquire(ip net.IP) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.total >= s.lim.MaxConnections {
+		return "too many connections"
+	}
+	if ip != nil {
+		if s.perIP[ip.String()] >= s.lim.MaxConnectionsPerIP {
+			return "too many connections from this IP"
+		}
+		s.perIP[ip.String()]++
+	}
+	s.total++
+	return ""
+}
+
+func (s *Server) release(ip net.IP) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total--
+	if ip != nil {
+		k := ip.String()
+		if s.perIP[k]--; s.perIP[k] <= 0 {
+			delete(s.perIP, k)
+		}
+	}
+}
+
+// refuse answers 421 and closes. The write goes to the empty send buffer of
+// a fresh socket, so it does not block the accept loop; the deadline is a
+// guard for the impossible case.
+func (s *Server) refuse(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = io.WriteString(c, "421 4.7.0 "+s.cfg.Hostname+" Too many connections, try again later\r\n")
+	c.Close()
+}
+
+// trackedConn carries the per-connection state that outlives go-smtp
+// sessions (a session restarts after STARTTLS): the id, the error count,
+// the session deadline, and the first-line check for non-SMTP clients.
+type trackedConn struct {
+	net.Conn
+	s     *Server
+	ip    net.IP
+	id    string
+	log   *slog.Logger
+	timer *time.Timer
+
+	checked bool   // first line inspected (only go-smtp's goroutine reads)
+	peek    []byte // bytes read during the check, not yet returned
+
+	errors     atomic.Int32
+	closeAfter atomic.Bool // close once the current reply is written
+	closeOnce  sync.Once
+	msgs       atomic.Uint64
+}
+
+func (s *Server) track(c net.Conn, ip net.IP, proto string) *trackedConn {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id}
+	tc.log = s.log.With("session", id, "proto", proto, "remote", ipString(ip))
+	tc.log.Info("connection opened")
+	// The deadline is a timer that closes the socket: go-smtp resets the
+	// socket deadlines on every command, so NOOPs would otherwise extend it.
+	tc.timer = time.AfterFunc(s.lim.SessionTimeout, func() {
+		tc.log.Info("session time limit reached, closing")
+		tc.Close()
+	})
+	return tc
+}
+
+func (c *trackedConn) Close() error {
+	err := net.ErrClosed
+	c.closeOnce.Do(func() {
+		c.timer.Stop()
+		err = c.Conn.Close()
+		c.s.release(c.ip)
+		c.log.Info("connection closed", "messages", c.msgs.Load(), "errors", c.errors.Load())
+	})
+	return err
+}
+
+// httpPrefixes are first lines that show an HTTP client (or a browser
+// tricked into a cross-protocol request) talking to the SMTP port. A TLS
+// ClientHello (0x16 0x03) means a client that wanted implicit TLS.
+var httpPrefixes = [][]byte{
+	[]byte("GET "), []byte("POST "), []byte("HEAD "), []byte("PUT "), []byte("DELETE "),
+	[]byte("OPTIONS "), []byte("CONNECT "), []byte("PATCH "), []byte("TRACE "), {0x16, 0x03},
+}
+
+const peekLen = 8
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	if !c.checked {
+		c.checked = true
+		buf := make([]byte, 0, peekLen)
+		var err error
+		for len(buf) < peekLen && bytes.IndexByte(buf, '\n') < 0 {
+			var n int
+			n, err = c.Conn.Read(buf[len(buf):peekLen])
+			buf = buf[:len(buf)+n]
+			if err != nil {
+				break
+			}
+		}
+		for _, p := range httpPrefixes {
+			if bytes.HasPrefix(buf, p) {
+				c.log.Warn("not an SMTP client, closing")
+				_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+				_, _ = io.WriteString(c.Conn, "554 5.7.0 This is an SMTP server\r\n")
+				c.Close()
+				return 0, io.EOF
+			}
+		}
+		c.peek = buf
+		if len(buf) == 0 && err != nil {
+			return 0, err
+		}
+	}
+	if len(c.peek) > 0 {
+		n := copy(b, c.peek)
+		c.peek = c.peek[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if c.closeAfter.Load() {
+		c.Close()
+	}
+	return n, err
+}
+
+// countError records a refused command; past the limit the reply becomes
+// errTooManyErrs and the connection closes once it is written.
+func (c *trackedConn) countError(err error) error {
+	if int(c.errors.Add(1)) >= c.s.lim.MaxErrors {
+		c.log.Warn("too many errors, closing")
+		c.closeAfter.Store(true)
+		return errTooManyErrs
+	}
+	return err
+}

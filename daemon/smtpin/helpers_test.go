@@ -1,0 +1,256 @@
+package smtpin
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// fakeBackend accepts recipients at its domains and records deliveries.
+type fakeBackend struct {
+	domains []string
+	failFor map[string]error // per-recipient Deliver failures
+	delay   time.Duration
+
+	mu         sync.Mutex
+	deliveries []delivery
+}
+
+type delivery struct {
+	env Envelope
+	raw []byte
+}
+
+func (f *fakeBackend) CheckRecipient(_ context.Context, rcpt string) error {
+	at := strings.LastIndexByte(rcpt, '@')
+	if at < 0 {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad address"}
+	}
+	dom := strings.ToLower(rcpt[at+1:])
+	for _, d := range f.domains {
+		if dom == d {
+			if strings.HasPrefix(strings.ToLower(rcpt), "nobody@") {
+				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such user"}
+			}
+			return nil
+		}
+	}
+	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied"}
+}
+
+func (f *fakeBackend) Deliver(_ context.Context, env Envelope, raw []byte) []error {
+	if f.delay > 0 {
+		time.Sleep(f.delay)
+	}
+	errs := make([]error, len(env.Rcpts))
+	for i, r := range env.Rcpts {
+		errs[i] = f.failFor[r]
+	}
+	f.mu.Lock()
+	f.deliveries = append(f.deliveries, delivery{env, append([]byte(nil), raw...)})
+	f.mu.Unlock()
+	return errs
+}
+
+func (f *fakeBackend) got() []delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]delivery(nil), f.deliveries...)
+}
+
+func (f *fakeBackend) reset() {
+	f.mu.Lock()
+	f.deliveries = nil
+	f.mu.Unlock()
+}
+
+// body returns a delivered message without our Received header.
+func body(t testing.TB, raw []byte) string {
+	t.Helper()
+	s := string(raw)
+	if !strings.HasPrefix(s, "Received: from ") {
+		t.Fatalf("delivery does not start with our Received header: %q", s[:min(len(s), 80)])
+	}
+	// Our header is three lines: "Received: from", "\tby", "\t<date>".
+	for i := 0; i < 3; i++ {
+		s = s[strings.Index(s, "\r\n")+2:]
+	}
+	return s
+}
+
+type testServer struct {
+	*Server
+	be   *fakeBackend
+	addr string
+	lmtp string // unix socket path when started
+}
+
+func quietLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("SMTPIN_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startServer runs SMTP on 127.0.0.1:0 and, when withLMTP, LMTP on a unix
+// socket in a temp dir.
+func startServer(t testing.TB, lim Limits, tlsCfg *tls.Config, withLMTP bool) *testServer {
+	t.Helper()
+	be := &fakeBackend{domains: []string{"example.com", "mailctl.test", "bücher.example"}}
+	s := NewServer(Config{Hostname: "mx.mailctl.test", Limits: lim, TLS: tlsCfg, Logger: quietLogger(t)}, be)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: s, be: be, addr: l.Addr().String()}
+	done := make(chan struct{}, 2)
+	go func() { s.ServeSMTP(l); done <- struct{}{} }()
+	n := 1
+	if withLMTP {
+		ts.lmtp = filepath.Join(t.TempDir(), "lmtp.sock")
+		ul, err := net.Listen("unix", ts.lmtp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		go func() { s.ServeLMTP(ul); done <- struct{}{} }()
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		for i := 0; i < n; i++ {
+			<-done
+		}
+	})
+	return ts
+}
+
+// rawConn is a line-oriented test client that writes exact bytes.
+type rawConn struct {
+	t testing.TB
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialRaw(t testing.TB, network, addr string) *rawConn {
+	t.Helper()
+	c, err := net.DialTimeout(network, addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+func (rc *rawConn) send(s string) {
+	rc.t.Helper()
+	if _, err := io.WriteString(rc.c, s); err != nil {
+		rc.t.Fatalf("write: %v", err)
+	}
+}
+
+// reply reads one (possibly multi-line) reply and returns it joined by \n.
+func (rc *rawConn) reply() string {
+	rc.t.Helper()
+	var lines []string
+	for {
+		l, err := rc.r.ReadString('\n')
+		if err != nil {
+			if len(lines) == 0 && l == "" {
+				return "EOF"
+			}
+			return strings.Join(append(lines, l), "\n")
+		}
+		l = strings.TrimRight(l, "\r\n")
+		lines = append(lines, l)
+		if len(l) < 4 || l[3] != '-' {
+			return strings.Join(lines, "\n")
+		}
+	}
+}
+
+// expect reads a reply and checks its code prefix (e.g. "250", "550 5.7.1").
+func (rc *rawConn) expect(prefix string) string {
+	rc.t.Helper()
+	r := rc.reply()
+	last := r[strings.LastIndexByte(r, '\n')+1:]
+	if !strings.HasPrefix(last, prefix) {
+		rc.t.Fatalf("want reply %q, got %q", prefix, r)
+	}
+	return r
+}
+
+// cmd sends a line and checks the reply.
+func (rc *rawConn) cmd(line, prefix string) string {
+	rc.t.Helper()
+	rc.send(line + "\r\n")
+	return rc.expect(prefix)
+}
+
+// hello reads the greeting and sends EHLO.
+func (rc *rawConn) hello() {
+	rc.t.Helper()
+	rc.expect("220 ")
+	rc.cmd("EHLO client.example", "250 ")
+}
+
+// selfSigned makes a throwaway certificate for STARTTLS tests.
+func selfSigned(t testing.TB, dir string) (*tls.Config, string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "mx.mailctl.test"},
+		DNSNames:     []string{"mx.mailctl.test", "localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}}, certFile, keyFile
+}

@@ -1,0 +1,249 @@
+// Package smtpin receives mail: an SMTP server for the internet and an LMTP
+// server for a fronting MTA, both on go-smtp, with the limits a public
+// listener needs (sizes, recipients, line length, per-command and
+// whole-session deadlines, connection caps, error caps, a Received loop
+// guard) and strict DATA framing so that no message can be split or merged
+// by odd line endings (SMTP smuggling).
+//
+// Routing, authentication checks and storage are the Backend's job.
+package smtpin
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Envelope is what the SMTP transaction said about a message.
+type Envelope struct {
+	RemoteIP   net.IP // nil for LMTP over a Unix socket
+	Helo       string
+	MailFrom   string // "" for the null reverse-path (bounces)
+	Rcpts      []string
+	TLS        bool
+	TLSVersion string // e.g. "TLS1.3"
+}
+
+// Backend decides who may receive mail and stores it.
+type Backend interface {
+	// CheckRecipient is called at RCPT TO (address as given, without <>).
+	// Return nil to accept, or an *smtp.SMTPError (e.g. 550 5.7.1 relaying
+	// denied, 550 5.1.1 no such user) to refuse. Any other error is
+	// answered with 451 4.3.0.
+	CheckRecipient(ctx context.Context, rcpt string) error
+	// Deliver must make the message durable for every accepted recipient
+	// before returning. It returns one error per env.Rcpts entry (nil =
+	// stored). raw is the message as received, with our Received header
+	// already prepended.
+	Deliver(ctx context.Context, env Envelope, raw []byte) []error
+}
+
+// Limits bounds what one client can make the server do. Zero fields take
+// the defaults from DefaultLimits.
+type Limits struct {
+	MaxMessageBytes     int64         // 25 MiB; larger messages get 552 5.3.4
+	MaxRecipients       int           // 100 per message; more get 452 4.5.3
+	MaxLineLength       int           // 4096 bytes per command or DATA line
+	CommandTimeout      time.Duration // 5m for each read or write
+	SessionTimeout      time.Duration // 30m for the whole connection, NOOP or not
+	MaxConnections      int           // 500 open at once in total
+	MaxConnectionsPerIP int           // 20 open at once from one IP
+	MaxErrors           int           // 10 refused commands, then 421 and close
+	MaxReceivedHeaders  int           // 50; more means a mail loop: 554 5.4.6
+}
+
+// DefaultLimits are the documented defaults.
+var DefaultLimits = Limits{
+	MaxMessageBytes:     25 << 20,
+	MaxRecipients:       100,
+	MaxLineLength:       4096,
+	CommandTimeout:      5 * time.Minute,
+	SessionTimeout:      30 * time.Minute,
+	MaxConnections:      500,
+	MaxConnectionsPerIP: 20,
+	MaxErrors:           10,
+	MaxReceivedHeaders:  50,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxMessageBytes <= 0 {
+		l.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if l.MaxRecipients <= 0 {
+		l.MaxRecipients = d.MaxRecipients
+	}
+	if l.MaxLineLength <= 0 {
+		l.MaxLineLength = d.MaxLineLength
+	}
+	if l.CommandTimeout <= 0 {
+		l.CommandTimeout = d.CommandTimeout
+	}
+	if l.SessionTimeout <= 0 {
+		l.SessionTimeout = d.SessionTimeout
+	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
+	if l.MaxConnectionsPerIP <= 0 {
+		l.MaxConnectionsPerIP = d.MaxConnectionsPerIP
+	}
+	if l.MaxErrors <= 0 {
+		l.MaxErrors = d.MaxErrors
+	}
+	if l.MaxReceivedHeaders <= 0 {
+		l.MaxReceivedHeaders = d.MaxReceivedHeaders
+	}
+	return l
+}
+
+// Config configures a Server.
+type Config struct {
+	Hostname string      // our name in the greeting and Received; default os.Hostname
+	Limits   Limits      // zero fields take DefaultLimits
+	TLS      *tls.Config // nil = no STARTTLS
+	Logger   *slog.Logger
+}
+
+// Server is an SMTP and LMTP receiver sharing one backend and one set of
+// connection limits.
+type Server struct {
+	cfg    Config
+	lim    Limits
+	b      Backend
+	log    *slog.Logger
+	smtp   *smtp.Server
+	lmtp   *smtp.Server
+	nextID atomic.Uint64
+
+	mu    sync.Mutex
+	total int
+	perIP map[string]int
+}
+
+// NewServer returns a server; start it with ServeSMTP and/or ServeLMTP.
+func NewServer(cfg Config, b Backend) *Server {
+	if cfg.Hostname == "" {
+		cfg.Hostname, _ = os.Hostname()
+		if cfg.Hostname == "" {
+			cfg.Hostname = "localhost"
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg:   cfg,
+		lim:   cfg.Limits.withDefaults(),
+		b:     b,
+		log:   cfg.Logger,
+		perIP: map[string]int{},
+	}
+	s.smtp = s.newSMTP(false)
+	s.lmtp = s.newSMTP(true)
+	return s
+}
+
+func (s *Server) newSMTP(lmtp bool) *smtp.Server {
+	gs := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		return s.newSession(c, lmtp)
+	}))
+	gs.LMTP = lmtp
+	gs.Domain = s.cfg.Hostname
+	gs.MaxRecipients = s.lim.MaxRecipients
+	// go-smtp's DATA reader refuses a message of exactly its limit (it
+	// stops before seeing the terminator), so it gets one byte more and the
+	// exact limit is enforced in Data.
+	gs.MaxMessageBytes = s.lim.MaxMessageBytes + 1
+	gs.MaxLineLength = s.lim.MaxLineLength
+	gs.ReadTimeout = s.lim.CommandTimeout
+	gs.WriteTimeout = s.lim.CommandTimeout
+	gs.EnableSMTPUTF8 = true
+	gs.ErrorLog = errorLog{s.log}
+	if !lmtp {
+		gs.TLSConfig = s.cfg.TLS
+	}
+	return gs
+}
+
+// ServeSMTP accepts SMTP connections on l until Shutdown.
+func (s *Server) ServeSMTP(l net.Listener) error {
+	return s.serve(s.smtp, l, "smtp")
+}
+
+// ServeLMTP accepts LMTP connections on l (normally a Unix socket) until
+// Shutdown. Replies to DATA are per recipient.
+func (s *Server) ServeLMTP(l net.Listener) error {
+	return s.serve(s.lmtp, l, "lmtp")
+}
+
+func (s *Server) serve(gs *smtp.Server, l net.Listener, proto string) error {
+	err := gs.Serve(&limitListener{Listener: l, s: s, proto: proto})
+	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, lets sessions finish until ctx ends, then closes
+// whatever is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, gs := range []*smtp.Server{s.smtp, s.lmtp} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := gs.Shutdown(ctx)
+			if err != nil && ctx.Err() != nil {
+				err = gs.Close()
+			}
+			if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+				err = nil
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("smtpin: shutdown: %w", err)
+	}
+	return ctx.Err()
+}
+
+// errorLog adapts go-smtp's internal error log to slog.
+type errorLog struct{ l *slog.Logger }
+
+func (e errorLog) Printf(format string, v ...any) {
+	e.l.Warn("smtp server", "detail", fmt.Sprintf(format, v...))
+}
+
+func (e errorLog) Println(v ...any) {
+	e.l.Warn("smtp server", "detail", fmt.Sprint(v...))
+}
+
+// smtpErr builds a reply.
+func smtpErr(code int, enh smtp.EnhancedCode, msg string) *smtp.SMTPError {
+	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: msg}
+}
+
+var (
+	errTempFailure  = smtpErr(451, smtp.EnhancedCode{4, 3, 0}, "Temporary failure, please try again later")
+	errTooBig       = smtpErr(552, smtp.EnhancedCode{5, 3, 4}, "Message too big")
+	errTooManyRcpts = smtpErr(452, smtp.EnhancedCode{4, 5, 3}, "Too many recipients")
+	errLoop         = smtpErr(554, smtp.EnhancedCode{5, 4, 6}, "Too many Received headers: mail loop")
+	errBareEOL      = smtpErr(554, smtp.EnhancedCode{5, 6, 0}, "Bare CR or LF in message: lines must end with CRLF")
+	errEmpty        = smtpErr(554, smtp.EnhancedCode{5, 6, 0}, "Empty message")
+	errTooManyErrs  = smtpErr(421, smtp.EnhancedCode{4, 7, 0}, "Too many errors, closing connection")
+	errLineTooLong  = smtpErr(500, smtp.EnhancedCode{5, 4, 0}, "Line too long, closing connection")
+	errReadTimeout  = smtpErr(421, smtp.EnhancedCode{4, 4, 2}, "Timeout, closing connection")
+)

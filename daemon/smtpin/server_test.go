@@ -1,0 +1,477 @@
+package smtpin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+const envelope = "MAIL FROM:<alice@sender.example>\r\nRCPT TO:<bob@example.com>\r\nDATA\r\n"
+
+func TestDeliverPlain(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.cmd("MAIL FROM:<alice@sender.example> SIZE=100", "250 ")
+	c.cmd("RCPT TO:<bob@example.com>", "250 ")
+	c.cmd("RCPT TO:<Carol@Example.COM>", "250 ")
+	c.cmd("DATA", "354 ")
+	c.send("Subject: hi\r\n\r\n..dot-stuffed line\r\nend\r\n.\r\n")
+	c.expect("250 2.0.0")
+	c.cmd("QUIT", "221 ")
+	got := ts.be.got()
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries", len(got))
+	}
+	d := got[0]
+	if b := body(t, d.raw); b != "Subject: hi\r\n\r\n.dot-stuffed line\r\nend\r\n" {
+		t.Errorf("body %q", b)
+	}
+	wantEnv := Envelope{RemoteIP: net.ParseIP("127.0.0.1").To4(), Helo: "client.example", MailFrom: "alice@sender.example",
+		Rcpts: []string{"bob@example.com", "Carol@Example.COM"}}
+	if !d.env.RemoteIP.Equal(wantEnv.RemoteIP) {
+		t.Errorf("RemoteIP %v", d.env.RemoteIP)
+	}
+	d.env.RemoteIP = wantEnv.RemoteIP
+	if !reflect.DeepEqual(d.env, wantEnv) {
+		t.Errorf("envelope -want %+v +got %+v", wantEnv, d.env)
+	}
+	rcv := string(d.raw[:strings.Index(string(d.raw), "Subject:")])
+	if !strings.HasPrefix(rcv, "Received: from client.example ([127.0.0.1])\r\n\tby mx.mailctl.test (mailctl) with ESMTP id ") {
+		t.Errorf("Received header %q", rcv)
+	}
+}
+
+// TestSmuggling sends a first message whose end uses a non-standard line
+// ending followed by a smuggled second transaction, then a clean message.
+// The only terminator is CRLF.CRLF: the odd endings must never split the
+// stream into two messages.
+func TestSmuggling(t *testing.T) {
+	smuggled := "MAIL FROM:<evil@attacker.example>\r\nRCPT TO:<victim@example.com>\r\nDATA\r\nSubject: smuggled\r\n\r\nx\r\n"
+	tests := []struct {
+		name    string
+		ending  string
+		reply   string // reply to the first DATA
+		wantOne string // exact body of the first message when accepted
+	}{
+		{name: "LF.CRLF", ending: "\n.\r\n", reply: "554 5.6.0"},
+		{name: "LF.LF", ending: "\n.\n", reply: "554 5.6.0"},
+		{name: "CR.CR", ending: "\r.\r", reply: "554 5.6.0"},
+		{name: "CR.CRLF", ending: "\r.\r\n", reply: "554 5.6.0"},
+		{name: "CRLF.LF", ending: "\r\n.\n", reply: "554 5.6.0"},
+		{name: "bare LF in body", ending: "\nstill body\r\n", reply: "554 5.6.0"},
+		// go-smtp drops the CR of a ".\r" line that is not ".\r\n"; the
+		// message stays one message and holds no bare CR.
+		{name: "CRLF.CR", ending: "\r\n.\r", reply: "250 ",
+			wantOne: "Subject: one\r\n\r\nbody\r\n" + smuggled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := startServer(t, Limits{}, nil, false)
+			c := dialRaw(t, "tcp", ts.addr)
+			c.hello()
+			c.send(envelope)
+			c.expect("250 ")
+			c.expect("250 ")
+			c.expect("354 ")
+			c.send("Subject: one\r\n\r\nbody" + tt.ending + smuggled + ".\r\n")
+			c.expect(tt.reply)
+			// The session is still in step: a clean message goes through.
+			c.send(envelope)
+			c.expect("250 ")
+			c.expect("250 ")
+			c.expect("354 ")
+			c.send("Subject: clean\r\n\r\nclean\r\n.\r\n")
+			c.expect("250 ")
+			c.cmd("QUIT", "221 ")
+			got := ts.be.got()
+			var bodies []string
+			for _, d := range got {
+				bodies = append(bodies, body(t, d.raw))
+				if !reflect.DeepEqual(d.env.Rcpts, []string{"bob@example.com"}) || d.env.MailFrom != "alice@sender.example" {
+					t.Errorf("smuggled envelope delivered: %+v", d.env)
+				}
+			}
+			want := []string{"Subject: clean\r\n\r\nclean\r\n"}
+			if tt.wantOne != "" {
+				want = append([]string{tt.wantOne}, want...)
+			}
+			if !reflect.DeepEqual(bodies, want) {
+				t.Errorf("deliveries:\n-want %q\n+got  %q", want, bodies)
+			}
+		})
+	}
+}
+
+func TestSizeLimit(t *testing.T) {
+	const max = 1000
+	ts := startServer(t, Limits{MaxMessageBytes: max}, nil, false)
+	msg := func(n int) string {
+		s := "Subject: size\r\n\r\n"
+		line := strings.Repeat("a", 48) + "\r\n"
+		for len(s)+len(line) <= n {
+			s += line
+		}
+		pad := n - len(s) - 2
+		return s + strings.Repeat("b", pad) + "\r\n"
+	}
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	for _, tt := range []struct {
+		size  int
+		reply string
+	}{{max, "250 "}, {max + 1, "552 5.3.4"}, {max - 1, "250 "}, {10 * max, "552 5.3.4"}} {
+		m := msg(tt.size)
+		if len(m) != tt.size {
+			t.Fatalf("test message has %d bytes, want %d", len(m), tt.size)
+		}
+		c.send(envelope)
+		c.expect("250 ")
+		c.expect("250 ")
+		c.expect("354 ")
+		c.send(m + ".\r\n")
+		c.expect(tt.reply)
+	}
+	// A declared SIZE over the limit is refused at MAIL.
+	c.cmd(fmt.Sprintf("MAIL FROM:<a@b.example> SIZE=%d", max+1), "552 5.3.4")
+	if n := len(ts.be.got()); n != 2 {
+		t.Errorf("%d deliveries, want 2", n)
+	}
+}
+
+func TestTooManyRecipients(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	for i := 1; i <= 100; i++ {
+		c.cmd(fmt.Sprintf("RCPT TO:<user%d@example.com>", i), "250 ")
+	}
+	c.cmd("RCPT TO:<user101@example.com>", "452 4.5.3")
+	c.cmd("DATA", "354 ")
+	c.send("Subject: many\r\n\r\nx\r\n.\r\n")
+	c.expect("250 ")
+	if got := ts.be.got(); len(got) != 1 || len(got[0].env.Rcpts) != 100 {
+		t.Errorf("want one delivery to 100 recipients")
+	}
+}
+
+func TestLongLine(t *testing.T) {
+	ts := startServer(t, Limits{MaxLineLength: 1000}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.send("NOOP " + strings.Repeat("x", 2000) + "\r\n")
+	c.expect("500 5.4.0")
+	if r := c.reply(); r != "EOF" {
+		t.Errorf("connection still open after long line: %q", r)
+	}
+
+	c = dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send("Subject: long\r\n\r\n" + strings.Repeat("y", 2000) + "\r\n.\r\n")
+	c.expect("500 5.4.0")
+	if len(ts.be.got()) != 0 {
+		t.Error("message with an over-long line was delivered")
+	}
+}
+
+func TestSessionDeadlineIgnoresNOOP(t *testing.T) {
+	ts := startServer(t, Limits{SessionTimeout: 400 * time.Millisecond, CommandTimeout: 10 * time.Second}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	start := time.Now()
+	for time.Since(start) < 5*time.Second {
+		if _, err := io.WriteString(c.c, "NOOP\r\n"); err != nil {
+			break
+		}
+		if r := c.reply(); !strings.HasPrefix(r, "250") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("NOOP loop kept the session open for %v, limit 400ms", el)
+	}
+}
+
+func TestCommandTimeout(t *testing.T) {
+	ts := startServer(t, Limits{CommandTimeout: 200 * time.Millisecond}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.expect("220 ")
+	c.expect("421 4.4.2")
+}
+
+func TestNotSMTP(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	for _, req := range []string{
+		"GET / HTTP/1.1\r\nHost: mx\r\n\r\n",
+		"POST /form HTTP/1.1\r\nHost: mx\r\nContent-Length: 40\r\n\r\nMAIL FROM:<a@b>\r\nRCPT TO:<bob@example.com>\r\n",
+		"CONNECT mx:25 HTTP/1.1\r\n\r\n",
+		"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+	} {
+		c := dialRaw(t, "tcp", ts.addr)
+		c.expect("220 ")
+		c.send(req)
+		c.expect("554 5.7.0")
+		if r := c.reply(); r != "EOF" {
+			t.Errorf("%q: connection still open: %q", req, r)
+		}
+	}
+	if len(ts.be.got()) != 0 {
+		t.Error("delivery from an HTTP request")
+	}
+}
+
+func TestPipelining(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.expect("220 ")
+	c.send("EHLO client.example\r\n")
+	if ehlo := c.expect("250 "); !strings.Contains(ehlo, "PIPELINING") || !strings.Contains(ehlo, "SMTPUTF8") ||
+		!strings.Contains(ehlo, "8BITMIME") || !strings.Contains(ehlo, "SIZE ") || strings.Contains(ehlo, "STARTTLS") {
+		t.Errorf("EHLO reply %q", ehlo)
+	}
+	c.send("MAIL FROM:<a@sender.example>\r\nRCPT TO:<b@example.com>\r\nRCPT TO:<x@foreign.example>\r\n" +
+		"RCPT TO:<nobody@example.com>\r\nRCPT TO:<c@mailctl.test>\r\nDATA\r\n")
+	for _, want := range []string{"250 ", "250 ", "550 5.7.1", "550 5.1.1", "250 ", "354 "} {
+		c.expect(want)
+	}
+	c.send("Subject: p\r\n\r\nx\r\n.\r\nMAIL FROM:<a@sender.example>\r\nRCPT TO:<b@example.com>\r\nDATA\r\n")
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send("Subject: q\r\n\r\ny\r\n.\r\nQUIT\r\n")
+	c.expect("250 ")
+	c.expect("221 ")
+	got := ts.be.got()
+	if len(got) != 2 || !reflect.DeepEqual(got[0].env.Rcpts, []string{"b@example.com", "c@mailctl.test"}) {
+		t.Errorf("deliveries %+v", got)
+	}
+}
+
+func TestOpenRelayRefused(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.cmd("MAIL FROM:<spammer@spam.example>", "250 ")
+	for _, r := range []string{"victim@gmail.example", "bob@example.com.evil.example", "bob%example.com@evil.example"} {
+		c.send("RCPT TO:<" + r + ">\r\n")
+		if rep := c.reply(); strings.HasPrefix(rep, "2") {
+			t.Errorf("relay to %q accepted: %q", r, rep)
+		}
+	}
+	c.cmd("DATA", "502 ")
+	if len(ts.be.got()) != 0 {
+		t.Error("relayed")
+	}
+}
+
+func TestMaxErrors(t *testing.T) {
+	ts := startServer(t, Limits{MaxErrors: 3}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<nobody@example.com>", "550 5.1.1")
+	c.cmd("RCPT TO:<x@foreign.example>", "550 5.7.1")
+	c.cmd("RCPT TO:<y@foreign.example>", "421 4.7.0")
+	if r := c.reply(); r != "EOF" {
+		t.Errorf("connection open after too many errors: %q", r)
+	}
+}
+
+func TestReceivedLoopGuard(t *testing.T) {
+	ts := startServer(t, Limits{MaxReceivedHeaders: 5}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	for _, tt := range []struct {
+		n     int
+		reply string
+	}{{5, "250 "}, {6, "554 5.4.6"}} {
+		c.send(envelope)
+		c.expect("250 ")
+		c.expect("250 ")
+		c.expect("354 ")
+		// Folded and oddly spaced fields count too; a body line does not.
+		h := strings.Repeat("Received: from a\r\n\tby b; date\r\n", tt.n-1) + "RECEIVED : from c by d\r\n"
+		c.send(h + "Subject: loop\r\n\r\nReceived: in the body\r\n.\r\n")
+		c.expect(tt.reply)
+	}
+	if n := len(ts.be.got()); n != 1 {
+		t.Errorf("%d deliveries, want 1", n)
+	}
+}
+
+func TestEmptyMessage(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send(".\r\n")
+	c.expect("554 5.6.0")
+}
+
+func TestPartialFailureSMTP(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	ts.be.failFor = map[string]error{"c@example.com": errors.New("disk full")}
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<b@example.com>", "250 ")
+	c.cmd("RCPT TO:<c@example.com>", "250 ")
+	c.cmd("DATA", "354 ")
+	c.send("Subject: x\r\n\r\nx\r\n.\r\n")
+	// The internal error text must not leak to the client.
+	if r := c.expect("451 4.3.0"); strings.Contains(r, "disk") {
+		t.Errorf("reply leaks detail: %q", r)
+	}
+}
+
+func TestLMTPPerRecipient(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, true)
+	ts.be.failFor = map[string]error{
+		"b@example.com": errors.New("disk full"),
+		"c@example.com": &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 2, 2}, Message: "Mailbox full"},
+	}
+	c := dialRaw(t, "unix", ts.lmtp)
+	c.expect("220 ")
+	c.cmd("EHLO postfix.example", "500 ")
+	c.cmd("LHLO postfix.example", "250 ")
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<a@example.com>", "250 ")
+	c.cmd("RCPT TO:<b@example.com>", "250 ")
+	c.cmd("RCPT TO:<x@foreign.example>", "550 5.7.1")
+	c.cmd("RCPT TO:<c@example.com>", "250 ")
+	c.cmd("DATA", "354 ")
+	c.send("Subject: lmtp\r\n\r\nhello\r\n.\r\n")
+	c.expect("250 ")
+	c.expect("451 4.3.0")
+	c.expect("552 5.2.2")
+	c.cmd("QUIT", "221 ")
+	got := ts.be.got()
+	if len(got) != 1 || got[0].env.RemoteIP != nil || !strings.Contains(string(got[0].raw), "with LMTP id") {
+		t.Fatalf("deliveries %+v", got)
+	}
+	if b := body(t, got[0].raw); b != "Subject: lmtp\r\n\r\nhello\r\n" {
+		t.Errorf("body %q", b)
+	}
+}
+
+func TestConnectionLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 500 connections")
+	}
+	const n, max = 500, 300
+	ts := startServer(t, Limits{MaxConnections: max, MaxConnectionsPerIP: n}, nil, false)
+	var held, refused, other int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	conns := make(chan net.Conn, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", ts.addr, 10*time.Second)
+			if err != nil {
+				mu.Lock()
+				other++
+				mu.Unlock()
+				return
+			}
+			conns <- c
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			buf := make([]byte, 128)
+			k, _ := io.ReadAtLeast(c, buf, 4)
+			mu.Lock()
+			defer mu.Unlock()
+			switch s := string(buf[:k]); {
+			case strings.HasPrefix(s, "220 "):
+				held++
+			case strings.HasPrefix(s, "421 4.7.0"):
+				refused++
+			default:
+				other++
+			}
+		}()
+	}
+	wg.Wait()
+	close(conns)
+	for c := range conns {
+		c.Close()
+	}
+	if held != max || refused != n-max || other != 0 {
+		t.Errorf("held %d refused %d other %d; want %d/%d/0", held, refused, other, max, n-max)
+	}
+
+	// Slots come back when connections close.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ts.mu.Lock()
+		total := ts.total
+		ts.mu.Unlock()
+		if total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connection slots still taken", total)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c := dialRaw(t, "tcp", ts.addr)
+	c.expect("220 ")
+}
+
+func TestPerIPLimit(t *testing.T) {
+	ts := startServer(t, Limits{MaxConnectionsPerIP: 3}, nil, false)
+	for i := 0; i < 3; i++ {
+		dialRaw(t, "tcp", ts.addr).expect("220 ")
+	}
+	c := dialRaw(t, "tcp", ts.addr)
+	c.expect("421 4.7.0")
+	if r := c.reply(); r != "EOF" {
+		t.Errorf("refused connection still open: %q", r)
+	}
+}
+
+func TestShutdownWaitsForSession(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	ts.be.delay = 300 * time.Millisecond
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send("Subject: s\r\n\r\nx\r\n.\r\n")
+	time.Sleep(50 * time.Millisecond) // Deliver is now running
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		done <- ts.Shutdown(ctx)
+	}()
+	c.expect("250 ")
+	c.cmd("QUIT", "221 ")
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if _, err := net.Dial("tcp", ts.addr); err == nil {
+		t.Error("still accepting after Shutdown")
+	}
+}

@@ -1,0 +1,326 @@
+package smtpin
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// session is one go-smtp session: from EHLO (or LHLO) to QUIT, or to
+// STARTTLS, after which go-smtp starts a new one on the same connection.
+type session struct {
+	s      *Server
+	c      *smtp.Conn
+	tc     *trackedConn
+	log    *slog.Logger
+	lmtp   bool
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	from    string
+	hasFrom bool
+	utf8    bool
+	rcpts   []string
+}
+
+var _ smtp.LMTPSession = (*session)(nil)
+
+func (s *Server) newSession(c *smtp.Conn, lmtp bool) (smtp.Session, error) {
+	tc := tracked(c.Conn())
+	if tc == nil {
+		// Not from our listener: cannot happen, refuse rather than run unlimited.
+		return nil, errTempFailure
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &session{s: s, c: c, tc: tc, log: tc.log, lmtp: lmtp, ctx: ctx, cancel: cancel}, nil
+}
+
+// tracked finds our wrapper below a possible TLS layer.
+func tracked(c net.Conn) *trackedConn {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	tc, _ := c.(*trackedConn)
+	return tc
+}
+
+func (ss *session) Reset() {
+	ss.from, ss.hasFrom, ss.utf8, ss.rcpts = "", false, false, nil
+}
+
+func (ss *session) Logout() error {
+	ss.cancel()
+	return nil
+}
+
+func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
+	if opts != nil && opts.Size > ss.s.lim.MaxMessageBytes {
+		ss.log.Info("MAIL refused: declared size too big", "size", opts.Size)
+		return ss.tc.countError(errTooBig)
+	}
+	ss.Reset()
+	ss.from, ss.hasFrom = from, true
+	ss.utf8 = opts != nil && opts.UTF8
+	return nil
+}
+
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if len(ss.rcpts) >= ss.s.lim.MaxRecipients {
+		return ss.tc.countError(errTooManyRcpts)
+	}
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.lim.CommandTimeout)
+	defer cancel()
+	if err := ss.s.b.CheckRecipient(ctx, to); err != nil {
+		ss.log.Info("RCPT refused", "rcpt", to, "err", err)
+		return ss.tc.countError(asReply(err))
+	}
+	ss.rcpts = append(ss.rcpts, to)
+	return nil
+}
+
+// asReply keeps SMTP replies from the backend and turns anything else into
+// a generic temporary failure; the detail stays in the log.
+func asReply(err error) error {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		return se
+	}
+	return errTempFailure
+}
+
+// Data answers for the whole transaction: 250 only if every recipient's
+// copy is durable, else the first failure (the client retries them all; the
+// store drops duplicates by Message-ID).
+func (ss *session) Data(r io.Reader) error {
+	raw, err := ss.readMessage(r)
+	if err != nil {
+		return ss.tc.countError(err)
+	}
+	errs := ss.deliver(raw)
+	for _, e := range errs {
+		if e != nil {
+			return asReply(e)
+		}
+	}
+	return nil
+}
+
+// LMTPData answers each recipient separately (RFC 2033).
+func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
+	raw, err := ss.readMessage(r)
+	if err != nil {
+		ss.tc.countError(err)
+		return err
+	}
+	errs := ss.deliver(raw)
+	for i, rcpt := range ss.rcpts {
+		var e error
+		if errs[i] != nil {
+			e = asReply(errs[i])
+		}
+		status.SetStatus(rcpt, e)
+	}
+	return nil
+}
+
+// deliver calls the backend and always returns one entry per recipient.
+func (ss *session) deliver(raw []byte) []error {
+	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...)}
+	if st, ok := ss.c.TLSConnectionState(); ok {
+		env.TLS, env.TLSVersion = true, tlsVersion(st.Version)
+	}
+	// Delivery gets its own deadline but not the session's cancellation: a
+	// client hanging up mid-write must not leave a half-stored message.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ss.ctx), ss.s.lim.CommandTimeout)
+	defer cancel()
+	start := time.Now()
+	errs := ss.s.b.Deliver(ctx, env, raw)
+	out := make([]error, len(env.Rcpts))
+	failed := 0
+	for i := range out {
+		if i < len(errs) {
+			out[i] = errs[i]
+		} else {
+			out[i] = fmt.Errorf("smtpin: backend returned no result for recipient %d", i)
+		}
+		if out[i] != nil {
+			failed++
+			ss.log.Warn("delivery failed", "rcpt", env.Rcpts[i], "err", out[i])
+		}
+	}
+	ss.tc.msgs.Add(1)
+	ss.log.Info("message received", "from", env.MailFrom, "rcpts", len(env.Rcpts), "failed", failed,
+		"size", len(raw), "tls", env.TLSVersion, "took", time.Since(start).Round(time.Microsecond))
+	return out
+}
+
+// readMessage reads DATA (or BDAT chunks), enforces the size, framing and
+// loop limits, and prepends our Received header.
+func (ss *session) readMessage(r io.Reader) ([]byte, error) {
+	if !ss.hasFrom || len(ss.rcpts) == 0 {
+		return nil, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
+	}
+	max := ss.s.lim.MaxMessageBytes
+	hdr := ss.received()
+	var buf bytes.Buffer
+	buf.Grow(len(hdr) + 64<<10)
+	buf.WriteString(hdr)
+	// go-smtp sets the read deadline per command only; a long DATA needs it
+	// refreshed as bytes keep arriving.
+	dr := &deadlineReader{r: r, c: ss.tc, d: ss.s.lim.CommandTimeout}
+	_, err := buf.ReadFrom(io.LimitReader(dr, max+1))
+	if err != nil {
+		if errors.Is(err, smtp.ErrDataTooLarge) {
+			ss.log.Info("DATA refused: too big")
+			return nil, errTooBig
+		}
+		// The stream is broken (over-long line, timeout, hang-up): answer
+		// without internal detail and end the connection.
+		ss.log.Info("DATA failed", "err", err)
+		ss.tc.closeAfter.Store(true)
+		var ne net.Error
+		switch {
+		case errors.Is(err, smtp.ErrTooLongLine):
+			return nil, errLineTooLong
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, errReadTimeout
+		}
+		return nil, errTempFailure
+	}
+	body := buf.Bytes()[len(hdr):]
+	switch {
+	case int64(len(body)) > max:
+		ss.log.Info("DATA refused: too big")
+		return nil, errTooBig
+	case len(body) == 0:
+		return nil, errEmpty
+	case hasBareEOL(body):
+		// go-smtp only ends DATA at CRLF.CRLF, so the transaction is intact;
+		// refusing also keeps such bytes from reaching an MTA we relay to
+		// that might frame them differently.
+		ss.log.Info("DATA refused: bare CR or LF")
+		return nil, errBareEOL
+	case countReceived(body) > ss.s.lim.MaxReceivedHeaders:
+		ss.log.Warn("DATA refused: mail loop", "received", countReceived(body))
+		return nil, errLoop
+	}
+	return buf.Bytes(), nil
+}
+
+type deadlineReader struct {
+	r io.Reader
+	c net.Conn
+	d time.Duration
+}
+
+func (d *deadlineReader) Read(b []byte) (int, error) {
+	_ = d.c.SetReadDeadline(time.Now().Add(d.d))
+	return d.r.Read(b)
+}
+
+// hasBareEOL reports a CR not followed by LF or an LF not preceded by CR.
+func hasBareEOL(b []byte) bool {
+	for i := bytes.IndexAny(b, "\r\n"); i >= 0; {
+		if b[i] == '\r' {
+			if i+1 >= len(b) || b[i+1] != '\n' {
+				return true
+			}
+			i++ // skip the LF of this CRLF
+		} else { // a LF reached without its CR
+			return true
+		}
+		j := bytes.IndexAny(b[i+1:], "\r\n")
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+// countReceived counts Received fields in the header section.
+func countReceived(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		line := b
+		if i := bytes.Index(b, []byte("\r\n")); i >= 0 {
+			line, b = b[:i], b[i+2:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			break // end of header
+		}
+		if len(line) > 9 && bytes.EqualFold(line[:8], []byte("received")) {
+			rest := bytes.TrimLeft(line[8:], " \t")
+			if len(rest) > 0 && rest[0] == ':' {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// received builds our trace header (RFC 5321 section 4.4). Everything the
+// client chose is reduced to safe characters first.
+func (ss *session) received() string {
+	proto := "ESMTP"
+	if ss.lmtp {
+		proto = "LMTP"
+	} else if ss.utf8 {
+		proto = "UTF8SMTP"
+	}
+	tlsInfo := ""
+	if st, ok := ss.c.TLSConnectionState(); ok {
+		proto += "S"
+		tlsInfo = " (" + tlsVersion(st.Version) + " " + tls.CipherSuiteName(st.CipherSuite) + ")"
+	}
+	from := safeHelo(ss.c.Hostname())
+	if ss.tc.ip != nil {
+		from += " ([" + ss.tc.ip.String() + "])"
+	}
+	id := fmt.Sprintf("%s.%d", ss.tc.id, ss.tc.msgs.Load()+1)
+	return fmt.Sprintf("Received: from %s\r\n\tby %s (mailctl) with %s id %s%s;\r\n\t%s\r\n",
+		from, safeHelo(ss.s.cfg.Hostname), proto, id, tlsInfo, time.Now().Format(time.RFC1123Z))
+}
+
+// safeHelo keeps the characters a domain or address literal may have and
+// bounds the length, so a HELO cannot inject header syntax.
+func safeHelo(h string) string {
+	var b strings.Builder
+	for _, r := range h {
+		if b.Len() >= 255 {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:[]", r) {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "unknown"
+	}
+	return b.String()
+}
+
+func tlsVersion(v uint16) string {
+	switch v {
+	case tls.VersionTLS10:
+		return "TLS1.0"
+	case tls.VersionTLS11:
+		return "TLS1.1"
+	case tls.VersionTLS12:
+		return "TLS1.2"
+	case tls.VersionTLS13:
+		return "TLS1.3"
+	}
+	return fmt.Sprintf("TLS-0x%04x", v)
+}
