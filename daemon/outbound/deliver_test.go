@@ -1,0 +1,294 @@
+package outbound
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/resolver"
+)
+
+const testMsg = "From: a@example.com\r\nTo: b@remote.test\r\nSubject: hi\r\n\r\nhello\r\n"
+
+// mxWorld is a resolver, a dial map and a deliverer wired together.
+type mxWorld struct {
+	r  *resolver.Map
+	dm *dialMap
+	d  *MXDeliverer
+}
+
+func newWorld(t *testing.T) *mxWorld {
+	w := &mxWorld{r: newResolver(), dm: &dialMap{}}
+	w.d = &MXDeliverer{Resolver: w.r, Dial: w.dm.dial, Hostname: "out.example.com", AllowPlaintext: true,
+		ConnectTimeout: 2 * time.Second, TransactionTimeout: 10 * time.Second}
+	return w
+}
+
+// mx starts a fake MX reachable as ip:25 in the world.
+func (w *mxWorld) mx(t *testing.T, ip string, tlsCfg *tls.Config) *fakeMX {
+	f := newFakeMX(t, ip, tlsCfg)
+	w.dm.set(ip+":25", f.Addr)
+	return f
+}
+
+func deliveryErr(t *testing.T, r RcptResult) *DeliveryError {
+	t.Helper()
+	var de *DeliveryError
+	if !errors.As(r.Err, &de) {
+		t.Fatalf("%s: want a *DeliveryError, got %v", r.Rcpt, r.Err)
+	}
+	return de
+}
+
+func TestDeliverNoMXFallsBackToAddress(t *testing.T) {
+	w := newWorld(t)
+	f := w.mx(t, "127.0.0.21", nil)
+	w.r.SetIP("fallback.test", "127.0.0.21")
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@fallback.test"}, []byte(testMsg))
+	if len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("want delivered, got %+v", res)
+	}
+	if res[0].Host != "fallback.test" || res[0].TLS != TLSNone {
+		t.Errorf("host %q tls %q, want fallback.test / none", res[0].Host, res[0].TLS)
+	}
+	msgs := f.messages()
+	if len(msgs) != 1 || msgs[0].Helo != "out.example.com" || msgs[0].From != "a@example.com" {
+		t.Fatalf("fake MX got %+v", msgs)
+	}
+}
+
+func TestDeliverNoMXNoAddressFails(t *testing.T) {
+	w := newWorld(t)
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@nowhere.test"}, []byte(testMsg))
+	if de := deliveryErr(t, res[0]); de.Temporary || de.Code != 550 {
+		t.Fatalf("want permanent 550, got %+v", de)
+	}
+}
+
+func TestDeliverNullMXFails(t *testing.T) {
+	w := newWorld(t)
+	w.r.SetMX("null.test", &net.MX{Host: ".", Pref: 0})
+	w.r.SetIP("null.test", "127.0.0.22") // an address must not be used as fallback
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@null.test"}, []byte(testMsg))
+	de := deliveryErr(t, res[0])
+	if de.Temporary || de.Code != 556 || de.Enhanced != "5.1.10" {
+		t.Fatalf("want permanent 556 5.1.10, got %+v", de)
+	}
+}
+
+func TestDeliverFirstMXDownUsesSecond(t *testing.T) {
+	w := newWorld(t)
+	// Listed out of order: preference, not position, decides.
+	w.r.SetMX("two.test", &net.MX{Host: "mx2.two.test.", Pref: 20}, &net.MX{Host: "mx1.two.test.", Pref: 10})
+	w.r.SetIP("mx1.two.test", "127.0.0.31", "127.0.0.32") // both addresses down
+	w.r.SetIP("mx2.two.test", "127.0.0.33")
+	f := w.mx(t, "127.0.0.33", nil)
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@two.test"}, []byte(testMsg))
+	if res[0].Err != nil || res[0].Host != "mx2.two.test" {
+		t.Fatalf("want delivered via mx2, got %+v", res[0])
+	}
+	if n := len(f.messages()); n != 1 {
+		t.Fatalf("mx2 got %d messages", n)
+	}
+}
+
+func TestDeliverTriesEveryAddressOfAHost(t *testing.T) {
+	w := newWorld(t)
+	w.r.SetMX("multi.test", &net.MX{Host: "mx.multi.test", Pref: 10})
+	w.r.SetIP("mx.multi.test", "127.0.0.34", "127.0.0.35")
+	f := w.mx(t, "127.0.0.35", nil)
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@multi.test"}, []byte(testMsg))
+	if res[0].Err != nil || len(f.messages()) != 1 {
+		t.Fatalf("want delivered to the second address, got %+v", res[0])
+	}
+}
+
+func TestDeliverPermanentAndMixedRecipients(t *testing.T) {
+	w := newWorld(t)
+	w.r.SetMX("mixed.test", &net.MX{Host: "mx.mixed.test", Pref: 10})
+	w.r.SetIP("mx.mixed.test", "127.0.0.41")
+	f := w.mx(t, "127.0.0.41", nil)
+	f.setRcptErr("gone@mixed.test", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user here"})
+	f.setRcptErr("busy@mixed.test", &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2}, Message: "mailbox full, try later"})
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"ok@mixed.test", "gone@mixed.test", "busy@mixed.test"}, []byte(testMsg))
+	if res[0].Err != nil {
+		t.Errorf("ok: %v", res[0].Err)
+	}
+	if de := deliveryErr(t, res[1]); de.Temporary || de.Code != 550 || de.Enhanced != "5.1.1" || !strings.Contains(de.Error(), "no such user here") {
+		t.Errorf("gone: %+v", de)
+	}
+	if de := deliveryErr(t, res[2]); !de.Temporary || de.Code != 452 {
+		t.Errorf("busy: %+v", de)
+	}
+	msgs := f.messages()
+	if len(msgs) != 1 || strings.Join(msgs[0].Rcpts, ",") != "ok@mixed.test" {
+		t.Fatalf("MX received %+v", msgs)
+	}
+}
+
+func TestDeliverDNSTemporaryFailureDefers(t *testing.T) {
+	w := newWorld(t)
+	w.r.Fail = map[string]bool{"flaky.test": true}
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@flaky.test"}, []byte(testMsg))
+	if de := deliveryErr(t, res[0]); !de.Temporary {
+		t.Fatalf("want temporary, got %+v", de)
+	}
+}
+
+func TestDeliverTLSRecording(t *testing.T) {
+	cert, pool := testCert(t, "mx.tls.test")
+	other, _ := testCert(t, "someone-else.test")
+	broken := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		return nil, errors.New("no certificate for you")
+	}}
+	tests := []struct {
+		name      string
+		serverTLS *tls.Config
+		roots     bool
+		plaintext bool
+		wantTLS   string
+		wantErr   bool
+	}{
+		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, TLSVerified, false},
+		{"self-signed is unverified", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, TLSUnverified, false},
+		{"wrong name is unverified", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, TLSUnverified, false},
+		{"handshake failure falls back to plaintext", broken, true, true, TLSNone, false},
+		{"handshake failure without plaintext defers", broken, true, false, "", true},
+		{"no STARTTLS is plaintext", nil, true, true, TLSNone, false},
+		{"no STARTTLS without plaintext defers", nil, true, false, "", true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			ip := "127.0.1." + string(rune('1'+i))
+			w.r.SetMX("tls.test", &net.MX{Host: "mx.tls.test", Pref: 10})
+			w.r.SetIP("mx.tls.test", ip)
+			f := w.mx(t, ip, tt.serverTLS)
+			if tt.roots {
+				w.d.RootCAs = pool
+			}
+			w.d.AllowPlaintext = tt.plaintext
+			res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@tls.test"}, []byte(testMsg))
+			if tt.wantErr {
+				if de := deliveryErr(t, res[0]); !de.Temporary {
+					t.Fatalf("want temporary failure, got %+v", de)
+				}
+				if n := len(f.messages()); n != 0 {
+					t.Fatalf("message went through in plaintext")
+				}
+				return
+			}
+			if res[0].Err != nil {
+				t.Fatalf("delivery failed: %v", res[0].Err)
+			}
+			if res[0].TLS != tt.wantTLS {
+				t.Fatalf("TLS recorded %q, want %q", res[0].TLS, tt.wantTLS)
+			}
+			msgs := f.messages()
+			if len(msgs) != 1 || msgs[0].TLS != (tt.wantTLS != TLSNone) {
+				t.Fatalf("server saw %+v", msgs)
+			}
+		})
+	}
+}
+
+func TestDeliverRelayWithAuth(t *testing.T) {
+	cert, pool := testCert(t, "smtp.relay.test")
+	w := newWorld(t)
+	w.r.SetIP("smtp.relay.test", "127.0.0.51")
+	f := newFakeMX(t, "127.0.0.51", &tls.Config{Certificates: []tls.Certificate{cert}})
+	f.password = "s3cret"
+	w.dm.set("127.0.0.51:587", f.Addr)
+	w.d.RootCAs = pool
+	w.d.Relay = &config.Relay{Host: "smtp.relay.test", Port: 587, Username: "relayuser"}
+	w.d.RelayPassword = "s3cret"
+	// No MX for remote.test at all: the relay replaces MX delivery.
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test", "c@other.test"}, []byte(testMsg))
+	for _, r := range res {
+		if r.Err != nil || r.TLS != TLSVerified {
+			t.Fatalf("relay delivery: %+v", r)
+		}
+	}
+	msgs := f.messages()
+	if len(msgs) != 2 || msgs[0].User != "relayuser" || !msgs[0].TLS {
+		t.Fatalf("relay saw %+v", msgs)
+	}
+
+	// A wrong password keeps the mail (temporary) instead of losing it.
+	w.d.RelayPassword = "wrong"
+	res = w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
+	if de := deliveryErr(t, res[0]); !de.Temporary || !strings.Contains(de.Message, "authentication") {
+		t.Fatalf("want temporary auth failure, got %+v", de)
+	}
+
+	// A relay whose certificate does not verify never gets the password.
+	w.d.RootCAs = nil
+	w.d.RelayPassword = "s3cret"
+	before := len(f.messages())
+	res = w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
+	if de := deliveryErr(t, res[0]); !de.Temporary {
+		t.Fatalf("want temporary TLS failure, got %+v", de)
+	}
+	if len(f.messages()) != before {
+		t.Fatal("delivered through an unverified relay")
+	}
+}
+
+func TestDeliverRelayImplicitTLS(t *testing.T) {
+	cert, pool := testCert(t, "smtps.relay.test")
+	w := newWorld(t)
+	w.r.SetIP("smtps.relay.test", "127.0.0.52")
+	ln, err := tls.Listen("tcp", "127.0.0.52:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeMX{Addr: ln.Addr().String(), rcptErr: map[string]*smtp.SMTPError{}}
+	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &fakeSession{f: f, c: c}, nil }))
+	s.ErrorLog = discardLogger{}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	w.dm.set("127.0.0.52:465", f.Addr)
+	w.d.RootCAs = pool
+	w.d.Relay = &config.Relay{Host: "smtps.relay.test", Port: 465}
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
+	if res[0].Err != nil || res[0].TLS != TLSVerified || len(f.messages()) != 1 {
+		t.Fatalf("implicit TLS relay: %+v", res[0])
+	}
+}
+
+type fakeLocal struct{ got []string }
+
+func (l *fakeLocal) DeliverLocal(_ context.Context, _ string, rcpts []string, _ []byte) []error {
+	l.got = append(l.got, rcpts...)
+	out := make([]error, len(rcpts))
+	for i, r := range rcpts {
+		if strings.HasPrefix(r, "nobody@") {
+			out[i] = &DeliveryError{Code: 550, Enhanced: "5.1.1", Message: "no such mailbox"}
+		}
+	}
+	return out
+}
+
+func TestDeliverLocalDomainsSkipTheNetwork(t *testing.T) {
+	w := newWorld(t)
+	l := &fakeLocal{}
+	w.d.Local = l
+	w.d.IsLocal = func(d string) bool { return d == "example.com" }
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"bob@example.com", "nobody@EXAMPLE.com"}, []byte(testMsg))
+	if res[0].Err != nil || res[0].Host != "local" {
+		t.Fatalf("bob: %+v", res[0])
+	}
+	if de := deliveryErr(t, res[1]); de.Temporary {
+		t.Fatalf("nobody: %+v", de)
+	}
+	if len(l.got) != 2 {
+		t.Fatalf("local got %v", l.got)
+	}
+}
