@@ -150,7 +150,12 @@ func (f *FrameReader) Next() ([]byte, error) {
 		}
 		if err != nil {
 			if err == io.EOF && len(f.buf) > 0 && !tooLarge {
-				return bytes.TrimRight(f.buf, "\r"), nil
+				line := bytes.TrimRight(f.buf, "\r")
+				f.buf = f.buf[:0]
+				if len(line) > f.max {
+					return nil, ErrFrameTooLarge
+				}
+				return line, nil
 			}
 			return nil, err
 		}

@@ -1,0 +1,253 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFrameReader(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		max   int
+		want  []string
+		errAt int // index of the frame expected to be ErrFrameTooLarge, or -1
+	}{
+		{"lines", "a\nbb\r\nccc\n", 10, []string{"a", "bb", "ccc"}, -1},
+		{"last line without newline", "a\nb", 10, []string{"a", "b"}, -1},
+		{"too large then recovers", "short\n" + strings.Repeat("x", 100) + "\nnext\n", 10, []string{"short", "", "next"}, 1},
+		{"exactly max", strings.Repeat("y", 10) + "\n", 10, []string{strings.Repeat("y", 10)}, -1},
+		{"empty lines", "\n\nz\n", 10, []string{"", "", "z"}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fr := NewFrameReader(strings.NewReader(tt.input), tt.max)
+			for i, want := range tt.want {
+				got, err := fr.Next()
+				if i == tt.errAt {
+					if !errors.Is(err, ErrFrameTooLarge) {
+						t.Fatalf("frame %d: err %v, want ErrFrameTooLarge", i, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				if string(got) != want {
+					t.Fatalf("frame %d: %q, want %q", i, got, want)
+				}
+			}
+			if _, err := fr.Next(); err != io.EOF {
+				t.Fatalf("after last frame: %v, want EOF", err)
+			}
+		})
+	}
+}
+
+func TestDecodeRequestStrict(t *testing.T) {
+	tests := []struct {
+		in      string
+		wantErr string
+	}{
+		{`{"id":1,"verb":"version"}`, ""},
+		{`{"id":1,"verb":"version","args":{}}`, ""},
+		{`{"id":1,"verb":"version","extra":true}`, `unknown field "extra"`},
+		{`{"id":1}`, "missing verb"},
+		{`{"id":"one","verb":"x"}`, `field "id"`},
+		{`{"id":1,"verb":"x"} {"id":2}`, "trailing data"},
+		{`{"id":1,"verb":"x","timeout_ms":-5}`, "timeout_ms"},
+		{`[1,2]`, "got array"},
+		{`not json`, "invalid character"},
+	}
+	for _, tt := range tests {
+		_, err := DecodeRequest([]byte(tt.in))
+		if tt.wantErr == "" {
+			if err != nil {
+				t.Errorf("%s: unexpected error %v", tt.in, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: error %v, want it to mention %q", tt.in, err, tt.wantErr)
+		}
+	}
+	var args MailboxCreateArgs
+	if err := DecodeStrict([]byte(`{"name":"a","ownr":"bob"}`), &args); err == nil || !strings.Contains(err.Error(), `"ownr"`) {
+		t.Errorf("misspelled field not named: %v", err)
+	}
+}
+
+func TestCheckGreeting(t *testing.T) {
+	if err := CheckGreeting(Greeting{Protocol: Name, Version: "1.7", Server: "x"}); err != nil {
+		t.Errorf("newer minor refused: %v", err)
+	}
+	err := CheckGreeting(Greeting{Protocol: Name, Version: "2.0", Server: "9.9"})
+	if err == nil || !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("other major accepted or unhelpful: %v", err)
+	}
+	if err := CheckGreeting(Greeting{Protocol: "smtp", Version: "1.0"}); err == nil {
+		t.Error("foreign protocol accepted")
+	}
+}
+
+// fakeServer answers requests with a function, and streams for watch.
+func fakeServer(t *testing.T, greeting string, answer func(req Request) []Response) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				conn.Write([]byte(greeting + "\n"))
+				fr := NewFrameReader(conn, MaxFrame)
+				for {
+					line, err := fr.Next()
+					if err != nil {
+						return
+					}
+					req, err := DecodeRequest(line)
+					if err != nil {
+						return
+					}
+					for _, r := range answer(*req) {
+						b, _ := json.Marshal(r)
+						conn.Write(append(b, '\n'))
+					}
+				}
+			}()
+		}
+	}()
+	return path
+}
+
+func TestClientCallsAndWatch(t *testing.T) {
+	path := fakeServer(t, `{"protocol":"mailctl","version":"1.0","server":"t"}`, func(req Request) []Response {
+		switch req.Verb {
+		case VerbVersion:
+			return []Response{{ID: req.ID, Data: json.RawMessage(`{"server":"t","caller_uid":7}`)}}
+		case VerbWatch:
+			ev := &Event{Type: EventNewMail, Mailbox: "a", ID: "m1"}
+			return []Response{{ID: req.ID, Data: json.RawMessage(`{"watching":true}`)}, {ID: req.ID, Event: ev}, {ID: req.ID, Event: ev}}
+		default:
+			return []Response{{ID: req.ID, Error: &Error{Code: CodeNotFound, Message: "nope"}}}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	events, err := c.Watch(ctx, WatchArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v VersionInfo
+	if err := c.Call(ctx, VerbVersion, nil, &v); err != nil || v.CallerUID != 7 {
+		t.Fatalf("version: %v %+v", err, v)
+	}
+	err = c.Call(ctx, "mailbox.show", NameArgs{Name: "x"}, nil)
+	if CodeOf(err) != CodeNotFound {
+		t.Fatalf("error code %q (%v), want not_found", CodeOf(err), err)
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case ev := <-events:
+			if ev.ID != "m1" {
+				t.Fatalf("event %+v", ev)
+			}
+		case <-ctx.Done():
+			t.Fatal("watch event not delivered")
+		}
+	}
+}
+
+func TestDialReportsHowToStart(t *testing.T) {
+	_, err := Dial(context.Background(), filepath.Join(t.TempDir(), "missing.sock"))
+	if CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "mailctl dev") {
+		t.Fatalf("err %v: want unavailable naming the fix", err)
+	}
+}
+
+func TestDialRefusesOtherMajor(t *testing.T) {
+	path := fakeServer(t, `{"protocol":"mailctl","version":"2.0","server":"future"}`, func(Request) []Response { return nil })
+	_, err := Dial(context.Background(), path)
+	if err == nil || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("err %v, want refusal that says to upgrade", err)
+	}
+}
+
+// FuzzDecodeRequest: arbitrary frames never panic, and anything accepted
+// re-encodes to a request that decodes to the same value.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"id":1,"verb":"version"}`,
+		`{"id":2,"verb":"mailbox.create","args":{"name":"a"},"timeout_ms":100}`,
+		`{"id":3,"verb":"watch","args":{"mailboxes":["a","b"]}}`,
+		`{"id":1,"verb":"x","args":null}`,
+		`{"id":18446744073709551615,"verb":"\u0000"}`,
+		`{}`, `[]`, `{"id":1,"verb":"x"}{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := DecodeRequest(data)
+		if err != nil {
+			return
+		}
+		again, err := json.Marshal(req)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		req2, err := DecodeRequest(again)
+		if err != nil {
+			t.Fatalf("re-decode of %s: %v", again, err)
+		}
+		if req2.ID != req.ID || req2.Verb != req.Verb || req2.TimeoutMS != req.TimeoutMS {
+			t.Fatalf("round trip changed %+v to %+v", req, req2)
+		}
+	})
+}
+
+// FuzzFrameReader: frames never exceed the bound and the reader never panics.
+func FuzzFrameReader(f *testing.F) {
+	f.Add([]byte("a\nb\r\n"), 4)
+	f.Add([]byte(strings.Repeat("x", 50)+"\nshort\n"), 8)
+	f.Add([]byte("\r\r\n\n"), 1)
+	f.Fuzz(func(t *testing.T, data []byte, max int) {
+		if max <= 0 || max > 1<<16 {
+			return
+		}
+		fr := NewFrameReader(bytes.NewReader(data), max)
+		for i := 0; i < len(data)+2; i++ {
+			line, err := fr.Next()
+			if err != nil {
+				if errors.Is(err, ErrFrameTooLarge) {
+					continue
+				}
+				return
+			}
+			if len(line) > max {
+				t.Fatalf("frame of %d bytes exceeds max %d", len(line), max)
+			}
+		}
+	})
+}
