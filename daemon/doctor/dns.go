@@ -1,0 +1,157 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/resolver"
+)
+
+// lookupFailed turns a DNS error into a finding; it reports whether the
+// record is simply absent (the caller then says what to publish).
+func lookupFailed(f *findings, id, name string, err error) (absent bool) {
+	if resolver.IsNotFound(err) {
+		return true
+	}
+	f.add(id, Warn, "check the resolver (trust.resolver in the config, or /etc/resolv.conf) and retry", "looking up %s failed: %v", name, err)
+	return false
+}
+
+func txtRecords(ctx context.Context, r resolver.Resolver, name string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return r.LookupTXT(ctx, name)
+}
+
+// tagValue returns the value of tag in a "k=v; k=v" record, spaces removed.
+func tagValue(rec, tag string) (string, bool) {
+	for _, part := range strings.Split(rec, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), tag) {
+			return strings.Join(strings.Fields(v), ""), true
+		}
+	}
+	return "", false
+}
+
+func checkDNS(ctx context.Context, f *findings, cfg *config.Config, r resolver.Resolver, keys []*outbound.Key) {
+	host := strings.ToLower(strings.TrimSuffix(cfg.Hostname, "."))
+	fix := "publish the records `sudo mailctl setup` prints (re-running it is safe)"
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ips, err := r.LookupIPAddr(lctx, host)
+	cancel()
+	if err != nil {
+		if lookupFailed(f, "dns.host", host, err) {
+			f.add("dns.host", Fail, fix, "%s has no A or AAAA record: senders cannot reach this host", host)
+		}
+	} else {
+		var s []string
+		for _, ip := range ips {
+			s = append(s, ip.IP.String())
+		}
+		f.add("dns.host", OK, "", "%s resolves to %s", host, strings.Join(s, ", "))
+	}
+	for _, d := range cfg.Domains {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		mxs, err := r.LookupMX(lctx, d)
+		cancel()
+		switch {
+		case err != nil:
+			if lookupFailed(f, "dns.mx", d, err) {
+				f.add("dns.mx", Fail, fix, "%s has no MX record: mail for it goes elsewhere or nowhere", d)
+			}
+		default:
+			var names []string
+			found := false
+			for _, mx := range mxs {
+				n := strings.ToLower(strings.TrimSuffix(mx.Host, "."))
+				names = append(names, n)
+				found = found || n == host
+			}
+			if found {
+				f.add("dns.mx", OK, "", "MX of %s points to %s", d, host)
+			} else {
+				f.add("dns.mx", Fail, fix, "MX of %s is %s, not this host (%s)", d, strings.Join(names, ", "), host)
+			}
+		}
+		checkSPF(ctx, f, r, d, fix)
+		checkDMARC(ctx, f, r, d, fix)
+		checkDKIMDNS(ctx, f, r, d, keys, fix)
+	}
+}
+
+func checkSPF(ctx context.Context, f *findings, r resolver.Resolver, d, fix string) {
+	txts, err := txtRecords(ctx, r, d)
+	if err != nil && !lookupFailed(f, "dns.spf", d, err) {
+		return
+	}
+	var spf []string
+	for _, t := range txts {
+		if strings.HasPrefix(strings.ToLower(t), "v=spf1") {
+			spf = append(spf, t)
+		}
+	}
+	switch len(spf) {
+	case 0:
+		f.add("dns.spf", Warn, fix, "%s publishes no SPF record: receivers treat its mail as unauthenticated", d)
+	case 1:
+		f.add("dns.spf", OK, "", "SPF of %s: %s", d, spf[0])
+	default:
+		f.add("dns.spf", Fail, "merge them into one TXT record", "%s publishes %d SPF records: SPF evaluates to permerror", d, len(spf))
+	}
+}
+
+func checkDMARC(ctx context.Context, f *findings, r resolver.Resolver, d, fix string) {
+	name := "_dmarc." + d
+	txts, err := txtRecords(ctx, r, name)
+	if err != nil && !lookupFailed(f, "dns.dmarc", name, err) {
+		return
+	}
+	for _, t := range txts {
+		if strings.HasPrefix(strings.ToLower(t), "v=dmarc1") {
+			f.add("dns.dmarc", OK, "", "DMARC of %s: %s", d, t)
+			return
+		}
+	}
+	f.add("dns.dmarc", Warn, fix, "%s publishes no DMARC record: large providers may junk its mail", d)
+}
+
+// checkDKIMDNS compares each local key with what DNS publishes for it.
+func checkDKIMDNS(ctx context.Context, f *findings, r resolver.Resolver, d string, keys []*outbound.Key, fix string) {
+	published := 0
+	for _, k := range keys {
+		name := k.Selector + "._domainkey." + d
+		txts, err := txtRecords(ctx, r, name)
+		if err != nil {
+			if lookupFailed(f, "dkim.dns_missing", name, err) {
+				f.add("dkim.dns_missing", Warn, fix, "%s is not published: receivers cannot verify signatures by key %s", name, k.Selector)
+			}
+			continue
+		}
+		want, _ := tagValue(k.TXTValue(), "p")
+		var got string
+		for _, t := range txts {
+			if p, ok := tagValue(t, "p"); ok {
+				got = p
+				break
+			}
+		}
+		if got != want {
+			shown := got
+			if len(shown) > 24 {
+				shown = shown[:24] + "…"
+			}
+			f.add("dkim.dns_mismatch", Fail, fmt.Sprintf("publish %s TXT \"%s\" (see `sudo mailctl setup`)", name, k.TXTValue()),
+				"%s publishes p=%s, which is not the local key %s: every signature by it fails", name, shown, k.Selector)
+			continue
+		}
+		published++
+	}
+	if published > 0 && published == len(keys) {
+		f.add("dkim.dns", OK, "", "all %d DKIM keys of %s are published and match", published, d)
+	}
+}

@@ -1,0 +1,259 @@
+// Package doctor checks a mailctl host and says precisely what is wrong: the
+// config, keys, owners and modes of every path, the daemon and its version,
+// the SMTP listeners, the published DNS against the local keys, the queue and
+// the mailboxes. Each finding has a stable id, a severity and a fix.
+//
+// Root runs the checks locally (`mailctl doctor`); other users get them from
+// the daemon's status verb, which calls Check with the daemon's own config.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// Severities of a finding, from good to bad.
+const (
+	OK   = "ok"
+	Info = "info"
+	Warn = "warn"
+	Fail = "fail"
+)
+
+// Env is what Check needs from outside the config: every network and OS edge
+// is a seam so tests can seed faults.
+type Env struct {
+	// Resolver answers DNS; nil skips the DNS checks.
+	Resolver resolver.Resolver
+	// Root reports whether the checks may read root-only files (keys, queue,
+	// owners); the daemon passes true, a non-root CLI never calls Check.
+	Root bool
+	// SocketAnswers asks the daemon for its version; nil skips the check (the
+	// daemon checking itself).
+	SocketAnswers func() (serverVersion string, err error)
+	// ClientVersion is this binary's version, compared with the daemon's.
+	ClientVersion string
+	// Port25Listening reports whether SMTP answers; nil dials every configured
+	// listen address on loopback.
+	Port25Listening func() bool
+	// Now is the clock (certificate expiry); nil is time.Now.
+	Now func() time.Time
+}
+
+// findings collects results.
+type findings []protocol.Finding
+
+func (f *findings) add(id, sev, fix, format string, args ...any) {
+	*f = append(*f, protocol.Finding{ID: id, Severity: sev, Message: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+// Check runs every check against cfg and returns the findings, failures
+// first. It never stops at the first problem.
+func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding {
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	var f findings
+	checkConfig(&f, cfg)
+	checkDaemon(&f, env)
+	checkPaths(&f, cfg, env)
+	keys := checkKeys(&f, cfg, env)
+	checkTLS(&f, cfg, env)
+	checkMailboxes(&f, cfg, env)
+	checkQueue(&f, cfg, env)
+	checkListeners(ctx, &f, cfg, env)
+	if env.Resolver != nil {
+		checkDNS(ctx, &f, cfg, env.Resolver, keys)
+	} else {
+		f.add("dns.skipped", Info, "", "DNS checks skipped: no resolver")
+	}
+	Sort(f)
+	return f
+}
+
+// CheckFile loads the config at path and checks the host. A config that does
+// not load is itself a finding ("config.unknown_key" when a key is misspelled,
+// "config.parse" otherwise); the other checks then run on the defaults, so a
+// typo never hides the rest.
+func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []protocol.Finding) {
+	cfg, err := config.Load(path)
+	if err == nil {
+		return cfg, Check(ctx, cfg, env)
+	}
+	var f findings
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f.add("config.missing", Fail, "sudo mailctl setup", "no config at %s", path)
+	case errors.Is(err, fs.ErrPermission):
+		f.add("config.unreadable", Fail, "run doctor as root (sudo mailctl doctor), or without root to ask the daemon", "cannot read %s: %v", path, err)
+	case strings.Contains(err.Error(), "unknown key"):
+		f.add("config.unknown_key", Fail, "fix the key's spelling against docs/configuration.md, then `sudo systemctl reload mailctl`", "%v", err)
+	default:
+		f.add("config.parse", Fail, "fix the line named, then `sudo systemctl reload mailctl`", "%v", err)
+	}
+	def := config.Default()
+	def.File = path
+	rest := Check(ctx, def, env)
+	// Without a config there are no domains; that finding only repeats this one.
+	for _, r := range rest {
+		if r.ID != "config.domains" {
+			f = append(f, r)
+		}
+	}
+	Sort(f)
+	return nil, f
+}
+
+var sevRank = map[string]int{Fail: 0, Warn: 1, Info: 2, OK: 3}
+
+// Sort orders findings by severity (failures first), keeping check order.
+func Sort(f []protocol.Finding) {
+	sort.SliceStable(f, func(i, j int) bool { return sevRank[f[i].Severity] < sevRank[f[j].Severity] })
+}
+
+// Failed reports whether any finding is a failure.
+func Failed(f []protocol.Finding) bool {
+	for _, x := range f {
+		if x.Severity == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+func checkConfig(f *findings, cfg *config.Config) {
+	if len(cfg.Domains) == 0 {
+		f.add("config.domains", Fail, "add domains = [\"example.com\"] to the config, or run `sudo mailctl setup`", "no mail domain configured: all mail is refused")
+		return
+	}
+	f.add("config.ok", OK, "", "config loads; domains %s, host name %s", strings.Join(cfg.Domains, ", "), cfg.Hostname)
+	if cfg.CatchAll != "" && cfg.Mailbox(cfg.CatchAll) == nil {
+		f.add("config.catch_all", Info, "", "catch-all %q is not declared under [[mailboxes]]; it must exist in the registry", cfg.CatchAll)
+	}
+}
+
+func checkDaemon(f *findings, env Env) {
+	if env.SocketAnswers == nil {
+		return
+	}
+	v, err := env.SocketAnswers()
+	if err != nil {
+		f.add("daemon.down", Fail, "sudo systemctl start mailctl (logs: journalctl -u mailctl)", "the daemon does not answer on its socket: %v", err)
+		return
+	}
+	if env.ClientVersion != "" && v != env.ClientVersion {
+		f.add("daemon.version_drift", Warn, "sudo systemctl restart mailctl", "the daemon runs %s but this binary is %s: restart the daemon after an upgrade", v, env.ClientVersion)
+		return
+	}
+	f.add("daemon.up", OK, "", "the daemon answers (version %s)", v)
+}
+
+// owner returns the uid owning fi.
+func owner(fi fs.FileInfo) (uint32, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
+// pathSpec is one path doctor knows the mode of.
+type pathSpec struct {
+	path string
+	mode fs.FileMode
+	dir  bool
+	// strict: a more permissive mode is a failure (secrets); otherwise a warning.
+	strict bool
+}
+
+func checkPaths(f *findings, cfg *config.Config, env Env) {
+	specs := []pathSpec{
+		{cfg.Paths.StateDir, 0o711, true, false},
+		{cfg.Paths.RegistryDir(), 0o700, true, true},
+		{cfg.Paths.QueueDir(), 0o700, true, true},
+		{cfg.Paths.MailboxesDir(), 0o711, true, false},
+		{cfg.Paths.DKIMDir, 0o700, true, true},
+	}
+	if cfg.File != "" {
+		specs = append(specs, pathSpec{cfg.File, 0o640, false, true})
+	}
+	bad := 0
+	for _, s := range specs {
+		fi, err := os.Lstat(s.path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				f.add("paths.missing", Fail, "sudo mailctl setup", "%s does not exist", s.path)
+			} else {
+				f.add("paths.unreadable", Warn, "run doctor as root", "cannot inspect %s: %v", s.path, err)
+			}
+			bad++
+			continue
+		}
+		if fi.IsDir() != s.dir || fi.Mode()&fs.ModeSymlink != 0 {
+			f.add("paths.type", Fail, "move it away and run `sudo mailctl setup`", "%s is not a plain %s", s.path, map[bool]string{true: "directory", false: "file"}[s.dir])
+			bad++
+			continue
+		}
+		if got := fi.Mode().Perm(); got != s.mode {
+			sev := Warn
+			if s.strict && got&^s.mode != 0 {
+				sev = Fail
+			}
+			f.add("paths.mode", sev, fmt.Sprintf("sudo chmod %04o %s", s.mode, s.path), "%s has mode %04o, expected %04o", s.path, got, s.mode)
+			bad++
+		}
+		if uid, ok := owner(fi); ok && env.Root && uid != 0 {
+			f.add("paths.owner", Fail, "sudo chown root: "+s.path, "%s belongs to uid %d, expected root", s.path, uid)
+			bad++
+		}
+	}
+	if bad == 0 {
+		f.add("paths.ok", OK, "", "state, registry, queue, mailboxes and key directories have the right modes")
+	}
+}
+
+// checkListeners verifies SMTP answers on the configured addresses.
+func checkListeners(ctx context.Context, f *findings, cfg *config.Config, env Env) {
+	listening := env.Port25Listening
+	if listening == nil {
+		listening = func() bool {
+			for _, a := range cfg.SMTP.Listen {
+				host, port, err := net.SplitHostPort(a)
+				if err != nil {
+					continue
+				}
+				if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+					host = "127.0.0.1"
+					if ip != nil && ip.To4() == nil {
+						host = "::1"
+					}
+				}
+				d := net.Dialer{Timeout: time.Second}
+				c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+				if err == nil {
+					c.Close()
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if listening() {
+		f.add("smtp.port25", OK, "", "SMTP answers on %s", strings.Join(cfg.SMTP.Listen, ", "))
+		return
+	}
+	f.add("smtp.port25", Fail, "sudo systemctl start mailctl; check `ss -ltnp 'sport = :25'` for another MTA holding the port",
+		"nothing answers SMTP on %s: the internet cannot deliver mail here", strings.Join(cfg.SMTP.Listen, ", "))
+}

@@ -1,0 +1,351 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/daemon/setup"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// install is a clean host under a temporary root: what setup makes, one
+// registered mailbox owned by the test's user, and DNS that matches.
+type install struct {
+	root string
+	cfg  *config.Config
+	keys []*outbound.Key
+	dns  *resolver.Map
+	env  Env
+}
+
+var (
+	templateOnce sync.Once
+	templateRoot string
+	templateErr  error
+)
+
+// newInstall copies one install made by setup (RSA key generation is slow)
+// into a fresh root, rewriting the paths in its config.
+func newInstall(t *testing.T) *install {
+	t.Helper()
+	templateOnce.Do(func() {
+		templateRoot, templateErr = os.MkdirTemp("", "doctor-template-")
+		if templateErr != nil {
+			return
+		}
+		templateErr = setup.Run(context.Background(), setup.Options{
+			Root: templateRoot, Domain: "example.test", Hostname: "mx.example.test", SelfSigned: true,
+			SMTPListen: []string{"127.0.0.1:2525"},
+			LocalAddrs: func() ([]net.IP, error) { return nil, nil },
+		}, &bytes.Buffer{})
+	})
+	if templateErr != nil {
+		t.Fatal(templateErr)
+	}
+	root := t.TempDir()
+	err := filepath.WalkDir(templateRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(templateRoot, p)
+		dst := filepath.Join(root, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if err := os.MkdirAll(dst, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(dst, fi.Mode().Perm())
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if rel == strings.TrimPrefix(config.DefaultPath, "/") {
+			data = bytes.ReplaceAll(data, []byte(templateRoot), []byte(root))
+		}
+		return os.WriteFile(dst, data, fi.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &install{root: root}
+	if in.cfg, err = config.Load(setup.ConfigPath(root)); err != nil {
+		t.Fatal(err)
+	}
+	if in.keys, err = outbound.LoadKeys(in.cfg.Paths.DKIMDir); err != nil {
+		t.Fatal(err)
+	}
+	// A mailbox created over the socket: registry entry plus folders.
+	reg := filepath.Join(in.cfg.Paths.RegistryDir(), "mailboxes", "agent.json")
+	if err := os.WriteFile(reg, []byte(fmt.Sprintf(`{"name":"agent","owner_uid":%d,"owner_gid":%d}`, os.Getuid(), os.Getgid())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mb := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent")
+	for _, f := range store.Folders {
+		if err := os.MkdirAll(filepath.Join(mb, f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(mb, 0o700)
+	m := &resolver.Map{}
+	m.SetIP("mx.example.test", "192.0.2.10")
+	m.SetMX("example.test", &net.MX{Host: "mx.example.test.", Pref: 10})
+	m.SetTXT("example.test", "v=spf1 mx -all")
+	m.SetTXT("_dmarc.example.test", "v=DMARC1; p=quarantine")
+	for _, k := range in.keys {
+		// Published split in two strings, as DNS hands long records back.
+		v := k.TXTValue()
+		m.SetTXT(k.Selector+"._domainkey.example.test", v[:len(v)/2]+v[len(v)/2:])
+	}
+	in.dns = m
+	in.env = Env{
+		Resolver:        m,
+		Root:            os.Geteuid() == 0,
+		SocketAnswers:   func() (string, error) { return "1.2.3", nil },
+		ClientVersion:   "1.2.3",
+		Port25Listening: func() bool { return true },
+		Now:             func() time.Time { return time.Now() },
+	}
+	return in
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if templateRoot != "" {
+		os.RemoveAll(templateRoot)
+	}
+	os.Exit(code)
+}
+
+func (in *install) check(t *testing.T) []protocol.Finding {
+	t.Helper()
+	_, f := CheckFile(context.Background(), in.cfg.File, in.env)
+	return f
+}
+
+func TestCleanInstall(t *testing.T) {
+	in := newInstall(t)
+	f := in.check(t)
+	for _, x := range f {
+		if x.Severity == Fail || x.Severity == Warn {
+			t.Errorf("clean install: %s %s: %s", x.Severity, x.ID, x.Message)
+		}
+	}
+	if Failed(f) {
+		t.Error("Failed() on a clean install")
+	}
+	ids := map[string]bool{}
+	for _, x := range f {
+		ids[x.ID] = true
+	}
+	for _, id := range []string{"config.ok", "daemon.up", "paths.ok", "dkim.keys", "dkim.dns", "mailbox.ok", "queue.ok", "smtp.port25", "dns.mx", "dns.spf", "dns.dmarc", "tls.cert"} {
+		if !ids[id] {
+			t.Errorf("no %s finding on a clean install", id)
+		}
+	}
+}
+
+func keyOf(in *install, alg string) *outbound.Key {
+	for _, k := range in.keys {
+		if k.Algorithm == alg {
+			return k
+		}
+	}
+	return nil
+}
+
+func TestSeededFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rootOnly bool
+		seed     func(t *testing.T, in *install)
+		id, sev  string
+	}{
+		{"wrong key mode", false, func(t *testing.T, in *install) {
+			os.Chmod(keyOf(in, "ed25519").Path, 0o644)
+		}, "dkim.key_mode", Fail},
+		{"missing mailbox folder", false, func(t *testing.T, in *install) {
+			os.Remove(filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "sent"))
+		}, "mailbox.folder_missing", Warn},
+		{"wrong mailbox owner", true, func(t *testing.T, in *install) {
+			os.Chown(filepath.Join(in.cfg.Paths.MailboxesDir(), "agent"), 65534, 65534)
+		}, "mailbox.owner_wrong", Fail},
+		{"DKIM record mismatch", false, func(t *testing.T, in *install) {
+			other, err := outbound.GenerateKey(t.TempDir(), "x", "ed25519")
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.dns.SetTXT(keyOf(in, "ed25519").Selector+"._domainkey.example.test", other.TXTValue())
+		}, "dkim.dns_mismatch", Fail},
+		{"daemon down", false, func(t *testing.T, in *install) {
+			in.env.SocketAnswers = func() (string, error) { return "", errors.New("connection refused") }
+		}, "daemon.down", Fail},
+		{"bad config key", false, func(t *testing.T, in *install) {
+			appendFile(t, in.cfg.File, "\n[smtp2]\nlisten = []\n")
+		}, "config.unknown_key", Fail},
+		{"config syntax", false, func(t *testing.T, in *install) {
+			appendFile(t, in.cfg.File, "\nhostname = \n")
+		}, "config.parse", Fail},
+		{"version drift", false, func(t *testing.T, in *install) { in.env.ClientVersion = "1.3.0" }, "daemon.version_drift", Warn},
+		{"orphaned mailbox", false, func(t *testing.T, in *install) {
+			os.Mkdir(filepath.Join(in.cfg.Paths.MailboxesDir(), "ghost"), 0o700)
+		}, "mailbox.orphaned", Warn},
+		{"corrupt queue item", false, func(t *testing.T, in *install) {
+			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "q1.json"), []byte("{not json"), 0o600)
+		}, "queue.corrupt", Fail},
+		{"set-aside queue items", false, func(t *testing.T, in *install) {
+			os.MkdirAll(filepath.Join(in.cfg.Paths.QueueDir(), "corrupt"), 0o700)
+			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "corrupt", "q2.json"), nil, 0o600)
+		}, "queue.corrupt", Warn},
+		{"world-readable queue", false, func(t *testing.T, in *install) {
+			os.Chmod(in.cfg.Paths.QueueDir(), 0o755)
+		}, "paths.mode", Fail},
+		{"missing key", false, func(t *testing.T, in *install) {
+			for _, k := range in.keys {
+				os.Remove(k.Path)
+			}
+		}, "dkim.missing", Fail},
+		{"port 25 closed", false, func(t *testing.T, in *install) {
+			in.env.Port25Listening = func() bool { return false }
+		}, "smtp.port25", Fail},
+		{"no MX", false, func(t *testing.T, in *install) { delete(in.dns.MX, "example.test") }, "dns.mx", Fail},
+		{"MX elsewhere", false, func(t *testing.T, in *install) {
+			in.dns.SetMX("example.test", &net.MX{Host: "mx.other.test.", Pref: 10})
+		}, "dns.mx", Fail},
+		{"no SPF", false, func(t *testing.T, in *install) { in.dns.SetTXT("example.test", "google-site-verification=x") }, "dns.spf", Warn},
+		{"two SPF", false, func(t *testing.T, in *install) { in.dns.SetTXT("example.test", "v=spf1 mx -all", "v=spf1 a -all") }, "dns.spf", Fail},
+		{"no DMARC", false, func(t *testing.T, in *install) { delete(in.dns.TXT, "_dmarc.example.test") }, "dns.dmarc", Warn},
+		{"DKIM unpublished", false, func(t *testing.T, in *install) {
+			delete(in.dns.TXT, keyOf(in, "rsa").Selector+"._domainkey.example.test")
+		}, "dkim.dns_missing", Warn},
+		{"DNS failing", false, func(t *testing.T, in *install) { in.dns.Fail = map[string]bool{"_dmarc.example.test": true} }, "dns.dmarc", Warn},
+		{"planted symlink folder", false, func(t *testing.T, in *install) {
+			p := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "inbox")
+			os.Remove(p)
+			os.Symlink("/etc", p)
+		}, "mailbox.folder_type", Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.rootOnly && os.Geteuid() != 0 {
+				t.Skip("seeding a wrong owner needs root (chown)")
+			}
+			in := newInstall(t)
+			tc.seed(t, in)
+			f := in.check(t)
+			var found *protocol.Finding
+			for i := range f {
+				if f[i].ID == tc.id && f[i].Severity == tc.sev {
+					found = &f[i]
+				}
+			}
+			if found == nil {
+				t.Fatalf("no %s %s finding in %+v", tc.sev, tc.id, f)
+			}
+			if found.Severity == Fail && found.Fix == "" {
+				t.Errorf("%s has no fix", tc.id)
+			}
+			if tc.sev == Fail && !Failed(f) {
+				t.Error("Failed() is false")
+			}
+		})
+	}
+}
+
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString(s)
+}
+
+func TestBadConfigStillChecksTheRest(t *testing.T) {
+	in := newInstall(t)
+	appendFile(t, in.cfg.File, "\nsmtp_lisen = 1\n")
+	cfg, f := CheckFile(context.Background(), in.cfg.File, in.env)
+	if cfg != nil {
+		t.Error("a broken config returned a config")
+	}
+	if len(f) == 0 || f[0].ID != "config.unknown_key" || !strings.Contains(f[0].Message, "smtp_lisen") {
+		t.Fatalf("first finding %+v does not name the bad key", f[0])
+	}
+	for _, x := range f {
+		if x.ID == "daemon.up" {
+			return
+		}
+	}
+	t.Error("other checks did not run after the config failed")
+}
+
+func TestMissingConfig(t *testing.T) {
+	_, f := CheckFile(context.Background(), filepath.Join(t.TempDir(), "nope.toml"), Env{})
+	if f[0].ID != "config.missing" || f[0].Fix != "sudo mailctl setup" {
+		t.Errorf("got %+v", f[0])
+	}
+}
+
+func TestListenerDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	in := newInstall(t)
+	in.env.Port25Listening = nil
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	in.cfg.SMTP.Listen = []string{"0.0.0.0:" + port}
+	var f findings
+	checkListeners(context.Background(), &f, in.cfg, in.env)
+	if f[0].Severity != OK {
+		t.Errorf("listening port reported %+v", f[0])
+	}
+	ln.Close()
+	f = nil
+	checkListeners(context.Background(), &f, in.cfg, in.env)
+	if f[0].Severity != Fail {
+		t.Errorf("closed port reported %+v", f[0])
+	}
+}
+
+func TestSortPutsFailuresFirst(t *testing.T) {
+	f := []protocol.Finding{{ID: "a", Severity: OK}, {ID: "b", Severity: Warn}, {ID: "c", Severity: Fail}, {ID: "d", Severity: Info}}
+	Sort(f)
+	var got []string
+	for _, x := range f {
+		got = append(got, x.ID)
+	}
+	if strings.Join(got, "") != "cbda" {
+		t.Errorf("order %v", got)
+	}
+}
+
+func FuzzTagValue(f *testing.F) {
+	f.Add("v=DKIM1; k=rsa; p=MIIB IjAN", "p")
+	f.Add("p=;", "p")
+	f.Add(";;==;", "")
+	f.Fuzz(func(t *testing.T, rec, tag string) {
+		v, ok := tagValue(rec, tag)
+		if ok && strings.ContainsAny(v, " \t\n") {
+			t.Errorf("value %q keeps whitespace", v)
+		}
+	})
+}

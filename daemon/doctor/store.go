@@ -1,0 +1,256 @@
+package doctor
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/store"
+)
+
+// checkKeys checks the DKIM keys on disk and returns them for the DNS checks.
+func checkKeys(f *findings, cfg *config.Config, env Env) []*outbound.Key {
+	dir := cfg.Paths.DKIMDir
+	keys, err := outbound.LoadKeys(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			f.add("dkim.unreadable", Info, "run doctor as root", "cannot read the DKIM keys in %s", dir)
+			return nil
+		}
+		f.add("dkim.broken", Fail, "move the broken file out of "+dir+" or restore it from a backup", "%v", err)
+		return nil
+	}
+	if len(keys) == 0 {
+		f.add("dkim.missing", Fail, "sudo mailctl setup (generates an Ed25519 and an RSA key)", "no DKIM key in %s: outbound mail is unsigned and will be rejected or junked", dir)
+		return nil
+	}
+	bad := false
+	for _, k := range keys {
+		fi, err := os.Lstat(k.Path)
+		if err != nil {
+			continue
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			f.add("dkim.key_mode", Fail, fmt.Sprintf("sudo chmod 0600 %s", k.Path), "DKIM key %s has mode %04o: a private key must be 0600", k.Path, m)
+			bad = true
+		}
+		if uid, ok := owner(fi); ok && env.Root && uid != 0 {
+			f.add("dkim.key_owner", Fail, "sudo chown root:root "+k.Path, "DKIM key %s belongs to uid %d, expected root", k.Path, uid)
+			bad = true
+		}
+	}
+	if !bad {
+		var sels []string
+		for _, k := range keys {
+			sels = append(sels, k.Selector+" ("+k.Algorithm+")")
+		}
+		f.add("dkim.keys", OK, "", "DKIM keys %s", strings.Join(sels, ", "))
+	}
+	return keys
+}
+
+func checkTLS(f *findings, cfg *config.Config, env Env) {
+	if cfg.SMTP.TLSCert == "" {
+		f.add("tls.none", Warn, "set smtp.tls_cert and smtp.tls_key (or `mailctl setup --self-signed` on a fresh host)", "no TLS certificate: STARTTLS is not offered and senders deliver in clear text")
+		return
+	}
+	data, err := os.ReadFile(cfg.SMTP.TLSCert)
+	if err != nil {
+		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "cannot read the TLS certificate: %v", err)
+		return
+	}
+	blk, _ := pem.Decode(data)
+	if blk == nil {
+		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "%s holds no PEM certificate", cfg.SMTP.TLSCert)
+		return
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "%s: %v", cfg.SMTP.TLSCert, err)
+		return
+	}
+	now := env.Now()
+	switch {
+	case now.After(cert.NotAfter):
+		f.add("tls.expired", Fail, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate expired on %s", cert.NotAfter.Format("2006-01-02"))
+	case cert.NotAfter.Sub(now) < 14*24*time.Hour:
+		f.add("tls.expiring", Warn, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate expires on %s", cert.NotAfter.Format("2006-01-02"))
+	case cert.VerifyHostname(cfg.Hostname) != nil:
+		f.add("tls.hostname", Warn, "get a certificate for "+cfg.Hostname, "the TLS certificate does not name %s", cfg.Hostname)
+	default:
+		f.add("tls.cert", OK, "", "TLS certificate for %s valid until %s", cfg.Hostname, cert.NotAfter.Format("2006-01-02"))
+	}
+}
+
+// registered reads the owner of a registry mailbox (registry/mailboxes/<name>.json).
+func registered(cfg *config.Config, name string) (uid uint32, ok bool) {
+	data, err := os.ReadFile(filepath.Join(cfg.Paths.RegistryDir(), "mailboxes", name+".json"))
+	if err != nil {
+		return 0, false
+	}
+	var m struct {
+		OwnerUID uint32 `json:"owner_uid"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		return 0, false
+	}
+	return m.OwnerUID, true
+}
+
+func lookupUID(name string) (uint32, bool) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(u.Uid, 10, 32)
+	return uint32(n), err == nil
+}
+
+// checkMailboxes checks every mailbox folder: declared or registered, owned by
+// its owner, mode 0700, with every standard folder.
+func checkMailboxes(f *findings, cfg *config.Config, env Env) {
+	root := cfg.Paths.MailboxesDir()
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) { // a missing root is a paths finding
+			f.add("mailbox.unreadable", Info, "run doctor as root", "cannot list %s: %v", root, err)
+		}
+		return
+	}
+	seen := map[string]bool{}
+	problems := 0
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		seen[name] = true
+		path := filepath.Join(root, name)
+		fi, err := os.Lstat(path)
+		if err != nil {
+			continue
+		}
+		if !fi.IsDir() {
+			f.add("mailbox.not_dir", Warn, "move "+path+" out of the store", "%s is not a directory", path)
+			problems++
+			continue
+		}
+		var want uint32
+		var known bool
+		decl := cfg.Mailbox(name)
+		if decl != nil {
+			want, known = lookupUID(decl.Owner)
+			if !known {
+				f.add("mailbox.owner_unknown", Fail, "create the user or fix owner in [[mailboxes]]", "mailbox %s is declared for user %q, who does not exist", name, decl.Owner)
+				problems++
+			}
+		} else if uid, ok := registered(cfg, name); ok {
+			want, known = uid, true
+		} else {
+			f.add("mailbox.orphaned", Warn, fmt.Sprintf("declare it in the config, re-create it (`mailctl mailboxes create %s`), or archive and remove %s", name, path),
+				"%s is neither declared in the config nor in the registry: no mail is delivered to it", path)
+			problems++
+		}
+		got, _ := owner(fi)
+		if known && got != want {
+			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
+			problems++
+		}
+		if m := fi.Mode().Perm(); m != store.DirMode {
+			f.add("mailbox.mode", Warn, fmt.Sprintf("sudo chmod %04o %s", store.DirMode, path), "mailbox %s has mode %04o, expected %04o", name, m, store.DirMode)
+			problems++
+		}
+		for _, folder := range store.Folders {
+			fp := filepath.Join(path, folder)
+			ffi, err := os.Lstat(fp)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				f.add("mailbox.folder_missing", Warn, fmt.Sprintf("sudo mailctl mailboxes create %s --owner %d (repairs folders)", name, got), "mailbox %s has no %s folder", name, folder)
+				problems++
+			case err != nil:
+			case !ffi.IsDir():
+				f.add("mailbox.folder_type", Fail, "move "+fp+" away and repair the mailbox", "%s is not a directory (a symlink or file planted in the mailbox?)", fp)
+				problems++
+			default:
+				if fu, _ := owner(ffi); known && fu != want {
+					f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "%s belongs to uid %d, expected uid %d", fp, fu, want)
+					problems++
+				}
+			}
+		}
+	}
+	for _, m := range cfg.Mailboxes {
+		if !seen[m.Name] {
+			f.add("mailbox.missing", Warn, "sudo systemctl reload mailctl (the daemon creates declared mailboxes)", "declared mailbox %s has no folder yet", m.Name)
+			problems++
+		}
+	}
+	if problems == 0 {
+		f.add("mailbox.ok", OK, "", "%d mailbox folders, owners and modes as expected", len(seen))
+	}
+}
+
+// checkQueue looks for queue items the daemon set aside or cannot load.
+func checkQueue(f *findings, cfg *config.Config, env Env) {
+	dir := cfg.Paths.QueueDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			f.add("queue.unreadable", Info, "run doctor as root", "cannot read the queue")
+		}
+		return
+	}
+	items, bad := 0, 0
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() && name == "corrupt" {
+			if c, _ := os.ReadDir(filepath.Join(dir, name)); len(c) > 0 {
+				f.add("queue.corrupt", Warn, "inspect and remove the files in "+filepath.Join(dir, name),
+					"%d file(s) in %s: queue items that could not be loaded were set aside there", len(c), filepath.Join(dir, name))
+				bad++
+			}
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		items++
+		id := strings.TrimSuffix(name, ".json")
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		var it struct {
+			ID string `json:"id"`
+		}
+		if err == nil {
+			err = json.Unmarshal(data, &it)
+		}
+		if err == nil && it.ID != id {
+			err = fmt.Errorf("it names item %q", it.ID)
+		}
+		if err == nil {
+			if _, serr := os.Stat(filepath.Join(dir, id+".eml")); serr != nil {
+				err = errors.New("its message (.eml) is missing")
+			}
+		}
+		if err != nil {
+			f.add("queue.corrupt", Fail, "sudo systemctl restart mailctl (the daemon sets broken items aside), then inspect "+filepath.Join(dir, "corrupt"),
+				"queue item %s cannot be delivered: %v", id, err)
+			bad++
+		}
+	}
+	if bad == 0 {
+		f.add("queue.ok", OK, "", "%d item(s) in the queue", items)
+	}
+}
