@@ -105,7 +105,7 @@ func checkCmd(cmd []string) error {
 	}
 	prog := cmd[0]
 	if !filepath.IsAbs(prog) {
-		return invalid("cmd[0] %q is not an absolute path: hooks are not looked up in PATH; use the full path, e.g. \"/usr/bin/%s\"", truncateForError(prog), truncateForError(filepath.Base(prog)))
+		return invalid("cmd[0] %q is not an absolute path: hooks are not looked up in PATH; use the full path, e.g. %q", truncateForError(prog), "/usr/bin/"+truncateForError(filepath.Base(prog)))
 	}
 	if filepath.Clean(prog) != prog {
 		return invalid("cmd[0] %q is not a clean path: use %q", truncateForError(prog), truncateForError(filepath.Clean(prog)))
@@ -119,6 +119,7 @@ func checkCmd(cmd []string) error {
 // truncateForError keeps error messages short when the input is huge.
 func truncateForError(s string) string {
 	const max = 80
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= max {
 		return s
 	}

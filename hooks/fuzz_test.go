@@ -1,0 +1,75 @@
+package hooks
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// FuzzNormalize checks that Normalize never panics and that every hook it
+// accepts satisfies the invariants the runner relies on, and stays accepted
+// and unchanged when normalized again. cmd is a JSON array when it parses as
+// one, else lines.
+func FuzzNormalize(f *testing.F) {
+	f.Add("on_receive", `["/usr/bin/true"]`, "", 0, false)
+	f.Add("after_send", `["/usr/local/bin/notify","--to","x"]`, "notify", 600, false)
+	f.Add("on_receive", "/bin/sh\n-c\nclaude -p", "wake.claude", 60, true)
+	f.Add("after_send", `["/a"]`, "", 0, true)
+	f.Add("on_receive", `["/usr/bin/../bin/sh"]`, "Bad Name", -5, false)
+	f.Add("on_receive", `["/a\u0000b"]`, "a..b", 601, false)
+	f.Add("", "", "", 0, false)
+	f.Add("on_receive", `["relative"]`, "x/y", 1, false)
+	f.Fuzz(func(t *testing.T, event, cmdText, name string, timeout int, untrusted bool) {
+		var cmd []string
+		if json.Unmarshal([]byte(cmdText), &cmd) != nil {
+			cmd = nil
+			if cmdText != "" {
+				cmd = strings.Split(cmdText, "\n")
+			}
+		}
+		h := protocol.Hook{Event: event, Cmd: cmd, Name: name, TimeoutSecs: timeout, FireOnUntrusted: untrusted}
+		if err := Normalize(&h); err != nil {
+			if !utf8.ValidString(err.Error()) {
+				t.Errorf("error message is not valid UTF-8: %q", err)
+			}
+			return
+		}
+		if h.Event != protocol.EventOnReceive && h.Event != protocol.EventAfterSend {
+			t.Fatalf("accepted event %q", h.Event)
+		}
+		if len(h.Cmd) < 1 || len(h.Cmd) > MaxArgs {
+			t.Fatalf("accepted %d args", len(h.Cmd))
+		}
+		if !filepath.IsAbs(h.Cmd[0]) || filepath.Clean(h.Cmd[0]) != h.Cmd[0] {
+			t.Fatalf("accepted cmd[0] %q", h.Cmd[0])
+		}
+		for _, a := range h.Cmd {
+			if len(a) > MaxArgBytes || strings.ContainsRune(a, 0) {
+				t.Fatalf("accepted arg %q", a)
+			}
+		}
+		if h.TimeoutSecs < 1 || h.TimeoutSecs > MaxTimeoutSecs {
+			t.Fatalf("accepted timeout %d", h.TimeoutSecs)
+		}
+		if h.FireOnUntrusted && h.Event != protocol.EventOnReceive {
+			t.Fatal("accepted fire_on_untrusted on after_send")
+		}
+		if !nameRE.MatchString(h.Name) {
+			t.Fatalf("accepted name %q", h.Name)
+		}
+		if name == "" && h.Name != DerivedName(h.Event, h.Cmd, h.FireOnUntrusted) {
+			t.Fatalf("empty name became %q, not the derived name", h.Name)
+		}
+		again := h
+		if err := Normalize(&again); err != nil {
+			t.Fatalf("normalized hook rejected on second pass: %v", err)
+		}
+		if again.Name != h.Name || again.TimeoutSecs != h.TimeoutSecs {
+			t.Fatalf("second pass changed the hook: %+v -> %+v", h, again)
+		}
+	})
+}

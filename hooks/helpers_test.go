@@ -1,0 +1,129 @@
+package hooks
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func randHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func isRoot() bool { return os.Geteuid() == 0 }
+
+// testUser is a throwaway account created with useradd, removed with userdel.
+type testUser struct {
+	Owner
+	SuppGID uint32 // a supplementary group created for it
+	Dir     string // its home, owned by it
+}
+
+// newTestUser creates a user with no login shell, no user group and one
+// supplementary group, with a home under /tmp that it owns. Root only.
+func newTestUser(t *testing.T) testUser {
+	t.Helper()
+	if !isRoot() {
+		t.Skip("needs root to create a throwaway user with useradd")
+	}
+	suffix := randHex(t, 4)
+	name := "mctl-hooktest-" + suffix
+	group := "mctl-hookgrp-" + suffix
+	home, err := os.MkdirTemp("/tmp", "mctl-hooktest-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	run(t, "groupadd", group)
+	t.Cleanup(func() { exec.Command("groupdel", group).Run() })
+	run(t, "useradd", "-M", "-N", "-s", "/usr/sbin/nologin", "-d", home, "-G", group, name)
+	t.Cleanup(func() {
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			t.Logf("userdel %s: %v: %s", name, err, out)
+		}
+	})
+	uid, err := strconv.ParseUint(strings.TrimSpace(run(t, "id", "-u", name)), 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, int(uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	o, err := LookupOwner(uint32(uid))
+	if err != nil {
+		t.Fatalf("LookupOwner(%d): %v", uid, err)
+	}
+	// getent prints "name:x:gid:members".
+	fields := strings.Split(strings.TrimSpace(run(t, "getent", "group", group)), ":")
+	if len(fields) < 3 {
+		t.Fatalf("getent group %s: %q", group, fields)
+	}
+	gid, err := strconv.ParseUint(fields[2], 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testUser{Owner: o, SuppGID: uint32(gid), Dir: home}
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v: %s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// hookOwner returns an account hooks can run as in this test and a directory
+// it can write: a throwaway user when root, else the caller itself.
+func hookOwner(t *testing.T) (Owner, string) {
+	t.Helper()
+	if isRoot() {
+		u := newTestUser(t)
+		return u.Owner, u.Dir
+	}
+	o, err := LookupOwner(uint32(os.Getuid()))
+	if err != nil {
+		t.Fatalf("LookupOwner(self): %v", err)
+	}
+	return o, t.TempDir()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] != 'Z'
+}

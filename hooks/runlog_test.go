@@ -1,0 +1,188 @@
+package hooks
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func fileLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}
+
+func TestRunLogPersistsAndStaysBounded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	path := filepath.Join(dir, "hook-runs.jsonl")
+	l, err := OpenRunLog(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := 0; i < 25; i++ {
+		hook := "even"
+		if i%2 == 1 {
+			hook = "odd"
+		}
+		run := protocol.HookRun{Hook: hook, Mailbox: "agent", Event: "on_receive", MessageID: "m" + strconv.Itoa(i), StartedAt: base.Add(time.Duration(i) * time.Second), ExitCode: i, StderrTail: "line\nwith \"quotes\""}
+		if err := l.Append(run); err != nil {
+			t.Fatal(err)
+		}
+		if n := fileLines(t, path); n >= 20 {
+			t.Fatalf("file holds %d lines after %d appends, bound 2*10", n, i+1)
+		}
+	}
+	check := func(l *RunLog) {
+		t.Helper()
+		all := l.List(nil, 0)
+		if len(all) != 10 {
+			t.Fatalf("List holds %d runs, want 10", len(all))
+		}
+		for i, r := range all {
+			if want := "m" + strconv.Itoa(24-i); r.MessageID != want {
+				t.Errorf("List[%d] = %s, want %s (newest first)", i, r.MessageID, want)
+			}
+		}
+		odd := l.List(func(r protocol.HookRun) bool { return r.Hook == "odd" }, 2)
+		if len(odd) != 2 || odd[0].MessageID != "m23" || odd[1].MessageID != "m21" {
+			t.Errorf("filtered List = %+v", odd)
+		}
+		if last := l.Last("even"); last == nil || last.MessageID != "m24" || last.ExitCode != 24 || !last.StartedAt.Equal(base.Add(24*time.Second)) || last.StderrTail != "line\nwith \"quotes\"" {
+			t.Errorf("Last(even) = %+v", last)
+		}
+		if l.Last("none") != nil {
+			t.Error("Last of an unknown hook is not nil")
+		}
+	}
+	check(l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(protocol.HookRun{Hook: "late"}); err == nil {
+		t.Error("Append after Close reported success")
+	}
+
+	l2, err := OpenRunLog(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	check(l2)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("run log mode %v, want 0600", fi.Mode().Perm())
+	}
+	if di, err := os.Stat(dir); err != nil || di.Mode().Perm() != 0o700 {
+		t.Errorf("run log directory mode %v (%v), want 0700", di.Mode().Perm(), err)
+	}
+}
+
+func TestRunLogSurvivesDamage(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "runs.jsonl")
+	good := `{"hook":"a","mailbox":"m","event":"on_receive","message_id":"1","started_at":"2026-01-01T00:00:00Z","duration_ms":5,"exit_code":0,"timed_out":false}`
+	content := good + "\nnot json\n" + strings.Repeat("x", maxRunLine+10) + "\n" + `{"hook":"b","exit_code":2}` + "\n" + `{"hook":"c","exit_co`
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, ".runs.jsonl.tmp-123")
+	if err := os.WriteFile(stale, []byte("partial"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenRunLog(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	runs := l.List(nil, 0)
+	if len(runs) != 2 || runs[0].Hook != "b" || runs[1].Hook != "a" {
+		t.Fatalf("runs = %+v, want b then a", runs)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Error("stale temporary file not removed")
+	}
+	if err := l.Append(protocol.HookRun{Hook: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600 after open", fi.Mode().Perm())
+	}
+	l2, err := OpenRunLog(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := l2.List(nil, 0); len(got) != 3 || got[0].Hook != "d" {
+		t.Errorf("after reopen: %+v", got)
+	}
+}
+
+func TestRunLogConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	l, err := OpenRunLog(path, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				if err := l.Append(protocol.HookRun{Hook: "g" + strconv.Itoa(g), ExitCode: i}); err != nil {
+					t.Error(err)
+				}
+				l.List(nil, 5)
+				l.Last("g0")
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(l.List(nil, 0)); n != 50 {
+		t.Errorf("holds %d runs, want 50", n)
+	}
+	l.Close()
+	l2, err := OpenRunLog(path, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if n := len(l2.List(nil, 0)); n != 50 {
+		t.Errorf("after reopen holds %d runs, want 50", n)
+	}
+}
+
+func TestRunLogRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "elsewhere")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "runs.jsonl")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenRunLog(path, 10); err == nil {
+		t.Error("OpenRunLog followed a symlink")
+	}
+}
