@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// TestMain lets the test binary run as the mailctl binary itself, so the
+// smoke tests exercise the real command line without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("MAILCTL_AS_BINARY") == "1" {
+		os.Exit(run(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// mailctl runs the binary with args and returns stdout, stderr and the exit code.
+func mailctl(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startDev runs `mailctl dev` and waits until its socket answers.
+func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
+	smtp := freePort(t)
+	args := append([]string{"dev", "--dir", dir, "--smtp", smtp}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sock := filepath.Join(dir, "mailctl.sock")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mailctl dev did not answer on %s; stderr:\n%s", sock, errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cmd, &out, sock
+}
+
+func TestDevSmoke(t *testing.T) {
+	dir := t.TempDir()
+	cmd, banner, sock := startDev(t, dir)
+	env := []string{"MAILCTL_SOCKET=" + sock}
+
+	out, errOut, code := mailctl(t, env, "mailboxes", "list", "--json")
+	if code != 0 {
+		t.Fatalf("list: exit %d: %s", code, errOut)
+	}
+	var list protocol.MailboxList
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("list --json is not JSON: %v\n%s", err, out)
+	}
+	if len(list.Mailboxes) != 1 || list.Mailboxes[0].Name != "agent" || list.Mailboxes[0].Address != "agent@mailctl.test" {
+		t.Fatalf("dev mailbox missing: %+v", list.Mailboxes)
+	}
+	for _, want := range []string{"agent@mailctl.test", sock, "MAILCTL_SOCKET=" + sock, "mcp"} {
+		if !strings.Contains(banner.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner.String())
+		}
+	}
+
+	if _, e, code := mailctl(t, env, "mailboxes", "create", "scratch"); code != 0 {
+		t.Fatalf("create: %d %s", code, e)
+	}
+	out, _, code = mailctl(t, env, "mailboxes", "show", "scratch", "--json")
+	var m protocol.Mailbox
+	if code != 0 || json.Unmarshal([]byte(out), &m) != nil || m.Address != "scratch@mailctl.test" || m.OwnerUID != uint32(os.Getuid()) {
+		t.Fatalf("show: exit %d, %s", code, out)
+	}
+	if _, e, code := mailctl(t, env, "mailboxes", "delete", "scratch"); code != 0 {
+		t.Fatalf("delete: %d %s", code, e)
+	}
+	if _, e, code := mailctl(t, env, "mailboxes", "show", "scratch"); code != 3 || !strings.Contains(e, "not_found") {
+		t.Fatalf("show after delete: exit %d, %s (want not_found, exit 3)", code, e)
+	}
+
+	// The socket refuses a second daemon on the same directory.
+	if _, e, code := mailctl(t, nil, "dev", "--dir", dir, "--smtp", freePort(t)); code == 0 || !strings.Contains(e, "another mailctl daemon") {
+		t.Errorf("second daemon: exit %d, %s", code, e)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("dev exited with %v after SIGTERM", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("dev did not exit after SIGTERM")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left behind after shutdown: %v", err)
+	}
+}
+
+func TestStaleSocketIsReplaced(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "mailctl.sock")
+	// A socket file nobody answers on, as left by a crash.
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	startDev(t, dir)
+	if out, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "version"); code != 0 || !strings.Contains(out, "daemon: mailctl") {
+		t.Fatalf("version after stale socket: %d %s %s", code, out, e)
+	}
+}
+
+func TestClientWithoutDaemonSaysHowToStart(t *testing.T) {
+	_, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}, "mailboxes", "list")
+	if code != 75 || !strings.Contains(e, "mailctl dev") || !strings.Contains(e, "systemctl start mailctl") {
+		t.Fatalf("exit %d, %q: want exit 75 and the fix", code, e)
+	}
+}
+
+func TestHelpListsCommands(t *testing.T) {
+	out, _, code := mailctl(t, nil, "--help")
+	if code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	for _, want := range []string{"serve", "dev", "mailboxes", "version"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	if _, _, code := mailctl(t, nil, "no-such-command"); code != 2 {
+		t.Errorf("unknown command exit %d, want 2", code)
+	}
+}
