@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() {
+	register(&command{name: "hooks", group: "mail", summary: "create, list and delete hooks; see their runs", run: cmdHooks})
+}
+
+const hooksHelp = `Usage: mailctl hooks SUBCOMMAND [flags]
+
+  create --mailbox M --event E --cmd '["/abs/bin","arg"]' [--name N]
+         [--timeout-secs S] [--fire-on-untrusted]
+                                 run a command as the mailbox owner on_receive or after_send
+  list [--mailbox M] [--json]    hooks on your mailboxes (root: all)
+  delete NAME                    delete a hook you created
+  runs [NAME] [--json]           recent runs: exit code, duration, timeout, stderr tail
+
+docs/hooks.md has the contract: environment, stdin, timeouts and the trust gate.`
+
+func cmdHooks(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(hooksHelp)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "create":
+		return hookCreate(args[1:])
+	case "list", "ls":
+		return hookList(args[1:])
+	case "delete", "rm":
+		return hookDelete(args[1:])
+	case "runs":
+		return hookRuns(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "mailctl hooks: unknown subcommand %q\n\n%s\n", args[0], hooksHelp)
+	return 2
+}
+
+func hookCreate(args []string) int {
+	cf := newClientFlags("hooks create", `hooks create --mailbox M --event on_receive|after_send --cmd '["/abs/bin","arg"]' [--name N] [--timeout-secs S] [--fire-on-untrusted]`,
+		`Creates a hook. The command runs directly (no shell) as the mailbox owner with the
+message's Markdown on stdin and MAILCTL_* variables in its environment. on_receive
+hooks fire only for trusted mail unless --fire-on-untrusted, which only root may
+set unless the operator allows it.`).withJSON()
+	a := protocol.HookCreateArgs{}
+	var cmdJSON string
+	cf.fs.StringVar(&a.Mailbox, "mailbox", "", "mailbox the hook belongs to")
+	cf.fs.StringVar(&a.Event, "event", "", "on_receive or after_send")
+	cf.fs.StringVar(&cmdJSON, "cmd", "", `argv as a JSON array, first element an absolute path, e.g. '["/usr/local/bin/wake","--fast"]'`)
+	cf.fs.StringVar(&a.Name, "name", "", "hook name (default: a stable name derived from event, argv and flags)")
+	cf.fs.IntVar(&a.TimeoutSecs, "timeout-secs", 0, "seconds before the hook's process group is killed, 1-600 (default 60)")
+	cf.fs.BoolVar(&a.FireOnUntrusted, "fire-on-untrusted", false, "also fire for mail that is not trusted (dangerous: anyone can trigger it)")
+	cf.fs.BoolVar(&a.FireOnAuto, "fire-on-auto-submitted", false, "also fire for Auto-Submitted mail (auto-replies, bounces)")
+	cf.fs.BoolVar(&a.FireOnLists, "fire-on-lists", false, "also fire for mailing-list mail")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if a.Mailbox == "" || a.Event == "" || cmdJSON == "" {
+		return usageError(cf.fs, "--mailbox, --event and --cmd are required")
+	}
+	if err := json.Unmarshal([]byte(cmdJSON), &a.Cmd); err != nil {
+		return usageError(cf.fs, `--cmd must be a JSON array of strings, e.g. '["/bin/echo","hi"]': %v`, err)
+	}
+	var h protocol.Hook
+	if err := cf.call(protocol.VerbHookCreate, a, &h); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(h)
+	}
+	fmt.Printf("hook %s on %s (%s)\n", h.Name, h.Mailbox, h.Event)
+	return 0
+}
+
+func hookList(args []string) int {
+	cf := newClientFlags("hooks list", "hooks list [--mailbox M] [--json]", "Lists hooks on the mailboxes you own (root: all), operator hooks first.").withJSON()
+	mailbox := cf.fs.String("mailbox", "", "only this mailbox's hooks")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	var out protocol.HookList
+	if err := cf.call(protocol.VerbHookList, protocol.HookListArgs{Mailbox: *mailbox}, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	if len(out.Hooks) == 0 {
+		fmt.Println("no hooks")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMAILBOX\tEVENT\tCMD\tTIMEOUT\tUNTRUSTED\tSOURCE\tLAST RUN")
+	for _, h := range out.Hooks {
+		last := "-"
+		if h.LastRun != nil {
+			last = fmt.Sprintf("exit %d %s", h.LastRun.ExitCode, h.LastRun.StartedAt.Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%ds\t%v\t%s\t%s\n", h.Name, h.Mailbox, h.Event, strings.Join(h.Cmd, " "), h.TimeoutSecs, h.FireOnUntrusted, h.Source, last)
+	}
+	tw.Flush()
+	return 0
+}
+
+func hookDelete(args []string) int {
+	cf := newClientFlags("hooks delete", "hooks delete NAME", "Deletes a hook on one of your mailboxes. Operator hooks are changed in config.toml.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give exactly one hook name")
+	}
+	var out protocol.Deleted
+	if err := cf.call(protocol.VerbHookDelete, protocol.NameArgs{Name: cf.fs.Arg(0)}, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	fmt.Printf("deleted hook %s\n", out.Name)
+	return 0
+}
+
+func hookRuns(args []string) int {
+	cf := newClientFlags("hooks runs", "hooks runs [NAME] [--limit N] [--json]", "Shows recent hook runs on your mailboxes, newest first.").withJSON()
+	limit := cf.fs.Int("limit", 20, "how many runs")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	a := protocol.HookRunsArgs{Name: cf.fs.Arg(0), Limit: *limit}
+	var out protocol.HookRuns
+	if err := cf.call(protocol.VerbHookRuns, a, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	if len(out.Runs) == 0 {
+		fmt.Println("no runs yet")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STARTED\tHOOK\tMAILBOX\tMESSAGE\tEXIT\tDURATION\tTIMED OUT\tERROR")
+	for _, r := range out.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dms\t%v\t%s\n", r.StartedAt.Local().Format(time.DateTime), r.Hook, r.Mailbox, r.MessageID, r.ExitCode, r.DurationMS, r.TimedOut, firstLine(r.Error+" "+r.StderrTail))
+	}
+	tw.Flush()
+	return 0
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}
