@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/doctor"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() {
+	register(&command{name: "doctor", group: "operate", summary: "check the host, keys, DNS and daemon; say what to fix", run: cmdDoctor})
+}
+
+func cmdDoctor(args []string) int {
+	cf := newClientFlags("doctor", "doctor [--config PATH] [--json] [--socket PATH]", `Checks the config, DKIM keys, owners and modes of every path, the daemon and its
+version, the SMTP listeners, the published DNS (MX, SPF, DKIM, DMARC) against the
+local keys, the queue and the mailboxes. Each finding has an id, a severity
+(ok, info, warn, fail) and a fix.
+
+As root the checks run here; any other user gets the checks the daemon runs
+for it (its status verb), so no sudo is needed. Exits 1 when a check fails.`).withJSON()
+	cfgFlag := cf.fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+"; root only)")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	var findings []protocol.Finding
+	source := "local"
+	if os.Geteuid() == 0 {
+		findings = doctorLocal(cf, configPath(*cfgFlag))
+	} else {
+		source = "daemon"
+		findings = doctorRemote(cf)
+	}
+	if cf.json {
+		printJSON(map[string]any{"source": source, "findings": findings, "failed": doctor.Failed(findings)})
+	} else {
+		printFindings(findings, source)
+	}
+	if doctor.Failed(findings) {
+		return 1
+	}
+	return 0
+}
+
+func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
+	socket := cf.socket
+	server := ""
+	if cfg, err := config.Load(path); err == nil {
+		if socket == "" && os.Getenv("MAILCTL_SOCKET") == "" {
+			socket = cfg.Paths.Socket
+		}
+		server = cfg.Trust.Resolver
+	}
+	env := doctor.Env{
+		Resolver: resolver.New(server, 5*time.Second),
+		Root:     true,
+		SocketAnswers: func() (string, error) {
+			var info protocol.VersionInfo
+			c := clientFlags{socket: socket}
+			if err := c.callTimeout(protocol.VerbVersion, nil, &info, 5*time.Second); err != nil {
+				return "", err
+			}
+			return info.Server, nil
+		},
+		ClientVersion: version,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, f := doctor.CheckFile(ctx, path, env)
+	return f
+}
+
+// doctorRemote asks the daemon, which runs the checks with its own rights.
+func doctorRemote(cf *clientFlags) []protocol.Finding {
+	var st protocol.Status
+	err := cf.callTimeout(protocol.VerbStatus, nil, &st, 60*time.Second)
+	if err != nil && protocol.CodeOf(err) != protocol.CodeUnavailable && protocol.CodeOf(err) != protocol.CodeTimeout {
+		return []protocol.Finding{{ID: "daemon.status", Severity: doctor.Fail,
+			Message: fmt.Sprintf("the daemon refused the status request: %v", err),
+			Fix:     "upgrade and restart the daemon (sudo systemctl restart mailctl), or run `sudo mailctl doctor`"}}
+	}
+	if err != nil {
+		return []protocol.Finding{{ID: "daemon.down", Severity: doctor.Fail,
+			Message: fmt.Sprintf("the daemon did not answer the status request: %v", err),
+			Fix:     "sudo systemctl start mailctl (logs: journalctl -u mailctl); `sudo mailctl doctor` checks the host without the daemon"}}
+	}
+	f := append([]protocol.Finding(nil), st.Findings...)
+	if st.Server != "" && st.Server != version {
+		f = append(f, protocol.Finding{ID: "daemon.version_drift", Severity: doctor.Warn,
+			Message: fmt.Sprintf("the daemon runs %s but this binary is %s", st.Server, version),
+			Fix:     "sudo systemctl restart mailctl"})
+	}
+	doctor.Sort(f)
+	return f
+}
+
+func printFindings(f []protocol.Finding, source string) {
+	counts := map[string]int{}
+	for _, x := range f {
+		counts[x.Severity]++
+		fmt.Printf("%-4s  %-24s %s\n", x.Severity, x.ID, x.Message)
+		if x.Fix != "" && x.Severity != doctor.OK {
+			fmt.Printf("      %-24s fix: %s\n", "", x.Fix)
+		}
+	}
+	how := "checked locally"
+	if source == "daemon" {
+		how = "checked by the daemon for you"
+	}
+	fmt.Printf("\n%d fail, %d warn, %d ok (%s)\n", counts[doctor.Fail], counts[doctor.Warn], counts[doctor.OK], how)
+}
