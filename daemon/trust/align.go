@@ -1,0 +1,243 @@
+package trust
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/mail"
+	"strings"
+
+	"golang.org/x/net/publicsuffix"
+
+	"github.com/mailctl/mailctl/store"
+)
+
+// field is one header field of the incoming message, unfolded.
+type field struct {
+	name  string // trimmed, as written
+	value string // continuation lines joined without their line breaks
+}
+
+// errMalformedHeader marks a header block we refuse to interpret: a bare CR
+// inside a header line is read as a line break by some programs and not by
+// others, which is exactly the disagreement a spoofed From needs.
+var errMalformedHeader = errors.New("malformed header (bare CR)")
+
+// parseHeader splits the header block the way the DKIM verifier does (lines
+// end at LF with an optional CR before it, a line starting with SP or HTAB
+// continues the previous field, the first empty line ends the header), so that
+// the From we read is the From the signatures cover.
+func parseHeader(raw []byte) ([]field, error) {
+	var fields []field
+	var malformed bool
+	for len(raw) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			line, raw = raw, nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			break
+		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			malformed = true
+		}
+		if (line[0] == ' ' || line[0] == '\t') && len(fields) > 0 {
+			fields[len(fields)-1].value += string(line)
+			continue
+		}
+		name, value, _ := strings.Cut(string(line), ":")
+		fields = append(fields, field{name: strings.TrimSpace(name), value: value})
+	}
+	if malformed {
+		return fields, errMalformedHeader
+	}
+	return fields, nil
+}
+
+// passthroughCharset lets display names in unknown charsets through
+// undecoded: only the address matters here, and failing the whole From over
+// a display name charset would let a sender dodge the checks.
+func passthroughCharset(_ string, input io.Reader) (io.Reader, error) { return input, nil }
+
+// from is the RFC 5322.From identity of a message.
+type from struct {
+	address string // local@domain, domain lowercased
+	domain  string
+	err     error // why DMARC cannot use it; nil when usable
+}
+
+func parseFrom(fields []field, headerErr error) from {
+	var values []string
+	for _, f := range fields {
+		if strings.EqualFold(f.name, "From") {
+			values = append(values, f.value)
+		}
+	}
+	switch {
+	case headerErr != nil:
+		return from{err: headerErr}
+	case len(values) == 0:
+		return from{err: errors.New("no From header field")}
+	case len(values) > 1:
+		return from{err: fmt.Errorf("%d From header fields", len(values))}
+	}
+	p := mail.AddressParser{WordDecoder: &mime.WordDecoder{CharsetReader: passthroughCharset}}
+	list, err := p.ParseList(values[0])
+	if err != nil {
+		return from{err: fmt.Errorf("unparseable From: %w", err)}
+	}
+	if len(list) != 1 {
+		return from{err: fmt.Errorf("From holds %d addresses", len(list))}
+	}
+	addr := list[0].Address
+	at := strings.LastIndexByte(addr, '@')
+	if at < 0 {
+		return from{err: errors.New("From address has no domain")}
+	}
+	domain := normDomain(addr[at+1:])
+	f := from{address: addr[:at] + "@" + domain, domain: domain}
+	if !validDomain(domain) {
+		f.err = errors.New("From domain is not a valid DNS name")
+	}
+	return f
+}
+
+// asciiLower lowercases ASCII letters only. Unicode case folding would map
+// characters such as U+212A KELVIN SIGN onto "k" and let a look-alike domain
+// compare equal to a real one.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+func normDomain(d string) string { return asciiLower(strings.TrimSuffix(d, ".")) }
+
+// validDomain accepts ASCII DNS names (letters, digits, '-', '_'). Names in
+// Unicode form are refused rather than compared, so they can never align.
+func validDomain(d string) bool {
+	if d == "" || len(d) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(d, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// OrgDomain returns the organizational domain of domain (RFC 7489 §3.2): the
+// registrable domain according to the public suffix list, lowercased. A name
+// that is itself a public suffix, or is not a valid DNS name, is returned
+// lowercased as it is.
+func OrgDomain(domain string) string {
+	d := normDomain(domain)
+	if !validDomain(d) {
+		return d
+	}
+	org, err := publicsuffix.EffectiveTLDPlusOne(d)
+	if err != nil {
+		return d
+	}
+	return org
+}
+
+// aligned reports whether an authenticated domain aligns with the From
+// domain: identical in strict mode, same organizational domain in relaxed.
+func aligned(authDomain, fromDomain string, strict bool) bool {
+	a, f := normDomain(authDomain), normDomain(fromDomain)
+	if !validDomain(a) || !validDomain(f) {
+		return false
+	}
+	if strict {
+		return a == f
+	}
+	return OrgDomain(a) == OrgDomain(f)
+}
+
+// MatchSender reports whether address matches one of patterns. Patterns are
+// "alice@example.com" (that address), "*@example.com" (any address at
+// example.com) or "*@*.example.com" (any address at a subdomain of
+// example.com, not at example.com itself). Comparison ignores ASCII case;
+// any other use of '*' matches nothing, and no patterns match nothing.
+func MatchSender(address string, patterns []string) bool {
+	at := strings.LastIndexByte(address, '@')
+	if at <= 0 || at == len(address)-1 {
+		return false
+	}
+	local, domain := address[:at], normDomain(address[at+1:])
+	if !validDomain(domain) || strings.ContainsAny(local, "\r\n\x00") {
+		return false
+	}
+	for _, p := range patterns {
+		pat := strings.TrimSpace(p)
+		pat = asciiLower(pat)
+		pat = strings.TrimSuffix(pat, ".")
+		pat2 := strings.LastIndexByte(pat, '@')
+		if pat2 <= 0 {
+			continue
+		}
+		plocal, pdomain := pat[:pat2], pat[pat2+1:]
+		switch {
+		case plocal == "*" && strings.HasPrefix(pdomain, "*."):
+			base := pdomain[2:]
+			if validDomain(base) && strings.HasSuffix(domain, "."+base) {
+				return true
+			}
+		case plocal == "*":
+			if validDomain(pdomain) && domain == pdomain {
+				return true
+			}
+		case strings.Contains(plocal, "*") || strings.Contains(pdomain, "*"):
+			// No other globbing: an unsupported pattern matches nothing.
+		default:
+			if validDomain(pdomain) && domain == pdomain && asciiLower(local) == plocal {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Trusted is the value of the frontmatter field "trusted": "none" when there
+// is no trust policy (no patterns), "true" only when the From domain is
+// authenticated with alignment and the From address matches a pattern,
+// otherwise "false".
+func Trusted(r Result, patterns []string) string {
+	if len(patterns) == 0 {
+		return "none"
+	}
+	if r.Aligned && MatchSender(r.FromAddress, patterns) {
+		return "true"
+	}
+	return "false"
+}
+
+// Summary renders a result as "pass:example.com" ("pass" alone when it has no
+// domain), the form hooks receive in their environment.
+func Summary(a store.AuthResult) string {
+	res := a.Result
+	if res == "" {
+		res = "none"
+	}
+	if a.Domain == "" {
+		return res
+	}
+	return res + ":" + a.Domain
+}

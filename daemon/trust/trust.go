@@ -1,0 +1,310 @@
+// Package trust authenticates inbound mail: SPF on the envelope sender (or
+// the HELO name for bounces), every DKIM signature, and DMARC with
+// relaxed/strict alignment on the organizational domain. It decides whether a
+// message is authenticated for its From domain, and whether that From is one
+// of a mailbox's trusted senders.
+//
+// Nothing inside the message is believed except what a signature covers: an
+// Authentication-Results header already present in the incoming message is
+// never read. All DNS goes through the resolver seam.
+package trust
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"blitiri.com.ar/go/spf"
+	"github.com/emersion/go-msgauth/dkim"
+	"github.com/emersion/go-msgauth/dmarc"
+
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/store"
+)
+
+// Input is what the SMTP session knows about one message.
+type Input struct {
+	RemoteIP net.IP
+	Helo     string
+	MailFrom string // envelope sender, "" for the null sender
+	Raw      []byte // the message as received
+}
+
+// Result is the outcome of a check.
+type Result struct {
+	// SPF: pass|fail|softfail|neutral|none|temperror|permerror. Domain is the
+	// envelope sender's domain, or the HELO name when the sender is null.
+	SPF store.AuthResult
+	// SPFScope says which identity SPF checked: "mailfrom" or "helo".
+	SPFScope string
+	// DKIM has one entry per DKIM-Signature (pass|fail|temperror|permerror|
+	// neutral, Domain = d=, Detail = "s=<selector>" then "; <reason>" when not
+	// a pass), or a single "none" entry when the message is unsigned.
+	DKIM []store.AuthResult
+	// DMARC: pass|fail|none|temperror|permerror, Domain = the From domain,
+	// Detail e.g. "p=reject".
+	DMARC store.AuthResult
+	// FromDomain and FromAddress are the single RFC 5322.From address (domain
+	// lowercased); empty when the message has no usable From.
+	FromDomain  string
+	FromAddress string
+	// Aligned is true when the From domain is authenticated with alignment:
+	// an aligned DKIM pass or an aligned SPF pass.
+	Aligned bool
+	// Policy is the DMARC policy that applies to the From domain (none,
+	// quarantine, reject) when a record exists.
+	Policy string
+}
+
+// Checker checks inbound messages. The zero value uses the system resolver.
+type Checker struct {
+	Resolver      resolver.Resolver
+	Timeout       time.Duration // the whole check; default 10s
+	MaxSignatures int           // DKIM signatures verified; default 10
+}
+
+// Lookup budgets per stage. SPF has its own RFC 7208 limits (10 terms that
+// look up, 2 void lookups, 10 addresses per MX or PTR); this cap sits above
+// them so one stage can never starve another or run away.
+const (
+	spfLookups   = 40
+	dmarcLookups = 2
+)
+
+// Check authenticates one message. It never fails: problems become
+// temperror/permerror results. It returns within the Timeout (or ctx's
+// deadline, if sooner) plus the CPU time of hashing the message.
+func (c *Checker) Check(ctx context.Context, in Input) Result {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r := c.Resolver
+	if r == nil {
+		r = resolver.New("", 0)
+	}
+
+	var res Result
+	fields, herr := parseHeader(in.Raw)
+	f := parseFrom(fields, herr)
+	res.FromAddress, res.FromDomain = f.address, f.domain
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res.SPF, res.SPFScope = checkSPF(ctx, r, in)
+	}()
+	res.DKIM = c.checkDKIM(ctx, r, in.Raw, fields)
+	wg.Wait()
+
+	res.DMARC, res.Aligned, res.Policy = checkDMARC(ctx, r, f, res.SPF, res.DKIM)
+	return res
+}
+
+func checkSPF(ctx context.Context, r resolver.Resolver, in Input) (store.AuthResult, string) {
+	scope, sender, domain := "mailfrom", in.MailFrom, ""
+	if in.MailFrom == "" {
+		// RFC 7208 §2.4: for the null sender check the HELO identity, as
+		// postmaster@<helo>.
+		scope, domain = "helo", normDomain(in.Helo)
+		sender = "postmaster@" + domain
+	} else if at := strings.LastIndexByte(in.MailFrom, '@'); at >= 0 {
+		domain = normDomain(in.MailFrom[at+1:])
+	}
+	out := store.AuthResult{Domain: domain}
+	if !validDomain(domain) {
+		// RFC 7208 §4.3: a malformed domain gives "none". The library would
+		// otherwise fall back to the HELO name for "user@".
+		out.Domain = clean(domain)
+		out.Result, out.Detail = "none", "no valid "+scope+" domain"
+		return out, scope
+	}
+	if in.RemoteIP == nil || in.RemoteIP.IsUnspecified() {
+		out.Result, out.Detail = "none", "no client IP"
+		return out, scope
+	}
+	b := newBudget(ctx, r, spfLookups)
+	got, err := spf.CheckHostWithSender(in.RemoteIP, normDomain(in.Helo), sender,
+		spf.WithContext(ctx), spf.WithResolver(b))
+	out.Result = string(got)
+	switch got {
+	case spf.Pass, spf.Fail, spf.SoftFail, spf.Neutral, spf.None, spf.TempError, spf.PermError:
+	default:
+		out.Result = "permerror"
+	}
+	if err != nil && !errors.Is(err, spf.ErrNoResult) {
+		out.Detail = shortReason(err.Error())
+	}
+	return out, scope
+}
+
+func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte, fields []field) []store.AuthResult {
+	type sig struct{ d, s string }
+	var sigs []sig
+	for _, f := range fields {
+		if strings.EqualFold(f.name, "DKIM-Signature") {
+			tags := sigTags(f.value)
+			sigs = append(sigs, sig{d: tags["d"], s: tags["s"]})
+		}
+	}
+	if len(sigs) == 0 {
+		return []store.AuthResult{{Result: "none"}}
+	}
+	max := c.MaxSignatures
+	if max <= 0 {
+		max = 10
+	}
+	b := newBudget(ctx, r, max)
+	verifs, err := dkim.VerifyWithOptions(bytes.NewReader(raw), &dkim.VerifyOptions{
+		LookupTXT:        b.lookupTXT,
+		MaxVerifications: max,
+	})
+	if err != nil && !errors.Is(err, dkim.ErrTooManySignatures) {
+		return []store.AuthResult{{Result: "permerror", Detail: shortReason(err.Error())}}
+	}
+	out := make([]store.AuthResult, 0, len(verifs)+1)
+	for i, v := range verifs {
+		var s sig
+		if i < len(sigs) {
+			s = sigs[i]
+		}
+		a := store.AuthResult{Domain: clean(normDomain(v.Domain)), Detail: "s=" + clean(s.s)}
+		switch {
+		case v.Err == nil:
+			a.Result = "pass"
+		case dkim.IsTempFail(v.Err):
+			a.Result = "temperror"
+		case dkim.IsPermFail(v.Err):
+			a.Result = "permerror"
+		default:
+			a.Result = "fail"
+		}
+		if v.Err != nil {
+			a.Detail += "; " + shortReason(v.Err.Error())
+		}
+		if a.Domain == "" {
+			a.Domain = clean(normDomain(s.d))
+		}
+		out = append(out, a)
+	}
+	if len(sigs) > len(verifs) {
+		out = append(out, store.AuthResult{Result: "neutral",
+			Detail: fmt.Sprintf("%d more signatures not verified (limit %d)", len(sigs)-len(verifs), max)})
+	}
+	return out
+}
+
+// sigTags reads the d= and s= tags of a DKIM-Signature for reporting only;
+// verification is the library's.
+func sigTags(v string) map[string]string {
+	tags := map[string]string{}
+	for _, part := range strings.Split(v, ";") {
+		k, val, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		k = strings.TrimSpace(k)
+		if k == "d" || k == "s" {
+			tags[k] = strings.Join(strings.Fields(val), "")
+		}
+	}
+	return tags
+}
+
+func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.AuthResult, dkimRes []store.AuthResult) (store.AuthResult, bool, string) {
+	out := store.AuthResult{Domain: clean(f.domain)}
+	if f.err != nil {
+		// RFC 7489 §6.6.1: without exactly one usable From address there is
+		// nothing to align with.
+		out.Result, out.Detail = "permerror", shortReason(f.err.Error())
+		return out, false, ""
+	}
+
+	b := newBudget(ctx, r, dmarcLookups)
+	opts := &dmarc.LookupOptions{LookupTXT: b.lookupTXT}
+	rec, err := dmarc.LookupWithOptions(f.domain, opts)
+	org := OrgDomain(f.domain)
+	fromOrg := false
+	if errors.Is(err, dmarc.ErrNoPolicy) && org != f.domain {
+		rec, err = dmarc.LookupWithOptions(org, opts)
+		fromOrg = true
+	}
+
+	// Without a record alignment is relaxed (the DMARC default). When the
+	// record could not be read we do not know what its owner asked for, so
+	// only a strict match counts.
+	strictDKIM, strictSPF := false, false
+	switch {
+	case err == nil:
+		strictDKIM = rec.DKIMAlignment == dmarc.AlignmentStrict
+		strictSPF = rec.SPFAlignment == dmarc.AlignmentStrict
+	case errors.Is(err, dmarc.ErrNoPolicy):
+	default:
+		strictDKIM, strictSPF = true, true
+	}
+
+	ok := false
+	for _, d := range dkimRes {
+		if d.Result == "pass" && aligned(d.Domain, f.domain, strictDKIM) {
+			ok = true
+		}
+	}
+	if spfRes.Result == "pass" && aligned(spfRes.Domain, f.domain, strictSPF) {
+		ok = true
+	}
+
+	switch {
+	case err == nil:
+		policy := rec.Policy
+		if fromOrg && rec.SubdomainPolicy != "" {
+			policy = rec.SubdomainPolicy
+		}
+		out.Detail = "p=" + string(policy)
+		out.Result = "fail"
+		if ok {
+			out.Result = "pass"
+		}
+		return out, ok, string(policy)
+	case errors.Is(err, dmarc.ErrNoPolicy):
+		out.Result, out.Detail = "none", "no DMARC record"
+	case dmarc.IsTempFail(err):
+		out.Result, out.Detail = "temperror", shortReason(err.Error())
+	default:
+		out.Result, out.Detail = "permerror", shortReason(err.Error())
+	}
+	return out, ok, ""
+}
+
+// clean keeps a value safe to store and to put in a header: no control
+// characters, no characters with a meaning in Authentication-Results, and a
+// bounded length. Values here come from the sender.
+func clean(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x21 || r == 0x7f || strings.ContainsRune(`;()"\=`, r) || r == '\uFFFD' {
+			continue
+		}
+		b.WriteRune(r)
+		if b.Len() >= 255 {
+			break
+		}
+	}
+	return b.String()
+}
+
+// shortReason makes a library error fit in a Detail: one line, bounded.
+func shortReason(s string) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }), " ")
+	if len(s) > 120 {
+		s = s[:120]
+	}
+	return strings.ToValidUTF8(s, "")
+}
