@@ -121,7 +121,7 @@ func errorResult(err error, start time.Time) *mcp.CallToolResult {
 	if er.NextAction == nil {
 		er.NextAction = defaultNext(pe.Code)
 	}
-	raw, _ := json.Marshal(er)
+	raw, _ := marshal(er)
 	return &mcp.CallToolResult{
 		IsError:           true,
 		StructuredContent: json.RawMessage(raw),
@@ -254,7 +254,7 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 			return errorResult(err, start), nil
 		}
 		env := Envelope[Out]{Summary: summary, Data: data, NextAction: next, Meta: nowMeta(start)}
-		raw, err := json.Marshal(env)
+		raw, err := marshal(env)
 		if err != nil {
 			return errorResult(fmt.Errorf("encoding the result: %w", err), start), nil
 		}
@@ -264,6 +264,18 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 		}, nil
 	}
 	return toolSpec{tool: t, handler: handler}
+}
+
+// marshal encodes without HTML escaping: results are read by models, and
+// "\u003c" instead of "<" costs tokens and obscures the fence markers.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 func boolPtr(b bool) *bool { return &b }

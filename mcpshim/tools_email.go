@@ -17,7 +17,7 @@ import (
 // in docs/mcp.md whatever senders put in their headers.
 const (
 	listFieldMax   = 160 // from, subject
-	listSnippetMax = 160
+	listSnippetMax = 120
 	listToMax      = 3 // addresses shown per row
 	// DefaultReadWindow is email_read's default max_chars.
 	DefaultReadWindow = 20000

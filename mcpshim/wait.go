@@ -183,6 +183,9 @@ func extractCodes(text string) []string {
 	if len(text) > 200_000 {
 		text = text[:200_000]
 	}
+	// Words inside links ("…/verify?…") announce nothing, and digits in
+	// links are not codes.
+	text = linkRE.ReplaceAllStringFunc(text, func(l string) string { return strings.Repeat(" ", len(l)) })
 	words := codeWords.FindAllStringIndex(text, -1)
 	if len(words) == 0 {
 		return codes
@@ -190,7 +193,7 @@ func extractCodes(text string) []string {
 	seen := map[string]bool{}
 	for _, loc := range codeRE.FindAllStringIndex(text, -1) {
 		c := text[loc[0]:loc[1]]
-		if looksLikeYear(c) {
+		if looksLikeYear(c) || partOfLongerNumber(text, loc[0], loc[1]) {
 			continue
 		}
 		near := false
@@ -210,6 +213,14 @@ func extractCodes(text string) []string {
 		}
 	}
 	return codes
+}
+
+// partOfLongerNumber reports digits glued to more digits by "-", ".", "/" or
+// ":" (phone numbers, dates, versions, times), which are not codes.
+func partOfLongerNumber(text string, start, end int) bool {
+	isDigit := func(i int) bool { return i >= 0 && i < len(text) && text[i] >= '0' && text[i] <= '9' }
+	sep := func(i int) bool { return i >= 0 && i < len(text) && strings.IndexByte("-./:,", text[i]) >= 0 }
+	return (sep(start-1) && isDigit(start-2)) || (sep(end) && isDigit(end+1))
 }
 
 func looksLikeYear(c string) bool {
