@@ -120,13 +120,19 @@ func (r *Runner) Run(ctx context.Context, h protocol.Hook, owner Owner, f Facts,
 // RunOutput is Run that also returns the captured output.
 func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (protocol.HookRun, Output) {
 	r.init()
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
+	notStarted := func() (protocol.HookRun, Output) {
 		run := newRun(h, f)
 		run.Error = fmt.Sprintf("not started: %v while waiting for a free slot", context.Cause(ctx))
 		r.record(run)
 		return run, Output{}
+	}
+	if ctx.Err() != nil {
+		return notStarted()
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return notStarted()
 	}
 	run, out := r.exec(ctx, h, owner, f, stdin)
 	<-r.sem
