@@ -1,0 +1,141 @@
+package config
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUnknownKeyIsNamed(t *testing.T) {
+	for _, tt := range []struct{ text, key string }{
+		{"domains = [\"a.test\"]\n[smtp]\nmax_recipents = 5\n", "smtp.max_recipents"},
+		{"domans = [\"a.test\"]\n", "domans"},
+		{"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\nownr = \"x\"\n", "mailboxes.ownr"},
+	} {
+		_, err := Parse([]byte(tt.text))
+		if err == nil || !strings.Contains(err.Error(), tt.key) {
+			t.Errorf("%q: error %v does not name %s", tt.text, err, tt.key)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse([]byte(`domains = ["Example.COM."]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"domain normalized", c.Domains[0], "example.com"},
+		{"socket", c.Paths.Socket, "/run/mailctl/mailctl.sock"},
+		{"state", c.Paths.StateDir, "/var/lib/mailctl"},
+		{"size", c.SMTP.MaxMessageBytes, int64(25 << 20)},
+		{"rcpts", c.SMTP.MaxRecipients, 100},
+		{"received", c.SMTP.MaxReceivedHeaders, 50},
+		{"session", c.SMTP.SessionTimeout.Duration, 30 * time.Minute},
+		{"retry", c.Delivery.RetryFor.Duration, 5 * 24 * time.Hour},
+		{"send on", *c.Send.Enabled, true},
+		{"untrusted hooks off", c.HookRules.AllowUntrustedForUsers, false},
+		{"listen", strings.Join(c.SMTP.Listen, ","), "0.0.0.0:25,[::]:25"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestValidation(t *testing.T) {
+	for _, tt := range []struct{ text, want string }{
+		{`domains = ["not a domain"]`, "not a domain name"},
+		{"domains = [\"a.test\"]\n[paths]\nsocket = \"relative.sock\"\n", "absolute"},
+		{"domains = [\"a.test\"]\n[smtp]\nlisten = [\"25\"]\n", "host:port"},
+		{"domains = [\"a.test\"]\n[smtp]\ntls_cert = \"/c.pem\"\n", "set together"},
+		{"domains = [\"a.test\"]\n[metrics]\nlisten = \"0.0.0.0:9000\"\n", "loopback"},
+		{"[[mailboxes]]\nname = \"../x\"\nowner = \"root\"\n", "must match"},
+		{"[[mailboxes]]\nname = \"a\"\n", "owner is required"},
+		{"[[hooks]]\nmailbox = \"a\"\n", "required"},
+		{"[delivery]\nretry_for = \"soon\"\n", "bad duration"},
+		{"domains = [\"a.test\", \"A.test\"]\n", "twice"},
+	} {
+		_, err := Parse([]byte(tt.text))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want it to mention %q", tt.text, err, tt.want)
+		}
+	}
+}
+
+func TestPerMailboxOverrides(t *testing.T) {
+	c, err := Parse([]byte(`
+domains = ["a.test"]
+[trust]
+trusted_senders = ["*@a.test"]
+[send]
+per_hour = 100
+[[mailboxes]]
+name = "m"
+owner = "root"
+trusted_senders = ["boss@b.test"]
+[mailboxes.send]
+per_hour = 5
+enabled = false
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.EffectiveSend("m")
+	if p.PerHour != 5 || *p.Enabled || p.PerDay != 1000 {
+		t.Errorf("override: %+v", p)
+	}
+	if g := c.EffectiveSend("other"); g.PerHour != 100 || !*g.Enabled {
+		t.Errorf("global: %+v", g)
+	}
+	if s, src := c.TrustedSenders("m"); src != "mailbox" || s[0] != "boss@b.test" {
+		t.Errorf("mailbox trust: %v %s", s, src)
+	}
+	if s, src := c.TrustedSenders("x"); src != "global" || s[0] != "*@a.test" {
+		t.Errorf("global trust: %v %s", s, src)
+	}
+}
+
+// TestDocumentedExampleParses keeps docs/configuration.md honest: its
+// annotated example must load, and the defaults it states must be the real ones.
+func TestDocumentedExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```toml\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("no toml block in docs/configuration.md")
+	}
+	c, err := Parse(m[1])
+	if err != nil {
+		t.Fatalf("documented example does not load: %v", err)
+	}
+	d := Default()
+	if c.SMTP.MaxMessageBytes != d.SMTP.MaxMessageBytes || c.SMTP.SessionTimeout != d.SMTP.SessionTimeout ||
+		c.Send.PerDay != d.Send.PerDay || c.Delivery.RetryFor != d.Delivery.RetryFor ||
+		c.Control.RequestTimeout != d.Control.RequestTimeout || c.Send.MaxAttachmentBytes != d.Send.MaxAttachmentBytes {
+		t.Errorf("documented values drifted from the defaults")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`domains = ["a.test"]`))
+	f.Add([]byte("[[mailboxes]]\nname = \"a\"\nowner = \"0\"\n[mailboxes.send]\nper_hour = 1\n"))
+	f.Add([]byte("[delivery]\nretry_for = \"1.5d\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if c.SMTP.MaxRecipients < 1 || c.Paths.Socket == "" {
+			t.Fatalf("accepted config with unusable values: %+v", c.SMTP)
+		}
+	})
+}
