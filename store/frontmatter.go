@@ -17,10 +17,6 @@ import (
 // "+++" can only be the delimiter, whatever the subject contains.
 const delim = "+++"
 
-// MaxFrontmatter bounds the TOML part of a message file. Real frontmatter is a
-// few kilobytes; the bound keeps a hostile hand-written file from costing much.
-const MaxFrontmatter = 4 << 20
-
 // maxTOMLDepth bounds array/table nesting: the TOML parser recurses per level.
 const maxTOMLDepth = 32
 
@@ -58,9 +54,6 @@ func Parse(data []byte) (m *Message, body string, err error) {
 	fm, rest, err := split(data)
 	if err != nil {
 		return nil, "", err
-	}
-	if len(fm) > MaxFrontmatter {
-		return nil, "", fmt.Errorf("frontmatter is %d bytes, more than %d", len(fm), MaxFrontmatter)
 	}
 	if d := tomlDepth(fm); d > maxTOMLDepth {
 		return nil, "", fmt.Errorf("frontmatter nests %d levels deep", d)
