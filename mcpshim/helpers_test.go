@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/internal/fakedaemon"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // env is one shim connected in memory to a client, with a fake daemon behind.
@@ -20,6 +22,8 @@ type env struct {
 	s   *Server
 	cs  *mcp.ClientSession
 	ctx context.Context
+
+	schemas map[string]*jsonschema.Resolved
 
 	mu       sync.Mutex
 	updated  []string
@@ -126,6 +130,7 @@ func (e *env) ok(name string, args map[string]any, out any) map[string]any {
 			e.t.Fatalf("%s: result lacks %q: %v", name, k, sc)
 		}
 	}
+	e.validateOutput(name, sc)
 	meta := sc["meta"].(map[string]any)
 	if _, err := time.Parse(time.RFC3339Nano, meta["now_utc"].(string)); err != nil {
 		e.t.Fatalf("%s: meta.now_utc: %v", name, err)
@@ -155,6 +160,34 @@ func (e *env) fail(name string, args map[string]any, code string) map[string]any
 	return sc
 }
 
+// validateOutput checks a result against the tool's declared output schema,
+// as strict clients (the TypeScript SDK) do.
+func (e *env) validateOutput(name string, sc map[string]any) {
+	e.t.Helper()
+	if e.schemas == nil {
+		e.schemas = map[string]*jsonschema.Resolved{}
+		res, err := e.cs.ListTools(e.ctx, nil)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, tool := range res.Tools {
+			b, _ := json.Marshal(tool.OutputSchema)
+			var s jsonschema.Schema
+			if err := json.Unmarshal(b, &s); err != nil {
+				e.t.Fatal(err)
+			}
+			r, err := s.Resolve(nil)
+			if err != nil {
+				e.t.Fatalf("%s: output schema: %v", tool.Name, err)
+			}
+			e.schemas[tool.Name] = r
+		}
+	}
+	if err := e.schemas[name].Validate(sc); err != nil {
+		e.t.Fatalf("%s: result does not match its output schema: %v", name, err)
+	}
+}
+
 func (e *env) updates() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -176,4 +209,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func fakeMsg(subject, trusted string) protocol.Message {
+	return protocol.Message{MessageSummary: protocol.MessageSummary{From: "sender@example.org", To: []string{"agent@example.test"},
+		Subject: subject, Trusted: trusted}, Body: "body of " + subject}
 }

@@ -1,0 +1,256 @@
+package mcpshim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/internal/fakedaemon"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/tools.golden.json")
+
+func TestToolsListGolden(t *testing.T) {
+	e := newEnv(t)
+	res, err := e.cs.ListTools(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.MarshalIndent(res.Tools, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	golden := filepath.Join("testdata", "tools.golden.json")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./mcpshim -update)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Fatalf("tools/list changed; if on purpose, run go test ./mcpshim -update and review the diff.\n-want +got:\n%s", lineDiff(string(want), string(got)))
+	}
+}
+
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for i := 0; i < max(len(al), len(bl)) && len(out) < 40; i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, "-"+x, "+"+y)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestToolSurface(t *testing.T) {
+	e := newEnv(t)
+	res, err := e.cs.ListTools(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) > 16 {
+		t.Fatalf("%d tools, at most 16 allowed", len(res.Tools))
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	reference := []string{"mailbox_list", "mailbox_create", "mailbox_delete", "email_list", "email_read", "email_send",
+		"email_reply", "email_mark_read", "email_mark_unread", "hook_create", "hook_list", "hook_delete"}
+	for _, r := range reference {
+		if !slices.Contains(names, r) {
+			t.Errorf("reference tool %s missing", r)
+		}
+	}
+	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
+	want := map[string]hints{
+		"mailbox_list":      {true, false, true, false},
+		"mailbox_create":    {false, false, true, false},
+		"mailbox_delete":    {false, true, true, false},
+		"email_list":        {true, false, true, false},
+		"email_read":        {true, false, true, false},
+		"email_send":        {false, false, false, true},
+		"email_reply":       {false, false, false, true},
+		"email_mark_read":   {false, false, true, false},
+		"email_mark_unread": {false, false, true, false},
+		"email_move":        {false, false, true, false},
+		"email_wait":        {true, false, true, false},
+		"email_attachment":  {true, false, true, false},
+		"hook_create":       {false, false, true, false},
+		"hook_list":         {true, false, true, false},
+		"hook_delete":       {false, true, true, false},
+	}
+	for _, tool := range res.Tools {
+		a := tool.Annotations
+		if a == nil || a.DestructiveHint == nil || a.OpenWorldHint == nil || a.Title == "" {
+			t.Errorf("%s: annotations not all set: %+v", tool.Name, a)
+			continue
+		}
+		got := hints{a.ReadOnlyHint, *a.DestructiveHint, a.IdempotentHint, *a.OpenWorldHint}
+		w, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("%s: no expected annotations", tool.Name)
+		} else if got != w {
+			t.Errorf("%s: annotations %+v, want %+v", tool.Name, got, w)
+		}
+		if tool.OutputSchema == nil || tool.Description == "" {
+			t.Errorf("%s: missing output schema or description", tool.Name)
+		}
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == "hook_create" && !strings.Contains(tool.Description, "fire_on_untrusted") {
+			t.Error("hook_create does not warn about fire_on_untrusted")
+		}
+	}
+}
+
+func TestPresets(t *testing.T) {
+	for name, tools := range Presets() {
+		for _, tool := range tools {
+			if !slices.Contains(allTools, tool) {
+				t.Errorf("preset %s names unknown tool %s", name, tool)
+			}
+		}
+	}
+	if got := Presets()["basic"]; !slices.Equal(got, []string{"mailbox_list", "email_list", "email_read", "email_send", "email_reply", "email_wait"}) {
+		t.Errorf("basic = %v", got)
+	}
+	for _, tc := range []struct {
+		spec    string
+		want    int
+		wantErr bool
+	}{{"", 0, false}, {"basic", 6, false}, {"readonly,email_send", 7, false}, {"all", len(allTools), false}, {"email_nuke", 0, true}} {
+		got, err := ParseTools(tc.spec)
+		if (err != nil) != tc.wantErr || len(got) != tc.want {
+			t.Errorf("ParseTools(%q) = %v, %v", tc.spec, got, err)
+		}
+	}
+	e := newEnv(t, func(o *Options) { o.Tools = []string{"readonly"} })
+	res, err := e.cs.ListTools(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if !tool.Annotations.ReadOnlyHint {
+			t.Errorf("readonly preset registers %s", tool.Name)
+		}
+	}
+	if len(res.Tools) != len(Presets()["readonly"]) {
+		t.Errorf("readonly preset: %d tools", len(res.Tools))
+	}
+}
+
+func TestResourcesAndPrompts(t *testing.T) {
+	e := newEnv(t)
+	e.d.AddMailbox("agent")
+	rl, err := e.cs.ListResources(e.ctx, nil)
+	if err != nil || len(rl.Resources) != 1 || rl.Resources[0].URI != URIMailboxes {
+		t.Fatalf("resources: %v %+v", err, rl)
+	}
+	tl, err := e.cs.ListResourceTemplates(e.ctx, nil)
+	if err != nil || len(tl.ResourceTemplates) != 3 {
+		t.Fatalf("templates: %v %+v", err, tl)
+	}
+	rr, err := e.cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: URIMailboxes})
+	if err != nil || !strings.Contains(rr.Contents[0].Text, "agent@example.test") {
+		t.Fatalf("mailboxes: %v %+v", err, rr)
+	}
+	id := e.d.AddMessage("agent", "inbox", fakeMsg("hello there", "true"))
+	rr, err = e.cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: "mailctl://mailbox/agent/inbox/" + id})
+	if err != nil || !strings.Contains(rr.Contents[0].Text, "# hello there") || rr.Contents[0].MIMEType != "text/markdown" {
+		t.Fatalf("message: %v %+v", err, rr)
+	}
+	rr, err = e.cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: "mailctl://mailbox/agent/inbox/" + id + "/raw"})
+	if err != nil || !strings.Contains(rr.Contents[0].Text, "Subject: hello there") {
+		t.Fatalf("raw: %v %+v", err, rr)
+	}
+	if _, err := e.cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: "mailctl://mailbox/agent/inbox/missing"}); err == nil {
+		t.Fatal("missing message read without error")
+	}
+	pl, err := e.cs.ListPrompts(e.ctx, nil)
+	if err != nil || len(pl.Prompts) != 3 {
+		t.Fatalf("prompts: %v %+v", err, pl)
+	}
+	for _, p := range []struct {
+		name string
+		args map[string]string
+		want string
+	}{
+		{"triage_inbox", map[string]string{"mailbox": "agent"}, "email_list"},
+		{"answer_message", map[string]string{"mailbox": "agent", "id": id}, "email_reply"},
+		{"setup_hook_safely", map[string]string{"mailbox": "agent", "command": "/usr/local/bin/x"}, "fire_on_untrusted false"},
+	} {
+		gp, err := e.cs.GetPrompt(e.ctx, &mcp.GetPromptParams{Name: p.name, Arguments: p.args})
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		if text := gp.Messages[0].Content.(*mcp.TextContent).Text; !strings.Contains(text, p.want) {
+			t.Errorf("%s: %q lacks %q", p.name, text, p.want)
+		}
+	}
+}
+
+func BenchmarkToolsList(b *testing.B) {
+	dir, _ := os.MkdirTemp("", "mcpbench")
+	defer os.RemoveAll(dir)
+	d, err := fakedaemon.Start(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	b.Run("new-server-and-list", func(b *testing.B) {
+		for b.Loop() {
+			s := New(Options{SocketPath: d.Socket()})
+			st, ct := mcp.NewInMemoryTransports()
+			ss, _ := s.MCP().Connect(ctx, st, nil)
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, ct, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+			cs.Close()
+			ss.Close()
+		}
+	})
+	b.Run("list-only", func(b *testing.B) {
+		s := New(Options{SocketPath: d.Socket()})
+		st, ct := mcp.NewInMemoryTransports()
+		ss, _ := s.MCP().Connect(ctx, st, nil)
+		defer ss.Close()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, ct, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		for b.Loop() {
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
