@@ -64,7 +64,7 @@ func TestSendListReadReplyMark(t *testing.T) {
 	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "Hello me",
 		"body": "Your verification code is 482913.\nSee https://example.test/confirm?x=1.", "attachments": []string{att},
 		"attachments_base64": []map[string]any{{"filename": "b.bin", "data": base64.StdEncoding.EncodeToString([]byte{1, 2, 3})}},
-		"idempotency_key": "k1"}, &sent)
+		"idempotency_key":    "k1"}, &sent)
 	if sent.Status != "delivered" || sent.MessageID == "" || len(sent.Envelope.RcptTo) != 1 {
 		t.Fatalf("send: %+v", sent)
 	}
