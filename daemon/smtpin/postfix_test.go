@@ -1,0 +1,175 @@
+package smtpin
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// postfixMasterCF is the smallest master.cf a private Postfix instance needs
+// to take mail from sendmail and deliver it over LMTP. Nothing is chrooted,
+// so the lmtp client can reach the test's socket.
+const postfixMasterCF = `
+pickup    unix  n       -       n       60      1       pickup
+cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+flush     unix  n       -       n       1000?   0       flush
+proxymap  unix  -       -       n       -       -       proxymap
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+lmtp      unix  -       -       n       -       -       lmtp
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+`
+
+// TestPostfixFrontsLMTP runs a private Postfix instance (Debian's postfix
+// package) configured as docs/postfix-front.md describes, injects mail with
+// Postfix's sendmail and checks that it arrives over LMTP with per-recipient
+// outcomes: one recipient stored, one refused (Postfix bounces it).
+func TestPostfixFrontsLMTP(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a private Postfix instance needs root")
+	}
+	postfix := needTool(t, "/usr/sbin/postfix")
+	sendmail := needTool(t, "/usr/sbin/sendmail")
+	pfUser, err := user.Lookup("postfix")
+	if err != nil {
+		t.Skipf("no postfix user: %v", err)
+	}
+	uid, _ := strconv.Atoi(pfUser.Uid)
+	dir, err := os.MkdirTemp("", "mailctl-postfix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The lmtp client runs as postfix and must reach the socket.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(dir, "etc")
+	for _, d := range []string{etc, filepath.Join(dir, "spool"), filepath.Join(dir, "data")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(dir, "data"), uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "lmtp.sock")
+
+	ts := startServerLMTPAt(t, sock)
+
+	mainCF := strings.Join([]string{
+		"compatibility_level = 3.6",
+		"queue_directory = " + filepath.Join(dir, "spool"),
+		"data_directory = " + filepath.Join(dir, "data"),
+		"maillog_file = " + filepath.Join(dir, "maillog"),
+		"maillog_file_prefixes = " + dir,
+		"mail_owner = postfix",
+		"setgid_group = postdrop",
+		"myhostname = postfix.mailctl.test",
+		"mydestination =",
+		"inet_interfaces = loopback-only",
+		"inet_protocols = ipv4",
+		"master_service_disable = inet",
+		"virtual_mailbox_domains = example.com",
+		"virtual_mailbox_maps =",
+		"virtual_transport = lmtp:unix:" + sock,
+		"notify_classes =",
+		"",
+	}, "\n")
+	os.WriteFile(filepath.Join(etc, "main.cf"), []byte(mainCF), 0o644)
+	os.WriteFile(filepath.Join(etc, "master.cf"), []byte(postfixMasterCF), 0o644)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pf := func(args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, postfix, append([]string{"-c", etc}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			// Postfix reports fatal errors on stderr only to a terminal.
+			log, _ := os.ReadFile(filepath.Join(dir, "maillog"))
+			t.Fatalf("postfix %v: %v\n%s\nmaillog:\n%s\n(run it with script(1) to see the message)", args, err, out, log)
+		}
+	}
+	pf("check")
+	pf("start")
+	t.Cleanup(func() {
+		exec.Command(postfix, "-c", etc, "stop").Run()
+		// postfix stop returns before master exits; give it a moment so the
+		// directory can be removed.
+		time.Sleep(300 * time.Millisecond)
+	})
+
+	msg := "From: alice@sender.example\nTo: bob@example.com, nobody@example.com\nSubject: via postfix\nMessage-ID: <pf-1@sender.example>\n\nhello through postfix\n.\nend\n"
+	cmd := exec.CommandContext(ctx, sendmail, "-C", etc, "-i", "-f", "alice@sender.example", "bob@example.com", "nobody@example.com")
+	cmd.Stdin = strings.NewReader(msg)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sendmail: %v\n%s", err, out)
+	}
+
+	deadline := time.Now().Add(30 * time.Second)
+	for len(ts.be.got()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := ts.be.got()
+	if len(got) == 0 {
+		log, _ := os.ReadFile(filepath.Join(dir, "maillog"))
+		t.Fatalf("nothing delivered over LMTP; maillog:\n%s", log)
+	}
+	d := got[0]
+	if d.env.MailFrom != "alice@sender.example" || !reflect.DeepEqual(d.env.Rcpts, []string{"bob@example.com"}) {
+		t.Errorf("envelope %+v", d.env)
+	}
+	raw := string(d.raw)
+	for _, want := range []string{"with LMTP id", "by postfix.mailctl.test (Postfix", "Subject: via postfix\r\n",
+		"\r\n\r\nhello through postfix\r\n.\r\nend\r\n"} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("message lacks %q:\n%s", want, raw)
+		}
+	}
+	// Postfix logs the refused recipient with our reply.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		log, _ := os.ReadFile(filepath.Join(dir, "maillog"))
+		if strings.Contains(string(log), "to=<nobody@example.com>") && strings.Contains(string(log), "5.1.1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("maillog lacks the refused recipient:\n%s", log)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startServerLMTPAt serves LMTP on a socket the postfix user can use.
+func startServerLMTPAt(t *testing.T, sock string) *testServer {
+	t.Helper()
+	ts := startServer(t, Limits{}, nil, false)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	go ts.ServeLMTP(l)
+	return ts
+}
