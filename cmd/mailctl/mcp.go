@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/mcpshim"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() {
+	register(&command{name: "mcp", group: "agent", summary: "the MCP server an agent harness spawns (stdio; --http for a URL)", run: cmdMCP})
+}
+
+func cmdMCP(args []string) int {
+	presets := mcpshim.Presets()
+	fs := newClientFlags("mcp", "mcp [--socket PATH] [--tools LIST|PRESET] [--http ADDR --token-file FILE]",
+		`Serves mailctl's MCP tools, resources and prompts on stdin/stdout for an agent harness
+(Claude Code: claude mcp add mailctl -- mailctl mcp). It acts as you: the daemon lets it
+touch only the mailboxes you own. Logs go to stderr; stdout carries the protocol.
+
+Presets for --tools: basic (`+strings.Join(presets["basic"], ", ")+`),
+readonly (`+strings.Join(presets["readonly"], ", ")+`), all.
+See docs/mcp.md.`).fs
+	socket := fs.Lookup("socket")
+	tools := fs.String("tools", "", "comma-separated tool names and/or presets (default all)")
+	httpAddr := fs.String("http", "", "serve Streamable HTTP on this loopback HOST:PORT instead of stdio")
+	tokenFile := fs.String("token-file", "", "file (mode 0600, yours) holding the bearer token required by --http")
+	verbose := fs.Bool("v", false, "log debug details to stderr")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		return usageError(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	selected, err := mcpshim.ParseTools(*tools)
+	if err != nil {
+		return usageError(fs, "%v", err)
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	srv := mcpshim.New(mcpshim.Options{SocketPath: protocol.SocketPath(socket.Value.String()), Tools: selected, Version: version, Logger: logger})
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *httpAddr != "" {
+		if *tokenFile == "" {
+			return usageError(fs, "--http needs --token-file (a file only you can read, holding the bearer token)")
+		}
+		if err := mcpshim.CheckLoopback(*httpAddr); err != nil {
+			return usageError(fs, "%v", err)
+		}
+		token, err := mcpshim.ReadTokenFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mailctl mcp:", err)
+			return 2
+		}
+		if err := srv.RunHTTP(ctx, *httpAddr, token); err != nil {
+			fmt.Fprintln(os.Stderr, "mailctl mcp:", err)
+			return 1
+		}
+		return 0
+	}
+	if *tokenFile != "" {
+		return usageError(fs, "--token-file only applies with --http")
+	}
+	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		logger.Error("mcp server ended", "err", err)
+		return 1
+	}
+	return 0
+}
