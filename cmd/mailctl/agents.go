@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mailctl/mailctl/daemon/agentcfg"
+)
+
+func init() {
+	register(&command{name: "agents", group: "agent", summary: "wire `mailctl mcp` into agent harnesses; list what is wired", run: cmdAgents})
+}
+
+var agentsHelp = `Usage: mailctl agents SUBCOMMAND [flags]
+
+  setup [HARNESS...] [--print] [--socket PATH]   wire mailctl into each harness's
+                                                 own config (all of them by default)
+  list [--json]                                  which harnesses are wired
+
+Harnesses: ` + strings.Join(agentcfg.Names(), ", ") + `
+
+setup runs as the agent's user, never as root: it edits files in your home,
+merging into existing configs (a copy of each original is kept next to it with
+the suffix ` + agentcfg.BackupSuffix + `), and writes a primer, ` + agentcfg.PrimerName + `, that
+teaches an agent the mail tools, the trust rules and the Markdown store.
+--print only prints the snippets and writes nothing.`
+
+func cmdAgents(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(agentsHelp)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "setup":
+		return agentsSetup(args[1:])
+	case "list", "ls":
+		return agentsList(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "mailctl agents: unknown subcommand %q\n\n%s\n", args[0], agentsHelp)
+	return 2
+}
+
+// mcpServer is how harnesses should start the MCP server: this binary by its
+// absolute path, so a harness with a minimal PATH still finds it.
+func mcpServer(socket string) agentcfg.Server {
+	self, err := os.Executable()
+	if err == nil {
+		if r, err := filepath.EvalSymlinks(self); err == nil {
+			self = r
+		}
+	} else {
+		self = "mailctl"
+	}
+	s := agentcfg.Server{Command: self, Args: []string{"mcp"}}
+	if socket == "" {
+		socket = os.Getenv("MAILCTL_SOCKET")
+	}
+	if socket != "" {
+		if abs, err := filepath.Abs(socket); err == nil {
+			socket = abs
+		}
+		s.Env = map[string]string{"MAILCTL_SOCKET": socket}
+	}
+	return s
+}
+
+func configHome(home string) string {
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
+		return x
+	}
+	return filepath.Join(home, ".config")
+}
+
+func agentsSetup(args []string) int {
+	cf := newClientFlags("agents setup", "agents setup [HARNESS...] [--print] [--socket PATH]", agentsHelp)
+	printOnly := cf.fs.Bool("print", false, "print each harness's snippet instead of writing it")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	names := cf.fs.Args()
+	if len(names) == 0 {
+		names = agentcfg.Names()
+	}
+	var hs []*agentcfg.Harness
+	for _, n := range names {
+		h, ok := agentcfg.Lookup(n)
+		if !ok {
+			return usageError(cf.fs, "unknown harness %q (known: %s)", n, strings.Join(agentcfg.Names(), ", "))
+		}
+		hs = append(hs, h)
+	}
+	srv := mcpServer(cf.socket)
+	if *printOnly {
+		for i, h := range hs {
+			doc, err := h.Snippet(srv)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "mailctl agents: %s: %v\n", h.Name, err)
+				return 1
+			}
+			if len(hs) > 1 {
+				if i > 0 {
+					fmt.Println()
+				}
+				fmt.Printf("# %s: merge into ~/%s\n", h.Title, h.Rel)
+			}
+			os.Stdout.Write(doc)
+		}
+		return 0
+	}
+	if os.Geteuid() == 0 {
+		fmt.Fprintln(os.Stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
+		return 4
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mailctl agents setup: %v\n", err)
+		return 1
+	}
+	failed := false
+	for _, h := range hs {
+		path, changed, err := agentcfg.Setup(home, h, srv)
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "  %-12s %v\n", h.Name, err)
+			failed = true
+		case changed:
+			fmt.Printf("  %-12s wired in %s\n", h.Name, path)
+		default:
+			fmt.Printf("  %-12s already wired in %s\n", h.Name, path)
+		}
+	}
+	primer, err := agentcfg.WritePrimer(configHome(home))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mailctl agents setup: writing the primer: %v\n", err)
+		return 1
+	}
+	fmt.Printf("\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func agentsList(args []string) int {
+	cf := newClientFlags("agents list", "agents list [--json]", "Shows which agent harnesses start `mailctl mcp`.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mailctl agents list: %v\n", err)
+		return 1
+	}
+	rows := agentcfg.List(home)
+	if cf.json {
+		return printJSON(rows)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HARNESS\tWIRED\tCONFIG\tCOMMAND")
+	for _, r := range rows {
+		state := "no"
+		if r.Wired {
+			state = "yes"
+		} else if !r.Exists {
+			state = "no (no config)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Harness, state, r.Path, r.Command)
+	}
+	tw.Flush()
+	return 0
+}

@@ -1,0 +1,381 @@
+// Package agentcfg wires `mailctl mcp` into agent harnesses (Claude Code,
+// Codex, Gemini CLI, goose, opencode), each in its own user-level config
+// format, merging into existing files without losing the keys already there,
+// and writes a primer that teaches an agent the tools, the trust rules and the
+// Markdown store.
+package agentcfg
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ServerName is the key mailctl's server gets in every harness config.
+const ServerName = "mailctl"
+
+// Server is how a harness starts the MCP server.
+type Server struct {
+	Command string            // absolute path of the mailctl binary
+	Args    []string          // ["mcp"]
+	Env     map[string]string // MAILCTL_SOCKET when not the default
+}
+
+// Harness is one agent harness and its config format.
+type Harness struct {
+	Name   string // command-line name: claude-code, codex, gemini, goose, opencode
+	Title  string
+	Format string // json, toml or yaml
+	// Rel is the config file relative to the home directory.
+	Rel string
+	// Snippet is the fragment that wires the server, as a complete document.
+	Snippet func(s Server) ([]byte, error)
+	// Merge returns existing with the server wired in, everything else kept.
+	Merge func(existing []byte, s Server) ([]byte, error)
+	// Wired reports whether existing wires a mailctl server, and its command.
+	Wired func(existing []byte) (bool, string)
+}
+
+// Path is the harness's config file under home.
+func (h *Harness) Path(home string) string { return filepath.Join(home, h.Rel) }
+
+// Harnesses are the supported harnesses, in the order `agents list` shows them.
+var Harnesses = []*Harness{
+	{Name: "claude-code", Title: "Claude Code", Format: "json", Rel: ".claude.json",
+		Snippet: jsonSnippet("mcpServers", claudeEntry), Merge: jsonMerge("mcpServers", claudeEntry), Wired: jsonWired("mcpServers", "command")},
+	{Name: "codex", Title: "Codex CLI", Format: "toml", Rel: ".codex/config.toml",
+		Snippet: codexSnippet, Merge: codexMerge, Wired: codexWired},
+	{Name: "gemini", Title: "Gemini CLI", Format: "json", Rel: ".gemini/settings.json",
+		Snippet: jsonSnippet("mcpServers", geminiEntry), Merge: jsonMerge("mcpServers", geminiEntry), Wired: jsonWired("mcpServers", "command")},
+	{Name: "goose", Title: "goose", Format: "yaml", Rel: ".config/goose/config.yaml",
+		Snippet: gooseSnippet, Merge: gooseMerge, Wired: gooseWired},
+	{Name: "opencode", Title: "opencode", Format: "json", Rel: ".config/opencode/opencode.json",
+		Snippet: jsonSnippet("mcp", opencodeEntry), Merge: jsonMerge("mcp", opencodeEntry), Wired: jsonWired("mcp", "command")},
+}
+
+// Lookup finds a harness by name.
+func Lookup(name string) (*Harness, bool) {
+	for _, h := range Harnesses {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return nil, false
+}
+
+// Names lists the harness names.
+func Names() []string {
+	var n []string
+	for _, h := range Harnesses {
+		n = append(n, h.Name)
+	}
+	return n
+}
+
+func envOrEmpty(s Server) map[string]string {
+	if s.Env == nil {
+		return map[string]string{}
+	}
+	return s.Env
+}
+
+// Claude Code's user scope (`claude mcp add --scope user`) lives in ~/.claude.json.
+func claudeEntry(s Server) any {
+	return map[string]any{"type": "stdio", "command": s.Command, "args": s.Args, "env": envOrEmpty(s)}
+}
+
+func geminiEntry(s Server) any {
+	return map[string]any{"command": s.Command, "args": s.Args, "env": envOrEmpty(s), "trust": false}
+}
+
+func opencodeEntry(s Server) any {
+	return map[string]any{"type": "local", "command": append([]string{s.Command}, s.Args...), "enabled": true, "environment": envOrEmpty(s)}
+}
+
+func jsonSnippet(key string, entry func(Server) any) func(Server) ([]byte, error) {
+	return func(s Server) ([]byte, error) {
+		doc := map[string]any{key: map[string]any{ServerName: entry(s)}}
+		if key == "mcp" {
+			doc["$schema"] = "https://opencode.ai/config.json"
+		}
+		return marshalJSON(doc)
+	}
+}
+
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func parseJSONObject(existing []byte) (map[string]any, error) {
+	doc := map[string]any{}
+	if len(bytes.TrimSpace(existing)) == 0 {
+		return doc, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(existing))
+	dec.UseNumber() // keep numbers exactly as they were
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not plain JSON (%v): add the snippet from --print by hand", err)
+	}
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	return doc, nil
+}
+
+func jsonMerge(key string, entry func(Server) any) func([]byte, Server) ([]byte, error) {
+	return func(existing []byte, s Server) ([]byte, error) {
+		doc, err := parseJSONObject(existing)
+		if err != nil {
+			return nil, err
+		}
+		servers, ok := doc[key].(map[string]any)
+		if doc[key] != nil && !ok {
+			return nil, fmt.Errorf("%q is not an object: add the snippet from --print by hand", key)
+		}
+		if servers == nil {
+			servers = map[string]any{}
+		}
+		servers[ServerName] = entry(s)
+		doc[key] = servers
+		if key == "mcp" {
+			if _, ok := doc["$schema"]; !ok {
+				doc["$schema"] = "https://opencode.ai/config.json"
+			}
+		}
+		return marshalJSON(doc)
+	}
+}
+
+func jsonWired(key, cmdKey string) func([]byte) (bool, string) {
+	return func(existing []byte) (bool, string) {
+		doc, err := parseJSONObject(existing)
+		if err != nil {
+			return false, ""
+		}
+		servers, _ := doc[key].(map[string]any)
+		e, ok := servers[ServerName].(map[string]any)
+		if !ok {
+			return false, ""
+		}
+		switch c := e[cmdKey].(type) {
+		case string:
+			return true, c
+		case []any:
+			var parts []string
+			for _, p := range c {
+				parts = append(parts, fmt.Sprint(p))
+			}
+			return true, strings.Join(parts, " ")
+		}
+		return true, ""
+	}
+}
+
+// Codex: [mcp_servers.mailctl] in ~/.codex/config.toml. The file is edited as
+// text so the operator's comments and ordering survive; the result is parsed
+// to prove it is still valid TOML.
+const codexHeader = "[mcp_servers." + ServerName + "]"
+
+func tomlString(s string) string {
+	b, _ := json.Marshal(s) // JSON escapes are valid TOML basic-string escapes
+	return string(b)
+}
+
+func codexSnippet(s Server) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(codexHeader + "\n")
+	fmt.Fprintf(&b, "command = %s\n", tomlString(s.Command))
+	args := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		args[i] = tomlString(a)
+	}
+	fmt.Fprintf(&b, "args = [%s]\n", strings.Join(args, ", "))
+	if len(s.Env) > 0 {
+		keys := make([]string, 0, len(s.Env))
+		for k := range s.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, tomlString(k)+" = "+tomlString(s.Env[k]))
+		}
+		fmt.Fprintf(&b, "env = { %s }\n", strings.Join(kv, ", "))
+	}
+	return []byte(b.String()), nil
+}
+
+func isTableHeader(line string) bool {
+	t := strings.TrimSpace(line)
+	return strings.HasPrefix(t, "[")
+}
+
+func codexMerge(existing []byte, s Server) ([]byte, error) {
+	var probe map[string]any
+	if _, err := toml.Decode(string(existing), &probe); err != nil {
+		return nil, fmt.Errorf("not valid TOML (%v): fix it or add the snippet from --print by hand", err)
+	}
+	snippet, _ := codexSnippet(s)
+	lines := strings.SplitAfter(string(existing), "\n")
+	var out strings.Builder
+	replaced := false
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) == codexHeader {
+			out.Write(snippet)
+			replaced = true
+			// Skip the old table up to the next header (sub-tables such as
+			// [mcp_servers.mailctl.env] belong to it and go too).
+			for i+1 < len(lines) && !(isTableHeader(lines[i+1]) && !strings.HasPrefix(strings.TrimSpace(lines[i+1]), "[mcp_servers."+ServerName+".")) {
+				i++
+			}
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(lines[i]), "[mcp_servers."+ServerName+".") {
+			// A stray sub-table of ours: drop it with its keys.
+			for i+1 < len(lines) && !isTableHeader(lines[i+1]) {
+				i++
+			}
+			continue
+		}
+		out.WriteString(lines[i])
+	}
+	if !replaced {
+		text := out.String()
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			out.WriteString("\n")
+		}
+		if text != "" {
+			out.WriteString("\n")
+		}
+		out.Write(snippet)
+	}
+	result := []byte(out.String())
+	var check struct {
+		MCPServers map[string]struct {
+			Command string   `toml:"command"`
+			Args    []string `toml:"args"`
+		} `toml:"mcp_servers"`
+	}
+	if _, err := toml.Decode(string(result), &check); err != nil {
+		return nil, fmt.Errorf("merging into the Codex config would break it (%v): add the snippet from --print by hand", err)
+	}
+	if check.MCPServers[ServerName].Command != s.Command {
+		return nil, errors.New("merging into the Codex config did not take: add the snippet from --print by hand")
+	}
+	return result, nil
+}
+
+func codexWired(existing []byte) (bool, string) {
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string `toml:"command"`
+		} `toml:"mcp_servers"`
+	}
+	if _, err := toml.Decode(string(existing), &doc); err != nil {
+		return false, ""
+	}
+	e, ok := doc.MCPServers[ServerName]
+	return ok, e.Command
+}
+
+// BackupSuffix names the copy of a harness config taken before mailctl first
+// changes it.
+const BackupSuffix = ".before-mailctl"
+
+// writeAtomic replaces path with data, keeping the existing file's mode (new
+// files are 0600: harness configs can hold API keys) and a one-time backup.
+func writeAtomic(path string, data []byte, backup bool) error {
+	mode := fs.FileMode(0o600)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+		bak := path + BackupSuffix
+		if _, err := os.Stat(bak); backup && errors.Is(err, fs.ErrNotExist) {
+			if old, err := os.ReadFile(path); err == nil {
+				if err := os.WriteFile(bak, old, mode); err != nil {
+					return fmt.Errorf("backing up %s: %w", path, err)
+				}
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".mailctl-tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Setup wires s into h's config under home. It reports the file and whether
+// it changed.
+func Setup(home string, h *Harness, s Server) (string, bool, error) {
+	path := h.Path(home)
+	existing, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return path, false, err
+	}
+	merged, err := h.Merge(existing, s)
+	if err != nil {
+		return path, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if bytes.Equal(merged, existing) {
+		return path, false, nil
+	}
+	return path, true, writeAtomic(path, merged, true)
+}
+
+// Status is one row of `agents list`.
+type Status struct {
+	Harness string `json:"harness"`
+	Path    string `json:"path"`
+	Exists  bool   `json:"config_exists"`
+	Wired   bool   `json:"wired"`
+	Command string `json:"command,omitempty"`
+}
+
+// List reports, for every harness, whether its config under home wires mailctl.
+func List(home string) []Status {
+	var out []Status
+	for _, h := range Harnesses {
+		st := Status{Harness: h.Name, Path: h.Path(home)}
+		if data, err := os.ReadFile(st.Path); err == nil {
+			st.Exists = true
+			st.Wired, st.Command = h.Wired(data)
+		}
+		out = append(out, st)
+	}
+	return out
+}

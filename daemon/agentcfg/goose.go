@@ -1,0 +1,191 @@
+package agentcfg
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// goose keeps extensions in ~/.config/goose/config.yaml as a block mapping:
+//
+//	extensions:
+//	  mailctl:
+//	    enabled: true
+//	    type: stdio
+//	    ...
+//
+// No YAML library is in the module, so the file is edited as text: our block
+// under `extensions:` is replaced or inserted, everything else is kept byte
+// for byte. Scalars are written as JSON strings, which are valid YAML
+// double-quoted scalars.
+
+func yamlStr(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// gooseBlock renders our extension entry with the given indentation.
+func gooseBlock(s Server, indent string) string {
+	var b strings.Builder
+	in := indent + "  "
+	fmt.Fprintf(&b, "%s%s:\n", indent, ServerName)
+	fmt.Fprintf(&b, "%senabled: true\n", in)
+	fmt.Fprintf(&b, "%stype: stdio\n", in)
+	fmt.Fprintf(&b, "%sname: %s\n", in, ServerName)
+	fmt.Fprintf(&b, "%sdescription: %s\n", in, yamlStr("Mail: mailboxes, email and hooks through the mailctl daemon"))
+	fmt.Fprintf(&b, "%scmd: %s\n", in, yamlStr(s.Command))
+	args := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		args[i] = yamlStr(a)
+	}
+	fmt.Fprintf(&b, "%sargs: [%s]\n", in, strings.Join(args, ", "))
+	if len(s.Env) == 0 {
+		fmt.Fprintf(&b, "%senvs: {}\n", in)
+	} else {
+		fmt.Fprintf(&b, "%senvs:\n", in)
+		keys := make([]string, 0, len(s.Env))
+		for k := range s.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s  %s: %s\n", in, yamlStr(k), yamlStr(s.Env[k]))
+		}
+	}
+	fmt.Fprintf(&b, "%stimeout: 300\n", in)
+	return b.String()
+}
+
+func gooseSnippet(s Server) ([]byte, error) {
+	return []byte("extensions:\n" + gooseBlock(s, "  ")), nil
+}
+
+func indentOf(line string) int { return len(line) - len(strings.TrimLeft(line, " ")) }
+
+func blankOrComment(line string) bool {
+	t := strings.TrimSpace(line)
+	return t == "" || strings.HasPrefix(t, "#")
+}
+
+// gooseMerge puts our block under the top-level extensions mapping.
+func gooseMerge(existing []byte, s Server) ([]byte, error) {
+	text := string(existing)
+	if strings.Contains(text, "\t") {
+		return nil, fmt.Errorf("the goose config contains tabs: add the snippet from --print by hand")
+	}
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	ext := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "extensions:") {
+			rest := strings.TrimSpace(strings.TrimPrefix(l, "extensions:"))
+			if rest != "" && !strings.HasPrefix(rest, "#") {
+				if rest == "{}" {
+					lines[i] = "extensions:\n"
+				} else {
+					return nil, fmt.Errorf("goose's extensions are written inline (%s): add the snippet from --print by hand", rest)
+				}
+			}
+			ext = i
+			break
+		}
+	}
+	var out strings.Builder
+	if ext < 0 {
+		out.WriteString(strings.Join(lines, ""))
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			out.WriteString("\n")
+		}
+		out.WriteString("extensions:\n" + gooseBlock(s, "  "))
+		return []byte(out.String()), nil
+	}
+	// The extensions block runs until the next line indented at column 0.
+	end := len(lines)
+	indent := ""
+	for i := ext + 1; i < len(lines); i++ {
+		if blankOrComment(lines[i]) {
+			continue
+		}
+		if indentOf(lines[i]) == 0 {
+			end = i
+			break
+		}
+		if indent == "" {
+			indent = strings.Repeat(" ", indentOf(lines[i]))
+		}
+		if indentOf(lines[i]) < len(indent) {
+			return nil, fmt.Errorf("goose's extensions are indented unevenly: add the snippet from --print by hand")
+		}
+	}
+	if indent == "" {
+		indent = "  "
+	}
+	block := gooseBlock(s, indent)
+	out.WriteString(strings.Join(lines[:ext+1], ""))
+	inserted := false
+	for i := ext + 1; i < end; i++ {
+		l := lines[i]
+		if !blankOrComment(l) && indentOf(l) == len(indent) && strings.TrimSpace(l) == ServerName+":" {
+			out.WriteString(block)
+			inserted = true
+			for i+1 < end && (blankOrComment(lines[i+1]) || indentOf(lines[i+1]) > len(indent)) {
+				i++
+			}
+			continue
+		}
+		out.WriteString(l)
+	}
+	if !inserted {
+		o := out.String()
+		if !strings.HasSuffix(o, "\n") {
+			out.WriteString("\n")
+		}
+		out.WriteString(block)
+	}
+	out.WriteString(strings.Join(lines[end:], ""))
+	return []byte(out.String()), nil
+}
+
+// gooseWired finds our entry under extensions and its cmd.
+func gooseWired(existing []byte) (bool, string) {
+	lines := strings.Split(string(existing), "\n")
+	inExt, inOurs, oursIndent := false, false, 0
+	found, child := false, 0
+	for _, l := range lines {
+		if blankOrComment(l) {
+			continue
+		}
+		ind := indentOf(l)
+		t := strings.TrimSpace(l)
+		if ind == 0 {
+			inExt = strings.HasPrefix(l, "extensions:")
+			inOurs, child = false, 0
+			continue
+		}
+		if !inExt {
+			continue
+		}
+		if child == 0 {
+			child = ind
+		}
+		if t == ServerName+":" && ind == child {
+			inOurs, oursIndent, found = true, ind, true
+			continue
+		}
+		if inOurs && ind <= oursIndent {
+			inOurs = false
+		}
+		if inOurs && strings.HasPrefix(t, "cmd:") {
+			v := strings.TrimSpace(strings.TrimPrefix(t, "cmd:"))
+			var s string
+			if json.Unmarshal([]byte(v), &s) == nil {
+				return true, s
+			}
+			return true, strings.Trim(v, "'\"")
+		}
+	}
+	return found, ""
+}
