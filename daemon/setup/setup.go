@@ -92,9 +92,13 @@ type step struct {
 	out io.Writer
 }
 
-func (s step) did(format string, args ...any)  { fmt.Fprintf(s.out, "  created  "+format+"\n", args...) }
-func (s step) kept(format string, args ...any) { fmt.Fprintf(s.out, "  kept     "+format+"\n", args...) }
-func (s step) note(format string, args ...any) { fmt.Fprintf(s.out, "  note     "+format+"\n", args...) }
+func (s step) did(format string, args ...any) { fmt.Fprintf(s.out, "  created  "+format+"\n", args...) }
+func (s step) kept(format string, args ...any) {
+	fmt.Fprintf(s.out, "  kept     "+format+"\n", args...)
+}
+func (s step) note(format string, args ...any) {
+	fmt.Fprintf(s.out, "  note     "+format+"\n", args...)
+}
 
 // Run prepares the host described by opts and writes what it did, then the
 // DNS records to publish, to out.
