@@ -101,11 +101,6 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	} else {
 		resp.Data = json.RawMessage("{}")
 	}
-	if data != nil || err != nil || req.Verb != protocol.VerbWatch {
-		if werr := w.send(resp); werr != nil {
-			d.log.Debug("reply not delivered", "verb", req.Verb, "err", werr)
-		}
-	}
 	if c.decision == "" {
 		c.decision = "allow"
 		if code == protocol.CodeForbidden {
@@ -115,7 +110,13 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	if code == "" {
 		code = "ok"
 	}
+	// The audit line is written before the reply so it exists by the time the caller sees the outcome.
 	d.audit(caller, req.Verb, c.mailbox, c.decision, code, time.Since(start))
+	if data != nil || err != nil || req.Verb != protocol.VerbWatch {
+		if werr := w.send(resp); werr != nil {
+			d.log.Debug("reply not delivered", "verb", req.Verb, "err", werr)
+		}
+	}
 }
 
 func (d *Daemon) safeCall(ctx context.Context, h handler, c *call) (data any, err error) {

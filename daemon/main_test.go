@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("MAILCTL_TEST_CLIENT") != "" {
 		os.Exit(clientMain())
+	}
+	if path := os.Getenv("MAILCTL_TEST_DAEMON"); path != "" {
+		os.Exit(daemonMain(path))
 	}
 	os.Exit(m.Run())
 }
@@ -59,6 +63,7 @@ type testDaemon struct {
 	dir    string
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
 }
 
 func quietLogger(t testing.TB) *slog.Logger {
@@ -110,11 +115,13 @@ listen = ["127.0.0.1:0"]
 }
 
 func (td *testDaemon) stop() {
-	td.cancel()
-	select {
-	case <-td.done:
-	case <-time.After(20 * time.Second):
-	}
+	td.once.Do(func() {
+		td.cancel()
+		select {
+		case <-td.done:
+		case <-time.After(20 * time.Second):
+		}
+	})
 }
 
 // call performs one request in-process as whoever runs the test.
@@ -128,4 +135,23 @@ func (td *testDaemon) call(t testing.TB, verb string, args, out any) error {
 	}
 	defer c.Close()
 	return c.Call(ctx, verb, args, out)
+}
+
+// daemonMain runs a daemon from a config file until killed (crash tests).
+func daemonMain(path string) int {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	d, err := New(cfg, Options{Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := d.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
