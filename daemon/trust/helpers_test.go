@@ -130,3 +130,5 @@ func world(t testing.TB) *resolver.Map {
 	m.SetTXT("ed._domainkey.evil.test", dkimTXT(t, evilKey.Public()))
 	return m
 }
+
+func parseIP(s string) net.IP { return net.ParseIP(s) }
