@@ -73,3 +73,36 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEnv feeds attacker-controlled message fields to Env: every value must
+// stay on one line, be valid UTF-8 and within its bound, and the set of
+// variables must not depend on the data.
+func FuzzEnv(f *testing.F) {
+	f.Add("on_receive", "Alice <a@example.com>", "hi\r\nX: y", "b@x,c@y", "a@x", "failed", "550 no\x00such;user", 550)
+	f.Add("after_send", "\xff\xfe", strings.Repeat("é", 700), "", "a=b;c", "delivered", "", 0)
+	f.Fuzz(func(t *testing.T, event, from, subject, to, rcpt, status, detail string, code int) {
+		fa := Facts{Event: event, From: from, Subject: subject, To: strings.Split(to, ","), MessageID: subject, ThreadID: from,
+			Recipients: []protocol.RecipientStatus{{Address: rcpt, Status: status, Detail: detail, Code: code}, {Address: from, Status: "delivered"}}}
+		env := Env(protocol.Hook{Name: "h", Event: event}, fa, testOwner)
+		wantKeys := len(baseKeys) + len(receiveKeys)
+		if event == protocol.EventAfterSend {
+			wantKeys += 2
+		}
+		if len(env) != wantKeys {
+			t.Fatalf("%d variables, want %d", len(env), wantKeys)
+		}
+		for _, kv := range env {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || !utf8.ValidString(v) || strings.ContainsAny(v, "\r\n\x00") {
+				t.Fatalf("unsafe entry %q", kv)
+			}
+			limit := MaxEnvValue
+			if k == "MAILCTL_TO" || k == "MAILCTL_RECIPIENTS" {
+				limit = MaxEnvListValue
+			}
+			if len(v) > limit {
+				t.Fatalf("%s is %d bytes, bound %d", k, len(v), limit)
+			}
+		}
+	})
+}
