@@ -1,0 +1,340 @@
+package outbound
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func testItem(id string, rcpts ...string) *Item {
+	it := &Item{ID: id, Mailbox: "bot", SentID: id, MessageID: id + "@example.com", MailFrom: "bot@example.com", Data: []byte(testMsg)}
+	for _, r := range rcpts {
+		it.Recipients = append(it.Recipients, protocol.RecipientStatus{Address: r})
+	}
+	return it
+}
+
+// runQueue runs q until the test ends.
+func runQueue(t *testing.T, q *Queue) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func recipient(it *Item, addr string) protocol.RecipientStatus {
+	for _, r := range it.Recipients {
+		if r.Address == addr {
+			return r
+		}
+	}
+	return protocol.RecipientStatus{}
+}
+
+func TestQueueTemporaryThenSuccess(t *testing.T) {
+	w := newWorld(t)
+	w.r.SetMX("retry.test", &net.MX{Host: "mx.retry.test", Pref: 10})
+	w.r.SetIP("mx.retry.test", "127.0.0.61")
+	f := w.mx(t, "127.0.0.61", nil)
+	f.setRcptErr("b@retry.test", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 7, 1}, Message: "greylisted, come back later"})
+	clk := newFakeClock()
+	n := newNotes()
+	q, err := OpenQueue(t.TempDir(), w.d, n, QueueOptions{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q)
+	if err := q.Enqueue(testItem("m1", "b@retry.test")); err != nil {
+		t.Fatal(err)
+	}
+	it, err := q.WaitFirstAttempt(context.Background(), "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recipient(it, "b@retry.test")
+	if r.Status != StatusDeferred || r.Code != 451 || !strings.Contains(r.Detail, "greylisted") {
+		t.Fatalf("after first attempt: %+v", r)
+	}
+	if want := clk.Now().Add(time.Minute); !r.NextAttempt.Equal(want) || !it.NextAttempt.Equal(want) {
+		t.Fatalf("next attempt %v, want %v (first backoff step)", r.NextAttempt, want)
+	}
+	// Not due yet: a kick must not cause a second attempt.
+	q.Kick()
+	time.Sleep(50 * time.Millisecond)
+	if got, _ := q.Get("m1"); got.Attempts != 1 {
+		t.Fatalf("attempted again before the backoff: %d attempts", got.Attempts)
+	}
+	f.setRcptErr("b@retry.test", nil)
+	clk.Advance(time.Minute)
+	q.Kick()
+	done := n.waitSettled(t)
+	r = recipient(done, "b@retry.test")
+	if r.Status != StatusDelivered || r.Attempts != 2 {
+		t.Fatalf("after retry: %+v", r)
+	}
+	if len(f.messages()) != 1 {
+		t.Fatalf("MX got %d copies", len(f.messages()))
+	}
+	if ents, _ := os.ReadDir(q.Dir()); len(ents) != 0 {
+		t.Fatalf("settled item left files: %v", ents)
+	}
+}
+
+func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
+	w := newWorld(t)
+	w.r.SetMX("p.test", &net.MX{Host: "mx.p.test", Pref: 10})
+	w.r.SetIP("mx.p.test", "127.0.0.62")
+	f := w.mx(t, "127.0.0.62", nil)
+	f.setRcptErr("gone@p.test", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "user unknown"})
+	f.setRcptErr("slow@p.test", &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 0}, Message: "try later"})
+	clk := newFakeClock()
+	n := newNotes()
+	q, err := OpenQueue(t.TempDir(), w.d, n, QueueOptions{Clock: clk.Now, RetryFor: 2 * time.Hour, Backoff: []time.Duration{time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q)
+	q.Enqueue(testItem("m2", "gone@p.test", "slow@p.test"))
+	it, _ := q.WaitFirstAttempt(context.Background(), "m2")
+	if r := recipient(it, "gone@p.test"); r.Status != StatusFailed || !strings.Contains(r.Detail, "user unknown") {
+		t.Fatalf("5xx recipient: %+v", r)
+	}
+	if r := recipient(it, "slow@p.test"); r.Status != StatusDeferred {
+		t.Fatalf("4xx recipient: %+v", r)
+	}
+	// Only the deferred recipient is retried.
+	clk.Advance(time.Hour)
+	q.Kick()
+	waitFor(t, func() bool { got, _ := q.Get("m2"); return got.Attempts == 2 })
+	clk.Advance(time.Hour)
+	q.Kick()
+	done := n.waitSettled(t)
+	r := recipient(done, "slow@p.test")
+	if r.Status != StatusFailed || !strings.Contains(r.Detail, "gave up") || r.Attempts != 3 {
+		t.Fatalf("after RetryFor: %+v", r)
+	}
+	if r := recipient(done, "gone@p.test"); r.Attempts != 1 {
+		t.Fatalf("failed recipient retried: %+v", r)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition never met")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// countingDeliverer counts attempts per recipient and fails temporarily
+// while fail is set.
+type countingDeliverer struct {
+	mu    sync.Mutex
+	fail  bool
+	count map[string]int
+}
+
+func (c *countingDeliverer) Deliver(_ context.Context, _ string, rcpts []string, _ []byte) []RcptResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []RcptResult
+	for _, r := range rcpts {
+		c.count[r]++
+		var err error
+		if c.fail {
+			err = &DeliveryError{Temporary: true, Code: 421, Message: "down"}
+		}
+		out = append(out, RcptResult{Rcpt: r, Err: err, TLS: TLSNone})
+	}
+	return out
+}
+
+func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
+	dir := t.TempDir()
+	clk := newFakeClock()
+	d := &countingDeliverer{fail: true, count: map[string]int{}}
+	q1, err := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q1.Run(ctx); close(done) }()
+	for _, id := range []string{"r1", "r2", "r3"} {
+		q1.Enqueue(testItem(id, id+"@remote.test"))
+		q1.WaitFirstAttempt(context.Background(), id)
+	}
+	// A held item is not attempted before or after the restart.
+	held := testItem("r4", "r4@remote.test")
+	held.Held = true
+	q1.Enqueue(held)
+	cancel() // the daemon stops
+	<-done
+
+	// Restarting right away: items wait for their recorded next attempt.
+	d.fail = false
+	n := newNotes()
+	q2, err := OpenQueue(dir, d, n, QueueOptions{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(q2.List()); got != 4 {
+		t.Fatalf("reloaded %d items, want 4", got)
+	}
+	runQueue(t, q2)
+	time.Sleep(50 * time.Millisecond)
+	d.mu.Lock()
+	for _, id := range []string{"r1", "r2", "r3"} {
+		if c := d.count[id+"@remote.test"]; c != 1 {
+			t.Errorf("%s attempted %d times right after restart, want 1 (no burst)", id, c)
+		}
+	}
+	d.mu.Unlock()
+	clk.Advance(time.Minute)
+	q2.Kick()
+	for range 3 {
+		n.waitSettled(t)
+	}
+	time.Sleep(20 * time.Millisecond)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range []string{"r1", "r2", "r3"} {
+		if c := d.count[id+"@remote.test"]; c != 2 {
+			t.Errorf("%s attempted %d times, want 2", id, c)
+		}
+	}
+	if c := d.count["r4@remote.test"]; c != 0 {
+		t.Errorf("held item attempted %d times", c)
+	}
+}
+
+// A crash between recording the next attempt and dialing must not make the
+// restarted queue dial at once.
+func TestQueueNextAttemptRecordedBeforeDialing(t *testing.T) {
+	dir := t.TempDir()
+	clk := newFakeClock()
+	seen := make(chan *Item, 1)
+	d := delivererFunc(func(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+		it, err := loadRaw(dir, "c1")
+		if err != nil {
+			t.Error(err)
+		}
+		seen <- it
+		<-ctx.Done() // "crash" mid-attempt: never return a result
+		return nil
+	})
+	q, _ := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	q.Enqueue(testItem("c1", "x@remote.test"))
+	it := <-seen
+	cancel()
+	<-done
+	if want := clk.Now().Add(time.Minute); !it.NextAttempt.Equal(want) {
+		t.Fatalf("on disk during the attempt: next attempt %v, want %v", it.NextAttempt, want)
+	}
+}
+
+type delivererFunc func(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult
+
+func (f delivererFunc) Deliver(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+	return f(ctx, from, rcpts, data)
+}
+
+func loadRaw(dir, id string) (*Item, error) {
+	q := &Queue{dir: dir}
+	return q.load(id)
+}
+
+func TestQueueCorruptItemSetAside(t *testing.T) {
+	dir := t.TempDir()
+	clk := newFakeClock()
+	d := &countingDeliverer{count: map[string]int{}}
+	q1, _ := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	good := testItem("good", "g@remote.test")
+	good.Held = true
+	q1.Enqueue(good)
+	os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{not json"), 0o600)
+	os.WriteFile(filepath.Join(dir, "bad.eml"), []byte(testMsg), 0o600)
+	os.WriteFile(filepath.Join(dir, "noeml.json"), []byte(`{"id":"noeml","mail_from":"a@b.c","recipients":[{"address":"x@y.z","status":"pending"}]}`), 0o600)
+	os.WriteFile(filepath.Join(dir, "orphan.eml"), []byte(testMsg), 0o600)
+	os.WriteFile(filepath.Join(dir, tempPrefix+"good.json-123"), []byte("partial"), 0o600)
+
+	q2, err := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	if err != nil {
+		t.Fatalf("a corrupt item stopped the queue: %v", err)
+	}
+	if l := q2.List(); len(l) != 1 || l[0].ID != "good" {
+		t.Fatalf("loaded %+v", l)
+	}
+	for _, name := range []string{"corrupt/bad.json", "corrupt/bad.eml", "corrupt/noeml.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s not set aside: %v", name, err)
+		}
+	}
+	for _, name := range []string{"orphan.eml", tempPrefix + "good.json-123", "bad.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s still in the queue directory", name)
+		}
+	}
+}
+
+func TestQueueOperatorActions(t *testing.T) {
+	clk := newFakeClock()
+	d := &countingDeliverer{count: map[string]int{}, fail: true}
+	n := newNotes()
+	q, _ := OpenQueue(t.TempDir(), d, n, QueueOptions{Clock: clk.Now})
+	runQueue(t, q)
+
+	held := testItem("h1", "h@remote.test")
+	held.Held = true
+	q.Enqueue(held)
+	it, _ := q.WaitFirstAttempt(context.Background(), "h1")
+	if !it.Held || it.Recipients[0].Status != StatusHeld {
+		t.Fatalf("held item: %+v", it)
+	}
+	if err := q.Retry("h1"); protocol.CodeOf(err) != protocol.CodeConflict {
+		t.Fatalf("retry of a held item: %v", err)
+	}
+	if err := q.Approve("h1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { got, _ := q.Get("h1"); return got.Attempts == 1 })
+	if err := q.Approve("h1"); protocol.CodeOf(err) != protocol.CodeConflict {
+		t.Fatalf("second approve: %v", err)
+	}
+	// Retry makes a deferred item due now, without waiting for the backoff.
+	if err := q.Retry("h1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { got, _ := q.Get("h1"); return got.Attempts == 2 })
+	if err := q.Drop("h1"); err != nil {
+		t.Fatal(err)
+	}
+	it = n.waitSettled(t)
+	if it.Recipients[0].Status != StatusFailed || !strings.Contains(it.Recipients[0].Detail, "dropped") {
+		t.Fatalf("dropped: %+v", it.Recipients[0])
+	}
+	if len(q.List()) != 0 {
+		t.Fatal("dropped item still listed")
+	}
+	if err := q.Drop("nope"); protocol.CodeOf(err) != protocol.CodeNotFound {
+		t.Fatalf("drop unknown: %v", err)
+	}
+	if err := q.Enqueue(testItem("../evil", "x@y.test")); protocol.CodeOf(err) != protocol.CodeInvalidInput {
+		t.Fatalf("path-like id: %v", err)
+	}
+}
