@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCLIReferenceIsCurrent fails when a command's help changed without
+// docs/cli.md being regenerated.
+func TestCLIReferenceIsCurrent(t *testing.T) {
+	ref, err := collectHelp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ref.markdown(); !bytes.Equal(got, want) {
+		t.Fatal("docs/cli.md is stale: run `go run ./cmd/mailctl gendocs --markdown docs/cli.md` and commit it")
+	}
+	for _, c := range ref.cmds {
+		if !strings.Contains(c.help, "Usage: mailctl "+c.name) {
+			t.Errorf("%s --help printed no usage line: %q", c.name, c.help)
+		}
+	}
+}
+
+func TestGeneratedFilesAreWellFormed(t *testing.T) {
+	dir := t.TempDir()
+	if code := cmdGendocs([]string{"--man", dir, "--completions", dir}); code != 0 {
+		t.Fatalf("gendocs exit %d", code)
+	}
+	for _, tc := range []struct {
+		tool string
+		args []string
+		file string
+	}{
+		{"bash", []string{"-n"}, "mailctl.bash"},
+		{"zsh", []string{"-n"}, "_mailctl"},
+		{"groff", []string{"-man", "-ww", "-z"}, "mailctl.1"},
+	} {
+		p, err := exec.LookPath(tc.tool)
+		if err != nil {
+			t.Logf("%s not installed: %s not checked", tc.tool, tc.file)
+			continue
+		}
+		out, err := exec.Command(p, append(tc.args, filepath.Join(dir, tc.file))...).CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Errorf("%s %s: %v\n%s", tc.tool, tc.file, err, out)
+		}
+	}
+	man, _ := os.ReadFile(filepath.Join(dir, "mailctl.1"))
+	for _, want := range []string{".TH MAILCTL 1", ".SS setup", ".SS doctor", "/etc/mailctl/config.toml"} {
+		if !bytes.Contains(man, []byte(want)) {
+			t.Errorf("man page lacks %q", want)
+		}
+	}
+}
