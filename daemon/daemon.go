@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -27,6 +29,8 @@ type Options struct {
 	Logger  *slog.Logger
 	// Ready is called once every listener is up (systemd notify, dev banner).
 	Ready func()
+	// Resolver replaces the configured DNS resolver (tests).
+	Resolver resolver.Resolver
 }
 
 // Daemon is one running mailctl service.
@@ -38,6 +42,10 @@ type Daemon struct {
 	reg     *Registry
 	events  *hub
 	started time.Time
+
+	smtp     *smtpService
+	resolver resolver.Resolver // overrides the configured resolver (tests)
+	onDSN    func(mailbox string, dsn *ingest.DSN)
 
 	hookLog *hooks.RunLog
 	runner  *hooks.Runner
@@ -101,6 +109,17 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.state.Store(s)
 	if err := d.openHookRunner(); err != nil {
 		return nil, fmt.Errorf("opening the hook run log: %w", err)
+	}
+	if opts.Resolver != nil {
+		d.resolver = opts.Resolver
+	}
+	if len(cfg.SMTP.Listen) > 0 || cfg.SMTP.LMTPSocket != "" {
+		svc, err := d.newSMTPService()
+		if err != nil {
+			return nil, err
+		}
+		d.smtp = svc
+		d.extras = append(d.extras, svc)
 	}
 	d.ensureDeclared(s)
 	return d, nil

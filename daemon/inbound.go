@@ -1,0 +1,293 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/daemon/smtpin"
+	"github.com/mailctl/mailctl/daemon/trust"
+	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// route is where one recipient address leads.
+type route struct {
+	Mailbox string
+	Tag     string
+}
+
+var (
+	errRelay   = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied: this host only accepts mail for its own domains"}
+	errNoUser  = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such mailbox here"}
+	errBadAddr = &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad recipient address syntax"}
+	errStorage = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "Insufficient system storage, try again later"}
+	errTemp    = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local problem, try again later"}
+)
+
+// route resolves a recipient address to a mailbox: the domain must be ours
+// (never an open relay); the local part matches case-insensitively, "+tag"
+// reaches the mailbox with the tag recorded, aliases map extra addresses, and
+// unknown local parts go to the catch-all when one is configured.
+func (d *Daemon) route(addr string) (route, error) {
+	addr = strings.TrimSpace(addr)
+	at := strings.LastIndexByte(addr, '@')
+	if at <= 0 || at == len(addr)-1 {
+		return route{}, errBadAddr
+	}
+	local, domain := strings.ToLower(addr[:at]), strings.ToLower(addr[at+1:])
+	cfg := d.cfg()
+	if !cfg.IsLocalDomain(domain) {
+		return route{}, errRelay
+	}
+	base, tag, _ := strings.Cut(local, "+")
+	full := base + "@" + domain
+	for _, m := range d.state.Load().declared {
+		for _, a := range m.Aliases {
+			a = strings.ToLower(a)
+			if a == base || a == full {
+				return route{Mailbox: m.Name, Tag: tag}, nil
+			}
+		}
+	}
+	if store.ValidMailboxName(base) == nil {
+		if _, ok := d.lookupMailbox(base); ok {
+			return route{Mailbox: base, Tag: tag}, nil
+		}
+	}
+	if cfg.CatchAll != "" {
+		if _, ok := d.lookupMailbox(cfg.CatchAll); ok {
+			return route{Mailbox: cfg.CatchAll, Tag: local}, nil
+		}
+	}
+	return route{}, errNoUser
+}
+
+// inbound is the SMTP/LMTP backend: it routes, authenticates, parses and
+// stores, and answers only when the message is durable.
+type inbound struct {
+	d       *Daemon
+	checker *trust.Checker
+}
+
+func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
+	_, err := b.d.route(rcpt)
+	return err
+}
+
+// Deliver authenticates the message once, parses it once, then stores a copy
+// in each distinct mailbox the recipients lead to.
+func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, raw []byte) []error {
+	d := b.d
+	errs := make([]error, len(env.Rcpts))
+	res := b.checker.Check(ctx, trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: raw})
+	parsed, err := ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes})
+	if err != nil {
+		for i := range errs {
+			errs[i] = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message could not be parsed"}
+		}
+		return errs
+	}
+	if parsed.Msg.MessageID == "" {
+		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
+	}
+	stored := append([]byte(res.AuthenticationResults(d.cfg().Hostname)), raw...)
+
+	type target struct {
+		rcpts []int
+		rt    route
+	}
+	byMailbox := map[string]*target{}
+	var order []string
+	for i, rcpt := range env.Rcpts {
+		rt, err := d.route(rcpt)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		t := byMailbox[rt.Mailbox]
+		if t == nil {
+			t = &target{rt: rt}
+			byMailbox[rt.Mailbox] = t
+			order = append(order, rt.Mailbox)
+		}
+		t.rcpts = append(t.rcpts, i)
+	}
+	var wg sync.WaitGroup
+	for _, name := range order {
+		t := byMailbox[name]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := b.store(ctx, name, t.rt, env, env.Rcpts[t.rcpts[0]], parsed, res, stored)
+			for _, i := range t.rcpts {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// store writes one mailbox's copy and announces it.
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpt string, p *ingest.Parsed, res trust.Result, raw []byte) error {
+	d := b.d
+	m := p.Msg // a copy per mailbox
+	m.To = append([]string(nil), p.Msg.To...)
+	m.DeliveredTo = rcpt
+	m.Tag = rt.Tag
+	m.ReceivedAt = d.now().UTC()
+	if env.RemoteIP != nil {
+		m.ReceivedFromIP = env.RemoteIP.String()
+	}
+	m.SizeBytes = int64(len(raw))
+	m.SPF, m.DKIM, m.DMARC = res.SPF, res.DKIM, res.DMARC
+	patterns, _ := d.cfg().TrustedSenders(mailbox)
+	m.Trusted = trust.Trusted(res, patterns)
+	if p.DSN != nil {
+		m.IsDSN = true
+		m.DSNFor = p.DSN.OriginalMessageID
+	}
+	id, dup, err := d.store.Deliver(mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
+	if err != nil {
+		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return errStorage
+		}
+		return errTemp
+	}
+	if dup {
+		d.log.Info("duplicate message stored once", "mailbox", mailbox, "id", id)
+		return nil
+	}
+	d.log.Info("message stored", "mailbox", mailbox, "id", id, "trusted", m.Trusted, "dmarc", m.DMARC.Result, "size", m.SizeBytes)
+	sum := summaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
+		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
+		Attachments: len(m.Attachments)})
+	d.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum})
+	if p.DSN != nil && d.onDSN != nil {
+		d.onDSN(mailbox, p.DSN)
+	}
+	dkim := make([]string, 0, len(m.DKIM))
+	for _, r := range m.DKIM {
+		dkim = append(dkim, trust.Summary(r))
+	}
+	f := hooks.Facts{Event: protocol.EventOnReceive, Mailbox: mailbox, ID: id,
+		File: d.store.Path(mailbox) + "/" + protocol.FolderInbox + "/" + id + ".md", From: m.From, To: m.To,
+		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: m.Trusted,
+		DKIM: strings.Join(dkim, ","), SPF: trust.Summary(m.SPF), DMARC: trust.Summary(m.DMARC),
+		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
+	d.fireHooks(protocol.EventOnReceive, mailbox, f, store.Render(&m, p.Body))
+	return nil
+}
+
+func newMessageID(host string) string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b) + "@" + host
+}
+
+// smtpService runs the SMTP listeners and the optional LMTP socket.
+type smtpService struct {
+	d     *Daemon
+	srv   *smtpin.Server
+	lns   []net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (d *Daemon) newSMTPService() (*smtpService, error) {
+	cfg := d.cfg()
+	var tlsCfg *tls.Config
+	if cfg.SMTP.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("loading the STARTTLS certificate: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	s := cfg.SMTP
+	b := &inbound{d: d, checker: &trust.Checker{Resolver: resolver.New(cfg.Trust.Resolver, 0)}}
+	if d.resolver != nil {
+		b.checker.Resolver = d.resolver
+	}
+	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"),
+		Limits: smtpin.Limits{MaxMessageBytes: s.MaxMessageBytes, MaxRecipients: s.MaxRecipients, MaxLineLength: s.MaxLineLength,
+			CommandTimeout: s.CommandTimeout.Duration, SessionTimeout: s.SessionTimeout.Duration, MaxConnections: s.MaxConnections,
+			MaxConnectionsPerIP: s.MaxConnectionsPerIP, MaxErrors: s.MaxErrors, MaxReceivedHeaders: s.MaxReceivedHeaders}}, b)
+	return &smtpService{d: d, srv: srv}, nil
+}
+
+func (s *smtpService) Start(context.Context) error {
+	cfg := s.d.cfg()
+	for _, addr := range cfg.SMTP.Listen {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			s.closeAll()
+			return fmt.Errorf("SMTP listener %s: %w", addr, err)
+		}
+		s.lns = append(s.lns, ln)
+		s.addrs = append(s.addrs, ln.Addr().String())
+		s.serve(func() error { return s.srv.ServeSMTP(ln) })
+	}
+	if path := cfg.SMTP.LMTPSocket; path != "" {
+		os.Remove(path)
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			s.closeAll()
+			return fmt.Errorf("LMTP socket %s: %w", path, err)
+		}
+		// Whoever can reach the socket can hand in mail for local domains, as on port 25.
+		os.Chmod(path, 0o666)
+		s.lns = append(s.lns, ln)
+		s.addrs = append(s.addrs, "lmtp:"+path)
+		s.serve(func() error { return s.srv.ServeLMTP(ln) })
+	}
+	s.d.log.Info("inbound listeners up", "addrs", s.addrs)
+	return nil
+}
+
+func (s *smtpService) serve(f func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := f(); err != nil {
+			s.d.log.Error("inbound listener stopped", "err", err)
+		}
+	}()
+}
+
+func (s *smtpService) closeAll() {
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+}
+
+func (s *smtpService) Stop(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	s.closeAll()
+	s.wg.Wait()
+	return err
+}
+
+// SMTPAddrs lists the bound inbound listener addresses (after Run started them).
+func (d *Daemon) SMTPAddrs() []string {
+	if d.smtp == nil {
+		return nil
+	}
+	return d.smtp.addrs
+}
