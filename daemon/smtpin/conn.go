@@ -94,11 +94,13 @@ func (s *Server) refuse(c net.Conn) {
 // the session deadline, and the first-line check for non-SMTP clients.
 type trackedConn struct {
 	net.Conn
-	s     *Server
-	ip    net.IP
-	id    string
-	log   *slog.Logger
-	timer *time.Timer
+	s   *Server
+	ip  net.IP
+	id  string
+	log *slog.Logger
+
+	timerMu sync.Mutex // the timer's own goroutine may call Close
+	timer   *time.Timer
 
 	checked bool   // first line inspected (only go-smtp's goroutine reads)
 	peek    []byte // bytes read during the check, not yet returned
@@ -118,17 +120,21 @@ func (s *Server) track(c net.Conn, ip net.IP, proto string) *trackedConn {
 	tc.log.Info("connection opened")
 	// The deadline is a timer that closes the socket: go-smtp resets the
 	// socket deadlines on every command, so NOOPs would otherwise extend it.
+	tc.timerMu.Lock()
 	tc.timer = time.AfterFunc(s.lim.SessionTimeout, func() {
 		tc.log.Info("session time limit reached, closing")
 		tc.Close()
 	})
+	tc.timerMu.Unlock()
 	return tc
 }
 
 func (c *trackedConn) Close() error {
 	err := net.ErrClosed
 	c.closeOnce.Do(func() {
+		c.timerMu.Lock()
 		c.timer.Stop()
+		c.timerMu.Unlock()
 		err = c.Conn.Close()
 		c.s.release(c.ip)
 		c.log.Info("connection closed", "messages", c.msgs.Load(), "errors", c.errors.Load())

@@ -475,3 +475,32 @@ func TestShutdownWaitsForSession(t *testing.T) {
 		t.Error("still accepting after Shutdown")
 	}
 }
+
+// CHUNKING is always advertised by go-smtp; BDAT data is not dot-stuffed,
+// and the same framing and size rules apply to it.
+func TestBDAT(t *testing.T) {
+	ts := startServer(t, Limits{MaxMessageBytes: 100}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	msg := "Subject: b\r\n\r\n.\r\nline\r\n"
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<b@example.com>", "250 ")
+	c.send(fmt.Sprintf("BDAT %d\r\n%s", 10, msg[:10]))
+	c.expect("250 ")
+	c.send(fmt.Sprintf("BDAT %d LAST\r\n%s", len(msg)-10, msg[10:]))
+	c.expect("250 ")
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<b@example.com>", "250 ")
+	bad := "Subject: b\r\n\r\nbare\nlf\r\n"
+	c.send(fmt.Sprintf("BDAT %d LAST\r\n%s", len(bad), bad))
+	c.expect("554 5.6.0")
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<b@example.com>", "250 ")
+	c.send(fmt.Sprintf("BDAT 101 LAST\r\n%s", strings.Repeat("x", 99)+"\r\n"))
+	c.expect("552 5.3.4")
+	c.cmd("NOOP", "250 ")
+	got := ts.be.got()
+	if len(got) != 1 || body(t, got[0].raw) != msg {
+		t.Errorf("deliveries %+v", got)
+	}
+}
