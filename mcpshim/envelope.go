@@ -224,12 +224,29 @@ func schemaFor[T any](refine func(*jsonschema.Schema)) (*jsonschema.Schema, *jso
 	return s, r
 }
 
+// allowErrors widens a result schema so that error results validate too:
+// strict clients (the TypeScript SDK) check structuredContent against the
+// output schema even when isError is set. data is present on success; code,
+// message and retryable on errors.
+func allowErrors(sc *jsonschema.Schema) {
+	sc.Required = []string{"summary", "meta"}
+	codes := make([]any, len(protocol.Codes))
+	for i, c := range protocol.Codes {
+		codes[i] = c
+	}
+	sc.Properties["code"] = &jsonschema.Schema{Type: "string", Enum: codes, Description: "error code (errors only)"}
+	sc.Properties["message"] = &jsonschema.Schema{Type: "string", Description: "what went wrong and what to do (errors only)"}
+	sc.Properties["retryable"] = &jsonschema.Schema{Type: "boolean", Description: "whether retrying the same call may succeed (errors only)"}
+	sc.Properties["retry_after_ms"] = &jsonschema.Schema{Type: "integer"}
+	sc.PropertyOrder = append(sc.PropertyOrder, "code", "message", "retryable", "retry_after_ms")
+}
+
 // newTool wraps a typed handler into an MCP tool whose arguments are
 // validated against its schema and decoded strictly, and whose results and
 // errors all follow the envelope.
 func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handlerFunc[In, Out]) toolSpec {
 	in, inResolved := schemaFor[In](refine)
-	out, _ := schemaFor[Envelope[Out]](nil)
+	out, _ := schemaFor[Envelope[Out]](allowErrors)
 	t.InputSchema = in
 	t.OutputSchema = out
 	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -151,6 +151,7 @@ func (e *env) fail(name string, args map[string]any, code string) map[string]any
 	if !res.IsError {
 		e.t.Fatalf("%s(%v) succeeded, want error %s: %v", name, args, code, sc)
 	}
+	e.validateOutput(name, sc)
 	if sc["code"] != code {
 		e.t.Fatalf("%s(%v): code %v, want %s (%v)", name, args, sc["code"], code, sc["message"])
 	}

@@ -85,7 +85,7 @@ func New(opts Options) *Server {
 	s.subs = newSubscriptions(s)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mailctl", Title: "mailctl mail exchange", Version: version}, &mcp.ServerOptions{
 		Instructions:       Instructions,
-		Logger:             logger,
+		Logger:             slog.New(minLevel{slog.LevelWarn, logger.Handler()}), // the SDK logs every session at info
 		SubscribeHandler:   s.subs.subscribe,
 		UnsubscribeHandler: s.subs.unsubscribe,
 		Capabilities: &mcp.ServerCapabilities{
@@ -167,6 +167,19 @@ func (s *Server) call(ctx context.Context, verb string, args, out any) error {
 	}
 	return c.Call(ctx, verb, args, out)
 }
+
+// minLevel drops records below a level.
+type minLevel struct {
+	min slog.Level
+	slog.Handler
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler { return minLevel{m.min, m.Handler.WithAttrs(a)} }
+func (m minLevel) WithGroup(g string) slog.Handler      { return minLevel{m.min, m.Handler.WithGroup(g)} }
 
 // Presets are named tool selections for --tools.
 func Presets() map[string][]string {
