@@ -178,8 +178,10 @@ func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= m.min && m.Handler.Enabled(ctx, l)
 }
 
-func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler { return minLevel{m.min, m.Handler.WithAttrs(a)} }
-func (m minLevel) WithGroup(g string) slog.Handler      { return minLevel{m.min, m.Handler.WithGroup(g)} }
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{m.min, m.Handler.WithAttrs(a)}
+}
+func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{m.min, m.Handler.WithGroup(g)} }
 
 // Presets are named tool selections for --tools.
 func Presets() map[string][]string {
