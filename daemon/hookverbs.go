@@ -24,7 +24,7 @@ func (d *Daemon) openHookRunner() error {
 		return err
 	}
 	d.hookLog = log
-	d.runner = &hooks.Runner{MaxConcurrent: cfg.HookRules.MaxConcurrent, Log: log}
+	d.runner = &hooks.Runner{MaxConcurrent: cfg.HookRules.MaxConcurrent, Log: log, Logger: d.log.With("part", "hooks")}
 	return nil
 }
 

@@ -76,16 +76,21 @@ func quietLogger(t testing.TB) *slog.Logger {
 // startDaemon runs a daemon whose socket every user can reach.
 func startDaemon(t testing.TB, extra string) *testDaemon {
 	t.Helper()
+	return startDaemonWith(t, extra, Options{})
+}
+
+// startDaemonWith is startDaemon with options (a test resolver, say).
+func startDaemonWith(t testing.TB, extra string, opts Options) *testDaemon {
+	t.Helper()
 	dir := testusers.SharedDir(t)
-	text := fmt.Sprintf(`hostname = "mx.example.test"
-domains = ["example.test"]
+	text := "hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n" + extra + fmt.Sprintf(`
 [paths]
 state_dir = %q
 socket = %q
 dkim_dir = %q
 [smtp]
 listen = ["127.0.0.1:0"]
-`, filepath.Join(dir, "state"), filepath.Join(dir, "run", "mailctl.sock"), filepath.Join(dir, "dkim")) + extra
+`, filepath.Join(dir, "state"), filepath.Join(dir, "run", "mailctl.sock"), filepath.Join(dir, "dkim"))
 	path := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -95,7 +100,8 @@ listen = ["127.0.0.1:0"]
 		t.Fatal(err)
 	}
 	ready := make(chan struct{})
-	d, err := New(cfg, Options{Version: "test", Logger: quietLogger(t), Ready: func() { close(ready) }})
+	opts.Version, opts.Logger, opts.Ready = "test", quietLogger(t), func() { close(ready) }
+	d, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,184 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"net/smtp"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-msgauth/dkim"
+
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// startInbound runs a daemon with an SMTP listener on loopback and a test DNS.
+func startInbound(t *testing.T, extra string) (*testDaemon, string, *resolver.Map) {
+	t.Helper()
+	dns := &resolver.Map{}
+	td := startDaemonWith(t, extra, Options{Resolver: dns})
+	addrs := td.SMTPAddrs()
+	if len(addrs) == 0 {
+		t.Fatal("no SMTP listener")
+	}
+	return td, addrs[0], dns
+}
+
+func sendSMTP(t *testing.T, addr, from string, to []string, msg string) error {
+	t.Helper()
+	return smtp.SendMail(addr, nil, from, to, []byte(strings.ReplaceAll(msg, "\n", "\r\n")))
+}
+
+func TestInboundRoutingAndStorage(t *testing.T) {
+	td, addr, _ := startInbound(t, `catch_all = "catchall"
+[[mailboxes]]
+name = "support"
+owner = "root"
+aliases = ["help", "contact@example.test"]
+[[mailboxes]]
+name = "catchall"
+owner = "root"
+`)
+	td.EnsureMailbox("alice", 0, 0)
+	td.EnsureMailbox("bob", 0, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{"alice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	msg := "From: Sender <sender@remote.test>\nTo: alice@example.test, Bob <bob@example.test>\nCc: help@example.test\n" +
+		"Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?=\nMessage-ID: <one@remote.test>\nDate: Sun, 22 Nov 2026 00:00:00 +0000\n\nHello *there*.\n"
+	if err := sendSMTP(t, addr, "sender@remote.test", []string{"Alice+news@EXAMPLE.test", "bob@example.test", "help@example.test", "alice@example.test"}, msg); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	// One copy per mailbox, even though alice was addressed twice.
+	for _, mb := range []string{"alice", "bob", "support"} {
+		var l protocol.MessageList
+		if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: mb}, &l); err != nil || len(l.Messages) != 1 {
+			t.Fatalf("%s: %v %+v", mb, err, l.Messages)
+		}
+	}
+	var l protocol.MessageList
+	td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice"}, &l)
+	var m protocol.Message
+	if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", ID: l.Messages[0].ID}, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "Grüße" || len(m.To) != 2 || m.Cc[0] == "" || m.MessageID != "one@remote.test" || !strings.Contains(m.Body, "Hello") {
+		t.Errorf("frontmatter: %+v", m)
+	}
+	if m.DeliveredTo != "Alice+news@EXAMPLE.test" && m.DeliveredTo != "alice@example.test" {
+		t.Errorf("delivered_to %q", m.DeliveredTo)
+	}
+	if m.Trusted != "none" || m.SPF == nil || m.ReceivedFromIP != "127.0.0.1" || m.ThreadID == "" {
+		t.Errorf("trust/ip/thread: trusted=%s spf=%+v ip=%s thread=%s", m.Trusted, m.SPF, m.ReceivedFromIP, m.ThreadID)
+	}
+	raw, err := os.ReadFile(m.RawPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(raw, []byte("Authentication-Results: mx.example.test;")) || !bytes.Contains(raw, []byte("Hello *there*.\r\n")) {
+		t.Errorf("raw copy lacks our Authentication-Results header or the body:\n%.400s", raw)
+	}
+	select {
+	case ev := <-events:
+		if ev.Type != protocol.EventNewMail || ev.Mailbox != "alice" || ev.Message == nil || ev.Message.Subject != "Grüße" {
+			t.Errorf("event %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no new_mail event")
+	}
+
+	// The same Message-ID again is stored once.
+	sendSMTP(t, addr, "sender@remote.test", []string{"alice@example.test"}, msg)
+	td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice"}, &l)
+	if len(l.Messages) != 1 {
+		t.Errorf("duplicate stored twice: %d messages", len(l.Messages))
+	}
+	// Unknown local parts reach the catch-all; other domains are refused.
+	if err := sendSMTP(t, addr, "s@remote.test", []string{"nobody@example.test"}, "Subject: x\n\nbody\n"); err != nil {
+		t.Errorf("catch-all: %v", err)
+	}
+	td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "catchall"}, &l)
+	if len(l.Messages) != 1 {
+		t.Errorf("catch-all got %d", len(l.Messages))
+	}
+	err = sendSMTP(t, addr, "s@remote.test", []string{"victim@elsewhere.test"}, "Subject: relay\n\nx\n")
+	if err == nil || !strings.Contains(err.Error(), "550") {
+		t.Errorf("relay attempt: %v, want 550", err)
+	}
+}
+
+func TestInboundUnknownUserWithoutCatchAll(t *testing.T) {
+	_, addr, _ := startInbound(t, "")
+	err := sendSMTP(t, addr, "s@remote.test", []string{"nobody@example.test"}, "Subject: x\n\nbody\n")
+	if err == nil || !strings.Contains(err.Error(), "550") || !strings.Contains(err.Error(), "5.1.1") {
+		t.Fatalf("unknown user: %v, want 550 5.1.1", err)
+	}
+}
+
+// TestInboundTrustAndHooks: an aligned DKIM signature from a trusted sender
+// makes the message trusted and fires the owner's hook; the same From signed
+// by an unrelated domain is stored untrusted and fires nothing.
+func TestInboundTrustAndHooks(t *testing.T) {
+	td, addr, dns := startInbound(t, `[trust]
+trusted_senders = ["boss@trusted.test"]
+`)
+	// Hooks never run as root: as root, the mailbox belongs to a throwaway user.
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	outDir := t.TempDir()
+	if uid == 0 {
+		u := testusers.Create(t, "mcth")
+		uid, gid = u.UID, u.GID
+		outDir = testusers.SharedDir(t)
+		os.Chmod(outDir, 0o777)
+	}
+	out := filepath.Join(outDir, "fired")
+	td.EnsureMailbox("agent", uid, gid)
+	var h protocol.Hook
+	if err := td.call(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "agent", Event: "on_receive",
+		Cmd: []string{"/bin/sh", "-c", "cat >> " + out}}, &h); err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	for _, d := range []string{"trusted.test", "evil.test"} {
+		dns.SetTXT("sel._domainkey."+d, "v=DKIM1; k=ed25519; p="+base64.StdEncoding.EncodeToString(pub))
+	}
+	sign := func(domain, subject string) string {
+		msg := "From: boss@trusted.test\r\nTo: agent@example.test\r\nSubject: " + subject + "\r\nMessage-ID: <" + subject + "@x>\r\n\r\nbody\r\n"
+		var b bytes.Buffer
+		if err := dkim.Sign(&b, strings.NewReader(msg), &dkim.SignOptions{Domain: domain, Selector: "sel", Signer: priv}); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct{ domain, subject, trusted string }{{"trusted.test", "aligned", "true"}, {"evil.test", "forged", "false"}} {
+		if err := smtp.SendMail(addr, nil, "bounce@"+tc.domain, []string{"agent@example.test"}, []byte(sign(tc.domain, tc.subject))); err != nil {
+			t.Fatal(err)
+		}
+		var l protocol.MessageList
+		td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "agent", Subject: tc.subject}, &l)
+		if len(l.Messages) != 1 || l.Messages[0].Trusted != tc.trusted {
+			t.Fatalf("%s: %+v, want trusted=%s", tc.subject, l.Messages, tc.trusted)
+		}
+	}
+	td.runner.Wait()
+	got, _ := os.ReadFile(out)
+	if !strings.Contains(string(got), `subject = "aligned"`) || strings.Contains(string(got), "forged") {
+		t.Fatalf("hook input: %q; want only the aligned message", got)
+	}
+}
