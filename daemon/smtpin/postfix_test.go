@@ -87,7 +87,9 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 		"mydestination =",
 		"inet_interfaces = loopback-only",
 		"inet_protocols = ipv4",
-		"master_service_disable = inet",
+		"mynetworks = 192.0.2.1/32",
+		"smtpd_recipient_restrictions = permit_mynetworks, reject_unauth_destination, reject_unverified_recipient",
+		"unverified_recipient_reject_code = 550",
 		"virtual_mailbox_domains = example.com",
 		"virtual_mailbox_maps =",
 		"virtual_transport = lmtp:unix:" + sock,
@@ -95,7 +97,8 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 		"",
 	}, "\n")
 	os.WriteFile(filepath.Join(etc, "main.cf"), []byte(mainCF), 0o644)
-	os.WriteFile(filepath.Join(etc, "master.cf"), []byte(postfixMasterCF), 0o644)
+	smtpdAddr := freePort(t)
+	os.WriteFile(filepath.Join(etc, "master.cf"), []byte(postfixMasterCF+smtpdAddr+" inet n - n - - smtpd\n"), 0o644)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -144,6 +147,8 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 			t.Errorf("message lacks %q:\n%s", want, raw)
 		}
 	}
+	checkPostfixSMTPD(t, smtpdAddr, ts)
+
 	// Postfix logs the refused recipient with our reply.
 	deadline = time.Now().Add(10 * time.Second)
 	for {
@@ -157,6 +162,52 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// checkPostfixSMTPD talks to the Postfix smtpd: with reject_unverified_recipient
+// Postfix asks mailctl over LMTP whether an address exists, so an unknown one
+// is refused during the SMTP session and a relay attempt never reaches us.
+func checkPostfixSMTPD(t *testing.T, addr string, ts *testServer) {
+	t.Helper()
+	rcptReply := func(rcpt string) string {
+		t.Helper()
+		var last string
+		// The first answer may be 450 while the verification probe runs.
+		for i := 0; i < 20; i++ {
+			c := dialRaw(t, "tcp", addr)
+			c.expect("220 ")
+			c.cmd("EHLO client.example", "250 ")
+			c.cmd("MAIL FROM:<alice@sender.example>", "250 ")
+			c.send("RCPT TO:<" + rcpt + ">\r\n")
+			last = c.reply()
+			c.c.Close()
+			if !strings.HasPrefix(last, "450") {
+				return last
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return last
+	}
+	if r := rcptReply("nobody@example.com"); !strings.HasPrefix(r, "550 5.1.1") {
+		t.Errorf("unknown recipient via Postfix: %q, want 550 5.1.1", r)
+	}
+	if r := rcptReply("carol@example.com"); !strings.HasPrefix(r, "250 ") {
+		t.Errorf("known recipient via Postfix: %q, want 250", r)
+	}
+	// Postfix's default smtpd_relay_restrictions answer 454 (defer_unauth_destination).
+	if r := rcptReply("victim@elsewhere.example"); !strings.Contains(r, "Relay access denied") {
+		t.Errorf("relay via Postfix: %q, want Relay access denied", r)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // startServerLMTPAt serves LMTP on a socket the postfix user can use.
