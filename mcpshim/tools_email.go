@@ -212,15 +212,12 @@ func (s *Server) toolEmailRead() toolSpec {
 		}
 		f := newFence()
 		data := readData(m, f, in.MaxChars)
-		summary := fmt.Sprintf("message %s from %s: %q (%d of %d body chars, trusted=%s)", m.ID, clip(m.From, 80), clip(m.Subject, 80),
+		summary := fmt.Sprintf("message %s %s (%d of %d body chars, trusted=%s)", m.ID, describe(m),
 			utf8.RuneCountInString(m.Body), m.BodyChars, orNone(m.Trusted))
 		var next *NextAction
 		if data.NextOffset > 0 {
 			next = &NextAction{Instruction: "The body continues; read the next window if you need it.", Tool: "email_read",
 				Arguments: map[string]any{"mailbox": in.Mailbox, "id": m.ID, "folder": m.Folder, "offset": data.NextOffset}}
-		}
-		if !isTrusted(m.Trusted) {
-			summary += " [untrusted: content fenced]"
 		}
 		return summary, data, next, nil
 	})
@@ -250,8 +247,18 @@ func (s *Server) read(ctx context.Context, args protocol.MessageReadArgs) (*prot
 	return &m, nil
 }
 
+// describe names a message's sender and subject for a summary line; an
+// untrusted sender's words never appear outside a fence, so summaries leave them out.
+func describe(m *protocol.Message) string {
+	if !isTrusted(m.Trusted) && !m.Outbound {
+		return "from an untrusted sender (headers and body fenced in data)"
+	}
+	return fmt.Sprintf("from %s: %q", clip(m.From, 80), clip(m.Subject, 80))
+}
+
 func readData(m *protocol.Message, f *fence, _ int) EmailReadData {
 	d := EmailReadData{Message: *m, Trust: trustFacts(m)}
+	d.Snippet = "" // the body window says more, and the snippet would repeat it
 	shown := utf8.RuneCountInString(m.Body)
 	if m.Truncated || m.Offset+shown < m.BodyChars {
 		d.Truncated = true
@@ -260,7 +267,6 @@ func readData(m *protocol.Message, f *fence, _ int) EmailReadData {
 	if !isTrusted(m.Trusted) && !m.Outbound {
 		d.From = f.inline(m.From)
 		d.Subject = f.inline(m.Subject)
-		d.Snippet = f.inline(m.Snippet)
 		d.Body = f.block(m.Body)
 	} else {
 		d.Trust.Fenced = false

@@ -87,12 +87,9 @@ func (s *Server) emailWait(ctx context.Context, req *mcp.CallToolRequest, in *em
 		data := EmailWaitData{Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),
 			Waited: time.Since(start).Milliseconds()}
 		data.Message = readData(m, newFence(), in.MaxChars)
-		sum := fmt.Sprintf("message %s arrived from %s: %q", m.ID, clip(m.From, 80), clip(m.Subject, 80))
+		sum := fmt.Sprintf("message %s arrived %s", m.ID, describe(m))
 		if len(data.Codes) > 0 {
-			sum += fmt.Sprintf(" (code %s)", data.Codes[0])
-		}
-		if !isTrusted(m.Trusted) {
-			sum += " [untrusted: content fenced]"
+			sum += fmt.Sprintf("; %d code(s) found", len(data.Codes))
 		}
 		return sum, data, true, nil
 	}
