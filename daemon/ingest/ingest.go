@@ -209,8 +209,9 @@ func addresses(h gomail.Header, key string) []string {
 		return nil
 	}
 	list, err := h.AddressList(key)
-	if err == nil && len(list) > 0 {
-		out := make([]string, 0, len(list))
+	if err == nil {
+		// Groups such as "undisclosed-recipients:;" parse to no address.
+		var out []string
 		for _, a := range list {
 			out = append(out, formatAddress(a.Name, a.Address))
 		}

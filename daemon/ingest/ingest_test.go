@@ -318,7 +318,11 @@ func TestGarbage(t *testing.T) {
 	if _, err := Parse(nil, Options{}); err != ErrEmpty {
 		t.Errorf("empty input: %v", err)
 	}
-	p, _ := Parse([]byte("From: <<<>>>\r\nTo: a@b, broken <\r\n\r\nx"), Options{})
+	p, _ := Parse([]byte("From: a@b.example\r\nTo: undisclosed-recipients:;\r\nCc: team: x@y.example, z@y.example;\r\n\r\nx"), Options{})
+	if len(p.Msg.To) != 0 || !reflect.DeepEqual(p.Msg.Cc, []string{"x@y.example", "z@y.example"}) {
+		t.Errorf("groups: To %q Cc %q", p.Msg.To, p.Msg.Cc)
+	}
+	p, _ = Parse([]byte("From: <<<>>>\r\nTo: a@b, broken <\r\n\r\nx"), Options{})
 	if len(p.Msg.To) == 0 {
 		t.Error("broken To list lost every address")
 	}
