@@ -25,13 +25,37 @@ type field struct {
 // others, which is exactly the disagreement a spoofed From needs.
 var errMalformedHeader = errors.New("malformed header (bare CR)")
 
+// Limits past which a header is not handed to the DKIM verifier: it joins
+// continuation lines by repeated string concatenation, so one field folded
+// over very many lines costs time quadratic in its size. Real fields stay far
+// below these.
+const (
+	maxFieldLines = 1000
+	maxFieldBytes = 128 << 10
+)
+
+// header is the parsed header block of the incoming message.
+type header struct {
+	fields    []field
+	err       error // set when the block is malformed
+	oversized bool  // a field exceeds maxFieldLines or maxFieldBytes
+}
+
 // parseHeader splits the header block the way the DKIM verifier does (lines
 // end at LF with an optional CR before it, a line starting with SP or HTAB
 // continues the previous field, the first empty line ends the header), so that
 // the From we read is the From the signatures cover.
-func parseHeader(raw []byte) ([]field, error) {
-	var fields []field
-	var malformed bool
+func parseHeader(raw []byte) header {
+	var h header
+	var cur strings.Builder
+	lines := 0
+	flush := func() {
+		if len(h.fields) > 0 {
+			h.fields[len(h.fields)-1].value = cur.String()
+		}
+		cur.Reset()
+		lines = 0
+	}
 	for len(raw) > 0 {
 		var line []byte
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -44,19 +68,26 @@ func parseHeader(raw []byte) ([]field, error) {
 			break
 		}
 		if bytes.IndexByte(line, '\r') >= 0 {
-			malformed = true
+			h.err = errMalformedHeader
 		}
-		if (line[0] == ' ' || line[0] == '\t') && len(fields) > 0 {
-			fields[len(fields)-1].value += string(line)
+		if (line[0] == ' ' || line[0] == '\t') && len(h.fields) > 0 {
+			lines++
+			cur.Write(line)
+			if lines > maxFieldLines || cur.Len() > maxFieldBytes {
+				h.oversized = true
+			}
 			continue
 		}
-		name, value, _ := strings.Cut(string(line), ":")
-		fields = append(fields, field{name: strings.TrimSpace(name), value: value})
+		flush()
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		h.fields = append(h.fields, field{name: strings.TrimSpace(string(name))})
+		cur.Write(value)
+		if cur.Len() > maxFieldBytes {
+			h.oversized = true
+		}
 	}
-	if malformed {
-		return fields, errMalformedHeader
-	}
-	return fields, nil
+	flush()
+	return h
 }
 
 // passthroughCharset lets display names in unknown charsets through
@@ -72,6 +103,7 @@ type from struct {
 }
 
 func parseFrom(fields []field, headerErr error) from {
+	const maxFrom = 8 << 10 // far beyond any real From; bounds the parser's work
 	var values []string
 	for _, f := range fields {
 		if strings.EqualFold(f.name, "From") {
@@ -85,6 +117,8 @@ func parseFrom(fields []field, headerErr error) from {
 		return from{err: errors.New("no From header field")}
 	case len(values) > 1:
 		return from{err: fmt.Errorf("%d From header fields", len(values))}
+	case len(values[0]) > maxFrom:
+		return from{err: errors.New("From header field too long")}
 	}
 	p := mail.AddressParser{WordDecoder: &mime.WordDecoder{CharsetReader: passthroughCharset}}
 	list, err := p.ParseList(values[0])

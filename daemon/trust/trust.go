@@ -92,8 +92,8 @@ func (c *Checker) Check(ctx context.Context, in Input) Result {
 	}
 
 	var res Result
-	fields, herr := parseHeader(in.Raw)
-	f := parseFrom(fields, herr)
+	h := parseHeader(in.Raw)
+	f := parseFrom(h.fields, h.err)
 	res.FromAddress, res.FromDomain = f.address, f.domain
 
 	var wg sync.WaitGroup
@@ -102,7 +102,7 @@ func (c *Checker) Check(ctx context.Context, in Input) Result {
 		defer wg.Done()
 		res.SPF, res.SPFScope = checkSPF(ctx, r, in)
 	}()
-	res.DKIM = c.checkDKIM(ctx, r, in.Raw, fields)
+	res.DKIM = c.checkDKIM(ctx, r, in.Raw, h)
 	wg.Wait()
 
 	res.DMARC, res.Aligned, res.Policy = checkDMARC(ctx, r, f, res.SPF, res.DKIM)
@@ -146,10 +146,10 @@ func checkSPF(ctx context.Context, r resolver.Resolver, in Input) (store.AuthRes
 	return out, scope
 }
 
-func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte, fields []field) []store.AuthResult {
+func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte, h header) []store.AuthResult {
 	type sig struct{ d, s string }
 	var sigs []sig
-	for _, f := range fields {
+	for _, f := range h.fields {
 		if strings.EqualFold(f.name, "DKIM-Signature") {
 			tags := sigTags(f.value)
 			sigs = append(sigs, sig{d: tags["d"], s: tags["s"]})
@@ -161,6 +161,14 @@ func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte
 	max := c.MaxSignatures
 	if max <= 0 {
 		max = 10
+	}
+	if h.oversized {
+		out := make([]store.AuthResult, 0, min(len(sigs), max))
+		for _, s := range sigs[:min(len(sigs), max)] {
+			out = append(out, store.AuthResult{Result: "permerror", Domain: clean(normDomain(s.d)),
+				Detail: "s=" + clean(s.s) + "; header field too large to verify"})
+		}
+		return out
 	}
 	b := newBudget(ctx, r, max)
 	verifs, err := dkim.VerifyWithOptions(bytes.NewReader(raw), &dkim.VerifyOptions{

@@ -228,6 +228,45 @@ func TestCheck(t *testing.T) {
 			want: want{spf: "temperror", dkim: []string{"temperror"}, dmarc: "temperror", aligned: false, trusted: "false"},
 		},
 		{
+			name: "subdomain without a record gets the organizational record's sp=",
+			res: func(m *resolver.Map) {
+				m.SetTXT("_dmarc.trusted.test", "v=DMARC1; p=reject; sp=quarantine")
+			},
+			in: func() Input {
+				return Input{RemoteIP: evilIP, Helo: "evil.test", MailFrom: "x@news.trusted.test", Raw: message("news@news.trusted.test")}
+			},
+			want: want{spf: "none", dkim: []string{"none"}, dmarc: "fail", aligned: false, trusted: "false", policy: "quarantine"},
+		},
+		{
+			name: "no DMARC record: relaxed alignment still authenticates",
+			res: func(m *resolver.Map) {
+				m.SetTXT("nodmarc.test", "v=spf1 ip4:192.0.2.10 -all")
+			},
+			in: func() Input {
+				return Input{RemoteIP: trustedIP, Helo: "x.test", MailFrom: "b@nodmarc.test", Raw: message("a@mail.nodmarc.test")}
+			},
+			want: want{spf: "pass", dkim: []string{"none"}, dmarc: "none", aligned: true, trusted: "false", policy: ""},
+		},
+		{
+			name: "unreadable DMARC record: only strict alignment counts",
+			res: func(m *resolver.Map) {
+				m.Fail = map[string]bool{"_dmarc.example.com": true}
+			},
+			in: func() Input {
+				return Input{RemoteIP: evilIP, Helo: "x.test", MailFrom: "", Raw: sign(t, message("a@example.com"), "mail.example.com", "ed", edKey)}
+			},
+			want: want{spf: "none", dkim: []string{"pass"}, dmarc: "temperror", aligned: false, trusted: "false"},
+		},
+		{
+			name: "header folded over very many lines is not verified",
+			in: func() Input {
+				raw := sign(t, boss, "trusted.test", "ed", edKey)
+				junk := "X-Junk: a" + strings.Repeat("\r\n x", 200000) + "\r\n"
+				return Input{RemoteIP: evilIP, Helo: "x.test", MailFrom: "", Raw: append([]byte(junk), raw...)}
+			},
+			want: want{spf: "none", dkim: []string{"permerror"}, dkimDomains: []string{"trusted.test"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"},
+		},
+		{
 			name: "signature by a missing key is a permerror",
 			in: func() Input {
 				return Input{RemoteIP: evilIP, Helo: "x.test", MailFrom: "", Raw: sign(t, boss, "trusted.test", "gone", edKey)}
