@@ -38,6 +38,11 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 		},
 		SMTP: config.SMTP{Listen: []string{o.SMTP}},
 	}
+	cert, key, err := EnsureSelfSigned(filepath.Join(dir, "tls"), "localhost", "127.0.0.1", "::1", o.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("dev certificate: %w", err)
+	}
+	c.SMTP.TLSCert, c.SMTP.TLSKey = cert, key
 	// Validation and defaults run through the same path as a config file.
 	text, err := configText(c)
 	if err != nil {
@@ -66,7 +71,10 @@ dkim_dir = %q
 
 [smtp]
 listen = [%q]
-`, time.Now().UTC().Format(time.RFC3339), c.Hostname, c.Domains[0], c.Paths.StateDir, c.Paths.Socket, c.Paths.DKIMDir, c.SMTP.Listen[0])), nil
+tls_cert = %q
+tls_key = %q
+`, time.Now().UTC().Format(time.RFC3339), c.Hostname, c.Domains[0], c.Paths.StateDir, c.Paths.Socket, c.Paths.DKIMDir,
+		c.SMTP.Listen[0], c.SMTP.TLSCert, c.SMTP.TLSKey)), nil
 }
 
 // EnsureMailbox creates a registry mailbox for uid if it does not exist yet
