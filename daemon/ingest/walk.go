@@ -279,7 +279,7 @@ func unflow(s string, delsp bool) string {
 }
 
 func (w *walker) addText(s string) {
-	s = strings.ReplaceAll(s, "\x00", "")
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 	if strings.TrimSpace(s) == "" {
 		return
 	}
