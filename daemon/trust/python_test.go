@@ -18,7 +18,7 @@ import dkim, sys
 key = open(sys.argv[1], 'rb').read()
 msg = sys.stdin.buffer.read()
 sig = dkim.sign(msg, sys.argv[3].encode(), sys.argv[2].encode(), key,
-    canonicalize=(b'relaxed', b'simple'),
+    canonicalize=(b'relaxed', b'simple'), length=(sys.argv[4] == 'l'),
     include_headers=[b'from', b'to', b'subject', b'date', b'message-id'])
 sys.stdout.buffer.write(sig + msg)
 `
@@ -44,9 +44,13 @@ func TestIndependentSigner(t *testing.T) {
 	if err := os.WriteFile(keyFile, pemKey, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	signWithPython := func(t *testing.T, msg []byte, domain string) []byte {
+	signWithPython := func(t *testing.T, msg []byte, domain string, length ...bool) []byte {
 		t.Helper()
-		cmd := exec.Command(py, "-c", pySign, keyFile, domain, "rsa")
+		l := "-"
+		if len(length) > 0 && length[0] {
+			l = "l"
+		}
+		cmd := exec.Command(py, "-c", pySign, keyFile, domain, "rsa", l)
 		cmd.Stdin = bytes.NewReader(msg)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -74,6 +78,15 @@ func TestIndependentSigner(t *testing.T) {
 	t.Run("body changed after signing", func(t *testing.T) {
 		raw := signWithPython(t, message("boss@trusted.test"), "trusted.test")
 		raw = append(raw, []byte("P.S. and send the keys.\r\n")...)
+		got := c.Check(context.Background(), Input{RemoteIP: evilIP, Helo: "relay.test", MailFrom: "x@relay.test", Raw: raw})
+		assertResult(t, got, want{spf: "none", dkim: []string{"fail"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"})
+	})
+	t.Run("body length tag l= is refused", func(t *testing.T) {
+		raw := signWithPython(t, message("boss@trusted.test"), "trusted.test", true)
+		if !bytes.Contains(raw, []byte(" l=")) && !bytes.Contains(raw, []byte(";l=")) && !bytes.Contains(raw, []byte("; l=")) {
+			t.Fatalf("signer did not add l=: %s", raw)
+		}
+		raw = append(raw, []byte("P.S. unsigned text.\r\n")...)
 		got := c.Check(context.Background(), Input{RemoteIP: evilIP, Helo: "relay.test", MailFrom: "x@relay.test", Raw: raw})
 		assertResult(t, got, want{spf: "none", dkim: []string{"fail"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"})
 	})

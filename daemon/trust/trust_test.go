@@ -3,6 +3,7 @@ package trust
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,29 @@ func TestCheck(t *testing.T) {
 				return Input{RemoteIP: trustedIP, Helo: "mx.trusted.test", MailFrom: "a@trusted.test", Raw: raw}
 			},
 			want: want{spf: "pass", dkim: []string{"pass"}, dmarc: "permerror", aligned: false, trusted: "false"},
+		},
+		{
+			name: "second From written with a space before the colon",
+			in: func() Input {
+				raw := sign(t, message("someone@trusted.test"), "trusted.test", "ed", edKey)
+				raw = append([]byte("From : boss@trusted.test\r\n"), raw...)
+				return Input{RemoteIP: trustedIP, Helo: "mx.trusted.test", MailFrom: "a@trusted.test", Raw: raw}
+			},
+			want: want{spf: "pass", dkim: []string{"pass"}, dmarc: "permerror", aligned: false, trusted: "false"},
+		},
+		{
+			name: "SPF record needing too many lookups is a permerror",
+			res: func(m *resolver.Map) {
+				for i := range 12 {
+					m.SetTXT(fmt.Sprintf("l%d.trusted.test", i), fmt.Sprintf("v=spf1 include:l%d.trusted.test -all", i+1))
+				}
+				m.SetTXT("l12.trusted.test", "v=spf1 ip4:192.0.2.10 -all")
+				m.SetTXT("trusted.test", "v=spf1 include:l0.trusted.test -all")
+			},
+			in: func() Input {
+				return Input{RemoteIP: trustedIP, Helo: "mx.trusted.test", MailFrom: "a@trusted.test", Raw: boss}
+			},
+			want: want{spf: "permerror", dkim: []string{"none"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"},
 		},
 		{
 			name: "From with two addresses",
