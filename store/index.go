@@ -378,8 +378,33 @@ func newMatcher(q Query) matcher {
 	return m
 }
 
+// containsFold reports whether s contains lowSub (already lower case),
+// ignoring case. ASCII text, the common case, is compared without allocating.
 func containsFold(s, lowSub string) bool {
-	return lowSub == "" || strings.Contains(strings.ToLower(s), lowSub)
+	if lowSub == "" {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.Contains(strings.ToLower(s), lowSub)
+		}
+	}
+	for i := 0; i+len(lowSub) <= len(s); i++ {
+		j := 0
+		for ; j < len(lowSub); j++ {
+			c := s[i+j]
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lowSub[j] {
+				break
+			}
+		}
+		if j == len(lowSub) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *matcher) match(e *entry) bool {

@@ -260,7 +260,7 @@ func TestSetReadUpdateCounts(t *testing.T) {
 		t.Errorf("Counts = %+v %v", c, err)
 	}
 	now := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)
-	changed, nf, err := s.SetRead("agent", "inbox", []string{a, "missing", "../x"}, true, now)
+	changed, nf, err := s.SetRead("agent", "inbox", []string{a, "missing", a, "../x"}, true, now)
 	if err != nil || !slices.Equal(changed, []string{a}) || !slices.Equal(nf, []string{"missing", "../x"}) {
 		t.Errorf("SetRead = %v %v %v", changed, nf, err)
 	}

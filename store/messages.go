@@ -1,0 +1,247 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Get reads a message: its frontmatter and body.
+func (s *Store) Get(mailbox, folder, id string) (*Message, string, error) {
+	if err := ValidID(id); err != nil {
+		return nil, "", err
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return nil, "", err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return nil, "", err
+	}
+	defer d.Close()
+	return readMessage(d, id, mb.uid)
+}
+
+func readMessage(d *Dir, id string, uid int) (*Message, string, error) {
+	data, st, err := d.readFile(id+".md", MaxMessageFile)
+	if err == nil {
+		err = checkOwner(&st, uid)
+	}
+	if err != nil {
+		return nil, "", notFound("message "+id, err)
+	}
+	m, body, err := Parse(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("message %s: %w", id, err)
+	}
+	m.ID = id // the file name is the id, whatever a hand edit says
+	return m, body, nil
+}
+
+// Raw reads the raw message (<id>.eml) of at most max bytes.
+func (s *Store) Raw(mailbox, folder, id string, max int64) ([]byte, error) {
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return nil, err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	data, st, err := d.readFile(id+".eml", max)
+	if err == nil {
+		err = checkOwner(&st, mb.uid)
+	}
+	if err != nil {
+		return nil, notFound("raw message "+id, err)
+	}
+	return data, nil
+}
+
+// Update rewrites the frontmatter of a message with fn, atomically: the file
+// is replaced, never written in place. fn's error aborts the update.
+func (s *Store) Update(mailbox, folder, id string, fn func(*Message) error) error {
+	res, err := s.update(mailbox, folder, []string{id}, func(_ string, m *Message) (bool, error) {
+		return true, fn(m)
+	})
+	if err != nil {
+		return err
+	}
+	return res[id].err
+}
+
+// SetRead marks messages read (with read_at = now) or unread. It returns the
+// ids whose flag changed and the ids that are not in the folder.
+func (s *Store) SetRead(mailbox, folder string, ids []string, read bool, now time.Time) (changed, notFoundIDs []string, err error) {
+	res, err := s.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
+		if m.Read == read {
+			return false, nil
+		}
+		m.Read = read
+		if read {
+			t := now.UTC()
+			m.ReadAt = &t
+		} else {
+			m.ReadAt = nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		switch r := res[id]; {
+		case errors.Is(r.err, ErrNotFound), r.err != nil && ValidID(id) != nil:
+			notFoundIDs = append(notFoundIDs, id)
+		case r.err != nil:
+			return changed, notFoundIDs, r.err
+		case r.changed:
+			changed = append(changed, id)
+		}
+	}
+	return changed, notFoundIDs, nil
+}
+
+type updateResult struct {
+	changed bool
+	err     error
+}
+
+// update applies fn to each message and replaces the files fn changed. Errors
+// about one message are returned per id.
+func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error)) (map[string]updateResult, error) {
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return nil, err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	fi := s.index(mailbox, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	res := make(map[string]updateResult, len(ids))
+	for _, id := range ids {
+		if _, done := res[id]; done {
+			continue // listed twice
+		}
+		r := updateResult{}
+		r.changed, r.err = updateOne(d, mb, fi, id, fn)
+		res[id] = r
+	}
+	return res, nil
+}
+
+func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, *Message) (bool, error)) (bool, error) {
+	if err := ValidID(id); err != nil {
+		return false, err
+	}
+	m, body, err := readMessage(d, id, mb.uid)
+	if err != nil {
+		return false, err
+	}
+	changed, err := fn(id, m)
+	if err != nil || !changed {
+		return false, err
+	}
+	if err := d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid); err != nil {
+		return false, fmt.Errorf("update message %s: %w", id, err)
+	}
+	if fi.loaded {
+		fi.entryAfterWrite(d, id, m, body)
+	}
+	return true, nil
+}
+
+// Move moves a message (its .md, .eml and attachments) from one folder of
+// the mailbox to another, keeping its id. ErrExists if the id is taken there.
+func (s *Store) Move(mailbox, id, from, to string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	if from == to {
+		return fmt.Errorf("move %s: source and destination are both %q", id, from)
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return err
+	}
+	defer mb.close()
+	src, err := mb.folder(from, false)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := mb.folder(to, true)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+
+	// Lock both indexes in a fixed order so that two opposite moves cannot
+	// deadlock.
+	fsrc, fdst := s.index(mailbox, from), s.index(mailbox, to)
+	a, b := fsrc, fdst
+	if from > to {
+		a, b = b, a
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	m, body, err := readMessage(src, id, mb.uid)
+	if err != nil {
+		return err
+	}
+	if taken(dst, id) {
+		return fmt.Errorf("move %s to %s: %w", id, to, ErrExists)
+	}
+	var moved []string
+	undo := func() {
+		for _, n := range moved {
+			dst.Rename(n, src, n, true)
+		}
+	}
+	for _, suffix := range []string{attSuffix, ".eml", ".md"} {
+		n := id + suffix
+		if suffix != ".md" {
+			if _, err := src.Lstat(n); errors.Is(err, unix.ENOENT) {
+				continue
+			}
+		}
+		if err := src.Rename(n, dst, n, true); err != nil {
+			undo()
+			return fmt.Errorf("move %s to %s: %w", id, to, err)
+		}
+		moved = append(moved, n)
+	}
+	if err := dst.Sync(); err != nil {
+		return err
+	}
+	if err := src.Sync(); err != nil {
+		return err
+	}
+	fsrc.remove(id)
+	if fdst.loaded {
+		fdst.entryAfterWrite(dst, id, m, body)
+	}
+	return nil
+}
