@@ -1,0 +1,319 @@
+package outbound
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+func compose(t *testing.T, a protocol.SendArgs, parent *store.Message) *Composed {
+	t.Helper()
+	c, err := Compose(ComposeInput{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Args: a, Parent: parent, Now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// headerBlock returns the top-level header of a raw message.
+func headerBlock(raw []byte) string {
+	if i := bytes.Index(raw, []byte("\r\n\r\n")); i >= 0 {
+		return string(raw[:i+2])
+	}
+	return string(raw)
+}
+
+func TestComposeRefusesHeaderInjection(t *testing.T) {
+	base := protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "hi", Body: "x"}
+	tests := []struct {
+		name   string
+		mutate func(a *protocol.SendArgs, in *ComposeInput)
+	}{
+		{"LF in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\nBcc: evil@attacker.test" }},
+		{"CR in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\rX-Evil: 1" }},
+		{"NUL in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\x00" }},
+		{"CRLF in to", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"bob@remote.test\r\nBcc: evil@attacker.test"} }},
+		{"LF in display name", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"\"Bob\nX-Evil: 1\" <bob@remote.test>"} }},
+		{"LF in from name", func(_ *protocol.SendArgs, in *ComposeInput) { in.FromName = "Agent\r\nBcc: evil@attacker.test" }},
+		{"LF in cc", func(a *protocol.SendArgs, _ *ComposeInput) { a.Cc = []string{"c@remote.test\n"} }},
+		{"LF in bcc", func(a *protocol.SendArgs, _ *ComposeInput) { a.Bcc = []string{"c@remote.test\nX: y"} }},
+		{"LF in reply-to", func(a *protocol.SendArgs, _ *ComposeInput) { a.ReplyTo = []string{"r@remote.test\nX: y"} }},
+		{"LF in in_reply_to", func(a *protocol.SendArgs, _ *ComposeInput) { a.InReplyTo = "<a@b>\r\nX-Evil: 1" }},
+		{"LF in references", func(a *protocol.SendArgs, _ *ComposeInput) {
+			a.InReplyTo, a.References = "a@b", []string{"c@d\nX-Evil: 1"}
+		}},
+		{"LF in filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "a.txt\r\nX-Evil: 1", Data: []byte("x")}}
+		}},
+		{"LF in content type", func(a *protocol.SendArgs, _ *ComposeInput) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "a.txt", ContentType: "text/plain\r\nX-Evil: 1", Data: []byte("x")}}
+		}},
+		{"path filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "../../etc/passwd", Data: []byte("x")}}
+		}},
+		{"windows path filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+			a.Attachments = []protocol.SendAttachment{{Filename: `C:\x\a.txt`, Data: []byte("x")}}
+		}},
+		{"dot-dot filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "..", Data: []byte("x")}}
+		}},
+		{"bad address", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"not an address"} }},
+		{"address without domain", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"bob@"} }},
+		{"no recipient", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = nil }},
+		{"html with text_only", func(a *protocol.SendArgs, _ *ComposeInput) { a.HTMLBody, a.TextOnly = "<p>x</p>", true }},
+		{"bad parent message id", func(a *protocol.SendArgs, _ *ComposeInput) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := base
+			in := ComposeInput{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now()}
+			tt.mutate(&a, &in)
+			if tt.name == "bad parent message id" {
+				in.Parent = &store.Message{MessageID: "x@y>\r\nX-Evil: 1", From: "bob@remote.test"}
+			}
+			in.Args = a
+			c, err := Compose(in)
+			if protocol.CodeOf(err) != protocol.CodeInvalidInput {
+				t.Fatalf("want invalid_input, got %v", err)
+			}
+			if c != nil {
+				t.Fatal("returned a message with the error")
+			}
+		})
+	}
+}
+
+func TestComposeBccOnlyInEnvelope(t *testing.T) {
+	c := compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Bcc: []string{"Secret Person <secret@hidden.test>"}, Subject: "hi", Body: "x"}, nil)
+	if bytes.Contains(bytes.ToLower(c.Raw), []byte("secret")) || bytes.Contains(bytes.ToLower(c.Raw), []byte("bcc")) {
+		t.Fatalf("Bcc leaked into the message:\n%s", c.Raw)
+	}
+	if got := strings.Join(c.Envelope.RcptTo, ","); got != "bob@remote.test,secret@hidden.test" {
+		t.Fatalf("envelope %s", got)
+	}
+	if len(c.Bcc) != 1 {
+		t.Fatalf("Bcc not recorded for the sent copy: %v", c.Bcc)
+	}
+}
+
+func TestComposeStructure(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  protocol.SendArgs
+		want  []string
+		avoid []string
+	}{
+		{"markdown", protocol.SendArgs{Body: "**hi**"}, []string{"multipart/alternative", "text/plain", "text/html", "<strong>hi</strong>"}, []string{"multipart/mixed"}},
+		{"text only", protocol.SendArgs{Body: "**hi**", TextOnly: true}, []string{"Content-Type: text/plain"}, []string{"text/html", "multipart"}},
+		{"caller html", protocol.SendArgs{HTMLBody: "<p>Hello <b>there</b></p><script>x()</script>"}, []string{"multipart/alternative", "Hello there"}, nil},
+		{"attachment", protocol.SendArgs{Body: "x", Attachments: []protocol.SendAttachment{{Filename: "data.csv", Data: []byte("a,b\n")}, {Filename: "blob", Data: []byte("\x89PNG\r\n\x1a\n0000")}}},
+			[]string{"multipart/mixed", "text/csv", "image/png", `filename=data.csv`}, nil},
+		{"auto reply", protocol.SendArgs{Body: "x", AutoReply: true}, []string{"Auto-Submitted: auto-replied"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.args.To = []string{"bob@remote.test"}
+			c := compose(t, tt.args, nil)
+			raw := string(c.Raw)
+			for _, w := range tt.want {
+				if !strings.Contains(raw, w) {
+					t.Errorf("missing %q in\n%s", w, raw)
+				}
+			}
+			for _, a := range tt.avoid {
+				if strings.Contains(raw, a) {
+					t.Errorf("unexpected %q in\n%s", a, raw)
+				}
+			}
+			h := headerBlock(c.Raw)
+			for _, f := range []string{"Date: ", `From: "Agent" <agent@example.com>`, "To: <bob@remote.test>", "Message-Id: <", "@example.com>", "Mime-Version: 1.0"} {
+				if !strings.Contains(h, f) {
+					t.Errorf("header lacks %q:\n%s", f, h)
+				}
+			}
+			if strings.Contains(strings.ReplaceAll(raw, "\r\n", ""), "\n") {
+				t.Error("bare LF in the message")
+			}
+		})
+	}
+}
+
+func TestComposeReplyThreading(t *testing.T) {
+	parent := &store.Message{MessageID: "p2@remote.test", References: []string{"p0@remote.test", "<p1@remote.test>"},
+		From: "Bob <bob@remote.test>", To: []string{"agent@example.com", "carol@remote.test"}, Cc: []string{"dave@remote.test", "Agent <AGENT@example.com>"},
+		Subject: "Plans"}
+	c := compose(t, protocol.SendArgs{Body: "ok", ReplyAll: true}, parent)
+	h := headerBlock(c.Raw)
+	for _, want := range []string{"In-Reply-To: <p2@remote.test>", "References: <p0@remote.test> <p1@remote.test> <p2@remote.test>", "Subject: Re: Plans"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("missing %q in\n%s", want, h)
+		}
+	}
+	if got := strings.Join(c.Envelope.RcptTo, ","); got != "bob@remote.test,carol@remote.test,dave@remote.test" {
+		t.Errorf("reply-all recipients %s (ourselves must be left out)", got)
+	}
+	// "Re: " is added once, whatever the case of an existing prefix.
+	parent.Subject = "RE: Plans"
+	c = compose(t, protocol.SendArgs{Body: "ok"}, parent)
+	if c.Subject != "RE: Plans" || strings.Join(c.Envelope.RcptTo, ",") != "bob@remote.test" {
+		t.Errorf("subject %q rcpts %v", c.Subject, c.Envelope.RcptTo)
+	}
+	// Reply-To of the parent wins over its From.
+	parent.ReplyTo = []string{"list@remote.test"}
+	c = compose(t, protocol.SendArgs{Body: "ok"}, parent)
+	if strings.Join(c.Envelope.RcptTo, ",") != "list@remote.test" {
+		t.Errorf("reply went to %v", c.Envelope.RcptTo)
+	}
+	// Threading by Message-ID alone (mailctl send --in-reply-to).
+	c = compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "Plans", Body: "ok", InReplyTo: "<x1@remote.test>"}, nil)
+	if c.InReplyTo != "x1@remote.test" || strings.Join(c.References, ",") != "x1@remote.test" || c.Subject != "Re: Plans" {
+		t.Errorf("in_reply_to threading: %q %v %q", c.InReplyTo, c.References, c.Subject)
+	}
+}
+
+func TestComposeHTMLIsSafe(t *testing.T) {
+	body := "Hello\n\n<script>alert('x')</script>\n\n<img src=x onerror=alert(1)>\n\n[click](javascript:alert(1)) and <b onclick=\"x()\">bold</b>\n\n<iframe src=\"https://evil.test\"></iframe>\n"
+	c := compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "s", Body: body}, nil)
+	html := pyParse(t, c.Raw)["html"].(string)
+	low := strings.ToLower(html)
+	for _, bad := range []string{"<script", "onerror", "onclick", "javascript:", "<iframe", "<img", "<b "} {
+		if strings.Contains(low, bad) {
+			t.Errorf("HTML part contains %q:\n%s", bad, html)
+		}
+	}
+	if !strings.Contains(html, "Hello") {
+		t.Errorf("HTML lost the text:\n%s", html)
+	}
+}
+
+const pyEmail = `
+import sys, json, email
+from email import policy
+m = email.message_from_binary_file(sys.stdin.buffer, policy=policy.default)
+html = m.get_body(preferencelist=('html',))
+text = m.get_body(preferencelist=('plain',))
+print(json.dumps({
+  "subject": str(m["subject"]),
+  "from": str(m["from"]),
+  "to": str(m["to"]),
+  "bcc": m["bcc"],
+  "filenames": [p.get_filename() for p in m.iter_attachments()],
+  "attachments": [p.get_content().decode() if isinstance(p.get_content(), bytes) else p.get_content() for p in m.iter_attachments()],
+  "html": html.get_content() if html is not None else "",
+  "text": text.get_content() if text is not None else "",
+}))
+`
+
+// pyParse decodes a message with Python's email package, an independent
+// MIME implementation.
+func pyParse(t *testing.T, raw []byte) map[string]any {
+	t.Helper()
+	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	cmd := exec.Command("/usr/bin/python3", "-c", pyEmail)
+	cmd.Stdin = bytes.NewReader(raw)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python email: %v\n%s", err, out)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("python output %q: %v", out, err)
+	}
+	return m
+}
+
+func TestComposeNonASCIIDecodesInPython(t *testing.T) {
+	subject := "Grüße aus Köln – 日本語の件名 that is long enough to need folding across several encoded words"
+	c, err := Compose(ComposeInput{FromName: "Zoë Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now(),
+		Args: protocol.SendArgs{To: []string{"José Núñez <jose@remote.test>"}, Bcc: []string{"hidden@remote.test"}, Subject: subject, Body: "Ciao **ü**",
+			Attachments: []protocol.SendAttachment{{Filename: "résumé 2026 – 履歴書.txt", Data: []byte("contenu é")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(headerBlock(c.Raw), "\r\n") {
+		for _, r := range line {
+			if r > 127 {
+				t.Fatalf("raw 8-bit header line: %q", line)
+			}
+		}
+	}
+	got := pyParse(t, c.Raw)
+	if got["subject"] != subject {
+		t.Errorf("subject decoded as %q", got["subject"])
+	}
+	if got["from"] != "Zoë Agent <agent@example.com>" || got["to"] != "José Núñez <jose@remote.test>" {
+		t.Errorf("names decoded as %q / %q", got["from"], got["to"])
+	}
+	if got["bcc"] != nil {
+		t.Errorf("Bcc header present: %v", got["bcc"])
+	}
+	names := got["filenames"].([]any)
+	if len(names) != 1 || names[0] != "résumé 2026 – 履歴書.txt" {
+		t.Errorf("filename decoded as %v", names)
+	}
+	if atts := got["attachments"].([]any); len(atts) != 1 || atts[0] != "contenu é" {
+		t.Errorf("attachment content %v", atts)
+	}
+	if !strings.Contains(got["text"].(string), "Ciao **ü**") || !strings.Contains(got["html"].(string), "<strong>ü</strong>") {
+		t.Errorf("bodies: %q / %q", got["text"], got["html"])
+	}
+}
+
+func FuzzCompose(f *testing.F) {
+	f.Add("Subject", "Name", "bob@remote.test", "bcc@hidden.test", "body **md**", "file.txt", false)
+	f.Add("a\r\nBcc: x@y.z", "N\nX: 1", "b@r.test\r\n", "\r\n", "<script>", "../x", true)
+	f.Add("Grüße", "Zoë", "\"Q, Uoted\" <q@r.test>", "h@x.test", "", "résumé.pdf", false)
+	f.Add("=?utf-8?q?x?=", "\"", "a@b.c, d@e.f", "bcc@bcc.test", "\x00", "", true)
+	f.Fuzz(func(t *testing.T, subject, name, to, bcc, body, filename string, textOnly bool) {
+		a := protocol.SendArgs{To: []string{to}, Bcc: []string{bcc}, Subject: subject, Body: body, TextOnly: textOnly}
+		if filename != "" {
+			a.Attachments = []protocol.SendAttachment{{Filename: filename, Data: []byte(body)}}
+		}
+		c, err := Compose(ComposeInput{FromName: name, FromAddress: "agent@example.com", Domain: "example.com", Args: a, Now: time.Unix(0, 0)})
+		if err != nil {
+			if protocol.CodeOf(err) != protocol.CodeInvalidInput {
+				t.Fatalf("error without invalid_input: %v", err)
+			}
+			return
+		}
+		h := headerBlock(c.Raw)
+		lines := strings.Split(strings.TrimSuffix(h, "\r\n"), "\r\n")
+		for _, l := range lines {
+			if strings.ContainsAny(l, "\r\n\x00") {
+				t.Fatalf("header line with a bare CR/LF/NUL: %q", l)
+			}
+			if l == "" {
+				t.Fatalf("empty line inside the header: %q", h)
+			}
+		}
+		low := strings.ToLower(h)
+		if strings.Contains(low, "\r\nbcc:") || strings.HasPrefix(low, "bcc:") {
+			t.Fatalf("Bcc header emitted:\n%s", h)
+		}
+		for _, r := range c.Envelope.RcptTo {
+			if strings.ContainsAny(r, "\r\n\x00 <>") {
+				t.Fatalf("envelope address %q", r)
+			}
+			inTo := false
+			for _, x := range append(append([]string{}, c.To...), c.Cc...) {
+				if strings.Contains(strings.ToLower(x), strings.ToLower(r)) {
+					inTo = true
+				}
+			}
+			if !inTo && strings.Contains(strings.ToLower(h), strings.ToLower(r)) && !strings.Contains(strings.ToLower(body), strings.ToLower(r)) {
+				// A Bcc-only address must not appear anywhere in the header.
+				if !strings.Contains(strings.ToLower(subject+name), strings.ToLower(r)) {
+					t.Fatalf("Bcc address %q appears in the header:\n%s", r, h)
+				}
+			}
+		}
+	})
+}
