@@ -150,7 +150,9 @@ func fallback(raw []byte, opts Options) *Parsed {
 	w.addText(string(raw))
 	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
 	p.Msg.SizeBytes = int64(len(raw))
-	p.Msg.ThreadID = ThreadID("", nil, "", "", time.Time{}, "")
+	// No header to thread by: a thread of its own, keyed by the content.
+	sum := sha256.Sum256(raw)
+	p.Msg.ThreadID = ThreadID(hex.EncodeToString(sum[:]), nil, "", "", time.Time{}, "")
 	return p
 }
 

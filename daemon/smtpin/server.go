@@ -59,6 +59,11 @@ type Limits struct {
 	MaxConnectionsPerIP int           // 20 open at once from one IP
 	MaxErrors           int           // 10 refused commands, then 421 and close
 	MaxReceivedHeaders  int           // 50; more means a mail loop: 554 5.4.6
+	// MaxInFlightBytes bounds the message bytes held in memory by all
+	// sessions together (512 MiB); past it DATA gets 452 4.3.1 and the
+	// client retries later. Without it, MaxConnections clients each sending
+	// MaxMessageBytes could exhaust memory.
+	MaxInFlightBytes int64
 }
 
 // DefaultLimits are the documented defaults.
@@ -72,6 +77,7 @@ var DefaultLimits = Limits{
 	MaxConnectionsPerIP: 20,
 	MaxErrors:           10,
 	MaxReceivedHeaders:  50,
+	MaxInFlightBytes:    512 << 20,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -103,6 +109,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxReceivedHeaders <= 0 {
 		l.MaxReceivedHeaders = d.MaxReceivedHeaders
 	}
+	if l.MaxInFlightBytes <= 0 {
+		l.MaxInFlightBytes = d.MaxInFlightBytes
+	}
 	return l
 }
 
@@ -124,6 +133,8 @@ type Server struct {
 	smtp   *smtp.Server
 	lmtp   *smtp.Server
 	nextID atomic.Uint64
+
+	inFlight atomic.Int64 // message bytes held by all sessions
 
 	mu    sync.Mutex
 	total int
@@ -246,4 +257,5 @@ var (
 	errTooManyErrs  = smtpErr(421, smtp.EnhancedCode{4, 7, 0}, "Too many errors, closing connection")
 	errLineTooLong  = smtpErr(500, smtp.EnhancedCode{5, 4, 0}, "Line too long, closing connection")
 	errReadTimeout  = smtpErr(421, smtp.EnhancedCode{4, 4, 2}, "Timeout, closing connection")
+	errNoMemory     = smtpErr(452, smtp.EnhancedCode{4, 3, 1}, "Insufficient system resources, try again later")
 )

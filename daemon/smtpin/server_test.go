@@ -504,3 +504,28 @@ func TestBDAT(t *testing.T) {
 		t.Errorf("deliveries %+v", got)
 	}
 }
+
+func TestInFlightMemoryBudget(t *testing.T) {
+	ts := startServer(t, Limits{MaxInFlightBytes: 600 << 10}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	big := "Subject: big\r\n\r\n" + strings.Repeat(strings.Repeat("z", 98)+"\r\n", 4000)
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send(big + ".\r\n")
+	c.expect("452 4.3.1")
+	if n := ts.inFlight.Load(); n != 0 {
+		t.Errorf("in-flight bytes after refusal: %d", n)
+	}
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send("Subject: small\r\n\r\nok\r\n.\r\n")
+	c.expect("250 ")
+	if n := ts.inFlight.Load(); n != 0 {
+		t.Errorf("in-flight bytes after delivery: %d", n)
+	}
+}

@@ -101,7 +101,8 @@ func asReply(err error) error {
 // copy is durable, else the first failure (the client retries them all; the
 // store drops duplicates by Message-ID).
 func (ss *session) Data(r io.Reader) error {
-	raw, err := ss.readMessage(r)
+	raw, release, err := ss.readMessage(r)
+	defer release()
 	if err != nil {
 		return ss.tc.countError(err)
 	}
@@ -116,7 +117,8 @@ func (ss *session) Data(r io.Reader) error {
 
 // LMTPData answers each recipient separately (RFC 2033).
 func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
-	raw, err := ss.readMessage(r)
+	raw, release, err := ss.readMessage(r)
+	defer release()
 	if err != nil {
 		ss.tc.countError(err)
 		return err
@@ -164,24 +166,33 @@ func (ss *session) deliver(raw []byte) []error {
 }
 
 // readMessage reads DATA (or BDAT chunks), enforces the size, framing and
-// loop limits, and prepends our Received header.
-func (ss *session) readMessage(r io.Reader) ([]byte, error) {
+// loop limits, and prepends our Received header. release returns the
+// message's share of the in-flight memory budget; call it when done with raw.
+func (ss *session) readMessage(r io.Reader) (raw []byte, release func(), err error) {
+	budget := &budgetReader{s: ss.s}
+	release = budget.release
 	if !ss.hasFrom || len(ss.rcpts) == 0 {
-		return nil, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
+		return nil, release, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
 	}
 	max := ss.s.lim.MaxMessageBytes
 	hdr := ss.received()
 	var buf bytes.Buffer
-	buf.Grow(len(hdr) + 64<<10)
-	buf.WriteString(hdr)
 	// go-smtp sets the read deadline per command only; a long DATA needs it
 	// refreshed as bytes keep arriving.
-	dr := &deadlineReader{r: r, c: ss.tc, d: ss.s.lim.CommandTimeout}
-	_, err := buf.ReadFrom(io.LimitReader(dr, max+1))
+	budget.r = &deadlineReader{r: r, c: ss.tc, d: ss.s.lim.CommandTimeout}
+	if !budget.take(int64(len(hdr))) {
+		return nil, release, errNoMemory
+	}
+	buf.WriteString(hdr)
+	_, err = buf.ReadFrom(io.LimitReader(budget, max+1))
 	if err != nil {
 		if errors.Is(err, smtp.ErrDataTooLarge) {
 			ss.log.Info("DATA refused: too big")
-			return nil, errTooBig
+			return nil, release, errTooBig
+		}
+		if errors.Is(err, errNoMemory) {
+			ss.log.Warn("DATA refused: in-flight memory budget exhausted")
+			return nil, release, errNoMemory
 		}
 		// The stream is broken (over-long line, timeout, hang-up): answer
 		// without internal detail and end the connection.
@@ -190,30 +201,67 @@ func (ss *session) readMessage(r io.Reader) ([]byte, error) {
 		var ne net.Error
 		switch {
 		case errors.Is(err, smtp.ErrTooLongLine):
-			return nil, errLineTooLong
+			return nil, release, errLineTooLong
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, errReadTimeout
+			return nil, release, errReadTimeout
 		}
-		return nil, errTempFailure
+		return nil, release, errTempFailure
 	}
 	body := buf.Bytes()[len(hdr):]
 	switch {
 	case int64(len(body)) > max:
 		ss.log.Info("DATA refused: too big")
-		return nil, errTooBig
+		return nil, release, errTooBig
 	case len(body) == 0:
-		return nil, errEmpty
+		return nil, release, errEmpty
 	case hasBareEOL(body):
 		// go-smtp only ends DATA at CRLF.CRLF, so the transaction is intact;
 		// refusing also keeps such bytes from reaching an MTA we relay to
 		// that might frame them differently.
 		ss.log.Info("DATA refused: bare CR or LF")
-		return nil, errBareEOL
+		return nil, release, errBareEOL
 	case countReceived(body) > ss.s.lim.MaxReceivedHeaders:
 		ss.log.Warn("DATA refused: mail loop", "received", countReceived(body))
-		return nil, errLoop
+		return nil, release, errLoop
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), release, nil
+}
+
+// budgetReader charges the bytes it reads to the server's in-flight budget.
+// It reserves in chunks, and twice what it reads, since a growing
+// bytes.Buffer may hold up to twice its content.
+type budgetReader struct {
+	r        io.Reader
+	s        *Server
+	reserved int64
+	used     int64
+}
+
+const budgetChunk = 256 << 10
+
+func (b *budgetReader) take(n int64) bool {
+	b.used += 2 * n
+	for b.used > b.reserved {
+		if b.s.inFlight.Add(budgetChunk) > b.s.lim.MaxInFlightBytes {
+			b.s.inFlight.Add(-budgetChunk)
+			return false
+		}
+		b.reserved += budgetChunk
+	}
+	return true
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 && !b.take(int64(n)) {
+		return 0, errNoMemory
+	}
+	return n, err
+}
+
+func (b *budgetReader) release() {
+	b.s.inFlight.Add(-b.reserved)
+	b.reserved, b.used = 0, 0
 }
 
 type deadlineReader struct {
