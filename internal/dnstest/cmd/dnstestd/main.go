@@ -42,6 +42,11 @@ func run(log *slog.Logger, listen, zoneFile string) error {
 	if zoneFile == "" {
 		return fmt.Errorf("-zone is required")
 	}
+	// Catch signals before serving, so a SIGHUP sent as soon as the server
+	// answers reloads instead of killing the process.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	z, err := load(zoneFile)
 	if err != nil {
 		return err
@@ -54,8 +59,6 @@ func run(log *slog.Logger, listen, zoneFile string) error {
 	s.Load(z)
 	log.Info("serving", "addr", s.Addr(), "records", len(z.Records))
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	for s2 := range sig {
 		if s2 != syscall.SIGHUP {
 			log.Info("stopping", "signal", s2.String())

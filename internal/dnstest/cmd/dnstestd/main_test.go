@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	return pc.LocalAddr().String()
+}
+
+func lookupTXT(addr, name string) ([]string, error) {
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return r.LookupTXT(ctx, name)
+}
+
+// TestServeReloadStop runs the daemon as a user would: serve a zone file,
+// reload it on SIGHUP, stop on SIGTERM.
+func TestServeReloadStop(t *testing.T) {
+	zone := filepath.Join(t.TempDir(), "zone.txt")
+	if err := os.WriteFile(zone, []byte("example.test TXT \"v=spf1 -all\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	done := make(chan error, 1)
+	go func() { done <- run(slog.New(slog.NewTextHandler(io.Discard, nil)), addr, zone) }()
+
+	var txt []string
+	var err error
+	for range 50 {
+		if txt, err = lookupTXT(addr, "example.test"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || len(txt) != 1 || txt[0] != "v=spf1 -all" {
+		t.Fatalf("before reload: %q, %v", txt, err)
+	}
+
+	if err := os.WriteFile(zone, []byte("example.test TXT v=spf1 mx -all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if txt, err = lookupTXT(addr, "example.test"); err == nil && len(txt) == 1 && txt[0] == "v=spf1 mx -all" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || len(txt) != 1 || txt[0] != "v=spf1 mx -all" {
+		t.Fatalf("after SIGHUP: %q, %v", txt, err)
+	}
+
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("dnstestd did not stop on SIGTERM")
+	}
+}
+
+func TestRunNeedsZone(t *testing.T) {
+	if err := run(slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1:0", ""); err == nil {
+		t.Fatal("run without -zone succeeded")
+	}
+}
