@@ -510,16 +510,20 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		log.Error("cannot record attempt result", "err", err)
 	}
 	e.inflight = false
-	if !e.firstDone {
-		e.firstDone = true
-		close(e.first)
-	}
 	out := it.clone()
 	q.mu.Unlock()
 	q.n.Updated(out)
 	if settled {
 		q.n.Settled(out)
 	}
+	// Waiters wake after the notifier has run, so a send's answer and its
+	// sent copy agree.
+	q.mu.Lock()
+	if !e.firstDone {
+		e.firstDone = true
+		close(e.first)
+	}
+	q.mu.Unlock()
 }
 
 func notFound(id string) error {
@@ -602,10 +606,6 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 		q.remove(id)
 		delete(q.items, id)
 		q.remember(e.it)
-		if !e.firstDone {
-			e.firstDone = true
-			close(e.first)
-		}
 	} else if err := q.save(e.it); err != nil {
 		e.it = backup
 		q.mu.Unlock()
@@ -616,6 +616,12 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 	q.n.Updated(out)
 	if settled {
 		q.n.Settled(out)
+		q.mu.Lock()
+		if !e.firstDone {
+			e.firstDone = true
+			close(e.first)
+		}
+		q.mu.Unlock()
 	}
 	q.Kick()
 	return nil

@@ -209,14 +209,18 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	return resultOf(got), nil
 }
 
-// Status reports the state of an earlier send from the queue, or from the
-// sent copy once the queue has let go of it.
+// Status reports the state of an earlier send from the queue while it is
+// there, then from the sent copy (which also records later bounces).
 func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
-	if it, err := s.Queue.Get(QueueID(mailbox, id)); err == nil {
+	it, qerr := s.Queue.Get(QueueID(mailbox, id))
+	if qerr == nil && !it.Settled() {
 		return resultOf(it), nil
 	}
 	m, _, err := s.Store.Get(mailbox, protocol.FolderSent, id)
 	if err != nil || !m.Outbound {
+		if qerr == nil {
+			return resultOf(it), nil
+		}
 		return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "no sent message %s in mailbox %s", id, mailbox)
 	}
 	res := protocol.SendResult{ID: id, MessageID: m.MessageID, SizeBytes: int(m.SizeBytes), Status: resultStatus(m.DeliveryStatus)}
