@@ -105,6 +105,10 @@ cmd = ["/bin/true"]
 		{protocol.VerbWatch, protocol.WatchArgs{Mailboxes: []string{"secretbox"}}, map[string]string{"other": "not_found", "ghost": "not_found"}},
 		{protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: "secretbox", ID: id, To: "archive"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
 		{protocol.VerbHookRuns, protocol.HookRunsArgs{}, map[string]string{"other": "", "ghost": ""}},
+		{protocol.VerbSend, protocol.SendArgs{FromMailbox: "secretbox", To: []string{"x@remote.test"}, Subject: "s", Body: "b", DryRun: true}, denied},
+		{protocol.VerbSendStatus, protocol.SendStatusArgs{Mailbox: "secretbox", ID: "2026-01-01-000000-x"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbQueueList, nil, map[string]string{"root": "", "other": ""}},
+		{protocol.VerbQueueApprove, protocol.QueueIDArgs{ID: "secretbox.x"}, map[string]string{"owner": "forbidden", "other": "forbidden"}},
 	}
 	for _, r := range rows {
 		for _, p := range []principal{root, own, oth, ghost} {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"sort"
@@ -31,6 +32,8 @@ type Options struct {
 	Ready func()
 	// Resolver replaces the configured DNS resolver (tests).
 	Resolver resolver.Resolver
+	// Dial replaces the outbound dialer (tests reach fake MX servers with it).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Daemon is one running mailctl service.
@@ -44,7 +47,10 @@ type Daemon struct {
 	started time.Time
 
 	smtp     *smtpService
-	resolver resolver.Resolver // overrides the configured resolver (tests)
+	inbound  *inbound
+	out      *outboundService
+	dialer   func(ctx context.Context, network, addr string) (net.Conn, error) // tests
+	resolver resolver.Resolver                                                 // overrides the configured resolver (tests)
 	onDSN    func(mailbox string, dsn *ingest.DSN)
 
 	hookLog *hooks.RunLog
@@ -113,6 +119,14 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if opts.Resolver != nil {
 		d.resolver = opts.Resolver
 	}
+	d.dialer = opts.Dial
+	d.inbound = d.newInbound()
+	out, err := d.newOutbound()
+	if err != nil {
+		return nil, err
+	}
+	d.out = out
+	d.extras = append(d.extras, out)
 	if len(cfg.SMTP.Listen) > 0 || cfg.SMTP.LMTPSocket != "" {
 		svc, err := d.newSMTPService()
 		if err != nil {
@@ -165,6 +179,11 @@ func (d *Daemon) Reload(path string) error {
 	if cfg.Paths != old.Paths {
 		d.log.Warn("paths changed in the config; they take effect at the next restart")
 		cfg.Paths = old.Paths
+	}
+	if d.out != nil {
+		if err := d.out.loadKeys(); err != nil {
+			d.log.Error("reload: DKIM keys not reloaded", "err", err)
+		}
 	}
 	s := d.buildState(cfg)
 	d.state.Store(s)

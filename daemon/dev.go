@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -43,6 +44,9 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 		return nil, fmt.Errorf("dev certificate: %w", err)
 	}
 	c.SMTP.TLSCert, c.SMTP.TLSKey = cert, key
+	if err := EnsureDevKeys(c.Paths.DKIMDir); err != nil {
+		return nil, err
+	}
 	// Validation and defaults run through the same path as a config file.
 	text, err := configText(c)
 	if err != nil {
@@ -104,8 +108,22 @@ func (d *Daemon) Address(name string) string { return name + "@" + d.cfg().Prima
 // SetReady replaces the function called once the daemon's listeners are up.
 func (d *Daemon) SetReady(f func()) { d.opts.Ready = f }
 
-// PrepareDev creates what `mailctl dev` needs beyond the config: the DKIM
-// key directory (keys and a self-signed certificate once those parts exist).
+// PrepareDev creates what `mailctl dev` needs beyond the config.
 func PrepareDev(d *Daemon, cfg *config.Config) error {
 	return os.MkdirAll(cfg.Paths.DKIMDir, 0o700)
+}
+
+// EnsureDevKeys generates an Ed25519 and an RSA DKIM key in dir unless keys
+// are already there, so dev mail is signed the way production mail is.
+func EnsureDevKeys(dir string) error {
+	keys, _ := outbound.LoadKeys(dir)
+	if len(keys) > 0 {
+		return nil
+	}
+	for _, k := range []struct{ sel, alg string }{{"dev-ed25519", "ed25519"}, {"dev-rsa", "rsa"}} {
+		if _, err := outbound.GenerateKey(dir, k.sel, k.alg); err != nil {
+			return fmt.Errorf("dev DKIM key: %w", err)
+		}
+	}
+	return nil
 }

@@ -91,9 +91,20 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 // Deliver authenticates the message once, parses it once, then stores a copy
 // in each distinct mailbox the recipients lead to.
 func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, raw []byte) []error {
+	return b.deliver(ctx, env, raw, false)
+}
+
+// deliver is Deliver; local is true for mail the daemon composed and signed
+// itself for one of its own domains, whose From is authenticated by the
+// sending mailbox's uid rather than by DNS.
+func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, local bool) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
 	res := b.checker.Check(ctx, trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: raw})
+	if local && res.FromAddress != "" && d.cfg().IsLocalDomain(res.FromDomain) {
+		res.Aligned = true
+		res.SPF = store.AuthResult{Result: "pass", Domain: res.FromDomain, Detail: "local submission"}
+	}
 	parsed, err := ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes})
 	if err != nil {
 		for i := range errs {
@@ -210,6 +221,14 @@ type smtpService struct {
 	addrs []string
 }
 
+func (d *Daemon) newInbound() *inbound {
+	b := &inbound{d: d, checker: &trust.Checker{Resolver: resolver.New(d.cfg().Trust.Resolver, 0)}}
+	if d.resolver != nil {
+		b.checker.Resolver = d.resolver
+	}
+	return b
+}
+
 func (d *Daemon) newSMTPService() (*smtpService, error) {
 	cfg := d.cfg()
 	var tlsCfg *tls.Config
@@ -221,10 +240,7 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	s := cfg.SMTP
-	b := &inbound{d: d, checker: &trust.Checker{Resolver: resolver.New(cfg.Trust.Resolver, 0)}}
-	if d.resolver != nil {
-		b.checker.Resolver = d.resolver
-	}
+	b := d.inbound
 	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"),
 		Limits: smtpin.Limits{MaxMessageBytes: s.MaxMessageBytes, MaxRecipients: s.MaxRecipients, MaxLineLength: s.MaxLineLength,
 			CommandTimeout: s.CommandTimeout.Duration, SessionTimeout: s.SessionTimeout.Duration, MaxConnections: s.MaxConnections,

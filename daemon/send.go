@@ -1,0 +1,326 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/daemon/smtpin"
+	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+func init() {
+	handle(protocol.VerbSend, handleSend)
+	handle(protocol.VerbSendStatus, handleSendStatus)
+	handle(protocol.VerbQueueList, handleQueueList)
+	handle(protocol.VerbQueueShow, handleQueueShow)
+	handle(protocol.VerbQueueRetry, handleQueueRetry)
+	handle(protocol.VerbQueueDrop, handleQueueDrop)
+	handle(protocol.VerbQueueApprove, handleQueueApprove)
+}
+
+// outboundService owns the send pipeline and runs the queue.
+type outboundService struct {
+	d      *Daemon
+	svc    *outbound.Service
+	queue  *outbound.Queue
+	keys   atomic.Pointer[[]*outbound.Key]
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (d *Daemon) newOutbound() (*outboundService, error) {
+	cfg := d.cfg()
+	o := &outboundService{d: d, done: make(chan struct{})}
+	if err := o.loadKeys(); err != nil {
+		return nil, err
+	}
+	var res resolver.Resolver = resolver.New(cfg.Trust.Resolver, 0)
+	if d.resolver != nil {
+		res = d.resolver
+	}
+	mx := &outbound.MXDeliverer{
+		Resolver: res, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
+		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimout.Duration,
+		Local: d, IsLocal: func(dom string) bool { return d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
+		Dial: d.dial,
+	}
+	if cfg.Relay.Host != "" {
+		relay := cfg.Relay
+		mx.Relay = &relay
+		if relay.PasswordFile != "" {
+			pw, err := os.ReadFile(relay.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("relay password: %w", err)
+			}
+			mx.RelayPassword = strings.TrimSpace(string(pw))
+		}
+	}
+	o.svc = &outbound.Service{
+		Domain: func() string { return d.cfg().PrimaryDomain() },
+		Keys: func() []*outbound.Key {
+			if k := o.keys.Load(); k != nil {
+				return *k
+			}
+			return nil
+		},
+		Store: d.store, Limiter: outbound.NewRateLimiter(d.now), Clock: d.now,
+		FirstAttemptWait: cfg.Delivery.FirstAttemptWait.Duration, Logger: d.log.With("part", "send"),
+		OnUpdated: o.updated, OnSettled: o.settled,
+	}
+	q, err := outbound.OpenQueue(cfg.Paths.QueueDir(), mx, o.svc, outbound.QueueOptions{Clock: d.now,
+		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent, Logger: d.log.With("part", "queue")})
+	if err != nil {
+		return nil, fmt.Errorf("opening the queue: %w", err)
+	}
+	o.queue = q
+	o.svc.Queue = q
+	d.onDSN = func(mailbox string, dsn *ingest.DSN) {
+		var rs []outbound.DSNRecipient
+		for _, r := range dsn.Recipients {
+			rs = append(rs, outbound.DSNRecipient{Address: r.Address, Action: r.Action, Status: r.Status, Diagnostic: r.Diagnostic})
+		}
+		o.svc.ApplyDSN(mailbox, dsn.OriginalMessageID, rs)
+	}
+	return o, nil
+}
+
+// loadKeys (re)reads the DKIM keys; the daemon signs with every one of them.
+func (o *outboundService) loadKeys() error {
+	dir := o.d.cfg().Paths.DKIMDir
+	keys, err := outbound.LoadKeys(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("loading DKIM keys: %w", err)
+	}
+	if len(keys) == 0 {
+		o.d.log.Warn("no DKIM keys: outbound mail will be unsigned and likely rejected; run `mailctl dkim keygen`", "dir", dir)
+	}
+	o.keys.Store(&keys)
+	return nil
+}
+
+func (o *outboundService) Start(ctx context.Context) error {
+	ctx, o.cancel = context.WithCancel(context.Background())
+	go func() {
+		defer close(o.done)
+		o.queue.Run(ctx)
+	}()
+	return nil
+}
+
+func (o *outboundService) Stop(ctx context.Context) error {
+	o.cancel()
+	select {
+	case <-o.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (o *outboundService) updated(mailbox, sentID string, res protocol.SendResult) {
+	o.d.emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res})
+}
+
+// settled fires after_send hooks once every recipient's outcome is final.
+func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResult) {
+	d := o.d
+	m, body, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
+	if err != nil {
+		d.log.Warn("after_send: sent copy unreadable", "mailbox", mailbox, "id", sentID, "err", err)
+		return
+	}
+	f := hooks.Facts{Event: protocol.EventAfterSend, Mailbox: mailbox, ID: sentID,
+		File: d.store.Path(mailbox) + "/" + protocol.FolderSent + "/" + sentID + ".md", From: m.From, To: m.To,
+		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: "none",
+		SendStatus: res.Status, Recipients: res.Recipients}
+	d.fireHooks(protocol.EventAfterSend, mailbox, f, store.Render(m, body))
+}
+
+// dial is the outbound dialer; tests replace it to reach fake MX servers.
+func (d *Daemon) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.dialer != nil {
+		return d.dialer(ctx, network, addr)
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, addr)
+}
+
+// DeliverLocal takes mail from one of our mailboxes to our own domains
+// through the inbound path. The daemon composed and signed it itself, so the
+// From is authenticated without DNS.
+func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []error {
+	out := make([]error, len(rcpts))
+	if d.inbound == nil {
+		for i := range out {
+			out[i] = &outbound.DeliveryError{Temporary: true, Code: 451, Message: "local delivery is not available"}
+		}
+		return out
+	}
+	errs := d.inbound.deliver(ctx, smtpin.Envelope{Helo: d.cfg().Hostname, MailFrom: from, Rcpts: rcpts}, data, true)
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		var se *smtp.SMTPError
+		if errors.As(err, &se) {
+			out[i] = &outbound.DeliveryError{Temporary: se.Code/100 == 4, Code: se.Code,
+				Enhanced: fmt.Sprintf("%d.%d.%d", se.EnhancedCode[0], se.EnhancedCode[1], se.EnhancedCode[2]), Message: se.Message, Host: "local"}
+		} else {
+			out[i] = &outbound.DeliveryError{Temporary: true, Code: 451, Message: err.Error(), Host: "local"}
+		}
+	}
+	return out
+}
+
+func (d *Daemon) sender() (*outboundService, error) {
+	if d.out == nil {
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "sending is not available on this daemon")
+	}
+	return d.out, nil
+}
+
+func handleSend(ctx context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.SendArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	m, err := d.authorize(c, a.FromMailbox, accWrite)
+	if err != nil {
+		return nil, err
+	}
+	o, err := d.sender()
+	if err != nil {
+		return nil, err
+	}
+	req := outbound.SendRequest{Mailbox: m.Name, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: a}
+	if a.ReplyToID != "" {
+		if err := store.ValidID(a.ReplyToID); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
+		}
+		var parent *store.Message
+		for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
+			if p, _, err := d.store.Get(m.Name, f, a.ReplyToID); err == nil {
+				parent = p
+				break
+			}
+		}
+		if parent == nil {
+			return nil, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", a.ReplyToID, m.Name)
+		}
+		req.Parent = parent
+	}
+	return o.svc.Send(ctx, req)
+}
+
+func handleSendStatus(_ context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.SendStatusArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if _, err := d.authorize(c, a.Mailbox, accRead); err != nil {
+		return nil, err
+	}
+	if err := store.ValidID(a.ID); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "id %q: %v", a.ID, err)
+	}
+	o, err := d.sender()
+	if err != nil {
+		return nil, err
+	}
+	res, err := o.svc.Status(a.Mailbox, a.ID)
+	return res, storeErr(err, "sent message "+a.ID)
+}
+
+// queueItem finds a queue item the caller may act on: root any, others only
+// their own mailboxes' items (others' read as not found).
+func (d *Daemon) queueItem(c *call, id string) (*outbound.Item, error) {
+	o, err := d.sender()
+	if err != nil {
+		return nil, err
+	}
+	it, err := o.queue.Get(id)
+	if err == nil {
+		c.mailbox = it.Mailbox
+		if m, ok := d.lookupMailbox(it.Mailbox); c.caller.Root() || (ok && m.UID == c.caller.UID) {
+			c.decision = "allow"
+			return it, nil
+		}
+	}
+	c.decision = "deny"
+	return nil, protocol.Errorf(protocol.CodeNotFound, "no queue item %q among yours: `mailctl queue list` shows them", id)
+}
+
+func handleQueueList(_ context.Context, d *Daemon, c *call) (any, error) {
+	if err := c.decode(&protocol.Empty{}); err != nil {
+		return nil, err
+	}
+	o, err := d.sender()
+	if err != nil {
+		return nil, err
+	}
+	out := protocol.QueueList{Items: []protocol.QueueItem{}}
+	for _, it := range o.queue.List() {
+		if m, ok := d.lookupMailbox(it.Mailbox); c.caller.Root() || (ok && m.UID == c.caller.UID) {
+			out.Items = append(out.Items, it.QueueItem())
+		}
+	}
+	return out, nil
+}
+
+func handleQueueShow(_ context.Context, d *Daemon, c *call) (any, error) {
+	var a protocol.QueueIDArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	it, err := d.queueItem(c, a.ID)
+	if err != nil {
+		return nil, err
+	}
+	return it.QueueItem(), nil
+}
+
+func queueAction(c *call, d *Daemon, rootOnly bool, act func(o *outboundService, id string) error) (any, error) {
+	var a protocol.QueueIDArgs
+	if err := c.decode(&a); err != nil {
+		return nil, err
+	}
+	if rootOnly && !c.caller.Root() {
+		c.decision = "deny"
+		return nil, protocol.Errorf(protocol.CodeForbidden, "only the operator (root) can do this to queued mail")
+	}
+	if _, err := d.queueItem(c, a.ID); err != nil {
+		return nil, err
+	}
+	if err := act(d.out, a.ID); err != nil {
+		return nil, err
+	}
+	it, err := d.out.queue.Get(a.ID)
+	if err != nil {
+		return protocol.QueueItem{ID: a.ID}, nil
+	}
+	return it.QueueItem(), nil
+}
+
+func handleQueueRetry(_ context.Context, d *Daemon, c *call) (any, error) {
+	return queueAction(c, d, false, func(o *outboundService, id string) error { return o.queue.Retry(id) })
+}
+
+func handleQueueDrop(_ context.Context, d *Daemon, c *call) (any, error) {
+	return queueAction(c, d, false, func(o *outboundService, id string) error { return o.queue.Drop(id) })
+}
+
+func handleQueueApprove(_ context.Context, d *Daemon, c *call) (any, error) {
+	return queueAction(c, d, true, func(o *outboundService, id string) error { return o.queue.Approve(id) })
+}
