@@ -99,3 +99,26 @@ func TestWatchDeliversOnlyOwnEvents(t *testing.T) {
 		t.Fatalf("got event for another mailbox: %+v", ev)
 	}
 }
+
+func TestStatusFindings(t *testing.T) {
+	td := startDaemon(t, "")
+	var st protocol.Status
+	if err := td.call(t, protocol.VerbStatus, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Server != "test" || len(st.Findings) == 0 || len(st.Listeners) < 2 {
+		t.Fatalf("status: %+v", st)
+	}
+	if !visibleFinding(protocol.Finding{ID: "dns.mx", Message: "no MX for example.test"}, nil, []string{"bob"}) {
+		t.Error("host-wide finding hidden")
+	}
+	if visibleFinding(protocol.Finding{ID: "mailbox.owner_wrong", Message: "mailbox bob is owned by uid 7"}, []string{"alice"}, []string{"bob"}) {
+		t.Error("another user's mailbox finding shown")
+	}
+	if !visibleFinding(protocol.Finding{ID: "mailbox.folder_missing", Message: "mailbox alice lacks inbox"}, []string{"alice"}, []string{"bob"}) {
+		t.Error("own mailbox finding hidden")
+	}
+	if visibleFinding(protocol.Finding{ID: "paths.mode", Message: "/var/lib/mailctl/mailboxes/bob/inbox mode 0755"}, []string{"alice"}, []string{"bob"}) {
+		t.Error("path inside another user's mailbox shown")
+	}
+}

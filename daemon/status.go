@@ -1,0 +1,93 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/doctor"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() { handle(protocol.VerbStatus, handleStatus) }
+
+// handleStatus runs the health checks inside the daemon, which may read
+// root-only files, and returns the findings the caller may see: everything
+// for root; for others the host-wide findings and those about their own
+// mailboxes, never other users' mailbox names. This is how `mailctl doctor`
+// works without sudo.
+func handleStatus(ctx context.Context, d *Daemon, c *call) (any, error) {
+	if err := c.decode(&protocol.Empty{}); err != nil {
+		return nil, err
+	}
+	cfg := d.cfg()
+	var res resolver.Resolver = resolver.New(cfg.Trust.Resolver, 3*time.Second)
+	if d.resolver != nil {
+		res = d.resolver
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	findings := doctor.Check(cctx, cfg, doctor.Env{Resolver: res, Root: true, ClientVersion: d.Version(),
+		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now})
+	var mine, others []string
+	for _, m := range d.allMailboxes() {
+		if c.visible(m) {
+			mine = append(mine, m.Name)
+		} else {
+			others = append(others, m.Name)
+		}
+	}
+	out := protocol.Status{Server: d.Version(), StartedAt: d.started.UTC(), Domains: cfg.Domains, Hostname: cfg.Hostname,
+		Listeners: append([]string{"control:" + cfg.Paths.Socket}, d.SMTPAddrs()...), Findings: []protocol.Finding{}}
+	if d.out != nil {
+		out.QueueDepth = len(d.out.queue.List())
+	}
+	for _, f := range findings {
+		if c.caller.Root() || visibleFinding(f, mine, others) {
+			out.Findings = append(out.Findings, f)
+		}
+	}
+	return out, nil
+}
+
+// visibleFinding keeps a finding from a non-root caller when it concerns
+// another user's mailbox or paths inside it.
+func visibleFinding(f protocol.Finding, mine, others []string) bool {
+	text := f.Message + " " + f.Fix
+	for _, name := range others {
+		if mentions(text, name) {
+			return false
+		}
+	}
+	if strings.HasPrefix(f.ID, "mailbox.") {
+		for _, name := range mine {
+			if mentions(text, name) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// mentions reports whether text names mailbox as a whole word or path part.
+func mentions(text, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		before := start == 0 || !isNameChar(text[start-1])
+		after := end == len(text) || !isNameChar(text[end])
+		if before && after {
+			return true
+		}
+		i = end
+	}
+}
+
+func isNameChar(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-' || b == '_' || b == '.'
+}
