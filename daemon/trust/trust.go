@@ -186,6 +186,10 @@ func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte
 		}
 		a := store.AuthResult{Domain: clean(normDomain(v.Domain)), Detail: "s=" + clean(s.s)}
 		switch {
+		case v.Err == nil && !validDomain(normDomain(v.Domain)):
+			// The stored domain is cleaned for display; alignment must never
+			// see a cleaned name that differs from the one that signed.
+			a.Result, a.Detail = "permerror", a.Detail+"; d= is not a valid DNS name"
 		case v.Err == nil:
 			a.Result = "pass"
 		case dkim.IsTempFail(v.Err):

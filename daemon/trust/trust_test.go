@@ -291,6 +291,16 @@ func TestCheck(t *testing.T) {
 			want: want{spf: "none", dkim: []string{"permerror"}, dkimDomains: []string{"trusted.test"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"},
 		},
 		{
+			name: "signing domain that only matches From after cleaning",
+			res: func(m *resolver.Map) {
+				m.SetTXT("ed._domainkey.trusted.test(", dkimTXT(t, evilKey.Public()))
+			},
+			in: func() Input {
+				return Input{RemoteIP: evilIP, Helo: "x.test", MailFrom: "", Raw: sign(t, boss, "trusted.test(", "ed", evilKey)}
+			},
+			want: want{spf: "none", dkim: []string{"permerror"}, dkimDomains: []string{"trusted.test"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"},
+		},
+		{
 			name: "signature by a missing key is a permerror",
 			in: func() Input {
 				return Input{RemoteIP: evilIP, Helo: "x.test", MailFrom: "", Raw: sign(t, boss, "trusted.test", "gone", edKey)}
