@@ -1,0 +1,173 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound"
+)
+
+func init() {
+	register(&command{name: "dkim", group: "operate", summary: "generate DKIM keys and print their DNS records", run: cmdDKIM})
+}
+
+const dkimHelp = `Usage: mailctl dkim SUBCOMMAND [flags]
+
+  keygen [--selector S] [--algorithm ed25519|rsa]   create a key in paths.dkim_dir
+  list                                              keys the daemon signs with
+  dns [--domain D]                                  TXT records to publish
+
+The daemon signs every message with every key in paths.dkim_dir (Ed25519 and
+RSA side by side). Rotate by adding a key under a new selector, publishing its
+record, waiting for DNS, then removing the old key file. These commands work on
+files: run them as root. All take --config PATH (default $MAILCTL_CONFIG, then
+` + config.DefaultPath + `). docs/dkim.md has the details.`
+
+func cmdDKIM(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(dkimHelp)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "keygen":
+		return dkimKeygen(args[1:])
+	case "list", "ls":
+		return dkimList(args[1:])
+	case "dns":
+		return dkimDNS(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "mailctl dkim: unknown subcommand %q\n\n%s\n", args[0], dkimHelp)
+	return 2
+}
+
+// dkimConfig adds --config to fs and returns a loader for it.
+func dkimConfig(fs *flag.FlagSet) func() (*config.Config, error) {
+	path := fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+")")
+	return func() (*config.Config, error) {
+		p := *path
+		if p == "" {
+			p = os.Getenv("MAILCTL_CONFIG")
+		}
+		if p == "" {
+			p = config.DefaultPath
+		}
+		return config.Load(p)
+	}
+}
+
+func dkimFail(name string, err error) int {
+	fmt.Fprintf(os.Stderr, "mailctl dkim %s: %v\n", name, err)
+	return 1
+}
+
+func dkimKeygen(args []string) int {
+	fs := flag.NewFlagSet("dkim keygen", flag.ContinueOnError)
+	setUsage(fs, "dkim keygen [--selector S] [--algorithm ed25519|rsa] [--config PATH]",
+		"Creates a DKIM key (PKCS#8 PEM, root 0600) in paths.dkim_dir and prints the DNS record to publish. An existing selector is never overwritten.")
+	alg := fs.String("algorithm", "ed25519", "ed25519 or rsa (RSA-2048)")
+	sel := fs.String("selector", "", "selector (default: ed|rsa + YYYYMM, e.g. ed202611)")
+	load := dkimConfig(fs)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if *alg != "ed25519" && *alg != "rsa" {
+		return usageError(fs, "--algorithm must be ed25519 or rsa")
+	}
+	cfg, err := load()
+	if err != nil {
+		return dkimFail("keygen", err)
+	}
+	if *sel == "" {
+		prefix := "ed"
+		if *alg == "rsa" {
+			prefix = "rsa"
+		}
+		*sel = prefix + time.Now().UTC().Format("200601")
+	}
+	k, err := outbound.GenerateKey(cfg.Paths.DKIMDir, *sel, *alg)
+	if err != nil {
+		return dkimFail("keygen", err)
+	}
+	fmt.Printf("created %s (%s, selector %s)\n", k.Path, k.Algorithm, k.Selector)
+	if len(cfg.Domains) > 0 {
+		fmt.Println("\nPublish this record before the daemon starts signing with the key:")
+		for _, d := range cfg.Domains {
+			fmt.Println(outbound.TXTRecord(d, k))
+		}
+	}
+	return 0
+}
+
+func dkimList(args []string) int {
+	fs := flag.NewFlagSet("dkim list", flag.ContinueOnError)
+	setUsage(fs, "dkim list [--config PATH]", "Lists the DKIM keys in paths.dkim_dir: the daemon signs with all of them.")
+	load := dkimConfig(fs)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, err := load()
+	if err != nil {
+		return dkimFail("list", err)
+	}
+	keys, err := outbound.LoadKeys(cfg.Paths.DKIMDir)
+	if err != nil {
+		return dkimFail("list", err)
+	}
+	if len(keys) == 0 {
+		fmt.Printf("no keys in %s: create them with `sudo mailctl dkim keygen --algorithm ed25519` and `--algorithm rsa`\n", cfg.Paths.DKIMDir)
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SELECTOR\tALGORITHM\tFILE\tMODIFIED")
+	for _, k := range keys {
+		mod := "-"
+		if st, err := os.Stat(k.Path); err == nil {
+			mod = st.ModTime().Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Selector, k.Algorithm, k.Path, mod)
+	}
+	tw.Flush()
+	return 0
+}
+
+func dkimDNS(args []string) int {
+	fs := flag.NewFlagSet("dkim dns", flag.ContinueOnError)
+	setUsage(fs, "dkim dns [--domain D] [--config PATH]", "Prints the zone-file TXT record of every key for every configured domain (or just --domain). Long values are split into 255-byte strings.")
+	domain := fs.String("domain", "", "only this domain")
+	load := dkimConfig(fs)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, err := load()
+	if err != nil {
+		return dkimFail("dns", err)
+	}
+	keys, err := outbound.LoadKeys(cfg.Paths.DKIMDir)
+	if err != nil {
+		return dkimFail("dns", err)
+	}
+	if len(keys) == 0 {
+		return dkimFail("dns", fmt.Errorf("no keys in %s: run `sudo mailctl dkim keygen` first", cfg.Paths.DKIMDir))
+	}
+	domains := cfg.Domains
+	if *domain != "" {
+		domains = []string{strings.ToLower(strings.TrimSuffix(*domain, "."))}
+	}
+	if len(domains) == 0 {
+		return usageError(fs, "no domains in the config: pass --domain")
+	}
+	for _, d := range domains {
+		for _, k := range keys {
+			fmt.Println(outbound.TXTRecord(d, k))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() {
+	register(&command{name: "queue", group: "operate", summary: "list, inspect, retry, drop or approve outbound mail", run: cmdQueue})
+}
+
+const queueHelp = `Usage: mailctl queue SUBCOMMAND [flags]
+
+  list [--json]          messages waiting for delivery, held or deferred
+  show ID [--json]       one item with each recipient's state
+  retry ID               attempt a deferred item now
+  drop ID                remove an item; undelivered recipients become failed
+  approve ID             release an item held for approval (send.hold)
+
+Queue ids are <mailbox>.<sent id>. Owners see their mailboxes' items; root sees all.`
+
+func cmdQueue(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(queueHelp)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "list", "ls":
+		return queueList(args[1:])
+	case "show":
+		return queueShow(args[1:])
+	case "retry":
+		return queueAction(args[1:], "retry", protocol.VerbQueueRetry, "retrying")
+	case "drop":
+		return queueAction(args[1:], "drop", protocol.VerbQueueDrop, "dropped")
+	case "approve":
+		return queueAction(args[1:], "approve", protocol.VerbQueueApprove, "approved")
+	}
+	fmt.Fprintf(os.Stderr, "mailctl queue: unknown subcommand %q\n\n%s\n", args[0], queueHelp)
+	return 2
+}
+
+func queueList(args []string) int {
+	cf := newClientFlags("queue list", "queue list [--json]", "Lists outbound messages still in the queue, oldest first.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	var out protocol.QueueList
+	if err := cf.call(protocol.VerbQueueList, protocol.Empty{}, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	if len(out.Items) == 0 {
+		fmt.Println("queue is empty")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tFROM\tRECIPIENTS\tSTATE\tNEXT ATTEMPT\tSIZE")
+	for _, it := range out.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", it.ID, it.MailFrom, rcptSummary(it.Recipients), itemState(it), nextAttempt(it), it.SizeBytes)
+	}
+	tw.Flush()
+	return 0
+}
+
+func rcptSummary(rs []protocol.RecipientStatus) string {
+	if len(rs) == 1 {
+		return rs[0].Address
+	}
+	return fmt.Sprintf("%s +%d", rs[0].Address, len(rs)-1)
+}
+
+func itemState(it protocol.QueueItem) string {
+	if it.Held {
+		return "held"
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, r := range it.Recipients {
+		if counts[r.Status] == 0 {
+			order = append(order, r.Status)
+		}
+		counts[r.Status]++
+	}
+	var parts []string
+	for _, s := range order {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func nextAttempt(it protocol.QueueItem) string {
+	if it.Held {
+		return "after approval"
+	}
+	if it.NextAttempt.IsZero() {
+		return "-"
+	}
+	return it.NextAttempt.Local().Format(time.DateTime)
+}
+
+func queueShow(args []string) int {
+	cf := newClientFlags("queue show", "queue show ID [--json]", "Shows one queue item and each recipient's state, last reply and TLS.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give exactly one queue id")
+	}
+	var it protocol.QueueItem
+	if err := cf.call(protocol.VerbQueueShow, protocol.QueueIDArgs{ID: cf.fs.Arg(0)}, &it); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(it)
+	}
+	fmt.Printf("id:           %s\nmailbox:      %s\nmessage-id:   <%s>\nmail from:    %s\ncreated:      %s\nnext attempt: %s\nsize:         %d bytes\n",
+		it.ID, it.Mailbox, it.MessageID, it.MailFrom, it.CreatedAt.Local().Format(time.DateTime), nextAttempt(it), it.SizeBytes)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nRECIPIENT\tSTATUS\tATTEMPTS\tTLS\tDETAIL")
+	for _, r := range it.Recipients {
+		tlsState := r.TLS
+		if tlsState == "" {
+			tlsState = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Address, r.Status, r.Attempts, tlsState, r.Detail)
+	}
+	tw.Flush()
+	return 0
+}
+
+func queueAction(args []string, name, verb, done string) int {
+	cf := newClientFlags("queue "+name, "queue "+name+" ID [--json]", queueActionAbout[name]).withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give exactly one queue id")
+	}
+	var it protocol.QueueItem
+	if err := cf.call(verb, protocol.QueueIDArgs{ID: cf.fs.Arg(0)}, &it); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(it)
+	}
+	fmt.Printf("%s %s\n", done, cf.fs.Arg(0))
+	return 0
+}
+
+var queueActionAbout = map[string]string{
+	"retry":   "Makes a deferred item due now instead of at its next backoff step.",
+	"drop":    "Removes an item from the queue; recipients not yet delivered are marked failed in the sent copy.",
+	"approve": "Releases an item held by send.hold; it is delivered at once.",
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() {
+	register(&command{name: "send", group: "mail", summary: "compose, sign and send a message from one of your mailboxes", run: cmdSend})
+}
+
+// addrList collects a repeatable flag; "a,b" also splits.
+type addrList []string
+
+func (l *addrList) String() string { return strings.Join(*l, ",") }
+func (l *addrList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// pathList collects a repeatable flag without splitting (paths may hold commas).
+type pathList []string
+
+func (l *pathList) String() string     { return strings.Join(*l, " ") }
+func (l *pathList) Set(v string) error { *l = append(*l, v); return nil }
+
+func cmdSend(args []string) int {
+	cf := newClientFlags("send", "send --from MAILBOX --to ADDR... [--cc ADDR] [--bcc ADDR] [--reply-to ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--text-only | --html-body-file F] [--in-reply-to MSGID] [--dry-run] [--json]",
+		`Sends a message from a mailbox you own. The body is Markdown: it goes out as
+HTML (raw HTML in it is dropped) with the Markdown as the text part, or as plain
+text with --text-only. The daemon signs it with DKIM, keeps a copy in the
+mailbox's sent folder and delivers it; the command waits a few seconds for the
+first attempt and prints each recipient's status. --dry-run checks policy,
+renders and signs, and prints the size and envelope without sending.
+Address flags repeat and also take comma-separated lists. Attachment files are
+read by this command with your rights.`).withJSON()
+	var a protocol.SendArgs
+	var to, cc, bcc, replyTo addrList
+	var attach pathList
+	var bodyFile, htmlFile string
+	var wait time.Duration
+	cf.fs.StringVar(&a.FromMailbox, "from", "", "mailbox to send from (you must own it)")
+	cf.fs.Var(&to, "to", "recipient (repeatable)")
+	cf.fs.Var(&cc, "cc", "Cc recipient (repeatable)")
+	cf.fs.Var(&bcc, "bcc", "Bcc recipient, never shown in the message (repeatable)")
+	cf.fs.Var(&replyTo, "reply-to", "Reply-To address (repeatable)")
+	cf.fs.StringVar(&a.Subject, "subject", "", "subject")
+	cf.fs.StringVar(&a.Body, "body", "", "body text (Markdown)")
+	cf.fs.StringVar(&bodyFile, "body-file", "", "read the body from this file (- for stdin)")
+	cf.fs.Var(&attach, "attach", "attach this file (repeatable)")
+	cf.fs.BoolVar(&a.TextOnly, "text-only", false, "send plain text only, no HTML part")
+	cf.fs.StringVar(&htmlFile, "html-body-file", "", "send this HTML file as the HTML part (the body, if any, becomes the text part)")
+	cf.fs.StringVar(&a.InReplyTo, "in-reply-to", "", "Message-ID this message answers (sets In-Reply-To, References and Re:)")
+	cf.fs.BoolVar(&a.DryRun, "dry-run", false, "validate, render and sign, but do not send")
+	cf.fs.StringVar(&a.IdempotencyKey, "idempotency-key", "", "a retry with the same key returns the first result instead of sending again")
+	cf.fs.DurationVar(&wait, "wait", 0, "how long the daemon waits for the first delivery attempt (default: its first_attempt_wait)")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if a.FromMailbox == "" {
+		return usageError(cf.fs, "--from MAILBOX is required")
+	}
+	if len(to)+len(cc)+len(bcc) == 0 {
+		return usageError(cf.fs, "give at least one recipient with --to, --cc or --bcc")
+	}
+	if a.Body != "" && bodyFile != "" {
+		return usageError(cf.fs, "--body and --body-file exclude each other")
+	}
+	if a.TextOnly && htmlFile != "" {
+		return usageError(cf.fs, "--text-only and --html-body-file exclude each other")
+	}
+	a.To, a.Cc, a.Bcc, a.ReplyTo = to, cc, bcc, replyTo
+	if bodyFile != "" {
+		var b []byte
+		var err error
+		if bodyFile == "-" {
+			b, err = readAllLimited(os.Stdin, protocol.MaxFrame)
+		} else {
+			b, err = os.ReadFile(bodyFile)
+		}
+		if err != nil {
+			return usageError(cf.fs, "reading the body: %v", err)
+		}
+		a.Body = string(b)
+	}
+	if htmlFile != "" {
+		b, err := os.ReadFile(htmlFile)
+		if err != nil {
+			return usageError(cf.fs, "reading the HTML body: %v", err)
+		}
+		a.HTMLBody = string(b)
+	}
+	for _, p := range attach {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return usageError(cf.fs, "reading attachment: %v", err)
+		}
+		a.Attachments = append(a.Attachments, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
+	}
+	if wait > 0 {
+		a.WaitMS = int(wait.Milliseconds())
+	}
+	// The daemon may wait up to two minutes for the first attempt.
+	timeout := time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond + 2*time.Minute
+	var res protocol.SendResult
+	if err := cf.callTimeout(protocol.VerbSend, a, &res, timeout); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(res)
+	}
+	printSendResult(res)
+	if res.Status == "failed" {
+		return 1
+	}
+	return 0
+}
+
+func readAllLimited(r io.Reader, max int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err == nil && len(b) > max {
+		err = fmt.Errorf("more than %d bytes", max)
+	}
+	return b, err
+}
+
+func printSendResult(res protocol.SendResult) {
+	if res.Status == "dry_run" {
+		fmt.Printf("dry run: %d bytes, MAIL FROM:<%s>, RCPT TO: %s\nMessage-ID: <%s>\n", res.SizeBytes, res.Envelope.MailFrom, strings.Join(res.Envelope.RcptTo, ", "), res.MessageID)
+		return
+	}
+	dup := ""
+	if res.Duplicate {
+		dup = " (answered from an earlier send with the same idempotency key)"
+	}
+	fmt.Printf("%s %s: %s%s\nMessage-ID: <%s>\n", res.ID, res.Status, describeStatus(res.Status), dup, res.MessageID)
+	for _, r := range res.Recipients {
+		fmt.Printf("  %-32s %s", r.Address, r.Status)
+		if r.TLS != "" {
+			fmt.Printf(" tls=%s", r.TLS)
+		}
+		if r.Status == "deferred" && !r.NextAttempt.IsZero() {
+			fmt.Printf(" next=%s", r.NextAttempt.Local().Format(time.DateTime))
+		}
+		if r.Detail != "" && r.Status != "delivered" {
+			fmt.Printf(" (%s)", r.Detail)
+		}
+		fmt.Println()
+	}
+}
+
+func describeStatus(s string) string {
+	switch s {
+	case "queued":
+		return "queued, first attempt still running: check with `mailctl queue show`"
+	case "deferred":
+		return "a temporary failure; the queue retries with backoff"
+	case "held":
+		return "held for operator approval: `sudo mailctl queue approve ID`"
+	case "partial":
+		return "some recipients failed"
+	case "failed":
+		return "delivery failed"
+	}
+	return s
+}
