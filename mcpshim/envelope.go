@@ -246,9 +246,15 @@ func allowErrors(sc *jsonschema.Schema) {
 // errors all follow the envelope.
 func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handlerFunc[In, Out]) toolSpec {
 	in, inResolved := schemaFor[In](refine)
-	out, _ := schemaFor[Envelope[Out]](allowErrors)
-	t.InputSchema = in
-	t.OutputSchema = out
+	out, err := jsonschema.For[Envelope[Out]](schemaOptions)
+	if err != nil {
+		panic(fmt.Sprintf("output schema of %s: %v", t.Name, err))
+	}
+	allowErrors(out)
+	// Marshalled once: the schema package's MarshalJSON is costly and
+	// tools/list would otherwise redo it for every client.
+	t.InputSchema = mustRaw(in)
+	t.OutputSchema = mustRaw(out)
 	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		args := req.Params.Arguments
@@ -293,6 +299,14 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+func mustRaw(s *jsonschema.Schema) json.RawMessage {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func boolPtr(b bool) *bool { return &b }
