@@ -288,6 +288,12 @@ func TestLimits(t *testing.T) {
 		t.Errorf("size limits not applied: %d attachments, body %q", len(p.Attachments), p.Body)
 	}
 
+	html := "Content-Type: text/html\r\n\r\n" + strings.Repeat("<p>para</p>\r\n", 100000)
+	p, _ = Parse([]byte(html), Options{})
+	if !strings.Contains(p.Body, "cut at 1 MiB") || strings.Count(p.Body, "para") > 1<<20/13+1 {
+		t.Errorf("HTML not bounded: %d bytes of body", len(p.Body))
+	}
+
 	// Deep nesting stops at maxDepth without recursion blow-up.
 	var deep strings.Builder
 	deep.WriteString("Subject: deep\r\n")

@@ -27,6 +27,9 @@ type node struct {
 	children []*node
 }
 
+// maxHTMLBytes bounds the HTML handed to the Markdown converter.
+const maxHTMLBytes = 1 << 20
+
 type walker struct {
 	opts  Options
 	parts int
@@ -151,6 +154,13 @@ func (w *walker) render(n *node, top bool) {
 	case isAttachment(n):
 		w.attach(n)
 	default:
+		if n.ctype == "text/html" && len(n.body) > maxHTMLBytes {
+			// HTML conversion costs about a second per MiB: bound it.
+			c := *n
+			c.body = n.body[:maxHTMLBytes]
+			n = &c
+			w.note("the HTML part was cut at 1 MiB before conversion; the raw message has all of it")
+		}
 		w.addText(leafText(n))
 	}
 }
