@@ -149,3 +149,37 @@ func FuzzMatchSender(f *testing.F) {
 		}
 	})
 }
+
+func TestParseFrom(t *testing.T) {
+	tests := []struct {
+		header  string
+		addr    string // "" when unusable
+		wantErr bool
+	}{
+		{"From: boss@Trusted.Test\r\n", "boss@trusted.test", false},
+		{"From: Boss <boss@trusted.test>\r\n", "boss@trusted.test", false},
+		{"From: =?utf-8?b?QsO2c3M=?= <boss@trusted.test>\r\n", "boss@trusted.test", false},
+		{"From: =?iso-8859-2?q?B=F3ss?= <boss@trusted.test>\r\n", "boss@trusted.test", false},
+		{"From: =?x-unknown?q?B=F3ss?= <boss@trusted.test>\r\n", "boss@trusted.test", false},
+		{"From: \"boss@trusted.test\" <x@evil.test>\r\n", "x@evil.test", false},
+		{"From: Boss\r\n <boss@trusted.test>\r\n", "boss@trusted.test", false},
+		{"from: boss@trusted.test\r\n", "boss@trusted.test", false},
+		{"From: \"a@b\"@trusted.test\r\n", "a@b@trusted.test", false},
+		{"From: boss@trusted.test\r\nFROM: boss@trusted.test\r\n", "", true},
+		{"From: a@trusted.test, b@trusted.test\r\n", "", true},
+		{"From: undisclosed:;\r\n", "", true},
+		{"From: <>\r\n", "", true},
+		{"From: boss\r\n", "", true},
+		{"From: boss@[192.0.2.1]\r\n", "boss@[192.0.2.1]", true},
+		{"From: boss@trusted..test\r\n", "", true},
+		{"Subject: no from\r\n", "", true},
+		{"From: \x00\xff@@\r\n", "", true},
+	}
+	for _, tc := range tests {
+		h := parseHeader([]byte(tc.header + "\r\nbody\r\n"))
+		f := parseFrom(h.fields, h.err)
+		if f.address != tc.addr || (f.err != nil) != tc.wantErr {
+			t.Errorf("%q: address %q err %v; want %q, error %v", tc.header, f.address, f.err, tc.addr, tc.wantErr)
+		}
+	}
+}
