@@ -10,7 +10,11 @@
 //   cd test/mcp && npm ci && MAILCTL_SOCKET=/path/to.sock MAILCTL_BIN=mailctl node e2e.mjs
 //
 // Environment: MAILCTL_BIN (default "mailctl"), MAILCTL_SOCKET (required),
-// E2E_MAILBOX (default "e2e-<pid>"), E2E_TIMEOUT_SECS (default 60).
+// E2E_MAILBOX (default "e2e-<pid>"), E2E_TIMEOUT_SECS (default 60),
+// E2E_KEEP_MAILBOX (set: do not delete the mailbox at the end), and
+// E2E_FOREIGN_MAILBOX: a mailbox owned by ANOTHER user; when set, the script
+// also checks that this user can neither see nor touch it (run it as the
+// second user against the first user's mailbox).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -152,6 +156,34 @@ step("resources/read", inboxURI);
 const missing = await client.callTool({ name: "email_read", arguments: { mailbox, id: "does-not-exist" } });
 if (!missing.isError || missing.structuredContent?.code !== "not_found") fail("not_found", JSON.stringify(missing).slice(0, 300));
 step("error codes", "not_found");
+
+const foreign = process.env.E2E_FOREIGN_MAILBOX;
+if (foreign) {
+  const listed = await call("mailbox_list", {});
+  if (listed.data.mailboxes.some((m) => m.name === foreign)) fail("isolation", `${foreign} is listed`);
+  const attempts = [
+    ["email_list", { mailbox: foreign }],
+    ["email_read", { mailbox: foreign, id: "x" }],
+    ["email_send", { from_mailbox: foreign, to: address, subject: "spoof", body: "x" }],
+    ["email_mark_read", { mailbox: foreign, id: "x" }],
+    ["hook_create", { mailbox: foreign, event: "on_receive", cmd: ["/bin/true"] }],
+    ["hook_list", { mailbox: foreign }],
+    ["mailbox_delete", { name: foreign, force: true }],
+    ["email_wait", { mailbox: foreign, timeout_secs: 1 }],
+  ];
+  for (const [name, args] of attempts) {
+    const res = await client.callTool({ name, arguments: args });
+    const sc = res.structuredContent || {};
+    if (name === "hook_list" && !res.isError) {
+      if (sc.data.hooks.length) fail("isolation", `hook_list shows ${foreign}'s hooks`);
+      continue;
+    }
+    if (!res.isError || !["not_found", "forbidden"].includes(sc.code)) {
+      fail("isolation", `${name} on ${foreign}: ${JSON.stringify(sc).slice(0, 200)}`);
+    }
+  }
+  step("isolation", `${foreign} is invisible and untouchable`);
+}
 
 if (!process.env.E2E_KEEP_MAILBOX) {
   await call("mailbox_delete", { name: mailbox, force: true });
