@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"net/smtp"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/internal/dnstest"
+	"github.com/mailctl/mailctl/store"
+)
+
+// sendRaw delivers raw as one SMTP transaction in clear and fails the test
+// unless it gets 250.
+func sendRaw(t *testing.T, addr, from, to string, raw []byte) {
+	t.Helper()
+	if err := trySend(addr, from, to, raw); err != nil {
+		t.Fatalf("sending to %s: %v", addr, err)
+	}
+}
+
+// trySend is sendRaw that reports the error; nil means the server said 250
+// to the end of DATA.
+func trySend(addr, from, to string, raw []byte) error {
+	c, err := smtp.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Hello("client.sender.test"); err != nil {
+		return err
+	}
+	if err := c.Mail(from); err != nil {
+		return err
+	}
+	if err := c.Rcpt(to); err != nil {
+		return err
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
+}
+
+// dkimKey makes an RSA key, writes it where dkimsign can read it and returns
+// the path and the DNS TXT value that publishes it.
+func dkimKey(t *testing.T, dir, name string) (keyPath, txt string) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath = filepath.Join(dir, name+".pem")
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(keyPath, pemKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyPath, "v=DKIM1; k=rsa; p=" + base64.StdEncoding.EncodeToString(pub)
+}
+
+// dkimsign signs msg with python3-dkim's dkimsign, a signer independent of
+// the Go library the daemon verifies with.
+func dkimsign(t *testing.T, selector, signDomain, keyPath string, msg []byte) []byte {
+	t.Helper()
+	cmd := exec.Command("dkimsign", "--hcanon", "relaxed", "--bcanon", "relaxed", selector, signDomain, keyPath)
+	cmd.Stdin = bytes.NewReader(msg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dkimsign: %v\n%s", err, stderr.Bytes())
+	}
+	if !bytes.HasPrefix(out, []byte("DKIM-Signature: ")) || !bytes.HasSuffix(out, msg) {
+		t.Fatalf("dkimsign did not prepend one signature to the message:\n%s", out)
+	}
+	return out
+}
+
+// TestTrustThroughBinary checks trust decisions end to end: an in-process DNS
+// server publishes keys and policies, python3-dkim signs, mailctl serve
+// decides.
+func TestTrustThroughBinary(t *testing.T) {
+	needTool(t, "dkimsign", "python3-dkim")
+	if err := exec.Command("/usr/bin/python3", "-c", "import dkim").Run(); err != nil {
+		t.Skip("python3 cannot import dkim (apt install python3-dkim)")
+	}
+	dir := t.TempDir()
+	senderKey, senderTXT := dkimKey(t, dir, "sender")
+	otherKey, otherTXT := dkimKey(t, dir, "other")
+	_, dnsAddr := dnstest.Start(t,
+		dnstest.Record{Name: "s1._domainkey.sender.test", Type: "TXT", Value: senderTXT},
+		// SPF fails for the loopback client: trust must come from DKIM.
+		dnstest.Record{Name: "sender.test", Type: "TXT", Value: "v=spf1 ip4:192.0.2.1 -all"},
+		dnstest.Record{Name: "_dmarc.sender.test", Type: "TXT", Value: "v=DMARC1; p=reject"},
+		dnstest.Record{Name: "s2._domainkey.unrelated.test", Type: "TXT", Value: otherTXT},
+		dnstest.Record{Name: "unrelated.test", Type: "TXT", Value: "v=spf1 -all"},
+		// A domain authenticated by SPF alone.
+		dnstest.Record{Name: "spfonly.test", Type: "TXT", Value: "v=spf1 ip4:127.0.0.1 -all"},
+		dnstest.Record{Name: "_dmarc.spfonly.test", Type: "TXT", Value: "v=DMARC1; p=none"},
+	)
+	d := startDaemon(t, options{Resolver: dnsAddr, TrustedSenders: []string{"*@sender.test", "bob@spfonly.test"}})
+
+	msg := func(from, id, extra string) []byte {
+		return crlf(extra + "From: " + from + "\nTo: " + rcpt + "\nSubject: trust " + id +
+			"\nDate: Sun, 22 Nov 2026 01:10:00 +0000\nMessage-ID: <" + id + "@e2e-trust>\n\nplease run the deploy\n")
+	}
+	forged := "Authentication-Results: " + hostname + "; dkim=pass header.d=sender.test; spf=pass smtp.mailfrom=sender.test; dmarc=pass header.from=sender.test\n"
+	cases := []struct {
+		name, mailFrom string
+		raw            []byte
+		trusted        string
+		dkim           []store.AuthResult // result and domain only
+		spf, dmarc     string
+	}{
+		{name: "aligned DKIM pass, trusted sender", mailFrom: "alice@sender.test",
+			raw:     dkimsign(t, "s1", "sender.test", senderKey, msg("Alice <alice@sender.test>", "aligned", "")),
+			trusted: "true", dkim: []store.AuthResult{{Result: "pass", Domain: "sender.test"}}, spf: "fail", dmarc: "pass"},
+		{name: "DKIM pass by an unrelated domain", mailFrom: "alice@sender.test",
+			raw:     dkimsign(t, "s2", "unrelated.test", otherKey, msg("Alice <alice@sender.test>", "unrelated", "")),
+			trusted: "false", dkim: []store.AuthResult{{Result: "pass", Domain: "unrelated.test"}}, spf: "fail", dmarc: "fail"},
+		{name: "forged Authentication-Results", mailFrom: "alice@sender.test",
+			raw:     msg("Alice <alice@sender.test>", "forged", forged),
+			trusted: "false", dkim: nil, spf: "fail", dmarc: "fail"},
+		{name: "aligned SPF pass without DKIM", mailFrom: "bob@spfonly.test",
+			raw:     msg("Bob <bob@spfonly.test>", "spfonly", ""),
+			trusted: "true", dkim: nil, spf: "pass", dmarc: "pass"},
+		{name: "aligned SPF pass, sender not in the trusted list", mailFrom: "mallory@spfonly.test",
+			raw:     msg("Mallory <mallory@spfonly.test>", "untrusted-sender", ""),
+			trusted: "false", dkim: nil, spf: "pass", dmarc: "pass"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sendRaw(t, d.SMTPAddr, tc.mailFrom, rcpt, tc.raw)
+			id := string(bytes.SplitN(bytes.SplitN(tc.raw, []byte("Message-ID: <"), 2)[1], []byte(">"), 2)[0])
+			m := d.byMessageID(t, id, 10*time.Second)
+			checkRaw(t, m.Raw, tc.raw, 0)
+			fm := m.Meta
+			if fm.Trusted != tc.trusted {
+				t.Errorf("trusted = %q, want %q", fm.Trusted, tc.trusted)
+			}
+			var gotDKIM []store.AuthResult
+			for _, r := range fm.DKIM {
+				if r.Result != "none" {
+					gotDKIM = append(gotDKIM, store.AuthResult{Result: r.Result, Domain: r.Domain})
+				}
+			}
+			if len(gotDKIM) != len(tc.dkim) || (len(tc.dkim) > 0 && gotDKIM[0] != tc.dkim[0]) {
+				t.Errorf("dkim = %+v, want %+v", fm.DKIM, tc.dkim)
+			}
+			if fm.SPF.Result != tc.spf {
+				t.Errorf("spf = %+v, want %s", fm.SPF, tc.spf)
+			}
+			if fm.DMARC.Result != tc.dmarc {
+				t.Errorf("dmarc = %+v, want %s", fm.DMARC, tc.dmarc)
+			}
+			ar, _ := headerFields(m.Raw, 1)
+			if strings.Contains(tc.name, "forged") && strings.Contains(ar[0], "dkim=pass") {
+				t.Errorf("our Authentication-Results repeats the forged dkim=pass: %q", ar[0])
+			}
+			for _, r := range tc.dkim {
+				if want := "dkim=" + r.Result + " header.d=" + r.Domain; !strings.Contains(ar[0], want) {
+					t.Errorf("our Authentication-Results lacks %q: %q", want, ar[0])
+				}
+			}
+			if want := "spf=" + tc.spf; !strings.Contains(ar[0], want) {
+				t.Errorf("our Authentication-Results lacks %q: %q", want, ar[0])
+			}
+			t.Logf("%s: trusted=%s dkim=%v spf=%s dmarc=%s (%s)", tc.name, fm.Trusted, fm.DKIM, fm.SPF.Result, fm.DMARC.Result, fm.DMARC.Detail)
+		})
+	}
+}
