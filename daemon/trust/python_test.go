@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/dnstest"
 )
 
 // pySign signs with python3-dkim (the library behind Debian's dkimsign), an
@@ -90,4 +95,34 @@ func TestIndependentSigner(t *testing.T) {
 		got := c.Check(context.Background(), Input{RemoteIP: evilIP, Helo: "relay.test", MailFrom: "x@relay.test", Raw: raw})
 		assertResult(t, got, want{spf: "none", dkim: []string{"fail"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"})
 	})
+}
+
+// TestDkimsignCLI signs with Debian's dkimsign command (python3-dkim) using
+// Ed25519, and verifies through a real DNS server.
+func TestDkimsignCLI(t *testing.T) {
+	pythonDKIM(t)
+	bin, err := exec.LookPath("dkimsign")
+	if err != nil {
+		t.Skip("dkimsign not installed (python3-dkim)")
+	}
+	keys(t)
+	keyFile := filepath.Join(t.TempDir(), "ed.key")
+	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(edKey.Seed())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--signalg", "ed25519-sha256", "ed", "trusted.test", keyFile)
+	cmd.Stdin = bytes.NewReader(message("Boss <boss@trusted.test>"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dkimsign: %v: %s", err, stderr.String())
+	}
+	_, addr := dnstest.Start(t,
+		dnstest.Record{Name: "ed._domainkey.trusted.test", Type: "TXT", Value: dkimTXT(t, edKey.Public())},
+		dnstest.Record{Name: "_dmarc.trusted.test", Type: "TXT", Value: "v=DMARC1; p=reject"},
+	)
+	c := &Checker{Resolver: resolver.New(addr, time.Second), Timeout: 5 * time.Second}
+	got := c.Check(context.Background(), Input{RemoteIP: evilIP, Helo: "relay.test", MailFrom: "x@relay.test", Raw: raw})
+	assertResult(t, got, want{spf: "none", dkim: []string{"pass"}, dkimDomains: []string{"trusted.test"}, dmarc: "pass", aligned: true, trusted: "true", policy: "reject"})
 }
