@@ -601,3 +601,36 @@ func TestRemoveAllDoesNotFollow(t *testing.T) {
 		t.Errorf("RemoveAll of missing: %v", err)
 	}
 }
+
+func TestMkdirOwnedRepairsMode(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	sub, err := d.MkdirOwned("sub", 0o700, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	if fi, _ := os.Stat(filepath.Join(dir, "sub")); fi.Mode().Perm() != 0o700 {
+		t.Errorf("mode %v, want 0700", fi.Mode().Perm())
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "a\x00"} {
+		if _, err := d.MkdirOwned(bad, 0o700, -1, -1); err == nil {
+			t.Errorf("MkdirOwned(%q) succeeded", bad)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o600)
+	if _, err := d.MkdirOwned("file", 0o700, -1, -1); err == nil {
+		t.Errorf("MkdirOwned over a file succeeded")
+	}
+	if err := d.Remove("sub"); err != nil {
+		t.Errorf("Remove(dir): %v", err)
+	}
+	if err := d.Remove("file"); err != nil {
+		t.Errorf("Remove(file): %v", err)
+	}
+}
