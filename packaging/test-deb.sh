@@ -1,0 +1,141 @@
+#!/bin/sh
+# End-to-end check of the .deb, run as root on a throwaway machine (CI):
+# build, dpkg -i, nothing started, `mailctl version`, `mailctl setup
+# --non-interactive --root`, `mailctl serve` on high ports, the socket
+# answers, doctor runs, dpkg -r and dpkg -P, mail and keys remain.
+# Prints one summary line; exits non-zero on the first failure.
+set -eu
+
+cd "$(dirname "$0")/.."
+step="start"
+fail() {
+	echo "test-deb: FAIL at $step: $*" >&2
+	exit 1
+}
+[ "$(id -u)" = 0 ] || fail "run as root (it installs a package)"
+command -v dpkg >/dev/null || fail "dpkg not found"
+if dpkg -s mailctl >/dev/null 2>&1; then
+	fail "mailctl is already installed here; run this on a throwaway machine"
+fi
+[ -e /etc/mailctl/config.toml ] && fail "/etc/mailctl/config.toml exists; run this on a throwaway machine"
+
+tmp=$(mktemp -d)
+serve_pid=""
+cleanup() {
+	if [ -n "$serve_pid" ]; then
+		kill "$serve_pid" 2>/dev/null || true
+		wait "$serve_pid" 2>/dev/null || true
+	fi
+	if dpkg -s mailctl >/dev/null 2>&1; then
+		dpkg -P mailctl >/dev/null 2>&1 || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+step="build"
+deb=$(VERSION=${VERSION:-} ./packaging/build-deb.sh | tail -n 1)
+[ -f "$deb" ] || fail "build-deb.sh did not produce a package"
+version=$(dpkg-deb -f "$deb" Version)
+
+step="install"
+etc_existed=no
+[ -d /etc/mailctl ] && etc_existed=yes
+dpkg -i "$deb" >"$tmp/dpkg-i.log" 2>&1 || { cat "$tmp/dpkg-i.log" >&2; fail "dpkg -i"; }
+for f in /usr/bin/mailctl /usr/lib/systemd/system/mailctl.service /usr/lib/tmpfiles.d/mailctl.conf \
+	/usr/share/doc/mailctl/config.example.toml /usr/share/man/man1/mailctl.1.gz \
+	/usr/share/bash-completion/completions/mailctl /usr/share/zsh/vendor-completions/_mailctl; do
+	[ -f "$f" ] || fail "$f not installed"
+done
+[ -e /etc/mailctl/config.toml ] && fail "installing wrote a config"
+grep -q "mailctl setup" "$tmp/dpkg-i.log" || fail "postinst did not say to run mailctl setup"
+if [ -d /run/systemd/system ] && systemctl is-enabled --quiet mailctl.service 2>/dev/null; then
+	fail "the unit is enabled before setup"
+fi
+[ "$(stat -c %a /var/lib/mailctl)" = 711 ] || fail "/var/lib/mailctl is not 0711"
+[ "$(stat -c %a /etc/mailctl/dkim)" = 700 ] || fail "/etc/mailctl/dkim is not 0700"
+
+step="version"
+mailctl version >"$tmp/version.out" 2>&1 || fail "mailctl version: $(cat "$tmp/version.out")"
+grep -qF "mailctl $version " "$tmp/version.out" || fail "version is not $version: $(head -n1 "$tmp/version.out")"
+
+step="setup"
+root=$tmp/root
+port=$((20000 + $$ % 20000))
+sock=$root/run/mailctl/mailctl.sock
+mailctl setup --non-interactive --root "$root" --domain example.test --hostname mx.example.test \
+	--self-signed --trusted-sender '*@example.org' --smtp-listen "127.0.0.1:$port" --socket "$sock" \
+	>"$tmp/setup.out" 2>&1 || fail "$(cat "$tmp/setup.out")"
+cfg=$root/etc/mailctl/config.toml
+[ -f "$cfg" ] || fail "no config written"
+ls "$root"/etc/mailctl/dkim/ed*.key "$root"/etc/mailctl/dkim/rsa*.key >/dev/null 2>&1 || fail "DKIM keys missing"
+grep -q "_domainkey.example.test" "$tmp/setup.out" || fail "no DKIM record printed"
+keysum=$(cat "$root"/etc/mailctl/dkim/*.key | sha256sum)
+mailctl setup --non-interactive --root "$root" --domain example.test >"$tmp/setup2.out" 2>&1 || fail "re-run: $(cat "$tmp/setup2.out")"
+[ "$(cat "$root"/etc/mailctl/dkim/*.key | sha256sum)" = "$keysum" ] || fail "re-running setup changed the keys"
+
+step="serve"
+mailctl serve --config "$cfg" >"$tmp/serve.log" 2>&1 &
+serve_pid=$!
+answered=no
+i=0
+while [ $i -lt 50 ]; do
+	if mailctl version --socket "$sock" 2>/dev/null | grep -q "^daemon: mailctl $version"; then
+		answered=yes
+		break
+	fi
+	kill -0 "$serve_pid" 2>/dev/null || break
+	sleep 0.2
+	i=$((i + 1))
+done
+[ $answered = yes ] || fail "the socket did not answer: $(tail -n 5 "$tmp/serve.log")"
+smtp=absent
+if command -v socat >/dev/null 2>&1; then
+	if printf 'QUIT\r\n' | socat -T 3 - "TCP:127.0.0.1:$port" 2>/dev/null | grep -q '^220'; then
+		smtp=answered
+	fi
+fi
+
+step="mail"
+mailctl mailboxes create agent --owner nobody --socket "$sock" >"$tmp/mb.out" 2>&1 || fail "mailboxes create: $(cat "$tmp/mb.out")"
+inbox=$root/var/lib/mailctl/mailboxes/agent/inbox
+[ -d "$inbox" ] || fail "no inbox folder for the new mailbox"
+delivered=no
+if [ $smtp = answered ] && command -v swaks >/dev/null 2>&1; then
+	if swaks --server "127.0.0.1:$port" --to agent@example.test --from someone@example.org \
+		--header "Subject: test-deb" --body "kept after removal" >"$tmp/swaks.log" 2>&1; then
+		delivered=yes
+	fi
+fi
+if [ $delivered = no ]; then
+	# Without SMTP the message stands in as a file, which is what the store holds.
+	printf '+++\nsubject = "test-deb"\n+++\nkept after removal\n' >"$inbox/test-deb.md"
+fi
+
+step="doctor"
+mailctl doctor --config "$cfg" --socket "$sock" >"$tmp/doctor.out" 2>&1 || true
+grep -q "daemon.up" "$tmp/doctor.out" || fail "doctor did not see the daemon: $(head -n 5 "$tmp/doctor.out")"
+
+step="stop"
+kill "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+serve_pid=""
+
+step="remove"
+# Stand-ins for real mail and keys in the system paths the package knows.
+echo mail >/var/lib/mailctl/mailboxes/.test-deb-sentinel
+echo key >/etc/mailctl/dkim/.test-deb-sentinel
+dpkg -r mailctl >"$tmp/dpkg-r.log" 2>&1 || { cat "$tmp/dpkg-r.log" >&2; fail "dpkg -r"; }
+[ ! -e /usr/bin/mailctl ] || fail "binary still installed"
+dpkg -P mailctl >"$tmp/dpkg-p.log" 2>&1 || { cat "$tmp/dpkg-p.log" >&2; fail "dpkg -P"; }
+[ -f /var/lib/mailctl/mailboxes/.test-deb-sentinel ] || fail "purge removed /var/lib/mailctl content"
+[ -f /etc/mailctl/dkim/.test-deb-sentinel ] || fail "purge removed /etc/mailctl/dkim content"
+[ "$(cat "$root"/etc/mailctl/dkim/*.key | sha256sum)" = "$keysum" ] || fail "keys changed"
+ls "$inbox"/*.md >/dev/null 2>&1 || fail "mail is gone"
+rm -f /var/lib/mailctl/mailboxes/.test-deb-sentinel /etc/mailctl/dkim/.test-deb-sentinel
+if [ $etc_existed = no ]; then
+	rmdir /etc/mailctl/dkim /etc/mailctl 2>/dev/null || true
+	rmdir /var/lib/mailctl/mailboxes /var/lib/mailctl/registry /var/lib/mailctl/queue /var/lib/mailctl 2>/dev/null || true
+fi
+
+echo "test-deb: ok $(basename "$deb"): installed without starting, version $version, setup twice (keys kept), socket answered, smtp $smtp, mail via $( [ $delivered = yes ] && echo swaks || echo file), doctor ran, removed and purged with mail and keys kept"
