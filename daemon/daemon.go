@@ -47,6 +47,8 @@ type Daemon struct {
 	started time.Time
 
 	smtp     *smtpService
+	metrics  *metrics
+	metricsS *metricsService
 	inbound  *inbound
 	out      *outboundService
 	dialer   func(ctx context.Context, network, addr string) (net.Conn, error) // tests
@@ -120,6 +122,11 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		d.resolver = opts.Resolver
 	}
 	d.dialer = opts.Dial
+	d.metrics = newMetrics(d)
+	if cfg.Metrics.Listen != "" {
+		d.metricsS = &metricsService{d: d}
+		d.extras = append(d.extras, d.metricsS)
+	}
 	d.inbound = d.newInbound()
 	out, err := d.newOutbound()
 	if err != nil {

@@ -110,6 +110,7 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	if code == "" {
 		code = "ok"
 	}
+	d.metrics.requests.WithLabelValues(metricVerb(req.Verb), code).Inc()
 	// The audit line is written before the reply so it exists by the time the caller sees the outcome.
 	d.audit(caller, req.Verb, c.mailbox, c.decision, code, time.Since(start))
 	if data != nil || err != nil || req.Verb != protocol.VerbWatch {
@@ -135,4 +136,13 @@ func (d *Daemon) safeCall(ctx context.Context, h handler, c *call) (data any, er
 func (d *Daemon) audit(c Caller, verb, mailbox, decision, code string, dur time.Duration) {
 	d.log.Info("audit", "uid", c.UID, "gid", c.GID, "pid", c.PID, "verb", verb, "mailbox", mailbox,
 		"decision", decision, "code", code, "duration_ms", dur.Milliseconds())
+}
+
+// metricVerb bounds the verb label to known verbs so a client cannot grow the
+// metric's label set.
+func metricVerb(v string) string {
+	if _, ok := handlers[v]; ok {
+		return v
+	}
+	return "unknown"
 }

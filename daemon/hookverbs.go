@@ -232,6 +232,7 @@ func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, stdin []byte) {
 				StartedAt: d.now().UTC(), ExitCode: -1, Error: "owner unusable: " + err.Error()})
 			continue
 		}
+		d.metrics.hookRuns.WithLabelValues(event).Inc()
 		d.runner.Go(h, owner, f, stdin)
 	}
 }

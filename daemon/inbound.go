@@ -85,6 +85,14 @@ type inbound struct {
 
 func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 	_, err := b.d.route(rcpt)
+	switch err {
+	case errRelay:
+		b.d.metrics.rejected.WithLabelValues("relay").Inc()
+	case errNoUser:
+		b.d.metrics.rejected.WithLabelValues("unknown_user").Inc()
+	case errBadAddr:
+		b.d.metrics.rejected.WithLabelValues("bad_address").Inc()
+	}
 	return err
 }
 
@@ -175,15 +183,18 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	id, dup, err := d.store.Deliver(mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
+		d.metrics.received.WithLabelValues("failed").Inc()
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 			return errStorage
 		}
 		return errTemp
 	}
 	if dup {
+		d.metrics.received.WithLabelValues("duplicate").Inc()
 		d.log.Info("duplicate message stored once", "mailbox", mailbox, "id", id)
 		return nil
 	}
+	d.metrics.received.WithLabelValues("stored").Inc()
 	d.log.Info("message stored", "mailbox", mailbox, "id", id, "trusted", m.Trusted, "dmarc", m.DMARC.Result, "size", m.SizeBytes)
 	sum := summaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,

@@ -3,6 +3,8 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"log/slog"
 	"os"
 	"strings"
@@ -120,5 +122,26 @@ func TestStatusFindings(t *testing.T) {
 	}
 	if visibleFinding(protocol.Finding{ID: "paths.mode", Message: "/var/lib/mailctl/mailboxes/bob/inbox mode 0755"}, []string{"alice"}, []string{"bob"}) {
 		t.Error("path inside another user's mailbox shown")
+	}
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	td := startDaemon(t, "[metrics]\nlisten = \"127.0.0.1:0\"\n")
+	td.call(t, protocol.VerbMailboxList, nil, nil)
+	td.call(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "nosuch"}, nil)
+	resp, err := http.Get("http://" + td.metricsS.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`mailctl_socket_requests_total{code="ok",verb="mailbox.list"} 1`,
+		`mailctl_socket_requests_total{code="not_found",verb="mailbox.show"} 1`,
+		"mailctl_queue_depth 0",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }

@@ -130,6 +130,9 @@ func (o *outboundService) Stop(ctx context.Context) error {
 }
 
 func (o *outboundService) updated(mailbox, sentID string, res protocol.SendResult) {
+	for _, r := range res.Recipients {
+		o.d.metrics.delivered.WithLabelValues(r.Status).Inc()
+	}
 	o.d.emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res})
 }
 
