@@ -374,7 +374,13 @@ func ensureUnit(ctx context.Context, o *Options, st step) error {
 	if _, err := os.Stat(packaged); err != nil {
 		local := "/etc/systemd/system/mailctl.service"
 		if _, err := os.Stat(local); errors.Is(err, fs.ErrNotExist) {
-			if err := writeExclusive(local, []byte(systemd.Unit), 0o644); err != nil {
+			// The unit names /usr/bin/mailctl; a binary installed elsewhere
+			// (/usr/local/bin) must be the one systemd starts.
+			unit := systemd.Unit
+			if self, err := os.Executable(); err == nil && self != "/usr/bin/mailctl" {
+				unit = strings.ReplaceAll(unit, "/usr/bin/mailctl", self)
+			}
+			if err := writeExclusive(local, []byte(unit), 0o644); err != nil {
 				return err
 			}
 			st.did("%s", local)
