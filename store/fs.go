@@ -251,6 +251,12 @@ func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
 // readFile is ReadFile that also returns the fstat of what it read, so that
 // callers can check who owns the file.
 func (d *Dir) readFile(name string, max int64) ([]byte, unix.Stat_t, error) {
+	return d.readFileHead(name, max, max, nil)
+}
+
+// readFileHead reads like readFile, but stops after the first head bytes if
+// enough says they suffice (the index needs the frontmatter, not a 10 MB body).
+func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) bool) ([]byte, unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := checkName(name); err != nil {
 		return nil, st, err
@@ -274,11 +280,24 @@ func (d *Dir) readFile(name string, max int64) ([]byte, unix.Stat_t, error) {
 	if st.Size > max {
 		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
 	}
+	var data []byte
+	if head < max && st.Size > head && enough != nil {
+		data = make([]byte, head)
+		n, err := io.ReadFull(f, data)
+		if err != nil && err != io.ErrUnexpectedEOF {
+			return nil, st, err
+		}
+		data = data[:n]
+		if enough(data) {
+			return data, st, nil
+		}
+	}
 	// The file may grow between fstat and read: read at most max+1 bytes.
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	rest, err := io.ReadAll(io.LimitReader(f, max+1-int64(len(data))))
 	if err != nil {
 		return nil, st, err
 	}
+	data = append(data, rest...)
 	if int64(len(data)) > max {
 		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
 	}

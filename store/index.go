@@ -178,9 +178,21 @@ func (fi *folderIndex) remove(id string) {
 	}
 }
 
-// loadEntry reads and parses one message file of d.
+// indexHead is how much of a message file the index reads when the
+// frontmatter and the start of the body fit in it.
+const indexHead = 64 << 10
+
+// hasFrontmatter reports whether a file's head holds its whole frontmatter
+// and enough of the body for a snippet.
+func hasFrontmatter(head []byte) bool {
+	_, body, err := split(head)
+	return err == nil && len(body) >= 4*snippetLen
+}
+
+// loadEntry reads and parses one message file of d (its head if that is
+// enough: a cut body still makes the same snippet).
 func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, error) {
-	data, st, err := d.readFile(id+".md", MaxMessageFile)
+	data, st, err := d.readFileHead(id+".md", MaxMessageFile, indexHead, hasFrontmatter)
 	if err != nil {
 		return nil, err
 	}
@@ -440,41 +452,64 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 		limit = DefaultLimit
 	}
 	limit = min(limit, MaxLimit)
-	m := newMatcher(q)
-	rows := fi.order()
-	if !m.none {
-		var f []*entry
-		for _, e := range rows {
-			if m.match(e) {
-				f = append(f, e)
-			}
-		}
-		rows = f
-	}
-	p := Page{Total: len(rows)}
-	start := 0
+	var pivot *entry
 	if q.Cursor != "" {
 		c, err := decodeCursor(q.Cursor)
 		if err != nil {
 			return Page{}, nil, err
 		}
-		pivot := &entry{sortKey: c.key, sum: Summary{ID: c.id}}
-		start, _ = slices.BinarySearchFunc(rows, pivot, less)
-		if start < len(rows) && less(rows[start], pivot) == 0 {
-			start++
+		pivot = &entry{sortKey: c.key, sum: Summary{ID: c.id}}
+	}
+	skip := max(q.Offset, 0)
+	rows := fi.order()
+	m := newMatcher(q)
+	var p Page
+	var sel []*entry
+	if m.none {
+		// Everything matches: find the window by position.
+		start := 0
+		if pivot != nil {
+			start, _ = slices.BinarySearchFunc(rows, pivot, less)
+			if start < len(rows) && less(rows[start], pivot) == 0 {
+				start++
+			}
+		}
+		start = min(start+skip, len(rows))
+		end := min(start+limit, len(rows))
+		sel = rows[start:end]
+		p.Total = len(rows)
+		p.HasMore = end < len(rows)
+	} else {
+		// One pass that counts the matches and keeps the window, without
+		// building the filtered list.
+		for _, e := range rows {
+			if !m.match(e) {
+				continue
+			}
+			p.Total++
+			if pivot != nil && less(e, pivot) <= 0 {
+				continue
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			if len(sel) < limit {
+				sel = append(sel, e)
+			} else {
+				p.HasMore = true
+			}
 		}
 	}
-	start += max(q.Offset, 0)
-	start = min(start, len(rows))
-	end := min(start+limit, len(rows))
-	sel := rows[start:end]
 	p.Items = make([]Summary, len(sel))
 	for i, e := range sel {
 		p.Items[i] = e.sum
 		p.Items[i].Folder = folder
 	}
-	if end < len(rows) && len(sel) > 0 {
-		p.HasMore = true
+	if len(sel) == 0 {
+		p.HasMore = false
+	}
+	if p.HasMore {
 		p.NextCursor = encodeCursor(sel[len(sel)-1])
 	}
 	return p, sel, nil

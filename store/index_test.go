@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,63 @@ func TestIndexSkipsForeignAndSpecialFiles(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("List hung on a FIFO")
+	}
+}
+
+func TestIndexLargeFiles(t *testing.T) {
+	s := newTestStore(t)
+	big := deliver(t, s, "inbox", testMessage(1), "start "+strings.Repeat("x", 10<<20))
+	m := testMessage(2)
+	m.Subject = strings.Repeat("s", 200<<10) // frontmatter larger than the head read
+	long := deliver(t, s, "inbox", m, "tail body")
+	p, err := s.List("agent", "inbox", Query{})
+	if err != nil || p.Total != 2 {
+		t.Fatalf("List = %+v %v", p.Total, err)
+	}
+	for _, it := range p.Items {
+		switch it.ID {
+		case big:
+			if it.Snippet != "start "+strings.Repeat("x", snippetLen-6) {
+				t.Errorf("snippet of big body: %q", trunc(it.Snippet))
+			}
+		case long:
+			if it.Snippet != "tail body" || len(it.Subject) != 200<<10 {
+				t.Errorf("long frontmatter: snippet %q subject %d bytes", it.Snippet, len(it.Subject))
+			}
+		}
+	}
+}
+
+func TestListCursorWithFilter(t *testing.T) {
+	s := newTestStore(t)
+	for i := range 30 {
+		m := testMessage(i)
+		m.Read = i%2 == 0
+		deliver(t, s, "inbox", m, "b")
+	}
+	unread := true
+	q := Query{Limit: 4, Unread: &unread}
+	var got []string
+	for range 10 {
+		p, err := s.List("agent", "inbox", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Total != 15 {
+			t.Fatalf("Total = %d, want 15", p.Total)
+		}
+		for _, it := range p.Items {
+			if it.Read {
+				t.Errorf("read message %s in unread listing", it.ID)
+			}
+			got = append(got, it.Subject)
+		}
+		if !p.HasMore {
+			break
+		}
+		q.Cursor = p.NextCursor
+	}
+	if len(got) != 15 || got[0] != "Message 29" || got[14] != "Message 1" {
+		t.Errorf("paged unread: %v", got)
 	}
 }
