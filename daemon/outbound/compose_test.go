@@ -38,7 +38,9 @@ func TestComposeRefusesHeaderInjection(t *testing.T) {
 		{"LF in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\nBcc: evil@attacker.test" }},
 		{"CR in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\rX-Evil: 1" }},
 		{"NUL in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\x00" }},
-		{"CRLF in to", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"bob@remote.test\r\nBcc: evil@attacker.test"} }},
+		{"CRLF in to", func(a *protocol.SendArgs, _ *ComposeInput) {
+			a.To = []string{"bob@remote.test\r\nBcc: evil@attacker.test"}
+		}},
 		{"LF in display name", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"\"Bob\nX-Evil: 1\" <bob@remote.test>"} }},
 		{"LF in from name", func(_ *protocol.SendArgs, in *ComposeInput) { in.FromName = "Agent\r\nBcc: evil@attacker.test" }},
 		{"LF in cc", func(a *protocol.SendArgs, _ *ComposeInput) { a.Cc = []string{"c@remote.test\n"} }},

@@ -328,4 +328,3 @@ func TestServiceSendRefusesBadInput(t *testing.T) {
 		t.Fatal("stored a refused message")
 	}
 }
-
