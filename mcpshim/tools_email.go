@@ -3,6 +3,7 @@ package mcpshim
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -183,6 +184,7 @@ type emailReadArgs struct {
 	MaxChars int    `json:"max_chars,omitempty" jsonschema:"body window size in characters, default 20000, at most 100000"`
 	Offset   int    `json:"offset,omitempty" jsonschema:"first body character to return; use next_offset to continue"`
 	Raw      bool   `json:"raw,omitempty" jsonschema:"return the raw RFC 5322 message instead of the Markdown body"`
+	Thread   bool   `json:"thread,omitempty" jsonschema:"also list the other messages of the thread (inbox and sent, oldest first) as rows to read one by one"`
 }
 
 // EmailReadData is email_read's data: the message with a window of its body.
@@ -191,6 +193,7 @@ type EmailReadData struct {
 	NextOffset int         `json:"next_offset,omitempty" jsonschema:"offset of the next window when truncated"`
 	Trust      *TrustFacts `json:"trust"`
 	Fence      *FenceLabel `json:"fence,omitempty"`
+	Thread     []ListRow   `json:"thread,omitempty" jsonschema:"with thread=true: the thread's messages, oldest first (this one included)"`
 }
 
 func (s *Server) toolEmailRead() toolSpec {
@@ -212,6 +215,14 @@ func (s *Server) toolEmailRead() toolSpec {
 		}
 		f := newFence()
 		data := readData(m, f, in.MaxChars)
+		if in.Thread && m.ThreadID != "" {
+			rows, err := s.thread(ctx, in.Mailbox, m.ThreadID, f)
+			if err != nil {
+				return "", EmailReadData{}, nil, err
+			}
+			data.Thread = rows
+			data.Fence = f.label()
+		}
 		summary := fmt.Sprintf("message %s %s (%d of %d body chars, trusted=%s)", m.ID, describe(m),
 			utf8.RuneCountInString(m.Body), m.BodyChars, orNone(m.Trusted))
 		var next *NextAction
@@ -221,6 +232,39 @@ func (s *Server) toolEmailRead() toolSpec {
 		}
 		return summary, data, next, nil
 	})
+}
+
+// thread lists a thread's messages across inbox, archive and sent, oldest
+// first, capped so a long thread cannot flood the context.
+func (s *Server) thread(ctx context.Context, mailbox, threadID string, f *fence) ([]ListRow, error) {
+	var rows []ListRow
+	var dates []time.Time
+	for _, folder := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
+		var out protocol.MessageList
+		if err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: mailbox, Folder: folder, ThreadID: threadID, Limit: 50}, &out); err != nil {
+			return nil, err
+		}
+		for _, m := range out.Messages {
+			if m.Folder == "" {
+				m.Folder = folder
+			}
+			rows = append(rows, listRow(m, f))
+			dates = append(dates, m.Date)
+		}
+	}
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return dates[idx[a]].Before(dates[idx[b]]) })
+	sorted := make([]ListRow, 0, len(rows))
+	for _, i := range idx {
+		sorted = append(sorted, rows[i])
+	}
+	if len(sorted) > 100 {
+		sorted = sorted[len(sorted)-100:]
+	}
+	return sorted, nil
 }
 
 // read asks the daemon for a message and enforces the window on this side too,

@@ -125,6 +125,11 @@ func TestSendListReadReplyMark(t *testing.T) {
 		t.Fatalf("reply In-Reply-To %q, want %q", replyMsg.InReplyTo, sent.MessageID)
 	}
 	e.fail("email_reply", map[string]any{"mailbox": "agent", "id": "nope", "body": "x"}, protocol.CodeNotFound)
+	var threaded EmailReadData
+	e.ok("email_read", map[string]any{"mailbox": "agent", "id": list.Messages[0].ID, "thread": true, "max_chars": 10}, &threaded)
+	if len(threaded.Thread) < 2 {
+		t.Fatalf("thread view: %+v", threaded.Thread)
+	}
 
 	var mark MarkData
 	e.ok("email_mark_read", map[string]any{"mailbox": "agent", "id": id}, &mark)

@@ -128,7 +128,13 @@ func (d *Daemon) AddMessage(mailboxName, folder string, m protocol.Message) stri
 		m.MessageID = fmt.Sprintf("<%s@%s>", m.ID, d.Domain)
 	}
 	if m.ThreadID == "" {
-		sum := sha256.Sum256([]byte(m.MessageID))
+		root := m.MessageID // the thread's root: the first reference, else the parent
+		if len(m.References) > 0 {
+			root = m.References[0]
+		} else if m.InReplyTo != "" {
+			root = m.InReplyTo
+		}
+		sum := sha256.Sum256([]byte(root))
 		m.ThreadID = hex.EncodeToString(sum[:8])
 	}
 	if m.Date.IsZero() {
