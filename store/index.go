@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"encoding/base64"
 	"errors"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -95,13 +97,19 @@ func (fi *folderIndex) sync(d *Dir, uid int) error {
 	}
 	now := time.Now()
 	seen := make(map[string]bool, len(names))
+	var load []string
 	for _, name := range names {
 		id, ok := mdID(name)
 		if !ok {
 			continue
 		}
 		seen[id] = true
-		fi.refresh(d, id, uid, now)
+		if l, _ := fi.check(d, id); l {
+			load = append(load, id)
+		}
+	}
+	for i, r := range loadEntries(d, load, uid, now) {
+		fi.apply(load[i], r.e, r.err)
 	}
 	for id := range fi.entries {
 		if !seen[id] {
@@ -128,32 +136,77 @@ func mdID(name string) (string, bool) {
 // refresh re-reads id if its file changed since it was indexed and reports
 // whether the index changed.
 func (fi *folderIndex) refresh(d *Dir, id string, uid int, now time.Time) bool {
+	load, changed := fi.check(d, id)
+	if !load {
+		return changed
+	}
+	e, err := loadEntry(d, id, uid, now)
+	return fi.apply(id, e, err)
+}
+
+// check reports whether the file of id must be (re)loaded. An entry whose
+// file is gone or is no longer a regular file is dropped (changed is true).
+func (fi *folderIndex) check(d *Dir, id string) (load, changed bool) {
 	e := fi.entries[id]
 	st, err := d.Lstat(id + ".md")
 	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		if e != nil {
-			delete(fi.entries, id)
-			fi.sorted = nil
-			return true
+			fi.remove(id)
+			return false, true
 		}
-		return false
+		return false, false
 	}
-	if e != nil && e.stat == stampOf(&st) && !e.racy {
-		return false
-	}
-	ne, err := loadEntry(d, id, uid, now)
+	return e == nil || e.stat != stampOf(&st) || e.racy, false
+}
+
+// apply stores the result of loading id and reports whether the index
+// changed.
+func (fi *folderIndex) apply(id string, ne *entry, err error) bool {
+	e := fi.entries[id]
 	if err != nil {
 		// Unparsable or foreign files are not messages. The error can
 		// quote file contents, so it is not logged.
 		if e != nil {
-			delete(fi.entries, id)
-			fi.sorted = nil
+			fi.remove(id)
 			return true
 		}
 		return false
 	}
 	fi.put(ne)
 	return e == nil || !summaryEqual(&e.sum, &ne.sum)
+}
+
+type loadResult struct {
+	e   *entry
+	err error
+}
+
+// loadEntries loads many files, in parallel when there are many: a first
+// listing of a large folder is bound by parsing and by I/O latency.
+func loadEntries(d *Dir, ids []string, uid int, now time.Time) []loadResult {
+	out := make([]loadResult, len(ids))
+	workers := min(2*runtime.GOMAXPROCS(0), 8)
+	if len(ids) < 64 {
+		workers = 1
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ids) {
+					return
+				}
+				e, err := loadEntry(d, ids[i], uid, now)
+				out[i] = loadResult{e, err}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func (fi *folderIndex) put(e *entry) {

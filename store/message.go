@@ -33,7 +33,7 @@ type Message struct {
 	Read           bool         `toml:"read"`
 	ReadAt         *time.Time   `toml:"read_at,omitempty"`
 	Labels         []string     `toml:"labels"`
-	IsDSN          bool         `toml:"is_dsn,omitempty"` // a delivery status notification
+	IsDSN          bool         `toml:"is_dsn,omitempty"`  // a delivery status notification
 	DSNFor         string       `toml:"dsn_for,omitempty"` // Message-ID of the sent message a DSN reports on
 
 	// Sent copies only.

@@ -137,3 +137,17 @@ func FuzzSanitizeFilename(f *testing.F) {
 		}
 	})
 }
+
+func FuzzNewID(f *testing.F) {
+	f.Add(int64(1744727422), "Hello, World")
+	f.Add(int64(0), "../../\x00\u202e")
+	f.Fuzz(func(t *testing.T, sec int64, subject string) {
+		id := NewID(time.Unix(sec%(1<<36), 0), subject)
+		if err := ValidID(id); err != nil {
+			t.Fatalf("NewID(%q) = %q: %v", subject, id, err)
+		}
+		if len(id) > 18+40+8 {
+			t.Fatalf("NewID(%q) = %q is too long", subject, id)
+		}
+	})
+}
