@@ -265,6 +265,10 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 		if err := json.Unmarshal(args, &generic); err != nil {
 			return errorResult(fail(protocol.CodeInvalidInput, "arguments must be a JSON object: %v", err), start), nil
 		}
+		// Models often send null for an argument they mean to leave out.
+		if dropNulls(generic) {
+			args, _ = json.Marshal(generic)
+		}
 		if err := inResolved.Validate(generic); err != nil {
 			return errorResult(fail(protocol.CodeInvalidInput, "invalid arguments: %v", err), start), nil
 		}
@@ -299,6 +303,17 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+func dropNulls(m map[string]any) bool {
+	dropped := false
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
+			dropped = true
+		}
+	}
+	return dropped
 }
 
 func mustRaw(s *jsonschema.Schema) json.RawMessage {

@@ -94,6 +94,7 @@ func New(opts Options) *Server {
 			Prompts:   &mcp.PromptCapabilities{},
 		},
 	})
+	s.mcp.AddReceivingMiddleware(s.logCalls)
 	selected := expandTools(opts.Tools)
 	for _, spec := range s.tools() {
 		if selected == nil || selected[spec.tool.Name] {
@@ -103,6 +104,28 @@ func New(opts Options) *Server {
 	s.addResources()
 	s.addPrompts()
 	return s
+}
+
+// logCalls logs every request at debug level (tool name, duration, outcome),
+// never arguments or results: they hold mail.
+func (s *Server) logCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		start := time.Now()
+		res, err := next(ctx, method, req)
+		attrs := []any{"method", method, "ms", time.Since(start).Milliseconds()}
+		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+			attrs = append(attrs, "tool", p.Name)
+		}
+		if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+			attrs = append(attrs, "tool_error", true)
+		}
+		if err != nil {
+			s.log.Warn("request failed", append(attrs, "err", err)...)
+		} else {
+			s.log.Debug("request", attrs...)
+		}
+		return res, err
+	}
 }
 
 // MCP returns the underlying SDK server (for custom transports).

@@ -123,6 +123,9 @@ func (s *Server) toolEmailList() toolSpec {
 			Total: out.Total, HasMore: out.HasMore, NextCursor: out.NextCursor}
 		unread := 0
 		for _, m := range out.Messages {
+			if m.Folder == "" {
+				m.Folder = folder
+			}
 			data.Messages = append(data.Messages, listRow(m, f))
 			if !m.Read {
 				unread++

@@ -320,3 +320,14 @@ func TestReconnectAfterDaemonRestart(t *testing.T) {
 	defer d2.Close()
 	e.ok("mailbox_list", nil, nil)
 }
+
+func TestNullArgumentsMeanAbsent(t *testing.T) {
+	e := newEnv(t)
+	e.d.AddMailbox("agent")
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent", "folder": nil, "limit": nil, "unread": nil}, &list)
+	if list.Folder != "inbox" {
+		t.Fatalf("folder %q", list.Folder)
+	}
+	e.fail("email_list", map[string]any{"mailbox": "agent", "surprise": 1}, protocol.CodeInvalidInput)
+}
