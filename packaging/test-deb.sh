@@ -116,6 +116,17 @@ step="doctor"
 mailctl doctor --config "$cfg" --socket "$sock" >"$tmp/doctor.out" 2>&1 || true
 grep -q "daemon.up" "$tmp/doctor.out" || fail "doctor did not see the daemon: $(head -n 5 "$tmp/doctor.out")"
 
+step="doctor as a user"
+# A user other than root gets the daemon's findings, never "permission denied".
+chmod 0755 "$tmp" "$root"
+if command -v runuser >/dev/null 2>&1; then
+	runuser -u nobody -- mailctl doctor --socket "$sock" >"$tmp/doctor-user.out" 2>&1 || true
+	grep -q "checked by the daemon for you" "$tmp/doctor-user.out" || fail "user doctor: $(head -n 5 "$tmp/doctor-user.out")"
+	if grep -qi "permission denied" "$tmp/doctor-user.out"; then
+		fail "user doctor printed permission denied"
+	fi
+fi
+
 step="stop"
 kill "$serve_pid"
 wait "$serve_pid" 2>/dev/null || true
@@ -138,4 +149,4 @@ if [ $etc_existed = no ]; then
 	rmdir /var/lib/mailctl/mailboxes /var/lib/mailctl/registry /var/lib/mailctl/queue /var/lib/mailctl 2>/dev/null || true
 fi
 
-echo "test-deb: ok $(basename "$deb"): installed without starting, version $version, setup twice (keys kept), socket answered, smtp $smtp, mail via $( [ $delivered = yes ] && echo swaks || echo file), doctor ran, removed and purged with mail and keys kept"
+echo "test-deb: ok $(basename "$deb"): installed without starting, version $version, setup twice (keys kept), socket answered, smtp $smtp, mail via $( [ $delivered = yes ] && echo swaks || echo file), doctor ran (root and user), removed and purged with mail and keys kept"
