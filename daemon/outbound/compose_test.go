@@ -319,3 +319,15 @@ func FuzzCompose(f *testing.F) {
 		}
 	})
 }
+
+func FuzzHTMLToText(f *testing.F) {
+	f.Add("<p>Hello <b>there</b></p><script>x()</script>")
+	f.Add("<scr<script>ipt>alert(1)</script>&amp;&lt;&#x1F600;")
+	f.Add("<style>p{}</style><br><br/><br >text\n\n\n\nmore")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := htmlToText(s)
+		if !strings.HasSuffix(out, "\n") {
+			t.Fatalf("no final newline: %q", out)
+		}
+	})
+}

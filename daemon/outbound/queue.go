@@ -45,7 +45,10 @@ type Item struct {
 	Attempts    int                        `json:"attempts"`
 	Held        bool                       `json:"held"`
 	Size        int64                      `json:"size"`
-	Data        []byte                     `json:"-"` // kept in <id>.eml beside <id>.json
+	// Data is the signed message for Enqueue. The queue keeps it only in
+	// <id>.eml and reads it per attempt, so a long queue does not hold every
+	// message in memory; items it returns have Data nil.
+	Data []byte `json:"-"`
 }
 
 // Settled reports whether every recipient is final.
@@ -242,12 +245,12 @@ func (q *Queue) load(id string) (*Item, error) {
 	if len(it.Recipients) == 0 {
 		return nil, fmt.Errorf("%s.json has no recipients", id)
 	}
-	it.Data, err = os.ReadFile(filepath.Join(q.dir, id+".eml"))
+	st, err := os.Stat(filepath.Join(q.dir, id+".eml"))
 	if err != nil {
 		return nil, fmt.Errorf("message of %s: %w", id, err)
 	}
-	if it.Size != 0 && int64(len(it.Data)) != it.Size {
-		return nil, fmt.Errorf("%s.eml has %d bytes, the item says %d", id, len(it.Data), it.Size)
+	if !st.Mode().IsRegular() || st.Size() != it.Size {
+		return nil, fmt.Errorf("%s.eml has %d bytes, the item says %d", id, st.Size(), it.Size)
 	}
 	return &it, nil
 }
@@ -334,6 +337,7 @@ func (q *Queue) Enqueue(it *Item) error {
 		os.Remove(filepath.Join(q.dir, it.ID+".eml"))
 		return fmt.Errorf("queueing %s: %w", it.ID, err)
 	}
+	it.Data = nil
 	q.items[it.ID] = &entry{it: it, first: make(chan struct{})}
 	q.Kick()
 	return nil
@@ -454,7 +458,20 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	}
 	log := q.log.With("item", snap.ID, "message_id", snap.MessageID)
 	log.Info("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
-	results := q.d.Deliver(ctx, snap.MailFrom, rcpts, snap.Data)
+	var results []RcptResult
+	data, err := os.ReadFile(filepath.Join(q.dir, snap.ID+".eml"))
+	if err == nil && int64(len(data)) != snap.Size {
+		err = fmt.Errorf("%d bytes, the item says %d", len(data), snap.Size)
+	}
+	if err != nil {
+		// The signed message is gone or damaged: no attempt can succeed.
+		log.Error("queued message unreadable", "err", err)
+		for _, r := range rcpts {
+			results = append(results, RcptResult{Rcpt: r, Err: &DeliveryError{Code: 554, Enhanced: "5.3.0", Message: "the queued message file is unreadable: " + err.Error()}})
+		}
+	} else {
+		results = q.d.Deliver(ctx, snap.MailFrom, rcpts, data)
+	}
 	byRcpt := map[string]RcptResult{}
 	for _, r := range results {
 		byRcpt[strings.ToLower(r.Rcpt)] = r

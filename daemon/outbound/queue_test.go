@@ -338,3 +338,27 @@ func TestQueueOperatorActions(t *testing.T) {
 		t.Fatalf("path-like id: %v", err)
 	}
 }
+
+func TestQueueUnreadableMessageFails(t *testing.T) {
+	clk := newFakeClock()
+	d := &countingDeliverer{count: map[string]int{}}
+	n := newNotes()
+	q, _ := OpenQueue(t.TempDir(), d, n, QueueOptions{Clock: clk.Now})
+	runQueue(t, q)
+	it := testItem("u1", "u@remote.test")
+	it.Held = true
+	q.Enqueue(it)
+	// The queue holds no copy in memory: the file is the message.
+	if got, _ := q.Get("u1"); got.Data != nil {
+		t.Fatal("queue kept the message bytes in memory")
+	}
+	os.WriteFile(filepath.Join(q.Dir(), "u1.eml"), []byte("truncated"), 0o600)
+	q.Approve("u1")
+	done := n.waitSettled(t)
+	if r := done.Recipients[0]; r.Status != StatusFailed || !strings.Contains(r.Detail, "unreadable") {
+		t.Fatalf("recipient %+v", r)
+	}
+	if d.count["u@remote.test"] != 0 {
+		t.Fatal("delivered a damaged message")
+	}
+}
