@@ -32,6 +32,8 @@ type hostOptions struct {
 	SMTP           string   // extra [smtp] lines
 	Control        string   // extra [control] lines
 	NoPublish      bool     // do not publish DNS records for the domain
+	Delivery       string   // extra [delivery] lines
+	BeforeStart    func(h *mailHost)
 }
 
 // mailHost is one `mailctl serve` in its own namespace, answering for one
@@ -56,9 +58,15 @@ type mailHost struct {
 // newMailHost creates a namespace for domain, a DKIM key and certificate,
 // publishes the domain's records, and starts the daemon.
 func (l *lab) newMailHost(name, domain string, o hostOptions) *mailHost {
+	l.t.Helper()
+	return l.newMailHostIn(l.addHost(name), domain, o)
+}
+
+// newMailHostIn is newMailHost in an existing namespace.
+func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost {
 	t := l.t
 	t.Helper()
-	ns := l.addHost(name)
+	name := ns.Name
 	dir := testusers.SharedDir(t)
 	h := &mailHost{nsHost: ns, t: t, lab: l, Domain: domain, dir: dir, cfg: filepath.Join(dir, "config.toml"),
 		Sock: filepath.Join(dir, "mailctl.sock"), State: filepath.Join(dir, "state"), Logs: &lockedBuffer{}}
@@ -90,7 +98,7 @@ func (l *lab) newMailHost(name, domain string, o hostOptions) *mailHost {
 	fmt.Fprintf(&b, "[smtp]\nlisten = [%q]\ntls_cert = %q\ntls_key = %q\n%s\n", ns.IP+":25", cert, keyPath, o.SMTP)
 	fmt.Fprintf(&b, "[trust]\nresolver = %q\ntrusted_senders = %s\n\n", o.Resolver, quoteList(o.TrustedSenders))
 	fmt.Fprintf(&b, "[send]\nper_minute = 10000\nper_hour = 100000\nper_day = 1000000\nhold = %t\n\n", o.Hold)
-	fmt.Fprintf(&b, "[delivery]\nconnect_timeout = \"5s\"\ntransaction_timeout = \"30s\"\nfirst_attempt_wait = \"15s\"\n\n")
+	fmt.Fprintf(&b, "[delivery]\nconnect_timeout = \"5s\"\ntransaction_timeout = \"30s\"\nfirst_attempt_wait = \"15s\"\n%s\n\n", o.Delivery)
 	if o.Control != "" {
 		fmt.Fprintf(&b, "[control]\n%s\n\n", o.Control)
 	}
@@ -102,6 +110,9 @@ func (l *lab) newMailHost(name, domain string, o hostOptions) *mailHost {
 	}
 	if err := os.WriteFile(h.cfg, []byte(b.String()), 0o640); err != nil {
 		t.Fatal(err)
+	}
+	if o.BeforeStart != nil {
+		o.BeforeStart(h)
 	}
 	h.start()
 	t.Cleanup(h.stop)

@@ -1,0 +1,156 @@
+package netns
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeMX is a minimal SMTP server in a namespace that either drops the
+// connection once DATA has started, or accepts every message and counts the
+// transactions per Message-ID (the store of a real daemon would hide
+// duplicates by de-duplicating on Message-ID).
+type fakeMX struct {
+	l           net.Listener
+	dropMidData bool
+	dataDelay   time.Duration
+
+	mu      sync.Mutex
+	byMID   map[string]int
+	txns    int
+	dropped int
+	conns   map[net.Conn]bool
+}
+
+func startFakeMX(t *testing.T, ns *nsHost, dropMidData bool, dataDelay time.Duration) *fakeMX {
+	t.Helper()
+	l, err := listenIn(ns.NS, ns.IP+":25")
+	if err != nil {
+		t.Fatalf("fake MX listen: %v", err)
+	}
+	f := &fakeMX{l: l, dropMidData: dropMidData, dataDelay: dataDelay, byMID: map[string]int{}, conns: map[net.Conn]bool{}}
+	go f.serve()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Close stops listening and drops every open connection.
+func (f *fakeMX) Close() {
+	f.l.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		c.Close()
+	}
+}
+
+func (f *fakeMX) serve() {
+	for {
+		c, err := f.l.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.conns[c] = true
+		f.mu.Unlock()
+		go func() {
+			f.handle(c)
+			f.mu.Lock()
+			delete(f.conns, c)
+			f.mu.Unlock()
+			c.Close()
+		}()
+	}
+}
+
+func (f *fakeMX) handle(c net.Conn) {
+	c.SetDeadline(time.Now().Add(time.Minute))
+	r := bufio.NewReader(c)
+	w := bufio.NewWriter(c)
+	say := func(s string) bool {
+		w.WriteString(s + "\r\n")
+		return w.Flush() == nil
+	}
+	if !say("220 fake.test ESMTP") {
+		return
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		verb := strings.ToUpper(strings.Fields(line + " x")[0])
+		switch verb {
+		case "EHLO":
+			say("250-fake.test\r\n250-8BITMIME\r\n250 SIZE 52428800")
+		case "HELO", "MAIL", "RCPT", "RSET", "NOOP":
+			say("250 2.0.0 ok")
+		case "QUIT":
+			say("221 2.0.0 bye")
+			return
+		case "DATA":
+			say("354 go ahead")
+			if f.dropMidData {
+				// Read a little of the message, then vanish.
+				for range 3 {
+					if _, err := r.ReadString('\n'); err != nil {
+						break
+					}
+				}
+				f.mu.Lock()
+				f.dropped++
+				f.mu.Unlock()
+				return
+			}
+			mid, ok := readData(r)
+			if !ok {
+				return
+			}
+			time.Sleep(f.dataDelay)
+			f.mu.Lock()
+			f.byMID[mid]++
+			f.txns++
+			f.mu.Unlock()
+			if !say("250 2.0.0 queued as " + randHex(4)) {
+				return
+			}
+		default:
+			say("502 5.5.2 not implemented")
+		}
+	}
+}
+
+// readData reads a message up to the lone dot and returns its Message-ID.
+func readData(r *bufio.Reader) (mid string, ok bool) {
+	inHeader := true
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "", false
+		}
+		l := strings.TrimRight(line, "\r\n")
+		if l == "." {
+			return mid, true
+		}
+		if l == "" {
+			inHeader = false
+		}
+		if inHeader && mid == "" && len(l) > 11 && strings.EqualFold(l[:11], "message-id:") {
+			mid = strings.Trim(strings.TrimSpace(l[11:]), "<>")
+		}
+	}
+}
+
+// counts returns a copy of the per-Message-ID counts and the totals.
+func (f *fakeMX) counts() (byMID map[string]int, txns, dropped int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	byMID = make(map[string]int, len(f.byMID))
+	for k, v := range f.byMID {
+		byMID[k] = v
+	}
+	return byMID, f.txns, f.dropped
+}
