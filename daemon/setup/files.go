@@ -363,16 +363,19 @@ func ensureCatchAll(ctx context.Context, o *Options, cfg *config.Config, st step
 
 // ensureUnit installs and enables the systemd unit on a real host.
 func ensureUnit(ctx context.Context, o *Options, st step) error {
-	if o.Root != "" || o.NoUnit {
+	if (o.Root != "" && o.unitPrefix == "") || o.NoUnit {
 		return nil
 	}
 	if !o.SystemdUp() {
 		st.note("systemd is not running: start the daemon yourself with `mailctl serve`")
 		return nil
 	}
-	packaged := "/usr/lib/systemd/system/mailctl.service"
+	packaged := filepath.Join(o.unitPrefix, "/usr/lib/systemd/system/mailctl.service")
 	if _, err := os.Stat(packaged); err != nil {
-		local := "/etc/systemd/system/mailctl.service"
+		local := filepath.Join(o.unitPrefix, "/etc/systemd/system/mailctl.service")
+		if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+			return err
+		}
 		if _, err := os.Stat(local); errors.Is(err, fs.ErrNotExist) {
 			// The unit names /usr/bin/mailctl; a binary installed elsewhere
 			// (/usr/local/bin) must be the one systemd starts.

@@ -53,6 +53,9 @@ type Options struct {
 	LocalAddrs func() ([]net.IP, error)
 	Command    func(ctx context.Context, name string, args ...string) error
 	SystemdUp  func() bool
+
+	// unitPrefix lets tests install the unit under a temporary directory.
+	unitPrefix string
 }
 
 // ConfigPath is where setup writes the config for opts.Root.

@@ -383,3 +383,50 @@ func TestCatchAllUnderRootSkipsUsers(t *testing.T) {
 		t.Errorf("missing user not reported:\n%s", out)
 	}
 }
+
+func TestInstallsAndEnablesUnit(t *testing.T) {
+	root := t.TempDir()
+	o := baseOpts(root)
+	o.unitPrefix = root
+	o.SystemdUp = func() bool { return true }
+	var calls []string
+	o.Command = func(ctx context.Context, name string, args ...string) error {
+		calls = append(calls, name+" "+strings.Join(args, " "))
+		return nil
+	}
+	run(t, o)
+	unit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/mailctl.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	if !bytes.Contains(unit, []byte("ExecStart="+self+" serve")) {
+		t.Errorf("unit does not start this binary (%s)", self)
+	}
+	if got := strings.Join(calls, "; "); got != "systemctl daemon-reload; systemctl enable --now mailctl.service" {
+		t.Errorf("commands: %s", got)
+	}
+	// With the packaged unit present, nothing is written to /etc.
+	root2 := t.TempDir()
+	o = baseOpts(root2)
+	o.unitPrefix, o.SystemdUp, calls = root2, func() bool { return true }, nil
+	o.Command = func(ctx context.Context, name string, args ...string) error {
+		calls = append(calls, name)
+		return nil
+	}
+	os.MkdirAll(filepath.Join(root2, "usr/lib/systemd/system"), 0o755)
+	os.WriteFile(filepath.Join(root2, "usr/lib/systemd/system/mailctl.service"), []byte("[Unit]\n"), 0o644)
+	run(t, o)
+	if _, err := os.Stat(filepath.Join(root2, "etc/systemd/system/mailctl.service")); err == nil {
+		t.Error("unit copied to /etc although the package installed one")
+	}
+	if len(calls) != 2 {
+		t.Errorf("systemctl not called: %v", calls)
+	}
+	// Without systemd, setup says how to start the daemon.
+	o = baseOpts(t.TempDir())
+	o.unitPrefix, o.SystemdUp = o.Root, func() bool { return false }
+	if out := run(t, o); !strings.Contains(out, "mailctl serve") {
+		t.Errorf("no hint without systemd:\n%s", out)
+	}
+}
