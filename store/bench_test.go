@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,9 @@ func listFixture(b *testing.B, n int) *Store {
 func benchList(b *testing.B, n int) {
 	s := listFixture(b, n)
 	b.Run("index-load", func(b *testing.B) {
+		var heap uint64
 		for i := 0; i < b.N; i++ {
+			before := heapInUse()
 			fresh, err := Open(s.Root())
 			if err != nil {
 				b.Fatal(err)
@@ -55,8 +58,11 @@ func benchList(b *testing.B, n int) {
 			if p, err := fresh.List("agent", "inbox", Query{}); err != nil || p.Total != n {
 				b.Fatalf("total %d, %v", p.Total, err)
 			}
+			heap = heapInUse() - before
+			runtime.KeepAlive(fresh)
 			fresh.Close()
 		}
+		b.ReportMetric(float64(heap)/float64(n), "index-B/msg")
 	})
 	if _, err := s.List("agent", "inbox", Query{}); err != nil {
 		b.Fatal(err)
@@ -89,4 +95,11 @@ func BenchmarkList100k(b *testing.B) {
 		b.Skip("100k fixture skipped in -short mode")
 	}
 	benchList(b, 100000)
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
 }

@@ -283,23 +283,36 @@ func newEntry(id string, m *Message, body string) *entry {
 	}
 	return &entry{
 		sortKey: t.UnixNano(),
+		// Clones: the decoder's strings may share the memory of the
+		// whole file, which the index must not keep alive.
 		sum: Summary{
-			ID:             id,
-			MessageID:      m.MessageID,
-			ThreadID:       m.ThreadID,
-			From:           m.From,
-			To:             m.To,
-			Subject:        m.Subject,
+			ID:             strings.Clone(id),
+			MessageID:      strings.Clone(m.MessageID),
+			ThreadID:       strings.Clone(m.ThreadID),
+			From:           strings.Clone(m.From),
+			To:             cloneStrings(m.To),
+			Subject:        strings.Clone(m.Subject),
 			Date:           m.Date,
 			ReceivedAt:     m.ReceivedAt,
 			Read:           m.Read,
-			Trusted:        m.Trusted,
+			Trusted:        strings.Clone(m.Trusted),
 			Attachments:    len(m.Attachments),
 			Snippet:        Snippet(body, snippetLen),
-			DeliveryStatus: m.DeliveryStatus,
-			Labels:         m.Labels,
+			DeliveryStatus: strings.Clone(m.DeliveryStatus),
+			Labels:         cloneStrings(m.Labels),
 		},
 	}
+}
+
+func cloneStrings(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strings.Clone(v)
+	}
+	return out
 }
 
 func summaryEqual(a, b *Summary) bool {

@@ -211,7 +211,7 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 	if err != nil {
 		return err
 	}
-	if taken(dst, id) {
+	if _, pending := fdst.reserved[id]; pending || taken(dst, id) {
 		return fmt.Errorf("move %s to %s: %w", id, to, ErrExists)
 	}
 	var moved []string
