@@ -9,6 +9,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/doctor"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -68,6 +69,7 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 			return info.Server, nil
 		},
 		ClientVersion: version,
+		LocalAddrs:    setup.PublicAddrs,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -38,7 +39,8 @@ func tagValue(rec, tag string) (string, bool) {
 	return "", false
 }
 
-func checkDNS(ctx context.Context, f *findings, cfg *config.Config, r resolver.Resolver, keys []*outbound.Key) {
+func checkDNS(ctx context.Context, f *findings, cfg *config.Config, env Env, keys []*outbound.Key) {
+	r := env.Resolver
 	host := strings.ToLower(strings.TrimSuffix(cfg.Hostname, "."))
 	fix := "publish the records `sudo mailctl setup` prints (re-running it is safe)"
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -54,6 +56,8 @@ func checkDNS(ctx context.Context, f *findings, cfg *config.Config, r resolver.R
 			s = append(s, ip.IP.String())
 		}
 		f.add("dns.host", OK, "", "%s resolves to %s", host, strings.Join(s, ", "))
+		checkHostAddrs(f, host, ips, env, fix)
+		checkPTR(ctx, f, r, host, ips)
 	}
 	for _, d := range cfg.Domains {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -153,5 +157,53 @@ func checkDKIMDNS(ctx context.Context, f *findings, r resolver.Resolver, d strin
 	}
 	if published > 0 && published == len(keys) {
 		f.add("dkim.dns", OK, "", "all %d DKIM keys of %s are published and match", published, d)
+	}
+}
+
+// checkHostAddrs compares the host name's addresses with this host's public
+// ones, when they are known (a host behind NAT has none on its interfaces).
+func checkHostAddrs(f *findings, host string, ips []net.IPAddr, env Env, fix string) {
+	if env.LocalAddrs == nil {
+		return
+	}
+	local, err := env.LocalAddrs()
+	if err != nil || len(local) == 0 {
+		return
+	}
+	for _, ip := range ips {
+		for _, l := range local {
+			if ip.IP.Equal(l) {
+				return
+			}
+		}
+	}
+	var ls []string
+	for _, l := range local {
+		ls = append(ls, l.String())
+	}
+	f.add("dns.host_address", Warn, fix, "%s does not resolve to any of this host's public addresses (%s): mail for it goes elsewhere", host, strings.Join(ls, ", "))
+}
+
+// checkPTR wants the reverse DNS of each address to name the host: many
+// receivers refuse or junk mail from addresses without matching PTR.
+func checkPTR(ctx context.Context, f *findings, r resolver.Resolver, host string, ips []net.IPAddr) {
+	for _, ip := range ips {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		names, err := r.LookupAddr(lctx, ip.IP.String())
+		cancel()
+		ok := false
+		for _, n := range names {
+			ok = ok || strings.EqualFold(strings.TrimSuffix(n, "."), host)
+		}
+		if !ok {
+			what := strings.Join(names, ", ")
+			if err != nil || what == "" {
+				what = "nothing"
+			}
+			f.add("dns.ptr", Warn, "ask your hosting provider to set the reverse DNS of "+ip.IP.String()+" to "+host,
+				"reverse DNS of %s is %s, not %s: receivers may refuse mail from it", ip.IP, what, host)
+			continue
+		}
+		f.add("dns.ptr", OK, "", "reverse DNS of %s is %s", ip.IP, host)
 	}
 }

@@ -50,6 +50,9 @@ type Env struct {
 	Port25Listening func() bool
 	// Now is the clock (certificate expiry); nil is time.Now.
 	Now func() time.Time
+	// LocalAddrs lists this host's public addresses, to compare with the
+	// host name's A/AAAA records; nil skips that comparison.
+	LocalAddrs func() ([]net.IP, error)
 }
 
 // findings collects results.
@@ -75,7 +78,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 	checkQueue(&f, cfg, env)
 	checkListeners(ctx, &f, cfg, env)
 	if env.Resolver != nil {
-		checkDNS(ctx, &f, cfg, env.Resolver, keys)
+		checkDNS(ctx, &f, cfg, env, keys)
 	} else {
 		f.add("dns.skipped", Info, "", "DNS checks skipped: no resolver")
 	}
@@ -216,6 +219,16 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 		}
 		if uid, ok := owner(fi); ok && env.Root && uid != 0 {
 			f.add("paths.owner", Fail, "sudo chown root: "+s.path, "%s belongs to uid %d, expected root", s.path, uid)
+			bad++
+		}
+	}
+	if fi, err := os.Lstat(cfg.Paths.Socket); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			f.add("paths.socket", Fail, "stop the daemon, move "+cfg.Paths.Socket+" away, start it", "%s is not a socket", cfg.Paths.Socket)
+			bad++
+		} else if fi.Mode().Perm() != 0o666 {
+			f.add("paths.socket", Warn, "sudo systemctl restart mailctl (the daemon sets 0666 when it listens)",
+				"the control socket %s has mode %04o: users other than root cannot reach the daemon (it authorizes each caller itself)", cfg.Paths.Socket, fi.Mode().Perm())
 			bad++
 		}
 	}

@@ -106,6 +106,7 @@ func newInstall(t *testing.T) *install {
 	os.Chmod(mb, 0o700)
 	m := &resolver.Map{}
 	m.SetIP("mx.example.test", "192.0.2.10")
+	m.PTR = map[string][]string{"192.0.2.10": {"mx.example.test."}}
 	m.SetMX("example.test", &net.MX{Host: "mx.example.test.", Pref: 10})
 	m.SetTXT("example.test", "v=spf1 mx -all")
 	m.SetTXT("_dmarc.example.test", "v=DMARC1; p=quarantine")
@@ -122,6 +123,7 @@ func newInstall(t *testing.T) *install {
 		ClientVersion:   "1.2.3",
 		Port25Listening: func() bool { return true },
 		Now:             func() time.Time { return time.Now() },
+		LocalAddrs:      func() ([]net.IP, error) { return []net.IP{net.ParseIP("192.0.2.10")}, nil },
 	}
 	return in
 }
@@ -155,7 +157,7 @@ func TestCleanInstall(t *testing.T) {
 	for _, x := range f {
 		ids[x.ID] = true
 	}
-	for _, id := range []string{"config.ok", "daemon.up", "paths.ok", "dkim.keys", "dkim.dns", "mailbox.ok", "queue.ok", "smtp.port25", "dns.mx", "dns.spf", "dns.dmarc", "tls.cert"} {
+	for _, id := range []string{"dns.ptr", "dns.host", "config.ok", "daemon.up", "paths.ok", "dkim.keys", "dkim.dns", "mailbox.ok", "queue.ok", "smtp.port25", "dns.mx", "dns.spf", "dns.dmarc", "tls.cert"} {
 		if !ids[id] {
 			t.Errorf("no %s finding on a clean install", id)
 		}
@@ -236,6 +238,21 @@ func TestSeededFaults(t *testing.T) {
 			delete(in.dns.TXT, keyOf(in, "rsa").Selector+"._domainkey.example.test")
 		}, "dkim.dns_missing", Warn},
 		{"DNS failing", false, func(t *testing.T, in *install) { in.dns.Fail = map[string]bool{"_dmarc.example.test": true} }, "dns.dmarc", Warn},
+		{"no reverse DNS", false, func(t *testing.T, in *install) { in.dns.PTR = nil }, "dns.ptr", Warn},
+		{"A record elsewhere", false, func(t *testing.T, in *install) { in.dns.SetIP("mx.example.test", "198.51.100.1") }, "dns.host_address", Warn},
+		{"no A record", false, func(t *testing.T, in *install) { in.dns.IP = nil }, "dns.host", Fail},
+		{"readable TLS key", false, func(t *testing.T, in *install) { os.Chmod(in.cfg.SMTP.TLSKey, 0o644) }, "tls.key_mode", Fail},
+		{"expired certificate", false, func(t *testing.T, in *install) {
+			in.env.Now = func() time.Time { return time.Now().AddDate(11, 0, 0) }
+		}, "tls.expired", Fail},
+		{"private socket", false, func(t *testing.T, in *install) {
+			ln, err := net.Listen("unix", in.cfg.Paths.Socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			os.Chmod(in.cfg.Paths.Socket, 0o600)
+		}, "paths.socket", Warn},
 		{"planted symlink folder", false, func(t *testing.T, in *install) {
 			p := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "inbox")
 			os.Remove(p)

@@ -65,6 +65,11 @@ func checkTLS(f *findings, cfg *config.Config, env Env) {
 		f.add("tls.none", Warn, "set smtp.tls_cert and smtp.tls_key (or `mailctl setup --self-signed` on a fresh host)", "no TLS certificate: STARTTLS is not offered and senders deliver in clear text")
 		return
 	}
+	if fi, err := os.Stat(cfg.SMTP.TLSKey); err != nil {
+		f.add("tls.key", Fail, "fix smtp.tls_key in the config", "cannot read the TLS key: %v", err)
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		f.add("tls.key_mode", Fail, "sudo chmod 0600 "+cfg.SMTP.TLSKey, "the TLS private key %s has mode %04o: other users can read it", cfg.SMTP.TLSKey, fi.Mode().Perm())
+	}
 	data, err := os.ReadFile(cfg.SMTP.TLSCert)
 	if err != nil {
 		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "cannot read the TLS certificate: %v", err)

@@ -73,9 +73,9 @@ func DNSRecords(cfg *config.Config, keys []*outbound.Key, ips []net.IP) string {
 	return b.String()
 }
 
-// localAddrs returns this host's global unicast addresses that are not
+// PublicAddrs returns this host's global unicast addresses that are not
 // private: the ones worth publishing.
-func localAddrs() ([]net.IP, error) {
+func PublicAddrs() ([]net.IP, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return nil, err

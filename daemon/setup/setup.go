@@ -66,7 +66,7 @@ func (o *Options) defaults() {
 		o.Now = time.Now
 	}
 	if o.LocalAddrs == nil {
-		o.LocalAddrs = localAddrs
+		o.LocalAddrs = PublicAddrs
 	}
 	if o.Command == nil {
 		o.Command = runCommand
