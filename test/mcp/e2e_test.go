@@ -6,9 +6,13 @@ package mcpe2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +20,44 @@ import (
 
 	"github.com/mailctl/mailctl/internal/fakedaemon"
 )
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// mailctlBinary is $MAILCTL_BIN, or mailctl built once for the whole run.
+func mailctlBinary(tb testing.TB) string {
+	tb.Helper()
+	if bin := os.Getenv("MAILCTL_BIN"); bin != "" {
+		return bin
+	}
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "mcpe2e-bin")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "mailctl")
+		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/mailctl/mailctl/cmd/mailctl").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("building mailctl: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return builtBin
+}
 
 // setup finds node and the npm packages, builds mailctl (or takes
 // $MAILCTL_BIN) and starts a fake daemon.
@@ -28,14 +70,7 @@ func setup(t *testing.T, pkg string) (node, bin string, d *fakedaemon.Daemon) {
 	if _, err := os.Stat(filepath.Join("node_modules", filepath.FromSlash(pkg))); err != nil {
 		t.Skipf("run `npm ci` in test/mcp first to install %s", pkg)
 	}
-	bin = os.Getenv("MAILCTL_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "mailctl")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/mailctl/mailctl/cmd/mailctl").CombinedOutput()
-		if err != nil {
-			t.Fatalf("building mailctl: %v\n%s", err, out)
-		}
-	}
+	bin = mailctlBinary(t)
 	dir, err := os.MkdirTemp("", "mcpe2e")
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +95,54 @@ func TestTypeScriptClientAgainstFakeDaemon(t *testing.T) {
 	t.Logf("e2e.mjs output:\n%s", out)
 	if err != nil {
 		t.Fatalf("e2e.mjs: %v", err)
+	}
+}
+
+// TestTypeScriptClientAgainstDevDaemon runs the same script against the real
+// daemon, started with `mailctl dev` as the current user.
+func TestTypeScriptClientAgainstDevDaemon(t *testing.T) {
+	node, bin, _ := setup(t, "@modelcontextprotocol/sdk")
+	dir, err := os.MkdirTemp("", "mcpdev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smtpAddr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	dev := exec.CommandContext(ctx, bin, "dev", "--dir", dir, "--smtp", smtpAddr)
+	var devOut strings.Builder
+	dev.Stdout, dev.Stderr = &devOut, &devOut
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		dev.Process.Signal(os.Interrupt)
+		dev.Wait()
+	}()
+	sock := filepath.Join(dir, "mailctl.sock")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mailctl dev did not open %s:\n%s", sock, devOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd := exec.CommandContext(ctx, node, "e2e.mjs")
+	cmd.Env = append(os.Environ(), "MAILCTL_BIN="+bin, "MAILCTL_SOCKET="+sock, "E2E_TIMEOUT_SECS=30")
+	out, err := cmd.CombinedOutput()
+	t.Logf("e2e.mjs output:\n%s", out)
+	if err != nil {
+		t.Fatalf("e2e.mjs against mailctl dev: %v\ndaemon log:\n%s", err, devOut.String())
 	}
 }
 
@@ -92,13 +175,7 @@ func TestInspectorListsTools(t *testing.T) {
 // BenchmarkSpawnToolsList measures what a harness waits for: starting
 // `mailctl mcp`, initializing and getting the tools/list answer.
 func BenchmarkSpawnToolsList(b *testing.B) {
-	bin := os.Getenv("MAILCTL_BIN")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "mailctl")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/mailctl/mailctl/cmd/mailctl").CombinedOutput(); err != nil {
-			b.Fatalf("building mailctl: %v\n%s", err, out)
-		}
-	}
+	bin := mailctlBinary(b)
 	dir, _ := os.MkdirTemp("", "mcpbench")
 	defer os.RemoveAll(dir)
 	d, err := fakedaemon.Start(dir)
