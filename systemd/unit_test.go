@@ -172,6 +172,14 @@ func TestSecurityExposure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The docs quote the score of one systemd version; other versions weigh
+	// settings differently, so only the same version must agree.
+	ver, _ := runAnalyze(t, "--version")
+	vm := regexp.MustCompile(`^systemd (\d+)`).FindStringSubmatch(ver)
+	if vm == nil || !bytes.Contains(doc, []byte("(systemd "+vm[1]+",")) {
+		t.Logf("docs/operations.md quotes another systemd version than %q; not comparing scores", strings.SplitN(ver, "\n", 2)[0])
+		return
+	}
 	if !bytes.Contains(doc, []byte("exposure level "+m[1])) {
 		t.Errorf("docs/operations.md does not quote the measured exposure level %s", m[1])
 	}
