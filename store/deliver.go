@@ -59,11 +59,12 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 	if err != nil {
 		return "", false, err
 	}
+	newID := id // the named result is cleared on error returns
 	defer func() {
 		fi.mu.Lock()
-		delete(fi.reserved, id)
+		delete(fi.reserved, newID)
 		if err == nil {
-			fi.entryAfterWrite(d, id, m, body)
+			fi.entryAfterWrite(d, newID, m, body)
 		}
 		fi.mu.Unlock()
 	}()
@@ -72,8 +73,11 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 	m.Mailbox = mailbox
 	m.Attachments = nil
 	if err = writeMessage(d, mb, id, m, body, raw, atts); err != nil {
-		// Leave nothing half-written behind (the .md, written last, is
-		// not there).
+		// Leave nothing half-written behind. The id is reserved for this
+		// call, so these are its own files (the .md too, if only the final
+		// directory fsync failed: the caller reports a failure, so the
+		// message must not stay).
+		d.Remove(id + ".md")
 		d.RemoveAll(id + attSuffix)
 		d.Remove(id + ".eml")
 		return "", false, fmt.Errorf("deliver to %s/%s: %w", mailbox, folder, err)
