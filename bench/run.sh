@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# Inbound benchmark: Postfix's smtp-source against mailctl serve (all checks
+# on: SPF, DKIM, DMARC against a local DNS server; every 250 durable) and, in
+# the same run, against a private Postfix instance delivering to a Maildir on
+# the same machine. Needs root (a private Postfix and a throwaway user) and
+# Debian's postfix package.
+#
+#   sudo bench/run.sh                 # measure and rewrite the inbound section of docs/benchmarks.md
+#   sudo bench/run.sh --no-write      # measure and print only
+#
+# Knobs (environment): SESSIONS=8 MSGS=2000 LEN=4096 REPS=3 GOBENCH=1
+set -euo pipefail
+
+SESSIONS=${SESSIONS:-8}
+MSGS=${MSGS:-2000}
+LEN=${LEN:-4096}
+REPS=${REPS:-3}
+GOBENCH=${GOBENCH:-1}
+WRITE=1
+[[ ${1:-} == --no-write ]] && WRITE=0
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DOC=$ROOT/docs/benchmarks.md
+
+die() { echo "bench: $*" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || die "needs root for a private Postfix instance and a throwaway user: sudo bench/run.sh"
+for tool in smtp-source postfix postconf go useradd; do
+	command -v "$tool" >/dev/null || die "$tool not found (apt install postfix; Go 1.26)"
+done
+
+WORK=$(mktemp -d /var/tmp/mailctl-bench.XXXXXX)
+chmod 755 "$WORK"
+USER_NAME=mcbench$(printf '%04x' $((RANDOM)))
+PIDS=()
+cleanup() {
+	set +e
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	[[ -f $WORK/postfix/etc/main.cf ]] && postfix -c "$WORK/postfix/etc" stop >/dev/null 2>&1
+	sleep 0.5
+	userdel "$USER_NAME" >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+TCK=$(getconf CLK_TCK)
+
+# cpu_ticks PID...: utime+stime+cutime+cstime of the processes and all their
+# live descendants. Exited children are in their parent's cutime/cstime once
+# reaped, so a before/after difference covers short-lived workers too.
+cpu_ticks() {
+	awk -v roots="$*" '
+		BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) want[r[i]] = 1 }
+		FNR == 1 {
+			line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
+			pid = FILENAME; sub(/^\/proc\//, "", pid); sub(/\/stat$/, "", pid)
+			ppid[pid] = f[2]; t[pid] = f[12] + f[13] + f[14] + f[15]
+		}
+		END {
+			changed = 1
+			while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
+			s = 0; for (p in want) if (p in t) s += t[p]; print s
+		}' /proc/[0-9]*/stat 2>/dev/null
+}
+
+echo "bench: building mailctl and dnstestd" >&2
+(cd "$ROOT" && go build -o "$WORK/mailctl" ./cmd/mailctl && go build -o "$WORK/dnstestd" ./internal/dnstest/cmd/dnstestd)
+
+mkdir -p "$WORK/home"
+useradd -M -U -d "$WORK/home" -s /usr/sbin/nologin "$USER_NAME"
+chown "$USER_NAME:" "$WORK/home"
+
+# DNS for the sender domain: SPF passes for loopback, DMARC is published, so
+# every message costs the daemon an SPF, a DMARC and a DKIM evaluation.
+DNS_PORT=$(free_port)
+cat >"$WORK/zone.txt" <<EOF
+bench.example TXT "v=spf1 ip4:127.0.0.1 -all"
+_dmarc.bench.example TXT "v=DMARC1; p=none"
+EOF
+"$WORK/dnstestd" -listen "127.0.0.1:$DNS_PORT" -zone "$WORK/zone.txt" 2>/dev/null &
+PIDS+=($!)
+
+SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example)
+
+# run_mailctl REP: start a fresh daemon, send, record rate, CPU and VmHWM.
+run_mailctl() {
+	local dir=$WORK/mailctl-$1 port
+	port=$(free_port)
+	mkdir -p "$dir"
+	cat >"$dir/config.toml" <<EOF
+hostname = "mx.bench.test"
+domains = ["bench.test"]
+[paths]
+state_dir = "$dir/state"
+socket = "$dir/mailctl.sock"
+dkim_dir = "$dir/dkim"
+[smtp]
+listen = ["127.0.0.1:$port"]
+max_connections_per_ip = 100
+[trust]
+resolver = "127.0.0.1:$DNS_PORT"
+trusted_senders = ["*@bench.example"]
+[[mailboxes]]
+name = "$USER_NAME"
+owner = "$USER_NAME"
+EOF
+	"$WORK/mailctl" serve --config "$dir/config.toml" 2>"$dir/log" &
+	local pid=$!
+	PIDS+=($pid)
+	for _ in $(seq 100); do
+		grep -q "inbound listeners up" "$dir/log" && break
+		sleep 0.1
+	done
+	local c0 t0 t1 c1
+	c0=$(cpu_ticks "$pid")
+	t0=$(now)
+	"${SMTP_SOURCE[@]}" -t "$USER_NAME@bench.test" "127.0.0.1:$port"
+	t1=$(now)
+	c1=$(cpu_ticks "$pid")
+	local hwm stored
+	hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+	stored=$(find "$dir/state/mailboxes/$USER_NAME/inbox" -name '*.md' | wc -l)
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+	[[ $stored == "$MSGS" ]] || die "mailctl stored $stored of $MSGS messages (log: $dir/log)"
+	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v tck="$TCK" -v hwm="$hwm" \
+		'BEGIN { printf "%.1f %.1f %.3f %d\n", n / (t1 - t0), n / (t1 - t0), c / tck * 1000 / n, hwm }'
+	rm -rf "$dir"
+}
+
+# The private Postfix: its own config, queue and data directories, smtpd on
+# a loopback high port only, local delivery to ~/Maildir/ of the throwaway
+# user. Stock settings otherwise.
+PF=$WORK/postfix
+PF_PORT=$(free_port)
+mkdir -p "$PF/etc" "$PF/spool" "$PF/data"
+chown postfix: "$PF/data"
+cat >"$PF/etc/main.cf" <<EOF
+compatibility_level = 3.6
+queue_directory = $PF/spool
+data_directory = $PF/data
+maillog_file = $PF/maillog
+maillog_file_prefixes = $PF
+mail_owner = postfix
+setgid_group = postdrop
+myhostname = mx.bench.test
+mydomain = bench.test
+mydestination = bench.test
+inet_interfaces = loopback-only
+inet_protocols = ipv4
+alias_maps =
+alias_database =
+home_mailbox = Maildir/
+biff = no
+notify_classes =
+EOF
+cat >"$PF/etc/master.cf" <<EOF
+127.0.0.1:$PF_PORT inet n - n - - smtpd
+pickup    unix  n       -       n       60      1       pickup
+cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+flush     unix  n       -       n       1000?   0       flush
+proxymap  unix  -       -       n       -       -       proxymap
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+local     unix  -       n       n       -       -       local
+smtp      unix  -       -       n       -       -       smtp
+relay     unix  -       -       n       -       -       smtp
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+EOF
+postfix -c "$PF/etc" check
+postfix -c "$PF/etc" start >/dev/null 2>&1
+
+# run_postfix REP: send, then wait until every message is in the Maildir.
+run_postfix() {
+	local master maildir=$WORK/home/Maildir/new
+	master=$(awk '{print $1}' "$PF/spool/pid/master.pid")
+	rm -rf "$WORK/home/Maildir"
+	local c0 t0 t1 t2 c1 n=0
+	c0=$(cpu_ticks "$master")
+	t0=$(now)
+	"${SMTP_SOURCE[@]}" -t "$USER_NAME@bench.test" "127.0.0.1:$PF_PORT"
+	t1=$(now)
+	for _ in $(seq 1200); do
+		n=$(find "$maildir" -type f 2>/dev/null | wc -l)
+		[[ $n -ge $MSGS ]] && break
+		sleep 0.05
+	done
+	t2=$(now)
+	[[ $n == "$MSGS" ]] || die "Postfix delivered $n of $MSGS messages (log: $PF/maillog)"
+	c1=$(cpu_ticks "$master")
+	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v c="$((c1 - c0))" -v tck="$TCK" \
+		'BEGIN { printf "%.1f %.1f %.3f -\n", n / (t1 - t0), n / (t2 - t0), c / tck * 1000 / n }'
+}
+
+# Warm up both once (page cache, Postfix's long-running services).
+echo "bench: warm-up" >&2
+MSGS_SAVED=$MSGS
+MSGS=200
+SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example)
+run_mailctl warm >/dev/null
+run_postfix >/dev/null
+MSGS=$MSGS_SAVED
+SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example)
+
+# pf_tune stock|tuned: Postfix's defaults throttle this workload twice: smtpd
+# pauses up to in_flow_delay (1s) when arrivals outpace deliveries, and
+# local delivery to one recipient runs at most 2 at a time. "tuned" lifts
+# both so that Postfix is measured at its best too.
+pf_tune() {
+	if [[ $1 == tuned ]]; then
+		postconf -c "$PF/etc" -e in_flow_delay=0s local_destination_concurrency_limit=$SESSIONS
+	else
+		postconf -c "$PF/etc" -e in_flow_delay=1s local_destination_concurrency_limit=2
+	fi
+	postfix -c "$PF/etc" reload >/dev/null 2>&1
+	sleep 1
+}
+
+: >"$WORK/mailctl.txt"
+: >"$WORK/postfix.txt"
+: >"$WORK/tuned.txt"
+for rep in $(seq "$REPS"); do
+	echo "bench: run $rep/$REPS mailctl" >&2
+	run_mailctl "$rep" | tee -a "$WORK/mailctl.txt" >&2
+	echo "bench: run $rep/$REPS postfix (stock)" >&2
+	pf_tune stock
+	run_postfix | tee -a "$WORK/postfix.txt" >&2
+	echo "bench: run $rep/$REPS postfix (tuned)" >&2
+	pf_tune tuned
+	run_postfix | tee -a "$WORK/tuned.txt" >&2
+done
+
+# spread FILE COLUMN: "median (min–max)" of a column.
+spread() {
+	sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END {
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		printf "%s (%s–%s)", m, v[1], v[NR] }'
+}
+median() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }
+
+M_ACC=$(median "$WORK/mailctl.txt" 1)
+M_CPU=$(median "$WORK/mailctl.txt" 3)
+HWM=$(sort -g -k4,4 "$WORK/mailctl.txt" | awk '{ v[NR] = $4 } END { printf "%.1f MiB (%.1f–%.1f)", v[int((NR + 1) / 2)] / 1024, v[1] / 1024, v[NR] / 1024 }')
+rows() { # rows FILE LABEL
+	printf '| %s | %s | %s | %s | %s | %s |\n' "$2" "$(spread "$1" 1)" "$(spread "$1" 2)" "$(spread "$1" 3)" \
+		"$(ratio "$M_ACC" "$(median "$1" 1)") / $(ratio "$M_ACC" "$(median "$1" 2)")" \
+		"$(ratio "$M_CPU" "$(median "$1" 3)")"
+}
+
+GOBENCH_OUT=""
+# The inbound path's micro-benchmarks (the store's List100k takes minutes).
+GOBENCH_CMD="go test -bench 'Deliver\$|SMTPDeliver\$|Check\$' -run '^\$' ./store/ ./daemon/smtpin/ ./daemon/trust/"
+if [[ $GOBENCH == 1 ]]; then
+	echo "bench: go test -bench" >&2
+	GOBENCH_OUT=$(cd "$ROOT" && eval "$GOBENCH_CMD" 2>&1 |
+		grep -E '^(Benchmark|ok|goos|goarch|cpu|pkg)' || true)
+fi
+
+MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+MEM=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+FS=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
+SECTION=$(
+	cat <<EOF
+<!-- inbound:begin -->
+## Inbound: mailctl vs Postfix
+
+Measured by \`sudo bench/run.sh\` on $(date -u +%Y-%m-%d): \`smtp-source -s $SESSIONS -m $MSGS -l $LEN\`
+over loopback, $REPS runs each (after a 200-message warm-up), median and (min–max).
+
+| server | accepted msg/s (250 to DATA) | delivered msg/s (in the mailbox) | CPU ms per message | mailctl rate ÷ this (accepted / delivered) | mailctl CPU ÷ this |
+| --- | --- | --- | --- | --- | --- |
+| mailctl serve, all checks on | $(spread "$WORK/mailctl.txt" 1) | $(spread "$WORK/mailctl.txt" 2) | $(spread "$WORK/mailctl.txt" 3) | 1.00× | 1.00× |
+$(rows "$WORK/postfix.txt" "Postfix → Maildir, stock settings")
+$(rows "$WORK/tuned.txt" "Postfix → Maildir, \`in_flow_delay = 0s\`, \`local_destination_concurrency_limit = $SESSIONS\`")
+
+mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
+
+- mailctl: \`mailctl serve\` with SPF, DKIM and DMARC checked for every message against a local
+  DNS server (\`internal/dnstest/cmd/dnstestd\`; SPF passes, DMARC is published, messages are
+  unsigned), Markdown + raw \`.eml\` written and fsynced before each 250. A 250 means the message
+  is in the mailbox, so accepted and delivered are the same. CPU is the daemon's utime+stime
+  from \`/proc/PID/stat\`; the DNS server's CPU is not counted.
+- Postfix $(postconf -c "$PF/etc" -h mail_version): a private instance (own config, queue and data directories)
+  with stock settings (one row) or with its two throttles for this workload lifted (other row:
+  smtpd's \`in_flow_delay\` pause when arrivals outpace deliveries, and at most 2 concurrent local
+  deliveries to one recipient), \`smtpd\` on a loopback port, local delivery to \`~/Maildir/\`, no SPF/DKIM/DMARC
+  checks. Accepted is the smtp-source wall time (a 250 means the queue file is fsynced);
+  delivered runs until every message is a file in \`Maildir/new\`. CPU is utime+stime(+cutime+cstime)
+  summed over the master's process tree, including delivery.
+- Machine: $(nproc) CPUs ($MODEL), $MEM RAM, Linux $(uname -r), $FS, $(go version | awk '{print $3}').
+  The machine was shared with other work while measuring; compare rows of the same run.
+
+Reproduce (as root, Debian with \`postfix\` installed, from the repository root):
+
+\`\`\`
+sudo bench/run.sh                   # rewrites this section
+sudo bench/run.sh --no-write        # prints it only
+sudo SESSIONS=8 MSGS=2000 LEN=4096 REPS=3 bench/run.sh
+\`\`\`
+
+$(if [[ -n $GOBENCH_OUT ]]; then
+		printf 'Go micro-benchmarks of the inbound path from the same run (`%s`):\n\n```\n%s\n```\n' "$GOBENCH_CMD" "$GOBENCH_OUT"
+	fi)
+<!-- inbound:end -->
+EOF
+)
+
+if [[ $WRITE == 0 ]]; then
+	printf '%s\n' "$SECTION"
+	exit 0
+fi
+[[ -f $DOC ]] || printf '# Benchmarks\n\nNumbers below are measured, never estimated; each section says how to reproduce it.\n\n' >"$DOC"
+if grep -q '<!-- inbound:begin -->' "$DOC"; then
+	SECTION="$SECTION" python3 - "$DOC" <<'EOF'
+import os, re, sys
+path = sys.argv[1]
+text = open(path, encoding="utf-8").read()
+new = re.sub(r"<!-- inbound:begin -->.*?<!-- inbound:end -->", lambda m: os.environ["SECTION"], text, flags=re.S)
+open(path, "w", encoding="utf-8").write(new)
+EOF
+else
+	printf '%s\n' "$SECTION" >>"$DOC"
+fi
+echo "bench: wrote $DOC" >&2
