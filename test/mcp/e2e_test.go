@@ -10,9 +10,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,51 +101,115 @@ func TestTypeScriptClientAgainstFakeDaemon(t *testing.T) {
 	}
 }
 
-// TestTypeScriptClientAgainstDevDaemon runs the same script against the real
-// daemon, started with `mailctl dev` as the current user.
-func TestTypeScriptClientAgainstDevDaemon(t *testing.T) {
-	node, bin, _ := setup(t, "@modelcontextprotocol/sdk")
+// startDev runs `mailctl dev` as the current user in a fresh folder and
+// returns its socket; the folder is world-traversable so that a second user
+// can reach the socket.
+func startDev(t *testing.T, bin string) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "mcpdev")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	smtpAddr := ln.Addr().String()
 	ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	dev := exec.CommandContext(ctx, bin, "dev", "--dir", dir, "--smtp", smtpAddr)
-	var devOut strings.Builder
-	dev.Stdout, dev.Stderr = &devOut, &devOut
+	dev := exec.Command(bin, "dev", "--dir", dir, "--smtp", smtpAddr)
+	devOut := &strings.Builder{}
+	var mu sync.Mutex
+	dev.Stdout = lockedWriter{&mu, devOut}
+	dev.Stderr = dev.Stdout
 	if err := dev.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		dev.Process.Signal(os.Interrupt)
 		dev.Wait()
-	}()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("mailctl dev log:\n%s", devOut.String())
+			mu.Unlock()
+		}
+	})
 	sock := filepath.Join(dir, "mailctl.sock")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
-			break
+			return sock
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mailctl dev did not open %s:\n%s", sock, devOut.String())
+			t.Fatalf("mailctl dev did not open %s", sock)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestTypeScriptClientAgainstDevDaemon runs the same script against the real
+// daemon, started with `mailctl dev` as the current user.
+func TestTypeScriptClientAgainstDevDaemon(t *testing.T) {
+	node, bin, _ := setup(t, "@modelcontextprotocol/sdk")
+	sock := startDev(t, bin)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "e2e.mjs")
 	cmd.Env = append(os.Environ(), "MAILCTL_BIN="+bin, "MAILCTL_SOCKET="+sock, "E2E_TIMEOUT_SECS=30")
 	out, err := cmd.CombinedOutput()
 	t.Logf("e2e.mjs output:\n%s", out)
 	if err != nil {
-		t.Fatalf("e2e.mjs against mailctl dev: %v\ndaemon log:\n%s", err, devOut.String())
+		t.Fatalf("e2e.mjs against mailctl dev: %v", err)
+	}
+}
+
+// TestSecondUserIsolation runs the scenario as a second, throwaway user
+// against a daemon run by root: that user's `mailctl mcp` works on its own
+// mailbox and can neither see nor touch root's "agent" mailbox.
+func TestSecondUserIsolation(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to create a second user and run the daemon as root")
+	}
+	node, bin, _ := setup(t, "@modelcontextprotocol/sdk")
+	name := fmt.Sprintf("mcpe2e%d", os.Getpid()%100000)
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Skipf("useradd: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	os.Chmod(filepath.Dir(bin), 0o755)
+	sock := startDev(t, bin)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "e2e.mjs")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "MAILCTL_BIN=" + bin, "MAILCTL_SOCKET=" + sock,
+		"E2E_TIMEOUT_SECS=30", "E2E_FOREIGN_MAILBOX=agent"}
+	out, err := cmd.CombinedOutput()
+	t.Logf("e2e.mjs as %s:\n%s", name, out)
+	if err != nil {
+		t.Fatalf("e2e.mjs as a second user: %v", err)
+	}
+	if !strings.Contains(string(out), "isolation: agent is invisible") {
+		t.Fatal("isolation step did not run")
 	}
 }
 
