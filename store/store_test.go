@@ -634,3 +634,40 @@ func TestMkdirOwnedRepairsMode(t *testing.T) {
 		t.Errorf("Remove(file): %v", err)
 	}
 }
+
+func TestConcurrentMixedOperations(t *testing.T) {
+	s := newTestStore(t)
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, deliver(t, s, "inbox", testMessage(i), "b"))
+	}
+	var wg sync.WaitGroup
+	run := func(f func(i int)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				f(i)
+			}
+		}()
+	}
+	run(func(i int) { s.SetRead("agent", "inbox", []string{ids[i]}, i%2 == 0, time.Now()) })
+	run(func(i int) {
+		if i%4 == 0 {
+			s.Move("agent", ids[i], "inbox", "archive")
+		}
+	})
+	run(func(i int) { s.List("agent", "inbox", Query{Limit: 5}) })
+	run(func(i int) { s.Counts("agent") })
+	run(func(i int) {
+		m := testMessage(100 + i)
+		s.Deliver("agent", "inbox", m, "new", nil, nil)
+	})
+	run(func(i int) { s.Update("agent", "inbox", ids[(i+1)%20], func(m *Message) error { m.Labels = []string{"x"}; return nil }) })
+	wg.Wait()
+	inbox, _ := s.List("agent", "inbox", Query{Limit: MaxLimit})
+	archive, _ := s.List("agent", "archive", Query{Limit: MaxLimit})
+	if inbox.Total != 35 || archive.Total != 5 {
+		t.Errorf("inbox %d archive %d, want 35 and 5", inbox.Total, archive.Total)
+	}
+}
