@@ -1,0 +1,54 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// TestAgentsPrint checks what `mailctl agents setup HARNESS --print` prints
+// parses in the harness's format (YAML is checked in daemon/agentcfg).
+func TestAgentsPrint(t *testing.T) {
+	for _, tc := range []struct{ harness, format string }{
+		{"claude-code", "json"}, {"gemini", "json"}, {"opencode", "json"}, {"codex", "toml"},
+	} {
+		var code int
+		out, err := capture(func(*os.File) {
+			code = agentsSetup([]string{tc.harness, "--print", "--socket", "/tmp/x.sock"})
+		})
+		if err != nil || code != 0 {
+			t.Fatalf("%s: exit %d, %v: %s", tc.harness, code, err, out)
+		}
+		var m map[string]any
+		switch tc.format {
+		case "json":
+			err = json.Unmarshal([]byte(out), &m)
+		case "toml":
+			_, err = toml.Decode(out, &m)
+		}
+		if err != nil {
+			t.Errorf("%s --print is not %s: %v\n%s", tc.harness, tc.format, err, out)
+		}
+		if !strings.Contains(out, "/tmp/x.sock") {
+			t.Errorf("%s --print lacks the socket:\n%s", tc.harness, out)
+		}
+	}
+}
+
+func TestAgentsSetupRefusesRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("checks the refusal for root")
+	}
+	t.Setenv("HOME", t.TempDir())
+	var code int
+	out, _ := capture(func(*os.File) { code = agentsSetup([]string{"codex"}) })
+	if code == 0 || !strings.Contains(out, "run as the agent's user") {
+		t.Errorf("root was not refused (exit %d): %s", code, out)
+	}
+	if _, err := os.Stat(os.Getenv("HOME") + "/.codex/config.toml"); err == nil {
+		t.Error("a config was written for root")
+	}
+}
