@@ -18,11 +18,17 @@ type fakeMX struct {
 	dropMidData bool
 	dataDelay   time.Duration
 
-	mu      sync.Mutex
-	byMID   map[string]int
-	txns    int
-	dropped int
-	conns   map[net.Conn]bool
+	mu    sync.Mutex
+	byMID map[string]int
+	// confirmed counts transactions whose 250 the client provably read:
+	// it sent another command after it.
+	confirmed map[string]int
+	txns      int
+	dropped   int
+	// resentAfterAck counts transactions for a Message-ID whose earlier
+	// transaction was already acknowledged and read.
+	resentAfterAck int
+	conns          map[net.Conn]bool
 }
 
 func startFakeMX(t *testing.T, ns *nsHost, dropMidData bool, dataDelay time.Duration) *fakeMX {
@@ -31,7 +37,7 @@ func startFakeMX(t *testing.T, ns *nsHost, dropMidData bool, dataDelay time.Dura
 	if err != nil {
 		t.Fatalf("fake MX listen: %v", err)
 	}
-	f := &fakeMX{l: l, dropMidData: dropMidData, dataDelay: dataDelay, byMID: map[string]int{}, conns: map[net.Conn]bool{}}
+	f := &fakeMX{l: l, dropMidData: dropMidData, dataDelay: dataDelay, byMID: map[string]int{}, confirmed: map[string]int{}, conns: map[net.Conn]bool{}}
 	go f.serve()
 	t.Cleanup(f.Close)
 	return f
@@ -77,10 +83,17 @@ func (f *fakeMX) handle(c net.Conn) {
 	if !say("220 fake.test ESMTP") {
 		return
 	}
+	pending := ""
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			return
+		}
+		if pending != "" {
+			f.mu.Lock()
+			f.confirmed[pending]++
+			f.mu.Unlock()
+			pending = ""
 		}
 		verb := strings.ToUpper(strings.Fields(line + " x")[0])
 		switch verb {
@@ -111,12 +124,16 @@ func (f *fakeMX) handle(c net.Conn) {
 			}
 			time.Sleep(f.dataDelay)
 			f.mu.Lock()
+			if f.confirmed[mid] > 0 {
+				f.resentAfterAck++
+			}
 			f.byMID[mid]++
 			f.txns++
 			f.mu.Unlock()
 			if !say("250 2.0.0 queued as " + randHex(4)) {
 				return
 			}
+			pending = mid
 		default:
 			say("502 5.5.2 not implemented")
 		}
@@ -153,4 +170,12 @@ func (f *fakeMX) counts() (byMID map[string]int, txns, dropped int) {
 		byMID[k] = v
 	}
 	return byMID, f.txns, f.dropped
+}
+
+// resends is the number of transactions for messages whose earlier
+// transaction the client had acknowledged reading.
+func (f *fakeMX) resends() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resentAfterAck
 }

@@ -1,0 +1,117 @@
+package netns
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// TestFaultKill9Queue: 50 queued messages are released at once towards a
+// counting MX; the sending daemon is killed with SIGKILL in the middle of
+// delivering them and restarted. Every message must reach the MX, and the
+// number of SMTP transactions per Message-ID shows the duplicates: only a
+// message whose 250 arrived in the instant before the kill, too late to be
+// recorded, may be sent twice, so at most the attempts in flight. The fake
+// MX holds each 250 for 150ms (a slow disk), which widens that window on
+// purpose; duplicates after a 250 the daemon provably read (it sent another
+// command) are reported separately.
+func TestFaultKill9Queue(t *testing.T) {
+	const total = 50
+	const maxConcurrent = 8
+	l := newLab(t)
+	m := l.addHost("m")
+	l.publishDomain("m.test", m.IP, nil)
+	fake := startFakeMX(t, m, false, 150*time.Millisecond)
+	a := l.newMailHost("a", "a.test", hostOptions{Mailboxes: []string{"boss"}, Hold: true,
+		Delivery: fmt.Sprintf("max_concurrent = %d", maxConcurrent)})
+
+	mids := map[string]bool{}
+	for i := range total {
+		res := a.send(protocol.SendArgs{FromMailbox: "boss", To: []string{"agent@m.test"}, Subject: fmt.Sprintf("batch %d", i), Body: "x"})
+		if res.Status != "held" {
+			t.Fatalf("send %d: status %q, want held", i, res.Status)
+		}
+		mids[strings.Trim(res.MessageID, "<>")] = true
+	}
+	items := a.queueIDs()
+	if len(items) != total {
+		t.Fatalf("queue holds %d items, want %d", len(items), total)
+	}
+	for _, it := range items {
+		if err := a.call(protocol.VerbQueueApprove, protocol.QueueIDArgs{ID: it.ID}, nil); err != nil {
+			t.Fatalf("queue.approve %s: %v", it.ID, err)
+		}
+	}
+	// Kill once a fair part, but not all, went out.
+	if !waitFor(30*time.Second, func() bool { _, n, _ := fake.counts(); return n >= total/3 }) {
+		t.Fatalf("delivery did not start")
+	}
+	a.kill9()
+	_, atKill, _ := fake.counts()
+	time.Sleep(300 * time.Millisecond) // let the MX finish what the kill cut
+	a.start()
+
+	// Items cut mid-attempt wait for their recorded next attempt (a minute
+	// away); an operator's queue retry sends them now.
+	retry := func() {
+		for _, it := range a.queueIDs() {
+			a.call(protocol.VerbQueueRetry, protocol.QueueIDArgs{ID: it.ID}, nil)
+		}
+	}
+	retry()
+	lastRetry := time.Now()
+	done := waitFor(60*time.Second, func() bool {
+		if len(a.queueIDs()) == 0 {
+			return true
+		}
+		if time.Since(lastRetry) > 3*time.Second {
+			retry()
+			lastRetry = time.Now()
+		}
+		return false
+	})
+	if !done {
+		t.Errorf("queue still holds %d items a minute after the restart", len(a.queueIDs()))
+	}
+	byMID, txns, _ := fake.counts()
+	dupsAfterAck := fake.resends()
+	missing, dups := 0, 0
+	for mid := range mids {
+		switch n := byMID[mid]; {
+		case n == 0:
+			missing++
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	for mid := range byMID {
+		if !mids[mid] {
+			t.Errorf("the MX received an unknown Message-ID %q", mid)
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d messages never reached the MX", missing, total)
+	}
+	if dups > maxConcurrent {
+		t.Errorf("%d duplicate deliveries, more than the %d attempts that can be in flight at the kill", dups, maxConcurrent)
+	}
+	// The sent copies agree once the queue has settled.
+	delivered := 0
+	waitFor(10*time.Second, func() bool {
+		delivered = 0
+		for _, m := range a.folder("boss", "sent") {
+			if m.Meta.DeliveryStatus == "delivered" {
+				delivered++
+			}
+		}
+		return delivered == total
+	})
+	if delivered != total {
+		t.Errorf("%d of %d sent copies say delivered", delivered, total)
+	}
+	summary(t, "F2-kill9-queue", "%d messages, SIGKILL after %d transactions, restart: delivered=%d missing=%d duplicates=%d (after a 250 the daemon read: %d) smtp_transactions=%d",
+		total, atKill, len(byMID), missing, dups, dupsAfterAck, txns)
+}
