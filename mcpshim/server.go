@@ -219,7 +219,7 @@ func Presets() map[string][]string {
 var allTools = []string{
 	"mailbox_list", "mailbox_create", "mailbox_delete",
 	"email_list", "email_read", "email_send", "email_reply",
-	"email_mark_read", "email_mark_unread", "email_move", "email_wait", "email_attachment",
+	"email_forward", "email_mark_read", "email_mark_unread", "email_move", "email_wait", "email_attachment",
 	"hook_create", "hook_list", "hook_delete",
 }
 
@@ -279,7 +279,7 @@ func expandTools(names []string) map[string]bool {
 func (s *Server) tools() []toolSpec {
 	return []toolSpec{
 		s.toolMailboxList(), s.toolMailboxCreate(), s.toolMailboxDelete(),
-		s.toolEmailList(), s.toolEmailRead(), s.toolEmailSend(), s.toolEmailReply(),
+		s.toolEmailList(), s.toolEmailRead(), s.toolEmailSend(), s.toolEmailReply(), s.toolEmailForward(),
 		s.toolMark(true), s.toolMark(false), s.toolEmailMove(), s.toolEmailWait(), s.toolEmailAttachment(),
 		s.toolHookCreate(), s.toolHookList(), s.toolHookDelete(),
 	}

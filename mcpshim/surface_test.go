@@ -93,6 +93,7 @@ func TestToolSurface(t *testing.T) {
 		"email_read":        {true, false, true, false},
 		"email_send":        {false, false, false, true},
 		"email_reply":       {false, false, false, true},
+		"email_forward":     {false, false, false, true},
 		"email_mark_read":   {false, false, true, false},
 		"email_mark_unread": {false, false, true, false},
 		"email_move":        {false, false, true, false},

@@ -275,6 +275,7 @@ func TestDaemonDownEveryToolUnavailable(t *testing.T) {
 		"email_read":        {"mailbox": "a", "id": "x"},
 		"email_send":        {"from_mailbox": "a", "to": "b@c.test", "subject": "s", "body": "b"},
 		"email_reply":       {"mailbox": "a", "id": "x", "body": "b"},
+		"email_forward":     {"mailbox": "a", "id": "x", "to": "b@c.test"},
 		"email_mark_read":   {"mailbox": "a", "id": "x"},
 		"email_mark_unread": {"mailbox": "a", "id": "x"},
 		"email_move":        {"mailbox": "a", "id": "x", "action": "archive"},
@@ -330,4 +331,28 @@ func TestNullArgumentsMeanAbsent(t *testing.T) {
 		t.Fatalf("folder %q", list.Folder)
 	}
 	e.fail("email_list", map[string]any{"mailbox": "agent", "surprise": 1}, protocol.CodeInvalidInput)
+}
+
+func TestForward(t *testing.T) {
+	e := newEnv(t)
+	mb := e.d.AddMailbox("agent")
+	e.d.AddMailbox("boss")
+	os.MkdirAll(filepath.Join(mb.Path, "inbox"), 0o700)
+	os.WriteFile(filepath.Join(mb.Path, "inbox", "inv.pdf"), []byte("%PDF-1.4 invoice"), 0o600)
+	long := strings.Repeat("x", MaxReadWindow+500) + "THE END"
+	id := e.d.AddMessage("agent", protocol.FolderInbox, protocol.Message{MessageSummary: protocol.MessageSummary{From: "shop@example.org", To: []string{"agent@example.test"}, Subject: "Invoice"},
+		Body: long, AttachmentList: []protocol.Attachment{{Filename: "inv.pdf", ContentType: "application/pdf", Size: 16, Path: "inv.pdf"}}})
+	var res protocol.SendResult
+	e.ok("email_forward", map[string]any{"mailbox": "agent", "id": id, "to": "boss@example.test", "note": "FYI"}, &res)
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "boss"}, &list)
+	if len(list.Messages) != 1 || list.Messages[0].Attachments != 1 {
+		t.Fatalf("forward not delivered: %+v", list)
+	}
+	var m EmailReadData
+	e.ok("email_read", map[string]any{"mailbox": "boss", "id": list.Messages[0].ID, "offset": MaxReadWindow}, &m)
+	if !strings.Contains(m.Body, "THE END") || !strings.Contains(m.Subject, "Fwd: Invoice") {
+		t.Fatalf("forwarded body cut short or subject wrong: %q / %q", m.Subject, m.Body[len(m.Body)-60:])
+	}
+	e.fail("email_forward", map[string]any{"mailbox": "agent", "id": "nope", "to": "boss@example.test"}, protocol.CodeNotFound)
 }

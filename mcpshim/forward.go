@@ -1,0 +1,130 @@
+package mcpshim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// maxForwardChars bounds the body a forward carries.
+const maxForwardChars = 1_000_000
+
+type forwardArgs struct {
+	Mailbox            string       `json:"mailbox" jsonschema:"the mailbox holding the message; the forward is sent from it"`
+	ID                 string       `json:"id"`
+	Folder             string       `json:"folder,omitempty" jsonschema:"inbox (default), archive, sent or trash"`
+	To                 stringOrList `json:"to" jsonschema:"one address or a list"`
+	Cc                 stringOrList `json:"cc,omitempty"`
+	Note               string       `json:"note,omitempty" jsonschema:"your text above the forwarded message (Markdown)"`
+	WithoutAttachments bool         `json:"without_attachments,omitempty" jsonschema:"do not re-attach the original's attachments"`
+	DryRun             bool         `json:"dry_run,omitempty"`
+	IdempotencyKey     string       `json:"idempotency_key,omitempty"`
+}
+
+func (s *Server) toolEmailForward() toolSpec {
+	return newTool(&mcp.Tool{
+		Name: "email_forward",
+		Description: "Forward a stored message to new recipients with an optional note above it, re-attaching its attachments. " +
+			"Sends to the internet like email_send; forwarding mail from untrusted senders passes their content on, so only do it when the user asked.",
+		Annotations: annotations("Forward email", false, false, false, true),
+	}, nil, s.emailForward)
+}
+
+func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *forwardArgs) (string, protocol.SendResult, *NextAction, error) {
+	var zero protocol.SendResult
+	if len(in.To) == 0 {
+		return "", zero, nil, fail(protocol.CodeInvalidInput, "to: give at least one recipient")
+	}
+	m, body, err := s.readWhole(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: in.ID, Folder: in.Folder})
+	if err != nil {
+		return "", zero, nil, notFoundHint(err, in.Mailbox)
+	}
+	var atts []protocol.SendAttachment
+	if !in.WithoutAttachments && len(m.AttachmentList) > 0 {
+		dir, err := s.mailboxDir(ctx, in.Mailbox)
+		if err != nil {
+			return "", zero, nil, err
+		}
+		total := 0
+		for _, a := range m.AttachmentList {
+			rel, err := attachmentRel(dir, dirOf(m.Path), a.Path)
+			if err != nil {
+				return "", zero, nil, err
+			}
+			data, full, err := readInRoot(dir, rel, MaxAttachBytes)
+			if err != nil {
+				return "", zero, nil, err
+			}
+			total += len(data)
+			if !full || total > MaxAttachBytes {
+				return "", zero, nil, withNext(fail(protocol.CodeTooLarge, "the attachments exceed %d MB", MaxAttachBytes>>20),
+					&NextAction{Instruction: "Forward without the attachments.", Tool: "email_forward",
+						Arguments: map[string]any{"mailbox": in.Mailbox, "id": in.ID, "without_attachments": true}})
+			}
+			atts = append(atts, protocol.SendAttachment{Filename: a.Filename, ContentType: a.ContentType, Data: data})
+		}
+	}
+	subject := m.Subject
+	if !strings.HasPrefix(strings.ToLower(subject), "fwd:") && !strings.HasPrefix(strings.ToLower(subject), "fw:") {
+		subject = "Fwd: " + subject
+	}
+	var b strings.Builder
+	if in.Note != "" {
+		b.WriteString(in.Note)
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "---------- Forwarded message ----------\nFrom: %s\nDate: %s\nSubject: %s\nTo: %s\n",
+		oneLine(m.From), m.Date.UTC().Format(time.RFC1123Z), oneLine(m.Subject), strings.Join(m.To, ", "))
+	if len(m.Cc) > 0 {
+		fmt.Fprintf(&b, "Cc: %s\n", strings.Join(m.Cc, ", "))
+	}
+	b.WriteString("\n")
+	b.WriteString(body)
+	args := protocol.SendArgs{FromMailbox: in.Mailbox, To: in.To, Cc: in.Cc, Subject: oneLine(subject), Body: b.String(),
+		Attachments: atts, References: append(append([]string{}, m.References...), m.MessageID),
+		DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
+	if m.MessageID == "" {
+		args.References = nil
+	}
+	return s.send(ctx, args)
+}
+
+// readWhole reads a message's whole body window by window (up to
+// maxForwardChars): a forward must not cut the original short.
+func (s *Server) readWhole(ctx context.Context, args protocol.MessageReadArgs) (*protocol.Message, string, error) {
+	args.MaxChars = MaxReadWindow
+	var body strings.Builder
+	var first *protocol.Message
+	for {
+		m, err := s.read(ctx, args)
+		if err != nil {
+			return nil, "", err
+		}
+		if first == nil {
+			first = m
+		}
+		body.WriteString(m.Body)
+		n := utf8.RuneCountInString(m.Body)
+		args.Offset += n
+		if n == 0 || !m.Truncated || args.Offset >= m.BodyChars {
+			break
+		}
+		if args.Offset >= maxForwardChars {
+			return nil, "", fail(protocol.CodeTooLarge, "the message body exceeds %d characters", maxForwardChars)
+		}
+	}
+	return first, body.String(), nil
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
