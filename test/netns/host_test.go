@@ -33,6 +33,7 @@ type hostOptions struct {
 	Control        string   // extra [control] lines
 	NoPublish      bool     // do not publish DNS records for the domain
 	Delivery       string   // extra [delivery] lines
+	Extra          string   // more top-level tables, before the mailboxes
 	BeforeStart    func(h *mailHost)
 }
 
@@ -101,6 +102,9 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	fmt.Fprintf(&b, "[delivery]\nconnect_timeout = \"5s\"\ntransaction_timeout = \"30s\"\nfirst_attempt_wait = \"15s\"\n%s\n\n", o.Delivery)
 	if o.Control != "" {
 		fmt.Fprintf(&b, "[control]\n%s\n\n", o.Control)
+	}
+	if o.Extra != "" {
+		fmt.Fprintf(&b, "%s\n\n", o.Extra)
 	}
 	for _, m := range o.Mailboxes {
 		fmt.Fprintf(&b, "[[mailboxes]]\nname = %q\nowner = %q\n\n", m, h.Owner.Name)
