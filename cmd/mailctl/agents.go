@@ -17,7 +17,7 @@ func init() {
 var agentsHelp = `Usage: mailctl agents SUBCOMMAND [flags]
 
   setup [HARNESS...] [--print] [--socket PATH]   wire mailctl into each harness's
-                                                 own config (all of them by default)
+                                                 own config (default: those installed)
   list [--json]                                  which harnesses are wired
 
 Harnesses: ` + strings.Join(agentcfg.Names(), ", ") + `
@@ -84,8 +84,22 @@ func agentsSetup(args []string) int {
 		return code
 	}
 	names := cf.fs.Args()
-	if len(names) == 0 {
+	if len(names) == 0 && *printOnly {
 		names = agentcfg.Names()
+	}
+	if len(names) == 0 {
+		// Only the harnesses this user has: their config directory exists.
+		home, _ := os.UserHomeDir()
+		for _, h := range agentcfg.Harnesses {
+			if _, err := os.Stat(filepath.Dir(h.Path(home))); err == nil && filepath.Dir(h.Path(home)) != home {
+				names = append(names, h.Name)
+			} else if _, err := os.Stat(h.Path(home)); err == nil {
+				names = append(names, h.Name)
+			}
+		}
+		if len(names) == 0 {
+			return usageError(cf.fs, "no agent harness found in your home; name one: %s", strings.Join(agentcfg.Names(), ", "))
+		}
 	}
 	var hs []*agentcfg.Harness
 	for _, n := range names {

@@ -126,6 +126,21 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 		if opts.Domain != "" && !cfg.IsLocalDomain(opts.Domain) {
 			st.note("--domain %s ignored: the config lists %v; edit it by hand to add a domain", opts.Domain, cfg.Domains)
 		}
+		var ignored []string
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--hostname", opts.Hostname != "" && opts.Hostname != cfg.Hostname}, {"--tls-cert", opts.TLSCert != ""},
+			{"--self-signed", opts.SelfSigned && cfg.SMTP.TLSCert == ""}, {"--trusted-sender", len(opts.TrustedSenders) > 0},
+			{"--catch-all", opts.CatchAll != "" && opts.CatchAll != cfg.CatchAll}, {"--smtp-listen", len(opts.SMTPListen) > 0},
+			{"--socket", opts.Socket != "" && opts.Socket != cfg.Paths.Socket}} {
+			if f.set {
+				ignored = append(ignored, f.name)
+			}
+		}
+		if len(ignored) > 0 {
+			st.note("%s ignored with an existing config: edit %s to change it", strings.Join(ignored, ", "), cfgPath)
+		}
 	} else {
 		if opts.Interactive {
 			if err := ask(&opts, out); err != nil {

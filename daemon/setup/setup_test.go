@@ -211,6 +211,9 @@ func TestRerunChangesNothing(t *testing.T) {
 	if strings.Contains(out, "created ") {
 		t.Errorf("second run created something:\n%s", out)
 	}
+	if !strings.Contains(out, "--trusted-sender, --smtp-listen ignored with an existing config") {
+		t.Errorf("ignored flags not reported:\n%s", out)
+	}
 	if !strings.Contains(out, "--domain other.test ignored") {
 		t.Errorf("ignored --domain not reported:\n%s", out)
 	}
