@@ -274,6 +274,7 @@ func FuzzCompose(f *testing.F) {
 	f.Add("a\r\nBcc: x@y.z", "N\nX: 1", "b@r.test\r\n", "\r\n", "<script>", "../x", true)
 	f.Add("Grüße", "Zoë", "\"Q, Uoted\" <q@r.test>", "h@x.test", "", "résumé.pdf", false)
 	f.Add("=?utf-8?q?x?=", "\"", "a@b.c, d@e.f", "bcc@bcc.test", "\x00", "", true)
+	f.Add(strings.Repeat("x", 3000), strings.Repeat("n", 1200), "b@r.test", "c@r.test", "", strings.Repeat("é", 400)+".txt", false)
 	f.Fuzz(func(t *testing.T, subject, name, to, bcc, body, filename string, textOnly bool) {
 		a := protocol.SendArgs{To: []string{to}, Bcc: []string{bcc}, Subject: subject, Body: body, TextOnly: textOnly}
 		if filename != "" {
@@ -294,6 +295,9 @@ func FuzzCompose(f *testing.F) {
 			}
 			if l == "" {
 				t.Fatalf("empty line inside the header: %q", h)
+			}
+			if len(l) > 998 {
+				t.Fatalf("header line of %d bytes (RFC 5322 allows 998)", len(l))
 			}
 		}
 		low := strings.ToLower(h)
