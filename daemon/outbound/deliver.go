@@ -22,6 +22,9 @@ import (
 	"github.com/mailctl/mailctl/daemon/resolver"
 )
 
+// dnsTimeout bounds each lookup, whatever the resolver's own settings.
+const dnsTimeout = 30 * time.Second
+
 // TLS outcomes recorded per recipient.
 const (
 	TLSVerified   = "verified"
@@ -120,7 +123,9 @@ func (d *MXDeliverer) deliverLocal(ctx context.Context, from string, rcpts []str
 // mxHosts returns the hosts to try in preference order. fallback is true
 // when the domain has no MX and its own address is used (RFC 5321 §5.1).
 func (d *MXDeliverer) mxHosts(ctx context.Context, domain string) (hosts []string, fallback bool, derr *DeliveryError) {
-	mxs, err := d.Resolver.LookupMX(ctx, domain)
+	lctx, cancel := context.WithTimeout(ctx, dnsTimeout)
+	defer cancel()
+	mxs, err := d.Resolver.LookupMX(lctx, domain)
 	if err != nil && !resolver.IsNotFound(err) {
 		return nil, false, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.3", Message: fmt.Sprintf("DNS lookup of MX for %s failed: %v", domain, err)}
 	}
@@ -153,7 +158,9 @@ func (d *MXDeliverer) deliverMX(ctx context.Context, domain, from string, rcpts 
 	}
 	var last *DeliveryError
 	for _, host := range hosts {
-		ips, err := d.Resolver.LookupIPAddr(ctx, host)
+		lctx, cancel := context.WithTimeout(ctx, dnsTimeout)
+		ips, err := d.Resolver.LookupIPAddr(lctx, host)
+		cancel()
 		if err != nil || len(ips) == 0 {
 			if fallback && resolver.IsNotFound(err) {
 				return allFailed(rcpts, &DeliveryError{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s has no MX and no address: no such mail domain", domain)}, "")
@@ -445,7 +452,9 @@ func (d *MXDeliverer) deliverRelay(ctx context.Context, from string, rcpts []str
 	if port == 0 {
 		port = 587
 	}
-	ips, err := d.Resolver.LookupIPAddr(ctx, r.Host)
+	lctx, cancel := context.WithTimeout(ctx, dnsTimeout)
+	ips, err := d.Resolver.LookupIPAddr(lctx, r.Host)
+	cancel()
 	if err != nil || len(ips) == 0 {
 		return allFailed(rcpts, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)}, "")
 	}
