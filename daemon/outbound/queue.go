@@ -365,6 +365,7 @@ func (q *Queue) Run(ctx context.Context) {
 	q.settled = nil
 	q.mu.Unlock()
 	for _, it := range settled {
+		q.n.Updated(it.clone())
 		q.n.Settled(it.clone())
 	}
 	var wg sync.WaitGroup
