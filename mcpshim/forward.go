@@ -87,11 +87,8 @@ func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *f
 	b.WriteString("\n")
 	b.WriteString(body)
 	args := protocol.SendArgs{FromMailbox: in.Mailbox, To: in.To, Cc: in.Cc, Subject: oneLine(subject), Body: b.String(),
-		Attachments: atts, References: append(append([]string{}, m.References...), m.MessageID),
-		DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
-	if m.MessageID == "" {
-		args.References = nil
-	}
+		Attachments: atts, DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
+	// A forward starts a new thread: the protocol ties References to a reply.
 	return s.send(ctx, args)
 }
 
