@@ -1,0 +1,73 @@
+package outbound
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// TestServiceWithRealStore runs a send against the real mailbox store: the
+// sent copy's frontmatter must carry the delivery state through its TOML
+// round trip, and a later bounce must find it by Message-ID.
+func TestServiceWithRealStore(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	w.r.SetIP("mx.remote.test", "127.0.0.72")
+	f := w.mx(t, "127.0.0.72", nil)
+	svc := &Service{Domain: func() string { return "example.com" }, Keys: func() []*Key { return testKeys(t) }, Store: st, FirstAttemptWait: 5 * time.Second}
+	q, err := OpenQueue(t.TempDir(), w.d, svc, QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Queue = q
+	runQueue(t, q)
+	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", FromName: "Bot", Policy: defaultPolicy(),
+		Args: protocol.SendArgs{To: []string{"bob@remote.test", "carol@remote.test"}, Bcc: []string{"dan@remote.test"}, Subject: "Status +++ report", Body: "# Done\n\nAll good.\n",
+			Attachments: []protocol.SendAttachment{{Filename: "r.txt", Data: []byte("report")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusDelivered || len(f.messages()) != 1 {
+		t.Fatalf("send: %+v", res)
+	}
+	m, body, err := st.Get("bot", protocol.FolderSent, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Outbound || m.DeliveryStatus != StatusDelivered || m.DeliveredAt == nil || len(m.DeliveryDetails) != 3 || m.MessageID != res.MessageID {
+		t.Fatalf("sent copy: %+v", m)
+	}
+	if m.DeliveryDetails[0].TLS != TLSNone || m.DeliveryDetails[0].Attempts != 1 || len(m.Bcc) != 1 || len(m.Attachments) != 1 {
+		t.Fatalf("sent copy details: %+v", m)
+	}
+	if !strings.Contains(body, "All good.") {
+		t.Fatalf("body %q", body)
+	}
+	raw, err := st.Raw("bot", protocol.FolderSent, res.ID, 1<<20)
+	if err != nil || !strings.HasPrefix(string(raw), "DKIM-Signature:") {
+		t.Fatalf("raw sent copy is not the signed message: %v %.40q", err, raw)
+	}
+	svc.ApplyDSN("bot", res.MessageID, []DSNRecipient{{Address: "carol@remote.test", Action: "failed", Status: "5.1.1", Diagnostic: "smtp; 550 no such user"}})
+	m, _, _ = st.Get("bot", protocol.FolderSent, res.ID)
+	if m.DeliveryStatus != "partial" {
+		t.Fatalf("after the bounce: %q %+v", m.DeliveryStatus, m.DeliveryDetails)
+	}
+	got, err := svc.Status("bot", res.ID)
+	if err != nil || got.Status != "partial" {
+		t.Fatalf("status: %+v %v", got, err)
+	}
+}
