@@ -265,7 +265,7 @@ func (d *Daemon) serve(c net.Conn) {
 			d.watchers[wt] = true
 			mine = append(mine, wt)
 			d.mu.Unlock()
-			w.write(protocol.Response{ID: req.ID, Data: json.RawMessage(`{}`)})
+			w.write(protocol.Response{ID: req.ID, Data: json.RawMessage(`{"watching":true}`)})
 		next:
 			continue
 		}
