@@ -62,10 +62,13 @@ type connWriter struct {
 	bw  *bufio.Writer
 }
 
-func (c *connWriter) write(r protocol.Response) error {
+func (c *connWriter) write(r protocol.Response) error { return c.writeJSON(r) }
+
+// writeJSON writes one line; the lock keeps event and reply lines whole.
+func (c *connWriter) writeJSON(v any) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.enc.Encode(r); err != nil {
+	if err := c.enc.Encode(v); err != nil {
 		return err
 	}
 	return c.bw.Flush()
@@ -219,7 +222,7 @@ func (d *Daemon) serve(c net.Conn) {
 		d.mu.Unlock()
 		c.Close()
 	}()
-	if err := w.write2(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: "fakedaemon"}); err != nil {
+	if err := w.writeJSON(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: "fakedaemon"}); err != nil {
 		return
 	}
 	fr := protocol.NewFrameReader(c, protocol.MaxFrame)
@@ -289,15 +292,6 @@ func (d *Daemon) serve(c net.Conn) {
 			w.write(resp)
 		}(req)
 	}
-}
-
-func (c *connWriter) write2(v any) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.enc.Encode(v); err != nil {
-		return err
-	}
-	return c.bw.Flush()
 }
 
 func (d *Daemon) createLocked(name string) (*mailbox, bool) {
