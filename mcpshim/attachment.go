@@ -99,6 +99,9 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	data := AttachmentData{Filename: att.Filename, ContentType: att.ContentType, Size: att.Size,
 		Path: filepath.Join(mailboxDir, rel), Trust: trustFacts(m)}
+	if m.Outbound {
+		data.Trust.Fenced = false // your own sent copy
+	}
 	mode := in.Mode
 	if mode == "" || mode == "auto" {
 		mode = "path"
@@ -140,7 +143,7 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 			full = false
 		}
 		data.Truncated = !full
-		if !isTrusted(m.Trusted) {
+		if !isTrusted(m.Trusted) && !m.Outbound {
 			f := newFence()
 			text = f.block(text)
 			data.Fence = f.label()
