@@ -50,18 +50,18 @@ TCK=$(getconf CLK_TCK)
 # live descendants. Exited children are in their parent's cutime/cstime once
 # reaped, so a before/after difference covers short-lived workers too.
 cpu_ticks() {
-	awk -v roots="$*" '
+	# Processes come and go while this reads; a vanished one is skipped.
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v roots="$*" '
 		BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) want[r[i]] = 1 }
-		FNR == 1 {
-			line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
-			pid = FILENAME; sub(/^\/proc\//, "", pid); sub(/\/stat$/, "", pid)
+		{
+			pid = $1; line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
 			ppid[pid] = f[2]; t[pid] = f[12] + f[13] + f[14] + f[15]
 		}
 		END {
 			changed = 1
 			while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
 			s = 0; for (p in want) if (p in t) s += t[p]; print s
-		}' /proc/[0-9]*/stat 2>/dev/null
+		}'
 }
 
 echo "bench: building mailctl and dnstestd" >&2
@@ -78,7 +78,7 @@ cat >"$WORK/zone.txt" <<EOF
 bench.example TXT "v=spf1 ip4:127.0.0.1 -all"
 _dmarc.bench.example TXT "v=DMARC1; p=none"
 EOF
-"$WORK/dnstestd" -listen "127.0.0.1:$DNS_PORT" -zone "$WORK/zone.txt" 2>/dev/null &
+"$WORK/dnstestd" -listen "127.0.0.1:$DNS_PORT" -zone "$WORK/zone.txt" >/dev/null 2>&1 &
 PIDS+=($!)
 
 SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example)
@@ -105,7 +105,7 @@ trusted_senders = ["*@bench.example"]
 name = "$USER_NAME"
 owner = "$USER_NAME"
 EOF
-	"$WORK/mailctl" serve --config "$dir/config.toml" 2>"$dir/log" &
+	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
 	for _ in $(seq 100); do
@@ -232,13 +232,16 @@ pf_tune() {
 : >"$WORK/tuned.txt"
 for rep in $(seq "$REPS"); do
 	echo "bench: run $rep/$REPS mailctl" >&2
-	run_mailctl "$rep" | tee -a "$WORK/mailctl.txt" >&2
+	run_mailctl "$rep" >>"$WORK/mailctl.txt"
+	tail -n1 "$WORK/mailctl.txt" >&2
 	echo "bench: run $rep/$REPS postfix (stock)" >&2
 	pf_tune stock
-	run_postfix | tee -a "$WORK/postfix.txt" >&2
+	run_postfix >>"$WORK/postfix.txt"
+	tail -n1 "$WORK/postfix.txt" >&2
 	echo "bench: run $rep/$REPS postfix (tuned)" >&2
 	pf_tune tuned
-	run_postfix | tee -a "$WORK/tuned.txt" >&2
+	run_postfix >>"$WORK/tuned.txt"
+	tail -n1 "$WORK/tuned.txt" >&2
 done
 
 # spread FILE COLUMN: "median (min–max)" of a column.
