@@ -252,7 +252,7 @@ func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, error) {
 	if err := checkOwner(&st, uid); err != nil {
 		return nil, err
 	}
-	m, body, err := Parse(data)
+	m, body, err := parseForIndex(data)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,376 @@
+package store
+
+import (
+	"bytes"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Loading the index of a large folder is dominated by TOML decoding, and
+// almost every file was written by Render. decodeFast reads exactly the
+// subset of TOML that the encoder writes (one "key = value" per line, basic
+// strings, integers, booleans, offset date-times, one-line string arrays,
+// [table] and [[array]] headers) and gives up on anything else, so that the
+// full decoder handles hand-edited files. It is only used for the index: Get
+// and Update always use the full decoder. FuzzDecodeFast checks that it never
+// disagrees with it.
+
+// fieldsOf maps the toml tags of a struct type to field indexes.
+var fieldCache sync.Map // reflect.Type -> map[string]int
+
+func fieldsOf(t reflect.Type) map[string]int {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]int)
+	}
+	f := map[string]int{}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("toml"), ",")
+		if name != "" && name != "-" && sf.IsExported() {
+			f[name] = i
+		}
+	}
+	fieldCache.Store(t, f)
+	return f
+}
+
+var (
+	timePtrType    = reflect.TypeOf((*time.Time)(nil))
+	stringListType = reflect.TypeOf([]string(nil))
+)
+
+// decodeFast decodes fm into a new Message, or returns false if fm is not in
+// the encoder's subset.
+func decodeFast(fm []byte) (*Message, bool) {
+	m := new(Message)
+	top := reflect.ValueOf(m).Elem()
+	cur := top
+	seen := map[string]bool{} // keys and tables defined, by path
+	prefix := ""
+	for len(fm) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(fm, '\n'); i >= 0 {
+			line, fm = fm[:i], fm[i+1:]
+		} else {
+			line, fm = fm, nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == '[' {
+			v, path, ok := openTable(top, line, seen)
+			if !ok {
+				return nil, false
+			}
+			cur, prefix = v, path+"."
+			continue
+		}
+		line = bytes.TrimLeft(line, " ")
+		key, val, ok := bytes.Cut(line, []byte(" = "))
+		if !ok || !isBareKey(key) {
+			return nil, false
+		}
+		idx, ok := fieldsOf(cur.Type())[string(key)]
+		if !ok || seen[prefix+string(key)] {
+			return nil, false
+		}
+		seen[prefix+string(key)] = true
+		if !setValue(cur.Field(idx), val) {
+			return nil, false
+		}
+	}
+	return m, true
+}
+
+// openTable handles a "[name]" or "[[name]]" line at the top level.
+func openTable(top reflect.Value, line []byte, seen map[string]bool) (reflect.Value, string, bool) {
+	array := bytes.HasPrefix(line, []byte("[[")) && bytes.HasSuffix(line, []byte("]]"))
+	var name []byte
+	switch {
+	case array:
+		name = line[2 : len(line)-2]
+	case bytes.HasSuffix(line, []byte("]")):
+		name = line[1 : len(line)-1]
+	default:
+		return reflect.Value{}, "", false
+	}
+	if !isBareKey(name) {
+		return reflect.Value{}, "", false
+	}
+	idx, ok := fieldsOf(top.Type())[string(name)]
+	if !ok {
+		return reflect.Value{}, "", false
+	}
+	f := top.Field(idx)
+	key := string(name)
+	if array {
+		if f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Struct || (seen[key] && !seen["[["+key]) {
+			return reflect.Value{}, "", false
+		}
+		seen[key], seen["[["+key] = true, true
+		f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
+		n := f.Len() - 1
+		return f.Index(n), key + "." + strconv.Itoa(n), true
+	}
+	if f.Kind() != reflect.Struct || f.Type() == timeType || seen[key] {
+		return reflect.Value{}, "", false
+	}
+	seen[key] = true
+	return f, key, true
+}
+
+func isBareKey(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// setValue parses val into f according to f's type.
+func setValue(f reflect.Value, val []byte) bool {
+	switch {
+	case f.Kind() == reflect.String:
+		s, rest, ok := basicString(val)
+		if !ok || len(rest) != 0 {
+			return false
+		}
+		f.SetString(s)
+	case f.Kind() == reflect.Bool:
+		switch string(val) {
+		case "true":
+			f.SetBool(true)
+		case "false":
+			f.SetBool(false)
+		default:
+			return false
+		}
+	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+		n, ok := decimal(val)
+		if !ok {
+			return false
+		}
+		f.SetInt(n)
+	case f.Type() == timeType:
+		t, ok := dateTime(val)
+		if !ok {
+			return false
+		}
+		f.Set(reflect.ValueOf(t))
+	case f.Type() == timePtrType:
+		t, ok := dateTime(val)
+		if !ok {
+			return false
+		}
+		f.Set(reflect.ValueOf(&t))
+	case f.Type() == stringListType:
+		l, ok := stringArray(val)
+		if !ok {
+			return false
+		}
+		f.Set(reflect.ValueOf(l))
+	default:
+		return false
+	}
+	return true
+}
+
+// basicString parses a TOML basic string at the start of b.
+func basicString(b []byte) (string, []byte, bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", nil, false
+	}
+	var sb strings.Builder
+	for i := 1; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			return sb.String(), b[i+1:], true
+		case c == '\\':
+			if i+1 >= len(b) {
+				return "", nil, false
+			}
+			i++
+			switch b[i] {
+			case 'b':
+				sb.WriteByte('\b')
+			case 't':
+				sb.WriteByte('\t')
+			case 'n':
+				sb.WriteByte('\n')
+			case 'f':
+				sb.WriteByte('\f')
+			case 'r':
+				sb.WriteByte('\r')
+			case '"':
+				sb.WriteByte('"')
+			case '\\':
+				sb.WriteByte('\\')
+			case 'u', 'U':
+				n := 4
+				if b[i] == 'U' {
+					n = 8
+				}
+				if i+n >= len(b) {
+					return "", nil, false
+				}
+				r, err := strconv.ParseUint(string(b[i+1:i+1+n]), 16, 32)
+				if err != nil || !utf8.ValidRune(rune(r)) || !isHex(b[i+1:i+1+n]) {
+					return "", nil, false
+				}
+				sb.WriteRune(rune(r))
+				i += n
+			default:
+				return "", nil, false
+			}
+		case c < 0x20 && c != '\t', c == 0x7f:
+			return "", nil, false
+		case c < utf8.RuneSelf:
+			sb.WriteByte(c)
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return "", nil, false
+			}
+			sb.Write(b[i : i+size])
+			i += size - 1
+		}
+	}
+	return "", nil, false
+}
+
+func isHex(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// decimal parses a plain TOML decimal integer (no sign '+', no '_', no
+// leading zeros).
+func decimal(b []byte) (int64, bool) {
+	d := b
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 1 && d[0] == '0' {
+		return 0, false
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}
+
+// dateTime parses the encoder's date-time form:
+// 2006-01-02T15:04:05[.999999999](Z|±07:00).
+func dateTime(b []byte) (time.Time, bool) {
+	const base = len("2006-01-02T15:04:05")
+	if len(b) < base+1 {
+		return time.Time{}, false
+	}
+	for i, c := range b[:base] {
+		switch i {
+		case 4, 7:
+			if c != '-' {
+				return time.Time{}, false
+			}
+		case 10:
+			if c != 'T' {
+				return time.Time{}, false
+			}
+		case 13, 16:
+			if c != ':' {
+				return time.Time{}, false
+			}
+		default:
+			if c < '0' || c > '9' {
+				return time.Time{}, false
+			}
+		}
+	}
+	rest := b[base:]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 || n > 10 {
+			return time.Time{}, false
+		}
+		rest = rest[n:]
+	}
+	switch {
+	case len(rest) == 1 && rest[0] == 'Z':
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
+		isDigits(rest[1:3]) && isDigits(rest[4:6]):
+	default:
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		return time.Time{}, false
+	}
+	if _, off := t.Zone(); off == 0 && rest[0] == 'Z' {
+		t = t.UTC()
+	}
+	return t, true
+}
+
+func isDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// stringArray parses a one-line array of basic strings: ["a", "b"].
+func stringArray(b []byte) ([]string, bool) {
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, false
+	}
+	b = b[1 : len(b)-1]
+	out := []string{}
+	for len(b) > 0 {
+		s, rest, ok := basicString(b)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+		if len(rest) == 0 {
+			break
+		}
+		if !bytes.HasPrefix(rest, []byte(", ")) || len(rest) == 2 {
+			return nil, false
+		}
+		b = rest[2:]
+	}
+	return out, true
+}
+
+// parseForIndex is Parse with the fast path for files written by Render.
+func parseForIndex(data []byte) (*Message, string, error) {
+	fm, body, err := split(data)
+	if err != nil {
+		return nil, "", err
+	}
+	if m, ok := decodeFast(fm); ok {
+		return m, string(body), nil
+	}
+	return Parse(data)
+}
