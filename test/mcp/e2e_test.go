@@ -62,6 +62,22 @@ func mailctlBinary(tb testing.TB) string {
 	return builtBin
 }
 
+// setupDaemonOnly starts a fake daemon without needing node.
+func setupDaemonOnly(t *testing.T) (_, _ string, d *fakedaemon.Daemon) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcpe2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	d, err = fakedaemon.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return "", "", d
+}
+
 // setup finds node and the npm packages, builds mailctl (or takes
 // $MAILCTL_BIN) and starts a fake daemon.
 func setup(t *testing.T, pkg string) (node, bin string, d *fakedaemon.Daemon) {
@@ -74,16 +90,7 @@ func setup(t *testing.T, pkg string) (node, bin string, d *fakedaemon.Daemon) {
 		t.Skipf("run `npm ci` in test/mcp first to install %s", pkg)
 	}
 	bin = mailctlBinary(t)
-	dir, err := os.MkdirTemp("", "mcpe2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	d, err = fakedaemon.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	_, _, d = setupDaemonOnly(t)
 	return node, bin, d
 }
 
