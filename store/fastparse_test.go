@@ -133,4 +133,3 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	})
 }
-

@@ -292,12 +292,29 @@ func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) boo
 			return data, st, nil
 		}
 	}
-	// The file may grow between fstat and read: read at most max+1 bytes.
-	rest, err := io.ReadAll(io.LimitReader(f, max+1-int64(len(data))))
-	if err != nil {
-		return nil, st, err
+	// The file may grow between fstat and read: read at most max+1 bytes,
+	// into a buffer sized from fstat so that it rarely grows.
+	size := min(st.Size, max)
+	if int64(len(data)) > size {
+		size = int64(len(data))
 	}
-	data = append(data, rest...)
+	buf := make([]byte, len(data), size+1)
+	copy(buf, data)
+	r := io.LimitReader(f, max+1-int64(len(data)))
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, st, err
+		}
+	}
+	data = buf
 	if int64(len(data)) > max {
 		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
 	}

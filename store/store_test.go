@@ -663,7 +663,9 @@ func TestConcurrentMixedOperations(t *testing.T) {
 		m := testMessage(100 + i)
 		s.Deliver("agent", "inbox", m, "new", nil, nil)
 	})
-	run(func(i int) { s.Update("agent", "inbox", ids[(i+1)%20], func(m *Message) error { m.Labels = []string{"x"}; return nil }) })
+	run(func(i int) {
+		s.Update("agent", "inbox", ids[(i+1)%20], func(m *Message) error { m.Labels = []string{"x"}; return nil })
+	})
 	wg.Wait()
 	inbox, _ := s.List("agent", "inbox", Query{Limit: MaxLimit})
 	archive, _ := s.List("agent", "archive", Query{Limit: MaxLimit})
