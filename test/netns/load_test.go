@@ -290,7 +290,7 @@ func TestSoak(t *testing.T) {
 		}
 		sent++
 		if time.Now().After(nextSample) {
-			samples = append(samples, fmt.Sprintf("t=%ds sent=%d a{%s} b{%s}", int((duration - time.Until(end)).Seconds()), sent, a.sample(), b.sample()))
+			samples = append(samples, fmt.Sprintf("t=%ds sent=%d a{%s} b{%s}", int((duration-time.Until(end)).Seconds()), sent, a.sample(), b.sample()))
 			nextSample = time.Now().Add(5 * time.Second)
 		}
 	}
