@@ -27,7 +27,7 @@ type hostOptions struct {
 	Mailboxes      []string // declared mailboxes, all owned by the host's throwaway user
 	TrustedSenders []string
 	Resolver       string   // [trust] resolver; default the lab's DNS server
-	Hooks          []string // raw [[hooks]] tables; {HOME} is the owner's home
+	Hooks          []string // raw [[hooks]] tables; {HOME} is the owner's home, {SOCK} the control socket
 	Hold           bool     // [send] hold
 	SMTP           string   // extra [smtp] lines
 	Control        string   // extra [control] lines
@@ -110,7 +110,7 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 		fmt.Fprintf(&b, "[[mailboxes]]\nname = %q\nowner = %q\n\n", m, h.Owner.Name)
 	}
 	for _, hk := range o.Hooks {
-		fmt.Fprintf(&b, "[[hooks]]\n%s\n\n", strings.ReplaceAll(hk, "{HOME}", h.Owner.Home))
+		fmt.Fprintf(&b, "[[hooks]]\n%s\n\n", strings.NewReplacer("{HOME}", h.Owner.Home, "{SOCK}", h.Sock).Replace(hk))
 	}
 	if err := os.WriteFile(h.cfg, []byte(b.String()), 0o640); err != nil {
 		t.Fatal(err)

@@ -118,9 +118,15 @@ func moduleRoot() (string, error) {
 }
 
 // summary reports a scenario's result line in the test log and on stdout,
-// where CI collects them.
+// where CI collects them; a scenario with failed checks reports FAILED.
 func summary(t *testing.T, name, format string, args ...any) {
 	t.Helper()
+	if t.Failed() {
+		line := fmt.Sprintf("SCENARIO %s: FAILED "+format, append([]any{name}, args...)...)
+		t.Log(line)
+		fmt.Println(line)
+		return
+	}
 	line := fmt.Sprintf("SCENARIO %s: ok "+format, append([]any{name}, args...)...)
 	t.Log(line)
 	fmt.Println(line)
