@@ -238,8 +238,10 @@ type greetedConn struct {
 
 func (c *greetedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
-func newGreeted(c net.Conn) net.Conn {
-	return &greetedConn{Conn: c, r: io.MultiReader(strings.NewReader("220 continuing\r\n"), c)}
+// newGreeted wraps c; r is where the stream continues (c itself, or the
+// reader that already buffered from it).
+func newGreeted(c net.Conn, r io.Reader) net.Conn {
+	return &greetedConn{Conn: c, r: io.MultiReader(strings.NewReader("220 continuing\r\n"), r)}
 }
 
 func (d *MXDeliverer) dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -301,6 +303,7 @@ func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode t
 	_, hasTLS := ext["STARTTLS"]
 	state := TLSNone
 	var sc net.Conn = conn
+	var rest io.Reader = tp.R // plaintext continues from what is already buffered
 	switch {
 	case mode != tlsModePlain && hasTLS:
 		id, err := tp.Cmd("STARTTLS")
@@ -313,11 +316,16 @@ func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode t
 		if err != nil {
 			return nil, nil, fmt.Errorf("STARTTLS refused: %w", err)
 		}
+		if tp.R.Buffered() > 0 {
+			// Plaintext sent after the STARTTLS reply would be read as if it
+			// came through TLS (the STARTTLS injection attack): refuse it.
+			return nil, nil, errors.New("the server sent data after its STARTTLS reply")
+		}
 		tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: d.RootCAs, InsecureSkipVerify: mode == tlsModeNoVerify, MinVersion: tls.VersionTLS12})
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, nil, err
 		}
-		sc = tc
+		sc, rest = tc, tc
 		state = TLSVerified
 		if mode == tlsModeNoVerify {
 			state = TLSUnverified
@@ -327,7 +335,7 @@ func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode t
 	case !d.AllowPlaintext:
 		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
 	}
-	c := smtp.NewClient(newGreeted(sc))
+	c := smtp.NewClient(newGreeted(sc, rest))
 	c.CommandTimeout, c.SubmissionTimeout = tt, tt
 	if err := c.Hello(d.hostname()); err != nil {
 		return nil, hostErr(err), nil

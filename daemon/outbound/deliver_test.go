@@ -1,11 +1,14 @@
 package outbound
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,5 +293,102 @@ func TestDeliverLocalDomainsSkipTheNetwork(t *testing.T) {
 	}
 	if len(l.got) != 2 {
 		t.Fatalf("local got %v", l.got)
+	}
+}
+
+// scriptedOK is a whole successful session as the server side writes it:
+// greeting, our EHLO, go-smtp's EHLO, MAIL, two RCPT, DATA, end of data, QUIT.
+const scriptedOK = "220 mx ESMTP\r\n250-mx\r\n250 8BITMIME\r\n250 mx\r\n250 ok\r\n250 ok\r\n250 ok\r\n354 go\r\n250 queued\r\n221 bye\r\n"
+
+var (
+	scriptLnOnce sync.Once
+	scriptLn     net.Listener
+)
+
+// scriptedDeliverer delivers to a "server" that writes script whatever it is
+// told, then half-closes, over loopback TCP.
+func scriptedDeliverer(script []byte) *MXDeliverer {
+	scriptLnOnce.Do(func() {
+		var err error
+		if scriptLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			panic(err)
+		}
+	})
+	r := newResolver()
+	r.SetMX("hostile.test", &net.MX{Host: "mx.hostile.test", Pref: 10})
+	r.SetIP("mx.hostile.test", "127.0.0.99")
+	return &MXDeliverer{Resolver: r, Hostname: "out.example.com", AllowPlaintext: true, ConnectTimeout: time.Second, TransactionTimeout: time.Second,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var nd net.Dialer
+			c, err := nd.DialContext(ctx, "tcp", scriptLn.Addr().String())
+			if err != nil {
+				return nil, err
+			}
+			srv, err := scriptLn.Accept()
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			go func() {
+				defer srv.Close()
+				go func() {
+					srv.Write(script)
+					srv.(*net.TCPConn).CloseWrite()
+				}()
+				io.Copy(io.Discard, srv)
+			}()
+			return c, nil
+		}}
+}
+
+func TestScriptedSessionDelivers(t *testing.T) {
+	res := scriptedDeliverer([]byte(scriptedOK)).Deliver(context.Background(), "from@example.com", []string{"a@hostile.test", "b@hostile.test"}, []byte(testMsg))
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", r.Rcpt, r.Err)
+		}
+	}
+}
+
+// FuzzDeliverHostileServer feeds arbitrary server replies to the SMTP client
+// side of delivery: whatever a remote MX says, Deliver must not panic, must
+// answer for every recipient, and must only report success after the server
+// accepted the data.
+func FuzzDeliverHostileServer(f *testing.F) {
+	f.Add([]byte(scriptedOK))
+	f.Add([]byte("220 mx\r\n250-mx\r\n250 STARTTLS\r\n220 go ahead\r\n\x16\x03\x01garbage"))
+	f.Add([]byte("220 mx\r\n250 mx\r\n250 ok\r\n550 5.1.1 no\r\n451 4.2.0 later\r\n354 go\r\n250 ok\r\n"))
+	f.Add([]byte("220-mx\r\n220 mx\r\n500 what\r\n250 helo ok\r\n250 ok\r\n250 ok\r\n250 ok\r\n354 go\r\n554 5.7.1 spam\r\n"))
+	f.Add([]byte("999 \r\n"))
+	f.Add([]byte("220 " + strings.Repeat("x", 5000) + "\r\n"))
+	f.Fuzz(func(t *testing.T, script []byte) {
+		d := scriptedDeliverer(script)
+		rcpts := []string{"a@hostile.test", "b@hostile.test"}
+		res := d.Deliver(context.Background(), "from@example.com", rcpts, []byte(testMsg))
+		if len(res) != len(rcpts) {
+			t.Fatalf("%d results for %d recipients", len(res), len(rcpts))
+		}
+		for _, x := range res {
+			var de *DeliveryError
+			if x.Err != nil && !errors.As(x.Err, &de) {
+				t.Fatalf("error of type %T: %v", x.Err, x.Err)
+			}
+			if x.Err == nil && !bytes.Contains(script, []byte("354")) {
+				t.Fatalf("delivered without the server ever accepting data: %q", script)
+			}
+		}
+	})
+}
+
+// A server (or a man in the middle) that sends commands' replies right
+// after "220 go ahead", before the TLS handshake, must not have them read as
+// if they came over TLS (CVE-2011-0411 style STARTTLS injection).
+func TestStartTLSInjectionRefused(t *testing.T) {
+	d := scriptedDeliverer([]byte("220 mx\r\n250-mx\r\n250 STARTTLS\r\n220 go ahead\r\n250-injected\r\n250 ok\r\n"))
+	d.AllowPlaintext = false
+	res := d.Deliver(context.Background(), "from@example.com", []string{"a@hostile.test"}, []byte(testMsg))
+	de := deliveryErr(t, res[0])
+	if !de.Temporary || !strings.Contains(de.Message, "after its STARTTLS reply") {
+		t.Fatalf("got %+v", de)
 	}
 }
