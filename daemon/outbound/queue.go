@@ -221,7 +221,31 @@ func OpenQueue(dir string, d Deliverer, n Notifier, opts QueueOptions) (*Queue, 
 			}
 		}
 	}
+	q.staggerOverdue()
 	return q, nil
+}
+
+// restartSpacing spreads items that fell due while the daemon was down, so a
+// restart after an outage does not dial every destination at once.
+const restartSpacing = 250 * time.Millisecond
+
+func (q *Queue) staggerOverdue() {
+	now := q.opts.Clock()
+	var overdue []*Item
+	for _, e := range q.items {
+		if !e.it.NextAttempt.After(now) {
+			overdue = append(overdue, e.it)
+		}
+	}
+	sort.Slice(overdue, func(i, j int) bool {
+		if !overdue[i].NextAttempt.Equal(overdue[j].NextAttempt) {
+			return overdue[i].NextAttempt.Before(overdue[j].NextAttempt)
+		}
+		return overdue[i].ID < overdue[j].ID
+	})
+	for i, it := range overdue {
+		it.NextAttempt = now.Add(time.Duration(i) * restartSpacing)
+	}
 }
 
 // Dir is the queue's directory.

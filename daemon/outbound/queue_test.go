@@ -362,3 +362,24 @@ func TestQueueUnreadableMessageFails(t *testing.T) {
 		t.Fatal("delivered a damaged message")
 	}
 }
+
+func TestQueueRestartSpreadsOverdueItems(t *testing.T) {
+	dir := t.TempDir()
+	clk := newFakeClock()
+	d := &countingDeliverer{count: map[string]int{}}
+	q1, _ := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	for _, id := range []string{"o1", "o2", "o3"} {
+		q1.Enqueue(testItem(id, id+"@remote.test")) // due now, never run
+	}
+	clk.Advance(3 * time.Hour) // the daemon was down
+	q2, err := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := q2.List()
+	for i, it := range items {
+		if want := clk.Now().Add(time.Duration(i) * restartSpacing); !it.NextAttempt.Equal(want) {
+			t.Errorf("%s next attempt %v, want %v", it.ID, it.NextAttempt, want)
+		}
+	}
+}
