@@ -524,8 +524,12 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		switch {
 		case res.Err == nil:
 			r.Status, r.Code = StatusDelivered, 250
-			r.Detail = "delivered"
-			if res.Host != "" {
+			switch res.Host {
+			case "":
+				r.Detail = "delivered"
+			case "local":
+				r.Detail = "delivered locally"
+			default:
 				r.Detail = "delivered to " + res.Host
 			}
 		case errors.As(res.Err, &de) && !de.Temporary:
