@@ -195,6 +195,13 @@ func sanitizeMessage(m *Message) *Message {
 	v.Set(reflect.ValueOf(*m))
 	fixValue(v)
 	c := v.Addr().Interface().(*Message)
+	// Every list field is written, empty or not, so a reader of the file sees
+	// the whole schema (to, cc, reply_to, references, labels).
+	for _, p := range []*[]string{&c.To, &c.Cc, &c.ReplyTo, &c.References, &c.Labels} {
+		if *p == nil {
+			*p = []string{}
+		}
+	}
 	return c
 }
 
