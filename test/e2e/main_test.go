@@ -49,6 +49,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// A prebuilt binary may be given, e.g. to run the compiled tests as an
+	// unprivileged user without a Go toolchain.
+	if b := os.Getenv("MAILCTL_E2E_BIN"); b != "" {
+		bin = b
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "mailctl-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -102,6 +108,7 @@ type options struct {
 	LMTP           bool     // also serve LMTP on dir/lmtp.sock
 	MaxConns       int      // [smtp] max_connections (0: default)
 	MaxConnsPerIP  int      // [smtp] max_connections_per_ip (0: default)
+	MaxBytes       int      // [smtp] max_message_bytes (0: default)
 }
 
 // daemon is one running (or stopped) `mailctl serve`.
@@ -202,6 +209,9 @@ func startDaemon(t *testing.T, o options) *daemon {
 	}
 	if o.MaxConns > 0 {
 		fmt.Fprintf(&b, "max_connections = %d\n", o.MaxConns)
+	}
+	if o.MaxBytes > 0 {
+		fmt.Fprintf(&b, "max_message_bytes = %d\n", o.MaxBytes)
 	}
 	if o.MaxConnsPerIP > 0 {
 		fmt.Fprintf(&b, "max_connections_per_ip = %d\n", o.MaxConnsPerIP)

@@ -173,6 +173,14 @@ func TestTrustThroughBinary(t *testing.T) {
 			if fm.DMARC.Result != tc.dmarc {
 				t.Errorf("dmarc = %+v, want %s", fm.DMARC, tc.dmarc)
 			}
+			// The policy of a failing domain is recorded (p=reject here):
+			// mailctl stores the message, the record says what the domain asked.
+			if fm.DMARC.Domain != fromDomain(tc.raw) {
+				t.Errorf("dmarc domain = %q, want the From domain %q", fm.DMARC.Domain, fromDomain(tc.raw))
+			}
+			if tc.dmarc == "fail" && !strings.Contains(fm.DMARC.Detail, "p=reject") {
+				t.Errorf("dmarc detail = %q, want the p=reject policy recorded", fm.DMARC.Detail)
+			}
 			ar, _ := headerFields(m.Raw, 1)
 			if strings.Contains(tc.name, "forged") && strings.Contains(ar[0], "dkim=pass") {
 				t.Errorf("our Authentication-Results repeats the forged dkim=pass: %q", ar[0])
@@ -188,4 +196,12 @@ func TestTrustThroughBinary(t *testing.T) {
 			t.Logf("%s: trusted=%s dkim=%v spf=%s dmarc=%s (%s)", tc.name, fm.Trusted, fm.DKIM, fm.SPF.Result, fm.DMARC.Result, fm.DMARC.Detail)
 		})
 	}
+}
+
+// fromDomain is the domain of the From address in raw.
+func fromDomain(raw []byte) string {
+	_, after, _ := bytes.Cut(append([]byte("\r\n"), raw...), []byte("\r\nFrom: "))
+	line, _, _ := bytes.Cut(after, []byte("\r\n"))
+	_, dom, _ := bytes.Cut(line, []byte("@"))
+	return strings.TrimSuffix(string(dom), ">")
 }
