@@ -45,13 +45,26 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 		}
 	}
 	if m.MessageID != "" {
-		if old, ok := fi.findMessageID(m.MessageID); ok {
-			_, pending := fi.reserved[old]
-			if st, err := d.Lstat(old + ".md"); pending || err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		// A copy of the same message still being written by another call may
+		// yet fail; wait for its outcome rather than answer "duplicate" for a
+		// message that might never land.
+		for wait := 0; ; wait++ {
+			old, ok := fi.findMessageID(m.MessageID)
+			if !ok {
+				break
+			}
+			if _, pending := fi.reserved[old]; pending && wait < 6000 {
+				fi.mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+				fi.mu.Lock()
+				continue
+			}
+			if st, err := d.Lstat(old + ".md"); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
 				fi.mu.Unlock()
 				return old, true, nil
 			}
-			fi.remove(old) // removed behind the index's back
+			fi.remove(old) // removed behind the index's back, or its delivery failed
+			break
 		}
 	}
 	id, err = fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID)
