@@ -185,8 +185,8 @@ type RecipientStatus struct {
 	Detail      string    `json:"detail,omitempty"`
 	Code        int       `json:"code,omitempty"`
 	Attempts    int       `json:"attempts,omitempty"`
-	NextAttempt time.Time `json:"next_attempt,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at,omitempty"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	UpdatedAt   time.Time `json:"updated_at,omitzero"`
 	TLS         string    `json:"tls,omitempty"` // verified, unverified, none
 }
 
