@@ -297,6 +297,23 @@ func (d *daemon) stop() {
 	}
 }
 
+// ctl runs a mailctl client command against this daemon's control socket
+// and returns its standard output.
+func (d *daemon) ctl(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "MAILCTL_SOCKET="+filepath.Join(d.dir, "mailctl.sock"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mailctl %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return string(out)
+}
+
 // stored is one message as the daemon left it on disk.
 type stored struct {
 	ID   string

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -168,6 +169,17 @@ func TestKill9UnderLoad(t *testing.T) {
 		default:
 			t.Errorf("unexpected entry in the inbox after kill -9: %q", name)
 		}
+	}
+	// The restarted daemon's own view (its index, over the control socket)
+	// counts exactly the complete messages on disk.
+	var show struct {
+		Total int `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(d.ctl(t, "mailboxes", "show", mailbox, "--json")), &show); err != nil {
+		t.Fatalf("mailboxes show --json: %v", err)
+	}
+	if show.Total != len(msgs) {
+		t.Errorf("daemon reports %d messages after restart, %d complete ones are on disk", show.Total, len(msgs))
 	}
 	// And it still takes mail.
 	id, raw := loadMessage(99, 0)
