@@ -105,6 +105,7 @@ trusted_senders = ["*@bench.example"]
 name = "$USER_NAME"
 owner = "$USER_NAME"
 EOF
+	cp "$dir/config.toml" "$WORK/mailctl-$1.toml"
 	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
@@ -262,6 +263,56 @@ rows() { # rows FILE LABEL
 		"$(ratio "$M_CPU" "$(median "$1" 3)")"
 }
 
+# Where mailctl's time goes: one extra, unmeasured pass under strace -c
+# counts the system calls per message (fsyncs, renames, DNS queries).
+TRACE_OUT=""
+if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
+	echo "bench: strace pass" >&2
+	tdir=$WORK/mailctl-trace
+	tport=$(free_port)
+	mkdir -p "$tdir"
+	sed -e "s#$WORK/mailctl-1#$tdir#g" -e "s#127.0.0.1:[0-9]*\"\]#127.0.0.1:$tport\"]#" "$WORK/mailctl-1.toml" >"$tdir/config.toml"
+	"$WORK/mailctl" serve --config "$tdir/config.toml" >"$tdir/log" 2>&1 &
+	tpid=$!
+	PIDS+=($tpid)
+	for _ in $(seq 100); do
+		grep -q "inbound listeners up" "$tdir/log" && break
+		sleep 0.1
+	done
+	strace -f -c -o "$tdir/strace.txt" -p "$tpid" 2>/dev/null &
+	spid=$!
+	sleep 1
+	smtp-source -s "$SESSIONS" -m 500 -l "$LEN" -f from@bench.example -t "$USER_NAME@bench.test" "127.0.0.1:$tport"
+	sleep 0.5
+	kill -INT "$spid"
+	wait "$spid" 2>/dev/null || true
+	kill "$tpid"
+	wait "$tpid" 2>/dev/null || true
+	# The same for Postfix (stock settings): every process of the master's
+	# tree is traced, and workers forked meanwhile are followed.
+	pf_tune stock
+	master=$(awk '{print $1}' "$PF/spool/pid/master.pid")
+	rm -rf "$WORK/home/Maildir"
+	mapfile -t tree < <({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$master" '
+		{ ppid[$1] = $4 } END { want[root] = 1; changed = 1
+			while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
+			for (p in want) print p }')
+	strace -f -c -o "$tdir/strace-postfix.txt" $(printf -- '-p %s ' "${tree[@]}") 2>/dev/null &
+	spid=$!
+	sleep 1
+	smtp-source -s "$SESSIONS" -m 500 -l "$LEN" -f from@bench.example -t "$USER_NAME@bench.test" "127.0.0.1:$PF_PORT"
+	for _ in $(seq 1200); do
+		[[ $(find "$WORK/home/Maildir/new" -type f 2>/dev/null | wc -l) -ge 500 ]] && break
+		sleep 0.05
+	done
+	sleep 0.5
+	kill -INT "$spid"
+	wait "$spid" 2>/dev/null || true
+	calls() { awk '$NF ~ /^(fsync|fdatasync|renameat2?|rename|link|linkat|openat|connect|sendto|sendmmsg|write|writev)$/ && $4 ~ /^[0-9]+$/ { print $NF, $4 }' "$1"; }
+	TRACE_OUT=$(join -a1 -a2 -e 0 -o 0,1.2,2.2 <(calls "$tdir/strace.txt" | sort) <(calls "$tdir/strace-postfix.txt" | sort) |
+		awk '{ printf "| `%s` | %.2f | %.2f |\n", $1, $2 / 500, $3 / 500 }')
+fi
+
 GOBENCH_OUT=""
 # The inbound path's micro-benchmarks (the store's List100k takes minutes).
 GOBENCH_CMD="go test -bench 'Deliver\$|SMTPDeliver\$|Check\$' -run '^\$' ./store/ ./daemon/smtpin/ ./daemon/trust/"
@@ -312,6 +363,10 @@ sudo bench/run.sh                   # rewrites this section
 sudo bench/run.sh --no-write        # prints it only
 sudo SESSIONS=8 MSGS=2000 LEN=4096 REPS=3 bench/run.sh
 \`\`\`
+
+$(if [[ -n $TRACE_OUT ]]; then
+		printf 'System calls per message (a separate pass of 500 messages each under `strace -f -c`, not timed; Postfix with stock settings, counted until delivery to the Maildir):\n\n| syscall | mailctl serve | Postfix → Maildir |\n| --- | --- | --- |\n%s\n' "$TRACE_OUT"
+	fi)
 
 $(if [[ -n $GOBENCH_OUT ]]; then
 		printf 'Go micro-benchmarks of the inbound path from the same run (`%s`):\n\n```\n%s\n```\n' "$GOBENCH_CMD" "$GOBENCH_OUT"
