@@ -85,7 +85,7 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 	m.ID = id
 	m.Mailbox = mailbox
 	m.Attachments = nil
-	if err = writeMessage(d, mb, id, m, body, raw, atts); err != nil {
+	if err = writeMessage(d, mb, &fi.dirSync, id, m, body, raw, atts); err != nil {
 		// Leave nothing half-written behind. The id is reserved for this
 		// call, so these are its own files (the .md too, if only the final
 		// directory fsync failed: the caller reports a failure, so the
@@ -131,7 +131,7 @@ func taken(d *Dir, id string) bool {
 	return false
 }
 
-func writeMessage(d *Dir, mb *mailbox, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
 	if len(atts) > 0 {
 		ad, err := d.MkdirOwned(id+attSuffix, DirMode, mb.uid, mb.gid)
 		if err != nil {
@@ -155,12 +155,18 @@ func writeMessage(d *Dir, mb *mailbox, id string, m *Message, body string, raw [
 			return err
 		}
 	}
+	// The .eml and then the .md (the commit point) are each fsynced and
+	// renamed into place; one directory fsync, shared with concurrent
+	// deliveries to this folder, then makes both names durable.
 	if raw != nil {
-		if err := d.WriteFile(id+".eml", raw, FileMode, mb.uid, mb.gid); err != nil {
+		if err := d.writeFile(id+".eml", raw, FileMode, mb.uid, mb.gid, false); err != nil {
 			return err
 		}
 	}
-	return d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid)
+	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, false); err != nil {
+		return err
+	}
+	return dirSync.sync(d)
 }
 
 // uniqueName returns name, or name with "-2", "-3"... before its extension

@@ -70,6 +70,7 @@ type folderIndex struct {
 	sorted   []*entry          // newest first; nil when it must be rebuilt
 	reserved map[string]string // ids being delivered -> their Message-ID
 	cleaned  bool
+	dirSync  groupSync // shared directory fsyncs of concurrent deliveries
 }
 
 func newFolderIndex() *folderIndex {
