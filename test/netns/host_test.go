@@ -208,6 +208,11 @@ func (h *mailHost) stop() {
 			<-done
 		}
 	}
+	// MAILCTL_NETNS_LOGS=DIR keeps every daemon's whole log (CI artifacts).
+	if dir := os.Getenv("MAILCTL_NETNS_LOGS"); dir != "" {
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, strings.ReplaceAll(h.t.Name(), "/", "_")+"-"+h.Domain+".log"), []byte(h.Logs.String()), 0o644)
+	}
 	if h.t.Failed() {
 		h.t.Logf("mailctl serve log of %s (%s):\n%s", h.Domain, h.NS, tail(h.Logs.String(), 6000))
 	}

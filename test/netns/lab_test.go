@@ -81,7 +81,9 @@ func newLab(t *testing.T) *lab {
 	requireLab(t)
 	b := make([]byte, 1)
 	rand.Read(b)
-	l := &lab{t: t, id: randHex(3), subnet: fmt.Sprintf("10.231.%d", b[0]), nextIP: 10, dir: t.TempDir()}
+	// The pid in every name lets a later run tell namespaces of a dead run
+	// (removed at start) from those of a run still going.
+	l := &lab{t: t, id: fmt.Sprintf("%d-%s", os.Getpid(), randHex(2)), subnet: fmt.Sprintf("10.231.%d", b[0]), nextIP: 10, dir: t.TempDir()}
 	l.dnsNS = "mctl-" + l.id + "-dns"
 	l.DNSIP = l.subnet + ".1"
 	ipCmd(t, "netns", "add", l.dnsNS)

@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -88,8 +90,9 @@ func requireLab(t *testing.T) {
 	}
 }
 
-// removeStale deletes namespaces left by an earlier run that was killed
-// before its cleanup ran, with whatever still runs inside them.
+// removeStale deletes namespaces (mctl-<pid>-…) left by an earlier run that
+// was killed before its cleanup ran, with whatever still runs inside them.
+// Those of a run whose process still lives are left alone.
 func removeStale() {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
@@ -98,6 +101,10 @@ func removeStale() {
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 || !strings.HasPrefix(f[0], "mctl-") {
+			continue
+		}
+		pidField, _, _ := strings.Cut(strings.TrimPrefix(f[0], "mctl-"), "-")
+		if pid, err := strconv.Atoi(pidField); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
 			continue
 		}
 		killNS(f[0])
