@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -78,11 +79,27 @@ func dkimKey(t *testing.T, dir, name string) (keyPath, txt string) {
 	return keyPath, "v=DKIM1; k=rsa; p=" + base64.StdEncoding.EncodeToString(pub)
 }
 
+// ed25519Key makes an Ed25519 key in python3-dkim's format (the base64
+// seed) and returns the path and the TXT value that publishes it (RFC 8463).
+func ed25519Key(t *testing.T, dir string) (keyPath, txt string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath = filepath.Join(dir, "ed25519.key")
+	if err := os.WriteFile(keyPath, []byte(base64.StdEncoding.EncodeToString(priv.Seed())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyPath, "v=DKIM1; k=ed25519; p=" + base64.StdEncoding.EncodeToString(pub)
+}
+
 // dkimsign signs msg with python3-dkim's dkimsign, a signer independent of
 // the Go library the daemon verifies with.
-func dkimsign(t *testing.T, selector, signDomain, keyPath string, msg []byte) []byte {
+func dkimsign(t *testing.T, selector, signDomain, keyPath string, msg []byte, extra ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("dkimsign", "--hcanon", "relaxed", "--bcanon", "relaxed", selector, signDomain, keyPath)
+	args := append([]string{"--hcanon", "relaxed", "--bcanon", "relaxed"}, extra...)
+	cmd := exec.Command("dkimsign", append(args, selector, signDomain, keyPath)...)
 	cmd.Stdin = bytes.NewReader(msg)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -107,8 +124,12 @@ func TestTrustThroughBinary(t *testing.T) {
 	dir := t.TempDir()
 	senderKey, senderTXT := dkimKey(t, dir, "sender")
 	otherKey, otherTXT := dkimKey(t, dir, "other")
+	edKey, edTXT := ed25519Key(t, dir)
+	// python3-dkim signs Ed25519 only with PyNaCl (python3-nacl).
+	haveNaCl := exec.Command("/usr/bin/python3", "-c", "import nacl.signing").Run() == nil
 	_, dnsAddr := dnstest.Start(t,
 		dnstest.Record{Name: "s1._domainkey.sender.test", Type: "TXT", Value: senderTXT},
+		dnstest.Record{Name: "ed._domainkey.sender.test", Type: "TXT", Value: edTXT},
 		// SPF fails for the loopback client: trust must come from DKIM.
 		dnstest.Record{Name: "sender.test", Type: "TXT", Value: "v=spf1 ip4:192.0.2.1 -all"},
 		dnstest.Record{Name: "_dmarc.sender.test", Type: "TXT", Value: "v=DMARC1; p=reject"},
@@ -130,14 +151,21 @@ func TestTrustThroughBinary(t *testing.T) {
 		raw            []byte
 		trusted        string
 		dkim           []store.AuthResult // result and domain only
+		ed25519        bool               // sign with the Ed25519 key (raw is built in the subtest)
 		spf, dmarc     string
 	}{
 		{name: "aligned DKIM pass, trusted sender", mailFrom: "alice@sender.test",
 			raw:     dkimsign(t, "s1", "sender.test", senderKey, msg("Alice <alice@sender.test>", "aligned", "")),
 			trusted: "true", dkim: []store.AuthResult{{Result: "pass", Domain: "sender.test"}}, spf: "fail", dmarc: "pass"},
+		{name: "aligned Ed25519 DKIM pass (RFC 8463)", mailFrom: "alice@sender.test", ed25519: true,
+			trusted: "true", dkim: []store.AuthResult{{Result: "pass", Domain: "sender.test"}}, spf: "fail", dmarc: "pass"},
 		{name: "DKIM pass by an unrelated domain", mailFrom: "alice@sender.test",
 			raw:     dkimsign(t, "s2", "unrelated.test", otherKey, msg("Alice <alice@sender.test>", "unrelated", "")),
 			trusted: "false", dkim: []store.AuthResult{{Result: "pass", Domain: "unrelated.test"}}, spf: "fail", dmarc: "fail"},
+		{name: "aligned signature, body changed after signing", mailFrom: "alice@sender.test",
+			raw: bytes.Replace(dkimsign(t, "s1", "sender.test", senderKey, msg("Alice <alice@sender.test>", "tampered", "")),
+				[]byte("please run the deploy"), []byte("please wire the money"), 1),
+			trusted: "false", dkim: []store.AuthResult{{Result: "fail", Domain: "sender.test"}}, spf: "fail", dmarc: "fail"},
 		{name: "forged Authentication-Results", mailFrom: "alice@sender.test",
 			raw:     msg("Alice <alice@sender.test>", "forged", forged),
 			trusted: "false", dkim: nil, spf: "fail", dmarc: "fail"},
@@ -150,6 +178,12 @@ func TestTrustThroughBinary(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.ed25519 {
+				if !haveNaCl {
+					t.Skip("python3-dkim needs PyNaCl to sign with Ed25519 (apt install python3-nacl)")
+				}
+				tc.raw = dkimsign(t, "ed", "sender.test", edKey, msg("Alice <alice@sender.test>", "ed25519", ""), "--signalg", "ed25519-sha256")
+			}
 			sendRaw(t, d.SMTPAddr, tc.mailFrom, rcpt, tc.raw)
 			id := string(bytes.SplitN(bytes.SplitN(tc.raw, []byte("Message-ID: <"), 2)[1], []byte(">"), 2)[0])
 			m := d.byMessageID(t, id, 10*time.Second)
