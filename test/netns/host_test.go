@@ -147,6 +147,9 @@ func (h *mailHost) start() {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", h.NS, mailctlBin, "serve", "--config", h.cfg)
 	cmd.Stdout, cmd.Stderr = h.Logs, h.Logs
+	if dir := os.Getenv("MAILCTL_COVERDIR"); dir != "" {
+		cmd.Env = append(os.Environ(), "GOCOVERDIR="+dir)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting mailctl serve: %v", err)
 	}
@@ -208,6 +211,10 @@ func (h *mailHost) stop() {
 			<-done
 		}
 	}
+	// A daemon built with -race reports here.
+	if strings.Contains(h.Logs.String(), "WARNING: DATA RACE") {
+		h.t.Errorf("data race in mailctl serve of %s:\n%s", h.Domain, raceReport(h.Logs.String()))
+	}
 	// MAILCTL_NETNS_LOGS=DIR keeps every daemon's whole log (CI artifacts).
 	if dir := os.Getenv("MAILCTL_NETNS_LOGS"); dir != "" {
 		os.MkdirAll(dir, 0o755)
@@ -216,6 +223,19 @@ func (h *mailHost) stop() {
 	if h.t.Failed() {
 		h.t.Logf("mailctl serve log of %s (%s):\n%s", h.Domain, h.NS, tail(h.Logs.String(), 6000))
 	}
+}
+
+// raceReport cuts the first race report out of a daemon log.
+func raceReport(log string) string {
+	i := strings.Index(log, "WARNING: DATA RACE")
+	if i < 0 {
+		return ""
+	}
+	r := log[i:]
+	if j := strings.Index(r, "=================="); j > 0 {
+		r = r[:j]
+	}
+	return clip(r, 8000)
 }
 
 func tail(s string, n int) string {

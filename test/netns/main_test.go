@@ -52,8 +52,24 @@ func run(m *testing.M) int {
 	}
 	mailctlBin = filepath.Join(dir, "mailctl")
 	dnstestdBin = filepath.Join(dir, "dnstestd")
+	// MAILCTL_NETNS_BUILDFLAGS (e.g. "-race") shapes the daemon under test;
+	// MAILCTL_COVERDIR collects its coverage (go build -cover, GOCOVERDIR).
+	flags := strings.Fields(os.Getenv("MAILCTL_NETNS_BUILDFLAGS"))
+	if dir := os.Getenv("MAILCTL_COVERDIR"); dir != "" {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		// Hooks run `mailctl mcp` as throwaway users: let them write too.
+		os.Chmod(dir, 0o777)
+		flags = append(flags, "-cover", "-coverpkg=github.com/mailctl/mailctl/...")
+	}
 	for out, pkg := range map[string]string{mailctlBin: "./cmd/mailctl", dnstestdBin: "./internal/dnstest/cmd/dnstestd"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
+		args := []string{"build", "-o", out}
+		if out == mailctlBin {
+			args = append(args, flags...)
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 
 const { MAILCTL_BIN: bin, MAILCTL_SOCKET: socket, MAILCTL_MAILBOX: mailbox, MAILCTL_ID: id } = process.env;
 const client = new Client({ name: "netns-agent", version: "1.0.0" });
-await client.connect(new StdioClientTransport({ command: bin, args: ["mcp", "--socket", socket], stderr: "inherit" }));
+await client.connect(new StdioClientTransport({ command: bin, args: ["mcp", "--socket", socket], env: process.env, stderr: "inherit" }));
 async function call(name, args) {
   const res = await client.callTool({ name, arguments: args }, undefined, { timeout: 90000 });
   if (res.isError) {
@@ -65,13 +64,13 @@ func TestAgentMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := l.newMailHost("a", "a.test", hostOptions{Mailboxes: []string{"boss"}, TrustedSenders: []string{"*@b.test"}})
-	var b *mailHost
-	hook := `name = "agent"
-mailbox = "agent"
-event = "on_receive"
-timeout_secs = 120
-cmd = ["/usr/bin/env", "MAILCTL_BIN=` + mailctlBin + `", "MAILCTL_SOCKET={SOCK}", ` + strconv.Quote(node) + `, ` + strconv.Quote(script) + `]`
-	b = l.newMailHost("b", "b.test", hostOptions{Mailboxes: []string{"agent"}, TrustedSenders: []string{"boss@a.test"}, Hooks: []string{hook}})
+	env := []string{"/usr/bin/env", "MAILCTL_BIN=" + mailctlBin, "MAILCTL_SOCKET={SOCK}"}
+	if dir := os.Getenv("MAILCTL_COVERDIR"); dir != "" {
+		env = append(env, "GOCOVERDIR="+dir)
+	}
+	hook := "name = \"agent\"\nmailbox = \"agent\"\nevent = \"on_receive\"\ntimeout_secs = 120\ncmd = " +
+		quoteList(append(env, node, script))
+	b := l.newMailHost("b", "b.test", hostOptions{Mailboxes: []string{"agent"}, TrustedSenders: []string{"boss@a.test"}, Hooks: []string{hook}})
 
 	res := a.send(protocol.SendArgs{FromMailbox: "boss", To: []string{"agent@b.test"}, Subject: "Can you confirm?", Body: "Please confirm you got this."})
 	if res.Status != "delivered" {
