@@ -109,6 +109,7 @@ type options struct {
 	MaxConns       int      // [smtp] max_connections (0: default)
 	MaxConnsPerIP  int      // [smtp] max_connections_per_ip (0: default)
 	MaxBytes       int      // [smtp] max_message_bytes (0: default)
+	SMTPExtra      string   // more [smtp] lines, verbatim
 }
 
 // daemon is one running (or stopped) `mailctl serve`.
@@ -213,6 +214,7 @@ func startDaemon(t *testing.T, o options) *daemon {
 	if o.MaxBytes > 0 {
 		fmt.Fprintf(&b, "max_message_bytes = %d\n", o.MaxBytes)
 	}
+	b.WriteString(o.SMTPExtra)
 	if o.MaxConnsPerIP > 0 {
 		fmt.Fprintf(&b, "max_connections_per_ip = %d\n", o.MaxConnsPerIP)
 	}
