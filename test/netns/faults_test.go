@@ -52,6 +52,9 @@ func TestFaultDNS(t *testing.T) {
 	// vanish and time out.
 	a := l.newMailHost("a", "a.test", hostOptions{Mailboxes: []string{"boss"}, Resolver: l.subnet + ".250:53"})
 	b := l.newMailHost("b", "b.test", hostOptions{Mailboxes: []string{"agent"}})
+	// c checks inbound mail through the working DNS server (a's checks
+	// would wait for its blackhole).
+	c := l.newMailHost("c", "c.test", hostOptions{Mailboxes: []string{"agent"}})
 
 	start := time.Now()
 	res := a.send(protocol.SendArgs{FromMailbox: "boss", To: []string{"agent@b.test"}, Subject: "dns timeout", Body: "x"})
@@ -65,14 +68,28 @@ func TestFaultDNS(t *testing.T) {
 	a.sentCopy("boss", res.ID, "deferred", 10*time.Second)
 
 	l.stopDNS()
-	res2 := b.send(protocol.SendArgs{FromMailbox: "agent", To: []string{"boss@a.test"}, Subject: "dns down", Body: "x"})
+	res2 := b.send(protocol.SendArgs{FromMailbox: "agent", To: []string{"agent@c.test"}, Subject: "dns down", Body: "x"})
 	if res2.Status != "deferred" {
 		res2 = b.waitStatus("agent", res2.ID, "deferred", 60*time.Second)
 	}
 	if res2.Status != "deferred" || res2.Recipients[0].Status != "deferred" {
 		t.Fatalf("with the DNS server stopped the send is %q %+v, want deferred", res2.Status, res2.Recipients)
 	}
-	summary(t, "F1-dns", "resolver timeout → deferred after %v (%d %s); DNS server down → deferred (%d %s)",
+
+	// DNS comes back: a retry delivers the deferred message.
+	l.startDNS()
+	item, ok := b.queueIDs()[strings.Trim(res2.MessageID, "<>")]
+	if !ok {
+		t.Fatalf("deferred message %s is not in b's queue", res2.MessageID)
+	}
+	if err := b.call(protocol.VerbQueueRetry, protocol.QueueIDArgs{ID: item.ID}, nil); err != nil {
+		t.Fatalf("queue.retry: %v", err)
+	}
+	c.byMessageID("agent", "inbox", res2.MessageID, 30*time.Second)
+	if st := b.waitStatus("agent", res2.ID, "delivered", 10*time.Second); st.Status != "delivered" {
+		t.Errorf("after DNS returned and a retry the send is %q", st.Status)
+	}
+	summary(t, "F1-dns", "resolver timeout → deferred after %v (%d %s); DNS server down → deferred (%d %s), delivered by a retry once it is back",
 		timeoutTook, res.Recipients[0].Code, clip(res.Recipients[0].Detail, 80), res2.Recipients[0].Code, clip(res2.Recipients[0].Detail, 80))
 }
 

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,9 +152,9 @@ func kill9Queue(t *testing.T) (stuck []string) {
 }
 
 // TestFaultKill9Inbound: eight clients send to a daemon as fast as it takes
-// mail; it is killed with SIGKILL mid-stream and restarted. Every message
-// that got a 250 must be stored exactly once, and every stored file must
-// parse.
+// mail; it is killed with SIGKILL at a random point mid-stream and
+// restarted, three times. Every message that got a 250 must be stored
+// exactly once, and every stored file must parse.
 func TestFaultKill9Inbound(t *testing.T) {
 	const senders = 8
 	l := newLab(t)
@@ -192,18 +193,24 @@ func TestFaultKill9Inbound(t *testing.T) {
 	}
 	ackedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 
-	wg := run()
-	if !waitFor(60*time.Second, func() bool { return ackedCount() >= 80 }) {
-		t.Fatalf("only %d messages accepted before the kill", ackedCount())
+	var killedAt []string
+	for range 3 {
+		from := ackedCount()
+		at := from + 20 + mrand.IntN(60)
+		wg := run()
+		if !waitFor(60*time.Second, func() bool { return ackedCount() >= at }) {
+			t.Fatalf("only %d messages accepted, waiting for %d", ackedCount(), at)
+		}
+		r.kill9()
+		stop.Store(true)
+		wg.Wait()
+		stop.Store(false)
+		killedAt = append(killedAt, fmt.Sprint(at))
+		r.start()
 	}
-	r.kill9()
-	stop.Store(true)
-	wg.Wait()
-	beforeKill := ackedCount()
-	r.start()
-	stop.Store(false)
-	wg = run()
-	waitFor(30*time.Second, func() bool { return ackedCount() >= beforeKill+40 })
+	wg := run()
+	last := ackedCount()
+	waitFor(30*time.Second, func() bool { return ackedCount() >= last+40 })
 	stop.Store(true)
 	wg.Wait()
 
@@ -255,6 +262,6 @@ func TestFaultKill9Inbound(t *testing.T) {
 	if len(temps) > 0 {
 		t.Logf("temporary files left by the kill: %s", strings.Join(temps, " "))
 	}
-	summary(t, "F2-kill9-inbound", "%d senders, SIGKILL after %d acknowledged, restart: acknowledged=%d stored=%d lost=%d duplicates=%d stored_without_250=%d temp_files_left=%d",
-		senders, beforeKill, len(acked), len(stored), lost, dup, unacked, len(temps))
+	summary(t, "F2-kill9-inbound", "%d senders, SIGKILL+restart after %s acknowledged: acknowledged=%d stored=%d lost=%d duplicates=%d stored_without_250=%d temp_files_left=%d",
+		senders, strings.Join(killedAt, ","), len(acked), len(stored), lost, dup, unacked, len(temps))
 }
