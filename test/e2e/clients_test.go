@@ -77,6 +77,7 @@ func TestSwaksSTARTTLSAttachment(t *testing.T) {
 
 	m := d.byMessageID(t, "swaks-1@sender.test", 10*time.Second)
 	checkCommon(t, m, "Alice <alice@sender.test>", "quarterly report", "swaks-1@sender.test")
+	d.checkOwned(t, m)
 	fields := checkRaw(t, m.Raw, sent, 0)
 	if !strings.Contains(fields[1], "with ESMTPS") || !strings.Contains(fields[1], "TLS1.") {
 		t.Errorf("our Received header does not record TLS: %q", fields[1])
@@ -125,6 +126,7 @@ print("sent")
 	}
 	m := d.byMessageID(t, "py-utf8-1@sender.test", 10*time.Second)
 	checkCommon(t, m, from, subject, "py-utf8-1@sender.test")
+	d.checkOwned(t, m)
 	fields := checkRaw(t, m.Raw, msg, 0)
 	if !strings.Contains(fields[1], "with UTF8SMTPS") {
 		t.Errorf("our Received header does not say UTF8SMTPS: %q", fields[1])
@@ -154,6 +156,7 @@ func TestMsmtp(t *testing.T) {
 
 	m := d.byMessageID(t, "msmtp-1@sender.test", 10*time.Second)
 	checkCommon(t, m, "Bob <bob@sender.test>", "via msmtp", "msmtp-1@sender.test")
+	d.checkOwned(t, m)
 	checkRaw(t, m.Raw, crlf(msg), 0)
 	fm := m.Meta
 	if len(fm.To) != 2 || !contains(fm.To, "other@elsewhere.test") {

@@ -466,28 +466,49 @@ func (d *daemon) checkAttachment(t *testing.T, m stored, name, ctype string, dat
 		if a.Size != int64(len(data)) {
 			t.Errorf("attachment %s size %d, want %d", name, a.Size, len(data))
 		}
-		got, err := os.ReadFile(filepath.Join(d.mailboxDir(), a.Path))
-		if err != nil {
-			// The path may be relative to the folder rather than the mailbox.
-			got, err = os.ReadFile(filepath.Join(d.mailboxDir(), "inbox", a.Path))
+		// The path is relative to the message's folder.
+		path := filepath.Join(d.mailboxDir(), "inbox", a.Path)
+		if !strings.HasPrefix(filepath.Clean(path), filepath.Join(d.mailboxDir(), "inbox")+"/") {
+			t.Fatalf("attachment path %q leaves the folder", a.Path)
 		}
+		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatalf("attachment %s not on disk at %s: %v", name, a.Path, err)
 		}
 		if !bytes.Equal(got, data) {
 			t.Errorf("attachment %s on disk differs from what was sent (%d vs %d bytes)", name, len(got), len(data))
 		}
-		if os.Geteuid() == 0 {
-			st, _ := os.Stat(filepath.Join(d.mailboxDir(), a.Path))
-			if st != nil {
-				if sys := st.Sys().(*syscall.Stat_t); int(sys.Uid) != d.uid {
-					t.Errorf("attachment owned by uid %d, want the mailbox owner %d", sys.Uid, d.uid)
-				}
-			}
+		st, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); int(sys.Uid) != d.uid {
+			t.Errorf("attachment owned by uid %d, want the mailbox owner %d", sys.Uid, d.uid)
+		}
+		if st.Mode()&0o022 != 0 || !st.Mode().IsRegular() {
+			t.Errorf("attachment mode %v: want a regular file writable by its owner only", st.Mode())
 		}
 		return
 	}
 	t.Errorf("no attachment %q in frontmatter: %+v", name, m.Meta.Attachments)
+}
+
+// checkOwned asserts that the message files and the mailbox belong to the
+// mailbox owner (a throwaway user as root) and are private to it.
+func (d *daemon) checkOwned(t *testing.T, m stored) {
+	t.Helper()
+	for _, p := range []string{d.mailboxDir(), filepath.Join(d.mailboxDir(), "inbox", m.ID+".md"), filepath.Join(d.mailboxDir(), "inbox", m.ID+".eml")} {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); int(sys.Uid) != d.uid {
+			t.Errorf("%s owned by uid %d, want the mailbox owner %d", p, sys.Uid, d.uid)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %v, want it private to the owner", p, st.Mode())
+		}
+	}
 }
 
 // checkCommon asserts the frontmatter fields every scenario shares.
