@@ -110,6 +110,7 @@ type options struct {
 	MaxConnsPerIP  int      // [smtp] max_connections_per_ip (0: default)
 	MaxBytes       int      // [smtp] max_message_bytes (0: default)
 	SMTPExtra      string   // more [smtp] lines, verbatim
+	Extra          string   // more TOML at the end (e.g. [[hooks]]), verbatim; DIR is replaced by the daemon's folder
 }
 
 // daemon is one running (or stopped) `mailctl serve`.
@@ -220,6 +221,7 @@ func startDaemon(t *testing.T, o options) *daemon {
 	}
 	fmt.Fprintf(&b, "\n[trust]\nresolver = %q\ntrusted_senders = %s\n", o.Resolver, quoteList(o.TrustedSenders))
 	fmt.Fprintf(&b, "\n[[mailboxes]]\nname = %q\nowner = %q\n", mailbox, ownerName)
+	b.WriteString(strings.ReplaceAll(o.Extra, "DIR", dir))
 	if err := os.WriteFile(d.cfgPath, []byte(b.String()), 0o640); err != nil {
 		t.Fatal(err)
 	}

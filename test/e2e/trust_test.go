@@ -8,10 +8,12 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"fmt"
 	"net/smtp"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +141,23 @@ func TestTrustThroughBinary(t *testing.T) {
 		dnstest.Record{Name: "spfonly.test", Type: "TXT", Value: "v=spf1 ip4:127.0.0.1 -all"},
 		dnstest.Record{Name: "_dmarc.spfonly.test", Type: "TXT", Value: "v=DMARC1; p=none"},
 	)
-	d := startDaemon(t, options{Resolver: dnsAddr, TrustedSenders: []string{"*@sender.test", "bob@spfonly.test"}})
+	// An operator hook records, as the uid it runs with, which messages
+	// fired it: only trusted mail may (fire_on_untrusted is off).
+	hook := `
+[[hooks]]
+name = "wake"
+mailbox = "agent"
+event = "on_receive"
+cmd = ["/bin/sh", "-c", "printf '%s %s %s\\n' \"$(id -u)\" \"$MAILCTL_MESSAGE_ID\" \"$MAILCTL_TRUSTED\" >> \"$0/hook.log\"", "DIR/hookout"]
+`
+	d := startDaemon(t, options{Resolver: dnsAddr, TrustedSenders: []string{"*@sender.test", "bob@spfonly.test"}, Extra: hook})
+	hookDir := filepath.Join(d.dir, "hookout")
+	if err := os.Mkdir(hookDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(hookDir, d.uid, d.gid); err != nil {
+		t.Fatal(err)
+	}
 
 	msg := func(from, id, extra string) []byte {
 		return crlf(extra + "From: " + from + "\nTo: " + rcpt + "\nSubject: trust " + id +
@@ -230,6 +248,37 @@ func TestTrustThroughBinary(t *testing.T) {
 			t.Logf("%s: trusted=%s dkim=%v spf=%s dmarc=%s (%s)", tc.name, fm.Trusted, fm.DKIM, fm.SPF.Result, fm.DMARC.Result, fm.DMARC.Detail)
 		})
 	}
+
+	// The hook ran once per trusted message, as the owner, and never for
+	// the others.
+	var want []string
+	for _, tc := range cases {
+		if tc.trusted == "true" && (!tc.ed25519 || haveNaCl) {
+			id := "ed25519@e2e-trust"
+			if !tc.ed25519 {
+				id = string(bytes.SplitN(bytes.SplitN(tc.raw, []byte("Message-ID: <"), 2)[1], []byte(">"), 2)[0])
+			}
+			want = append(want, fmt.Sprintf("%d %s true", d.uid, id))
+		}
+	}
+	read := func() []string {
+		b, _ := os.ReadFile(filepath.Join(hookDir, "hook.log"))
+		return strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), " ", "/"))
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(read()) < len(want) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // a late run for untrusted mail would show now
+	got := read()
+	for i := range want {
+		want[i] = strings.ReplaceAll(want[i], " ", "/")
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("on_receive hook runs (uid message-id trusted):\n got %q\nwant %q", got, want)
+	}
+	t.Logf("on_receive hook fired for the %d trusted messages only, as uid %d", len(want), d.uid)
 }
 
 // fromDomain is the domain of the From address in raw.
