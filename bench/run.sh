@@ -356,7 +356,7 @@ mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
 - Machine: $(nproc) CPUs ($MODEL), $MEM RAM, Linux $(uname -r), $FS, $(go version | awk '{print $3}').
   The machine was shared with other work while measuring; compare rows of the same run.
 
-Reproduce (as root, Debian with \`postfix\` installed, from the repository root):
+Reproduce (as root, Debian with \`postfix\` and, for the system-call table, \`strace\` installed; Go as in go.mod; from the repository root):
 
 \`\`\`
 sudo bench/run.sh                   # rewrites this section
