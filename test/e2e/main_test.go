@@ -364,22 +364,6 @@ func (d *daemon) inbox(t *testing.T) []stored {
 	return out
 }
 
-// waitInbox waits until the inbox holds at least n messages.
-func (d *daemon) waitInbox(t *testing.T, n int, timeout time.Duration) []stored {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := d.inbox(t)
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("inbox holds %d messages after %v, want %d; log:\n%s", len(got), timeout, n, d.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // byMessageID finds the stored message with the given Message-ID.
 func (d *daemon) byMessageID(t *testing.T, id string, timeout time.Duration) stored {
 	t.Helper()
@@ -419,9 +403,9 @@ func headerFields(raw []byte, n int) (fields []string, rest []byte) {
 }
 
 // checkRaw asserts that the stored raw copy is exactly one
-// Authentication-Results header by us, our Received header, then extra more
-// header fields added on the way (a relay's Received), then sent byte for
-// byte. It returns the prepended fields.
+// Authentication-Results header by us, our Received header, then `extra`
+// Received headers added on the way (a relay's), then sent byte for byte.
+// It returns the prepended fields.
 func checkRaw(t *testing.T, raw, sent []byte, extra int) []string {
 	t.Helper()
 	fields, rest := headerFields(raw, 2+extra)
