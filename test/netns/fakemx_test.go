@@ -179,3 +179,22 @@ func (f *fakeMX) resends() int {
 	defer f.mu.Unlock()
 	return f.resentAfterAck
 }
+
+// FuzzReadData feeds the fake MX's DATA reader arbitrary input: it must not
+// panic, and a Message-ID it finds is one header line's value.
+func FuzzReadData(f *testing.F) {
+	f.Add("Message-ID: <a@b>\r\nSubject: x\r\n\r\nbody\r\n.\r\n")
+	f.Add("message-id:<x@y>\r\n\r\nMessage-ID: <late@y>\r\n.\r\n")
+	f.Add("Subject: no end")
+	f.Add("Message-ID:\r\n <folded@y>\r\n\r\n.\r\n")
+	f.Add(".\r\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		mid, ok := readData(bufio.NewReader(strings.NewReader(in)))
+		if !ok && mid != "" {
+			t.Fatalf("no end of data but a Message-ID %q", mid)
+		}
+		if strings.Contains(mid, "\n") {
+			t.Fatalf("Message-ID %q spans lines", mid)
+		}
+	})
+}

@@ -362,7 +362,7 @@ func (h *mailHost) vmRSS() int {
 	return -1
 }
 
-// threads counts the daemon's OS threads and open file descriptors.
+// threadsAndFDs counts the daemon's OS threads and open file descriptors.
 func (h *mailHost) threadsAndFDs() (threads, fds int) {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", h.PID()))
 	fdEnts, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", h.PID()))

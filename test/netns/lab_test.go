@@ -92,7 +92,10 @@ func newLab(t *testing.T) *lab {
 		exec.Command("ip", "netns", "del", l.dnsNS).Run()
 	})
 	ipCmd(t, "-n", l.dnsNS, "link", "set", "lo", "up")
-	ipCmd(t, "-n", l.dnsNS, "link", "add", "br0", "type", "bridge")
+	// A fixed address: otherwise the bridge takes the lowest address of its
+	// ports, changes it when a host joins later, and the hosts' ARP entries
+	// for the DNS server point nowhere until they expire.
+	ipCmd(t, "-n", l.dnsNS, "link", "add", "br0", "address", "02:00:0a:e7:00:01", "type", "bridge")
 	ipCmd(t, "-n", l.dnsNS, "addr", "add", l.DNSIP+"/24", "dev", "br0")
 	ipCmd(t, "-n", l.dnsNS, "link", "set", "br0", "up")
 	l.zoneFile = filepath.Join(l.dir, "zone.txt")
