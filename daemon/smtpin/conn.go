@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -182,12 +183,36 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 	if len(c.peek) > 0 {
 		n := copy(b, c.peek)
 		c.peek = c.peek[n:]
+		// A first line longer than the peek must reach go-smtp's line reader
+		// in one piece with what follows: handed over alone, the peeked bytes
+		// would be taken for a complete command when the rest overflows the
+		// line limit.
+		if len(c.peek) == 0 && n < len(b) && bytes.IndexByte(b[:n], '\n') < 0 {
+			m, err := c.Conn.Read(b[n:])
+			return n + m, err
+		}
 		return n, nil
 	}
 	return c.Conn.Read(b)
 }
 
+// sizeAd returns the SIZE line go-smtp writes and the one we mean: go-smtp
+// is configured one byte over the limit (see newSMTP) and would advertise that.
+func (s *Server) sizeAd() (goSMTP, exact []byte) {
+	return []byte(fmt.Sprintf("SIZE %d\r\n", s.lim.MaxMessageBytes+1)), []byte(fmt.Sprintf("SIZE %d\r\n", s.lim.MaxMessageBytes))
+}
+
 func (c *trackedConn) Write(b []byte) (int, error) {
+	if from, to := c.s.sizeAd(); bytes.Contains(b, from) {
+		fixed := bytes.Replace(b, from, to, 1)
+		if _, err := c.Conn.Write(fixed); err != nil {
+			return 0, err
+		}
+		if c.closeAfter.Load() {
+			c.Close()
+		}
+		return len(b), nil
+	}
 	n, err := c.Conn.Write(b)
 	if c.closeAfter.Load() {
 		c.Close()

@@ -173,7 +173,9 @@ func (s *Server) newSMTP(lmtp bool) *smtp.Server {
 	gs.MaxRecipients = s.lim.MaxRecipients
 	// go-smtp's DATA reader refuses a message of exactly its limit (it
 	// stops before seeing the terminator), so it gets one byte more and the
-	// exact limit is enforced in Data.
+	// exact limit is enforced in Mail (declared SIZE) and Data. go-smtp would
+	// advertise that value; trackedConn.Write puts the real limit in the
+	// EHLO reply (sizeAd).
 	gs.MaxMessageBytes = s.lim.MaxMessageBytes + 1
 	gs.MaxLineLength = s.lim.MaxLineLength
 	gs.ReadTimeout = s.lim.CommandTimeout

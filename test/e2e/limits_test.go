@@ -58,7 +58,7 @@ func TestMessageSizeLimit(t *testing.T) {
 		return
 	}
 	if size != strconv.Itoa(limit) {
-		t.Skipf("bug: EHLO advertises SIZE %s but max_message_bytes is %d: daemon/smtpin/server.go sets go-smtp's MaxMessageBytes to the limit+1 (so that a message of exactly the limit passes go-smtp's reader), and go-smtp advertises that value and accepts MAIL FROM SIZE=%d, after which the message is refused with 552", size, limit, limit+1)
+		t.Errorf("EHLO advertises SIZE %s, want max_message_bytes %d", size, limit)
 	}
 	t.Logf("max_message_bytes=%d: exactly %d bytes stored, %d refused with 552, EHLO SIZE %s", limit, limit, limit+1, size)
 }
@@ -163,7 +163,7 @@ func TestLimitsFromConfig(t *testing.T) {
 		r := c.cmd("RSET   " + strings.Repeat("x", 8000) + "\r\n")
 		if !strings.HasPrefix(r, "500") {
 			next := c.reply()
-			t.Skipf("bug: an over-long FIRST line has its first 8 bytes run as a complete command: \"RSET   xxxx…\" (8007 bytes, max_line_length = 1000) gets %q, then %q. daemon/smtpin/conn.go trackedConn.Read returns its 8-byte peek in one Read and the rest in the next; go-smtp's lineLimitReader fails that second Read with ErrTooLongLine, and bufio.Reader.ReadLine returns the 8 buffered bytes as a whole line, dropping the error", strings.TrimSpace(r), strings.TrimSpace(next))
+			t.Errorf("an over-long first line (8007 bytes, max_line_length = 1000) was partly run as a command: got %q, then %q; want 500", strings.TrimSpace(r), strings.TrimSpace(next))
 		}
 	})
 
