@@ -9,6 +9,7 @@
 package netns
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,6 +33,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	// Fuzzing runs only the fuzz targets, in many worker processes: do not
+	// build or probe in each of them.
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		skipReason = "not while fuzzing"
+		return m.Run()
+	}
 	skipReason = probe()
 	if skipReason != "" {
 		return m.Run()
