@@ -464,3 +464,35 @@ func CleanTemps(d *Dir) {
 		d.RemoveAll(n)
 	}
 }
+
+// cleanOrphans removes the raw copy and attachments of messages whose .md
+// (the commit point) was never written, as a crash between the two leaves
+// them. Only files older than StaleTempAge go, so a delivery in progress is
+// never touched.
+func cleanOrphans(d *Dir) {
+	names, err := d.Names()
+	if err != nil {
+		return
+	}
+	committed := map[string]bool{}
+	for _, n := range names {
+		if strings.HasSuffix(n, ".md") {
+			committed[strings.TrimSuffix(n, ".md")] = true
+		}
+	}
+	cutoff := time.Now().Add(-StaleTempAge)
+	for _, n := range names {
+		id, ok := strings.CutSuffix(n, ".eml")
+		if !ok {
+			id, ok = strings.CutSuffix(n, attSuffix)
+		}
+		if !ok || committed[id] {
+			continue
+		}
+		st, err := d.Lstat(n)
+		if err != nil || time.Unix(st.Mtim.Unix()).After(cutoff) {
+			continue
+		}
+		d.RemoveAll(n)
+	}
+}

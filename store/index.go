@@ -90,6 +90,7 @@ func (fi *folderIndex) sync(d *Dir, uid int) error {
 	}
 	if !fi.cleaned {
 		CleanTemps(d)
+		cleanOrphans(d)
 		fi.cleaned = true
 	}
 	names, err := d.Names()

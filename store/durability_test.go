@@ -1,8 +1,11 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestGroupSyncConcurrentCallersAllReturn(t *testing.T) {
@@ -59,5 +62,31 @@ func TestGroupSyncNeedsASyncStartedAfterTheCall(t *testing.T) {
 	}
 	if g.started != 6 || g.done != 6 {
 		t.Fatalf("the waiter did not run its own sync: started=%d done=%d", g.started, g.done)
+	}
+}
+
+func TestOrphansOfUncommittedMessagesAreCleaned(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	old := time.Now().Add(-2 * StaleTempAge)
+	for _, f := range []string{"a.eml", "b.eml", "b.md", "c.eml"} {
+		p := filepath.Join(dir, f)
+		os.WriteFile(p, []byte("x"), 0o600)
+		if f != "c.eml" {
+			os.Chtimes(p, old, old)
+		}
+	}
+	os.Mkdir(filepath.Join(dir, "a"+attSuffix), 0o700)
+	os.Chtimes(filepath.Join(dir, "a"+attSuffix), old, old)
+	cleanOrphans(d)
+	for f, want := range map[string]bool{"a.eml": false, "a" + attSuffix: false, "b.eml": true, "b.md": true, "c.eml": true} {
+		_, err := os.Stat(filepath.Join(dir, f))
+		if (err == nil) != want {
+			t.Errorf("%s: exists=%v, want %v", f, err == nil, want)
+		}
 	}
 }
