@@ -233,7 +233,9 @@ type smtpService struct {
 }
 
 func (d *Daemon) newInbound() *inbound {
-	b := &inbound{d: d, checker: &trust.Checker{Resolver: resolver.New(d.cfg().Trust.Resolver, 0)}}
+	// Mail from one domain asks the same SPF, DKIM and DMARC questions for
+	// every message: a short cache answers the repeats.
+	b := &inbound{d: d, checker: &trust.Checker{Resolver: resolver.NewCache(resolver.New(d.cfg().Trust.Resolver, 0))}}
 	if d.resolver != nil {
 		b.checker.Resolver = d.resolver
 	}
