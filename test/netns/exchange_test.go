@@ -31,7 +31,7 @@ timeout_secs = 30`
 // stored, not trusted, and the hook stays quiet).
 func TestExchange(t *testing.T) {
 	l := newLab(t)
-	a := l.newMailHost("a", "a.test", hostOptions{Mailboxes: []string{"boss"}, TrustedSenders: []string{"*@b.test"}})
+	a := l.newMailHost("a", "a.test", hostOptions{Mailboxes: []string{"boss", "intern"}, TrustedSenders: []string{"*@b.test"}})
 	b := l.newMailHost("b", "b.test", hostOptions{Mailboxes: []string{"agent"}, TrustedSenders: []string{"boss@a.test"},
 		Hooks: []string{markerHook}})
 	marker := filepath.Join(b.Owner.Home, "marker")
@@ -74,8 +74,17 @@ func TestExchange(t *testing.T) {
 	if !waitFor(15*time.Second, func() bool { return markerHas(marker, res.MessageID) }) {
 		t.Fatalf("on_receive hook did not fire for the trusted message; marker: %q", readFile(marker))
 	}
-	summary(t, "1-two-hosts", "a.test→b.test delivered tls=%s dkim=%s dmarc=%s trusted=%s; reply threaded (thread %s); hook fired",
-		tlsState, dkimSummary(got.Meta), got.Meta.DMARC.Result, got.Meta.Trusted, back.Meta.ThreadID)
+
+	// The same authenticated path from a sender b does not list: not
+	// trusted, and the hook stays quiet.
+	other := a.send(protocol.SendArgs{FromMailbox: "intern", To: []string{"agent@b.test"}, Subject: "FYI", Body: "not on the list"})
+	if other.Status != "delivered" {
+		t.Fatalf("send from intern: %q %+v", other.Status, other.Recipients)
+	}
+	unlisted := b.byMessageID("agent", "inbox", other.MessageID, 20*time.Second)
+	checkAuth(t, unlisted.Meta, "a.test", "pass", "false")
+	summary(t, "1-two-hosts", "a.test→b.test delivered tls=%s dkim=%s dmarc=%s trusted=%s; reply threaded (thread %s); hook fired; unlisted intern@a.test authenticated but trusted=%s",
+		tlsState, dkimSummary(got.Meta), got.Meta.DMARC.Result, got.Meta.Trusted, back.Meta.ThreadID, unlisted.Meta.Trusted)
 
 	// Scenario 4: c.test signs as itself and claims From: boss@a.test.
 	c := l.addHost("c")
@@ -112,8 +121,8 @@ func TestExchange(t *testing.T) {
 	// The hook runs right after storage; give it the time the legitimate
 	// one needed and more before concluding it stayed quiet.
 	time.Sleep(3 * time.Second)
-	if markerHas(marker, mid) {
-		t.Errorf("on_receive hook fired for the spoofed message; marker: %q", readFile(marker))
+	if markerHas(marker, mid) || markerHas(marker, other.MessageID) {
+		t.Errorf("on_receive hook fired for an untrusted message; marker: %q", readFile(marker))
 	}
 	var runs protocol.HookRuns
 	if err := b.call(protocol.VerbHookRuns, protocol.HookRunsArgs{Limit: 100}, &runs); err != nil {
@@ -124,12 +133,12 @@ func TestExchange(t *testing.T) {
 		switch r.MessageID {
 		case got.ID:
 			legit++
-		case spoof.ID:
+		case spoof.ID, unlisted.ID:
 			spoofRuns++
 		}
 	}
 	if legit != 1 || spoofRuns != 0 {
-		t.Errorf("hook runs: %d for the trusted message (want 1), %d for the spoof (want 0): %+v", legit, spoofRuns, runs.Runs)
+		t.Errorf("hook runs: %d for the trusted message (want 1), %d for the spoof or the unlisted sender (want 0): %+v", legit, spoofRuns, runs.Runs)
 	}
 	summary(t, "4-spoofing", "From: boss@a.test signed d=c.test stored trusted=%s dmarc=%s dkim=%s; hook runs legit=%d spoof=%d",
 		spoof.Meta.Trusted, spoof.Meta.DMARC.Result, dkimSummary(spoof.Meta), legit, spoofRuns)
