@@ -206,7 +206,8 @@ func OpenQueue(dir string, d Deliverer, n Notifier, opts QueueOptions) (*Queue, 
 				continue
 			}
 			if it.Settled() {
-				q.remove(id)
+				// Final but perhaps not yet written to the sent copy: Run
+				// announces it again and only then removes its files.
 				q.remember(it)
 				q.settled = append(q.settled, it)
 				continue
@@ -391,6 +392,9 @@ func (q *Queue) Run(ctx context.Context) {
 	for _, it := range settled {
 		q.n.Updated(it.clone())
 		q.n.Settled(it.clone())
+		q.mu.Lock()
+		q.remove(it.ID)
+		q.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -548,12 +552,16 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		log.Info("recipient result", "rcpt", r.Address, "status", r.Status, "code", r.Code, "tls", r.TLS, "host", res.Host)
 	}
 	settled := it.Settled()
+	// The final state is saved before the sent copy hears of it, and the
+	// item's files go only afterwards: a crash in between leaves a settled
+	// item that the next start announces again, never a sent copy stuck at
+	// "pending".
+	if err := q.save(it); err != nil {
+		log.Error("cannot record attempt result", "err", err)
+	}
 	if settled {
-		q.remove(it.ID)
 		delete(q.items, it.ID)
 		q.remember(it)
-	} else if err := q.save(it); err != nil {
-		log.Error("cannot record attempt result", "err", err)
 	}
 	e.inflight = false
 	out := it.clone()
@@ -561,6 +569,11 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	q.n.Updated(out)
 	if settled {
 		q.n.Settled(out)
+		q.mu.Lock()
+		if _, requeued := q.items[it.ID]; !requeued {
+			q.remove(it.ID)
+		}
+		q.mu.Unlock()
 	}
 	// Waiters wake after the notifier has run, so a send's answer and its
 	// sent copy agree.
