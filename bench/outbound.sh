@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Outbound benchmark: sends queued, DKIM-signed (Ed25519 + RSA) and delivered
+# by `mailctl serve` to Postfix's smtp-sink, against a private Postfix
+# instance relaying the same number of messages to the same sink in the same
+# run. Needs root (a private Postfix instance) and Debian's postfix package.
+#
+#   sudo bench/outbound.sh                 # measure and rewrite the outbound section of docs/benchmarks.md
+#   sudo bench/outbound.sh --no-write      # measure and print only
+#
+# Knobs (environment): MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 WARM=200; KEEP=1
+# leaves the work directory (logs, Postfix's maillog) in place.
+set -euo pipefail
+
+MSGS=${MSGS:-1000}
+SESSIONS=${SESSIONS:-8}
+BODY=${BODY:-2048}
+REPS=${REPS:-3}
+WRITE=1
+[[ ${1:-} == --no-write ]] && WRITE=0
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DOC=$ROOT/docs/benchmarks.md
+
+die() { echo "bench: $*" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || die "needs root for a private Postfix instance: sudo bench/outbound.sh"
+for tool in smtp-sink smtp-source postfix postconf go python3; do
+	command -v "$tool" >/dev/null || die "$tool not found (apt install postfix; Go 1.26)"
+done
+
+WORK=$(mktemp -d /var/tmp/mailctl-obench.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+SINK_PID=""
+cleanup() {
+	set +e
+	[[ -n $SINK_PID ]] && kill "$SINK_PID" 2>/dev/null
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	[[ -f $WORK/postfix/etc/main.cf ]] && postfix -c "$WORK/postfix/etc" stop >/dev/null 2>&1
+	sleep 0.5
+	[[ ${KEEP:-0} == 1 ]] && echo "bench: kept $WORK" >&2 || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+TCK=$(getconf CLK_TCK)
+
+# cpu_ticks PID...: utime+stime+cutime+cstime of the processes and all their
+# live descendants (the same accounting as bench/run.sh).
+cpu_ticks() {
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v roots="$*" '
+		BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) want[r[i]] = 1 }
+		{
+			pid = $1; line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
+			ppid[pid] = f[2]; t[pid] = f[12] + f[13] + f[14] + f[15]
+		}
+		END {
+			changed = 1
+			while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
+			s = 0; for (p in want) if (p in t) s += t[p]; print s
+		}'
+}
+
+echo "bench: building mailctl, dnstestd and sendload" >&2
+(cd "$ROOT" && go build -o "$WORK/mailctl" ./cmd/mailctl &&
+	go build -o "$WORK/dnstestd" ./internal/dnstest/cmd/dnstestd &&
+	go build -o "$WORK/sendload" ./bench/sendload)
+
+# One sink port for the whole run; a fresh smtp-sink per measurement so that
+# its counter starts at zero. Its greeting name differs from Postfix's
+# myhostname, or Postfix would refuse to deliver to "itself".
+SINK_PORT=$(free_port)
+start_sink() {
+	smtp-sink -u nobody -c -h sink.bench.test "127.0.0.1:$SINK_PORT" 1000 >"$WORK/sink.out" 2>&1 &
+	SINK_PID=$!
+	for _ in $(seq 50); do
+		python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$SINK_PORT),1).close()" 2>/dev/null && return
+		sleep 0.1
+	done
+	die "smtp-sink did not start"
+}
+stop_sink() { kill "$SINK_PID" 2>/dev/null || true; wait "$SINK_PID" 2>/dev/null || true; SINK_PID=""; }
+sunk() { tr '\r' '\n' <"$WORK/sink.out" | awk -F'mesg=' 'NF > 1 { n = $2 } END { print n + 0 }'; }
+# wait_sunk N: poll until the sink has N messages; prints the time it had.
+wait_sunk() {
+	local n=0
+	for _ in $(seq ${WAIT_POLLS:-6000}); do
+		n=$(sunk)
+		[[ $n -ge $1 ]] && { now; return; }
+		sleep 0.02
+	done
+	die "the sink received $n of $1 messages"
+}
+
+# DNS: the recipient domain's MX is a host on loopback, where the sink listens.
+DNS_PORT=$(free_port)
+cat >"$WORK/zone.txt" <<EOF
+sink.example MX 10 mx.sink.example
+mx.sink.example A 127.0.0.1
+EOF
+"$WORK/dnstestd" -listen "127.0.0.1:$DNS_PORT" -zone "$WORK/zone.txt" >/dev/null 2>&1 &
+PIDS+=($!)
+RCPT=agent@sink.example
+
+# run_mailctl REP: a fresh daemon with fresh Ed25519 and RSA keys; sendload
+# submits MSGS sends from SESSIONS connections; timed from the first send to
+# the last message at the sink. Prints: queued/s delivered/s cpu-ms/msg VmHWM-KiB size.
+run_mailctl() {
+	local dir=$WORK/mailctl-$1
+	mkdir -p "$dir"
+	cat >"$dir/config.toml" <<EOF
+hostname = "mx.bench.example"
+domains = ["bench.example"]
+[paths]
+state_dir = "$dir/state"
+socket = "$dir/mailctl.sock"
+dkim_dir = "$dir/dkim"
+[smtp]
+listen = ["127.0.0.1:$(free_port)"]
+[trust]
+resolver = "127.0.0.1:$DNS_PORT"
+[send]
+per_minute = 1000000
+per_hour = 1000000
+per_day = 1000000
+[delivery]
+port = $SINK_PORT
+[[mailboxes]]
+name = "bench"
+owner = "root"
+EOF
+	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-ed --algorithm ed25519 >/dev/null
+	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-rsa --algorithm rsa >/dev/null
+	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
+	local pid=$!
+	PIDS+=($pid)
+	for _ in $(seq 100); do
+		grep -q "inbound listeners up" "$dir/log" && [[ -S $dir/mailctl.sock ]] && break
+		sleep 0.1
+	done
+	start_sink
+	local c0 c1 t2 out
+	c0=$(cpu_ticks "$pid")
+	out=$("$WORK/sendload" -socket "$dir/mailctl.sock" -mailbox bench -to "$RCPT" -n "$MSGS" -c "$SESSIONS" -body "$BODY") ||
+		die "sendload failed (log: $dir/log)"
+	t2=$(wait_sunk "$MSGS")
+	sleep 0.5 # the daemon records the delivery after the sink's 250
+	c1=$(cpu_ticks "$pid")
+	local hwm t0 t1 size
+	hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+	t0=$(sed -n 's/^start=//p' <<<"$out")
+	t1=$(sed -n 's/^queued=//p' <<<"$out")
+	size=$(sed -n 's/^size=//p' <<<"$out")
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+	stop_sink
+	[[ $(sunk) -eq $MSGS ]] || die "the sink has $(sunk) messages, expected $MSGS"
+	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v c="$((c1 - c0))" -v tck="$TCK" -v hwm="$hwm" -v size="$size" \
+		'BEGIN { printf "%.1f %.1f %.3f %d %d\n", n / (t1 - t0), n / (t2 - t0), c / tck * 1000 / n, hwm, size }'
+	rm -rf "$dir"
+}
+
+# The private Postfix: own config, queue and data directories, smtpd on a
+# loopback port, everything relayed to the sink. Stock settings otherwise.
+PF=$WORK/postfix
+PF_PORT=$(free_port)
+mkdir -p "$PF/etc" "$PF/spool" "$PF/data"
+chown postfix: "$PF/data"
+cat >"$PF/etc/main.cf" <<EOF
+compatibility_level = 3.6
+queue_directory = $PF/spool
+data_directory = $PF/data
+maillog_file = $PF/maillog
+maillog_file_prefixes = $PF
+mail_owner = postfix
+setgid_group = postdrop
+myhostname = mx.pf.bench.example
+mydomain = pf.bench.example
+mydestination =
+relayhost = [127.0.0.1]:$SINK_PORT
+inet_interfaces = loopback-only
+inet_protocols = ipv4
+alias_maps =
+alias_database =
+biff = no
+notify_classes =
+EOF
+cat >"$PF/etc/master.cf" <<EOF
+127.0.0.1:$PF_PORT inet n - n - - smtpd
+pickup    unix  n       -       n       60      1       pickup
+cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+flush     unix  n       -       n       1000?   0       flush
+proxymap  unix  -       -       n       -       -       proxymap
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+local     unix  -       n       n       -       -       local
+smtp      unix  -       -       n       -       -       smtp
+relay     unix  -       -       n       -       -       smtp
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+EOF
+postfix -c "$PF/etc" check
+postfix -c "$PF/etc" start >/dev/null 2>&1
+
+# run_postfix LEN: smtp-source submits, Postfix relays to the sink. Prints:
+# accepted/s delivered/s cpu-ms/msg.
+run_postfix() {
+	local master
+	master=$(awk '{print $1}' "$PF/spool/pid/master.pid")
+	start_sink
+	local c0 t0 t1 t2 c1
+	c0=$(cpu_ticks "$master")
+	t0=$(now)
+	smtp-source -s "$SESSIONS" -m "$MSGS" -l "$1" -f bench@pf.bench.example -t "$RCPT" "127.0.0.1:$PF_PORT"
+	t1=$(now)
+	t2=$(wait_sunk "$MSGS")
+	sleep 0.5 # qmgr removes the queue file after the 250
+	c1=$(cpu_ticks "$master")
+	stop_sink
+	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v c="$((c1 - c0))" -v tck="$TCK" \
+		'BEGIN { printf "%.1f %.1f %.3f\n", n / (t1 - t0), n / (t2 - t0), c / tck * 1000 / n }'
+}
+
+# pf_tune stock|tuned: "tuned" lifts smtpd's in_flow_delay pause, which
+# throttles submission whenever the queue manager lags behind.
+pf_tune() {
+	if [[ $1 == tuned ]]; then
+		postconf -c "$PF/etc" -e in_flow_delay=0s
+	else
+		postconf -c "$PF/etc" -e in_flow_delay=1s
+	fi
+	postfix -c "$PF/etc" reload >/dev/null 2>&1
+	sleep 1
+}
+
+# Warm-up (page cache, Postfix's long-running services); the mailctl pass
+# also tells the size of its messages on the wire, which smtp-source then
+# sends to Postfix.
+echo "bench: warm-up" >&2
+MSGS_SAVED=$MSGS
+WARM=${WARM:-200}
+MSGS=$WARM
+LEN=$(run_mailctl warm | awk '{ print $5 }')
+[[ $LEN -gt 0 ]] || die "no message size from the warm-up"
+pf_tune stock
+run_postfix "$LEN" >/dev/null
+MSGS=$MSGS_SAVED
+
+: >"$WORK/mailctl.txt"
+: >"$WORK/postfix.txt"
+: >"$WORK/tuned.txt"
+for rep in $(seq "$REPS"); do
+	echo "bench: run $rep/$REPS mailctl" >&2
+	run_mailctl "$rep" >>"$WORK/mailctl.txt"
+	tail -n1 "$WORK/mailctl.txt" >&2
+	echo "bench: run $rep/$REPS postfix (stock)" >&2
+	pf_tune stock
+	run_postfix "$LEN" >>"$WORK/postfix.txt"
+	tail -n1 "$WORK/postfix.txt" >&2
+	echo "bench: run $rep/$REPS postfix (in_flow_delay = 0s)" >&2
+	pf_tune tuned
+	run_postfix "$LEN" >>"$WORK/tuned.txt"
+	tail -n1 "$WORK/tuned.txt" >&2
+done
+
+spread() {
+	sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END {
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		printf "%s (%s–%s)", m, v[1], v[NR] }'
+}
+median() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }
+
+M_DEL=$(median "$WORK/mailctl.txt" 2)
+M_CPU=$(median "$WORK/mailctl.txt" 3)
+HWM=$(sort -g -k4,4 "$WORK/mailctl.txt" | awk '{ v[NR] = $4 } END { printf "%.1f MiB (%.1f–%.1f)", v[int((NR + 1) / 2)] / 1024, v[1] / 1024, v[NR] / 1024 }')
+rows() { # rows FILE LABEL
+	printf '| %s | %s | %s | %s | %s | %s |\n' "$2" "$(spread "$1" 1)" "$(spread "$1" 2)" "$(spread "$1" 3)" \
+		"$(ratio "$M_DEL" "$(median "$1" 2)")" "$(ratio "$M_CPU" "$(median "$1" 3)")"
+}
+
+MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+MEM=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+FS=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
+SECTION=$(
+	cat <<EOF
+<!-- outbound:begin -->
+## Outbound: mailctl vs Postfix
+
+Measured by \`sudo bench/outbound.sh\` on $(date -u +%Y-%m-%d): $MSGS messages of $LEN bytes to one
+remote recipient, delivered to Postfix's \`smtp-sink\` on loopback, $SESSIONS concurrent submitters,
+$REPS runs each (after a $WARM-message warm-up), median and (min–max).
+
+| sender | queued msg/s (submission answered) | delivered msg/s (all at the sink) | CPU ms per message | mailctl delivered rate ÷ this | mailctl CPU ÷ this |
+| --- | --- | --- | --- | --- | --- |
+| mailctl serve, Ed25519 + RSA DKIM | $(spread "$WORK/mailctl.txt" 1) | $(spread "$WORK/mailctl.txt" 2) | $(spread "$WORK/mailctl.txt" 3) | 1.00× | 1.00× |
+$(rows "$WORK/postfix.txt" "Postfix relayhost → sink, stock settings, no signing")
+$(rows "$WORK/tuned.txt" "Postfix relayhost → sink, \`in_flow_delay = 0s\`, no signing")
+
+mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
+
+- mailctl: \`mailctl serve\` with a fresh Ed25519 and a fresh RSA-2048 key (\`mailctl dkim keygen\`),
+  send limits raised (\`[send] per_minute/per_hour/per_day = 1000000\`; the defaults are 20/200/1000),
+  \`[delivery] port\` = the sink's port, MX lookups answered by a local DNS server
+  (\`internal/dnstest/cmd/dnstestd\`: MX → a host with A 127.0.0.1). \`bench/sendload\` opens
+  $SESSIONS control-socket connections and sends $MSGS \`send\` requests (${BODY}-byte body,
+  \`wait_ms: 1\`); each answer means the message is composed, signed twice and durably queued
+  (and in the sent folder). Delivered is timed from the first send until the sink counted the
+  last message. CPU is the daemon's utime+stime from \`/proc/PID/stat\`, read 0.5 s after the
+  last message reached the sink; the client's and the DNS server's CPU are not counted.
+- Postfix $(postconf -c "$PF/etc" -h mail_version): a private instance (own config, queue and data
+  directories), \`relayhost = [127.0.0.1]:port-of-the-sink\`, \`smtpd\` on a loopback port,
+  load from \`smtp-source -s $SESSIONS -m $MSGS -l $LEN\` (the size mailctl reports for its composed and signed messages), no DKIM signing.
+  Queued is the smtp-source wall time; delivered runs until the sink counted every
+  message. CPU is utime+stime(+cutime+cstime) over the master's process tree, same 0.5 s.
+- The sink: \`smtp-sink -c\`, a fresh one on the same port for every measurement.
+- Machine: $(nproc) CPUs ($MODEL), $MEM RAM, Linux $(uname -r), $FS, $(go version | awk '{print $3}').
+  The machine was shared with other work while measuring; compare rows of the same run.
+
+Reproduce (as root, Debian with \`postfix\` installed; Go as in go.mod; from the repository root):
+
+\`\`\`
+sudo bench/outbound.sh                # rewrites this section
+sudo bench/outbound.sh --no-write     # prints it only
+sudo MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 bench/outbound.sh
+\`\`\`
+<!-- outbound:end -->
+EOF
+)
+
+if [[ $WRITE == 0 ]]; then
+	printf '%s\n' "$SECTION"
+	exit 0
+fi
+# Replace only this script's marked section; append it when absent.
+[[ -f $DOC ]] || printf '# Benchmarks\n\nNumbers below are measured, never estimated; each section says how to reproduce it.\n\n' >"$DOC"
+SECTION="$SECTION" python3 - "$DOC" <<'PY'
+import os, re, sys
+path = sys.argv[1]
+text = open(path, encoding="utf-8").read()
+sec = os.environ["SECTION"]
+if "<!-- outbound:begin -->" in text:
+    text = re.sub(r"<!-- outbound:begin -->.*?<!-- outbound:end -->", lambda m: sec, text, flags=re.S)
+else:
+    text = text.rstrip("\n") + "\n\n" + sec + "\n"
+open(path, "w", encoding="utf-8").write(text)
+PY
+echo "bench: wrote $DOC" >&2
