@@ -29,6 +29,15 @@ func folderOf(f string) (string, error) {
 	return f, nil
 }
 
+// authorizeFolder authorizes access to a mailbox and resolves the folder a
+// request names (inbox by default).
+func (d *Daemon) authorizeFolder(c *call, mailbox, folder string, acc access) (string, error) {
+	if _, err := d.authorize(c, mailbox, acc); err != nil {
+		return "", err
+	}
+	return folderOf(folder)
+}
+
 // storeErr maps store errors to protocol errors.
 func storeErr(err error, what string) error {
 	switch {
@@ -67,10 +76,7 @@ func handleMessageList(_ context.Context, d *Daemon, c *call) (any, error) {
 	if err := c.decode(&a); err != nil {
 		return nil, err
 	}
-	if _, err := d.authorize(c, a.Mailbox, accRead); err != nil {
-		return nil, err
-	}
-	folder, err := folderOf(a.Folder)
+	folder, err := d.authorizeFolder(c, a.Mailbox, a.Folder, accRead)
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +110,7 @@ func handleMessageRead(_ context.Context, d *Daemon, c *call) (any, error) {
 	if err := c.decode(&a); err != nil {
 		return nil, err
 	}
-	if _, err := d.authorize(c, a.Mailbox, accRead); err != nil {
-		return nil, err
-	}
-	folder, err := folderOf(a.Folder)
+	folder, err := d.authorizeFolder(c, a.Mailbox, a.Folder, accRead)
 	if err != nil {
 		return nil, err
 	}
@@ -213,10 +216,7 @@ func handleMessageMark(_ context.Context, d *Daemon, c *call) (any, error) {
 	if err := c.decode(&a); err != nil {
 		return nil, err
 	}
-	if _, err := d.authorize(c, a.Mailbox, accWrite); err != nil {
-		return nil, err
-	}
-	folder, err := folderOf(a.Folder)
+	folder, err := d.authorizeFolder(c, a.Mailbox, a.Folder, accWrite)
 	if err != nil {
 		return nil, err
 	}
