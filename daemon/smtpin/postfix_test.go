@@ -2,6 +2,7 @@ package smtpin
 
 import (
 	"context"
+	"github.com/mailctl/mailctl/internal/testpostfix"
 	"net"
 	"os"
 	"os/exec"
@@ -17,26 +18,7 @@ import (
 // postfixMasterCF is the smallest master.cf a private Postfix instance needs
 // to take mail from sendmail and deliver it over LMTP. Nothing is chrooted,
 // so the lmtp client can reach the test's socket.
-const postfixMasterCF = `
-pickup    unix  n       -       n       60      1       pickup
-cleanup   unix  n       -       n       -       0       cleanup
-qmgr      unix  n       -       n       300     1       qmgr
-rewrite   unix  -       -       n       -       -       trivial-rewrite
-bounce    unix  -       -       n       -       0       bounce
-defer     unix  -       -       n       -       0       bounce
-trace     unix  -       -       n       -       0       bounce
-verify    unix  -       -       n       -       1       verify
-flush     unix  n       -       n       1000?   0       flush
-proxymap  unix  -       -       n       -       -       proxymap
-showq     unix  n       -       n       -       -       showq
-error     unix  -       -       n       -       -       error
-retry     unix  -       -       n       -       -       error
-discard   unix  -       -       n       -       -       discard
-lmtp      unix  -       -       n       -       -       lmtp
-anvil     unix  -       -       n       -       1       anvil
-scache    unix  -       -       n       -       1       scache
-postlog   unix-dgram n  -       n       -       1       postlogd
-`
+var postfixMasterCF = testpostfix.MasterCF()
 
 // TestPostfixFrontsLMTP runs a private Postfix instance (Debian's postfix
 // package) configured as docs/postfix-front.md describes, injects mail with

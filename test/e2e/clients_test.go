@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/mailctl/mailctl/internal/testpostfix"
 	"os"
 	"os/exec"
 	"os/user"
@@ -185,29 +186,7 @@ func TestMsmtp(t *testing.T) {
 // postfixMasterCF is the smallest master.cf a private Postfix instance needs
 // to take mail from sendmail and relay it over SMTP, with nothing listening
 // on a network port and nothing chrooted.
-const postfixMasterCF = `
-pickup    unix  n       -       n       60      1       pickup
-cleanup   unix  n       -       n       -       0       cleanup
-qmgr      unix  n       -       n       300     1       qmgr
-rewrite   unix  -       -       n       -       -       trivial-rewrite
-bounce    unix  -       -       n       -       0       bounce
-defer     unix  -       -       n       -       0       bounce
-trace     unix  -       -       n       -       0       bounce
-verify    unix  -       -       n       -       1       verify
-flush     unix  n       -       n       1000?   0       flush
-proxymap  unix  -       -       n       -       -       proxymap
-showq     unix  n       -       n       -       -       showq
-error     unix  -       -       n       -       -       error
-retry     unix  -       -       n       -       -       error
-discard   unix  -       -       n       -       -       discard
-smtp      unix  -       -       n       -       -       smtp
-relay     unix  -       -       n       -       -       smtp
-lmtp      unix  -       -       n       -       -       lmtp
-anvil     unix  -       -       n       -       1       anvil
-scache    unix  -       -       n       -       1       scache
-tlsmgr    unix  -       -       n       1000?   1       tlsmgr
-postlog   unix-dgram n  -       n       -       1       postlogd
-`
+var postfixMasterCF = testpostfix.MasterCF()
 
 // privatePostfix configures and starts a Postfix instance of its own (own
 // config dir, queue and data directories) with extra main.cf lines, and

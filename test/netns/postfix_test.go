@@ -3,6 +3,7 @@ package netns
 import (
 	"context"
 	"fmt"
+	"github.com/mailctl/mailctl/internal/testpostfix"
 	"os"
 	"os/exec"
 	"os/user"
@@ -19,30 +20,7 @@ import (
 
 // postfixMasterCF runs smtpd on the namespace's address and delivers
 // d.test into Maildirs with the virtual agent; nothing is chrooted.
-const postfixMasterCF = `
-{LISTEN}  inet  n       -       n       -       -       smtpd
-pickup    unix  n       -       n       60      1       pickup
-cleanup   unix  n       -       n       -       0       cleanup
-qmgr      unix  n       -       n       300     1       qmgr
-tlsmgr    unix  -       -       n       1000?   1       tlsmgr
-rewrite   unix  -       -       n       -       -       trivial-rewrite
-bounce    unix  -       -       n       -       0       bounce
-defer     unix  -       -       n       -       0       bounce
-trace     unix  -       -       n       -       0       bounce
-verify    unix  -       -       n       -       1       verify
-flush     unix  n       -       n       1000?   0       flush
-proxymap  unix  -       -       n       -       -       proxymap
-showq     unix  n       -       n       -       -       showq
-error     unix  -       -       n       -       -       error
-retry     unix  -       -       n       -       -       error
-discard   unix  -       -       n       -       -       discard
-smtp      unix  -       -       n       -       -       smtp
-relay     unix  -       -       n       -       -       smtp
-virtual   unix  -       n       n       -       -       virtual
-anvil     unix  -       -       n       -       1       anvil
-scache    unix  -       -       n       -       1       scache
-postlog   unix-dgram n  -       n       -       1       postlogd
-`
+var postfixMasterCF = testpostfix.MasterCF("{LISTEN}  inet  n       -       n       -       -       smtpd")
 
 // postfixHost is a private Postfix instance in its own namespace: the MX of
 // domain, delivering to Maildirs under Maildirs, relaying for the lab's
