@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# MCP benchmark: how long an agent harness waits from spawning `mailctl mcp`
+# to the tools/list answer, and email_list latency (the message.list verb it
+# calls) on mailboxes of 1k and 100k messages. Runs the Go benchmarks that
+# measure these and writes the numbers to the mcp section of
+# docs/benchmarks.md. No root needed.
+#
+#   bench/mcp.sh               # measure and rewrite the mcp section of docs/benchmarks.md
+#   bench/mcp.sh --no-write    # measure and print only
+#
+# Knobs (environment): COUNT=3 (repeats of the tools/list benchmarks),
+# SPAWNS=50 (spawns per repeat), LISTS=200 (message.list calls per mailbox size).
+set -euo pipefail
+
+COUNT=${COUNT:-3}
+SPAWNS=${SPAWNS:-50}
+LISTS=${LISTS:-200}
+WRITE=1
+[[ ${1:-} == --no-write ]] && WRITE=0
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DOC=$ROOT/docs/benchmarks.md
+cd "$ROOT"
+command -v go >/dev/null || { echo "bench: go not found" >&2; exit 1; }
+
+CMD_SPAWN="go test ./test/mcp -run '^\$' -bench 'SpawnToolsList\$' -benchtime ${SPAWNS}x -count $COUNT"
+CMD_SHIM="go test ./mcpshim -run '^\$' -bench 'ToolsList\$' -count $COUNT"
+CMD_LIST="go test ./daemon -run '^\$' -bench MessageList -benchtime ${LISTS}x"
+
+run() { # run CMD: the benchmark lines of its output; fails when the command does
+	local out
+	echo "bench: $1" >&2
+	out=$(eval "$1" 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
+	printf '%s\n' "$out" | grep -E '^(Benchmark|ok|goos|goarch|cpu|pkg)'
+}
+OUT_SPAWN=$(run "$CMD_SPAWN")
+OUT_SHIM=$(run "$CMD_SHIM")
+OUT_LIST=$(run "$CMD_LIST")
+
+# stat OUTPUT NAME UNIT: "median (min–max)" in ms of the metric with UNIT
+# (ns/op or a custom one) over the lines of benchmark NAME.
+stat() {
+	printf '%s\n' "$1" | awk -v name="$2" -v unit="$3" '
+		$1 ~ "^Benchmark" name "(-[0-9]+)?$" { for (i = 3; i < NF; i++) if ($(i + 1) == unit) v[++n] = (unit == "ns/op") ? $i / 1e6 : $i }
+		END {
+			if (n == 0) { print "n/a"; exit }
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+			if (n == 1) printf "%.2f", m; else printf "%.2f (%.2f–%.2f)", m, v[1], v[n]
+		}'
+}
+median_of() { stat "$@" | awk '{ print $1 }'; }
+
+SPAWN=$(stat "$OUT_SPAWN" SpawnToolsList ns/op)
+NEWLIST=$(stat "$OUT_SHIM" ToolsList/new-server-and-list ns/op)
+LISTONLY=$(stat "$OUT_SHIM" ToolsList/list-only ns/op)
+L1K=$(stat "$OUT_LIST" MessageList/1k ns/op)
+L100K=$(stat "$OUT_LIST" MessageList/100k ns/op)
+B1K=$(stat "$OUT_LIST" MessageList/1k index-build-ms)
+B100K=$(stat "$OUT_LIST" MessageList/100k index-build-ms)
+RATIO=$(awk -v a="$(median_of "$OUT_LIST" MessageList/100k ns/op)" -v b="$(median_of "$OUT_LIST" MessageList/1k ns/op)" 'BEGIN { printf "%.2f×", a / b }')
+
+MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+MEM=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+FS=$(df -T "${TMPDIR:-/tmp}" | awk 'NR == 2 { print $2 }')
+SECTION=$(
+	cat <<EOF
+<!-- mcp:begin -->
+## MCP: \`mailctl mcp\` start-up and \`email_list\`
+
+Measured by \`bench/mcp.sh\` on $(date -u +%Y-%m-%d). Milliseconds; median and (min–max) over
+$COUNT repeats where there are several.
+
+| what | ms |
+| --- | --- |
+| spawn \`mailctl mcp\` → initialize → \`tools/list\` answer → exit, per spawn ($SPAWNS spawns per repeat) | $SPAWN |
+| in process: new MCP server, connect, initialize, \`tools/list\` (no exec) | $NEWLIST |
+| \`tools/list\` on an open session | $LISTONLY |
+| \`email_list\` (\`message.list\`, 50 rows) on a 1k-message mailbox, index warm | $L1K |
+| \`email_list\` (\`message.list\`, 50 rows) on a 100k-message mailbox, index warm | $L100K |
+| 100k ÷ 1k | $RATIO |
+| first \`message.list\` after start (index build), 1k messages | $B1K |
+| first \`message.list\` after start (index build), 100k messages | $B100K |
+
+- Spawn: \`BenchmarkSpawnToolsList\` (test/mcp) builds \`mailctl\`, then per iteration starts
+  \`mailctl mcp --socket …\` with the go-sdk \`CommandTransport\`, initializes, lists the tools
+  and closes (which waits for the process to exit). The control socket is served by
+  test/mcp's fake daemon, so this is the MCP server's own start-up cost.
+- \`BenchmarkToolsList\` (mcpshim) is the same without exec, over in-memory transports.
+- \`email_list\`: \`BenchmarkMessageList\` (daemon/bench_test.go) starts a real daemon, writes
+  the mailbox's Markdown files, makes one \`message.list\` call (index build, reported
+  separately) and then times $LISTS calls through the control socket, 50 rows each, every
+  other one filtered to unread.
+- Machine: $(nproc) CPUs ($MODEL), $MEM RAM, Linux $(uname -r), $FS, $(go version | awk '{print $3}').
+  The machine was shared with other work while measuring.
+
+Reproduce (Go as in go.mod; from the repository root; no root needed):
+
+\`\`\`
+bench/mcp.sh                 # rewrites this section
+bench/mcp.sh --no-write      # prints it only
+$CMD_SPAWN
+$CMD_SHIM
+$CMD_LIST
+\`\`\`
+
+Raw output of the run:
+
+\`\`\`
+$OUT_SPAWN
+$OUT_SHIM
+$OUT_LIST
+\`\`\`
+<!-- mcp:end -->
+EOF
+)
+
+if [[ $WRITE == 0 ]]; then
+	printf '%s\n' "$SECTION"
+	exit 0
+fi
+# Replace only this script's marked section; append it when absent.
+[[ -f $DOC ]] || printf '# Benchmarks\n\nNumbers below are measured, never estimated; each section says how to reproduce it.\n\n' >"$DOC"
+SECTION="$SECTION" python3 - "$DOC" <<'PY'
+import os, re, sys
+path = sys.argv[1]
+text = open(path, encoding="utf-8").read()
+sec = os.environ["SECTION"]
+if "<!-- mcp:begin -->" in text:
+    text = re.sub(r"<!-- mcp:begin -->.*?<!-- mcp:end -->", lambda m: sec, text, flags=re.S)
+else:
+    text = text.rstrip("\n") + "\n\n" + sec + "\n"
+open(path, "w", encoding="utf-8").write(text)
+PY
+echo "bench: wrote $DOC" >&2
