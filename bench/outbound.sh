@@ -139,6 +139,13 @@ EOF
 		sleep 0.1
 	done
 	start_sink
+	# The profiling pass (not timed) attaches perf or strace to the daemon.
+	local probe=""
+	case ${PROBE:-} in
+	perf) perf record -F 999 -g -p "$pid" -o "$WORK/perf.data" >/dev/null 2>&1 & probe=$! ;;
+	strace) strace -f -c -o "$WORK/strace-mailctl.txt" -p "$pid" 2>/dev/null & probe=$! ;;
+	esac
+	[[ -n $probe ]] && sleep 1
 	local c0 c1 t2 out
 	c0=$(cpu_ticks "$pid")
 	out=$("$WORK/sendload" -socket "$dir/mailctl.sock" -mailbox bench -to "$RCPT" -n "$MSGS" -c "$SESSIONS" -body "$BODY") ||
@@ -146,6 +153,10 @@ EOF
 	t2=$(wait_sunk "$MSGS")
 	sleep 0.5 # the daemon records the delivery after the sink's 250
 	c1=$(cpu_ticks "$pid")
+	if [[ -n $probe ]]; then
+		kill -INT "$probe"
+		wait "$probe" 2>/dev/null || true
+	fi
 	local hwm t0 t1 size
 	hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 	t0=$(sed -n 's/^start=//p' <<<"$out")
@@ -157,7 +168,7 @@ EOF
 	[[ $(sunk) -eq $MSGS ]] || die "the sink has $(sunk) messages, expected $MSGS"
 	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v c="$((c1 - c0))" -v tck="$TCK" -v hwm="$hwm" -v size="$size" \
 		'BEGIN { printf "%.1f %.1f %.3f %d %d\n", n / (t1 - t0), n / (t2 - t0), c / tck * 1000 / n, hwm, size }'
-	rm -rf "$dir"
+	[[ ${KEEP:-0} == 1 ]] || rm -rf "$dir"
 }
 
 # The private Postfix: own config, queue and data directories, smtpd on a
@@ -217,6 +228,18 @@ run_postfix() {
 	local master
 	master=$(awk '{print $1}' "$PF/spool/pid/master.pid")
 	start_sink
+	local probe=""
+	if [[ ${PROBE:-} == strace ]]; then
+		# Every process of the master's tree, and workers forked meanwhile.
+		local tree
+		mapfile -t tree < <({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$master" '
+			{ ppid[$1] = $4 } END { want[root] = 1; changed = 1
+				while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
+				for (p in want) print p }')
+		strace -f -c -o "$WORK/strace-postfix.txt" $(printf -- '-p %s ' "${tree[@]}") 2>/dev/null &
+		probe=$!
+		sleep 1
+	fi
 	local c0 t0 t1 t2 c1
 	c0=$(cpu_ticks "$master")
 	t0=$(now)
@@ -225,6 +248,10 @@ run_postfix() {
 	t2=$(wait_sunk "$MSGS")
 	sleep 0.5 # qmgr removes the queue file after the 250
 	c1=$(cpu_ticks "$master")
+	if [[ -n $probe ]]; then
+		kill -INT "$probe"
+		wait "$probe" 2>/dev/null || true
+	fi
 	stop_sink
 	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v c="$((c1 - c0))" -v tck="$TCK" \
 		'BEGIN { printf "%.1f %.1f %.3f\n", n / (t1 - t0), n / (t2 - t0), c / tck * 1000 / n }'
@@ -272,6 +299,39 @@ for rep in $(seq "$REPS"); do
 	tail -n1 "$WORK/tuned.txt" >&2
 done
 
+# Where mailctl's time goes: separate, untimed passes of PROBE_MSGS messages,
+# one under strace -c (system calls per message, mailctl and Postfix) and
+# one under perf record (share of the daemon's CPU samples per function).
+PROBE_MSGS=${PROBE_MSGS:-500}
+TRACE_OUT=""
+PERF_OUT=""
+MSGS_SAVED=$MSGS
+MSGS=$PROBE_MSGS
+if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
+	echo "bench: strace pass" >&2
+	PROBE=strace run_mailctl strace >/dev/null
+	pf_tune stock
+	PROBE=strace run_postfix "$LEN" >/dev/null
+	calls() { awk '$NF ~ /^(fsync|fdatasync|renameat2?|rename|link|linkat|unlink|unlinkat|openat|connect|sendto|write|writev|read|getrandom)$/ && $4 ~ /^[0-9]+$/ { print $NF, $4 }' "$1"; }
+	TRACE_OUT=$(join -a1 -a2 -e 0 -o 0,1.2,2.2 <(calls "$WORK/strace-mailctl.txt" | sort) <(calls "$WORK/strace-postfix.txt" | sort) |
+		awk -v n="$PROBE_MSGS" '{ printf "| `%s` | %.2f | %.2f |\n", $1, $2 / n, $3 / n }')
+fi
+if [[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null; then
+	echo "bench: perf pass" >&2
+	PROBE=perf run_mailctl perf >/dev/null
+	# Inclusive shares: a sample in a signature inside a queue save counts
+	# for both, so the rows overlap and do not add up to 100%.
+	PERF_OUT=$(perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
+		awk '
+			BEGIN {
+				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;crypto/rsa.SignPKCS1v15|of which the RSA-2048 signature;outbound.Compose|composing the message;store.(*Dir).createTemp|creating files (temporary file, then rename);syscall.Fsync|fsync;outbound.(*Queue).save|queue state writes;outbound.(*Queue).Enqueue|enqueueing;store.(*Store).Deliver|sent-folder copy;store.(*Store).Update|sent-folder status updates;outbound.(*MXDeliverer).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
+				for (i = 1; i <= n; i++) { split(rows[i], kv, "|"); key[i] = kv[1]; label[i] = kv[2] }
+			}
+			/^ +[0-9.]+%/ { for (i = 1; i <= n; i++) if (index($0, key[i] " ") || substr($0, length($0) - length(key[i]) + 1) == key[i]) if (!(i in got)) got[i] = $1 }
+			END { for (i = 1; i <= n; i++) printf "| %s (`%s`) | %s |\n", label[i], key[i], (i in got) ? got[i] : "0%" }')
+fi
+MSGS=$MSGS_SAVED
+
 spread() {
 	sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END {
 		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
@@ -291,6 +351,11 @@ rows() { # rows FILE LABEL
 MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 MEM=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 FS=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
+# An ext4 without a journal shows in the profile; it changes the cost of
+# creating and fsyncing files, which is most of the work here.
+if [[ -f $WORK/perf.data ]] && perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | grep ext4_fsync_nojournal >/dev/null; then
+	FS="$FS without a journal"
+fi
 SECTION=$(
 	cat <<EOF
 <!-- outbound:begin -->
@@ -326,13 +391,21 @@ mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
 - Machine: $(nproc) CPUs ($MODEL), $MEM RAM, Linux $(uname -r), $FS, $(go version | awk '{print $3}').
   The machine was shared with other work while measuring; compare rows of the same run.
 
-Reproduce (as root, Debian with \`postfix\` installed; Go as in go.mod; from the repository root):
+Reproduce (as root, Debian with \`postfix\` and, for the tables below, \`strace\` and \`perf\` installed; Go as in go.mod; from the repository root):
 
 \`\`\`
 sudo bench/outbound.sh                # rewrites this section
 sudo bench/outbound.sh --no-write     # prints it only
 sudo MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 bench/outbound.sh
 \`\`\`
+
+$(if [[ -n $TRACE_OUT ]]; then
+		printf 'System calls per message (a separate pass of %s messages each under `strace -f -c`, not timed; Postfix with stock settings, its whole process tree, counted until the sink has every message):\n\n| syscall | mailctl serve | Postfix relay |\n| --- | --- | --- |\n%s\n' "$PROBE_MSGS" "$TRACE_OUT"
+	fi)
+
+$(if [[ -n $PERF_OUT ]]; then
+		printf "Where mailctl's CPU goes (another untimed pass of %s messages under \`perf record -F 999 -g\`; share of the daemon's samples spent in or under each function, so rows overlap):\n\n| work | share of samples |\n| --- | --- |\n%s\n" "$PROBE_MSGS" "$PERF_OUT"
+	fi)
 <!-- outbound:end -->
 EOF
 )
