@@ -21,34 +21,24 @@ import (
 func main() {
 	socket := flag.String("socket", "", "control socket of the daemon")
 	mailbox := flag.String("mailbox", "bench", "sending mailbox")
-	create := flag.String("create-owner", "", "create the mailbox first, owned by this user")
 	to := flag.String("to", "", "recipient address")
 	n := flag.Int("n", 1000, "number of sends")
 	workers := flag.Int("c", 8, "concurrent senders, one control connection each")
 	size := flag.Int("body", 2048, "body size in bytes")
 	flag.Parse()
 	if *socket == "" || *to == "" {
-		fmt.Fprintln(os.Stderr, "usage: sendload -socket PATH -to ADDR [-n N] [-c C] [-mailbox NAME] [-create-owner USER]")
+		fmt.Fprintln(os.Stderr, "usage: sendload -socket PATH -to ADDR [-n N] [-c C] [-mailbox NAME] [-body BYTES]")
 		os.Exit(2)
 	}
-	if err := run(context.Background(), *socket, *mailbox, *create, *to, *n, *workers, *size); err != nil {
+	if err := run(context.Background(), *socket, *mailbox, *to, *n, *workers, *size); err != nil {
 		slog.Error("sendload", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, socket, mailbox, owner, to string, n, workers, size int) error {
-	if owner != "" {
-		c, err := protocol.Dial(ctx, socket)
-		if err != nil {
-			return err
-		}
-		err = c.Call(ctx, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: mailbox, Owner: owner}, nil)
-		c.Close()
-		if err != nil {
-			return fmt.Errorf("creating mailbox %s: %w", mailbox, err)
-		}
-	}
+// run sends n messages from mailbox to to over workers connections. The
+// mailbox must exist (bench/outbound.sh declares it in the config).
+func run(ctx context.Context, socket, mailbox, to string, n, workers, size int) error {
 	// Connections are opened before the clock starts: the benchmark is
 	// about queueing, signing and delivering, not about dialing.
 	clients := make([]*protocol.Client, workers)
