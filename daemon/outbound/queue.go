@@ -154,7 +154,8 @@ type Queue struct {
 	items     map[string]*entry
 	done      map[string]*Item // settled items kept for status queries
 	doneOrder []string
-	settled   []*Item // settled while loading, announced when Run starts
+	settled   []*Item         // settled while loading, announced when Run starts
+	enqueuing map[string]bool // ids whose files Enqueue is writing
 	kick      chan struct{}
 }
 
@@ -350,20 +351,34 @@ func (q *Queue) Enqueue(it *Item) error {
 		}
 		r.UpdatedAt = now
 	}
+	// The id is reserved under the lock and the files are written outside
+	// it, so concurrent senders' fsyncs overlap instead of queueing behind
+	// one another (and behind the delivery loop).
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if _, dup := q.items[it.ID]; dup {
+	if _, dup := q.items[it.ID]; dup || q.enqueuing[it.ID] {
+		q.mu.Unlock()
 		return protocol.Errorf(protocol.CodeConflict, "queue item %s already exists", it.ID)
 	}
-	if err := writeFileAtomic(filepath.Join(q.dir, it.ID+".eml"), it.Data, 0o600); err != nil {
-		return fmt.Errorf("queueing %s: %w", it.ID, err)
+	if q.enqueuing == nil {
+		q.enqueuing = map[string]bool{}
 	}
-	if err := q.save(it); err != nil {
-		os.Remove(filepath.Join(q.dir, it.ID+".eml"))
+	q.enqueuing[it.ID] = true
+	q.mu.Unlock()
+	err := writeFileAtomic(filepath.Join(q.dir, it.ID+".eml"), it.Data, 0o600)
+	if err == nil {
+		if err = q.save(it); err != nil {
+			os.Remove(filepath.Join(q.dir, it.ID+".eml"))
+		}
+	}
+	q.mu.Lock()
+	delete(q.enqueuing, it.ID)
+	if err != nil {
+		q.mu.Unlock()
 		return fmt.Errorf("queueing %s: %w", it.ID, err)
 	}
 	it.Data = nil
 	q.items[it.ID] = &entry{it: it, first: make(chan struct{})}
+	q.mu.Unlock()
 	q.Kick()
 	return nil
 }
@@ -454,25 +469,31 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 		}
 		// Record the next attempt before dialing: if the daemon dies
 		// mid-attempt, the restart waits for it instead of retrying at once.
+		// The item is marked in flight first, so the save can run outside
+		// the lock: nothing else writes an item while it is in flight.
 		prev := e.it.NextAttempt
 		e.it.NextAttempt = now.Add(q.backoff(e.it.Attempts))
-		if err := q.save(e.it); err != nil {
-			q.log.Error("cannot record next attempt; not delivering", "item", e.it.ID, "err", err)
-			e.it.NextAttempt = prev.Add(time.Minute)
-			<-slots
-			continue
-		}
 		e.inflight = true
 		it := e.it.clone()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q.attempt(ctx, e, it)
-			<-slots
-			select {
-			case freed <- struct{}{}:
-			default:
+			defer func() {
+				<-slots
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+			if err := q.save(it); err != nil {
+				q.log.Error("cannot record next attempt; not delivering", "item", it.ID, "err", err)
+				q.mu.Lock()
+				e.it.NextAttempt = prev.Add(time.Minute)
+				e.inflight = false
+				q.mu.Unlock()
+				return
 			}
+			q.attempt(ctx, e, it)
 		}()
 	}
 	return wait
@@ -552,19 +573,22 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		log.Info("recipient result", "rcpt", r.Address, "status", r.Status, "code", r.Code, "tls", r.TLS, "host", res.Host)
 	}
 	settled := it.Settled()
+	out := it.clone()
+	q.mu.Unlock()
 	// The final state is saved before the sent copy hears of it, and the
 	// item's files go only afterwards: a crash in between leaves a settled
 	// item that the next start announces again, never a sent copy stuck at
-	// "pending".
-	if err := q.save(it); err != nil {
+	// "pending". The item is still in flight, so nothing else writes its
+	// file, and the fsync runs without holding up the other attempts.
+	if err := q.save(out); err != nil {
 		log.Error("cannot record attempt result", "err", err)
 	}
+	q.mu.Lock()
 	if settled {
 		delete(q.items, it.ID)
 		q.remember(it)
 	}
 	e.inflight = false
-	out := it.clone()
 	q.mu.Unlock()
 	q.n.Updated(out)
 	if settled {
