@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	nsmtp "net/smtp"
 	"strings"
 	"sync"
 	"testing"
@@ -174,5 +175,41 @@ func TestSendFromAnotherUsersMailboxIsRefused(t *testing.T) {
 	err = td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "owned", To: []string{"x@remote.test"}, Subject: "bad\r\nBcc: evil@x", Body: "b"}, nil)
 	if protocol.CodeOf(err) != protocol.CodeInvalidInput {
 		t.Fatalf("header injection: %v", err)
+	}
+}
+
+// TestBounceMarksSentRecipient: a delivery status notification that arrives
+// after a message was accepted marks that recipient bounced in the sent copy.
+func TestBounceMarksSentRecipient(t *testing.T) {
+	mx := startFakeMX(t)
+	_, port, _ := net.SplitHostPort(mx.addr)
+	td, addr, dns := startInbound(t, "[delivery]\nport = "+port+"\n")
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	td.EnsureMailbox("alice", 0, 0)
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"gone@remote.test"}, Subject: "hi", Body: "b"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Recipients[0].Status != "delivered" {
+		t.Fatalf("first hop: %+v", res.Recipients)
+	}
+	dsn := "From: MAILER-DAEMON@remote.test\r\nTo: alice@example.test\r\nSubject: Undelivered Mail Returned to Sender\r\n" +
+		"Message-ID: <bounce1@remote.test>\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: multipart/report; report-type=delivery-status; boundary=\"b1\"\r\n\r\n" +
+		"--b1\r\nContent-Type: text/plain\r\n\r\nYour message could not be delivered.\r\n" +
+		"--b1\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.remote.test\r\n\r\n" +
+		"Final-Recipient: rfc822; gone@remote.test\r\nAction: failed\r\nStatus: 5.1.1\r\nDiagnostic-Code: smtp; 550 5.1.1 user unknown\r\n" +
+		"--b1\r\nContent-Type: text/rfc822-headers\r\n\r\nMessage-ID: <" + res.MessageID + ">\r\nSubject: hi\r\n" +
+		"--b1--\r\n"
+	if err := nsmtp.SendMail(addr, nil, "", []string{"alice@example.test"}, []byte(dsn)); err != nil {
+		t.Fatal(err)
+	}
+	var sent protocol.Message
+	if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", Folder: "sent", ID: res.ID}, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent.Recipients) != 1 || sent.Recipients[0].Status != "bounced" || !strings.Contains(sent.Recipients[0].Detail, "5.1.1") {
+		t.Fatalf("sent copy after the bounce: %+v", sent.Recipients)
 	}
 }
