@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,16 +51,29 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startDev runs `mailctl dev` and waits until its socket answers.
-func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *bytes.Buffer, string) {
+// lockedBuffer collects a child's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// startDev runs `mailctl dev` and waits until its socket answers and its
+// banner is out.
+func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *lockedBuffer, string) {
 	t.Helper()
 	smtp := freePort(t)
 	args := append([]string{"dev", "--dir", dir, "--smtp", smtp}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
-	var out bytes.Buffer
+	var out, errb lockedBuffer
 	cmd.Stdout = &out
-	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -70,7 +84,9 @@ func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *bytes.Buff
 	for {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
-			break
+			if strings.Contains(out.String(), "Ctrl-C") {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("mailctl dev did not answer on %s; stderr:\n%s", sock, errb.String())
