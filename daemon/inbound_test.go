@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"net/smtp"
 	"os"
 	"path/filepath"
@@ -38,17 +39,17 @@ func sendSMTP(t *testing.T, addr, from string, to []string, msg string) error {
 }
 
 func TestInboundRoutingAndStorage(t *testing.T) {
-	td, addr, _ := startInbound(t, `catch_all = "catchall"
+	td, addr, _ := startInbound(t, fmt.Sprintf(`catch_all = "catchall"
 [[mailboxes]]
 name = "support"
-owner = "root"
+owner = %[1]q
 aliases = ["help", "contact@example.test"]
 [[mailboxes]]
 name = "catchall"
-owner = "root"
-`)
-	td.EnsureMailbox("alice", 0, 0)
-	td.EnsureMailbox("bob", 0, 0)
+owner = %[1]q
+`, myName(t)))
+	td.ensureMine(t, "alice")
+	td.ensureMine(t, "bob")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := protocol.Dial(ctx, td.socket)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -65,7 +66,7 @@ func TestAuditLineForEveryRequest(t *testing.T) {
 	td.call(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "nosuch"}, nil)
 	out := buf.String()
 	for _, want := range []string{
-		"msg=audit uid=0 gid=0", "verb=mailbox.create mailbox=audited decision=allow code=ok duration_ms=",
+		fmt.Sprintf("msg=audit uid=%d gid=%d", os.Getuid(), os.Getgid()), "verb=mailbox.create mailbox=audited decision=allow code=ok duration_ms=",
 		"verb=mailbox.show mailbox=nosuch decision=deny code=not_found",
 	} {
 		if !strings.Contains(out, want) {
@@ -76,7 +77,7 @@ func TestAuditLineForEveryRequest(t *testing.T) {
 
 func TestWatchDeliversOnlyOwnEvents(t *testing.T) {
 	td := startDaemon(t, "")
-	td.EnsureMailbox("mine", 0, 0)
+	td.ensureMine(t, "mine")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := protocol.Dial(ctx, td.socket)
@@ -94,7 +95,7 @@ func TestWatchDeliversOnlyOwnEvents(t *testing.T) {
 		t.Fatalf("event %+v", ev)
 	}
 	// The subscriber filter holds for root too: another mailbox's event is not sent.
-	td.EnsureMailbox("theirs", 0, 0)
+	td.ensureMine(t, "theirs")
 	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "theirs", ID: "x2"})
 	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x3"})
 	if ev := <-events; ev.ID != "x3" {

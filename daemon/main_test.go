@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -160,4 +161,22 @@ func daemonMain(path string) int {
 		return 1
 	}
 	return 0
+}
+
+// ensureMine creates a mailbox owned by the user running the test, so the
+// daemon can hand it over whether or not the test runs as root.
+func (td *testDaemon) ensureMine(t testing.TB, name string) {
+	t.Helper()
+	if err := td.EnsureMailbox(name, uint32(os.Getuid()), uint32(os.Getgid())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// myName is the login name of the user running the test.
+func myName(t testing.TB) string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
 }

@@ -87,8 +87,8 @@ func TestSendRemoteAndLocal(t *testing.T) {
 	if err := td2.out.loadKeys(); err != nil {
 		t.Fatal(err)
 	}
-	td2.EnsureMailbox("alice", 0, 0)
-	td2.EnsureMailbox("bob", 0, 0)
+	td2.ensureMine(t, "alice")
+	td2.ensureMine(t, "bob")
 
 	var res protocol.SendResult
 	err := td2.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"friend@remote.test", "reject@remote.test"},
@@ -165,7 +165,7 @@ func TestSendRemoteAndLocal(t *testing.T) {
 
 func TestSendFromAnotherUsersMailboxIsRefused(t *testing.T) {
 	td := startDaemon(t, "")
-	td.EnsureMailbox("owned", 4242, 4242)
+	td.ensureMine(t, "owned")
 	// Root may act on any mailbox; an owner check happens per uid in the matrix test.
 	// Here: a mailbox name that does not exist never becomes a From.
 	err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "ghost", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, nil)
@@ -186,7 +186,7 @@ func TestBounceMarksSentRecipient(t *testing.T) {
 	td, addr, dns := startInbound(t, "[delivery]\nport = "+port+"\n")
 	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
 	dns.SetIP("mx.remote.test", "127.0.0.1")
-	td.EnsureMailbox("alice", 0, 0)
+	td.ensureMine(t, "alice")
 	var res protocol.SendResult
 	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"gone@remote.test"}, Subject: "hi", Body: "b"}, &res); err != nil {
 		t.Fatal(err)
