@@ -108,8 +108,9 @@ func RecipientsValue(rs []protocol.RecipientStatus) string {
 		if r.Code != 0 || r.Detail != "" {
 			b.WriteByte(':')
 			var parts []string
-			if r.Code != 0 {
-				parts = append(parts, strconv.Itoa(r.Code))
+			// Details from the queue already start with the reply code.
+			if code := strconv.Itoa(r.Code); r.Code != 0 && !strings.HasPrefix(r.Detail, code+" ") {
+				parts = append(parts, code)
 			}
 			if r.Detail != "" {
 				parts = append(parts, strings.ReplaceAll(r.Detail, ";", ","))

@@ -168,3 +168,12 @@ func unknownUID(t *testing.T) uint32 {
 	t.Fatal("no free uid found")
 	return 0
 }
+
+// Regression: a queue detail that already starts with the reply code was
+// shown as "451 451 4.4.3 …".
+func TestRecipientsValueCodeNotRepeated(t *testing.T) {
+	got := RecipientsValue([]protocol.RecipientStatus{{Address: "a@x", Status: "deferred", Code: 451, Detail: "451 4.4.3 DNS lookup failed"}})
+	if want := "a@x=deferred:451 4.4.3 DNS lookup failed"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
