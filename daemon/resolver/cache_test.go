@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,5 +76,24 @@ func TestCacheIsBounded(t *testing.T) {
 	}
 	if len(c.entries) > 10 {
 		t.Fatalf("%d entries, max 10", len(c.entries))
+	}
+}
+
+// A configured server that never answers costs one timeout per lookup, not
+// whatever /etc/resolv.conf says about timeouts and attempts.
+func TestConfiguredServerLookupIsBounded(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0") // a server that reads and never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	r := New(pc.LocalAddr().String(), 300*time.Millisecond)
+	start := time.Now()
+	_, err = r.LookupTXT(context.Background(), "example.test")
+	if err == nil || !IsTemporary(err) {
+		t.Fatalf("want a temporary error, got %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("lookup against a silent server took %v with a 300ms timeout", d)
 	}
 }

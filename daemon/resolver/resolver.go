@@ -30,13 +30,45 @@ func New(server string, timeout time.Duration) Resolver {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	return &net.Resolver{
+	return &bounded{timeout: timeout, r: &net.Resolver{
 		PreferGo: true,
 		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			d := net.Dialer{Timeout: timeout}
 			return d.DialContext(ctx, network, server)
 		},
-	}
+	}}
+}
+
+// bounded gives every lookup its own deadline: Go's resolver otherwise takes
+// its timeout and retry count from /etc/resolv.conf even when the operator
+// named another server.
+type bounded struct {
+	timeout time.Duration
+	r       *net.Resolver
+}
+
+func (b *bounded) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.r.LookupTXT(ctx, name)
+}
+
+func (b *bounded) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.r.LookupMX(ctx, name)
+}
+
+func (b *bounded) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.r.LookupIPAddr(ctx, host)
+}
+
+func (b *bounded) LookupAddr(ctx context.Context, addr string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.r.LookupAddr(ctx, addr)
 }
 
 // IsNotFound reports whether err means the name or record does not exist
