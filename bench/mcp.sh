@@ -19,6 +19,7 @@ WRITE=1
 [[ ${1:-} == --no-write ]] && WRITE=0
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 DOC=$ROOT/docs/benchmarks.md
 cd "$ROOT"
 command -v go >/dev/null || { echo "bench: go not found" >&2; exit 1; }
@@ -119,17 +120,4 @@ if [[ $WRITE == 0 ]]; then
 	printf '%s\n' "$SECTION"
 	exit 0
 fi
-# Replace only this script's marked section; append it when absent.
-[[ -f $DOC ]] || printf '# Benchmarks\n\nNumbers below are measured, never estimated; each section says how to reproduce it.\n\n' >"$DOC"
-SECTION="$SECTION" python3 - "$DOC" <<'PY'
-import os, re, sys
-path = sys.argv[1]
-text = open(path, encoding="utf-8").read()
-sec = os.environ["SECTION"]
-if "<!-- mcp:begin -->" in text:
-    text = re.sub(r"<!-- mcp:begin -->.*?<!-- mcp:end -->", lambda m: sec, text, flags=re.S)
-else:
-    text = text.rstrip("\n") + "\n\n" + sec + "\n"
-open(path, "w", encoding="utf-8").write(text)
-PY
-echo "bench: wrote $DOC" >&2
+write_section mcp "$DOC" "$SECTION"

@@ -20,6 +20,7 @@ WRITE=1
 [[ ${1:-} == --no-write ]] && WRITE=0
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 DOC=$ROOT/docs/benchmarks.md
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -156,29 +157,7 @@ home_mailbox = Maildir/
 biff = no
 notify_classes =
 EOF
-cat >"$PF/etc/master.cf" <<EOF
-127.0.0.1:$PF_PORT inet n - n - - smtpd
-pickup    unix  n       -       n       60      1       pickup
-cleanup   unix  n       -       n       -       0       cleanup
-qmgr      unix  n       -       n       300     1       qmgr
-rewrite   unix  -       -       n       -       -       trivial-rewrite
-bounce    unix  -       -       n       -       0       bounce
-defer     unix  -       -       n       -       0       bounce
-trace     unix  -       -       n       -       0       bounce
-verify    unix  -       -       n       -       1       verify
-flush     unix  n       -       n       1000?   0       flush
-proxymap  unix  -       -       n       -       -       proxymap
-showq     unix  n       -       n       -       -       showq
-error     unix  -       -       n       -       -       error
-retry     unix  -       -       n       -       -       error
-discard   unix  -       -       n       -       -       discard
-local     unix  -       n       n       -       -       local
-smtp      unix  -       -       n       -       -       smtp
-relay     unix  -       -       n       -       -       smtp
-anvil     unix  -       -       n       -       1       anvil
-scache    unix  -       -       n       -       1       scache
-postlog   unix-dgram n  -       n       -       1       postlogd
-EOF
+pf_master_cf "$PF_PORT" >"$PF/etc/master.cf"
 postfix -c "$PF/etc" check
 postfix -c "$PF/etc" start >/dev/null 2>&1
 
@@ -379,16 +358,4 @@ if [[ $WRITE == 0 ]]; then
 	printf '%s\n' "$SECTION"
 	exit 0
 fi
-[[ -f $DOC ]] || printf '# Benchmarks\n\nNumbers below are measured, never estimated; each section says how to reproduce it.\n\n' >"$DOC"
-if grep -q '<!-- inbound:begin -->' "$DOC"; then
-	SECTION="$SECTION" python3 - "$DOC" <<'EOF'
-import os, re, sys
-path = sys.argv[1]
-text = open(path, encoding="utf-8").read()
-new = re.sub(r"<!-- inbound:begin -->.*?<!-- inbound:end -->", lambda m: os.environ["SECTION"], text, flags=re.S)
-open(path, "w", encoding="utf-8").write(new)
-EOF
-else
-	printf '%s\n' "$SECTION" >>"$DOC"
-fi
-echo "bench: wrote $DOC" >&2
+write_section inbound "$DOC" "$SECTION"

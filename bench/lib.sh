@@ -1,0 +1,49 @@
+# Shared by the bench scripts; sourced, not run.
+
+# pf_master_cf PORT: the master.cf of a private Postfix instance with smtpd on
+# 127.0.0.1:PORT, local delivery and the SMTP client, nothing chrooted.
+pf_master_cf() {
+	cat <<EOF2
+127.0.0.1:$1 inet n - n - - smtpd
+pickup    unix  n       -       n       60      1       pickup
+cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+flush     unix  n       -       n       1000?   0       flush
+proxymap  unix  -       -       n       -       -       proxymap
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+local     unix  -       n       n       -       -       local
+smtp      unix  -       -       n       -       -       smtp
+relay     unix  -       -       n       -       -       smtp
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+EOF2
+}
+
+# write_section NAME DOC SECTION: replace the text between
+# <!-- NAME:begin --> and <!-- NAME:end --> in DOC with SECTION (which
+# carries the markers), or append it when DOC has no such section.
+write_section() {
+	local name=$1 doc=$2 section=$3
+	[[ -f $doc ]] || printf '# Benchmarks\n\nNumbers below are measured, never estimated; each section says how to reproduce it.\n\n' >"$doc"
+	NAME="$name" SECTION="$section" python3 - "$doc" <<'PY'
+import os, re, sys
+path, name, sec = sys.argv[1], os.environ["NAME"], os.environ["SECTION"]
+text = open(path, encoding="utf-8").read()
+pattern = r"<!-- %s:begin -->.*?<!-- %s:end -->" % (name, name)
+if re.search(pattern, text, flags=re.S):
+    text = re.sub(pattern, lambda m: sec, text, flags=re.S)
+else:
+    text = text.rstrip("\n") + "\n\n" + sec + "\n"
+open(path, "w", encoding="utf-8").write(text)
+PY
+	echo "bench: wrote $doc" >&2
+}
