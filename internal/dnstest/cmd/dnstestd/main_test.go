@@ -59,7 +59,7 @@ func TestServeReloadStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		if txt, err = lookupTXT(addr, "example.test"); err == nil && len(txt) == 1 && txt[0] == "v=spf1 mx -all" {
 			break
