@@ -12,14 +12,25 @@ import (
 	"time"
 )
 
+// freeAddr finds a loopback port free for both UDP and TCP, as dnstestd
+// listens on both.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return addr
+		}
 	}
-	defer pc.Close()
-	return pc.LocalAddr().String()
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return ""
 }
 
 func lookupTXT(addr, name string) ([]string, error) {
@@ -47,6 +58,11 @@ func TestServeReloadStop(t *testing.T) {
 	var err error
 	// Under the race detector on a busy machine start-up can take seconds.
 	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("dnstestd stopped before answering: %v", err)
+		default:
+		}
 		if txt, err = lookupTXT(addr, "example.test"); err == nil {
 			break
 		}
