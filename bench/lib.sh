@@ -1,5 +1,27 @@
 # Shared by the bench scripts; sourced, not run.
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+TCK=$(getconf CLK_TCK)
+
+# cpu_ticks PID...: utime+stime+cutime+cstime of the processes and all their
+# live descendants. Exited children are in their parent's cutime/cstime once
+# reaped, so a before/after difference covers short-lived workers too.
+cpu_ticks() {
+	# Processes come and go while this reads; a vanished one is skipped.
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v roots="$*" '
+		BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) want[r[i]] = 1 }
+		{
+			pid = $1; line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
+			ppid[pid] = f[2]; t[pid] = f[12] + f[13] + f[14] + f[15]
+		}
+		END {
+			changed = 1
+			while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
+			s = 0; for (p in want) if (p in t) s += t[p]; print s
+		}'
+}
+
 # pf_master_cf PORT: the master.cf of a private Postfix instance with smtpd on
 # 127.0.0.1:PORT, local delivery and the SMTP client, nothing chrooted.
 pf_master_cf() {

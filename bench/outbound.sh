@@ -42,26 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-now() { date +%s.%N; }
-TCK=$(getconf CLK_TCK)
-
-# cpu_ticks PID...: utime+stime+cutime+cstime of the processes and all their
-# live descendants (the same accounting as bench/run.sh).
-cpu_ticks() {
-	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v roots="$*" '
-		BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) want[r[i]] = 1 }
-		{
-			pid = $1; line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
-			ppid[pid] = f[2]; t[pid] = f[12] + f[13] + f[14] + f[15]
-		}
-		END {
-			changed = 1
-			while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
-			s = 0; for (p in want) if (p in t) s += t[p]; print s
-		}'
-}
-
 echo "bench: building mailctl, dnstestd and sendload" >&2
 (cd "$ROOT" && go build -o "$WORK/mailctl" ./cmd/mailctl &&
 	go build -o "$WORK/dnstestd" ./internal/dnstest/cmd/dnstestd &&
