@@ -2,7 +2,6 @@ package smtpin
 
 import (
 	"context"
-	"github.com/mailctl/mailctl/internal/testpostfix"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/testpostfix"
 )
 
 // postfixMasterCF is the smallest master.cf a private Postfix instance needs

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/mailctl/mailctl/internal/testpostfix"
 	"os"
 	"os/exec"
 	"os/user"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/testpostfix"
 )
 
 // swaksData recovers the DATA swaks sent from its transcript: the client

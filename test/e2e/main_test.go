@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/store"
 )
@@ -64,7 +65,7 @@ func run(m *testing.M) int {
 	// Other uids (postfix, the throwaway owner) never run it, but keep it
 	// reachable anyway.
 	os.Chmod(dir, 0o755)
-	root, err := moduleRoot()
+	root, err := testbin.ModuleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -77,18 +78,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the mailctl module")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // needTool skips the test when an external program is missing.

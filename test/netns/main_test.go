@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mailctl/mailctl/internal/testbin"
 )
 
 // Binaries built once by TestMain.
@@ -53,7 +55,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	// Hooks run as throwaway users; keep the directory traversable.
 	os.Chmod(dir, 0o755)
-	root, err := moduleRoot()
+	root, err := testbin.ModuleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -134,18 +136,6 @@ func removeStale() {
 		killNS(f[0])
 		exec.Command("ip", "netns", "del", f[0]).Run()
 	}
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the mailctl module")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // summary reports a scenario's result line in the test log and on stdout,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -44,7 +45,7 @@ func TestAgentMCP(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed")
 	}
-	root, err := moduleRoot()
+	root, err := testbin.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package netns
 import (
 	"context"
 	"fmt"
-	"github.com/mailctl/mailctl/internal/testpostfix"
 	"os"
 	"os/exec"
 	"os/user"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon"
+	"github.com/mailctl/mailctl/internal/testpostfix"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
