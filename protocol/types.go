@@ -373,6 +373,9 @@ type QueueItem struct {
 	NextAttempt time.Time         `json:"next_attempt"`
 	Held        bool              `json:"held"`
 	SizeBytes   int64             `json:"size_bytes"`
+	// Delivering is true while an attempt is under way; operator actions
+	// (retry, drop, approve) answer conflict until it has finished.
+	Delivering bool `json:"delivering,omitempty"`
 }
 
 // QueueIDArgs names one queue item.

@@ -45,6 +45,9 @@ type Item struct {
 	Attempts    int                        `json:"attempts"`
 	Held        bool                       `json:"held"`
 	Size        int64                      `json:"size"`
+	// InFlight marks a copy taken while an attempt is under way. The queue
+	// never stores it: it is set on the copies List and Get return.
+	InFlight bool `json:"-"`
 	// Data is the signed message for Enqueue. The queue keeps it only in
 	// <id>.eml and reads it per attempt, so a long queue does not hold every
 	// message in memory; items it returns have Data nil.
@@ -65,7 +68,7 @@ func (it *Item) Settled() bool {
 func (it *Item) QueueItem() protocol.QueueItem {
 	return protocol.QueueItem{ID: it.ID, Mailbox: it.Mailbox, MessageID: it.MessageID, MailFrom: it.MailFrom,
 		Recipients: append([]protocol.RecipientStatus(nil), it.Recipients...), CreatedAt: it.Created,
-		NextAttempt: it.NextAttempt, Held: it.Held, SizeBytes: it.Size}
+		NextAttempt: it.NextAttempt, Held: it.Held, SizeBytes: it.Size, Delivering: it.InFlight}
 }
 
 func (it *Item) clone() *Item {
@@ -139,6 +142,13 @@ type entry struct {
 	inflight  bool
 	firstDone bool
 	first     chan struct{} // closed when the first attempt has finished
+}
+
+// view is the copy of the item an observer gets; call with q.mu held.
+func (e *entry) view() *Item {
+	c := e.it.clone()
+	c.InFlight = e.inflight
+	return c
 }
 
 // Queue is the durable outbound queue: one <id>.json (state) and <id>.eml
@@ -527,9 +537,11 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		byRcpt[strings.ToLower(r.Rcpt)] = r
 	}
 
-	q.mu.Lock()
+	// The outcome is computed on the snapshot and becomes the item's state
+	// in the same critical section that ends the flight, so an observer
+	// sees either the attempt under way or its result, never a mix.
 	now := q.opts.Clock()
-	it := e.it
+	it := snap.clone()
 	it.Attempts++
 	expired := now.Sub(it.Created) >= q.opts.RetryFor
 	for i := range it.Recipients {
@@ -574,7 +586,6 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	}
 	settled := it.Settled()
 	out := it.clone()
-	q.mu.Unlock()
 	// The final state is saved before the sent copy hears of it, and the
 	// item's files go only afterwards: a crash in between leaves a settled
 	// item that the next start announces again, never a sent copy stuck at
@@ -584,11 +595,12 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		log.Error("cannot record attempt result", "err", err)
 	}
 	q.mu.Lock()
+	e.it = it
+	e.inflight = false
 	if settled {
 		delete(q.items, it.ID)
 		q.remember(it)
 	}
-	e.inflight = false
 	q.mu.Unlock()
 	q.n.Updated(out)
 	if settled {
@@ -638,7 +650,7 @@ func (q *Queue) List() []*Item {
 	defer q.mu.Unlock()
 	var out []*Item
 	for _, e := range q.items {
-		out = append(out, e.it.clone())
+		out = append(out, e.view())
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Created.Equal(out[j].Created) {
@@ -654,7 +666,7 @@ func (q *Queue) Get(id string) (*Item, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if e, ok := q.items[id]; ok {
-		return e.it.clone(), nil
+		return e.view(), nil
 	}
 	if it, ok := q.done[id]; ok {
 		return it.clone(), nil
@@ -684,15 +696,17 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 		q.mu.Unlock()
 		return err
 	}
-	settled := e.it.Settled()
-	if settled {
-		q.remove(id)
-		delete(q.items, id)
-		q.remember(e.it)
-	} else if err := q.save(e.it); err != nil {
+	// As after an attempt, a settled state is saved first and the files go
+	// only once the sent copy has heard of it.
+	if err := q.save(e.it); err != nil {
 		e.it = backup
 		q.mu.Unlock()
 		return err
+	}
+	settled := e.it.Settled()
+	if settled {
+		delete(q.items, id)
+		q.remember(e.it)
 	}
 	out := e.it.clone()
 	q.mu.Unlock()
@@ -700,6 +714,9 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 	if settled {
 		q.n.Settled(out)
 		q.mu.Lock()
+		if _, requeued := q.items[id]; !requeued {
+			q.remove(id)
+		}
 		if !e.firstDone {
 			e.firstDone = true
 			close(e.first)

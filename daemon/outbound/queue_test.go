@@ -123,7 +123,7 @@ func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
 	// Only the deferred recipient is retried.
 	clk.Advance(time.Hour)
 	q.Kick()
-	waitFor(t, func() bool { got, _ := q.Get("m2"); return got.Attempts == 2 })
+	waitFor(t, func() bool { got, _ := q.Get("m2"); return !got.InFlight && got.Attempts == 2 })
 	clk.Advance(time.Hour)
 	q.Kick()
 	done := n.waitSettled(t)
@@ -321,7 +321,12 @@ func TestQueueOperatorActions(t *testing.T) {
 	if err := q.Approve("h1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { got, _ := q.Get("h1"); return got.Attempts == 1 })
+	// The attempt's outcome and the end of its flight become visible
+	// together: wait for the state an operator acts on, not a counter.
+	waitFor(t, func() bool {
+		got, _ := q.Get("h1")
+		return !got.InFlight && got.Recipients[0].Status == StatusDeferred
+	})
 	if err := q.Approve("h1"); protocol.CodeOf(err) != protocol.CodeConflict {
 		t.Fatalf("second approve: %v", err)
 	}
@@ -329,7 +334,10 @@ func TestQueueOperatorActions(t *testing.T) {
 	if err := q.Retry("h1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { got, _ := q.Get("h1"); return got.Attempts == 2 })
+	waitFor(t, func() bool {
+		got, _ := q.Get("h1")
+		return !got.InFlight && got.Recipients[0].Attempts == 2
+	})
 	if err := q.Drop("h1"); err != nil {
 		t.Fatal(err)
 	}
