@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mailctl/mailctl/internal/tomlkeys"
 )
 
 // The frontmatter delimiter. The TOML encoder writes every string as a
@@ -66,7 +68,11 @@ func Parse(data []byte) (m *Message, body string, err error) {
 		}
 	}()
 	m = new(Message)
-	if _, err := toml.Decode(string(fm), m); err != nil {
+	md, err := toml.Decode(string(fm), m)
+	if err == nil {
+		err = tomlkeys.Exact(md.Keys(), m)
+	}
+	if err != nil {
 		return nil, "", fmt.Errorf("decoding frontmatter: %w", err)
 	}
 	return m, string(rest), nil

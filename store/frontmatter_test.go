@@ -260,3 +260,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TOML keys are case-sensitive: "SUBJECT" beside "subject" used to overwrite
+// it or not depending on map order.
+func TestParseRejectsCaseVariantKeys(t *testing.T) {
+	for _, fm := range []string{
+		"subject = \"a\"\nSUBJECT = \"b\"\n",
+		"Subject = \"b\"\n",
+		"[[attachments]]\nfilename = \"a\"\nFileName = \"b\"\n",
+	} {
+		_, _, err := Parse([]byte("+++\n" + fm + "+++\n\nbody\n"))
+		if err == nil || !strings.Contains(err.Error(), "case-sensitive") {
+			t.Errorf("%q: error %v, want a case-sensitivity error", fm, err)
+		}
+	}
+}

@@ -265,32 +265,36 @@ func codexMerge(existing []byte, s Server) ([]byte, error) {
 		out.Write(snippet)
 	}
 	result := []byte(out.String())
-	var check struct {
-		MCPServers map[string]struct {
-			Command string   `toml:"command"`
-			Args    []string `toml:"args"`
-		} `toml:"mcp_servers"`
-	}
+	var check map[string]any
 	if _, err := toml.Decode(string(result), &check); err != nil {
 		return nil, fmt.Errorf("merging into the Codex config would break it (%v): add the snippet from --print by hand", err)
 	}
-	if check.MCPServers[ServerName].Command != s.Command {
+	if _, cmd := codexEntry(check); cmd != s.Command {
 		return nil, errors.New("merging into the Codex config did not take: add the snippet from --print by hand")
 	}
 	return result, nil
 }
 
 func codexWired(existing []byte) (bool, string) {
-	var doc struct {
-		MCPServers map[string]struct {
-			Command string `toml:"command"`
-		} `toml:"mcp_servers"`
-	}
+	var doc map[string]any
 	if _, err := toml.Decode(string(existing), &doc); err != nil {
 		return false, ""
 	}
-	e, ok := doc.MCPServers[ServerName]
-	return ok, e.Command
+	return codexEntry(doc)
+}
+
+// codexEntry finds [mcp_servers.mailctl] in a decoded Codex config. TOML keys
+// are case-sensitive, so the lookup is exact: decoding into a struct would
+// match tags case-insensitively and let "[MCP_servers.mailctl]" compete with
+// the real table, the winner depending on map order.
+func codexEntry(doc map[string]any) (wired bool, command string) {
+	servers, _ := doc["mcp_servers"].(map[string]any)
+	entry, ok := servers[ServerName].(map[string]any)
+	if !ok {
+		return false, ""
+	}
+	command, _ = entry["command"].(string)
+	return true, command
 }
 
 // BackupSuffix names the copy of a harness config taken before mailctl first

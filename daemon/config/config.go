@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mailctl/mailctl/internal/tomlkeys"
 )
 
 // DefaultPath is where the system daemon reads its config.
@@ -301,6 +303,9 @@ func Parse(data []byte) (*Config, error) {
 		if errors.As(err, &pe) {
 			return nil, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
 		}
+		return nil, err
+	}
+	if err := tomlkeys.Exact(md.Keys(), &c); err != nil {
 		return nil, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {

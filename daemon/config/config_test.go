@@ -139,3 +139,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A key that differs from a known one only in case used to fill the same
+// field as the real key, the winner depending on map order.
+func TestParseRejectsCaseVariantKeys(t *testing.T) {
+	for _, doc := range []string{
+		"[SMTP]\nmax_recipients = 5\n",
+		"[smtp]\nmax_recipients = 5\n[Smtp]\nmax_recipients = 7\n",
+	} {
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "case-sensitive") {
+			t.Errorf("%q: error %v, want a case-sensitivity error", doc, err)
+		}
+	}
+}
