@@ -22,7 +22,7 @@ import (
 const (
 	DefaultMaxConcurrent = 4
 	DefaultMaxQueued     = 64
-	DefaultOutputCap     = 64 << 10
+	DefaultOutputCap     = 32 << 10
 	DefaultKillGrace     = 5 * time.Second
 	// StderrTailBytes is how much of the end of stderr a run record keeps.
 	StderrTailBytes = 2048
@@ -37,9 +37,10 @@ type Runner struct {
 	// MaxQueued bounds how many asynchronous runs may wait for a slot
 	// (default 64); Go records a run beyond that as dropped.
 	MaxQueued int
-	// OutputCap bounds the bytes of stdout plus stderr kept per run (default
-	// 64 KiB). The rest is read and discarded so the hook never blocks on a
-	// full pipe.
+	// OutputCap bounds the bytes kept of each of stdout and stderr per run
+	// (default 32 KiB each). The rest is read and discarded so the hook never
+	// blocks on a full pipe. Each stream has its own bound, so what is kept
+	// does not depend on which pipe the runner happened to read first.
 	OutputCap int
 	// KillGrace is the time between SIGTERM and SIGKILL (default 5s).
 	KillGrace time.Duration
@@ -366,7 +367,7 @@ func workDir(home string) string {
 	return home
 }
 
-// capture keeps the first limit bytes of stdout plus stderr and the last
+// capture keeps the first limit bytes of each of stdout and stderr and the last
 // StderrTailBytes of stderr, and swallows the rest: writes never fail and
 // never block, so the child cannot stall on a full pipe.
 type capture struct {
@@ -387,7 +388,11 @@ func (w captureWriter) Write(p []byte) (int, error) {
 	c := w.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	keep := c.limit - len(c.stdout) - len(c.stderr)
+	kept := len(c.stdout)
+	if w.stderr {
+		kept = len(c.stderr)
+	}
+	keep := c.limit - kept
 	if keep < 0 {
 		keep = 0
 	}

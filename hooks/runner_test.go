@@ -64,7 +64,7 @@ func TestRunStdinAndWorkDir(t *testing.T) {
 	if run.ExitCode != 0 {
 		t.Fatalf("run = %+v", run)
 	}
-	if !bytes.Equal(out.Stdout, msg[:min(len(msg), DefaultOutputCap-len(out.Stderr))]) {
+	if !bytes.Equal(out.Stdout, msg[:min(len(msg), DefaultOutputCap)]) {
 		t.Errorf("stdout is not the start of stdin (%d bytes)", len(out.Stdout))
 	}
 	if got := strings.TrimSpace(string(out.Stderr)); got != dir {
