@@ -1,47 +1,173 @@
 package daemon
 
 import (
+	"strings"
+
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
-// access is what a request wants to do with a mailbox.
+// access is what a verb asks of its caller. Every verb declares one in the
+// verb table below; dispatch checks it, in one place, before the handler
+// runs, and records the decision on the audit line.
 type access int
 
 const (
-	accRead   access = iota // list, read, watch
-	accWrite                // mark, move, send, hooks
-	accManage               // delete the mailbox itself
+	// accAny lets any caller in. The verb touches nothing another user owns
+	// and shows only what the caller owns (lists, version, status).
+	accAny access = iota
+	// accRead: every mailbox the request names must be the caller's.
+	accRead
+	// accWrite: as accRead, for verbs that change mail or hooks, or send.
+	accWrite
+	// accManage: as accWrite; an operator-declared mailbox or the catch-all
+	// also needs root.
+	accManage
+	// accRoot: root only.
+	accRoot
 )
 
+var accessNames = map[access]string{accAny: "any", accRead: "read", accWrite: "write", accManage: "manage", accRoot: "root"}
+
+func (a access) String() string { return accessNames[a] }
+
+// The verb table: every verb of the control socket, the access it needs,
+// what its request acts on, and the handler. A verb missing here does not
+// exist; the real-uid matrix test (TestAuthorizationMatrix) has a row for
+// each entry.
+func init() {
+	handle(protocol.VerbVersion, on(accAny, nil, handleVersion))
+	handle(protocol.VerbStatus, on(accAny, nil, handleStatus))
+
+	handle(protocol.VerbMailboxList, on(accAny, nil, handleMailboxList))
+	handle(protocol.VerbMailboxShow, on(accRead, func(_ *Daemon, _ *call, a *protocol.NameArgs) (target, error) {
+		return mailboxTarget(a.Name), nil
+	}, handleMailboxShow))
+	handle(protocol.VerbMailboxCreate, on(accAny, mailboxCreateTarget, handleMailboxCreate))
+	handle(protocol.VerbMailboxDelete, on(accManage, func(_ *Daemon, _ *call, a *protocol.MailboxDeleteArgs) (target, error) {
+		return mailboxTarget(a.Name), nil
+	}, handleMailboxDelete))
+
+	handle(protocol.VerbMessageList, on(accRead, func(_ *Daemon, _ *call, a *protocol.MessageListArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleMessageList))
+	handle(protocol.VerbMessageRead, on(accRead, func(_ *Daemon, _ *call, a *protocol.MessageReadArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleMessageRead))
+	handle(protocol.VerbMessageMark, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessageMarkArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleMessageMark))
+	handle(protocol.VerbMessageMove, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessageMoveArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleMessageMove))
+
+	handle(protocol.VerbSend, on(accWrite, func(_ *Daemon, _ *call, a *protocol.SendArgs) (target, error) {
+		return mailboxTarget(a.FromMailbox), nil
+	}, handleSend))
+	handle(protocol.VerbSendStatus, on(accRead, func(_ *Daemon, _ *call, a *protocol.SendStatusArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleSendStatus))
+
+	handle(protocol.VerbHookCreate, on(accWrite, hookCreateTarget, handleHookCreate))
+	handle(protocol.VerbHookList, on(accRead, func(_ *Daemon, _ *call, a *protocol.HookListArgs) (target, error) {
+		return optionalMailbox(a.Mailbox), nil
+	}, handleHookList))
+	handle(protocol.VerbHookDelete, on(accWrite, hookDeleteTarget, handleHookDelete))
+	handle(protocol.VerbHookRuns, on(accAny, nil, handleHookRuns))
+
+	handle(protocol.VerbQueueList, on(accAny, nil, handleQueueList))
+	handle(protocol.VerbQueueShow, on(accRead, queueTarget, handleQueueShow))
+	handle(protocol.VerbQueueRetry, on(accWrite, queueTarget, handleQueueRetry))
+	handle(protocol.VerbQueueDrop, on(accWrite, queueTarget, handleQueueDrop))
+	handle(protocol.VerbQueueApprove, on(accRoot, queueTarget, handleQueueApprove))
+
+	handle(protocol.VerbWatch, on(accRead, func(_ *Daemon, _ *call, a *protocol.WatchArgs) (target, error) {
+		return target{mailboxes: a.Mailboxes}, nil
+	}, handleWatch))
+}
+
+// target is what one request acts on, named by its arguments and resolved
+// before the access check.
+type target struct {
+	// mailboxes the request reads or changes; each must exist and be the
+	// caller's (root: any).
+	mailboxes []string
+	// rootOnly, when set, refuses the request to every caller but root and
+	// says why (another owner named, fire_on_untrusted, ...).
+	rootOnly error
+	// missing answers a caller for whom a mailbox does not exist or is not
+	// theirs; nil means the mailbox's own not-found message. A queue item or
+	// a hook sets its own so the answer names what was asked for.
+	missing error
+	// creates is the name of a mailbox the request would create, for the
+	// audit line.
+	creates string
+	// goneOK lets root act although the mailbox no longer exists (queued
+	// mail of a deleted mailbox).
+	goneOK bool
+}
+
+// concerns names the mailboxes of the target for the audit line.
+func (t target) concerns() string {
+	names := append([]string(nil), t.mailboxes...)
+	if t.creates != "" {
+		names = append(names, t.creates)
+	}
+	return strings.Join(names, ",")
+}
+
+func mailboxTarget(name string) target { return target{mailboxes: []string{name}} }
+
+// optionalMailbox is the target of a verb whose mailbox filter may be left
+// out; without it the handler shows only what the caller owns.
+func optionalMailbox(name string) target {
+	if name == "" {
+		return target{}
+	}
+	return mailboxTarget(name)
+}
+
 // authorize is the one authorization decision of the control socket. Root may
-// do anything. Any other uid may act only on mailboxes it owns; a mailbox it
-// does not own answers exactly like one that does not exist, so names of other
-// users' mailboxes are never revealed. Operator-declared mailboxes (and the
-// catch-all) cannot be deleted by non-root callers.
-func (d *Daemon) authorize(c *call, name string, acc access) (*mailboxInfo, error) {
-	c.mailbox = name
-	if err := store.ValidMailboxName(name); err != nil {
-		c.decision = "deny"
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q: %v", name, err)
+// do anything the verb allows. Any other uid may act only on mailboxes it
+// owns; a mailbox it does not own answers exactly like one that does not
+// exist, so names of other users' mailboxes are never revealed.
+// Operator-declared mailboxes (and the catch-all) cannot be managed by
+// non-root callers. It returns the mailboxes in the order the target named
+// them.
+func (d *Daemon) authorize(c *call, acc access, t target) ([]*mailboxInfo, error) {
+	root := c.caller.Root()
+	if acc == accRoot && !root {
+		return nil, protocol.Errorf(protocol.CodeForbidden, "only the operator (root) can do this")
 	}
-	m, ok := d.lookupMailbox(name)
-	if !ok || (!c.caller.Root() && m.UID != c.caller.UID) {
-		c.decision = "deny"
-		return nil, notFoundMailbox(name)
-	}
-	if acc == accManage && !c.caller.Root() {
-		if m.Source == "config" {
-			c.decision = "deny"
-			return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared by the operator in config.toml; only root can change it", name)
+	var boxes []*mailboxInfo
+	for _, name := range t.mailboxes {
+		if err := store.ValidMailboxName(name); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q: %v", name, err)
 		}
-		if name == d.cfg().CatchAll {
-			c.decision = "deny"
-			return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is the catch-all; only root can change it", name)
+		m, ok := d.lookupMailbox(name)
+		if !ok && root && t.goneOK {
+			continue
 		}
+		if !ok || !c.visible(m) {
+			if t.missing != nil {
+				return nil, t.missing
+			}
+			return nil, notFoundMailbox(name)
+		}
+		if acc == accManage && !root {
+			if m.Source == "config" {
+				return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared by the operator in config.toml; only root can change it", name)
+			}
+			if name == d.cfg().CatchAll {
+				return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is the catch-all; only root can change it", name)
+			}
+		}
+		boxes = append(boxes, m)
 	}
-	c.decision = "allow"
-	return m, nil
+	if t.rootOnly != nil && !root {
+		return nil, t.rootOnly
+	}
+	return boxes, nil
 }
 
 // visible reports whether the caller may see mailbox m at all.

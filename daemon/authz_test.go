@@ -1,15 +1,20 @@
 package daemon
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -20,36 +25,89 @@ type principal struct {
 	uid, gid uint32
 }
 
-// runAs performs one request from a separate process running as p.
-func runAs(t *testing.T, bin, socket string, p principal, verb string, args any) clientOutcome {
+// clientProc is a copy of the test binary running as one principal; it makes
+// each request on a fresh connection, so the kernel reports its uid.
+type clientProc struct {
+	p   principal
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+// startClient starts a client process running as p. One process per
+// principal serves every request of a test, which keeps a matrix of many
+// verbs fast under the race detector.
+func startClient(t *testing.T, bin, socket string, p principal) *clientProc {
 	t.Helper()
-	raw, _ := json.Marshal(args)
 	cmd := exec.Command(bin)
-	cmd.Env = []string{"MAILCTL_TEST_CLIENT=1", "MAILCTL_SOCKET=" + socket, "MAILCTL_TEST_VERB=" + verb, "MAILCTL_TEST_ARGS=" + string(raw)}
+	cmd.Env = []string{"MAILCTL_TEST_CLIENT=1", "MAILCTL_SOCKET=" + socket}
 	if p.uid != 0 {
 		testusers.As(cmd, p.uid, p.gid)
 	}
-	out, err := cmd.Output()
+	in, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatalf("client as %s: %v (%s)", p.name, err, out)
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("client as %s: %v: %s", p.name, err, stderr.String())
+		}
+	})
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	return &clientProc{p: p, in: in, out: sc}
+}
+
+// do performs one request as the client's principal.
+func (cp *clientProc) do(t *testing.T, verb string, args any) clientOutcome {
+	t.Helper()
+	raw, _ := json.Marshal(args)
+	line, _ := json.Marshal(clientRequest{Verb: verb, Args: raw})
+	if _, err := cp.in.Write(append(line, '\n')); err != nil {
+		t.Fatalf("client as %s: %v", cp.p.name, err)
+	}
+	if !cp.out.Scan() {
+		t.Fatalf("client as %s ended: %v", cp.p.name, cp.out.Err())
 	}
 	var o clientOutcome
-	if err := json.Unmarshal(out, &o); err != nil {
-		t.Fatalf("client as %s printed %q", p.name, out)
+	if err := json.Unmarshal(cp.out.Bytes(), &o); err != nil {
+		t.Fatalf("client as %s printed %q", cp.p.name, cp.out.Bytes())
 	}
 	return o
 }
 
-// TestAuthorizationMatrix drives every verb from real processes running as
-// root, the mailbox owner, another user and a uid with no passwd entry. The
-// others must get not_found or forbidden and learn nothing about the owner's
-// mailboxes.
+// matrixRow is one request and the code each principal must get ("" = ok);
+// principals left out do not make it.
+type matrixRow struct {
+	verb string
+	acc  access // the access the verb table must declare for verb
+	args any
+	want map[string]string
+}
+
+// TestAuthorizationMatrix drives every registered verb from real processes
+// running as root, the mailbox owner, another user and a uid with no passwd
+// entry. The others must get not_found or forbidden and learn nothing about
+// the owner's mailboxes. A verb without a row, or whose declared access
+// differs from its row, fails the test.
 func TestAuthorizationMatrix(t *testing.T) {
 	testusers.RequireRoot(t)
 	owner := testusers.Create(t, "mcto")
 	other := testusers.Create(t, "mctx")
 	ghostUID := testusers.UnusedUID(t)
-	td := startDaemon(t, fmt.Sprintf(`
+	td := startDaemonWith(t, fmt.Sprintf(`
+[send]
+hold = true
+
 [[mailboxes]]
 name = "ops"
 owner = %q
@@ -59,16 +117,18 @@ name = "opshook"
 mailbox = "ops"
 event = "on_receive"
 cmd = ["/bin/true"]
-`, owner.Name))
+`, owner.Name), Options{Resolver: &resolver.Map{}})
 	bin := testusers.Executable(t)
 
-	root := principal{"root", 0, 0}
-	own := principal{"owner", owner.UID, owner.GID}
-	oth := principal{"other", other.UID, other.GID}
-	ghost := principal{"ghost", ghostUID, ghostUID}
+	principals := []principal{{"root", 0, 0}, {"owner", owner.UID, owner.GID}, {"other", other.UID, other.GID}, {"ghost", ghostUID, ghostUID}}
+	clients := map[string]*clientProc{}
+	for _, p := range principals {
+		clients[p.name] = startClient(t, bin, td.socket, p)
+	}
+	own := clients["owner"]
 
-	// The owner's private mailbox, with one message in it.
-	if o := runAs(t, bin, td.socket, own, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "secretbox"}); o.Code != "" {
+	// The owner's private mailbox, with one message in it, a hook and a held queue item.
+	if o := own.do(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "secretbox"}); o.Code != "" {
 		t.Fatalf("owner create: %+v", o)
 	}
 	id, _, err := td.store.Deliver("secretbox", "inbox", &store.Message{MessageID: "m1@example.test", From: "a@example.net",
@@ -76,55 +136,67 @@ cmd = ["/bin/true"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := runAs(t, bin, td.socket, own, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, Name: "ownhook"}); o.Code != "" {
+	if o := own.do(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, Name: "ownhook"}); o.Code != "" {
 		t.Fatalf("owner hook create: %+v", o)
 	}
+	o := own.do(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "secretbox", To: []string{"x@remote.test"}, Subject: "confidential", Body: "b"})
+	var sent protocol.SendResult
+	if json.Unmarshal(o.Data, &sent); o.Code != "" || sent.Status != "held" {
+		t.Fatalf("owner send (held): %+v", o)
+	}
+	queueID := outbound.QueueID("secretbox", sent.ID)
 
-	type row struct {
-		verb string
-		args any
-		want map[string]string // principal -> expected code ("" = ok)
+	all := func(code string) map[string]string {
+		return map[string]string{"root": code, "owner": code, "other": code, "ghost": code}
 	}
 	denied := map[string]string{"root": "", "owner": "", "other": "not_found", "ghost": "not_found"}
-	rows := []row{
-		{protocol.VerbVersion, nil, map[string]string{"root": "", "owner": "", "other": "", "ghost": ""}},
-		{protocol.VerbMailboxShow, protocol.NameArgs{Name: "secretbox"}, denied},
-		{protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "secretbox"}, denied},
-		{protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "secretbox", ID: id}, denied},
-		{protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: "secretbox", IDs: []string{id}, Read: true}, denied},
-		{protocol.VerbHookList, protocol.HookListArgs{Mailbox: "secretbox"}, denied},
-		{protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "after_send", Cmd: []string{"/bin/true"}}, denied},
-		{protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "secretbox"}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbHookDelete, protocol.NameArgs{Name: "ownhook"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "forother", Owner: owner.Name}, map[string]string{"other": "forbidden", "ghost": "forbidden"}},
-		{protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "secretbox"}, map[string]string{"other": "conflict", "ghost": "forbidden"}},
-		{protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "byroot", Owner: owner.Name}, map[string]string{"root": ""}},
-		{protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "ops"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
-		{protocol.VerbHookDelete, protocol.NameArgs{Name: "opshook"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
-		{protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, FireOnUntrusted: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
-		{protocol.VerbWatch, protocol.WatchArgs{Mailboxes: []string{"secretbox"}}, map[string]string{"other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: "secretbox", ID: id, To: "archive"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbHookRuns, protocol.HookRunsArgs{}, map[string]string{"other": "", "ghost": ""}},
-		{protocol.VerbSend, protocol.SendArgs{FromMailbox: "secretbox", To: []string{"x@remote.test"}, Subject: "s", Body: "b", DryRun: true}, denied},
-		{protocol.VerbSendStatus, protocol.SendStatusArgs{Mailbox: "secretbox", ID: "2026-01-01-000000-x"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbQueueList, nil, map[string]string{"root": "", "other": ""}},
-		{protocol.VerbQueueApprove, protocol.QueueIDArgs{ID: "secretbox.x"}, map[string]string{"owner": "forbidden", "other": "forbidden"}},
+	rows := []matrixRow{
+		{protocol.VerbVersion, accAny, nil, all("")},
+		{protocol.VerbStatus, accAny, nil, all("")},
+		{protocol.VerbMailboxList, accAny, nil, all("")},
+		{protocol.VerbMailboxShow, accRead, protocol.NameArgs{Name: "secretbox"}, denied},
+		{protocol.VerbMessageList, accRead, protocol.MessageListArgs{Mailbox: "secretbox"}, denied},
+		{protocol.VerbMessageRead, accRead, protocol.MessageReadArgs{Mailbox: "secretbox", ID: id}, denied},
+		{protocol.VerbMessageMark, accWrite, protocol.MessageMarkArgs{Mailbox: "secretbox", IDs: []string{id}, Read: true}, denied},
+		{protocol.VerbHookList, accRead, protocol.HookListArgs{Mailbox: "secretbox"}, denied},
+		{protocol.VerbHookList, accRead, nil, all("")},
+		{protocol.VerbHookCreate, accWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "after_send", Cmd: []string{"/bin/true"}}, denied},
+		{protocol.VerbMailboxDelete, accManage, protocol.MailboxDeleteArgs{Name: "secretbox"}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbHookDelete, accWrite, protocol.NameArgs{Name: "ownhook"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "forother", Owner: owner.Name}, map[string]string{"other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "secretbox"}, map[string]string{"other": "conflict", "ghost": "forbidden"}},
+		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "byroot", Owner: owner.Name}, map[string]string{"root": ""}},
+		{protocol.VerbMailboxDelete, accManage, protocol.MailboxDeleteArgs{Name: "ops"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
+		{protocol.VerbHookDelete, accWrite, protocol.NameArgs{Name: "opshook"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
+		{protocol.VerbHookCreate, accWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, FireOnUntrusted: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
+		{protocol.VerbWatch, accRead, protocol.WatchArgs{Mailboxes: []string{"secretbox"}}, denied},
+		{protocol.VerbMessageMove, accWrite, protocol.MessageMoveArgs{Mailbox: "secretbox", ID: id, To: "archive"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbHookRuns, accAny, protocol.HookRunsArgs{}, all("")},
+		{protocol.VerbSend, accWrite, protocol.SendArgs{FromMailbox: "secretbox", To: []string{"x@remote.test"}, Subject: "s", Body: "b", DryRun: true}, denied},
+		{protocol.VerbSendStatus, accRead, protocol.SendStatusArgs{Mailbox: "secretbox", ID: sent.ID}, denied},
+		{protocol.VerbQueueList, accAny, nil, all("")},
+		{protocol.VerbQueueShow, accRead, protocol.QueueIDArgs{ID: queueID}, denied},
+		{protocol.VerbQueueRetry, accWrite, protocol.QueueIDArgs{ID: queueID}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbQueueApprove, accRoot, protocol.QueueIDArgs{ID: queueID}, map[string]string{"owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbQueueApprove, accRoot, protocol.QueueIDArgs{ID: "secretbox.nosuchitem"}, map[string]string{"root": "not_found"}},
+		{protocol.VerbQueueDrop, accWrite, protocol.QueueIDArgs{ID: queueID}, map[string]string{"other": "not_found", "ghost": "not_found", "owner": ""}},
 	}
+	checkMatrixCoversVerbs(t, rows)
 	for _, r := range rows {
-		for _, p := range []principal{root, own, oth, ghost} {
+		for _, p := range principals {
 			want, ok := r.want[p.name]
 			if !ok {
 				continue
 			}
 			t.Run(r.verb+"/"+p.name, func(t *testing.T) {
-				o := runAs(t, bin, td.socket, p, r.verb, r.args)
+				o := clients[p.name].do(t, r.verb, r.args)
 				if o.Code != want {
 					t.Fatalf("%s as %s: code %q (%s), want %q", r.verb, p.name, o.Code, o.Msg, orOK(want))
 				}
 				if p.name == "other" || p.name == "ghost" {
 					leak := strings.ToLower(o.Msg + string(o.Data))
-					for _, secret := range []string{owner.Name, "confidential", "m1@example.test"} {
-						if strings.Contains(leak, strings.ToLower(secret)) {
+					for _, secret := range []string{owner.Name, "confidential", "m1@example.test", "secretbox", "ownhook", sent.ID} {
+						if strings.Contains(leak, strings.ToLower(secret)) && !strings.Contains(strings.ToLower(fmt.Sprint(r.args)), strings.ToLower(secret)) {
 							t.Errorf("%s as %s leaked %q: %s %s", r.verb, p.name, secret, o.Msg, o.Data)
 						}
 					}
@@ -134,27 +206,27 @@ cmd = ["/bin/true"]
 	}
 
 	// Lists: the others see none of the owner's mailboxes or hooks.
-	for _, p := range []principal{oth, ghost} {
-		for _, verb := range []string{protocol.VerbMailboxList, protocol.VerbHookList} {
-			o := runAs(t, bin, td.socket, p, verb, nil)
+	for _, name := range []string{"other", "ghost"} {
+		for _, verb := range []string{protocol.VerbMailboxList, protocol.VerbHookList, protocol.VerbQueueList, protocol.VerbHookRuns} {
+			o := clients[name].do(t, verb, nil)
 			if o.Code != "" {
-				t.Fatalf("%s as %s: %+v", verb, p.name, o)
+				t.Fatalf("%s as %s: %+v", verb, name, o)
 			}
-			for _, name := range []string{"secretbox", "ops", "ownhook", "opshook"} {
-				if strings.Contains(string(o.Data), name) {
-					t.Errorf("%s as %s reveals %q: %s", verb, p.name, name, o.Data)
+			for _, secret := range []string{"secretbox", "ops", "ownhook", "opshook", "byroot"} {
+				if strings.Contains(string(o.Data), `"`+secret) {
+					t.Errorf("%s as %s reveals %q: %s", verb, name, secret, o.Data)
 				}
 			}
 		}
 	}
 	var ownList protocol.MailboxList
-	o := runAs(t, bin, td.socket, own, protocol.VerbMailboxList, nil)
+	o = own.do(t, protocol.VerbMailboxList, nil)
 	json.Unmarshal(o.Data, &ownList)
 	if names := mailboxNames(ownList); names != "byroot,ops,secretbox" {
 		t.Errorf("owner sees %q, want byroot,ops,secretbox", names)
 	}
 	// Another user may create a mailbox of its own; a uid without a passwd entry may not.
-	if o := runAs(t, bin, td.socket, oth, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "otherbox"}); o.Code != "" {
+	if o := clients["other"].do(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "otherbox"}); o.Code != "" {
 		t.Errorf("other creating its own mailbox: %+v", o)
 	}
 	// The owner's mail is untouched by the failed attempts.
@@ -163,11 +235,39 @@ cmd = ["/bin/true"]
 		t.Fatalf("owner's message changed: %v %+v", err, m)
 	}
 	// Finally the owner may delete its own mailbox with force.
-	if o := runAs(t, bin, td.socket, own, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "secretbox", Force: true}); o.Code != "" {
+	if o := own.do(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "secretbox", Force: true}); o.Code != "" {
 		t.Errorf("owner force delete: %+v", o)
 	}
 	if _, err := os.Stat(filepath.Join(td.store.Root(), "secretbox")); !os.IsNotExist(err) {
 		t.Errorf("mailbox folder still there after delete: %v", err)
+	}
+}
+
+// checkMatrixCoversVerbs fails when a registered verb has no row in the
+// matrix, or a row states an access other than the one the verb declares.
+func checkMatrixCoversVerbs(t *testing.T, rows []matrixRow) {
+	t.Helper()
+	covered := map[string]bool{}
+	for _, r := range rows {
+		rt, ok := verbTable[r.verb]
+		if !ok {
+			t.Errorf("matrix row for %s, which the daemon does not register", r.verb)
+			continue
+		}
+		if rt.access != r.acc {
+			t.Errorf("verb %s declares access %s; the matrix expects %s: update both together", r.verb, rt.access, r.acc)
+		}
+		covered[r.verb] = true
+	}
+	verbs := make([]string, 0, len(verbTable))
+	for v := range verbTable {
+		verbs = append(verbs, v)
+	}
+	sort.Strings(verbs)
+	for _, v := range verbs {
+		if !covered[v] {
+			t.Errorf("verb %s has no row in TestAuthorizationMatrix: add one for root, the owner, another user and a uid without a passwd entry", v)
+		}
 	}
 }
 

@@ -13,13 +13,22 @@ import (
 
 // call is one request in flight, with what the audit line needs.
 type call struct {
-	caller   Caller
-	verb     string
-	args     json.RawMessage
-	mailbox  string // the mailbox the request concerned, for the audit line
-	decision string // "allow" or "deny", set by authorize
-	id       uint64
-	w        *connWriter
+	caller  Caller
+	verb    string
+	args    json.RawMessage
+	mailbox string         // the mailboxes the request concerned, for the audit line
+	boxes   []*mailboxInfo // the mailboxes the access check resolved, as the request named them
+	id      uint64
+	w       *connWriter
+}
+
+// box is the mailbox a single-mailbox verb acts on, as the access check
+// resolved it; nil when the request named none.
+func (c *call) box() *mailboxInfo {
+	if len(c.boxes) == 0 {
+		return nil
+	}
+	return c.boxes[0]
 }
 
 // decode parses the request's arguments strictly into v.
@@ -30,35 +39,84 @@ func (c *call) decode(v any) error {
 	return nil
 }
 
-type handler func(ctx context.Context, d *Daemon, c *call) (any, error)
+// verbRoute is one verb: the access it needs, how its arguments name what it
+// acts on, and the handler that runs once the access check has passed.
+type verbRoute struct {
+	access  access
+	prepare func(d *Daemon, c *call) (args any, t target, err error)
+	run     func(ctx context.Context, d *Daemon, c *call, args any) (any, error)
+}
 
-// handlers maps verbs to their handlers. Every handler that touches a mailbox
-// goes through Daemon.authorize.
-var handlers = map[string]handler{}
+// on builds a route whose arguments decode strictly into A. find names what
+// the request acts on (nil: nothing beyond what the caller owns).
+func on[A any](acc access, find func(d *Daemon, c *call, a *A) (target, error),
+	run func(ctx context.Context, d *Daemon, c *call, a *A) (any, error)) verbRoute {
+	return verbRoute{
+		access: acc,
+		prepare: func(d *Daemon, c *call) (any, target, error) {
+			a := new(A)
+			if err := c.decode(a); err != nil {
+				return nil, target{}, err
+			}
+			if find == nil {
+				return a, target{}, nil
+			}
+			t, err := find(d, c, a)
+			return a, t, err
+		},
+		run: func(ctx context.Context, d *Daemon, c *call, args any) (any, error) {
+			return run(ctx, d, c, args.(*A))
+		},
+	}
+}
 
-func handle(verb string, h handler) {
-	if _, dup := handlers[verb]; dup {
+// verbTable maps every verb to its route; authz.go fills it.
+var verbTable = map[string]verbRoute{}
+
+func handle(verb string, r verbRoute) {
+	if _, dup := verbTable[verb]; dup {
 		panic("duplicate handler " + verb)
 	}
-	handlers[verb] = h
+	verbTable[verb] = r
 }
 
-func init() {
-	handle(protocol.VerbVersion, handleVersion)
-}
-
-func handleVersion(_ context.Context, d *Daemon, c *call) (any, error) {
-	c.decision = "allow"
+// handleVersion takes any arguments: every client, of any version, may ask.
+func handleVersion(_ context.Context, d *Daemon, c *call, _ *json.RawMessage) (any, error) {
 	return protocol.VersionInfo{Protocol: protocol.Name, ProtocolVersion: protocol.Version, Server: d.Version(),
 		CallerUID: c.caller.UID, CallerGID: c.caller.GID}, nil
+}
+
+// Audit decisions: a request is denied when it is refused before its
+// handler runs (malformed arguments, or the access check) or when the
+// handler answers forbidden (an operator-declared hook, say).
+const (
+	decisionAllow = "allow"
+	decisionDeny  = "deny"
+)
+
+// gate decodes the request, resolves what it acts on and checks the access
+// the route declares. Nothing else decides who may do what.
+func (d *Daemon) gate(r verbRoute, c *call) (any, error) {
+	args, t, err := r.prepare(d, c)
+	c.mailbox = t.concerns()
+	if err != nil {
+		return nil, err
+	}
+	boxes, err := d.authorize(c, r.access, t)
+	if err != nil {
+		return nil, err
+	}
+	c.boxes = boxes
+	return args, nil
 }
 
 func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.Request, w *connWriter) {
 	start := time.Now()
 	c := &call{caller: caller, verb: req.Verb, args: req.Args, id: req.ID, w: w}
-	h, ok := handlers[req.Verb]
+	r, ok := verbTable[req.Verb]
 	var data any
 	var err error
+	decision := decisionDeny
 	if !ok {
 		err = protocol.Errorf(protocol.CodeInvalidInput, "unknown verb %q: see protocol/README.md for the verbs this daemon (%s) knows", req.Verb, d.Version())
 	} else {
@@ -75,7 +133,14 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 			rctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		data, err = d.safeCall(rctx, h, c)
+		data, err = d.safeCall(c, func() (any, error) {
+			args, err := d.gate(r, c)
+			if err != nil {
+				return nil, err
+			}
+			decision = decisionAllow
+			return r.run(rctx, d, c, args)
+		})
 		if err != nil && errors.Is(err, context.DeadlineExceeded) {
 			err = protocol.Errorf(protocol.CodeTimeout, "%s did not finish within %s", req.Verb, timeout)
 		}
@@ -101,18 +166,15 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	} else {
 		resp.Data = json.RawMessage("{}")
 	}
-	if c.decision == "" {
-		c.decision = "allow"
-		if code == protocol.CodeForbidden {
-			c.decision = "deny"
-		}
+	if code == protocol.CodeForbidden {
+		decision = decisionDeny
 	}
 	if code == "" {
 		code = "ok"
 	}
 	d.metrics.requests.WithLabelValues(metricVerb(req.Verb), code).Inc()
 	// The audit line is written before the reply so it exists by the time the caller sees the outcome.
-	d.audit(caller, req.Verb, c.mailbox, c.decision, code, time.Since(start))
+	d.audit(caller, req.Verb, c.mailbox, decision, code, time.Since(start))
 	if data != nil || err != nil || req.Verb != protocol.VerbWatch {
 		if werr := w.send(resp); werr != nil {
 			d.log.Debug("reply not delivered", "verb", req.Verb, "err", werr)
@@ -120,14 +182,14 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	}
 }
 
-func (d *Daemon) safeCall(ctx context.Context, h handler, c *call) (data any, err error) {
+func (d *Daemon) safeCall(c *call, f func() (any, error)) (data any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			d.log.Error("handler panic", "verb", c.verb, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			data, err = nil, protocol.Errorf(protocol.CodeInternal, "internal error; the daemon log has details")
 		}
 	}()
-	return h(ctx, d, c)
+	return f()
 }
 
 // audit writes one line per request: who, what, which mailbox, the decision,
@@ -141,7 +203,7 @@ func (d *Daemon) audit(c Caller, verb, mailbox, decision, code string, dur time.
 // metricVerb bounds the verb label to known verbs so a client cannot grow the
 // metric's label set.
 func metricVerb(v string) string {
-	if _, ok := handlers[v]; ok {
+	if _, ok := verbTable[v]; ok {
 		return v
 	}
 	return "unknown"

@@ -56,23 +56,14 @@ func (d *Daemon) emit(ev protocol.Event) {
 	d.events.publish(ev, m.UID)
 }
 
-func init() { handle(protocol.VerbWatch, handleWatch) }
-
 // handleWatch acknowledges the watch, then streams events on the request's id
 // until the connection ends or the daemon stops.
-func handleWatch(ctx context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.WatchArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func handleWatch(ctx context.Context, d *Daemon, c *call, a *protocol.WatchArgs) (any, error) {
 	s := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256)}
-	if len(a.Mailboxes) > 0 {
+	if len(c.boxes) > 0 {
 		s.mailboxes = map[string]bool{}
-		for _, name := range a.Mailboxes {
-			if _, err := d.authorize(c, name, accRead); err != nil {
-				return nil, err
-			}
-			s.mailboxes[name] = true
+		for _, m := range c.boxes {
+			s.mailboxes[m.Name] = true
 		}
 	}
 	d.events.add(s)

@@ -9,13 +9,6 @@ import (
 	"github.com/mailctl/mailctl/protocol"
 )
 
-func init() {
-	handle(protocol.VerbHookCreate, handleHookCreate)
-	handle(protocol.VerbHookList, handleHookList)
-	handle(protocol.VerbHookDelete, handleHookDelete)
-	handle(protocol.VerbHookRuns, handleHookRuns)
-}
-
 // openHookRunner prepares the hook runner and its run log under the state dir.
 func (d *Daemon) openHookRunner() error {
 	cfg := d.cfg()
@@ -89,19 +82,18 @@ func (d *Daemon) hookVisible(c *call, h protocol.Hook) bool {
 	return ok && m.UID == c.caller.UID
 }
 
-func handleHookCreate(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.HookCreateArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if _, err := d.authorize(c, a.Mailbox, accWrite); err != nil {
-		return nil, err
-	}
-	if a.FireOnUntrusted && !c.caller.Root() && !d.cfg().HookRules.AllowUntrustedForUsers {
-		c.decision = "deny"
-		return nil, protocol.Errorf(protocol.CodeForbidden,
+// hookCreateTarget is the mailbox the hook goes on; a hook that fires on
+// untrusted mail is the operator's to create unless the operator allowed it.
+func hookCreateTarget(d *Daemon, _ *call, a *protocol.HookCreateArgs) (target, error) {
+	t := mailboxTarget(a.Mailbox)
+	if a.FireOnUntrusted && !d.cfg().HookRules.AllowUntrustedForUsers {
+		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
 			"fire_on_untrusted is reserved to the operator on this host (a hook that runs on unauthenticated mail can be triggered by anyone); ask root, who can set hook_rules.allow_untrusted_for_users")
 	}
+	return t, nil
+}
+
+func handleHookCreate(_ context.Context, d *Daemon, c *call, a *protocol.HookCreateArgs) (any, error) {
 	h := protocol.Hook{Name: a.Name, Mailbox: a.Mailbox, Event: a.Event, Cmd: a.Cmd, TimeoutSecs: a.TimeoutSecs,
 		FireOnUntrusted: a.FireOnUntrusted, FireOnAuto: a.FireOnAuto, FireOnLists: a.FireOnLists}
 	if err := hooks.Normalize(&h); err != nil {
@@ -141,16 +133,7 @@ func equalStrings(a, b []string) bool {
 	return true
 }
 
-func handleHookList(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.HookListArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if a.Mailbox != "" {
-		if _, err := d.authorize(c, a.Mailbox, accRead); err != nil {
-			return nil, err
-		}
-	}
+func handleHookList(_ context.Context, d *Daemon, c *call, a *protocol.HookListArgs) (any, error) {
 	out := protocol.HookList{Hooks: []protocol.Hook{}}
 	for _, h := range d.allHooks() {
 		if (a.Mailbox == "" || h.Mailbox == a.Mailbox) && d.hookVisible(c, h) {
@@ -160,38 +143,41 @@ func handleHookList(_ context.Context, d *Daemon, c *call) (any, error) {
 	return out, nil
 }
 
-func handleHookDelete(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.NameArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
+func noHook(name string) error {
+	return protocol.Errorf(protocol.CodeNotFound, "no hook %q on your mailboxes: `mailctl hooks list` shows them", name)
+}
+
+// hookDeleteTarget is the mailbox of the caller's hook of that name; a hook on
+// someone else's mailbox reads as missing.
+func hookDeleteTarget(d *Daemon, c *call, a *protocol.NameArgs) (target, error) {
+	for _, h := range d.allHooks() {
+		if h.Name == a.Name && d.hookVisible(c, h) {
+			return target{mailboxes: []string{h.Mailbox}, missing: noHook(a.Name)}, nil
+		}
 	}
+	return target{}, noHook(a.Name)
+}
+
+func handleHookDelete(_ context.Context, d *Daemon, c *call, a *protocol.NameArgs) (any, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, h := range d.allHooks() {
-		if h.Name != a.Name || !d.hookVisible(c, h) {
+		if h.Name != a.Name || h.Mailbox != c.box().Name {
 			continue
 		}
-		c.mailbox = h.Mailbox
 		if h.Source == "config" {
-			c.decision = "deny"
 			return nil, protocol.Errorf(protocol.CodeForbidden, "hook %q is declared by the operator in config.toml; only the operator can remove it there", a.Name)
 		}
 		if err := d.reg.RemoveHook(a.Name); err != nil {
 			return nil, err
 		}
-		c.decision = "allow"
 		d.log.Info("hook deleted", "hook", a.Name, "mailbox", h.Mailbox, "by_uid", c.caller.UID)
 		return protocol.Deleted{Name: a.Name, Deleted: true}, nil
 	}
-	c.decision = "deny"
-	return nil, protocol.Errorf(protocol.CodeNotFound, "no hook %q on your mailboxes: `mailctl hooks list` shows them", a.Name)
+	return nil, noHook(a.Name)
 }
 
-func handleHookRuns(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.HookRunsArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
+func handleHookRuns(_ context.Context, d *Daemon, c *call, a *protocol.HookRunsArgs) (any, error) {
 	if a.Limit <= 0 || a.Limit > 500 {
 		a.Limit = 50
 	}

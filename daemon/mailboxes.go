@@ -12,13 +12,6 @@ import (
 // reservedNames cannot be created over the socket.
 var reservedNames = map[string]bool{"catchall": true}
 
-func init() {
-	handle(protocol.VerbMailboxList, handleMailboxList)
-	handle(protocol.VerbMailboxShow, handleMailboxShow)
-	handle(protocol.VerbMailboxCreate, handleMailboxCreate)
-	handle(protocol.VerbMailboxDelete, handleMailboxDelete)
-}
-
 func (d *Daemon) describe(m *mailboxInfo) protocol.Mailbox {
 	cfg := d.cfg()
 	mb := protocol.Mailbox{
@@ -40,10 +33,7 @@ func (d *Daemon) describe(m *mailboxInfo) protocol.Mailbox {
 	return mb
 }
 
-func handleMailboxList(_ context.Context, d *Daemon, c *call) (any, error) {
-	if err := c.decode(&protocol.Empty{}); err != nil {
-		return nil, err
-	}
+func handleMailboxList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
 	out := protocol.MailboxList{Mailboxes: []protocol.Mailbox{}}
 	for _, m := range d.allMailboxes() {
 		if c.visible(m) {
@@ -53,15 +43,8 @@ func handleMailboxList(_ context.Context, d *Daemon, c *call) (any, error) {
 	return out, nil
 }
 
-func handleMailboxShow(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.NameArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	m, err := d.authorize(c, a.Name, accRead)
-	if err != nil {
-		return nil, err
-	}
+func handleMailboxShow(_ context.Context, d *Daemon, c *call, _ *protocol.NameArgs) (any, error) {
+	m := c.box()
 	mb := d.describe(m)
 	senders, source := d.cfg().TrustedSenders(m.Name)
 	if senders == nil {
@@ -72,46 +55,55 @@ func handleMailboxShow(_ context.Context, d *Daemon, c *call) (any, error) {
 	return mb, nil
 }
 
-func handleMailboxCreate(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.MailboxCreateArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	c.mailbox = a.Name
+// mailboxCreateTarget names no existing mailbox: a new one is the caller's.
+// Making one for another owner, for root, or without a passwd entry takes root.
+func mailboxCreateTarget(d *Daemon, c *call, a *protocol.MailboxCreateArgs) (target, error) {
 	if err := store.ValidMailboxName(a.Name); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q: %v", a.Name, err)
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q: %v", a.Name, err)
 	}
 	if reservedNames[a.Name] || a.Name == d.cfg().CatchAll {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q is reserved; pick another", a.Name)
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q is reserved; pick another", a.Name)
 	}
-	uid, gid := c.caller.UID, c.caller.GID
+	t := target{creates: a.Name}
+	uid, _, err := newMailboxOwner(c, a)
+	switch {
+	case err != nil:
+		return t, err
+	case a.Owner != "" && uid != c.caller.UID:
+		t.rootOnly = protocol.Errorf(protocol.CodeForbidden, "only root can create a mailbox for another user; leave out the owner to create one for yourself")
+	case uid == 0:
+		t.rootOnly = protocol.Errorf(protocol.CodeForbidden, "only root can create a mailbox owned by root")
+	}
+	return t, nil
+}
+
+// newMailboxOwner resolves who will own a new mailbox: the named owner, or
+// the caller, who must then be a real user (hooks run as the owner and files
+// belong to it).
+func newMailboxOwner(c *call, a *protocol.MailboxCreateArgs) (uint32, uint32, error) {
 	if a.Owner != "" {
-		ouid, ogid, err := resolveUser(a.Owner)
+		uid, gid, err := resolveUser(a.Owner)
 		if err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidInput, "owner %q: no such user on this host", a.Owner)
+			return 0, 0, protocol.Errorf(protocol.CodeInvalidInput, "owner %q: no such user on this host", a.Owner)
 		}
-		if !c.caller.Root() && ouid != c.caller.UID {
-			c.decision = "deny"
-			return nil, protocol.Errorf(protocol.CodeForbidden, "only root can create a mailbox for another user; leave out the owner to create one for yourself")
-		}
-		uid, gid = ouid, ogid
-	} else {
-		// The owner must be a real user: hooks run as it and files are owned by it.
-		ruid, rgid, err := resolveUser(userName(c.caller.UID))
-		if err != nil {
-			c.decision = "deny"
-			return nil, protocol.Errorf(protocol.CodeForbidden, "your uid %d has no passwd entry; mailboxes belong to real users", c.caller.UID)
-		}
-		uid, gid = ruid, rgid
+		return uid, gid, nil
 	}
-	if uid == 0 && !c.caller.Root() {
-		return nil, protocol.Errorf(protocol.CodeForbidden, "only root can create a mailbox owned by root")
+	uid, gid, err := resolveUser(userName(c.caller.UID))
+	if err != nil {
+		return 0, 0, protocol.Errorf(protocol.CodeForbidden, "your uid %d has no passwd entry; mailboxes belong to real users", c.caller.UID)
+	}
+	return uid, gid, nil
+}
+
+func handleMailboxCreate(_ context.Context, d *Daemon, c *call, a *protocol.MailboxCreateArgs) (any, error) {
+	uid, gid, err := newMailboxOwner(c, a)
+	if err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if m, ok := d.lookupMailbox(a.Name); ok {
 		if m.UID == uid {
-			c.decision = "allow"
 			return protocol.MailboxCreated{Mailbox: d.describe(m), Created: false}, nil
 		}
 		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
@@ -130,22 +122,13 @@ func handleMailboxCreate(_ context.Context, d *Daemon, c *call) (any, error) {
 		}
 		return nil, err
 	}
-	c.decision = "allow"
 	m, _ := d.lookupMailbox(a.Name)
 	d.log.Info("mailbox created", "mailbox", a.Name, "owner_uid", uid, "by_uid", c.caller.UID)
 	return protocol.MailboxCreated{Mailbox: d.describe(m), Created: true}, nil
 }
 
-func handleMailboxDelete(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.MailboxDeleteArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	m, err := d.authorize(c, a.Name, accManage)
-	if err != nil {
-		return nil, err
-	}
-	if m.Source == "config" {
+func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.MailboxDeleteArgs) (any, error) {
+	if m := c.box(); m.Source == "config" {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; remove it there and reload", a.Name)
 	}
 	d.mu.Lock()

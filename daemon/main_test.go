@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,8 +20,9 @@ import (
 )
 
 // TestMain lets the test binary double as a socket client run under another
-// uid: with MAILCTL_TEST_CLIENT set it performs one request and prints the
-// outcome as JSON.
+// uid: with MAILCTL_TEST_CLIENT set it reads requests from stdin, one JSON
+// object per line, performs each on a fresh connection and prints each
+// outcome as one JSON line.
 func TestMain(m *testing.M) {
 	if os.Getenv("MAILCTL_TEST_CLIENT") != "" {
 		os.Exit(clientMain())
@@ -31,6 +33,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// clientRequest is one request a client process is asked to make.
+type clientRequest struct {
+	Verb string          `json:"verb"`
+	Args json.RawMessage `json:"args"`
+}
+
 // clientOutcome is what a client process reports.
 type clientOutcome struct {
 	Code string          `json:"code"` // "" on success
@@ -39,21 +47,36 @@ type clientOutcome struct {
 }
 
 func clientMain() int {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	enc := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var req clientRequest
+		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		enc.Encode(clientCall(req))
+	}
+	return 0
+}
+
+func clientCall(req clientRequest) clientOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out clientOutcome
 	c, err := protocol.Dial(ctx, os.Getenv("MAILCTL_SOCKET"))
 	if err == nil {
+		defer c.Close()
 		var data json.RawMessage
-		err = c.Call(ctx, os.Getenv("MAILCTL_TEST_VERB"), json.RawMessage(os.Getenv("MAILCTL_TEST_ARGS")), &data)
+		err = c.Call(ctx, req.Verb, req.Args, &data)
 		out.Data = data
 	}
 	if err != nil {
 		out.Code = protocol.CodeOf(err)
 		out.Msg = err.Error()
 	}
-	json.NewEncoder(os.Stdout).Encode(out)
-	return 0
+	return out
 }
 
 // testDaemon is a daemon running in-process on a private state dir.

@@ -9,13 +9,6 @@ import (
 	"github.com/mailctl/mailctl/store"
 )
 
-func init() {
-	handle(protocol.VerbMessageList, handleMessageList)
-	handle(protocol.VerbMessageRead, handleMessageRead)
-	handle(protocol.VerbMessageMark, handleMessageMark)
-	handle(protocol.VerbMessageMove, handleMessageMove)
-}
-
 var folders = map[string]bool{protocol.FolderInbox: true, protocol.FolderSent: true, protocol.FolderArchive: true,
 	protocol.FolderTrash: true, protocol.FolderDrafts: true}
 
@@ -27,15 +20,6 @@ func folderOf(f string) (string, error) {
 		return "", protocol.Errorf(protocol.CodeInvalidInput, "folder %q: use inbox, sent, archive, trash or drafts", f)
 	}
 	return f, nil
-}
-
-// authorizeFolder authorizes access to a mailbox and resolves the folder a
-// request names (inbox by default).
-func (d *Daemon) authorizeFolder(c *call, mailbox, folder string, acc access) (string, error) {
-	if _, err := d.authorize(c, mailbox, acc); err != nil {
-		return "", err
-	}
-	return folderOf(folder)
 }
 
 // storeErr maps store errors to protocol errors.
@@ -71,12 +55,8 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func handleMessageList(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.MessageListArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	folder, err := d.authorizeFolder(c, a.Mailbox, a.Folder, accRead)
+func handleMessageList(_ context.Context, d *Daemon, c *call, a *protocol.MessageListArgs) (any, error) {
+	folder, err := folderOf(a.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -105,12 +85,8 @@ const (
 	maxRawBytes   = 32 << 20
 )
 
-func handleMessageRead(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.MessageReadArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	folder, err := d.authorizeFolder(c, a.Mailbox, a.Folder, accRead)
+func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.MessageReadArgs) (any, error) {
+	folder, err := folderOf(a.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -211,12 +187,8 @@ func recipientOf(r store.RecipientStatus) protocol.RecipientStatus {
 	return p
 }
 
-func handleMessageMark(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.MessageMarkArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	folder, err := d.authorizeFolder(c, a.Mailbox, a.Folder, accWrite)
+func handleMessageMark(_ context.Context, d *Daemon, c *call, a *protocol.MessageMarkArgs) (any, error) {
+	folder, err := folderOf(a.Folder)
 	if err != nil {
 		return nil, err
 	}
@@ -238,14 +210,7 @@ func handleMessageMark(_ context.Context, d *Daemon, c *call) (any, error) {
 	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: notFound}, nil
 }
 
-func handleMessageMove(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.MessageMoveArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if _, err := d.authorize(c, a.Mailbox, accWrite); err != nil {
-		return nil, err
-	}
+func handleMessageMove(_ context.Context, d *Daemon, c *call, a *protocol.MessageMoveArgs) (any, error) {
 	from, err := folderOf(a.From)
 	if err != nil {
 		return nil, err

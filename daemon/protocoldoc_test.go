@@ -28,7 +28,7 @@ func TestProtocolREADMEExamples(t *testing.T) {
 		t.Fatalf("found only %d example lines in protocol/README.md", len(lines))
 	}
 	verbs := map[string]bool{}
-	for v := range handlers {
+	for v := range verbTable {
 		verbs[v] = false
 	}
 	td := startDaemon(t, "")

@@ -20,16 +20,6 @@ import (
 	"github.com/mailctl/mailctl/store"
 )
 
-func init() {
-	handle(protocol.VerbSend, handleSend)
-	handle(protocol.VerbSendStatus, handleSendStatus)
-	handle(protocol.VerbQueueList, handleQueueList)
-	handle(protocol.VerbQueueShow, handleQueueShow)
-	handle(protocol.VerbQueueRetry, handleQueueRetry)
-	handle(protocol.VerbQueueDrop, handleQueueDrop)
-	handle(protocol.VerbQueueApprove, handleQueueApprove)
-}
-
 // outboundService owns the send pipeline and runs the queue.
 type outboundService struct {
 	d      *Daemon
@@ -194,20 +184,13 @@ func (d *Daemon) sender() (*outboundService, error) {
 	return d.out, nil
 }
 
-func handleSend(ctx context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.SendArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	m, err := d.authorize(c, a.FromMailbox, accWrite)
-	if err != nil {
-		return nil, err
-	}
+func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (any, error) {
+	m := c.box()
 	o, err := d.sender()
 	if err != nil {
 		return nil, err
 	}
-	req := outbound.SendRequest{Mailbox: m.Name, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: a}
+	req := outbound.SendRequest{Mailbox: m.Name, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {
 		if err := store.ValidID(a.ReplyToID); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
@@ -227,14 +210,7 @@ func handleSend(ctx context.Context, d *Daemon, c *call) (any, error) {
 	return o.svc.Send(ctx, req)
 }
 
-func handleSendStatus(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.SendStatusArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if _, err := d.authorize(c, a.Mailbox, accRead); err != nil {
-		return nil, err
-	}
+func handleSendStatus(_ context.Context, d *Daemon, c *call, a *protocol.SendStatusArgs) (any, error) {
 	if err := store.ValidID(a.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "id %q: %v", a.ID, err)
 	}
@@ -246,29 +222,26 @@ func handleSendStatus(_ context.Context, d *Daemon, c *call) (any, error) {
 	return res, storeErr(err, "sent message "+a.ID)
 }
 
-// queueItem finds a queue item the caller may act on: root any, others only
-// their own mailboxes' items (others' read as not found).
-func (d *Daemon) queueItem(c *call, id string) (*outbound.Item, error) {
-	o, err := d.sender()
-	if err != nil {
-		return nil, err
-	}
-	it, err := o.queue.Get(id)
-	if err == nil {
-		c.mailbox = it.Mailbox
-		if m, ok := d.lookupMailbox(it.Mailbox); c.caller.Root() || (ok && m.UID == c.caller.UID) {
-			c.decision = "allow"
-			return it, nil
-		}
-	}
-	c.decision = "deny"
-	return nil, protocol.Errorf(protocol.CodeNotFound, "no queue item %q among yours: `mailctl queue list` shows them", id)
+func noQueueItem(id string) error {
+	return protocol.Errorf(protocol.CodeNotFound, "no queue item %q among yours: `mailctl queue list` shows them", id)
 }
 
-func handleQueueList(_ context.Context, d *Daemon, c *call) (any, error) {
-	if err := c.decode(&protocol.Empty{}); err != nil {
-		return nil, err
+// queueTarget is the mailbox a queue item was sent from. Another user's item
+// reads as missing; root may still act on mail queued by a mailbox since
+// deleted.
+func queueTarget(d *Daemon, _ *call, a *protocol.QueueIDArgs) (target, error) {
+	o, err := d.sender()
+	if err != nil {
+		return target{}, err
 	}
+	it, err := o.queue.Get(a.ID)
+	if err != nil {
+		return target{}, noQueueItem(a.ID)
+	}
+	return target{mailboxes: []string{it.Mailbox}, missing: noQueueItem(a.ID), goneOK: true}, nil
+}
+
+func handleQueueList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
 	o, err := d.sender()
 	if err != nil {
 		return nil, err
@@ -282,31 +255,18 @@ func handleQueueList(_ context.Context, d *Daemon, c *call) (any, error) {
 	return out, nil
 }
 
-func handleQueueShow(_ context.Context, d *Daemon, c *call) (any, error) {
-	var a protocol.QueueIDArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	it, err := d.queueItem(c, a.ID)
+func handleQueueShow(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
+	it, err := d.out.queue.Get(a.ID)
 	if err != nil {
-		return nil, err
+		return nil, noQueueItem(a.ID)
 	}
 	return it.QueueItem(), nil
 }
 
-func queueAction(c *call, d *Daemon, rootOnly bool, act func(o *outboundService, id string) error) (any, error) {
-	var a protocol.QueueIDArgs
-	if err := c.decode(&a); err != nil {
-		return nil, err
-	}
-	if rootOnly && !c.caller.Root() {
-		c.decision = "deny"
-		return nil, protocol.Errorf(protocol.CodeForbidden, "only the operator (root) can do this to queued mail")
-	}
-	if _, err := d.queueItem(c, a.ID); err != nil {
-		return nil, err
-	}
-	if err := act(d.out, a.ID); err != nil {
+// queueAction applies act to an item the access check let through and
+// answers with the item as it is afterwards.
+func queueAction(d *Daemon, a *protocol.QueueIDArgs, act func(q *outbound.Queue, id string) error) (any, error) {
+	if err := act(d.out.queue, a.ID); err != nil {
 		return nil, err
 	}
 	it, err := d.out.queue.Get(a.ID)
@@ -316,14 +276,14 @@ func queueAction(c *call, d *Daemon, rootOnly bool, act func(o *outboundService,
 	return it.QueueItem(), nil
 }
 
-func handleQueueRetry(_ context.Context, d *Daemon, c *call) (any, error) {
-	return queueAction(c, d, false, func(o *outboundService, id string) error { return o.queue.Retry(id) })
+func handleQueueRetry(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
+	return queueAction(d, a, (*outbound.Queue).Retry)
 }
 
-func handleQueueDrop(_ context.Context, d *Daemon, c *call) (any, error) {
-	return queueAction(c, d, false, func(o *outboundService, id string) error { return o.queue.Drop(id) })
+func handleQueueDrop(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
+	return queueAction(d, a, (*outbound.Queue).Drop)
 }
 
-func handleQueueApprove(_ context.Context, d *Daemon, c *call) (any, error) {
-	return queueAction(c, d, true, func(o *outboundService, id string) error { return o.queue.Approve(id) })
+func handleQueueApprove(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
+	return queueAction(d, a, (*outbound.Queue).Approve)
 }

@@ -10,17 +10,12 @@ import (
 	"github.com/mailctl/mailctl/protocol"
 )
 
-func init() { handle(protocol.VerbStatus, handleStatus) }
-
 // handleStatus runs the health checks inside the daemon, which may read
 // root-only files, and returns the findings the caller may see: everything
 // for root; for others the host-wide findings and those about their own
 // mailboxes, never other users' mailbox names. This is how `mailctl doctor`
 // works without sudo.
-func handleStatus(ctx context.Context, d *Daemon, c *call) (any, error) {
-	if err := c.decode(&protocol.Empty{}); err != nil {
-		return nil, err
-	}
+func handleStatus(ctx context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
 	cfg := d.cfg()
 	var res resolver.Resolver = resolver.New(cfg.Trust.Resolver, 3*time.Second)
 	if d.resolver != nil {
