@@ -263,12 +263,14 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 
 func (s *smtpService) Start(context.Context) error {
 	cfg := s.d.cfg()
-	for _, addr := range cfg.SMTP.Listen {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			s.closeAll()
-			return fmt.Errorf("SMTP listener %s: %w", addr, err)
-		}
+	lns, skipped, err := smtpin.Listen(context.Background(), cfg.SMTP.Listen)
+	if err != nil {
+		return err
+	}
+	if len(skipped) > 0 {
+		s.d.log.Warn("SMTP listeners skipped: this host has no IPv6", "addrs", skipped)
+	}
+	for _, ln := range lns {
 		s.lns = append(s.lns, ln)
 		s.addrs = append(s.addrs, ln.Addr().String())
 		s.serve(func() error { return s.srv.ServeSMTP(ln) })

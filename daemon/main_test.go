@@ -106,6 +106,12 @@ func startDaemon(t testing.TB, extra string) *testDaemon {
 // startDaemonWith is startDaemon with options (a test resolver, say).
 func startDaemonWith(t testing.TB, extra string, opts Options) *testDaemon {
 	t.Helper()
+	return startDaemonSMTP(t, extra, `listen = ["127.0.0.1:0"]`, opts)
+}
+
+// startDaemonSMTP is startDaemonWith with the lines of the [smtp] table.
+func startDaemonSMTP(t testing.TB, extra, smtpLines string, opts Options) *testDaemon {
+	t.Helper()
 	dir := testusers.SharedDir(t)
 	text := "hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n" + extra + fmt.Sprintf(`
 [paths]
@@ -113,8 +119,8 @@ state_dir = %q
 socket = %q
 dkim_dir = %q
 [smtp]
-listen = ["127.0.0.1:0"]
-`, filepath.Join(dir, "state"), filepath.Join(dir, "run", "mailctl.sock"), filepath.Join(dir, "dkim"))
+%s
+`, filepath.Join(dir, "state"), filepath.Join(dir, "run", "mailctl.sock"), filepath.Join(dir, "dkim"), smtpLines)
 	path := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

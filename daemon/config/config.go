@@ -202,6 +202,12 @@ func Default() *Config {
 	return c
 }
 
+// DefaultSMTPListen is where SMTP listens unless smtp.listen says otherwise,
+// and what `mailctl setup` writes: every IPv4 and every IPv6 address on
+// port 25, as two sockets (the daemon binds each family on its own, so this
+// works whatever net.ipv6.bindv6only says).
+var DefaultSMTPListen = []string{"0.0.0.0:25", "[::]:25"}
+
 func (c *Config) applyDefaults() {
 	if c.Hostname == "" {
 		if h, err := os.Hostname(); err == nil {
@@ -212,7 +218,7 @@ func (c *Config) applyDefaults() {
 	setS(&c.Paths.Socket, "/run/mailctl/mailctl.sock")
 	setS(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
 	if c.SMTP.Listen == nil {
-		c.SMTP.Listen = []string{"0.0.0.0:25", "[::]:25"}
+		c.SMTP.Listen = append([]string(nil), DefaultSMTPListen...)
 	}
 	s := &c.SMTP
 	setI64(&s.MaxMessageBytes, 25<<20)

@@ -64,7 +64,7 @@ func renderConfig(o *Options) string {
 	b.WriteString("\n[smtp]\n")
 	listen := o.SMTPListen
 	if len(listen) == 0 {
-		listen = []string{"0.0.0.0:25", "[::]:25"}
+		listen = config.DefaultSMTPListen
 	}
 	fmt.Fprintf(&b, "listen = %s\n", tomlList(listen))
 	cert, key := o.TLSCert, o.TLSKey
