@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -123,7 +124,9 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	if parsed.Msg.MessageID == "" {
 		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
 	}
-	stored := append([]byte(res.AuthenticationResults(d.cfg().Hostname)), raw...)
+	ar := res.AuthenticationResults(d.cfg().Hostname)
+	stored := append([]byte(ar), raw...)
+	traceLen := len(ar) + min(max(env.TraceLen, 0), len(raw))
 
 	type target struct {
 		rcpts []int
@@ -151,7 +154,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := b.store(ctx, name, t.rt, env, env.Rcpts[t.rcpts[0]], parsed, res, stored)
+			err := b.store(ctx, name, t.rt, env, env.Rcpts[t.rcpts[0]], parsed, res, stored, traceLen)
 			for _, i := range t.rcpts {
 				errs[i] = err
 			}
@@ -162,7 +165,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 }
 
 // store writes one mailbox's copy and announces it.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpt string, p *ingest.Parsed, res trust.Result, raw []byte) error {
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpt string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int) error {
 	d := b.d
 	m := p.Msg // a copy per mailbox
 	m.To = append([]string(nil), p.Msg.To...)
@@ -180,7 +183,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
-	id, dup, err := d.store.Deliver(mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
+	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], &m), mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -191,7 +194,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	if dup {
 		d.metrics.received.WithLabelValues("duplicate").Inc()
-		d.log.Info("duplicate message stored once", "mailbox", mailbox, "id", id)
+		d.log.Info("repeated delivery stored once", "mailbox", mailbox, "id", id)
 		return nil
 	}
 	d.metrics.received.WithLabelValues("stored").Inc()
@@ -214,6 +217,27 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
 	d.fireHooks(protocol.EventOnReceive, mailbox, f, store.Render(&m, p.Body))
 	return nil
+}
+
+// deliveryKey identifies one delivery to one mailbox: the bytes the client
+// handed in, below our own trace headers, and what we concluded about them.
+// Only a repeat of the very same delivery (a client retrying after a lost
+// reply, two aliases of one mailbox in one transaction) has the same key; a
+// Message-ID alone proves nothing, since any sender can reuse another
+// message's.
+func deliveryKey(client []byte, m *store.Message) store.DeliveryKey {
+	h := sha256.New()
+	verdict := []string{m.Trusted, m.SPF.Result, m.SPF.Domain, m.DMARC.Result, m.DMARC.Domain}
+	for _, r := range m.DKIM {
+		verdict = append(verdict, r.Result, r.Domain)
+	}
+	for _, v := range verdict {
+		fmt.Fprintf(h, "%d:%s,", len(v), v)
+	}
+	h.Write(client)
+	var k store.DeliveryKey
+	h.Sum(k[:0])
+	return k
 }
 
 func newMessageID(host string) string {

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,17 +18,80 @@ import (
 // m.ReceivedAt to now if zero and m.SizeBytes to len(raw) if zero, then
 // writes the attachments, the raw message (<id>.eml) and finally <id>.md, the
 // commit point, each durably and owned by the mailbox owner. When it returns
-// nil, everything is on disk. A message whose Message-ID is already in the
-// folder is not stored again: dup is true and id is the existing one.
+// nil, everything is on disk. Every call stores a message, whatever its
+// Message-ID: a Message-ID is chosen by the sender, so anyone can reuse
+// another message's. DeliverOnce de-duplicates repeats of one delivery.
 func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
+	id, err = s.deliver(mailbox, folder, m, body, raw, atts)
+	return id, false, err
+}
+
+// DeliveryKey identifies one delivery of a message: a hash of the bytes the
+// sender handed in (below the trace headers the receiving server adds) and
+// of what the receiver concluded about them (authentication, trust). Two
+// deliveries with the same key are provably the same delivery, repeated: a
+// sender retrying because it never saw our reply, or one message addressed
+// to two aliases of a mailbox.
+type DeliveryKey [sha256.Size]byte
+
+// Bounds of the de-duplication memory: a delivery is recognised again for
+// DedupWindow after it arrived, and at most dedupMax deliveries are
+// remembered (the oldest are forgotten first). Past either bound a repeat is
+// stored a second time: a duplicate, never a loss.
+const (
+	DedupWindow = time.Hour
+	dedupMax    = 20000
+)
+
+// DeliverOnce is Deliver for a delivery identified by key. When the same key
+// was stored in the same folder within DedupWindow and that message is still
+// there, nothing is written: dup is true and id is the earlier message's. A
+// repeat arriving while the first copy is still being written waits for its
+// outcome, and is stored itself if that write failed.
+func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
+	k := recentKey{mailbox: mailbox, folder: folder, key: key}
+	for {
+		prev, mine := s.recent.claim(k, s.now())
+		if mine != nil {
+			id, err := s.deliver(mailbox, folder, m, body, raw, atts)
+			s.recent.finish(mine, id, err)
+			return id, false, err
+		}
+		<-prev.done
+		if prev.err == nil && s.hasMessage(mailbox, folder, prev.id) {
+			return prev.id, true, nil
+		}
+		// The earlier write failed, or its message has been removed since:
+		// this delivery is stored after all.
+		s.recent.forget(k, prev)
+	}
+}
+
+// hasMessage reports whether the folder holds message id.
+func (s *Store) hasMessage(mailbox, folder, id string) bool {
 	mb, err := s.openMailbox(mailbox)
 	if err != nil {
-		return "", false, err
+		return false
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	st, err := d.Lstat(id + ".md")
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, err error) {
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return "", err
 	}
 	defer mb.close()
 	d, err := mb.folder(folder, true)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	defer d.Close()
 	if m.ReceivedAt.IsZero() {
@@ -41,36 +106,13 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 	if !fi.loaded {
 		if err := fi.sync(d, mb.uid); err != nil {
 			fi.mu.Unlock()
-			return "", false, err
-		}
-	}
-	if m.MessageID != "" {
-		// A copy of the same message still being written by another call may
-		// yet fail; wait for its outcome rather than answer "duplicate" for a
-		// message that might never land.
-		for wait := 0; ; wait++ {
-			old, ok := fi.findMessageID(m.MessageID)
-			if !ok {
-				break
-			}
-			if _, pending := fi.reserved[old]; pending && wait < 6000 {
-				fi.mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
-				fi.mu.Lock()
-				continue
-			}
-			if st, err := d.Lstat(old + ".md"); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				fi.mu.Unlock()
-				return old, true, nil
-			}
-			fi.remove(old) // removed behind the index's back, or its delivery failed
-			break
+			return "", err
 		}
 	}
 	id, err = fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID)
 	fi.mu.Unlock()
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	newID := id // the named result is cleared on error returns
 	defer func() {
@@ -93,9 +135,85 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 		d.Remove(id + ".md")
 		d.RemoveAll(id + attSuffix)
 		d.Remove(id + ".eml")
-		return "", false, fmt.Errorf("deliver to %s/%s: %w", mailbox, folder, err)
+		return "", fmt.Errorf("deliver to %s/%s: %w", mailbox, folder, err)
 	}
-	return id, false, nil
+	return id, nil
+}
+
+// recentKey is one delivery to one folder.
+type recentKey struct {
+	mailbox, folder string
+	key             DeliveryKey
+}
+
+// recentDelivery is a delivery being written or written lately. done is
+// closed once id and err are set.
+type recentDelivery struct {
+	key  recentKey
+	at   time.Time
+	done chan struct{}
+	id   string
+	err  error
+}
+
+// recentDeliveries remembers deliveries for DedupWindow, oldest first.
+type recentDeliveries struct {
+	mu    sync.Mutex
+	byKey map[recentKey]*recentDelivery
+	order []*recentDelivery
+}
+
+// claim returns the remembered delivery of k, or, when there is none,
+// records a new one for the caller to write and finish.
+func (r *recentDeliveries) claim(k recentKey, now time.Time) (prev, mine *recentDelivery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expire(now)
+	if e := r.byKey[k]; e != nil {
+		return e, nil
+	}
+	if r.byKey == nil {
+		r.byKey = map[recentKey]*recentDelivery{}
+	}
+	e := &recentDelivery{key: k, at: now, done: make(chan struct{})}
+	r.byKey[k] = e
+	r.order = append(r.order, e)
+	return nil, e
+}
+
+// finish records the outcome of a claimed delivery and wakes its waiters.
+func (r *recentDeliveries) finish(e *recentDelivery, id string, err error) {
+	r.mu.Lock()
+	e.id, e.err = id, err
+	r.mu.Unlock()
+	close(e.done)
+}
+
+// forget drops e if it is still what k remembers.
+func (r *recentDeliveries) forget(k recentKey, e *recentDelivery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byKey[k] == e {
+		delete(r.byKey, k)
+	}
+}
+
+// expire forgets deliveries older than DedupWindow and, to make room under
+// dedupMax, the oldest. A delivery still being written may be forgotten too: its waiters
+// hold it, and a later repeat is then stored again.
+func (r *recentDeliveries) expire(now time.Time) {
+	n := 0
+	for n < len(r.order) && (len(r.order)-n >= dedupMax || now.Sub(r.order[n].at) > DedupWindow) {
+		e := r.order[n]
+		if r.byKey[e.key] == e {
+			delete(r.byKey, e.key)
+		}
+		r.order[n] = nil
+		n++
+	}
+	if n > 0 {
+		r.order = append(r.order[:0], r.order[n:]...)
+	}
 }
 
 // allocate reserves a free id based on base: base, base-2, base-3...

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,6 +43,9 @@ type Store struct {
 
 	mu      sync.Mutex // guards folders; serializes Create and Delete
 	folders map[string]*folderIndex
+
+	recent recentDeliveries // for DeliverOnce
+	now    func() time.Time // tests move the clock
 }
 
 // Open opens the store rooted at root, creating it (mode 0711) if missing.
@@ -67,7 +71,7 @@ func Open(root string) (*Store, error) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 	}
-	s := &Store{root: d, rootPath: root, folders: map[string]*folderIndex{}}
+	s := &Store{root: d, rootPath: root, folders: map[string]*folderIndex{}, now: time.Now}
 	if names, err := d.Names(); err == nil {
 		for _, n := range names {
 			if strings.HasPrefix(n, TempPrefix) {

@@ -31,6 +31,9 @@ type Envelope struct {
 	Rcpts      []string
 	TLS        bool
 	TLSVersion string // e.g. "TLS1.3"
+	// TraceLen is how many leading bytes of the message are the Received
+	// header this server prepended; the bytes after it are the client's.
+	TraceLen int
 }
 
 // Backend decides who may receive mail and stores it.

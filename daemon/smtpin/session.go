@@ -99,14 +99,15 @@ func asReply(err error) error {
 
 // Data answers for the whole transaction: 250 only if every recipient's
 // copy is durable, else the first failure (the client retries them all; the
-// store drops duplicates by Message-ID).
+// backend recognises the copies already stored by the bytes below our
+// Received header).
 func (ss *session) Data(r io.Reader) error {
-	raw, release, err := ss.readMessage(r)
+	raw, trace, release, err := ss.readMessage(r)
 	defer release()
 	if err != nil {
 		return ss.tc.countError(err)
 	}
-	errs := ss.deliver(raw)
+	errs := ss.deliver(raw, trace)
 	for _, e := range errs {
 		if e != nil {
 			return asReply(e)
@@ -117,13 +118,13 @@ func (ss *session) Data(r io.Reader) error {
 
 // LMTPData answers each recipient separately (RFC 2033).
 func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
-	raw, release, err := ss.readMessage(r)
+	raw, trace, release, err := ss.readMessage(r)
 	defer release()
 	if err != nil {
 		ss.tc.countError(err)
 		return err
 	}
-	errs := ss.deliver(raw)
+	errs := ss.deliver(raw, trace)
 	for i, rcpt := range ss.rcpts {
 		var e error
 		if errs[i] != nil {
@@ -135,8 +136,8 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 }
 
 // deliver calls the backend and always returns one entry per recipient.
-func (ss *session) deliver(raw []byte) []error {
-	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...)}
+func (ss *session) deliver(raw []byte, trace int) []error {
+	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: trace}
 	if st, ok := ss.c.TLSConnectionState(); ok {
 		env.TLS, env.TLSVersion = true, tlsVersion(st.Version)
 	}
@@ -166,13 +167,14 @@ func (ss *session) deliver(raw []byte) []error {
 }
 
 // readMessage reads DATA (or BDAT chunks), enforces the size, framing and
-// loop limits, and prepends our Received header. release returns the
-// message's share of the in-flight memory budget; call it when done with raw.
-func (ss *session) readMessage(r io.Reader) (raw []byte, release func(), err error) {
+// loop limits, and prepends our Received header, trace bytes long. release
+// returns the message's share of the in-flight memory budget; call it when
+// done with raw.
+func (ss *session) readMessage(r io.Reader) (raw []byte, trace int, release func(), err error) {
 	budget := &budgetReader{s: ss.s}
 	release = budget.release
 	if !ss.hasFrom || len(ss.rcpts) == 0 {
-		return nil, release, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
+		return nil, 0, release, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
 	}
 	max := ss.s.lim.MaxMessageBytes
 	hdr := ss.received()
@@ -181,18 +183,18 @@ func (ss *session) readMessage(r io.Reader) (raw []byte, release func(), err err
 	// refreshed as bytes keep arriving.
 	budget.r = &deadlineReader{r: r, c: ss.tc, d: ss.s.lim.CommandTimeout}
 	if !budget.take(int64(len(hdr))) {
-		return nil, release, errNoMemory
+		return nil, 0, release, errNoMemory
 	}
 	buf.WriteString(hdr)
 	_, err = buf.ReadFrom(io.LimitReader(budget, max+1))
 	if err != nil {
 		if errors.Is(err, smtp.ErrDataTooLarge) {
 			ss.log.Info("DATA refused: too big")
-			return nil, release, errTooBig
+			return nil, 0, release, errTooBig
 		}
 		if errors.Is(err, errNoMemory) {
 			ss.log.Warn("DATA refused: in-flight memory budget exhausted")
-			return nil, release, errNoMemory
+			return nil, 0, release, errNoMemory
 		}
 		// The stream is broken (over-long line, timeout, hang-up): answer
 		// without internal detail and end the connection.
@@ -201,30 +203,30 @@ func (ss *session) readMessage(r io.Reader) (raw []byte, release func(), err err
 		var ne net.Error
 		switch {
 		case errors.Is(err, smtp.ErrTooLongLine):
-			return nil, release, errLineTooLong
+			return nil, 0, release, errLineTooLong
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, release, errReadTimeout
+			return nil, 0, release, errReadTimeout
 		}
-		return nil, release, errTempFailure
+		return nil, 0, release, errTempFailure
 	}
 	body := buf.Bytes()[len(hdr):]
 	switch {
 	case int64(len(body)) > max:
 		ss.log.Info("DATA refused: too big")
-		return nil, release, errTooBig
+		return nil, 0, release, errTooBig
 	case len(body) == 0:
-		return nil, release, errEmpty
+		return nil, 0, release, errEmpty
 	case hasBareEOL(body):
 		// go-smtp only ends DATA at CRLF.CRLF, so the transaction is intact;
 		// refusing also keeps such bytes from reaching an MTA we relay to
 		// that might frame them differently.
 		ss.log.Info("DATA refused: bare CR or LF")
-		return nil, release, errBareEOL
+		return nil, 0, release, errBareEOL
 	case countReceived(body) > ss.s.lim.MaxReceivedHeaders:
 		ss.log.Warn("DATA refused: mail loop", "received", countReceived(body))
-		return nil, release, errLoop
+		return nil, 0, release, errLoop
 	}
-	return buf.Bytes(), release, nil
+	return buf.Bytes(), len(hdr), release, nil
 }
 
 // budgetReader charges the bytes it reads to the server's in-flight budget.

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMessageIDSquattingStoresBoth is the squatting attack: an unsigned
+// message from one sender, then another message with the same Message-ID
+// but other content and trust. Both must be kept; the first must not
+// swallow the second.
+func TestMessageIDSquattingStoresBoth(t *testing.T) {
+	s := newTestStore(t)
+	evil := testMessage(1)
+	evil.From, evil.Trusted = "x@evil.test", "false"
+	real := testMessage(1)
+	real.From, real.Trusted = "boss@example.org", "true"
+	id1, dup1, err1 := s.DeliverOnce(sha256.Sum256([]byte("evil bytes")), "agent", "inbox", evil, "pay me", []byte("evil bytes"), nil)
+	id2, dup2, err2 := s.DeliverOnce(sha256.Sum256([]byte("real bytes")), "agent", "inbox", real, "hello", []byte("real bytes"), nil)
+	if err1 != nil || err2 != nil || dup1 || dup2 || id1 == id2 {
+		t.Fatalf("deliveries: %q %v %v, %q %v %v", id1, dup1, err1, id2, dup2, err2)
+	}
+	// Deliver without a key never de-duplicates either.
+	if id3, dup, err := s.Deliver("agent", "inbox", testMessage(1), "third", nil, nil); err != nil || dup || id3 == id1 || id3 == id2 {
+		t.Fatalf("Deliver: %q %v %v", id3, dup, err)
+	}
+	got := listIDs(t, s, "inbox")
+	if len(got) != 3 {
+		t.Fatalf("inbox holds %v, want 3 messages", got)
+	}
+	m, _, err := s.Get("agent", "inbox", id2)
+	if err != nil || m.From != "boss@example.org" || m.Trusted != "true" {
+		t.Errorf("trusted copy: %+v %v", m, err)
+	}
+}
+
+// TestDeliverOnceRepeatWithinWindow stores a repeat of the same delivery
+// once, in the same folder only, and again once the window has passed or
+// the first copy was removed.
+func TestDeliverOnceRepeatWithinWindow(t *testing.T) {
+	s := newTestStore(t)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	key := sha256.Sum256([]byte("same bytes"))
+	id1, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("same bytes"), nil)
+	if err != nil || dup {
+		t.Fatal(id1, dup, err)
+	}
+	now = now.Add(DedupWindow - time.Second)
+	if id, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("same bytes"), nil); err != nil || !dup || id != id1 {
+		t.Errorf("repeat within the window = %q %v %v, want %q true nil", id, dup, err, id1)
+	}
+	if _, dup, _ := s.DeliverOnce(key, "agent", "archive", testMessage(1), "a", []byte("same bytes"), nil); dup {
+		t.Errorf("duplicate detected across folders")
+	}
+	now = now.Add(2 * time.Second)
+	id2, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("same bytes"), nil)
+	if err != nil || dup || id2 == id1 {
+		t.Errorf("repeat after the window = %q %v %v, want a new message", id2, dup, err)
+	}
+	// A remembered delivery whose file the owner removed is stored again.
+	os.Remove(filepath.Join(s.Path("agent"), "inbox", id2+".md"))
+	if id3, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("same bytes"), nil); dup || err != nil || id3 == id2 {
+		t.Errorf("Deliver after removal: %q dup %v err %v", id3, dup, err)
+	}
+}
+
+// TestDeliverOnceWaitsForTheCopyInFlight has a repeat arrive while the first
+// copy is being written: it waits for that write (woken, not polling) and
+// answers with its id; when the write fails, the repeat is stored itself.
+func TestDeliverOnceWaitsForTheCopyInFlight(t *testing.T) {
+	s := newTestStore(t)
+	key := sha256.Sum256([]byte("in flight"))
+	k := recentKey{mailbox: "agent", folder: "inbox", key: key}
+	for _, firstFails := range []bool{false, true} {
+		s.recent = recentDeliveries{}
+		_, first := s.recent.claim(k, s.now())
+		type result struct {
+			id  string
+			dup bool
+			err error
+		}
+		got := make(chan result, 1)
+		var started sync.WaitGroup
+		started.Add(1)
+		go func() {
+			started.Done()
+			id, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(2), "b", []byte("in flight"), nil)
+			got <- result{id, dup, err}
+		}()
+		started.Wait()
+		var firstID string
+		if firstFails {
+			s.recent.finish(first, "", os.ErrDeadlineExceeded)
+		} else {
+			var err error
+			firstID, err = s.deliver("agent", "inbox", testMessage(2), "b", []byte("in flight"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.recent.finish(first, firstID, nil)
+		}
+		r := <-got
+		switch {
+		case r.err != nil:
+			t.Fatalf("repeat: %v", r.err)
+		case !firstFails && (!r.dup || r.id != firstID):
+			t.Errorf("repeat of a stored copy = %q %v, want %q true", r.id, r.dup, firstID)
+		case firstFails && (r.dup || r.id == ""):
+			t.Errorf("repeat of a failed copy = %q %v, want stored", r.id, r.dup)
+		}
+	}
+}
+
+// TestDeliverOnceMemoryIsBounded remembers at most dedupMax deliveries.
+func TestDeliverOnceMemoryIsBounded(t *testing.T) {
+	var r recentDeliveries
+	now := time.Now()
+	for i := range dedupMax + 10 {
+		_, e := r.claim(recentKey{mailbox: "m", folder: "inbox", key: sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)})}, now)
+		r.finish(e, "x", nil)
+	}
+	if len(r.byKey) > dedupMax || len(r.order) > dedupMax+1 {
+		t.Errorf("remembering %d (%d in order), bound %d", len(r.byKey), len(r.order), dedupMax)
+	}
+}
