@@ -59,6 +59,7 @@ type Daemon struct {
 	runner  *hooks.Runner
 	now     func() time.Time
 
+	lock    *os.File   // the daemon's lock, held from New to the end of Run
 	mu      sync.Mutex // serializes mailbox and hook creation and deletion
 	wg      sync.WaitGroup
 	closing chan struct{}
@@ -95,6 +96,21 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	lock, err := acquireLock(cfg.Paths.Socket)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newLocked(cfg, opts, lock)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// newLocked is New once the daemon's lock is held: every temporary file and
+// uncommitted message in the store is a crash's leftover and is swept.
+func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error) {
 	for _, dir := range []string{cfg.Paths.StateDir} {
 		if err := os.MkdirAll(dir, 0o711); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
@@ -109,7 +125,12 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, events: newHub(), started: time.Now(),
-		closing: make(chan struct{}), now: time.Now}
+		closing: make(chan struct{}), now: time.Now, lock: lock}
+	if n, err := st.Sweep(); err != nil {
+		d.log.Error("sweeping crash leftovers from the store", "removed", n, "err", err)
+	} else if n > 0 {
+		d.log.Info("swept crash leftovers from the store", "removed", n)
+	}
 	for _, p := range problems {
 		d.log.Error("registry entry skipped", "err", p)
 	}
@@ -259,6 +280,7 @@ func userName(uid uint32) string {
 // Run serves until ctx ends, then drains: in-flight requests get a grace period.
 func (d *Daemon) Run(ctx context.Context) error {
 	cfg := d.cfg()
+	defer d.lock.Close()
 	srv, err := d.listenControl(cfg.Paths.Socket)
 	if err != nil {
 		return err

@@ -133,7 +133,11 @@ func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.store.Delete(a.Name, a.Force); err != nil {
+	// The store's detach is the commit point: until the registry has
+	// forgotten the mailbox too it can be put back exactly as it was, and
+	// after both, removing its files cannot undo the delete.
+	detached, err := d.store.Detach(a.Name, a.Force)
+	if err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
 			n, _ := d.store.Counts(a.Name)
 			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); delete with force to remove its mail too", a.Name, n.Total, n.Sent)
@@ -143,7 +147,19 @@ func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 		}
 	}
 	if err := d.reg.RemoveMailbox(a.Name); err != nil {
+		if detached != nil {
+			if rerr := detached.Restore(); rerr != nil {
+				d.log.Error("mailbox delete: restoring the folder failed", "mailbox", a.Name, "err", rerr)
+			}
+		}
 		return nil, err
+	}
+	if detached != nil {
+		if err := detached.Remove(); err != nil {
+			// The mailbox is gone; what is left of its files carries the
+			// store's temporary prefix and the next start-up sweeps it.
+			d.log.Error("mailbox deleted, its files not all removed yet", "mailbox", a.Name, "err", err)
+		}
 	}
 	d.log.Info("mailbox deleted", "mailbox", a.Name, "by_uid", c.caller.UID, "force", a.Force)
 	return protocol.Deleted{Name: a.Name, Deleted: true}, nil

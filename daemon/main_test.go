@@ -129,6 +129,12 @@ dkim_dir = %q
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runTestDaemon(t, cfg, dir, opts)
+}
+
+// runTestDaemon runs a daemon on a loaded config until the test ends.
+func runTestDaemon(t testing.TB, cfg *config.Config, dir string, opts Options) *testDaemon {
+	t.Helper()
 	ready := make(chan struct{})
 	opts.Version, opts.Logger, opts.Ready = "test", quietLogger(t), func() { close(ready) }
 	d, err := New(cfg, opts)

@@ -30,55 +30,59 @@ func (c Caller) Root() bool { return c.UID == 0 }
 type controlServer struct {
 	d     *Daemon
 	ln    *net.UnixListener
-	lock  *os.File
 	path  string
 	conns atomic.Int64
 	mu    sync.Mutex
 	open  map[net.Conn]struct{}
 }
 
-// listenControl binds the control socket. A socket file that nothing answers
-// on is stale and replaced; one that answers means another daemon runs, and
-// this one refuses to start. A lock file beside the socket closes the race
-// between two daemons starting at once.
-func (d *Daemon) listenControl(path string) (*controlServer, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+// acquireLock takes the daemon's lock, a file beside the control socket,
+// for as long as the process lives or until the file is closed. Everything
+// that loads or sweeps state (the store, the registry, the queue, the hook
+// run log) happens while it is held, so a second daemon started by mistake
+// stops before touching anything.
+func acquireLock(socket string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the socket directory: %w", err)
 	}
-	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
+	lock, err := os.OpenFile(socket+".lock", os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock file: %w", err)
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("another mailctl daemon is running (it holds %s.lock); stop it first", path)
+		return nil, fmt.Errorf("another mailctl daemon is running (it holds %s.lock); stop it first", socket)
 	}
+	return lock, nil
+}
+
+// listenControl binds the control socket; the caller holds the daemon's
+// lock. A socket file that nothing answers on is stale and replaced; one
+// that answers means another daemon runs (one that ignores the lock), and
+// this one refuses to start.
+func (d *Daemon) listenControl(path string) (*controlServer, error) {
 	if _, err := os.Lstat(path); err == nil {
 		c, derr := net.DialTimeout("unix", path, time.Second)
 		if derr == nil {
 			c.Close()
-			lock.Close()
 			return nil, fmt.Errorf("another mailctl daemon is answering on %s; stop it first", path)
 		}
 		if err := os.Remove(path); err != nil {
-			lock.Close()
 			return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
 		}
 		d.log.Info("removed stale control socket", "path", path)
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		lock.Close()
 		return nil, fmt.Errorf("listening on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(true)
 	// Every local user may connect; authorization happens per request by uid.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
-		lock.Close()
 		return nil, err
 	}
-	return &controlServer{d: d, ln: ln, lock: lock, path: path, open: map[net.Conn]struct{}{}}, nil
+	return &controlServer{d: d, ln: ln, path: path, open: map[net.Conn]struct{}{}}, nil
 }
 
 func (s *controlServer) Close() {
@@ -88,7 +92,6 @@ func (s *controlServer) Close() {
 		c.Close()
 	}
 	s.mu.Unlock()
-	s.lock.Close()
 }
 
 func (s *controlServer) Serve() error {

@@ -387,6 +387,77 @@ func (d *Dir) removeAll(name string, depth int) error {
 	return nil
 }
 
+// RemoveTree removes name, an entry of d, and everything below it however
+// deep, holding at most maxRemoveDepth descriptors at once: a directory
+// found deeper is first moved up into d under a temporary name and removed
+// from there. Each directory is made root's, mode 0700, before it is read,
+// so that an owner still holding a descriptor inside the tree cannot keep
+// adding to it. It is for trees already detached from any owner-writable
+// place (a mailbox being deleted); leftovers of a crash carry TempPrefix.
+func (d *Dir) RemoveTree(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	todo := []string{name}
+	for len(todo) > 0 {
+		n := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if err := d.removeTree(d, n, 0, &todo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Dir) removeTree(top *Dir, name string, depth int, todo *[]string) error {
+	err := unix.Unlinkat(d.fd, name, 0)
+	switch {
+	case err == nil, errors.Is(err, unix.ENOENT):
+		return nil
+	case !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM):
+		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
+	}
+	if depth >= maxRemoveDepth {
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		hoisted := TempPrefix + "deep-" + hex.EncodeToString(rnd[:])
+		if err := unix.Renameat(d.fd, name, top.fd, hoisted); err != nil {
+			return &os.LinkError{Op: "rename", Old: d.join(name), New: top.join(hoisted), Err: err}
+		}
+		*todo = append(*todo, hoisted)
+		return nil
+	}
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return d.removeTree(top, name, depth+1, todo) // swapped since the unlink attempt
+		}
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	// Best effort: an unprivileged daemon (mailctl dev) owns the tree already.
+	unix.Fchown(sub.fd, 0, 0)
+	unix.Fchmod(sub.fd, 0o700)
+	names, err := sub.Names()
+	if err == nil {
+		for _, n := range names {
+			if err = sub.removeTree(top, n, depth+1, todo); err != nil {
+				break
+			}
+		}
+	}
+	sub.Close()
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
+	}
+	return nil
+}
+
 // Names lists the entries of the directory (without "." and "..").
 func (d *Dir) Names() ([]string, error) {
 	// A fresh open file description, so that the read offset is our own.
@@ -447,52 +518,68 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 
 // CleanTemps removes temporary files older than StaleTempAge from d. They are
 // what a crash leaves behind; loaders skip them anyway.
-func CleanTemps(d *Dir) {
+func CleanTemps(d *Dir) { removeTemps(d, time.Now().Add(-StaleTempAge)) }
+
+// removeTemps removes the temporary entries of d last changed before cutoff
+// and returns how many it removed.
+func removeTemps(d *Dir, cutoff time.Time) (n int, err error) {
 	names, err := d.Names()
 	if err != nil {
-		return
+		return 0, err
 	}
-	cutoff := time.Now().Add(-StaleTempAge)
-	for _, n := range names {
-		if !strings.HasPrefix(n, TempPrefix) {
+	for _, name := range names {
+		if !strings.HasPrefix(name, TempPrefix) {
 			continue
 		}
-		st, err := d.Lstat(n)
-		if err != nil || time.Unix(st.Mtim.Unix()).After(cutoff) {
+		st, serr := d.Lstat(name)
+		if serr != nil || !time.Unix(st.Mtim.Unix()).Before(cutoff) {
 			continue
 		}
-		d.RemoveAll(n)
+		if rerr := d.RemoveAll(name); rerr != nil {
+			err = rerr
+			continue
+		}
+		n++
 	}
+	return n, err
 }
 
 // cleanOrphans removes the raw copy and attachments of messages whose .md
 // (the commit point) was never written, as a crash between the two leaves
 // them. Only files older than StaleTempAge go, so a delivery in progress is
 // never touched.
-func cleanOrphans(d *Dir) {
+func cleanOrphans(d *Dir) { removeOrphans(d, time.Now().Add(-StaleTempAge)) }
+
+// removeOrphans removes the uncommitted raw copies and attachments of d last
+// changed before cutoff and returns how many it removed.
+func removeOrphans(d *Dir, cutoff time.Time) (n int, err error) {
 	names, err := d.Names()
 	if err != nil {
-		return
+		return 0, err
 	}
 	committed := map[string]bool{}
-	for _, n := range names {
-		if strings.HasSuffix(n, ".md") {
-			committed[strings.TrimSuffix(n, ".md")] = true
+	for _, name := range names {
+		if strings.HasSuffix(name, ".md") {
+			committed[strings.TrimSuffix(name, ".md")] = true
 		}
 	}
-	cutoff := time.Now().Add(-StaleTempAge)
-	for _, n := range names {
-		id, ok := strings.CutSuffix(n, ".eml")
+	for _, name := range names {
+		id, ok := strings.CutSuffix(name, ".eml")
 		if !ok {
-			id, ok = strings.CutSuffix(n, attSuffix)
+			id, ok = strings.CutSuffix(name, attSuffix)
 		}
 		if !ok || committed[id] {
 			continue
 		}
-		st, err := d.Lstat(n)
-		if err != nil || time.Unix(st.Mtim.Unix()).After(cutoff) {
+		st, serr := d.Lstat(name)
+		if serr != nil || !time.Unix(st.Mtim.Unix()).Before(cutoff) {
 			continue
 		}
-		d.RemoveAll(n)
+		if rerr := d.RemoveAll(name); rerr != nil {
+			err = rerr
+			continue
+		}
+		n++
 	}
+	return n, err
 }

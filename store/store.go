@@ -49,7 +49,7 @@ type Store struct {
 }
 
 // Open opens the store rooted at root, creating it (mode 0711) if missing.
-// Mailbox folders left behind by an interrupted Delete are removed.
+// What an interrupted process left behind is removed by Sweep.
 func Open(root string) (*Store, error) {
 	root = filepath.Clean(root)
 	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
@@ -71,15 +71,7 @@ func Open(root string) (*Store, error) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 	}
-	s := &Store{root: d, rootPath: root, folders: map[string]*folderIndex{}, now: time.Now}
-	if names, err := d.Names(); err == nil {
-		for _, n := range names {
-			if strings.HasPrefix(n, TempPrefix) {
-				d.RemoveAll(n) // a rename-then-remove Delete that did not finish
-			}
-		}
-	}
-	return s, nil
+	return &Store{root: d, rootPath: root, folders: map[string]*folderIndex{}, now: time.Now}, nil
 }
 
 // Close releases the store's root directory.
@@ -257,23 +249,41 @@ func (s *Store) Mailboxes() ([]string, error) {
 	return out, nil
 }
 
-// Delete removes the mailbox and everything in it. Unless force, a mailbox
-// holding any message in any folder is refused with ErrNotEmpty. The mailbox
-// is first renamed away (one atomic step), then removed without following
-// any symlink the owner may have planted.
+// Delete removes the mailbox and everything in it: Detach, then Remove.
 func (s *Store) Delete(name string, force bool) error {
-	mb, err := s.openMailbox(name)
+	x, err := s.Detach(name, force)
 	if err != nil {
 		return err
+	}
+	return x.Remove()
+}
+
+// Detached is a mailbox taken out of the store by Detach: gone from its
+// name, its files not yet removed.
+type Detached struct {
+	s          *Store
+	name, tmp  string
+	restorable bool
+}
+
+// Detach takes the mailbox out of the store in one atomic step, a rename
+// into the store root where its owner cannot reach it by path. From then on
+// the name is free and no mail reaches the mailbox. Restore puts it back
+// exactly as it was; Remove deletes its files. Unless force, a mailbox
+// holding any message in any folder is refused with ErrNotEmpty.
+func (s *Store) Detach(name string, force bool) (*Detached, error) {
+	mb, err := s.openMailbox(name)
+	if err != nil {
+		return nil, err
 	}
 	defer mb.close()
 	if !force {
 		n, err := countMessages(mb.dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n > 0 {
-			return fmt.Errorf("delete mailbox %s: %w (%d messages; force to delete anyway)", name, ErrNotEmpty, n)
+			return nil, fmt.Errorf("delete mailbox %s: %w (%d messages; force to delete anyway)", name, ErrNotEmpty, n)
 		}
 	}
 	s.mu.Lock()
@@ -282,16 +292,101 @@ func (s *Store) Delete(name string, force bool) error {
 	rand.Read(rnd[:])
 	tmp := TempPrefix + "del-" + hex.EncodeToString(rnd[:])
 	if err := s.root.Rename(name, s.root, tmp, true); err != nil {
-		return fmt.Errorf("delete mailbox %s: %w", name, err)
+		return nil, fmt.Errorf("delete mailbox %s: %w", name, err)
 	}
 	s.dropIndexes(name)
 	if err := s.root.Sync(); err != nil {
-		return err
+		// Not known to be durable: put it back rather than leave it half-done.
+		s.root.Rename(tmp, s.root, name, true)
+		return nil, fmt.Errorf("delete mailbox %s: %w", name, err)
 	}
-	if err := s.root.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("delete mailbox %s: %w", name, err)
+	return &Detached{s: s, name: name, tmp: tmp, restorable: true}, nil
+}
+
+// Restore puts a detached mailbox back under its name, as it was. It fails
+// once Remove has begun, or when the name has been taken since.
+func (x *Detached) Restore() error {
+	x.s.mu.Lock()
+	defer x.s.mu.Unlock()
+	if !x.restorable {
+		return fmt.Errorf("restore mailbox %s: its removal has begun", x.name)
+	}
+	if err := x.s.root.Rename(x.tmp, x.s.root, x.name, true); err != nil {
+		return fmt.Errorf("restore mailbox %s: %w", x.name, err)
+	}
+	x.restorable = false
+	x.s.dropIndexes(x.name)
+	return x.s.root.Sync()
+}
+
+// Remove deletes the files of a detached mailbox without following any
+// symlink its owner planted, however deep its folders go. If it fails
+// (an I/O error), what is left carries TempPrefix and the next Sweep
+// removes it.
+func (x *Detached) Remove() error {
+	x.s.mu.Lock()
+	x.restorable = false
+	x.s.mu.Unlock()
+	if err := x.s.root.RemoveTree(x.tmp); err != nil {
+		return fmt.Errorf("delete mailbox %s: %w", x.name, err)
 	}
 	return nil
+}
+
+// Sweep removes what an interrupted process left in the store, whatever its
+// age: temporary entries (TempPrefix) in the store root (mailboxes whose
+// deletion did not finish), in every mailbox and in every folder, and raw
+// copies and attachments of messages whose .md was never written. Only call
+// it while no other process can be writing to the store and before this one
+// writes: the daemon does, holding its lock, at start-up. It returns how
+// many entries it removed, and the first error met (it goes on past errors).
+func (s *Store) Sweep() (removed int, err error) {
+	keep := func(n int, e error) {
+		removed += n
+		if err == nil && e != nil {
+			err = e
+		}
+	}
+	everything := time.Unix(1<<62, 0)
+	names, rerr := s.root.Names()
+	if rerr != nil {
+		return 0, rerr
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, TempPrefix) {
+			if e := s.root.RemoveTree(n); e != nil {
+				keep(0, e)
+				continue
+			}
+			keep(1, nil)
+		}
+	}
+	mailboxes, merr := s.Mailboxes()
+	keep(0, merr)
+	for _, name := range mailboxes {
+		mb, e := s.openMailbox(name)
+		if e != nil {
+			keep(0, e)
+			continue
+		}
+		keep(removeTemps(mb.dir, everything))
+		folders, e := mb.dir.Names()
+		keep(0, e)
+		for _, f := range folders {
+			if ValidFolder(f) != nil {
+				continue
+			}
+			d, e := mb.folder(f, false)
+			if e != nil {
+				continue // not a folder of this owner's: left alone
+			}
+			keep(removeTemps(d, everything))
+			keep(removeOrphans(d, everything))
+			d.Close()
+		}
+		mb.close()
+	}
+	return removed, err
 }
 
 // countMessages counts the message files in every folder of a mailbox.

@@ -367,19 +367,6 @@ func TestDelete(t *testing.T) {
 	}
 }
 
-func TestOpenRemovesInterruptedDelete(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "mb")
-	os.MkdirAll(filepath.Join(root, ".tmp-del-abc", "inbox"), 0o700)
-	s, err := Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := os.Stat(filepath.Join(root, ".tmp-del-abc")); !os.IsNotExist(err) {
-		t.Errorf("leftover not removed: %v", err)
-	}
-}
-
 func TestListPaging(t *testing.T) {
 	s := newTestStore(t)
 	for i := range 25 {
