@@ -75,6 +75,9 @@ type state struct {
 
 // mailboxInfo is a mailbox as the daemon knows it, from either source.
 type mailboxInfo struct {
+	// ID is the mailbox's identity, never reused by another mailbox of the
+	// same name: hooks, their runs and events are bound to it.
+	ID       string
 	Name     string
 	UID, GID uint32
 	Source   string // "config" or "registry"
@@ -178,7 +181,7 @@ func (d *Daemon) buildState(cfg *config.Config) *state {
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: owner %q: %v", m.Name, m.Owner, err))
 			continue
 		}
-		s.declared[m.Name] = &mailboxInfo{Name: m.Name, UID: uid, GID: gid, Source: "config", Aliases: m.Aliases}
+		s.declared[m.Name] = &mailboxInfo{ID: configMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: "config", Aliases: m.Aliases}
 	}
 	for _, p := range s.problems {
 		d.log.Error("config mailbox not served", "problem", p)
@@ -226,9 +229,13 @@ func (d *Daemon) lookupMailbox(name string) (*mailboxInfo, bool) {
 		return m, true
 	}
 	if r, ok := d.reg.Mailbox(name); ok {
-		return &mailboxInfo{Name: r.Name, UID: r.OwnerUID, GID: r.OwnerGID, Source: "registry"}, true
+		return registryMailbox(r), true
 	}
 	return nil, false
+}
+
+func registryMailbox(r *registeredMailbox) *mailboxInfo {
+	return &mailboxInfo{ID: r.ID, Name: r.Name, UID: r.OwnerUID, GID: r.OwnerGID, Source: "registry"}
 }
 
 // allMailboxes lists every mailbox, sorted by name.
@@ -242,7 +249,7 @@ func (d *Daemon) allMailboxes() []*mailboxInfo {
 		if _, dup := s.declared[r.Name]; dup {
 			continue
 		}
-		out = append(out, &mailboxInfo{Name: r.Name, UID: r.OwnerUID, GID: r.OwnerGID, Source: "registry"})
+		out = append(out, registryMailbox(r))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

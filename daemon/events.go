@@ -17,24 +17,26 @@ type hub struct {
 
 type subscriber struct {
 	caller    Caller
-	mailboxes map[string]bool // nil: every mailbox the caller may see
+	mailboxes map[string]string // name -> identity; nil: every mailbox the caller may see
 	ch        chan protocol.Event
 }
 
 func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
 
-// publish sends ev to every subscriber allowed to see mail of a mailbox owned by ownerUID.
-func (h *hub) publish(ev protocol.Event, ownerUID uint32) {
+// publish sends ev about mailbox m to every subscriber allowed to see it.
+// A subscriber that named its mailboxes gets events of those very mailboxes
+// only, not of one created later under the same name.
+func (h *hub) publish(ev protocol.Event, m *mailboxInfo) {
 	if ev.At.IsZero() {
 		ev.At = time.Now().UTC()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		if !s.caller.Root() && s.caller.UID != ownerUID {
+		if !s.caller.Root() && s.caller.UID != m.UID {
 			continue
 		}
-		if s.mailboxes != nil && !s.mailboxes[ev.Mailbox] {
+		if s.mailboxes != nil && s.mailboxes[m.Name] != m.ID {
 			continue
 		}
 		select {
@@ -47,13 +49,15 @@ func (h *hub) publish(ev protocol.Event, ownerUID uint32) {
 func (h *hub) add(s *subscriber)    { h.mu.Lock(); h.subs[s] = struct{}{}; h.mu.Unlock() }
 func (h *hub) remove(s *subscriber) { h.mu.Lock(); delete(h.subs, s); h.mu.Unlock() }
 
-// emit publishes an event about mailbox.
-func (d *Daemon) emit(ev protocol.Event) {
+// emit publishes an event about the mailbox with identity id (empty: the
+// mailbox of that name now). An event about a mailbox since deleted is
+// dropped, whoever holds its name now.
+func (d *Daemon) emit(ev protocol.Event, id string) {
 	m, ok := d.lookupMailbox(ev.Mailbox)
-	if !ok {
+	if !ok || (id != "" && m.ID != id) {
 		return
 	}
-	d.events.publish(ev, m.UID)
+	d.events.publish(ev, m)
 }
 
 // handleWatch acknowledges the watch, then streams events on the request's id
@@ -61,9 +65,9 @@ func (d *Daemon) emit(ev protocol.Event) {
 func handleWatch(ctx context.Context, d *Daemon, c *call, a *protocol.WatchArgs) (any, error) {
 	s := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256)}
 	if len(c.boxes) > 0 {
-		s.mailboxes = map[string]bool{}
+		s.mailboxes = map[string]string{}
 		for _, m := range c.boxes {
-			s.mailboxes[m.Name] = true
+			s.mailboxes[m.Name] = m.ID
 		}
 	}
 	d.events.add(s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
@@ -21,8 +22,8 @@ func (d *Daemon) openHookRunner() error {
 	return nil
 }
 
-// declaredHooks turns the config's hooks into validated hooks; invalid ones are
-// reported and skipped.
+// declaredHooks turns the config's hooks into validated hooks bound to the
+// declared mailbox of their name; invalid ones are reported and skipped.
 func (d *Daemon) declaredHooks() []protocol.Hook {
 	var out []protocol.Hook
 	for _, hc := range d.cfg().Hooks {
@@ -32,20 +33,33 @@ func (d *Daemon) declaredHooks() []protocol.Hook {
 			d.log.Error("config hook skipped", "hook", hc.Name, "mailbox", hc.Mailbox, "err", err)
 			continue
 		}
+		if m, ok := d.lookupMailbox(h.Mailbox); ok {
+			h.MailboxID = m.ID
+		}
+		h.ID = derivedID("c", "hook", h.MailboxID, h.Mailbox, h.Name)
 		out = append(out, h)
 	}
 	return out
 }
 
-// allHooks lists operator and registry hooks, operator ones first by name.
+// allHooks lists operator and registry hooks, operator ones first, then by
+// mailbox and name. A hook's name is unique on its mailbox only.
 func (d *Daemon) allHooks() []protocol.Hook {
 	out := d.declaredHooks()
-	taken := map[string]bool{}
+	type key struct{ mailbox, name string }
+	taken := map[key]bool{}
 	for _, h := range out {
-		taken[h.Name] = true
+		taken[key{h.Mailbox, h.Name}] = true
 	}
 	for _, h := range d.reg.Hooks() {
-		if !taken[h.Name] {
+		if h.MailboxID == "" {
+			// Created before hooks were bound to an identity: bound to
+			// the mailbox of its name (deleting that mailbox deletes it).
+			if m, ok := d.lookupMailbox(h.Mailbox); ok {
+				h.MailboxID = m.ID
+			}
+		}
+		if !taken[key{h.Mailbox, h.Name}] {
 			out = append(out, h)
 		}
 	}
@@ -53,33 +67,50 @@ func (d *Daemon) allHooks() []protocol.Hook {
 		if out[i].Source != out[j].Source {
 			return out[i].Source == "config"
 		}
+		if out[i].Mailbox != out[j].Mailbox {
+			return out[i].Mailbox < out[j].Mailbox
+		}
 		return out[i].Name < out[j].Name
 	})
 	for i := range out {
 		if d.hookLog != nil {
-			out[i].LastRun = d.hookLog.Last(out[i].Name)
+			out[i].LastRun = d.hookLog.LastOf(out[i].ID)
 		}
 	}
 	return out
 }
 
-func (d *Daemon) hooksOf(mailbox string) []protocol.Hook {
+// hooksOf lists the hooks bound to mailbox m.
+func (d *Daemon) hooksOf(m *mailboxInfo) []protocol.Hook {
 	out := []protocol.Hook{}
 	for _, h := range d.allHooks() {
-		if h.Mailbox == mailbox {
+		if h.MailboxID == m.ID && h.Mailbox == m.Name {
 			out = append(out, h)
 		}
 	}
 	return out
 }
 
-// hookVisible reports whether the caller may see (and, if not operator-declared, change) h.
+// hookVisible reports whether the caller may see (and, if not
+// operator-declared, change) h: the hook is bound to a mailbox that exists
+// now and is the caller's.
 func (d *Daemon) hookVisible(c *call, h protocol.Hook) bool {
 	if c.caller.Root() {
 		return true
 	}
 	m, ok := d.lookupMailbox(h.Mailbox)
-	return ok && m.UID == c.caller.UID
+	return ok && m.ID == h.MailboxID && c.visible(m)
+}
+
+// stillCurrent, called under d.mu, refuses a request whose mailbox was
+// deleted (and perhaps created again by someone else) after its access
+// check.
+func (d *Daemon) stillCurrent(c *call) error {
+	want := c.box()
+	if m, ok := d.lookupMailbox(want.Name); !ok || m.ID != want.ID {
+		return notFoundMailbox(want.Name)
+	}
+	return nil
 }
 
 // hookCreateTarget is the mailbox the hook goes on; a hook that fires on
@@ -101,17 +132,22 @@ func handleHookCreate(_ context.Context, d *Daemon, c *call, a *protocol.HookCre
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, ex := range d.allHooks() {
+	if err := d.stillCurrent(c); err != nil {
+		return nil, err
+	}
+	m := c.box()
+	for _, ex := range d.hooksOf(m) {
 		if ex.Name != h.Name {
 			continue
 		}
 		// Creating the same hook again is idempotent; a different hook under a taken name is not.
-		if ex.Source == "registry" && ex.Mailbox == h.Mailbox && ex.Event == h.Event && equalStrings(ex.Cmd, h.Cmd) &&
-			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted && d.hookVisible(c, ex) {
+		if ex.Source == "registry" && ex.Event == h.Event && equalStrings(ex.Cmd, h.Cmd) &&
+			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted {
 			return ex, nil
 		}
-		return nil, protocol.Errorf(protocol.CodeConflict, "the hook name %q is taken; pass another name", h.Name)
+		return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q; pass another name", m.Name, h.Name)
 	}
+	h.ID, h.MailboxID = newID("h"), m.ID
 	h.CreatedAt = d.now().UTC()
 	if err := d.reg.AddHook(h); err != nil {
 		return nil, err
@@ -136,7 +172,7 @@ func equalStrings(a, b []string) bool {
 func handleHookList(_ context.Context, d *Daemon, c *call, a *protocol.HookListArgs) (any, error) {
 	out := protocol.HookList{Hooks: []protocol.Hook{}}
 	for _, h := range d.allHooks() {
-		if (a.Mailbox == "" || h.Mailbox == a.Mailbox) && d.hookVisible(c, h) {
+		if (c.box() == nil || h.MailboxID == c.box().ID) && d.hookVisible(c, h) {
 			out.Hooks = append(out.Hooks, h)
 		}
 	}
@@ -147,28 +183,42 @@ func noHook(name string) error {
 	return protocol.Errorf(protocol.CodeNotFound, "no hook %q on your mailboxes: `mailctl hooks list` shows them", name)
 }
 
-// hookDeleteTarget is the mailbox of the caller's hook of that name; a hook on
-// someone else's mailbox reads as missing.
-func hookDeleteTarget(d *Daemon, c *call, a *protocol.NameArgs) (target, error) {
+// hookDeleteTarget is the mailbox of the caller's hook of that name (on the
+// mailbox named, if any); a hook on someone else's mailbox reads as missing.
+func hookDeleteTarget(d *Daemon, c *call, a *protocol.HookDeleteArgs) (target, error) {
+	var found []protocol.Hook
 	for _, h := range d.allHooks() {
-		if h.Name == a.Name && d.hookVisible(c, h) {
-			return target{mailboxes: []string{h.Mailbox}, missing: noHook(a.Name)}, nil
+		if h.Name == a.Name && (a.Mailbox == "" || h.Mailbox == a.Mailbox) && d.hookVisible(c, h) {
+			found = append(found, h)
 		}
 	}
-	return target{}, noHook(a.Name)
+	switch len(found) {
+	case 0:
+		return target{}, noHook(a.Name)
+	case 1:
+		return target{mailboxes: []string{found[0].Mailbox}, missing: noHook(a.Name)}, nil
+	}
+	var on []string
+	for _, h := range found {
+		on = append(on, h.Mailbox)
+	}
+	return target{}, protocol.Errorf(protocol.CodeInvalidInput, "hooks named %q are on several of your mailboxes (%s): name the mailbox too", a.Name, strings.Join(on, ", "))
 }
 
-func handleHookDelete(_ context.Context, d *Daemon, c *call, a *protocol.NameArgs) (any, error) {
+func handleHookDelete(_ context.Context, d *Daemon, c *call, a *protocol.HookDeleteArgs) (any, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, h := range d.allHooks() {
-		if h.Name != a.Name || h.Mailbox != c.box().Name {
+	if err := d.stillCurrent(c); err != nil {
+		return nil, err
+	}
+	for _, h := range d.hooksOf(c.box()) {
+		if h.Name != a.Name {
 			continue
 		}
 		if h.Source == "config" {
 			return nil, protocol.Errorf(protocol.CodeForbidden, "hook %q is declared by the operator in config.toml; only the operator can remove it there", a.Name)
 		}
-		if err := d.reg.RemoveHook(a.Name); err != nil {
+		if err := d.reg.RemoveHook(h.ID); err != nil {
 			return nil, err
 		}
 		d.log.Info("hook deleted", "hook", a.Name, "mailbox", h.Mailbox, "by_uid", c.caller.UID)
@@ -177,18 +227,21 @@ func handleHookDelete(_ context.Context, d *Daemon, c *call, a *protocol.NameArg
 	return nil, noHook(a.Name)
 }
 
+// handleHookRuns lists runs of hooks bound to the caller's mailboxes as they
+// are now: runs of a deleted mailbox or hook are never shown through a new
+// one of the same name. Root sees every run.
 func handleHookRuns(_ context.Context, d *Daemon, c *call, a *protocol.HookRunsArgs) (any, error) {
 	if a.Limit <= 0 || a.Limit > 500 {
 		a.Limit = 50
 	}
-	owned := map[string]bool{}
+	mine := map[string]bool{}
 	for _, m := range d.allMailboxes() {
 		if c.visible(m) {
-			owned[m.Name] = true
+			mine[m.ID+"/"+m.Name] = true
 		}
 	}
 	runs := d.hookLog.List(func(r protocol.HookRun) bool {
-		return owned[r.Mailbox] && (a.Name == "" || r.Hook == a.Name)
+		return (c.caller.Root() || mine[r.MailboxID+"/"+r.Mailbox]) && (a.Name == "" || r.Hook == a.Name)
 	}, a.Limit)
 	if runs == nil {
 		runs = []protocol.HookRun{}
@@ -203,7 +256,7 @@ func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, stdin []byte) {
 	if !ok || d.runner == nil {
 		return
 	}
-	for _, h := range d.hooksOf(mailbox) {
+	for _, h := range d.hooksOf(m) {
 		if h.Event != event {
 			continue
 		}
@@ -214,7 +267,7 @@ func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, stdin []byte) {
 		owner, err := hooks.LookupOwner(m.UID)
 		if err != nil {
 			d.log.Error("hook not run: owner unusable", "hook", h.Name, "mailbox", mailbox, "err", err)
-			d.hookLog.Append(protocol.HookRun{Hook: h.Name, Mailbox: mailbox, Event: event, MessageID: f.ID,
+			d.hookLog.Append(protocol.HookRun{Hook: h.Name, HookID: h.ID, Mailbox: mailbox, MailboxID: h.MailboxID, Event: event, MessageID: f.ID,
 				StartedAt: d.now().UTC(), ExitCode: -1, Error: "owner unusable: " + err.Error()})
 			continue
 		}

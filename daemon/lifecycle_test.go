@@ -89,15 +89,15 @@ func TestWatchDeliversOnlyOwnEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x1"})
+	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x1"}, "")
 	ev := <-events
 	if ev.Type != protocol.EventNewMail || ev.ID != "x1" || ev.At.IsZero() {
 		t.Fatalf("event %+v", ev)
 	}
 	// The subscriber filter holds for root too: another mailbox's event is not sent.
 	td.ensureMine(t, "theirs")
-	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "theirs", ID: "x2"})
-	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x3"})
+	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "theirs", ID: "x2"}, "")
+	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x3"}, "")
 	if ev := <-events; ev.ID != "x3" {
 		t.Fatalf("got event for another mailbox: %+v", ev)
 	}

@@ -51,7 +51,7 @@ func handleMailboxShow(_ context.Context, d *Daemon, c *call, _ *protocol.NameAr
 		senders = []string{}
 	}
 	mb.Trust = &protocol.TrustPolicy{TrustedSenders: senders, Source: source}
-	mb.Hooks = d.hooksOf(m.Name)
+	mb.Hooks = d.hooksOf(m)
 	return mb, nil
 }
 
@@ -115,7 +115,7 @@ func handleMailboxCreate(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 		}
 		return nil, err
 	}
-	rec := &registeredMailbox{Name: a.Name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: c.caller.UID}
+	rec := &registeredMailbox{ID: newID("m"), Name: a.Name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: c.caller.UID}
 	if err := d.reg.AddMailbox(rec); err != nil {
 		if created {
 			d.store.Delete(a.Name, true)
@@ -133,6 +133,9 @@ func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if m, ok := d.lookupMailbox(a.Name); !ok || m.ID != c.box().ID {
+		return nil, notFoundMailbox(a.Name) // deleted, and perhaps created again, since the access check
+	}
 	// The store's detach is the commit point: until the registry has
 	// forgotten the mailbox too it can be put back exactly as it was, and
 	// after both, removing its files cannot undo the delete.

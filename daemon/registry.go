@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,10 +26,14 @@ type Registry struct {
 	dir       string
 	mu        sync.RWMutex
 	mailboxes map[string]*registeredMailbox
-	hooks     map[string]*protocol.Hook
+	hooks     map[string]*protocol.Hook // by hook id
+	hookFiles map[string]string         // hook id -> the file's name without .json
 }
 
 type registeredMailbox struct {
+	// ID is minted when the mailbox is created and never reused: what is
+	// kept about the mailbox is bound to it, not to the name.
+	ID        string    `json:"id,omitempty"`
 	Name      string    `json:"name"`
 	OwnerUID  uint32    `json:"owner_uid"`
 	OwnerGID  uint32    `json:"owner_gid"`
@@ -36,7 +44,7 @@ type registeredMailbox struct {
 // OpenRegistry loads the registry at dir, creating it (0700) if needed.
 // Unreadable entries are reported and skipped so one bad file never hides the rest.
 func OpenRegistry(dir string) (*Registry, []error, error) {
-	r := &Registry{dir: dir, mailboxes: map[string]*registeredMailbox{}, hooks: map[string]*protocol.Hook{}}
+	r := &Registry{dir: dir, mailboxes: map[string]*registeredMailbox{}, hooks: map[string]*protocol.Hook{}, hookFiles: map[string]string{}}
 	var problems []error
 	for _, sub := range []string{"mailboxes", "hooks"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
@@ -78,6 +86,9 @@ func OpenRegistry(dir string) (*Registry, []error, error) {
 		if m.Name != name {
 			return errors.New("file name and mailbox name differ")
 		}
+		if m.ID == "" {
+			m.ID = legacyMailboxID(&m)
+		}
 		r.mailboxes[name] = &m
 		return nil
 	})
@@ -86,11 +97,20 @@ func OpenRegistry(dir string) (*Registry, []error, error) {
 		if err := json.Unmarshal(data, &h); err != nil {
 			return err
 		}
-		if h.Name != name {
-			return errors.New("file name and hook name differ")
+		switch {
+		case h.ID == "" && h.Name == name:
+			// Written before hooks had ids: one derived from what
+			// identified it then.
+			h.ID = legacyHookID(&h)
+		case h.ID != name:
+			return errors.New("file name and hook id differ")
+		}
+		if _, dup := r.hooks[h.ID]; dup {
+			return errors.New("a hook with the same id is loaded already")
 		}
 		h.Source = "registry"
-		r.hooks[name] = &h
+		r.hooks[h.ID] = &h
+		r.hookFiles[h.ID] = name
 		return nil
 	})
 	return r, problems, nil
@@ -136,10 +156,13 @@ func (r *Registry) Mailboxes() []*registeredMailbox {
 	return out
 }
 
-// AddMailbox records a mailbox durably.
+// AddMailbox records a mailbox durably, minting its id when it has none.
 func (r *Registry) AddMailbox(m *registeredMailbox) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if m.ID == "" {
+		m.ID = newID("m")
+	}
 	if err := r.write("mailboxes", m.Name, m); err != nil {
 		return err
 	}
@@ -147,16 +170,18 @@ func (r *Registry) AddMailbox(m *registeredMailbox) error {
 	return nil
 }
 
-// RemoveMailbox forgets a mailbox and its hooks.
+// RemoveMailbox forgets a mailbox and the hooks bound to it.
 func (r *Registry) RemoveMailbox(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for hn, h := range r.hooks {
-		if h.Mailbox == name {
-			if err := r.remove("hooks", hn); err != nil {
+	m := r.mailboxes[name]
+	for id, h := range r.hooks {
+		if (m != nil && h.MailboxID == m.ID) || (h.MailboxID == "" && h.Mailbox == name) {
+			if err := r.remove("hooks", r.hookFiles[id]); err != nil {
 				return err
 			}
-			delete(r.hooks, hn)
+			delete(r.hooks, id)
+			delete(r.hookFiles, id)
 		}
 	}
 	if err := r.remove("mailboxes", name); err != nil {
@@ -166,7 +191,7 @@ func (r *Registry) RemoveMailbox(name string) error {
 	return nil
 }
 
-// Hooks lists registered hooks.
+// Hooks lists registered hooks, by id.
 func (r *Registry) Hooks() []protocol.Hook {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -174,31 +199,80 @@ func (r *Registry) Hooks() []protocol.Hook {
 	for _, h := range r.hooks {
 		out = append(out, *h)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// AddHook records a hook durably; a name already taken is a conflict.
+// AddHook records a hook durably. h.ID must be fresh; a name already taken
+// on the same mailbox is a conflict. Names are scoped to their mailbox.
 func (r *Registry) AddHook(h protocol.Hook) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, taken := r.hooks[h.Name]; taken {
-		return protocol.Errorf(protocol.CodeConflict, "a hook named %q already exists: pick another name or delete it first", h.Name)
+	if h.ID == "" || h.MailboxID == "" {
+		return errors.New("registry: a hook needs an id and its mailbox's id")
+	}
+	if _, taken := r.hooks[h.ID]; taken {
+		return fmt.Errorf("registry: hook id %s is taken", h.ID)
+	}
+	for _, ex := range r.hooks {
+		if ex.Name == h.Name && (ex.MailboxID == h.MailboxID || (ex.MailboxID == "" && ex.Mailbox == h.Mailbox)) {
+			return protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q: pick another name or delete it first", h.Mailbox, h.Name)
+		}
 	}
 	h.Source = "registry"
-	if err := r.write("hooks", h.Name, h); err != nil {
+	h.LastRun = nil
+	if err := r.write("hooks", h.ID, h); err != nil {
 		return err
 	}
-	r.hooks[h.Name] = &h
+	r.hooks[h.ID] = &h
+	r.hookFiles[h.ID] = h.ID
 	return nil
 }
 
-// RemoveHook deletes a registered hook.
-func (r *Registry) RemoveHook(name string) error {
+// RemoveHook deletes a registered hook by id.
+func (r *Registry) RemoveHook(id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.remove("hooks", name); err != nil {
+	file, ok := r.hookFiles[id]
+	if !ok {
+		return nil
+	}
+	if err := r.remove("hooks", file); err != nil {
 		return err
 	}
-	delete(r.hooks, name)
+	delete(r.hooks, id)
+	delete(r.hookFiles, id)
 	return nil
+}
+
+// newID mints an identity that is never reused: prefix and 16 random hex
+// digits.
+func newID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// derivedID is a stable identity for what predates minted ids, or is
+// declared in the config: prefix and 16 hex digits of a hash of the parts.
+func derivedID(prefix string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s,", len(p), p)
+	}
+	return prefix + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+func legacyMailboxID(m *registeredMailbox) string {
+	return derivedID("m", "registry", m.Name, strconv.FormatUint(uint64(m.OwnerUID), 10), m.CreatedAt.UTC().Format(time.RFC3339Nano))
+}
+
+func legacyHookID(h *protocol.Hook) string {
+	return derivedID("h", "registry", h.Mailbox, h.Name, h.CreatedAt.UTC().Format(time.RFC3339Nano))
+}
+
+// configMailboxID is the identity of an operator-declared mailbox: its name
+// and owner, so the same declaration keeps it and another owner does not.
+func configMailboxID(name string, uid uint32) string {
+	return derivedID("c", "config", name, strconv.FormatUint(uint64(uid), 10))
 }

@@ -123,7 +123,7 @@ func (o *outboundService) updated(mailbox, sentID string, res protocol.SendResul
 	for _, r := range res.Recipients {
 		o.d.metrics.delivered.WithLabelValues(r.Status).Inc()
 	}
-	o.d.emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res})
+	o.d.emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res}, "")
 }
 
 // settled fires after_send hooks once every recipient's outcome is final.

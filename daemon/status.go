@@ -36,7 +36,11 @@ func handleStatus(ctx context.Context, d *Daemon, c *call, _ *protocol.Empty) (a
 	out := protocol.Status{Server: d.Version(), StartedAt: d.started.UTC(), Domains: cfg.Domains, Hostname: cfg.Hostname,
 		Listeners: append([]string{"control:" + cfg.Paths.Socket}, d.SMTPAddrs()...), Findings: []protocol.Finding{}}
 	if d.out != nil {
-		out.QueueDepth = len(d.out.queue.List())
+		for _, it := range d.out.queue.List() {
+			if m, ok := d.lookupMailbox(it.Mailbox); c.caller.Root() || (ok && c.visible(m)) {
+				out.QueueDepth++
+			}
+		}
 	}
 	for _, f := range findings {
 		if c.caller.Root() || visibleFinding(f, mine, others) {

@@ -290,11 +290,21 @@ func (l *RunLog) List(filter func(protocol.HookRun) bool, limit int) []protocol.
 
 // Last returns a copy of the newest run of the named hook, or nil.
 func (l *RunLog) Last(hook string) *protocol.HookRun {
+	return l.newest(func(r *protocol.HookRun) bool { return r.Hook == hook })
+}
+
+// LastOf returns a copy of the newest run of the hook with identity id, or
+// nil: a hook created later under the same name has none of its runs.
+func (l *RunLog) LastOf(id string) *protocol.HookRun {
+	return l.newest(func(r *protocol.HookRun) bool { return r.HookID == id })
+}
+
+func (l *RunLog) newest(match func(*protocol.HookRun) bool) *protocol.HookRun {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	runs := l.kept()
 	for i := len(runs) - 1; i >= 0; i-- {
-		if runs[i].Hook == hook {
+		if match(&runs[i]) {
 			r := runs[i]
 			return &r
 		}

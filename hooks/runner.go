@@ -203,7 +203,9 @@ func (r *Runner) drop(h protocol.Hook, f Facts, why string) {
 func newRun(h protocol.Hook, f Facts) protocol.HookRun {
 	run := protocol.HookRun{
 		Hook:      h.Name,
+		HookID:    h.ID,
 		Mailbox:   f.Mailbox,
+		MailboxID: h.MailboxID,
 		Event:     f.Event,
 		MessageID: f.ID,
 		StartedAt: time.Now().UTC(),

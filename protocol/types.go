@@ -300,10 +300,13 @@ const (
 	EventAfterSend = "after_send"
 )
 
-// Hook is one hook as stored and listed.
+// Hook is one hook as stored and listed. Its name is unique on its mailbox;
+// ID and MailboxID are identities never reused, to which its runs are bound.
 type Hook struct {
+	ID              string    `json:"id,omitempty"`
 	Name            string    `json:"name"`
 	Mailbox         string    `json:"mailbox"`
+	MailboxID       string    `json:"mailbox_id,omitempty"`
 	Event           string    `json:"event"`
 	Cmd             []string  `json:"cmd"`
 	TimeoutSecs     int       `json:"timeout_secs"`
@@ -327,6 +330,14 @@ type HookCreateArgs struct {
 	FireOnLists     bool     `json:"fire_on_lists,omitempty"`
 }
 
+// HookDeleteArgs names a hook to delete. Hook names are unique on their
+// mailbox; Mailbox is needed only when the caller has hooks of that name on
+// several mailboxes.
+type HookDeleteArgs struct {
+	Name    string `json:"name"`
+	Mailbox string `json:"mailbox,omitempty"`
+}
+
 // HookListArgs filters hooks by mailbox.
 type HookListArgs struct {
 	Mailbox string `json:"mailbox,omitempty"`
@@ -346,7 +357,9 @@ type HookRunsArgs struct {
 // HookRun records one execution of a hook.
 type HookRun struct {
 	Hook       string    `json:"hook"`
+	HookID     string    `json:"hook_id,omitempty"`
 	Mailbox    string    `json:"mailbox"`
+	MailboxID  string    `json:"mailbox_id,omitempty"`
 	Event      string    `json:"event"`
 	MessageID  string    `json:"message_id"` // store id of the message
 	StartedAt  time.Time `json:"started_at"`

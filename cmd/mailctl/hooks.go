@@ -21,7 +21,7 @@ const hooksHelp = `Usage: mailctl hooks SUBCOMMAND [flags]
          [--timeout-secs S] [--fire-on-untrusted]
                                  run a command as the mailbox owner on_receive or after_send
   list [--mailbox M] [--json]    hooks on your mailboxes (root: all)
-  delete NAME                    delete a hook you created
+  delete NAME [--mailbox M]      delete a hook on one of your mailboxes
   runs [NAME] [--json]           recent runs: exit code, duration, timeout, stderr tail
 
 docs/hooks.md has the contract: environment, stdin, timeouts and the trust gate.`
@@ -115,7 +115,8 @@ func hookList(args []string) int {
 }
 
 func hookDelete(args []string) int {
-	cf := newClientFlags("hooks delete", "hooks delete NAME", "Deletes a hook on one of your mailboxes. Operator hooks are changed in config.toml.").withJSON()
+	cf := newClientFlags("hooks delete", "hooks delete NAME [--mailbox M]", "Deletes a hook on one of your mailboxes. Hook names are unique per mailbox: name the mailbox when\nseveral of yours have a hook of that name. Operator hooks are changed in config.toml.").withJSON()
+	mailbox := cf.fs.String("mailbox", "", "the mailbox the hook is on (needed when several of yours have a hook of that name)")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
@@ -123,7 +124,7 @@ func hookDelete(args []string) int {
 		return usageError(cf.fs, "give exactly one hook name")
 	}
 	var out protocol.Deleted
-	if err := cf.call(protocol.VerbHookDelete, protocol.NameArgs{Name: cf.fs.Arg(0)}, &out); err != nil {
+	if err := cf.call(protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: cf.fs.Arg(0), Mailbox: *mailbox}, &out); err != nil {
 		return cf.fail(err)
 	}
 	if cf.json {
