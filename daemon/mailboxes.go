@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -73,6 +74,9 @@ func mailboxCreateTarget(d *Daemon, c *call, a *protocol.MailboxCreateArgs) (tar
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden, "only root can create a mailbox for another user; leave out the owner to create one for yourself")
 	case uid == 0:
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden, "only root can create a mailbox owned by root")
+	case config.IsRoleAddress(a.Name):
+		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
+			"%q is a role address (RFC 2142, CA/Browser Forum BR 3.2.2.4.4) that receives reports, complaints and certificate approvals for the whole domain; only the operator (root) can create it: pick another name", a.Name)
 	}
 	return t, nil
 }

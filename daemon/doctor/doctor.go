@@ -75,6 +75,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 	keys := checkKeys(&f, cfg, env)
 	checkTLS(&f, cfg, env)
 	checkMailboxes(&f, cfg, env)
+	checkRoleAddresses(&f, cfg)
 	checkQueue(&f, cfg, env)
 	checkListeners(ctx, &f, cfg, env)
 	if env.Resolver != nil {

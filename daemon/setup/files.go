@@ -90,6 +90,13 @@ func renderConfig(o *Options) string {
 	} else {
 		b.WriteString("# [[mailboxes]]\n# name = \"agent\"\n# owner = \"agent\"\n")
 	}
+	b.WriteString("\n# Role addresses every domain must answer (RFC 5321, RFC 2142), kept for the operator:\n")
+	b.WriteString("# their mail lands in the mailboxes' inbox folders under state_dir. Only root may create role mailboxes.\n")
+	for _, role := range config.RequiredRoleAddresses {
+		if role != o.CatchAll {
+			fmt.Fprintf(&b, "[[mailboxes]]\nname = %s\nowner = \"root\"\n", tomlString(role))
+		}
+	}
 	b.WriteString("\n# [metrics]\n# listen = \"127.0.0.1:9325\"\n")
 	return b.String()
 }

@@ -433,3 +433,21 @@ func TestInstallsAndEnablesUnit(t *testing.T) {
 		t.Errorf("no hint without systemd:\n%s", out)
 	}
 }
+
+// TestDeclaresRoleMailboxes: setup gives postmaster and abuse to the
+// operator, so reports and complaints never reach a user who claims the
+// name first.
+func TestDeclaresRoleMailboxes(t *testing.T) {
+	root := t.TempDir()
+	run(t, baseOpts(root))
+	cfg, err := config.Load(ConfigPath(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range config.RequiredRoleAddresses {
+		m := cfg.Mailbox(role)
+		if m == nil || m.Owner != "root" {
+			t.Errorf("setup declared %s as %+v, want a mailbox owned by root", role, m)
+		}
+	}
+}
