@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,9 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("MAILCTL_TEST_CLIENT") != "" {
 		os.Exit(clientMain())
+	}
+	if n := os.Getenv("MAILCTL_TEST_HOLD"); n != "" {
+		os.Exit(holdMain(n))
 	}
 	if path := os.Getenv("MAILCTL_TEST_DAEMON"); path != "" {
 		os.Exit(daemonMain(path))
@@ -57,6 +61,38 @@ func clientMain() int {
 			return 1
 		}
 		enc.Encode(clientCall(req))
+	}
+	return 0
+}
+
+// holdOutcome is what a connection-holding process reports.
+type holdOutcome struct {
+	Opened int    `json:"opened"`
+	Code   string `json:"code"` // of the first refusal
+	Msg    string `json:"msg"`
+}
+
+// holdMain opens up to n connections and holds them until stdin closes,
+// printing how many it got and why the next was refused.
+func holdMain(n string) int {
+	want, _ := strconv.Atoi(n)
+	var out holdOutcome
+	var held []*protocol.Client
+	for range want {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := protocol.Dial(ctx, os.Getenv("MAILCTL_SOCKET"))
+		cancel()
+		if err != nil {
+			out.Code, out.Msg = protocol.CodeOf(err), err.Error()
+			break
+		}
+		held = append(held, c)
+	}
+	out.Opened = len(held)
+	json.NewEncoder(os.Stdout).Encode(out)
+	io.Copy(io.Discard, os.Stdin)
+	for _, c := range held {
+		c.Close()
 	}
 	return 0
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +30,7 @@ type controlServer struct {
 	d     *Daemon
 	ln    *net.UnixListener
 	path  string
-	conns atomic.Int64
+	slots connSlots
 	mu    sync.Mutex
 	open  map[net.Conn]struct{}
 }
@@ -105,25 +104,25 @@ func (s *controlServer) Serve() error {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if int(s.conns.Load()) >= s.d.cfg().Control.MaxConnections {
-			conn.Write(mustFrame(protocol.Response{Error: protocol.Errorf(protocol.CodeRateLimited, "too many control connections; retry shortly")}))
-			conn.Close()
-			continue
-		}
 		caller, err := peerCred(conn)
 		if err != nil {
 			s.d.log.Error("reading peer credentials", "err", err)
 			conn.Close()
 			continue
 		}
-		s.conns.Add(1)
+		if why := s.slots.take(caller, s.d.cfg().Control); why != nil {
+			s.d.log.Warn("control connection refused", "uid", caller.UID, "pid", caller.PID, "reason", why.Message)
+			s.d.metrics.requests.WithLabelValues("connect", protocol.CodeRateLimited).Inc()
+			s.d.refuse(conn, why)
+			continue
+		}
 		s.mu.Lock()
 		s.open[conn] = struct{}{}
 		s.mu.Unlock()
 		s.d.wg.Add(1)
 		go func() {
 			defer s.d.wg.Done()
-			defer s.conns.Add(-1)
+			defer s.slots.give(caller)
 			s.handleConn(conn, caller)
 			s.mu.Lock()
 			delete(s.open, conn)
@@ -187,6 +186,11 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 	sem := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	idle := newIdleCloser(func() time.Duration { return s.d.cfg().Control.IdleTimeout.Duration }, func() {
+		s.d.log.Debug("closing an idle control connection", "uid", caller.UID, "pid", caller.PID)
+		conn.Close()
+	})
+	defer idle.stop()
 	for {
 		frame, err := fr.Next()
 		if err != nil {
@@ -221,8 +225,10 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 			return
 		}
 		wg.Add(1)
+		idle.begin()
 		go func() {
 			defer wg.Done()
+			defer idle.end()
 			defer func() { <-sem }()
 			s.d.serveRequest(ctx, caller, req, w)
 		}()

@@ -66,6 +66,10 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("malformed greeting from %s: %w", path, err)
 	}
+	if c.Greeting.Error != nil {
+		conn.Close()
+		return nil, c.Greeting.Error
+	}
 	if err := CheckGreeting(c.Greeting); err != nil {
 		conn.Close()
 		return nil, err

@@ -44,6 +44,9 @@ type Greeting struct {
 	Protocol string `json:"protocol"`
 	Version  string `json:"version"`
 	Server   string `json:"server"` // the daemon's build version
+	// Error, when set, refuses the connection (a connection limit) and says
+	// why; the daemon closes the connection after it.
+	Error *Error `json:"error,omitempty"`
 }
 
 // Request is one line from client to server.

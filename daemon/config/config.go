@@ -137,8 +137,13 @@ type HookRules struct {
 
 // Control tunes the control socket.
 type Control struct {
-	MaxConnections int      `toml:"max_connections"`
-	RequestTimeout Duration `toml:"request_timeout"`
+	MaxConnections int `toml:"max_connections"`
+	// MaxConnectionsPerUID bounds one uid's connections; ReservedForRoot of
+	// MaxConnections are root's alone, so no user can lock the operator out.
+	MaxConnectionsPerUID int      `toml:"max_connections_per_uid"`
+	ReservedForRoot      int      `toml:"reserved_for_root"`
+	IdleTimeout          Duration `toml:"idle_timeout"` // a connection with no request in flight is closed after this
+	RequestTimeout       Duration `toml:"request_timeout"`
 }
 
 // Metrics configures the optional Prometheus endpoint.
@@ -258,6 +263,9 @@ func (c *Config) applyDefaults() {
 	setI(&d.Port, 25)
 	setI(&c.HookRules.MaxConcurrent, 4)
 	setI(&c.Control.MaxConnections, 512)
+	setI(&c.Control.MaxConnectionsPerUID, 64)
+	setI(&c.Control.ReservedForRoot, 32)
+	setD(&c.Control.IdleTimeout, 10*time.Minute)
 	setD(&c.Control.RequestTimeout, 30*time.Second)
 	if c.Relay.Host != "" {
 		setI(&c.Relay.Port, 587)
@@ -368,6 +376,10 @@ func (c *Config) Validate() error {
 	if c.SMTP.MaxMessageBytes < 1024 || c.SMTP.MaxRecipients < 1 || c.SMTP.MaxLineLength < 1000 ||
 		c.SMTP.MaxConnections < 1 || c.SMTP.MaxConnectionsPerIP < 1 || c.SMTP.MaxErrors < 1 || c.SMTP.MaxReceivedHeaders < 1 {
 		bad("smtp: limits must be positive (max_message_bytes >= 1024, max_line_length >= 1000 as RFC 5321 requires)")
+	}
+	if ct := c.Control; ct.MaxConnections < 1 || ct.MaxConnectionsPerUID < 1 || ct.ReservedForRoot < 0 || ct.ReservedForRoot >= ct.MaxConnections ||
+		ct.IdleTimeout.Duration <= 0 || ct.RequestTimeout.Duration <= 0 {
+		bad("control: limits must be positive and reserved_for_root below max_connections")
 	}
 	if c.Metrics.Listen != "" {
 		host, _, err := net.SplitHostPort(c.Metrics.Listen)
