@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/user"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"sync"
@@ -99,6 +100,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	setMemoryLimit(cfg)
 	lock, err := acquireLock(cfg.Paths.Socket)
 	if err != nil {
 		return nil, err
@@ -109,6 +111,21 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// memoryHeadroom is what the daemon needs besides the memory requests hold:
+// indexes, SMTP sessions, the queue, and the collector's own slack.
+const memoryHeadroom = 192 << 20
+
+// setMemoryLimit asks the garbage collector to keep the heap near what the
+// daemon's budgets allow (control.request_memory plus memoryHeadroom), so
+// that garbage from large requests does not pile up to twice the live heap.
+// GOMEMLIMIT in the environment takes precedence.
+func setMemoryLimit(cfg *config.Config) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(cfg.Control.RequestMemory + memoryHeadroom)
 }
 
 // newLocked is New once the daemon's lock is held: every temporary file and

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"unicode/utf8"
 
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -82,7 +81,6 @@ func handleMessageList(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 const (
 	defaultWindow = 20_000
 	maxWindow     = 200_000
-	maxRawBytes   = 32 << 20
 )
 
 func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.MessageReadArgs) (any, error) {
@@ -96,58 +94,26 @@ func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	if a.MaxChars < 0 || a.Offset < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "max_chars and offset must not be negative")
 	}
-	m, body, err := d.store.Get(a.Mailbox, folder, a.ID)
+	window := a.MaxChars
+	if window == 0 {
+		window = defaultWindow
+	}
+	window = min(window, maxWindow)
+	// Only the window is read into memory, however large the message.
+	m, w, err := d.store.GetWindow(a.Mailbox, folder, a.ID, a.Offset, window, a.Raw)
 	if err != nil {
 		return nil, storeErr(err, "message "+a.ID)
 	}
-	if a.Raw {
-		raw, err := d.store.Raw(a.Mailbox, folder, a.ID, maxRawBytes)
-		if err != nil {
-			return nil, storeErr(err, "raw message "+a.ID)
-		}
-		body = string(raw)
-	}
-	out := messageOf(m, folder, body)
+	out := messageOf(m, folder, "")
 	base := d.store.Path(a.Mailbox) + "/" + folder + "/"
 	out.Path = base + m.ID + ".md"
 	out.RawPath = base + m.ID + ".eml"
 	for i := range out.AttachmentList {
 		out.AttachmentList[i].Path = base + out.AttachmentList[i].Path
 	}
-	window := a.MaxChars
-	if window == 0 {
-		window = defaultWindow
-	}
-	window = min(window, maxWindow)
-	out.Body, out.BodyChars, out.Truncated = windowOf(body, a.Offset, window)
+	out.Body, out.BodyChars, out.Truncated = w.Text, w.Chars, w.More
 	out.Offset = a.Offset
 	return out, nil
-}
-
-// windowOf returns n characters of s from character offset off, the total
-// character count, and whether characters remain after the window.
-func windowOf(s string, off, n int) (string, int, bool) {
-	total := utf8.RuneCountInString(s)
-	if off >= total {
-		return "", total, false
-	}
-	start, i := 0, 0
-	for pos := range s {
-		if i == off {
-			start = pos
-			break
-		}
-		i++
-	}
-	end, j := len(s), 0
-	for pos := range s[start:] {
-		if j == n {
-			end = start + pos
-			break
-		}
-		j++
-	}
-	return s[start:end], total, off+n < total
 }
 
 func messageOf(m *store.Message, folder, body string) protocol.Message {

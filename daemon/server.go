@@ -31,6 +31,7 @@ type controlServer struct {
 	ln    *net.UnixListener
 	path  string
 	slots connSlots
+	mem   memBudget
 	mu    sync.Mutex
 	open  map[net.Conn]struct{}
 }
@@ -183,6 +184,15 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 		return
 	}
 	fr := protocol.NewFrameReader(conn, protocol.MaxFrame)
+	// The frame buffer is charged to the caller as it grows; a frame the
+	// budget cannot hold is discarded and refused.
+	var refusedWhy *protocol.Error
+	fr.Reserve = func(n int) bool {
+		refusedWhy = s.mem.take(caller, int64(n), s.d.cfg().Control)
+		return refusedWhy == nil
+	}
+	fr.Release = func(n int) { s.mem.give(caller, int64(n)) }
+	defer fr.Close()
 	sem := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -193,34 +203,40 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 	defer idle.stop()
 	for {
 		frame, err := fr.Next()
-		if err != nil {
-			if errors.Is(err, protocol.ErrFrameTooLarge) {
-				w.send(protocol.Response{Error: protocol.Errorf(protocol.CodeTooLarge, "request frame exceeds %d bytes", protocol.MaxFrame)})
-				continue
-			}
+		switch {
+		case errors.Is(err, protocol.ErrFrameTooLarge):
+			s.d.audit(caller, "", "", decisionDeny, protocol.CodeTooLarge, 0)
+			w.send(protocol.Response{ID: protocol.ProbeID(fr.Head()), Error: protocol.Errorf(protocol.CodeTooLarge, "request frame exceeds %d bytes", protocol.MaxFrame)})
+			continue
+		case errors.Is(err, protocol.ErrFrameRefused):
+			s.d.audit(caller, "", "", decisionDeny, protocol.CodeRateLimited, 0)
+			w.send(protocol.Response{ID: protocol.ProbeID(fr.Head()), Error: refusedWhy})
+			fr.Free()
+			continue
+		case err != nil:
 			return
 		}
 		req, err := protocol.DecodeRequest(frame)
+		cost := requestCost("", len(frame))
+		if err == nil {
+			cost = requestCost(req.Verb, len(frame))
+		}
+		id := protocol.ProbeID(frame)
+		fr.Free() // the request holds a copy of what it needs
 		if err != nil {
-			var id uint64
-			if req != nil {
-				id = req.ID
-			} else {
-				// Answer on the request's id when at least that much is readable.
-				var probe struct {
-					ID uint64 `json:"id"`
-				}
-				if json.Unmarshal(frame, &probe) == nil {
-					id = probe.ID
-				}
-			}
-			s.d.audit(caller, "", "", "refused", protocol.CodeInvalidInput, 0)
+			s.d.audit(caller, "", "", decisionDeny, protocol.CodeInvalidInput, 0)
 			w.send(protocol.Response{ID: id, Error: protocol.Errorf(protocol.CodeInvalidInput, "bad request: %v", err)})
+			continue
+		}
+		if why := s.mem.take(caller, cost, s.d.cfg().Control); why != nil {
+			s.d.audit(caller, req.Verb, "", decisionDeny, protocol.CodeRateLimited, 0)
+			w.send(protocol.Response{ID: req.ID, Error: why})
 			continue
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-s.d.closing:
+			s.mem.give(caller, cost)
 			w.send(protocol.Response{ID: req.ID, Error: errClosing})
 			return
 		}
@@ -229,6 +245,7 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 		go func() {
 			defer wg.Done()
 			defer idle.end()
+			defer s.mem.give(caller, cost)
 			defer func() { <-sem }()
 			s.d.serveRequest(ctx, caller, req, w)
 		}()

@@ -125,34 +125,133 @@ type FrameReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte
+
+	// Reserve, when set, is asked before the frame buffer grows by n bytes;
+	// false stops buffering the frame: the rest of its line is discarded
+	// and Next returns ErrFrameRefused. Release gets back what Free gives up.
+	Reserve func(n int) bool
+	Release func(n int)
+
+	head []byte // the start of the last refused frame
 }
+
+// ErrFrameRefused is returned by Next when Reserve refused to buffer a frame.
+var ErrFrameRefused = errors.New("frame refused: no memory to buffer it")
+
+// keepFrameBuffer is the buffer capacity Free leaves in place.
+const keepFrameBuffer = 64 << 10
 
 // NewFrameReader returns a reader that refuses frames longer than max bytes.
 func NewFrameReader(r io.Reader, max int) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// Next returns the next frame without its line ending. The slice is valid until
-// the following call. After ErrFrameTooLarge the rest of that line is discarded,
-// so the stream stays usable.
+// headLen is how much of a refused or too large frame Head keeps.
+const headLen = 256
+
+// Head returns the first bytes of the frame Next last refused as too large
+// or over budget, enough to find its id.
+func (f *FrameReader) Head() []byte { return f.head }
+
+// ProbeID finds the id of a request from the start of its frame, for
+// answering a frame that cannot be decoded whole: the value of an "id"
+// member at the top level (in any case, as the decoder matches names). It
+// returns 0 when there is none.
+func ProbeID(frame []byte) uint64 {
+	dec := json.NewDecoder(bytes.NewReader(frame))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return 0
+		}
+		// encoding/json matches member names without regard to case.
+		if k, ok := key.(string); ok && strings.EqualFold(k, "id") {
+			var id uint64
+			if dec.Decode(&id) != nil {
+				return 0
+			}
+			return id
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return 0
+		}
+	}
+	return 0
+}
+
+// Free gives up a buffer grown past keepFrameBuffer for a large frame; the
+// last frame returned by Next is invalid afterwards.
+func (f *FrameReader) Free() {
+	if cap(f.buf) <= keepFrameBuffer {
+		return
+	}
+	f.Close()
+}
+
+// Close gives up the buffer, whatever its size; the reader may still be
+// used, and grows a new one.
+func (f *FrameReader) Close() {
+	if f.Release != nil && cap(f.buf) > 0 {
+		f.Release(cap(f.buf))
+	}
+	f.buf = nil
+}
+
+// keepHead keeps the start of a frame being discarded, then empties the
+// buffer.
+func (f *FrameReader) keepHead(chunk []byte) {
+	f.head = append(f.head[:0], f.buf[:min(len(f.buf), headLen)]...)
+	if n := headLen - len(f.head); n > 0 {
+		f.head = append(f.head, chunk[:min(len(chunk), n)]...)
+	}
+	f.buf = f.buf[:0]
+}
+
+// grow makes room for n more bytes, asking Reserve for what it adds.
+func (f *FrameReader) grow(n int) bool {
+	if len(f.buf)+n <= cap(f.buf) {
+		return true
+	}
+	newCap := max(2*cap(f.buf), len(f.buf)+n, 4<<10)
+	if f.Reserve != nil {
+		if !f.Reserve(newCap) {
+			return false
+		}
+		if f.Release != nil && cap(f.buf) > 0 {
+			f.Release(cap(f.buf))
+		}
+	}
+	nb := make([]byte, len(f.buf), newCap)
+	copy(nb, f.buf)
+	f.buf = nb
+	return true
+}
+
 func (f *FrameReader) Next() ([]byte, error) {
 	f.buf = f.buf[:0]
-	tooLarge := false
+	tooLarge, refused := false, false
 	for {
 		chunk, err := f.r.ReadSlice('\n')
-		if !tooLarge {
-			if len(f.buf)+len(chunk) > f.max+2 {
-				tooLarge = true
-				f.buf = f.buf[:0]
-			} else {
-				f.buf = append(f.buf, chunk...)
-			}
+		switch {
+		case tooLarge || refused:
+		case len(f.buf)+len(chunk) > f.max+2:
+			tooLarge = true
+			f.keepHead(chunk)
+		case !f.grow(len(chunk)):
+			refused = true
+			f.keepHead(chunk)
+		default:
+			f.buf = append(f.buf, chunk...)
 		}
 		if err == bufio.ErrBufferFull {
 			continue
 		}
 		if err != nil {
-			if err == io.EOF && len(f.buf) > 0 && !tooLarge {
+			if err == io.EOF && len(f.buf) > 0 && !tooLarge && !refused {
 				line := bytes.TrimRight(f.buf, "\r")
 				f.buf = f.buf[:0]
 				if len(line) > f.max {
@@ -164,6 +263,9 @@ func (f *FrameReader) Next() ([]byte, error) {
 		}
 		if tooLarge {
 			return nil, ErrFrameTooLarge
+		}
+		if refused {
+			return nil, ErrFrameRefused
 		}
 		line := bytes.TrimRight(f.buf, "\r\n")
 		if len(line) > f.max {

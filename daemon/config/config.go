@@ -144,6 +144,11 @@ type Control struct {
 	ReservedForRoot      int      `toml:"reserved_for_root"`
 	IdleTimeout          Duration `toml:"idle_timeout"` // a connection with no request in flight is closed after this
 	RequestTimeout       Duration `toml:"request_timeout"`
+	// RequestMemory bounds the bytes requests hold, from their frame to
+	// their end; one uid may hold RequestMemoryPerUID of it, and one such
+	// share is kept for root.
+	RequestMemory       int64 `toml:"request_memory"`
+	RequestMemoryPerUID int64 `toml:"request_memory_per_uid"`
 }
 
 // Metrics configures the optional Prometheus endpoint.
@@ -267,6 +272,8 @@ func (c *Config) applyDefaults() {
 	setI(&c.Control.ReservedForRoot, 32)
 	setD(&c.Control.IdleTimeout, 10*time.Minute)
 	setD(&c.Control.RequestTimeout, 30*time.Second)
+	setI64(&c.Control.RequestMemory, 512<<20)
+	setI64(&c.Control.RequestMemoryPerUID, 224<<20)
 	if c.Relay.Host != "" {
 		setI(&c.Relay.Port, 587)
 	}
@@ -380,6 +387,9 @@ func (c *Config) Validate() error {
 	if ct := c.Control; ct.MaxConnections < 1 || ct.MaxConnectionsPerUID < 1 || ct.ReservedForRoot < 0 || ct.ReservedForRoot >= ct.MaxConnections ||
 		ct.IdleTimeout.Duration <= 0 || ct.RequestTimeout.Duration <= 0 {
 		bad("control: limits must be positive and reserved_for_root below max_connections")
+	}
+	if ct := c.Control; ct.RequestMemoryPerUID < 1<<20 || ct.RequestMemory < 2*ct.RequestMemoryPerUID {
+		bad("control: request_memory_per_uid must be at least 1 MiB and request_memory at least twice it")
 	}
 	if c.Metrics.Listen != "" {
 		host, _, err := net.SplitHostPort(c.Metrics.Listen)

@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func TestMemBudgetShares(t *testing.T) {
+	lim := config.Control{RequestMemory: 100, RequestMemoryPerUID: 40}
+	var b memBudget
+	u1, u2, u3, root := Caller{UID: 1001}, Caller{UID: 1002}, Caller{UID: 1003}, Caller{UID: 0}
+	if b.take(u1, 40, lim) != nil || b.take(u1, 1, lim) == nil {
+		t.Fatal("a user's share is 40")
+	}
+	if b.take(u2, 20, lim) != nil || b.take(u3, 1, lim) == nil {
+		t.Fatal("users together get 60 (100 less one share kept for root)")
+	}
+	if b.take(root, 40, lim) != nil || b.take(root, 1, lim) == nil {
+		t.Fatal("root gets what is left of the 100")
+	}
+	b.give(u1, 40)
+	b.give(u2, 20)
+	b.give(root, 40)
+	if h, total := b.held(u1); h != 0 || total != 0 || len(b.byUID) != 0 {
+		t.Errorf("after giving everything back: %d %d %v", h, total, b.byUID)
+	}
+	if b.peak != 100 {
+		t.Errorf("peak %d, want 100", b.peak)
+	}
+}
+
+// TestFrameOverBudgetIsRefusedOnItsID sends a request frame larger than
+// the daemon's request memory: it is discarded without being buffered, the
+// refusal is answered on the request's id naming the limit, and the
+// connection goes on serving.
+func TestFrameOverBudgetIsRefusedOnItsID(t *testing.T) {
+	td := startDaemon(t, "[control]\nrequest_memory = 8388608\nrequest_memory_per_uid = 2097152\n")
+	conn, err := net.Dial("unix", td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(conn)
+	r.ReadString('\n')
+	go func() {
+		conn.Write([]byte(`{"id":7,"verb":"send","args":{"from_mailbox":"x","body":"` + strings.Repeat("a", 10<<20) + `"}}` + "\n"))
+		conn.Write([]byte(`{"id":8,"verb":"version"}` + "\n"))
+	}()
+	var resp protocol.Response
+	line, _ := r.ReadString('\n')
+	if err := json.Unmarshal([]byte(line), &resp); err != nil || resp.ID != 7 || resp.Error == nil ||
+		resp.Error.Code != protocol.CodeRateLimited || !strings.Contains(resp.Error.Message, "control.request_memory") {
+		t.Fatalf("reply to the oversized frame: %.300s", line)
+	}
+	line, _ = r.ReadString('\n')
+	var next protocol.Response
+	if err := json.Unmarshal([]byte(line), &next); err != nil || next.ID != 8 || next.Error != nil {
+		t.Fatalf("next request on the same connection: %.300s", line)
+	}
+}

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxFrontmatter bounds the frontmatter GetWindow reads; a message whose
+// frontmatter (plus its opening and closing lines) is longer is ErrTooLarge.
+const MaxFrontmatter = 4 << 20
+
+// Window is part of a text, counted in characters (an invalid UTF-8 byte
+// counts as one, as when ranging over a Go string).
+type Window struct {
+	Text  string // the characters from the offset on, at most the asked number
+	Chars int    // characters in the whole text
+	More  bool   // characters remain after the window
+}
+
+// GetWindow reads a message's frontmatter and a window of n characters
+// from character offset off of its body, or, with raw, of its raw copy
+// (<id>.eml). Whatever the size of the files, it holds in memory only the
+// frontmatter, the window and a read buffer: the rest is streamed.
+func (s *Store) GetWindow(mailbox, folder, id string, off, n int, raw bool) (*Message, Window, error) {
+	if err := ValidID(id); err != nil {
+		return nil, Window{}, err
+	}
+	if off < 0 || n < 0 {
+		return nil, Window{}, errors.New("window offset and length must not be negative")
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return nil, Window{}, err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return nil, Window{}, err
+	}
+	defer d.Close()
+	f, err := d.openOwned(id+".md", MaxMessageFile, mb.uid)
+	if err != nil {
+		return nil, Window{}, notFound("message "+id, err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	m, err := readFrontmatter(br)
+	if err != nil {
+		return nil, Window{}, fmt.Errorf("message %s: %w", id, err)
+	}
+	m.ID = id
+	text := io.Reader(br)
+	if raw {
+		rf, err := d.openOwned(id+".eml", MaxMessageFile, mb.uid)
+		if err != nil {
+			return nil, Window{}, notFound("raw message "+id, err)
+		}
+		defer rf.Close()
+		text = rf
+	}
+	w, err := window(text, off, n)
+	if err != nil {
+		return nil, Window{}, fmt.Errorf("message %s: %w", id, err)
+	}
+	return m, w, nil
+}
+
+// openOwned opens a regular file of d owned by uid, of at most max bytes,
+// without following a symlink or hanging on a FIFO.
+func (d *Dir) openOwned(name string, max int64, uid int) (*os.File, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			err = fmt.Errorf("%w (a symlink)", ErrNotRegular)
+		}
+		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	switch {
+	case err != nil:
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = ErrNotRegular
+	case uid >= 0 && int(st.Uid) != uid:
+		err = errForeign
+	case st.Size > max:
+		err = ErrTooLarge
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	// A regular file never blocks; clear O_NONBLOCK so reads behave plainly.
+	unix.SetNonblock(fd, false)
+	return os.NewFile(uintptr(fd), d.join(name)), nil
+}
+
+// readFrontmatter reads the frontmatter from the start of br, leaving br at
+// the first byte of the body (one empty line after the closing "+++" is
+// part of the frame, as Parse has it).
+func readFrontmatter(br *bufio.Reader) (*Message, error) {
+	var head bytes.Buffer
+	closed := false
+	for first := true; !closed; first = false {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if head.Len()+len(line) > MaxFrontmatter {
+				return nil, fmt.Errorf("frontmatter: %w", ErrTooLarge)
+			}
+			head.Write(line)
+			continue
+		}
+		if head.Len()+len(line) > MaxFrontmatter {
+			return nil, fmt.Errorf("frontmatter: %w", ErrTooLarge)
+		}
+		head.Write(line)
+		trimmed := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
+		if first {
+			if strings.TrimPrefix(trimmed, "\xef\xbb\xbf") != delim {
+				return nil, ErrNoFrontmatter
+			}
+		}
+		closed = !first && trimmed == delim
+		if err != nil {
+			if err == io.EOF && !closed {
+				return nil, ErrNoFrontmatter
+			}
+			if err != io.EOF {
+				return nil, err
+			}
+			break
+		}
+	}
+	m, _, err := Parse(head.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	// Parse drops one empty line after the closing delimiter.
+	if b, err := br.Peek(2); err == nil && string(b) == "\r\n" {
+		br.Discard(2)
+	} else if len(b) > 0 && b[0] == '\n' {
+		br.Discard(1)
+	}
+	return m, nil
+}
+
+// window streams r and keeps n characters from character offset off,
+// counting every character of r.
+func window(r io.Reader, off, n int) (Window, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var w Window
+	var text strings.Builder
+	var pending [utf8.UTFMax]byte
+	np := 0
+	emit := func(rn []byte) {
+		if w.Chars >= off && w.Chars < off+n {
+			text.Write(rn)
+		}
+		w.Chars++
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		k, err := br.Read(buf[np:])
+		copy(buf, pending[:np]) // bytes of a character cut by the previous read
+		data := buf[:np+k]
+		np = 0
+		for len(data) > 0 {
+			if !utf8.FullRune(data) && err == nil {
+				np = copy(pending[:], data)
+				break
+			}
+			_, size := utf8.DecodeRune(data)
+			emit(data[:size])
+			data = data[size:]
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Window{}, err
+		}
+	}
+	w.Text = text.String()
+	w.More = off+n < w.Chars
+	return w, nil
+}
