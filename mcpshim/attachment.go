@@ -211,7 +211,7 @@ func readInRoot(dir, rel string, limit int64) ([]byte, bool, error) {
 		return nil, false, fail(protocol.CodeForbidden, "opening the mailbox folder: %v", err)
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	f, err := openRegularIn(root, rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, false, fail(protocol.CodeNotFound, "attachment file %s is missing", rel)

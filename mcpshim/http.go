@@ -36,7 +36,10 @@ func CheckLoopback(addr string) error {
 // ReadTokenFile reads the bearer token from path, refusing a file that other
 // users could read or that belongs to someone else.
 func ReadTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
+	if errors.Is(err, errNotRegular) {
+		return "", fmt.Errorf("token file %s is not a regular file", path)
+	}
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
 	}
@@ -44,9 +47,6 @@ func ReadTokenFile(path string) (string, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("token file %s is not a regular file", path)
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("token file %s has mode %04o: make it readable by you only (chmod 600 %s)", path, perm, path)

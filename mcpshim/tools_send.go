@@ -3,10 +3,10 @@ package mcpshim
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -103,19 +103,15 @@ func loadAttachments(paths []string, b64 []base64Attachment) ([]protocol.SendAtt
 	var out []protocol.SendAttachment
 	total := 0
 	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fail(protocol.CodeInvalidInput, "attachment %s: %v", p, err)
-		}
-		if !st.Mode().IsRegular() {
+		data, full, err := ReadRegularFile(p, int64(MaxAttachBytes-total))
+		if errors.Is(err, errNotRegular) {
 			return nil, fail(protocol.CodeInvalidInput, "attachment %s is not a regular file", p)
 		}
-		if total+int(st.Size()) > MaxAttachBytes {
-			return nil, fail(protocol.CodeTooLarge, "attachments exceed %d MB in total", MaxAttachBytes>>20)
-		}
-		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fail(protocol.CodeInvalidInput, "attachment %s: %v", p, err)
+		}
+		if !full {
+			return nil, fail(protocol.CodeTooLarge, "attachments exceed %d MB in total", MaxAttachBytes>>20)
 		}
 		total += len(data)
 		out = append(out, protocol.SendAttachment{Filename: filepath.Base(p), ContentType: contentType(p, data), Data: data})

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailctl/mailctl/mcpshim"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -101,9 +102,13 @@ read by this command with your rights.`).withJSON()
 		a.HTMLBody = string(b)
 	}
 	for _, p := range attach {
-		b, err := os.ReadFile(p)
+		// Not a FIFO or device: the read must end (protocol.MaxFrame bounds what can go).
+		b, full, err := mcpshim.ReadRegularFile(p, protocol.MaxFrame)
 		if err != nil {
 			return usageError(cf.fs, "reading attachment: %v", err)
+		}
+		if !full {
+			return usageError(cf.fs, "attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
 		}
 		a.Attachments = append(a.Attachments, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
 	}

@@ -1,0 +1,63 @@
+package mcpshim
+
+import (
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// plantFIFO makes path a FIFO and arms a watchdog that, should a reader
+// block on it for 10 seconds, releases the reader and records that it
+// blocked. The reader in a fixed shim never blocks, so the watchdog never
+// fires.
+func plantFIFO(t *testing.T, path string) *atomic.Bool {
+	t.Helper()
+	os.Remove(path)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var blocked atomic.Bool
+	w := time.AfterFunc(10*time.Second, func() {
+		blocked.Store(true)
+		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Write([]byte("released by the watchdog"))
+			f.Close()
+		}
+	})
+	t.Cleanup(func() { w.Stop() })
+	return &blocked
+}
+
+// TestFIFOAttachmentsNeverHang swaps an attachment file, a file to attach
+// and a token file for FIFOs: every tool answers at once with an error
+// (the shim may run as root, whom a FIFO blocks like anyone).
+func TestFIFOAttachmentsNeverHang(t *testing.T) {
+	e := newEnv(t)
+	mb := e.d.AddMailbox("agent")
+	e.d.AddMailbox("boss")
+	os.MkdirAll(filepath.Join(mb.Path, "inbox"), 0o700)
+	id := e.d.AddMessage("agent", protocol.FolderInbox, protocol.Message{MessageSummary: protocol.MessageSummary{From: "x@evil.test", Subject: "fifo"},
+		AttachmentList: []protocol.Attachment{{Filename: "a.txt", ContentType: "text/plain", Size: 5, Path: "a.txt"}}})
+	att := plantFIFO(t, filepath.Join(mb.Path, "inbox", "a.txt"))
+	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id}, protocol.CodeForbidden)
+	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id, "mode": "base64"}, protocol.CodeForbidden)
+	e.fail("email_forward", map[string]any{"mailbox": "agent", "id": id, "to": "boss@example.test"}, protocol.CodeForbidden)
+	local := filepath.Join(t.TempDir(), "report.pdf")
+	send := plantFIFO(t, local)
+	e.fail("email_send", map[string]any{"from_mailbox": "agent", "to": "boss@example.test", "subject": "s", "body": "b", "attachments": []string{local}}, protocol.CodeInvalidInput)
+	token := filepath.Join(t.TempDir(), "token")
+	tok := plantFIFO(t, token)
+	if _, err := ReadTokenFile(token); err == nil {
+		t.Error("a FIFO token file was read")
+	}
+	for what, blocked := range map[string]*atomic.Bool{"attachment": att, "file to attach": send, "token file": tok} {
+		if blocked.Load() {
+			t.Errorf("opening a FIFO %s blocked until the watchdog released it", what)
+		}
+	}
+}
