@@ -100,6 +100,9 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if err := hooks.CloseOnExecAbove2(); err != nil {
+		return nil, fmt.Errorf("marking inherited descriptors close-on-exec: %w", err)
+	}
 	setMemoryLimit(cfg)
 	lock, err := acquireLock(cfg.Paths.Socket)
 	if err != nil {

@@ -285,6 +285,12 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 		}
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: owner.UID, Gid: owner.GID, Groups: groups}
 	}
+	// A hook gets stdin, stdout and stderr only: no ExtraFiles, and nothing
+	// the daemon inherited.
+	if err := CloseOnExecAbove2(); err != nil {
+		run.Error = "not started: marking the daemon's descriptors close-on-exec: " + err.Error()
+		return run, capt.output()
+	}
 	if err := cmd.Start(); err != nil {
 		run.Error = "not started: " + err.Error()
 		return run, capt.output()
