@@ -106,6 +106,10 @@ type trackedConn struct {
 	checked bool   // first line inspected (only go-smtp's goroutine reads)
 	peek    []byte // bytes read during the check, not yet returned
 
+	// dataDeadline, while message data is read, is how long the socket may
+	// stay silent: each read from it moves the deadline on.
+	dataDeadline atomic.Int64
+
 	errors     atomic.Int32
 	closeAfter atomic.Bool // close once the current reply is written
 	closeOnce  sync.Once
@@ -192,6 +196,9 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 			return n + m, err
 		}
 		return n, nil
+	}
+	if d := time.Duration(c.dataDeadline.Load()); d > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(d))
 	}
 	return c.Conn.Read(b)
 }

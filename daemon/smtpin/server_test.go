@@ -70,10 +70,10 @@ func TestSmuggling(t *testing.T) {
 		{name: "CR.CRLF", ending: "\r.\r\n", reply: "554 5.6.0"},
 		{name: "CRLF.LF", ending: "\r\n.\n", reply: "554 5.6.0"},
 		{name: "bare LF in body", ending: "\nstill body\r\n", reply: "554 5.6.0"},
-		// go-smtp drops the CR of a ".\r" line that is not ".\r\n"; the
-		// message stays one message and holds no bare CR.
-		{name: "CRLF.CR", ending: "\r\n.\r", reply: "250 ",
-			wantOne: "Subject: one\r\n\r\nbody\r\n" + smuggled},
+		// "<CRLF>.<CR>x": go-smtp's own reader drops the dot and the CR, so
+		// the bare CR would pass unseen; rawData keeps it (dotreader.go).
+		{name: "CRLF.CR", ending: "\r\n.\r", reply: "554 5.6.0"},
+		{name: "CRLF.CRx mid-body", ending: "\r\n.\rx\r\n", reply: "554 5.6.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

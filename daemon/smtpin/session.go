@@ -179,9 +179,12 @@ func (ss *session) readMessage(r io.Reader) (raw []byte, trace int, release func
 	max := ss.s.lim.MaxMessageBytes
 	hdr := ss.received()
 	var buf bytes.Buffer
-	// go-smtp sets the read deadline per command only; a long DATA needs it
-	// refreshed as bytes keep arriving.
-	budget.r = &deadlineReader{r: r, c: ss.tc, d: ss.s.lim.CommandTimeout}
+	// go-smtp sets the read deadline once per command, and its DATA reader
+	// fills whole buffers under it: the connection refreshes the deadline
+	// as bytes arrive instead, so a slow but steady sender is not cut off.
+	ss.tc.dataDeadline.Store(int64(ss.s.lim.CommandTimeout))
+	defer ss.tc.dataDeadline.Store(0)
+	budget.r = rawData(r)
 	if !budget.take(int64(len(hdr))) {
 		return nil, 0, release, errNoMemory
 	}
@@ -264,17 +267,6 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 func (b *budgetReader) release() {
 	b.s.inFlight.Add(-b.reserved)
 	b.reserved, b.used = 0, 0
-}
-
-type deadlineReader struct {
-	r io.Reader
-	c net.Conn
-	d time.Duration
-}
-
-func (d *deadlineReader) Read(b []byte) (int, error) {
-	_ = d.c.SetReadDeadline(time.Now().Add(d.d))
-	return d.r.Read(b)
 }
 
 // hasBareEOL reports a CR not followed by LF or an LF not preceded by CR.

@@ -1,0 +1,81 @@
+package smtpin
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/emersion/go-smtp"
+)
+
+// probeSession reports what rawData makes of go-smtp's DATA reader.
+type probeSession struct{ got chan string }
+
+func (probeSession) AuthPlain(string, string) error       { return nil }
+func (probeSession) Mail(string, *smtp.MailOptions) error { return nil }
+func (probeSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (probeSession) Reset()                               {}
+func (probeSession) Logout() error                        { return nil }
+func (p probeSession) Data(r io.Reader) error {
+	raw := rawData(r)
+	if _, ok := raw.(*dotReader); !ok {
+		p.got <- "not engaged"
+		return nil
+	}
+	b, err := io.ReadAll(raw)
+	if err != nil {
+		p.got <- "error: " + err.Error()
+		return nil
+	}
+	p.got <- string(b)
+	return nil
+}
+
+// TestGoSMTPDataReaderLayout fails when go-smtp's DATA reader no longer has
+// the layout rawData relies on (after an upgrade): then re-check whether
+// go-smtp still drops the CR of "<CRLF>.<CR>x" and adapt or remove
+// dotreader.go. It also checks that the session resumes right after the
+// end-of-data line, which go-smtp's drain must not read past.
+func TestGoSMTPDataReaderLayout(t *testing.T) {
+	got := make(chan string, 2)
+	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return probeSession{got}, nil }))
+	srv.Domain = "probe.test"
+	srv.AllowInsecureAuth = true
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	expect := func(prefix string) {
+		t.Helper()
+		line, err := r.ReadString('\n')
+		for err == nil && len(line) > 3 && line[3] == '-' {
+			line, err = r.ReadString('\n')
+		}
+		if err != nil || !strings.HasPrefix(line, prefix) {
+			t.Fatalf("got %q (%v), want %s", line, err, prefix)
+		}
+	}
+	expect("220 ")
+	for _, cmd := range []string{"EHLO c.test", "MAIL FROM:<a@b.test>", "RCPT TO:<c@d.test>"} {
+		c.Write([]byte(cmd + "\r\n"))
+		expect("250 ")
+	}
+	c.Write([]byte("DATA\r\n"))
+	expect("354 ")
+	c.Write([]byte("Subject: x\r\n\r\n..stuffed\r\n.\rx\r\n.\r\nNOOP\r\n"))
+	if body := <-got; body != "Subject: x\r\n\r\n.stuffed\r\n\rx\r\n" {
+		t.Fatalf("DATA as read through rawData: %q", body)
+	}
+	expect("250 ")
+	expect("250 ") // the NOOP right after the end of data
+}
