@@ -278,7 +278,15 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 	}
 	s := cfg.SMTP
 	b := d.inbound
-	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"),
+	var xfwd []uint32
+	for _, u := range s.LMTPXForwardUsers {
+		if uid, _, err := resolveUser(u); err == nil {
+			xfwd = append(xfwd, uid)
+		} else if s.LMTPSocket != "" {
+			d.log.Info("smtp.lmtp_xforward_users: no such user, skipped", "user", u)
+		}
+	}
+	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd,
 		Limits: smtpin.Limits{MaxMessageBytes: s.MaxMessageBytes, MaxRecipients: s.MaxRecipients, MaxLineLength: s.MaxLineLength,
 			CommandTimeout: s.CommandTimeout.Duration, SessionTimeout: s.SessionTimeout.Duration, MaxConnections: s.MaxConnections,
 			MaxConnectionsPerIP: s.MaxConnectionsPerIP, MaxErrors: s.MaxErrors, MaxReceivedHeaders: s.MaxReceivedHeaders}}, b)

@@ -67,8 +67,11 @@ func (p Paths) QueueDir() string { return filepath.Join(p.StateDir, "queue") }
 
 // SMTP configures the inbound listeners and their limits.
 type SMTP struct {
-	Listen              []string `toml:"listen"`      // SMTP listen addresses
-	LMTPSocket          string   `toml:"lmtp_socket"` // optional LMTP Unix socket
+	Listen     []string `toml:"listen"`      // SMTP listen addresses
+	LMTPSocket string   `toml:"lmtp_socket"` // optional LMTP Unix socket
+	// LMTPXForwardUsers may pass on their client's address with XFORWARD
+	// over the LMTP socket (the front MTA's user; root may anyway).
+	LMTPXForwardUsers   []string `toml:"lmtp_xforward_users"`
 	TLSCert             string   `toml:"tls_cert"`
 	TLSKey              string   `toml:"tls_key"`
 	MaxMessageBytes     int64    `toml:"max_message_bytes"`
@@ -231,6 +234,9 @@ func (c *Config) applyDefaults() {
 		c.SMTP.Listen = append([]string(nil), DefaultSMTPListen...)
 	}
 	s := &c.SMTP
+	if s.LMTPXForwardUsers == nil {
+		s.LMTPXForwardUsers = []string{"postfix"}
+	}
 	setI64(&s.MaxMessageBytes, 25<<20)
 	setI(&s.MaxRecipients, 100)
 	setI(&s.MaxLineLength, 4096)

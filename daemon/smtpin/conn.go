@@ -110,6 +110,10 @@ type trackedConn struct {
 	// stay silent: each read from it moves the deadline on.
 	dataDeadline atomic.Int64
 
+	// xfwd speaks XFORWARD on an LMTP connection from a front MTA; nil
+	// everywhere else.
+	xfwd *xforward
+
 	errors     atomic.Int32
 	closeAfter atomic.Bool // close once the current reply is written
 	closeOnce  sync.Once
@@ -122,6 +126,9 @@ func (s *Server) track(c net.Conn, ip net.IP, proto string) *trackedConn {
 	id := hex.EncodeToString(b[:])
 	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id}
 	tc.log = s.log.With("session", id, "proto", proto, "remote", ipString(ip))
+	if uid, ok := peerUID(c); ok && proto == "lmtp" && s.mayForward(uid) {
+		tc.xfwd = &xforward{maxLine: s.lim.MaxLineLength}
+	}
 	tc.log.Info("connection opened")
 	// The deadline is a timer that closes the socket: go-smtp resets the
 	// socket deadlines on every command, so NOOPs would otherwise extend it.
@@ -164,7 +171,7 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 		var err error
 		for len(buf) < peekLen && bytes.IndexByte(buf, '\n') < 0 {
 			var n int
-			n, err = c.Conn.Read(buf[len(buf):peekLen])
+			n, err = c.readConn(buf[len(buf):peekLen])
 			buf = buf[:len(buf)+n]
 			if err != nil {
 				break
@@ -192,13 +199,22 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 		// would be taken for a complete command when the rest overflows the
 		// line limit.
 		if len(c.peek) == 0 && n < len(b) && bytes.IndexByte(b[:n], '\n') < 0 {
-			m, err := c.Conn.Read(b[n:])
+			m, err := c.readConn(b[n:])
 			return n + m, err
 		}
 		return n, nil
 	}
+	return c.readConn(b)
+}
+
+// readConn reads from the socket, moving the deadline on during message
+// data, through XFORWARD handling where it applies.
+func (c *trackedConn) readConn(b []byte) (int, error) {
 	if d := time.Duration(c.dataDeadline.Load()); d > 0 {
 		_ = c.Conn.SetReadDeadline(time.Now().Add(d))
+	}
+	if c.xfwd != nil {
+		return c.xfwd.read(c.Conn, b)
 	}
 	return c.Conn.Read(b)
 }
@@ -210,9 +226,15 @@ func (s *Server) sizeAd() (goSMTP, exact []byte) {
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
-	if from, to := c.s.sizeAd(); bytes.Contains(b, from) {
-		fixed := bytes.Replace(b, from, to, 1)
-		if _, err := c.Conn.Write(fixed); err != nil {
+	out := b
+	if c.xfwd != nil {
+		out = c.xfwd.rewrite(out)
+	}
+	if from, to := c.s.sizeAd(); bytes.Contains(out, from) {
+		out = bytes.Replace(out, from, to, 1)
+	}
+	if len(out) != len(b) || !bytes.Equal(out, b) {
+		if _, err := c.Conn.Write(out); err != nil {
 			return 0, err
 		}
 		if c.closeAfter.Load() {

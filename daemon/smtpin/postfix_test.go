@@ -57,6 +57,7 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 	sock := filepath.Join(dir, "lmtp.sock")
 
 	ts := startServerLMTPAt(t, sock)
+	ts.cfg.XForwardUIDs = []uint32{uint32(uid)} // the front MTA may say who its client was
 
 	mainCF := strings.Join([]string{
 		"compatibility_level = 3.6",
@@ -76,6 +77,7 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 		"virtual_mailbox_domains = example.com",
 		"virtual_mailbox_maps =",
 		"virtual_transport = lmtp:unix:" + sock,
+		"lmtp_send_xforward_command = yes",
 		"notify_classes =",
 		"",
 	}, "\n")
@@ -131,6 +133,7 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 		}
 	}
 	checkPostfixSMTPD(t, smtpdAddr, ts)
+	checkPostfixXForward(t, smtpdAddr, ts)
 
 	// Postfix logs the refused recipient with our reply.
 	deadline = time.Now().Add(10 * time.Second)
@@ -180,6 +183,35 @@ func checkPostfixSMTPD(t *testing.T, addr string, ts *testServer) {
 	// Postfix's default smtpd_relay_restrictions answer 454 (defer_unauth_destination).
 	if r := rcptReply("victim@elsewhere.example"); !strings.Contains(r, "Relay access denied") {
 		t.Errorf("relay via Postfix: %q, want Relay access denied", r)
+	}
+}
+
+// checkPostfixXForward sends a message to the Postfix smtpd: Postfix
+// passes its client's address and HELO on with XFORWARD, and they reach the
+// envelope mailctl checks SPF with.
+func checkPostfixXForward(t *testing.T, addr string, ts *testServer) {
+	t.Helper()
+	before := len(ts.be.got())
+	c := dialRaw(t, "tcp", addr)
+	c.expect("220 ")
+	c.cmd("EHLO client.sender.example", "250 ")
+	c.cmd("MAIL FROM:<alice@sender.example>", "250 ")
+	c.cmd("RCPT TO:<bob@example.com>", "250 ")
+	c.cmd("DATA", "354 ")
+	c.send("Subject: through smtpd\r\n\r\nhello\r\n.\r\n")
+	c.expect("250 ")
+	c.cmd("QUIT", "221 ")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(ts.be.got()) == before && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := ts.be.got()
+	if len(got) == before {
+		t.Fatal("the message sent through the Postfix smtpd never arrived over LMTP")
+	}
+	env := got[len(got)-1].env
+	if env.RemoteIP.String() != "127.0.0.1" || env.Helo != "client.sender.example" || env.Forwarded == nil {
+		t.Errorf("envelope behind Postfix: remote %v, helo %q, forwarded %+v; want Postfix's client 127.0.0.1 and its HELO", env.RemoteIP, env.Helo, env.Forwarded)
 	}
 }
 

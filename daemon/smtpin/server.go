@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,9 @@ type Envelope struct {
 	// TraceLen is how many leading bytes of the message are the Received
 	// header this server prepended; the bytes after it are the client's.
 	TraceLen int
+	// Forwarded is what a front MTA said about its client (LMTP with
+	// XFORWARD); RemoteIP and Helo are then that client's.
+	Forwarded *Forwarded
 }
 
 // Backend decides who may receive mail and stores it.
@@ -124,6 +128,9 @@ type Config struct {
 	Limits   Limits      // zero fields take DefaultLimits
 	TLS      *tls.Config // nil = no STARTTLS
 	Logger   *slog.Logger
+	// XForwardUIDs may use XFORWARD on the LMTP socket to pass on their own
+	// client's address, name and HELO (root may too); see xforward.go.
+	XForwardUIDs []uint32
 }
 
 // Server is an SMTP and LMTP receiver sharing one backend and one set of
@@ -189,6 +196,11 @@ func (s *Server) newSMTP(lmtp bool) *smtp.Server {
 		gs.TLSConfig = s.cfg.TLS
 	}
 	return gs
+}
+
+// mayForward reports whether an LMTP peer with uid may use XFORWARD.
+func (s *Server) mayForward(uid uint32) bool {
+	return uid == 0 || slices.Contains(s.cfg.XForwardUIDs, uid)
 }
 
 // ServeSMTP accepts SMTP connections on l until Shutdown.

@@ -30,6 +30,7 @@ type session struct {
 	hasFrom bool
 	utf8    bool
 	rcpts   []string
+	fwd     *Forwarded // from XFORWARD, for this transaction
 }
 
 var _ smtp.LMTPSession = (*session)(nil)
@@ -54,7 +55,10 @@ func tracked(c net.Conn) *trackedConn {
 }
 
 func (ss *session) Reset() {
-	ss.from, ss.hasFrom, ss.utf8, ss.rcpts = "", false, false, nil
+	ss.from, ss.hasFrom, ss.utf8, ss.rcpts, ss.fwd = "", false, false, nil, nil
+	if ss.tc.xfwd != nil {
+		ss.tc.xfwd.end()
+	}
 }
 
 func (ss *session) Logout() error {
@@ -70,6 +74,9 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 	ss.Reset()
 	ss.from, ss.hasFrom = from, true
 	ss.utf8 = opts != nil && opts.UTF8
+	if ss.tc.xfwd != nil {
+		ss.fwd = ss.tc.xfwd.begin()
+	}
 	return nil
 }
 
@@ -138,6 +145,15 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 // deliver calls the backend and always returns one entry per recipient.
 func (ss *session) deliver(raw []byte, trace int) []error {
 	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: trace}
+	if f := ss.fwd; f != nil {
+		env.Forwarded = f
+		if f.Addr != nil {
+			env.RemoteIP = f.Addr
+		}
+		if f.Helo != "" {
+			env.Helo = f.Helo
+		}
+	}
 	if st, ok := ss.c.TLSConnectionState(); ok {
 		env.TLS, env.TLSVersion = true, tlsVersion(st.Version)
 	}
@@ -329,6 +345,14 @@ func (ss *session) received() string {
 	from := safeHelo(ss.c.Hostname())
 	if ss.tc.ip != nil {
 		from += " ([" + ss.tc.ip.String() + "])"
+	}
+	if f := ss.fwd; f != nil && (f.Addr != nil || f.Helo != "") {
+		// The front MTA's client, as it told us with XFORWARD.
+		from = safeHelo(f.Helo)
+		if f.Addr != nil {
+			from += " (" + safeHelo(f.Name) + " [" + f.Addr.String() + "])"
+		}
+		from += " via " + safeHelo(ss.c.Hostname())
 	}
 	id := fmt.Sprintf("%s.%d", ss.tc.id, ss.tc.msgs.Load()+1)
 	return fmt.Sprintf("Received: from %s\r\n\tby %s (mailctl) with %s id %s%s;\r\n\t%s\r\n",
