@@ -105,6 +105,10 @@ type target struct {
 	// goneOK lets root act although the mailbox no longer exists (queued
 	// mail of a deleted mailbox).
 	goneOK bool
+	// boundID, when set, is the identity the first mailbox must have: what
+	// the request acts on (a queue item) belongs to that very mailbox, not
+	// to one created later under its name.
+	boundID string
 }
 
 // concerns names the mailboxes of the target for the audit line.
@@ -145,6 +149,9 @@ func (d *Daemon) authorize(c *call, acc access, t target) ([]*mailboxInfo, error
 			return nil, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q: %v", name, err)
 		}
 		m, ok := d.lookupMailbox(name)
+		if ok && len(boxes) == 0 && t.boundID != "" && m.ID != t.boundID {
+			ok = false // the name now belongs to another mailbox
+		}
 		if !ok && root && t.goneOK {
 			continue
 		}

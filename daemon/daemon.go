@@ -54,7 +54,7 @@ type Daemon struct {
 	out      *outboundService
 	dialer   func(ctx context.Context, network, addr string) (net.Conn, error) // tests
 	resolver resolver.Resolver                                                 // overrides the configured resolver (tests)
-	onDSN    func(mailbox string, dsn *ingest.DSN)
+	onDSN    func(mailbox, tag string, dsn *ingest.DSN) bool
 
 	hookLog *hooks.RunLog
 	runner  *hooks.Runner

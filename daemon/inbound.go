@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/smtpin"
@@ -154,7 +156,11 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := b.store(ctx, name, t.rt, env, env.Rcpts[t.rcpts[0]], parsed, res, stored, traceLen)
+			var rcpts []string
+			for _, i := range t.rcpts {
+				rcpts = append(rcpts, env.Rcpts[i])
+			}
+			err := b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen)
 			for _, i := range t.rcpts {
 				errs[i] = err
 			}
@@ -165,11 +171,11 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 }
 
 // store writes one mailbox's copy and announces it.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpt string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int) error {
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int) error {
 	d := b.d
 	m := p.Msg // a copy per mailbox
 	m.To = append([]string(nil), p.Msg.To...)
-	m.DeliveredTo = rcpt
+	m.DeliveredTo = rcpts[0]
 	m.Tag = rt.Tag
 	m.ReceivedAt = d.now().UTC()
 	if env.RemoteIP != nil {
@@ -183,7 +189,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
-	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], &m), mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
+	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], env.MailFrom, rcpts, &m), mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -203,8 +209,8 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
 	d.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
-	if p.DSN != nil && d.onDSN != nil {
-		d.onDSN(mailbox, p.DSN)
+	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
+		d.onDSN(mailbox, rt.Tag, p.DSN)
 	}
 	dkim := make([]string, 0, len(m.DKIM))
 	for _, r := range m.DKIM {
@@ -219,15 +225,21 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	return nil
 }
 
-// deliveryKey identifies one delivery to one mailbox: the bytes the client
-// handed in, below our own trace headers, and what we concluded about them.
-// Only a repeat of the very same delivery (a client retrying after a lost
-// reply, two aliases of one mailbox in one transaction) has the same key; a
-// Message-ID alone proves nothing, since any sender can reuse another
-// message's.
-func deliveryKey(client []byte, m *store.Message) store.DeliveryKey {
+// deliveryKey identifies one delivery to one mailbox: the envelope, the
+// bytes the client handed in below our own trace headers, and what we
+// concluded about them. Only a repeat of the very same delivery (a client
+// retrying after a lost reply) has the same key; a Message-ID alone proves
+// nothing, since any sender can reuse another message's, and the same
+// bytes sent to another address of the mailbox (a bounce to its return
+// path after a forged copy to its plain address) are another delivery.
+func deliveryKey(client []byte, mailFrom string, rcpts []string, m *store.Message) store.DeliveryKey {
 	h := sha256.New()
-	verdict := []string{m.Trusted, m.SPF.Result, m.SPF.Domain, m.DMARC.Result, m.DMARC.Domain}
+	to := make([]string, len(rcpts))
+	for i, r := range rcpts {
+		to[i] = strings.ToLower(r)
+	}
+	slices.Sort(to) // a retry may list the recipients in another order
+	verdict := []string{mailFrom, strings.Join(to, ","), m.Trusted, m.SPF.Result, m.SPF.Domain, m.DMARC.Result, m.DMARC.Domain}
 	for _, r := range m.DKIM {
 		verdict = append(verdict, r.Result, r.Domain)
 	}

@@ -104,8 +104,9 @@ owner = %[1]q
 		t.Fatal("no new_mail event")
 	}
 
-	// The same Message-ID again is stored once.
-	sendSMTP(t, addr, "sender@remote.test", []string{"alice@example.test"}, msg)
+	// The same delivery again (a client retrying all its recipients after a
+	// lost reply, in another order) is stored once.
+	sendSMTP(t, addr, "sender@remote.test", []string{"help@example.test", "alice@example.test", "bob@example.test", "Alice+news@EXAMPLE.test"}, msg)
 	td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice"}, &l)
 	if len(l.Messages) != 1 {
 		t.Errorf("duplicate stored twice: %d messages", len(l.Messages))

@@ -161,6 +161,7 @@ func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 		}
 		return nil, err
 	}
+	d.dropQueued(c.box().ID)
 	if detached != nil {
 		if err := detached.Remove(); err != nil {
 			// The mailbox is gone; what is left of its files carries the

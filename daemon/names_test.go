@@ -94,3 +94,53 @@ func TestNamesCarryNoHistory(t *testing.T) {
 		t.Errorf("u2's status counts %d queued messages, want its 1", st.QueueDepth)
 	}
 }
+
+// TestQueueAndIdempotencyCarryNoHistory: a user queues mail (held) with
+// an idempotency key from mailbox "reused", then deletes the mailbox;
+// another user creates "reused". The newcomer sees none of the old queue
+// items and cannot act on them, and a send with the same idempotency key
+// sends the newcomer's own message instead of answering with the old one.
+func TestQueueAndIdempotencyCarryNoHistory(t *testing.T) {
+	testusers.RequireRoot(t)
+	u1 := testusers.Create(t, "mcq1")
+	u2 := testusers.Create(t, "mcq2")
+	td := startDaemonWith(t, "[send]\nhold = true\n", Options{Resolver: &resolver.Map{}})
+	bin := testusers.Executable(t)
+	c1 := startClient(t, bin, td.socket, principal{"u1", u1.UID, u1.GID})
+	c2 := startClient(t, bin, td.socket, principal{"u2", u2.UID, u2.GID})
+	must := func(c *clientProc, verb string, args any) json.RawMessage {
+		t.Helper()
+		o := c.do(t, verb, args)
+		if o.Code != "" {
+			t.Fatalf("%s as %s: %s %s", verb, c.p.name, o.Code, o.Msg)
+		}
+		return o.Data
+	}
+	send := protocol.SendArgs{FromMailbox: "reused", To: []string{"x@remote.test"}, Subject: "u2 private subject", Body: "b", IdempotencyKey: "key-1"}
+	must(c2, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
+	var old protocol.SendResult
+	json.Unmarshal(must(c2, protocol.VerbSend, send), &old)
+	oldQueueID := "reused." + old.ID
+	must(c2, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "reused", Force: true})
+
+	must(c1, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
+	if data := string(must(c1, protocol.VerbQueueList, nil)); strings.Contains(data, old.ID) || strings.Contains(data, "u2 private") {
+		t.Errorf("u1's queue list shows u2's mail: %s", data)
+	}
+	for _, verb := range []string{protocol.VerbQueueShow, protocol.VerbQueueRetry, protocol.VerbQueueDrop} {
+		if o := c1.do(t, verb, protocol.QueueIDArgs{ID: oldQueueID}); o.Code != protocol.CodeNotFound {
+			t.Errorf("%s of u2's item as u1: %q %s, want not_found", verb, o.Code, o.Msg)
+		}
+	}
+	send.Subject = "u1's own"
+	var mine protocol.SendResult
+	json.Unmarshal(must(c1, protocol.VerbSend, send), &mine)
+	if mine.Duplicate || mine.MessageID == old.MessageID || mine.ID == "" {
+		t.Errorf("u1's send with the same idempotency key answered with u2's message: %+v", mine)
+	}
+	var l protocol.QueueList
+	json.Unmarshal(must(c1, protocol.VerbQueueList, nil), &l)
+	if len(l.Items) != 1 || l.Items[0].MessageID != mine.MessageID {
+		t.Errorf("u1's queue: %+v, want its own held message only", l.Items)
+	}
+}

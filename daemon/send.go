@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/resolver"
@@ -22,12 +24,14 @@ import (
 
 // outboundService owns the send pipeline and runs the queue.
 type outboundService struct {
-	d      *Daemon
-	svc    *outbound.Service
-	queue  *outbound.Queue
-	keys   atomic.Pointer[[]*outbound.Key]
-	cancel context.CancelFunc
-	done   chan struct{}
+	d     *Daemon
+	svc   *outbound.Service
+	queue *outbound.Queue
+	keys  atomic.Pointer[[]*outbound.Key]
+	// bounceKey makes and checks the return paths of sent messages.
+	bounceKey *bounce.Key
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 func (d *Daemon) newOutbound() (*outboundService, error) {
@@ -36,6 +40,11 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	if err := o.loadKeys(); err != nil {
 		return nil, err
 	}
+	bk, err := bounce.LoadKey(filepath.Join(cfg.Paths.StateDir, "bounce.key"))
+	if err != nil {
+		return nil, err
+	}
+	o.bounceKey = bk
 	var res resolver.Resolver = resolver.New(cfg.Trust.Resolver, 0)
 	if d.resolver != nil {
 		res = d.resolver
@@ -68,6 +77,10 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		Store: d.store, Limiter: outbound.NewRateLimiter(d.now), Clock: d.now,
 		FirstAttemptWait: cfg.Delivery.FirstAttemptWait.Duration, Logger: d.log.With("part", "send"),
 		OnUpdated: o.updated, OnSettled: o.settled,
+		CurrentID: d.currentID,
+		ReturnPath: func(from, mailboxID, sentID string) string {
+			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
+		},
 	}
 	q, err := outbound.OpenQueue(cfg.Paths.QueueDir(), mx, o.svc, outbound.QueueOptions{Clock: d.now,
 		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent, Logger: d.log.With("part", "queue")})
@@ -76,12 +89,16 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	}
 	o.queue = q
 	o.svc.Queue = q
-	d.onDSN = func(mailbox string, dsn *ingest.DSN) {
+	d.onDSN = func(mailbox, tag string, dsn *ingest.DSN) bool {
 		var rs []outbound.DSNRecipient
 		for _, r := range dsn.Recipients {
 			rs = append(rs, outbound.DSNRecipient{Address: r.Address, Action: r.Action, Status: r.Status, Diagnostic: r.Diagnostic})
 		}
-		o.svc.ApplyDSN(mailbox, dsn.OriginalMessageID, rs)
+		// Only a report that came back to the sent message's own return
+		// path is about our message; anyone can mail a DSN-shaped message.
+		return o.svc.ApplyDSN(mailbox, dsn.OriginalMessageID, rs, func(sentID string) bool {
+			return o.bounceKey.Valid(tag, d.currentID(mailbox), sentID)
+		})
 	}
 	return o, nil
 }
@@ -141,6 +158,31 @@ func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResul
 	d.fireHooks(protocol.EventAfterSend, mailbox, f, store.Render(m, body))
 }
 
+// currentID is the identity of the mailbox named name now, "" when none.
+func (d *Daemon) currentID(name string) string {
+	if m, ok := d.lookupMailbox(name); ok {
+		return m.ID
+	}
+	return ""
+}
+
+// dropQueued drops the queued mail of a mailbox being deleted, so that
+// none of it is sent, or bounces, after the name may have a new owner.
+// An item in the middle of an attempt is left to finish; its outcome is
+// then only logged, as the mailbox it belongs to is gone.
+func (d *Daemon) dropQueued(mailboxID string) {
+	if d.out == nil || mailboxID == "" {
+		return
+	}
+	for _, it := range d.out.queue.List() {
+		if it.MailboxID == mailboxID && !it.Settled() {
+			if err := d.out.queue.Drop(it.ID); err != nil {
+				d.log.Warn("queued mail of a deleted mailbox not dropped", "id", it.ID, "err", err)
+			}
+		}
+	}
+}
+
 // dial is the outbound dialer; tests replace it to reach fake MX servers.
 func (d *Daemon) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if d.dialer != nil {
@@ -190,7 +232,7 @@ func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (
 	if err != nil {
 		return nil, err
 	}
-	req := outbound.SendRequest{Mailbox: m.Name, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
+	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {
 		if err := store.ValidID(a.ReplyToID); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
@@ -238,7 +280,17 @@ func queueTarget(d *Daemon, _ *call, a *protocol.QueueIDArgs) (target, error) {
 	if err != nil {
 		return target{}, noQueueItem(a.ID)
 	}
-	return target{mailboxes: []string{it.Mailbox}, missing: noQueueItem(a.ID), goneOK: true}, nil
+	return target{mailboxes: []string{it.Mailbox}, missing: noQueueItem(a.ID), goneOK: true, boundID: it.MailboxID}, nil
+}
+
+// ownsItem reports whether the caller may see queue item it: root any,
+// others the items of their mailboxes as they are now.
+func (d *Daemon) ownsItem(c *call, it *outbound.Item) bool {
+	if c.caller.Root() {
+		return true
+	}
+	m, ok := d.lookupMailbox(it.Mailbox)
+	return ok && c.visible(m) && (it.MailboxID == "" || it.MailboxID == m.ID)
 }
 
 func handleQueueList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
@@ -248,7 +300,7 @@ func handleQueueList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty) (
 	}
 	out := protocol.QueueList{Items: []protocol.QueueItem{}}
 	for _, it := range o.queue.List() {
-		if m, ok := d.lookupMailbox(it.Mailbox); c.caller.Root() || (ok && m.UID == c.caller.UID) {
+		if d.ownsItem(c, it) {
 			out.Items = append(out.Items, it.QueueItem())
 		}
 	}

@@ -112,7 +112,7 @@ func TestSendRemoteAndLocal(t *testing.T) {
 	}
 	got := mx.msgs[0]
 	mx.mu.Unlock()
-	if got.from != "alice@example.test" || bytes.Contains(got.data, []byte("hidden@remote.test")) {
+	if !strings.HasPrefix(got.from, "alice+bounce-") || !strings.HasSuffix(got.from, "@example.test") || bytes.Contains(got.data, []byte("hidden@remote.test")) {
 		t.Errorf("envelope from %q; Bcc in the data: %v", got.from, bytes.Contains(got.data, []byte("hidden@")))
 	}
 	if n := bytes.Count(got.data, []byte("DKIM-Signature:")); n != 2 {
@@ -180,6 +180,11 @@ func TestSendFromAnotherUsersMailboxIsRefused(t *testing.T) {
 
 // TestBounceMarksSentRecipient: a delivery status notification that arrives
 // after a message was accepted marks that recipient bounced in the sent copy.
+// TestBounceMarksSentRecipient: a delivery status notification marks the
+// recipient of a sent message bounced only when it comes back to that
+// message's return path. The same report forged to the mailbox's plain
+// address, or to the return path of another message, is ordinary mail and
+// changes nothing: anyone can send a DSN naming a Message-ID.
 func TestBounceMarksSentRecipient(t *testing.T) {
 	mx := startFakeMX(t)
 	_, port, _ := net.SplitHostPort(mx.addr)
@@ -187,13 +192,21 @@ func TestBounceMarksSentRecipient(t *testing.T) {
 	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
 	dns.SetIP("mx.remote.test", "127.0.0.1")
 	td.ensureMine(t, "alice")
-	var res protocol.SendResult
-	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"gone@remote.test"}, Subject: "hi", Body: "b"}, &res); err != nil {
-		t.Fatal(err)
+	send := func(subject string) (protocol.SendResult, string) {
+		t.Helper()
+		var res protocol.SendResult
+		if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"gone@remote.test"}, Subject: subject, Body: "b"}, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Recipients[0].Status != "delivered" {
+			t.Fatalf("first hop: %+v", res.Recipients)
+		}
+		mx.mu.Lock()
+		defer mx.mu.Unlock()
+		return res, mx.msgs[len(mx.msgs)-1].from
 	}
-	if res.Recipients[0].Status != "delivered" {
-		t.Fatalf("first hop: %+v", res.Recipients)
-	}
+	res, returnPath := send("hi")
+	_, otherReturnPath := send("another")
 	dsn := "From: MAILER-DAEMON@remote.test\r\nTo: alice@example.test\r\nSubject: Undelivered Mail Returned to Sender\r\n" +
 		"Message-ID: <bounce1@remote.test>\r\nMIME-Version: 1.0\r\n" +
 		"Content-Type: multipart/report; report-type=delivery-status; boundary=\"b1\"\r\n\r\n" +
@@ -202,14 +215,32 @@ func TestBounceMarksSentRecipient(t *testing.T) {
 		"Final-Recipient: rfc822; gone@remote.test\r\nAction: failed\r\nStatus: 5.1.1\r\nDiagnostic-Code: smtp; 550 5.1.1 user unknown\r\n" +
 		"--b1\r\nContent-Type: text/rfc822-headers\r\n\r\nMessage-ID: <" + res.MessageID + ">\r\nSubject: hi\r\n" +
 		"--b1--\r\n"
-	if err := nsmtp.SendMail(addr, nil, "", []string{"alice@example.test"}, []byte(dsn)); err != nil {
+	status := func() protocol.RecipientStatus {
+		t.Helper()
+		var sent protocol.Message
+		if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", Folder: "sent", ID: res.ID}, &sent); err != nil {
+			t.Fatal(err)
+		}
+		return sent.Recipients[0]
+	}
+	forged := []string{"alice@example.test", "alice+bounce-aaaaaaaaaaaaaaaa@example.test", otherReturnPath}
+	for _, to := range forged {
+		if err := nsmtp.SendMail(addr, nil, "", []string{to}, []byte(dsn)); err != nil {
+			t.Fatalf("forged DSN to %s: %v", to, err)
+		}
+		if st := status(); st.Status != "delivered" {
+			t.Fatalf("a DSN sent to %s changed the sent copy: %+v", to, st)
+		}
+	}
+	var inbox protocol.MessageList
+	td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice", Subject: "Undelivered"}, &inbox)
+	if len(inbox.Messages) != len(forged) {
+		t.Errorf("the forged DSNs are not kept as ordinary mail: %d in the inbox", len(inbox.Messages))
+	}
+	if err := nsmtp.SendMail(addr, nil, "", []string{returnPath}, []byte(dsn)); err != nil {
 		t.Fatal(err)
 	}
-	var sent protocol.Message
-	if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", Folder: "sent", ID: res.ID}, &sent); err != nil {
-		t.Fatal(err)
-	}
-	if len(sent.Recipients) != 1 || sent.Recipients[0].Status != "bounced" || !strings.Contains(sent.Recipients[0].Detail, "5.1.1") {
-		t.Fatalf("sent copy after the bounce: %+v", sent.Recipients)
+	if st := status(); st.Status != "bounced" || !strings.Contains(st.Detail, "5.1.1") {
+		t.Fatalf("sent copy after the bounce to its return path: %+v", st)
 	}
 }

@@ -37,7 +37,7 @@ func handleStatus(ctx context.Context, d *Daemon, c *call, _ *protocol.Empty) (a
 		Listeners: append([]string{"control:" + cfg.Paths.Socket}, d.SMTPAddrs()...), Findings: []protocol.Finding{}}
 	if d.out != nil {
 		for _, it := range d.out.queue.List() {
-			if m, ok := d.lookupMailbox(it.Mailbox); c.caller.Root() || (ok && c.visible(m)) {
+			if d.ownsItem(c, it) {
 				out.QueueDepth++
 			}
 		}

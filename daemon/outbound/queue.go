@@ -34,8 +34,11 @@ func final(status string) bool {
 
 // Item is one queued message: the signed bytes and the state of each recipient.
 type Item struct {
-	ID          string                     `json:"id"`
-	Mailbox     string                     `json:"mailbox"`
+	ID      string `json:"id"`
+	Mailbox string `json:"mailbox"`
+	// MailboxID is the identity of the mailbox that sent the item: a
+	// mailbox created later under the same name is not its owner.
+	MailboxID   string                     `json:"mailbox_id,omitempty"`
 	SentID      string                     `json:"sent_id"` // id of the sent copy in the mailbox's sent folder
 	MessageID   string                     `json:"message_id"`
 	MailFrom    string                     `json:"mail_from"`

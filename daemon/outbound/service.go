@@ -45,6 +45,15 @@ type Service struct {
 	// OnSettled follows the update that made every recipient final (for
 	// after_send hooks).
 	OnSettled func(mailbox, sentID string, res protocol.SendResult)
+	// CurrentID returns the identity of the mailbox named name now ("" when
+	// there is none). An item whose mailbox has since been deleted (and
+	// perhaps created again by someone else) changes no sent copy and
+	// reaches no callback. Nil: every item is current.
+	CurrentID func(name string) string
+	// ReturnPath, when set, gives a sent message its envelope sender from
+	// its From address, its mailbox's identity and its sent id (a bounce
+	// address only this daemon can make).
+	ReturnPath func(from, mailboxID, sentID string) string
 
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // idempotency keys being sent
@@ -54,9 +63,12 @@ type Service struct {
 // daemon has checked the caller owns.
 type SendRequest struct {
 	Mailbox, FromAddress, FromName string
-	Policy                         config.SendPolicy
-	Args                           protocol.SendArgs
-	Parent                         *store.Message
+	// MailboxID is the identity of the mailbox: the queue item and the
+	// idempotency record are bound to it.
+	MailboxID string
+	Policy    config.SendPolicy
+	Args      protocol.SendArgs
+	Parent    *store.Message
 }
 
 // DSNRecipient is one recipient reported by a delivery status notification.
@@ -101,7 +113,7 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 		if len(a.IdempotencyKey) > 200 || strings.ContainsAny(a.IdempotencyKey, "\r\n\x00") {
 			return protocol.SendResult{}, protocol.Errorf(protocol.CodeInvalidInput, "idempotency_key must be at most 200 characters on one line")
 		}
-		release, rec, err := s.claim(ctx, req.Mailbox, a.IdempotencyKey)
+		release, rec, err := s.claim(ctx, idemOwner(req), a.IdempotencyKey)
 		if err != nil {
 			return protocol.SendResult{}, err
 		}
@@ -173,12 +185,16 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	// Remember the key before queueing: a crash after this point makes a
 	// retry answer with this message instead of sending a second one.
 	if a.IdempotencyKey != "" {
-		if err := s.remember(req.Mailbox, a.IdempotencyKey, idemRecord{SentID: sentID, MessageID: c.MessageID, Created: now}); err != nil {
+		if err := s.remember(idemOwner(req), a.IdempotencyKey, idemRecord{SentID: sentID, MessageID: c.MessageID, Created: now}); err != nil {
 			s.log().Error("cannot record idempotency key", "mailbox", req.Mailbox, "id", sentID, "err", err)
 		}
 	}
-	it := &Item{ID: QueueID(req.Mailbox, sentID), Mailbox: req.Mailbox, SentID: sentID, MessageID: c.MessageID,
-		MailFrom: c.Envelope.MailFrom, Recipients: rcpts, Created: now, NextAttempt: now, Held: held, Data: signed}
+	mailFrom := c.Envelope.MailFrom
+	if s.ReturnPath != nil {
+		mailFrom = s.ReturnPath(mailFrom, req.MailboxID, sentID)
+	}
+	it := &Item{ID: QueueID(req.Mailbox, sentID), Mailbox: req.Mailbox, MailboxID: req.MailboxID, SentID: sentID, MessageID: c.MessageID,
+		MailFrom: mailFrom, Recipients: rcpts, Created: now, NextAttempt: now, Held: held, Data: signed}
 	if err := s.Queue.Enqueue(it); err != nil {
 		s.Store.Update(req.Mailbox, protocol.FolderSent, sentID, func(m *store.Message) error {
 			m.DeliveryStatus = StatusFailed
@@ -188,7 +204,7 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 			return nil
 		})
 		if a.IdempotencyKey != "" {
-			os.Remove(s.idemPath(req.Mailbox, a.IdempotencyKey))
+			os.Remove(s.idemPath(idemOwner(req), a.IdempotencyKey))
 		}
 		return protocol.SendResult{}, fmt.Errorf("queueing: %w", err)
 	}
@@ -213,6 +229,9 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 // there, then from the sent copy (which also records later bounces).
 func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
 	it, qerr := s.Queue.Get(QueueID(mailbox, id))
+	if qerr == nil && !s.current(it) {
+		qerr = notFound(it.ID) // an earlier mailbox's item under the same id
+	}
 	if qerr == nil && !it.Settled() {
 		return resultOf(it), nil
 	}
@@ -234,8 +253,26 @@ func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
 	return res, nil
 }
 
+// current reports whether it belongs to the mailbox of its name as it is now.
+func (s *Service) current(it *Item) bool {
+	return s.CurrentID == nil || it.MailboxID == "" || s.CurrentID(it.Mailbox) == it.MailboxID
+}
+
+// orphaned reports whether it belongs to a mailbox deleted since it was
+// queued: its outcome then goes to the log only.
+func (s *Service) orphaned(it *Item) bool {
+	if s.current(it) {
+		return false
+	}
+	s.log().Info("queue item of a deleted mailbox: outcome not recorded", "id", it.ID, "recipients", it.Recipients)
+	return true
+}
+
 // Updated implements Notifier: it brings the sent copy up to date.
 func (s *Service) Updated(it *Item) {
+	if s.orphaned(it) {
+		return
+	}
 	now := s.now()
 	err := s.Store.Update(it.Mailbox, protocol.FolderSent, it.SentID, func(m *store.Message) error {
 		prev := map[string]store.RecipientStatus{}
@@ -267,21 +304,28 @@ func (s *Service) Updated(it *Item) {
 
 // Settled implements Notifier.
 func (s *Service) Settled(it *Item) {
-	if s.OnSettled != nil {
+	if s.OnSettled != nil && !s.orphaned(it) {
 		s.OnSettled(it.Mailbox, it.SentID, resultOf(it))
 	}
 }
 
 // ApplyDSN records a bounce that arrived after delivery: each recipient the
 // report marks failed becomes "bounced" with the reason in the sent copy.
-func (s *Service) ApplyDSN(mailbox string, originalMessageID string, recipients []DSNRecipient) {
+// authentic must confirm the report came back to the sent message it
+// names (its return path); otherwise nothing changes. It reports whether
+// the report was applied.
+func (s *Service) ApplyDSN(mailbox string, originalMessageID string, recipients []DSNRecipient, authentic func(sentID string) bool) bool {
 	mid := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(originalMessageID), "<"), ">")
 	id, ok := s.Store.FindByMessageID(mailbox, protocol.FolderSent, mid)
 	if !ok {
 		if id, ok = s.Store.FindByMessageID(mailbox, protocol.FolderSent, "<"+mid+">"); !ok {
 			s.log().Info("DSN for an unknown sent message", "mailbox", mailbox, "message_id", mid)
-			return
+			return false
 		}
+	}
+	if authentic == nil || !authentic(id) {
+		s.log().Info("DSN not sent to the message's return path: kept as ordinary mail", "mailbox", mailbox, "id", id)
+		return false
 	}
 	now := s.now().UTC()
 	var changed bool
@@ -308,13 +352,14 @@ func (s *Service) ApplyDSN(mailbox string, originalMessageID string, recipients 
 	})
 	if err != nil {
 		s.log().Error("cannot record bounce", "mailbox", mailbox, "id", id, "err", err)
-		return
+		return false
 	}
 	if changed && s.OnUpdated != nil {
 		if res, err := s.Status(mailbox, id); err == nil {
 			s.OnUpdated(mailbox, id, res)
 		}
 	}
+	return true
 }
 
 // aggregate is the message-level status of its recipients.
@@ -414,6 +459,16 @@ func threadID(messageID string, refs []string, inReplyTo string) string {
 	}
 	sum := sha256.Sum256([]byte(root))
 	return hex.EncodeToString(sum[:])[:16]
+}
+
+// idemOwner is what an idempotency key is scoped to: the mailbox's
+// identity, so that a mailbox created later under the same name never
+// answers with an earlier owner's message.
+func idemOwner(req SendRequest) string {
+	if req.MailboxID != "" {
+		return "id:" + req.MailboxID
+	}
+	return req.Mailbox
 }
 
 // idemRecord remembers which message an idempotency key produced.
