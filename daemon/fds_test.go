@@ -34,7 +34,7 @@ name = "fds"
 mailbox = "agent"
 event = "on_receive"
 fire_on_untrusted = true
-cmd = ["/bin/sh", "-c", "ls /proc/$$/fd | tr '\\n' ' ' >&2; cat <&7 >&2"]
+cmd = ["/bin/sh", "-c", "exec 1>&2; ls /proc/$$/fd; cat <&7"]
 `, owner))
 	cfgPath, socket := td.cfg.File, td.socket
 	td.stop()
@@ -104,7 +104,7 @@ cmd = ["/bin/sh", "-c", "ls /proc/$$/fd | tr '\\n' ' ' >&2; cat <&7 >&2"]
 		}
 	}
 	tail := runs.Runs[0].StderrTail
-	if strings.Contains(tail, "ROOT-ONLY-SECRET") || !strings.HasPrefix(tail, "0 1 2 ") {
+	if strings.Contains(tail, "ROOT-ONLY-SECRET") || !strings.HasPrefix(tail, "0\n1\n2\n") || strings.HasPrefix(tail, "0\n1\n2\n3") {
 		t.Errorf("the hook saw descriptors beyond stdio: %q", tail)
 	}
 }
