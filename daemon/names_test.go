@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
@@ -142,5 +144,45 @@ func TestQueueAndIdempotencyCarryNoHistory(t *testing.T) {
 	json.Unmarshal(must(c1, protocol.VerbQueueList, nil), &l)
 	if len(l.Items) != 1 || l.Items[0].MessageID != mine.MessageID {
 		t.Errorf("u1's queue: %+v, want its own held message only", l.Items)
+	}
+}
+
+// TestWatchIsBoundToTheMailboxNotItsName: a watch on a mailbox gets no
+// event of a mailbox created later under the same name.
+func TestWatchIsBoundToTheMailboxNotItsName(t *testing.T) {
+	td := startDaemon(t, "")
+	for _, name := range []string{"w", "sentinel"} {
+		if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: name}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	events, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{"w", "sentinel"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "w", Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "w"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Events reach one watch in order: the sentinel's comes first only if
+	// the new mailbox's was not sent.
+	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "w", ID: "of-the-new-mailbox"}, "")
+	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "sentinel", ID: "sentinel"}, "")
+	select {
+	case ev := <-events:
+		if ev.ID != "sentinel" {
+			t.Errorf("the watch on the deleted mailbox got %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no event")
 	}
 }
