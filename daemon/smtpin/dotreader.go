@@ -14,14 +14,13 @@ import (
 // MTA we relay to could frame those bytes differently (SMTP smuggling). The
 // fix belongs in go-smtp. Until it is there, rawData takes the buffered
 // connection reader out of go-smtp's DATA reader and reads the DATA with
-// dotReader below, which keeps that CR; once the end of data is read it
-// marks go-smtp's reader finished, so that go-smtp's own draining reads
+// dotReader below, which keeps that CR. After every read it copies its
+// state into go-smtp's reader (the states are numbered alike), so that
+// when go-smtp drains what is left of the DATA (after a refusal) it starts
+// exactly where dotReader stopped, and after the end of data it reads
 // nothing more. The fields are found by reflection and checked against the
 // layout of the pinned version (TestGoSMTPDataReaderLayout); any other
 // reader (BDAT chunks, a go-smtp whose layout changed) is read as it is.
-
-// goSMTPStateEOF is go-smtp's dataReader state after the end-of-data line.
-const goSMTPStateEOF = 5
 
 // rawData returns a reader of the DATA behind r that keeps every CR, or r
 // itself when r is not go-smtp's dot-unstuffing DATA reader.
@@ -44,18 +43,19 @@ func rawData(r io.Reader) io.Reader {
 	if br == nil || *state != 0 {
 		return r
 	}
-	return &dotReader{br: br, finished: func() { *state = goSMTPStateEOF }}
+	return &dotReader{br: br, goState: state}
 }
 
 // dotReader unstuffs the lines of DATA read from br and ends at the
 // CRLF "." CRLF line, like go-smtp's reader, but keeps the CR of a line
 // that starts with "." CR and goes on with anything but LF.
 type dotReader struct {
-	br       *bufio.Reader
-	state    int
-	finished func()
+	br      *bufio.Reader
+	state   int
+	goState *int // go-smtp's reader's state, kept equal to state
 }
 
+// The states, numbered as go-smtp numbers its own.
 const (
 	dotBeginLine = iota // at the start of a line
 	dotDot              // read "." at the start of a line
@@ -66,6 +66,7 @@ const (
 )
 
 func (d *dotReader) Read(b []byte) (n int, err error) {
+	defer func() { *d.goState = d.state }()
 	for n < len(b) && d.state != dotEOF {
 		var c byte
 		c, err = d.br.ReadByte()
@@ -95,7 +96,6 @@ func (d *dotReader) Read(b []byte) (n int, err error) {
 		case dotDotCR:
 			if c == '\n' {
 				d.state = dotEOF
-				d.finished()
 				continue
 			}
 			// Here go-smtp drops the CR. Keep it, and read c again after it.

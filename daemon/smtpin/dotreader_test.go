@@ -79,3 +79,37 @@ func TestGoSMTPDataReaderLayout(t *testing.T) {
 	expect("250 ")
 	expect("250 ") // the NOOP right after the end of data
 }
+
+// TestCutDataStaysFramed: a message cut at the size limit right before
+// ".<CRLF>" in the middle of a line. go-smtp drains the rest of the DATA
+// from where our reader stopped, mid-line, so that dot does not end the
+// data and the bytes after it are never taken for commands.
+func TestCutDataStaysFramed(t *testing.T) {
+	const max = 1000
+	ts := startServer(t, Limits{MaxMessageBytes: max}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	prefix := "Subject: big\r\n\r\n"
+	smuggled := "MAIL FROM:<evil@attacker.example>\r\nRCPT TO:<victim@example.com>\r\nDATA\r\nSubject: smuggled\r\n\r\nx\r\n.\r\n"
+	// The DATA really ends with the smuggled text's own end-of-data line.
+	c.send(prefix + strings.Repeat("a", max+1-len(prefix)) + ".\r\n" + smuggled)
+	c.expect("552 ")
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send("Subject: clean\r\n\r\nclean\r\n.\r\n")
+	c.expect("250 ")
+	for _, d := range ts.be.got() {
+		if d.env.MailFrom != "alice@sender.example" {
+			t.Errorf("smuggled envelope delivered: %+v", d.env)
+		}
+	}
+	if n := len(ts.be.got()); n != 1 {
+		t.Errorf("%d deliveries, want the clean message only", n)
+	}
+}
