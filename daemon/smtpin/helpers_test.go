@@ -112,10 +112,14 @@ func quietLogger(t testing.TB) *slog.Logger {
 
 // startServer runs SMTP on 127.0.0.1:0 and, when withLMTP, LMTP on a unix
 // socket in a temp dir.
-func startServer(t testing.TB, lim Limits, tlsCfg *tls.Config, withLMTP bool) *testServer {
+func startServer(t testing.TB, lim Limits, tlsCfg *tls.Config, withLMTP bool, opts ...func(*Config)) *testServer {
 	t.Helper()
 	be := &fakeBackend{domains: []string{"example.com", "mailctl.test", "bücher.example"}}
-	s := NewServer(Config{Hostname: "mx.mailctl.test", Limits: lim, TLS: tlsCfg, Logger: quietLogger(t)}, be)
+	cfg := Config{Hostname: "mx.mailctl.test", Limits: lim, TLS: tlsCfg, Logger: quietLogger(t)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := NewServer(cfg, be)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +146,11 @@ func startServer(t testing.TB, lim Limits, tlsCfg *tls.Config, withLMTP bool) *t
 		}
 	})
 	return ts
+}
+
+// xforwardFrom lets the given uids use XFORWARD on the LMTP socket.
+func xforwardFrom(uids ...uint32) func(*Config) {
+	return func(c *Config) { c.XForwardUIDs = uids }
 }
 
 // rawConn is a line-oriented test client that writes exact bytes.

@@ -56,8 +56,7 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 	}
 	sock := filepath.Join(dir, "lmtp.sock")
 
-	ts := startServerLMTPAt(t, sock)
-	ts.cfg.XForwardUIDs = []uint32{uint32(uid)} // the front MTA may say who its client was
+	ts := startServerLMTPAt(t, sock, xforwardFrom(uint32(uid))) // the front MTA may say who its client was
 
 	mainCF := strings.Join([]string{
 		"compatibility_level = 3.6",
@@ -226,9 +225,9 @@ func freePort(t *testing.T) string {
 }
 
 // startServerLMTPAt serves LMTP on a socket the postfix user can use.
-func startServerLMTPAt(t *testing.T, sock string) *testServer {
+func startServerLMTPAt(t *testing.T, sock string, opts ...func(*Config)) *testServer {
 	t.Helper()
-	ts := startServer(t, Limits{}, nil, false)
+	ts := startServer(t, Limits{}, nil, false, opts...)
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,7 @@ import (
 // the next transaction only. Pipelined NOOPs keep their own replies;
 // malformed commands and XFORWARD inside a transaction are refused.
 func TestXForwardOverLMTP(t *testing.T) {
-	ts := startServer(t, Limits{}, nil, true)
-	ts.cfg.XForwardUIDs = []uint32{uint32(os.Getuid())}
+	ts := startServer(t, Limits{}, nil, true, xforwardFrom(uint32(os.Getuid())))
 	c := dialRaw(t, "unix", ts.lmtp)
 	c.expect("220 ")
 	if r := c.cmd("LHLO front.example", "250 "); !strings.Contains(r, "250-XFORWARD NAME ADDR PROTO HELO") {
