@@ -424,6 +424,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	c.validateAliases(bad)
 	if c.CatchAll != "" && !mailboxRE.MatchString(c.CatchAll) {
 		bad("catch_all: %q is not a mailbox name", c.CatchAll)
 	}
@@ -521,4 +522,29 @@ func (c *Config) TrustedSenders(mailbox string) ([]string, string) {
 		return m.TrustedSenders, "mailbox"
 	}
 	return c.Trust.TrustedSenders, "global"
+}
+
+// validateAliases makes every alias name one mailbox: an alias claimed by two
+// mailboxes, or equal to another mailbox's name, would leave the route to
+// chance or silently steal that mailbox's mail. Aliases compare without case,
+// as addresses are routed.
+func (c *Config) validateAliases(bad func(string, ...any)) {
+	names := map[string]bool{}
+	for _, m := range c.Mailboxes {
+		names[m.Name] = true
+	}
+	owner := map[string]string{}
+	for _, m := range c.Mailboxes {
+		for _, a := range m.Aliases {
+			a = strings.ToLower(a)
+			local, _, _ := strings.Cut(a, "@")
+			if local != m.Name && names[local] {
+				bad("mailboxes %q: alias %q is the mailbox %q: remove the alias or that mailbox", m.Name, a, local)
+			}
+			if prev, ok := owner[a]; ok && prev != m.Name {
+				bad("mailboxes %q and %q both claim the alias %q: keep it on one", prev, m.Name, a)
+			}
+			owner[a] = m.Name
+		}
+	}
 }

@@ -61,6 +61,8 @@ func TestValidation(t *testing.T) {
 		{"[[hooks]]\nmailbox = \"a\"\n", "required"},
 		{"[delivery]\nretry_for = \"soon\"\n", "bad duration"},
 		{"domains = [\"a.test\", \"A.test\"]\n", "twice"},
+		{"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\naliases = [\"sales\"]\n[[mailboxes]]\nname = \"b\"\nowner = \"root\"\naliases = [\"Sales\"]\n", "both claim the alias"},
+		{"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\naliases = [\"b\"]\n[[mailboxes]]\nname = \"b\"\nowner = \"root\"\n", "is the mailbox \"b\""},
 	} {
 		_, err := Parse([]byte(tt.text))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

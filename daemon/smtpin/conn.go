@@ -147,8 +147,11 @@ func (c *trackedConn) Close() error {
 		c.timerMu.Lock()
 		c.timer.Stop()
 		c.timerMu.Unlock()
-		err = c.Conn.Close()
+		// The slot is free before the peer can see the close: a client
+		// that read EOF may count on it (a new connection is not refused
+		// because of one that is already gone).
 		c.s.release(c.ip)
+		err = c.Conn.Close()
 		c.log.Info("connection closed", "messages", c.msgs.Load(), "errors", c.errors.Load())
 	})
 	return err

@@ -29,6 +29,7 @@ type fakeBackend struct {
 	domains []string
 	failFor map[string]error // per-recipient Deliver failures
 	delay   time.Duration
+	started chan struct{} // when set, Deliver sends on it as it starts
 
 	mu         sync.Mutex
 	deliveries []delivery
@@ -57,6 +58,9 @@ func (f *fakeBackend) CheckRecipient(_ context.Context, rcpt string) error {
 }
 
 func (f *fakeBackend) Deliver(_ context.Context, env Envelope, raw []byte) []error {
+	if f.started != nil {
+		f.started <- struct{}{}
+	}
 	if f.delay > 0 {
 		time.Sleep(f.delay)
 	}

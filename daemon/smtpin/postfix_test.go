@@ -99,9 +99,14 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 	pf("start")
 	t.Cleanup(func() {
 		exec.Command(postfix, "-c", etc, "stop").Run()
-		// postfix stop returns before master exits; give it a moment so the
-		// directory can be removed.
-		time.Sleep(300 * time.Millisecond)
+		// postfix stop returns before master exits; the directory can be
+		// removed once `postfix status` says it is gone.
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if exec.Command(postfix, "-c", etc, "status").Run() != nil {
+				return
+			}
+		}
+		t.Errorf("postfix master still running 15 s after postfix stop")
 	})
 
 	msg := "From: alice@sender.example\nTo: bob@example.com, nobody@example.com\nSubject: via postfix\nMessage-ID: <pf-1@sender.example>\n\nhello through postfix\n.\nend\n"

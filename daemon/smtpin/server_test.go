@@ -450,9 +450,28 @@ func TestPerIPLimit(t *testing.T) {
 	}
 }
 
+// TestSlotFreeOnceClientSeesClose: a client that read the server's close
+// after QUIT can connect again at once, even at a limit of one connection.
+// The slot is released before the socket closes, so there is no window in
+// which a gone session still counts.
+func TestSlotFreeOnceClientSeesClose(t *testing.T) {
+	ts := startServer(t, Limits{MaxConnections: 1, MaxConnectionsPerIP: 1}, nil, false)
+	for i := range 50 {
+		c := dialRaw(t, "tcp", ts.addr)
+		c.expect("220 ")
+		c.cmd("QUIT", "221 ")
+		if r := c.reply(); r != "EOF" {
+			t.Fatalf("round %d: after 221, got %q, want the server's close", i, r)
+		}
+		c.c.Close()
+	}
+	dialRaw(t, "tcp", ts.addr).expect("220 ")
+}
+
 func TestShutdownWaitsForSession(t *testing.T) {
 	ts := startServer(t, Limits{}, nil, false)
 	ts.be.delay = 300 * time.Millisecond
+	ts.be.started = make(chan struct{}, 1)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
 	c.send(envelope)
@@ -460,7 +479,7 @@ func TestShutdownWaitsForSession(t *testing.T) {
 	c.expect("250 ")
 	c.expect("354 ")
 	c.send("Subject: s\r\n\r\nx\r\n.\r\n")
-	time.Sleep(50 * time.Millisecond) // Deliver is now running
+	<-ts.be.started // Shutdown begins while Deliver runs
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -15,6 +15,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -243,11 +244,18 @@ func (d *daemon) start() {
 		}
 		if c, err := net.DialTimeout("tcp", d.SMTPAddr, time.Second); err == nil {
 			c.SetDeadline(time.Now().Add(5 * time.Second))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
+			r := bufio.NewReader(c)
+			line, _ := r.ReadString('\n')
 			if strings.HasPrefix(line, "220 ") {
+				// QUIT and wait for the server's close: the daemon frees a
+				// session's slot before closing it, so tests that count
+				// connection slots start from zero.
+				fmt.Fprintf(c, "QUIT\r\n")
+				io.Copy(io.Discard, r)
+				c.Close()
 				return
 			}
+			c.Close()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("mailctl serve did not greet on %s in time:\n%s", d.SMTPAddr, d.logs)

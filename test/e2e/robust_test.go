@@ -195,8 +195,6 @@ func TestKill9UnderLoad(t *testing.T) {
 func TestManyConnections(t *testing.T) {
 	const limit, total = 300, 500
 	d := startDaemon(t, options{MaxConns: limit, MaxConnsPerIP: 1000})
-	// The start-up probe's session may still be closing.
-	time.Sleep(200 * time.Millisecond)
 	var (
 		wg                       sync.WaitGroup
 		mu                       sync.Mutex

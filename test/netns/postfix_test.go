@@ -126,9 +126,11 @@ func (l *lab) newPostfix(name, domain string) *postfixHost {
 	pf("start")
 	t.Cleanup(func() {
 		exec.Command("ip", "netns", "exec", ns.NS, postfix, "-c", etc, "stop").Run()
-		// postfix stop returns before master exits; the namespace cleanup
-		// kills what is left.
-		time.Sleep(300 * time.Millisecond)
+		// postfix stop returns before master exits: wait for `postfix
+		// status` to say it is gone (the namespace cleanup kills the rest).
+		waitFor(15*time.Second, func() bool {
+			return exec.Command("ip", "netns", "exec", ns.NS, postfix, "-c", etc, "status").Run() != nil
+		})
 	})
 	if !waitFor(15*time.Second, func() bool {
 		c, err := dialIn(ns.NS, ns.IP+":25", time.Second)
