@@ -264,7 +264,6 @@ type smtpService struct {
 	srv   *smtpin.Server
 	lns   []net.Listener
 	wg    sync.WaitGroup
-	mu    sync.Mutex
 	addrs []string
 }
 

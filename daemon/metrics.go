@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -44,7 +45,7 @@ func newMetrics(d *Daemon) *metrics {
 			return float64(len(d.out.queue.List()))
 		})
 	m.reg.MustRegister(m.requests, m.received, m.rejected, m.delivered, m.hookRuns, queueDepth,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -143,7 +143,6 @@ func TestSymlinkFolderAttack(t *testing.T) {
 func TestSymlinkFileAttack(t *testing.T) {
 	requireRoot(t)
 	v := newVictim(t)
-	before := v.snapshot(t)
 	s := newOwnedStore(t)
 	inbox := filepath.Join(s.Path("agent"), "inbox")
 	id := deliver(t, s, "inbox", testMessage(1), "mine")
@@ -158,7 +157,7 @@ func TestSymlinkFileAttack(t *testing.T) {
 	if err := os.Link(v.file, filepath.Join(inbox, "hard.md")); err != nil {
 		t.Fatal(err)
 	}
-	before = v.snapshot(t) // the hard link raised the link count
+	before := v.snapshot(t) // after the hard link, which raised the link count
 
 	for _, x := range []string{id, "hard"} {
 		if _, _, err := s.Get("agent", "inbox", x); !errors.Is(err, ErrNotFound) {

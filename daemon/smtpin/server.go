@@ -136,13 +136,12 @@ type Config struct {
 // Server is an SMTP and LMTP receiver sharing one backend and one set of
 // connection limits.
 type Server struct {
-	cfg    Config
-	lim    Limits
-	b      Backend
-	log    *slog.Logger
-	smtp   *smtp.Server
-	lmtp   *smtp.Server
-	nextID atomic.Uint64
+	cfg  Config
+	lim  Limits
+	b    Backend
+	log  *slog.Logger
+	smtp *smtp.Server
+	lmtp *smtp.Server
 
 	inFlight atomic.Int64 // message bytes held by all sessions
 

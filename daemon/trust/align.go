@@ -118,7 +118,7 @@ func parseFrom(fields []field, headerErr error) from {
 	case len(values) > 1:
 		return from{err: fmt.Errorf("%d From header fields", len(values))}
 	case len(values[0]) > maxFrom:
-		return from{err: errors.New("From header field too long")}
+		return from{err: errors.New("the From header field is too long")}
 	}
 	p := mail.AddressParser{WordDecoder: &mime.WordDecoder{CharsetReader: passthroughCharset}}
 	list, err := p.ParseList(values[0])
@@ -126,17 +126,17 @@ func parseFrom(fields []field, headerErr error) from {
 		return from{err: fmt.Errorf("unparseable From: %w", err)}
 	}
 	if len(list) != 1 {
-		return from{err: fmt.Errorf("From holds %d addresses", len(list))}
+		return from{err: fmt.Errorf("the From header field holds %d addresses", len(list))}
 	}
 	addr := list[0].Address
 	at := strings.LastIndexByte(addr, '@')
 	if at < 0 {
-		return from{err: errors.New("From address has no domain")}
+		return from{err: errors.New("the From address has no domain")}
 	}
 	domain := normDomain(addr[at+1:])
 	f := from{address: addr[:at] + "@" + domain, domain: domain}
 	if !validDomain(domain) {
-		f.err = errors.New("From domain is not a valid DNS name")
+		f.err = errors.New("the From domain is not a valid DNS name")
 	}
 	return f
 }

@@ -42,9 +42,7 @@ func swaksData(t *testing.T, transcript string) []byte {
 		if text == "." {
 			return out.Bytes()
 		}
-		if strings.HasPrefix(text, ".") {
-			text = text[1:]
-		}
+		text = strings.TrimPrefix(text, ".")
 		out.WriteString(text + "\r\n")
 	}
 	t.Fatalf("no DATA in the swaks transcript:\n%s", transcript)
