@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
-	"github.com/mailctl/mailctl/store"
 )
 
 // Registry holds the mailboxes and hooks created over the socket, one JSON file
@@ -62,7 +62,7 @@ func OpenRegistry(dir string) (*Registry, []error, error) {
 		}
 		for _, e := range entries {
 			n := e.Name()
-			if strings.HasPrefix(n, ".tmp-") {
+			if safeio.IsTemp(n) { // a crash's leftover: the registry is loaded before it is written
 				os.Remove(filepath.Join(dir, sub, n))
 				continue
 			}
@@ -121,19 +121,11 @@ func (r *Registry) write(sub, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	return store.WriteFileAtomic(filepath.Join(r.dir, sub, name+".json"), append(data, '\n'), 0o600)
+	return safeio.WriteFile(filepath.Join(r.dir, sub, name+".json"), append(data, '\n'))
 }
 
 func (r *Registry) remove(sub, name string) error {
-	err := os.Remove(filepath.Join(r.dir, sub, name+".json"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if d, err := os.Open(filepath.Join(r.dir, sub)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return safeio.Remove(filepath.Join(r.dir, sub, name+".json"))
 }
 
 // Mailbox returns a registered mailbox.

@@ -9,10 +9,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -50,7 +51,7 @@ func OpenRunLog(path string, max int) (*RunLog, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("hook run log: %w", err)
 	}
-	removeStaleTemps(dir, filepath.Base(path))
+	safeio.CleanTemps(dir, filepath.Base(path), time.Now()) // leftovers of a crash: the log has one writer
 	skipped, err := l.load()
 	if err != nil {
 		return nil, err
@@ -64,20 +65,6 @@ func OpenRunLog(path string, max int) (*RunLog, error) {
 		return nil, err
 	}
 	return l, nil
-}
-
-func tempPrefix(base string) string { return "." + base + ".tmp-" }
-
-func removeStaleTemps(dir, base string) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), tempPrefix(base)) {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
 }
 
 // load reads the file and returns how many lines it could not keep as they
@@ -178,51 +165,13 @@ func (l *RunLog) rewrite() error {
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	if err := writeFileAtomic(l.path, buf.Bytes()); err != nil {
+	if err := safeio.WriteFile(l.path, buf.Bytes()); err != nil {
 		return fmt.Errorf("hook run log %s: %w", l.path, err)
 	}
 	l.runs = append([]protocol.HookRun(nil), runs...)
 	l.lines = len(runs)
 	l.dirty = false
 	return nil
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory: write, fsync, rename, fsync the directory.
-func writeFileAtomic(path string, data []byte) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, tempPrefix(base)+"*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Append records run in memory and on disk. The run stays visible in memory

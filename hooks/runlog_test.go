@@ -105,8 +105,13 @@ func TestRunLogSurvivesDamage(t *testing.T) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stale := filepath.Join(dir, ".runs.jsonl.tmp-123")
+	stale := filepath.Join(dir, ".tmp-runs.jsonl-123")
 	if err := os.WriteFile(stale, []byte("partial"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer's file in progress in the same directory stays.
+	foreign := filepath.Join(dir, ".tmp-ratelimits.json-456")
+	if err := os.WriteFile(foreign, []byte("partial"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	l, err := OpenRunLog(path, 10)
@@ -120,6 +125,9 @@ func TestRunLogSurvivesDamage(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Error("stale temporary file not removed")
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("another file's temporary file was removed: %v", err)
 	}
 	if err := l.Append(protocol.HookRun{Hook: "d"}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // Mailbox folders are writable by their owner, who may swap any entry for a
@@ -20,9 +22,10 @@ import (
 // what it opened with fstat, sets ownership and modes on descriptors, and
 // never opens an existing file for writing (files are replaced by rename).
 
-// TempPrefix starts the names of files being written. Loaders skip such names
-// and CleanTemps removes stale ones.
-const TempPrefix = ".tmp-"
+// TempPrefix starts the names of files being written, the convention of
+// internal/safeio that every writer shares. Loaders skip such names and
+// CleanTemps removes stale ones.
+const TempPrefix = safeio.TempPrefix
 
 // StaleTempAge is how old a temporary file must be before CleanTemps removes
 // it; younger ones may belong to a write in progress.

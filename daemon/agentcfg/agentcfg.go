@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // ServerName is the key mailctl's server gets in every harness config.
@@ -310,7 +312,7 @@ func writeAtomic(path string, data []byte, backup bool) error {
 		bak := path + BackupSuffix
 		if _, err := os.Stat(bak); backup && errors.Is(err, fs.ErrNotExist) {
 			if old, err := os.ReadFile(path); err == nil {
-				if err := os.WriteFile(bak, old, mode); err != nil {
+				if err := safeio.WriteFile(bak, old, safeio.Options{Perm: mode, NoReplace: true}); err != nil {
 					return fmt.Errorf("backing up %s: %w", path, err)
 				}
 			}
@@ -319,28 +321,7 @@ func writeAtomic(path string, data []byte, backup bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".mailctl-tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return safeio.WriteFile(path, data, safeio.Options{Perm: mode})
 }
 
 // Setup wires s into h's config under home. It reports the file and whether

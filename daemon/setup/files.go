@@ -21,6 +21,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 	"github.com/mailctl/mailctl/systemd"
 )
@@ -113,23 +114,11 @@ func writeConfig(o *Options, path string, st step) (*config.Config, error) {
 	if err := mkdirMode(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
+	// A crash leaves the old state or the whole file, never a part that the
+	// next run would keep; the file is linked into place, so a concurrent
+	// setup's config is never replaced.
+	if err := safeio.WriteFile(path, []byte(text), safeio.Options{Perm: 0o640, NoReplace: true, Prepare: chownRootFile}); err != nil {
 		return nil, fmt.Errorf("writing config: %w", err)
-	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("writing config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	if err := chownRoot(path); err != nil {
-		return nil, err
 	}
 	st.did("%s (0640)", path)
 	return cfg, nil
@@ -245,18 +234,15 @@ func ensureTLS(o *Options, cfg *config.Config, st step) error {
 }
 
 func writeExclusive(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	return safeio.WriteFile(path, data, safeio.Options{Perm: mode, NoReplace: true, Prepare: chownRootFile})
+}
+
+// chownRootFile gives f to root when setup runs as root (see chownRoot).
+func chownRootFile(f *os.File) error {
+	if os.Geteuid() != 0 {
+		return nil
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return chownRoot(path)
+	return f.Chown(0, 0)
 }
 
 // SelfSigned returns a PEM certificate and PKCS#8 key (ECDSA P-256) for host,

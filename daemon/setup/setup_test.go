@@ -451,3 +451,34 @@ func TestDeclaresRoleMailboxes(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashLeftoversAreNotAConfig: a setup cut off while writing leaves a
+// temporary file, never a partial config.toml; the next run writes a whole
+// config and its result loads.
+func TestCrashLeftoversAreNotAConfig(t *testing.T) {
+	root := t.TempDir()
+	path := ConfigPath(root)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	leftover := filepath.Join(filepath.Dir(path), ".tmp-config.toml-123")
+	os.WriteFile(leftover, []byte("hostname = \"mx.exa"), 0o640)
+	var out bytes.Buffer
+	if err := Run(context.Background(), baseOpts(root), &out); err != nil {
+		t.Fatalf("setup after a crash: %v\n%s", err, out.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Parse(data); err != nil {
+		t.Fatalf("written config does not load: %v", err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
+		t.Errorf("config mode %v, want 0640", fi.Mode().Perm())
+	}
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp-") && e.Name() != ".tmp-config.toml-123" {
+			t.Errorf("setup left its own temporary file %s", e.Name())
+		}
+	}
+}

@@ -39,14 +39,14 @@ func TestImportEdges(t *testing.T) {
 		{"store", func(d string) bool {
 			return strings.HasPrefix(d, "github.com/BurntSushi/toml") ||
 				strings.HasPrefix(d, "golang.org/x/sys") || d == module+"/store" ||
-				d == module+"/internal/tomlkeys"
+				d == module+"/internal/tomlkeys" || d == module+"/internal/safeio"
 		}, "store depends on the standard library, toml, x/sys and its internal leaves only"},
 		{"hooks", func(d string) bool {
 			if !strings.HasPrefix(d, module+"/") {
 				return strings.HasPrefix(d, "golang.org/x/sys")
 			}
-			return d == module+"/protocol" || d == module+"/hooks"
-		}, "hooks may use protocol types at most"},
+			return d == module+"/protocol" || d == module+"/hooks" || d == module+"/internal/safeio"
+		}, "hooks may use protocol types and the durable-write leaf at most"},
 	}
 	for _, r := range rules {
 		for _, d := range deps(t, r.pkg) {
