@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,7 @@ type state struct {
 	cfg      *config.Config
 	declared map[string]*mailboxInfo // operator-declared mailboxes with resolved owners
 	problems []string                // declarations that could not be honoured
+	pending  []string                // config keys changed in the file that wait for a restart
 }
 
 // mailboxInfo is a mailbox as the daemon knows it, from either source.
@@ -218,28 +220,33 @@ func (d *Daemon) ensureDeclared(s *state) {
 	}
 }
 
-// Reload replaces the config. A config that fails to load is reported and the
-// old one kept.
+// Reload applies the config file again. A config that fails to load is
+// reported and the old one kept. Keys that can change live take effect; those
+// fixed when the daemon started (listeners, SMTP limits, delivery, relay,
+// resolvers: restartKeys) keep their running values and are named in the log
+// and, until a restart, in the status findings `mailctl doctor` shows. DKIM
+// keys are read again.
 func (d *Daemon) Reload(path string) error {
-	cfg, err := config.Load(path)
+	file, err := config.Load(path)
 	if err != nil {
 		d.log.Error("reload refused, keeping the running config", "err", err)
 		return err
 	}
-	old := d.cfg()
-	if cfg.Paths != old.Paths {
-		d.log.Warn("paths changed in the config; they take effect at the next restart")
-		cfg.Paths = old.Paths
-	}
+	cfg, applied, pending := applyReload(file, d.cfg())
 	if d.out != nil {
 		if err := d.out.loadKeys(); err != nil {
 			d.log.Error("reload: DKIM keys not reloaded", "err", err)
 		}
 	}
+	setMemoryLimit(cfg)
 	s := d.buildState(cfg)
+	s.pending = pending
 	d.state.Store(s)
 	d.ensureDeclared(s)
-	d.log.Info("config reloaded", "file", path)
+	d.log.Info("config reloaded", "file", path, "applied", strings.Join(applied, ","), "need_restart", strings.Join(pending, ","))
+	if len(pending) > 0 {
+		d.log.Warn("config keys changed that take effect only at the next restart", "keys", strings.Join(pending, ","))
+	}
 	return nil
 }
 

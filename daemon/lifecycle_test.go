@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -143,6 +145,120 @@ func TestMetricsEndpoint(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestReloadSaysWhatItApplied: a reload applies the keys that can change
+// live and keeps the running values of those fixed at start, which the
+// status (and so `mailctl doctor`) names until the file agrees again.
+func TestReloadSaysWhatItApplied(t *testing.T) {
+	logs := &syncBuffer{}
+	td := startDaemonWith(t, "", Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	path := td.cfg.File
+	orig, _ := os.ReadFile(path)
+	changed := strings.Replace(string(orig), "[smtp]", "[smtp]\nmax_recipients = 7", 1) +
+		"\n[trust]\ntrusted_senders = [\"*@friend.test\"]\n"
+	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	cfg := td.Daemon.cfg()
+	if s := cfg.Trust.TrustedSenders; len(s) != 1 || s[0] != "*@friend.test" {
+		t.Errorf("trust.trusted_senders not applied: %v", s)
+	}
+	if cfg.SMTP.MaxRecipients != 100 {
+		t.Errorf("smtp.max_recipients = %d in the running config, want the running 100 until a restart", cfg.SMTP.MaxRecipients)
+	}
+	pending := func() string {
+		var st protocol.Status
+		if err := td.call(t, protocol.VerbStatus, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range st.Findings {
+			if f.ID == "config.restart_pending" {
+				return f.Message + " / " + f.Fix
+			}
+		}
+		return ""
+	}
+	if p := pending(); !strings.Contains(p, "smtp.max_recipients") || strings.Contains(p, "trust.trusted_senders") || !strings.Contains(p, "restart") {
+		t.Errorf("status finding %q, want smtp.max_recipients named with a restart fix, and nothing applied", p)
+	}
+	if !strings.Contains(logs.String(), "applied=trust.trusted_senders need_restart=smtp.max_recipients") {
+		t.Errorf("the log does not name what the reload applied and what waits for a restart:\n%s", logs.String())
+	}
+	// The file agrees with the running daemon again: nothing is pending.
+	if err := os.WriteFile(path, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if p := pending(); p != "" {
+		t.Errorf("finding left after the file was put back: %q", p)
+	}
+}
+
+// TestRestartKeysStayAtRunningValues: whatever the file changes, the config a
+// reload installs differs from the running one only in keys that apply live,
+// and every other changed key is reported as waiting for a restart.
+func TestRestartKeysStayAtRunningValues(t *testing.T) {
+	running, err := config.Parse([]byte("hostname = \"mx.a.test\"\ndomains = [\"a.test\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := config.Parse([]byte(`hostname = "mx2.a.test"
+domains = ["a.test", "b.test"]
+catch_all = "x"
+[paths]
+state_dir = "/srv/m"
+[smtp]
+listen = ["127.0.0.1:2526"]
+max_recipients = 9
+command_timeout = "1m"
+[trust]
+resolver = "127.0.0.1:53"
+trusted_senders = ["*@b.test"]
+[send]
+per_hour = 3
+[relay]
+host = "smtp.b.test"
+port = 587
+[delivery]
+retry_for = "1d"
+max_concurrent = 3
+[hook_rules]
+max_concurrent = 2
+allow_untrusted_for_users = true
+[control]
+request_timeout = "1m"
+[metrics]
+listen = "127.0.0.1:9999"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := changedKeys(running, file)
+	next, applied, pending := applyReload(file, running)
+	for _, k := range changedKeys(running, next) {
+		if needsRestart(k) {
+			t.Errorf("%s changed in the running config although it needs a restart", k)
+		}
+	}
+	if got := append(append([]string{}, applied...), pending...); len(got) != len(want) {
+		t.Errorf("applied %v + pending %v, want every changed key %v", applied, pending, want)
+	}
+	for _, k := range []string{"hostname", "paths.state_dir", "smtp.max_recipients", "trust.resolver", "relay.host", "delivery.retry_for", "hook_rules.max_concurrent", "metrics.listen"} {
+		if !slices.Contains(pending, k) {
+			t.Errorf("%s not reported as needing a restart: %v", k, pending)
+		}
+	}
+	for _, k := range []string{"domains", "catch_all", "trust.trusted_senders", "send.per_hour", "hook_rules.allow_untrusted_for_users", "control.request_timeout"} {
+		if !slices.Contains(applied, k) {
+			t.Errorf("%s not applied live: %v", k, applied)
 		}
 	}
 }

@@ -172,7 +172,10 @@ dkim_dir = %q
 func runTestDaemon(t testing.TB, cfg *config.Config, dir string, opts Options) *testDaemon {
 	t.Helper()
 	ready := make(chan struct{})
-	opts.Version, opts.Logger, opts.Ready = "test", quietLogger(t), func() { close(ready) }
+	if opts.Logger == nil {
+		opts.Logger = quietLogger(t)
+	}
+	opts.Version, opts.Ready = "test", func() { close(ready) }
 	d, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)

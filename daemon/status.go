@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -41,6 +42,11 @@ func handleStatus(ctx context.Context, d *Daemon, c *call, _ *protocol.Empty) (a
 				out.QueueDepth++
 			}
 		}
+	}
+	if p := d.state.Load().pending; len(p) > 0 {
+		findings = append(findings, protocol.Finding{ID: "config.restart_pending", Severity: "warn",
+			Message: fmt.Sprintf("the config file changes %s, which the running daemon applies only at a restart (a reload applied the rest)", strings.Join(p, ", ")),
+			Fix:     "sudo systemctl restart mailctl"})
 	}
 	for _, f := range findings {
 		if c.caller.Root() || visibleFinding(f, mine, others) {
