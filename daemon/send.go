@@ -51,7 +51,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	}
 	mx := &outbound.MXDeliverer{
 		Resolver: res, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
-		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimout.Duration,
+		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimeout.Duration,
 		Local: d, IsLocal: func(dom string) bool { return d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
 		Dial: d.dial,
 	}

@@ -124,7 +124,7 @@ type Delivery struct {
 	FirstAttemptWait  Duration `toml:"first_attempt_wait"` // how long a send waits for its first attempt
 	AllowPlaintext    *bool    `toml:"allow_plaintext"`    // deliver without TLS when the peer offers none
 	ConnectTimeout    Duration `toml:"connect_timeout"`
-	TransactionTimout Duration `toml:"transaction_timeout"`
+	TransactionTimeout Duration `toml:"transaction_timeout"`
 	MaxConcurrent     int      `toml:"max_concurrent"`
 	Port              int      `toml:"port"` // remote SMTP port, 25 except in tests
 }
@@ -269,7 +269,7 @@ func (c *Config) applyDefaults() {
 		d.AllowPlaintext = ptr(true)
 	}
 	setD(&d.ConnectTimeout, 30*time.Second)
-	setD(&d.TransactionTimout, 10*time.Minute)
+	setD(&d.TransactionTimeout, 10*time.Minute)
 	setI(&d.MaxConcurrent, 8)
 	setI(&d.Port, 25)
 	setI(&c.HookRules.MaxConcurrent, 4)
