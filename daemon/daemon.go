@@ -54,7 +54,7 @@ type Daemon struct {
 	inbound  *inbound
 	out      *outboundService
 	dialer   func(ctx context.Context, network, addr string) (net.Conn, error) // tests
-	resolver resolver.Resolver                                                 // overrides the configured resolver (tests)
+	resolver resolver.Resolver                                                 // [dns] resolver, or Options.Resolver (tests)
 	onDSN    func(mailbox, tag string, dsn *ingest.DSN) bool
 
 	hookLog *hooks.RunLog
@@ -164,8 +164,9 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 	if err := d.openHookRunner(); err != nil {
 		return nil, fmt.Errorf("opening the hook run log: %w", err)
 	}
-	if opts.Resolver != nil {
-		d.resolver = opts.Resolver
+	d.resolver = opts.Resolver
+	if d.resolver == nil {
+		d.resolver = resolver.New(cfg.DNS.Resolver, 0)
 	}
 	d.dialer = opts.Dial
 	d.metrics = newMetrics(d)

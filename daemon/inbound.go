@@ -270,11 +270,13 @@ type smtpService struct {
 func (d *Daemon) newInbound() *inbound {
 	// Mail from one domain asks the same SPF, DKIM and DMARC questions for
 	// every message: a short cache answers the repeats.
-	b := &inbound{d: d, checker: &trust.Checker{Resolver: resolver.NewCache(resolver.New(d.cfg().Trust.Resolver, 0))}}
-	if d.resolver != nil {
-		b.checker.Resolver = d.resolver
+	// every message: a short cache answers the repeats. A test's resolver
+	// is asked every time, so a test can change its answers.
+	var r resolver.Resolver = resolver.NewCache(d.resolver)
+	if d.opts.Resolver != nil {
+		r = d.resolver
 	}
-	return b
+	return &inbound{d: d, checker: &trust.Checker{Resolver: r}}
 }
 
 func (d *Daemon) newSMTPService() (*smtpService, error) {
@@ -298,9 +300,7 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 		}
 	}
 	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd,
-		Limits: smtpin.Limits{MaxMessageBytes: s.MaxMessageBytes, MaxRecipients: s.MaxRecipients, MaxLineLength: s.MaxLineLength,
-			CommandTimeout: s.CommandTimeout.Duration, SessionTimeout: s.SessionTimeout.Duration, MaxConnections: s.MaxConnections,
-			MaxConnectionsPerIP: s.MaxConnectionsPerIP, MaxErrors: s.MaxErrors, MaxReceivedHeaders: s.MaxReceivedHeaders}}, b)
+		Limits: smtpin.LimitsFrom(s)}, b)
 	return &smtpService{d: d, srv: srv}, nil
 }
 

@@ -219,8 +219,9 @@ state_dir = "/srv/m"
 listen = ["127.0.0.1:2526"]
 max_recipients = 9
 command_timeout = "1m"
-[trust]
+[dns]
 resolver = "127.0.0.1:53"
+[trust]
 trusted_senders = ["*@b.test"]
 [send]
 per_hour = 3
@@ -251,7 +252,7 @@ listen = "127.0.0.1:9999"
 	if got := append(append([]string{}, applied...), pending...); len(got) != len(want) {
 		t.Errorf("applied %v + pending %v, want every changed key %v", applied, pending, want)
 	}
-	for _, k := range []string{"hostname", "paths.state_dir", "smtp.max_recipients", "trust.resolver", "relay.host", "delivery.retry_for", "hook_rules.max_concurrent", "metrics.listen"} {
+	for _, k := range []string{"hostname", "paths.state_dir", "smtp.max_recipients", "dns.resolver", "relay.host", "delivery.retry_for", "hook_rules.max_concurrent", "metrics.listen"} {
 		if !slices.Contains(pending, k) {
 			t.Errorf("%s not reported as needing a restart: %v", k, pending)
 		}

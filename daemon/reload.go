@@ -15,7 +15,7 @@ import (
 // the hook runner are built. A key is named by its TOML path; a prefix ending
 // in "." stands for its whole table.
 var restartKeys = []string{
-	"hostname", "paths.", "smtp.", "delivery.", "relay.", "trust.resolver", "metrics.",
+	"hostname", "paths.", "smtp.", "delivery.", "relay.", "dns.", "trust.resolver", "metrics.",
 	"hook_rules.max_concurrent",
 }
 
@@ -36,6 +36,7 @@ func keepRestartKeys(next, running *config.Config) {
 	next.SMTP = running.SMTP
 	next.Delivery = running.Delivery
 	next.Relay = running.Relay
+	next.DNS = running.DNS
 	next.Trust.Resolver = running.Trust.Resolver
 	next.Metrics = running.Metrics
 	next.HookRules.MaxConcurrent = running.HookRules.MaxConcurrent

@@ -15,7 +15,6 @@ import (
 	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound"
-	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
@@ -45,12 +44,8 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		return nil, err
 	}
 	o.bounceKey = bk
-	var res resolver.Resolver = resolver.New(cfg.Trust.Resolver, 0)
-	if d.resolver != nil {
-		res = d.resolver
-	}
 	mx := &outbound.MXDeliverer{
-		Resolver: res, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
+		Resolver: d.resolver, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
 		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimeout.Duration,
 		Local: d, IsLocal: func(dom string) bool { return d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
 		Dial: d.dial,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/doctor"
-	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -18,13 +17,9 @@ import (
 // works without sudo.
 func handleStatus(ctx context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
 	cfg := d.cfg()
-	var res resolver.Resolver = resolver.New(cfg.Trust.Resolver, 3*time.Second)
-	if d.resolver != nil {
-		res = d.resolver
-	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	findings := doctor.Check(cctx, cfg, doctor.Env{Resolver: res, Root: true, ClientVersion: d.Version(),
+	findings := doctor.Check(cctx, cfg, doctor.Env{Resolver: d.resolver, Root: true, ClientVersion: d.Version(),
 		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now})
 	var mine, others []string
 	for _, m := range d.allMailboxes() {

@@ -55,7 +55,7 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 		if socket == "" && os.Getenv("MAILCTL_SOCKET") == "" {
 			socket = cfg.Paths.Socket
 		}
-		server = cfg.Trust.Resolver
+		server = cfg.DNS.Resolver
 	}
 	env := doctor.Env{
 		Resolver: resolver.New(server, 5*time.Second),

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
+
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -85,7 +86,5 @@ func usage(w *os.File) {
 			fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 		}
 	}
-	fmt.Fprintf(w, "\nRun `mailctl COMMAND --help` for a command's flags.\nClients find the daemon at --socket, then $MAILCTL_SOCKET, then %s.\n", strings.TrimSpace(defaultSocketHint))
+	fmt.Fprintf(w, "\nRun `mailctl COMMAND --help` for a command's flags.\nClients find the daemon at --socket, then $MAILCTL_SOCKET, then %s.\n", protocol.DefaultSocket)
 }
-
-const defaultSocketHint = "/run/mailctl/mailctl.sock"

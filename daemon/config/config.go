@@ -17,6 +17,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/mailctl/mailctl/internal/tomlkeys"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // DefaultPath is where the system daemon reads its config.
@@ -36,6 +37,7 @@ type Config struct {
 	Paths     Paths           `toml:"paths"`
 	SMTP      SMTP            `toml:"smtp"`
 	Trust     Trust           `toml:"trust"`
+	DNS       DNS             `toml:"dns"`
 	Send      SendPolicy      `toml:"send"`
 	Relay     Relay           `toml:"relay"`
 	Delivery  Delivery        `toml:"delivery"`
@@ -90,6 +92,13 @@ type Trust struct {
 	// TrustedSenders are address patterns ("*@example.com") whose authenticated
 	// mail is marked trusted; a mailbox's own list replaces this one.
 	TrustedSenders []string `toml:"trusted_senders"`
+	// Resolver is the former name of [dns] resolver, still read.
+	Resolver string `toml:"resolver"`
+}
+
+// DNS configures the lookups of every part of the daemon: SPF, DKIM and DMARC
+// for inbound mail, MX and address records for delivery, and doctor's checks.
+type DNS struct {
 	// Resolver is a DNS server "host:port"; empty uses the system resolver.
 	Resolver string `toml:"resolver"`
 }
@@ -120,13 +129,13 @@ type Relay struct {
 
 // Delivery tunes the outbound queue.
 type Delivery struct {
-	RetryFor          Duration `toml:"retry_for"`          // give up on 4xx after this long
-	FirstAttemptWait  Duration `toml:"first_attempt_wait"` // how long a send waits for its first attempt
-	AllowPlaintext    *bool    `toml:"allow_plaintext"`    // deliver without TLS when the peer offers none
-	ConnectTimeout    Duration `toml:"connect_timeout"`
+	RetryFor           Duration `toml:"retry_for"`          // give up on 4xx after this long
+	FirstAttemptWait   Duration `toml:"first_attempt_wait"` // how long a send waits for its first attempt
+	AllowPlaintext     *bool    `toml:"allow_plaintext"`    // deliver without TLS when the peer offers none
+	ConnectTimeout     Duration `toml:"connect_timeout"`
 	TransactionTimeout Duration `toml:"transaction_timeout"`
-	MaxConcurrent     int      `toml:"max_concurrent"`
-	Port              int      `toml:"port"` // remote SMTP port, 25 except in tests
+	MaxConcurrent      int      `toml:"max_concurrent"`
+	Port               int      `toml:"port"` // remote SMTP port, 25 except in tests
 }
 
 // HookRules are the operator's limits on hooks.
@@ -227,8 +236,11 @@ func (c *Config) applyDefaults() {
 			c.Hostname = h
 		}
 	}
+	if c.DNS.Resolver == "" {
+		c.DNS.Resolver = c.Trust.Resolver
+	}
 	setS(&c.Paths.StateDir, "/var/lib/mailctl")
-	setS(&c.Paths.Socket, "/run/mailctl/mailctl.sock")
+	setS(&c.Paths.Socket, protocol.DefaultSocket)
 	setS(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
 	if c.SMTP.Listen == nil {
 		c.SMTP.Listen = append([]string(nil), DefaultSMTPListen...)
@@ -423,6 +435,9 @@ func (c *Config) Validate() error {
 				bad("mailboxes[%d] %q: alias %q is not an address or local part", i, m.Name, a)
 			}
 		}
+	}
+	if c.Trust.Resolver != "" && c.Trust.Resolver != c.DNS.Resolver {
+		bad("trust.resolver %q and dns.resolver %q differ: trust.resolver is the former name of dns.resolver; keep dns.resolver only", c.Trust.Resolver, c.DNS.Resolver)
 	}
 	c.validateAliases(bad)
 	if c.CatchAll != "" && !mailboxRE.MatchString(c.CatchAll) {

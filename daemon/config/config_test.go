@@ -61,6 +61,7 @@ func TestValidation(t *testing.T) {
 		{"[[hooks]]\nmailbox = \"a\"\n", "required"},
 		{"[delivery]\nretry_for = \"soon\"\n", "bad duration"},
 		{"domains = [\"a.test\", \"A.test\"]\n", "twice"},
+		{"[trust]\nresolver = \"127.0.0.1:53\"\n[dns]\nresolver = \"127.0.0.2:53\"\n", "former name"},
 		{"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\naliases = [\"sales\"]\n[[mailboxes]]\nname = \"b\"\nowner = \"root\"\naliases = [\"Sales\"]\n", "both claim the alias"},
 		{"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\naliases = [\"b\"]\n[[mailboxes]]\nname = \"b\"\nowner = \"root\"\n", "is the mailbox \"b\""},
 	} {
@@ -152,6 +153,25 @@ func TestParseRejectsCaseVariantKeys(t *testing.T) {
 		_, err := Parse([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), "case-sensitive") {
 			t.Errorf("%q: error %v, want a case-sensitivity error", doc, err)
+		}
+	}
+}
+
+// TestDNSResolverAndItsFormerName: [dns] resolver serves every lookup;
+// [trust] resolver, its former name, is still read.
+func TestDNSResolverAndItsFormerName(t *testing.T) {
+	for text, want := range map[string]string{
+		"[dns]\nresolver = \"127.0.0.1:5353\"\n":                                     "127.0.0.1:5353",
+		"[trust]\nresolver = \"127.0.0.1:5354\"\n":                                   "127.0.0.1:5354",
+		"[trust]\nresolver = \"127.0.0.1:53\"\n[dns]\nresolver = \"127.0.0.1:53\"\n": "127.0.0.1:53",
+		"": "",
+	} {
+		c, err := Parse([]byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if c.DNS.Resolver != want {
+			t.Errorf("%q: dns.resolver %q, want %q", text, c.DNS.Resolver, want)
 		}
 	}
 }

@@ -18,7 +18,7 @@ func lookupFailed(f *findings, id, name string, err error) (absent bool) {
 	if resolver.IsNotFound(err) {
 		return true
 	}
-	f.add(id, Warn, "check the resolver (trust.resolver in the config, or /etc/resolv.conf) and retry", "looking up %s failed: %v", name, err)
+	f.add(id, Warn, "check the resolver (dns.resolver in the config, or /etc/resolv.conf) and retry", "looking up %s failed: %v", name, err)
 	return false
 }
 

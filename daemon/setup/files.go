@@ -22,6 +22,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 	"github.com/mailctl/mailctl/systemd"
 )
@@ -56,7 +57,7 @@ func renderConfig(o *Options) string {
 	}
 	socket := o.Socket
 	if socket == "" {
-		socket = under("/run/mailctl/mailctl.sock")
+		socket = under(protocol.DefaultSocket)
 	}
 	b.WriteString("\n[paths]\n")
 	fmt.Fprintf(&b, "state_dir = %s\n", tomlString(under("/var/lib/mailctl")))

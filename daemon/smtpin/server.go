@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/daemon/config"
 )
 
 // Envelope is what the SMTP transaction said about a message.
@@ -73,18 +75,20 @@ type Limits struct {
 	MaxInFlightBytes int64
 }
 
-// DefaultLimits are the documented defaults.
-var DefaultLimits = Limits{
-	MaxMessageBytes:     25 << 20,
-	MaxRecipients:       100,
-	MaxLineLength:       4096,
-	CommandTimeout:      5 * time.Minute,
-	SessionTimeout:      30 * time.Minute,
-	MaxConnections:      500,
-	MaxConnectionsPerIP: 20,
-	MaxErrors:           10,
-	MaxReceivedHeaders:  50,
-	MaxInFlightBytes:    512 << 20,
+// DefaultLimits are the documented defaults: daemon/config's for [smtp]
+// (the one place they are written) and the in-flight budget, which is not a
+// config key.
+var DefaultLimits = func() Limits {
+	l := LimitsFrom(config.Default().SMTP)
+	l.MaxInFlightBytes = 512 << 20
+	return l
+}()
+
+// LimitsFrom takes the limits of an [smtp] table.
+func LimitsFrom(s config.SMTP) Limits {
+	return Limits{MaxMessageBytes: s.MaxMessageBytes, MaxRecipients: s.MaxRecipients, MaxLineLength: s.MaxLineLength,
+		CommandTimeout: s.CommandTimeout.Duration, SessionTimeout: s.SessionTimeout.Duration, MaxConnections: s.MaxConnections,
+		MaxConnectionsPerIP: s.MaxConnectionsPerIP, MaxErrors: s.MaxErrors, MaxReceivedHeaders: s.MaxReceivedHeaders}
 }
 
 func (l Limits) withDefaults() Limits {

@@ -93,7 +93,7 @@ func needTool(t *testing.T, path, pkg string) string {
 
 // options shape one daemon's config.
 type options struct {
-	Resolver       string   // [trust] resolver; empty means a port nothing answers on
+	Resolver       string   // [dns] resolver; empty means a port nothing answers on
 	TrustedSenders []string // [trust] trusted_senders
 	LMTP           bool     // also serve LMTP on dir/lmtp.sock
 	MaxConns       int      // [smtp] max_connections (0: default)
@@ -209,7 +209,7 @@ func startDaemon(t *testing.T, o options) *daemon {
 	if o.MaxConnsPerIP > 0 {
 		fmt.Fprintf(&b, "max_connections_per_ip = %d\n", o.MaxConnsPerIP)
 	}
-	fmt.Fprintf(&b, "\n[trust]\nresolver = %q\ntrusted_senders = %s\n", o.Resolver, quoteList(o.TrustedSenders))
+	fmt.Fprintf(&b, "\n[dns]\nresolver = %q\n[trust]\ntrusted_senders = %s\n", o.Resolver, quoteList(o.TrustedSenders))
 	fmt.Fprintf(&b, "\n[[mailboxes]]\nname = %q\nowner = %q\n", mailbox, ownerName)
 	b.WriteString(strings.ReplaceAll(o.Extra, "DIR", dir))
 	if err := os.WriteFile(d.cfgPath, []byte(b.String()), 0o640); err != nil {
