@@ -283,7 +283,7 @@ if [[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null; then
 	PERF_OUT=$(perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
 		awk '
 			BEGIN {
-				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;crypto/rsa.SignPKCS1v15|of which the RSA-2048 signature;outbound.Compose|composing the message;store.(*Dir).createTemp|creating files (temporary file, then rename);syscall.Fsync|fsync;outbound.(*Queue).save|queue state writes;outbound.(*Queue).Enqueue|enqueueing;store.(*Store).Deliver|sent-folder copy;store.(*Store).Update|sent-folder status updates;outbound.(*MXDeliverer).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
+				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;crypto/rsa.SignPKCS1v15|of which the RSA-2048 signature;compose.Build|composing the message;store.(*Dir).createTemp|creating files (temporary file, then rename);syscall.Fsync|fsync;queue.(*Queue).save|queue state writes;queue.(*Queue).Enqueue|enqueueing;store.(*Store).Deliver|sent-folder copy;store.(*Store).Update|sent-folder status updates;remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
 				for (i = 1; i <= n; i++) { split(rows[i], kv, "|"); key[i] = kv[1]; label[i] = kv[2] }
 			}
 			/^ +[0-9.]+%/ { for (i = 1; i <= n; i++) if (index($0, key[i] " ") || substr($0, length($0) - length(key[i]) + 1) == key[i]) if (!(i in got)) got[i] = $1 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -116,12 +116,12 @@ func PrepareDev(d *Daemon, cfg *config.Config) error {
 // EnsureDevKeys generates an Ed25519 and an RSA DKIM key in dir unless keys
 // are already there, so dev mail is signed the way production mail is.
 func EnsureDevKeys(dir string) error {
-	keys, _ := outbound.LoadKeys(dir)
+	keys, _ := dkim.LoadKeys(dir)
 	if len(keys) > 0 {
 		return nil
 	}
 	for _, k := range []struct{ sel, alg string }{{"dev-ed25519", "ed25519"}, {"dev-rsa", "rsa"}} {
-		if _, err := outbound.GenerateKey(dir, k.sel, k.alg); err != nil {
+		if _, err := dkim.GenerateKey(dir, k.sel, k.alg); err != nil {
 			return fmt.Errorf("dev DKIM key: %w", err)
 		}
 	}

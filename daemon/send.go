@@ -15,6 +15,11 @@ import (
 	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/policy"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/outbound/remote"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
@@ -25,8 +30,8 @@ import (
 type outboundService struct {
 	d     *Daemon
 	svc   *outbound.Service
-	queue *outbound.Queue
-	keys  atomic.Pointer[[]*outbound.Key]
+	queue *queue.Queue
+	keys  atomic.Pointer[[]*dkim.Key]
 	// bounceKey makes and checks the return paths of sent messages.
 	bounceKey *bounce.Key
 	cancel    context.CancelFunc
@@ -44,7 +49,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		return nil, err
 	}
 	o.bounceKey = bk
-	mx := &outbound.MXDeliverer{
+	mx := &remote.Client{
 		Resolver: d.resolver, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
 		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimeout.Duration,
 		Local: d, IsLocal: func(dom string) bool { return d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
@@ -61,29 +66,30 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 			mx.RelayPassword = strings.TrimSpace(string(pw))
 		}
 	}
-	o.svc = &outbound.Service{
-		Domain: func() string { return d.cfg().PrimaryDomain() },
-		Keys: func() []*outbound.Key {
-			if k := o.keys.Load(); k != nil {
-				return *k
-			}
-			return nil
-		},
-		Store: d.store, Limiter: outbound.NewRateLimiter(d.now), Clock: d.now,
-		FirstAttemptWait: cfg.Delivery.FirstAttemptWait.Duration, Logger: d.log.With("part", "send"),
-		OnUpdated: o.updated, OnSettled: o.settled,
-		CurrentID: d.currentID,
-		ReturnPath: func(from, mailboxID, sentID string) string {
-			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
-		},
-	}
-	q, err := outbound.OpenQueue(cfg.Paths.QueueDir(), mx, o.svc, outbound.QueueOptions{Clock: d.now,
+	// The queue reports to the recorder of sent copies; the service sits
+	// on both. Each is complete when built.
+	rec := &outbound.Recorder{Store: d.store, Clock: d.now, Logger: d.log.With("part", "send"),
+		OnUpdated: o.updated, OnSettled: o.settled, CurrentID: d.currentID}
+	q, err := queue.Open(cfg.Paths.QueueDir(), mx, rec, queue.Options{Clock: d.now,
 		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent, Logger: d.log.With("part", "queue")})
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)
 	}
 	o.queue = q
-	o.svc.Queue = q
+	o.svc = &outbound.Service{
+		Domain: func() string { return d.cfg().PrimaryDomain() },
+		Keys: func() []*dkim.Key {
+			if k := o.keys.Load(); k != nil {
+				return *k
+			}
+			return nil
+		},
+		Sent: rec, Queue: q, Limiter: policy.NewRateLimiter(d.now),
+		FirstAttemptWait: cfg.Delivery.FirstAttemptWait.Duration, Logger: d.log.With("part", "send"),
+		ReturnPath: func(from, mailboxID, sentID string) string {
+			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
+		},
+	}
 	d.onDSN = func(mailbox, tag string, dsn *ingest.DSN) bool {
 		var rs []outbound.DSNRecipient
 		for _, r := range dsn.Recipients {
@@ -101,7 +107,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 // loadKeys (re)reads the DKIM keys; the daemon signs with every one of them.
 func (o *outboundService) loadKeys() error {
 	dir := o.d.cfg().Paths.DKIMDir
-	keys, err := outbound.LoadKeys(dir)
+	keys, err := dkim.LoadKeys(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("loading DKIM keys: %w", err)
 	}
@@ -190,11 +196,14 @@ func (d *Daemon) dial(ctx context.Context, network, addr string) (net.Conn, erro
 // DeliverLocal takes mail from one of our mailboxes to our own domains
 // through the inbound path. The daemon composed and signed it itself, so the
 // From is authenticated without DNS.
-func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []error {
-	out := make([]error, len(rcpts))
+func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
+	out := make([]delivery.Result, len(rcpts))
+	for i, r := range rcpts {
+		out[i].Rcpt = r
+	}
 	if d.inbound == nil {
 		for i := range out {
-			out[i] = &outbound.DeliveryError{Temporary: true, Code: 451, Message: "local delivery is not available"}
+			out[i].Err = &delivery.Error{Temporary: true, Code: 451, Message: "local delivery is not available"}
 		}
 		return out
 	}
@@ -205,10 +214,10 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 		}
 		var se *smtp.SMTPError
 		if errors.As(err, &se) {
-			out[i] = &outbound.DeliveryError{Temporary: se.Code/100 == 4, Code: se.Code,
+			out[i].Err = &delivery.Error{Temporary: se.Code/100 == 4, Code: se.Code,
 				Enhanced: fmt.Sprintf("%d.%d.%d", se.EnhancedCode[0], se.EnhancedCode[1], se.EnhancedCode[2]), Message: se.Message, Host: "local"}
 		} else {
-			out[i] = &outbound.DeliveryError{Temporary: true, Code: 451, Message: err.Error(), Host: "local"}
+			out[i].Err = &delivery.Error{Temporary: true, Code: 451, Message: err.Error(), Host: "local"}
 		}
 	}
 	return out
@@ -280,7 +289,7 @@ func queueTarget(d *Daemon, _ *call, a *protocol.QueueIDArgs) (target, error) {
 
 // ownsItem reports whether the caller may see queue item it: root any,
 // others the items of their mailboxes as they are now.
-func (d *Daemon) ownsItem(c *call, it *outbound.Item) bool {
+func (d *Daemon) ownsItem(c *call, it *queue.Item) bool {
 	if c.caller.Root() {
 		return true
 	}
@@ -312,7 +321,7 @@ func handleQueueShow(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDA
 
 // queueAction applies act to an item the access check let through and
 // answers with the item as it is afterwards.
-func queueAction(d *Daemon, a *protocol.QueueIDArgs, act func(q *outbound.Queue, id string) error) (any, error) {
+func queueAction(d *Daemon, a *protocol.QueueIDArgs, act func(q *queue.Queue, id string) error) (any, error) {
 	if err := act(d.out.queue, a.ID); err != nil {
 		return nil, err
 	}
@@ -324,13 +333,13 @@ func queueAction(d *Daemon, a *protocol.QueueIDArgs, act func(q *outbound.Queue,
 }
 
 func handleQueueRetry(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
-	return queueAction(d, a, (*outbound.Queue).Retry)
+	return queueAction(d, a, (*queue.Queue).Retry)
 }
 
 func handleQueueDrop(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
-	return queueAction(d, a, (*outbound.Queue).Drop)
+	return queueAction(d, a, (*queue.Queue).Drop)
 }
 
 func handleQueueApprove(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
-	return queueAction(d, a, (*outbound.Queue).Approve)
+	return queueAction(d, a, (*queue.Queue).Approve)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/emersion/go-smtp"
 
-	"github.com/mailctl/mailctl/daemon/outbound"
+	dkimkeys "github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -119,7 +119,7 @@ func TestSendRemoteAndLocal(t *testing.T) {
 		t.Errorf("%d DKIM signatures, want Ed25519 and RSA", n)
 	}
 	// The signatures verify against the daemon's own keys.
-	keys, _ := outbound.LoadKeys(td2.cfg.Paths.DKIMDir)
+	keys, _ := dkimkeys.LoadKeys(td2.cfg.Paths.DKIMDir)
 	txt := map[string]string{}
 	for _, k := range keys {
 		txt[k.Selector+"._domainkey.example.test"] = k.TXTValue()

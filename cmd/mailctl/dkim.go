@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 )
 
 func init() {
@@ -92,7 +92,7 @@ func dkimKeygen(args []string) int {
 		}
 		*sel = prefix + time.Now().UTC().Format("200601")
 	}
-	k, err := outbound.GenerateKey(cfg.Paths.DKIMDir, *sel, *alg)
+	k, err := dkim.GenerateKey(cfg.Paths.DKIMDir, *sel, *alg)
 	if err != nil {
 		return dkimFail("keygen", err)
 	}
@@ -100,7 +100,7 @@ func dkimKeygen(args []string) int {
 	if len(cfg.Domains) > 0 {
 		fmt.Println("\nPublish this record before the daemon starts signing with the key:")
 		for _, d := range cfg.Domains {
-			fmt.Println(outbound.TXTRecord(d, k))
+			fmt.Println(dkim.TXTRecord(d, k))
 		}
 	}
 	return 0
@@ -117,7 +117,7 @@ func dkimList(args []string) int {
 	if err != nil {
 		return dkimFail("list", err)
 	}
-	keys, err := outbound.LoadKeys(cfg.Paths.DKIMDir)
+	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
 	if err != nil {
 		return dkimFail("list", err)
 	}
@@ -150,7 +150,7 @@ func dkimDNS(args []string) int {
 	if err != nil {
 		return dkimFail("dns", err)
 	}
-	keys, err := outbound.LoadKeys(cfg.Paths.DKIMDir)
+	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
 	if err != nil {
 		return dkimFail("dns", err)
 	}
@@ -166,7 +166,7 @@ func dkimDNS(args []string) int {
 	}
 	for _, d := range domains {
 		for _, k := range keys {
-			fmt.Println(outbound.TXTRecord(d, k))
+			fmt.Println(dkim.TXTRecord(d, k))
 		}
 	}
 	return 0

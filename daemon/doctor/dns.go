@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/resolver"
 )
 
@@ -39,7 +39,7 @@ func tagValue(rec, tag string) (string, bool) {
 	return "", false
 }
 
-func checkDNS(ctx context.Context, f *findings, cfg *config.Config, env Env, keys []*outbound.Key) {
+func checkDNS(ctx context.Context, f *findings, cfg *config.Config, env Env, keys []*dkim.Key) {
 	r := env.Resolver
 	host := strings.ToLower(strings.TrimSuffix(cfg.Hostname, "."))
 	fix := "publish the records `sudo mailctl setup` prints (re-running it is safe)"
@@ -125,7 +125,7 @@ func checkDMARC(ctx context.Context, f *findings, r resolver.Resolver, d, fix st
 }
 
 // checkDKIMDNS compares each local key with what DNS publishes for it.
-func checkDKIMDNS(ctx context.Context, f *findings, r resolver.Resolver, d string, keys []*outbound.Key, fix string) {
+func checkDKIMDNS(ctx context.Context, f *findings, r resolver.Resolver, d string, keys []*dkim.Key, fix string) {
 	published := 0
 	for _, k := range keys {
 		name := k.Selector + "._domainkey." + d

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/protocol"
@@ -28,7 +28,7 @@ import (
 type install struct {
 	root string
 	cfg  *config.Config
-	keys []*outbound.Key
+	keys []*dkim.Key
 	dns  *resolver.Map
 	env  Env
 }
@@ -95,7 +95,7 @@ func newInstall(t *testing.T) *install {
 	if in.cfg, err = config.Load(setup.ConfigPath(root)); err != nil {
 		t.Fatal(err)
 	}
-	if in.keys, err = outbound.LoadKeys(in.cfg.Paths.DKIMDir); err != nil {
+	if in.keys, err = dkim.LoadKeys(in.cfg.Paths.DKIMDir); err != nil {
 		t.Fatal(err)
 	}
 	// A mailbox created over the socket: registry entry plus folders.
@@ -184,7 +184,7 @@ func TestCleanInstall(t *testing.T) {
 	}
 }
 
-func keyOf(in *install, alg string) *outbound.Key {
+func keyOf(in *install, alg string) *dkim.Key {
 	for _, k := range in.keys {
 		if k.Algorithm == alg {
 			return k
@@ -210,7 +210,7 @@ func TestSeededFaults(t *testing.T) {
 			os.Chown(filepath.Join(in.cfg.Paths.MailboxesDir(), "agent"), 65534, 65534)
 		}, "mailbox.owner_wrong", Fail},
 		{"DKIM record mismatch", false, func(t *testing.T, in *install) {
-			other, err := outbound.GenerateKey(t.TempDir(), "x", "ed25519")
+			other, err := dkim.GenerateKey(t.TempDir(), "x", "ed25519")
 			if err != nil {
 				t.Fatal(err)
 			}

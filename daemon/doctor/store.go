@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/store"
 )
 
 // checkKeys checks the DKIM keys on disk and returns them for the DNS checks.
-func checkKeys(f *findings, cfg *config.Config, env Env) []*outbound.Key {
+func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 	dir := cfg.Paths.DKIMDir
-	keys, err := outbound.LoadKeys(dir)
+	keys, err := dkim.LoadKeys(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			f.add("dkim.unreadable", Info, "run doctor as root", "cannot read the DKIM keys in %s", dir)

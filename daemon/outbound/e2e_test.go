@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/outbound/compose"
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/pycheck"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -90,18 +95,11 @@ func sinkMessage(t *testing.T, dir string) []byte {
 func TestEndToEndToSmtpSink(t *testing.T) {
 	w := newWorld(t)
 	port, dir := startSmtpSink(t, "127.0.0.81")
-	w.dm.set("127.0.0.81:25", net.JoinHostPort("127.0.0.81", fmt.Sprint(port)))
+	w.dm.Set("127.0.0.81:25", net.JoinHostPort("127.0.0.81", fmt.Sprint(port)))
 	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
 	w.r.SetIP("mx.remote.test", "127.0.0.81")
 	keys := testKeys(t)
-	st := newMemStore()
-	svc := &Service{Domain: func() string { return "example.com" }, Keys: func() []*Key { return keys }, Store: st, FirstAttemptWait: 10 * time.Second}
-	q, err := OpenQueue(t.TempDir(), w.d, svc, QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Queue = q
-	runQueue(t, q)
+	svc := w.pipeline(t, &Recorder{Store: newMemStore()}, &Service{Keys: func() []*dkim.Key { return keys }, FirstAttemptWait: 10 * time.Second}, queue.Options{})
 	subject := "Rapport trimestriel – Grüße 🚀"
 	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", FromName: "Rapport Bötchen", Policy: defaultPolicy(),
 		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: subject, Body: "# Résumé\n\n<script>steal()</script>\n\nSee **attached**.\n",
@@ -109,18 +107,18 @@ func TestEndToEndToSmtpSink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != StatusDelivered || res.Recipients[0].TLS != TLSNone {
+	if res.Status != queue.StatusDelivered || res.Recipients[0].TLS != delivery.TLSNone {
 		t.Fatalf("send result %+v", res)
 	}
 	got := sinkMessage(t, dir)
 	txt := txtRecords("example.com", keys)
 
-	if havePython(t, "dkim") && havePython(t, "nacl") {
+	if pycheck.Have(t, "dkim") && pycheck.Have(t, "nacl") {
 		bad := bytes.Replace(got, []byte("See **attached**"), []byte("See **attacked**"), 1)
 		if bytes.Equal(bad, got) {
 			t.Fatal("tampering found nothing to change")
 		}
-		v := pythonVerify(t, txt, 2, got, bad)
+		v := pycheck.VerifyDKIM(t, txt, 2, got, bad)
 		if !v[0][0] || !v[0][1] {
 			t.Errorf("python3-dkim on the received message: %v, want both signatures valid", v[0])
 		}
@@ -145,7 +143,7 @@ func TestEndToEndToSmtpSink(t *testing.T) {
 			}
 		}
 	}
-	p := pyParse(t, got)
+	p := pycheck.ParseMIME(t, got)
 	if p["subject"] != subject {
 		t.Errorf("subject decoded as %q", p["subject"])
 	}
@@ -197,7 +195,7 @@ func (s *dnsServer) answer(q []byte) []byte {
 	if ok && qtype == 16 {
 		binary.BigEndian.PutUint16(resp[6:], 1)
 		var rdata []byte
-		for _, chunk := range splitTXT(val) {
+		for _, chunk := range dkim.SplitTXT(val) {
 			rdata = append(rdata, byte(len(chunk)))
 			rdata = append(rdata, chunk...)
 		}
@@ -340,14 +338,14 @@ func TestOpenDKIMVerifiesEachSignature(t *testing.T) {
 		t.Skip(reason)
 	}
 
-	c, err := Compose(ComposeInput{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now(),
+	c, err := compose.Build(compose.Input{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now(),
 		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "opendkim check ü", Body: "Body with **Markdown**.\n"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
 		t.Run(k.Algorithm, func(t *testing.T) {
-			one, err := Sign(c.Raw, "example.com", []*Key{k})
+			one, err := dkim.Sign(c.Raw, "example.com", []*dkim.Key{k})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -360,17 +358,8 @@ func TestOpenDKIMVerifiesEachSignature(t *testing.T) {
 			}
 		})
 	}
-	both, _ := Sign(c.Raw, "example.com", keys)
+	both, _ := dkim.Sign(c.Raw, "example.com", keys)
 	if err := opendkimVerify(t, both, rc); err != nil {
 		t.Fatalf("dual-signed message: %v", err)
 	}
-}
-
-func havePython(t *testing.T, mod string) bool {
-	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import "+mod).Run(); err != nil {
-		t.Logf("python3 module %s missing: not checked", mod)
-		return false
-	}
-	return true
 }

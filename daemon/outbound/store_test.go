@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -27,31 +30,25 @@ func TestServiceWithRealStore(t *testing.T) {
 	w := newWorld(t)
 	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
 	w.r.SetIP("mx.remote.test", "127.0.0.72")
-	f := w.mx(t, "127.0.0.72", nil)
-	svc := &Service{Domain: func() string { return "example.com" }, Keys: func() []*Key { return testKeys(t) }, Store: st, FirstAttemptWait: 5 * time.Second}
-	q, err := OpenQueue(t.TempDir(), w.d, svc, QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Queue = q
-	runQueue(t, q)
+	f := w.mx(t, "127.0.0.72")
+	svc := w.pipeline(t, &Recorder{Store: st}, &Service{Keys: func() []*dkim.Key { return testKeys(t) }, FirstAttemptWait: 5 * time.Second}, queue.Options{})
 	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", FromName: "Bot", Policy: defaultPolicy(),
 		Args: protocol.SendArgs{To: []string{"bob@remote.test", "carol@remote.test"}, Bcc: []string{"dan@remote.test"}, Subject: "Status +++ report", Body: "# Done\n\nAll good.\n",
 			Attachments: []protocol.SendAttachment{{Filename: "r.txt", Data: []byte("report")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != StatusDelivered || len(f.messages()) != 1 {
+	if res.Status != queue.StatusDelivered || len(f.Messages()) != 1 {
 		t.Fatalf("send: %+v", res)
 	}
 	m, body, err := st.Get("bot", protocol.FolderSent, res.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !m.Outbound || m.DeliveryStatus != StatusDelivered || m.DeliveredAt == nil || len(m.DeliveryDetails) != 3 || m.MessageID != res.MessageID {
+	if !m.Outbound || m.DeliveryStatus != queue.StatusDelivered || m.DeliveredAt == nil || len(m.DeliveryDetails) != 3 || m.MessageID != res.MessageID {
 		t.Fatalf("sent copy: %+v", m)
 	}
-	if m.DeliveryDetails[0].TLS != TLSNone || m.DeliveryDetails[0].Attempts != 1 || len(m.Bcc) != 1 || len(m.Attachments) != 1 {
+	if m.DeliveryDetails[0].TLS != delivery.TLSNone || m.DeliveryDetails[0].Attempts != 1 || len(m.Bcc) != 1 || len(m.Attachments) != 1 {
 		t.Fatalf("sent copy details: %+v", m)
 	}
 	if !strings.Contains(body, "All good.") {

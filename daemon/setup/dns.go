@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 )
 
 // Placeholders printed when this host's public addresses are unknown; they are
@@ -31,7 +31,7 @@ func tlsrptValue(domain string) string {
 // AAAA of the host name (ips are this host's public addresses; placeholders
 // when none is known), SPF, one DKIM TXT per key (split in 255-byte strings),
 // DMARC and TLS-RPT, for every configured domain.
-func DNSRecords(cfg *config.Config, keys []*outbound.Key, ips []net.IP) string {
+func DNSRecords(cfg *config.Config, keys []*dkim.Key, ips []net.IP) string {
 	var b strings.Builder
 	host := strings.TrimSuffix(cfg.Hostname, ".")
 	var v4, v6 []string
@@ -63,7 +63,7 @@ func DNSRecords(cfg *config.Config, keys []*outbound.Key, ips []net.IP) string {
 		fmt.Fprintf(&b, "%s. 3600 IN MX 10 %s.\n", d, host)
 		fmt.Fprintf(&b, "%s. 3600 IN TXT %q\n", d, spfValue())
 		for _, k := range keys {
-			b.WriteString(outbound.TXTRecord(d, k) + "\n")
+			b.WriteString(dkim.TXTRecord(d, k) + "\n")
 		}
 		fmt.Fprintf(&b, "_dmarc.%s. 3600 IN TXT %q\n", d, dmarcValue(d))
 		fmt.Fprintf(&b, "; optional: TLS reporting, and MTA-STS once https://mta-sts.%s/.well-known/mta-sts.txt serves a policy\n", d)

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -280,8 +280,8 @@ func SelfSigned(host string, now time.Time) (certPEM, keyPEM []byte, err error) 
 
 // ensureKeys makes sure there is at least one Ed25519 and one RSA key; it
 // never touches a key that exists.
-func ensureKeys(cfg *config.Config, now time.Time, st step) ([]*outbound.Key, error) {
-	keys, err := outbound.LoadKeys(cfg.Paths.DKIMDir)
+func ensureKeys(cfg *config.Config, now time.Time, st step) ([]*dkim.Key, error) {
+	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w (fix or move the broken key; setup does not replace keys)", err)
 	}
@@ -295,7 +295,7 @@ func ensureKeys(cfg *config.Config, now time.Time, st step) ([]*outbound.Key, er
 		if have[alg.name] {
 			continue
 		}
-		k, err := outbound.GenerateKey(cfg.Paths.DKIMDir, alg.prefix+month, alg.name)
+		k, err := dkim.GenerateKey(cfg.Paths.DKIMDir, alg.prefix+month, alg.name)
 		if err != nil {
 			return nil, fmt.Errorf("generating the %s DKIM key: %w", alg.name, err)
 		}

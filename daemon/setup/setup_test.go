@@ -21,7 +21,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 )
 
 var fixedNow = func() time.Time { return time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC) }
@@ -87,7 +87,7 @@ func TestFreshInstall(t *testing.T) {
 			t.Errorf("%s mode %o, want %o", d.Path, m, d.Mode)
 		}
 	}
-	keys, err := outbound.LoadKeys(cfg.Paths.DKIMDir)
+	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("keys %v, %v", keys, err)
 	}
@@ -117,7 +117,7 @@ func TestFreshInstall(t *testing.T) {
 }
 
 // checkDNS parses the printed records as a zone and checks each one.
-func checkDNS(t *testing.T, out string, keys []*outbound.Key) {
+func checkDNS(t *testing.T, out string, keys []*dkim.Key) {
 	t.Helper()
 	_, zone, ok := strings.Cut(out, "Publish these DNS records (zone-file syntax):\n")
 	if !ok {
@@ -223,8 +223,8 @@ func TestRerunRepairsWithoutRegenerating(t *testing.T) {
 	root := t.TempDir()
 	run(t, baseOpts(root))
 	cfg, _ := config.Load(ConfigPath(root))
-	keys, _ := outbound.LoadKeys(cfg.Paths.DKIMDir)
-	var ed, rsa *outbound.Key
+	keys, _ := dkim.LoadKeys(cfg.Paths.DKIMDir)
+	var ed, rsa *dkim.Key
 	for _, k := range keys {
 		if k.Algorithm == "ed25519" {
 			ed = k
@@ -243,7 +243,7 @@ func TestRerunRepairsWithoutRegenerating(t *testing.T) {
 	if !bytes.Equal(edBefore, edAfter) {
 		t.Error("existing Ed25519 key was rewritten")
 	}
-	keys, _ = outbound.LoadKeys(cfg.Paths.DKIMDir)
+	keys, _ = dkim.LoadKeys(cfg.Paths.DKIMDir)
 	if len(keys) != 2 || keys[1].Selector != "rsa202612" {
 		t.Errorf("missing RSA key not added under a new selector: %v", keys)
 	}

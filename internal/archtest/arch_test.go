@@ -55,18 +55,48 @@ func TestImportEdges(t *testing.T) {
 			}
 		}
 	}
+	// Key tools and the queue stay clear of the SMTP client and of the
+	// Markdown renderer: a tool that only reads or writes DKIM keys must not
+	// carry a mail client, and the queue only sees delivery results.
+	for _, pkg := range []string{"daemon/setup", "daemon/doctor", "daemon/outbound/dkim", "daemon/outbound/queue", "daemon/outbound/delivery", "daemon/outbound/policy"} {
+		for _, d := range deps(t, pkg) {
+			for _, bad := range heavy {
+				if d == bad || strings.HasPrefix(d, bad+"/") {
+					t.Errorf("%s imports %s: key tools and the queue must not depend on the SMTP client, SASL, MIME writing or goldmark", pkg, d)
+				}
+			}
+		}
+	}
+}
+
+// heavy are the send pipeline's parts that only sending needs.
+var heavy = []string{
+	"github.com/emersion/go-smtp",
+	"github.com/emersion/go-sasl",
+	"github.com/yuin/goldmark",
+	"github.com/emersion/go-message",
+	module + "/daemon/outbound/remote",
+	module + "/daemon/outbound/compose",
 }
 
 // TestRuleCatchesForbiddenEdge makes sure the listing the rules rely on really
-// reports module packages: daemon must be seen importing store.
+// reports module packages and libraries: daemon must be seen importing store,
+// and the send pipeline every heavy dependency the key tools must avoid.
 func TestRuleCatchesForbiddenEdge(t *testing.T) {
-	found := false
+	want := map[string]bool{module + "/store": false}
+	for _, h := range heavy {
+		want[h] = false
+	}
 	for _, d := range deps(t, "daemon") {
-		if d == module+"/store" {
-			found = true
+		for h := range want {
+			if d == h || strings.HasPrefix(d, h+"/") {
+				want[h] = true
+			}
 		}
 	}
-	if !found {
-		t.Fatal("go list -deps of daemon does not show store; the edge rules would pass vacuously")
+	for h, seen := range want {
+		if !seen {
+			t.Errorf("go list -deps of daemon does not show %s; the edge rules would pass vacuously", h)
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-msgauth/dkim"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	dkimkeys "github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -89,7 +89,7 @@ func TestExchange(t *testing.T) {
 	// Scenario 4: c.test signs as itself and claims From: boss@a.test.
 	c := l.addHost("c")
 	keyDir := t.TempDir()
-	key, err := outbound.GenerateKey(keyDir, "evil", "ed25519")
+	key, err := dkimkeys.GenerateKey(keyDir, "evil", "ed25519")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon"
-	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -76,7 +76,7 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	if err := os.MkdirAll(dkimDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	key, err := outbound.GenerateKey(dkimDir, "ns"+name, "ed25519")
+	key, err := dkim.GenerateKey(dkimDir, "ns"+name, "ed25519")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package outbound composes, signs, queues and delivers mail sent by agents:
-// Markdown rendered to MIME, DKIM signatures with every active key, a durable
-// queue with per-recipient state, and delivery to the recipients' MX hosts or
-// to a relay.
-package outbound
+// Package dkim holds the daemon's DKIM keys (generation, loading, the DNS
+// records that publish them) and signs outgoing mail with every one of them.
+// Key tools (setup, doctor, `mailctl dkim`) import it and nothing of the
+// send pipeline.
+package dkim
 
 import (
 	"bytes"
@@ -21,7 +21,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/emersion/go-msgauth/dkim"
+	msgdkim "github.com/emersion/go-msgauth/dkim"
+
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // Key is one DKIM signing key, named by its selector.
@@ -75,7 +77,7 @@ func GenerateKey(dir, selector, algorithm string) (*Key, error) {
 	}
 	path := filepath.Join(dir, selector+".key")
 	data := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	if err := createFileExclusive(path, data, 0o600); err != nil {
+	if err := safeio.WriteFile(path, data, safeio.Options{Perm: 0o600, NoReplace: true}); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("%s already exists: choose another selector (keys are never overwritten)", path)
 		}
@@ -182,14 +184,15 @@ func (k *Key) TXTValue() string {
 func TXTRecord(domain string, k *Key) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s._domainkey.%s. IN TXT (", k.Selector, strings.TrimSuffix(domain, "."))
-	for _, s := range splitTXT(k.TXTValue()) {
+	for _, s := range SplitTXT(k.TXTValue()) {
 		fmt.Fprintf(&b, " %q", s)
 	}
 	b.WriteString(" )")
 	return b.String()
 }
 
-func splitTXT(v string) []string {
+// SplitTXT cuts a TXT value into the strings of at most 255 bytes DNS allows.
+func SplitTXT(v string) []string {
 	var out []string
 	for len(v) > 255 {
 		out = append(out, v[:255])
@@ -222,16 +225,16 @@ func Sign(raw []byte, domain string, keys []*Key) ([]byte, error) {
 	var sigs bytes.Buffer
 	hk := headerKeys()
 	for _, k := range keys {
-		opts := &dkim.SignOptions{
+		opts := &msgdkim.SignOptions{
 			Domain:                 domain,
 			Selector:               k.Selector,
 			Signer:                 k.Signer,
 			Hash:                   crypto.SHA256,
-			HeaderCanonicalization: dkim.CanonicalizationRelaxed,
-			BodyCanonicalization:   dkim.CanonicalizationRelaxed,
+			HeaderCanonicalization: msgdkim.CanonicalizationRelaxed,
+			BodyCanonicalization:   msgdkim.CanonicalizationRelaxed,
 			HeaderKeys:             hk,
 		}
-		s, err := dkim.NewSigner(opts)
+		s, err := msgdkim.NewSigner(opts)
 		if err != nil {
 			return nil, fmt.Errorf("DKIM key %s: %w", k.Selector, err)
 		}

@@ -1,8 +1,7 @@
-package outbound
+package queue
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emersion/go-smtp"
-
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -41,14 +40,11 @@ func recipient(it *Item, addr string) protocol.RecipientStatus {
 }
 
 func TestQueueTemporaryThenSuccess(t *testing.T) {
-	w := newWorld(t)
-	w.r.SetMX("retry.test", &net.MX{Host: "mx.retry.test", Pref: 10})
-	w.r.SetIP("mx.retry.test", "127.0.0.61")
-	f := w.mx(t, "127.0.0.61", nil)
-	f.setRcptErr("b@retry.test", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 7, 1}, Message: "greylisted, come back later"})
+	f := newScripted()
+	f.set("b@retry.test", &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.7.1", Message: "greylisted, come back later"})
 	clk := newFakeClock()
 	n := newNotes()
-	q, err := OpenQueue(t.TempDir(), w.d, n, QueueOptions{Clock: clk.Now})
+	q, err := Open(t.TempDir(), f, n, Options{Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +69,7 @@ func TestQueueTemporaryThenSuccess(t *testing.T) {
 	if got, _ := q.Get("m1"); got.Attempts != 1 {
 		t.Fatalf("attempted again before the backoff: %d attempts", got.Attempts)
 	}
-	f.setRcptErr("b@retry.test", nil)
+	f.set("b@retry.test", nil)
 	clk.Advance(time.Minute)
 	q.Kick()
 	done := n.waitSettled(t)
@@ -81,8 +77,8 @@ func TestQueueTemporaryThenSuccess(t *testing.T) {
 	if r.Status != StatusDelivered || r.Attempts != 2 {
 		t.Fatalf("after retry: %+v", r)
 	}
-	if len(f.messages()) != 1 {
-		t.Fatalf("MX got %d copies", len(f.messages()))
+	if got := f.delivered(); got != 1 {
+		t.Fatalf("MX got %d copies", got)
 	}
 	// The files go right after the notifier has recorded the outcome.
 	deadline := time.Now().Add(5 * time.Second)
@@ -99,15 +95,12 @@ func TestQueueTemporaryThenSuccess(t *testing.T) {
 }
 
 func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
-	w := newWorld(t)
-	w.r.SetMX("p.test", &net.MX{Host: "mx.p.test", Pref: 10})
-	w.r.SetIP("mx.p.test", "127.0.0.62")
-	f := w.mx(t, "127.0.0.62", nil)
-	f.setRcptErr("gone@p.test", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "user unknown"})
-	f.setRcptErr("slow@p.test", &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 0}, Message: "try later"})
+	f := newScripted()
+	f.set("gone@p.test", &delivery.Error{Code: 550, Enhanced: "5.1.1", Message: "user unknown"})
+	f.set("slow@p.test", &delivery.Error{Temporary: true, Code: 450, Enhanced: "4.2.0", Message: "try later"})
 	clk := newFakeClock()
 	n := newNotes()
-	q, err := OpenQueue(t.TempDir(), w.d, n, QueueOptions{Clock: clk.Now, RetryFor: 2 * time.Hour, Backoff: []time.Duration{time.Hour}})
+	q, err := Open(t.TempDir(), f, n, Options{Clock: clk.Now, RetryFor: 2 * time.Hour, Backoff: []time.Duration{time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,17 +148,17 @@ type countingDeliverer struct {
 	count map[string]int
 }
 
-func (c *countingDeliverer) Deliver(_ context.Context, _ string, rcpts []string, _ []byte) []RcptResult {
+func (c *countingDeliverer) Deliver(_ context.Context, _ string, rcpts []string, _ []byte) []delivery.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []RcptResult
+	var out []delivery.Result
 	for _, r := range rcpts {
 		c.count[r]++
-		var err error
+		var err *delivery.Error
 		if c.fail {
-			err = &DeliveryError{Temporary: true, Code: 421, Message: "down"}
+			err = &delivery.Error{Temporary: true, Code: 421, Message: "down"}
 		}
-		out = append(out, RcptResult{Rcpt: r, Err: err, TLS: TLSNone})
+		out = append(out, delivery.Result{Rcpt: r, Err: err, TLS: delivery.TLSNone})
 	}
 	return out
 }
@@ -174,7 +167,7 @@ func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
 	dir := t.TempDir()
 	clk := newFakeClock()
 	d := &countingDeliverer{fail: true, count: map[string]int{}}
-	q1, err := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	q1, err := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +188,7 @@ func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
 	// Restarting right away: items wait for their recorded next attempt.
 	d.fail = false
 	n := newNotes()
-	q2, err := OpenQueue(dir, d, n, QueueOptions{Clock: clk.Now})
+	q2, err := Open(dir, d, n, Options{Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +228,7 @@ func TestQueueNextAttemptRecordedBeforeDialing(t *testing.T) {
 	dir := t.TempDir()
 	clk := newFakeClock()
 	seen := make(chan *Item, 1)
-	d := delivererFunc(func(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+	d := delivererFunc(func(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
 		it, err := loadRaw(dir, "c1")
 		if err != nil {
 			t.Error(err)
@@ -244,7 +237,7 @@ func TestQueueNextAttemptRecordedBeforeDialing(t *testing.T) {
 		<-ctx.Done() // "crash" mid-attempt: never return a result
 		return nil
 	})
-	q, _ := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	q, _ := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
@@ -257,9 +250,9 @@ func TestQueueNextAttemptRecordedBeforeDialing(t *testing.T) {
 	}
 }
 
-type delivererFunc func(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult
+type delivererFunc func(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result
 
-func (f delivererFunc) Deliver(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+func (f delivererFunc) Deliver(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
 	return f(ctx, from, rcpts, data)
 }
 
@@ -272,7 +265,7 @@ func TestQueueCorruptItemSetAside(t *testing.T) {
 	dir := t.TempDir()
 	clk := newFakeClock()
 	d := &countingDeliverer{count: map[string]int{}}
-	q1, _ := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	q1, _ := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	good := testItem("good", "g@remote.test")
 	good.Held = true
 	q1.Enqueue(good)
@@ -280,9 +273,9 @@ func TestQueueCorruptItemSetAside(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "bad.eml"), []byte(testMsg), 0o600)
 	os.WriteFile(filepath.Join(dir, "noeml.json"), []byte(`{"id":"noeml","mail_from":"a@b.c","recipients":[{"address":"x@y.z","status":"pending"}]}`), 0o600)
 	os.WriteFile(filepath.Join(dir, "orphan.eml"), []byte(testMsg), 0o600)
-	os.WriteFile(filepath.Join(dir, tempPrefix+"good.json-123"), []byte("partial"), 0o600)
+	os.WriteFile(filepath.Join(dir, safeio.TempPrefix+"good.json-123"), []byte("partial"), 0o600)
 
-	q2, err := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	q2, err := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	if err != nil {
 		t.Fatalf("a corrupt item stopped the queue: %v", err)
 	}
@@ -294,7 +287,7 @@ func TestQueueCorruptItemSetAside(t *testing.T) {
 			t.Errorf("%s not set aside: %v", name, err)
 		}
 	}
-	for _, name := range []string{"orphan.eml", tempPrefix + "good.json-123", "bad.json"} {
+	for _, name := range []string{"orphan.eml", safeio.TempPrefix + "good.json-123", "bad.json"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			t.Errorf("%s still in the queue directory", name)
 		}
@@ -305,7 +298,7 @@ func TestQueueOperatorActions(t *testing.T) {
 	clk := newFakeClock()
 	d := &countingDeliverer{count: map[string]int{}, fail: true}
 	n := newNotes()
-	q, _ := OpenQueue(t.TempDir(), d, n, QueueOptions{Clock: clk.Now})
+	q, _ := Open(t.TempDir(), d, n, Options{Clock: clk.Now})
 	runQueue(t, q)
 
 	held := testItem("h1", "h@remote.test")
@@ -360,7 +353,7 @@ func TestQueueUnreadableMessageFails(t *testing.T) {
 	clk := newFakeClock()
 	d := &countingDeliverer{count: map[string]int{}}
 	n := newNotes()
-	q, _ := OpenQueue(t.TempDir(), d, n, QueueOptions{Clock: clk.Now})
+	q, _ := Open(t.TempDir(), d, n, Options{Clock: clk.Now})
 	runQueue(t, q)
 	it := testItem("u1", "u@remote.test")
 	it.Held = true
@@ -384,12 +377,12 @@ func TestQueueRestartSpreadsOverdueItems(t *testing.T) {
 	dir := t.TempDir()
 	clk := newFakeClock()
 	d := &countingDeliverer{count: map[string]int{}}
-	q1, _ := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	q1, _ := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	for _, id := range []string{"o1", "o2", "o3"} {
 		q1.Enqueue(testItem(id, id+"@remote.test")) // due now, never run
 	}
 	clk.Advance(3 * time.Hour) // the daemon was down
-	q2, err := OpenQueue(dir, d, newNotes(), QueueOptions{Clock: clk.Now})
+	q2, err := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,5 +391,89 @@ func TestQueueRestartSpreadsOverdueItems(t *testing.T) {
 		if want := clk.Now().Add(time.Duration(i) * restartSpacing); !it.NextAttempt.Equal(want) {
 			t.Errorf("%s next attempt %v, want %v", it.ID, it.NextAttempt, want)
 		}
+	}
+}
+
+const testMsg = "From: a@example.com\r\nTo: b@remote.test\r\nSubject: hi\r\n\r\nhello\r\n"
+
+// scripted is a Deliverer whose answer per recipient a test sets; it counts
+// the attempts that delivered.
+type scripted struct {
+	mu   sync.Mutex
+	errs map[string]*delivery.Error
+	n    int
+}
+
+func newScripted() *scripted { return &scripted{errs: map[string]*delivery.Error{}} }
+
+func (s *scripted) set(rcpt string, e *delivery.Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errs[rcpt] = e
+}
+
+func (s *scripted) delivered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *scripted) Deliver(_ context.Context, _ string, rcpts []string, _ []byte) []delivery.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []delivery.Result
+	ok := false
+	for _, r := range rcpts {
+		e := s.errs[r]
+		ok = ok || e == nil
+		out = append(out, delivery.Result{Rcpt: r, Err: e, TLS: delivery.TLSNone, Host: "mx.test"})
+	}
+	if ok {
+		s.n++
+	}
+	return out
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// notes records Notifier calls.
+type notes struct {
+	mu      sync.Mutex
+	updated []*Item
+	settled chan *Item
+}
+
+func newNotes() *notes { return &notes{settled: make(chan *Item, 100)} }
+func (n *notes) Updated(it *Item) {
+	n.mu.Lock()
+	n.updated = append(n.updated, it)
+	n.mu.Unlock()
+}
+func (n *notes) Settled(it *Item) { n.settled <- it }
+
+func (n *notes) waitSettled(t testing.TB) *Item {
+	t.Helper()
+	select {
+	case it := <-n.settled:
+		return it
+	case <-time.After(10 * time.Second):
+		t.Fatal("item never settled")
+		return nil
 	}
 }

@@ -1,4 +1,7 @@
-package outbound
+// Package compose turns a send request into an unsigned MIME message:
+// addresses checked, threading from the parent, Markdown rendered to safe
+// HTML with the Markdown as the text part, attachments typed.
+package compose
 
 import (
 	"bytes"
@@ -24,17 +27,17 @@ import (
 	"github.com/mailctl/mailctl/store"
 )
 
-// ComposeInput is everything Compose needs. FromAddress comes from the
+// Input is everything Build needs. FromAddress comes from the
 // mailbox the caller owns, never from the caller's arguments.
-type ComposeInput struct {
+type Input struct {
 	FromName, FromAddress, Domain string
 	Args                          protocol.SendArgs
 	Parent                        *store.Message // the message replied to, or nil
 	Now                           time.Time
 }
 
-// Composed is a message ready to sign.
-type Composed struct {
+// Message is a message ready to sign.
+type Message struct {
 	Raw        []byte // unsigned, CRLF line endings
 	MessageID  string // without <>
 	Envelope   protocol.Envelope
@@ -74,7 +77,7 @@ func checkHeaderValue(field, v string) error {
 }
 
 // parseAddress accepts "addr" or "Name <addr>" and returns the parsed address.
-func parseAddress(field, s string) (*mail.Address, error) {
+func ParseAddress(field, s string) (*mail.Address, error) {
 	if err := checkHeaderValue(field, s); err != nil {
 		return nil, err
 	}
@@ -99,7 +102,7 @@ func parseAddress(field, s string) (*mail.Address, error) {
 func parseList(field string, in []string) ([]*mail.Address, error) {
 	var out []*mail.Address
 	for _, s := range in {
-		a, err := parseAddress(field, s)
+		a, err := ParseAddress(field, s)
 		if err != nil {
 			return nil, err
 		}
@@ -147,9 +150,11 @@ func newMessageID(domain string) string {
 
 var pathLikeRE = regexp.MustCompile(`[/\\]|^\.\.?$|^~`)
 
-// Compose validates the request and renders the unsigned message. Every
-// error is a *protocol.Error with code invalid_input.
-func Compose(in ComposeInput) (*Composed, error) {
+// Build validates the request and renders the unsigned message. Every
+// error is a *protocol.Error with code invalid_input. Each step decides one
+// thing: who the message is from and to, where it sits in a thread, what it
+// carries, and how it is written.
+func Build(in Input) (*Message, error) {
 	a := in.Args
 	if in.Domain == "" {
 		return nil, invalid("no mail domain is configured")
@@ -157,100 +162,92 @@ func Compose(in ComposeInput) (*Composed, error) {
 	if a.HTMLBody != "" && a.TextOnly {
 		return nil, invalid("html_body and text_only exclude each other: choose one")
 	}
+	if err := checkHeaderValue("subject", a.Subject); err != nil {
+		return nil, err
+	}
+	p, err := parseParties(in)
+	if err != nil {
+		return nil, err
+	}
+	th, err := threadOf(in, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.dedupe(); err != nil {
+		return nil, err
+	}
+	c := &Message{
+		MessageID:  newMessageID(in.Domain),
+		Subject:    th.subject,
+		From:       displayAddr(p.from),
+		To:         displayList(p.to),
+		Cc:         displayList(p.cc),
+		Bcc:        displayList(p.bcc),
+		ReplyTo:    displayList(p.replyTo),
+		InReplyTo:  th.inReplyTo,
+		References: th.refs,
+		Envelope:   protocol.Envelope{MailFrom: p.from.Address, RcptTo: p.rcpts()},
+		Markdown:   a.Body,
+	}
+	if a.AutoReply {
+		c.AutoSubmitted = "auto-replied"
+	}
+	if c.Attachments, c.AttachmentBytes, err = attachments(a.Attachments); err != nil {
+		return nil, err
+	}
+	b, err := bodies(a)
+	if err != nil {
+		return nil, err
+	}
+	if b.markdown != "" {
+		c.Markdown = b.markdown
+	}
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var out bytes.Buffer
+	if err := writeBody(&out, header(c, p, now), b.text, b.html, c.Attachments); err != nil {
+		return nil, fmt.Errorf("writing MIME: %w", err)
+	}
+	c.Raw = out.Bytes()
+	return c, nil
+}
+
+// parties are the addresses of a message.
+type parties struct {
+	from                 *mail.Address
+	to, cc, bcc, replyTo []*mail.Address
+}
+
+// parseParties checks the sender (the caller's mailbox) and the caller's
+// recipient lists.
+func parseParties(in Input) (*parties, error) {
+	a := in.Args
 	if err := checkHeaderValue("from name", in.FromName); err != nil {
 		return nil, err
 	}
-	from, err := parseAddress("from", in.FromAddress)
+	from, err := ParseAddress("from", in.FromAddress)
 	if err != nil {
 		return nil, err
 	}
 	from.Name = in.FromName
-	if err := checkHeaderValue("subject", a.Subject); err != nil {
-		return nil, err
-	}
-	to, err := parseList("to", a.To)
-	if err != nil {
-		return nil, err
-	}
-	cc, err := parseList("cc", a.Cc)
-	if err != nil {
-		return nil, err
-	}
-	bcc, err := parseList("bcc", a.Bcc)
-	if err != nil {
-		return nil, err
-	}
-	replyTo, err := parseList("reply_to", a.ReplyTo)
-	if err != nil {
-		return nil, err
-	}
-
-	// Threading: from the stored parent when there is one, else from the
-	// caller's in_reply_to/references.
-	subject := a.Subject
-	var inReplyTo string
-	var refs []string
-	if p := in.Parent; p != nil {
-		if inReplyTo, err = msgID("parent message_id", p.MessageID); err != nil {
+	p := &parties{from: from}
+	for _, l := range []struct {
+		field string
+		in    []string
+		out   *[]*mail.Address
+	}{{"to", a.To, &p.to}, {"cc", a.Cc, &p.cc}, {"bcc", a.Bcc, &p.bcc}, {"reply_to", a.ReplyTo, &p.replyTo}} {
+		if *l.out, err = parseList(l.field, l.in); err != nil {
 			return nil, err
 		}
-		for _, r := range p.References {
-			id, err := msgID("parent references", r)
-			if err != nil {
-				return nil, err
-			}
-			refs = append(refs, id)
-		}
-		refs = append(refs, inReplyTo)
-		if subject == "" {
-			subject = p.Subject
-			if err := checkHeaderValue("parent subject", subject); err != nil {
-				return nil, err
-			}
-		}
-		if len(to) == 0 {
-			// Answer where the parent asked answers to go.
-			src := p.ReplyTo
-			if len(src) == 0 {
-				src = []string{p.From}
-			}
-			if to, err = parseList("parent sender", src); err != nil {
-				return nil, err
-			}
-		}
-		if a.ReplyAll {
-			extra, err := parseList("parent recipients", append(append([]string{}, p.To...), p.Cc...))
-			if err != nil {
-				return nil, err
-			}
-			for _, x := range extra {
-				if !strings.EqualFold(x.Address, from.Address) {
-					cc = append(cc, x)
-				}
-			}
-		}
-	} else if a.InReplyTo != "" {
-		if inReplyTo, err = msgID("in_reply_to", a.InReplyTo); err != nil {
-			return nil, err
-		}
-		for _, r := range a.References {
-			id, err := msgID("references", r)
-			if err != nil {
-				return nil, err
-			}
-			refs = append(refs, id)
-		}
-		if len(refs) == 0 || refs[len(refs)-1] != inReplyTo {
-			refs = append(refs, inReplyTo)
-		}
-	} else if len(a.References) > 0 {
-		return nil, invalid("references needs in_reply_to (or a reply to a stored message)")
 	}
-	if inReplyTo != "" && !hasRePrefix(subject) {
-		subject = "Re: " + subject
-	}
+	return p, nil
+}
 
-	// Deduplicate recipients across To, Cc and Bcc (first wins).
+// dedupe removes recipients named twice across To, Cc and Bcc (first wins)
+// and refuses a message without any.
+func (p *parties) dedupe() error {
 	seen := map[string]bool{}
 	dedup := func(l []*mail.Address) []*mail.Address {
 		var out []*mail.Address
@@ -264,104 +261,197 @@ func Compose(in ComposeInput) (*Composed, error) {
 		}
 		return out
 	}
-	to = dedup(to)
-	cc = dedup(cc)
-	bcc = dedup(bcc)
-	if len(to)+len(cc)+len(bcc) == 0 {
-		return nil, invalid("no recipient: give at least one of to, cc or bcc")
+	p.to, p.cc, p.bcc = dedup(p.to), dedup(p.cc), dedup(p.bcc)
+	if len(p.to)+len(p.cc)+len(p.bcc) == 0 {
+		return invalid("no recipient: give at least one of to, cc or bcc")
 	}
+	return nil
+}
 
-	c := &Composed{
-		MessageID:  newMessageID(in.Domain),
-		Subject:    subject,
-		From:       displayAddr(from),
-		To:         displayList(to),
-		Cc:         displayList(cc),
-		Bcc:        displayList(bcc),
-		ReplyTo:    displayList(replyTo),
-		InReplyTo:  inReplyTo,
-		References: refs,
-		Envelope:   protocol.Envelope{MailFrom: from.Address},
-		Markdown:   a.Body,
-	}
-	for _, l := range [][]*mail.Address{to, cc, bcc} {
+// rcpts is the envelope's recipient list: To, Cc, then Bcc.
+func (p *parties) rcpts() []string {
+	var out []string
+	for _, l := range [][]*mail.Address{p.to, p.cc, p.bcc} {
 		for _, x := range l {
-			c.Envelope.RcptTo = append(c.Envelope.RcptTo, x.Address)
+			out = append(out, x.Address)
 		}
 	}
-	if a.AutoReply {
-		c.AutoSubmitted = "auto-replied"
-	}
+	return out
+}
 
-	now := in.Now
-	if now.IsZero() {
-		now = time.Now()
+// thread is where a message sits in a conversation.
+type thread struct {
+	subject   string
+	inReplyTo string
+	refs      []string
+}
+
+// threadOf threads a message from the stored parent when there is one, else
+// from the caller's in_reply_to and references. A reply to a stored parent
+// also takes its recipients (and, with reply_all, the parent's other
+// recipients) when the caller names none.
+func threadOf(in Input, p *parties) (thread, error) {
+	a := in.Args
+	th := thread{subject: a.Subject}
+	var err error
+	switch {
+	case in.Parent != nil:
+		if th, err = replyThread(in.Parent, th); err != nil {
+			return th, err
+		}
+		if err := replyRecipients(in.Parent, a.ReplyAll, p); err != nil {
+			return th, err
+		}
+	case a.InReplyTo != "":
+		if th.inReplyTo, err = msgID("in_reply_to", a.InReplyTo); err != nil {
+			return th, err
+		}
+		for _, r := range a.References {
+			id, err := msgID("references", r)
+			if err != nil {
+				return th, err
+			}
+			th.refs = append(th.refs, id)
+		}
+		if len(th.refs) == 0 || th.refs[len(th.refs)-1] != th.inReplyTo {
+			th.refs = append(th.refs, th.inReplyTo)
+		}
+	case len(a.References) > 0:
+		return th, invalid("references needs in_reply_to (or a reply to a stored message)")
 	}
-	// go-message writes fields last-set first, so they are set in reverse of
-	// the conventional order (Date, From, To, ... MIME-Version).
+	if th.inReplyTo != "" && !hasRePrefix(th.subject) {
+		th.subject = "Re: " + th.subject
+	}
+	return th, nil
+}
+
+func replyThread(parent *store.Message, th thread) (thread, error) {
+	var err error
+	if th.inReplyTo, err = msgID("parent message_id", parent.MessageID); err != nil {
+		return th, err
+	}
+	for _, r := range parent.References {
+		id, err := msgID("parent references", r)
+		if err != nil {
+			return th, err
+		}
+		th.refs = append(th.refs, id)
+	}
+	th.refs = append(th.refs, th.inReplyTo)
+	if th.subject == "" {
+		th.subject = parent.Subject
+		if err := checkHeaderValue("parent subject", th.subject); err != nil {
+			return th, err
+		}
+	}
+	return th, nil
+}
+
+func replyRecipients(parent *store.Message, all bool, p *parties) error {
+	var err error
+	if len(p.to) == 0 {
+		// Answer where the parent asked answers to go.
+		src := parent.ReplyTo
+		if len(src) == 0 {
+			src = []string{parent.From}
+		}
+		if p.to, err = parseList("parent sender", src); err != nil {
+			return err
+		}
+	}
+	if !all {
+		return nil
+	}
+	extra, err := parseList("parent recipients", append(append([]string{}, parent.To...), parent.Cc...))
+	if err != nil {
+		return err
+	}
+	for _, x := range extra {
+		if !strings.EqualFold(x.Address, p.from.Address) {
+			p.cc = append(p.cc, x)
+		}
+	}
+	return nil
+}
+
+// header is the top-level header. go-message writes fields last-set first,
+// so they are set in reverse of the conventional order (Date, From, To, ...
+// MIME-Version).
+func header(c *Message, p *parties, now time.Time) mail.Header {
 	var h mail.Header
 	h.Set("MIME-Version", "1.0")
 	if c.AutoSubmitted != "" {
 		h.Set("Auto-Submitted", c.AutoSubmitted)
 	}
-	if inReplyTo != "" {
-		h.SetMsgIDList("References", refs)
-		h.SetMsgIDList("In-Reply-To", []string{inReplyTo})
+	if c.InReplyTo != "" {
+		h.SetMsgIDList("References", c.References)
+		h.SetMsgIDList("In-Reply-To", []string{c.InReplyTo})
 	}
 	h.SetMessageID(c.MessageID)
-	h.SetSubject(subject)
+	h.SetSubject(c.Subject)
 	// Bcc is deliberately never set: it lives only in the envelope.
-	h.SetAddressList("Reply-To", replyTo)
-	h.SetAddressList("Cc", cc)
-	h.SetAddressList("To", to)
-	h.SetAddressList("From", []*mail.Address{from})
+	h.SetAddressList("Reply-To", p.replyTo)
+	h.SetAddressList("Cc", p.cc)
+	h.SetAddressList("To", p.to)
+	h.SetAddressList("From", []*mail.Address{p.from})
 	h.SetDate(now)
+	return h
+}
 
-	for _, att := range a.Attachments {
+// attachments checks the caller's attachments and gives each a type.
+func attachments(in []protocol.SendAttachment) ([]store.AttachmentData, int64, error) {
+	var out []store.AttachmentData
+	var total int64
+	for _, att := range in {
 		if err := checkHeaderValue("attachment filename", att.Filename); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if strings.TrimSpace(att.Filename) == "" || pathLikeRE.MatchString(att.Filename) {
-			return nil, invalid("attachment filename %q looks like a path: give the file's base name", att.Filename)
+			return nil, 0, invalid("attachment filename %q looks like a path: give the file's base name", att.Filename)
 		}
 		ct := att.ContentType
 		if ct != "" {
 			if err := checkHeaderValue("attachment content_type", ct); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if _, _, err := mime.ParseMediaType(ct); err != nil {
-				return nil, invalid("attachment %q: content_type %q: %v", att.Filename, ct, err)
+				return nil, 0, invalid("attachment %q: content_type %q: %v", att.Filename, ct, err)
 			}
 		} else {
 			ct = detectType(att.Filename, att.Data)
 		}
-		c.Attachments = append(c.Attachments, store.AttachmentData{Filename: att.Filename, ContentType: ct, Data: att.Data})
-		c.AttachmentBytes += int64(len(att.Data))
+		out = append(out, store.AttachmentData{Filename: att.Filename, ContentType: ct, Data: att.Data})
+		total += int64(len(att.Data))
 	}
+	return out, total, nil
+}
 
-	text, htmlBody := a.Body, ""
+// body is what the message says, as text and as HTML ("" for text only).
+// markdown, when set, replaces the caller's body in the sent copy.
+type body struct {
+	text, html, markdown string
+}
+
+// bodies renders the caller's body: Markdown to HTML with the Markdown as the
+// text part, plain text only, or the caller's HTML with a text fallback.
+func bodies(a protocol.SendArgs) (body, error) {
+	b := body{text: a.Body}
 	switch {
 	case a.TextOnly:
 	case a.HTMLBody != "":
-		htmlBody = a.HTMLBody
-		if strings.TrimSpace(text) == "" {
-			text = htmlToText(a.HTMLBody)
-			c.Markdown = text
+		b.html = a.HTMLBody
+		if strings.TrimSpace(b.text) == "" {
+			b.text = htmlToText(a.HTMLBody)
+			b.markdown = b.text
 		}
 	default:
 		var buf bytes.Buffer
 		if err := markdown.Convert([]byte(a.Body), &buf); err != nil {
-			return nil, fmt.Errorf("rendering Markdown: %w", err)
+			return b, fmt.Errorf("rendering Markdown: %w", err)
 		}
-		htmlBody = "<!DOCTYPE html>\r\n<html><head><meta charset=\"utf-8\"></head><body>\r\n" + buf.String() + "</body></html>\r\n"
+		b.html = "<!DOCTYPE html>\r\n<html><head><meta charset=\"utf-8\"></head><body>\r\n" + buf.String() + "</body></html>\r\n"
 	}
-
-	var out bytes.Buffer
-	if err := writeBody(&out, h, text, htmlBody, c.Attachments); err != nil {
-		return nil, fmt.Errorf("writing MIME: %w", err)
-	}
-	c.Raw = out.Bytes()
-	return c, nil
+	return b, nil
 }
 
 func hasRePrefix(s string) bool {

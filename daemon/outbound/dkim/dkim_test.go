@@ -1,20 +1,19 @@
-package outbound
+package dkim
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/emersion/go-msgauth/dkim"
+	msgdkim "github.com/emersion/go-msgauth/dkim"
 
+	"github.com/mailctl/mailctl/daemon/outbound/compose"
+	"github.com/mailctl/mailctl/internal/pycheck"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -67,7 +66,7 @@ func txtRecords(domain string, keys []*Key) map[string]string {
 
 func signedTestMessage(t testing.TB) []byte {
 	t.Helper()
-	c, err := Compose(ComposeInput{FromName: "Agent Smith", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now(),
+	c, err := compose.Build(compose.Input{FromName: "Agent Smith", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now(),
 		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Cc: []string{"carol@remote.test"}, Subject: "Quarterly report – ünïcode", Body: "# Report\n\nAll **good**.\n"}})
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +78,9 @@ func signedTestMessage(t testing.TB) []byte {
 	return signed
 }
 
-func goVerify(t *testing.T, msg []byte, txt map[string]string) []*dkim.Verification {
+func goVerify(t *testing.T, msg []byte, txt map[string]string) []*msgdkim.Verification {
 	t.Helper()
-	vs, err := dkim.VerifyWithOptions(bytes.NewReader(msg), &dkim.VerifyOptions{LookupTXT: func(name string) ([]string, error) {
+	vs, err := msgdkim.VerifyWithOptions(bytes.NewReader(msg), &msgdkim.VerifyOptions{LookupTXT: func(name string) ([]string, error) {
 		if v, ok := txt[strings.TrimSuffix(name, ".")]; ok {
 			return []string{v}, nil
 		}
@@ -205,62 +204,14 @@ func TestSignVerifiesWithGoMsgauth(t *testing.T) {
 	}
 }
 
-// pythonDKIM verifies every signature of each message (a JSON list of
-// base64 messages on stdin) with python3-dkim, one process for all of them
-// because importing dkim is slow.
-const pythonDKIM = `
-import sys, json, base64, dkim
-txt = json.loads(sys.argv[1])
-n = int(sys.argv[2])
-msgs = [base64.b64decode(m) for m in json.load(sys.stdin)]
-def dnsfunc(name, timeout=5):
-    n_ = name.decode() if isinstance(name, bytes) else name
-    return txt.get(n_.rstrip('.'), '').encode()
-out = []
-for msg in msgs:
-    res = []
-    for i in range(n):
-        try:
-            res.append(bool(dkim.DKIM(msg).verify(idx=i, dnsfunc=dnsfunc)))
-        except dkim.ValidationError:
-            res.append(False)
-    out.append(res)
-print(json.dumps(out))
-`
-
-func havePythonModule(t *testing.T, mod string) {
-	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import "+mod).Run(); err != nil {
-		t.Skipf("python3 module %s not available (apt install python3-%s): %v", mod, mod, err)
-	}
-}
-
-// pythonVerify returns, per message, one verdict per signature.
-func pythonVerify(t *testing.T, txt map[string]string, n int, msgs ...[]byte) [][]bool {
-	t.Helper()
-	tj, _ := json.Marshal(txt)
-	in, _ := json.Marshal(msgs) // []byte marshals as base64
-	cmd := exec.Command("/usr/bin/python3", "-c", pythonDKIM, string(tj), strconv.Itoa(n))
-	cmd.Stdin = bytes.NewReader(in)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3-dkim: %v\n%s", err, out)
-	}
-	var res [][]bool
-	if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil || len(res) != len(msgs) {
-		t.Fatalf("python3-dkim output %q: %v", out, err)
-	}
-	return res
-}
-
 func TestSignVerifiesWithPythonDKIM(t *testing.T) {
-	havePythonModule(t, "dkim")
-	havePythonModule(t, "nacl") // python3-dkim needs it for Ed25519
+	pycheck.Need(t, "dkim")
+	pycheck.Need(t, "nacl") // python3-dkim needs it for Ed25519
 	keys := testKeys(t)
 	signed := signedTestMessage(t)
 	txt := txtRecords("example.com", keys)
 	bad := bytes.Replace(signed, []byte("good"), []byte("gooD"), 1)
-	got := pythonVerify(t, txt, 2, signed, bad)
+	got := pycheck.VerifyDKIM(t, txt, 2, signed, bad)
 	if !got[0][0] || !got[0][1] {
 		t.Fatalf("python3-dkim verdicts %v, want [true true]", got[0])
 	}

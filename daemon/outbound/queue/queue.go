@@ -1,4 +1,7 @@
-package outbound
+// Package queue is the durable outbound queue: per-recipient state, retries
+// with backoff, the next attempt recorded before dialing, corrupt items set
+// aside. It delivers through a delivery.Deliverer and tells a Notifier.
+package queue
 
 import (
 	"context"
@@ -14,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -27,8 +32,8 @@ const (
 	StatusHeld      = "held"
 )
 
-// final reports whether a recipient needs no more attempts.
-func final(status string) bool {
+// Final reports whether a recipient needs no more attempts.
+func Final(status string) bool {
 	return status == StatusDelivered || status == StatusFailed || status == StatusBounced
 }
 
@@ -60,7 +65,7 @@ type Item struct {
 // Settled reports whether every recipient is final.
 func (it *Item) Settled() bool {
 	for _, r := range it.Recipients {
-		if !final(r.Status) {
+		if !Final(r.Status) {
 			return false
 		}
 	}
@@ -80,45 +85,6 @@ func (it *Item) clone() *Item {
 	return &c
 }
 
-// Deliverer performs one delivery attempt for some recipients of a message.
-// It returns one result per recipient.
-type Deliverer interface {
-	Deliver(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult
-}
-
-// RcptResult is the outcome of one attempt for one recipient.
-type RcptResult struct {
-	Rcpt string
-	Err  error  // nil: delivered; otherwise a *DeliveryError
-	TLS  string // verified, unverified or none
-	Host string
-}
-
-// DeliveryError is the one error type for delivery outcomes: temporary (retry
-// later) or permanent, with what the remote server said.
-type DeliveryError struct {
-	Temporary bool
-	Code      int
-	Enhanced  string
-	Message   string
-	Host      string
-}
-
-func (e *DeliveryError) Error() string {
-	var b strings.Builder
-	if e.Code != 0 {
-		fmt.Fprintf(&b, "%d ", e.Code)
-	}
-	if e.Enhanced != "" {
-		b.WriteString(e.Enhanced + " ")
-	}
-	b.WriteString(e.Message)
-	if e.Host != "" {
-		fmt.Fprintf(&b, " (from %s)", e.Host)
-	}
-	return b.String()
-}
-
 // Notifier hears about queue changes. Updated follows every attempt and
 // operator action; Settled follows the Updated that made every recipient final.
 type Notifier interface {
@@ -126,8 +92,8 @@ type Notifier interface {
 	Settled(it *Item)
 }
 
-// QueueOptions tunes a Queue. Zero values take the defaults.
-type QueueOptions struct {
+// Options tunes a Queue. Zero values take the defaults.
+type Options struct {
 	Clock         func() time.Time
 	RetryFor      time.Duration   // default 5 days
 	Backoff       []time.Duration // delay after attempt n; the last repeats
@@ -158,9 +124,9 @@ func (e *entry) view() *Item {
 // (signed message) per item in dir.
 type Queue struct {
 	dir  string
-	d    Deliverer
+	d    delivery.Deliverer
 	n    Notifier
-	opts QueueOptions
+	opts Options
 	log  *slog.Logger
 
 	mu        sync.Mutex
@@ -177,9 +143,9 @@ const maxDone = 4096
 
 var itemIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
 
-// OpenQueue loads the queue in dir, creating it (0700) if needed. Items that
+// Open loads the queue in dir, creating it (0700) if needed. Items that
 // do not load are moved to dir/corrupt and logged; they never stop the queue.
-func OpenQueue(dir string, d Deliverer, n Notifier, opts QueueOptions) (*Queue, error) {
+func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -200,7 +166,7 @@ func OpenQueue(dir string, d Deliverer, n Notifier, opts QueueOptions) (*Queue, 
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
 		done: map[string]*Item{}, kick: make(chan struct{}, 1)}
-	cleanTemps(dir)
+	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading queue: %w", err)
@@ -308,7 +274,7 @@ func (q *Queue) setAside(id string) {
 			}
 		}
 	}
-	syncDir(q.dir)
+	safeio.SyncDir(q.dir)
 }
 
 func (q *Queue) save(it *Item) error {
@@ -316,7 +282,7 @@ func (q *Queue) save(it *Item) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(q.dir, it.ID+".json"), data, 0o600)
+	return safeio.WriteFile(filepath.Join(q.dir, it.ID+".json"), data)
 }
 
 // remove deletes an item's files, state first so a crash in between leaves
@@ -324,7 +290,7 @@ func (q *Queue) save(it *Item) error {
 func (q *Queue) remove(id string) {
 	os.Remove(filepath.Join(q.dir, id+".json"))
 	os.Remove(filepath.Join(q.dir, id+".eml"))
-	syncDir(q.dir)
+	safeio.SyncDir(q.dir)
 }
 
 func (q *Queue) remember(it *Item) {
@@ -377,7 +343,7 @@ func (q *Queue) Enqueue(it *Item) error {
 	}
 	q.enqueuing[it.ID] = true
 	q.mu.Unlock()
-	err := writeFileAtomic(filepath.Join(q.dir, it.ID+".eml"), it.Data, 0o600)
+	err := safeio.WriteFile(filepath.Join(q.dir, it.ID+".eml"), it.Data)
 	if err == nil {
 		if err = q.save(it); err != nil {
 			os.Remove(filepath.Join(q.dir, it.ID+".eml"))
@@ -515,13 +481,13 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	var rcpts []string
 	for _, r := range snap.Recipients {
-		if !final(r.Status) && r.Status != StatusHeld {
+		if !Final(r.Status) && r.Status != StatusHeld {
 			rcpts = append(rcpts, r.Address)
 		}
 	}
 	log := q.log.With("item", snap.ID, "message_id", snap.MessageID)
 	log.Info("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
-	var results []RcptResult
+	var results []delivery.Result
 	data, err := os.ReadFile(filepath.Join(q.dir, snap.ID+".eml"))
 	if err == nil && int64(len(data)) != snap.Size {
 		err = fmt.Errorf("%d bytes, the item says %d", len(data), snap.Size)
@@ -529,16 +495,11 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	if err != nil {
 		// The signed message is gone or damaged: no attempt can succeed.
 		log.Error("queued message unreadable", "err", err)
-		for _, r := range rcpts {
-			results = append(results, RcptResult{Rcpt: r, Err: &DeliveryError{Code: 554, Enhanced: "5.3.0", Message: "the queued message file is unreadable: " + err.Error()}})
-		}
+		results = delivery.AllFailed(rcpts, &delivery.Error{Code: 554, Enhanced: "5.3.0", Message: "the queued message file is unreadable: " + err.Error()}, "")
 	} else {
 		results = q.d.Deliver(ctx, snap.MailFrom, rcpts, data)
 	}
-	byRcpt := map[string]RcptResult{}
-	for _, r := range results {
-		byRcpt[strings.ToLower(r.Rcpt)] = r
-	}
+	byRcpt := delivery.ByRcpt(results)
 
 	// The outcome is computed on the snapshot and becomes the item's state
 	// in the same critical section that ends the flight, so an observer
@@ -549,18 +510,18 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	expired := now.Sub(it.Created) >= q.opts.RetryFor
 	for i := range it.Recipients {
 		r := &it.Recipients[i]
-		if final(r.Status) || r.Status == StatusHeld {
+		if Final(r.Status) || r.Status == StatusHeld {
 			continue
 		}
 		res, ok := byRcpt[strings.ToLower(r.Address)]
 		if !ok {
-			res = RcptResult{Rcpt: r.Address, Err: &DeliveryError{Temporary: true, Message: "no result from the delivery attempt"}}
+			res = delivery.Result{Rcpt: r.Address, Err: &delivery.Error{Temporary: true, Message: "no result from the delivery attempt"}}
 		}
 		r.Attempts++
 		r.UpdatedAt = now
 		r.TLS = res.TLS
 		r.NextAttempt = time.Time{}
-		var de *DeliveryError
+		de := res.Err
 		switch {
 		case res.Err == nil:
 			r.Status, r.Code = StatusDelivered, 250
@@ -572,17 +533,15 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 			default:
 				r.Detail = "delivered to " + res.Host
 			}
-		case errors.As(res.Err, &de) && !de.Temporary:
+		case !de.Temporary:
 			r.Status, r.Code, r.Detail = StatusFailed, de.Code, de.Error()
 		default:
-			if errors.As(res.Err, &de) {
-				r.Code = de.Code
-			}
+			r.Code = de.Code
 			if expired {
 				r.Status = StatusFailed
-				r.Detail = fmt.Sprintf("gave up after %s of temporary failures; last: %v", q.opts.RetryFor, res.Err)
+				r.Detail = fmt.Sprintf("gave up after %s of temporary failures; last: %v", q.opts.RetryFor, de)
 			} else {
-				r.Status, r.Detail, r.NextAttempt = StatusDeferred, res.Err.Error(), it.NextAttempt
+				r.Status, r.Detail, r.NextAttempt = StatusDeferred, de.Error(), it.NextAttempt
 			}
 		}
 		log.Info("recipient result", "rcpt", r.Address, "status", r.Status, "code", r.Code, "tls", r.TLS, "host", res.Host)
@@ -751,7 +710,7 @@ func (q *Queue) Drop(id string) error {
 	return q.change(id, func(it *Item, now time.Time) error {
 		for i := range it.Recipients {
 			r := &it.Recipients[i]
-			if !final(r.Status) {
+			if !Final(r.Status) {
 				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, "dropped from the queue by the operator", now, time.Time{}
 			}
 		}

@@ -1,4 +1,8 @@
-package outbound
+// Package remote is the SMTP client that delivers queued mail: to the
+// recipients' MX hosts (STARTTLS, verified when it can be), to a relay
+// (smarthost with authentication), or to the daemon's own mailboxes through
+// a LocalDeliverer.
+package remote
 
 import (
 	"context"
@@ -19,29 +23,22 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/resolver"
 )
 
 // dnsTimeout bounds each lookup, whatever the resolver's own settings.
 const dnsTimeout = 30 * time.Second
 
-// TLS outcomes recorded per recipient.
-const (
-	TLSVerified   = "verified"
-	TLSUnverified = "unverified"
-	TLSNone       = "none"
-)
-
 // LocalDeliverer takes mail for this host's own domains through the daemon's
-// ingest path instead of the network. It returns one error per recipient
-// (nil: delivered; a *DeliveryError says temporary or permanent).
+// ingest path instead of the network, with a result per recipient.
 type LocalDeliverer interface {
-	DeliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []error
+	DeliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result
 }
 
-// MXDeliverer delivers to the recipients' MX hosts, or to a relay when one is
+// Client delivers to the recipients' MX hosts, or to a relay when one is
 // configured. Every network edge is a field so tests can replace it.
-type MXDeliverer struct {
+type Client struct {
 	Resolver           resolver.Resolver
 	Dial               func(ctx context.Context, network, addr string) (net.Conn, error) // nil: net.Dialer
 	Port               int                                                               // remote SMTP port, 25 if zero
@@ -57,7 +54,7 @@ type MXDeliverer struct {
 	Logger             *slog.Logger
 }
 
-func (d *MXDeliverer) logger() *slog.Logger {
+func (d *Client) logger() *slog.Logger {
 	if d.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
@@ -65,7 +62,7 @@ func (d *MXDeliverer) logger() *slog.Logger {
 }
 
 // Deliver makes one attempt for rcpts, grouped by domain.
-func (d *MXDeliverer) Deliver(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+func (d *Client) Deliver(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
 	var order []string
 	groups := map[string][]string{}
 	for _, r := range rcpts {
@@ -75,7 +72,7 @@ func (d *MXDeliverer) Deliver(ctx context.Context, from string, rcpts []string, 
 		}
 		groups[dom] = append(groups[dom], r)
 	}
-	var out []RcptResult
+	var out []delivery.Result
 	for _, dom := range order {
 		group := groups[dom]
 		switch {
@@ -90,50 +87,28 @@ func (d *MXDeliverer) Deliver(ctx context.Context, from string, rcpts []string, 
 	return out
 }
 
-func allFailed(rcpts []string, err *DeliveryError, tlsState string) []RcptResult {
-	out := make([]RcptResult, len(rcpts))
-	for i, r := range rcpts {
-		out[i] = RcptResult{Rcpt: r, Err: err, TLS: tlsState, Host: err.Host}
-	}
-	return out
-}
-
-func (d *MXDeliverer) deliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
-	errs := d.Local.DeliverLocal(ctx, from, rcpts, data)
-	out := make([]RcptResult, len(rcpts))
-	for i, r := range rcpts {
-		out[i] = RcptResult{Rcpt: r, TLS: TLSNone, Host: "local"}
-		var err error
-		if i < len(errs) {
-			err = errs[i]
-		} else {
-			err = &DeliveryError{Temporary: true, Message: "local delivery returned no result"}
-		}
-		if err != nil {
-			var de *DeliveryError
-			if !errors.As(err, &de) {
-				de = &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.3.0", Message: err.Error()}
-			}
-			out[i].Err = de
-		}
+func (d *Client) deliverLocal(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
+	out := d.Local.DeliverLocal(ctx, from, rcpts, data)
+	for i := range out {
+		out[i].TLS, out[i].Host = delivery.TLSNone, "local"
 	}
 	return out
 }
 
 // mxHosts returns the hosts to try in preference order. fallback is true
 // when the domain has no MX and its own address is used (RFC 5321 §5.1).
-func (d *MXDeliverer) mxHosts(ctx context.Context, domain string) (hosts []string, fallback bool, derr *DeliveryError) {
+func (d *Client) mxHosts(ctx context.Context, domain string) (hosts []string, fallback bool, derr *delivery.Error) {
 	lctx, cancel := context.WithTimeout(ctx, dnsTimeout)
 	defer cancel()
 	mxs, err := d.Resolver.LookupMX(lctx, domain)
 	if err != nil && !resolver.IsNotFound(err) {
-		return nil, false, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.3", Message: fmt.Sprintf("DNS lookup of MX for %s failed: %v", domain, err)}
+		return nil, false, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.3", Message: fmt.Sprintf("DNS lookup of MX for %s failed: %v", domain, err)}
 	}
 	if len(mxs) == 0 {
 		return []string{domain}, true, nil
 	}
 	if len(mxs) == 1 && strings.TrimSuffix(mxs[0].Host, ".") == "" {
-		return nil, false, &DeliveryError{Code: 556, Enhanced: "5.1.10", Message: fmt.Sprintf("%s publishes a null MX: it accepts no mail", domain)}
+		return nil, false, &delivery.Error{Code: 556, Enhanced: "5.1.10", Message: fmt.Sprintf("%s publishes a null MX: it accepts no mail", domain)}
 	}
 	sorted := append([]*net.MX(nil), mxs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Pref < sorted[j].Pref })
@@ -145,27 +120,27 @@ func (d *MXDeliverer) mxHosts(ctx context.Context, domain string) (hosts []strin
 	return hosts, false, nil
 }
 
-func (d *MXDeliverer) deliverMX(ctx context.Context, domain, from string, rcpts []string, data []byte) []RcptResult {
+func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []string, data []byte) []delivery.Result {
 	log := d.logger().With("domain", domain)
 	hosts, fallback, derr := d.mxHosts(ctx, domain)
 	if derr != nil {
 		log.Info("no delivery route", "err", derr)
-		return allFailed(rcpts, derr, "")
+		return delivery.AllFailed(rcpts, derr, "")
 	}
 	port := d.Port
 	if port == 0 {
 		port = 25
 	}
-	var last *DeliveryError
+	var last *delivery.Error
 	for _, host := range hosts {
 		lctx, cancel := context.WithTimeout(ctx, dnsTimeout)
 		ips, err := d.Resolver.LookupIPAddr(lctx, host)
 		cancel()
 		if err != nil || len(ips) == 0 {
 			if fallback && resolver.IsNotFound(err) {
-				return allFailed(rcpts, &DeliveryError{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s has no MX and no address: no such mail domain", domain)}, "")
+				return delivery.AllFailed(rcpts, &delivery.Error{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s has no MX and no address: no such mail domain", domain)}, "")
 			}
-			last = &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.4", Message: fmt.Sprintf("cannot resolve MX host %s: %v", host, err), Host: host}
+			last = &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Message: fmt.Sprintf("cannot resolve MX host %s: %v", host, err), Host: host}
 			log.Info("MX host does not resolve", "host", host, "err", err)
 			continue
 		}
@@ -178,14 +153,14 @@ func (d *MXDeliverer) deliverMX(ctx context.Context, domain, from string, rcpts 
 			log.Info("host attempt failed", "host", host, "addr", addr, "err", herr)
 			last = herr
 			if !herr.Temporary {
-				return allFailed(rcpts, herr, "")
+				return delivery.AllFailed(rcpts, herr, "")
 			}
 		}
 	}
 	if last == nil {
-		last = &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.1", Message: "no MX host could be reached"}
+		last = &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Message: "no MX host could be reached"}
 	}
-	return allFailed(rcpts, last, "")
+	return delivery.AllFailed(rcpts, last, "")
 }
 
 type tlsMode int
@@ -201,7 +176,7 @@ const (
 // does not verify is retried without verification (recorded "unverified":
 // opportunistic TLS still beats plaintext), and a failed handshake falls back
 // to plaintext only when AllowPlaintext says so (recorded "none").
-func (d *MXDeliverer) deliverHost(ctx context.Context, host, addr, from string, rcpts []string, data []byte) ([]RcptResult, *DeliveryError) {
+func (d *Client) deliverHost(ctx context.Context, host, addr, from string, rcpts []string, data []byte) ([]delivery.Result, *delivery.Error) {
 	mode := tlsModeVerify
 	for {
 		res, herr, tlsErr := d.transaction(ctx, host, addr, mode, false, from, rcpts, data, nil)
@@ -215,7 +190,7 @@ func (d *MXDeliverer) deliverHost(ctx context.Context, host, addr, from string, 
 		case d.AllowPlaintext && mode != tlsModePlain:
 			mode = tlsModePlain
 		default:
-			return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host,
+			return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host,
 				Message: fmt.Sprintf("TLS with %s failed (%v) and plaintext delivery is off (delivery.allow_plaintext)", host, tlsErr)}
 		}
 	}
@@ -244,7 +219,7 @@ func newGreeted(c net.Conn, r io.Reader) net.Conn {
 	return &greetedConn{Conn: c, r: io.MultiReader(strings.NewReader("220 continuing\r\n"), r)}
 }
 
-func (d *MXDeliverer) dial(ctx context.Context, addr string) (net.Conn, error) {
+func (d *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
 	ct := d.ConnectTimeout
 	if ct <= 0 {
 		ct = 30 * time.Second
@@ -258,7 +233,7 @@ func (d *MXDeliverer) dial(ctx context.Context, addr string) (net.Conn, error) {
 	return nd.DialContext(dctx, "tcp", addr)
 }
 
-func (d *MXDeliverer) hostname() string {
+func (d *Client) hostname() string {
 	if d.Hostname == "" {
 		return "localhost"
 	}
@@ -268,7 +243,7 @@ func (d *MXDeliverer) hostname() string {
 // transaction dials addr and runs one SMTP transaction. herr is a failure of
 // the whole host (try the next); tlsErr means STARTTLS failed and the caller
 // may try again in another mode. requireTLS refuses peers without STARTTLS.
-func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode tlsMode, requireTLS bool, from string, rcpts []string, data []byte, auth sasl.Client) (res []RcptResult, herr *DeliveryError, tlsErr error) {
+func (d *Client) transaction(ctx context.Context, host, addr string, mode tlsMode, requireTLS bool, from string, rcpts []string, data []byte, auth sasl.Client) (res []delivery.Result, herr *delivery.Error, tlsErr error) {
 	tt := d.TransactionTimeout
 	if tt <= 0 {
 		tt = 10 * time.Minute
@@ -277,7 +252,7 @@ func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode t
 	defer cancel()
 	conn, err := d.dial(ctx, addr)
 	if err != nil {
-		return nil, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to %s (%s): %v", host, addr, err)}, nil
+		return nil, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to %s (%s): %v", host, addr, err)}, nil
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -285,7 +260,7 @@ func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode t
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	hostErr := func(err error) *DeliveryError {
+	hostErr := func(err error) *delivery.Error {
 		de := classify(err, host)
 		// Whatever the code, a failure before MAIL is about this host:
 		// another MX may do better, so keep it temporary.
@@ -301,7 +276,7 @@ func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode t
 		return nil, hostErr(err), nil
 	}
 	_, hasTLS := ext["STARTTLS"]
-	state := TLSNone
+	state := delivery.TLSNone
 	var sc net.Conn = conn
 	var rest io.Reader = tp.R // plaintext continues from what is already buffered
 	switch {
@@ -326,14 +301,14 @@ func (d *MXDeliverer) transaction(ctx context.Context, host, addr string, mode t
 			return nil, nil, err
 		}
 		sc, rest = tc, tc
-		state = TLSVerified
+		state = delivery.TLSVerified
 		if mode == tlsModeNoVerify {
-			state = TLSUnverified
+			state = delivery.TLSUnverified
 		}
 	case requireTLS:
-		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS, which this route requires"}, nil
+		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS, which this route requires"}, nil
 	case !d.AllowPlaintext:
-		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
+		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
 	}
 	c := smtp.NewClient(newGreeted(sc, rest))
 	c.CommandTimeout, c.SubmissionTimeout = tt, tt
@@ -378,7 +353,7 @@ func ehlo(tp *textproto.Conn, name string) (map[string]string, error) {
 
 // mailTransaction runs MAIL, RCPT and DATA on a greeted client. Recipient
 // refusals are per recipient; a refused MAIL fails the host.
-func (d *MXDeliverer) mailTransaction(c *smtp.Client, host, state, from string, rcpts []string, data []byte, auth sasl.Client) ([]RcptResult, *DeliveryError) {
+func (d *Client) mailTransaction(c *smtp.Client, host, state, from string, rcpts []string, data []byte, auth sasl.Client) ([]delivery.Result, *delivery.Error) {
 	defer c.Close()
 	if auth != nil {
 		if err := c.Auth(auth); err != nil {
@@ -391,10 +366,10 @@ func (d *MXDeliverer) mailTransaction(c *smtp.Client, host, state, from string, 
 	if err := c.Mail(from, nil); err != nil {
 		return nil, classify(err, host)
 	}
-	out := make([]RcptResult, len(rcpts))
+	out := make([]delivery.Result, len(rcpts))
 	var accepted []int
 	for i, r := range rcpts {
-		out[i] = RcptResult{Rcpt: r, TLS: state, Host: host}
+		out[i] = delivery.Result{Rcpt: r, TLS: state, Host: host}
 		if err := c.Rcpt(r, nil); err != nil {
 			out[i].Err = classify(err, host)
 			continue
@@ -431,10 +406,10 @@ func (d *MXDeliverer) mailTransaction(c *smtp.Client, host, state, from string, 
 
 // classify turns an SMTP reply or I/O error into a DeliveryError: 5xx is
 // permanent, everything else temporary.
-func classify(err error, host string) *DeliveryError {
+func classify(err error, host string) *delivery.Error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
-		de := &DeliveryError{Temporary: se.Code < 500 || se.Code > 599, Code: se.Code, Message: se.Message, Host: host}
+		de := &delivery.Error{Temporary: se.Code < 500 || se.Code > 599, Code: se.Code, Message: se.Message, Host: host}
 		if se.EnhancedCode != smtp.NoEnhancedCode && se.EnhancedCode != (smtp.EnhancedCode{}) {
 			de.Enhanced = fmt.Sprintf("%d.%d.%d", se.EnhancedCode[0], se.EnhancedCode[1], se.EnhancedCode[2])
 		}
@@ -442,19 +417,19 @@ func classify(err error, host string) *DeliveryError {
 	}
 	var te *textproto.Error
 	if errors.As(err, &te) {
-		return &DeliveryError{Temporary: te.Code < 500 || te.Code > 599, Code: te.Code, Message: te.Msg, Host: host}
+		return &delivery.Error{Temporary: te.Code < 500 || te.Code > 599, Code: te.Code, Message: te.Msg, Host: host}
 	}
-	var de *DeliveryError
+	var de *delivery.Error
 	if errors.As(err, &de) {
 		return de
 	}
-	return &DeliveryError{Temporary: true, Message: err.Error(), Host: host}
+	return &delivery.Error{Temporary: true, Message: err.Error(), Host: host}
 }
 
 // deliverRelay hands everything to the configured smarthost: implicit TLS on
 // port 465, STARTTLS (required) otherwise, certificate always verified, AUTH
 // PLAIN when a username is set.
-func (d *MXDeliverer) deliverRelay(ctx context.Context, from string, rcpts []string, data []byte) []RcptResult {
+func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
 	r := d.Relay
 	port := r.Port
 	if port == 0 {
@@ -464,17 +439,17 @@ func (d *MXDeliverer) deliverRelay(ctx context.Context, from string, rcpts []str
 	ips, err := d.Resolver.LookupIPAddr(lctx, r.Host)
 	cancel()
 	if err != nil || len(ips) == 0 {
-		return allFailed(rcpts, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)}, "")
+		return delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)}, "")
 	}
 	var auth sasl.Client
 	if r.Username != "" {
 		auth = sasl.NewPlainClient("", r.Username, d.RelayPassword)
 	}
-	var last *DeliveryError
+	var last *delivery.Error
 	for _, ip := range ips {
 		addr := net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
-		var res []RcptResult
-		var herr *DeliveryError
+		var res []delivery.Result
+		var herr *delivery.Error
 		if port == 465 {
 			res, herr = d.relayImplicit(ctx, addr, from, rcpts, data, auth)
 		} else {
@@ -488,10 +463,10 @@ func (d *MXDeliverer) deliverRelay(ctx context.Context, from string, rcpts []str
 			break
 		}
 	}
-	return allFailed(rcpts, last, "")
+	return delivery.AllFailed(rcpts, last, "")
 }
 
-func (d *MXDeliverer) relayImplicit(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]RcptResult, *DeliveryError) {
+func (d *Client) relayImplicit(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]delivery.Result, *delivery.Error) {
 	host := d.Relay.Host
 	tt := d.TransactionTimeout
 	if tt <= 0 {
@@ -501,7 +476,7 @@ func (d *MXDeliverer) relayImplicit(ctx context.Context, addr, from string, rcpt
 	defer cancel()
 	conn, err := d.dial(ctx, addr)
 	if err != nil {
-		return nil, &DeliveryError{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to relay %s (%s): %v", host, addr, err)}
+		return nil, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to relay %s (%s): %v", host, addr, err)}
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -511,7 +486,7 @@ func (d *MXDeliverer) relayImplicit(ctx context.Context, addr, from string, rcpt
 	}
 	tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: d.RootCAs, MinVersion: tls.VersionTLS12})
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, err)}
+		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, err)}
 	}
 	c := smtp.NewClient(tc)
 	c.CommandTimeout, c.SubmissionTimeout = tt, tt
@@ -520,16 +495,16 @@ func (d *MXDeliverer) relayImplicit(ctx context.Context, addr, from string, rcpt
 		de.Temporary = true
 		return nil, de
 	}
-	return d.mailTransaction(c, host, TLSVerified, from, rcpts, data, auth)
+	return d.mailTransaction(c, host, delivery.TLSVerified, from, rcpts, data, auth)
 }
 
-func (d *MXDeliverer) relayStartTLS(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]RcptResult, *DeliveryError) {
+func (d *Client) relayStartTLS(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]delivery.Result, *delivery.Error) {
 	host := d.Relay.Host
 	// Same path as MX delivery, but STARTTLS and verification are required:
 	// the password must never cross the network in the clear.
 	res, herr, tlsErr := d.transaction(ctx, host, addr, tlsModeVerify, true, from, rcpts, data, auth)
 	if tlsErr != nil {
-		return nil, &DeliveryError{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, tlsErr)}
+		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, tlsErr)}
 	}
 	return res, herr
 }

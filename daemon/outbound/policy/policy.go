@@ -1,4 +1,6 @@
-package outbound
+// Package policy applies a mailbox's send policy: allow-lists, recipient and
+// size limits, and rate limits per mailbox.
+package policy
 
 import (
 	"strings"
@@ -9,14 +11,13 @@ import (
 	"github.com/mailctl/mailctl/protocol"
 )
 
-// CheckPolicy applies a mailbox's send policy to a composed message of size
-// bytes (signed). It does not look at rate limits (RateLimiter does) or at
+// Check applies a mailbox's send policy to a message for rcpts of size bytes
+// (signed) carrying attachmentBytes of attachments. It does not look at rate limits (RateLimiter does) or at
 // dry_run_only (the Service does, since a dry run is always allowed).
-func CheckPolicy(p config.SendPolicy, c *Composed, attachmentBytes int64, size int) error {
+func Check(p config.SendPolicy, rcpts []string, attachmentBytes int64, size int) error {
 	if p.Enabled != nil && !*p.Enabled {
 		return protocol.Errorf(protocol.CodePolicyBlocked, "sending is disabled for this mailbox (send.enabled = false); dry runs still work")
 	}
-	rcpts := c.Envelope.RcptTo
 	if p.MaxRecipients > 0 && len(rcpts) > p.MaxRecipients {
 		return protocol.Errorf(protocol.CodeInvalidInput, "%d recipients exceed this mailbox's limit of %d (send.max_recipients): split the message", len(rcpts), p.MaxRecipients)
 	}

@@ -1,20 +1,19 @@
-package outbound
+package compose
 
 import (
 	"bytes"
-	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/pycheck"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
-func compose(t *testing.T, a protocol.SendArgs, parent *store.Message) *Composed {
+func compose(t *testing.T, a protocol.SendArgs, parent *store.Message) *Message {
 	t.Helper()
-	c, err := Compose(ComposeInput{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Args: a, Parent: parent, Now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)})
+	c, err := Build(Input{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Args: a, Parent: parent, Now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,54 +32,54 @@ func TestComposeRefusesHeaderInjection(t *testing.T) {
 	base := protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "hi", Body: "x"}
 	tests := []struct {
 		name   string
-		mutate func(a *protocol.SendArgs, in *ComposeInput)
+		mutate func(a *protocol.SendArgs, in *Input)
 	}{
-		{"LF in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\nBcc: evil@attacker.test" }},
-		{"CR in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\rX-Evil: 1" }},
-		{"NUL in subject", func(a *protocol.SendArgs, _ *ComposeInput) { a.Subject = "hi\x00" }},
-		{"CRLF in to", func(a *protocol.SendArgs, _ *ComposeInput) {
+		{"LF in subject", func(a *protocol.SendArgs, _ *Input) { a.Subject = "hi\nBcc: evil@attacker.test" }},
+		{"CR in subject", func(a *protocol.SendArgs, _ *Input) { a.Subject = "hi\rX-Evil: 1" }},
+		{"NUL in subject", func(a *protocol.SendArgs, _ *Input) { a.Subject = "hi\x00" }},
+		{"CRLF in to", func(a *protocol.SendArgs, _ *Input) {
 			a.To = []string{"bob@remote.test\r\nBcc: evil@attacker.test"}
 		}},
-		{"LF in display name", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"\"Bob\nX-Evil: 1\" <bob@remote.test>"} }},
-		{"LF in from name", func(_ *protocol.SendArgs, in *ComposeInput) { in.FromName = "Agent\r\nBcc: evil@attacker.test" }},
-		{"LF in cc", func(a *protocol.SendArgs, _ *ComposeInput) { a.Cc = []string{"c@remote.test\n"} }},
-		{"LF in bcc", func(a *protocol.SendArgs, _ *ComposeInput) { a.Bcc = []string{"c@remote.test\nX: y"} }},
-		{"LF in reply-to", func(a *protocol.SendArgs, _ *ComposeInput) { a.ReplyTo = []string{"r@remote.test\nX: y"} }},
-		{"LF in in_reply_to", func(a *protocol.SendArgs, _ *ComposeInput) { a.InReplyTo = "<a@b>\r\nX-Evil: 1" }},
-		{"LF in references", func(a *protocol.SendArgs, _ *ComposeInput) {
+		{"LF in display name", func(a *protocol.SendArgs, _ *Input) { a.To = []string{"\"Bob\nX-Evil: 1\" <bob@remote.test>"} }},
+		{"LF in from name", func(_ *protocol.SendArgs, in *Input) { in.FromName = "Agent\r\nBcc: evil@attacker.test" }},
+		{"LF in cc", func(a *protocol.SendArgs, _ *Input) { a.Cc = []string{"c@remote.test\n"} }},
+		{"LF in bcc", func(a *protocol.SendArgs, _ *Input) { a.Bcc = []string{"c@remote.test\nX: y"} }},
+		{"LF in reply-to", func(a *protocol.SendArgs, _ *Input) { a.ReplyTo = []string{"r@remote.test\nX: y"} }},
+		{"LF in in_reply_to", func(a *protocol.SendArgs, _ *Input) { a.InReplyTo = "<a@b>\r\nX-Evil: 1" }},
+		{"LF in references", func(a *protocol.SendArgs, _ *Input) {
 			a.InReplyTo, a.References = "a@b", []string{"c@d\nX-Evil: 1"}
 		}},
-		{"LF in filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+		{"LF in filename", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "a.txt\r\nX-Evil: 1", Data: []byte("x")}}
 		}},
-		{"LF in content type", func(a *protocol.SendArgs, _ *ComposeInput) {
+		{"LF in content type", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "a.txt", ContentType: "text/plain\r\nX-Evil: 1", Data: []byte("x")}}
 		}},
-		{"path filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+		{"path filename", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "../../etc/passwd", Data: []byte("x")}}
 		}},
-		{"windows path filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+		{"windows path filename", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: `C:\x\a.txt`, Data: []byte("x")}}
 		}},
-		{"dot-dot filename", func(a *protocol.SendArgs, _ *ComposeInput) {
+		{"dot-dot filename", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "..", Data: []byte("x")}}
 		}},
-		{"bad address", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"not an address"} }},
-		{"address without domain", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = []string{"bob@"} }},
-		{"no recipient", func(a *protocol.SendArgs, _ *ComposeInput) { a.To = nil }},
-		{"html with text_only", func(a *protocol.SendArgs, _ *ComposeInput) { a.HTMLBody, a.TextOnly = "<p>x</p>", true }},
-		{"bad parent message id", func(a *protocol.SendArgs, _ *ComposeInput) {}},
+		{"bad address", func(a *protocol.SendArgs, _ *Input) { a.To = []string{"not an address"} }},
+		{"address without domain", func(a *protocol.SendArgs, _ *Input) { a.To = []string{"bob@"} }},
+		{"no recipient", func(a *protocol.SendArgs, _ *Input) { a.To = nil }},
+		{"html with text_only", func(a *protocol.SendArgs, _ *Input) { a.HTMLBody, a.TextOnly = "<p>x</p>", true }},
+		{"bad parent message id", func(a *protocol.SendArgs, _ *Input) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := base
-			in := ComposeInput{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now()}
+			in := Input{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now()}
 			tt.mutate(&a, &in)
 			if tt.name == "bad parent message id" {
 				in.Parent = &store.Message{MessageID: "x@y>\r\nX-Evil: 1", From: "bob@remote.test"}
 			}
 			in.Args = a
-			c, err := Compose(in)
+			c, err := Build(in)
 			if protocol.CodeOf(err) != protocol.CodeInvalidInput {
 				t.Fatalf("want invalid_input, got %v", err)
 			}
@@ -185,7 +184,7 @@ func TestComposeReplyThreading(t *testing.T) {
 func TestComposeHTMLIsSafe(t *testing.T) {
 	body := "Hello\n\n<script>alert('x')</script>\n\n<img src=x onerror=alert(1)>\n\n[click](javascript:alert(1)) and <b onclick=\"x()\">bold</b>\n\n<iframe src=\"https://evil.test\"></iframe>\n"
 	c := compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "s", Body: body}, nil)
-	html := pyParse(t, c.Raw)["html"].(string)
+	html := pycheck.ParseMIME(t, c.Raw)["html"].(string)
 	low := strings.ToLower(html)
 	for _, bad := range []string{"<script", "onerror", "onclick", "javascript:", "<iframe", "<img", "<b "} {
 		if strings.Contains(low, bad) {
@@ -197,47 +196,9 @@ func TestComposeHTMLIsSafe(t *testing.T) {
 	}
 }
 
-const pyEmail = `
-import sys, json, email
-from email import policy
-m = email.message_from_binary_file(sys.stdin.buffer, policy=policy.default)
-html = m.get_body(preferencelist=('html',))
-text = m.get_body(preferencelist=('plain',))
-print(json.dumps({
-  "subject": str(m["subject"]),
-  "from": str(m["from"]),
-  "to": str(m["to"]),
-  "bcc": m["bcc"],
-  "filenames": [p.get_filename() for p in m.iter_attachments()],
-  "attachments": [p.get_content().decode() if isinstance(p.get_content(), bytes) else p.get_content() for p in m.iter_attachments()],
-  "html": html.get_content() if html is not None else "",
-  "text": text.get_content() if text is not None else "",
-}))
-`
-
-// pyParse decodes a message with Python's email package, an independent
-// MIME implementation.
-func pyParse(t *testing.T, raw []byte) map[string]any {
-	t.Helper()
-	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
-	cmd := exec.Command("/usr/bin/python3", "-c", pyEmail)
-	cmd.Stdin = bytes.NewReader(raw)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python email: %v\n%s", err, out)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(out, &m); err != nil {
-		t.Fatalf("python output %q: %v", out, err)
-	}
-	return m
-}
-
 func TestComposeNonASCIIDecodesInPython(t *testing.T) {
 	subject := "Grüße aus Köln – 日本語の件名 that is long enough to need folding across several encoded words"
-	c, err := Compose(ComposeInput{FromName: "Zoë Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now(),
+	c, err := Build(Input{FromName: "Zoë Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now(),
 		Args: protocol.SendArgs{To: []string{"José Núñez <jose@remote.test>"}, Bcc: []string{"hidden@remote.test"}, Subject: subject, Body: "Ciao **ü**",
 			Attachments: []protocol.SendAttachment{{Filename: "résumé 2026 – 履歴書.txt", Data: []byte("contenu é")}}}})
 	if err != nil {
@@ -250,7 +211,7 @@ func TestComposeNonASCIIDecodesInPython(t *testing.T) {
 			}
 		}
 	}
-	got := pyParse(t, c.Raw)
+	got := pycheck.ParseMIME(t, c.Raw)
 	if got["subject"] != subject {
 		t.Errorf("subject decoded as %q", got["subject"])
 	}
@@ -283,7 +244,7 @@ func FuzzCompose(f *testing.F) {
 		if filename != "" {
 			a.Attachments = []protocol.SendAttachment{{Filename: filename, Data: []byte(body)}}
 		}
-		c, err := Compose(ComposeInput{FromName: name, FromAddress: "agent@example.com", Domain: "example.com", Args: a, Now: time.Unix(0, 0)})
+		c, err := Build(Input{FromName: name, FromAddress: "agent@example.com", Domain: "example.com", Args: a, Now: time.Unix(0, 0)})
 		if err != nil {
 			if protocol.CodeOf(err) != protocol.CodeInvalidInput {
 				t.Fatalf("error without invalid_input: %v", err)

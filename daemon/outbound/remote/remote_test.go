@@ -1,4 +1,4 @@
-package outbound
+package remote
 
 import (
 	"bytes"
@@ -15,7 +15,9 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/fakemx"
 )
 
 const testMsg = "From: a@example.com\r\nTo: b@remote.test\r\nSubject: hi\r\n\r\nhello\r\n"
@@ -23,31 +25,30 @@ const testMsg = "From: a@example.com\r\nTo: b@remote.test\r\nSubject: hi\r\n\r\n
 // mxWorld is a resolver, a dial map and a deliverer wired together.
 type mxWorld struct {
 	r  *resolver.Map
-	dm *dialMap
-	d  *MXDeliverer
+	dm *fakemx.DialMap
+	d  *Client
 }
 
 func newWorld(t *testing.T) *mxWorld {
-	w := &mxWorld{r: newResolver(), dm: &dialMap{}}
-	w.d = &MXDeliverer{Resolver: w.r, Dial: w.dm.dial, Hostname: "out.example.com", AllowPlaintext: true,
+	w := &mxWorld{r: &resolver.Map{}, dm: &fakemx.DialMap{}}
+	w.d = &Client{Resolver: w.r, Dial: w.dm.Dial, Hostname: "out.example.com", AllowPlaintext: true,
 		ConnectTimeout: 2 * time.Second, TransactionTimeout: 10 * time.Second}
 	return w
 }
 
 // mx starts a fake MX reachable as ip:25 in the world.
-func (w *mxWorld) mx(t *testing.T, ip string, tlsCfg *tls.Config) *fakeMX {
-	f := newFakeMX(t, ip, tlsCfg)
-	w.dm.set(ip+":25", f.Addr)
+func (w *mxWorld) mx(t *testing.T, ip string, tlsCfg *tls.Config) *fakemx.Server {
+	f := fakemx.New(t, ip, tlsCfg)
+	w.dm.Set(ip+":25", f.Addr)
 	return f
 }
 
-func deliveryErr(t *testing.T, r RcptResult) *DeliveryError {
+func deliveryErr(t *testing.T, r delivery.Result) *delivery.Error {
 	t.Helper()
-	var de *DeliveryError
-	if !errors.As(r.Err, &de) {
-		t.Fatalf("%s: want a *DeliveryError, got %v", r.Rcpt, r.Err)
+	if r.Err == nil {
+		t.Fatalf("%s: want an error, got delivered", r.Rcpt)
 	}
-	return de
+	return r.Err
 }
 
 func TestDeliverNoMXFallsBackToAddress(t *testing.T) {
@@ -58,10 +59,10 @@ func TestDeliverNoMXFallsBackToAddress(t *testing.T) {
 	if len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("want delivered, got %+v", res)
 	}
-	if res[0].Host != "fallback.test" || res[0].TLS != TLSNone {
+	if res[0].Host != "fallback.test" || res[0].TLS != delivery.TLSNone {
 		t.Errorf("host %q tls %q, want fallback.test / none", res[0].Host, res[0].TLS)
 	}
-	msgs := f.messages()
+	msgs := f.Messages()
 	if len(msgs) != 1 || msgs[0].Helo != "out.example.com" || msgs[0].From != "a@example.com" {
 		t.Fatalf("fake MX got %+v", msgs)
 	}
@@ -97,7 +98,7 @@ func TestDeliverFirstMXDownUsesSecond(t *testing.T) {
 	if res[0].Err != nil || res[0].Host != "mx2.two.test" {
 		t.Fatalf("want delivered via mx2, got %+v", res[0])
 	}
-	if n := len(f.messages()); n != 1 {
+	if n := len(f.Messages()); n != 1 {
 		t.Fatalf("mx2 got %d messages", n)
 	}
 }
@@ -108,7 +109,7 @@ func TestDeliverTriesEveryAddressOfAHost(t *testing.T) {
 	w.r.SetIP("mx.multi.test", "127.0.0.34", "127.0.0.35")
 	f := w.mx(t, "127.0.0.35", nil)
 	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@multi.test"}, []byte(testMsg))
-	if res[0].Err != nil || len(f.messages()) != 1 {
+	if res[0].Err != nil || len(f.Messages()) != 1 {
 		t.Fatalf("want delivered to the second address, got %+v", res[0])
 	}
 }
@@ -118,8 +119,8 @@ func TestDeliverPermanentAndMixedRecipients(t *testing.T) {
 	w.r.SetMX("mixed.test", &net.MX{Host: "mx.mixed.test", Pref: 10})
 	w.r.SetIP("mx.mixed.test", "127.0.0.41")
 	f := w.mx(t, "127.0.0.41", nil)
-	f.setRcptErr("gone@mixed.test", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user here"})
-	f.setRcptErr("busy@mixed.test", &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2}, Message: "mailbox full, try later"})
+	f.SetRcptErr("gone@mixed.test", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user here"})
+	f.SetRcptErr("busy@mixed.test", &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2}, Message: "mailbox full, try later"})
 	res := w.d.Deliver(context.Background(), "a@example.com", []string{"ok@mixed.test", "gone@mixed.test", "busy@mixed.test"}, []byte(testMsg))
 	if res[0].Err != nil {
 		t.Errorf("ok: %v", res[0].Err)
@@ -130,7 +131,7 @@ func TestDeliverPermanentAndMixedRecipients(t *testing.T) {
 	if de := deliveryErr(t, res[2]); !de.Temporary || de.Code != 452 {
 		t.Errorf("busy: %+v", de)
 	}
-	msgs := f.messages()
+	msgs := f.Messages()
 	if len(msgs) != 1 || strings.Join(msgs[0].Rcpts, ",") != "ok@mixed.test" {
 		t.Fatalf("MX received %+v", msgs)
 	}
@@ -146,8 +147,8 @@ func TestDeliverDNSTemporaryFailureDefers(t *testing.T) {
 }
 
 func TestDeliverTLSRecording(t *testing.T) {
-	cert, pool := testCert(t, "mx.tls.test")
-	other, _ := testCert(t, "someone-else.test")
+	cert, pool := fakemx.Cert(t, "mx.tls.test")
+	other, _ := fakemx.Cert(t, "someone-else.test")
 	broken := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return nil, errors.New("no certificate for you")
 	}}
@@ -159,12 +160,12 @@ func TestDeliverTLSRecording(t *testing.T) {
 		wantTLS   string
 		wantErr   bool
 	}{
-		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, TLSVerified, false},
-		{"self-signed is unverified", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, TLSUnverified, false},
-		{"wrong name is unverified", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, TLSUnverified, false},
-		{"handshake failure falls back to plaintext", broken, true, true, TLSNone, false},
+		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, delivery.TLSVerified, false},
+		{"self-signed is unverified", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, delivery.TLSUnverified, false},
+		{"wrong name is unverified", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, delivery.TLSUnverified, false},
+		{"handshake failure falls back to plaintext", broken, true, true, delivery.TLSNone, false},
 		{"handshake failure without plaintext defers", broken, true, false, "", true},
-		{"no STARTTLS is plaintext", nil, true, true, TLSNone, false},
+		{"no STARTTLS is plaintext", nil, true, true, delivery.TLSNone, false},
 		{"no STARTTLS without plaintext defers", nil, true, false, "", true},
 	}
 	for i, tt := range tests {
@@ -183,7 +184,7 @@ func TestDeliverTLSRecording(t *testing.T) {
 				if de := deliveryErr(t, res[0]); !de.Temporary {
 					t.Fatalf("want temporary failure, got %+v", de)
 				}
-				if n := len(f.messages()); n != 0 {
+				if n := len(f.Messages()); n != 0 {
 					t.Fatalf("message went through in plaintext")
 				}
 				return
@@ -194,8 +195,8 @@ func TestDeliverTLSRecording(t *testing.T) {
 			if res[0].TLS != tt.wantTLS {
 				t.Fatalf("TLS recorded %q, want %q", res[0].TLS, tt.wantTLS)
 			}
-			msgs := f.messages()
-			if len(msgs) != 1 || msgs[0].TLS != (tt.wantTLS != TLSNone) {
+			msgs := f.Messages()
+			if len(msgs) != 1 || msgs[0].TLS != (tt.wantTLS != delivery.TLSNone) {
 				t.Fatalf("server saw %+v", msgs)
 			}
 		})
@@ -203,23 +204,23 @@ func TestDeliverTLSRecording(t *testing.T) {
 }
 
 func TestDeliverRelayWithAuth(t *testing.T) {
-	cert, pool := testCert(t, "smtp.relay.test")
+	cert, pool := fakemx.Cert(t, "smtp.relay.test")
 	w := newWorld(t)
 	w.r.SetIP("smtp.relay.test", "127.0.0.51")
-	f := newFakeMX(t, "127.0.0.51", &tls.Config{Certificates: []tls.Certificate{cert}})
-	f.password = "s3cret"
-	w.dm.set("127.0.0.51:587", f.Addr)
+	f := fakemx.New(t, "127.0.0.51", &tls.Config{Certificates: []tls.Certificate{cert}})
+	f.RequireAuth("s3cret")
+	w.dm.Set("127.0.0.51:587", f.Addr)
 	w.d.RootCAs = pool
 	w.d.Relay = &config.Relay{Host: "smtp.relay.test", Port: 587, Username: "relayuser"}
 	w.d.RelayPassword = "s3cret"
 	// No MX for remote.test at all: the relay replaces MX delivery.
 	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test", "c@other.test"}, []byte(testMsg))
 	for _, r := range res {
-		if r.Err != nil || r.TLS != TLSVerified {
+		if r.Err != nil || r.TLS != delivery.TLSVerified {
 			t.Fatalf("relay delivery: %+v", r)
 		}
 	}
-	msgs := f.messages()
+	msgs := f.Messages()
 	if len(msgs) != 2 || msgs[0].User != "relayuser" || !msgs[0].TLS {
 		t.Fatalf("relay saw %+v", msgs)
 	}
@@ -234,46 +235,43 @@ func TestDeliverRelayWithAuth(t *testing.T) {
 	// A relay whose certificate does not verify never gets the password.
 	w.d.RootCAs = nil
 	w.d.RelayPassword = "s3cret"
-	before := len(f.messages())
+	before := len(f.Messages())
 	res = w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
 	if de := deliveryErr(t, res[0]); !de.Temporary {
 		t.Fatalf("want temporary TLS failure, got %+v", de)
 	}
-	if len(f.messages()) != before {
+	if len(f.Messages()) != before {
 		t.Fatal("delivered through an unverified relay")
 	}
 }
 
 func TestDeliverRelayImplicitTLS(t *testing.T) {
-	cert, pool := testCert(t, "smtps.relay.test")
+	cert, pool := fakemx.Cert(t, "smtps.relay.test")
 	w := newWorld(t)
 	w.r.SetIP("smtps.relay.test", "127.0.0.52")
 	ln, err := tls.Listen("tcp", "127.0.0.52:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeMX{Addr: ln.Addr().String(), rcptErr: map[string]*smtp.SMTPError{}}
-	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &fakeSession{f: f, c: c}, nil }))
-	s.ErrorLog = discardLogger{}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	w.dm.set("127.0.0.52:465", f.Addr)
+	f := fakemx.Serve(t, ln, nil)
+	w.dm.Set("127.0.0.52:465", f.Addr)
 	w.d.RootCAs = pool
 	w.d.Relay = &config.Relay{Host: "smtps.relay.test", Port: 465}
 	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
-	if res[0].Err != nil || res[0].TLS != TLSVerified || len(f.messages()) != 1 {
+	if res[0].Err != nil || res[0].TLS != delivery.TLSVerified || len(f.Messages()) != 1 {
 		t.Fatalf("implicit TLS relay: %+v", res[0])
 	}
 }
 
 type fakeLocal struct{ got []string }
 
-func (l *fakeLocal) DeliverLocal(_ context.Context, _ string, rcpts []string, _ []byte) []error {
+func (l *fakeLocal) DeliverLocal(_ context.Context, _ string, rcpts []string, _ []byte) []delivery.Result {
 	l.got = append(l.got, rcpts...)
-	out := make([]error, len(rcpts))
+	out := make([]delivery.Result, len(rcpts))
 	for i, r := range rcpts {
+		out[i].Rcpt = r
 		if strings.HasPrefix(r, "nobody@") {
-			out[i] = &DeliveryError{Code: 550, Enhanced: "5.1.1", Message: "no such mailbox"}
+			out[i].Err = &delivery.Error{Code: 550, Enhanced: "5.1.1", Message: "no such mailbox"}
 		}
 	}
 	return out
@@ -307,17 +305,17 @@ var (
 
 // scriptedDeliverer delivers to a "server" that writes script whatever it is
 // told, then half-closes, over loopback TCP.
-func scriptedDeliverer(script []byte) *MXDeliverer {
+func scriptedDeliverer(script []byte) *Client {
 	scriptLnOnce.Do(func() {
 		var err error
 		if scriptLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			panic(err)
 		}
 	})
-	r := newResolver()
+	r := &resolver.Map{}
 	r.SetMX("hostile.test", &net.MX{Host: "mx.hostile.test", Pref: 10})
 	r.SetIP("mx.hostile.test", "127.0.0.99")
-	return &MXDeliverer{Resolver: r, Hostname: "out.example.com", AllowPlaintext: true, ConnectTimeout: time.Second, TransactionTimeout: time.Second,
+	return &Client{Resolver: r, Hostname: "out.example.com", AllowPlaintext: true, ConnectTimeout: time.Second, TransactionTimeout: time.Second,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var nd net.Dialer
 			c, err := nd.DialContext(ctx, "tcp", scriptLn.Addr().String())
@@ -369,10 +367,6 @@ func FuzzDeliverHostileServer(f *testing.F) {
 			t.Fatalf("%d results for %d recipients", len(res), len(rcpts))
 		}
 		for _, x := range res {
-			var de *DeliveryError
-			if x.Err != nil && !errors.As(x.Err, &de) {
-				t.Fatalf("error of type %T: %v", x.Err, x.Err)
-			}
 			if x.Err == nil && !bytes.Contains(script, []byte("354")) {
 				t.Fatalf("delivered without the server ever accepting data: %q", script)
 			}

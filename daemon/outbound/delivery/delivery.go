@@ -1,0 +1,77 @@
+// Package delivery holds what the queue and the delivery clients (remote MX
+// or relay, local mailboxes) share: the outcome of an attempt for each
+// recipient and the one error type that says temporary or permanent. It
+// depends on the standard library only.
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// TLS outcomes recorded per recipient.
+const (
+	TLSVerified   = "verified"
+	TLSUnverified = "unverified"
+	TLSNone       = "none"
+)
+
+// Error is the one error type for delivery outcomes: temporary (retry later)
+// or permanent, with what the remote server said.
+type Error struct {
+	Temporary bool
+	Code      int
+	Enhanced  string
+	Message   string
+	Host      string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Code != 0 {
+		fmt.Fprintf(&b, "%d ", e.Code)
+	}
+	if e.Enhanced != "" {
+		b.WriteString(e.Enhanced + " ")
+	}
+	b.WriteString(e.Message)
+	if e.Host != "" {
+		fmt.Fprintf(&b, " (from %s)", e.Host)
+	}
+	return b.String()
+}
+
+// Result is the outcome of one attempt for one recipient. It names its
+// recipient, so results are matched by address, never by position.
+type Result struct {
+	Rcpt string
+	Err  *Error // nil: delivered
+	TLS  string // verified, unverified or none
+	Host string // the host that answered; "local" for the daemon's own mailboxes
+}
+
+// Deliverer performs one delivery attempt for some recipients of a message
+// and returns a result for each recipient it reached a decision on. A
+// recipient without a result counts as a temporary failure.
+type Deliverer interface {
+	Deliver(ctx context.Context, from string, rcpts []string, data []byte) []Result
+}
+
+// AllFailed is the same failure for every recipient.
+func AllFailed(rcpts []string, err *Error, tlsState string) []Result {
+	out := make([]Result, len(rcpts))
+	for i, r := range rcpts {
+		out[i] = Result{Rcpt: r, Err: err, TLS: tlsState, Host: err.Host}
+	}
+	return out
+}
+
+// ByRcpt indexes results by recipient address, case-insensitively.
+func ByRcpt(rs []Result) map[string]Result {
+	m := make(map[string]Result, len(rs))
+	for _, r := range rs {
+		m[strings.ToLower(r.Rcpt)] = r
+	}
+	return m
+}

@@ -1,0 +1,211 @@
+package outbound
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/outbound/remote"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+func ptrTo[T any](v T) *T { return &v }
+
+func defaultPolicy() config.SendPolicy { return config.Default().Send }
+
+// testKeys generates one Ed25519 and one RSA key (RSA generation is slow, so
+// the pair is made once per test binary).
+var (
+	keysOnce sync.Once
+	keysDir  string
+	keysErr  error
+	keysVal  []*dkim.Key
+)
+
+func testKeys(t testing.TB) []*dkim.Key {
+	t.Helper()
+	keysOnce.Do(func() {
+		keysDir, keysErr = os.MkdirTemp("", "outbound-dkim-")
+		if keysErr != nil {
+			return
+		}
+		if _, keysErr = dkim.GenerateKey(keysDir, "ed1", "ed25519"); keysErr != nil {
+			return
+		}
+		if _, keysErr = dkim.GenerateKey(keysDir, "rsa1", "rsa"); keysErr != nil {
+			return
+		}
+		keysVal, keysErr = dkim.LoadKeys(keysDir)
+	})
+	if keysErr != nil {
+		t.Fatal(keysErr)
+	}
+	return keysVal
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if keysDir != "" {
+		os.RemoveAll(keysDir)
+	}
+	os.Exit(code)
+}
+
+// txtRecords maps "<sel>._domainkey.<domain>" to the published value.
+func txtRecords(domain string, keys []*dkim.Key) map[string]string {
+	m := map[string]string{}
+	for _, k := range keys {
+		m[k.Selector+"._domainkey."+domain] = k.TXTValue()
+	}
+	return m
+}
+
+// mxWorld is a resolver, a dial map and a delivery client wired together.
+type mxWorld struct {
+	r  *resolver.Map
+	dm *fakemx.DialMap
+	d  *remote.Client
+}
+
+func newWorld(t testing.TB) *mxWorld {
+	w := &mxWorld{r: &resolver.Map{}, dm: &fakemx.DialMap{}}
+	w.d = &remote.Client{Resolver: w.r, Dial: w.dm.Dial, Hostname: "out.example.com", AllowPlaintext: true,
+		ConnectTimeout: 2 * time.Second, TransactionTimeout: 10 * time.Second}
+	return w
+}
+
+// mx starts a fake MX reachable as ip:25 in the world.
+func (w *mxWorld) mx(t testing.TB, ip string) *fakemx.Server {
+	f := fakemx.New(t, ip, nil)
+	w.dm.Set(ip+":25", f.Addr)
+	return f
+}
+
+// pipeline is a Service over a queue delivering through w, with rec's
+// settings; it runs until the test ends.
+func (w *mxWorld) pipeline(t testing.TB, rec *Recorder, svc *Service, opts queue.Options) *Service {
+	t.Helper()
+	q, err := queue.Open(t.TempDir(), w.d, rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Sent, svc.Queue = rec, q
+	if svc.Domain == nil {
+		svc.Domain = func() string { return "example.com" }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return svc
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition never met")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// memStore is an in-memory SentStore.
+type memStore struct {
+	mu   sync.Mutex
+	n    int
+	msgs map[string]*store.Message // mailbox/id
+	raw  map[string][]byte
+	body map[string]string
+}
+
+func newMemStore() *memStore {
+	return &memStore{msgs: map[string]*store.Message{}, raw: map[string][]byte{}, body: map[string]string{}}
+}
+
+func (s *memStore) Deliver(mailbox, folder string, m *store.Message, body string, raw []byte, _ []store.AttachmentData) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	id := store.NewID(m.Date, m.Subject) + "-" + string(rune('a'+s.n%26)) + strings.Repeat("x", s.n/26)
+	c := *m
+	c.ID, c.Mailbox = id, mailbox
+	k := mailbox + "/" + folder + "/" + id
+	s.msgs[k], s.raw[k], s.body[k] = &c, raw, body
+	return id, false, nil
+}
+
+func (s *memStore) Update(mailbox, folder, id string, fn func(*store.Message) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.msgs[mailbox+"/"+folder+"/"+id]
+	if !ok {
+		return protocol.Errorf(protocol.CodeNotFound, "no %s", id)
+	}
+	c := *m
+	c.DeliveryDetails = append([]store.RecipientStatus(nil), m.DeliveryDetails...)
+	if err := fn(&c); err != nil {
+		return err
+	}
+	s.msgs[mailbox+"/"+folder+"/"+id] = &c
+	return nil
+}
+
+func (s *memStore) Get(mailbox, folder, id string) (*store.Message, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := mailbox + "/" + folder + "/" + id
+	m, ok := s.msgs[k]
+	if !ok {
+		return nil, "", protocol.Errorf(protocol.CodeNotFound, "no %s", id)
+	}
+	c := *m
+	return &c, s.body[k], nil
+}
+
+func (s *memStore) FindByMessageID(mailbox, folder, mid string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, m := range s.msgs {
+		if strings.HasPrefix(k, mailbox+"/"+folder+"/") && m.MessageID == mid {
+			return m.ID, true
+		}
+	}
+	return "", false
+}
+
+func (s *memStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.msgs)
+}
+
+var _ SentStore = (*store.Store)(nil)

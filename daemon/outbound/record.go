@@ -1,0 +1,154 @@
+package outbound
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// Recorder keeps the sent copies in step with the queue: it is the queue's
+// Notifier, and needs nothing of the queue or of the Service.
+type Recorder struct {
+	Store  SentStore
+	Clock  func() time.Time
+	Logger *slog.Logger
+	// OnUpdated follows every change of a sent message's delivery state,
+	// after the sent copy has been updated (for watch events).
+	OnUpdated func(mailbox, sentID string, res protocol.SendResult)
+	// OnSettled follows the update that made every recipient final (for
+	// after_send hooks).
+	OnSettled func(mailbox, sentID string, res protocol.SendResult)
+	// CurrentID returns the identity of the mailbox named name now ("" when
+	// there is none). An item whose mailbox has since been deleted (and
+	// perhaps created again by someone else) changes no sent copy and
+	// reaches no callback. Nil: every item is current.
+	CurrentID func(name string) string
+}
+
+// DSNRecipient is one recipient reported by a delivery status notification.
+type DSNRecipient struct {
+	Address    string
+	Action     string // failed, delayed, delivered, relayed, expanded
+	Status     string // e.g. "5.1.1"
+	Diagnostic string
+}
+
+func (r *Recorder) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
+}
+
+func (r *Recorder) log() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+// current reports whether it belongs to the mailbox of its name as it is now.
+func (r *Recorder) current(it *queue.Item) bool {
+	return r.CurrentID == nil || it.MailboxID == "" || r.CurrentID(it.Mailbox) == it.MailboxID
+}
+
+// orphaned reports whether it belongs to a mailbox deleted since it was
+// queued: its outcome then goes to the log only.
+func (r *Recorder) orphaned(it *queue.Item) bool {
+	if r.current(it) {
+		return false
+	}
+	r.log().Info("queue item of a deleted mailbox: outcome not recorded", "id", it.ID, "recipients", it.Recipients)
+	return true
+}
+
+// Updated implements queue.Notifier: it brings the sent copy up to date.
+func (r *Recorder) Updated(it *queue.Item) {
+	if r.orphaned(it) {
+		return
+	}
+	now := r.now()
+	err := r.Store.Update(it.Mailbox, protocol.FolderSent, it.SentID, func(m *store.Message) error {
+		prev := map[string]store.RecipientStatus{}
+		for _, d := range m.DeliveryDetails {
+			prev[strings.ToLower(d.Address)] = d
+		}
+		details := toStoreDetails(it.Recipients)
+		for i, d := range details {
+			// A bounce that arrived meanwhile outranks "delivered".
+			if p, ok := prev[strings.ToLower(d.Address)]; ok && p.Status == queue.StatusBounced {
+				details[i] = p
+			}
+		}
+		m.DeliveryDetails = details
+		m.DeliveryStatus = aggregate(fromStoreDetails(details))
+		if m.DeliveryStatus == queue.StatusDelivered && m.DeliveredAt == nil {
+			t := now.UTC()
+			m.DeliveredAt = &t
+		}
+		return nil
+	})
+	if err != nil {
+		r.log().Error("cannot update the sent copy", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
+	}
+	if r.OnUpdated != nil {
+		r.OnUpdated(it.Mailbox, it.SentID, resultOf(it))
+	}
+}
+
+// Settled implements queue.Notifier.
+func (r *Recorder) Settled(it *queue.Item) {
+	if r.OnSettled != nil && !r.orphaned(it) {
+		r.OnSettled(it.Mailbox, it.SentID, resultOf(it))
+	}
+}
+
+// applyDSN marks the recipients a report says failed as bounced in the sent
+// copy it names. It returns the sent id, whether anything changed and
+// whether the report was applied.
+func (r *Recorder) applyDSN(mailbox string, originalMessageID string, recipients []DSNRecipient, authentic func(sentID string) bool) (string, bool, bool) {
+	mid := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(originalMessageID), "<"), ">")
+	id, ok := r.Store.FindByMessageID(mailbox, protocol.FolderSent, mid)
+	if !ok {
+		if id, ok = r.Store.FindByMessageID(mailbox, protocol.FolderSent, "<"+mid+">"); !ok {
+			r.log().Info("DSN for an unknown sent message", "mailbox", mailbox, "message_id", mid)
+			return "", false, false
+		}
+	}
+	if authentic == nil || !authentic(id) {
+		r.log().Info("DSN not sent to the message's return path: kept as ordinary mail", "mailbox", mailbox, "id", id)
+		return "", false, false
+	}
+	now := r.now().UTC()
+	var changed bool
+	err := r.Store.Update(mailbox, protocol.FolderSent, id, func(m *store.Message) error {
+		for _, rc := range recipients {
+			if !strings.EqualFold(rc.Action, "failed") {
+				continue
+			}
+			for i := range m.DeliveryDetails {
+				d := &m.DeliveryDetails[i]
+				if !sameAddress(d.Address, rc.Address) {
+					continue
+				}
+				d.Status = queue.StatusBounced
+				d.Detail = strings.TrimSpace("bounced: " + rc.Status + " " + rc.Diagnostic)
+				t := now
+				d.UpdatedAt = &t
+				d.NextAttempt = nil
+				changed = true
+			}
+		}
+		m.DeliveryStatus = aggregate(fromStoreDetails(m.DeliveryDetails))
+		return nil
+	})
+	if err != nil {
+		r.log().Error("cannot record bounce", "mailbox", mailbox, "id", id, "err", err)
+		return "", false, false
+	}
+	return id, changed, true
+}

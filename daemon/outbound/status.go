@@ -1,0 +1,110 @@
+package outbound
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// aggregate is the message-level status of its recipients.
+func aggregate(rs []protocol.RecipientStatus) string {
+	var held, pending, deferred, delivered, failed int
+	for _, r := range rs {
+		switch r.Status {
+		case queue.StatusHeld:
+			held++
+		case queue.StatusDeferred:
+			deferred++
+		case queue.StatusDelivered:
+			delivered++
+		case queue.StatusFailed, queue.StatusBounced:
+			failed++
+		default:
+			pending++
+		}
+	}
+	switch {
+	case held > 0:
+		return queue.StatusHeld
+	case deferred > 0:
+		return queue.StatusDeferred
+	case pending > 0:
+		return queue.StatusPending
+	case failed == 0:
+		return queue.StatusDelivered
+	case delivered == 0:
+		return queue.StatusFailed
+	default:
+		return "partial"
+	}
+}
+
+func resultStatus(agg string) string {
+	if agg == queue.StatusPending || agg == "" {
+		return "queued"
+	}
+	return agg
+}
+
+func resultOf(it *queue.Item) protocol.SendResult {
+	res := protocol.SendResult{ID: it.SentID, MessageID: it.MessageID, Envelope: protocol.Envelope{MailFrom: it.MailFrom},
+		SizeBytes: int(it.Size), Recipients: append([]protocol.RecipientStatus(nil), it.Recipients...)}
+	for _, r := range it.Recipients {
+		res.Envelope.RcptTo = append(res.Envelope.RcptTo, r.Address)
+	}
+	res.Status = resultStatus(aggregate(it.Recipients))
+	return res
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func toStoreDetails(rs []protocol.RecipientStatus) []store.RecipientStatus {
+	out := make([]store.RecipientStatus, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, store.RecipientStatus{Address: r.Address, Status: r.Status, Detail: r.Detail, Code: r.Code,
+			Attempts: r.Attempts, NextAttempt: timePtr(r.NextAttempt), UpdatedAt: timePtr(r.UpdatedAt), TLS: r.TLS})
+	}
+	return out
+}
+
+func fromStoreDetail(d store.RecipientStatus) protocol.RecipientStatus {
+	r := protocol.RecipientStatus{Address: d.Address, Status: d.Status, Detail: d.Detail, Code: d.Code, Attempts: d.Attempts, TLS: d.TLS}
+	if d.NextAttempt != nil {
+		r.NextAttempt = *d.NextAttempt
+	}
+	if d.UpdatedAt != nil {
+		r.UpdatedAt = *d.UpdatedAt
+	}
+	return r
+}
+
+func fromStoreDetails(ds []store.RecipientStatus) []protocol.RecipientStatus {
+	var out []protocol.RecipientStatus
+	for _, d := range ds {
+		out = append(out, fromStoreDetail(d))
+	}
+	return out
+}
+
+// threadID matches the inbound side's derivation (daemon/ingest.ThreadID):
+// 16 hex characters of SHA-256 over the thread's root Message-ID.
+func threadID(messageID string, refs []string, inReplyTo string) string {
+	root := messageID
+	if len(refs) > 0 && refs[0] != "" {
+		root = refs[0]
+	} else if inReplyTo != "" {
+		root = inReplyTo
+	}
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:])[:16]
+}

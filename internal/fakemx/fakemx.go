@@ -1,0 +1,274 @@
+// Package fakemx is a test helper: an SMTP server on a loopback address whose
+// answers a test sets, a dial map that routes "ip:25" to it, and self-signed
+// certificates. It counts connections so tests can see sessions reused.
+package fakemx
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// Received is one message the server accepted.
+type Received struct {
+	From  string
+	Rcpts []string
+	Data  []byte
+	TLS   bool
+	Helo  string
+	User  string // authenticated user, relay only
+	Conn  int    // which connection (1, 2, ...) carried it
+}
+
+// Server is a go-smtp server whose answers tests set.
+type Server struct {
+	Addr string // host:port it listens on
+
+	mu       sync.Mutex
+	rcptErr  map[string]*smtp.SMTPError
+	mailErr  *smtp.SMTPError
+	msgs     []Received
+	password string // non-empty: AUTH PLAIN required with user "relayuser"
+	conns    int
+	open     int
+	maxOpen  int
+	gate     chan struct{} // non-nil: DATA waits for a value
+}
+
+// New starts a server on ip (port chosen by the system) until the test ends.
+func New(t testing.TB, ip string, tlsCfg *tls.Config) *Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	return Serve(t, ln, tlsCfg)
+}
+
+// Serve serves on ln (a TLS listener for implicit TLS) until the test ends;
+// tlsCfg, when set, is offered with STARTTLS.
+func Serve(t testing.TB, ln net.Listener, tlsCfg *tls.Config) *Server {
+	f := &Server{Addr: ln.Addr().String(), rcptErr: map[string]*smtp.SMTPError{}}
+	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.conns++
+		f.open++
+		f.maxOpen = max(f.maxOpen, f.open)
+		return &session{f: f, c: c, conn: f.conns}, nil
+	}))
+	s.Domain = "fake.test"
+	s.TLSConfig = tlsCfg
+	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
+	s.ErrorLog = discardLogger{}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return f
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...interface{}) {}
+func (discardLogger) Println(...interface{})        {}
+
+// SetRcptErr makes RCPT TO:<rcpt> answer e (nil: accept again).
+func (f *Server) SetRcptErr(rcpt string, e *smtp.SMTPError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e == nil {
+		delete(f.rcptErr, rcpt)
+	} else {
+		f.rcptErr[rcpt] = e
+	}
+}
+
+// SetMailErr makes MAIL FROM answer e (nil: accept).
+func (f *Server) SetMailErr(e *smtp.SMTPError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mailErr = e
+}
+
+// RequireAuth makes the server demand AUTH PLAIN as "relayuser" with password.
+func (f *Server) RequireAuth(password string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.password = password
+}
+
+// Gate makes each DATA wait until a value is sent on the returned channel,
+// so a test can hold transactions open and look at the connections.
+func (f *Server) Gate() chan<- struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gate = make(chan struct{})
+	return f.gate
+}
+
+// Messages returns what the server accepted so far.
+func (f *Server) Messages() []Received {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Received(nil), f.msgs...)
+}
+
+// Conns is the number of connections accepted so far.
+func (f *Server) Conns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.conns
+}
+
+// Open is the number of connections open now; MaxOpen the most at once.
+func (f *Server) Open() (now, most int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.open, f.maxOpen
+}
+
+type session struct {
+	f     *Server
+	c     *smtp.Conn
+	conn  int
+	from  string
+	rcpts []string
+	user  string
+}
+
+func (s *session) Reset() { s.from, s.rcpts = "", nil }
+func (s *session) Logout() error {
+	s.f.mu.Lock()
+	s.f.open--
+	s.f.mu.Unlock()
+	return nil
+}
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if s.f.password != "" && s.user == "" {
+		return smtp.ErrAuthRequired
+	}
+	if s.f.mailErr != nil {
+		return s.f.mailErr
+	}
+	s.from = from
+	return nil
+}
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if e := s.f.rcptErr[to]; e != nil {
+		return e
+	}
+	s.rcpts = append(s.rcpts, to)
+	return nil
+}
+func (s *session) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.f.mu.Lock()
+	gate := s.f.gate
+	s.f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	_, isTLS := s.c.TLSConnectionState()
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.f.msgs = append(s.f.msgs, Received{From: s.from, Rcpts: s.rcpts, Data: b, TLS: isTLS, Helo: s.c.Hostname(), User: s.user, Conn: s.conn})
+	return nil
+}
+func (s *session) AuthMechanisms() []string {
+	if s.f.password == "" {
+		return nil
+	}
+	return []string{sasl.Plain}
+}
+func (s *session) Auth(mech string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(_, user, pass string) error {
+		if user != "relayuser" || pass != s.f.password {
+			return errors.New("bad credentials")
+		}
+		s.user = user
+		return nil
+	}), nil
+}
+
+// DialMap routes a deliverer's dials ("127.0.0.31:25") to the fake servers'
+// real addresses; anything else is refused, like a host that is down.
+type DialMap struct {
+	mu sync.Mutex
+	m  map[string]string
+	n  int
+}
+
+// Set routes dials of from to to.
+func (d *DialMap) Set(from, to string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]string{}
+	}
+	d.m[from] = to
+}
+
+// Dials is the number of dials made so far, refused ones included.
+func (d *DialMap) Dials() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n
+}
+
+// Dial is the dial function to give the deliverer.
+func (d *DialMap) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	real, ok := d.m[addr]
+	d.n++
+	d.mu.Unlock()
+	if !ok {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, real)
+}
+
+// Cert makes a CA-less self-signed certificate for hosts and a pool trusting
+// it.
+func Cert(t testing.TB, hosts ...string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: hosts[0]}, DNSNames: hosts,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
