@@ -2,8 +2,10 @@ package mcpshim
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Untrusted text must never escape its fence, whatever it contains.
@@ -71,6 +73,46 @@ func FuzzParseMailboxURI(f *testing.F) {
 			if p == "" || p == "." || p == ".." || strings.Contains(p, "/") {
 				t.Fatalf("segment %q from %q", p, uri)
 			}
+		}
+	})
+}
+
+// FuzzJSONRPC feeds arbitrary lines to a server on its stdio transport, as
+// one long session would receive them: nothing a client sends may crash the
+// process or end the session (bad lines are answered), so a ping after each
+// line is still answered. The session is shared by the iterations, which
+// also keeps the coverage free of set-up noise.
+func FuzzJSONRPC(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"email_read","arguments":{"mailbox":"a","id":"x"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"mailctl://mailbox/../x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"mailctl://mailbox/a/inbox"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"triage_inbox"}}`,
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"result":{}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+		`{`,
+	} {
+		f.Add(s)
+	}
+	s := New(Options{SocketPath: "/nonexistent/mailctl-fuzz.sock", Logger: testLogger()})
+	s.dialTimeout = 100 * time.Millisecond
+	r := startRaw(f, s, 1<<16)
+	n := 0
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsAny(line, "\n") {
+			t.Skip("one line per message")
+		}
+		n++
+		id := fmt.Sprintf("after-fuzz-%d", n)
+		r.send(line)
+		r.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"ping"}`)
+		if m := r.reply(t, id); m["result"] == nil {
+			t.Fatalf("ping after %q: %v", line, m)
 		}
 	})
 }

@@ -106,3 +106,30 @@ func TestHTTPNeedsBearerToken(t *testing.T) {
 		t.Fatal("RunHTTP accepted a non-loopback address")
 	}
 }
+
+// The HTTP transport takes what stdio takes (the SDK's default refuses
+// bodies over 4 MiB) and answers 413 past it.
+func TestHTTPBodyLimit(t *testing.T) {
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler("0123456789abcdef"))
+	defer srv.Close()
+	post := func(size int) int {
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1","pad":"` +
+			strings.Repeat("A", size) + `"}}}`
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer 0123456789abcdef")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(6 << 20); code != http.StatusOK {
+		t.Errorf("6 MiB request: HTTP %d, want 200", code)
+	}
+	if code := post(MaxRequestBytes); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("request over MaxRequestBytes: HTTP %d, want 413", code)
+	}
+}

@@ -113,10 +113,12 @@ func (s *Server) logCalls(next mcp.MethodHandler) mcp.MethodHandler {
 		start := time.Now()
 		res, err := next(ctx, method, req)
 		attrs := []any{"method", method, "ms", time.Since(start).Milliseconds()}
-		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+		// The SDK hands typed nil pointers through these interfaces (an
+		// unknown tool's result is a nil *CallToolResult), so check for nil.
+		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
 			attrs = append(attrs, "tool", p.Name)
 		}
-		if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
 			attrs = append(attrs, "tool_error", true)
 		}
 		if err != nil {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mailctl/mailctl/mcpshim"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -74,7 +72,7 @@ See docs/mcp.md.`).fs
 	if *tokenFile != "" {
 		return usageError(fs, "--token-file only applies with --http")
 	}
-	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	if err := srv.Run(ctx, mcpshim.StdioTransport()); err != nil && ctx.Err() == nil {
 		logger.Error("mcp server ended", "err", err)
 		return 1
 	}

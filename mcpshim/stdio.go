@@ -1,0 +1,310 @@
+package mcpshim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// MaxRequestBytes bounds one JSON-RPC message from the client: room for
+// MaxAttachBytes of attachments in base64 (4/3 of their size) and 8 MiB for
+// the body and every other field. The SDK's own stdio default (16 MiB) would
+// end the session at a 12 MiB attachment.
+const MaxRequestBytes = MaxAttachBytes/3*4 + 8<<20
+
+// The shim forwards a send to the daemon in one frame; whatever the client may
+// send must fit in it.
+var _ [protocol.MaxFrame - MaxRequestBytes]struct{}
+
+// LineTransport is the stdio transport of `mailctl mcp`: newline-delimited
+// JSON-RPC, one message per line, as the SDK's StdioTransport, except that a
+// line over Max bytes or one that is not a JSON-RPC message is answered with a
+// JSON-RPC error and the session goes on (the SDK's transport ends it without
+// a word). Batches are not accepted (MCP dropped them in 2025-06-18).
+type LineTransport struct {
+	In  io.ReadCloser
+	Out io.Writer
+	// Max bounds one inbound line; 0 means MaxRequestBytes.
+	Max int
+}
+
+// StdioTransport serves on the process's standard input and output.
+func StdioTransport() *LineTransport {
+	return &LineTransport{In: os.Stdin, Out: os.Stdout}
+}
+
+// Connect implements mcp.Transport.
+func (t *LineTransport) Connect(context.Context) (mcp.Connection, error) {
+	max := t.Max
+	if max <= 0 {
+		max = MaxRequestBytes
+	}
+	c := &lineConn{in: t.In, out: t.Out, msgs: make(chan readResult), closed: make(chan struct{})}
+	go c.readLoop(max)
+	return c, nil
+}
+
+type readResult struct {
+	msg jsonrpc.Message
+	err error
+}
+
+type lineConn struct {
+	in   io.ReadCloser
+	out  io.Writer
+	wmu  sync.Mutex
+	msgs chan readResult
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (c *lineConn) SessionID() string { return "" }
+
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case r := <-c.msgs:
+		return r.msg, r.err
+	case <-c.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeLine(data)
+}
+
+// writeLine writes one message and its newline in one Write, under the lock
+// that keeps the reader's own error answers from interleaving with the SDK's.
+func (c *lineConn) writeLine(data []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.closed:
+		return io.ErrClosedPipe
+	default:
+	}
+	_, err := c.out.Write(append(data, '\n'))
+	return err
+}
+
+func (c *lineConn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		err = c.in.Close()
+	})
+	return err
+}
+
+// readLoop hands each line to Read, answering bad lines itself.
+func (c *lineConn) readLoop(max int) {
+	br := bufio.NewReaderSize(c.in, 64<<10)
+	for {
+		line, over, err := readLine(br, max)
+		switch {
+		case over != nil:
+			c.answer(over.id(), jsonrpc.CodeInvalidRequest, fmt.Sprintf("too_large: the message is %d bytes or more, over the limit of %d bytes (%d MiB of attachments in total, in base64): send fewer or smaller attachments, or attach files by path", over.size, max, MaxAttachBytes>>20), protocol.CodeTooLarge)
+		case len(bytes.TrimSpace(line)) > 0:
+			msg, derr := jsonrpc.DecodeMessage(line)
+			if derr != nil {
+				c.answerBad(line, derr)
+				break
+			}
+			if !c.deliver(readResult{msg: msg}) {
+				return
+			}
+		}
+		if err != nil {
+			c.deliver(readResult{err: err})
+			return
+		}
+	}
+}
+
+func (c *lineConn) deliver(r readResult) bool {
+	select {
+	case c.msgs <- r:
+		return true
+	case <-c.closed:
+		return false
+	}
+}
+
+// answerBad answers a line that is not one JSON-RPC message.
+func (c *lineConn) answerBad(line []byte, err error) {
+	var id json.RawMessage
+	var probe struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if !json.Valid(line) {
+		c.answer(nil, jsonrpc.CodeParseError, "parse error: the line is not JSON: send one JSON-RPC message per line", protocol.CodeInvalidInput)
+		return
+	}
+	if json.Unmarshal(line, &probe) == nil && validID(probe.ID) {
+		id = probe.ID
+	}
+	msg := fmt.Sprintf("invalid request: %v", err)
+	if b := bytes.TrimSpace(line); len(b) > 0 && b[0] == '[' {
+		msg = "invalid request: batches are not supported: send one JSON-RPC message per line"
+	}
+	c.answer(id, jsonrpc.CodeInvalidRequest, msg, protocol.CodeInvalidInput)
+}
+
+// answer writes a JSON-RPC error response. A notification (no id) gets none,
+// except when the id could not be read at all (JSON-RPC's null id).
+func (c *lineConn) answer(id json.RawMessage, code int64, msg, mailctlCode string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   any             `json:"error"`
+	}{"2.0", id, map[string]any{"code": code, "message": msg, "data": map[string]any{"code": mailctlCode}}}
+	b, err := json.Marshal(resp)
+	if err == nil {
+		c.writeLine(b)
+	}
+}
+
+// validID reports whether raw is a JSON-RPC id: a string or a number.
+func validID(raw json.RawMessage) bool {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case string, float64:
+		return true
+	}
+	return false
+}
+
+// oversized describes a line that was skipped for its size: its length so far
+// and its first and last bytes, where the id is.
+type oversized struct {
+	size       int
+	head, tail []byte
+}
+
+const idWindow = 4 << 10
+
+// id finds the request id of a skipped line: clients put it before the params
+// (Go, Python) or after them (TypeScript), so look at both ends.
+func (o *oversized) id() json.RawMessage {
+	if id := idFromHead(o.head); id != nil {
+		return id
+	}
+	return idFromTail(o.tail)
+}
+
+// idFromHead reads the top-level members of the object's start until the id
+// or a value that does not fit in the window.
+func idFromHead(head []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if k == "id" && validID(v) {
+			return v
+		}
+	}
+	return nil
+}
+
+// idFromTail looks for `"id": value` closing the object.
+func idFromTail(tail []byte) json.RawMessage {
+	tail = bytes.TrimRight(tail, " \t\r\n")
+	if !bytes.HasSuffix(tail, []byte("}")) {
+		return nil
+	}
+	for end := len(tail); ; {
+		i := bytes.LastIndex(tail[:end], []byte(`"id"`))
+		if i < 0 {
+			return nil
+		}
+		end = i
+		rest := bytes.TrimLeft(tail[i+4:], " \t")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(rest[1:]))
+		var v json.RawMessage
+		if dec.Decode(&v) != nil || !validID(v) {
+			continue
+		}
+		after := bytes.TrimLeft(rest[1+int(dec.InputOffset()):], " \t")
+		if len(after) > 0 && (after[0] == ',' || after[0] == '}') {
+			return v
+		}
+	}
+}
+
+// readLine returns the next line without its newline. A line longer than max
+// is read to its end and dropped: over describes it and line is nil.
+func readLine(br *bufio.Reader, max int) (line []byte, over *oversized, err error) {
+	for {
+		chunk, rerr := br.ReadSlice('\n')
+		if over == nil && len(line)+len(chunk) > max+1 { // +1: the newline
+			over = &oversized{head: append([]byte(nil), line[:min(len(line), idWindow)]...)}
+			if len(over.head) < idWindow {
+				over.head = append(over.head, chunk[:min(len(chunk), idWindow-len(over.head))]...)
+			}
+			over.size = len(line)
+			line = nil
+		}
+		if over != nil {
+			over.size += len(chunk)
+			over.tail = append(over.tail, chunk...)
+			if len(over.tail) > idWindow {
+				over.tail = append(over.tail[:0], over.tail[len(over.tail)-idWindow:]...)
+			}
+		} else {
+			line = append(line, chunk...)
+		}
+		switch {
+		case rerr == nil:
+			if over != nil {
+				return nil, over, nil
+			}
+			return bytes.TrimSuffix(line, []byte("\n")), nil, nil
+		case errors.Is(rerr, bufio.ErrBufferFull):
+			continue
+		default:
+			if over != nil {
+				return nil, over, rerr
+			}
+			return line, nil, rerr
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package mcpshim
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// rawSession is a server on a LineTransport driven line by line, as a
+// harness speaking raw JSON-RPC over stdio would.
+type rawSession struct {
+	t     *testing.T
+	in    *io.PipeWriter
+	lines chan map[string]any
+	done  chan error
+}
+
+// startRaw serves s on a LineTransport with the given line limit and
+// initializes the session.
+func startRaw(t testing.TB, s *Server, max int) *rawSession {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r := &rawSession{in: inW, lines: make(chan map[string]any, 16), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		r.done <- s.Run(ctx, &LineTransport{In: inR, Out: outW, Max: max})
+		outW.Close()
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(make([]byte, 1<<20), 8<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				m = map[string]any{"unparsed": sc.Text()}
+			}
+			r.lines <- m
+		}
+		close(r.lines)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		for range r.lines {
+		}
+	})
+	r.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := r.reply(t, "init"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	r.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return r
+}
+
+func (r *rawSession) send(line string) bool {
+	_, err := io.WriteString(r.in, line+"\n")
+	return err == nil
+}
+
+// reply waits for the response whose id is want (a string id, or a number
+// written as its decimal text), skipping notifications.
+func (r *rawSession) reply(t testing.TB, want string) map[string]any {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case m, ok := <-r.lines:
+			if !ok {
+				t.Fatalf("session ended before the reply to %s", want)
+			}
+			if _, isReq := m["method"]; isReq {
+				continue
+			}
+			if fmt.Sprint(m["id"]) == want {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("no reply to %s", want)
+		}
+	}
+}
+
+func noDaemon(t testing.TB) string { return filepath.Join(shortTempDir(t), "none.sock") }
+
+// Regression: a tools/call for a tool the server does not serve panicked in
+// logCalls (a typed nil result), killing every session of the process.
+func TestUnknownToolKeepsServing(t *testing.T) {
+	s := New(Options{SocketPath: noDaemon(t), Tools: []string{"basic"}})
+	r := startRaw(t, s, 0)
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hook_create","arguments":{}}}`)
+	m := r.reply(t, "1")
+	e, _ := m["error"].(map[string]any)
+	if e == nil || e["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(e["message"]), "hook_create") {
+		t.Fatalf("unknown tool: want JSON-RPC error -32602 naming the tool, got %v", m)
+	}
+	r.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if m := r.reply(t, "2"); m["result"] == nil {
+		t.Fatalf("tools/list after the unknown tool: %v", m)
+	}
+}
+
+// The same through the SDK client and with debug logging on, where logCalls
+// reads the result.
+func TestUnknownToolSDKClient(t *testing.T) {
+	s := New(Options{SocketPath: noDaemon(t), Logger: testLogger()})
+	st, ct := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ss, err := s.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Fatalf("want an unknown tool error, got %v", err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mailbox_list"})
+	if err != nil || !res.IsError {
+		t.Fatalf("a valid call after it: want a tool error (no daemon), got %v %v", res, err)
+	}
+}
+
+// A line over the limit is answered with too_large under the request's id,
+// wherever the client put the id, and the session goes on.
+func TestOversizedLineAnswered(t *testing.T) {
+	s := New(Options{SocketPath: noDaemon(t)})
+	r := startRaw(t, s, 4096)
+	big := strings.Repeat("A", 10000)
+	for _, c := range []struct{ id, line string }{
+		{"7", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"email_send","arguments":{"body":"` + big + `"}}}`},
+		{"ts-8", `{"method":"tools/call","params":{"name":"email_send","arguments":{"body":"` + big + `"}},"jsonrpc":"2.0","id":"ts-8"}`},
+	} {
+		r.send(c.line)
+		m := r.reply(t, c.id)
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e == nil || e["code"] != float64(-32600) || data["code"] != "too_large" || !strings.Contains(fmt.Sprint(e["message"]), "4096") {
+			t.Fatalf("oversized line (id %s): want -32600 too_large naming the limit, got %v", c.id, m)
+		}
+	}
+	r.send(`not json`)
+	if m := r.reply(t, "<nil>"); m["error"].(map[string]any)["code"] != float64(-32700) {
+		t.Fatalf("not JSON: want -32700, got %v", m)
+	}
+	r.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if m := r.reply(t, "9"); m["result"] == nil {
+		t.Fatalf("ping after the refusals: %v", m)
+	}
+}
+
+// The default limit carries the documented 25 MiB of attachments: the call
+// reaches the tool (which answers unavailable, with no daemon behind it).
+func TestStdioCarriesMaxAttachments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 34 MB")
+	}
+	s := New(Options{SocketPath: noDaemon(t)})
+	r := startRaw(t, s, 0)
+	data := base64.StdEncoding.EncodeToString(make([]byte, MaxAttachBytes))
+	r.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"email_send","arguments":{"from_mailbox":"agent","to":"a@b.test","subject":"s","body":"b","attachments_base64":[{"filename":"f.bin","data":"` + data + `"}]}}}`)
+	m := r.reply(t, "3")
+	res, _ := m["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if sc["code"] != "unavailable" {
+		t.Fatalf("25 MiB attachment: want the tool's unavailable (no daemon), got %.300v", m)
+	}
+}
+
+func TestIDFromTail(t *testing.T) {
+	for tail, want := range map[string]string{
+		`AAAA"}},"jsonrpc":"2.0","id":12}`:      "12",
+		`AAAA"}},"id":"x-1","jsonrpc":"2.0"}`:   `"x-1"`,
+		`AAAA"}},"jsonrpc":"2.0","id" : "q" } `: `"q"`,
+		`"id":{"a":1}}`:                         "",
+		`AAAA"}},"jsonrpc":"2.0","id":12`:       "",
+		`"data":"id\":3"}},"jsonrpc":"2.0"}`:    "",
+	} {
+		if got := string(idFromTail([]byte(tail))); got != want {
+			t.Errorf("idFromTail(%s) = %s, want %s", tail, got, want)
+		}
+	}
+}
+
+// testLogger logs everything to nowhere, so that debug-only paths run.
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
