@@ -31,6 +31,7 @@ type outboundService struct {
 	d     *Daemon
 	svc   *outbound.Service
 	queue *queue.Queue
+	mx    *remote.Client
 	keys  atomic.Pointer[[]*dkim.Key]
 	// bounceKey makes and checks the return paths of sent messages.
 	bounceKey *bounce.Key
@@ -75,7 +76,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)
 	}
-	o.queue = q
+	o.queue, o.mx = q, mx
 	o.svc = &outbound.Service{
 		Domain: func() string { return d.cfg().PrimaryDomain() },
 		Keys: func() []*dkim.Key {
@@ -131,6 +132,7 @@ func (o *outboundService) Stop(ctx context.Context) error {
 	o.cancel()
 	select {
 	case <-o.done:
+		o.mx.Close() // say QUIT on the cached sessions
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

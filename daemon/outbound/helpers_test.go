@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"crypto/tls"
 	"os"
 	"strings"
 	"sync"
@@ -80,12 +81,17 @@ func newWorld(t testing.TB) *mxWorld {
 	w := &mxWorld{r: &resolver.Map{}, dm: &fakemx.DialMap{}}
 	w.d = &remote.Client{Resolver: w.r, Dial: w.dm.Dial, Hostname: "out.example.com", AllowPlaintext: true,
 		ConnectTimeout: 2 * time.Second, TransactionTimeout: 10 * time.Second}
+	t.Cleanup(w.d.Close)
 	return w
 }
 
 // mx starts a fake MX reachable as ip:25 in the world.
-func (w *mxWorld) mx(t testing.TB, ip string) *fakemx.Server {
-	f := fakemx.New(t, ip, nil)
+func (w *mxWorld) mx(t testing.TB, ip string, tlsCfg ...*tls.Config) *fakemx.Server {
+	var cfg *tls.Config
+	if len(tlsCfg) > 0 {
+		cfg = tlsCfg[0]
+	}
+	f := fakemx.New(t, ip, cfg)
 	w.dm.Set(ip+":25", f.Addr)
 	return f
 }

@@ -32,7 +32,6 @@ type Received struct {
 	TLS   bool
 	Helo  string
 	User  string // authenticated user, relay only
-	Conn  int    // which connection (1, 2, ...) carried it
 }
 
 // Server is a go-smtp server whose answers tests set.
@@ -48,6 +47,8 @@ type Server struct {
 	open     int
 	maxOpen  int
 	gate     chan struct{} // non-nil: DATA waits for a value
+	waiting  int           // transactions held at the gate
+	live     map[net.Conn]bool
 }
 
 // New starts a server on ip (port chosen by the system) until the test ends.
@@ -63,22 +64,71 @@ func New(t testing.TB, ip string, tlsCfg *tls.Config) *Server {
 // Serve serves on ln (a TLS listener for implicit TLS) until the test ends;
 // tlsCfg, when set, is offered with STARTTLS.
 func Serve(t testing.TB, ln net.Listener, tlsCfg *tls.Config) *Server {
-	f := &Server{Addr: ln.Addr().String(), rcptErr: map[string]*smtp.SMTPError{}}
+	f := &Server{Addr: ln.Addr().String(), rcptErr: map[string]*smtp.SMTPError{}, live: map[net.Conn]bool{}}
 	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.conns++
-		f.open++
-		f.maxOpen = max(f.maxOpen, f.open)
-		return &session{f: f, c: c, conn: f.conns}, nil
+		// go-smtp makes a new session after STARTTLS: connections are
+		// counted where they are accepted.
+		return &session{f: f, c: c}, nil
 	}))
 	s.Domain = "fake.test"
 	s.TLSConfig = tlsCfg
 	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
 	s.ErrorLog = discardLogger{}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
+	go s.Serve(&countingListener{Listener: ln, f: f})
+	// Not s.Close: go-smtp's Close reads a connection field that a
+	// STARTTLS in progress writes. Closing the listener and the TCP
+	// connections underneath ends every handler as well.
+	t.Cleanup(func() {
+		ln.Close()
+		f.mu.Lock()
+		live := make([]net.Conn, 0, len(f.live))
+		for c := range f.live {
+			live = append(live, c)
+		}
+		f.mu.Unlock()
+		for _, c := range live {
+			c.Close()
+		}
+	})
 	return f
+}
+
+// countingListener counts the TCP connections and those open now.
+type countingListener struct {
+	net.Listener
+	f *Server
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	f := l.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conns++
+	f.open++
+	f.maxOpen = max(f.maxOpen, f.open)
+	cc := &countedConn{Conn: c, f: f}
+	f.live[cc] = true
+	return cc, nil
+}
+
+type countedConn struct {
+	net.Conn
+	f    *Server
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() {
+		c.f.mu.Lock()
+		c.f.open--
+		delete(c.f.live, c)
+		c.f.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 type discardLogger struct{}
@@ -134,6 +184,13 @@ func (f *Server) Conns() int {
 	return f.conns
 }
 
+// Waiting is the number of transactions held at the gate now.
+func (f *Server) Waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiting
+}
+
 // Open is the number of connections open now; MaxOpen the most at once.
 func (f *Server) Open() (now, most int) {
 	f.mu.Lock()
@@ -144,19 +201,13 @@ func (f *Server) Open() (now, most int) {
 type session struct {
 	f     *Server
 	c     *smtp.Conn
-	conn  int
 	from  string
 	rcpts []string
 	user  string
 }
 
-func (s *session) Reset() { s.from, s.rcpts = "", nil }
-func (s *session) Logout() error {
-	s.f.mu.Lock()
-	s.f.open--
-	s.f.mu.Unlock()
-	return nil
-}
+func (s *session) Reset()        { s.from, s.rcpts = "", nil }
+func (s *session) Logout() error { return nil }
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
@@ -187,12 +238,18 @@ func (s *session) Data(r io.Reader) error {
 	gate := s.f.gate
 	s.f.mu.Unlock()
 	if gate != nil {
+		s.f.mu.Lock()
+		s.f.waiting++
+		s.f.mu.Unlock()
 		<-gate
+		s.f.mu.Lock()
+		s.f.waiting--
+		s.f.mu.Unlock()
 	}
 	_, isTLS := s.c.TLSConnectionState()
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
-	s.f.msgs = append(s.f.msgs, Received{From: s.from, Rcpts: s.rcpts, Data: b, TLS: isTLS, Helo: s.c.Hostname(), User: s.user, Conn: s.conn})
+	s.f.msgs = append(s.f.msgs, Received{From: s.from, Rcpts: s.rcpts, Data: b, TLS: isTLS, Helo: s.c.Hostname(), User: s.user})
 	return nil
 }
 func (s *session) AuthMechanisms() []string {

@@ -6,8 +6,10 @@ package remote
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-sasl"
@@ -52,6 +55,15 @@ type Client struct {
 	Local              LocalDeliverer
 	IsLocal            func(domain string) bool
 	Logger             *slog.Logger
+	// PerDestination bounds the transactions in flight to one address
+	// (default 8); MaxIdle the sessions kept open between messages (default
+	// 32), each for at most IdleTimeout (default 5s). Close drops them.
+	PerDestination int
+	MaxIdle        int
+	IdleTimeout    time.Duration
+
+	poolOnce sync.Once
+	pool     *pool
 }
 
 func (d *Client) logger() *slog.Logger {
@@ -163,45 +175,60 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 	return delivery.AllFailed(rcpts, last, "")
 }
 
-type tlsMode int
-
-const (
-	tlsModeVerify tlsMode = iota
-	tlsModeNoVerify
-	tlsModePlain
-)
-
-// deliverHost runs the transaction with one address of one MX host. STARTTLS
-// is always attempted and verified against the MX name; a certificate that
-// does not verify is retried without verification (recorded "unverified":
-// opportunistic TLS still beats plaintext), and a failed handshake falls back
-// to plaintext only when AllowPlaintext says so (recorded "none").
+// deliverHost runs the transaction with one address of one MX host, on a
+// cached session to that address when there is one. STARTTLS is always
+// attempted; the certificate is checked against the MX name after a single
+// handshake and recorded "verified" or "unverified" (opportunistic TLS still
+// beats plaintext). A failed handshake falls back to plaintext only when
+// AllowPlaintext says so (recorded "none").
 func (d *Client) deliverHost(ctx context.Context, host, addr, from string, rcpts []string, data []byte) ([]delivery.Result, *delivery.Error) {
-	mode := tlsModeVerify
-	for {
-		res, herr, tlsErr := d.transaction(ctx, host, addr, mode, false, from, rcpts, data, nil)
-		if tlsErr == nil {
-			return res, herr
-		}
-		d.logger().Info("STARTTLS failed", "host", host, "addr", addr, "verify", mode == tlsModeVerify, "err", tlsErr)
-		switch {
-		case mode == tlsModeVerify && isCertError(tlsErr):
-			mode = tlsModeNoVerify
-		case d.AllowPlaintext && mode != tlsModePlain:
-			mode = tlsModePlain
-		default:
-			return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host,
-				Message: fmt.Sprintf("TLS with %s failed (%v) and plaintext delivery is off (delivery.allow_plaintext)", host, tlsErr)}
-		}
-	}
+	return d.deliverRoute(ctx, route{host: host, addr: addr}, from, rcpts, data)
 }
 
-func isCertError(err error) bool {
-	var cv *tls.CertificateVerificationError
-	var ua x509.UnknownAuthorityError
-	var he x509.HostnameError
-	var ci x509.CertificateInvalidError
-	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
+// route is where a transaction goes: a host name (for TLS and the logs), one
+// of its addresses, and what the route demands.
+type route struct {
+	host, addr string
+	relay      bool        // TLS required and verified; AUTH when auth is set
+	implicit   bool        // TLS from the first byte (port 465)
+	auth       sasl.Client // nil: no AUTH
+	authID     string      // who auth logs in as, for the session cache key
+}
+
+// key names the sessions that may carry this route's mail.
+func (r route) key(d *Client) string {
+	return fmt.Sprintf("%s|%s|%t|%t|%s|%p", r.host, r.addr, r.relay, r.implicit, r.authID, d.RootCAs)
+}
+
+// deliverRoute holds one of the destination's concurrency slots for the
+// whole transaction, tries cached sessions (a session the server has closed
+// meanwhile is dropped and the next one tried), then opens a new one.
+func (d *Client) deliverRoute(ctx context.Context, rt route, from string, rcpts []string, data []byte) ([]delivery.Result, *delivery.Error) {
+	p := d.sessions()
+	release, err := p.acquire(ctx, rt.addr, d.perDestination())
+	if err != nil {
+		return nil, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.5", Host: rt.host,
+			Message: fmt.Sprintf("no free connection slot for %s before the attempt ended: %v", rt.host, err)}
+	}
+	defer release()
+	key := rt.key(d)
+	for {
+		s := p.take(key)
+		if s == nil {
+			break
+		}
+		res, herr, alive := d.send(ctx, s, from, rcpts, data)
+		if alive {
+			return res, herr
+		}
+		d.logger().Debug("cached session closed by the server; trying another", "host", rt.host, "addr", rt.addr)
+	}
+	s, herr := d.open(ctx, rt)
+	if herr != nil {
+		return nil, herr
+	}
+	res, herr, _ := d.send(ctx, s, from, rcpts, data)
+	return res, herr
 }
 
 // greetedConn replays a greeting before the real stream: after STARTTLS (or
@@ -240,83 +267,176 @@ func (d *Client) hostname() string {
 	return d.Hostname
 }
 
-// transaction dials addr and runs one SMTP transaction. herr is a failure of
-// the whole host (try the next); tlsErr means STARTTLS failed and the caller
-// may try again in another mode. requireTLS refuses peers without STARTTLS.
-func (d *Client) transaction(ctx context.Context, host, addr string, mode tlsMode, requireTLS bool, from string, rcpts []string, data []byte, auth sasl.Client) (res []delivery.Result, herr *delivery.Error, tlsErr error) {
-	tt := d.TransactionTimeout
-	if tt <= 0 {
-		tt = 10 * time.Minute
+func (d *Client) transactionTimeout() time.Duration {
+	if d.TransactionTimeout <= 0 {
+		return 10 * time.Minute
 	}
+	return d.TransactionTimeout
+}
+
+// open connects a new session for rt. A STARTTLS handshake that fails is
+// retried in plaintext when that is allowed (never for a relay).
+func (d *Client) open(ctx context.Context, rt route) (*session, *delivery.Error) {
+	plain := false
+	for {
+		s, herr, tlsErr := d.connect(ctx, rt, plain)
+		if tlsErr == nil {
+			return s, herr
+		}
+		d.logger().Info("TLS failed", "host", rt.host, "addr", rt.addr, "err", tlsErr)
+		switch {
+		case rt.relay:
+			return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: fmt.Sprintf("TLS with relay %s failed: %v", rt.host, tlsErr)}
+		case d.AllowPlaintext && !plain:
+			plain = true
+		default:
+			return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host,
+				Message: fmt.Sprintf("TLS with %s failed (%v) and plaintext delivery is off (delivery.allow_plaintext)", rt.host, tlsErr)}
+		}
+	}
+}
+
+// connect dials rt.addr and brings a session up to the point where MAIL can
+// be sent: greeting, EHLO, TLS, EHLO again, AUTH. herr is a failure of the
+// whole host (try the next); tlsErr means TLS failed and the caller may try
+// again without it.
+func (d *Client) connect(ctx context.Context, rt route, plain bool) (s *session, herr *delivery.Error, tlsErr error) {
+	tt := d.transactionTimeout()
 	ctx, cancel := context.WithTimeout(ctx, tt)
 	defer cancel()
-	conn, err := d.dial(ctx, addr)
+	conn, err := d.dial(ctx, rt.addr)
 	if err != nil {
-		return nil, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to %s (%s): %v", host, addr, err)}, nil
+		return nil, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: rt.host, Message: fmt.Sprintf("cannot connect to %s (%s): %v", rt.host, rt.addr, err)}, nil
 	}
-	defer conn.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			conn.Close()
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
 	hostErr := func(err error) *delivery.Error {
-		de := classify(err, host)
+		de := classify(err, rt.host)
 		// Whatever the code, a failure before MAIL is about this host:
 		// another MX may do better, so keep it temporary.
 		de.Temporary = true
 		return de
 	}
-	tp := textproto.NewConn(conn)
-	if _, _, err := tp.ReadResponse(220); err != nil {
-		return nil, hostErr(err), nil
-	}
-	ext, err := ehlo(tp, d.hostname())
-	if err != nil {
-		return nil, hostErr(err), nil
-	}
-	_, hasTLS := ext["STARTTLS"]
+	var sc net.Conn
 	state := delivery.TLSNone
-	var sc net.Conn = conn
-	var rest io.Reader = tp.R // plaintext continues from what is already buffered
-	switch {
-	case mode != tlsModePlain && hasTLS:
-		id, err := tp.Cmd("STARTTLS")
-		if err != nil {
-			return nil, hostErr(err), nil
-		}
-		tp.StartResponse(id)
-		_, _, err = tp.ReadResponse(220)
-		tp.EndResponse(id)
-		if err != nil {
-			return nil, nil, fmt.Errorf("STARTTLS refused: %w", err)
-		}
-		if tp.R.Buffered() > 0 {
-			// Plaintext sent after the STARTTLS reply would be read as if it
-			// came through TLS (the STARTTLS injection attack): refuse it.
-			return nil, nil, errors.New("the server sent data after its STARTTLS reply")
-		}
-		tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: d.RootCAs, InsecureSkipVerify: mode == tlsModeNoVerify, MinVersion: tls.VersionTLS12})
+	if rt.implicit {
+		tc := tls.Client(conn, d.tlsConfig(rt.host))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, nil, err
 		}
-		sc, rest = tc, tc
-		state = delivery.TLSVerified
-		if mode == tlsModeNoVerify {
-			state = delivery.TLSUnverified
+		if state = d.verify(tc, rt.host); state != delivery.TLSVerified {
+			return nil, nil, fmt.Errorf("the certificate of %s does not verify", rt.host)
 		}
-	case requireTLS:
-		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS, which this route requires"}, nil
-	case !d.AllowPlaintext:
-		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
+		sc = tc
+	} else {
+		var rest io.Reader
+		var herr *delivery.Error
+		sc, rest, state, herr, tlsErr = d.startTLS(ctx, conn, rt, plain, hostErr)
+		if herr != nil || tlsErr != nil {
+			return nil, herr, tlsErr
+		}
+		sc = newGreeted(sc, rest)
 	}
-	c := smtp.NewClient(newGreeted(sc, rest))
+	c := smtp.NewClient(sc)
 	c.CommandTimeout, c.SubmissionTimeout = tt, tt
 	if err := c.Hello(d.hostname()); err != nil {
 		return nil, hostErr(err), nil
 	}
-	res, herr = d.mailTransaction(c, host, state, from, rcpts, data, auth)
-	return res, herr, nil
+	if rt.auth != nil {
+		if err := c.Auth(rt.auth); err != nil {
+			de := classify(err, rt.host)
+			de.Temporary = true // a credentials problem is the operator's to fix; keep the mail
+			de.Message = "relay authentication failed: " + de.Message
+			return nil, de, nil
+		}
+	}
+	conn.SetDeadline(time.Time{}) // go-smtp sets one per command from here
+	ok = true
+	return &session{c: c, conn: conn, host: rt.host, tls: state, key: rt.key(d), born: time.Now()}, nil, nil
+}
+
+// startTLS reads the greeting, sends EHLO and, when the server offers it and
+// plain is false, STARTTLS with one handshake whose certificate is checked
+// afterwards. It returns the connection to go on with and the reader where
+// the stream continues.
+func (d *Client) startTLS(ctx context.Context, conn net.Conn, rt route, plain bool, hostErr func(error) *delivery.Error) (net.Conn, io.Reader, string, *delivery.Error, error) {
+	tp := textproto.NewConn(conn)
+	if _, _, err := tp.ReadResponse(220); err != nil {
+		return nil, nil, "", hostErr(err), nil
+	}
+	ext, err := ehlo(tp, d.hostname())
+	if err != nil {
+		return nil, nil, "", hostErr(err), nil
+	}
+	_, hasTLS := ext["STARTTLS"]
+	switch {
+	case !plain && hasTLS:
+	case rt.relay:
+		return nil, nil, "", &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: rt.host + " does not offer STARTTLS, which this route requires"}, nil
+	case !d.AllowPlaintext:
+		return nil, nil, "", &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: rt.host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
+	default:
+		return conn, tp.R, delivery.TLSNone, nil, nil // plaintext continues from what is already buffered
+	}
+	id, err := tp.Cmd("STARTTLS")
+	if err != nil {
+		return nil, nil, "", hostErr(err), nil
+	}
+	tp.StartResponse(id)
+	_, _, err = tp.ReadResponse(220)
+	tp.EndResponse(id)
+	if err != nil {
+		return nil, nil, "", nil, fmt.Errorf("STARTTLS refused: %w", err)
+	}
+	if tp.R.Buffered() > 0 {
+		// Plaintext sent after the STARTTLS reply would be read as if it
+		// came through TLS (the STARTTLS injection attack): refuse it.
+		return nil, nil, "", nil, errors.New("the server sent data after its STARTTLS reply")
+	}
+	tc := tls.Client(conn, d.tlsConfig(rt.host))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, nil, "", nil, err
+	}
+	state := d.verify(tc, rt.host)
+	if rt.relay && state != delivery.TLSVerified {
+		// The password must never go to a server we cannot name.
+		return nil, nil, "", nil, fmt.Errorf("the certificate of %s does not verify", rt.host)
+	}
+	return tc, tc, state, nil, nil
+}
+
+// tlsConfig completes the handshake whatever the certificate; verify then
+// decides what the connection is worth, so a self-signed MX costs one
+// handshake, not a refused verified one and a second connection.
+func (d *Client) tlsConfig(host string) *tls.Config {
+	return &tls.Config{ServerName: host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
+}
+
+// verify checks the peer's chain against RootCAs (the system roots when nil)
+// and the host name.
+func (d *Client) verify(tc *tls.Conn, host string) string {
+	certs := tc.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return delivery.TLSUnverified
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := certs[0].Verify(x509.VerifyOptions{DNSName: host, Roots: d.RootCAs, Intermediates: inter}); err != nil {
+		d.logger().Info("certificate does not verify: delivering with unverified TLS", "host", host, "err", err)
+		return delivery.TLSUnverified
+	}
+	return delivery.TLSVerified
 }
 
 // ehlo sends EHLO (HELO if refused) and returns the extensions offered.
@@ -351,34 +471,54 @@ func ehlo(tp *textproto.Conn, name string) (map[string]string, error) {
 	return ext, nil
 }
 
-// mailTransaction runs MAIL, RCPT and DATA on a greeted client. Recipient
-// refusals are per recipient; a refused MAIL fails the host.
-func (d *Client) mailTransaction(c *smtp.Client, host, state, from string, rcpts []string, data []byte, auth sasl.Client) ([]delivery.Result, *delivery.Error) {
-	defer c.Close()
-	if auth != nil {
-		if err := c.Auth(auth); err != nil {
-			de := classify(err, host)
-			de.Temporary = true // a credentials problem is the operator's to fix; keep the mail
-			de.Message = "relay authentication failed: " + de.Message
-			return nil, de
+// send runs MAIL, RCPT and DATA on a ready session and then caches it or
+// closes it. Recipient refusals are per recipient; a refused MAIL fails the
+// host. alive is false only for a cached session found dead at MAIL: nothing
+// was sent and the caller may use another.
+func (d *Client) send(ctx context.Context, s *session, from string, rcpts []string, data []byte) (res []delivery.Result, herr *delivery.Error, alive bool) {
+	ctx, cancel := context.WithTimeout(ctx, d.transactionTimeout())
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
+	reusable := false
+	defer func() {
+		if stop() && reusable {
+			d.sessions().put(s, d)
+		} else {
+			s.close()
 		}
-	}
+	}()
+	c, host := s.c, s.host
+	reused := s.uses > 0
+	s.uses++
 	if err := c.Mail(from, nil); err != nil {
-		return nil, classify(err, host)
+		var se *smtp.SMTPError
+		if reused && (!errors.As(err, &se) || se.Code == 421) {
+			return nil, nil, false
+		}
+		reusable = errors.As(err, &se) && reset(c)
+		return nil, classify(err, host), true
 	}
 	out := make([]delivery.Result, len(rcpts))
 	var accepted []int
 	for i, r := range rcpts {
-		out[i] = delivery.Result{Rcpt: r, TLS: state, Host: host}
+		out[i] = delivery.Result{Rcpt: r, TLS: s.tls, Host: host}
 		if err := c.Rcpt(r, nil); err != nil {
 			out[i].Err = classify(err, host)
+			var se *smtp.SMTPError
+			if !errors.As(err, &se) || se.Code == 421 {
+				// The connection is gone: the rest cannot be tried now.
+				for j := i + 1; j < len(rcpts); j++ {
+					out[j] = delivery.Result{Rcpt: rcpts[j], TLS: s.tls, Host: host, Err: &delivery.Error{Temporary: true, Message: "connection lost: " + err.Error(), Host: host}}
+				}
+				return out, nil, true
+			}
 			continue
 		}
 		accepted = append(accepted, i)
 	}
 	if len(accepted) == 0 {
-		c.Quit()
-		return out, nil
+		reusable = reset(c)
+		return out, nil, true
 	}
 	failAccepted := func(err error) {
 		de := classify(err, host)
@@ -389,20 +529,29 @@ func (d *Client) mailTransaction(c *smtp.Client, host, state, from string, rcpts
 	w, err := c.Data()
 	if err != nil {
 		failAccepted(err)
-		return out, nil
+		var se *smtp.SMTPError
+		reusable = errors.As(err, &se) && reset(c)
+		return out, nil, true
 	}
 	if _, err := w.Write(data); err != nil {
 		w.Close()
 		failAccepted(err)
-		return out, nil
+		return out, nil, true
 	}
 	if err := w.Close(); err != nil {
 		failAccepted(err)
-		return out, nil
+		var se *smtp.SMTPError
+		reusable = errors.As(err, &se) && se.Code != 421
+		return out, nil, true
 	}
-	c.Quit()
-	return out, nil
+	// The transaction is complete: the next MAIL may follow without RSET.
+	reusable = true
+	return out, nil, true
 }
+
+// reset aborts a transaction that did not reach the end of DATA, so the
+// session can carry another.
+func reset(c *smtp.Client) bool { return c.Reset() == nil }
 
 // classify turns an SMTP reply or I/O error into a DeliveryError: 5xx is
 // permanent, everything else temporary.
@@ -441,20 +590,16 @@ func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, 
 	if err != nil || len(ips) == 0 {
 		return delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)}, "")
 	}
-	var auth sasl.Client
+	rt := route{host: r.Host, relay: true, implicit: port == 465}
 	if r.Username != "" {
-		auth = sasl.NewPlainClient("", r.Username, d.RelayPassword)
+		rt.auth = sasl.NewPlainClient("", r.Username, d.RelayPassword)
+		sum := sha256.Sum256([]byte(r.Username + "\x00" + d.RelayPassword))
+		rt.authID = hex.EncodeToString(sum[:8])
 	}
 	var last *delivery.Error
 	for _, ip := range ips {
-		addr := net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
-		var res []delivery.Result
-		var herr *delivery.Error
-		if port == 465 {
-			res, herr = d.relayImplicit(ctx, addr, from, rcpts, data, auth)
-		} else {
-			res, herr = d.relayStartTLS(ctx, addr, from, rcpts, data, auth)
-		}
+		rt.addr = net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
+		res, herr := d.deliverRoute(ctx, rt, from, rcpts, data)
 		if herr == nil {
 			return res
 		}
@@ -464,47 +609,4 @@ func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, 
 		}
 	}
 	return delivery.AllFailed(rcpts, last, "")
-}
-
-func (d *Client) relayImplicit(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]delivery.Result, *delivery.Error) {
-	host := d.Relay.Host
-	tt := d.TransactionTimeout
-	if tt <= 0 {
-		tt = 10 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(ctx, tt)
-	defer cancel()
-	conn, err := d.dial(ctx, addr)
-	if err != nil {
-		return nil, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Host: host, Message: fmt.Sprintf("cannot connect to relay %s (%s): %v", host, addr, err)}
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
-	tc := tls.Client(conn, &tls.Config{ServerName: host, RootCAs: d.RootCAs, MinVersion: tls.VersionTLS12})
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, err)}
-	}
-	c := smtp.NewClient(tc)
-	c.CommandTimeout, c.SubmissionTimeout = tt, tt
-	if err := c.Hello(d.hostname()); err != nil {
-		de := classify(err, host)
-		de.Temporary = true
-		return nil, de
-	}
-	return d.mailTransaction(c, host, delivery.TLSVerified, from, rcpts, data, auth)
-}
-
-func (d *Client) relayStartTLS(ctx context.Context, addr, from string, rcpts []string, data []byte, auth sasl.Client) ([]delivery.Result, *delivery.Error) {
-	host := d.Relay.Host
-	// Same path as MX delivery, but STARTTLS and verification are required:
-	// the password must never cross the network in the clear.
-	res, herr, tlsErr := d.transaction(ctx, host, addr, tlsModeVerify, true, from, rcpts, data, auth)
-	if tlsErr != nil {
-		return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: host, Message: fmt.Sprintf("TLS with relay %s failed: %v", host, tlsErr)}
-	}
-	return res, herr
 }

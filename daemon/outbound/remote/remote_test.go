@@ -33,6 +33,7 @@ func newWorld(t *testing.T) *mxWorld {
 	w := &mxWorld{r: &resolver.Map{}, dm: &fakemx.DialMap{}}
 	w.d = &Client{Resolver: w.r, Dial: w.dm.Dial, Hostname: "out.example.com", AllowPlaintext: true,
 		ConnectTimeout: 2 * time.Second, TransactionTimeout: 10 * time.Second}
+	t.Cleanup(w.d.Close)
 	return w
 }
 
@@ -159,14 +160,15 @@ func TestDeliverTLSRecording(t *testing.T) {
 		plaintext bool
 		wantTLS   string
 		wantErr   bool
+		fallbacks int
 	}{
-		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, delivery.TLSVerified, false},
-		{"self-signed is unverified", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, delivery.TLSUnverified, false},
-		{"wrong name is unverified", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, delivery.TLSUnverified, false},
-		{"handshake failure falls back to plaintext", broken, true, true, delivery.TLSNone, false},
-		{"handshake failure without plaintext defers", broken, true, false, "", true},
-		{"no STARTTLS is plaintext", nil, true, true, delivery.TLSNone, false},
-		{"no STARTTLS without plaintext defers", nil, true, false, "", true},
+		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, delivery.TLSVerified, false, 0},
+		{"self-signed is unverified", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, delivery.TLSUnverified, false, 0},
+		{"wrong name is unverified", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, delivery.TLSUnverified, false, 0},
+		{"handshake failure falls back to plaintext", broken, true, true, delivery.TLSNone, false, 1},
+		{"handshake failure without plaintext defers", broken, true, false, "", true, 0},
+		{"no STARTTLS is plaintext", nil, true, true, delivery.TLSNone, false, 0},
+		{"no STARTTLS without plaintext defers", nil, true, false, "", true, 0},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,6 +200,11 @@ func TestDeliverTLSRecording(t *testing.T) {
 			msgs := f.Messages()
 			if len(msgs) != 1 || msgs[0].TLS != (tt.wantTLS != delivery.TLSNone) {
 				t.Fatalf("server saw %+v", msgs)
+			}
+			// One handshake per delivery, whatever the certificate: only a
+			// handshake that fails costs a second (plaintext) connection.
+			if want := 1 + tt.fallbacks; f.Conns() != want {
+				t.Fatalf("%d connections, want %d", f.Conns(), want)
 			}
 		})
 	}
@@ -340,7 +347,9 @@ func scriptedDeliverer(script []byte) *Client {
 }
 
 func TestScriptedSessionDelivers(t *testing.T) {
-	res := scriptedDeliverer([]byte(scriptedOK)).Deliver(context.Background(), "from@example.com", []string{"a@hostile.test", "b@hostile.test"}, []byte(testMsg))
+	d := scriptedDeliverer([]byte(scriptedOK))
+	defer d.Close()
+	res := d.Deliver(context.Background(), "from@example.com", []string{"a@hostile.test", "b@hostile.test"}, []byte(testMsg))
 	for _, r := range res {
 		if r.Err != nil {
 			t.Fatalf("%s: %v", r.Rcpt, r.Err)
@@ -361,6 +370,7 @@ func FuzzDeliverHostileServer(f *testing.F) {
 	f.Add([]byte("220 " + strings.Repeat("x", 5000) + "\r\n"))
 	f.Fuzz(func(t *testing.T, script []byte) {
 		d := scriptedDeliverer(script)
+		defer d.Close()
 		rcpts := []string{"a@hostile.test", "b@hostile.test"}
 		res := d.Deliver(context.Background(), "from@example.com", rcpts, []byte(testMsg))
 		if len(res) != len(rcpts) {
@@ -379,10 +389,15 @@ func FuzzDeliverHostileServer(f *testing.F) {
 // if they came over TLS (CVE-2011-0411 style STARTTLS injection).
 func TestStartTLSInjectionRefused(t *testing.T) {
 	d := scriptedDeliverer([]byte("220 mx\r\n250-mx\r\n250 STARTTLS\r\n220 go ahead\r\n250-injected\r\n250 ok\r\n"))
+	defer d.Close()
 	d.AllowPlaintext = false
 	res := d.Deliver(context.Background(), "from@example.com", []string{"a@hostile.test"}, []byte(testMsg))
 	de := deliveryErr(t, res[0])
 	if !de.Temporary || !strings.Contains(de.Message, "after its STARTTLS reply") {
 		t.Fatalf("got %+v", de)
 	}
+}
+
+func relayCfg(host string, port int, user string) *config.Relay {
+	return &config.Relay{Host: host, Port: port, Username: user}
 }
