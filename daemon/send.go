@@ -32,7 +32,9 @@ type outboundService struct {
 	svc   *outbound.Service
 	queue *queue.Queue
 	mx    *remote.Client
-	keys  atomic.Pointer[[]*dkim.Key]
+	// limiter counts sends per mailbox; its file outlives restarts.
+	limiter *policy.RateLimiter
+	keys    atomic.Pointer[[]*dkim.Key]
 	// bounceKey makes and checks the return paths of sent messages.
 	bounceKey *bounce.Key
 	cancel    context.CancelFunc
@@ -77,6 +79,11 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		return nil, fmt.Errorf("opening the queue: %w", err)
 	}
 	o.queue, o.mx = q, mx
+	limiter, err := policy.OpenRateLimiter(filepath.Join(cfg.Paths.StateDir, "ratelimit.log"), d.now, d.log.With("part", "send"))
+	if err != nil {
+		return nil, err
+	}
+	o.limiter = limiter
 	o.svc = &outbound.Service{
 		Domain: func() string { return d.cfg().PrimaryDomain() },
 		Keys: func() []*dkim.Key {
@@ -85,7 +92,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 			}
 			return nil
 		},
-		Sent: rec, Queue: q, Limiter: policy.NewRateLimiter(d.now),
+		Sent: rec, Queue: q, Limiter: limiter,
 		FirstAttemptWait: cfg.Delivery.FirstAttemptWait.Duration, Logger: d.log.With("part", "send"),
 		ReturnPath: func(from, mailboxID, sentID string) string {
 			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
@@ -133,6 +140,7 @@ func (o *outboundService) Stop(ctx context.Context) error {
 	select {
 	case <-o.done:
 		o.mx.Close() // say QUIT on the cached sessions
+		o.limiter.Close()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

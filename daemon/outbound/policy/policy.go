@@ -64,15 +64,16 @@ func allowed(p config.SendPolicy, addr string) bool {
 }
 
 // RateLimiter counts sends per mailbox in sliding windows of a minute, an
-// hour and a day. It is in memory: a restart forgets it, which errs on the
-// side of letting mail through once.
+// hour and a day. Opened on a file (OpenRateLimiter), it survives restarts.
 type RateLimiter struct {
 	clock func() time.Time
 	mu    sync.Mutex
 	sent  map[string][]time.Time // per mailbox, oldest first, last 24h
+	log   *sendLog               // nil: in memory only
 }
 
-// NewRateLimiter returns a limiter reading time from clock (time.Now if nil).
+// NewRateLimiter returns an in-memory limiter reading time from clock
+// (time.Now if nil).
 func NewRateLimiter(clock func() time.Time) *RateLimiter {
 	if clock == nil {
 		clock = time.Now
@@ -141,5 +142,8 @@ func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
 		ts = append(ts, now)
 	}
 	r.sent[mailbox] = ts
+	if r.log != nil {
+		r.log.record(mailbox, now, n, r.sent)
+	}
 	return nil
 }
