@@ -22,6 +22,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/internal/logsum"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -65,7 +66,10 @@ type Daemon struct {
 	mu      sync.Mutex // serializes mailbox and hook creation and deletion
 	wg      sync.WaitGroup
 	closing chan struct{}
-	extras  []service // inbound, outbound, hooks: started with the daemon
+	// logSum counts repeated log lines (identical requests, refusals) so a
+	// flood costs one line per kind and window; see logRepeats.
+	logSum logsum.Summarizer
+	extras []service // inbound, outbound, hooks: started with the daemon
 }
 
 // state is what a reload replaces at once.
@@ -332,11 +336,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
+	go d.logRepeats()
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
 	}
 	close(d.closing)
+	defer d.logSum.FlushAll(d.logRepeat)
 	srv.Close()
 	drain, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -363,3 +369,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) Version() string { return d.opts.Version }
 
 var errClosing = protocol.Errorf(protocol.CodeUnavailable, "the daemon is shutting down; retry in a moment")
+
+// logRepeats writes, every window until the daemon closes, the counts of
+// lines the summarizer held back, so a burst that stops is still reported.
+func (d *Daemon) logRepeats() {
+	t := time.NewTicker(logsum.DefaultWindow)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.closing:
+			return
+		case <-t.C:
+			d.logSum.Flush(d.logRepeat)
+		}
+	}
+}
+
+func (d *Daemon) logRepeat(kind string, n int) {
+	d.log.Info("repeats not logged one by one", "kind", kind, "count", n)
+}

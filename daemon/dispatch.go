@@ -194,10 +194,20 @@ func (d *Daemon) safeCall(c *call, f func() (any, error)) (data any, err error) 
 
 // audit writes one line per request: who, what, which mailbox, the decision,
 // the result code and the duration. Never bodies, addresses of other users'
-// mail, or secrets.
+// mail, or secrets. Identical requests (same uid, verb, mailbox, decision and
+// code) within a logsum window are counted instead: the next line of the kind
+// says how many (repeats=), or a "repeats not logged" line does.
 func (d *Daemon) audit(c Caller, verb, mailbox, decision, code string, dur time.Duration) {
-	d.log.Info("audit", "uid", c.UID, "gid", c.GID, "pid", c.PID, "verb", verb, "mailbox", mailbox,
-		"decision", decision, "code", code, "duration_ms", dur.Milliseconds())
+	ok, n := d.logSum.Allow(fmt.Sprintf("audit uid=%d verb=%s mailbox=%s decision=%s code=%s", c.UID, verb, mailbox, decision, code))
+	if !ok {
+		return
+	}
+	attrs := []any{"uid", c.UID, "gid", c.GID, "pid", c.PID, "verb", verb, "mailbox", mailbox,
+		"decision", decision, "code", code, "duration_ms", dur.Milliseconds()}
+	if n > 0 {
+		attrs = append(attrs, "repeats", n)
+	}
+	d.log.Info("audit", attrs...)
 }
 
 // metricVerb bounds the verb label to known verbs so a client cannot grow the

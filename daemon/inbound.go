@@ -204,7 +204,8 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		return nil
 	}
 	d.metrics.received.WithLabelValues("stored").Inc()
-	d.log.Info("message stored", "mailbox", mailbox, "id", id, "trusted", m.Trusted, "dmarc", m.DMARC.Result, "size", m.SizeBytes)
+	d.log.Info("message stored", "mailbox", mailbox, "id", id, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
+		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
 	sum := summaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
@@ -299,7 +300,7 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 			d.log.Info("smtp.lmtp_xforward_users: no such user, skipped", "user", u)
 		}
 	}
-	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd,
+	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd, Summarizer: &d.logSum,
 		Limits: smtpin.LimitsFrom(s)}, b)
 	return &smtpService{d: d, srv: srv}, nil
 }
@@ -364,4 +365,13 @@ func (d *Daemon) SMTPAddrs() []string {
 		return nil
 	}
 	return d.smtp.addrs
+}
+
+// remoteString is the client a message came from, for the log: its address,
+// "local" for the daemon's own submissions and LMTP without XFORWARD.
+func remoteString(env smtpin.Envelope) string {
+	if env.RemoteIP == nil {
+		return "local"
+	}
+	return env.RemoteIP.String()
 }

@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -74,6 +77,51 @@ func TestAuditLineForEveryRequest(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit log lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestAuditFloodIsCounted: a client repeating one request costs one audit
+// line per kind and window, and the count of the others is written — the
+// trail stays complete without a line per request.
+func TestAuditFloodIsCounted(t *testing.T) {
+	logs := &syncBuffer{}
+	td := startDaemonWith(t, "", Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	const n = 300
+	for range n {
+		td.call(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "nosuch"}, nil)
+	}
+	td.call(t, protocol.VerbVersion, nil, nil)
+	// Stopping the daemon writes what is still counted.
+	td.stop()
+	out := logs.String()
+	// Every request is accounted for: a line of its own, a repeats= on the
+	// next line of its kind, or a count= at the end of a window.
+	kind := "verb=mailbox.show mailbox=nosuch decision=deny code=not_found"
+	lines, total := 0, 0
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.Contains(l, kind) {
+			continue
+		}
+		lines++
+		if strings.Contains(l, "msg=audit ") {
+			total++
+		}
+		for _, key := range []string{" repeats=", " count="} {
+			if _, v, ok := strings.Cut(l, key); ok {
+				var c int
+				fmt.Sscan(v, &c)
+				total += c
+			}
+		}
+	}
+	if total != n {
+		t.Errorf("the log accounts for %d of %d requests:\n%s", total, n, out)
+	}
+	if lines > 4 {
+		t.Errorf("%d log lines for %d identical requests, want a few", lines, n)
+	}
+	if !strings.Contains(out, "verb=version") {
+		t.Errorf("another request was not logged:\n%s", out)
 	}
 }
 
@@ -261,5 +309,50 @@ listen = "127.0.0.1:9999"
 		if !slices.Contains(applied, k) {
 			t.Errorf("%s not applied live: %v", k, applied)
 		}
+	}
+}
+
+// TestOneLogLinePerMessage: a message taken over SMTP costs one INFO line
+// (where it was stored, from which session), not one per protocol step; a
+// session that delivered nothing still gets its line.
+func TestOneLogLinePerMessage(t *testing.T) {
+	logs := &syncBuffer{}
+	td := startDaemonSMTP(t, "", `listen = ["127.0.0.1:0"]`, Options{Resolver: &resolver.Map{}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	addr := td.SMTPAddrs()[0]
+	td.ensureMine(t, "alice")
+	if err := sendSMTP(t, addr, "someone@sender.test", []string{"alice@example.test"}, "Subject: one line\n\nhello\n"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr) // a probe: greeting, QUIT, nothing delivered
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	r.ReadString('\n')
+	fmt.Fprintf(c, "QUIT\r\n")
+	io.Copy(io.Discard, r)
+	c.Close()
+	td.stop()
+	var stored, smtpLines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		switch {
+		case strings.Contains(l, `msg="message stored"`):
+			stored = append(stored, l)
+		case strings.Contains(l, "part=smtp"):
+			smtpLines = append(smtpLines, l)
+		}
+	}
+	if len(stored) != 1 || !strings.Contains(stored[0], "mailbox=alice") || !strings.Contains(stored[0], "remote=127.0.0.1") || !strings.Contains(stored[0], "session=") {
+		t.Fatalf("stored lines %q, want one naming the mailbox, session and remote", stored)
+	}
+	_, session, _ := strings.Cut(stored[0], "session=")
+	session, _, _ = strings.Cut(session, " ")
+	for _, l := range smtpLines {
+		if strings.Contains(l, "session="+session) {
+			t.Errorf("the delivering session has another INFO line: %s", l)
+		}
+	}
+	if len(smtpLines) != 1 || !strings.Contains(smtpLines[0], `msg="connection closed"`) || !strings.Contains(smtpLines[0], "messages=0") {
+		t.Errorf("SMTP lines %q, want only the probe's connection closed", smtpLines)
 	}
 }

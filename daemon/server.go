@@ -112,7 +112,9 @@ func (s *controlServer) Serve() error {
 			continue
 		}
 		if why := s.slots.take(caller, s.d.cfg().Control); why != nil {
-			s.d.log.Warn("control connection refused", "uid", caller.UID, "pid", caller.PID, "reason", why.Message)
+			if ok, n := s.d.logSum.Allow(fmt.Sprintf("control refused uid=%d: %s", caller.UID, why.Message)); ok {
+				s.d.log.Warn("control connection refused", "uid", caller.UID, "pid", caller.PID, "reason", why.Message, "repeats", n)
+			}
 			s.d.metrics.requests.WithLabelValues("connect", protocol.CodeRateLimited).Inc()
 			s.d.refuse(conn, why)
 			continue

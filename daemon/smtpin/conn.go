@@ -2,6 +2,7 @@ package smtpin
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -29,7 +30,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		ip := remoteIP(c)
 		if reason := l.s.acquire(ip); reason != "" {
-			l.s.log.Info("connection refused", "proto", l.proto, "remote", ipString(ip), "reason", reason)
+			if ok, n := l.s.summarize("smtp refused " + ipString(ip) + ": " + reason); ok {
+				l.s.log.Info("connection refused", "proto", l.proto, "remote", ipString(ip), "reason", reason, "repeats", n)
+			}
 			l.s.refuse(c)
 			continue
 		}
@@ -129,7 +132,7 @@ func (s *Server) track(c net.Conn, ip net.IP, proto string) *trackedConn {
 	if uid, ok := peerUID(c); ok && proto == "lmtp" && s.mayForward(uid) {
 		tc.xfwd = &xforward{maxLine: s.lim.MaxLineLength}
 	}
-	tc.log.Info("connection opened")
+	tc.log.Debug("connection opened")
 	// The deadline is a timer that closes the socket: go-smtp resets the
 	// socket deadlines on every command, so NOOPs would otherwise extend it.
 	tc.timerMu.Lock()
@@ -152,7 +155,14 @@ func (c *trackedConn) Close() error {
 		// because of one that is already gone).
 		c.s.release(c.ip)
 		err = c.Conn.Close()
-		c.log.Info("connection closed", "messages", c.msgs.Load(), "errors", c.errors.Load())
+		// A session that delivered mail without errors is told by its
+		// messages' lines; the others (probes, refused or broken clients)
+		// get this one.
+		level := slog.LevelInfo
+		if c.msgs.Load() > 0 && c.errors.Load() == 0 {
+			level = slog.LevelDebug
+		}
+		c.log.Log(context.Background(), level, "connection closed", "messages", c.msgs.Load(), "errors", c.errors.Load())
 	})
 	return err
 }

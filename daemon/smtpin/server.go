@@ -24,6 +24,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/logsum"
 )
 
 // Envelope is what the SMTP transaction said about a message.
@@ -40,6 +41,9 @@ type Envelope struct {
 	// Forwarded is what a front MTA said about its client (LMTP with
 	// XFORWARD); RemoteIP and Helo are then that client's.
 	Forwarded *Forwarded
+	// Session names the connection in the server's log lines, so the one
+	// line a stored message gets can be tied to its session.
+	Session string
 }
 
 // Backend decides who may receive mail and stores it.
@@ -135,6 +139,9 @@ type Config struct {
 	// XForwardUIDs may use XFORWARD on the LMTP socket to pass on their own
 	// client's address, name and HELO (root may too); see xforward.go.
 	XForwardUIDs []uint32
+	// Summarizer, when set, counts repeated refusals from one address
+	// instead of logging each; its owner flushes the counts.
+	Summarizer *logsum.Summarizer
 }
 
 // Server is an SMTP and LMTP receiver sharing one backend and one set of
@@ -175,6 +182,15 @@ func NewServer(cfg Config, b Backend) *Server {
 	s.smtp = s.newSMTP(false)
 	s.lmtp = s.newSMTP(true)
 	return s
+}
+
+// summarize says whether to log a line of kind key now and how many of its
+// kind were counted since (see Config.Summarizer).
+func (s *Server) summarize(key string) (bool, int) {
+	if s.cfg.Summarizer == nil {
+		return true, 0
+	}
+	return s.cfg.Summarizer.Allow(key)
 }
 
 func (s *Server) newSMTP(lmtp bool) *smtp.Server {

@@ -43,6 +43,10 @@ func TestDeliverPlain(t *testing.T) {
 	}
 	d.env.RemoteIP = wantEnv.RemoteIP
 	wantEnv.TraceLen = strings.Index(string(d.raw), "Subject:")
+	if len(d.env.Session) != 12 {
+		t.Errorf("session %q, want the 12-hex-digit id of the log lines", d.env.Session)
+	}
+	wantEnv.Session = d.env.Session
 	if !reflect.DeepEqual(d.env, wantEnv) {
 		t.Errorf("envelope -want %+v +got %+v", wantEnv, d.env)
 	}

@@ -144,7 +144,7 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 
 // deliver calls the backend and always returns one entry per recipient.
 func (ss *session) deliver(raw []byte, trace int) []error {
-	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: trace}
+	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: trace, Session: ss.tc.id}
 	if f := ss.fwd; f != nil {
 		env.Forwarded = f
 		if f.Addr != nil {
@@ -177,7 +177,13 @@ func (ss *session) deliver(raw []byte, trace int) []error {
 		}
 	}
 	ss.tc.msgs.Add(1)
-	ss.log.Info("message received", "from", env.MailFrom, "rcpts", len(env.Rcpts), "failed", failed,
+	// A message the backend took is logged there, once per mailbox; this
+	// line is for debugging unless a recipient failed.
+	level := slog.LevelDebug
+	if failed > 0 {
+		level = slog.LevelInfo
+	}
+	ss.log.Log(context.Background(), level, "message received", "from", env.MailFrom, "rcpts", len(env.Rcpts), "failed", failed,
 		"size", len(raw), "tls", env.TLSVersion, "took", time.Since(start).Round(time.Microsecond))
 	return out
 }
