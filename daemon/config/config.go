@@ -369,55 +369,101 @@ var (
 // ValidDomain reports whether d is a plausible mail domain (at least two labels).
 func ValidDomain(d string) bool { return len(d) <= 253 && domainRE.MatchString(d) }
 
-// Validate checks values that parse but make no sense.
+// complain records one validation error.
+type complain func(format string, args ...any)
+
+// Validate checks values that parse but make no sense, and reports every
+// problem at once. Each check decides about one part of the file.
 func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	seenDom := map[string]bool{}
+	for _, check := range []func(complain){
+		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateControl, c.validateMetrics,
+		c.validateRelay, c.validateDNS, c.validateMailboxes, c.validateAliases, c.validateHooks,
+	} {
+		check(bad)
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// validateDomains lower-cases the domains and refuses bad or repeated ones.
+func (c *Config) validateDomains(bad complain) {
+	seen := map[string]bool{}
 	for i, d := range c.Domains {
 		d = strings.ToLower(strings.TrimSuffix(d, "."))
 		c.Domains[i] = d
 		if !ValidDomain(d) {
 			bad("domains: %q is not a domain name", d)
 		}
-		if seenDom[d] {
+		if seen[d] {
 			bad("domains: %q is listed twice", d)
 		}
-		seenDom[d] = true
+		seen[d] = true
 	}
+}
+
+func (c *Config) validatePaths(bad complain) {
 	for _, p := range []struct{ key, v string }{{"paths.state_dir", c.Paths.StateDir}, {"paths.socket", c.Paths.Socket}, {"paths.dkim_dir", c.Paths.DKIMDir}} {
 		if !filepath.IsAbs(p.v) {
 			bad("%s: %q must be an absolute path", p.key, p.v)
 		}
 	}
-	for _, a := range c.SMTP.Listen {
+}
+
+func (c *Config) validateSMTP(bad complain) {
+	s := c.SMTP
+	for _, a := range s.Listen {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			bad("smtp.listen: %q is not host:port", a)
 		}
 	}
-	if (c.SMTP.TLSCert == "") != (c.SMTP.TLSKey == "") {
+	if (s.TLSCert == "") != (s.TLSKey == "") {
 		bad("smtp.tls_cert and smtp.tls_key must be set together")
 	}
-	if c.SMTP.MaxMessageBytes < 1024 || c.SMTP.MaxRecipients < 1 || c.SMTP.MaxLineLength < 1000 ||
-		c.SMTP.MaxConnections < 1 || c.SMTP.MaxConnectionsPerIP < 1 || c.SMTP.MaxErrors < 1 || c.SMTP.MaxReceivedHeaders < 1 {
+	if s.MaxMessageBytes < 1024 || s.MaxRecipients < 1 || s.MaxLineLength < 1000 ||
+		s.MaxConnections < 1 || s.MaxConnectionsPerIP < 1 || s.MaxErrors < 1 || s.MaxReceivedHeaders < 1 {
 		bad("smtp: limits must be positive (max_message_bytes >= 1024, max_line_length >= 1000 as RFC 5321 requires)")
 	}
-	if ct := c.Control; ct.MaxConnections < 1 || ct.MaxConnectionsPerUID < 1 || ct.ReservedForRoot < 0 || ct.ReservedForRoot >= ct.MaxConnections ||
+}
+
+func (c *Config) validateControl(bad complain) {
+	ct := c.Control
+	if ct.MaxConnections < 1 || ct.MaxConnectionsPerUID < 1 || ct.ReservedForRoot < 0 || ct.ReservedForRoot >= ct.MaxConnections ||
 		ct.IdleTimeout.Duration <= 0 || ct.RequestTimeout.Duration <= 0 {
 		bad("control: limits must be positive and reserved_for_root below max_connections")
 	}
-	if ct := c.Control; ct.RequestMemoryPerUID < 1<<20 || ct.RequestMemory < 2*ct.RequestMemoryPerUID {
+	if ct.RequestMemoryPerUID < 1<<20 || ct.RequestMemory < 2*ct.RequestMemoryPerUID {
 		bad("control: request_memory_per_uid must be at least 1 MiB and request_memory at least twice it")
 	}
-	if c.Metrics.Listen != "" {
-		host, _, err := net.SplitHostPort(c.Metrics.Listen)
-		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-			bad("metrics.listen: %q must be a loopback host:port", c.Metrics.Listen)
-		}
+}
+
+// validateMetrics keeps the metrics endpoint on loopback: it is unauthenticated.
+func (c *Config) validateMetrics(bad complain) {
+	if c.Metrics.Listen == "" {
+		return
 	}
+	host, _, err := net.SplitHostPort(c.Metrics.Listen)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		bad("metrics.listen: %q must be a loopback host:port", c.Metrics.Listen)
+	}
+}
+
+func (c *Config) validateRelay(bad complain) {
 	if c.Relay.Host != "" && c.Relay.Username != "" && c.Relay.PasswordFile == "" {
 		bad("relay.password_file is required with relay.username")
 	}
+}
+
+func (c *Config) validateDNS(bad complain) {
+	if c.Trust.Resolver != "" && c.Trust.Resolver != c.DNS.Resolver {
+		bad("trust.resolver %q and dns.resolver %q differ: trust.resolver is the former name of dns.resolver; keep dns.resolver only", c.Trust.Resolver, c.DNS.Resolver)
+	}
+}
+
+func (c *Config) validateMailboxes(bad complain) {
 	names := map[string]bool{}
 	for i, m := range c.Mailboxes {
 		if !mailboxRE.MatchString(m.Name) || strings.Contains(m.Name, "..") {
@@ -436,29 +482,24 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if c.Trust.Resolver != "" && c.Trust.Resolver != c.DNS.Resolver {
-		bad("trust.resolver %q and dns.resolver %q differ: trust.resolver is the former name of dns.resolver; keep dns.resolver only", c.Trust.Resolver, c.DNS.Resolver)
-	}
-	c.validateAliases(bad)
 	if c.CatchAll != "" && !mailboxRE.MatchString(c.CatchAll) {
 		bad("catch_all: %q is not a mailbox name", c.CatchAll)
 	}
-	hookNames := map[string]bool{}
+}
+
+func (c *Config) validateHooks(bad complain) {
+	names := map[string]bool{}
 	for i, h := range c.Hooks {
 		if h.Mailbox == "" || len(h.Cmd) == 0 || h.Event == "" {
 			bad("hooks[%d]: mailbox, event and cmd are required", i)
 		}
 		if h.Name != "" {
-			if hookNames[h.Name] {
+			if names[h.Name] {
 				bad("hooks: name %q is used twice", h.Name)
 			}
-			hookNames[h.Name] = true
+			names[h.Name] = true
 		}
 	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
 }
 
 // IsLocalDomain reports whether domain is one this host receives for.
@@ -543,7 +584,7 @@ func (c *Config) TrustedSenders(mailbox string) ([]string, string) {
 // mailboxes, or equal to another mailbox's name, would leave the route to
 // chance or silently steal that mailbox's mail. Aliases compare without case,
 // as addresses are routed.
-func (c *Config) validateAliases(bad func(string, ...any)) {
+func (c *Config) validateAliases(bad complain) {
 	names := map[string]bool{}
 	for _, m := range c.Mailboxes {
 		names[m.Name] = true
