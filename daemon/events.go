@@ -88,3 +88,11 @@ func handleWatch(ctx context.Context, d *Daemon, c *call, a *protocol.WatchArgs)
 		}
 	}
 }
+
+// Watchers is the number of watch streams open now; tests of clients wait
+// for it before causing the event they expect a stream to carry.
+func (d *Daemon) Watchers() int {
+	d.events.mu.Lock()
+	defer d.events.mu.Unlock()
+	return len(d.events.subs)
+}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/resolver"
@@ -354,5 +355,32 @@ func TestOneLogLinePerMessage(t *testing.T) {
 	}
 	if len(smtpLines) != 1 || !strings.Contains(smtpLines[0], `msg="connection closed"`) || !strings.Contains(smtpLines[0], "messages=0") {
 		t.Errorf("SMTP lines %q, want only the probe's connection closed", smtpLines)
+	}
+}
+
+// Regression: a client that closed its connection left its watch registered
+// (and the connection's goroutines alive) until the next event failed to send.
+func TestWatchEndsWhenTheClientCloses(t *testing.T) {
+	td := startDaemon(t, "")
+	td.ensureMine(t, "mine")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{"mine"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := td.Watchers(); n != 1 {
+		t.Fatalf("%d watchers after the watch was acknowledged, want 1", n)
+	}
+	c.Close()
+	for td.Watchers() != 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the watch outlived its connection")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

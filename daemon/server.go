@@ -181,6 +181,8 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	watchCtx, cancelWatches := context.WithCancel(ctx)
+	defer cancelWatches()
 	w := &connWriter{conn: conn}
 	if err := w.send0(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: s.d.Version()}); err != nil {
 		return
@@ -216,6 +218,10 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 			fr.Free()
 			continue
 		case err != nil:
+			// The client is gone (or half-closed): requests in flight may
+			// still answer, but a watch would stream to no one and hold
+			// the connection open until its next event.
+			cancelWatches()
 			return
 		}
 		req, err := protocol.DecodeRequest(frame)
@@ -249,7 +255,11 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 			defer idle.end()
 			defer s.mem.give(caller, cost)
 			defer func() { <-sem }()
-			s.d.serveRequest(ctx, caller, req, w)
+			rctx := ctx
+			if req.Verb == protocol.VerbWatch {
+				rctx = watchCtx
+			}
+			s.d.serveRequest(rctx, caller, req, w)
 		}()
 	}
 }
