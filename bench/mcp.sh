@@ -86,7 +86,8 @@ $COUNT repeats where there are several.
 - Spawn: \`BenchmarkSpawnToolsList\` (test/mcp) builds \`mailctl\`, then per iteration starts
   \`mailctl mcp --socket …\` with the go-sdk \`CommandTransport\`, initializes, lists the tools
   and closes (which waits for the process to exit). The control socket is served by
-  test/mcp's fake daemon, so this is the MCP server's own start-up cost.
+  the real daemon run in-process by internal/testdaemon (tools/list never calls it), so this
+  is the MCP server's own start-up cost.
 - \`BenchmarkToolsList\` (mcpshim) is the same without exec, over in-memory transports.
 - \`email_list\`: \`BenchmarkMessageList\` (daemon/bench_test.go) starts a real daemon, writes
   the mailbox's Markdown files, makes one \`message.list\` call (index build, reported

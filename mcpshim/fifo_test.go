@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testdaemon"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -38,12 +39,12 @@ func plantFIFO(t *testing.T, path string) *atomic.Bool {
 // (the shim may run as root, whom a FIFO blocks like anyone).
 func TestFIFOAttachmentsNeverHang(t *testing.T) {
 	e := newEnv(t)
-	mb := e.d.AddMailbox("agent")
-	e.d.AddMailbox("boss")
-	os.MkdirAll(filepath.Join(mb.Path, "inbox"), 0o700)
-	id := e.d.AddMessage("agent", protocol.FolderInbox, protocol.Message{MessageSummary: protocol.MessageSummary{From: "x@evil.test", Subject: "fifo"},
-		AttachmentList: []protocol.Attachment{{Filename: "a.txt", ContentType: "text/plain", Size: 5, Path: "a.txt"}}})
-	att := plantFIFO(t, filepath.Join(mb.Path, "inbox", "a.txt"))
+	e.d.Mailbox(t, "boss")
+	id := e.deliver("agent", testdaemon.Message{From: "x@evil.test", Subject: "fifo",
+		Attachments: []testdaemon.Attachment{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("hello")}}})
+	var m protocol.Message
+	e.d.Call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "agent", ID: id}, &m)
+	att := plantFIFO(t, m.AttachmentList[0].Path)
 	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id}, protocol.CodeForbidden)
 	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id, "mode": "base64"}, protocol.CodeForbidden)
 	e.fail("email_forward", map[string]any{"mailbox": "agent", "id": id, "to": "boss@example.test"}, protocol.CodeForbidden)

@@ -11,14 +11,14 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mailctl/mailctl/internal/fakedaemon"
-	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/internal/testdaemon"
 )
 
-// env is one shim connected in memory to a client, with a fake daemon behind.
+// env is one shim connected in memory to a client, with the real daemon
+// behind it (run in-process, unprivileged, in a temp dir).
 type env struct {
 	t   *testing.T
-	d   *fakedaemon.Daemon
+	d   *testdaemon.Daemon
 	s   *Server
 	cs  *mcp.ClientSession
 	ctx context.Context
@@ -44,14 +44,36 @@ func shortTempDir(t testing.TB) string {
 
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
-	d, err := fakedaemon.Start(shortTempDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	e := connect(t, d.Socket(), opts...)
+	d := testdaemon.Start(t)
+	e := connect(t, d.Socket, opts...)
 	e.d = d
 	return e
+}
+
+// deliver sends m to mailbox (created, owned by the test's user, when
+// needed) over SMTP and returns its id.
+func (e *env) deliver(mailbox string, m testdaemon.Message) string {
+	e.t.Helper()
+	e.d.Mailbox(e.t, mailbox)
+	return e.d.Deliver(e.t, mailbox, m)
+}
+
+// deliverSignedBy delivers m with a valid DKIM signature of domain, which
+// need not be the From's.
+func (e *env) deliverSignedBy(mailbox, domain string, m testdaemon.Message) string {
+	e.t.Helper()
+	e.d.Mailbox(e.t, mailbox)
+	m.SignAs = domain
+	return e.d.Deliver(e.t, mailbox, m)
+}
+
+// trusted is a message the daemon marks trusted: signed for a trusted domain.
+func trusted(m testdaemon.Message) testdaemon.Message {
+	if m.From == "" {
+		m.From = "sender@" + testdaemon.TrustedDomain
+	}
+	m.Sign = true
+	return m
 }
 
 func connect(t *testing.T, socket string, opts ...envOpt) *env {
@@ -144,6 +166,16 @@ func (e *env) ok(name string, args map[string]any, out any) map[string]any {
 	return sc
 }
 
+// call2 calls a tool that must fail and returns its error content.
+func (e *env) call2(name string, args map[string]any) map[string]any {
+	e.t.Helper()
+	res, sc := e.call(name, args)
+	if !res.IsError {
+		e.t.Fatalf("%s(%v) succeeded, want an error: %v", name, args, sc)
+	}
+	return sc
+}
+
 // fail calls a tool that must fail with code.
 func (e *env) fail(name string, args map[string]any, code string) map[string]any {
 	e.t.Helper()
@@ -210,9 +242,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func fakeMsg(subject, trusted string) protocol.Message {
-	return protocol.Message{MessageSummary: protocol.MessageSummary{From: "sender@example.org", To: []string{"agent@example.test"},
-		Subject: subject, Trusted: trusted}, Body: "body of " + subject}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mailctl/mailctl/internal/fakedaemon"
+	"github.com/mailctl/mailctl/internal/testdaemon"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/tools.golden.json")
@@ -165,7 +165,7 @@ func TestPresets(t *testing.T) {
 
 func TestResourcesAndPrompts(t *testing.T) {
 	e := newEnv(t)
-	e.d.AddMailbox("agent")
+	e.d.Mailbox(t, "agent")
 	rl, err := e.cs.ListResources(e.ctx, nil)
 	if err != nil || len(rl.Resources) != 1 || rl.Resources[0].URI != URIMailboxes {
 		t.Fatalf("resources: %v %+v", err, rl)
@@ -178,7 +178,7 @@ func TestResourcesAndPrompts(t *testing.T) {
 	if err != nil || !strings.Contains(rr.Contents[0].Text, "agent@example.test") {
 		t.Fatalf("mailboxes: %v %+v", err, rr)
 	}
-	id := e.d.AddMessage("agent", "inbox", fakeMsg("hello there", "true"))
+	id := e.deliver("agent", trusted(testdaemon.Message{Subject: "hello there", Body: "body of hello there"}))
 	rr, err = e.cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: "mailctl://mailbox/agent/inbox/" + id})
 	if err != nil || !strings.Contains(rr.Contents[0].Text, "# hello there") || rr.Contents[0].MIMEType != "text/markdown" {
 		t.Fatalf("message: %v %+v", err, rr)
@@ -214,17 +214,11 @@ func TestResourcesAndPrompts(t *testing.T) {
 }
 
 func BenchmarkToolsList(b *testing.B) {
-	dir, _ := os.MkdirTemp("", "mcpbench")
-	defer os.RemoveAll(dir)
-	d, err := fakedaemon.Start(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := testdaemon.Start(b)
 	ctx := context.Background()
 	b.Run("new-server-and-list", func(b *testing.B) {
 		for b.Loop() {
-			s := New(Options{SocketPath: d.Socket()})
+			s := New(Options{SocketPath: d.Socket})
 			st, ct := mcp.NewInMemoryTransports()
 			ss, _ := s.MCP().Connect(ctx, st, nil)
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, ct, nil)
@@ -239,7 +233,7 @@ func BenchmarkToolsList(b *testing.B) {
 		}
 	})
 	b.Run("list-only", func(b *testing.B) {
-		s := New(Options{SocketPath: d.Socket()})
+		s := New(Options{SocketPath: d.Socket})
 		st, ct := mcp.NewInMemoryTransports()
 		ss, _ := s.MCP().Connect(ctx, st, nil)
 		defer ss.Close()

@@ -1,6 +1,6 @@
 // Package mcpe2e runs e2e.mjs, the official TypeScript MCP SDK client, against
-// a real `mailctl mcp` process. By default the daemon side is
-// internal/fakedaemon; CI runs the same script against `mailctl dev`.
+// a real `mailctl mcp` process and the real daemon, started by `mailctl dev`
+// (or, for the Go-only checks, in-process by internal/testdaemon).
 package mcpe2e
 
 import (
@@ -21,7 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mailctl/mailctl/internal/fakedaemon"
+	"github.com/mailctl/mailctl/internal/testdaemon"
 )
 
 var (
@@ -62,25 +62,9 @@ func mailctlBinary(tb testing.TB) string {
 	return builtBin
 }
 
-// setupDaemonOnly starts a fake daemon without needing node.
-func setupDaemonOnly(t *testing.T) (_, _ string, d *fakedaemon.Daemon) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "mcpe2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	d, err = fakedaemon.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return "", "", d
-}
-
-// setup finds node and the npm packages, builds mailctl (or takes
-// $MAILCTL_BIN) and starts a fake daemon.
-func setup(t *testing.T, pkg string) (node, bin string, d *fakedaemon.Daemon) {
+// setup finds node and the npm packages and builds mailctl (or takes
+// $MAILCTL_BIN).
+func setup(t *testing.T, pkg string) (node, bin string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -89,23 +73,7 @@ func setup(t *testing.T, pkg string) (node, bin string, d *fakedaemon.Daemon) {
 	if _, err := os.Stat(filepath.Join("node_modules", filepath.FromSlash(pkg))); err != nil {
 		t.Skipf("run `npm ci` in test/mcp first to install %s", pkg)
 	}
-	bin = mailctlBinary(t)
-	_, _, d = setupDaemonOnly(t)
-	return node, bin, d
-}
-
-func TestTypeScriptClientAgainstFakeDaemon(t *testing.T) {
-	node, bin, d := setup(t, "@modelcontextprotocol/sdk")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "e2e.mjs")
-	cmd.Env = append(os.Environ(), "MAILCTL_BIN="+bin, "MAILCTL_SOCKET="+d.Socket(), "E2E_TIMEOUT_SECS=20")
-	out, err := cmd.CombinedOutput()
-	t.Logf("e2e.mjs output:\n%s", out)
-	if err != nil {
-		t.Fatalf("e2e.mjs: %v", err)
-	}
+	return node, mailctlBinary(t)
 }
 
 // startDev runs `mailctl dev` as the current user in a fresh folder and
@@ -170,7 +138,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // TestTypeScriptClientAgainstDevDaemon runs the same script against the real
 // daemon, started with `mailctl dev` as the current user.
 func TestTypeScriptClientAgainstDevDaemon(t *testing.T) {
-	node, bin, _ := setup(t, "@modelcontextprotocol/sdk")
+	node, bin := setup(t, "@modelcontextprotocol/sdk")
 	sock := startDev(t, bin)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -190,7 +158,7 @@ func TestSecondUserIsolation(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to create a second user and run the daemon as root")
 	}
-	node, bin, _ := setup(t, "@modelcontextprotocol/sdk")
+	node, bin := setup(t, "@modelcontextprotocol/sdk")
 	name := fmt.Sprintf("mcpe2e%d", os.Getpid()%100000)
 	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
 		t.Skipf("useradd: %v %s", err, out)
@@ -222,11 +190,12 @@ func TestSecondUserIsolation(t *testing.T) {
 
 // The MCP Inspector's CLI is a second, independent client.
 func TestInspectorListsTools(t *testing.T) {
-	node, bin, d := setup(t, "@modelcontextprotocol/inspector")
+	node, bin := setup(t, "@modelcontextprotocol/inspector")
+	d := testdaemon.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cli := filepath.Join("node_modules", ".bin", "mcp-inspector")
-	cmd := exec.CommandContext(ctx, node, cli, "--cli", bin, "mcp", "--socket", d.Socket(), "--method", "tools/list")
+	cmd := exec.CommandContext(ctx, node, cli, "--cli", bin, "mcp", "--socket", d.Socket, "--method", "tools/list")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -250,17 +219,11 @@ func TestInspectorListsTools(t *testing.T) {
 // `mailctl mcp`, initializing and getting the tools/list answer.
 func BenchmarkSpawnToolsList(b *testing.B) {
 	bin := mailctlBinary(b)
-	dir, _ := os.MkdirTemp("", "mcpbench")
-	defer os.RemoveAll(dir)
-	d, err := fakedaemon.Start(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := testdaemon.Start(b)
 	ctx := context.Background()
 	for b.Loop() {
 		client := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil)
-		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "mcp", "--socket", d.Socket())}, nil)
+		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "mcp", "--socket", d.Socket)}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/internal/testdaemon"
 )
 
 type bearer struct {
@@ -31,12 +33,12 @@ func TestHTTPTransportOfTheBinary(t *testing.T) {
 	bin := mailctlBinary(t)
 	dir, _ := os.MkdirTemp("", "mcphttp")
 	defer os.RemoveAll(dir)
-	_, _, d := setupDaemonOnly(t)
+	d := testdaemon.Start(t)
 	token := "0123456789abcdef0123456789abcdef"
 	tokFile := filepath.Join(dir, "token")
 	os.WriteFile(tokFile, []byte(token+"\n"), 0o644)
 	os.Chmod(tokFile, 0o644)
-	out, err := exec.Command(bin, "mcp", "--socket", d.Socket(), "--http", "127.0.0.1:0", "--token-file", tokFile).CombinedOutput()
+	out, err := exec.Command(bin, "mcp", "--socket", d.Socket, "--http", "127.0.0.1:0", "--token-file", tokFile).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "chmod 600") {
 		t.Fatalf("world-readable token file accepted: %v %s", err, out)
 	}
@@ -49,7 +51,7 @@ func TestHTTPTransportOfTheBinary(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "mcp", "--socket", d.Socket(), "--http", addr, "--token-file", tokFile)
+	srv := exec.CommandContext(ctx, bin, "mcp", "--socket", d.Socket, "--http", addr, "--token-file", tokFile)
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
