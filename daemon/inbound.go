@@ -102,19 +102,19 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 // Deliver authenticates the message once, parses it once, then stores a copy
 // in each distinct mailbox the recipients lead to.
 func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, raw []byte) []error {
-	return b.deliver(ctx, env, raw, false)
+	return b.deliver(ctx, env, raw, "")
 }
 
-// deliver is Deliver; local is true for mail the daemon composed and signed
-// itself for one of its own domains, whose From is authenticated by the
-// sending mailbox's uid rather than by DNS.
-func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, local bool) []error {
+// deliver is Deliver; submitter names the local mailbox when the daemon
+// composed and signed the message itself for one of its own domains: its From
+// is then authenticated by the sending mailbox's uid (trust.LocalSubmission)
+// rather than by DNS. It is "" for mail from the network.
+func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, submitter string) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
 	res := b.checker.Check(ctx, trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: raw})
-	if local && res.FromAddress != "" && d.cfg().IsLocalDomain(res.FromDomain) {
-		res.Aligned = true
-		res.SPF = store.AuthResult{Result: "pass", Domain: res.FromDomain, Detail: "local submission"}
+	if submitter != "" {
+		trust.LocalSubmission(&res, submitter, d.cfg().IsLocalDomain(res.FromDomain))
 	}
 	parsed, err := ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes})
 	if err != nil {
@@ -182,7 +182,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		m.ReceivedFromIP = env.RemoteIP.String()
 	}
 	m.SizeBytes = int64(len(raw))
-	m.SPF, m.DKIM, m.DMARC = res.SPF, res.DKIM, res.DMARC
+	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
 	patterns, _ := d.cfg().TrustedSenders(mailbox)
 	m.Trusted = trust.Trusted(res, patterns)
 	if p.DSN != nil {

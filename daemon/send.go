@@ -217,7 +217,14 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 		}
 		return out
 	}
-	errs := d.inbound.deliver(ctx, smtpin.Envelope{Helo: d.cfg().Hostname, MailFrom: from, Rcpts: rcpts}, data, true)
+	// The envelope sender is the mailbox's return path (name+tag@domain),
+	// which the daemon made itself: its local part names the submitter.
+	submitter, _, _ := strings.Cut(from, "@")
+	submitter, _, _ = strings.Cut(submitter, "+")
+	if submitter == "" {
+		submitter = "local"
+	}
+	errs := d.inbound.deliver(ctx, smtpin.Envelope{Helo: d.cfg().Hostname, MailFrom: from, Rcpts: rcpts}, data, submitter)
 	for i, err := range errs {
 		if err == nil {
 			continue

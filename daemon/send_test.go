@@ -148,8 +148,18 @@ func TestSendRemoteAndLocal(t *testing.T) {
 	}
 	var bm protocol.Message
 	td2.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "bob", ID: l.Messages[0].ID}, &bm)
-	if bm.SPF == nil || bm.SPF.Result != "pass" {
-		t.Errorf("local delivery not authenticated: %+v", bm.SPF)
+	// Local delivery is recorded as what it is: submitted by alice over the
+	// socket, with SPF as checked (no client address: none), not a pass.
+	if bm.SubmittedBy != "alice" || (bm.SPF != nil && bm.SPF.Result == "pass") {
+		t.Errorf("local delivery: submitted_by %q, spf %+v; want alice and no invented SPF pass", bm.SubmittedBy, bm.SPF)
+	}
+	var raw protocol.Message
+	if err := td2.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "bob", ID: l.Messages[0].ID, Raw: true, MaxChars: 100000}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	unfolded := strings.NewReplacer("\r\n\t", " ", "\n\t", " ").Replace(raw.Body)
+	if !strings.Contains(unfolded, "auth=pass smtp.auth=alice") || strings.Contains(unfolded, "spf=pass") {
+		t.Errorf("Authentication-Results of a local submission:\n%s", raw.Body[:min(len(raw.Body), 600)])
 	}
 	// A reply threads to the parent.
 	var reply protocol.SendResult

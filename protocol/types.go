@@ -193,21 +193,24 @@ type RecipientStatus struct {
 // Message is one message with a window of its body.
 type Message struct {
 	MessageSummary
-	Mailbox        string            `json:"mailbox"`
-	Cc             []string          `json:"cc,omitempty"`
-	Bcc            []string          `json:"bcc,omitempty"`
-	ReplyTo        []string          `json:"reply_to,omitempty"`
-	DeliveredTo    string            `json:"delivered_to,omitempty"`
-	InReplyTo      string            `json:"in_reply_to,omitempty"`
-	References     []string          `json:"references,omitempty"`
-	ListID         string            `json:"list_id,omitempty"`
-	AutoSubmitted  string            `json:"auto_submitted,omitempty"`
-	ReceivedAt     time.Time         `json:"received_at"`
-	ReceivedFromIP string            `json:"received_from_ip,omitempty"`
-	SizeBytes      int64             `json:"size_bytes"`
-	DKIM           []AuthResult      `json:"dkim,omitempty"`
-	SPF            *AuthResult       `json:"spf,omitempty"`
-	DMARC          *AuthResult       `json:"dmarc,omitempty"`
+	Mailbox        string       `json:"mailbox"`
+	Cc             []string     `json:"cc,omitempty"`
+	Bcc            []string     `json:"bcc,omitempty"`
+	ReplyTo        []string     `json:"reply_to,omitempty"`
+	DeliveredTo    string       `json:"delivered_to,omitempty"`
+	InReplyTo      string       `json:"in_reply_to,omitempty"`
+	References     []string     `json:"references,omitempty"`
+	ListID         string       `json:"list_id,omitempty"`
+	AutoSubmitted  string       `json:"auto_submitted,omitempty"`
+	ReceivedAt     time.Time    `json:"received_at"`
+	ReceivedFromIP string       `json:"received_from_ip,omitempty"`
+	SizeBytes      int64        `json:"size_bytes"`
+	DKIM           []AuthResult `json:"dkim,omitempty"`
+	SPF            *AuthResult  `json:"spf,omitempty"`
+	DMARC          *AuthResult  `json:"dmarc,omitempty"`
+	// SubmittedBy is the local mailbox that handed the message in over the
+	// socket (authenticated by its owner's uid); empty for network mail.
+	SubmittedBy    string            `json:"submitted_by,omitempty"`
 	AttachmentList []Attachment      `json:"attachment_list,omitempty"`
 	Outbound       bool              `json:"outbound,omitempty"`
 	Recipients     []RecipientStatus `json:"recipients,omitempty"`

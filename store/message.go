@@ -29,6 +29,10 @@ type Message struct {
 	SPF            AuthResult   `toml:"spf"`
 	DMARC          AuthResult   `toml:"dmarc"`
 	Trusted        string       `toml:"trusted"` // "true", "false" or "none"
+	// SubmittedBy is the local mailbox that handed the message to the daemon
+	// over its socket (its owner authenticated by uid); empty for mail that
+	// came over SMTP or LMTP.
+	SubmittedBy string `toml:"submitted_by,omitempty"`
 	Mailbox        string       `toml:"mailbox"`
 	Read           bool         `toml:"read"`
 	ReadAt         *time.Time   `toml:"read_at,omitempty"`

@@ -37,6 +37,9 @@ func (r Result) AuthenticationResults(authservID string) string {
 		results = append(results, &authres.GenericResult{Method: "dkim", Value: authres.ResultNone})
 	}
 
+	if r.SubmittedBy != "" {
+		results = append(results, &authres.AuthResult{Value: authres.ResultPass, Auth: clean(r.SubmittedBy)})
+	}
 	results = append(results, &authres.DMARCResult{
 		Value: resultValue(r.DMARC.Result, dmarcValues),
 		From:  clean(r.DMARC.Domain),

@@ -107,3 +107,26 @@ func parseBack(t *testing.T, h string) (string, []authres.Result) {
 	}
 	return id, results
 }
+
+// TestLocalSubmissionIsRecordedAsSuch: mail handed in over the socket is
+// aligned only when its From is ours, is recorded with the RFC 8601 "auth"
+// method, and leaves SPF as the check found it.
+func TestLocalSubmissionIsRecordedAsSuch(t *testing.T) {
+	r := Result{FromAddress: "alice@example.test", FromDomain: "example.test", SPF: store.AuthResult{Result: "none"}}
+	LocalSubmission(&r, "alice", true)
+	if !r.Aligned || r.SubmittedBy != "alice" || r.SPF.Result != "none" {
+		t.Fatalf("ours: %+v", r)
+	}
+	ar := strings.NewReplacer("\r\n\t", " ", "\n\t", " ").Replace(r.AuthenticationResults("mx.example.test")) // unfolded
+	if !strings.Contains(ar, "auth=pass smtp.auth=alice") || !strings.Contains(ar, "spf=none") {
+		t.Errorf("header: %s", ar)
+	}
+	if Trusted(r, []string{"alice@example.test"}) != "true" {
+		t.Error("a local submission from a trusted address is not trusted")
+	}
+	other := Result{FromAddress: "ceo@elsewhere.test", FromDomain: "elsewhere.test"}
+	LocalSubmission(&other, "alice", false)
+	if other.Aligned || Trusted(other, []string{"*@elsewhere.test"}) != "false" {
+		t.Errorf("a From outside our domains was authenticated: %+v", other)
+	}
+}

@@ -59,6 +59,22 @@ type Result struct {
 	// Policy is the DMARC policy that applies to the From domain (none,
 	// quarantine, reject) when a record exists.
 	Policy string
+	// SubmittedBy is the local mailbox that submitted the message over the
+	// daemon's socket (see LocalSubmission); empty for network mail.
+	SubmittedBy string
+}
+
+// LocalSubmission records that mailbox handed the message in over the
+// daemon's socket, where its owner is authenticated by uid (SO_PEERCRED),
+// the way a submission server records SMTP AUTH (RFC 8601 "auth"). The daemon
+// composed the From from the mailbox's own address, so when that address is
+// in one of our domains the From is authenticated: Aligned. SPF, DKIM and
+// DMARC keep what the checks found; nothing is invented for them.
+func LocalSubmission(r *Result, mailbox string, fromIsOurs bool) {
+	r.SubmittedBy = mailbox
+	if fromIsOurs && r.FromAddress != "" {
+		r.Aligned = true
+	}
 }
 
 // Checker checks inbound messages. The zero value uses the system resolver.
