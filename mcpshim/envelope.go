@@ -217,11 +217,60 @@ func schemaFor[T any](refine func(*jsonschema.Schema)) (*jsonschema.Schema, *jso
 	if refine != nil {
 		refine(s)
 	}
+	normalizeParams(s)
 	r, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
 		panic(fmt.Sprintf("resolving schema for %T: %v", *new(T), err))
 	}
 	return s, r
+}
+
+// paramDocs describes the parameters many tools share, wherever a tool's own
+// field tag does not.
+var paramDocs = map[string]string{
+	"mailbox":         "name of one of your mailboxes (mailbox_list shows them)",
+	"from_mailbox":    "one of your mailboxes; the From address is built from it",
+	"id":              "a message id, as email_list returns it (the file name without extension)",
+	"ids":             "several message ids at once",
+	"folder":          "inbox (default), sent, archive, trash or drafts",
+	"offset":          "rows to skip (prefer cursor)",
+	"thread_id":       "only messages of this thread (thread_id of a row)",
+	"unread":          "true: only unread messages; false: only read ones",
+	"trusted":         "true: only messages from trusted senders; false: only the others",
+	"subject":         "the subject line",
+	"body":            "Markdown (rendered to safe HTML with the Markdown as the text part) unless text_only or html_body",
+	"text_only":       "send body as plain text only",
+	"html_body":       "your own HTML part; body becomes the text fallback. Not with text_only",
+	"cc":              "one address or a list",
+	"bcc":             "one address or a list; not shown to the other recipients",
+	"attachments":     "paths of files to attach, read with your own rights",
+	"dry_run":         "validate and report the envelope and size without sending",
+	"idempotency_key": "repeat a call with the same key to get the first call's result instead of a second message",
+}
+
+// normalizeParams fills missing parameter descriptions from paramDocs and
+// drops the "null" the schema package adds to slices and pointers: a null
+// argument is treated as absent before validation, so a client need never
+// send one, and a required list must not advertise null.
+func normalizeParams(s *jsonschema.Schema) {
+	for name, p := range s.Properties {
+		if p.Description == "" {
+			p.Description = paramDocs[name]
+		}
+		if len(p.Types) > 0 {
+			var types []string
+			for _, t := range p.Types {
+				if t != "null" {
+					types = append(types, t)
+				}
+			}
+			if len(types) == 1 {
+				p.Type, p.Types = types[0], nil
+			} else {
+				p.Types = types
+			}
+		}
+	}
 }
 
 // allowErrors widens a result schema so that error results validate too:

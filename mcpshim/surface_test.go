@@ -1,6 +1,7 @@
 package mcpshim
 
 import (
+	"fmt"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -62,6 +63,40 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Every parameter tells a model what it is, and no parameter advertises null:
+// a required list (hook_create.cmd) typed ["null","array"] invites a model to
+// send null for it.
+func TestEveryParameterDescribedAndTyped(t *testing.T) {
+	e := newEnv(t)
+	res, err := e.cs.ListTools(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tool := range res.Tools {
+		var sc struct {
+			Properties map[string]struct {
+				Type        any    `json:"type"`
+				Description string `json:"description"`
+			} `json:"properties"`
+		}
+		b, _ := json.Marshal(tool.InputSchema)
+		json.Unmarshal(b, &sc)
+		for name, p := range sc.Properties {
+			n++
+			if strings.TrimSpace(p.Description) == "" {
+				t.Errorf("%s.%s has no description", tool.Name, name)
+			}
+			if strings.Contains(fmt.Sprint(p.Type), "null") {
+				t.Errorf("%s.%s is typed %v", tool.Name, name, p.Type)
+			}
+		}
+	}
+	if n < 90 {
+		t.Fatalf("only %d parameters seen", n)
+	}
 }
 
 func TestToolSurface(t *testing.T) {

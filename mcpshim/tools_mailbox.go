@@ -91,7 +91,7 @@ func (s *Server) toolMailboxCreate() toolSpec {
 }
 
 type mailboxDeleteArgs struct {
-	Name  string `json:"name"`
+	Name  string `json:"name" jsonschema:"the mailbox to delete (its local part, as mailbox_list shows it)"`
 	Force bool   `json:"force,omitempty" jsonschema:"delete even if it still holds mail (the mail is lost)"`
 }
 
@@ -181,7 +181,8 @@ func (s *Server) toolHookList() toolSpec {
 }
 
 type hookDeleteArgs struct {
-	Name string `json:"name"`
+	Name    string `json:"name" jsonschema:"the hook's name, as hook_list shows it"`
+	Mailbox string `json:"mailbox,omitempty" jsonschema:"the hook's mailbox; hook names are unique per mailbox, so this is needed only when several of your mailboxes have a hook of that name"`
 }
 
 func (s *Server) toolHookDelete() toolSpec {
@@ -191,7 +192,7 @@ func (s *Server) toolHookDelete() toolSpec {
 		Annotations: annotations("Delete hook", false, true, true, false),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *hookDeleteArgs) (string, protocol.Deleted, *NextAction, error) {
 		var out protocol.Deleted
-		if err := s.call(ctx, protocol.VerbHookDelete, protocol.NameArgs{Name: in.Name}, &out); err != nil {
+		if err := s.call(ctx, protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: in.Name, Mailbox: in.Mailbox}, &out); err != nil {
 			if protocol.CodeOf(err) == protocol.CodeNotFound {
 				err = withNext(err, &NextAction{Instruction: "List the hooks to find the right name.", Tool: "hook_list"})
 			}

@@ -36,7 +36,7 @@ type emailSendArgs struct {
 	TextOnly          bool               `json:"text_only,omitempty" jsonschema:"send body as plain text only"`
 	HTMLBody          string             `json:"html_body,omitempty" jsonschema:"your own HTML part; body becomes the text fallback. Not with text_only"`
 	Attachments       []string           `json:"attachments,omitempty" jsonschema:"paths of files to attach, read with your own rights"`
-	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty"`
+	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty" jsonschema:"files to attach given inline: filename, content_type (optional) and base64 data"`
 	ReplyTo           string             `json:"reply_to,omitempty" jsonschema:"Message-ID of the message being answered (sets In-Reply-To and References)"`
 	References        stringOrList       `json:"references,omitempty" jsonschema:"Message-IDs of the thread, only with reply_to"`
 	DryRun            bool               `json:"dry_run,omitempty" jsonschema:"validate and report the envelope and size without sending"`

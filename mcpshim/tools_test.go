@@ -215,6 +215,16 @@ func TestHookTools(t *testing.T) {
 	if len(hl.Hooks) != 2 {
 		t.Fatalf("hook_list: %+v", hl)
 	}
+	// Hook names are unique per mailbox: with the same name on two of them,
+	// hook_delete needs the mailbox, and deletes that one only.
+	e.d.Mailbox(t, "other")
+	e.ok("hook_create", map[string]any{"mailbox": "other", "event": "after_send", "cmd": []string{"/bin/x"}, "name": "notify"}, nil)
+	e.call2("hook_delete", map[string]any{"name": "notify"})
+	e.ok("hook_delete", map[string]any{"name": "notify", "mailbox": "other"}, nil)
+	e.ok("hook_list", map[string]any{"mailbox": "agent"}, &hl)
+	if len(hl.Hooks) != 2 {
+		t.Fatalf("deleting other's notify touched agent's hooks: %+v", hl)
+	}
 	e.ok("hook_delete", map[string]any{"name": "notify"}, nil)
 	sc = e.fail("hook_delete", map[string]any{"name": "notify"}, protocol.CodeNotFound)
 	if sc["next_action"].(map[string]any)["tool"] != "hook_list" {
