@@ -1,11 +1,11 @@
 package mcpshim
 
 import (
-	"fmt"
 	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
