@@ -141,6 +141,7 @@ func (o *outboundService) Stop(ctx context.Context) error {
 	case <-o.done:
 		o.mx.Close() // say QUIT on the cached sessions
 		o.limiter.Close()
+		o.queue.Close()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -120,10 +120,11 @@ func (e *entry) view() *Item {
 	return c
 }
 
-// Queue is the durable outbound queue: one <id>.json (state) and <id>.eml
-// (signed message) per item in dir.
+// Queue is the durable outbound queue. Its state and the signed messages are
+// in one append-only journal in dir (see journal.go).
 type Queue struct {
 	dir  string
+	j    *journal
 	d    delivery.Deliverer
 	n    Notifier
 	opts Options
@@ -167,10 +168,42 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
 		done: map[string]*Item{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
-	ents, err := os.ReadDir(dir)
+	j, replayed, err := openJournal(dir, func(msg string, args ...any) { q.log.Error(msg, args...) })
 	if err != nil {
-		return nil, fmt.Errorf("reading queue: %w", err)
+		return nil, err
 	}
+	q.j = j
+	if err := q.migrate(replayed); err != nil {
+		j.close()
+		return nil, err
+	}
+	for id, x := range replayed {
+		it := x.it
+		if it.Settled() {
+			// Final but perhaps not yet written to the sent copy: Run
+			// announces it again and only then drops it.
+			q.remember(it)
+			q.settled = append(q.settled, it)
+			continue
+		}
+		q.items[id] = &entry{it: it, firstDone: it.Attempts > 0, first: make(chan struct{})}
+	}
+	sort.Slice(q.settled, func(i, k int) bool { return q.settled[i].ID < q.settled[k].ID })
+	q.staggerOverdue()
+	return q, nil
+}
+
+// migrate moves items of the earlier layout (<id>.json and <id>.eml) into
+// the journal and adds them to items; the files go once the journal has
+// them. Items that do not load are set aside in dir/corrupt, never allowed
+// to stop the queue.
+func (q *Queue) migrate(items map[string]replayed) error {
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return fmt.Errorf("reading queue: %w", err)
+	}
+	var moved []string
+	var last uint64
 	for _, e := range ents {
 		name := e.Name()
 		if !e.Type().IsRegular() {
@@ -180,31 +213,52 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		case strings.HasSuffix(name, ".json"):
 			id := strings.TrimSuffix(name, ".json")
 			it, err := q.load(id)
+			var data []byte
+			if err == nil {
+				data, err = os.ReadFile(filepath.Join(q.dir, id+".eml"))
+			}
+			if err == nil && int64(len(data)) != it.Size {
+				err = fmt.Errorf("%s.eml has %d bytes, the item says %d", id, len(data), it.Size)
+			}
 			if err != nil {
-				q.log.Error("queue item set aside", "item", id, "err", err, "moved_to", filepath.Join(dir, "corrupt"))
+				q.log.Error("queue item set aside", "item", id, "err", err, "moved_to", filepath.Join(q.dir, "corrupt"))
 				q.setAside(id)
 				continue
 			}
-			if it.Settled() {
-				// Final but perhaps not yet written to the sent copy: Run
-				// announces it again and only then removes its files.
-				q.remember(it)
-				q.settled = append(q.settled, it)
-				continue
+			if _, ok := items[id]; !ok {
+				// Not yet in the journal (a crash may have stopped an
+				// earlier migration after some of them).
+				if last, err = q.j.enqueue(it, data); err != nil {
+					return err
+				}
+				items[id] = replayed{it: it}
 			}
-			q.items[id] = &entry{it: it, firstDone: it.Attempts > 0, first: make(chan struct{})}
+			moved = append(moved, id)
 		case strings.HasSuffix(name, ".eml"):
 			// An .eml without its .json is a crash inside Enqueue, before the
 			// item existed: nobody was told it was queued.
 			id := strings.TrimSuffix(name, ".eml")
-			if _, err := os.Stat(filepath.Join(dir, id+".json")); errors.Is(err, os.ErrNotExist) {
-				os.Remove(filepath.Join(dir, name))
+			if _, err := os.Stat(filepath.Join(q.dir, id+".json")); errors.Is(err, os.ErrNotExist) {
+				os.Remove(filepath.Join(q.dir, name))
 			}
 		}
 	}
-	q.staggerOverdue()
-	return q, nil
+	if len(moved) == 0 {
+		return nil
+	}
+	if err := q.j.commit(last); err != nil {
+		return err
+	}
+	for _, id := range moved {
+		os.Remove(filepath.Join(q.dir, id+".json"))
+		os.Remove(filepath.Join(q.dir, id+".eml"))
+	}
+	q.log.Info("queue items moved into the journal", "items", len(moved))
+	return safeio.SyncDir(q.dir)
 }
+
+// Close closes the journal. Call it after Run has returned.
+func (q *Queue) Close() error { return q.j.close() }
 
 // restartSpacing spreads items that fell due while the daemon was down, so a
 // restart after an outage does not dial every destination at once.
@@ -232,6 +286,7 @@ func (q *Queue) staggerOverdue() {
 // Dir is the queue's directory.
 func (q *Queue) Dir() string { return q.dir }
 
+// load reads an item of the earlier layout.
 func (q *Queue) load(id string) (*Item, error) {
 	if !itemIDRE.MatchString(id) {
 		return nil, fmt.Errorf("bad item name %q", id)
@@ -277,21 +332,19 @@ func (q *Queue) setAside(id string) {
 	safeio.SyncDir(q.dir)
 }
 
+// save makes an item's state durable: appended to the journal, then
+// synced together with whatever else was appended meanwhile.
 func (q *Queue) save(it *Item) error {
-	data, err := json.MarshalIndent(it, "", "  ")
+	w, err := q.j.put(it)
 	if err != nil {
 		return err
 	}
-	return safeio.WriteFile(filepath.Join(q.dir, it.ID+".json"), data)
+	return q.j.commit(w)
 }
 
-// remove deletes an item's files, state first so a crash in between leaves
-// an orphan .eml that OpenQueue cleans, never a state without its message.
-func (q *Queue) remove(id string) {
-	os.Remove(filepath.Join(q.dir, id+".json"))
-	os.Remove(filepath.Join(q.dir, id+".eml"))
-	safeio.SyncDir(q.dir)
-}
+// remove drops a settled item from the journal. Losing that record to a
+// crash only makes the next start announce the item again.
+func (q *Queue) remove(id string) { q.j.drop(id) }
 
 func (q *Queue) remember(it *Item) {
 	if _, ok := q.done[it.ID]; !ok {
@@ -330,9 +383,9 @@ func (q *Queue) Enqueue(it *Item) error {
 		}
 		r.UpdatedAt = now
 	}
-	// The id is reserved under the lock and the files are written outside
-	// it, so concurrent senders' fsyncs overlap instead of queueing behind
-	// one another (and behind the delivery loop).
+	// The id is reserved under the lock and the record is appended and
+	// synced outside it, so concurrent senders share fsyncs instead of
+	// queueing behind one another (and behind the delivery loop).
 	q.mu.Lock()
 	if _, dup := q.items[it.ID]; dup || q.enqueuing[it.ID] {
 		q.mu.Unlock()
@@ -343,11 +396,9 @@ func (q *Queue) Enqueue(it *Item) error {
 	}
 	q.enqueuing[it.ID] = true
 	q.mu.Unlock()
-	err := safeio.WriteFile(filepath.Join(q.dir, it.ID+".eml"), it.Data)
+	w, err := q.j.enqueue(it, it.Data)
 	if err == nil {
-		if err = q.save(it); err != nil {
-			os.Remove(filepath.Join(q.dir, it.ID+".eml"))
-		}
+		err = q.j.commit(w)
 	}
 	q.mu.Lock()
 	delete(q.enqueuing, it.ID)
@@ -488,7 +539,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	log := q.log.With("item", snap.ID, "message_id", snap.MessageID)
 	log.Info("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
 	var results []delivery.Result
-	data, err := os.ReadFile(filepath.Join(q.dir, snap.ID+".eml"))
+	data, err := q.j.read(snap.ID)
 	if err == nil && int64(len(data)) != snap.Size {
 		err = fmt.Errorf("%d bytes, the item says %d", len(data), snap.Size)
 	}

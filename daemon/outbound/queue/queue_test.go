@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -80,18 +81,9 @@ func TestQueueTemporaryThenSuccess(t *testing.T) {
 	if got := f.delivered(); got != 1 {
 		t.Fatalf("MX got %d copies", got)
 	}
-	// The files go right after the notifier has recorded the outcome.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ents, _ := os.ReadDir(q.Dir())
-		if len(ents) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("settled item left files: %v", ents)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The item leaves the journal right after the notifier has recorded
+	// the outcome.
+	waitFor(t, func() bool { _, ok := journalItems(t, q.Dir())["m1"]; return !ok })
 }
 
 func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
@@ -229,11 +221,7 @@ func TestQueueNextAttemptRecordedBeforeDialing(t *testing.T) {
 	clk := newFakeClock()
 	seen := make(chan *Item, 1)
 	d := delivererFunc(func(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
-		it, err := loadRaw(dir, "c1")
-		if err != nil {
-			t.Error(err)
-		}
-		seen <- it
+		seen <- journalItems(t, dir)["c1"]
 		<-ctx.Done() // "crash" mid-attempt: never return a result
 		return nil
 	})
@@ -256,9 +244,27 @@ func (f delivererFunc) Deliver(ctx context.Context, from string, rcpts []string,
 	return f(ctx, from, rcpts, data)
 }
 
-func loadRaw(dir, id string) (*Item, error) {
-	q := &Queue{dir: dir}
-	return q.load(id)
+// journalItems replays a copy of the journal in dir, as a restart would.
+func journalItems(t *testing.T, dir string) map[string]*Item {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, journalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cp, journalName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, items, err := openJournal(cp, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	out := map[string]*Item{}
+	for id, x := range items {
+		out[id] = x.it
+	}
+	return out
 }
 
 func TestQueueCorruptItemSetAside(t *testing.T) {
@@ -358,11 +364,20 @@ func TestQueueUnreadableMessageFails(t *testing.T) {
 	it := testItem("u1", "u@remote.test")
 	it.Held = true
 	q.Enqueue(it)
-	// The queue holds no copy in memory: the file is the message.
+	// The queue holds no copy in memory: the journal has the message.
 	if got, _ := q.Get("u1"); got.Data != nil {
 		t.Fatal("queue kept the message bytes in memory")
 	}
-	os.WriteFile(filepath.Join(q.Dir(), "u1.eml"), []byte("truncated"), 0o600)
+	// Damage the message where it lies in the journal.
+	path := filepath.Join(q.Dir(), journalName)
+	raw, _ := os.ReadFile(path)
+	i := bytes.Index(raw, []byte("hello"))
+	if i < 0 {
+		t.Fatal("message not found in the journal")
+	}
+	f, _ := os.OpenFile(path, os.O_WRONLY, 0)
+	f.WriteAt([]byte("j"), int64(i))
+	f.Close()
 	q.Approve("u1")
 	done := n.waitSettled(t)
 	if r := done.Recipients[0]; r.Status != StatusFailed || !strings.Contains(r.Detail, "unreadable") {

@@ -1,0 +1,254 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func openTestQueue(t *testing.T, dir string) *Queue {
+	t.Helper()
+	q, err := Open(dir, &countingDeliverer{count: map[string]int{}}, newNotes(), Options{Clock: newFakeClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+func heldItem(id string) *Item {
+	it := testItem(id, id+"@remote.test")
+	it.Held = true
+	return it
+}
+
+func ids(q *Queue) string {
+	var out []string
+	for _, it := range q.List() {
+		out = append(out, it.ID)
+	}
+	return strings.Join(out, ",")
+}
+
+func corruptFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(dir, "corrupt"))
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// A crash in the middle of an append leaves a partial record at the end:
+// it was never acknowledged, so the restart cuts it (keeping a copy) and
+// goes on appending after the last whole record.
+func TestJournalTornAppendIsCut(t *testing.T) {
+	dir := t.TempDir()
+	q1 := openTestQueue(t, dir)
+	for _, id := range []string{"a", "b", "c"} {
+		if err := q1.Enqueue(heldItem(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q1.Close()
+	path := filepath.Join(dir, journalName)
+	whole, _ := os.ReadFile(path)
+	torn := record([]byte("E"), bytes.Repeat([]byte("x"), 200))[:60]
+	os.WriteFile(path, append(whole, torn...), 0o600)
+
+	q2 := openTestQueue(t, dir)
+	if got := ids(q2); got != "a,b,c" {
+		t.Fatalf("after a torn append: %q", got)
+	}
+	if st, _ := os.Stat(path); st.Size() != int64(len(whole)) {
+		t.Fatalf("journal is %d bytes, want it cut back to %d", st.Size(), len(whole))
+	}
+	if c := corruptFiles(t, dir); len(c) != 1 {
+		t.Fatalf("the torn tail was not kept aside: %v", c)
+	}
+	if err := q2.Enqueue(heldItem("d")); err != nil {
+		t.Fatal(err)
+	}
+	q2.Close()
+	if got := ids(openTestQueue(t, dir)); got != "a,b,c,d" {
+		t.Fatalf("appends after the cut: %q", got)
+	}
+}
+
+// A record that fails its checksum ends what can be trusted: the items
+// before it load, it and what follows are set aside, and the queue goes on.
+func TestJournalDamageSetAside(t *testing.T) {
+	dir := t.TempDir()
+	q1 := openTestQueue(t, dir)
+	for _, id := range []string{"a", "b", "c"} {
+		if err := q1.Enqueue(heldItem(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q1.Close()
+	path := filepath.Join(dir, journalName)
+	raw, _ := os.ReadFile(path)
+	i := bytes.Index(raw, []byte(`"id":"b"`))
+	if i < 0 {
+		t.Fatal("record of b not found")
+	}
+	raw[i+6] = 'X'
+	os.WriteFile(path, raw, 0o600)
+	q2 := openTestQueue(t, dir)
+	if got := ids(q2); got != "a" {
+		t.Fatalf("after damage: %q", got)
+	}
+	if c := corruptFiles(t, dir); len(c) != 1 {
+		t.Fatalf("the damaged part was not kept aside: %v", c)
+	}
+	if err := q2.Enqueue(heldItem("e")); err != nil {
+		t.Fatalf("the queue stopped after damage: %v", err)
+	}
+	// A file that is not a journal at all is set aside whole.
+	q2.Close()
+	os.WriteFile(path, []byte("{\"not\": \"a journal\"}\n"), 0o600)
+	if got := ids(openTestQueue(t, dir)); got != "" {
+		t.Fatalf("from a foreign file: %q", got)
+	}
+	if c := corruptFiles(t, dir); len(c) != 2 {
+		t.Fatalf("the foreign file was not kept aside: %v", c)
+	}
+}
+
+// Once most of the journal is settled items, it is rewritten with the live
+// ones only, and their messages survive the rewrite and a restart.
+func TestJournalCompacts(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := openJournal(dir, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%04d", i)), 25_000) } // 100 kB
+	var last uint64
+	for i := range 120 {
+		it := testItem(fmt.Sprintf("m%03d", i), "x@remote.test")
+		it.Data = body(i)
+		it.Size = int64(len(it.Data))
+		if last, err = j.enqueue(it, it.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.commit(last); err != nil {
+		t.Fatal(err)
+	}
+	before := j.size
+	for i := range 110 {
+		j.drop(fmt.Sprintf("m%03d", i))
+	}
+	if j.err != nil {
+		t.Fatal(j.err)
+	}
+	if j.size >= before/4 {
+		t.Fatalf("journal still %d bytes of %d after 110 of 120 items left", j.size, before)
+	}
+	for i := 110; i < 120; i++ {
+		got, err := j.read(fmt.Sprintf("m%03d", i))
+		if err != nil || !bytes.Equal(got, body(i)) {
+			t.Fatalf("m%03d after the rewrite: %v", i, err)
+		}
+	}
+	// A state appended after the rewrite is replayed on top of it.
+	it := testItem("m115", "x@remote.test")
+	it.Size, it.Attempts = int64(len(body(115))), 7
+	w, err := j.put(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.commit(w); err != nil {
+		t.Fatal(err)
+	}
+	j.close()
+	j2, items, err := openJournal(dir, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.close()
+	if len(items) != 10 || items["m115"].it.Attempts != 7 {
+		t.Fatalf("after restart: %d items, m115 %+v", len(items), items["m115"])
+	}
+	if got, err := j2.read("m119"); err != nil || !bytes.Equal(got, body(119)) {
+		t.Fatalf("m119 after restart: %v", err)
+	}
+}
+
+// Items queued by the earlier layout (<id>.json and <id>.eml) move into the
+// journal at start and are delivered; their files go.
+func TestQueueMigratesEarlierLayout(t *testing.T) {
+	dir := t.TempDir()
+	it := testItem("old", "o@remote.test")
+	it.Size = int64(len(it.Data))
+	it.Recipients[0].Status = StatusPending
+	st, _ := json.Marshal(it)
+	os.WriteFile(filepath.Join(dir, "old.json"), st, 0o600)
+	os.WriteFile(filepath.Join(dir, "old.eml"), it.Data, 0o600)
+	d := &countingDeliverer{count: map[string]int{}}
+	n := newNotes()
+	q, err := Open(dir, d, n, Options{Clock: newFakeClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for _, f := range []string{"old.json", "old.eml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s left after the migration", f)
+		}
+	}
+	if _, ok := journalItems(t, dir)["old"]; !ok {
+		t.Fatal("the item is not in the journal")
+	}
+	runQueue(t, q)
+	if done := n.waitSettled(t); done.ID != "old" || done.Recipients[0].Status != StatusDelivered {
+		t.Fatalf("migrated item: %+v", done)
+	}
+}
+
+// Concurrent commits share fsyncs: while one runs, the appends that arrive
+// wait for the next, which covers them all.
+func TestJournalGroupsCommits(t *testing.T) {
+	j, _, err := openJournal(t.TempDir(), func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	hold := make(chan struct{})
+	first := true
+	j.fsync = func(f *os.File) error {
+		if first {
+			first = false
+			<-hold // the first fsync runs until every append is in
+		}
+		return f.Sync()
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			it := testItem(fmt.Sprintf("g%d", i), "x@remote.test")
+			w, err := j.enqueue(it, it.Data)
+			if err == nil {
+				err = j.commit(w)
+			}
+			errs <- err
+		}()
+	}
+	waitFor(t, func() bool { j.mu.Lock(); defer j.mu.Unlock(); return j.written == n && j.syncing })
+	close(hold)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.syncs != 2 {
+		t.Fatalf("%d fsyncs for %d concurrent commits, want 2 (the one running, then one for the rest)", j.syncs, n)
+	}
+}
