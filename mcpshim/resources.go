@@ -3,11 +3,13 @@ package mcpshim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -47,7 +49,7 @@ func (s *Server) addResources() {
 func (s *Server) readMailboxes(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	var list protocol.MailboxList
 	if err := s.call(ctx, protocol.VerbMailboxList, protocol.Empty{}, &list); err != nil {
-		return nil, err
+		return nil, resourceErr(err, req.Params.URI)
 	}
 	rows := []MailboxRow{}
 	for _, m := range list.Mailboxes {
@@ -105,11 +107,33 @@ func (s *Server) readTemplated(ctx context.Context, req *mcp.ReadResourceRequest
 	return nil, mcp.ResourceNotFoundError(uri)
 }
 
+// resourceErr turns a daemon error about uri into the JSON-RPC error MCP
+// defines for it: resource not found (-32602, with the uri) for not_found,
+// invalid params for the caller's mistakes, internal error otherwise. A
+// plain Go error would reach the client with code 0. data.code keeps
+// mailctl's own code and data.retryable says whether to try again.
 func resourceErr(err error, uri string) error {
-	if protocol.CodeOf(err) == protocol.CodeNotFound {
-		return mcp.ResourceNotFoundError(uri)
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		return err
 	}
-	return err
+	pe := asProtocolError(err)
+	code := pe.Code
+	data, _ := json.Marshal(map[string]any{"uri": uri, "code": code, "retryable": pe.Retryable})
+	err = pe
+	switch code {
+	case protocol.CodeNotFound:
+		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "Resource not found: " + err.Error(), Data: data}
+	case protocol.CodeInvalidInput, protocol.CodeForbidden, protocol.CodeTooLarge:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: data}
+}
+
+// badURI is the error for a URI that names no resource of this server.
+func badURI(uri, why string) error {
+	data, _ := json.Marshal(map[string]any{"uri": uri, "code": protocol.CodeInvalidInput, "retryable": false})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: why, Data: data}
 }
 
 func textResource(uri, mime, text string) *mcp.ReadResourceResult {
@@ -175,7 +199,7 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	uri := req.Params.URI
 	mailbox, ok := subscribable(uri)
 	if !ok {
-		return fmt.Errorf("only mailbox inboxes (%s) can be subscribed to", templateInbox)
+		return badURI(uri, fmt.Sprintf("only mailbox inboxes (%s) can be subscribed to", templateInbox))
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -185,14 +209,14 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	}
 	c, err := ss.s.dial(ctx)
 	if err != nil {
-		return err
+		return resourceErr(err, uri)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	events, err := c.Watch(wctx, protocol.WatchArgs{Mailboxes: []string{mailbox}})
 	if err != nil {
 		cancel()
 		c.Close()
-		return err
+		return resourceErr(err, uri)
 	}
 	w := &watch{refs: 1, cancel: func() { cancel(); c.Close() }}
 	ss.active[mailbox] = w

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/internal/testdaemon"
 )
 
 // rawSession is a server on a LineTransport driven line by line, as a
@@ -199,4 +201,40 @@ func TestIDFromTail(t *testing.T) {
 // testLogger logs everything to nowhere, so that debug-only paths run.
 func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// resources/subscribe and resources/read fail with the protocol's codes (a
+// plain Go error reached the client as code 0), with mailctl's code in data.
+func TestResourceErrorCodes(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	r := startRaw(t, New(Options{SocketPath: d.Socket}), 0)
+	down := startRaw(t, New(Options{SocketPath: noDaemon(t)}), 0)
+	for i, c := range []struct {
+		s           *rawSession
+		method, uri string
+		code        float64
+		mailctlCode string
+	}{
+		{r, "resources/subscribe", "mailctl://mailboxes", -32602, "invalid_input"},
+		{r, "resources/subscribe", "mailctl://mailbox/agent/inbox/x", -32602, "invalid_input"},
+		{r, "resources/subscribe", "mailctl://mailbox/ghost/inbox", -32602, "not_found"},
+		{r, "resources/read", "mailctl://mailbox/ghost/inbox", -32602, "not_found"},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/nope", -32602, "not_found"},
+		{down, "resources/subscribe", "mailctl://mailbox/agent/inbox", -32603, "unavailable"},
+		{down, "resources/read", "mailctl://mailboxes", -32603, "unavailable"},
+	} {
+		id := fmt.Sprint(100 + i)
+		c.s.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + c.method + `","params":{"uri":"` + c.uri + `"}}`)
+		m := c.s.reply(t, id)
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e == nil || e["code"] != c.code || data["code"] != c.mailctlCode || data["uri"] != c.uri {
+			t.Errorf("%s %s: want %v with data.code %s, got %v", c.method, c.uri, c.code, c.mailctlCode, m)
+		}
+	}
+	r.send(`{"jsonrpc":"2.0","id":"ok","method":"resources/subscribe","params":{"uri":"mailctl://mailbox/agent/inbox"}}`)
+	if m := r.reply(t, "ok"); m["error"] != nil {
+		t.Fatalf("subscribing to an inbox: %v", m)
+	}
 }
