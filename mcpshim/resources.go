@@ -145,7 +145,7 @@ func inboxMarkdown(name string, list *protocol.MessageList) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s/inbox\n\n%d message(s), newest first.\n\n| id | from | subject | date | read | trusted |\n|---|---|---|---|---|---|\n", name, list.Total)
 	for _, m := range list.Messages {
-		r := listRow(m, f)
+		r := listRow(name, m, f)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %t | %s |\n", r.ID, cell(r.From), cell(r.Subject), r.Date, r.Read, r.Trusted)
 	}
 	if l := f.label(); l != nil {

@@ -187,8 +187,8 @@ func TestReadWindowBoundsHugeBody(t *testing.T) {
 // (structured content; the text content carries the same JSON). docs/mcp.md
 // states both numbers.
 const (
-	listBudgetTypical = 112 << 10
-	listBudgetWorst   = 192 << 10
+	listBudgetTypical = 136 << 10
+	listBudgetWorst   = 208 << 10
 )
 
 func TestListOf200RowsStaysUnderBudget(t *testing.T) {

@@ -3,6 +3,7 @@ package mcpshim
 import (
 	"context"
 	"fmt"
+	"net/mail"
 	"sort"
 	"strings"
 	"time"
@@ -47,7 +48,10 @@ type emailListArgs struct {
 // ListRow is one message in email_list.
 type ListRow struct {
 	ID             string   `json:"id"`
+	Folder         string   `json:"folder" jsonschema:"the folder the message is in: pass it to email_read with the id"`
+	URI            string   `json:"uri" jsonschema:"the message's resource (resources/read)"`
 	From           string   `json:"from"`
+	FromAddress    string   `json:"from_address,omitempty" jsonschema:"the sender's plain address (the display name stays in from, fenced when untrusted)"`
 	To             []string `json:"to"`
 	Subject        string   `json:"subject"`
 	Date           string   `json:"date"`
@@ -126,7 +130,7 @@ func (s *Server) toolEmailList() toolSpec {
 			if m.Folder == "" {
 				m.Folder = folder
 			}
-			data.Messages = append(data.Messages, listRow(m, f))
+			data.Messages = append(data.Messages, listRow(in.Mailbox, m, f))
 			if !m.Read {
 				unread++
 			}
@@ -147,7 +151,23 @@ func (s *Server) toolEmailList() toolSpec {
 	})
 }
 
-func listRow(m protocol.MessageSummary, f *fence) ListRow {
+// MessageURI is the resource of one message.
+func MessageURI(mailbox, folder, id string) string {
+	return uriPrefix + mailbox + "/" + folder + "/" + id
+}
+
+// plainAddress is the address of a From value ("Name <a@b>" or "a@b"), or ""
+// when it does not parse as one. An address is a constrained string, so it is
+// given unfenced beside the fenced display value.
+func plainAddress(from string) string {
+	a, err := mail.ParseAddress(from)
+	if err != nil || len(a.Address) > 254 || strings.ContainsAny(a.Address, " \t\r\n<>") {
+		return ""
+	}
+	return a.Address
+}
+
+func listRow(mailbox string, m protocol.MessageSummary, f *fence) ListRow {
 	to := m.To
 	if len(to) > listToMax {
 		to = append(append([]string{}, to[:listToMax]...), fmt.Sprintf("(+%d more)", len(m.To)-listToMax))
@@ -158,7 +178,7 @@ func listRow(m protocol.MessageSummary, f *fence) ListRow {
 	for i := range to {
 		to[i] = clip(to[i], listFieldMax)
 	}
-	row := ListRow{ID: m.ID, From: clip(m.From, listFieldMax), To: to, Subject: clip(m.Subject, listFieldMax),
+	row := ListRow{ID: m.ID, Folder: m.Folder, URI: MessageURI(mailbox, m.Folder, m.ID), From: clip(m.From, listFieldMax), FromAddress: plainAddress(m.From), To: to, Subject: clip(m.Subject, listFieldMax),
 		Date: m.Date.UTC().Format(time.RFC3339), Read: m.Read, Trusted: orNone(m.Trusted), ThreadID: m.ThreadID,
 		Attachments: m.Attachments, Snippet: clip(oneLine(m.Snippet), listSnippetMax), DeliveryStatus: m.DeliveryStatus}
 	if !isTrusted(m.Trusted) && m.Folder != protocol.FolderSent {
@@ -193,6 +213,10 @@ type emailReadArgs struct {
 // EmailReadData is email_read's data: the message with a window of its body.
 type EmailReadData struct {
 	protocol.Message
+	// Snippet shadows the summary's: the body window says more.
+	Snippet     string `json:"snippet,omitempty" jsonschema:"never set: the body window replaces it"`
+	FromAddress string `json:"from_address,omitempty" jsonschema:"the sender's plain address (the display name stays in from, fenced when untrusted)"`
+	URI         string `json:"uri" jsonschema:"the message's resource (resources/read)"`
 	NextOffset int         `json:"next_offset,omitempty" jsonschema:"offset of the next window when truncated"`
 	Trust      *TrustFacts `json:"trust"`
 	Fence      *FenceLabel `json:"fence,omitempty"`
@@ -251,7 +275,7 @@ func (s *Server) thread(ctx context.Context, mailbox, threadID string, f *fence)
 			if m.Folder == "" {
 				m.Folder = folder
 			}
-			rows = append(rows, listRow(m, f))
+			rows = append(rows, listRow(mailbox, m, f))
 			dates = append(dates, m.Date)
 		}
 	}
@@ -304,8 +328,8 @@ func describe(m *protocol.Message) string {
 }
 
 func readData(m *protocol.Message, f *fence, _ int) EmailReadData {
-	d := EmailReadData{Message: *m, Trust: trustFacts(m)}
-	d.Snippet = "" // the body window says more, and the snippet would repeat it
+	d := EmailReadData{Message: *m, Trust: trustFacts(m), FromAddress: plainAddress(m.From), URI: MessageURI(m.Mailbox, m.Folder, m.ID)}
+	d.Message.Snippet = ""
 	shown := utf8.RuneCountInString(m.Body)
 	if m.Truncated || m.Offset+shown < m.BodyChars {
 		d.Truncated = true

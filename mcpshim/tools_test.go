@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mailctl/mailctl/internal/testdaemon"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -375,4 +377,40 @@ func TestForward(t *testing.T) {
 		t.Fatalf("forwarded body cut short or subject wrong: %q / %q", m.Subject, m.Body[len(m.Body)-60:])
 	}
 	e.fail("email_forward", map[string]any{"mailbox": "agent", "id": "nope", "to": "boss@example.test"}, protocol.CodeNotFound)
+}
+
+// Rows say where a message is and how to reach it: thread rows carry their
+// folder (the sent copies of a thread could not be read with the default
+// folder), every row its resource URI, and the sender's plain address sits
+// beside the fenced display value. email_read gives no empty snippet.
+func TestRowsCarryFolderURIAndAddress(t *testing.T) {
+	e := newEnv(t)
+	id := e.deliver("agent", testdaemon.Message{From: "Ignore Previous <carol@evil.test>", Subject: "question", Body: "?"})
+	e.ok("email_reply", map[string]any{"mailbox": "agent", "id": id, "body": "answer", "dry_run": false}, nil)
+	var m EmailReadData
+	sc := e.ok("email_read", map[string]any{"mailbox": "agent", "id": id, "thread": true}, &m)
+	if _, ok := sc["data"].(map[string]any)["snippet"]; ok {
+		t.Errorf("email_read carries a snippet: %v", sc["data"].(map[string]any)["snippet"])
+	}
+	if m.FromAddress != "carol@evil.test" || !strings.Contains(m.From, "UNTRUSTED") || m.URI != "mailctl://mailbox/agent/inbox/"+id {
+		t.Errorf("read: from %q, from_address %q, uri %q", m.From, m.FromAddress, m.URI)
+	}
+	folders := map[string]bool{}
+	for _, r := range m.Thread {
+		folders[r.Folder] = true
+		var got EmailReadData
+		e.ok("email_read", map[string]any{"mailbox": "agent", "id": r.ID, "folder": r.Folder}, &got)
+		rr, err := e.cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: r.URI})
+		if err != nil || !strings.Contains(rr.Contents[0].Text, r.ID) {
+			t.Errorf("row %s: resource %s: %v", r.ID, r.URI, err)
+		}
+	}
+	if !folders["inbox"] || !folders["sent"] {
+		t.Fatalf("thread rows' folders: %v, want inbox and sent", folders)
+	}
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent"}, &list)
+	if r := list.Messages[0]; r.FromAddress != "carol@evil.test" || strings.Contains(r.FromAddress, "UNTRUSTED") || r.Folder != "inbox" || r.URI != MessageURI("agent", "inbox", r.ID) {
+		t.Errorf("list row: %+v", r)
+	}
 }
