@@ -214,13 +214,13 @@ type emailReadArgs struct {
 type EmailReadData struct {
 	protocol.Message
 	// Snippet shadows the summary's: the body window says more.
-	Snippet     string `json:"snippet,omitempty" jsonschema:"never set: the body window replaces it"`
-	FromAddress string `json:"from_address,omitempty" jsonschema:"the sender's plain address (the display name stays in from, fenced when untrusted)"`
-	URI         string `json:"uri" jsonschema:"the message's resource (resources/read)"`
-	NextOffset int         `json:"next_offset,omitempty" jsonschema:"offset of the next window when truncated"`
-	Trust      *TrustFacts `json:"trust"`
-	Fence      *FenceLabel `json:"fence,omitempty"`
-	Thread     []ListRow   `json:"thread,omitempty" jsonschema:"with thread=true: the thread's messages, oldest first (this one included)"`
+	Snippet     string      `json:"snippet,omitempty" jsonschema:"never set: the body window replaces it"`
+	FromAddress string      `json:"from_address,omitempty" jsonschema:"the sender's plain address (the display name stays in from, fenced when untrusted)"`
+	URI         string      `json:"uri" jsonschema:"the message's resource (resources/read)"`
+	NextOffset  int         `json:"next_offset,omitempty" jsonschema:"offset of the next window when truncated"`
+	Trust       *TrustFacts `json:"trust"`
+	Fence       *FenceLabel `json:"fence,omitempty"`
+	Thread      []ListRow   `json:"thread,omitempty" jsonschema:"with thread=true: the thread's messages, oldest first (this one included)"`
 }
 
 func (s *Server) toolEmailRead() toolSpec {
