@@ -184,7 +184,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	m.SizeBytes = int64(len(raw))
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
 	patterns, _ := d.cfg().TrustedSenders(mailbox)
-	m.Trusted = trust.Trusted(res, patterns)
+	m.Trusted = string(trust.Trusted(res, patterns))
 	if p.DSN != nil {
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
@@ -219,7 +219,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	f := hooks.Facts{Event: protocol.EventOnReceive, Mailbox: mailbox, ID: id,
 		File: d.store.Path(mailbox) + "/" + protocol.FolderInbox + "/" + id + ".md", From: m.From, To: m.To,
-		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: m.Trusted,
+		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.Verdict(m.Trusted),
 		DKIM: strings.Join(dkim, ","), SPF: trust.Summary(m.SPF), DMARC: trust.Summary(m.DMARC),
 		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
 	d.fireHooks(protocol.EventOnReceive, mailbox, f, store.Render(&m, p.Body))
@@ -240,7 +240,7 @@ func deliveryKey(client []byte, mailFrom string, rcpts []string, m *store.Messag
 		to[i] = strings.ToLower(r)
 	}
 	slices.Sort(to) // a retry may list the recipients in another order
-	verdict := []string{mailFrom, strings.Join(to, ","), m.Trusted, m.SPF.Result, m.SPF.Domain, m.DMARC.Result, m.DMARC.Domain}
+	verdict := []string{mailFrom, strings.Join(to, ","), string(m.Trusted), m.SPF.Result, m.SPF.Domain, m.DMARC.Result, m.DMARC.Domain}
 	for _, r := range m.DKIM {
 		verdict = append(verdict, r.Result, r.Domain)
 	}

@@ -174,7 +174,7 @@ trusted_senders = ["boss@trusted.test"]
 		}
 		var l protocol.MessageList
 		td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "agent", Subject: tc.subject}, &l)
-		if len(l.Messages) != 1 || l.Messages[0].Trusted != tc.trusted {
+		if len(l.Messages) != 1 || string(l.Messages[0].Trusted) != tc.trusted {
 			t.Fatalf("%s: %+v, want trusted=%s", tc.subject, l.Messages, tc.trusted)
 		}
 	}

@@ -36,15 +36,16 @@ func storeErr(err error, what string) error {
 
 func summaryOf(s store.Summary) protocol.MessageSummary {
 	return protocol.MessageSummary{ID: s.ID, Folder: s.Folder, MessageID: s.MessageID, ThreadID: s.ThreadID, From: s.From,
-		To: nonNil(s.To), Subject: s.Subject, Date: s.Date, Read: s.Read, Trusted: trustedOrNone(s.Trusted),
+		To: nonNil(s.To), Subject: s.Subject, Date: s.Date, Read: s.Read, Trusted: trustedOrNone(protocol.Verdict(s.Trusted)),
 		Attachments: s.Attachments, Snippet: s.Snippet, DeliveryStatus: s.DeliveryStatus, Labels: s.Labels}
 }
 
-func trustedOrNone(t string) string {
-	if t == "" {
-		return "none"
+// trustedOrNone reads a missing verdict (a hand-written file) as NoPolicy.
+func trustedOrNone(v protocol.Verdict) protocol.Verdict {
+	if v == "" {
+		return protocol.NoPolicy
 	}
-	return t
+	return v
 }
 
 func nonNil(s []string) []string {
@@ -118,7 +119,7 @@ func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 
 func messageOf(m *store.Message, folder, body string) protocol.Message {
 	sum := protocol.MessageSummary{ID: m.ID, Folder: folder, MessageID: m.MessageID, ThreadID: m.ThreadID, From: m.From,
-		To: nonNil(m.To), Subject: m.Subject, Date: m.Date, Read: m.Read, Trusted: trustedOrNone(m.Trusted),
+		To: nonNil(m.To), Subject: m.Subject, Date: m.Date, Read: m.Read, Trusted: trustedOrNone(protocol.Verdict(m.Trusted)),
 		Attachments: len(m.Attachments), DeliveryStatus: m.DeliveryStatus, Labels: m.Labels}
 	out := protocol.Message{MessageSummary: sum, Mailbox: m.Mailbox, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo,
 		DeliveredTo: m.DeliveredTo, InReplyTo: m.InReplyTo, References: m.References, ListID: m.ListID,

@@ -165,7 +165,7 @@ func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResul
 	}
 	f := hooks.Facts{Event: protocol.EventAfterSend, Mailbox: mailbox, ID: sentID,
 		File: d.store.Path(mailbox) + "/" + protocol.FolderSent + "/" + sentID + ".md", From: m.From, To: m.To,
-		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: "none",
+		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.NoPolicy,
 		SendStatus: res.Status, Recipients: res.Recipients}
 	d.fireHooks(protocol.EventAfterSend, mailbox, f, store.Render(m, body))
 }

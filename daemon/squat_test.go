@@ -66,7 +66,7 @@ trusted_senders = ["boss@trusted.test"]
 	}
 	trust := map[string]string{}
 	for _, m := range l.Messages {
-		trust[m.Subject] = m.Trusted
+		trust[m.Subject] = string(m.Trusted)
 	}
 	if len(l.Messages) != 3 || trust["squat"] != "false" || trust["listcopy"] == "" || trust["real"] != "true" {
 		t.Fatalf("inbox holds %d messages %v; want squat (untrusted), listcopy and real (trusted), each once", len(l.Messages), trust)

@@ -21,7 +21,7 @@ type Facts struct {
 	Subject   string
 	MessageID string // the Message-ID header
 	ThreadID  string
-	Trusted   string // "true", "false" or "none"
+	Trusted   protocol.Verdict
 	DKIM      string // summaries such as "pass:example.com"
 	SPF       string
 	DMARC     string
@@ -83,7 +83,7 @@ func Env(h protocol.Hook, f Facts, owner Owner) []string {
 	add("MAILCTL_SUBJECT", f.Subject, MaxEnvValue)
 	add("MAILCTL_MESSAGE_ID", f.MessageID, MaxEnvValue)
 	add("MAILCTL_THREAD_ID", f.ThreadID, MaxEnvValue)
-	add("MAILCTL_TRUSTED", f.Trusted, MaxEnvValue)
+	add("MAILCTL_TRUSTED", string(f.Trusted), MaxEnvValue)
 	add("MAILCTL_DKIM", f.DKIM, MaxEnvValue)
 	add("MAILCTL_SPF", f.SPF, MaxEnvValue)
 	add("MAILCTL_DMARC", f.DMARC, MaxEnvValue)

@@ -165,7 +165,7 @@ const (
 
 // ShouldFire decides whether hook h runs for the event described by f and says
 // why. The event and mailbox must match. For on_receive the gate also applies:
-// only mail whose trust verdict is "true" fires unless FireOnUntrusted, and
+// only mail whose trust verdict is protocol.Trusted fires unless FireOnUntrusted, and
 // mail marked Auto-Submitted (any value but "no") or carrying a List-Id does
 // not fire unless the hook opts in, so two agents cannot answer each other in
 // a loop. after_send is about mail the owner sent, so only the event and
@@ -186,7 +186,7 @@ func ShouldFire(h protocol.Hook, f Facts) (bool, string) {
 	if strings.TrimSpace(f.ListID) != "" && !h.FireOnLists {
 		return false, ReasonList
 	}
-	if f.Trusted != "true" {
+	if !f.Trusted.IsTrusted() {
 		if !h.FireOnUntrusted {
 			return false, ReasonUntrusted
 		}

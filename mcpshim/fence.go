@@ -76,7 +76,7 @@ type TrustFacts struct {
 	DMARC   string `json:"dmarc,omitempty"`
 }
 
-func isTrusted(t string) bool { return t == "true" }
+func isTrusted(v protocol.Verdict) bool { return v.IsTrusted() }
 
 func trustFacts(m *protocol.Message) *TrustFacts {
 	tf := &TrustFacts{Trusted: orNone(m.Trusted), Fenced: !isTrusted(m.Trusted)}
@@ -100,9 +100,9 @@ func authString(a *protocol.AuthResult) string {
 	return a.Result + " (" + a.Domain + ")"
 }
 
-func orNone(s string) string {
+func orNone[S ~string](s S) string {
 	if s == "" {
 		return "none"
 	}
-	return s
+	return string(s)
 }

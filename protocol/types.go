@@ -138,7 +138,7 @@ type MessageSummary struct {
 	Subject        string    `json:"subject"`
 	Date           time.Time `json:"date"`
 	Read           bool      `json:"read"`
-	Trusted        string    `json:"trusted"` // "true", "false" or "none"
+	Trusted        Verdict   `json:"trusted"`
 	Attachments    int       `json:"attachments"`
 	Snippet        string    `json:"snippet"`
 	DeliveryStatus string    `json:"delivery_status,omitempty"`

@@ -496,7 +496,7 @@ func (m *matcher) match(e *entry) bool {
 	switch {
 	case q.Unread != nil && *q.Unread == s.Read:
 		return false
-	case q.Trusted != nil && *q.Trusted != (s.Trusted == "true"):
+	case q.Trusted != nil && *q.Trusted != (s.Trusted == TrustedValue):
 		return false
 	case q.ThreadID != "" && q.ThreadID != s.ThreadID:
 		return false
@@ -633,3 +633,8 @@ func (fi *folderIndex) entryAfterWrite(d *Dir, id string, m *Message, body strin
 	e.racy = true
 	fi.put(e)
 }
+
+// TrustedValue is how the frontmatter spells the verdict protocol.Trusted;
+// the store keeps the verdict as the text it reads (it imports no protocol
+// types) and the daemon's TestVerdictSpelling holds the two together.
+const TrustedValue = "true"

@@ -28,7 +28,7 @@ type Message struct {
 	DKIM           []AuthResult `toml:"dkim"`
 	SPF            AuthResult   `toml:"spf"`
 	DMARC          AuthResult   `toml:"dmarc"`
-	Trusted        string       `toml:"trusted"` // "true", "false" or "none"
+	Trusted        string       `toml:"trusted"` // a protocol.Verdict: "true", "false" or "none"
 	// SubmittedBy is the local mailbox that handed the message to the daemon
 	// over its socket (its owner authenticated by uid); empty for mail that
 	// came over SMTP or LMTP.

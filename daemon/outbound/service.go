@@ -192,7 +192,7 @@ func (s *Service) recordSent(req SendRequest, msg *signedMessage, rcpts []protoc
 		MessageID: msg.MessageID, From: msg.From, To: msg.To, Cc: msg.Cc, Bcc: msg.Bcc, ReplyTo: msg.ReplyTo,
 		Subject: msg.Subject, Date: now.UTC(), ReceivedAt: now.UTC(), SizeBytes: int64(len(msg.signed)),
 		InReplyTo: msg.InReplyTo, References: msg.References, AutoSubmitted: msg.AutoSubmitted,
-		Trusted: "none", Mailbox: req.Mailbox, Read: true, Outbound: true,
+		Trusted: string(protocol.NoPolicy), Mailbox: req.Mailbox, Read: true, Outbound: true,
 		DeliveryStatus: aggregate(rcpts), DeliveryDetails: toStoreDetails(rcpts),
 		ThreadID: threadID(msg.MessageID, msg.References, msg.InReplyTo),
 	}

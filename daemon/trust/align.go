@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/publicsuffix"
 
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -253,14 +254,14 @@ func MatchSender(address string, patterns []string) bool {
 // is no trust policy (no patterns), "true" only when the From domain is
 // authenticated with alignment and the From address matches a pattern,
 // otherwise "false".
-func Trusted(r Result, patterns []string) string {
+func Trusted(r Result, patterns []string) protocol.Verdict {
 	if len(patterns) == 0 {
-		return "none"
+		return protocol.NoPolicy
 	}
 	if r.Aligned && MatchSender(r.FromAddress, patterns) {
-		return "true"
+		return protocol.Trusted
 	}
-	return "false"
+	return protocol.Untrusted
 }
 
 // Summary renders a result as "pass:example.com" ("pass" alone when it has no

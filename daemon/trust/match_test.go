@@ -65,7 +65,7 @@ func TestTrusted(t *testing.T) {
 		{Result{Aligned: true}, []string{"*@trusted.test"}, "false"},
 	}
 	for _, tc := range tests {
-		if got := Trusted(tc.r, tc.patterns); got != tc.want {
+		if got := Trusted(tc.r, tc.patterns); string(got) != tc.want {
 			t.Errorf("Trusted(%+v, %q) = %q, want %q", tc.r, tc.patterns, got, tc.want)
 		}
 	}

@@ -53,7 +53,7 @@ func assertResult(t *testing.T, got Result, w want) {
 	if got.Aligned != w.aligned {
 		t.Errorf("Aligned = %v, want %v (result %+v)", got.Aligned, w.aligned, got)
 	}
-	if tr := Trusted(got, trustedSenders); tr != w.trusted {
+	if tr := Trusted(got, trustedSenders); string(tr) != w.trusted {
 		t.Errorf("Trusted = %q, want %q", tr, w.trusted)
 	}
 	if got.Policy != w.policy {

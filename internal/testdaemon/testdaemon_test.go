@@ -25,7 +25,7 @@ func TestDeliverTrust(t *testing.T) {
 			Attachments: []Attachment{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("hello")}}})
 		var m protocol.Message
 		d.Call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: c.rcpt, ID: id}, &m)
-		if m.Trusted != c.want || len(m.AttachmentList) != 1 {
+		if string(m.Trusted) != c.want || len(m.AttachmentList) != 1 {
 			t.Errorf("%+v: trusted %q, %d attachments; want %q and 1", c, m.Trusted, len(m.AttachmentList), c.want)
 		}
 	}

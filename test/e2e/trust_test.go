@@ -207,7 +207,7 @@ cmd = ["/bin/sh", "-c", "printf '%s %s %s\\n' \"$(id -u)\" \"$MAILCTL_MESSAGE_ID
 			m := d.byMessageID(t, id, 10*time.Second)
 			checkRaw(t, m.Raw, tc.raw, 0)
 			fm := m.Meta
-			if fm.Trusted != tc.trusted {
+			if string(fm.Trusted) != tc.trusted {
 				t.Errorf("trusted = %q, want %q", fm.Trusted, tc.trusted)
 			}
 			var gotDKIM []store.AuthResult

@@ -160,7 +160,7 @@ func checkAuth(t *testing.T, m *store.Message, domain, result, trusted string) {
 	if m.SPF.Result != result {
 		t.Errorf("spf %+v, want %s", m.SPF, result)
 	}
-	if m.Trusted != trusted {
+	if string(m.Trusted) != trusted {
 		t.Errorf("trusted %q, want %s", m.Trusted, trusted)
 	}
 }
