@@ -32,13 +32,13 @@ type Message struct {
 	// SubmittedBy is the local mailbox that handed the message to the daemon
 	// over its socket (its owner authenticated by uid); empty for mail that
 	// came over SMTP or LMTP.
-	SubmittedBy string `toml:"submitted_by,omitempty"`
-	Mailbox        string       `toml:"mailbox"`
-	Read           bool         `toml:"read"`
-	ReadAt         *time.Time   `toml:"read_at,omitempty"`
-	Labels         []string     `toml:"labels"`
-	IsDSN          bool         `toml:"is_dsn,omitempty"`  // a delivery status notification
-	DSNFor         string       `toml:"dsn_for,omitempty"` // Message-ID of the sent message a DSN reports on
+	SubmittedBy string     `toml:"submitted_by,omitempty"`
+	Mailbox     string     `toml:"mailbox"`
+	Read        bool       `toml:"read"`
+	ReadAt      *time.Time `toml:"read_at,omitempty"`
+	Labels      []string   `toml:"labels"`
+	IsDSN       bool       `toml:"is_dsn,omitempty"`  // a delivery status notification
+	DSNFor      string     `toml:"dsn_for,omitempty"` // Message-ID of the sent message a DSN reports on
 
 	// Sent copies only.
 	Outbound        bool              `toml:"outbound,omitempty"`
