@@ -270,8 +270,24 @@ func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (
 			return nil, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", a.ReplyToID, m.Name)
 		}
 		req.Parent = parent
+		replyToOwn(&req.Args, parent)
 	}
 	return o.svc.Send(ctx, req)
+}
+
+// replyToOwn addresses a reply to one of the mailbox's own sent messages as
+// any mail client does: to that message's recipients (and, with reply_all,
+// its Cc), not to its sender, which is the mailbox itself. Recipients the
+// caller named win.
+func replyToOwn(a *protocol.SendArgs, parent *store.Message) {
+	if !parent.Outbound || len(a.To) > 0 {
+		return
+	}
+	a.To = append([]string(nil), parent.To...)
+	if a.ReplyAll {
+		a.Cc = append(append([]string(nil), a.Cc...), parent.Cc...)
+		a.ReplyAll = false // the parent's To and Cc are already the recipients
+	}
 }
 
 func handleSendStatus(_ context.Context, d *Daemon, c *call, a *protocol.SendStatusArgs) (any, error) {

@@ -146,7 +146,7 @@ func contentType(name string, data []byte) string {
 
 type emailReplyArgs struct {
 	Mailbox        string   `json:"mailbox"`
-	ID             string   `json:"id" jsonschema:"id of the inbox message being answered"`
+	ID             string   `json:"id" jsonschema:"id of the message being answered (inbox, archive or sent)"`
 	Body           string   `json:"body"`
 	TextOnly       bool     `json:"text_only,omitempty"`
 	HTMLBody       string   `json:"html_body,omitempty"`
@@ -161,7 +161,8 @@ func (s *Server) toolEmailReply() toolSpec {
 	return newTool(&mcp.Tool{
 		Name: "email_reply",
 		Description: "Answer a stored message: the recipient, \"Re:\" subject, In-Reply-To and References come from the original. " +
-			"reply_all also answers its other recipients. Sends to the internet like email_send.",
+			"reply_all also answers its other recipients. Replying to one of your own sent messages writes to its recipients (as any mail client does), not to yourself. " +
+			"Sends to the internet like email_send.",
 		Annotations: annotations("Reply to email", false, false, false, true),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailReplyArgs) (string, protocol.SendResult, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {

@@ -414,3 +414,34 @@ func TestRowsCarryFolderURIAndAddress(t *testing.T) {
 		t.Errorf("list row: %+v", r)
 	}
 }
+
+// Regression: email_reply on a message in sent answered the mailbox itself
+// (the parent's From). It answers the sent message's recipients now.
+func TestReplyToOwnSentMessage(t *testing.T) {
+	e := newEnv(t)
+	for _, mb := range []string{"agent", "boss", "carol"} {
+		e.d.Mailbox(t, mb)
+	}
+	var sent protocol.SendResult
+	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "boss@example.test", "cc": "carol@example.test", "subject": "Plan", "body": "v1"}, &sent)
+	var reply protocol.SendResult
+	e.ok("email_reply", map[string]any{"mailbox": "agent", "id": sent.ID, "body": "v2"}, &reply)
+	if !slices.Equal(reply.Envelope.RcptTo, []string{"boss@example.test"}) {
+		t.Fatalf("reply to a sent message went to %v, want its recipient", reply.Envelope.RcptTo)
+	}
+	var all protocol.SendResult
+	e.ok("email_reply", map[string]any{"mailbox": "agent", "id": sent.ID, "body": "v3", "reply_all": true}, &all)
+	got := slices.Sorted(slices.Values(all.Envelope.RcptTo))
+	if !slices.Equal(got, []string{"boss@example.test", "carol@example.test"}) {
+		t.Fatalf("reply_all to a sent message went to %v, want its To and Cc once each", all.Envelope.RcptTo)
+	}
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent", "subject": "Re: Plan"}, &list)
+	if len(list.Messages) != 0 {
+		t.Fatalf("the mailbox answered itself: %+v", list.Messages)
+	}
+	e.ok("email_list", map[string]any{"mailbox": "boss", "subject": "Re: Plan"}, &list)
+	if len(list.Messages) != 2 {
+		t.Fatalf("boss got %d replies, want 2", len(list.Messages))
+	}
+}
