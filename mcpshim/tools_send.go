@@ -37,7 +37,8 @@ type emailSendArgs struct {
 	HTMLBody          string             `json:"html_body,omitempty" jsonschema:"your own HTML part; body becomes the text fallback. Not with text_only"`
 	Attachments       []string           `json:"attachments,omitempty" jsonschema:"paths of files to attach, read with your own rights"`
 	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty" jsonschema:"files to attach given inline: filename, content_type (optional) and base64 data"`
-	ReplyTo           string             `json:"reply_to,omitempty" jsonschema:"Message-ID of the message being answered (sets In-Reply-To and References)"`
+	ReplyTo           string             `json:"reply_to,omitempty" jsonschema:"Message-ID of the message being answered (sets In-Reply-To and References); NOT an address: for the Reply-To header use reply_to_address"`
+	ReplyToAddress    stringOrList       `json:"reply_to_address,omitempty" jsonschema:"one address or a list: where answers to this message should go (the Reply-To header)"`
 	References        stringOrList       `json:"references,omitempty" jsonschema:"Message-IDs of the thread, only with reply_to"`
 	DryRun            bool               `json:"dry_run,omitempty" jsonschema:"validate and report the envelope and size without sending"`
 	IdempotencyKey    string             `json:"idempotency_key,omitempty" jsonschema:"repeat a call with the same key to get the first call's result instead of a second message"`
@@ -49,25 +50,63 @@ func (s *Server) toolEmailSend() toolSpec {
 		Description: "Send an email from one of your mailboxes to anyone on the internet. The daemon signs it (DKIM), queues it durably and waits briefly for the first delivery attempt; " +
 			"the result says queued, delivered, deferred, failed, held or dry_run per recipient. Use dry_run to check first and idempotency_key to make retries safe.",
 		Annotations: annotations("Send email", false, false, false, true),
-	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailSendArgs) (string, protocol.SendResult, *NextAction, error) {
+	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailSendArgs) (string, SendData, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {
-			return "", protocol.SendResult{}, nil, fail(protocol.CodeInvalidInput, "text_only and html_body exclude each other: drop one")
+			return "", SendData{}, nil, fail(protocol.CodeInvalidInput, "text_only and html_body exclude each other: drop one")
 		}
 		if len(in.References) > 0 && in.ReplyTo == "" {
-			return "", protocol.SendResult{}, nil, fail(protocol.CodeInvalidInput, "references needs reply_to (the Message-ID being answered)")
+			return "", SendData{}, nil, fail(protocol.CodeInvalidInput, "references needs reply_to (the Message-ID being answered)")
 		}
 		if len(in.To) == 0 {
-			return "", protocol.SendResult{}, nil, fail(protocol.CodeInvalidInput, "to: give at least one recipient")
+			return "", SendData{}, nil, fail(protocol.CodeInvalidInput, "to: give at least one recipient")
 		}
 		atts, err := loadAttachments(in.Attachments, in.AttachmentsBase64)
 		if err != nil {
-			return "", protocol.SendResult{}, nil, err
+			return "", SendData{}, nil, err
 		}
-		args := protocol.SendArgs{FromMailbox: in.FromMailbox, To: in.To, Cc: in.Cc, Bcc: in.Bcc, Subject: in.Subject,
-			Body: in.Body, TextOnly: in.TextOnly, HTMLBody: in.HTMLBody, Attachments: atts, InReplyTo: in.ReplyTo,
+		args := protocol.SendArgs{FromMailbox: in.FromMailbox, To: in.To, Cc: in.Cc, Bcc: in.Bcc, ReplyTo: in.ReplyToAddress,
+			Subject: in.Subject, Body: in.Body, TextOnly: in.TextOnly, HTMLBody: in.HTMLBody, Attachments: atts, InReplyTo: in.ReplyTo,
 			References: in.References, DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
-		return s.send(ctx, args)
+		summary, res, next, err := s.send(ctx, args)
+		out := SendData{SendResult: res}
+		if err != nil || in.ReplyTo == "" {
+			return summary, out, next, err
+		}
+		if known, lerr := s.hasMessageID(ctx, in.FromMailbox, in.ReplyTo); lerr == nil && !known {
+			w := fmt.Sprintf("reply_to %q is not the Message-ID of any message in %s (inbox, archive or sent): the message says it answers a message this mailbox never saw.", in.ReplyTo, in.FromMailbox)
+			if strings.Contains(in.ReplyTo, "@") && !strings.ContainsAny(in.ReplyTo, "<>") {
+				w += " If you meant where answers should go, that is reply_to_address; to answer a stored message, use email_reply with its id."
+			}
+			out.Warnings = append(out.Warnings, w)
+			summary += " (warning: reply_to names no message of this mailbox)"
+		}
+		return summary, out, next, nil
 	})
+}
+
+// SendData is email_send's data: the daemon's result and what the caller
+// should know about its arguments.
+type SendData struct {
+	protocol.SendResult
+	Warnings []string `json:"warnings,omitempty" jsonschema:"things the message says that may not be what you meant (the mail was still sent)"`
+}
+
+// hasMessageID reports whether a message with Message-ID mid is among the
+// newest 200 of the mailbox's inbox, archive and sent folders.
+func (s *Server) hasMessageID(ctx context.Context, mailbox, mid string) (bool, error) {
+	want := strings.Trim(strings.TrimSpace(mid), "<>")
+	for _, folder := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
+		var out protocol.MessageList
+		if err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: mailbox, Folder: folder, Limit: 200}, &out); err != nil {
+			return false, err
+		}
+		for _, m := range out.Messages {
+			if strings.Trim(m.MessageID, "<>") == want {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func (s *Server) send(ctx context.Context, args protocol.SendArgs) (string, protocol.SendResult, *NextAction, error) {

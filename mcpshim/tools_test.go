@@ -445,3 +445,29 @@ func TestReplyToOwnSentMessage(t *testing.T) {
 		t.Fatalf("boss got %d replies, want 2", len(list.Messages))
 	}
 }
+
+// Regression: reply_to:"carol@a.test" sent "Re: x" with In-Reply-To:
+// <carol@a.test> and said nothing. The answer now warns when reply_to names
+// no message of the mailbox, and reply_to_address sets the Reply-To header.
+func TestReplyToAddressAndUnknownMessageID(t *testing.T) {
+	e := newEnv(t)
+	e.deliver("agent", testdaemon.Message{Subject: "x", MessageID: "parent-1@example.org"})
+	var out SendData
+	sc := e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "x", "body": "b", "reply_to": "carol@a.test"}, &out)
+	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "reply_to_address") || !strings.Contains(sc["summary"].(string), "warning") {
+		t.Fatalf("address as reply_to: warnings %v, summary %v", out.Warnings, sc["summary"])
+	}
+	out = SendData{}
+	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "x", "body": "b", "reply_to": "<parent-1@example.org>",
+		"reply_to_address": []string{"carol@a.test", "dave@a.test"}}, &out)
+	if len(out.Warnings) != 0 {
+		t.Fatalf("a known Message-ID drew warnings: %v", out.Warnings)
+	}
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent", "subject": "Re: x", "limit": 1}, &list)
+	var m EmailReadData
+	e.ok("email_read", map[string]any{"mailbox": "agent", "id": list.Messages[0].ID}, &m)
+	if !slices.Equal(m.ReplyTo, []string{"carol@a.test", "dave@a.test"}) || m.InReplyTo != "parent-1@example.org" {
+		t.Fatalf("Reply-To %v, In-Reply-To %q", m.ReplyTo, m.InReplyTo)
+	}
+}
