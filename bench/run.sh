@@ -8,13 +8,17 @@
 #   sudo bench/run.sh                 # measure and rewrite the inbound section of docs/benchmarks.md
 #   sudo bench/run.sh --no-write      # measure and print only
 #
-# Knobs (environment): SESSIONS=8 MSGS=2000 LEN=4096 REPS=3 GOBENCH=1
+# Knobs (environment): SESSIONS=8 LENS="4096 102400 1048576" MSGS=2000
+# MSGS_100K=500 MSGS_1M=100 (messages per run for bodies over 8 KiB and over
+# 200 KiB) REPS=3 GOBENCH=1 BIG=26214400 (the message whose peak RSS is
+# measured; 0 skips it)
 set -euo pipefail
 
 SESSIONS=${SESSIONS:-8}
 MSGS=${MSGS:-2000}
-LEN=${LEN:-4096}
+LENS=${LENS:-${LEN:-4096 102400 1048576}}
 REPS=${REPS:-3}
+BIG=${BIG:-26214400}
 GOBENCH=${GOBENCH:-1}
 WRITE=1
 [[ ${1:-} == --no-write ]] && WRITE=0
@@ -60,13 +64,16 @@ EOF
 "$WORK/dnstestd" -listen "127.0.0.1:$DNS_PORT" -zone "$WORK/zone.txt" >/dev/null 2>&1 &
 PIDS+=($!)
 
+# msgs_for LEN: how many messages a run sends, fewer for larger bodies.
+msgs_for() {
+	if (($1 <= 8192)); then echo "$MSGS"; elif (($1 <= 204800)); then echo "${MSGS_100K:-500}"; else echo "${MSGS_1M:-100}"; fi
+}
+LEN=${LENS%% *}
 SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example)
 
-# run_mailctl REP: start a fresh daemon, send, record rate, CPU and VmHWM.
-run_mailctl() {
-	local dir=$WORK/mailctl-$1 port
-	port=$(free_port)
-	mkdir -p "$dir"
+# mailctl_config DIR PORT [MAX_MESSAGE_BYTES]: the daemon's configuration.
+mailctl_config() {
+	local dir=$1 port=$2
 	cat >"$dir/config.toml" <<EOF
 hostname = "mx.bench.test"
 domains = ["bench.test"]
@@ -77,6 +84,7 @@ dkim_dir = "$dir/dkim"
 [smtp]
 listen = ["127.0.0.1:$port"]
 max_connections_per_ip = 100
+max_message_bytes = ${3:-26214400}
 [trust]
 resolver = "127.0.0.1:$DNS_PORT"
 trusted_senders = ["*@bench.example"]
@@ -84,6 +92,14 @@ trusted_senders = ["*@bench.example"]
 name = "$USER_NAME"
 owner = "$USER_NAME"
 EOF
+}
+
+# run_mailctl REP: start a fresh daemon, send, record rate, CPU and VmHWM.
+run_mailctl() {
+	local dir=$WORK/mailctl-$1 port
+	port=$(free_port)
+	mkdir -p "$dir"
+	mailctl_config "$dir" "$port"
 	cp "$dir/config.toml" "$WORK/mailctl-$1.toml"
 	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
 	local pid=$!
@@ -185,22 +201,60 @@ pf_tune() {
 	sleep 1
 }
 
-: >"$WORK/mailctl.txt"
-: >"$WORK/postfix.txt"
-: >"$WORK/tuned.txt"
-for rep in $(seq "$REPS"); do
-	echo "bench: run $rep/$REPS mailctl" >&2
-	run_mailctl "$rep" >>"$WORK/mailctl.txt"
-	tail -n1 "$WORK/mailctl.txt" >&2
-	echo "bench: run $rep/$REPS postfix (stock)" >&2
-	pf_tune stock
-	run_postfix >>"$WORK/postfix.txt"
-	tail -n1 "$WORK/postfix.txt" >&2
-	echo "bench: run $rep/$REPS postfix (tuned)" >&2
-	pf_tune tuned
-	run_postfix >>"$WORK/tuned.txt"
-	tail -n1 "$WORK/tuned.txt" >&2
+: >"$WORK/sizes.txt"
+for LEN in $LENS; do
+	MSGS_SAVED=$MSGS
+	MSGS=$(msgs_for "$LEN")
+	SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example)
+	: >"$WORK/mailctl-$LEN.txt"
+	: >"$WORK/postfix-$LEN.txt"
+	: >"$WORK/tuned-$LEN.txt"
+	for rep in $(seq "$REPS"); do
+		echo "bench: $LEN bytes, run $rep/$REPS mailctl" >&2
+		run_mailctl "$rep" >>"$WORK/mailctl-$LEN.txt"
+		tail -n1 "$WORK/mailctl-$LEN.txt" >&2
+		echo "bench: $LEN bytes, run $rep/$REPS postfix (stock)" >&2
+		pf_tune stock
+		run_postfix >>"$WORK/postfix-$LEN.txt"
+		tail -n1 "$WORK/postfix-$LEN.txt" >&2
+		echo "bench: $LEN bytes, run $rep/$REPS postfix (tuned)" >&2
+		pf_tune tuned
+		run_postfix >>"$WORK/tuned-$LEN.txt"
+		tail -n1 "$WORK/tuned-$LEN.txt" >&2
+	done
+	echo "$LEN $MSGS" >>"$WORK/sizes.txt"
+	MSGS=$MSGS_SAVED
 done
+LEN=${LENS%% *}
+SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example)
+
+# One message of BIG bytes to a fresh daemon: its peak RSS (VmHWM) against
+# the message's size, and the RSS at rest before it.
+BIG_OUT=""
+if ((BIG > 0)); then
+	echo "bench: one message of $BIG bytes" >&2
+	bdir=$WORK/mailctl-big
+	bport=$(free_port)
+	mkdir -p "$bdir"
+	mailctl_config "$bdir" "$bport" $((BIG + (1 << 20)))
+	"$WORK/mailctl" serve --config "$bdir/config.toml" >"$bdir/log" 2>&1 &
+	bpid=$!
+	PIDS+=($bpid)
+	for _ in $(seq 100); do
+		grep -q "inbound listeners up" "$bdir/log" 2>/dev/null && break
+		sleep 0.1
+	done
+	rest=$(awk '/VmRSS/ {print $2}' "/proc/$bpid/status")
+	smtp-source -s 1 -m 1 -l "$BIG" -f from@bench.example -t "$USER_NAME@bench.test" "127.0.0.1:$bport"
+	bhwm=$(awk '/VmHWM/ {print $2}' "/proc/$bpid/status")
+	bstored=$(find "$bdir/state/mailboxes/$USER_NAME/inbox" -name '*.eml' | wc -l)
+	kill "$bpid"
+	wait "$bpid" 2>/dev/null || true
+	[[ $bstored == 1 ]] || die "mailctl did not store the $BIG-byte message (log: $bdir/log)"
+	BIG_OUT=$(awk -v big="$BIG" -v hwm="$bhwm" -v rest="$rest" 'BEGIN {
+		printf "Peak RSS while ingesting one %.1f MiB message (`smtp-source -s 1 -m 1 -l %d`, a fresh daemon): %.1f MiB, %.2f× the message; %.1f MiB at rest before it.", big / 1048576, big, hwm / 1024, hwm * 1024 / big, rest / 1024 }')
+	rm -rf "$bdir"
+fi
 
 # spread FILE COLUMN: "median (min–max)" of a column.
 spread() {
@@ -211,14 +265,21 @@ spread() {
 median() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }
 
-M_ACC=$(median "$WORK/mailctl.txt" 1)
-M_CPU=$(median "$WORK/mailctl.txt" 3)
-HWM=$(sort -g -k4,4 "$WORK/mailctl.txt" | awk '{ v[NR] = $4 } END { printf "%.1f MiB (%.1f–%.1f)", v[int((NR + 1) / 2)] / 1024, v[1] / 1024, v[NR] / 1024 }')
-rows() { # rows FILE LABEL
-	printf '| %s | %s | %s | %s | %s | %s |\n' "$2" "$(spread "$1" 1)" "$(spread "$1" 2)" "$(spread "$1" 3)" \
-		"$(ratio "$M_ACC" "$(median "$1" 1)") / $(ratio "$M_ACC" "$(median "$1" 2)")" \
-		"$(ratio "$M_CPU" "$(median "$1" 3)")"
+HWM=$(sort -g -k4,4 "$WORK/mailctl-$LEN.txt" | awk '{ v[NR] = $4 } END { printf "%.1f MiB (%.1f–%.1f)", v[int((NR + 1) / 2)] / 1024, v[1] / 1024, v[NR] / 1024 }')
+human() { awk -v n="$1" 'BEGIN { if (n >= 1048576) printf "%g MiB", n / 1048576; else printf "%g KiB", n / 1024 }'; }
+rows() { # rows FILE LABEL SIZE: compared with mailctl's medians at that size
+	local m_acc m_cpu
+	m_acc=$(median "$WORK/mailctl-$3.txt" 1)
+	m_cpu=$(median "$WORK/mailctl-$3.txt" 3)
+	printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$(human "$3")" "$2" "$(spread "$1" 1)" "$(spread "$1" 2)" "$(spread "$1" 3)" \
+		"$(ratio "$m_acc" "$(median "$1" 1)") / $(ratio "$m_acc" "$(median "$1" 2)")" \
+		"$(ratio "$m_cpu" "$(median "$1" 3)")"
 }
+TABLE=$(while read -r len n; do
+	rows "$WORK/mailctl-$len.txt" "mailctl serve, all checks on ($n messages)" "$len"
+	rows "$WORK/postfix-$len.txt" "Postfix → Maildir, stock settings" "$len"
+	rows "$WORK/tuned-$len.txt" "Postfix → Maildir, \`in_flow_delay = 0s\`, \`local_destination_concurrency_limit = $SESSIONS\`" "$len"
+done <"$WORK/sizes.txt")
 
 # Where mailctl's time goes: one extra, unmeasured pass under strace -c
 # counts the system calls per message (fsyncs, renames, DNS queries).
@@ -287,16 +348,17 @@ SECTION=$(
 <!-- inbound:begin -->
 ## Inbound: mailctl vs Postfix
 
-Measured by \`sudo bench/run.sh\` on $(date -u +%Y-%m-%d): \`smtp-source -s $SESSIONS -m $MSGS -l $LEN\`
-over loopback, $REPS runs each (after a 200-message warm-up), median and (min–max).
+Measured by \`sudo bench/run.sh\` on $(date -u +%Y-%m-%d): \`smtp-source -s $SESSIONS -m N -l SIZE\`
+over loopback for each message size, $REPS runs each (after a 200-message warm-up of $(human "$LEN")),
+median and (min–max); every row is compared with mailctl's at the same size.
 
-| server | accepted msg/s (250 to DATA) | delivered msg/s (in the mailbox) | CPU ms per message | mailctl rate ÷ this (accepted / delivered) | mailctl CPU ÷ this |
-| --- | --- | --- | --- | --- | --- |
-| mailctl serve, all checks on | $(spread "$WORK/mailctl.txt" 1) | $(spread "$WORK/mailctl.txt" 2) | $(spread "$WORK/mailctl.txt" 3) | 1.00× | 1.00× |
-$(rows "$WORK/postfix.txt" "Postfix → Maildir, stock settings")
-$(rows "$WORK/tuned.txt" "Postfix → Maildir, \`in_flow_delay = 0s\`, \`local_destination_concurrency_limit = $SESSIONS\`")
+| size | server | accepted msg/s (250 to DATA) | delivered msg/s (in the mailbox) | CPU ms per message | mailctl rate ÷ this (accepted / delivered) | mailctl CPU ÷ this |
+| --- | --- | --- | --- | --- | --- | --- |
+$TABLE
 
-mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
+mailctl's peak RSS (VmHWM, per run of $(human "$LEN") messages, fresh daemon): $HWM.
+
+$BIG_OUT
 
 - mailctl: \`mailctl serve\` with SPF, DKIM and DMARC checked for every message against a local
   DNS server (\`internal/dnstest/cmd/dnstestd\`; SPF passes, DMARC is published, messages are
@@ -318,7 +380,7 @@ Reproduce (as root, Debian with \`postfix\` and, for the system-call table, \`st
 \`\`\`
 sudo bench/run.sh                   # rewrites this section
 sudo bench/run.sh --no-write        # prints it only
-sudo SESSIONS=8 MSGS=2000 LEN=4096 REPS=3 bench/run.sh
+sudo SESSIONS=8 LENS="4096 102400 1048576" MSGS=2000 MSGS_100K=500 MSGS_1M=100 REPS=3 BIG=26214400 bench/run.sh
 \`\`\`
 
 $(if [[ -n $TRACE_OUT ]]; then

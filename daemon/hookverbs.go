@@ -251,11 +251,15 @@ func handleHookRuns(_ context.Context, d *Daemon, c *call, a *protocol.HookRunsA
 
 // fireHooks runs the hooks of mailbox for event whose gate opens, as the
 // mailbox owner, asynchronously (never delaying SMTP or a sender).
-func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, stdin []byte) {
+func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, render func() []byte) {
 	m, ok := d.lookupMailbox(mailbox)
 	if !ok || d.runner == nil {
 		return
 	}
+	// The hook's stdin is the whole message file: made once, and only when
+	// a hook runs (most messages have none, and a large one would be
+	// rendered a second time for nothing).
+	var stdin []byte
 	for _, h := range d.hooksOf(m) {
 		if h.Event != event {
 			continue
@@ -272,6 +276,9 @@ func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, stdin []byte) {
 			continue
 		}
 		d.metrics.hookRuns.WithLabelValues(event).Inc()
+		if stdin == nil {
+			stdin = render()
+		}
 		d.runner.Go(h, owner, f, stdin)
 	}
 }

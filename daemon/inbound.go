@@ -222,7 +222,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.Verdict(m.Trusted),
 		DKIM: strings.Join(dkim, ","), SPF: trust.Summary(m.SPF), DMARC: trust.Summary(m.DMARC),
 		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
-	d.fireHooks(protocol.EventOnReceive, mailbox, f, store.Render(&m, p.Body))
+	d.fireHooks(protocol.EventOnReceive, mailbox, f, func() []byte { return store.Render(&m, p.Body) })
 	return nil
 }
 

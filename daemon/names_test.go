@@ -41,7 +41,7 @@ func TestNamesCarryNoHistory(t *testing.T) {
 	must(c2, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "h",
 		Cmd: []string{"/bin/sh", "-c", "echo u2-secret-stderr >&2; exit 3"}})
 	td.fireHooks(protocol.EventOnReceive, "shared", hooks.Facts{Event: protocol.EventOnReceive, Mailbox: "shared",
-		ID: "2026-01-01-000000-u2-private-subject", Subject: "u2 private subject", Trusted: "true"}, []byte("x"))
+		ID: "2026-01-01-000000-u2-private-subject", Subject: "u2 private subject", Trusted: "true"}, func() []byte { return []byte("x") })
 	td.runner.Wait()
 	if runs := must(c2, protocol.VerbHookRuns, protocol.HookRunsArgs{}); !strings.Contains(string(runs), "u2-secret-stderr") {
 		t.Fatalf("u2 does not see its own run: %s", runs)

@@ -167,7 +167,7 @@ func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResul
 		File: d.store.Path(mailbox) + "/" + protocol.FolderSent + "/" + sentID + ".md", From: m.From, To: m.To,
 		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.NoPolicy,
 		SendStatus: res.Status, Recipients: res.Recipients}
-	d.fireHooks(protocol.EventAfterSend, mailbox, f, store.Render(m, body))
+	d.fireHooks(protocol.EventAfterSend, mailbox, f, func() []byte { return store.Render(m, body) })
 }
 
 // currentID is the identity of the mailbox named name now, "" when none.

@@ -372,3 +372,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLFText: the one-copy line-end conversion of text bodies says the same
+// as converting to a string and replacing CRLF, for any bytes.
+func FuzzLFText(f *testing.F) {
+	f.Add([]byte("a\r\nb\r\n"))
+	f.Add([]byte("\r\r\n\n\r"))
+	f.Add([]byte("no line ends"))
+	f.Add([]byte("\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := lfText(b), strings.ReplaceAll(string(b), "\r\n", "\n"); got != want {
+			t.Fatalf("lfText(%q) = %q, want %q", b, got, want)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"mime"
@@ -224,15 +225,40 @@ func leafText(n *node) string {
 	if n.tooBig {
 		return "[text part omitted: too large]"
 	}
-	s := strings.ToValidUTF8(string(n.body), "\uFFFD")
-	if n.ctype == "text/html" {
-		return htmlToMarkdown(s)
+	body := n.body
+	if !utf8.Valid(body) {
+		body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
 	}
-	s = strings.ReplaceAll(s, "\r\n", "\n")
+	if n.ctype == "text/html" {
+		return htmlToMarkdown(string(body))
+	}
+	s := lfText(body)
 	if strings.EqualFold(n.params["format"], "flowed") {
 		s = unflow(s, strings.EqualFold(n.params["delsp"], "yes"))
 	}
 	return s
+}
+
+// lfText is b as a string with CRLF line ends made LF, copied once (a large
+// body used to be copied for the conversion to a string and again for the
+// line ends).
+func lfText(b []byte) string {
+	if bytes.Index(b, []byte("\r\n")) < 0 {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for len(b) > 0 {
+		i := bytes.Index(b, []byte("\r\n"))
+		if i < 0 {
+			sb.Write(b)
+			break
+		}
+		sb.Write(b[:i])
+		sb.WriteByte('\n')
+		b = b[i+2:]
+	}
+	return sb.String()
 }
 
 // htmlToMarkdown converts HTML mail to Markdown; links and image references
