@@ -150,6 +150,9 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	if err != nil {
 		var pe *protocol.Error
 		if !errors.As(err, &pe) {
+			pe = storeFault(err)
+		}
+		if pe == nil {
 			d.log.Error("request failed", "verb", req.Verb, "uid", caller.UID, "err", err)
 			pe = protocol.Errorf(protocol.CodeInternal, "internal error; the daemon log has details")
 		}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"syscall"
 
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -26,10 +27,15 @@ func storeErr(err error, what string) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, syscall.ENOTDIR):
+		return storeFault(err) // there, but not a folder: "not found" would mislead
 	case errors.Is(err, store.ErrNotFound):
 		return protocol.Errorf(protocol.CodeNotFound, "%s not found", what)
 	case errors.Is(err, store.ErrTooLarge):
 		return protocol.Errorf(protocol.CodeTooLarge, "%s is too large to return", what)
+	}
+	if pe := storeFault(err); pe != nil {
+		return pe
 	}
 	return err
 }
@@ -63,14 +69,18 @@ func handleMessageList(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	if a.Limit < 0 || a.Offset < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "limit and offset must not be negative")
 	}
-	page, err := d.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: a.Cursor,
+	cur, err := openCursor(a.Cursor, a.Mailbox, folder, a)
+	if err != nil {
+		return nil, err
+	}
+	page, err := d.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: cur,
 		Unread: a.Unread, Trusted: a.Trusted, From: a.From, Subject: a.Subject, Text: a.Text, ThreadID: a.ThreadID,
 		Since: a.Since, Until: a.Until})
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder)
 	}
 	out := protocol.MessageList{Messages: make([]protocol.MessageSummary, 0, len(page.Items)), Total: page.Total,
-		NextCursor: page.NextCursor, HasMore: page.HasMore}
+		NextCursor: sealCursor(page.NextCursor, a.Mailbox, folder, a), HasMore: page.HasMore}
 	for _, s := range page.Items {
 		out.Messages = append(out.Messages, summaryOf(s))
 	}

@@ -471,3 +471,56 @@ func TestReplyToAddressAndUnknownMessageID(t *testing.T) {
 		t.Fatalf("Reply-To %v, In-Reply-To %q", m.ReplyTo, m.InReplyTo)
 	}
 }
+
+// Regression: a cursor the store never issued, a malformed .md and a sent
+// that is not a directory answered internal ("the daemon log has details"),
+// and a cursor reused with other filters silently paged through other
+// results. Each is a code an agent can act on now, with what to do.
+func TestStoreErrorsAreActionable(t *testing.T) {
+	e := newEnv(t)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		ids = append(ids, e.deliver("agent", testdaemon.Message{From: fmt.Sprintf("s%d@x.test", i), Subject: "m"}))
+	}
+	var page EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent", "limit": 1}, &page)
+	for _, c := range []struct {
+		what string
+		args map[string]any
+	}{
+		{"a cursor never issued", map[string]any{"mailbox": "agent", "cursor": "bogus"}},
+		{"a well-formed cursor never issued", map[string]any{"mailbox": "agent", "cursor": "MTIzfDIwMjYtMTEtMjQtMTgzNzUzLWZpbGVz"}},
+		{"the cursor with another filter", map[string]any{"mailbox": "agent", "limit": 1, "cursor": page.NextCursor, "from": "s1"}},
+		{"the cursor in another folder", map[string]any{"mailbox": "agent", "limit": 1, "cursor": page.NextCursor, "folder": "archive"}},
+	} {
+		sc := e.fail("email_list", c.args, protocol.CodeInvalidInput)
+		if !strings.Contains(sc["message"].(string), "without cursor") {
+			t.Errorf("%s: %v", c.what, sc["message"])
+		}
+	}
+	e.ok("email_list", map[string]any{"mailbox": "agent", "limit": 1, "cursor": page.NextCursor}, &page)
+
+	mb := e.d.Mailbox(t, "agent")
+	os.WriteFile(filepath.Join(mb.InboxPath, ids[0]+".md"), []byte("no frontmatter at all"), 0o600)
+	os.WriteFile(filepath.Join(mb.InboxPath, ids[1]+".md"), []byte("+++\nid = 5\n+++\n"), 0o600)
+	for _, id := range ids[:2] {
+		sc := e.fail("email_read", map[string]any{"mailbox": "agent", "id": id}, protocol.CodeConflict)
+		if msg := sc["message"].(string); !strings.Contains(msg, id) || !strings.Contains(msg, "damaged") {
+			t.Errorf("damaged %s: %v", id, msg)
+		}
+	}
+	os.RemoveAll(mb.SentPath)
+	os.WriteFile(mb.SentPath, []byte("not a folder"), 0o600)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"email_list", map[string]any{"mailbox": "agent", "folder": "sent"}},
+		{"email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "s", "body": "b"}},
+	} {
+		sc := e.fail(c.tool, c.args, protocol.CodeConflict)
+		if msg := sc["message"].(string); !strings.Contains(msg, "not a directory") || !strings.Contains(msg, "move it away") {
+			t.Errorf("%s with sent a file: %v", c.tool, msg)
+		}
+	}
+}

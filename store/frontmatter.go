@@ -26,6 +26,10 @@ const maxTOMLDepth = 32
 // "+++" line or has no closing "+++" line.
 var ErrNoFrontmatter = errors.New("no +++ frontmatter")
 
+// ErrBadFrontmatter is returned (wrapped) by Parse for frontmatter that is
+// there but does not decode into a Message: a hand-edited or damaged file.
+var ErrBadFrontmatter = errors.New("decoding frontmatter")
+
 // Render returns the file form of a message: "+++\n", the TOML frontmatter,
 // "+++\n", an empty line and the body. Strings that are not valid UTF-8 (which
 // TOML cannot carry) have their bad bytes replaced by U+FFFD; times keep their
@@ -58,13 +62,13 @@ func Parse(data []byte) (m *Message, body string, err error) {
 		return nil, "", err
 	}
 	if d := tomlDepth(fm); d > maxTOMLDepth {
-		return nil, "", fmt.Errorf("frontmatter nests %d levels deep", d)
+		return nil, "", fmt.Errorf("%w: it nests %d levels deep", ErrBadFrontmatter, d)
 	}
 	defer func() {
 		// The decoder is third-party code fed with owner-written files; a bug
 		// there must cost one message, not the daemon.
 		if r := recover(); r != nil {
-			m, body, err = nil, "", fmt.Errorf("decoding frontmatter: %v", r)
+			m, body, err = nil, "", fmt.Errorf("%w: %v", ErrBadFrontmatter, r)
 		}
 	}()
 	m = new(Message)
@@ -73,7 +77,7 @@ func Parse(data []byte) (m *Message, body string, err error) {
 		err = tomlkeys.Exact(md.Keys(), m)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("decoding frontmatter: %w", err)
+		return nil, "", fmt.Errorf("%w: %w", ErrBadFrontmatter, err)
 	}
 	return m, string(rest), nil
 }
