@@ -125,6 +125,8 @@ type hookCreateArgs struct {
 	Name            string   `json:"name,omitempty" jsonschema:"optional; a stable name is derived when empty"`
 	TimeoutSecs     int      `json:"timeout_secs,omitempty" jsonschema:"1 to 600, default 60"`
 	FireOnUntrusted bool     `json:"fire_on_untrusted,omitempty" jsonschema:"DANGEROUS: also run on mail from senders that are not trusted (anyone on the internet can trigger it). on_receive only."`
+	FireOnAuto      bool     `json:"fire_on_auto_submitted,omitempty" jsonschema:"also run on mail marked Auto-Submitted (auto-replies, vacation notices, robot bounces), skipped by default so two robots cannot answer each other forever. on_receive only."`
+	FireOnLists     bool     `json:"fire_on_lists,omitempty" jsonschema:"also run on mailing-list mail (with a List-Id header), skipped by default. on_receive only."`
 }
 
 func (s *Server) toolHookCreate() toolSpec {
@@ -141,13 +143,13 @@ func (s *Server) toolHookCreate() toolSpec {
 		sc.Properties["timeout_secs"].Minimum = floatPtr(1)
 		sc.Properties["timeout_secs"].Maximum = floatPtr(600)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *hookCreateArgs) (string, protocol.Hook, *NextAction, error) {
-		if in.FireOnUntrusted && in.Event != protocol.EventOnReceive {
-			return "", protocol.Hook{}, nil, fail(protocol.CodeInvalidInput, "fire_on_untrusted applies to on_receive hooks only")
+		if (in.FireOnUntrusted || in.FireOnAuto || in.FireOnLists) && in.Event != protocol.EventOnReceive {
+			return "", protocol.Hook{}, nil, fail(protocol.CodeInvalidInput, "fire_on_untrusted, fire_on_auto_submitted and fire_on_lists apply to on_receive hooks only")
 		}
 		var out protocol.Hook
 		err := s.call(ctx, protocol.VerbHookCreate, protocol.HookCreateArgs{
 			Mailbox: in.Mailbox, Event: in.Event, Cmd: in.Cmd, Name: in.Name,
-			TimeoutSecs: in.TimeoutSecs, FireOnUntrusted: in.FireOnUntrusted}, &out)
+			TimeoutSecs: in.TimeoutSecs, FireOnUntrusted: in.FireOnUntrusted, FireOnAuto: in.FireOnAuto, FireOnLists: in.FireOnLists}, &out)
 		if err != nil {
 			return "", out, nil, err
 		}

@@ -208,6 +208,19 @@ func TestHookTools(t *testing.T) {
 	}
 	e.fail("hook_create", map[string]any{"mailbox": "agent", "event": "on_send", "cmd": []string{"/bin/x"}}, protocol.CodeInvalidInput)
 	e.fail("hook_create", map[string]any{"mailbox": "agent", "event": "after_send", "cmd": []string{"/bin/x"}, "fire_on_untrusted": true}, protocol.CodeInvalidInput)
+	e.fail("hook_create", map[string]any{"mailbox": "agent", "event": "after_send", "cmd": []string{"/bin/x"}, "fire_on_lists": true}, protocol.CodeInvalidInput)
+	// fire_on_auto_submitted and fire_on_lists reach the daemon, which keeps them.
+	var flagged protocol.Hook
+	e.ok("hook_create", map[string]any{"mailbox": "agent", "event": "on_receive", "cmd": []string{"/bin/y"}, "name": "robots",
+		"fire_on_auto_submitted": true, "fire_on_lists": true}, &flagged)
+	var all protocol.HookList
+	e.ok("hook_list", map[string]any{"mailbox": "agent"}, &all)
+	for _, h := range all.Hooks {
+		if h.Name == "robots" && (!h.FireOnAuto || !h.FireOnLists) {
+			t.Fatalf("flags lost: %+v", h)
+		}
+	}
+	e.ok("hook_delete", map[string]any{"name": "robots"}, nil)
 	e.fail("hook_create", map[string]any{"mailbox": "agent", "event": "on_receive", "cmd": []string{"relative"}}, protocol.CodeInvalidInput)
 	e.fail("hook_create", map[string]any{"mailbox": "agent", "event": "on_receive", "cmd": []string{"/bin/x"}, "timeout_secs": 601}, protocol.CodeInvalidInput)
 	var named protocol.Hook
