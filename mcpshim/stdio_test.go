@@ -21,7 +21,6 @@ import (
 // rawSession is a server on a LineTransport driven line by line, as a
 // harness speaking raw JSON-RPC over stdio would.
 type rawSession struct {
-	t     *testing.T
 	in    *io.PipeWriter
 	lines chan map[string]any
 	done  chan error

@@ -243,7 +243,7 @@ func leafText(n *node) string {
 // body used to be copied for the conversion to a string and again for the
 // line ends).
 func lfText(b []byte) string {
-	if bytes.Index(b, []byte("\r\n")) < 0 {
+	if !bytes.Contains(b, []byte("\r\n")) {
 		return string(b)
 	}
 	var sb strings.Builder
