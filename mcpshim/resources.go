@@ -123,7 +123,9 @@ func resourceErr(err error, uri string) error {
 	err = pe
 	switch code {
 	case protocol.CodeNotFound:
-		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "Resource not found: " + err.Error(), Data: data}
+		// The SDK's resource-not-found code is now InvalidParams; data.code
+		// says not_found.
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Resource not found: " + err.Error(), Data: data}
 	case protocol.CodeInvalidInput, protocol.CodeForbidden, protocol.CodeTooLarge:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
 	}
@@ -270,8 +272,3 @@ func subscribable(uri string) (string, bool) {
 	}
 	return name, true
 }
-
-// codeResourceNotFound is the JSON-RPC error code the MCP specification gives
-// a resources/read of an unknown URI (-32002); the SDK's constant for it is
-// deprecated in favour of a generic code clients cannot tell apart.
-const codeResourceNotFound = -32002
