@@ -26,6 +26,7 @@ command -v go >/dev/null || { echo "bench: go not found" >&2; exit 1; }
 
 CMD_SPAWN="go test ./test/mcp -run '^\$' -bench 'SpawnToolsList\$' -benchtime ${SPAWNS}x -count $COUNT"
 CMD_SHIM="go test ./mcpshim -run '^\$' -bench 'ToolsList\$' -count $COUNT"
+CMD_STDIO="go test ./mcpshim -run '^\$' -bench 'ToolsListStdio\$' -benchtime 1000x -count $COUNT"
 CMD_LIST="go test ./daemon -run '^\$' -bench MessageList -benchtime ${LISTS}x"
 
 run() { # run CMD: the benchmark lines of its output; fails when the command does
@@ -36,6 +37,7 @@ run() { # run CMD: the benchmark lines of its output; fails when the command doe
 }
 OUT_SPAWN=$(run "$CMD_SPAWN")
 OUT_SHIM=$(run "$CMD_SHIM")
+OUT_STDIO=$(run "$CMD_STDIO")
 OUT_LIST=$(run "$CMD_LIST")
 
 # stat OUTPUT NAME UNIT: "median (min–max)" in ms of the metric with UNIT
@@ -55,6 +57,8 @@ median_of() { stat "$@" | awk '{ print $1 }'; }
 SPAWN=$(stat "$OUT_SPAWN" SpawnToolsList ns/op)
 NEWLIST=$(stat "$OUT_SHIM" ToolsList/new-server-and-list ns/op)
 LISTONLY=$(stat "$OUT_SHIM" ToolsList/list-only ns/op)
+STDIO=$(stat "$OUT_STDIO" ToolsListStdio ns/op)
+STDIOKB=$(stat "$OUT_STDIO" ToolsListStdio bytes/op | awk '{ printf "%.1f", $1 / 1024 }')
 L1K=$(stat "$OUT_LIST" MessageList/1k ns/op)
 L100K=$(stat "$OUT_LIST" MessageList/100k ns/op)
 B1K=$(stat "$OUT_LIST" MessageList/1k index-build-ms)
@@ -76,7 +80,8 @@ $COUNT repeats where there are several.
 | --- | --- |
 | spawn \`mailctl mcp\` → initialize → \`tools/list\` answer → exit, per spawn ($SPAWNS spawns per repeat) | $SPAWN |
 | in process: new MCP server, connect, initialize, \`tools/list\` (no exec) | $NEWLIST |
-| \`tools/list\` on an open session | $LISTONLY |
+| \`tools/list\` on an open session, go-sdk client in process | $LISTONLY |
+| \`tools/list\` on an open stdio session, server side: request line in, $STDIOKB KiB response line out | $STDIO |
 | \`email_list\` (\`message.list\`, 50 rows) on a 1k-message mailbox, index warm | $L1K |
 | \`email_list\` (\`message.list\`, 50 rows) on a 100k-message mailbox, index warm | $L100K |
 | 100k ÷ 1k | $RATIO |
@@ -89,6 +94,13 @@ $COUNT repeats where there are several.
   the real daemon run in-process by internal/testdaemon (tools/list never calls it), so this
   is the MCP server's own start-up cost.
 - \`BenchmarkToolsList\` (mcpshim) is the same without exec, over in-memory transports.
+  Most of its \`tools/list\` time is the go-sdk client's: it decodes the answer into
+  generic maps and re-encodes every tool's input schema to check it, and the in-memory
+  transport encodes the message once more. \`BenchmarkToolsListStdio\` times what the server
+  itself costs a harness on \`mailctl mcp\`'s stdio transport (write the request line, read
+  the response line, no decoding). That cost is proportional to the answer's size; the
+  server used to encode the already-encoded result a second time on the way out (a third of
+  its time), which it no longer does.
 - \`email_list\`: \`BenchmarkMessageList\` (daemon/bench_test.go) starts a real daemon, writes
   the mailbox's Markdown files, makes one \`message.list\` call (index build, reported
   separately) and then times $LISTS calls through the control socket, 50 rows each, every

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/internal/testdaemon"
@@ -235,5 +237,27 @@ func TestResourceErrorCodes(t *testing.T) {
 	r.send(`{"jsonrpc":"2.0","id":"ok","method":"resources/subscribe","params":{"uri":"mailctl://mailbox/agent/inbox"}}`)
 	if m := r.reply(t, "ok"); m["error"] != nil {
 		t.Fatalf("subscribing to an inbox: %v", m)
+	}
+}
+
+// The fast path writes what the SDK's encoder writes, byte for byte.
+func TestEncodeResultMatchesSDK(t *testing.T) {
+	for _, id := range []any{float64(7), "abc-1", "with \"quotes\" <tags>"} {
+		jid, err := jsonrpc.MakeID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := &jsonrpc.Response{ID: jid, Result: json.RawMessage(`{"tools":[{"name":"x","inputSchema":{"type":"object","description":"a <b> & c"}}]}`)}
+		want, err := jsonrpc.EncodeMessage(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := encodeResult(resp)
+		if !ok || string(got) != string(want) {
+			t.Errorf("id %v:\n got %s\nwant %s", id, got, want)
+		}
+	}
+	if _, ok := encodeResult(&jsonrpc.Response{Error: errors.New("x")}); ok {
+		t.Error("an error response took the fast path")
 	}
 }
