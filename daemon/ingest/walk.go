@@ -315,7 +315,12 @@ func unflow(s string, delsp bool) string {
 }
 
 func (w *walker) addText(s string) {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "")
+	}
+	if !utf8.ValidString(s) { // checked fast; ToValidUTF8 decodes rune by rune
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	if strings.TrimSpace(s) == "" {
 		return
 	}

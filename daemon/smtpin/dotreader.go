@@ -2,6 +2,7 @@ package smtpin
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"reflect"
 	"unsafe"
@@ -68,6 +69,15 @@ const (
 func (d *dotReader) Read(b []byte) (n int, err error) {
 	defer func() { *d.goState = d.state }()
 	for n < len(b) && d.state != dotEOF {
+		if d.state == dotData {
+			// Inside a line every byte but CR leaves the state as it is:
+			// copy the buffered run up to the next CR at once instead of
+			// byte by byte (most of a large message is such runs).
+			if k := d.run(b[n:]); k > 0 {
+				n += k
+				continue
+			}
+		}
 		var c byte
 		c, err = d.br.ReadByte()
 		if err != nil {
@@ -120,4 +130,20 @@ func (d *dotReader) Read(b []byte) (n int, err error) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// run copies into b the bytes already buffered before the next CR and
+// returns how many; 0 when the next byte is a CR or nothing is buffered.
+func (d *dotReader) run(b []byte) int {
+	avail := min(d.br.Buffered(), len(b))
+	if avail == 0 {
+		return 0
+	}
+	buf, _ := d.br.Peek(avail)
+	if i := bytes.IndexByte(buf, '\r'); i >= 0 {
+		buf = buf[:i]
+	}
+	k := copy(b, buf)
+	d.br.Discard(k)
+	return k
 }

@@ -2,6 +2,7 @@ package smtpin
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"strings"
@@ -112,4 +113,87 @@ func TestCutDataStaysFramed(t *testing.T) {
 	if n := len(ts.be.got()); n != 1 {
 		t.Errorf("%d deliveries, want the clean message only", n)
 	}
+}
+
+// unstuffRef is the unstuffing dotReader does, written out over a whole
+// slice, byte by byte: the reference the bulk reader must match. It
+// returns the data, the state at the end, and whether the end-of-data line
+// was read.
+func unstuffRef(in []byte) ([]byte, int, bool) {
+	var out []byte
+	state := dotBeginLine
+	for i := 0; i < len(in); i++ {
+		c := in[i]
+		switch state {
+		case dotBeginLine:
+			switch c {
+			case '.':
+				state = dotDot
+				continue
+			case '\r':
+				state = dotCR
+			default:
+				state = dotData
+			}
+		case dotDot:
+			if c == '\r' {
+				state = dotDotCR
+				continue
+			}
+			state = dotData
+		case dotDotCR:
+			if c == '\n' {
+				return out, dotEOF, true
+			}
+			out = append(out, '\r') // the CR go-smtp would drop
+			state = dotCR
+			i-- // c again, after the CR
+			continue
+		case dotCR:
+			if c == '\n' {
+				state = dotBeginLine
+			} else if c != '\r' {
+				state = dotData
+			}
+		case dotData:
+			if c == '\r' {
+				state = dotCR
+			}
+		}
+		out = append(out, c)
+	}
+	return out, state, false
+}
+
+// FuzzDotReader: reading DATA in bulk gives the same bytes, the same end
+// and the same state as deciding every byte, whatever the buffer sizes.
+func FuzzDotReader(f *testing.F) {
+	f.Add([]byte("Subject: x\r\n\r\n..leading dot\r\n.\rbare\r\nend\r\n.\r\nafter"), 7, 16)
+	f.Add([]byte("a\r\n.\r\n"), 1, 16)
+	f.Add([]byte("line\nbare lf\r\r\n.\r\n"), 3, 16)
+	f.Add([]byte("no end of data\r\n"), 64, 16)
+	f.Fuzz(func(t *testing.T, in []byte, chunk, bufSize int) {
+		if chunk < 1 || chunk > 4096 || bufSize < 16 || bufSize > 4096 {
+			t.Skip()
+		}
+		want, wantState, ended := unstuffRef(in)
+		d := &dotReader{br: bufio.NewReaderSize(bytes.NewReader(in), bufSize), goState: new(int)}
+		var got []byte
+		buf := make([]byte, chunk)
+		var err error
+		for {
+			var k int
+			k, err = d.Read(buf)
+			got = append(got, buf[:k]...)
+			if err != nil {
+				break
+			}
+		}
+		if err == io.EOF {
+			err = nil
+		}
+		if !bytes.Equal(got, want) || d.state != wantState || (err == nil) != ended || *d.goState != d.state {
+			t.Fatalf("bulk read %q (state %d, %v), byte by byte %q (state %d, ended %v)", got, d.state, err, want, wantState, ended)
+		}
+	})
 }
