@@ -135,6 +135,10 @@ func defaultNext(code string) *NextAction {
 		return &NextAction{Instruction: "Ask the user to start the mailctl daemon (see the message), then retry the same call."}
 	case protocol.CodeRateLimited:
 		return &NextAction{Instruction: "Wait retry_after_ms (or a minute) and retry the same call."}
+	case protocol.CodeNotFound:
+		// Names an agent got wrong are found with the list tools; tools
+		// that know better (hook_delete, email_read) give their own.
+		return &NextAction{Instruction: "Check the name: mailbox_list shows your mailboxes, email_list the messages of one, hook_list your hooks.", Tool: "mailbox_list"}
 	}
 	return nil
 }

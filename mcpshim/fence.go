@@ -70,6 +70,7 @@ type FenceLabel struct {
 // TrustFacts are the authentication facts behind a trust decision.
 type TrustFacts struct {
 	Trusted string `json:"trusted" jsonschema:"true only when the sender is authenticated with alignment and is on the mailbox's trusted list; false or none otherwise"`
+	Why     string `json:"why" jsonschema:"why the message is or is not trusted, in words"`
 	Fenced  bool   `json:"fenced"`
 	DKIM    string `json:"dkim,omitempty"`
 	SPF     string `json:"spf,omitempty"`
@@ -87,7 +88,50 @@ func trustFacts(m *protocol.Message) *TrustFacts {
 	tf.DKIM = strings.Join(dk, ", ")
 	tf.SPF = authString(m.SPF)
 	tf.DMARC = authString(m.DMARC)
+	tf.Why = trustWhy(m)
 	return tf
+}
+
+// trustWhy says which of the two conditions of trust failed: a mailbox with
+// no trusted senders configured trusts no one, which is not the same as a
+// sender that failed authentication.
+func trustWhy(m *protocol.Message) string {
+	switch {
+	case m.Outbound:
+		return "sent by this mailbox"
+	case isTrusted(m.Trusted):
+		return "the sender's domain is authenticated (aligned DKIM or SPF) and the sender is on this mailbox's trusted senders"
+	case m.Trusted == protocol.NoPolicy || m.Trusted == "":
+		return "this mailbox has no trusted senders configured, so no mail to it is trusted, whoever sends it (the operator sets trusted_senders)"
+	case authenticated(m):
+		return "the sender's domain is authenticated, but the sender is not on this mailbox's trusted senders"
+	}
+	return "the sender's From domain is not authenticated (no passing DKIM signature or SPF check for that domain): anyone could have written this From"
+}
+
+// authenticated reports whether DMARC passed or a DKIM signature or SPF
+// check passed for the From address's domain (or a parent of it), which is
+// what aligned authentication means, give or take the organizational domain.
+func authenticated(m *protocol.Message) bool {
+	if m.DMARC != nil && m.DMARC.Result == "pass" {
+		return true
+	}
+	from := strings.ToLower(plainAddress(m.From))
+	at := strings.LastIndexByte(from, '@')
+	if at < 0 {
+		return false
+	}
+	domain := from[at+1:]
+	aligned := func(a *protocol.AuthResult) bool {
+		d := strings.ToLower(a.Domain)
+		return a.Result == "pass" && d != "" && (d == domain || strings.HasSuffix(domain, "."+d) || strings.HasSuffix(d, "."+domain))
+	}
+	for i := range m.DKIM {
+		if aligned(&m.DKIM[i]) {
+			return true
+		}
+	}
+	return m.SPF != nil && aligned(m.SPF)
 }
 
 func authString(a *protocol.AuthResult) string {

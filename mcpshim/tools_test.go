@@ -537,3 +537,61 @@ func TestStoreErrorsAreActionable(t *testing.T) {
 		}
 	}
 }
+
+// Every not_found tells the agent which tool to call next, and trust facts
+// say in words which condition of trust failed.
+func TestEveryNotFoundHasNextAction(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "agent")
+	calls := map[string]map[string]any{
+		"mailbox_delete":    {"name": "ghost"},
+		"email_list":        {"mailbox": "ghost"},
+		"email_read":        {"mailbox": "agent", "id": "2026-01-01-000000-none"},
+		"email_send":        {"from_mailbox": "ghost", "to": "b@c.test", "subject": "s", "body": "b"},
+		"email_reply":       {"mailbox": "agent", "id": "2026-01-01-000000-none", "body": "b"},
+		"email_forward":     {"mailbox": "agent", "id": "2026-01-01-000000-none", "to": "b@c.test"},
+		"email_mark_read":   {"mailbox": "agent", "id": "2026-01-01-000000-none"},
+		"email_mark_unread": {"mailbox": "ghost", "id": "2026-01-01-000000-none"},
+		"email_move":        {"mailbox": "agent", "id": "2026-01-01-000000-none", "action": "archive"},
+		"email_wait":        {"mailbox": "ghost", "timeout_secs": 1},
+		"email_attachment":  {"mailbox": "agent", "id": "2026-01-01-000000-none"},
+		"hook_create":       {"mailbox": "ghost", "event": "on_receive", "cmd": []string{"/bin/true"}},
+		"hook_delete":       {"name": "ghost"},
+	}
+	for _, name := range allTools {
+		args, ok := calls[name]
+		if !ok {
+			continue
+		}
+		sc := e.fail(name, args, protocol.CodeNotFound)
+		na, _ := sc["next_action"].(map[string]any)
+		if na == nil || na["tool"] == nil || na["tool"] == "" {
+			t.Errorf("%s: not_found without a tool to call next: %v", name, sc)
+		}
+	}
+}
+
+func TestTrustWhy(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Open: true})
+	e := connect(t, d.Socket)
+	d.Mailbox(t, "agent")
+	for _, c := range []struct {
+		mailbox string
+		m       testdaemon.Message
+		want    string
+	}{
+		{"agent", testdaemon.Message{From: "boss@" + testdaemon.TrustedDomain, Sign: true}, "is on this mailbox's trusted senders"},
+		{"agent", testdaemon.Message{From: "boss@" + testdaemon.TrustedDomain}, "not authenticated"},
+		{"agent", testdaemon.Message{From: "x@evil.test", Sign: true}, "authenticated, but the sender is not on"},
+		{"agent", testdaemon.Message{From: "x@evil.test", SignAs: "unrelated.test"}, "not authenticated"},
+		{testdaemon.OpenMailbox, testdaemon.Message{From: "boss@" + testdaemon.TrustedDomain, Sign: true}, "no trusted senders configured"},
+	} {
+		c.m.Subject = "s"
+		id := d.Deliver(t, c.mailbox, c.m)
+		var m EmailReadData
+		e.ok("email_read", map[string]any{"mailbox": c.mailbox, "id": id}, &m)
+		if !strings.Contains(m.Trust.Why, c.want) {
+			t.Errorf("%s from %s (sign %v %s): why %q, want %q", c.mailbox, c.m.From, c.m.Sign, c.m.SignAs, m.Trust.Why, c.want)
+		}
+	}
+}
