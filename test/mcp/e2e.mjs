@@ -4,8 +4,11 @@
 // then: lists tools, lists and creates a mailbox, subscribes to its inbox,
 // sends a message to itself, waits for it (with progress), reads it, replies,
 // marks it read, creates/lists/deletes a hook, and checks that the inbox
-// subscription fired. It prints one line per step and exits non-zero on the
-// first failure.
+// subscription fired; then an unknown tool and a valid call after it, list
+// rows (plain sender address, folder, uri), a thread read across folders, a
+// reply to a sent message, a bad cursor, subscribe errors, and 13 and 20 MiB
+// attachments. It prints one line per step and exits non-zero on the first
+// failure.
 //
 //   cd test/mcp && npm ci && MAILCTL_SOCKET=/path/to.sock MAILCTL_BIN=mailctl node e2e.mjs
 //
@@ -156,6 +159,79 @@ step("resources/read", inboxURI);
 const missing = await client.callTool({ name: "email_read", arguments: { mailbox, id: "does-not-exist" } });
 if (!missing.isError || missing.structuredContent?.code !== "not_found") fail("not_found", JSON.stringify(missing).slice(0, 300));
 step("error codes", "not_found");
+
+// expectError calls a tool that must fail with code, as a tool error.
+async function expectError(name, args, code) {
+  const res = await client.callTool({ name, arguments: args }, undefined, { timeout: (timeoutSecs + 30) * 1000 });
+  if (!res.isError || res.structuredContent?.code !== code) {
+    fail(name, `want tool error ${code}, got ${JSON.stringify(res.structuredContent ?? res).slice(0, 300)}`);
+  }
+  return res.structuredContent;
+}
+
+// An unknown tool is a protocol error, and the session goes on.
+try {
+  await client.callTool({ name: "no_such_tool", arguments: {} });
+  fail("unknown tool", "the call succeeded");
+} catch (e) {
+  if (e.code !== -32602) fail("unknown tool", `want JSON-RPC -32602, got ${e.code}: ${e.message}`);
+}
+await call("mailbox_list", {});
+step("unknown tool, then a valid call", "-32602, session alive");
+
+// Rows carry the plain sender address beside the (possibly fenced) display value.
+const listed = await call("email_list", { mailbox, subject });
+const row = listed.data.messages.find((m) => m.id === msg.id);
+if (!row || row.from_address !== address || row.folder !== "inbox" || row.uri !== `mailctl://mailbox/${mailbox}/inbox/${msg.id}`) {
+  fail("email_list rows", JSON.stringify(row));
+}
+step("email_list rows", `from_address ${row.from_address}, uri ${row.uri}`);
+
+// A thread read lists the sent copies with their folder, readable as given.
+const thread = await call("email_read", { mailbox, id: msg.id, thread: true, max_chars: 100 });
+const sentRow = thread.data.thread.find((r) => r.folder === "sent");
+if (!sentRow || !thread.data.thread.some((r) => r.folder === "inbox")) fail("thread", JSON.stringify(thread.data.thread).slice(0, 300));
+await call("email_read", { mailbox, id: sentRow.id, folder: sentRow.folder, max_chars: 100 });
+step("thread across folders", `${thread.data.thread.length} rows`);
+
+// A reply to your own sent message goes to its recipients, not to you.
+const other = `${mailbox}-b`;
+const otherAddr = (await call("mailbox_create", { name: other })).data.address;
+const toOther = await call("email_send", { from_mailbox: mailbox, to: otherAddr, subject: `${subject} (b)`, body: "first" });
+const replyToSent = await call("email_reply", { mailbox, id: toOther.data.id, body: "second" });
+if (JSON.stringify(replyToSent.data.envelope.rcpt_to) !== JSON.stringify([otherAddr])) {
+  fail("reply to a sent message", `went to ${JSON.stringify(replyToSent.data.envelope.rcpt_to)}, want ${otherAddr}`);
+}
+step("reply to a sent message", `to ${otherAddr}`);
+
+// A cursor not issued for this listing is refused with invalid_input.
+await expectError("email_list", { mailbox, cursor: "bogus" }, "invalid_input");
+step("bad cursor", "invalid_input");
+
+// Subscribe errors carry JSON-RPC codes (not 0).
+for (const uri of ["mailctl://mailboxes", `mailctl://mailbox/${mailbox}-ghost/inbox`]) {
+  try {
+    await client.subscribeResource({ uri });
+    fail("resources/subscribe", `${uri} accepted`);
+  } catch (e) {
+    if (e.code !== -32602) fail("resources/subscribe", `${uri}: want -32602, got ${e.code}: ${e.message}`);
+  }
+}
+step("subscribe errors", "-32602");
+
+// Large attachments pass the transport: 13 MiB (17 MiB of base64, past the
+// go-sdk's default 16 MiB line limit) is sent; 20 MiB (27 MiB of base64) is
+// past the send policy's attachment limit (15 MiB by default) and answered
+// too_large by the daemon, and the session goes on.
+const b64 = (mib) => Buffer.alloc(mib << 20, 7).toString("base64");
+const big = await call("email_send", { from_mailbox: mailbox, to: otherAddr, subject: `${subject} (13 MiB)`, body: "big",
+  attachments_base64: [{ filename: "big.bin", data: b64(13) }] });
+if (!["delivered", "queued"].includes(big.data.status)) fail("13 MiB attachment", JSON.stringify(big.data).slice(0, 300));
+const tooBig = await expectError("email_send", { from_mailbox: mailbox, to: otherAddr, subject: `${subject} (20 MiB)`, body: "big",
+  attachments_base64: [{ filename: "big.bin", data: b64(20) }] }, "too_large");
+await call("mailbox_list", {});
+step("large attachments", `13 MiB ${big.data.status}; 20 MiB too_large: ${tooBig.message.slice(0, 80)}`);
+await call("mailbox_delete", { name: other, force: true });
 
 const foreign = process.env.E2E_FOREIGN_MAILBOX;
 if (foreign) {
