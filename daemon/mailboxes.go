@@ -26,6 +26,12 @@ func (d *Daemon) describe(m *mailboxInfo) protocol.Mailbox {
 	}
 	mb.InboxPath = mb.Path + "/" + protocol.FolderInbox
 	mb.SentPath = mb.Path + "/" + protocol.FolderSent
+	senders, source := cfg.TrustedSenders(m.Name)
+	if senders == nil {
+		senders = []string{}
+	}
+	mb.Trust = &protocol.TrustPolicy{TrustedSenders: senders, Source: source}
+	mb.Send = sendLimits(cfg.EffectiveSend(m.Name))
 	if n, err := d.store.Counts(m.Name); err == nil {
 		mb.Total, mb.Unread, mb.SentCount = n.Total, n.Unread, n.Sent
 	} else {
@@ -47,13 +53,28 @@ func handleMailboxList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty)
 func handleMailboxShow(_ context.Context, d *Daemon, c *call, _ *protocol.NameArgs) (any, error) {
 	m := c.box()
 	mb := d.describe(m)
-	senders, source := d.cfg().TrustedSenders(m.Name)
-	if senders == nil {
-		senders = []string{}
-	}
-	mb.Trust = &protocol.TrustPolicy{TrustedSenders: senders, Source: source}
 	mb.Hooks = d.hooksOf(m)
 	return mb, nil
+}
+
+// sendLimits is the part of a send policy a mailbox's owner sees.
+func sendLimits(p config.SendPolicy) *protocol.SendLimits {
+	on := func(b *bool, def bool) bool {
+		if b == nil {
+			return def
+		}
+		return *b
+	}
+	nonNil := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return &protocol.SendLimits{Enabled: on(p.Enabled, true), DryRunOnly: on(p.DryRunOnly, false), Hold: on(p.Hold, false),
+		AllowDomains: nonNil(p.AllowDomains), AllowAddresses: nonNil(p.AllowAddresses), MaxRecipients: p.MaxRecipients,
+		MaxMessageBytes: p.MaxMessageBytes, MaxAttachmentBytes: p.MaxAttachmentBytes,
+		PerMinute: p.PerMinute, PerHour: p.PerHour, PerDay: p.PerDay}
 }
 
 // mailboxCreateTarget names no existing mailbox: a new one is the caller's.

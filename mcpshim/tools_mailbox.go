@@ -22,6 +22,9 @@ type MailboxRow struct {
 	SentCount  int    `json:"sent_count"`
 	Registered bool   `json:"registered" jsonschema:"true for mailboxes created over the socket (deletable by their owner); false for operator-declared ones"`
 	Owner      string `json:"owner"`
+	// The policies that govern the mailbox, set by the operator.
+	TrustedSenders []string             `json:"trusted_senders,omitempty" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
+	Send           *protocol.SendLimits `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size and recipient limits and rates per minute/hour/day (0: no limit)"`
 }
 
 // MailboxListData is mailbox_list's data.
@@ -55,8 +58,12 @@ func (s *Server) toolMailboxList() toolSpec {
 }
 
 func mailboxRow(m protocol.Mailbox) MailboxRow {
-	return MailboxRow{Name: m.Name, Address: m.Address, InboxPath: m.InboxPath, SentPath: m.SentPath,
-		Total: m.Total, Unread: m.Unread, SentCount: m.SentCount, Registered: m.Source != "config", Owner: m.Owner}
+	r := MailboxRow{Name: m.Name, Address: m.Address, InboxPath: m.InboxPath, SentPath: m.SentPath,
+		Total: m.Total, Unread: m.Unread, SentCount: m.SentCount, Registered: m.Source != "config", Owner: m.Owner, Send: m.Send}
+	if m.Trust != nil {
+		r.TrustedSenders = m.Trust.TrustedSenders
+	}
+	return r
 }
 
 type mailboxCreateArgs struct {

@@ -595,3 +595,22 @@ func TestTrustWhy(t *testing.T) {
 		}
 	}
 }
+
+// The owner sees the policy that governs its mailbox in mailbox_list, and the
+// daemon enforces what it shows.
+func TestMailboxListShowsPolicy(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Extra: "[send]\nper_hour = 30\nmax_recipients = 3\nallow_domains = [\"example.test\"]\n"})
+	e := connect(t, d.Socket)
+	d.Mailbox(t, "agent")
+	var list MailboxListData
+	e.ok("mailbox_list", nil, &list)
+	r := list.Mailboxes[0]
+	if r.Send == nil || r.Send.PerHour != 30 || r.Send.MaxRecipients != 3 || !slices.Equal(r.Send.AllowDomains, []string{"example.test"}) || !r.Send.Enabled || r.Send.Hold {
+		t.Fatalf("send_policy: %+v", r.Send)
+	}
+	if !slices.Contains(r.TrustedSenders, "*@"+testdaemon.TrustedDomain) {
+		t.Fatalf("trusted_senders: %v", r.TrustedSenders)
+	}
+	e.fail("email_send", map[string]any{"from_mailbox": "agent", "to": "x@elsewhere.test", "subject": "s", "body": "b"}, protocol.CodePolicyBlocked)
+	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "s", "body": "b"}, nil)
+}

@@ -73,9 +73,28 @@ type Mailbox struct {
 	Unread    int    `json:"unread"`
 	SentCount int    `json:"sent_count"`
 	CatchAll  bool   `json:"catch_all,omitempty"`
-	// Filled by mailbox.show only.
+	// The policies that govern the mailbox, so that its owner can plan
+	// instead of probing with failures.
 	Trust *TrustPolicy `json:"trust,omitempty"`
-	Hooks []Hook       `json:"hooks,omitempty"`
+	Send  *SendLimits  `json:"send,omitempty"`
+	// Filled by mailbox.show only.
+	Hooks []Hook `json:"hooks,omitempty"`
+}
+
+// SendLimits is the effective send policy of a mailbox (the operator's
+// config: global [send] with the mailbox's overrides). Zero limits mean none.
+type SendLimits struct {
+	Enabled            bool     `json:"enabled"`      // false: only dry runs succeed
+	DryRunOnly         bool     `json:"dry_run_only"` // true: sends are validated, never sent
+	Hold               bool     `json:"hold"`         // true: sends wait for the operator's approval
+	AllowDomains       []string `json:"allow_domains"`
+	AllowAddresses     []string `json:"allow_addresses"` // with allow_domains empty too: any recipient
+	MaxRecipients      int      `json:"max_recipients"`
+	MaxMessageBytes    int64    `json:"max_message_bytes"`
+	MaxAttachmentBytes int64    `json:"max_attachment_bytes"`
+	PerMinute          int      `json:"per_minute"`
+	PerHour            int      `json:"per_hour"`
+	PerDay             int      `json:"per_day"`
 }
 
 // TrustPolicy is the effective trust setting of a mailbox.
