@@ -112,6 +112,9 @@ func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	window = min(window, maxWindow)
 	// Only the window is read into memory, however large the message.
 	m, w, err := d.store.GetWindow(a.Mailbox, folder, a.ID, a.Offset, window, a.Raw)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "no message %s in %s/%s", a.ID, a.Mailbox, folder)
+	}
 	if err != nil {
 		return nil, storeErr(err, "message "+a.ID)
 	}

@@ -1,0 +1,142 @@
+package mcpshim
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// docs/mcp.md says what the server does: its tool headings list exactly each
+// tool's parameters (optional ones marked ?), its error-code list is the
+// protocol's, its argument examples pass the input schemas, and its error
+// example is what the server answers to that call.
+func TestDocsMatchTheServer(t *testing.T) {
+	raw, err := os.ReadFile("../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	e := newEnv(t)
+	e.d.Mailbox(t, "agent")
+	res, err := e.cs.ListTools(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	schemas := map[string]schema{}
+	resolved := map[string]*jsonschema.Resolved{}
+	for _, tool := range res.Tools {
+		var s schema
+		b, _ := json.Marshal(tool.InputSchema)
+		json.Unmarshal(b, &s)
+		schemas[tool.Name] = s
+		var js jsonschema.Schema
+		if err := json.Unmarshal(b, &js); err != nil {
+			t.Fatal(err)
+		}
+		if resolved[tool.Name], err = js.Resolve(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Headings: ### `tool(a, b?, c? | d?)` / `other(...)`.
+	heading := regexp.MustCompile("`([a-z_]+)\\(([^)]*)\\)`")
+	sections := map[string]string{}
+	parts := strings.Split(doc, "\n### ")
+	for _, part := range parts[1:] {
+		line, body, _ := strings.Cut(part, "\n")
+		for _, m := range heading.FindAllStringSubmatch(line, -1) {
+			name, params := m[1], m[2]
+			s, ok := schemas[name]
+			if !ok {
+				t.Errorf("docs/mcp.md documents %s, which the server does not serve", name)
+				continue
+			}
+			sections[name] = body
+			if params == "..." {
+				continue
+			}
+			var got []string
+			for _, p := range strings.FieldsFunc(params, func(r rune) bool { return r == ',' || r == '|' }) {
+				p = strings.TrimSpace(p)
+				opt := strings.HasSuffix(p, "?")
+				p = strings.TrimSuffix(p, "?")
+				got = append(got, p)
+				if _, ok := s.Properties[p]; !ok {
+					t.Errorf("%s: docs list %s, which the tool does not take", name, p)
+				}
+				if req := slices.Contains(s.Required, p); req == opt {
+					t.Errorf("%s.%s: docs say optional=%v, the schema says required=%v", name, p, opt, req)
+				}
+			}
+			for p := range s.Properties {
+				if !slices.Contains(got, p) {
+					t.Errorf("%s: the tool takes %s, which its docs heading does not list", name, p)
+				}
+			}
+		}
+	}
+	for name := range schemas {
+		if _, ok := sections[name]; !ok {
+			t.Errorf("tool %s has no section in docs/mcp.md", name)
+		}
+	}
+
+	// Argument examples: the first JSON object of each ```json block in a
+	// tool's section.
+	block := regexp.MustCompile("(?s)```json\n(.*?)```")
+	for name, body := range sections {
+		for _, m := range block.FindAllStringSubmatch(body, -1) {
+			dec := json.NewDecoder(strings.NewReader(m[1]))
+			var args map[string]any
+			if err := dec.Decode(&args); err != nil {
+				t.Errorf("%s: example %q is not JSON: %v", name, m[1], err)
+				continue
+			}
+			if err := resolved[name].Validate(args); err != nil {
+				t.Errorf("%s: example %v does not pass the input schema: %v", name, args, err)
+			}
+		}
+	}
+
+	// The error-code list.
+	codes := regexp.MustCompile("- `code` is one of ([^:]*):").FindStringSubmatch(doc)
+	if codes == nil {
+		t.Fatal("docs/mcp.md lost its error-code list")
+	}
+	var listed []string
+	for _, c := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(codes[1], -1) {
+		listed = append(listed, c[1])
+	}
+	if !slices.Equal(listed, protocol.Codes) {
+		t.Errorf("docs list codes %v, the protocol has %v", listed, protocol.Codes)
+	}
+
+	// The error example is the answer to email_read {"mailbox":"agent","id":"nope"}.
+	m := regexp.MustCompile("(?s)Error \\(`isError: true`\\):\n\n```json\n(.*?)```").FindStringSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/mcp.md lost its error example")
+	}
+	var want map[string]any
+	if err := json.Unmarshal([]byte(m[1]), &want); err != nil {
+		t.Fatal(err)
+	}
+	got := e.fail("email_read", map[string]any{"mailbox": "agent", "id": "nope"}, want["code"].(string))
+	delete(want, "meta")
+	delete(got, "meta")
+	a, _ := json.Marshal(want)
+	b, _ := json.Marshal(got)
+	if string(a) != string(b) {
+		t.Errorf("the error example in docs/mcp.md is not what the server answers:\n docs %s\nserver %s", a, b)
+	}
+}
