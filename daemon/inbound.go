@@ -127,7 +127,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
 	}
 	ar := res.AuthenticationResults(d.cfg().Hostname)
-	stored := append([]byte(ar), raw...)
+	stored := withHeader(ar, env.Headroom, raw)
 	traceLen := len(ar) + min(max(env.TraceLen, 0), len(raw))
 
 	type target struct {
@@ -224,6 +224,18 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
 	d.fireHooks(protocol.EventOnReceive, mailbox, f, func() []byte { return store.Render(&m, p.Body) })
 	return nil
+}
+
+// withHeader is hdr followed by raw. When the server left room before raw
+// (smtpin's Headroom), hdr is written there and the message is not copied:
+// a 25 MB message would otherwise be held twice.
+func withHeader(hdr string, headroom, raw []byte) []byte {
+	h := len(headroom)
+	if len(hdr) <= h && cap(headroom) >= h+len(raw) && (len(raw) == 0 || &headroom[:h+1][h] == &raw[0]) {
+		copy(headroom[h-len(hdr):], hdr)
+		return headroom[h-len(hdr) : h+len(raw)]
+	}
+	return append([]byte(hdr), raw...)
 }
 
 // deliveryKey identifies one delivery to one mailbox: the envelope, the

@@ -44,7 +44,17 @@ type Envelope struct {
 	// Session names the connection in the server's log lines, so the one
 	// line a stored message gets can be tied to its session.
 	Session string
+	// Headroom is spare room directly before raw in the same array:
+	// cap(Headroom) reaches the end of raw. A backend that puts a header
+	// before the message may write it at the end of Headroom and reslice
+	// (Headroom[len(Headroom)-len(h) : len(Headroom)+len(raw)]) instead of
+	// copying the message. Empty when there is none.
+	Headroom []byte
 }
+
+// Headroom is the room left before every message read from SMTP or LMTP,
+// enough for an Authentication-Results header.
+const Headroom = 1024
 
 // Backend decides who may receive mail and stores it.
 type Backend interface {

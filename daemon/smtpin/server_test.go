@@ -1,6 +1,7 @@
 package smtpin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,11 @@ func TestDeliverPlain(t *testing.T) {
 		t.Errorf("session %q, want the 12-hex-digit id of the log lines", d.env.Session)
 	}
 	wantEnv.Session = d.env.Session
+	// The room before the message is in the same array, right before it.
+	if h := d.env.Headroom; len(h) != Headroom || cap(h) < len(h)+len(d.raw) || !bytes.Equal(h[len(h):len(h)+len(d.raw)], d.raw) {
+		t.Errorf("headroom of %d bytes, cap %d, not right before the %d-byte message", len(h), cap(h), len(d.raw))
+	}
+	d.env.Headroom = nil
 	if !reflect.DeepEqual(d.env, wantEnv) {
 		t.Errorf("envelope -want %+v +got %+v", wantEnv, d.env)
 	}
@@ -551,5 +557,33 @@ func TestInFlightMemoryBudget(t *testing.T) {
 	c.expect("250 ")
 	if n := ts.inFlight.Load(); n != 0 {
 		t.Errorf("in-flight bytes after delivery: %d", n)
+	}
+}
+
+// The size MAIL FROM declares only sizes the array the message is read into:
+// whether it is exact, too small (more comes than declared) or too large,
+// the message stored is the message sent, and the in-flight budget is given
+// back.
+func TestDeclaredSizeIsOnlyAHint(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	msg := "Subject: sized\r\n\r\n" + strings.Repeat(strings.Repeat("s", 70)+"\r\n", 3000)
+	for i, declared := range []int{len(msg), 100, 10 * len(msg), len(msg) - 1} {
+		c.cmd(fmt.Sprintf("MAIL FROM:<alice@sender.example> SIZE=%d", declared), "250 ")
+		c.cmd("RCPT TO:<bob@example.com>", "250 ")
+		c.cmd("DATA", "354 ")
+		c.send(msg + ".\r\n")
+		c.expect("250 ")
+		got := ts.be.got()
+		if len(got) != i+1 {
+			t.Fatalf("SIZE=%d: %d deliveries", declared, len(got))
+		}
+		if b := body(t, got[i].raw); b != msg {
+			t.Fatalf("SIZE=%d: stored %d bytes, sent %d", declared, len(b), len(msg))
+		}
+		if n := ts.inFlight.Load(); n != 0 {
+			t.Fatalf("SIZE=%d: in-flight bytes after delivery: %d", declared, n)
+		}
 	}
 }

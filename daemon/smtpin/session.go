@@ -31,6 +31,8 @@ type session struct {
 	utf8    bool
 	rcpts   []string
 	fwd     *Forwarded // from XFORWARD, for this transaction
+	// sizeHint is the size MAIL FROM declared (SIZE=), 0 when none.
+	sizeHint int64
 }
 
 var _ smtp.LMTPSession = (*session)(nil)
@@ -55,7 +57,7 @@ func tracked(c net.Conn) *trackedConn {
 }
 
 func (ss *session) Reset() {
-	ss.from, ss.hasFrom, ss.utf8, ss.rcpts, ss.fwd = "", false, false, nil, nil
+	ss.from, ss.hasFrom, ss.utf8, ss.rcpts, ss.fwd, ss.sizeHint = "", false, false, nil, nil, 0
 	if ss.tc.xfwd != nil {
 		ss.tc.xfwd.end()
 	}
@@ -74,6 +76,9 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 	ss.Reset()
 	ss.from, ss.hasFrom = from, true
 	ss.utf8 = opts != nil && opts.UTF8
+	if opts != nil && opts.Size > 0 {
+		ss.sizeHint = opts.Size
+	}
 	if ss.tc.xfwd != nil {
 		ss.fwd = ss.tc.xfwd.begin()
 	}
@@ -109,12 +114,12 @@ func asReply(err error) error {
 // backend recognises the copies already stored by the bytes below our
 // Received header).
 func (ss *session) Data(r io.Reader) error {
-	raw, trace, release, err := ss.readMessage(r)
+	m, release, err := ss.readMessage(r)
 	defer release()
 	if err != nil {
 		return ss.tc.countError(err)
 	}
-	errs := ss.deliver(raw, trace)
+	errs := ss.deliver(m)
 	for _, e := range errs {
 		if e != nil {
 			return asReply(e)
@@ -125,13 +130,13 @@ func (ss *session) Data(r io.Reader) error {
 
 // LMTPData answers each recipient separately (RFC 2033).
 func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
-	raw, trace, release, err := ss.readMessage(r)
+	m, release, err := ss.readMessage(r)
 	defer release()
 	if err != nil {
 		ss.tc.countError(err)
 		return err
 	}
-	errs := ss.deliver(raw, trace)
+	errs := ss.deliver(m)
 	for i, rcpt := range ss.rcpts {
 		var e error
 		if errs[i] != nil {
@@ -143,8 +148,9 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 }
 
 // deliver calls the backend and always returns one entry per recipient.
-func (ss *session) deliver(raw []byte, trace int) []error {
-	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: trace, Session: ss.tc.id}
+func (ss *session) deliver(m message) []error {
+	raw := m.raw
+	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: m.trace, Session: ss.tc.id, Headroom: m.headroom}
 	if f := ss.fwd; f != nil {
 		env.Forwarded = f
 		if f.Addr != nil {
@@ -192,15 +198,14 @@ func (ss *session) deliver(raw []byte, trace int) []error {
 // loop limits, and prepends our Received header, trace bytes long. release
 // returns the message's share of the in-flight memory budget; call it when
 // done with raw.
-func (ss *session) readMessage(r io.Reader) (raw []byte, trace int, release func(), err error) {
+func (ss *session) readMessage(r io.Reader) (m message, release func(), err error) {
 	budget := &budgetReader{s: ss.s}
 	release = budget.release
 	if !ss.hasFrom || len(ss.rcpts) == 0 {
-		return nil, 0, release, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
+		return message{}, release, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
 	}
 	max := ss.s.lim.MaxMessageBytes
 	hdr := ss.received()
-	var buf bytes.Buffer
 	// go-smtp sets the read deadline once per command, and its DATA reader
 	// fills whole buffers under it: the connection refreshes the deadline
 	// as bytes arrive instead, so a slow but steady sender is not cut off.
@@ -208,18 +213,35 @@ func (ss *session) readMessage(r io.Reader) (raw []byte, trace int, release func
 	defer ss.tc.dataDeadline.Store(0)
 	budget.r = rawData(r)
 	if !budget.take(int64(len(hdr))) {
-		return nil, 0, release, errNoMemory
+		return message{}, release, errNoMemory
 	}
-	buf.WriteString(hdr)
-	_, err = buf.ReadFrom(io.LimitReader(budget, max+1))
+	lr := io.LimitReader(budget, max+1)
+	// With the size the client declared (MAIL FROM SIZE=, as MTAs send it)
+	// the message is read straight into its final array, paid for up front;
+	// without it, or past it, in chunks copied into place at the end.
+	var all []byte
+	n := 0
+	if hint := ss.sizeHint; hint > 0 && hint <= max {
+		size := int64(Headroom+len(hdr)) + hint + hint/32 + 4096
+		if budget.prepay(size) {
+			all = make([]byte, size)
+			n, err = readFull(lr, all[Headroom+len(hdr):])
+		}
+	}
+	var chunks [][]byte
+	if all == nil || err == nil && Headroom+len(hdr)+n == len(all) {
+		var more int
+		chunks, more, err = readChunks(lr)
+		n += more
+	}
 	if err != nil {
 		if errors.Is(err, smtp.ErrDataTooLarge) {
 			ss.log.Info("DATA refused: too big")
-			return nil, 0, release, errTooBig
+			return message{}, release, errTooBig
 		}
 		if errors.Is(err, errNoMemory) {
 			ss.log.Warn("DATA refused: in-flight memory budget exhausted")
-			return nil, 0, release, errNoMemory
+			return message{}, release, errNoMemory
 		}
 		// The stream is broken (over-long line, timeout, hang-up): answer
 		// without internal detail and end the connection.
@@ -228,46 +250,142 @@ func (ss *session) readMessage(r io.Reader) (raw []byte, trace int, release func
 		var ne net.Error
 		switch {
 		case errors.Is(err, smtp.ErrTooLongLine):
-			return nil, 0, release, errLineTooLong
+			return message{}, release, errLineTooLong
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, 0, release, errReadTimeout
+			return message{}, release, errReadTimeout
 		}
-		return nil, 0, release, errTempFailure
+		return message{}, release, errTempFailure
 	}
-	body := buf.Bytes()[len(hdr):]
+	if len(chunks) > 0 || all == nil {
+		// One array of exactly the message's size, headroom first: the
+		// chunks are copied once, where a growing buffer copies at every
+		// doubling and keeps up to twice the message.
+		read := 0
+		if all != nil {
+			// Past the declared size: the array read so far is copied too.
+			read = len(all) - Headroom - len(hdr)
+			if !budget.charge(int64(read)) {
+				ss.log.Warn("DATA refused: in-flight memory budget exhausted")
+				return message{}, release, errNoMemory
+			}
+		}
+		whole := make([]byte, Headroom+len(hdr)+n)
+		off := Headroom + len(hdr)
+		if all != nil {
+			off += copy(whole[off:], all[off:off+read])
+		}
+		for _, c := range chunks {
+			off += copy(whole[off:], c)
+		}
+		all = whole
+	}
+	all = all[:Headroom+len(hdr)+n]
+	copy(all[Headroom:], hdr)
+	body := all[Headroom+len(hdr):]
 	switch {
 	case int64(len(body)) > max:
 		ss.log.Info("DATA refused: too big")
-		return nil, 0, release, errTooBig
+		return message{}, release, errTooBig
 	case len(body) == 0:
-		return nil, 0, release, errEmpty
+		return message{}, release, errEmpty
 	case hasBareEOL(body):
 		// go-smtp only ends DATA at CRLF.CRLF, so the transaction is intact;
 		// refusing also keeps such bytes from reaching an MTA we relay to
 		// that might frame them differently.
 		ss.log.Info("DATA refused: bare CR or LF")
-		return nil, 0, release, errBareEOL
+		return message{}, release, errBareEOL
 	case countReceived(body) > ss.s.lim.MaxReceivedHeaders:
 		ss.log.Warn("DATA refused: mail loop", "received", countReceived(body))
-		return nil, 0, release, errLoop
+		return message{}, release, errLoop
 	}
-	return buf.Bytes(), len(hdr), release, nil
+	return message{raw: all[Headroom:], trace: len(hdr), headroom: all[:Headroom]}, release, nil
+}
+
+// message is what readMessage read: raw starts with our Received header
+// (trace bytes long); headroom is spare room directly before raw in the same
+// array.
+type message struct {
+	raw      []byte
+	trace    int
+	headroom []byte
+}
+
+// readFull reads r into b until b is full or r ends (io.EOF, returned as
+// nil); any other error is returned.
+func readFull(r io.Reader, b []byte) (int, error) {
+	k := 0
+	for k < len(b) {
+		nn, err := r.Read(b[k:])
+		k += nn
+		if err == io.EOF {
+			return k, nil
+		}
+		if err != nil {
+			return k, err
+		}
+	}
+	return k, nil
+}
+
+// readChunks reads r to its end (io.EOF) in chunks that start small and
+// double up to 1 MiB, so that a small message costs little and a large one
+// is not copied as it grows. Any other error, io.ErrUnexpectedEOF from a
+// connection lost inside DATA included, is returned.
+func readChunks(r io.Reader) (chunks [][]byte, n int, err error) {
+	size := 4 << 10
+	for {
+		c := make([]byte, size)
+		k := 0
+		for k < len(c) {
+			var nn int
+			nn, err = r.Read(c[k:])
+			k += nn
+			if err != nil {
+				break
+			}
+		}
+		if k > 0 {
+			chunks = append(chunks, c[:k])
+			n += k
+		}
+		if err == io.EOF {
+			return chunks, n, nil
+		}
+		if err != nil {
+			return chunks, n, err
+		}
+		size = min(2*size, 1<<20)
+	}
 }
 
 // budgetReader charges the bytes it reads to the server's in-flight budget.
-// It reserves in chunks, and twice what it reads, since a growing
-// bytes.Buffer may hold up to twice its content.
+// It reserves in chunks, and twice what it reads, since the chunks read and
+// the array they are copied into are both held for a moment.
 type budgetReader struct {
 	r        io.Reader
 	s        *Server
 	reserved int64
 	used     int64
+	prepaid  int64 // bytes still to read into memory already paid for
 }
 
 const budgetChunk = 256 << 10
 
-func (b *budgetReader) take(n int64) bool {
-	b.used += 2 * n
+// take charges n bytes read, twice: the chunks and the array they go to.
+func (b *budgetReader) take(n int64) bool { return b.charge(2 * n) }
+
+// prepay charges an array of n bytes allocated before reading; the next n
+// bytes read go into it and cost nothing more.
+func (b *budgetReader) prepay(n int64) bool {
+	if !b.charge(n) {
+		return false
+	}
+	b.prepaid = n
+	return true
+}
+
+func (b *budgetReader) charge(n int64) bool {
+	b.used += n
 	for b.used > b.reserved {
 		if b.s.inFlight.Add(budgetChunk) > b.s.lim.MaxInFlightBytes {
 			b.s.inFlight.Add(-budgetChunk)
@@ -280,15 +398,19 @@ func (b *budgetReader) take(n int64) bool {
 
 func (b *budgetReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	if n > 0 && !b.take(int64(n)) {
-		return 0, errNoMemory
+	if n > 0 {
+		paid := min(int64(n), b.prepaid)
+		b.prepaid -= paid
+		if !b.take(int64(n) - paid) {
+			return 0, errNoMemory
+		}
 	}
 	return n, err
 }
 
 func (b *budgetReader) release() {
 	b.s.inFlight.Add(-b.reserved)
-	b.reserved, b.used = 0, 0
+	b.reserved, b.used, b.prepaid = 0, 0, 0
 }
 
 // hasBareEOL reports a CR not followed by LF or an LF not preceded by CR.
