@@ -37,6 +37,11 @@ type Options struct {
 	Resolver resolver.Resolver
 	// Dial replaces the outbound dialer (tests reach fake MX servers with it).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Capture names a local mailbox that receives every outbound message
+	// addressed outside this host's domains instead of the recipient's MX
+	// (`mailctl dev` without --deliver). The message keeps its headers; the
+	// sent copy records it as delivered by "capture".
+	Capture string
 }
 
 // Daemon is one running mailctl service.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
@@ -17,6 +19,8 @@ type DevOptions struct {
 	SMTP    string // SMTP listen address
 	Domain  string
 	Mailbox string
+	// Trusted are the trusted_senders patterns written to the dev config.
+	Trusted []string
 }
 
 // DevConfig builds the configuration of `mailctl dev`: every path under
@@ -37,7 +41,8 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 			Socket:   filepath.Join(dir, "mailctl.sock"),
 			DKIMDir:  filepath.Join(dir, "dkim"),
 		},
-		SMTP: config.SMTP{Listen: []string{o.SMTP}},
+		SMTP:  config.SMTP{Listen: []string{o.SMTP}},
+		Trust: config.Trust{TrustedSenders: o.Trusted},
 	}
 	cert, key, err := EnsureSelfSigned(filepath.Join(dir, "tls"), "localhost", "127.0.0.1", "::1", o.Domain)
 	if err != nil {
@@ -77,8 +82,23 @@ dkim_dir = %q
 listen = [%q]
 tls_cert = %q
 tls_key = %q
+
+# Mail whose From is authenticated and matches one of these is trusted="true",
+# and only trusted mail fires hooks. Mail between this instance's mailboxes is
+# authenticated (the daemon signs it); mail from swaks or the internet is not.
+# Set with mailctl dev --trust PATTERN (repeatable).
+[trust]
+trusted_senders = [%s]
 `, time.Now().UTC().Format(time.RFC3339), c.Hostname, c.Domains[0], c.Paths.StateDir, c.Paths.Socket, c.Paths.DKIMDir,
-		c.SMTP.Listen[0], c.SMTP.TLSCert, c.SMTP.TLSKey)), nil
+		c.SMTP.Listen[0], c.SMTP.TLSCert, c.SMTP.TLSKey, quoteList(c.Trust.TrustedSenders))), nil
+}
+
+func quoteList(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // EnsureMailbox creates a registry mailbox for uid if it does not exist yet

@@ -55,7 +55,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	mx := &remote.Client{
 		Resolver: d.resolver, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
 		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimeout.Duration,
-		Local: d, IsLocal: func(dom string) bool { return d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
+		Local: d, IsLocal: func(dom string) bool { return d.opts.Capture != "" || d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
 		Dial: d.dial,
 	}
 	if cfg.Relay.Host != "" {
@@ -225,7 +225,18 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 	if submitter == "" {
 		submitter = "local"
 	}
-	errs := d.inbound.deliver(ctx, smtpin.Envelope{Helo: d.cfg().Hostname, MailFrom: from, Rcpts: rcpts}, data, submitter)
+	env := smtpin.Envelope{Helo: d.cfg().Hostname, MailFrom: from, Rcpts: rcpts}
+	if d.opts.Capture != "" {
+		// Recipients outside our domains go to the capture mailbox.
+		env.Rcpts = make([]string, len(rcpts))
+		for i, r := range rcpts {
+			env.Rcpts[i] = r
+			if _, dom, ok := strings.Cut(r, "@"); !ok || !d.cfg().IsLocalDomain(dom) {
+				env.Rcpts[i] = d.Address(d.opts.Capture)
+			}
+		}
+	}
+	errs := d.inbound.deliver(ctx, env, data, submitter)
 	for i, err := range errs {
 		if err == nil {
 			continue
@@ -253,6 +264,9 @@ func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (
 	o, err := d.sender()
 	if err != nil {
 		return nil, err
+	}
+	if !a.AllowEmpty && a.ReplyToID == "" && strings.TrimSpace(a.Subject) == "" && strings.TrimSpace(a.Body) == "" && strings.TrimSpace(a.HTMLBody) == "" && len(a.Attachments) == 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment; add --subject or --body, or pass --force (allow_empty) to send it anyway")
 	}
 	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {

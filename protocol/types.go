@@ -290,7 +290,8 @@ type SendArgs struct {
 	AutoReply      bool             `json:"auto_reply,omitempty"` // adds Auto-Submitted: auto-replied
 	DryRun         bool             `json:"dry_run,omitempty"`
 	IdempotencyKey string           `json:"idempotency_key,omitempty"`
-	WaitMS         int              `json:"wait_ms,omitempty"` // how long to wait for the first attempt
+	WaitMS         int              `json:"wait_ms,omitempty"`     // how long to wait for the first attempt
+	AllowEmpty     bool             `json:"allow_empty,omitempty"` // send even with no subject, body or attachment
 }
 
 // SendResult answers VerbSend and VerbSendStatus.

@@ -109,8 +109,10 @@ func TestDevSmoke(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("list --json is not JSON: %v\n%s", err, out)
 	}
-	if len(list.Mailboxes) != 1 || list.Mailboxes[0].Name != "agent" || list.Mailboxes[0].Address != "agent@mailctl.test" {
-		t.Fatalf("dev mailbox missing: %+v", list.Mailboxes)
+	// The user's mailbox, and "captured", where outbound mail to other
+	// domains lands.
+	if len(list.Mailboxes) != 2 || list.Mailboxes[0].Name != "agent" || list.Mailboxes[0].Address != "agent@mailctl.test" || list.Mailboxes[1].Name != "captured" {
+		t.Fatalf("dev mailboxes: %+v", list.Mailboxes)
 	}
 	for _, want := range []string{"agent@mailctl.test", sock, "MAILCTL_SOCKET=" + sock, "mcp"} {
 		if !strings.Contains(banner.String(), want) {

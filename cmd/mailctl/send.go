@@ -36,7 +36,7 @@ func (l *pathList) String() string     { return strings.Join(*l, " ") }
 func (l *pathList) Set(v string) error { *l = append(*l, v); return nil }
 
 func cmdSend(args []string) int {
-	cf := newClientFlags("send", "send --from MAILBOX --to ADDR... [--cc ADDR] [--bcc ADDR] [--reply-to ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--text-only | --html-body-file F] [--in-reply-to MSGID] [--dry-run] [--json]",
+	cf := newClientFlags("send", "send --from MAILBOX --to ADDR... [--cc ADDR] [--bcc ADDR] [--reply-to ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--text-only | --html-body-file F] [--in-reply-to MSGID] [--force] [--dry-run] [--json]",
 		`Sends a message from a mailbox you own. The body is Markdown: it goes out as
 HTML (raw HTML in it is dropped) with the Markdown as the text part, or as plain
 text with --text-only. The daemon signs it with DKIM, keeps a copy in the
@@ -56,6 +56,7 @@ read by this command with your rights.`).withJSON()
 	cf.fs.Var(&bcc, "bcc", "Bcc recipient, never shown in the message (repeatable)")
 	cf.fs.Var(&replyTo, "reply-to", "Reply-To address (repeatable)")
 	cf.fs.StringVar(&a.Subject, "subject", "", "subject")
+	cf.fs.BoolVar(&a.AllowEmpty, "force", false, "send even with no subject, body or attachment")
 	cf.fs.StringVar(&a.Body, "body", "", "body text (Markdown)")
 	cf.fs.StringVar(&bodyFile, "body-file", "", "read the body from this file (- for stdin)")
 	cf.fs.Var(&attach, "attach", "attach this file (repeatable)")

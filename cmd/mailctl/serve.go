@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/mailctl/mailctl/daemon"
@@ -108,19 +111,42 @@ func notifySystemd() {
 	conn.Write([]byte("READY=1"))
 }
 
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
 func cmdDev(args []string) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	dir := fs.String("dir", ".mailctl-dev", "folder for all state: config, keys, store, queue, socket")
+	dir := fs.String("dir", ".mailctl-dev", "folder for all state: config, keys, store, queue, socket, bin/mailctl")
 	smtp := fs.String("smtp", "127.0.0.1:2525", "SMTP listen address")
 	domain := fs.String("domain", "mailctl.test", "mail domain")
 	mailbox := fs.String("mailbox", "agent", "mailbox to create for the current user")
+	var trusted stringList
+	fs.Var(&trusted, "trust", "trusted sender pattern, repeatable (default *@DOMAIN: mail between this instance's mailboxes)")
+	deliver := fs.Bool("deliver", false, "deliver outbound mail to the real recipients' MX instead of the captured mailbox")
 	debug := fs.Bool("debug", false, "log at debug level")
-	setUsage(fs, "dev [--dir DIR] [--smtp ADDR] [--domain DOMAIN] [--mailbox NAME]", `Runs the whole daemon as the current user with every file under DIR, SMTP on a
-loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops it.`)
+	setUsage(fs, "dev [--dir DIR] [--smtp ADDR] [--domain DOMAIN] [--mailbox NAME] [--trust PATTERN]... [--deliver]", `Runs the whole daemon as the current user with every file under DIR, SMTP on a
+loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops it.
+
+Outbound mail to other domains is captured in the mailbox "captured" (owned by
+you) unless --deliver is given. Mail from senders matching --trust (by default
+this instance's own mailboxes, whose mail the daemon signs) is trusted and fires
+hooks; mail from swaks or the internet is not. A copy of the binary is kept at
+DIR/bin/mailctl so the printed lines work after dev stops.`)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox})
+	if len(trusted) == 0 {
+		trusted = stringList{"*@" + *domain}
+	}
+	if host, _, err := net.SplitHostPort(*smtp); err == nil {
+		if ip := net.ParseIP(host); (ip == nil && host != "localhost") || (ip != nil && !ip.IsLoopback()) {
+			fmt.Fprintf(os.Stderr, "mailctl dev: warning: --smtp %s is not a loopback address: anyone who can reach it can send mail into this dev server\n", *smtp)
+		}
+	}
+	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox, Trusted: trusted})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
 		return 1
@@ -130,7 +156,11 @@ loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops
 		level = slog.LevelDebug
 	}
 	log := newLogger(level)
-	d, err := daemon.New(cfg, daemon.Options{Version: version, Logger: log})
+	capture := ""
+	if !*deliver {
+		capture = "captured"
+	}
+	d, err := daemon.New(cfg, daemon.Options{Version: version, Logger: log, Capture: capture})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
 		return 1
@@ -139,15 +169,27 @@ loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops
 		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
 		return 1
 	}
-	if err := d.EnsureMailbox(*mailbox, uint32(os.Getuid()), uint32(os.Getgid())); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
-		return 1
+	for _, name := range []string{*mailbox, capture} {
+		if name == "" {
+			continue
+		}
+		if err := d.EnsureMailbox(name, uint32(os.Getuid()), uint32(os.Getgid())); err != nil {
+			fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
+			return 1
+		}
 	}
 	sock := cfg.Paths.Socket
-	self, _ := os.Executable()
-	if self == "" {
-		self = "mailctl"
+	root := filepath.Dir(cfg.File)
+	self, err := stableCopy(filepath.Join(root, "bin", "mailctl"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mailctl dev: keeping a copy of the binary: %v\n", err)
+		return 1
 	}
+	outbound := "captured in the mailbox \"captured\" (--deliver sends for real)"
+	if capture == "" {
+		outbound = "delivered to the recipients' MX (--deliver)"
+	}
+	sq, mq := shellQuote(sock), shellQuote(self)
 	banner := func() {
 		fmt.Printf(`mailctl dev is running (Ctrl-C to stop).
 
@@ -155,16 +197,87 @@ loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops
   socket    %s
   SMTP      %s
   state     %s
+  binary    %s  (a copy that outlives this run)
+  outbound  %s
+  trusted   %s  (trusted mail fires hooks)
 
-Try it:
-  export MAILCTL_SOCKET=%s
-  mailctl mailboxes list
+Try it (each line works on its own, in any shell):
+  MAILCTL_SOCKET=%s %s mailboxes list
   swaks --server %s --to %s --from someone@example.com --header "Subject: hello"
+  MAILCTL_SOCKET=%s %s send --from %s --to bob@example.org --subject hello --body "captured, not sent"
 
-Wire it into an agent (Claude Code):
-  claude mcp add mailctl --env MAILCTL_SOCKET=%s -- %s mcp
-`, d.Address(*mailbox), sock, *smtp, filepath.Dir(cfg.Paths.StateDir), sock, *smtp, d.Address(*mailbox), sock, self)
+Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):
+  MAILCTL_SOCKET=%s %s agents setup claude-code
+`, d.Address(*mailbox), sock, *smtp, root, self, outbound, strings.Join(trusted, " "),
+			sq, mq, *smtp, d.Address(*mailbox), sq, mq, *mailbox, sq, mq)
 	}
 	d.SetReady(banner)
-	return runDaemon(d, "", log)
+	code := runDaemon(d, "", log)
+	if code != 0 {
+		devListenHint(*smtp)
+	}
+	return code
+}
+
+// stableCopy copies the running binary to dst (atomically) unless it is dst,
+// so that lines printed by dev and harness configs written by `agents setup`
+// name a binary that survives `go run` deleting its own.
+func stableCopy(dst string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(self); err == nil {
+		self = r
+	}
+	if self == dst {
+		return dst, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".mailctl-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	return dst, os.Rename(tmp.Name(), dst)
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// devListenHint says what to do about the listener errors people hit first.
+func devListenHint(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+		return
+	}
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		fmt.Fprintf(os.Stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp 127.0.0.1:2526\n", addr)
+	case errors.Is(err, syscall.EACCES):
+		fmt.Fprintf(os.Stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
+	}
 }

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/internal/testbin"
+	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// readmeCommands returns the commands of README.md's sh blocks, in order.
+func readmeCommands(t *testing.T, root string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+		for _, l := range strings.Split(strings.TrimSpace(m[1]), "\n") {
+			cmds = append(cmds, strings.TrimSpace(l))
+		}
+	}
+	return cmds
+}
+
+// bannerLines are the command lines dev prints under "Try it" and "Wire it".
+func bannerLines(banner string) []string {
+	var lines []string
+	in := false
+	for _, l := range strings.Split(banner, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Try it"), strings.HasPrefix(l, "Wire it"):
+			in = true
+		case in && strings.HasPrefix(l, "  ") && strings.TrimSpace(l) != "":
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	return lines
+}
+
+// freshShell runs line with /bin/sh in an environment with nothing of the
+// test's: no MAILCTL_* variables, a minimal PATH, the given HOME.
+func freshShell(home, line string) (string, error) {
+	cmd := exec.Command("/bin/sh", "-c", line)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home}
+	cmd.Dir = home
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// readmeDev runs README's first command (with --dir and --smtp appended so
+// that tests do not collide) from the module root, in its own process group.
+func readmeDev(t *testing.T, root, first, dir, smtp string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", first+" --dir "+dir+" --smtp "+smtp)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out, errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(3 * time.Minute) // go run may build from a cold cache
+	for !strings.Contains(out.String(), "Ctrl-C") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s printed no banner; stderr:\n%s", first, errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cmd, &out
+}
+
+func stopGroup(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatal("dev did not stop on SIGINT")
+	}
+}
+
+// TestREADMEDevBannerLinesRun walks README's first command as a newcomer
+// does: run it, paste every line the banner prints into a fresh shell, stop
+// dev, start it again, and use the agent wiring the banner made.
+func TestREADMEDevBannerLinesRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary with go run")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go not on PATH")
+	}
+	root, err := testbin.ModuleRoot()
+	if err != nil {
+		t.Skip(err)
+	}
+	cmds := readmeCommands(t, root)
+	if len(cmds) != 2 || cmds[0] != "go run ./cmd/mailctl dev" || cmds[1] != "go test ./..." {
+		t.Fatalf("README.md must show exactly two commands, dev then the tests; it shows %q", cmds)
+	}
+	if os.Geteuid() == 0 {
+		// Ordinary-user runs are what this walks; as root agents setup
+		// refuses (agents act as their own user), so skip that line below.
+		t.Log("running as root: the agents setup line is checked with --print")
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	home := t.TempDir()
+	smtp := freePort(t)
+	dev, banner := readmeDev(t, root, cmds[0], dir, smtp)
+	lines := bannerLines(banner.String())
+	if len(lines) < 4 {
+		t.Fatalf("banner has %d command lines:\n%s", len(lines), banner.String())
+	}
+	var wired bool
+	for _, l := range lines {
+		if strings.HasPrefix(l, "swaks ") {
+			if _, err := exec.LookPath("swaks"); err != nil {
+				t.Logf("swaks not installed; skipping %q", l)
+				continue
+			}
+		}
+		if strings.Contains(l, "agents setup") {
+			if os.Geteuid() == 0 {
+				l += " --print"
+			}
+			wired = true
+		}
+		out, err := freshShell(home, l)
+		if err != nil {
+			t.Fatalf("banner line %q failed in a fresh shell: %v\n%s", l, err, out)
+		}
+	}
+	if !wired {
+		t.Fatalf("banner has no agent wiring line:\n%s", banner.String())
+	}
+	stopGroup(t, dev)
+
+	// What the banner named outlives the run: the binary, and the harness
+	// config pointing at it.
+	self := filepath.Join(dir, "bin", "mailctl")
+	if _, err := os.Stat(self); err != nil {
+		t.Fatalf("the binary the banner names is gone after dev stopped: %v", err)
+	}
+	srv := struct {
+		Command string            `json:"command"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env"`
+	}{Command: self, Args: []string{"mcp"}, Env: map[string]string{"MAILCTL_SOCKET": filepath.Join(dir, "mailctl.sock")}}
+	if os.Geteuid() != 0 {
+		b, err := os.ReadFile(filepath.Join(home, ".claude.json"))
+		if err != nil {
+			t.Fatalf("agents setup line wrote no ~/.claude.json: %v", err)
+		}
+		var doc struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil || doc.MCPServers["mailctl"] == nil {
+			t.Fatalf("~/.claude.json has no mailctl server: %v\n%s", err, b)
+		}
+		if err := json.Unmarshal(doc.MCPServers["mailctl"], &srv); err != nil {
+			t.Fatal(err)
+		}
+		if srv.Command != self {
+			t.Fatalf("harness runs %q, want the stable copy %q", srv.Command, self)
+		}
+	}
+
+	// Dev again; the wired server answers a tool call.
+	readmeDev(t, root, cmds[0], dir, smtp)
+	mcp := exec.Command(srv.Command, srv.Args...)
+	mcp.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	for k, v := range srv.Env {
+		mcp.Env = append(mcp.Env, k+"="+v)
+	}
+	in, _ := mcp.StdinPipe()
+	outp, _ := mcp.StdoutPipe()
+	if err := mcp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); mcp.Wait() }()
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"newcomer","version":"1"}}}`)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mailbox_list","arguments":{}}}`)
+	got := readResponse(t, outp, 2)
+	if !strings.Contains(got, "agent@mailctl.test") || strings.Contains(got, `"isError":true`) {
+		t.Fatalf("mailbox_list through the wired server after a restart: %s", got)
+	}
+}
+
+// readResponse reads JSON-RPC lines until the one with id.
+func readResponse(t *testing.T, r io.Reader, id int) string {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	done := make(chan string, 1)
+	go func() {
+		for sc.Scan() {
+			var m struct {
+				ID *int `json:"id"`
+			}
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m.ID != nil && *m.ID == id {
+				done <- sc.Text()
+				return
+			}
+		}
+		done <- ""
+	}()
+	select {
+	case s := <-done:
+		return s
+	case <-time.After(30 * time.Second):
+		t.Fatal("no MCP response")
+		return ""
+	}
+}
+
+// TestDevScenarioHookAndCapture: in dev, mail from a trusted sender (another
+// mailbox of the instance, the default --trust) fires a hook whose run is
+// listed, mail from outside does not, and a send to another domain lands in
+// the captured mailbox instead of the internet. Run as an ordinary user
+// (hooks never run as root).
+func TestDevScenarioHookAndCapture(t *testing.T) {
+	bin, dir := os.Args[0], t.TempDir()
+	var as func(*exec.Cmd) *exec.Cmd = func(c *exec.Cmd) *exec.Cmd { return c }
+	if os.Geteuid() == 0 {
+		u := testusers.Create(t, "mcdev")
+		bin = testusers.Executable(t)
+		dir = filepath.Join(testusers.SharedDir(t), "dev")
+		os.Mkdir(dir, 0o700)
+		os.Chown(dir, int(u.UID), int(u.GID))
+		as = func(c *exec.Cmd) *exec.Cmd { return testusers.As(c, u.UID, u.GID) }
+	}
+	sock := filepath.Join(dir, "mailctl.sock")
+	env := append(os.Environ(), "MAILCTL_AS_BINARY=1", "MAILCTL_SOCKET="+sock)
+	run := func(args ...string) (string, error) {
+		c := as(exec.Command(bin, args...))
+		c.Env = env
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	dev := as(exec.Command(bin, "dev", "--dir", dir, "--smtp", freePort(t)))
+	dev.Env = env
+	var out lockedBuffer
+	dev.Stdout, dev.Stderr = &out, &out
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Process.Kill(); dev.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not start:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		o, err := run(args...)
+		if err != nil {
+			t.Fatalf("mailctl %s: %v\n%s", strings.Join(args, " "), err, o)
+		}
+		return o
+	}
+	woke := filepath.Join(dir, "woke")
+	mustRun("mailboxes", "create", "boss")
+	mustRun("hooks", "create", "--mailbox", "agent", "--event", "on_receive", "--name", "wake",
+		"--cmd", `["/bin/sh","-c","cat > `+woke+`"]`)
+	mustRun("send", "--from", "boss", "--to", "agent@mailctl.test", "--subject", "the task", "--body", "do it")
+
+	var runs protocol.HookRuns
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		runs = protocol.HookRuns{}
+		if err := json.Unmarshal([]byte(mustRun("hooks", "runs", "--json")), &runs); err != nil {
+			t.Fatal(err)
+		}
+		if len(runs.Runs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("trusted mail fired no hook")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := runs.Runs[0]; r.Hook != "wake" || r.ExitCode != 0 || r.Error != "" {
+		t.Fatalf("hook run: %+v", r)
+	}
+	if b, err := os.ReadFile(woke); err != nil || !strings.Contains(string(b), "the task") {
+		t.Fatalf("hook got no message on stdin: %v %q", err, b)
+	}
+
+	// Outbound to another domain is captured, not sent.
+	o := mustRun("send", "--from", "agent", "--to", "bob@example.org", "--subject", "outside", "--body", "hi", "--json")
+	if !strings.Contains(o, "delivered") {
+		t.Fatalf("captured send: %s", o)
+	}
+	var m protocol.Mailbox
+	if err := json.Unmarshal([]byte(mustRun("mailboxes", "show", "captured", "--json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "state", "mailboxes", "captured", "inbox", "*-outside.md"))
+	if len(matches) != 1 {
+		t.Fatalf("captured mailbox holds %v", matches)
+	}
+	if b, _ := os.ReadFile(matches[0]); !strings.Contains(string(b), "bob@example.org") {
+		t.Fatalf("captured copy lost its recipient:\n%s", b)
+	}
+
+	// An empty message is refused unless forced.
+	if o, err := run("send", "--from", "agent", "--to", "bob@example.org"); err == nil || !strings.Contains(o, "--force") {
+		t.Fatalf("empty send: %v %s", err, o)
+	}
+	mustRun("send", "--from", "agent", "--to", "bob@example.org", "--force")
+}
+
+// TestDevPortErrorsCarryTheFix: a taken port names --smtp, a privileged port
+// without root says why, a non-loopback address warns.
+func TestDevPortErrorsCarryTheFix(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, e, code := mailctl(t, nil, "dev", "--dir", t.TempDir(), "--smtp", l.Addr().String())
+	if code == 0 || !strings.Contains(e, "mailctl dev --smtp 127.0.0.1:") {
+		t.Errorf("taken port: exit %d, %s", code, e)
+	}
+	if os.Geteuid() != 0 {
+		_, e, code = mailctl(t, nil, "dev", "--dir", t.TempDir(), "--smtp", "127.0.0.1:25")
+		if code == 0 || !strings.Contains(e, "needs root") || !strings.Contains(e, "--smtp") {
+			t.Errorf("port 25 as a user: exit %d, %s", code, e)
+		}
+	}
+	// A non-loopback address warns; the port is taken so dev stops at once.
+	l2, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	_, e, _ = mailctl(t, nil, "dev", "--dir", t.TempDir(), "--smtp", l2.Addr().String())
+	if !strings.Contains(e, "not a loopback address") {
+		t.Errorf("non-loopback --smtp did not warn: %s", e)
+	}
+}
