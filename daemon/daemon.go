@@ -42,6 +42,8 @@ type Options struct {
 	// (`mailctl dev` without --deliver). The message keeps its headers; the
 	// sent copy records it as delivered by "capture".
 	Capture string
+	// Dev marks a `mailctl dev` instance (doctor checks what matters there).
+	Dev bool
 }
 
 // Daemon is one running mailctl service.

@@ -19,7 +19,7 @@ func handleStatus(ctx context.Context, d *Daemon, c *call, _ *protocol.Empty) (a
 	cfg := d.cfg()
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	findings := doctor.Check(cctx, cfg, doctor.Env{Resolver: d.resolver, Root: true, ClientVersion: d.Version(),
+	findings := doctor.Check(cctx, cfg, doctor.Env{Resolver: d.resolver, Root: true, Dev: d.opts.Dev, ClientVersion: d.Version(),
 		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now})
 	var mine, others []string
 	for _, m := range d.allMailboxes() {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -24,14 +26,19 @@ local keys, the queue and the mailboxes. Each finding has an id, a severity
 (ok, info, warn, fail) and a fix.
 
 As root the checks run here; any other user gets the checks the daemon runs
-for it (its status verb), so no sudo is needed. Exits 1 when a check fails.`).withJSON()
+for it (its status verb), so no sudo is needed; root too when given --socket or
+$MAILCTL_SOCKET and no config. A dev instance (mailctl dev) checks what matters
+there, not owners, role addresses or DNS. Exits 1 when a check fails.`).withJSON()
 	cfgFlag := cf.fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+"; root only)")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
 	var findings []protocol.Finding
 	source := "local"
-	if os.Geteuid() == 0 {
+	// Root checks the host's files, unless pointed at a daemon (a dev
+	// instance's socket) and not at a config.
+	askDaemon := *cfgFlag == "" && os.Getenv("MAILCTL_CONFIG") == "" && (cf.socket != "" || os.Getenv("MAILCTL_SOCKET") != "")
+	if os.Geteuid() == 0 && !askDaemon {
 		findings = doctorLocal(cf, configPath(*cfgFlag))
 	} else {
 		source = "daemon"
@@ -87,9 +94,13 @@ func doctorRemote(cf *clientFlags) []protocol.Finding {
 			Fix:     "upgrade and restart the daemon (sudo systemctl restart mailctl), or run `sudo mailctl doctor`"}}
 	}
 	if err != nil {
+		fix := "sudo systemctl start mailctl (logs: journalctl -u mailctl); `sudo mailctl doctor` checks the host without the daemon"
+		if _, serr := os.Stat(configPath("")); errors.Is(serr, fs.ErrNotExist) {
+			// The unit does not start without a config: setup comes first.
+			fix = "this host is not set up: sudo mailctl setup (it writes " + configPath("") + " and starts the service); or try mailctl dev, no root needed"
+		}
 		return []protocol.Finding{{ID: "daemon.down", Severity: doctor.Fail,
-			Message: fmt.Sprintf("the daemon did not answer the status request: %v", err),
-			Fix:     "sudo systemctl start mailctl (logs: journalctl -u mailctl); `sudo mailctl doctor` checks the host without the daemon"}}
+			Message: fmt.Sprintf("the daemon did not answer the status request: %v", err), Fix: fix}}
 	}
 	f := append([]protocol.Finding(nil), st.Findings...)
 	if st.Server != "" && st.Server != version {

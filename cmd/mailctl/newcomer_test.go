@@ -363,3 +363,50 @@ func TestDevPortErrorsCarryTheFix(t *testing.T) {
 		t.Errorf("non-loopback --smtp did not warn: %s", e)
 	}
 }
+
+// TestDoctorKnowsDev: doctor against a dev instance (as its user, or as root
+// pointed at its socket) fails nothing, says it is dev, and never offers
+// `sudo chown root:` fixes that would break it.
+func TestDoctorKnowsDev(t *testing.T) {
+	_, _, sock := startDev(t, t.TempDir())
+	out, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "doctor", "--json")
+	var r struct {
+		Source   string             `json:"source"`
+		Findings []protocol.Finding `json:"findings"`
+		Failed   bool               `json:"failed"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("doctor --json: exit %d %v\n%s%s", code, err, out, e)
+	}
+	var dev bool
+	for _, f := range r.Findings {
+		if f.Severity == "fail" || strings.Contains(f.Fix, "chown") || strings.HasPrefix(f.ID, "dns.") {
+			t.Errorf("dev finding that does not apply: %+v", f)
+		}
+		dev = dev || f.ID == "dev.instance"
+	}
+	if code != 0 || r.Source != "daemon" || !dev {
+		t.Fatalf("doctor on dev: exit %d, source %s, dev finding %v\n%s", code, r.Source, dev, out)
+	}
+}
+
+// TestDoctorUnconfiguredHostSaysSetup: with no config the unit cannot start
+// (ConditionPathExists), so the fix for a silent daemon is setup, not start.
+func TestDoctorUnconfiguredHostSaysSetup(t *testing.T) {
+	if _, err := os.Stat("/etc/mailctl/config.toml"); err == nil {
+		t.Skip("this host is set up")
+	}
+	bin := os.Args[0]
+	cmd := exec.Command(bin, "doctor")
+	if os.Geteuid() == 0 {
+		// The path is a non-root user's.
+		u := testusers.Create(t, "mcdoc")
+		cmd = testusers.As(exec.Command(testusers.Executable(t), "doctor"), u.UID, u.GID)
+	}
+	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1", "MAILCTL_SOCKET=/nonexistent/none.sock", "MAILCTL_CONFIG=")
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !regexp.MustCompile(`fix: this host is not set up: sudo mailctl setup`).MatchString(out) {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+}

@@ -160,7 +160,7 @@ DIR/bin/mailctl so the printed lines work after dev stops.`)
 	if !*deliver {
 		capture = "captured"
 	}
-	d, err := daemon.New(cfg, daemon.Options{Version: version, Logger: log, Capture: capture})
+	d, err := daemon.New(cfg, daemon.Options{Version: version, Logger: log, Capture: capture, Dev: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
 		return 1
