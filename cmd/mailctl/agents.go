@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mailctl/mailctl/daemon/agentcfg"
+	"github.com/mailctl/mailctl/mcpshim"
 )
 
 func init() {
@@ -18,6 +19,8 @@ var agentsHelp = `Usage: mailctl agents SUBCOMMAND [flags]
 
   setup [HARNESS...] [--print] [--socket PATH]   wire mailctl into each harness's
                                                  own config (default: those installed)
+  remove [HARNESS...]                            take mailctl out of each harness's
+                                                 config (default: every wired one)
   list [--json]                                  which harnesses are wired
 
 Harnesses: ` + strings.Join(agentcfg.Names(), ", ") + `
@@ -26,7 +29,9 @@ setup runs as the agent's user, never as root: it edits files in your home,
 merging into existing configs (a copy of each original is kept next to it with
 the suffix ` + agentcfg.BackupSuffix + `), and writes a primer, ` + agentcfg.PrimerName + `, that
 teaches an agent the mail tools, the trust rules and the Markdown store.
---print only prints the snippets and writes nothing.`
+--print only prints the snippets and writes nothing. Claude Code is wired in
+user scope (~/.claude.json, as claude mcp add --scope user). Codex, Gemini and
+goose get a tool timeout of ` + fmt.Sprint(agentcfg.ToolTimeoutSecs) + ` s, above email_wait's 600 s.`
 
 func cmdAgents(args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -41,6 +46,8 @@ func cmdAgents(args []string) int {
 		return agentsSetup(args[1:])
 	case "list", "ls":
 		return agentsList(args[1:])
+	case "remove", "rm":
+		return agentsRemove(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "mailctl agents: unknown subcommand %q\n\n%s\n", args[0], agentsHelp)
 	return 2
@@ -149,12 +156,57 @@ func agentsSetup(args []string) int {
 			fmt.Printf("  %-12s already wired in %s\n", h.Name, path)
 		}
 	}
-	primer, err := agentcfg.WritePrimer(configHome(home))
+	primer, err := agentcfg.WritePrimer(configHome(home), mcpshim.ToolNames())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mailctl agents setup: writing the primer: %v\n", err)
 		return 1
 	}
 	fmt.Printf("\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func agentsRemove(args []string) int {
+	cf := newClientFlags("agents remove", "agents remove [HARNESS...]", agentsHelp)
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mailctl agents remove: %v\n", err)
+		return 1
+	}
+	names := cf.fs.Args()
+	if len(names) == 0 {
+		for _, r := range agentcfg.List(home) {
+			if r.Wired {
+				names = append(names, r.Harness)
+			}
+		}
+		if len(names) == 0 {
+			fmt.Println("no harness wires mailctl")
+			return 0
+		}
+	}
+	failed := false
+	for _, n := range names {
+		h, ok := agentcfg.Lookup(n)
+		if !ok {
+			return usageError(cf.fs, "unknown harness %q (known: %s)", n, strings.Join(agentcfg.Names(), ", "))
+		}
+		path, changed, err := agentcfg.Remove(home, h)
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "  %-12s %v\n", h.Name, err)
+			failed = true
+		case changed:
+			fmt.Printf("  %-12s removed from %s (the original is kept as %s%s)\n", h.Name, path, path, agentcfg.BackupSuffix)
+		default:
+			fmt.Printf("  %-12s not wired in %s\n", h.Name, path)
+		}
+	}
 	if failed {
 		return 1
 	}

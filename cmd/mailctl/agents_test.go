@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+	"github.com/mailctl/mailctl/daemon/agentcfg"
+	"github.com/mailctl/mailctl/mcpshim"
 )
 
 // TestAgentsPrint checks what `mailctl agents setup HARNESS --print` prints
@@ -50,5 +52,41 @@ func TestAgentsSetupRefusesRoot(t *testing.T) {
 	}
 	if _, err := os.Stat(os.Getenv("HOME") + "/.codex/config.toml"); err == nil {
 		t.Error("a config was written for root")
+	}
+}
+
+// TestAgentsRemove: `agents remove` with no names unwires every wired harness.
+func TestAgentsRemove(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, n := range []string{"gemini", "codex"} {
+		h, _ := agentcfg.Lookup(n)
+		if _, _, err := agentcfg.Setup(home, h, agentcfg.Server{Command: "/opt/mailctl", Args: []string{"mcp"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var code int
+	out, _ := capture(func(*os.File) { code = agentsRemove(nil) })
+	if code != 0 || !strings.Contains(out, "gemini") || !strings.Contains(out, "codex") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, r := range agentcfg.List(home) {
+		if r.Wired {
+			t.Errorf("%s still wired", r.Harness)
+		}
+	}
+	out, _ = capture(func(*os.File) { code = agentsRemove(nil) })
+	if code != 0 || !strings.Contains(out, "no harness wires mailctl") {
+		t.Fatalf("second remove: exit %d: %s", code, out)
+	}
+}
+
+// The primer lists every tool the MCP server has, each with a line.
+func TestPrimerListsEveryTool(t *testing.T) {
+	p := agentcfg.Primer(mcpshim.ToolNames())
+	for _, n := range mcpshim.ToolNames() {
+		if !strings.Contains(p, "- `"+n+"`: ") {
+			t.Errorf("primer lacks tool %s with a description", n)
+		}
 	}
 }

@@ -24,7 +24,12 @@ import (
 // ServerName is the key mailctl's server gets in every harness config.
 const ServerName = "mailctl"
 
-// Server is how a harness starts the MCP server.
+// ToolTimeoutSecs is the per-tool-call timeout written for harnesses that
+// take one: email_wait may run for 600 s, and the call needs room on top.
+const ToolTimeoutSecs = 660
+
+// Server is how a harness starts the MCP server. A Server with no Command
+// given to Merge removes mailctl's entry instead (`agents remove`).
 type Server struct {
 	Command string            // absolute path of the mailctl binary
 	Args    []string          // ["mcp"]
@@ -95,7 +100,8 @@ func claudeEntry(s Server) any {
 }
 
 func geminiEntry(s Server) any {
-	return map[string]any{"command": s.Command, "args": s.Args, "env": envOrEmpty(s), "trust": false}
+	// Gemini's timeout is in milliseconds (its default, 600 000, cuts email_wait off).
+	return map[string]any{"command": s.Command, "args": s.Args, "env": envOrEmpty(s), "trust": false, "timeout": ToolTimeoutSecs * 1000}
 }
 
 func opencodeEntry(s Server) any {
@@ -152,6 +158,14 @@ func jsonMerge(key string, entry func(Server) any) func([]byte, Server) ([]byte,
 		if servers == nil {
 			servers = map[string]any{}
 		}
+		if s.Command == "" {
+			if _, ok := servers[ServerName]; !ok {
+				return existing, nil
+			}
+			delete(servers, ServerName)
+			doc[key] = servers
+			return marshalJSON(doc)
+		}
 		servers[ServerName] = entry(s)
 		doc[key] = servers
 		if key == "mcp" {
@@ -207,6 +221,8 @@ func codexSnippet(s Server) ([]byte, error) {
 		args[i] = tomlString(a)
 	}
 	fmt.Fprintf(&b, "args = [%s]\n", strings.Join(args, ", "))
+	// Codex's default tool timeout (60 s) cuts email_wait off.
+	fmt.Fprintf(&b, "tool_timeout_sec = %d\n", ToolTimeoutSecs)
 	if len(s.Env) > 0 {
 		keys := make([]string, 0, len(s.Env))
 		for k := range s.Env {
@@ -232,7 +248,10 @@ func codexMerge(existing []byte, s Server) ([]byte, error) {
 	if _, err := toml.Decode(string(existing), &probe); err != nil {
 		return nil, fmt.Errorf("not valid TOML (%v): fix it or add the snippet from --print by hand", err)
 	}
-	snippet, _ := codexSnippet(s)
+	var snippet []byte
+	if s.Command != "" {
+		snippet, _ = codexSnippet(s)
+	}
 	lines := strings.SplitAfter(string(existing), "\n")
 	var out strings.Builder
 	replaced := false
@@ -256,6 +275,9 @@ func codexMerge(existing []byte, s Server) ([]byte, error) {
 		}
 		out.WriteString(lines[i])
 	}
+	if !replaced && s.Command == "" {
+		return existing, nil
+	}
 	if !replaced {
 		text := out.String()
 		if text != "" && !strings.HasSuffix(text, "\n") {
@@ -271,7 +293,7 @@ func codexMerge(existing []byte, s Server) ([]byte, error) {
 	if _, err := toml.Decode(string(result), &check); err != nil {
 		return nil, fmt.Errorf("merging into the Codex config would break it (%v): add the snippet from --print by hand", err)
 	}
-	if _, cmd := codexEntry(check); cmd != s.Command {
+	if wired, cmd := codexEntry(check); cmd != s.Command || (s.Command == "" && wired) {
 		return nil, errors.New("merging into the Codex config did not take: add the snippet from --print by hand")
 	}
 	return result, nil
@@ -340,6 +362,17 @@ func Setup(home string, h *Harness, s Server) (string, bool, error) {
 		return path, false, nil
 	}
 	return path, true, writeAtomic(path, merged, true)
+}
+
+// Remove takes mailctl's entry out of h's config under home, keeping the
+// rest. It reports the file and whether it changed; a missing file or entry
+// changes nothing.
+func Remove(home string, h *Harness) (string, bool, error) {
+	path := h.Path(home)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return path, false, nil
+	}
+	return Setup(home, h, Server{})
 }
 
 // Status is one row of `agents list`.

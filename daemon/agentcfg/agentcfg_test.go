@@ -285,7 +285,7 @@ func TestSetupAndList(t *testing.T) {
 	if fi, _ := os.Stat(claude.Path(home)); fi.Mode().Perm() != 0o600 {
 		t.Errorf("new config mode %o, want 600", fi.Mode().Perm())
 	}
-	p, err := WritePrimer(filepath.Join(home, ".config"))
+	p, err := WritePrimer(filepath.Join(home, ".config"), []string{"email_send"})
 	if err != nil {
 		t.Fatal(err)
 	}

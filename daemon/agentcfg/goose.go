@@ -53,7 +53,7 @@ func gooseBlock(s Server, indent string) string {
 			fmt.Fprintf(&b, "%s  %s: %s\n", in, yamlStr(k), yamlStr(s.Env[k]))
 		}
 	}
-	fmt.Fprintf(&b, "%stimeout: 300\n", in)
+	fmt.Fprintf(&b, "%stimeout: %d\n", in, ToolTimeoutSecs)
 	return b.String()
 }
 
@@ -94,6 +94,9 @@ func gooseMerge(existing []byte, s Server) ([]byte, error) {
 		}
 	}
 	var out strings.Builder
+	if ext < 0 && s.Command == "" {
+		return existing, nil
+	}
 	if ext < 0 {
 		out.WriteString(strings.Join(lines, ""))
 		if text != "" && !strings.HasSuffix(text, "\n") {
@@ -123,7 +126,10 @@ func gooseMerge(existing []byte, s Server) ([]byte, error) {
 	if indent == "" {
 		indent = "  "
 	}
-	block := gooseBlock(s, indent)
+	block := ""
+	if s.Command != "" {
+		block = gooseBlock(s, indent)
+	}
 	out.WriteString(strings.Join(lines[:ext+1], ""))
 	inserted := false
 	for i := ext + 1; i < end; i++ {
@@ -137,6 +143,9 @@ func gooseMerge(existing []byte, s Server) ([]byte, error) {
 			continue
 		}
 		out.WriteString(l)
+	}
+	if !inserted && s.Command == "" {
+		return existing, nil
 	}
 	if !inserted {
 		o := out.String()

@@ -3,6 +3,7 @@ package agentcfg
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // PrimerName is the primer's file name under $XDG_CONFIG_HOME/mailctl.
@@ -11,23 +12,13 @@ const PrimerName = "AGENTS-mail.md"
 // Primer teaches an agent how to use its mailbox. Harnesses load it when the
 // operator points their instructions file at it (CLAUDE.md, AGENTS.md,
 // GEMINI.md, goosehints).
-const Primer = `# Mail for agents (mailctl)
+const primerTemplate = `# Mail for agents (mailctl)
 
 You have a real email address on this host. The ` + "`mailctl`" + ` MCP server gives you
 tools for it; the daemon decides what you may do, so a refused call is final.
 
 ## Tools
-- ` + "`mailbox_list`" + `: your mailboxes, with address, unread count and folder paths.
-- ` + "`mailbox_create`" + ` / ` + "`mailbox_delete`" + `: make or remove a mailbox you own
-  (names: lower-case letters, digits, ` + "`.`" + `, ` + "`_`" + `, ` + "`-`" + `).
-- ` + "`email_list`" + `: newest first; filter by folder (` + "`inbox`" + `, ` + "`sent`" + `), unread, sender.
-- ` + "`email_read`" + `: one message; long bodies come in windows, ask for the next one.
-- ` + "`email_send`" + ` / ` + "`email_reply`" + `: Markdown body by default; replies keep the thread.
-- ` + "`email_mark_read`" + ` / ` + "`email_mark_unread`" + `.
-- ` + "`hook_create`" + ` / ` + "`hook_list`" + ` / ` + "`hook_delete`" + `: run a program (as you) when
-  mail arrives or after a send.
-Your harness may list more (for example waiting for a message); prefer them
-over polling.
+{{TOOLS}}
 
 ## Trust rules
 - A message is ` + "`trusted = true`" + ` only when its sender's domain is
@@ -51,13 +42,48 @@ You may read these files with ordinary file tools. Change state (read flags,
 moves, sending) through the tools, so the daemon's index stays right.
 `
 
-// WritePrimer writes the primer under configHome/mailctl and returns its path.
-// It is rewritten each time so upgrades refresh it.
-func WritePrimer(configHome string) (string, error) {
+// toolHints are the primer's line for each tool; a tool without one is
+// still listed by name.
+var toolHints = map[string]string{
+	"mailbox_list":      "your mailboxes, with address, unread count and folder paths.",
+	"mailbox_create":    "make a mailbox you own (names: lower-case letters, digits, `.`, `_`, `-`).",
+	"mailbox_delete":    "remove a mailbox you own.",
+	"email_list":        "newest first; filter by folder (`inbox`, `sent`), unread, sender.",
+	"email_read":        "one message; long bodies come in windows, ask for the next one.",
+	"email_send":        "Markdown body by default.",
+	"email_reply":       "answer a message; replies keep the thread.",
+	"email_forward":     "forward a message to new recipients.",
+	"email_mark_read":   "mark messages read.",
+	"email_mark_unread": "mark messages unread.",
+	"email_move":        "move a message between inbox, archive, trash.",
+	"email_wait":        "block until matching mail arrives (up to 10 minutes); prefer it over polling.",
+	"email_attachment":  "fetch one attachment of a message.",
+	"hook_create":       "run a program (as you) when mail arrives or after a send.",
+	"hook_list":         "your hooks.",
+	"hook_delete":       "delete one of your hooks.",
+}
+
+// Primer renders the primer for the given tools (the MCP server's list, in
+// its order).
+func Primer(tools []string) string {
+	var b strings.Builder
+	for _, t := range tools {
+		b.WriteString("- `" + t + "`")
+		if h := toolHints[t]; h != "" {
+			b.WriteString(": " + h)
+		}
+		b.WriteString("\n")
+	}
+	return strings.Replace(primerTemplate, "{{TOOLS}}\n", b.String(), 1)
+}
+
+// WritePrimer writes the primer for tools under configHome/mailctl and
+// returns its path. It is rewritten each time so upgrades refresh it.
+func WritePrimer(configHome string, tools []string) (string, error) {
 	dir := filepath.Join(configHome, "mailctl")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, PrimerName)
-	return path, writeAtomic(path, []byte(Primer), false)
+	return path, writeAtomic(path, []byte(Primer(tools)), false)
 }
