@@ -146,7 +146,7 @@ func (d *Daemon) authorize(c *call, acc access, t target) ([]*mailboxInfo, error
 	var boxes []*mailboxInfo
 	for _, name := range t.mailboxes {
 		if err := store.ValidMailboxName(name); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q: %v", name, err)
+			return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
 		}
 		m, ok := d.lookupMailbox(name)
 		if ok && len(boxes) == 0 && t.boundID != "" && m.ID != t.boundID {

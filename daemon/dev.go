@@ -114,7 +114,7 @@ func (d *Daemon) EnsureMailbox(name string, uid, gid uint32) error {
 		return err
 	}
 	if err := store.ValidMailboxName(name); err != nil {
-		return fmt.Errorf("mailbox name %q: %w", name, err)
+		return err
 	}
 	if _, err := d.store.Create(name, int(uid), int(gid)); err != nil {
 		return err

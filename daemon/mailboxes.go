@@ -81,7 +81,7 @@ func sendLimits(p config.SendPolicy) *protocol.SendLimits {
 // Making one for another owner, for root, or without a passwd entry takes root.
 func mailboxCreateTarget(d *Daemon, c *call, a *protocol.MailboxCreateArgs) (target, error) {
 	if err := store.ValidMailboxName(a.Name); err != nil {
-		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q: %v", a.Name, err)
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
 	}
 	if reservedNames[a.Name] || a.Name == d.cfg().CatchAll {
 		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q is reserved; pick another", a.Name)
@@ -168,7 +168,7 @@ func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 	if err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
 			n, _ := d.store.Counts(a.Name)
-			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); delete with force to remove its mail too", a.Name, n.Total, n.Sent)
+			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); pass --force (mailctl mailboxes delete %s --force; MCP: force=true) to delete its mail too", a.Name, n.Total, n.Sent, a.Name)
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, err

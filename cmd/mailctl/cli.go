@@ -94,7 +94,11 @@ func interleave(fs *flag.FlagSet, args []string) []string {
 
 // dial connects to the daemon named by the flags.
 func (cf *clientFlags) dial(ctx context.Context) (*protocol.Client, error) {
-	return protocol.Dial(ctx, protocol.SocketPath(cf.socket))
+	path := protocol.SocketPath(cf.socket)
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket == 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%s is not a socket: --socket and $MAILCTL_SOCKET name the daemon's control socket (%s, or the one mailctl dev prints)", path, protocol.DefaultSocket)
+	}
+	return protocol.Dial(ctx, path)
 }
 
 // call dials, sends one request and closes.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -59,7 +61,11 @@ func dkimConfig(fs *flag.FlagSet) func() (*config.Config, error) {
 		if p == "" {
 			p = config.DefaultPath
 		}
-		return config.Load(p)
+		cfg, err := config.Load(p)
+		if errors.Is(err, iofs.ErrNotExist) {
+			return nil, fmt.Errorf("no config at %s: this host is not set up; run `sudo mailctl setup` (it writes the config and the keys), or pass --config PATH", p)
+		}
+		return cfg, err
 	}
 }
 

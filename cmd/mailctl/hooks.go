@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -72,6 +75,19 @@ set unless the operator allows it.`).withJSON()
 	}
 	if err := json.Unmarshal([]byte(cmdJSON), &a.Cmd); err != nil {
 		return usageError(cf.fs, `--cmd must be a JSON array of strings, e.g. '["/bin/echo","hi"]': %v`, err)
+	}
+	// The owner runs the hook, so look with the caller's own rights: a
+	// missing program shows now rather than as a failed run later.
+	if len(a.Cmd) > 0 && filepath.IsAbs(a.Cmd[0]) {
+		fi, err := os.Stat(a.Cmd[0])
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return usageError(cf.fs, "cmd[0] %s does not exist: install the program first, or fix the path", a.Cmd[0])
+		case err == nil && fi.IsDir():
+			return usageError(cf.fs, "cmd[0] %s is a directory: name the program to run", a.Cmd[0])
+		case err == nil && fi.Mode().Perm()&0o111 == 0:
+			return usageError(cf.fs, `cmd[0] %s is not executable: chmod +x it, or run it through an interpreter, e.g. '["/bin/sh","%s"]'`, a.Cmd[0], a.Cmd[0])
+		}
 	}
 	var h protocol.Hook
 	if err := cf.call(protocol.VerbHookCreate, a, &h); err != nil {
@@ -147,6 +163,18 @@ func hookRuns(args []string) int {
 	}
 	if cf.json {
 		return printJSON(out)
+	}
+	if len(out.Runs) == 0 && a.Name != "" {
+		var hl protocol.HookList
+		if err := cf.call(protocol.VerbHookList, protocol.HookListArgs{}, &hl); err == nil {
+			found := false
+			for _, h := range hl.Hooks {
+				found = found || h.Name == a.Name
+			}
+			if !found {
+				return cf.fail(protocol.Errorf(protocol.CodeNotFound, "no hook named %q on your mailboxes: `mailctl hooks list` shows them", a.Name))
+			}
+		}
 	}
 	if len(out.Runs) == 0 {
 		fmt.Println("no runs yet")

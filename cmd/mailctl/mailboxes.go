@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mailctl/mailctl/protocol"
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -142,6 +143,9 @@ func mailboxDelete(args []string) int {
 	}
 	name := cf.fs.Arg(0)
 	if *force && !*yes {
+		if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err != nil {
+			return usageError(cf.fs, "--force deletes %q with its mail and asks to confirm on a terminal; stdin is not one: add --yes to confirm", name)
+		}
 		fmt.Fprintf(os.Stderr, "Delete mailbox %q and all of its mail? Type the name to confirm: ", name)
 		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 		if strings.TrimSpace(line) != name {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -54,11 +55,61 @@ func run(args []string) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
+		if s := suggest(args[0]); s != "" {
+			fmt.Fprintf(os.Stderr, "mailctl: unknown command %q; did you mean `mailctl %s`?\n", args[0], s)
+			return 2
+		}
 		fmt.Fprintf(os.Stderr, "mailctl: unknown command %q\n\n", args[0])
 		usage(os.Stderr)
 		return 2
 	}
 	return c.run(args[1:])
+}
+
+// suggest names the command a mistyped one most likely meant: one that starts
+// with it or it starts with ("mailbox", "hook"), or one edit away.
+func suggest(name string) string {
+	best, bestD := "", 3
+	var names []string
+	for n, c := range commands {
+		if c.group != "internal" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d := editDistance(name, n)
+		if len(name) >= 3 && (strings.HasPrefix(n, name) || strings.HasPrefix(name, n)) {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if bestD > 2 {
+		return ""
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 var groups = []struct{ id, title string }{
@@ -69,7 +120,7 @@ var groups = []struct{ id, title string }{
 }
 
 func usage(w *os.File) {
-	fmt.Fprintf(w, "mailctl %s: a self-hosted mail exchange for AI agents.\n\nUsage: mailctl COMMAND [flags]\n", version)
+	fmt.Fprintf(w, "mailctl is a self-hosted mail exchange for AI agents (version %s).\n\nUsage: mailctl COMMAND [flags]\n", version)
 	for _, g := range groups {
 		var names []string
 		for n, c := range commands {

@@ -22,7 +22,8 @@ const queueHelp = `Usage: mailctl queue SUBCOMMAND [flags]
   drop ID                remove an item; undelivered recipients become failed
   approve ID             release an item held for approval (send.hold)
 
-Queue ids are <mailbox>.<sent id>. Owners see their mailboxes' items; root sees all.`
+Queue ids are <mailbox>.<sent id>. Owners may list, show, retry and drop their
+mailboxes' items; root may do everything, and only root approves held mail.`
 
 func cmdQueue(args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -103,6 +104,13 @@ func nextAttempt(it protocol.QueueItem) string {
 	if it.Held {
 		return "after approval"
 	}
+	settled := true
+	for _, r := range it.Recipients {
+		settled = settled && (r.Status == "delivered" || r.Status == "failed" || r.Status == "bounced")
+	}
+	if settled && len(it.Recipients) > 0 {
+		return "none (settled)"
+	}
 	if it.NextAttempt.IsZero() {
 		return "-"
 	}
@@ -118,7 +126,7 @@ func queueShow(args []string) int {
 		return usageError(cf.fs, "give exactly one queue id")
 	}
 	var it protocol.QueueItem
-	if err := cf.call(protocol.VerbQueueShow, protocol.QueueIDArgs{ID: cf.fs.Arg(0)}, &it); err != nil {
+	if err := cf.call(protocol.VerbQueueShow, protocol.QueueIDArgs{ID: queueID(cf, cf.fs.Arg(0))}, &it); err != nil {
 		return cf.fail(err)
 	}
 	if cf.json {
@@ -139,6 +147,32 @@ func queueShow(args []string) int {
 	return 0
 }
 
+// queueID accepts what send prints (the sent id) as well as the queue id
+// (<mailbox>.<sent id>): a sent id that names exactly one of the caller's
+// queue items becomes that item's id.
+func queueID(cf *clientFlags, arg string) string {
+	var l protocol.QueueList
+	if err := cf.call(protocol.VerbQueueList, nil, &l); err != nil {
+		return arg
+	}
+	match := ""
+	for _, it := range l.Items {
+		if it.ID == arg {
+			return arg
+		}
+		if strings.HasSuffix(it.ID, "."+arg) {
+			if match != "" {
+				return arg // ambiguous: let the daemon say not_found
+			}
+			match = it.ID
+		}
+	}
+	if match == "" {
+		return arg
+	}
+	return match
+}
+
 func queueAction(args []string, name, verb, done string) int {
 	cf := newClientFlags("queue "+name, "queue "+name+" ID [--json]", queueActionAbout[name]).withJSON()
 	if code, ok := parseFlags(cf.fs, args); !ok {
@@ -148,13 +182,14 @@ func queueAction(args []string, name, verb, done string) int {
 		return usageError(cf.fs, "give exactly one queue id")
 	}
 	var it protocol.QueueItem
-	if err := cf.call(verb, protocol.QueueIDArgs{ID: cf.fs.Arg(0)}, &it); err != nil {
+	id := queueID(cf, cf.fs.Arg(0))
+	if err := cf.call(verb, protocol.QueueIDArgs{ID: id}, &it); err != nil {
 		return cf.fail(err)
 	}
 	if cf.json {
 		return printJSON(it)
 	}
-	fmt.Printf("%s %s\n", done, cf.fs.Arg(0))
+	fmt.Printf("%s %s\n", done, id)
 	return 0
 }
 

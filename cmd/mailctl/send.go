@@ -75,6 +75,10 @@ read by this command with your rights.`).withJSON()
 	if len(to)+len(cc)+len(bcc) == 0 {
 		return usageError(cf.fs, "give at least one recipient with --to, --cc or --bcc")
 	}
+	if local, _, isAddr := strings.Cut(a.FromMailbox, "@"); isAddr {
+		local, _, _ = strings.Cut(local, "+")
+		return usageError(cf.fs, "--from takes a mailbox name, not an address: try --from %s", local)
+	}
 	if a.Body != "" && bodyFile != "" {
 		return usageError(cf.fs, "--body and --body-file exclude each other")
 	}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// TestErrorsAPersonCanActOn: each error a newcomer hit says what happened and
+// what to do.
+func TestErrorsAPersonCanActOn(t *testing.T) {
+	_, _, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	check := func(name string, wantCode int, want []string, avoid []string, args ...string) {
+		t.Helper()
+		out, e, code := mailctl(t, env, args...)
+		all := out + e
+		if wantCode >= 0 && code != wantCode {
+			t.Errorf("%s: exit %d, want %d: %s", name, code, wantCode, all)
+		}
+		for _, w := range want {
+			if !strings.Contains(all, w) {
+				t.Errorf("%s: output lacks %q:\n%s", name, w, all)
+			}
+		}
+		for _, a := range avoid {
+			if strings.Contains(all, a) {
+				t.Errorf("%s: output has %q:\n%s", name, a, all)
+			}
+		}
+	}
+	check("upper-case name", 2, []string{`mailbox name "Agent" has an upper-case letter`}, []string{`"Agent": mailbox name`},
+		"mailboxes", "create", "Agent")
+	check("--from an address", 2, []string{"--from takes a mailbox name", "try --from agent"}, nil,
+		"send", "--from", "agent+x@mailctl.test", "--to", "a@mailctl.test", "--subject", "s")
+	mailctl(t, env, "send", "--from", "agent", "--to", "agent@mailctl.test", "--subject", "keep", "--body", "b")
+	check("delete a mailbox with mail", 5, []string{"--force"}, []string{"with force"},
+		"mailboxes", "delete", "agent")
+	check("delete --force without a terminal", 2, []string{"add --yes"}, nil,
+		"mailboxes", "delete", "agent", "--force")
+	if out, _, code := mailctl(t, env, "mailboxes", "show", "agent"); code != 0 {
+		t.Fatalf("the mailbox went away without confirmation: %s", out)
+	}
+	check("singular command", 2, []string{"did you mean `mailctl mailboxes`"}, nil, "mailbox", "list")
+	check("hook typo", 2, []string{"did you mean `mailctl hooks`"}, nil, "hook", "list")
+	check("not a socket", 2, []string{"/etc/passwd is not a socket"}, []string{"systemctl start"},
+		"mailboxes", "list", "--socket", "/etc/passwd")
+	check("dkim without a config", 1, []string{"sudo mailctl setup", "--config"}, nil,
+		"dkim", "list", "--config", filepath.Join(t.TempDir(), "none.toml"))
+	check("runs of no hook", 3, []string{`no hook named "nosuch"`, "hooks list"}, []string{"no runs yet"},
+		"hooks", "runs", "nosuch")
+	check("usage header", 0, []string{"mailctl is a self-hosted mail exchange"}, []string{"mailctl dev: a self-hosted"}, "--help")
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "script")
+	os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644)
+	check("hook program missing", 2, []string{"does not exist"}, nil,
+		"hooks", "create", "--mailbox", "agent", "--event", "on_receive", "--cmd", `["`+filepath.Join(dir, "nope")+`"]`)
+	check("hook program not executable", 2, []string{"not executable", "/bin/sh"}, nil,
+		"hooks", "create", "--mailbox", "agent", "--event", "on_receive", "--cmd", `["`+plain+`"]`)
+}
+
+// A settled queue item shows no next attempt.
+func TestNextAttemptOfSettledItem(t *testing.T) {
+	it := protocol.QueueItem{Recipients: []protocol.RecipientStatus{{Status: "delivered"}, {Status: "failed"}}}
+	if got := nextAttempt(it); got != "none (settled)" {
+		t.Fatalf("settled item: next attempt %q", got)
+	}
+	it.Recipients = append(it.Recipients, protocol.RecipientStatus{Status: "deferred"})
+	if got := nextAttempt(it); got == "none (settled)" {
+		t.Fatal("an item with a deferred recipient shown as settled")
+	}
+}
+
+// `queue approve` takes the id that send printed for held mail.
+func TestQueueApproveTakesTheSentID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("approving held mail is root's")
+	}
+	td := testdaemon.Start(t, testdaemon.Options{Extra: "\n[[mailboxes]]\nname = \"ops\"\nowner = \"root\"\n[mailboxes.send]\nhold = true\n"})
+	env := []string{"MAILCTL_SOCKET=" + td.Socket}
+	out, e, code := mailctl(t, env, "send", "--from", "ops", "--to", "someone@"+testdaemon.Domain, "--subject", "held", "--body", "b", "--json")
+	var res protocol.SendResult
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Status != "held" {
+		t.Fatalf("send: exit %d %s %s", code, out, e)
+	}
+	if strings.HasPrefix(res.ID, "ops.") {
+		t.Fatalf("send printed the queue id already: %s", res.ID)
+	}
+	if out, e, code := mailctl(t, env, "queue", "approve", res.ID); code != 0 {
+		t.Fatalf("queue approve %s: exit %d %s %s", res.ID, code, out, e)
+	}
+}
