@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds dist/mailctl_<version>_<arch>.deb with dpkg-deb: the binary (version
 # stamped, -trimpath), the systemd unit and tmpfiles entry, an example config,
-# bash and zsh completions and a man page generated from the CLI itself.
+# bash, zsh and fish completions and a man page generated from the CLI itself.
 #
 #   packaging/build-deb.sh               version from git, arch from `go env GOARCH`
 #   VERSION=1.2.3 GOARCH=arm64 packaging/build-deb.sh
@@ -40,7 +40,8 @@ trap 'rm -rf "$stage"' EXIT
 pkg=$stage/pkg
 mkdir -p "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/usr/lib/systemd/system" "$pkg/usr/lib/tmpfiles.d" \
 	"$pkg/usr/share/doc/mailctl" "$pkg/usr/share/man/man1" \
-	"$pkg/usr/share/bash-completion/completions" "$pkg/usr/share/zsh/vendor-completions"
+	"$pkg/usr/share/bash-completion/completions" "$pkg/usr/share/zsh/vendor-completions" \
+	"$pkg/usr/share/fish/vendor_completions.d"
 
 # A static binary: os/user reads /etc/passwd itself, nothing links libc.
 CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath \
@@ -52,17 +53,32 @@ CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$VERSION" -o "$stage/
 gzip -9n <"$stage/man/mailctl.1" >"$pkg/usr/share/man/man1/mailctl.1.gz"
 install -m 0644 "$stage/comp/mailctl.bash" "$pkg/usr/share/bash-completion/completions/mailctl"
 install -m 0644 "$stage/comp/_mailctl" "$pkg/usr/share/zsh/vendor-completions/_mailctl"
+install -m 0644 "$stage/comp/mailctl.fish" "$pkg/usr/share/fish/vendor_completions.d/mailctl.fish"
 
 install -m 0644 systemd/mailctl.service "$pkg/usr/lib/systemd/system/mailctl.service"
 install -m 0644 systemd/mailctl.tmpfiles "$pkg/usr/lib/tmpfiles.d/mailctl.conf"
 install -m 0644 packaging/config.example.toml "$pkg/usr/share/doc/mailctl/config.example.toml"
 install -m 0644 packaging/debian/copyright "$pkg/usr/share/doc/mailctl/copyright"
-for f in docs/setup.md docs/operations.md; do
-	[ -f "$f" ] && install -m 0644 "$f" "$pkg/usr/share/doc/mailctl/"
-done
+# Every page, with the layout their relative links expect (docs/*.md link to
+# each other and to ../protocol/README.md).
+mkdir -p "$pkg/usr/share/doc/mailctl/docs" "$pkg/usr/share/doc/mailctl/protocol"
+install -m 0644 README.md "$pkg/usr/share/doc/mailctl/README.md"
+install -m 0644 docs/*.md "$pkg/usr/share/doc/mailctl/docs/"
+install -m 0644 protocol/README.md "$pkg/usr/share/doc/mailctl/protocol/README.md"
+# Debian policy: a changelog in every binary package (changelog.gz: the package is native).
+maint=$(sed -n 's/^Maintainer: //p' packaging/debian/control.in)
+date=$(date -R -u -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")
+printf 'mailctl (%s) unstable; urgency=medium\n\n  * Release of the upstream tree.\n\n -- %s  %s\n' \
+	"$VERSION" "$maint" "$date" | gzip -9n >"$pkg/usr/share/doc/mailctl/changelog.gz"
+# Go links statically on purpose (no libc: os/user reads /etc/passwd itself).
+mkdir -p "$pkg/usr/share/lintian/overrides"
+install -m 0644 packaging/debian/lintian-overrides "$pkg/usr/share/lintian/overrides/mailctl"
 for s in postinst prerm postrm; do
 	install -m 0755 "packaging/debian/$s" "$pkg/DEBIAN/$s"
 done
+
+(cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
+chmod 0644 "$pkg/DEBIAN/md5sums"
 
 size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SIZE@/$size/" \

@@ -38,6 +38,14 @@ deb=$(VERSION=${VERSION:-} ./packaging/build-deb.sh | tail -n 1)
 [ -f "$deb" ] || fail "build-deb.sh did not produce a package"
 version=$(dpkg-deb -f "$deb" Version)
 
+step="lintian"
+if command -v lintian >/dev/null; then
+	lintian --tag-display-limit 0 "$deb" >"$tmp/lintian.log" 2>&1 || true
+	if grep -E '^[EW]: ' "$tmp/lintian.log" >&2; then
+		fail "lintian reports the tags above"
+	fi
+fi
+
 step="install"
 etc_existed=no
 [ -d /etc/mailctl ] && etc_existed=yes
@@ -47,6 +55,18 @@ for f in /usr/bin/mailctl /usr/lib/systemd/system/mailctl.service /usr/lib/tmpfi
 	/usr/share/bash-completion/completions/mailctl /usr/share/zsh/vendor-completions/_mailctl; do
 	[ -f "$f" ] || fail "$f not installed"
 done
+for f in /usr/share/doc/mailctl/changelog.gz /usr/share/doc/mailctl/README.md /usr/share/doc/mailctl/protocol/README.md \
+	/usr/share/fish/vendor_completions.d/mailctl.fish; do
+	[ -f "$f" ] || fail "$f not installed"
+done
+# Every page the shipped docs link to is shipped.
+for page in /usr/share/doc/mailctl/docs/*.md /usr/share/doc/mailctl/README.md; do
+	for link in $(grep -o '](\([A-Za-z0-9_./-]*\.md\)' "$page" | sed 's/^](//'); do
+		[ -f "$(dirname "$page")/$link" ] || fail "$page links to $link, which is not installed"
+	done
+done
+dpkg --verify mailctl >"$tmp/verify.log" 2>&1 || fail "dpkg --verify: $(cat "$tmp/verify.log")"
+[ -s /var/lib/dpkg/info/mailctl.md5sums ] || fail "the package has no md5sums"
 [ -e /etc/mailctl/config.toml ] && fail "installing wrote a config"
 grep -q "mailctl setup" "$tmp/dpkg-i.log" || fail "postinst did not say to run mailctl setup"
 if [ -d /run/systemd/system ] && systemctl is-enabled --quiet mailctl.service 2>/dev/null; then

@@ -43,7 +43,7 @@ func TestUnitDirectives(t *testing.T) {
 	want := map[string]string{
 		"Type":                    "notify",
 		"ExecStart":               "/usr/bin/mailctl serve",
-		"ExecReload":              "/bin/kill -HUP $MAINPID",
+		"ExecReload":              "/usr/bin/mailctl reload $MAINPID",
 		"RuntimeDirectory":        "mailctl",
 		"RuntimeDirectoryMode":    "0755",
 		"StateDirectory":          "mailctl",

@@ -42,6 +42,7 @@ func TestGeneratedFilesAreWellFormed(t *testing.T) {
 	}{
 		{"bash", []string{"-n"}, "mailctl.bash"},
 		{"zsh", []string{"-n"}, "_mailctl"},
+		{"fish", []string{"--no-execute"}, "mailctl.fish"},
 		{"groff", []string{"-man", "-ww", "-z"}, "mailctl.1"},
 	} {
 		p, err := exec.LookPath(tc.tool)
@@ -58,6 +59,26 @@ func TestGeneratedFilesAreWellFormed(t *testing.T) {
 	for _, want := range []string{".TH MAILCTL 1", ".SS setup", ".SS doctor", "/etc/mailctl/config.toml"} {
 		if !bytes.Contains(man, []byte(want)) {
 			t.Errorf("man page lacks %q", want)
+		}
+	}
+}
+
+// Every subcommand's flags reach the reference and the completions, not
+// only the top-level ones.
+func TestReferenceHasSubcommandFlags(t *testing.T) {
+	ref, err := collectHelp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(ref.markdown())
+	for _, want := range []string{"#### mailctl hooks create", "-fire-on-lists", "#### mailctl hooks runs", "-limit", "#### mailctl agents remove"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("docs/cli.md lacks %q", want)
+		}
+	}
+	for _, comp := range [][]byte{ref.bash(), ref.zsh(), ref.fish()} {
+		if !bytes.Contains(comp, []byte("fire-on-lists")) || !bytes.Contains(comp, []byte("limit")) {
+			t.Errorf("completion lacks subcommand flags:\n%s", comp)
 		}
 	}
 }

@@ -410,3 +410,34 @@ func TestDoctorUnconfiguredHostSaysSetup(t *testing.T) {
 		t.Fatalf("%v:\n%s", err, out)
 	}
 }
+
+// TestReloadSignalsThePID: the unit's ExecReload is `mailctl reload $MAINPID`,
+// which must deliver SIGHUP without kill(1).
+func TestReloadSignalsThePID(t *testing.T) {
+	sh := exec.Command("/bin/sh", "-c", `trap 'echo reloaded; exit 0' HUP; echo ready; while :; do sleep 0.05; done`)
+	var out lockedBuffer
+	sh.Stdout = &out
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sh.Process.Kill(); sh.Wait() }()
+	for !strings.Contains(out.String(), "ready") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, e, code := mailctl(t, nil, "reload", fmt.Sprint(sh.Process.Pid)); code != 0 {
+		t.Fatalf("reload: exit %d %s", code, e)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sh.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no SIGHUP arrived")
+	}
+	if !strings.Contains(out.String(), "reloaded") {
+		t.Fatalf("the process did not get SIGHUP: %q", out.String())
+	}
+	if _, _, code := mailctl(t, nil, "reload", "1"); code != 2 {
+		t.Errorf("reload 1: exit %d, want a usage error", code)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -20,6 +21,7 @@ import (
 
 func init() {
 	register(&command{name: "serve", group: "daemon", summary: "run the mailctl daemon (as root, under systemd)", run: cmdServe})
+	register(&command{name: "reload", group: "daemon", summary: "make the running daemon re-read its config (the unit's ExecReload)", run: cmdReload})
 	register(&command{name: "dev", group: "daemon", summary: "run the whole daemon unprivileged with all state in one folder", run: cmdDev})
 }
 
@@ -89,6 +91,31 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 	}()
 	if err := d.Run(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "mailctl: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// cmdReload sends SIGHUP to the daemon, so the unit's ExecReload needs no
+// kill(1) (a minimal system has no procps).
+func cmdReload(args []string) int {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	setUsage(fs, "reload PID", `Makes the daemon with process id PID re-read its config: the same as SIGHUP.
+The systemd unit runs it as ExecReload (mailctl reload $MAINPID), so
+`+"`sudo systemctl reload mailctl`"+` works on any system. A bad config is reported in
+the daemon's log and the running one kept.`)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(fs, "give the daemon's process id (systemd passes $MAINPID)")
+	}
+	pid, err := strconv.Atoi(fs.Arg(0))
+	if err != nil || pid <= 1 {
+		return usageError(fs, "%q is not a daemon's process id", fs.Arg(0))
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		fmt.Fprintf(os.Stderr, "mailctl reload: signalling %d: %v\n", pid, err)
 		return 1
 	}
 	return 0
