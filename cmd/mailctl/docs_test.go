@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// docCommands returns every `mailctl ...` command line in the fenced blocks of
+// a doc page, continuation lines joined, comments dropped.
+func docCommands(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?s)```[a-z]*\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+		text := strings.ReplaceAll(m[1], "\\\n", " ")
+		for _, l := range strings.Split(text, "\n") {
+			if i := strings.Index(l, " #"); i >= 0 {
+				l = l[:i]
+			}
+			f := strings.Fields(l)
+			for i, w := range f {
+				if w == "mailctl" && (i == 0 || f[i-1] == "sudo" || f[i-1] == "-H" || f[i-1] == "--" || strings.HasPrefix(f[i-1], "-")) {
+					if i+1 < len(f) && !strings.HasPrefix(f[i+1], "\"") {
+						out = append(out, strings.Join(f[i:], " "))
+					}
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestDocsCommandsAgreeWithTheBinary: every mailctl command docs/setup.md
+// and docs/mcp.md show names a command, subcommand and flags the binary has.
+func TestDocsCommandsAgreeWithTheBinary(t *testing.T) {
+	checked := 0
+	for _, page := range []string{"../../docs/setup.md", "../../docs/mcp.md", "../../README.md"} {
+		for _, line := range docCommands(t, page) {
+			f := strings.Fields(line)[1:]
+			c, ok := commands[f[0]]
+			if !ok {
+				t.Errorf("%s: %q: no command %q", page, line, f[0])
+				continue
+			}
+			help, _ := capture(func(*os.File) { c.run([]string{"--help"}) })
+			args := f[1:]
+			if subs := subcommands(help); subs != nil {
+				if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+					t.Errorf("%s: %q: %s needs a subcommand", page, line, f[0])
+					continue
+				}
+				found := false
+				for _, s := range subs {
+					found = found || s == args[0]
+				}
+				if !found {
+					t.Errorf("%s: %q: %s has no subcommand %q (has %v)", page, line, f[0], args[0], subs)
+					continue
+				}
+				help, _ = capture(func(*os.File) { c.run([]string{args[0], "--help"}) })
+				args = args[1:]
+			}
+			for _, a := range args {
+				if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+					continue
+				}
+				name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+				if !regexp.MustCompile(`(?m)^\s+-{1,2}` + regexp.QuoteMeta(name) + `\b`).MatchString(help) {
+					t.Errorf("%s: %q: flag %s is not in `mailctl %s --help`", page, line, a, strings.Join(f[:len(f)-len(args)], " "))
+				}
+			}
+			checked++
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d commands found in the docs: the extraction is broken", checked)
+	}
+}
