@@ -77,6 +77,21 @@ func mcpServer(socket string) agentcfg.Server {
 	return s
 }
 
+// goRunBuild reports whether path is a binary that `go run` built in a
+// temporary work directory ($TMPDIR/go-build*/.../exe/NAME).
+func goRunBuild(path string) bool {
+	dir, exe := filepath.Split(filepath.Dir(path))
+	if exe != "exe" {
+		return false
+	}
+	for d := filepath.Clean(dir); d != "/" && d != "."; d = filepath.Dir(d) {
+		if strings.HasPrefix(filepath.Base(d), "go-build") {
+			return true
+		}
+	}
+	return false
+}
+
 func configHome(home string) string {
 	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
 		return x
@@ -117,6 +132,10 @@ func agentsSetup(args []string) int {
 		hs = append(hs, h)
 	}
 	srv := mcpServer(cf.socket)
+	if goRunBuild(srv.Command) {
+		fmt.Fprintf(os.Stderr, "mailctl agents setup: this binary (%s) is a temporary `go run` build, deleted when it exits; a harness wired to it would fail. Run the copy `mailctl dev` keeps (.mailctl-dev/bin/mailctl agents setup), or `go install ./cmd/mailctl` and run the installed one.\n", srv.Command)
+		return 1
+	}
 	if *printOnly {
 		for i, h := range hs {
 			doc, err := h.Snippet(srv)

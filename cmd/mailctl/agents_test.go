@@ -90,3 +90,20 @@ func TestPrimerListsEveryTool(t *testing.T) {
 		}
 	}
 }
+
+// `go run` binaries live in a temporary directory that is deleted when they
+// exit: agents setup refuses to wire one into a harness.
+func TestGoRunBuildIsNotWired(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/tmp/go-build1234/b001/exe/mailctl": true,
+		"/home/u/.mailctl-dev/bin/mailctl":   false,
+		"/usr/bin/mailctl":                   false,
+		"/tmp/x/go-build99/b001/exe/mailctl": true,
+		"/home/u/go/bin/mailctl":             false,
+		"/home/u/src/exe/mailctl":            false,
+	} {
+		if got := goRunBuild(path); got != want {
+			t.Errorf("goRunBuild(%s) = %v, want %v", path, got, want)
+		}
+	}
+}
