@@ -118,8 +118,14 @@ func (d *Daemon) stillCurrent(c *call) error {
 func hookCreateTarget(d *Daemon, _ *call, a *protocol.HookCreateArgs) (target, error) {
 	t := mailboxTarget(a.Mailbox)
 	if a.FireOnUntrusted && !d.cfg().HookRules.AllowUntrustedForUsers {
+		fix := "ask root, who can set hook_rules.allow_untrusted_for_users"
+		if d.opts.Dev {
+			// The dev user is the operator, but the gate is the point:
+			// trust the sender instead of opening the hook to anyone.
+			fix = "in mailctl dev, mark the sender trusted instead: restart dev with --trust PATTERN (mail between dev mailboxes is trusted by default)"
+		}
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
-			"fire_on_untrusted is reserved to the operator on this host (a hook that runs on unauthenticated mail can be triggered by anyone); ask root, who can set hook_rules.allow_untrusted_for_users")
+			"fire_on_untrusted is reserved to the operator on this host (a hook that runs on unauthenticated mail can be triggered by anyone); %s", fix)
 	}
 	return t, nil
 }

@@ -327,6 +327,13 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 		t.Fatalf("captured copy lost its recipient:\n%s", b)
 	}
 
+	// The trust gate is explained, not bypassed: dev's user may not open a
+	// hook to untrusted mail, and is told how to trust a sender instead.
+	if o, err := run("hooks", "create", "--mailbox", "agent", "--event", "on_receive", "--name", "open",
+		"--cmd", `["/bin/true"]`, "--fire-on-untrusted"); err == nil || !strings.Contains(o, "--trust PATTERN") {
+		t.Fatalf("fire-on-untrusted in dev: %v %s", err, o)
+	}
+
 	// An empty message is refused unless forced.
 	if o, err := run("send", "--from", "agent", "--to", "bob@example.org"); err == nil || !strings.Contains(o, "--force") {
 		t.Fatalf("empty send: %v %s", err, o)
