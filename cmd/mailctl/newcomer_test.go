@@ -52,36 +52,96 @@ func bannerLines(banner string) []string {
 	return lines
 }
 
-// freshShell runs line with /bin/sh in an environment with nothing of the
-// test's: no MAILCTL_* variables, a minimal PATH, the given HOME.
-func freshShell(home, line string) (string, error) {
-	cmd := exec.Command("/bin/sh", "-c", line)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home}
-	cmd.Dir = home
+var raceBuild bool
+
+// newcomer is the ordinary user who walks the README: the test's own user,
+// or, when the tests run as root, a throwaway user with its own copy of the
+// module (vendored, since root's module cache is private) and build cache.
+type newcomer struct {
+	home, root string
+	as         func(*exec.Cmd) *exec.Cmd
+	env        []string // what a login shell has: PATH (with go), HOME
+}
+
+func newNewcomer(t *testing.T, module string) newcomer {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH")
+	}
+	goBin, _ = filepath.EvalSymlinks(goBin)
+	path := "PATH=" + filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin"
+	if os.Geteuid() != 0 {
+		home := t.TempDir()
+		env := []string{path, "HOME=" + home}
+		// The user's own caches, as their shell has them.
+		for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+			if v, _ := exec.Command("go", "env", k).Output(); len(v) > 0 {
+				env = append(env, k+"="+strings.TrimSpace(string(v)))
+			}
+		}
+		return newcomer{home: home, root: module, as: func(c *exec.Cmd) *exec.Cmd { return c }, env: env}
+	}
+	u := testusers.Create(t, "mcnew")
+	src := filepath.Join(u.Home, "mailctl")
+	files, err := exec.Command("git", "-C", module, "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("needs a git checkout to copy the module for the user: %v", err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join(module, f))
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o755)
+		if err := os.WriteFile(filepath.Join(src, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vend := exec.Command("go", "mod", "vendor")
+	vend.Dir = src
+	vend.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	if out, err := vend.CombinedOutput(); err != nil {
+		t.Fatalf("go mod vendor: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", u.UID, u.GID), u.Home).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	return newcomer{home: u.Home, root: src, as: func(c *exec.Cmd) *exec.Cmd { return testusers.As(c, u.UID, u.GID) },
+		env: []string{path, "HOME=" + u.Home, "GOTOOLCHAIN=local"}}
+}
+
+// shell runs line with /bin/sh as the newcomer, in an environment with
+// nothing of the test's: no MAILCTL_* variables, a login shell's PATH.
+func (n newcomer) shell(line string) (string, error) {
+	cmd := n.as(exec.Command("/bin/sh", "-c", line))
+	cmd.Env = n.env
+	cmd.Dir = n.home
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
 // readmeDev runs README's first command (with --dir and --smtp appended so
 // that tests do not collide) from the module root, in its own process group.
-func readmeDev(t *testing.T, root, first, dir, smtp string) (*exec.Cmd, *lockedBuffer) {
+func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *lockedBuffer) {
 	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", first+" --dir "+dir+" --smtp "+smtp)
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd := n.as(exec.Command("/bin/sh", "-c", first+" --dir "+dir+" --smtp "+smtp))
+	cmd.Dir = n.root
+	cmd.Env = n.env
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	var out, errb lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stopped := false
 	t.Cleanup(func() {
-		if !stopped {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			cmd.Wait()
-		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
 	})
-	deadline := time.Now().Add(3 * time.Minute) // go run may build from a cold cache
+	deadline := time.Now().Add(4 * time.Minute) // go run may build from a cold cache
 	for !strings.Contains(out.String(), "Ctrl-C") {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s printed no banner; stderr:\n%s", first, errb.String())
@@ -105,32 +165,25 @@ func stopGroup(t *testing.T, cmd *exec.Cmd) {
 }
 
 // TestREADMEDevBannerLinesRun walks README's first command as a newcomer
-// does: run it, paste every line the banner prints into a fresh shell, stop
-// dev, start it again, and use the agent wiring the banner made.
+// does, as an ordinary user: run it, paste every line the banner prints into
+// a fresh shell, stop dev, start it again, and use the agent wiring the
+// banner made.
 func TestREADMEDevBannerLinesRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary with go run")
+	if testing.Short() || raceBuild {
+		t.Skip("builds and drives a separate binary with go run (skipped under -short and -race)")
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go not on PATH")
-	}
-	root, err := testbin.ModuleRoot()
+	module, err := testbin.ModuleRoot()
 	if err != nil {
 		t.Skip(err)
 	}
-	cmds := readmeCommands(t, root)
+	cmds := readmeCommands(t, module)
 	if len(cmds) != 2 || cmds[0] != "go run ./cmd/mailctl dev" || cmds[1] != "go test ./..." {
 		t.Fatalf("README.md must show exactly two commands, dev then the tests; it shows %q", cmds)
 	}
-	if os.Geteuid() == 0 {
-		// Ordinary-user runs are what this walks; as root agents setup
-		// refuses (agents act as their own user), so skip that line below.
-		t.Log("running as root: the agents setup line is checked with --print")
-	}
-	dir := filepath.Join(t.TempDir(), "dev")
-	home := t.TempDir()
+	n := newNewcomer(t, module)
+	dir := filepath.Join(n.home, "dev")
 	smtp := freePort(t)
-	dev, banner := readmeDev(t, root, cmds[0], dir, smtp)
+	dev, banner := n.readmeDev(t, cmds[0], dir, smtp)
 	lines := bannerLines(banner.String())
 	if len(lines) < 4 {
 		t.Fatalf("banner has %d command lines:\n%s", len(lines), banner.String())
@@ -143,13 +196,8 @@ func TestREADMEDevBannerLinesRun(t *testing.T) {
 				continue
 			}
 		}
-		if strings.Contains(l, "agents setup") {
-			if os.Geteuid() == 0 {
-				l += " --print"
-			}
-			wired = true
-		}
-		out, err := freshShell(home, l)
+		wired = wired || strings.Contains(l, "agents setup")
+		out, err := n.shell(l)
 		if err != nil {
 			t.Fatalf("banner line %q failed in a fresh shell: %v\n%s", l, err, out)
 		}
@@ -165,34 +213,30 @@ func TestREADMEDevBannerLinesRun(t *testing.T) {
 	if _, err := os.Stat(self); err != nil {
 		t.Fatalf("the binary the banner names is gone after dev stopped: %v", err)
 	}
-	srv := struct {
-		Command string            `json:"command"`
-		Args    []string          `json:"args"`
-		Env     map[string]string `json:"env"`
-	}{Command: self, Args: []string{"mcp"}, Env: map[string]string{"MAILCTL_SOCKET": filepath.Join(dir, "mailctl.sock")}}
-	if os.Geteuid() != 0 {
-		b, err := os.ReadFile(filepath.Join(home, ".claude.json"))
-		if err != nil {
-			t.Fatalf("agents setup line wrote no ~/.claude.json: %v", err)
-		}
-		var doc struct {
-			MCPServers map[string]json.RawMessage `json:"mcpServers"`
-		}
-		if err := json.Unmarshal(b, &doc); err != nil || doc.MCPServers["mailctl"] == nil {
-			t.Fatalf("~/.claude.json has no mailctl server: %v\n%s", err, b)
-		}
-		if err := json.Unmarshal(doc.MCPServers["mailctl"], &srv); err != nil {
-			t.Fatal(err)
-		}
-		if srv.Command != self {
-			t.Fatalf("harness runs %q, want the stable copy %q", srv.Command, self)
-		}
+	b, err := os.ReadFile(filepath.Join(n.home, ".claude.json"))
+	if err != nil {
+		t.Fatalf("agents setup line wrote no ~/.claude.json: %v", err)
+	}
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("~/.claude.json: %v\n%s", err, b)
+	}
+	srv, ok := doc.MCPServers["mailctl"]
+	if !ok || srv.Command != self {
+		t.Fatalf("harness runs %q, want the stable copy %q:\n%s", srv.Command, self, b)
 	}
 
-	// Dev again; the wired server answers a tool call.
-	readmeDev(t, root, cmds[0], dir, smtp)
-	mcp := exec.Command(srv.Command, srv.Args...)
-	mcp.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	// Dev again; the wired server, started as the harness would, answers a
+	// tool call.
+	n.readmeDev(t, cmds[0], dir, smtp)
+	mcp := n.as(exec.Command(srv.Command, srv.Args...))
+	mcp.Env = append([]string{}, n.env...)
 	for k, v := range srv.Env {
 		mcp.Env = append(mcp.Env, k+"="+v)
 	}
