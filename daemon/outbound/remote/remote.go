@@ -506,9 +506,14 @@ func (d *Client) send(ctx context.Context, s *session, from string, rcpts []stri
 			out[i].Err = classify(err, host)
 			var se *smtp.SMTPError
 			if !errors.As(err, &se) || se.Code == 421 {
-				// The connection is gone: the rest cannot be tried now.
+				// The connection is gone: the rest cannot be tried now, and
+				// the recipients already accepted never got the data.
+				lost := &delivery.Error{Temporary: true, Message: "connection lost: " + err.Error(), Host: host}
+				for _, j := range accepted {
+					out[j].Err = lost
+				}
 				for j := i + 1; j < len(rcpts); j++ {
-					out[j] = delivery.Result{Rcpt: rcpts[j], TLS: s.tls, Host: host, Err: &delivery.Error{Temporary: true, Message: "connection lost: " + err.Error(), Host: host}}
+					out[j] = delivery.Result{Rcpt: rcpts[j], TLS: s.tls, Host: host, Err: lost}
 				}
 				return out, nil, true
 			}

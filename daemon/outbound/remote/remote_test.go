@@ -401,3 +401,17 @@ func TestStartTLSInjectionRefused(t *testing.T) {
 func relayCfg(host string, port int, user string) *config.Relay {
 	return &config.Relay{Host: host, Port: port, Username: user}
 }
+
+// A server that accepts the first recipient and then drops the connection
+// has not taken the message for anyone: every recipient stays to retry.
+func TestConnectionLostAfterRcptFailsAccepted(t *testing.T) {
+	d := scriptedDeliverer([]byte("220 mx\r\n250 mx\r\n250 mx\r\n250 ok\r\n250 ok\r\n"))
+	defer d.Close()
+	res := d.Deliver(context.Background(), "from@example.com", []string{"a@hostile.test", "b@hostile.test"}, []byte(testMsg))
+	for _, r := range res {
+		de := deliveryErr(t, r)
+		if !de.Temporary {
+			t.Fatalf("%s: want a temporary failure, got %+v", r.Rcpt, de)
+		}
+	}
+}
