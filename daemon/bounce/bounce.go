@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // TagPrefix starts the +tag of a return path.
@@ -80,32 +82,8 @@ func writeKey(path string, k []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-bounce-key-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(k); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
 	// A link, unlike a rename, never replaces a key another process wrote.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return safeio.WriteFile(path, k, safeio.Options{NoReplace: true})
 }
 
 // NewKey makes a key from raw bytes (tests).
