@@ -6,8 +6,9 @@
 // marks it read, creates/lists/deletes a hook, and checks that the inbox
 // subscription fired; then an unknown tool and a valid call after it, list
 // rows (plain sender address, folder, uri), a thread read across folders, a
-// reply to a sent message, a bad cursor, subscribe errors, and 13 and 20 MiB
-// attachments. It prints one line per step and exits non-zero on the first
+// reply to a sent message, a bad cursor, subscribe errors, the send policy in
+// mailbox_list's row, and 13 and 20 MiB attachments (the 20 MiB refused at the
+// limit that row shows). It prints one line per step and exits non-zero on the first
 // failure.
 //
 //   cd test/mcp && npm ci && MAILCTL_SOCKET=/path/to.sock MAILCTL_BIN=mailctl node e2e.mjs
@@ -105,6 +106,18 @@ if (!address || !address.startsWith(mailbox + "@")) fail("mailbox_create", `addr
 const again = await call("mailbox_create", { name: mailbox });
 if (again.data.address !== address || again.data.created !== false) fail("mailbox_create", "not idempotent");
 step("mailbox_create", address);
+
+// The policy that governs the mailbox is in its mailbox_list row, so an agent
+// can plan instead of probing with failures; the large-attachment step below
+// checks that the daemon enforces the limit shown here.
+const mine = (await call("mailbox_list", {})).data.mailboxes.find((m) => m.name === mailbox);
+const policy = mine?.send_policy;
+if (!policy || typeof policy.enabled !== "boolean" || typeof policy.hold !== "boolean" || typeof policy.dry_run_only !== "boolean" ||
+  !Array.isArray(policy.allow_domains) || !Array.isArray(policy.allow_addresses) || !(policy.max_attachment_bytes > 0) ||
+  !["max_recipients", "max_message_bytes", "per_minute", "per_hour", "per_day"].every((k) => Number.isInteger(policy[k]))) {
+  fail("policy visible", JSON.stringify(mine).slice(0, 400));
+}
+step("policy visible", `enabled=${policy.enabled} hold=${policy.hold} max_attachment_bytes=${policy.max_attachment_bytes} per_minute=${policy.per_minute}`);
 
 const inboxURI = `mailctl://mailbox/${mailbox}/inbox`;
 await client.subscribeResource({ uri: inboxURI });
@@ -223,12 +236,16 @@ step("subscribe errors", "-32602");
 // go-sdk's default 16 MiB line limit) is sent; 20 MiB (27 MiB of base64) is
 // past the send policy's attachment limit (15 MiB by default) and answered
 // too_large by the daemon, and the session goes on.
+if (!((13 << 20) <= policy.max_attachment_bytes && policy.max_attachment_bytes < (20 << 20))) {
+  fail("large attachments", `this step expects send_policy.max_attachment_bytes between 13 and 20 MiB, mailbox_list shows ${policy.max_attachment_bytes}`);
+}
 const b64 = (mib) => Buffer.alloc(mib << 20, 7).toString("base64");
 const big = await call("email_send", { from_mailbox: mailbox, to: otherAddr, subject: `${subject} (13 MiB)`, body: "big",
   attachments_base64: [{ filename: "big.bin", data: b64(13) }] });
 if (!["delivered", "queued"].includes(big.data.status)) fail("13 MiB attachment", JSON.stringify(big.data).slice(0, 300));
 const tooBig = await expectError("email_send", { from_mailbox: mailbox, to: otherAddr, subject: `${subject} (20 MiB)`, body: "big",
   attachments_base64: [{ filename: "big.bin", data: b64(20) }] }, "too_large");
+if (!tooBig.message.includes(String(policy.max_attachment_bytes))) fail("20 MiB attachment", `the refusal does not name the limit mailbox_list shows: ${tooBig.message}`);
 await call("mailbox_list", {});
 step("large attachments", `13 MiB ${big.data.status}; 20 MiB too_large: ${tooBig.message.slice(0, 80)}`);
 await call("mailbox_delete", { name: other, force: true });
