@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 func randHex(t *testing.T, n int) string {
@@ -100,18 +99,6 @@ func hookOwner(t *testing.T) (Owner, string) {
 		t.Fatalf("LookupOwner(self): %v", err)
 	}
 	return o, t.TempDir()
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // alive reports whether pid exists and is not a zombie.

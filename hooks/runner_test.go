@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -166,7 +167,7 @@ func TestRunTimeoutKillsProcessGroup(t *testing.T) {
 			}
 			// The child is killed before Run returns; allow its reaping by
 			// init to lag.
-			waitFor(t, "the forked child to disappear", 5*time.Second, func() bool { return !alive(child) })
+			testwait.For(t, "the forked child to disappear", func() bool { return !alive(child) })
 		})
 	}
 }
@@ -184,7 +185,7 @@ func TestRunLeftoverChildrenKilledAtExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	waitFor(t, "the background child to disappear", 5*time.Second, func() bool { return !alive(child) })
+	testwait.For(t, "the background child to disappear", func() bool { return !alive(child) })
 }
 
 func TestRunOutputFloodCapped(t *testing.T) {
@@ -292,7 +293,7 @@ func TestMessageDataNeverInArgv(t *testing.T) {
 	h := recvHook("argv", "/bin/sh", "-c", `cat > /dev/null; echo "$MAILCTL_SUBJECT" > "$1"; sleep 2`, "sh", ready)
 	r.Go(h, owner, f, msg)
 	defer r.Wait()
-	waitFor(t, "the hook to start", 10*time.Second, func() bool {
+	testwait.For(t, "the hook to start", func() bool {
 		b, err := os.ReadFile(ready)
 		return err == nil && strings.TrimSpace(string(b)) == subject
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -228,8 +229,8 @@ func TestEmailWaitWithProgress(t *testing.T) {
 	e := newEnv(t)
 	e.d.Mailbox(t, "agent")
 	go func() {
-		waitFor(t, "watch", func() bool { return e.d.Watchers() > 0 })
-		waitFor(t, "a progress notification", func() bool { return e.progressCount() > 0 })
+		testwait.For(t, "watch", func() bool { return e.d.Watchers() > 0 })
+		testwait.For(t, "a progress notification", func() bool { return e.progressCount() > 0 })
 		e.d.Deliver(t, "agent", testdaemon.Message{From: "news@other.test", Subject: "not this one"})
 		e.d.Deliver(t, "agent", testdaemon.Message{From: "noreply@service.test", Subject: "Your sign-in code",
 			Body: "Hello,\n\nYour verification code is 739204. It expires in 10 minutes (ref 2025).\n\nOr click https://service.test/verify?t=abc.\nCall 555-0100."})
@@ -259,7 +260,7 @@ func TestEmailWaitWithProgress(t *testing.T) {
 	if e.progressCount() == 0 {
 		t.Fatal("no progress notifications while waiting")
 	}
-	waitFor(t, "watch to end", func() bool { return e.d.Watchers() == 0 })
+	testwait.For(t, "watch to end", func() bool { return e.d.Watchers() == 0 })
 }
 
 func TestEmailWaitSinceAndTimeout(t *testing.T) {
@@ -310,9 +311,9 @@ func TestSubscribeSendsResourceUpdated(t *testing.T) {
 	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "watch", func() bool { return e.d.Watchers() == 1 })
+	testwait.For(t, "watch", func() bool { return e.d.Watchers() == 1 })
 	e.d.Deliver(t, "agent", testdaemon.Message{From: "a@x.test", Subject: "ping"})
-	waitFor(t, "resources/updated", func() bool { return len(e.updates()) > 0 })
+	testwait.For(t, "resources/updated", func() bool { return len(e.updates()) > 0 })
 	if got := e.updates()[0]; got != uri {
 		t.Fatalf("updated %q, want %q", got, uri)
 	}
@@ -323,7 +324,7 @@ func TestSubscribeSendsResourceUpdated(t *testing.T) {
 	if err := e.cs.Unsubscribe(e.ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "watch to stop", func() bool { return e.d.Watchers() == 0 })
+	testwait.For(t, "watch to stop", func() bool { return e.d.Watchers() == 0 })
 	// Only inboxes can be subscribed to (the 2026 protocol reports this
 	// asynchronously, so check the handler itself).
 	for _, uri := range []string{URIMailboxes, "mailctl://mailbox/agent/inbox/x", "mailctl://mailbox/../inbox"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -345,7 +346,7 @@ func TestReconnectAfterDaemonRestart(t *testing.T) {
 	e := newEnv(t)
 	e.ok("mailbox_list", nil, nil)
 	e.d.Stop()
-	waitFor(t, "client to notice", func() bool {
+	testwait.For(t, "client to notice", func() bool {
 		e.s.mu.Lock()
 		defer e.s.mu.Unlock()
 		select {
@@ -592,6 +593,15 @@ func TestTrustWhy(t *testing.T) {
 		e.ok("email_read", map[string]any{"mailbox": c.mailbox, "id": id}, &m)
 		if !strings.Contains(m.Trust.Why, c.want) {
 			t.Errorf("%s from %s (sign %v %s): why %q, want %q", c.mailbox, c.m.From, c.m.Sign, c.m.SignAs, m.Trust.Why, c.want)
+		}
+	}
+	// A mailbox that trusts no one says so in its row: trusted_senders is
+	// there, empty, not left out.
+	var list MailboxListData
+	e.ok("mailbox_list", nil, &list)
+	for _, r := range list.Mailboxes {
+		if r.Name == testdaemon.OpenMailbox && (r.TrustedSenders == nil || len(r.TrustedSenders) != 0) {
+			t.Errorf("%s row: trusted_senders %#v, want []", r.Name, r.TrustedSenders)
 		}
 	}
 }

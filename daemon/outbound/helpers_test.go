@@ -115,35 +115,6 @@ func (w *mxWorld) pipeline(t testing.TB, rec *Recorder, svc *Service, opts queue
 	return svc
 }
 
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never met")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // memStore is an in-memory SentStore.
 type memStore struct {
 	mu   sync.Mutex

@@ -15,6 +15,8 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testclock"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -23,7 +25,7 @@ type svcWorld struct {
 	svc   *Service
 	st    *memStore
 	mx    *fakemx.Server
-	clk   *fakeClock
+	clk   *testclock.Clock
 	q     *queue.Queue
 	mu    sync.Mutex
 	settl []protocol.SendResult
@@ -33,7 +35,7 @@ func newSvcWorld(t *testing.T) *svcWorld {
 	w := newWorld(t)
 	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
 	w.r.SetIP("mx.remote.test", "127.0.0.71")
-	sw := &svcWorld{st: newMemStore(), mx: w.mx(t, "127.0.0.71"), clk: newFakeClock()}
+	sw := &svcWorld{st: newMemStore(), mx: w.mx(t, "127.0.0.71"), clk: testclock.New()}
 	rec := &Recorder{Store: sw.st, Clock: sw.clk.Now,
 		OnSettled: func(_, _ string, r protocol.SendResult) { sw.mu.Lock(); sw.settl = append(sw.settl, r); sw.mu.Unlock() }}
 	sw.svc = w.pipeline(t, rec, &Service{Limiter: policy.NewRateLimiter(sw.clk.Now), FirstAttemptWait: 5 * time.Second}, queue.Options{Clock: sw.clk.Now})
@@ -196,8 +198,8 @@ func TestServiceHeldUntilApproved(t *testing.T) {
 	if err := sw.q.Approve(QueueID("bot", res.ID)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(sw.mx.Messages()) == 1 })
-	waitFor(t, func() bool {
+	testwait.For(t, "the MX to take the message", func() bool { return len(sw.mx.Messages()) == 1 })
+	testwait.For(t, "the sent copy marked delivered", func() bool {
 		m, _, _ := sw.st.Get("bot", "sent", res.ID)
 		return m.DeliveryStatus == queue.StatusDelivered && m.DeliveredAt != nil
 	})

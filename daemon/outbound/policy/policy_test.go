@@ -2,35 +2,17 @@ package policy
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/protocol"
 )
 
 func ptrTo[T any](v T) *T { return &v }
 
 func defaultPolicy() config.SendPolicy { return config.Default().Send }
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func TestCheckPolicy(t *testing.T) {
 	rcpts := []string{"x@partner.test", "y@eu.partner.test", "boss@other.test"}
@@ -75,7 +57,7 @@ func TestCheckPolicy(t *testing.T) {
 }
 
 func TestRateLimiter(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	r := NewRateLimiter(clk.Now)
 	p := config.SendPolicy{PerMinute: 2, PerHour: 3}
 	for i := range 2 {

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/protocol"
 )
 
 func TestRateLimitSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
-	clk := newFakeClock()
+	clk := testclock.New()
 	p := config.SendPolicy{PerMinute: 2, PerDay: 3}
 	r, err := OpenRateLimiter(path, clk.Now, nil)
 	if err != nil {
@@ -68,7 +69,7 @@ func TestRateLimitSurvivesRestart(t *testing.T) {
 
 func TestSendLogSkipsDamageAndStaysBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
-	clk := newFakeClock()
+	clk := testclock.New()
 	good := sendLine("bot", clk.Now().Add(-time.Second))
 	os.WriteFile(path, []byte("garbage\n12 \"unterminated\n"+good+"99999999999999999999999 \"x\"\n1 \"\"\n"+good[:10]), 0o600)
 	r, err := OpenRateLimiter(path, clk.Now, nil)

@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/internal/testclock"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 func openTestQueue(t *testing.T, dir string) *Queue {
 	t.Helper()
-	q, err := Open(dir, &countingDeliverer{count: map[string]int{}}, newNotes(), Options{Clock: newFakeClock().Now})
+	q, err := Open(dir, &countingDeliverer{count: map[string]int{}}, newNotes(), Options{Clock: testclock.New().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +196,7 @@ func TestQueueMigratesEarlierLayout(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "old.eml"), it.Data, 0o600)
 	d := &countingDeliverer{count: map[string]int{}}
 	n := newNotes()
-	q, err := Open(dir, d, n, Options{Clock: newFakeClock().Now})
+	q, err := Open(dir, d, n, Options{Clock: testclock.New().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +244,7 @@ func TestJournalGroupsCommits(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, func() bool { j.mu.Lock(); defer j.mu.Unlock(); return j.written == n && j.syncing })
+	testwait.For(t, "every append written and a sync under way", func() bool { j.mu.Lock(); defer j.mu.Unlock(); return j.written == n && j.syncing })
 	close(hold)
 	for range n {
 		if err := <-errs; err != nil {

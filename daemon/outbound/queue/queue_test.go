@@ -12,6 +12,8 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/internal/testclock"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -43,7 +45,7 @@ func recipient(it *Item, addr string) protocol.RecipientStatus {
 func TestQueueTemporaryThenSuccess(t *testing.T) {
 	f := newScripted()
 	f.set("b@retry.test", &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.7.1", Message: "greylisted, come back later"})
-	clk := newFakeClock()
+	clk := testclock.New()
 	n := newNotes()
 	q, err := Open(t.TempDir(), f, n, Options{Clock: clk.Now})
 	if err != nil {
@@ -83,14 +85,14 @@ func TestQueueTemporaryThenSuccess(t *testing.T) {
 	}
 	// The item leaves the journal right after the notifier has recorded
 	// the outcome.
-	waitFor(t, func() bool { _, ok := journalItems(t, q.Dir())["m1"]; return !ok })
+	testwait.For(t, "m1 to leave the journal", func() bool { _, ok := journalItems(t, q.Dir())["m1"]; return !ok })
 }
 
 func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
 	f := newScripted()
 	f.set("gone@p.test", &delivery.Error{Code: 550, Enhanced: "5.1.1", Message: "user unknown"})
 	f.set("slow@p.test", &delivery.Error{Temporary: true, Code: 450, Enhanced: "4.2.0", Message: "try later"})
-	clk := newFakeClock()
+	clk := testclock.New()
 	n := newNotes()
 	q, err := Open(t.TempDir(), f, n, Options{Clock: clk.Now, RetryFor: 2 * time.Hour, Backoff: []time.Duration{time.Hour}})
 	if err != nil {
@@ -108,7 +110,7 @@ func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
 	// Only the deferred recipient is retried.
 	clk.Advance(time.Hour)
 	q.Kick()
-	waitFor(t, func() bool { got, _ := q.Get("m2"); return !got.InFlight && got.Attempts == 2 })
+	testwait.For(t, "m2's second attempt to end", func() bool { got, _ := q.Get("m2"); return !got.InFlight && got.Attempts == 2 })
 	clk.Advance(time.Hour)
 	q.Kick()
 	done := n.waitSettled(t)
@@ -118,17 +120,6 @@ func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
 	}
 	if r := recipient(done, "gone@p.test"); r.Attempts != 1 {
 		t.Fatalf("failed recipient retried: %+v", r)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never met")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -157,7 +148,7 @@ func (c *countingDeliverer) Deliver(_ context.Context, _ string, rcpts []string,
 
 func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
 	dir := t.TempDir()
-	clk := newFakeClock()
+	clk := testclock.New()
 	d := &countingDeliverer{fail: true, count: map[string]int{}}
 	q1, err := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	if err != nil {
@@ -218,7 +209,7 @@ func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
 // restarted queue dial at once.
 func TestQueueNextAttemptRecordedBeforeDialing(t *testing.T) {
 	dir := t.TempDir()
-	clk := newFakeClock()
+	clk := testclock.New()
 	seen := make(chan *Item, 1)
 	d := delivererFunc(func(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
 		seen <- journalItems(t, dir)["c1"]
@@ -269,7 +260,7 @@ func journalItems(t *testing.T, dir string) map[string]*Item {
 
 func TestQueueCorruptItemSetAside(t *testing.T) {
 	dir := t.TempDir()
-	clk := newFakeClock()
+	clk := testclock.New()
 	d := &countingDeliverer{count: map[string]int{}}
 	q1, _ := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	good := testItem("good", "g@remote.test")
@@ -301,7 +292,7 @@ func TestQueueCorruptItemSetAside(t *testing.T) {
 }
 
 func TestQueueOperatorActions(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	d := &countingDeliverer{count: map[string]int{}, fail: true}
 	n := newNotes()
 	q, _ := Open(t.TempDir(), d, n, Options{Clock: clk.Now})
@@ -322,7 +313,7 @@ func TestQueueOperatorActions(t *testing.T) {
 	}
 	// The attempt's outcome and the end of its flight become visible
 	// together: wait for the state an operator acts on, not a counter.
-	waitFor(t, func() bool {
+	testwait.For(t, "h1 deferred, out of flight", func() bool {
 		got, _ := q.Get("h1")
 		return !got.InFlight && got.Recipients[0].Status == StatusDeferred
 	})
@@ -333,7 +324,7 @@ func TestQueueOperatorActions(t *testing.T) {
 	if err := q.Retry("h1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testwait.For(t, "h1's retried attempt to end", func() bool {
 		got, _ := q.Get("h1")
 		return !got.InFlight && got.Recipients[0].Attempts == 2
 	})
@@ -356,7 +347,7 @@ func TestQueueOperatorActions(t *testing.T) {
 }
 
 func TestQueueUnreadableMessageFails(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	d := &countingDeliverer{count: map[string]int{}}
 	n := newNotes()
 	q, _ := Open(t.TempDir(), d, n, Options{Clock: clk.Now})
@@ -390,7 +381,7 @@ func TestQueueUnreadableMessageFails(t *testing.T) {
 
 func TestQueueRestartSpreadsOverdueItems(t *testing.T) {
 	dir := t.TempDir()
-	clk := newFakeClock()
+	clk := testclock.New()
 	d := &countingDeliverer{count: map[string]int{}}
 	q1, _ := Open(dir, d, newNotes(), Options{Clock: clk.Now})
 	for _, id := range []string{"o1", "o2", "o3"} {
@@ -447,24 +438,6 @@ func (s *scripted) Deliver(_ context.Context, _ string, rcpts []string, _ []byte
 		s.n++
 	}
 	return out
-}
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // notes records Notifier calls.

@@ -13,18 +13,8 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never reached: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // oneMX is a world with one fake MX for reuse.test at ip.
 func oneMX(t *testing.T, ip string, tlsCfg *tls.Config) (*mxWorld, *fakemx.Server) {
@@ -107,7 +97,7 @@ func TestPerDestinationLimit(t *testing.T) {
 			}()
 		}()
 	}
-	waitFor(t, "two transactions held in DATA", func() bool { return f.Waiting() == 2 })
+	testwait.For(t, "two transactions held in DATA", func() bool { return f.Waiting() == 2 })
 	for range n {
 		gate <- struct{}{}
 	}
@@ -142,9 +132,9 @@ func TestIdleSessionsCloseAndStayBounded(t *testing.T) {
 	if got := w.d.Idle(); got != 1 {
 		t.Fatalf("%d idle sessions, the bound is 1", got)
 	}
-	waitFor(t, "the second server's connection closed", func() bool { now, _ := g.Open(); return now == 0 })
+	testwait.For(t, "the second server's connection closed", func() bool { now, _ := g.Open(); return now == 0 })
 	// The idle one goes after IdleTimeout, with a QUIT the server sees.
-	waitFor(t, "the idle session closed", func() bool { now, _ := f.Open(); return now == 0 && w.d.Idle() == 0 })
+	testwait.For(t, "the idle session closed", func() bool { now, _ := f.Open(); return now == 0 && w.d.Idle() == 0 })
 }
 
 func TestRelaySessionNotSharedAcrossCredentials(t *testing.T) {
