@@ -23,7 +23,7 @@ type MailboxRow struct {
 	Registered bool   `json:"registered" jsonschema:"true for mailboxes created over the socket (deletable by their owner); false for operator-declared ones"`
 	Owner      string `json:"owner"`
 	// The policies that govern the mailbox, set by the operator.
-	TrustedSenders []string             `json:"trusted_senders,omitempty" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
+	TrustedSenders []string             `json:"trusted_senders" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
 	Send           *protocol.SendLimits `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size and recipient limits and rates per minute/hour/day (0: no limit)"`
 }
 
@@ -59,8 +59,9 @@ func (s *Server) toolMailboxList() toolSpec {
 
 func mailboxRow(m protocol.Mailbox) MailboxRow {
 	r := MailboxRow{Name: m.Name, Address: m.Address, InboxPath: m.InboxPath, SentPath: m.SentPath,
-		Total: m.Total, Unread: m.Unread, SentCount: m.SentCount, Registered: m.Source != "config", Owner: m.Owner, Send: m.Send}
-	if m.Trust != nil {
+		Total: m.Total, Unread: m.Unread, SentCount: m.SentCount, Registered: m.Source != "config", Owner: m.Owner, Send: m.Send,
+		TrustedSenders: []string{}} // shown when empty: it means no mail to the mailbox is trusted
+	if m.Trust != nil && m.Trust.TrustedSenders != nil {
 		r.TrustedSenders = m.Trust.TrustedSenders
 	}
 	return r
