@@ -94,13 +94,16 @@ func doctorRemote(cf *clientFlags) []protocol.Finding {
 			Fix:     "upgrade and restart the daemon (sudo systemctl restart mailctl), or run `sudo mailctl doctor`"}}
 	}
 	if err != nil {
+		msg := fmt.Sprintf("the daemon did not answer the status request: %v", err)
 		fix := "sudo systemctl start mailctl (logs: journalctl -u mailctl); `sudo mailctl doctor` checks the host without the daemon"
 		if _, serr := os.Stat(configPath("")); errors.Is(serr, fs.ErrNotExist) {
-			// The unit does not start without a config: setup comes first.
+			// The unit does not start without a config (its
+			// ConditionPathExists): setup comes first, and
+			// `systemctl start` would do nothing.
+			msg = "no daemon answers, and there is no " + configPath("") + ": the service cannot start before setup"
 			fix = "this host is not set up: sudo mailctl setup (it writes " + configPath("") + " and starts the service); or try mailctl dev, no root needed"
 		}
-		return []protocol.Finding{{ID: "daemon.down", Severity: doctor.Fail,
-			Message: fmt.Sprintf("the daemon did not answer the status request: %v", err), Fix: fix}}
+		return []protocol.Finding{{ID: "daemon.down", Severity: doctor.Fail, Message: msg, Fix: fix}}
 	}
 	f := append([]protocol.Finding(nil), st.Findings...)
 	if st.Server != "" && st.Server != version {
@@ -124,6 +127,9 @@ func printFindings(f []protocol.Finding, source string) {
 	how := "checked locally"
 	if source == "daemon" {
 		how = "checked by the daemon for you"
+		if len(f) == 1 && f[0].ID == "daemon.down" {
+			how = "no daemon to check with"
+		}
 	}
 	fmt.Printf("\n%d fail, %d warn, %d ok (%s)\n", counts[doctor.Fail], counts[doctor.Warn], counts[doctor.OK], how)
 }

@@ -303,8 +303,21 @@ func devListenHint(addr string) {
 	}
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		fmt.Fprintf(os.Stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp 127.0.0.1:2526\n", addr)
+		fmt.Fprintf(os.Stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp %s\n", addr, freeDevPort())
 	case errors.Is(err, syscall.EACCES):
 		fmt.Fprintf(os.Stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
 	}
+}
+
+// freeDevPort is the first loopback port from 2526 that nothing listens on,
+// so the suggested line works when pasted.
+func freeDevPort() string {
+	for p := 2526; p < 2600; p++ {
+		a := fmt.Sprintf("127.0.0.1:%d", p)
+		if ln, err := net.Listen("tcp", a); err == nil {
+			ln.Close()
+			return a
+		}
+	}
+	return "127.0.0.1:0"
 }
