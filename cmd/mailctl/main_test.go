@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/freeport"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -42,14 +43,7 @@ func mailctl(t *testing.T, env []string, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t *testing.T) string { return freeport.TCP(t) }
 
 // lockedBuffer collects a child's output while the test reads it.
 type lockedBuffer struct {

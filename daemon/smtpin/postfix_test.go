@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/freeport"
 	"github.com/mailctl/mailctl/internal/testpostfix"
 )
 
@@ -81,7 +82,7 @@ func TestPostfixFrontsLMTP(t *testing.T) {
 		"",
 	}, "\n")
 	os.WriteFile(filepath.Join(etc, "main.cf"), []byte(mainCF), 0o644)
-	smtpdAddr := freePort(t)
+	smtpdAddr := freeport.TCP(t)
 	os.WriteFile(filepath.Join(etc, "master.cf"), []byte(postfixMasterCF+smtpdAddr+" inet n - n - - smtpd\n"), 0o644)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -217,16 +218,6 @@ func checkPostfixXForward(t *testing.T, addr string, ts *testServer) {
 	if env.RemoteIP.String() != "127.0.0.1" || env.Helo != "client.sender.example" || env.Forwarded == nil {
 		t.Errorf("envelope behind Postfix: remote %v, helo %q, forwarded %+v; want Postfix's client 127.0.0.1 and its HELO", env.RemoteIP, env.Helo, env.Forwarded)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startServerLMTPAt serves LMTP on a socket the postfix user can use.

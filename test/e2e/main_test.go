@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/freeport"
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/store"
@@ -155,17 +156,6 @@ func owner(t *testing.T) (name string, uid, gid int) {
 	return u.Username, uid, gid
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func quoteList(v []string) string {
 	q := make([]string, len(v))
 	for i, s := range v {
@@ -185,11 +175,11 @@ func startDaemon(t *testing.T, o options) *daemon {
 		dir = t.TempDir()
 	}
 	ownerName, uid, gid := owner(t)
-	d := &daemon{t: t, dir: dir, cfgPath: filepath.Join(dir, "config.toml"), SMTPAddr: freeAddr(t),
+	d := &daemon{t: t, dir: dir, cfgPath: filepath.Join(dir, "config.toml"), SMTPAddr: freeport.TCP(t),
 		state: filepath.Join(dir, "state"), uid: uid, gid: gid, logs: &lockedBuffer{}}
 	cert, key := writeCert(t, filepath.Join(dir, "tls"))
 	if o.Resolver == "" {
-		o.Resolver = freeAddr(t) // nothing answers: lookups fail fast or time out
+		o.Resolver = freeport.TCP(t) // nothing answers: lookups fail fast or time out
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "hostname = %q\ndomains = [%q]\n\n[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n\n",

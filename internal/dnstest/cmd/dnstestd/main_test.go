@@ -10,28 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// freeAddr finds a loopback port free for both UDP and TCP, as dnstestd
-// listens on both.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no loopback port free for both UDP and TCP")
-	return ""
-}
+	"github.com/mailctl/mailctl/internal/freeport"
+)
 
 func lookupTXT(addr, name string) ([]string, error) {
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -50,7 +31,7 @@ func TestServeReloadStop(t *testing.T) {
 	if err := os.WriteFile(zone, []byte("example.test TXT \"v=spf1 -all\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := freeport.TCPAndUDP(t)
 	done := make(chan error, 1)
 	go func() { done <- run(slog.New(slog.NewTextHandler(io.Discard, nil)), addr, zone) }()
 
