@@ -31,7 +31,11 @@ func (d *Daemon) describe(m *mailboxInfo) protocol.Mailbox {
 		senders = []string{}
 	}
 	mb.Trust = &protocol.TrustPolicy{TrustedSenders: senders, Source: source}
-	mb.Send = sendLimits(cfg.EffectiveSend(m.Name))
+	pol := cfg.EffectiveSend(m.Name)
+	mb.Send = sendLimits(pol)
+	if d.out != nil && d.out.limiter != nil {
+		mb.Send.Rate = d.out.limiter.Usage(m.Name, pol)
+	}
 	if n, err := d.store.Counts(m.Name); err == nil {
 		mb.Total, mb.Unread, mb.SentCount = n.Total, n.Unread, n.Sent
 	} else {
@@ -74,7 +78,7 @@ func sendLimits(p config.SendPolicy) *protocol.SendLimits {
 	return &protocol.SendLimits{Enabled: on(p.Enabled, true), DryRunOnly: on(p.DryRunOnly, false), Hold: on(p.Hold, false),
 		AllowDomains: nonNil(p.AllowDomains), AllowAddresses: nonNil(p.AllowAddresses), MaxRecipients: p.MaxRecipients,
 		MaxMessageBytes: p.MaxMessageBytes, MaxAttachmentBytes: p.MaxAttachmentBytes,
-		PerMinute: p.PerMinute, PerHour: p.PerHour, PerDay: p.PerDay}
+		PerMinute: p.PerMinute, PerHour: p.PerHour, PerDay: p.PerDay, Rate: []protocol.SendRate{}}
 }
 
 // mailboxCreateTarget names no existing mailbox: a new one is the caller's.

@@ -621,6 +621,31 @@ func TestMailboxListShowsPolicy(t *testing.T) {
 	if !slices.Contains(r.TrustedSenders, "*@"+testdaemon.TrustedDomain) {
 		t.Fatalf("trusted_senders: %v", r.TrustedSenders)
 	}
+	if want := []protocol.SendRate{{Window: "minute", Limit: 20, Remaining: 20}, {Window: "hour", Limit: 30, Remaining: 30}, {Window: "day", Limit: 1000, Remaining: 1000}}; !slices.Equal(r.Send.Rate, want) {
+		t.Fatalf("rate before sending: %+v, want %+v", r.Send.Rate, want)
+	}
 	e.fail("email_send", map[string]any{"from_mailbox": "agent", "to": "x@elsewhere.test", "subject": "s", "body": "b"}, protocol.CodePolicyBlocked)
 	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "s", "body": "b"}, nil)
+	// The send counts against the hour; the refused one and dry runs do not.
+	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "s", "body": "b", "dry_run": true}, nil)
+	e.ok("mailbox_list", nil, &list)
+	if want := []protocol.SendRate{{Window: "minute", Limit: 20, Used: 1, Remaining: 19}, {Window: "hour", Limit: 30, Used: 1, Remaining: 29}, {Window: "day", Limit: 1000, Used: 1, Remaining: 999}}; !slices.Equal(list.Mailboxes[0].Send.Rate, want) {
+		t.Fatalf("rate after one send: %+v, want %+v", list.Mailboxes[0].Send.Rate, want)
+	}
+}
+
+// A mailbox at its limit says so, and when the next send fits.
+func TestMailboxListRateExhausted(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Extra: "[send]\nper_minute = 1\nper_day = 5\n"})
+	e := connect(t, d.Socket)
+	d.Mailbox(t, "agent")
+	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "s", "body": "b"}, nil)
+	var list MailboxListData
+	e.ok("mailbox_list", nil, &list)
+	rate := list.Mailboxes[0].Send.Rate
+	if len(rate) != 3 || rate[0].Window != "minute" || rate[0].Remaining != 0 || rate[0].NextFreeMS <= 0 || rate[0].NextFreeMS > 60000 ||
+		rate[2] != (protocol.SendRate{Window: "day", Limit: 5, Used: 1, Remaining: 4}) {
+		t.Fatalf("rate: %+v", rate)
+	}
+	e.fail("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "s", "body": "b"}, protocol.CodeRateLimited)
 }

@@ -95,6 +95,19 @@ type SendLimits struct {
 	PerMinute          int      `json:"per_minute"`
 	PerHour            int      `json:"per_hour"`
 	PerDay             int      `json:"per_day"`
+	// Rate is what is left of each limited window (per_minute, per_hour,
+	// per_day) right now; empty when no rate limit applies.
+	Rate []SendRate `json:"rate"`
+}
+
+// SendRate is one sliding rate-limit window of a mailbox: its limit, the
+// sends the mailbox made in it, and how many more it may make now.
+type SendRate struct {
+	Window     string `json:"window"` // "minute", "hour" or "day"
+	Limit      int    `json:"limit"`
+	Used       int    `json:"used"`
+	Remaining  int    `json:"remaining"`
+	NextFreeMS int64  `json:"next_free_ms,omitempty"` // with remaining 0: milliseconds until one more send fits
 }
 
 // TrustPolicy is the effective trust setting of a mailbox.

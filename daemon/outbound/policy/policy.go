@@ -63,6 +63,17 @@ func allowed(p config.SendPolicy, addr string) bool {
 	return false
 }
 
+// rateWindow is one sliding window of a send policy's rate limits.
+type rateWindow struct {
+	limit int
+	d     time.Duration
+	key   string
+}
+
+func rateWindows(p config.SendPolicy) []rateWindow {
+	return []rateWindow{{p.PerMinute, time.Minute, "send.per_minute"}, {p.PerHour, time.Hour, "send.per_hour"}, {p.PerDay, 24 * time.Hour, "send.per_day"}}
+}
+
 // RateLimiter counts sends per mailbox in sliding windows of a minute, an
 // hour and a day. Opened on a file (OpenRateLimiter), it survives restarts.
 type RateLimiter struct {
@@ -98,15 +109,10 @@ func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
 		i++
 	}
 	ts = ts[i:]
-	windows := []struct {
-		limit int
-		d     time.Duration
-		key   string
-	}{{p.PerMinute, time.Minute, "send.per_minute"}, {p.PerHour, time.Hour, "send.per_hour"}, {p.PerDay, 24 * time.Hour, "send.per_day"}}
 	var wait time.Duration
 	var which string
 	var limit int
-	for _, w := range windows {
+	for _, w := range rateWindows(p) {
 		if w.limit <= 0 {
 			continue
 		}
@@ -146,4 +152,35 @@ func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
 		r.log.record(mailbox, now, n, r.sent)
 	}
 	return nil
+}
+
+// Usage reports, for each window p limits, how many sends mailbox made in it
+// and how many it has left, so that an owner can plan instead of probing with
+// failures. It records nothing. Windows without a limit are left out.
+func (r *RateLimiter) Usage(mailbox string, p config.SendPolicy) []protocol.SendRate {
+	out := []protocol.SendRate{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock()
+	ts := r.sent[mailbox]
+	for _, w := range rateWindows(p) {
+		if w.limit <= 0 {
+			continue
+		}
+		start := now.Add(-w.d)
+		j := 0
+		for j < len(ts) && !ts[j].After(start) {
+			j++
+		}
+		in := ts[j:]
+		rate := protocol.SendRate{Window: strings.TrimPrefix(w.key, "send.per_"), Limit: w.limit, Used: len(in), Remaining: max(w.limit-len(in), 0)}
+		if rate.Remaining == 0 {
+			// One more send fits once the oldest send that fills the
+			// window leaves it.
+			free := in[len(in)-w.limit].Add(w.d).Sub(now)
+			rate.NextFreeMS = max(free.Milliseconds(), 1)
+		}
+		out = append(out, rate)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,34 @@ func TestRateLimiter(t *testing.T) {
 	clk.Advance(time.Hour)
 	if err := r.Allow("bot", p, 1); err != nil {
 		t.Fatalf("after an hour: %v", err)
+	}
+}
+
+// Usage shows what Allow would decide: the sends in each limited window and
+// when the next one fits, agreeing with a refusal's RetryAfterMS.
+func TestRateLimiterUsage(t *testing.T) {
+	clk := testclock.New()
+	r := NewRateLimiter(clk.Now)
+	p := config.SendPolicy{PerMinute: 2, PerDay: 10}
+	want := []protocol.SendRate{{Window: "minute", Limit: 2, Remaining: 2}, {Window: "day", Limit: 10, Remaining: 10}}
+	if got := r.Usage("bot", p); !slices.Equal(got, want) {
+		t.Fatalf("unused: %+v, want %+v", got, want)
+	}
+	r.Allow("bot", p, 1)
+	clk.Advance(20 * time.Second)
+	r.Allow("bot", p, 1)
+	want = []protocol.SendRate{{Window: "minute", Limit: 2, Used: 2, NextFreeMS: 40_000}, {Window: "day", Limit: 10, Used: 2, Remaining: 8}}
+	if got := r.Usage("bot", p); !slices.Equal(got, want) {
+		t.Fatalf("full minute: %+v, want %+v", got, want)
+	}
+	if err := r.Allow("bot", p, 1); err.(*protocol.Error).RetryAfterMS != 40_000 {
+		t.Fatalf("Allow disagrees with Usage: %v", err)
+	}
+	clk.Advance(40 * time.Second)
+	if got := r.Usage("bot", p)[0]; got != (protocol.SendRate{Window: "minute", Limit: 2, Used: 1, Remaining: 1}) {
+		t.Fatalf("after the first send left the minute: %+v", got)
+	}
+	if got := r.Usage("bot", config.SendPolicy{}); len(got) != 0 {
+		t.Fatalf("no limits: %+v, want none", got)
 	}
 }
