@@ -53,7 +53,11 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 	for {
 		prev, mine := s.recent.claim(k, s.now())
 		if mine != nil {
-			id, err := s.deliver(mailbox, folder, m, body, raw, atts)
+			var id string
+			err := beforeWriteOnce(mailbox, folder)
+			if err == nil {
+				id, err = s.deliver(mailbox, folder, m, body, raw, atts)
+			}
 			s.recent.finish(mine, id, err)
 			return id, false, err
 		}
@@ -65,6 +69,18 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 		// this delivery is stored after all.
 		s.recent.forget(k, prev)
 	}
+}
+
+// testHookBeforeWrite, when set (by tests only), runs before DeliverOnce
+// writes a delivery it claimed; an error fails that write. It lets a test
+// hold a write in flight and release it when it chooses.
+var testHookBeforeWrite func(mailbox, folder string) error
+
+func beforeWriteOnce(mailbox, folder string) error {
+	if testHookBeforeWrite == nil {
+		return nil
+	}
+	return testHookBeforeWrite(mailbox, folder)
 }
 
 // hasMessage reports whether the folder holds message id.

@@ -4,8 +4,9 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -70,49 +71,84 @@ func TestDeliverOnceRepeatWithinWindow(t *testing.T) {
 }
 
 // TestDeliverOnceWaitsForTheCopyInFlight has a repeat arrive while the first
-// copy is being written: it waits for that write (woken, not polling) and
-// answers with its id; when the write fails, the repeat is stored itself.
+// copy is being written (held by the test in testHookBeforeWrite). The repeat
+// must not answer while the write is held, and must be woken by the write's
+// end: in a synctest bubble, once every goroutine is blocked again after the
+// release, the repeat has answered. A waiter that sleeps and polls is still
+// asleep then, and fails. It answers with the first copy's id, or, when that
+// write failed, is stored itself.
 func TestDeliverOnceWaitsForTheCopyInFlight(t *testing.T) {
-	s := newTestStore(t)
-	key := sha256.Sum256([]byte("in flight"))
-	k := recentKey{mailbox: "agent", folder: "inbox", key: key}
 	for _, firstFails := range []bool{false, true} {
-		s.recent = recentDeliveries{}
-		_, first := s.recent.claim(k, s.now())
-		type result struct {
-			id  string
-			dup bool
-			err error
-		}
-		got := make(chan result, 1)
-		var started sync.WaitGroup
-		started.Add(1)
-		go func() {
-			started.Done()
-			id, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(2), "b", []byte("in flight"), nil)
-			got <- result{id, dup, err}
-		}()
-		started.Wait()
-		var firstID string
+		name := "first stored"
 		if firstFails {
-			s.recent.finish(first, "", os.ErrDeadlineExceeded)
-		} else {
-			var err error
-			firstID, err = s.deliver("agent", "inbox", testMessage(2), "b", []byte("in flight"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.recent.finish(first, firstID, nil)
+			name = "first failed"
 		}
-		r := <-got
-		switch {
-		case r.err != nil:
-			t.Fatalf("repeat: %v", r.err)
-		case !firstFails && (!r.dup || r.id != firstID):
-			t.Errorf("repeat of a stored copy = %q %v, want %q true", r.id, r.dup, firstID)
-		case firstFails && (r.dup || r.id == ""):
-			t.Errorf("repeat of a failed copy = %q %v, want stored", r.id, r.dup)
-		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTestStore(t)
+				key := sha256.Sum256([]byte("in flight"))
+				writing, release := make(chan struct{}), make(chan struct{})
+				var writes atomic.Int32
+				testHookBeforeWrite = func(string, string) error {
+					if writes.Add(1) > 1 {
+						return nil // the repeat's own write, after a failed first one
+					}
+					close(writing)
+					<-release
+					if firstFails {
+						return os.ErrDeadlineExceeded
+					}
+					return nil
+				}
+				t.Cleanup(func() { testHookBeforeWrite = nil })
+				type result struct {
+					id  string
+					dup bool
+					err error
+				}
+				deliver := func(out chan<- result) {
+					id, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(2), "b", []byte("in flight"), nil)
+					out <- result{id, dup, err}
+				}
+				first, repeat := make(chan result, 1), make(chan result, 1)
+				go deliver(first)
+				<-writing
+				go deliver(repeat)
+				synctest.Wait()
+				var r result
+				answered := false
+				select {
+				case r = <-repeat:
+					answered = true
+					t.Errorf("the repeat answered %+v while the first copy was still being written", r)
+				default:
+				}
+
+				close(release)
+				synctest.Wait()
+				if !answered {
+					select {
+					case r = <-repeat:
+					default:
+						t.Error("the first write finished but the repeat was not woken")
+						r = <-repeat // let it end, so that the bubble can
+					}
+				}
+				f := <-first
+				switch {
+				case firstFails && f.err == nil:
+					t.Errorf("first copy = %q, want the injected failure", f.id)
+				case !firstFails && (f.err != nil || f.dup):
+					t.Errorf("first copy = %q %v %v, want stored", f.id, f.dup, f.err)
+				case r.err != nil:
+					t.Errorf("repeat: %v", r.err)
+				case !firstFails && (!r.dup || r.id != f.id):
+					t.Errorf("repeat of a stored copy = %q %v, want %q true", r.id, r.dup, f.id)
+				case firstFails && (r.dup || r.id == "" || !s.hasMessage("agent", "inbox", r.id)):
+					t.Errorf("repeat of a failed copy = %q %v, want stored", r.id, r.dup)
+				}
+			})
+		})
 	}
 }
 
