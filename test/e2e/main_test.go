@@ -52,31 +52,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	// A prebuilt binary may be given, e.g. to run the compiled tests as an
-	// unprivileged user without a Go toolchain.
-	if b := os.Getenv("MAILCTL_E2E_BIN"); b != "" {
-		bin = b
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "mailctl-e2e-bin-")
-	if err != nil {
+	defer testbin.Cleanup()
+	var err error
+	if bin, err = testbin.Mailctl(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	// Other uids (postfix, the throwaway owner) never run it, but keep it
-	// reachable anyway.
-	os.Chmod(dir, 0o755)
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	bin = filepath.Join(dir, "mailctl")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/mailctl")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building mailctl: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()

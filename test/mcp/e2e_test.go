@@ -21,49 +21,29 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testdaemon"
-)
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildDir  string
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// mailctlBinary is $MAILCTL_BIN, or mailctl built once for the whole run.
+// mailctlBinary is the mailctl under test, built once for the whole run or
+// named by $MAILCTL_TEST_BIN (internal/testbin).
 func mailctlBinary(tb testing.TB) string {
 	tb.Helper()
-	if bin := os.Getenv("MAILCTL_BIN"); bin != "" {
-		return bin
+	bin, err := testbin.Mailctl()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "mcpe2e-bin")
-		if buildErr != nil {
-			return
-		}
-		builtBin = filepath.Join(buildDir, "mailctl")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/mailctl/mailctl/cmd/mailctl").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building mailctl: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return builtBin
+	return bin
 }
 
 // setup finds node and the npm packages and builds mailctl (or takes
-// $MAILCTL_BIN).
+// $MAILCTL_TEST_BIN).
 func setup(t *testing.T, pkg string) (node, bin string) {
 	t.Helper()
 	node, err := exec.LookPath("node")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -147,9 +148,7 @@ func (h *mailHost) start() {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", h.NS, mailctlBin, "serve", "--config", h.cfg)
 	cmd.Stdout, cmd.Stderr = h.Logs, h.Logs
-	if dir := os.Getenv("MAILCTL_COVERDIR"); dir != "" {
-		cmd.Env = append(os.Environ(), "GOCOVERDIR="+dir)
-	}
+	cmd.Env = append(os.Environ(), testbin.CoverEnv()...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting mailctl serve: %v", err)
 	}

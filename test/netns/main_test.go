@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,44 +46,14 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	removeStale()
-	dir, err := os.MkdirTemp("", "mailctl-netns-bin-")
+	defer testbin.Cleanup()
+	var err error
+	if mailctlBin, err = testbin.Mailctl(); err == nil {
+		dnstestdBin, err = testbin.Build("./internal/dnstest/cmd/dnstestd")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	defer os.RemoveAll(dir)
-	// Hooks run as throwaway users; keep the directory traversable.
-	os.Chmod(dir, 0o755)
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mailctlBin = filepath.Join(dir, "mailctl")
-	dnstestdBin = filepath.Join(dir, "dnstestd")
-	// MAILCTL_NETNS_BUILDFLAGS (e.g. "-race") shapes the daemon under test;
-	// MAILCTL_COVERDIR collects its coverage (go build -cover, GOCOVERDIR).
-	flags := strings.Fields(os.Getenv("MAILCTL_NETNS_BUILDFLAGS"))
-	if dir := os.Getenv("MAILCTL_COVERDIR"); dir != "" {
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		// Hooks run `mailctl mcp` as throwaway users: let them write too.
-		os.Chmod(dir, 0o777)
-		flags = append(flags, "-cover", "-coverpkg=github.com/mailctl/mailctl/...")
-	}
-	for out, pkg := range map[string]string{mailctlBin: "./cmd/mailctl", dnstestdBin: "./internal/dnstest/cmd/dnstestd"} {
-		args := []string{"build", "-o", out}
-		if out == mailctlBin {
-			args = append(args, flags...)
-		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
-			return 1
-		}
 	}
 	return m.Run()
 }

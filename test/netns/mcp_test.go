@@ -65,10 +65,7 @@ func TestAgentMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := l.newMailHost("a", "a.test", hostOptions{Mailboxes: []string{"boss"}, TrustedSenders: []string{"*@b.test"}})
-	env := []string{"/usr/bin/env", "MAILCTL_BIN=" + mailctlBin, "MAILCTL_SOCKET={SOCK}"}
-	if dir := os.Getenv("MAILCTL_COVERDIR"); dir != "" {
-		env = append(env, "GOCOVERDIR="+dir)
-	}
+	env := append([]string{"/usr/bin/env", "MAILCTL_BIN=" + mailctlBin, "MAILCTL_SOCKET={SOCK}"}, testbin.CoverEnv()...)
 	hook := "name = \"agent\"\nmailbox = \"agent\"\nevent = \"on_receive\"\ntimeout_secs = 120\ncmd = " +
 		quoteList(append(env, node, script))
 	b := l.newMailHost("b", "b.test", hostOptions{Mailboxes: []string{"agent"}, TrustedSenders: []string{"boss@a.test"}, Hooks: []string{hook}})
