@@ -180,6 +180,9 @@ func (d *Daemon) authorize(c *call, acc access, t target) ([]*mailboxInfo, error
 // visible reports whether the caller may see mailbox m at all.
 func (c *call) visible(m *mailboxInfo) bool { return c.caller.Root() || m.UID == c.caller.UID }
 
+// notFoundMailbox words the error neutrally: it reaches CLI users and MCP
+// agents alike, and the protocol does not say which is asking; each client
+// adds its own next step (the MCP shim recognizes the "no mailbox " start).
 func notFoundMailbox(name string) error {
-	return protocol.Errorf(protocol.CodeNotFound, "no mailbox %q among yours: `mailctl mailboxes list` shows the ones you own", name)
+	return protocol.Errorf(protocol.CodeNotFound, "no mailbox %q among yours: list your mailboxes to see the ones you own", name)
 }

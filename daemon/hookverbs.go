@@ -186,7 +186,7 @@ func handleHookList(_ context.Context, d *Daemon, c *call, a *protocol.HookListA
 }
 
 func noHook(name string) error {
-	return protocol.Errorf(protocol.CodeNotFound, "no hook %q on your mailboxes: `mailctl hooks list` shows them", name)
+	return protocol.Errorf(protocol.CodeNotFound, "no hook %q on your mailboxes: list your hooks to see their names", name)
 }
 
 // hookDeleteTarget is the mailbox of the caller's hook of that name (on the

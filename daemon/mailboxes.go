@@ -140,7 +140,7 @@ func handleMailboxCreate(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 	created, err := d.store.Create(a.Name, int(uid), int(gid))
 	if err != nil {
 		if errors.Is(err, store.ErrOwnerMismatch) {
-			return nil, protocol.Errorf(protocol.CodeConflict, "a folder for %q already exists with another owner; the operator should remove or adopt it (`mailctl doctor`)", a.Name)
+			return nil, protocol.Errorf(protocol.CodeConflict, "a folder for %q already exists with another owner; pick another name, or ask the operator to remove or adopt it (`mailctl doctor` shows it)", a.Name)
 		}
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 	if err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
 			n, _ := d.store.Counts(a.Name)
-			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); pass --force (mailctl mailboxes delete %s --force; MCP: force=true) to delete its mail too", a.Name, n.Total, n.Sent, a.Name)
+			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); delete it with force to delete its mail too", a.Name, n.Total, n.Sent)
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, err

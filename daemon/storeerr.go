@@ -28,7 +28,7 @@ func storeFault(err error) *protocol.Error {
 			"the raw .eml beside it holds the original. Restore or remove the .md file, then retry", err)
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, store.ErrNotRegular):
 		return protocol.Errorf(protocol.CodeConflict, "%v: something in your mailbox folder is not what mailctl expects (a folder replaced by a file?); "+
-			"move it away (mailctl recreates the folder when it next writes there; `mailctl doctor` names what is wrong), then retry", err)
+			"move it away (mailctl recreates the folder when it next writes there; the operator's `mailctl doctor` names what is wrong), then retry", err)
 	case errors.Is(err, store.ErrTooLarge):
 		return protocol.Errorf(protocol.CodeTooLarge, "%v: read it in windows (offset, max_chars)", err)
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):
@@ -36,7 +36,7 @@ func storeFault(err error) *protocol.Error {
 	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrNotEmpty), errors.Is(err, store.ErrOwnerMismatch):
 		return protocol.Errorf(protocol.CodeConflict, "%v", err)
 	case errors.Is(err, fs.ErrPermission):
-		return protocol.Errorf(protocol.CodeForbidden, "%v: check the modes of your mailbox folder (`mailctl doctor`)", err)
+		return protocol.Errorf(protocol.CodeForbidden, "%v: check the modes of your mailbox folder, or ask the operator (`mailctl doctor` names what is wrong)", err)
 	}
 	return nil
 }

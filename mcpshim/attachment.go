@@ -63,14 +63,24 @@ func (s *Server) toolEmailAttachment() toolSpec {
 	}, s.emailAttachment)
 }
 
+// readNext points at email_read, whose attachment_list names a message's
+// attachments.
+func readNext(in *attachmentArgs) *NextAction {
+	args := map[string]any{"mailbox": in.Mailbox, "id": in.ID}
+	if in.Folder != "" {
+		args["folder"] = in.Folder
+	}
+	return &NextAction{Instruction: "Read the message: its attachment_list names its attachments and their indexes.", Tool: "email_read", Arguments: args}
+}
+
 func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in *attachmentArgs) (string, AttachmentData, *NextAction, error) {
 	var zero AttachmentData
 	m, err := s.read(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: in.ID, Folder: in.Folder, MaxChars: 1})
 	if err != nil {
-		return "", zero, nil, notFoundHint(err, in.Mailbox)
+		return "", zero, nil, messageHint(err, in.Mailbox, in.Folder)
 	}
 	if len(m.AttachmentList) == 0 {
-		return "", zero, nil, fail(protocol.CodeNotFound, "message %s has no attachments", in.ID)
+		return "", zero, nil, withNext(fail(protocol.CodeNotFound, "message %s has no attachments", in.ID), readNext(in))
 	}
 	idx := in.Index
 	if in.Filename != "" {
@@ -82,11 +92,11 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 			}
 		}
 		if idx < 0 {
-			return "", zero, nil, fail(protocol.CodeNotFound, "message %s has no attachment named %q", in.ID, in.Filename)
+			return "", zero, nil, withNext(fail(protocol.CodeNotFound, "message %s has no attachment named %q", in.ID, in.Filename), readNext(in))
 		}
 	}
 	if idx >= len(m.AttachmentList) {
-		return "", zero, nil, fail(protocol.CodeNotFound, "message %s has %d attachment(s); index %d is out of range", in.ID, len(m.AttachmentList), idx)
+		return "", zero, nil, withNext(fail(protocol.CodeNotFound, "message %s has %d attachment(s); index %d is out of range", in.ID, len(m.AttachmentList), idx), readNext(in))
 	}
 	att := m.AttachmentList[idx]
 	mailboxDir, err := s.mailboxDir(ctx, in.Mailbox)

@@ -43,7 +43,7 @@ func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *f
 	}
 	m, body, err := s.readWhole(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: in.ID, Folder: in.Folder})
 	if err != nil {
-		return "", zero, nil, notFoundHint(err, in.Mailbox)
+		return "", zero, nil, messageHint(err, in.Mailbox, in.Folder)
 	}
 	var atts []protocol.SendAttachment
 	if !in.WithoutAttachments && len(m.AttachmentList) > 0 {

@@ -119,7 +119,11 @@ func resourceErr(err error, uri string) error {
 	}
 	pe := asProtocolError(err)
 	code := pe.Code
-	data, _ := json.Marshal(map[string]any{"uri": uri, "code": code, "retryable": pe.Retryable})
+	fields := map[string]any{"uri": uri, "code": code, "retryable": pe.Retryable}
+	if code == protocol.CodeNotFound {
+		fields["next_action"] = resourceNext(uri, pe)
+	}
+	data, _ := json.Marshal(fields)
 	err = pe
 	switch code {
 	case protocol.CodeNotFound:
@@ -130,6 +134,18 @@ func resourceErr(err error, uri string) error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: data}
+}
+
+// resourceNext is the call that finds what a not_found resource URI missed:
+// the message ids of its mailbox folder, or, when the mailbox itself is
+// missing, the caller's mailboxes.
+func resourceNext(uri string, pe *protocol.Error) *NextAction {
+	name, rest, ok := parseMailboxURI(uri)
+	if !ok || len(rest) < 2 || strings.HasPrefix(pe.Message, "no mailbox ") {
+		return &NextAction{Instruction: "No such mailbox among yours: list them to find the right name.", Tool: "mailbox_list"}
+	}
+	return &NextAction{Instruction: "No message with that id there: list the messages to find the right id.", Tool: "email_list",
+		Arguments: map[string]any{"mailbox": name, "folder": rest[0]}}
 }
 
 // badURI is the error for a URI that names no resource of this server.

@@ -216,14 +216,16 @@ func TestResourceErrorCodes(t *testing.T) {
 		method, uri string
 		code        float64
 		mailctlCode string
+		nextTool    string // for not_found: the tool data.next_action names
 	}{
-		{r, "resources/subscribe", "mailctl://mailboxes", -32602, "invalid_input"},
-		{r, "resources/subscribe", "mailctl://mailbox/agent/inbox/x", -32602, "invalid_input"},
-		{r, "resources/subscribe", "mailctl://mailbox/ghost/inbox", -32602, "not_found"},
-		{r, "resources/read", "mailctl://mailbox/ghost/inbox", -32602, "not_found"},
-		{r, "resources/read", "mailctl://mailbox/agent/inbox/nope", -32602, "not_found"},
-		{down, "resources/subscribe", "mailctl://mailbox/agent/inbox", -32603, "unavailable"},
-		{down, "resources/read", "mailctl://mailboxes", -32603, "unavailable"},
+		{r, "resources/subscribe", "mailctl://mailboxes", -32602, "invalid_input", ""},
+		{r, "resources/subscribe", "mailctl://mailbox/agent/inbox/x", -32602, "invalid_input", ""},
+		{r, "resources/subscribe", "mailctl://mailbox/ghost/inbox", -32602, "not_found", "mailbox_list"},
+		{r, "resources/read", "mailctl://mailbox/ghost/inbox", -32602, "not_found", "mailbox_list"},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/nope", -32602, "not_found", "email_list"},
+		{r, "resources/read", "mailctl://mailbox/ghost/inbox/nope", -32602, "not_found", "mailbox_list"},
+		{down, "resources/subscribe", "mailctl://mailbox/agent/inbox", -32603, "unavailable", ""},
+		{down, "resources/read", "mailctl://mailboxes", -32603, "unavailable", ""},
 	} {
 		id := fmt.Sprint(100 + i)
 		c.s.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + c.method + `","params":{"uri":"` + c.uri + `"}}`)
@@ -232,6 +234,10 @@ func TestResourceErrorCodes(t *testing.T) {
 		data, _ := e["data"].(map[string]any)
 		if e == nil || e["code"] != c.code || data["code"] != c.mailctlCode || data["uri"] != c.uri {
 			t.Errorf("%s %s: want %v with data.code %s, got %v", c.method, c.uri, c.code, c.mailctlCode, m)
+		}
+		next, _ := data["next_action"].(map[string]any)
+		if c.nextTool != "" && (next == nil || next["tool"] != c.nextTool) {
+			t.Errorf("%s %s: next_action %v, want tool %s", c.method, c.uri, data["next_action"], c.nextTool)
 		}
 	}
 	r.send(`{"jsonrpc":"2.0","id":"ok","method":"resources/subscribe","params":{"uri":"mailctl://mailbox/agent/inbox"}}`)

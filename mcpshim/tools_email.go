@@ -120,7 +120,7 @@ func (s *Server) toolEmailList() toolSpec {
 			Text: in.Text, ThreadID: in.ThreadID, Since: since, Until: until}
 		var out protocol.MessageList
 		if err := s.call(ctx, protocol.VerbMessageList, args, &out); err != nil {
-			return "", data, nil, notFoundHint(err, in.Mailbox)
+			return "", data, nil, mailboxHint(err)
 		}
 		f := newFence()
 		data = EmailListData{Mailbox: in.Mailbox, Folder: folder, Messages: make([]ListRow, 0, len(out.Messages)),
@@ -193,11 +193,29 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-func notFoundHint(err error, mailbox string) error {
+// mailboxHint points a not_found about a mailbox at mailbox_list.
+func mailboxHint(err error) error {
 	if protocol.CodeOf(err) == protocol.CodeNotFound {
-		return withNext(err, &NextAction{Instruction: "Check the mailbox name and the message id.", Tool: "mailbox_list"})
+		return withNext(err, &NextAction{Instruction: "No such mailbox among yours: list them to find the right name.", Tool: "mailbox_list"})
 	}
 	return err
+}
+
+// messageHint points a not_found about a message id at email_list on that
+// mailbox and folder, where the ids are; when it is the mailbox that is
+// missing (the daemon's "no mailbox …"), at mailbox_list.
+func messageHint(err error, mailbox, folder string) error {
+	if protocol.CodeOf(err) != protocol.CodeNotFound {
+		return err
+	}
+	if strings.HasPrefix(asProtocolError(err).Message, "no mailbox ") {
+		return mailboxHint(err)
+	}
+	args := map[string]any{"mailbox": mailbox}
+	if folder != "" {
+		args["folder"] = folder
+	}
+	return withNext(err, &NextAction{Instruction: "No message with that id there: list the messages to find the right id (or the folder it moved to).", Tool: "email_list", Arguments: args})
 }
 
 type emailReadArgs struct {
@@ -238,7 +256,7 @@ func (s *Server) toolEmailRead() toolSpec {
 		m, err := s.read(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: in.ID, Folder: in.Folder,
 			MaxChars: in.MaxChars, Offset: in.Offset, Raw: in.Raw})
 		if err != nil {
-			return "", EmailReadData{}, nil, notFoundHint(err, in.Mailbox)
+			return "", EmailReadData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
 		f := newFence()
 		data := readData(m, f, in.MaxChars)

@@ -215,7 +215,7 @@ func (s *Server) toolEmailReply() toolSpec {
 			TextOnly: in.TextOnly, HTMLBody: in.HTMLBody, Attachments: atts, AutoReply: in.AutoReply,
 			DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
 		sum, out, next, err := s.send(ctx, args)
-		return sum, out, next, notFoundHint(err, in.Mailbox)
+		return sum, out, next, messageHint(err, in.Mailbox, "")
 	})
 }
 
@@ -255,7 +255,7 @@ func (s *Server) toolMark(read bool) toolSpec {
 		}
 		var out protocol.MessageMarked
 		if err := s.call(ctx, protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: in.Mailbox, Folder: in.Folder, IDs: ids, Read: read}, &out); err != nil {
-			return "", MarkData{}, nil, notFoundHint(err, in.Mailbox)
+			return "", MarkData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
 		data := MarkData{Changed: out.Changed, NotFound: out.NotFound, Status: "ok"}
 		if data.Changed == nil {
@@ -263,7 +263,7 @@ func (s *Server) toolMark(read bool) toolSpec {
 		}
 		if len(out.NotFound) > 0 {
 			if len(out.NotFound) == len(ids) {
-				return "", MarkData{}, nil, fail(protocol.CodeNotFound, "no message %s in %s", strings.Join(out.NotFound, ", "), in.Mailbox)
+				return "", MarkData{}, nil, messageHint(fail(protocol.CodeNotFound, "no message %s in %s", strings.Join(out.NotFound, ", "), in.Mailbox), in.Mailbox, in.Folder)
 			}
 			data.Status = "partial"
 			for _, id := range out.NotFound {
@@ -321,7 +321,7 @@ func (s *Server) toolEmailMove() toolSpec {
 			Folder string `json:"folder"`
 		}
 		if err := s.call(ctx, protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: in.Mailbox, ID: in.ID, From: from, To: to}, &out); err != nil {
-			return "", MoveData{}, nil, notFoundHint(err, in.Mailbox)
+			return "", MoveData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
 		data := MoveData{Mailbox: in.Mailbox, ID: in.ID, From: from, To: to}
 		if out.ID != "" {

@@ -568,7 +568,38 @@ func TestEveryNotFoundHasNextAction(t *testing.T) {
 		na, _ := sc["next_action"].(map[string]any)
 		if na == nil || na["tool"] == nil || na["tool"] == "" {
 			t.Errorf("%s: not_found without a tool to call next: %v", name, sc)
+			continue
 		}
+		// A missing message id is found with email_list on its mailbox; a
+		// missing mailbox with mailbox_list.
+		want := "mailbox_list"
+		if args["mailbox"] == "agent" {
+			want = "email_list"
+		}
+		if na["tool"] != want && name != "hook_delete" {
+			t.Errorf("%s %v: next_action %v, want tool %s", name, args, na, want)
+		}
+		if want == "email_list" {
+			if a, _ := na["arguments"].(map[string]any); a["mailbox"] != "agent" {
+				t.Errorf("%s: next_action %v does not name the mailbox", name, na)
+			}
+		}
+		// The message says what is missing, in words that fit an agent
+		// as well as a person at a shell: no CLI command.
+		if msg, _ := sc["message"].(string); strings.Contains(msg, "mailctl ") {
+			t.Errorf("%s: message names a CLI command: %q", name, msg)
+		}
+	}
+	// Attachments a message does not have are found by reading it.
+	id := e.deliver("agent", testdaemon.Message{Subject: "no files"})
+	sc := e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id}, protocol.CodeNotFound)
+	if na, _ := sc["next_action"].(map[string]any); na == nil || na["tool"] != "email_read" {
+		t.Errorf("email_attachment without attachments: next_action %v", sc["next_action"])
+	}
+	// Marking only ids that do not exist points at the listing too.
+	sc = e.fail("email_mark_read", map[string]any{"mailbox": "agent", "ids": []string{"2026-01-01-000000-none"}}, protocol.CodeNotFound)
+	if na, _ := sc["next_action"].(map[string]any); na == nil || na["tool"] != "email_list" {
+		t.Errorf("email_mark_read of missing ids: next_action %v", sc["next_action"])
 	}
 }
 

@@ -100,7 +100,7 @@ func (s *Server) emailWait(ctx context.Context, req *mcp.CallToolRequest, in *em
 		err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: protocol.FolderInbox,
 			Limit: 20, Unread: &unread, From: in.From, Subject: in.Subject, Since: since}, &list)
 		if err != nil {
-			return "", zero, nil, notFoundHint(err, in.Mailbox)
+			return "", zero, nil, mailboxHint(err)
 		}
 		for i := len(list.Messages) - 1; i >= 0; i-- { // oldest first: the one the caller was waiting for
 			m := list.Messages[i]
