@@ -322,7 +322,7 @@ func noQueueItem(id string) error {
 
 // queueTarget is the mailbox a queue item was sent from. Another user's item
 // reads as missing; root may still act on mail queued by a mailbox since
-// deleted.
+// deleted. An orphan (an item without a mailbox identity) is root's alone.
 func queueTarget(d *Daemon, _ *call, a *protocol.QueueIDArgs) (target, error) {
 	o, err := d.sender()
 	if err != nil {
@@ -332,17 +332,30 @@ func queueTarget(d *Daemon, _ *call, a *protocol.QueueIDArgs) (target, error) {
 	if err != nil {
 		return target{}, noQueueItem(a.ID)
 	}
-	return target{mailboxes: []string{it.Mailbox}, missing: noQueueItem(a.ID), goneOK: true, boundID: it.MailboxID}, nil
+	t := target{mailboxes: []string{it.Mailbox}, missing: noQueueItem(a.ID), goneOK: true, boundID: it.MailboxID}
+	if orphanItem(it) {
+		t.rootOnly = noQueueItem(a.ID)
+	}
+	return t, nil
 }
 
+// orphanItem reports whether it carries no mailbox identity: it was queued
+// before items recorded one (2e01477), so nothing proves which owner of its
+// mailbox name queued it. The name may have changed hands since, so only
+// root sees and steers it, and its outcome changes no sent copy.
+func orphanItem(it *queue.Item) bool { return it.MailboxID == "" }
+
 // ownsItem reports whether the caller may see queue item it: root any,
-// others the items of their mailboxes as they are now.
+// others the items of their mailboxes as they are now (never an orphan).
 func (d *Daemon) ownsItem(c *call, it *queue.Item) bool {
 	if c.caller.Root() {
 		return true
 	}
+	if orphanItem(it) {
+		return false
+	}
 	m, ok := d.lookupMailbox(it.Mailbox)
-	return ok && c.visible(m) && (it.MailboxID == "" || it.MailboxID == m.ID)
+	return ok && c.visible(m) && it.MailboxID == m.ID
 }
 
 func handleQueueList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {

@@ -24,8 +24,10 @@ type Recorder struct {
 	OnSettled func(mailbox, sentID string, res protocol.SendResult)
 	// CurrentID returns the identity of the mailbox named name now ("" when
 	// there is none). An item whose mailbox has since been deleted (and
-	// perhaps created again by someone else) changes no sent copy and
-	// reaches no callback. Nil: every item is current.
+	// perhaps created again by someone else), or that carries no mailbox
+	// identity at all (queued before items recorded one, so nothing proves
+	// whose it is), changes no sent copy and reaches no callback. Nil:
+	// every item is current.
 	CurrentID func(name string) string
 }
 
@@ -53,16 +55,17 @@ func (r *Recorder) log() *slog.Logger {
 
 // current reports whether it belongs to the mailbox of its name as it is now.
 func (r *Recorder) current(it *queue.Item) bool {
-	return r.CurrentID == nil || it.MailboxID == "" || r.CurrentID(it.Mailbox) == it.MailboxID
+	return r.CurrentID == nil || (it.MailboxID != "" && r.CurrentID(it.Mailbox) == it.MailboxID)
 }
 
 // orphaned reports whether it belongs to a mailbox deleted since it was
-// queued: its outcome then goes to the log only.
+// queued, or carries no mailbox identity: its outcome then goes to the log
+// only.
 func (r *Recorder) orphaned(it *queue.Item) bool {
 	if r.current(it) {
 		return false
 	}
-	r.log().Info("queue item of a deleted mailbox: outcome not recorded", "id", it.ID, "recipients", it.Recipients)
+	r.log().Info("queue item of a deleted mailbox, or without a mailbox identity: outcome not recorded", "id", it.ID, "recipients", it.Recipients)
 	return true
 }
 

@@ -1,0 +1,50 @@
+package outbound
+
+import (
+	"testing"
+
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// TestRecorderLeavesItemsWithoutMailboxIDAlone: an item queued before items
+// carried their mailbox's identity (2e01477) may belong to an earlier owner
+// of its mailbox name. Its outcome must change no sent copy of the mailbox
+// that holds the name now and reach none of its callbacks (watch events,
+// after_send hooks); an item of that mailbox's identity still does.
+func TestRecorderLeavesItemsWithoutMailboxIDAlone(t *testing.T) {
+	for _, tc := range []struct {
+		mailboxID string
+		recorded  bool
+	}{{"", false}, {"m-before", false}, {"m-now", true}} {
+		st := newMemStore()
+		sentID, _, err := st.Deliver("reused", protocol.FolderSent, &store.Message{MessageID: "a@example.test", Outbound: true,
+			DeliveryStatus: queue.StatusDeferred}, "b", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var callbacks int
+		r := &Recorder{Store: st,
+			CurrentID: func(name string) string {
+				if name == "reused" {
+					return "m-now"
+				}
+				return ""
+			},
+			OnUpdated: func(string, string, protocol.SendResult) { callbacks++ },
+			OnSettled: func(string, string, protocol.SendResult) { callbacks++ },
+		}
+		it := &queue.Item{ID: "reused." + sentID, Mailbox: "reused", MailboxID: tc.mailboxID, SentID: sentID,
+			Recipients: []protocol.RecipientStatus{{Address: "x@remote.test", Status: queue.StatusDelivered}}}
+		r.Updated(it)
+		r.Settled(it)
+		m, _, _ := st.Get("reused", protocol.FolderSent, sentID)
+		if got := m.DeliveryStatus == queue.StatusDelivered; got != tc.recorded {
+			t.Errorf("item of mailbox id %q: sent copy %q, recorded %v, want %v", tc.mailboxID, m.DeliveryStatus, got, tc.recorded)
+		}
+		if want := map[bool]int{true: 2}[tc.recorded]; callbacks != want {
+			t.Errorf("item of mailbox id %q: %d callbacks, want %d", tc.mailboxID, callbacks, want)
+		}
+	}
+}
