@@ -266,7 +266,7 @@ func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (
 		return nil, err
 	}
 	if !a.AllowEmpty && a.ReplyToID == "" && strings.TrimSpace(a.Subject) == "" && strings.TrimSpace(a.Body) == "" && strings.TrimSpace(a.HTMLBody) == "" && len(a.Attachments) == 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment; add --subject or --body, or pass --force (allow_empty) to send it anyway")
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment: give a subject or a body, or set allow_empty if an empty message is really meant")
 	}
 	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {
@@ -317,7 +317,7 @@ func handleSendStatus(_ context.Context, d *Daemon, c *call, a *protocol.SendSta
 }
 
 func noQueueItem(id string) error {
-	return protocol.Errorf(protocol.CodeNotFound, "no queue item %q among yours: `mailctl queue list` shows them", id)
+	return protocol.Errorf(protocol.CodeNotFound, "no queue item %q among yours: list the queue to see yours", id)
 }
 
 // queueTarget is the mailbox a queue item was sent from. Another user's item

@@ -42,6 +42,7 @@ type emailSendArgs struct {
 	References        stringOrList       `json:"references,omitempty" jsonschema:"Message-IDs of the thread, only with reply_to"`
 	DryRun            bool               `json:"dry_run,omitempty" jsonschema:"validate and report the envelope and size without sending"`
 	IdempotencyKey    string             `json:"idempotency_key,omitempty" jsonschema:"repeat a call with the same key to get the first call's result instead of a second message"`
+	AllowEmpty        bool               `json:"allow_empty,omitempty" jsonschema:"send even with an empty subject and body and no attachment (refused otherwise, as a likely mistake)"`
 }
 
 func (s *Server) toolEmailSend() toolSpec {
@@ -66,9 +67,14 @@ func (s *Server) toolEmailSend() toolSpec {
 		}
 		args := protocol.SendArgs{FromMailbox: in.FromMailbox, To: in.To, Cc: in.Cc, Bcc: in.Bcc, ReplyTo: in.ReplyToAddress,
 			Subject: in.Subject, Body: in.Body, TextOnly: in.TextOnly, HTMLBody: in.HTMLBody, Attachments: atts, InReplyTo: in.ReplyTo,
-			References: in.References, DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey}
+			References: in.References, DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey, AllowEmpty: in.AllowEmpty}
 		summary, res, next, err := s.send(ctx, args)
 		out := SendData{SendResult: res}
+		if protocol.CodeOf(err) == protocol.CodeInvalidInput && !in.AllowEmpty && emptyMessage(args) {
+			again := map[string]any{"from_mailbox": in.FromMailbox, "to": []string(in.To), "subject": in.Subject, "body": in.Body, "allow_empty": true}
+			err = withNext(err, &NextAction{Instruction: "Give a subject or a body; only if an empty message is really meant, call again with allow_empty=true.",
+				Tool: "email_send", Arguments: again})
+		}
 		if err != nil || in.ReplyTo == "" {
 			return summary, out, next, err
 		}
@@ -82,6 +88,12 @@ func (s *Server) toolEmailSend() toolSpec {
 		}
 		return summary, out, next, nil
 	})
+}
+
+// emptyMessage is the daemon's test for a send it refuses without
+// allow_empty: nothing in the subject, the body or attachments.
+func emptyMessage(a protocol.SendArgs) bool {
+	return strings.TrimSpace(a.Subject) == "" && strings.TrimSpace(a.Body) == "" && strings.TrimSpace(a.HTMLBody) == "" && len(a.Attachments) == 0
 }
 
 // SendData is email_send's data: the daemon's result and what the caller

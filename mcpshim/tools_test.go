@@ -665,6 +665,28 @@ func TestMailboxListShowsPolicy(t *testing.T) {
 	}
 }
 
+// An empty message is refused as a likely mistake, in words an agent can
+// act on: the parameter to set, not a CLI flag.
+func TestEmptySendRefused(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "agent")
+	empty := map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": " ", "body": ""}
+	sc := e.fail("email_send", empty, protocol.CodeInvalidInput)
+	if msg, _ := sc["message"].(string); strings.Contains(msg, "--") || !strings.Contains(msg, "allow_empty") {
+		t.Errorf("message %q: want allow_empty named, no CLI flag", msg)
+	}
+	na, _ := sc["next_action"].(map[string]any)
+	args, _ := na["arguments"].(map[string]any)
+	if na["tool"] != "email_send" || args["allow_empty"] != true {
+		t.Fatalf("next_action %v, want email_send with allow_empty", na)
+	}
+	var sent protocol.SendResult
+	e.ok("email_send", args, &sent)
+	if sent.Status != "delivered" {
+		t.Fatalf("with allow_empty: %+v", sent)
+	}
+}
+
 // A mailbox at its limit says so, and when the next send fits.
 func TestMailboxListRateExhausted(t *testing.T) {
 	d := testdaemon.Start(t, testdaemon.Options{Extra: "[send]\nper_minute = 1\nper_day = 5\n"})
