@@ -120,7 +120,7 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	if !fi.loaded {
-		if err := fi.sync(d, mb.uid); err != nil {
+		if err := fi.sync(d, mb); err != nil {
 			fi.mu.Unlock()
 			return "", err
 		}
@@ -135,7 +135,7 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 		fi.mu.Lock()
 		delete(fi.reserved, newID)
 		if err == nil {
-			fi.entryAfterWrite(d, newID, m, body)
+			fi.entryAfterWrite(mb, d, newID, m, body)
 		}
 		fi.mu.Unlock()
 	}()

@@ -217,15 +217,19 @@ func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int
 	return nil
 }
 
-// createTemp creates a new, empty, private temporary file in d.
-func (d *Dir) createTemp() (string, int, error) {
+// createTemp creates a new, empty, private temporary file in d, open for
+// writing.
+func (d *Dir) createTemp() (string, int, error) { return d.createTempFlags(unix.O_WRONLY) }
+
+// createTempFlags is createTemp with the access mode in flags.
+func (d *Dir) createTempFlags(flags int) (string, int, error) {
 	for range 10 {
 		var rnd [8]byte
 		if _, err := io.ReadFull(rand.Reader, rnd[:]); err != nil {
 			return "", -1, err
 		}
 		name := TempPrefix + hex.EncodeToString(rnd[:])
-		fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(d.fd, name, flags|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}

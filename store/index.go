@@ -1,9 +1,14 @@
 package store
 
 import (
+	"bufio"
 	"cmp"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
+	"hash/maphash"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -32,12 +37,20 @@ const snippetLen = 160
 // MaxMessageFile bounds the size of a message's .md file that the store reads.
 var MaxMessageFile int64 = 64 << 20
 
-// entry is one indexed message.
+// entry is what the index keeps in memory of one message: enough to order,
+// count and pre-select rows. The row itself (sender, subject, snippet...) is
+// in the folder's index file at off, or in sum when it could not be written
+// there.
 type entry struct {
-	sum     Summary
-	sortKey int64 // ReceivedAt (or Date) in Unix nanoseconds
-	stat    fileStamp
-	racy    bool
+	id       string
+	sortKey  int64    // ReceivedAt (or Date) in Unix nanoseconds
+	stamp    uint64   // hash of the file's fileStamp
+	mid, tid uint64   // hashes of the Message-ID and the thread id
+	off      int64    // offset of the row's record in the index file
+	sum      *Summary // the row, when it is not in the index file
+	read     bool
+	trusted  bool
+	racy     bool
 }
 
 // fileStamp identifies a version of a file without reading it. An atomic
@@ -47,6 +60,16 @@ type fileStamp struct {
 	size  int64
 	mtime int64
 	ctime int64
+}
+
+// hash condenses a stamp for the in-memory index, which only compares them.
+func (st fileStamp) hash() uint64 {
+	var b [32]byte
+	binary.LittleEndian.PutUint64(b[0:], st.ino)
+	binary.LittleEndian.PutUint64(b[8:], uint64(st.size))
+	binary.LittleEndian.PutUint64(b[16:], uint64(st.mtime))
+	binary.LittleEndian.PutUint64(b[24:], uint64(st.ctime))
+	return maphash.Bytes(hashSeed, b[:])
 }
 
 func stampOf(st *unix.Stat_t) fileStamp {
@@ -71,15 +94,87 @@ type folderIndex struct {
 	reserved map[string]string // ids being delivered -> their Message-ID
 	cleaned  bool
 	dirSync  groupSync // shared directory fsyncs of concurrent deliveries
+
+	folder   string
+	log      *indexLog // the folder's index file; nil: rows stay in memory
+	logTried bool      // the index file was opened (or could not be)
+	uid, gid int       // the owner, for the index file
+
+	// For the store's bound on what is held in memory.
+	held    atomic.Int64 // entries held
+	lastUse atomic.Int64
+	total   *atomic.Int64 // the store's sum of held
 }
 
-func newFolderIndex() *folderIndex {
-	return &folderIndex{entries: map[string]*entry{}, reserved: map[string]string{}}
+func newFolderIndex(folder string, total *atomic.Int64) *folderIndex {
+	return &folderIndex{folder: folder, entries: map[string]*entry{}, reserved: map[string]string{}, total: total}
 }
 
-// sync brings the index up to date with the directory d whose files must be
-// owned by uid. It reads only files whose stamp changed.
-func (fi *folderIndex) sync(d *Dir, uid int) error {
+// count publishes how many entries the index holds.
+func (fi *folderIndex) count() {
+	n := int64(len(fi.entries))
+	if old := fi.held.Swap(n); old != n && fi.total != nil {
+		fi.total.Add(n - old)
+	}
+}
+
+// openLog reads the folder's index file back, if the index holds nothing
+// yet: the rows it logged become entries, and a logged scan whose stamp the
+// folder still has spares the next sync from looking at every file.
+func (fi *folderIndex) openLog(d *Dir, mb *mailbox) {
+	fi.logTried = true
+	fi.uid, fi.gid = mb.uid, mb.gid
+	var scan *scanRec
+	l, _ := openIndexLog(mb.dir, indexFile(fi.folder), mb.uid, mb.gid, func(e *entry) {
+		fi.entries[e.id] = e
+	}, func(s scanRec) {
+		scan = &s
+	})
+	fi.log = l
+	fi.sorted = nil
+	if l != nil && scan != nil {
+		fi.loaded = true
+		fi.dirStamp, fi.dirRacy = scan.stamp, scan.racy
+	}
+	fi.count()
+}
+
+// drop forgets everything the index holds in memory and closes its file;
+// the next use reads the file back.
+func (fi *folderIndex) drop() {
+	fi.log.close()
+	fi.log, fi.logTried, fi.loaded = nil, false, false
+	fi.entries = map[string]*entry{}
+	fi.sorted = nil
+	fi.count()
+}
+
+// rebuild throws the index file away (it no longer says what the store
+// wrote) and the index with it: the next sync parses the folder anew.
+func (fi *folderIndex) rebuild(mb *mailbox) {
+	if fi.log != nil {
+		unix.Unlinkat(mb.dir.fd, indexFile(fi.folder), 0)
+	}
+	fi.drop()
+}
+
+// summary returns the row of e.
+func (fi *folderIndex) summary(e *entry) (Summary, error) {
+	if e.sum != nil {
+		return *e.sum, nil
+	}
+	if fi.log == nil {
+		return Summary{}, errIndexStale
+	}
+	return fi.log.readSummary(e)
+}
+
+// sync brings the index up to date with the directory d of mailbox mb. It
+// reads only files whose stamp changed.
+func (fi *folderIndex) sync(d *Dir, mb *mailbox) error {
+	if !fi.loaded && !fi.logTried {
+		fi.openLog(d, mb)
+	}
 	dst, err := d.Stat()
 	if err != nil {
 		return err
@@ -110,8 +205,8 @@ func (fi *folderIndex) sync(d *Dir, uid int) error {
 			load = append(load, id)
 		}
 	}
-	for i, r := range loadEntries(d, load, uid, now) {
-		fi.apply(load[i], r.e, r.err)
+	for i, r := range loadEntries(d, load, mb.uid, now) {
+		fi.apply(load[i], r)
 	}
 	for id := range fi.entries {
 		if !seen[id] {
@@ -122,6 +217,11 @@ func (fi *folderIndex) sync(d *Dir, uid int) error {
 	fi.loaded = true
 	fi.dirStamp = stamp
 	fi.dirRacy = isRacy(stamp.mtime, now) || isRacy(stamp.ctime, now)
+	if fi.log != nil {
+		fi.log.append(encodeScan(scanRec{stamp: fi.dirStamp, racy: fi.dirRacy}))
+	}
+	fi.maybeCompact(mb)
+	fi.count()
 	return nil
 }
 
@@ -142,8 +242,8 @@ func (fi *folderIndex) refresh(d *Dir, id string, uid int, now time.Time) bool {
 	if !load {
 		return changed
 	}
-	e, err := loadEntry(d, id, uid, now)
-	return fi.apply(id, e, err)
+	e, st, err := loadEntry(d, id, uid, now)
+	return fi.apply(id, loadResult{e, st, err})
 }
 
 // check reports whether the file of id must be (re)loaded. An entry whose
@@ -158,14 +258,14 @@ func (fi *folderIndex) check(d *Dir, id string) (load, changed bool) {
 		}
 		return false, false
 	}
-	return e == nil || e.stat != stampOf(&st) || e.racy, false
+	return e == nil || e.stamp != stampOf(&st).hash() || e.racy, false
 }
 
 // apply stores the result of loading id and reports whether the index
 // changed.
-func (fi *folderIndex) apply(id string, ne *entry, err error) bool {
+func (fi *folderIndex) apply(id string, r loadResult) bool {
 	e := fi.entries[id]
-	if err != nil {
+	if r.err != nil {
 		// Unparsable or foreign files are not messages. The error can
 		// quote file contents, so it is not logged.
 		if e != nil {
@@ -174,12 +274,19 @@ func (fi *folderIndex) apply(id string, ne *entry, err error) bool {
 		}
 		return false
 	}
-	fi.put(ne)
-	return e == nil || !summaryEqual(&e.sum, &ne.sum)
+	changed := true
+	if e != nil && e.sortKey == r.e.sortKey {
+		if old, err := fi.summary(e); err == nil {
+			changed = !summaryEqual(&old, r.e.sum)
+		}
+	}
+	fi.put(r.e, r.st)
+	return changed
 }
 
 type loadResult struct {
 	e   *entry
+	st  fileStamp
 	err error
 }
 
@@ -202,8 +309,8 @@ func loadEntries(d *Dir, ids []string, uid int, now time.Time) []loadResult {
 				if i >= len(ids) {
 					return
 				}
-				e, err := loadEntry(d, ids[i], uid, now)
-				out[i] = loadResult{e, err}
+				e, st, err := loadEntry(d, ids[i], uid, now)
+				out[i] = loadResult{e, st, err}
 			}
 		}()
 	}
@@ -211,8 +318,15 @@ func loadEntries(d *Dir, ids []string, uid int, now time.Time) []loadResult {
 	return out
 }
 
-func (fi *folderIndex) put(e *entry) {
-	old := fi.entries[e.sum.ID]
+// put installs e, whose row is in e.sum and whose file has stamp st. The row
+// goes to the index file when there is one, and leaves memory.
+func (fi *folderIndex) put(e *entry, st fileStamp) {
+	if fi.log != nil && e.sum != nil {
+		if off, err := fi.log.append(encodePut(e, st, e.sum)); err == nil {
+			e.off, e.sum = off, nil
+		}
+	}
+	old := fi.entries[e.id]
 	if old == nil || old.sortKey != e.sortKey {
 		fi.sorted = nil
 	} else if fi.sorted != nil {
@@ -223,7 +337,7 @@ func (fi *folderIndex) put(e *entry) {
 			fi.sorted = nil
 		}
 	}
-	fi.entries[e.sum.ID] = e
+	fi.entries[e.id] = e
 }
 
 func (fi *folderIndex) remove(id string) {
@@ -232,6 +346,77 @@ func (fi *folderIndex) remove(id string) {
 		fi.sorted = nil
 	}
 }
+
+// maybeCompact rewrites the index file when most of its records are
+// superseded rows and scans.
+func (fi *folderIndex) maybeCompact(mb *mailbox) {
+	if fi.log == nil || fi.log.records <= 2*len(fi.entries)+1024 {
+		return
+	}
+	if err := fi.compact(mb.dir); err != nil {
+		// The old file still serves; a later sync tries again.
+		return
+	}
+}
+
+// compact writes the live rows to a new index file and puts it in place of
+// the old one. Rows the old file no longer holds as written make it fail.
+func (fi *folderIndex) compact(d *Dir) error {
+	tmp, fd, err := d.createTempFlags(unix.O_RDWR)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), d.join(tmp))
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			unix.Unlinkat(d.fd, tmp, 0)
+		}
+	}()
+	if (fi.uid >= 0 || fi.gid >= 0) && f.Chown(fi.uid, fi.gid) != nil {
+		return errIndexStale
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.Write(indexMagic[:])
+	pos := int64(len(indexMagic))
+	offs := make(map[*entry]int64, len(fi.entries))
+	for _, e := range fi.order() {
+		if e.sum != nil {
+			continue
+		}
+		rec, err := fi.log.readRecord(e.off)
+		if err != nil {
+			return err
+		}
+		var hdr [8]byte
+		binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(rec)))
+		binary.LittleEndian.PutUint32(hdr[4:8], crc32.Checksum(rec, crcTable))
+		w.Write(hdr[:])
+		if _, err := w.Write(rec); err != nil {
+			return err
+		}
+		offs[e] = pos
+		pos += 8 + int64(len(rec))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := unix.Renameat(d.fd, tmp, d.fd, indexFile(fi.folder)); err != nil {
+		return err
+	}
+	ok = true
+	fi.log.close()
+	fi.log = &indexLog{f: f, end: pos, records: len(offs)}
+	for e, off := range offs {
+		e.off = off
+	}
+	return nil
+}
+
+// filesParsed counts the message files the index has parsed, for tests and
+// benchmarks that show what the index file spares.
+var filesParsed atomic.Int64
 
 // indexHead is how much of a message file the index reads when the
 // frontmatter and the start of the body fit in it.
@@ -246,22 +431,24 @@ func hasFrontmatter(head []byte) bool {
 
 // loadEntry reads and parses one message file of d (its head if that is
 // enough: a cut body still makes the same snippet).
-func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, error) {
+func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, fileStamp, error) {
 	data, st, err := d.readFileHead(id+".md", MaxMessageFile, indexHead, hasFrontmatter)
 	if err != nil {
-		return nil, err
+		return nil, fileStamp{}, err
 	}
 	if err := checkOwner(&st, uid); err != nil {
-		return nil, err
+		return nil, fileStamp{}, err
 	}
+	filesParsed.Add(1)
 	m, body, err := parseForIndex(data)
 	if err != nil {
-		return nil, err
+		return nil, fileStamp{}, err
 	}
 	e := newEntry(id, m, body)
-	e.stat = stampOf(&st)
-	e.racy = isRacy(e.stat.mtime, now) || isRacy(e.stat.ctime, now)
-	return e, nil
+	stamp := stampOf(&st)
+	e.stamp = stamp.hash()
+	e.racy = isRacy(stamp.mtime, now) || isRacy(stamp.ctime, now)
+	return e, stamp, nil
 }
 
 // errForeign is returned for a file in a mailbox that its owner does not own:
@@ -283,26 +470,32 @@ func newEntry(id string, m *Message, body string) *entry {
 	if t.IsZero() {
 		t = m.Date
 	}
+	// Clones: the decoder's strings may share the memory of the whole
+	// file, which the index must not keep alive.
+	sum := &Summary{
+		ID:             strings.Clone(id),
+		MessageID:      strings.Clone(m.MessageID),
+		ThreadID:       strings.Clone(m.ThreadID),
+		From:           strings.Clone(m.From),
+		To:             cloneStrings(m.To),
+		Subject:        strings.Clone(m.Subject),
+		Date:           m.Date,
+		ReceivedAt:     m.ReceivedAt,
+		Read:           m.Read,
+		Trusted:        strings.Clone(m.Trusted),
+		Attachments:    len(m.Attachments),
+		Snippet:        Snippet(body, snippetLen),
+		DeliveryStatus: strings.Clone(m.DeliveryStatus),
+		Labels:         cloneStrings(m.Labels),
+	}
 	return &entry{
+		id:      sum.ID,
 		sortKey: t.UnixNano(),
-		// Clones: the decoder's strings may share the memory of the
-		// whole file, which the index must not keep alive.
-		sum: Summary{
-			ID:             strings.Clone(id),
-			MessageID:      strings.Clone(m.MessageID),
-			ThreadID:       strings.Clone(m.ThreadID),
-			From:           strings.Clone(m.From),
-			To:             cloneStrings(m.To),
-			Subject:        strings.Clone(m.Subject),
-			Date:           m.Date,
-			ReceivedAt:     m.ReceivedAt,
-			Read:           m.Read,
-			Trusted:        strings.Clone(m.Trusted),
-			Attachments:    len(m.Attachments),
-			Snippet:        Snippet(body, snippetLen),
-			DeliveryStatus: strings.Clone(m.DeliveryStatus),
-			Labels:         cloneStrings(m.Labels),
-		},
+		mid:     hashString(sum.MessageID),
+		tid:     hashString(sum.ThreadID),
+		read:    sum.Read,
+		trusted: sum.Trusted == TrustedValue,
+		sum:     sum,
 	}
 }
 
@@ -362,7 +555,7 @@ func less(a, b *entry) int {
 	if c := cmp.Compare(b.sortKey, a.sortKey); c != 0 {
 		return c
 	}
-	return strings.Compare(b.sum.ID, a.sum.ID)
+	return strings.Compare(b.id, a.id)
 }
 
 func (fi *folderIndex) order() []*entry {
@@ -428,7 +621,7 @@ type cursor struct {
 }
 
 func encodeCursor(e *entry) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(e.sortKey, 10) + "|" + e.sum.ID))
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(e.sortKey, 10) + "|" + e.id))
 }
 
 func decodeCursor(s string) (cursor, error) {
@@ -448,13 +641,16 @@ func decodeCursor(s string) (cursor, error) {
 type matcher struct {
 	q                   Query
 	from, subject, text string
-	none                bool
+	tid                 uint64
+	none                bool            // everything matches
+	rows                bool            // the filter needs the rows, not only the entries
+	pre                 map[*entry]bool // the entries whose rows pass, when read ahead
 }
 
 func newMatcher(q Query) matcher {
-	m := matcher{q: q, from: strings.ToLower(q.From), subject: strings.ToLower(q.Subject), text: strings.ToLower(q.Text)}
-	m.none = q.Unread == nil && q.Trusted == nil && q.From == "" && q.Subject == "" && q.Text == "" &&
-		q.ThreadID == "" && q.Since == nil && q.Until == nil
+	m := matcher{q: q, from: strings.ToLower(q.From), subject: strings.ToLower(q.Subject), text: strings.ToLower(q.Text), tid: hashString(q.ThreadID)}
+	m.rows = q.From != "" || q.Subject != "" || q.Text != "" || q.ThreadID != ""
+	m.none = !m.rows && q.Unread == nil && q.Trusted == nil && q.Since == nil && q.Until == nil
 	return m
 }
 
@@ -487,30 +683,96 @@ func containsFold(s, lowSub string) bool {
 	return false
 }
 
-func (m *matcher) match(e *entry) bool {
+// match reports whether e matches, reading its row only when the entry
+// alone cannot decide.
+func (m *matcher) match(fi *folderIndex, e *entry) (bool, error) {
 	if m.none {
-		return true
+		return true, nil
 	}
-	s := &e.sum
 	q := &m.q
 	switch {
-	case q.Unread != nil && *q.Unread == s.Read:
-		return false
-	case q.Trusted != nil && *q.Trusted != (s.Trusted == TrustedValue):
-		return false
-	case q.ThreadID != "" && q.ThreadID != s.ThreadID:
-		return false
+	case q.Unread != nil && *q.Unread == e.read:
+		return false, nil
+	case q.Trusted != nil && *q.Trusted != e.trusted:
+		return false, nil
+	case q.ThreadID != "" && m.tid != e.tid:
+		return false, nil
 	case q.Since != nil && e.sortKey < q.Since.UnixNano():
-		return false
+		return false, nil
 	case q.Until != nil && e.sortKey >= q.Until.UnixNano():
+		return false, nil
+	case !m.rows:
+		return true, nil
+	case m.pre != nil:
+		return m.pre[e], nil
+	}
+	s, err := fi.summary(e)
+	if err != nil {
+		return false, err
+	}
+	return m.rowOK(&s), nil
+}
+
+// rowOK applies the filters that need the row.
+func (m *matcher) rowOK(s *Summary) bool {
+	q := &m.q
+	switch {
+	case q.ThreadID != "" && q.ThreadID != s.ThreadID:
 		return false
 	case !containsFold(s.From, m.from), !containsFold(s.Subject, m.subject):
 		return false
 	}
-	if m.text != "" && !containsFold(s.Subject, m.text) && !containsFold(s.From, m.text) && !containsFold(s.Snippet, m.text) {
-		return false
+	return m.text == "" || containsFold(s.Subject, m.text) || containsFold(s.From, m.text) || containsFold(s.Snippet, m.text)
+}
+
+// readAhead is how many rows a filter must read before they are read in one
+// pass over the index file rather than one by one.
+var readAhead = 256
+
+// rowsMatching reads every row in one pass over the index file and returns
+// the entries whose rows pass m's row filters.
+func (fi *folderIndex) rowsMatching(m *matcher) (map[*entry]bool, error) {
+	out := map[*entry]bool{}
+	want := 0
+	for _, e := range fi.entries {
+		if e.sum != nil {
+			if m.rowOK(e.sum) {
+				out[e] = true
+			}
+		} else {
+			want++
+		}
 	}
-	return true
+	if want == 0 {
+		return out, nil
+	}
+	if fi.log == nil {
+		return nil, errIndexStale
+	}
+	seen := 0
+	err := fi.log.each(func(off int64, rec []byte) error {
+		id, ok := recordID(rec)
+		if !ok {
+			return errIndexStale
+		}
+		e := fi.entries[string(id)]
+		if e == nil || e.sum != nil || e.off != off {
+			return nil // superseded
+		}
+		s, ok := decodeSummary(rec)
+		if !ok || s.ID != e.id {
+			return errIndexStale
+		}
+		seen++
+		if m.rowOK(&s) {
+			out[e] = true
+		}
+		return nil
+	})
+	if err == nil && seen != want {
+		err = errIndexStale
+	}
+	return out, err
 }
 
 // page computes one page of the index (which must be synced).
@@ -526,11 +788,18 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 		if err != nil {
 			return Page{}, nil, err
 		}
-		pivot = &entry{sortKey: c.key, sum: Summary{ID: c.id}}
+		pivot = &entry{sortKey: c.key, id: c.id}
 	}
 	skip := max(q.Offset, 0)
 	rows := fi.order()
 	m := newMatcher(q)
+	if m.rows && len(rows) > readAhead {
+		pre, err := fi.rowsMatching(&m)
+		if err != nil {
+			return Page{}, nil, err
+		}
+		m.pre = pre
+	}
 	var p Page
 	var sel []*entry
 	if m.none {
@@ -551,7 +820,11 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 		// One pass that counts the matches and keeps the window, without
 		// building the filtered list.
 		for _, e := range rows {
-			if !m.match(e) {
+			ok, err := m.match(fi, e)
+			if err != nil {
+				return Page{}, nil, err
+			}
+			if !ok {
 				continue
 			}
 			p.Total++
@@ -571,7 +844,11 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 	}
 	p.Items = make([]Summary, len(sel))
 	for i, e := range sel {
-		p.Items[i] = e.sum
+		sum, err := fi.summary(e)
+		if err != nil {
+			return Page{}, nil, err
+		}
+		p.Items[i] = sum
 		p.Items[i].Folder = folder
 	}
 	if len(sel) == 0 {
@@ -584,9 +861,19 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 }
 
 // list syncs the index with d, computes the page and re-validates its rows,
-// recomputing when a row turned out to be stale.
-func (fi *folderIndex) list(d *Dir, uid int, folder string, q Query) (Page, error) {
-	if err := fi.sync(d, uid); err != nil {
+// recomputing when a row turned out to be stale. An index file that no
+// longer reads back as written is rebuilt from the folder.
+func (fi *folderIndex) list(d *Dir, mb *mailbox, folder string, q Query) (Page, error) {
+	p, err := fi.listOnce(d, mb, folder, q)
+	if errors.Is(err, errIndexStale) {
+		fi.rebuild(mb)
+		p, err = fi.listOnce(d, mb, folder, q)
+	}
+	return p, err
+}
+
+func (fi *folderIndex) listOnce(d *Dir, mb *mailbox, folder string, q Query) (Page, error) {
+	if err := fi.sync(d, mb); err != nil {
 		return Page{}, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -597,7 +884,7 @@ func (fi *folderIndex) list(d *Dir, uid int, folder string, q Query) (Page, erro
 		changed := false
 		now := time.Now()
 		for _, e := range rows {
-			if fi.refresh(d, e.sum.ID, uid, now) {
+			if fi.refresh(d, e.id, mb.uid, now) {
 				changed = true
 			}
 		}
@@ -607,31 +894,45 @@ func (fi *folderIndex) list(d *Dir, uid int, folder string, q Query) (Page, erro
 	}
 }
 
-func (fi *folderIndex) findMessageID(messageID string) (string, bool) {
+// findMessageID returns the newest message with the Message-ID, or one
+// being delivered.
+func (fi *folderIndex) findMessageID(messageID string) (string, bool, error) {
 	for id, mid := range fi.reserved {
 		if mid == messageID {
-			return id, true
+			return id, true, nil
 		}
 	}
-	for _, e := range fi.entries {
-		if e.sum.MessageID == messageID {
-			return e.sum.ID, true
+	h := hashString(messageID)
+	for _, e := range fi.order() {
+		if e.mid != h {
+			continue
+		}
+		s, err := fi.summary(e)
+		if err != nil {
+			return "", false, err
+		}
+		if s.MessageID == messageID {
+			return e.id, true, nil
 		}
 	}
-	return "", false
+	return "", false, nil
 }
 
 // entryAfterWrite indexes a message the store just wrote.
-func (fi *folderIndex) entryAfterWrite(d *Dir, id string, m *Message, body string) {
+func (fi *folderIndex) entryAfterWrite(mb *mailbox, d *Dir, id string, m *Message, body string) {
 	st, err := d.Lstat(id + ".md")
 	if err != nil {
 		fi.remove(id)
+		fi.count()
 		return
 	}
 	e := newEntry(id, m, body)
-	e.stat = stampOf(&st)
+	stamp := stampOf(&st)
+	e.stamp = stamp.hash()
 	e.racy = true
-	fi.put(e)
+	fi.put(e, stamp)
+	fi.maybeCompact(mb)
+	fi.count()
 }
 
 // TrustedValue is how the frontmatter spells the verdict protocol.Trusted;

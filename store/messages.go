@@ -165,7 +165,7 @@ func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, 
 		return false, fmt.Errorf("update message %s: %w", id, err)
 	}
 	if fi.loaded {
-		fi.entryAfterWrite(d, id, m, body)
+		fi.entryAfterWrite(mb, d, id, m, body)
 	}
 	return true, nil
 }
@@ -241,7 +241,7 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 	}
 	fsrc.remove(id)
 	if fdst.loaded {
-		fdst.entryAfterWrite(dst, id, m, body)
+		fdst.entryAfterWrite(mb, dst, id, m, body)
 	}
 	return nil
 }

@@ -1,14 +1,17 @@
 package store
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,8 +44,10 @@ type Store struct {
 	root     *Dir
 	rootPath string
 
-	mu      sync.Mutex // guards folders; serializes Create and Delete
+	mu      sync.Mutex // guards folders and uses; serializes Create and Delete
 	folders map[string]*folderIndex
+	uses    int64        // clock of folder uses, for evicting the least recent
+	indexed atomic.Int64 // entries held in memory by all folder indexes
 
 	recent recentDeliveries // for DeliverOnce
 	now    func() time.Time // tests move the clock
@@ -75,7 +80,17 @@ func Open(root string) (*Store, error) {
 }
 
 // Close releases the store's root directory.
-func (s *Store) Close() error { return s.root.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	for _, fi := range s.folders {
+		fi.mu.Lock()
+		fi.drop()
+		fi.mu.Unlock()
+	}
+	s.folders = map[string]*folderIndex{}
+	s.mu.Unlock()
+	return s.root.Close()
+}
 
 // Root returns the store's root directory.
 func (s *Store) Root() string { return s.rootPath }
@@ -84,22 +99,66 @@ func (s *Store) Root() string { return s.rootPath }
 // itself never opens paths).
 func (s *Store) Path(mailbox string) string { return filepath.Join(s.rootPath, mailbox) }
 
+// IndexCacheMessages bounds how many messages' index entries the store keeps
+// in memory across all folders (about 0.2 KiB each). Past it, the folders
+// used least recently are dropped from memory; their index files stay on
+// disk and are read back when they are used again. A folder larger than the
+// bound is held while it is in use.
+var IndexCacheMessages int64 = 200_000
+
 func (s *Store) index(mailbox, folder string) *folderIndex {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := mailbox + "/" + folder
 	fi := s.folders[k]
 	if fi == nil {
-		fi = newFolderIndex()
+		fi = newFolderIndex(folder, &s.indexed)
 		s.folders[k] = fi
+	}
+	s.uses++
+	fi.lastUse.Store(s.uses)
+	if s.indexed.Load() > IndexCacheMessages {
+		s.evictLocked(fi)
 	}
 	return fi
 }
 
+// evictLocked drops the least recently used folder indexes from memory
+// until what is held fits IndexCacheMessages again, sparing keep and any
+// index in use. Called with s.mu held.
+func (s *Store) evictLocked(keep *folderIndex) {
+	type cand struct {
+		fi  *folderIndex
+		use int64
+	}
+	var cs []cand
+	for _, fi := range s.folders {
+		if fi != keep && fi.held.Load() > 0 {
+			cs = append(cs, cand{fi, fi.lastUse.Load()})
+		}
+	}
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(a.use, b.use) })
+	for _, c := range cs {
+		if s.indexed.Load() <= IndexCacheMessages {
+			return
+		}
+		if c.fi.mu.TryLock() {
+			c.fi.drop()
+			c.fi.mu.Unlock()
+		}
+	}
+}
+
 func (s *Store) dropIndexes(mailbox string) {
-	for k := range s.folders {
+	for k, fi := range s.folders {
 		if strings.HasPrefix(k, mailbox+"/") {
 			delete(s.folders, k)
+			// An index in use is closed when its user is done with it
+			// and the garbage collector finds its file.
+			if fi.mu.TryLock() {
+				fi.drop()
+				fi.mu.Unlock()
+			}
 		}
 	}
 }
@@ -440,12 +499,12 @@ func (s *Store) Counts(name string) (Counts, error) {
 		}
 		fi := s.index(name, f)
 		fi.mu.Lock()
-		err = fi.sync(d, mb.uid)
+		err = fi.sync(d, mb)
 		if err == nil {
 			if f == "inbox" {
 				c.Total = len(fi.entries)
 				for _, e := range fi.entries {
-					if !e.sum.Read {
+					if !e.read {
 						c.Unread++
 					}
 				}
@@ -477,7 +536,7 @@ func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
-	return fi.list(d, mb.uid, folder, q)
+	return fi.list(d, mb, folder, q)
 }
 
 // FindByMessageID returns the id of the message of the folder with the given
@@ -499,8 +558,15 @@ func (s *Store) FindByMessageID(mailbox, folder, messageID string) (id string, o
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
-	if fi.sync(d, mb.uid) != nil {
+	if fi.sync(d, mb) != nil {
 		return "", false
 	}
-	return fi.findMessageID(messageID)
+	id, ok, err = fi.findMessageID(messageID)
+	if errors.Is(err, errIndexStale) {
+		fi.rebuild(mb)
+		if fi.sync(d, mb) == nil {
+			id, ok, _ = fi.findMessageID(messageID)
+		}
+	}
+	return id, ok
 }
