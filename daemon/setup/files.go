@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -220,7 +221,7 @@ func ensureTLS(o *Options, cfg *config.Config, st step) error {
 	if err := mkdirMode(filepath.Dir(cert), 0o755); err != nil {
 		return err
 	}
-	certPEM, keyPEM, err := SelfSigned(cfg.Hostname, o.Now())
+	certPEM, keyPEM, err := SelfSigned(o.Now(), cfg.Hostname)
 	if err != nil {
 		return err
 	}
@@ -246,9 +247,10 @@ func chownRootFile(f *os.File) error {
 	return f.Chown(0, 0)
 }
 
-// SelfSigned returns a PEM certificate and PKCS#8 key (ECDSA P-256) for host,
-// valid for ten years from now.
-func SelfSigned(host string, now time.Time) (certPEM, keyPEM []byte, err error) {
+// SelfSigned returns a PEM certificate and PKCS#8 key (ECDSA P-256) for
+// hosts (names or IP addresses; the first is the subject), valid for ten
+// years from now. Peers that verify certificates will not trust it.
+func SelfSigned(now time.Time, hosts ...string) (certPEM, keyPEM []byte, err error) {
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -259,16 +261,22 @@ func SelfSigned(host string, now time.Time) (certPEM, keyPEM []byte, err error) 
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: host},
-		DNSNames:     []string{host},
+		Subject:      pkix.Name{CommonName: hosts[0]},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.AddDate(10, 0, 0),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("creating certificate: %w", err)
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(priv)
 	if err != nil {
