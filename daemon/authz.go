@@ -44,6 +44,7 @@ func init() {
 		return mailboxTarget(a.Name), nil
 	}, handleMailboxShow))
 	handle(protocol.VerbMailboxCreate, on(accAny, mailboxCreateTarget, handleMailboxCreate))
+	handle(protocol.VerbMailboxUpdate, on(accManage, mailboxUpdateTarget, handleMailboxUpdate))
 	handle(protocol.VerbMailboxDelete, on(accManage, func(_ *Daemon, _ *call, a *protocol.MailboxDeleteArgs) (target, error) {
 		return mailboxTarget(a.Name), nil
 	}, handleMailboxDelete))

@@ -241,6 +241,12 @@ func matrixRows(fx matrixFixture) []matrixRow {
 		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "secretbox"}, map[string]string{"other": "conflict", "ghost": "forbidden"}},
 		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "byroot", Owner: fx.owner}, map[string]string{"root": ""}},
 		{protocol.VerbMailboxDelete, accManage, protocol.MailboxDeleteArgs{Name: "ops"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
+		// Owners may set their display name by default, their trusted
+		// senders only where the operator allows it; config-declared
+		// mailboxes change only in the config.
+		{protocol.VerbMailboxUpdate, accManage, protocol.MailboxUpdateArgs{Name: "secretbox", DisplayName: ptrTo("Secret Box")}, denied},
+		{protocol.VerbMailboxUpdate, accManage, protocol.MailboxUpdateArgs{Name: "secretbox", TrustedSenders: &[]string{"*@x.test"}}, map[string]string{"owner": "forbidden", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMailboxUpdate, accManage, protocol.MailboxUpdateArgs{Name: "ops", DisplayName: ptrTo("Ops")}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
 		{protocol.VerbHookDelete, accWrite, protocol.NameArgs{Name: "opshook"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
 		{protocol.VerbHookCreate, accWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, FireOnUntrusted: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
 		{protocol.VerbWatch, accRead, protocol.WatchArgs{Mailboxes: []string{"secretbox"}}, denied},

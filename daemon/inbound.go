@@ -183,7 +183,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	m.SizeBytes = int64(len(raw))
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
-	patterns, _ := d.cfg().TrustedSenders(mailbox)
+	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))
 	if p.DSN != nil {
 		m.IsDSN = true

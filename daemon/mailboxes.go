@@ -26,7 +26,8 @@ func (d *Daemon) describe(m *mailboxInfo) protocol.Mailbox {
 	}
 	mb.InboxPath = mb.Path + "/" + protocol.FolderInbox
 	mb.SentPath = mb.Path + "/" + protocol.FolderSent
-	senders, source := cfg.TrustedSenders(m.Name)
+	mb.DisplayName = d.displayName(m.Name)
+	senders, source := d.trustedSenders(m.Name)
 	if senders == nil {
 		senders = []string{}
 	}

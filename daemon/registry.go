@@ -39,6 +39,11 @@ type registeredMailbox struct {
 	OwnerGID  uint32    `json:"owner_gid"`
 	CreatedAt time.Time `json:"created_at"`
 	CreatedBy uint32    `json:"created_by"`
+	// What the owner set with mailbox.update. DisplayName is the name
+	// outgoing From carries; TrustedSenders, when not nil, replaces the
+	// global [trust] list (empty: trust no one).
+	DisplayName    string    `json:"display_name,omitempty"`
+	TrustedSenders *[]string `json:"trusted_senders,omitempty"`
 }
 
 // OpenRegistry loads the registry at dir, creating it (0700) if needed.
@@ -161,6 +166,27 @@ func (r *Registry) AddMailbox(m *registeredMailbox) error {
 	r.mailboxes[m.Name] = m
 	return nil
 }
+
+// UpdateMailbox changes the registered mailbox with that id durably: change
+// edits a copy, which replaces the entry once written, so readers holding
+// the old entry never see it change under them.
+func (r *Registry) UpdateMailbox(name, id string, change func(*registeredMailbox)) (*registeredMailbox, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, ok := r.mailboxes[name]
+	if !ok || old.ID != id {
+		return nil, errNoSuchMailbox
+	}
+	m := *old
+	change(&m)
+	if err := r.write("mailboxes", m.Name, &m); err != nil {
+		return nil, err
+	}
+	r.mailboxes[name] = &m
+	return &m, nil
+}
+
+var errNoSuchMailbox = errors.New("registry: no such mailbox")
 
 // RemoveMailbox forgets a mailbox and the hooks bound to it.
 func (r *Registry) RemoveMailbox(name string) error {

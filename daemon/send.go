@@ -268,7 +268,7 @@ func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (
 	if !a.AllowEmpty && a.ReplyToID == "" && strings.TrimSpace(a.Subject) == "" && strings.TrimSpace(a.Body) == "" && strings.TrimSpace(a.HTMLBody) == "" && len(a.Attachments) == 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment: give a subject or a body, or set allow_empty if an empty message is really meant")
 	}
-	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
+	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), FromName: d.displayName(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {
 		if err := store.ValidID(a.ReplyToID); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)

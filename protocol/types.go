@@ -10,6 +10,7 @@ const (
 	VerbMailboxShow   = "mailbox.show"
 	VerbMailboxCreate = "mailbox.create"
 	VerbMailboxDelete = "mailbox.delete"
+	VerbMailboxUpdate = "mailbox.update"
 	VerbMessageList   = "message.list"
 	VerbMessageRead   = "message.read"
 	VerbMessageMark   = "message.mark"
@@ -59,20 +60,34 @@ type MailboxDeleteArgs struct {
 	Force bool   `json:"force,omitempty"`
 }
 
+// MailboxUpdateArgs changes what an owner may set on its mailbox; a field
+// left out (null) is kept. TrustedSenders [] trusts no one;
+// InheritTrustedSenders drops the mailbox's own list for the global one.
+type MailboxUpdateArgs struct {
+	Name                  string    `json:"name"`
+	DisplayName           *string   `json:"display_name,omitempty"`
+	TrustedSenders        *[]string `json:"trusted_senders,omitempty"`
+	InheritTrustedSenders bool      `json:"inherit_trusted_senders,omitempty"`
+}
+
+// MaxDisplayNameLen bounds a mailbox's display name, in characters.
+const MaxDisplayNameLen = 100
+
 // Mailbox describes one mailbox as its owner (or root) sees it.
 type Mailbox struct {
-	Name      string `json:"name"`
-	Address   string `json:"address"`
-	Owner     string `json:"owner"`
-	OwnerUID  uint32 `json:"owner_uid"`
-	Source    string `json:"source"` // "config" (operator-declared) or "registry"
-	Path      string `json:"path"`
-	InboxPath string `json:"inbox_path"`
-	SentPath  string `json:"sent_path"`
-	Total     int    `json:"total"`
-	Unread    int    `json:"unread"`
-	SentCount int    `json:"sent_count"`
-	CatchAll  bool   `json:"catch_all,omitempty"`
+	Name        string `json:"name"`
+	Address     string `json:"address"`
+	DisplayName string `json:"display_name,omitempty"` // the name outgoing From carries
+	Owner       string `json:"owner"`
+	OwnerUID    uint32 `json:"owner_uid"`
+	Source      string `json:"source"` // "config" (operator-declared) or "registry"
+	Path        string `json:"path"`
+	InboxPath   string `json:"inbox_path"`
+	SentPath    string `json:"sent_path"`
+	Total       int    `json:"total"`
+	Unread      int    `json:"unread"`
+	SentCount   int    `json:"sent_count"`
+	CatchAll    bool   `json:"catch_all,omitempty"`
 	// The policies that govern the mailbox, so that its owner can plan
 	// instead of probing with failures.
 	Trust *TrustPolicy `json:"trust,omitempty"`

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -34,18 +36,20 @@ type Config struct {
 	// empty refuses them with 550 5.1.1.
 	CatchAll string `toml:"catch_all"`
 
-	Paths     Paths           `toml:"paths"`
-	SMTP      SMTP            `toml:"smtp"`
-	Trust     Trust           `toml:"trust"`
-	DNS       DNS             `toml:"dns"`
-	Send      SendPolicy      `toml:"send"`
-	Relay     Relay           `toml:"relay"`
-	Delivery  Delivery        `toml:"delivery"`
-	HookRules HookRules       `toml:"hook_rules"`
-	Control   Control         `toml:"control"`
-	Metrics   Metrics         `toml:"metrics"`
-	Mailboxes []MailboxConfig `toml:"mailboxes"`
-	Hooks     []HookConfig    `toml:"hooks"`
+	Paths     Paths      `toml:"paths"`
+	SMTP      SMTP       `toml:"smtp"`
+	Trust     Trust      `toml:"trust"`
+	DNS       DNS        `toml:"dns"`
+	Send      SendPolicy `toml:"send"`
+	Relay     Relay      `toml:"relay"`
+	Delivery  Delivery   `toml:"delivery"`
+	HookRules HookRules  `toml:"hook_rules"`
+	// MailboxRules say what owners may set on their own mailboxes.
+	MailboxRules MailboxRules    `toml:"mailbox_rules"`
+	Control      Control         `toml:"control"`
+	Metrics      Metrics         `toml:"metrics"`
+	Mailboxes    []MailboxConfig `toml:"mailboxes"`
+	Hooks        []HookConfig    `toml:"hooks"`
 
 	// File is the path the config was loaded from (not a TOML key).
 	File string `toml:"-"`
@@ -147,6 +151,18 @@ type HookRules struct {
 	MaxConcurrent          int  `toml:"max_concurrent"`
 }
 
+// MailboxRules are the operator's limits on what an owner may change on its
+// own (registry) mailbox with mailbox.update; root may always, and
+// mailboxes declared in this file are changed only here.
+type MailboxRules struct {
+	// OwnersMaySetTrustedSenders lets owners choose whose authenticated mail
+	// to their mailbox is trusted (unfenced, and firing hooks). Off by
+	// default: a prompt-injected agent could otherwise trust its attacker.
+	OwnersMaySetTrustedSenders bool `toml:"owners_may_set_trusted_senders"`
+	// OwnersMaySetDisplayName lets owners name their From; on by default.
+	OwnersMaySetDisplayName *bool `toml:"owners_may_set_display_name"`
+}
+
 // Control tunes the control socket.
 type Control struct {
 	MaxConnections int `toml:"max_connections"`
@@ -174,6 +190,7 @@ type MailboxConfig struct {
 	Name           string      `toml:"name"`
 	Owner          string      `toml:"owner"` // user name or numeric uid
 	Aliases        []string    `toml:"aliases"`
+	DisplayName    string      `toml:"display_name"` // the name outgoing From carries
 	TrustedSenders []string    `toml:"trusted_senders"`
 	Send           *SendPolicy `toml:"send"`
 }
@@ -285,6 +302,9 @@ func (c *Config) applyDefaults() {
 	setI(&d.MaxConcurrent, 8)
 	setI(&d.Port, 25)
 	setI(&c.HookRules.MaxConcurrent, 4)
+	if c.MailboxRules.OwnersMaySetDisplayName == nil {
+		c.MailboxRules.OwnersMaySetDisplayName = ptr(true)
+	}
 	setI(&c.Control.MaxConnections, 512)
 	setI(&c.Control.MaxConnectionsPerUID, 64)
 	setI(&c.Control.ReservedForRoot, 32)
@@ -481,6 +501,9 @@ func (c *Config) validateMailboxes(bad complain) {
 				bad("mailboxes[%d] %q: alias %q is not an address or local part", i, m.Name, a)
 			}
 		}
+		if err := ValidDisplayName(m.DisplayName); err != nil {
+			bad("mailboxes[%d] %q: %v", i, m.Name, err)
+		}
 	}
 	if c.CatchAll != "" && !mailboxRE.MatchString(c.CatchAll) {
 		bad("catch_all: %q is not a mailbox name", c.CatchAll)
@@ -603,4 +626,25 @@ func (c *Config) validateAliases(bad complain) {
 			owner[a] = m.Name
 		}
 	}
+}
+
+// ValidDisplayName says why s cannot be a mailbox's display name, or nil: it
+// goes into the From header of every message the mailbox sends, so it is
+// one line of printable text, at most protocol.MaxDisplayNameLen characters.
+func ValidDisplayName(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("display_name is not valid UTF-8")
+	}
+	if n := utf8.RuneCountInString(s); n > protocol.MaxDisplayNameLen {
+		return fmt.Errorf("display_name has %d characters; at most %d", n, protocol.MaxDisplayNameLen)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("display_name holds a control character (%U): one line of text only", r)
+		}
+	}
+	if s != strings.TrimSpace(s) {
+		return errors.New("display_name starts or ends with a space")
+	}
+	return nil
 }

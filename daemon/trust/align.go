@@ -276,3 +276,23 @@ func Summary(a store.AuthResult) string {
 	}
 	return res + ":" + a.Domain
 }
+
+// ValidSenderPattern says why p is not a pattern MatchSender can match
+// ("alice@example.com", "*@example.com" or "*@*.example.com"), or nil.
+func ValidSenderPattern(p string) error {
+	pat := asciiLower(strings.TrimSuffix(p, "."))
+	at := strings.LastIndexByte(pat, '@')
+	if at <= 0 || at == len(pat)-1 || strings.ContainsAny(pat, " \t\r\n\x00<>,;\"") {
+		return fmt.Errorf("trusted sender %q is not an address pattern: use alice@example.com, *@example.com or *@*.example.com", p)
+	}
+	local, domain := pat[:at], pat[at+1:]
+	if local == "*" {
+		domain = strings.TrimPrefix(domain, "*.")
+	} else if strings.Contains(local, "*") {
+		return fmt.Errorf("trusted sender %q: '*' stands only for the whole local part (*@example.com)", p)
+	}
+	if strings.Contains(domain, "*") || !validDomain(domain) {
+		return fmt.Errorf("trusted sender %q: %q is not a domain (a '*' may only open it, as in *@*.example.com)", p, domain)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/trust"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// maxTrustedSenders bounds the patterns one mailbox.update may set.
+const maxTrustedSenders = 100
+
+// mailboxUpdateTarget is the mailbox to change. What its owner may change is
+// the operator's call ([mailbox_rules]); root may change anything on a
+// registry mailbox. Mailboxes declared in config.toml change only there
+// (accManage keeps other callers out; the handler tells root).
+func mailboxUpdateTarget(d *Daemon, _ *call, a *protocol.MailboxUpdateArgs) (target, error) {
+	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders {
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "nothing to change: give display_name, trusted_senders or inherit_trusted_senders")
+	}
+	if a.TrustedSenders != nil && a.InheritTrustedSenders {
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "trusted_senders and inherit_trusted_senders exclude each other: give one")
+	}
+	if a.DisplayName != nil {
+		if err := config.ValidDisplayName(*a.DisplayName); err != nil {
+			return target{}, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
+		}
+	}
+	if a.TrustedSenders != nil {
+		if len(*a.TrustedSenders) > maxTrustedSenders {
+			return target{}, protocol.Errorf(protocol.CodeInvalidInput, "%d trusted senders; at most %d (use *@domain patterns)", len(*a.TrustedSenders), maxTrustedSenders)
+		}
+		for _, p := range *a.TrustedSenders {
+			if err := trust.ValidSenderPattern(p); err != nil {
+				return target{}, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
+			}
+		}
+	}
+	t := mailboxTarget(a.Name)
+	rules := d.cfg().MailboxRules
+	switch {
+	case (a.TrustedSenders != nil || a.InheritTrustedSenders) && !rules.OwnersMaySetTrustedSenders:
+		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
+			"only the operator sets trusted senders on this host (whose mail is trusted decides what reaches you unfenced and fires hooks): "+
+				"ask the operator to set them for you, or to allow it with mailbox_rules.owners_may_set_trusted_senders")
+	case a.DisplayName != nil && !*rules.OwnersMaySetDisplayName:
+		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
+			"only the operator sets display names on this host: ask the operator to set it for you, or to allow it with mailbox_rules.owners_may_set_display_name")
+	}
+	return t, nil
+}
+
+func handleMailboxUpdate(_ context.Context, d *Daemon, c *call, a *protocol.MailboxUpdateArgs) (any, error) {
+	m := c.box()
+	if m.Source == "config" {
+		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; set its display_name and trusted_senders there and reload", a.Name)
+	}
+	_, err := d.reg.UpdateMailbox(m.Name, m.ID, func(r *registeredMailbox) {
+		if a.DisplayName != nil {
+			r.DisplayName = *a.DisplayName
+		}
+		switch {
+		case a.InheritTrustedSenders:
+			r.TrustedSenders = nil
+		case a.TrustedSenders != nil:
+			list := append([]string{}, *a.TrustedSenders...)
+			r.TrustedSenders = &list
+		}
+	})
+	if errors.Is(err, errNoSuchMailbox) {
+		return nil, notFoundMailbox(a.Name) // deleted, and perhaps created again, since the access check
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("mailbox updated", "mailbox", m.Name, "by_uid", c.caller.UID,
+		"display_name", a.DisplayName != nil, "trusted_senders", a.TrustedSenders != nil || a.InheritTrustedSenders)
+	mb := d.describe(m)
+	return mb, nil
+}
+
+// trustedSenders is the effective trusted-sender list of a mailbox and where
+// it is set: the config's declaration, else what its owner set in the
+// registry, else the global [trust] list.
+func (d *Daemon) trustedSenders(name string) ([]string, string) {
+	cfg := d.cfg()
+	if cfg.Mailbox(name) == nil {
+		if r, ok := d.reg.Mailbox(name); ok && r.TrustedSenders != nil {
+			return *r.TrustedSenders, "mailbox"
+		}
+	}
+	return cfg.TrustedSenders(name)
+}
+
+// displayName is the name outgoing From carries for a mailbox: the
+// config's, else the registry's; empty for none.
+func (d *Daemon) displayName(name string) string {
+	if m := d.cfg().Mailbox(name); m != nil {
+		return m.DisplayName
+	}
+	if r, ok := d.reg.Mailbox(name); ok {
+		return r.DisplayName
+	}
+	return ""
+}
