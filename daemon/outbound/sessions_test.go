@@ -11,7 +11,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
-	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -21,7 +21,7 @@ import (
 // one per concurrency slot), and each session costs one TLS handshake, not a
 // refused verified one and a second connection.
 func TestFiftyMessagesShareFewConnections(t *testing.T) {
-	cert, _ := fakemx.Cert(t, "mx.remote.test")
+	cert, _ := testcert.New(t, "mx.remote.test")
 	w := newWorld(t)
 	w.d.AllowPlaintext = false
 	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})

@@ -46,7 +46,7 @@ func TestSwaksSTARTTLS(t *testing.T) {
 			t.Skip("swaks needs Net::SSLeay for STARTTLS (apt install libnet-ssleay-perl)")
 		}
 	}
-	tlsCfg, _, _ := selfSigned(t, t.TempDir())
+	tlsCfg := serverTLS(t)
 	ts := startServer(t, Limits{}, tlsCfg, false)
 	attach := filepath.Join(t.TempDir(), "report.txt")
 	os.WriteFile(attach, []byte("attached text\n"), 0o600)
@@ -131,7 +131,7 @@ func TestPythonSMTPUTF8(t *testing.T) {
 
 func TestMsmtp(t *testing.T) {
 	msmtp := needTool(t, "msmtp")
-	tlsCfg, _, _ := selfSigned(t, t.TempDir())
+	tlsCfg := serverTLS(t)
 	ts := startServer(t, Limits{}, tlsCfg, false)
 	msg := "From: alice@sender.example\nTo: bob@example.com\nSubject: via msmtp\n\nline one\n.\nline three\n"
 	runTool(t, msg, msmtp, "--host=127.0.0.1", "--port="+port(ts.addr), "--auth=off", "--tls=on",

@@ -3,16 +3,9 @@ package smtpin
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +15,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/internal/testcert"
 )
 
 // fakeBackend accepts recipients at its domains and records deliveries.
@@ -227,43 +222,9 @@ func (rc *rawConn) hello() {
 	rc.cmd("EHLO client.example", "250 ")
 }
 
-// selfSigned makes a throwaway certificate for STARTTLS tests.
-func selfSigned(t testing.TB, dir string) (*tls.Config, string, string) {
+// serverTLS is a throwaway certificate for STARTTLS tests.
+func serverTLS(t testing.TB) *tls.Config {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "mx.mailctl.test"},
-		DNSNames:     []string{"mx.mailctl.test", "localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}}, certFile, keyFile
+	cert, _ := testcert.New(t, "mx.mailctl.test", "localhost", "127.0.0.1")
+	return &tls.Config{Certificates: []tls.Certificate{cert}}
 }

@@ -8,15 +8,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -32,6 +25,7 @@ import (
 
 	"github.com/mailctl/mailctl/internal/freeport"
 	"github.com/mailctl/mailctl/internal/testbin"
+	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/store"
 )
@@ -156,7 +150,7 @@ func startDaemon(t *testing.T, o options) *daemon {
 	ownerName, uid, gid := owner(t)
 	d := &daemon{t: t, dir: dir, cfgPath: filepath.Join(dir, "config.toml"), SMTPAddr: freeport.TCP(t),
 		state: filepath.Join(dir, "state"), uid: uid, gid: gid, logs: &lockedBuffer{}}
-	cert, key := writeCert(t, filepath.Join(dir, "tls"))
+	cert, key := testcert.Files(t, filepath.Join(dir, "tls"), hostname, "127.0.0.1")
 	if o.Resolver == "" {
 		o.Resolver = freeport.TCP(t) // nothing answers: lookups fail fast or time out
 	}
@@ -506,40 +500,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// writeCert writes a fresh self-signed certificate for hostname.
-func writeCert(t *testing.T, dir string) (certPath, keyPath string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: hostname},
-		DNSNames:     []string{hostname},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600)
-	return certPath, keyPath
 }
 
 // runTool runs an external client with a deadline and returns its combined

@@ -18,6 +18,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testcert"
 )
 
 const testMsg = "From: a@example.com\r\nTo: b@remote.test\r\nSubject: hi\r\n\r\nhello\r\n"
@@ -148,8 +149,8 @@ func TestDeliverDNSTemporaryFailureDefers(t *testing.T) {
 }
 
 func TestDeliverTLSRecording(t *testing.T) {
-	cert, pool := fakemx.Cert(t, "mx.tls.test")
-	other, _ := fakemx.Cert(t, "someone-else.test")
+	cert, pool := testcert.New(t, "mx.tls.test")
+	other, _ := testcert.New(t, "someone-else.test")
 	broken := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return nil, errors.New("no certificate for you")
 	}}
@@ -211,7 +212,7 @@ func TestDeliverTLSRecording(t *testing.T) {
 }
 
 func TestDeliverRelayWithAuth(t *testing.T) {
-	cert, pool := fakemx.Cert(t, "smtp.relay.test")
+	cert, pool := testcert.New(t, "smtp.relay.test")
 	w := newWorld(t)
 	w.r.SetIP("smtp.relay.test", "127.0.0.51")
 	f := fakemx.New(t, "127.0.0.51", &tls.Config{Certificates: []tls.Certificate{cert}})
@@ -253,7 +254,7 @@ func TestDeliverRelayWithAuth(t *testing.T) {
 }
 
 func TestDeliverRelayImplicitTLS(t *testing.T) {
-	cert, pool := fakemx.Cert(t, "smtps.relay.test")
+	cert, pool := testcert.New(t, "smtps.relay.test")
 	w := newWorld(t)
 	w.r.SetIP("smtps.relay.test", "127.0.0.52")
 	ln, err := tls.Listen("tcp", "127.0.0.52:0", &tls.Config{Certificates: []tls.Certificate{cert}})

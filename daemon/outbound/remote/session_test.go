@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/internal/testwait"
 )
 
@@ -25,7 +26,7 @@ func oneMX(t *testing.T, ip string, tlsCfg *tls.Config) (*mxWorld, *fakemx.Serve
 }
 
 func TestSessionCarriesSeveralMessages(t *testing.T) {
-	cert, _ := fakemx.Cert(t, "mx.reuse.test")
+	cert, _ := testcert.New(t, "mx.reuse.test")
 	w, f := oneMX(t, "127.0.2.1", &tls.Config{Certificates: []tls.Certificate{cert}})
 	w.d.AllowPlaintext = false
 	f.SetRcptErr("gone@reuse.test", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"})
@@ -138,7 +139,7 @@ func TestIdleSessionsCloseAndStayBounded(t *testing.T) {
 }
 
 func TestRelaySessionNotSharedAcrossCredentials(t *testing.T) {
-	cert, pool := fakemx.Cert(t, "smtp.relay.test")
+	cert, pool := testcert.New(t, "smtp.relay.test")
 	w := newWorld(t)
 	w.r.SetIP("smtp.relay.test", "127.0.2.5")
 	f := fakemx.New(t, "127.0.2.5", &tls.Config{Certificates: []tls.Certificate{cert}})
