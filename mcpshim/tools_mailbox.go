@@ -13,15 +13,17 @@ import (
 
 // MailboxRow is one row of mailbox_list.
 type MailboxRow struct {
-	Name       string `json:"name"`
-	Address    string `json:"address"`
-	InboxPath  string `json:"inbox_path"`
-	SentPath   string `json:"sent_path"`
-	Total      int    `json:"total"`
-	Unread     int    `json:"unread"`
-	SentCount  int    `json:"sent_count"`
-	Registered bool   `json:"registered" jsonschema:"true for mailboxes created over the socket (deletable by their owner); false for operator-declared ones"`
-	Owner      string `json:"owner"`
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	// DisplayName is what outgoing From carries; empty for none.
+	DisplayName string `json:"display_name,omitempty" jsonschema:"the name outgoing From carries (set with mailbox_create display_name)"`
+	InboxPath   string `json:"inbox_path"`
+	SentPath    string `json:"sent_path"`
+	Total       int    `json:"total"`
+	Unread      int    `json:"unread"`
+	SentCount   int    `json:"sent_count"`
+	Registered  bool   `json:"registered" jsonschema:"true for mailboxes created over the socket (deletable by their owner); false for operator-declared ones"`
+	Owner       string `json:"owner"`
 	// The policies that govern the mailbox, set by the operator.
 	TrustedSenders []string             `json:"trusted_senders" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
 	Send           *protocol.SendLimits `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size and recipient limits and rates per minute/hour/day (0: no limit); rate: for each limited window, the sends used and remaining now, and with none remaining next_free_ms until one more fits"`
@@ -58,7 +60,7 @@ func (s *Server) toolMailboxList() toolSpec {
 }
 
 func mailboxRow(m protocol.Mailbox) MailboxRow {
-	r := MailboxRow{Name: m.Name, Address: m.Address, InboxPath: m.InboxPath, SentPath: m.SentPath,
+	r := MailboxRow{Name: m.Name, Address: m.Address, DisplayName: m.DisplayName, InboxPath: m.InboxPath, SentPath: m.SentPath,
 		Total: m.Total, Unread: m.Unread, SentCount: m.SentCount, Registered: m.Source != "config", Owner: m.Owner, Send: m.Send,
 		TrustedSenders: []string{}} // shown when empty: it means no mail to the mailbox is trusted
 	if m.Trust != nil && m.Trust.TrustedSenders != nil {
@@ -68,7 +70,9 @@ func mailboxRow(m protocol.Mailbox) MailboxRow {
 }
 
 type mailboxCreateArgs struct {
-	Name string `json:"name" jsonschema:"local part of the address: lowercase letters, digits, dot, underscore, hyphen"`
+	Name           string    `json:"name" jsonschema:"local part of the address: lowercase letters, digits, dot, underscore, hyphen"`
+	DisplayName    *string   `json:"display_name,omitempty" jsonschema:"the name outgoing From carries (one line, at most 100 characters; empty removes it); set on the mailbox whether it is new or already yours"`
+	TrustedSenders *[]string `json:"trusted_senders,omitempty" jsonschema:"whose authenticated mail is trusted: alice@example.com, *@example.com or *@*.example.com; [] trusts no one. Replaces the list; allowed only where the operator permits it (else forbidden)"`
 }
 
 // MailboxCreateData is mailbox_create's data.
@@ -79,8 +83,9 @@ type MailboxCreateData struct {
 
 func (s *Server) toolMailboxCreate() toolSpec {
 	return newTool(&mcp.Tool{
-		Name:        "mailbox_create",
-		Description: "Create a mailbox owned by you and return its address. Idempotent: creating one you already own returns it with created=false.",
+		Name: "mailbox_create",
+		Description: "Create a mailbox owned by you and return its address. Idempotent: creating one you already own returns it with created=false. " +
+			"With display_name or trusted_senders it also sets them on the mailbox, new or existing (the operator may forbid either).",
 		Annotations: annotations("Create mailbox", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["name"].Pattern = `^[a-z0-9._-]+$`
@@ -90,11 +95,24 @@ func (s *Server) toolMailboxCreate() toolSpec {
 		if err := s.call(ctx, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: in.Name}, &out); err != nil {
 			return "", MailboxCreateData{}, nil, err
 		}
-		data := MailboxCreateData{MailboxRow: mailboxRow(out.Mailbox), Created: out.Created}
+		summary := out.Address + " already exists and is yours"
 		if out.Created {
-			return "created " + out.Address, data, nil, nil
+			summary = "created " + out.Address
 		}
-		return out.Address + " already exists and is yours", data, nil, nil
+		if in.DisplayName != nil || in.TrustedSenders != nil {
+			var upd protocol.Mailbox
+			err := s.call(ctx, protocol.VerbMailboxUpdate, protocol.MailboxUpdateArgs{Name: in.Name, DisplayName: in.DisplayName, TrustedSenders: in.TrustedSenders}, &upd)
+			if err != nil {
+				if out.Created {
+					err = withNext(err, &NextAction{Instruction: "The mailbox was created; only the settings were refused. Fix or drop them and call again (it is idempotent).",
+						Tool: "mailbox_create", Arguments: map[string]any{"name": in.Name}})
+				}
+				return "", MailboxCreateData{}, nil, err
+			}
+			out.Mailbox = upd
+			summary += ", settings updated"
+		}
+		return summary, MailboxCreateData{MailboxRow: mailboxRow(out.Mailbox), Created: out.Created}, nil, nil
 	})
 }
 

@@ -702,3 +702,39 @@ func TestMailboxListRateExhausted(t *testing.T) {
 	}
 	e.fail("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "s", "body": "b"}, protocol.CodeRateLimited)
 }
+
+// An owner names its mailbox and, where the operator allows it, chooses
+// whom it trusts, through mailbox_create on a new or existing mailbox.
+func TestMailboxCreateSetsNameAndTrust(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Extra: "[mailbox_rules]\nowners_may_set_trusted_senders = true\n"})
+	e := connect(t, d.Socket)
+	var out MailboxCreateData
+	e.ok("mailbox_create", map[string]any{"name": "agent", "display_name": "Research Agent", "trusted_senders": []string{"*@partner.test"}}, &out)
+	if !out.Created || out.DisplayName != "Research Agent" || !slices.Equal(out.TrustedSenders, []string{"*@partner.test"}) {
+		t.Fatalf("created: %+v", out)
+	}
+	e.ok("mailbox_create", map[string]any{"name": "agent", "trusted_senders": []string{}}, &out)
+	if out.Created || out.DisplayName != "Research Agent" || out.TrustedSenders == nil || len(out.TrustedSenders) != 0 {
+		t.Fatalf("updated: %+v", out)
+	}
+	e.fail("mailbox_create", map[string]any{"name": "agent", "display_name": "x\r\nBcc: evil@x.test"}, protocol.CodeInvalidInput)
+	e.fail("mailbox_create", map[string]any{"name": "agent", "trusted_senders": []string{"a*b@x.test"}}, protocol.CodeInvalidInput)
+	var sent protocol.SendResult
+	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "agent@example.test", "subject": "named", "body": "b"}, &sent)
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent"}, &list)
+	if len(list.Messages) != 1 || !strings.Contains(list.Messages[0].From, "Research Agent") {
+		t.Fatalf("From does not carry the display name: %+v", list.Messages)
+	}
+
+	// Without the operator's permission, trusted senders are refused and
+	// the answer says which switch allows them.
+	d2 := testdaemon.Start(t)
+	e2 := connect(t, d2.Socket)
+	if os.Getuid() != 0 {
+		sc := e2.fail("mailbox_create", map[string]any{"name": "agent", "trusted_senders": []string{"*@partner.test"}}, protocol.CodeForbidden)
+		if msg, _ := sc["message"].(string); !strings.Contains(msg, "owners_may_set_trusted_senders") {
+			t.Errorf("refusal: %q", msg)
+		}
+	}
+}
