@@ -173,7 +173,7 @@ func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 	if err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
 			n, _ := d.store.Counts(a.Name)
-			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); delete it with force to delete its mail too", a.Name, n.Total, n.Sent)
+			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); force the delete to delete its mail too", a.Name, n.Total, n.Sent)
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, err

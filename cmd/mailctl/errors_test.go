@@ -46,6 +46,13 @@ func TestErrorsAPersonCanActOn(t *testing.T) {
 	if out, _, code := mailctl(t, env, "mailboxes", "show", "agent"); code != 0 {
 		t.Fatalf("the mailbox went away without confirmation: %s", out)
 	}
+	check("set a display name", 0, []string{`"Agent Smith" <agent@`}, nil, "mailboxes", "set", "agent", "--display-name", "Agent Smith")
+	check("set a display name over two lines", 2, []string{"control character"}, nil, "mailboxes", "set", "agent", "--display-name", "A\nBcc: x@y.test")
+	check("set nothing", 2, []string{"nothing to change"}, nil, "mailboxes", "set", "agent")
+	if os.Getuid() != 0 {
+		check("trusted senders, not allowed to owners", 4, []string{"owners_may_set_trusted_senders"}, nil,
+			"mailboxes", "set", "agent", "--trusted-senders", "*@friend.test")
+	}
 	check("singular command", 2, []string{"did you mean `mailctl mailboxes`"}, nil, "mailbox", "list")
 	check("hook typo", 2, []string{"did you mean `mailctl hooks`"}, nil, "hook", "list")
 	check("not a socket", 2, []string{"/etc/passwd is not a socket"}, []string{"systemctl start"},

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -12,7 +14,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "mailboxes", group: "mail", summary: "create, list, show and delete mailboxes", run: cmdMailboxes})
+	register(&command{name: "mailboxes", group: "mail", summary: "create, list, show, set and delete mailboxes", run: cmdMailboxes})
 	register(&command{name: "version", group: "daemon", summary: "print the client's and the daemon's versions", run: cmdVersion})
 }
 
@@ -21,6 +23,8 @@ const mailboxesHelp = `Usage: mailctl mailboxes SUBCOMMAND [flags]
   create NAME [--owner USER]     create a mailbox (yours, or USER's when root)
   list [--json]                  the mailboxes you own (root: all)
   show NAME [--json]             one mailbox: address, owner, counts, trust, hooks
+  set NAME [--display-name X] [--trusted-senders A,B] [--inherit-trusted-senders]
+                                 name a mailbox, choose whom it trusts (as the operator allows)
   delete NAME [--force] [--yes]  delete a mailbox (--force also deletes its mail)
 
 Names match [a-z0-9._-]+ without leading or trailing dots or "..".`
@@ -40,6 +44,8 @@ func cmdMailboxes(args []string) int {
 		return mailboxList(args[1:])
 	case "show":
 		return mailboxShow(args[1:])
+	case "set":
+		return mailboxSet(args[1:])
 	case "delete", "rm":
 		return mailboxDelete(args[1:])
 	}
@@ -114,6 +120,9 @@ func mailboxShow(args []string) int {
 	}
 	fmt.Printf("name      %s\naddress   %s\nowner     %s (uid %d)\nsource    %s\npath      %s\ninbox     %d (%d unread)\nsent      %d\n",
 		m.Name, m.Address, m.Owner, m.OwnerUID, m.Source, m.Path, m.Total, m.Unread, m.SentCount)
+	if m.DisplayName != "" {
+		fmt.Printf("from      %q <%s>\n", m.DisplayName, m.Address)
+	}
 	if m.Trust != nil {
 		senders := strings.Join(m.Trust.TrustedSenders, ", ")
 		if senders == "" {
@@ -126,6 +135,55 @@ func mailboxShow(args []string) int {
 	}
 	for _, h := range m.Hooks {
 		fmt.Printf("hook      %s %s %q (%s)\n", h.Name, h.Event, h.Cmd, h.Source)
+	}
+	return 0
+}
+
+func mailboxSet(args []string) int {
+	cf := newClientFlags("mailboxes set", "mailboxes set NAME [--display-name X] [--trusted-senders A,B | --inherit-trusted-senders] [--json]",
+		"Changes a mailbox you created: the display name outgoing From carries, and whose authenticated mail it trusts. "+
+			"[mailbox_rules] in the config says what owners may change (display name: yes by default; trusted senders: no by default); "+
+			"root may always. Mailboxes declared in the config change only there.").withJSON()
+	display := cf.fs.String("display-name", "", "the name outgoing From carries (one line, at most 100 characters; \"\" removes it)")
+	senders := cf.fs.String("trusted-senders", "", "comma-separated patterns: alice@example.com, *@example.com, *@*.example.com (\"\" trusts no one)")
+	inherit := cf.fs.Bool("inherit-trusted-senders", false, "drop the mailbox's own list and use [trust] trusted_senders")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give exactly one mailbox name")
+	}
+	a := protocol.MailboxUpdateArgs{Name: cf.fs.Arg(0), InheritTrustedSenders: *inherit}
+	cf.fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "display-name":
+			a.DisplayName = display
+		case "trusted-senders":
+			list := []string{}
+			for _, p := range strings.Split(*senders, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					list = append(list, p)
+				}
+			}
+			a.TrustedSenders = &list
+		}
+	})
+	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders {
+		return usageError(cf.fs, "nothing to change: give --display-name, --trusted-senders or --inherit-trusted-senders")
+	}
+	var m protocol.Mailbox
+	if err := cf.call(protocol.VerbMailboxUpdate, a, &m); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(m)
+	}
+	fmt.Printf("updated %s\n", m.Address)
+	if m.DisplayName != "" {
+		fmt.Printf("from      %q <%s>\n", m.DisplayName, m.Address)
+	}
+	if m.Trust != nil {
+		fmt.Printf("trusted   %s [%s]\n", strings.Join(m.Trust.TrustedSenders, ", "), m.Trust.Source)
 	}
 	return 0
 }
@@ -155,6 +213,11 @@ func mailboxDelete(args []string) int {
 	}
 	var out protocol.Deleted
 	if err := cf.call(protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: name, Force: *force}, &out); err != nil {
+		// The daemon words it for any client; the flag is this one's.
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeConflict && !*force && strings.Contains(pe.Message, "not empty") {
+			err = &protocol.Error{Code: pe.Code, Message: pe.Message + fmt.Sprintf(": mailctl mailboxes delete %s --force", name)}
+		}
 		return cf.fail(err)
 	}
 	if cf.json {
