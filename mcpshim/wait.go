@@ -49,105 +49,142 @@ func (s *Server) toolEmailWait() toolSpec {
 }
 
 func (s *Server) emailWait(ctx context.Context, req *mcp.CallToolRequest, in *emailWaitArgs) (string, EmailWaitData, *NextAction, error) {
-	start := time.Now()
-	var zero EmailWaitData
+	w := &waiter{s: s, in: in, req: req, start: time.Now(), timeout: 120 * time.Second}
 	since, err := parseWhen("since", in.Since)
 	if err != nil {
-		return "", zero, nil, err
+		return "", EmailWaitData{}, nil, err
 	}
-	timeout := time.Duration(in.TimeoutSecs) * time.Second
-	if in.TimeoutSecs == 0 {
-		timeout = 120 * time.Second
+	if in.TimeoutSecs != 0 {
+		w.timeout = time.Duration(in.TimeoutSecs) * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 
 	// A dedicated connection: closing it is the only way to end the watch.
 	wc, err := s.dial(ctx)
 	if err != nil {
-		return "", zero, nil, err
+		return "", EmailWaitData{}, nil, err
 	}
 	defer wc.Close()
+	// Watch before looking back, so that nothing arrives unseen in between.
 	events, err := wc.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{in.Mailbox}})
 	if err != nil {
-		return "", zero, nil, err
+		return "", EmailWaitData{}, nil, err
 	}
-
-	match := func(m *protocol.MessageSummary) bool {
-		return containsFold(m.From, in.From) && containsFold(m.Subject, in.Subject)
-	}
-	deliver := func(id string) (string, EmailWaitData, bool, error) {
-		m, err := s.read(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: id, Folder: protocol.FolderInbox, MaxChars: in.MaxChars})
-		if err != nil {
-			return "", zero, false, err
-		}
-		if in.Text != "" && !containsFold(m.Body, in.Text) {
-			return "", zero, false, nil
-		}
-		data := EmailWaitData{Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),
-			Waited: time.Since(start).Milliseconds()}
-		data.Message = readData(m, newFence(), in.MaxChars)
-		sum := fmt.Sprintf("message %s arrived %s", m.ID, describe(m))
-		if len(data.Codes) > 0 {
-			sum += fmt.Sprintf("; %d code(s) found", len(data.Codes))
-		}
-		return sum, data, true, nil
-	}
-
 	if since != nil {
-		unread := true
-		var list protocol.MessageList
-		err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: protocol.FolderInbox,
-			Limit: 20, Unread: &unread, From: in.From, Subject: in.Subject, Since: since}, &list)
-		if err != nil {
-			return "", zero, nil, mailboxHint(err)
+		if sum, data, ok, err := w.lookBack(ctx, since); err != nil || ok {
+			return sum, data, nil, err
 		}
-		for i := len(list.Messages) - 1; i >= 0; i-- { // oldest first: the one the caller was waiting for
-			m := list.Messages[i]
-			if match(&m) {
-				if sum, data, ok, err := deliver(m.ID); err != nil || ok {
-					return sum, data, nil, err
-				}
+	}
+	return w.watch(ctx, events)
+}
+
+// waiter is one email_wait call: its filters, its clock and its caller.
+type waiter struct {
+	s       *Server
+	in      *emailWaitArgs
+	req     *mcp.CallToolRequest
+	start   time.Time
+	timeout time.Duration
+}
+
+// match applies the filters a message summary can answer.
+func (w *waiter) match(m *protocol.MessageSummary) bool {
+	return containsFold(m.From, w.in.From) && containsFold(m.Subject, w.in.Subject)
+}
+
+// deliver reads message id and, when its body matches too, returns it; ok is
+// false when the body filter rejects it.
+func (w *waiter) deliver(ctx context.Context, id string) (sum string, data EmailWaitData, ok bool, err error) {
+	in := w.in
+	m, err := w.s.read(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: id, Folder: protocol.FolderInbox, MaxChars: in.MaxChars})
+	if err != nil {
+		return "", EmailWaitData{}, false, err
+	}
+	if in.Text != "" && !containsFold(m.Body, in.Text) {
+		return "", EmailWaitData{}, false, nil
+	}
+	data = EmailWaitData{Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),
+		Waited: time.Since(w.start).Milliseconds()}
+	data.Message = readData(m, newFence(), in.MaxChars)
+	sum = fmt.Sprintf("message %s arrived %s", m.ID, describe(m))
+	if len(data.Codes) > 0 {
+		sum += fmt.Sprintf("; %d code(s) found", len(data.Codes))
+	}
+	return sum, data, true, nil
+}
+
+// lookBack accepts a matching unread message that arrived since the given
+// time, before the call began.
+func (w *waiter) lookBack(ctx context.Context, since *time.Time) (string, EmailWaitData, bool, error) {
+	in := w.in
+	unread := true
+	var list protocol.MessageList
+	err := w.s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: protocol.FolderInbox,
+		Limit: 20, Unread: &unread, From: in.From, Subject: in.Subject, Since: since}, &list)
+	if err != nil {
+		return "", EmailWaitData{}, false, mailboxHint(err)
+	}
+	for i := len(list.Messages) - 1; i >= 0; i-- { // oldest first: the one the caller was waiting for
+		m := list.Messages[i]
+		if w.match(&m) {
+			if sum, data, ok, err := w.deliver(ctx, m.ID); err != nil || ok {
+				return sum, data, ok, err
 			}
 		}
 	}
+	return "", EmailWaitData{}, false, nil
+}
 
-	token := req.Params.GetProgressToken()
-	tick := time.NewTicker(s.progressEvery)
+// watch returns the first new inbox message that matches, reporting
+// progress meanwhile, or a timeout.
+func (w *waiter) watch(ctx context.Context, events <-chan protocol.Event) (string, EmailWaitData, *NextAction, error) {
+	tick := time.NewTicker(w.s.progressEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
 				if ctx.Err() != nil {
-					return "", zero, nil, waitTimeout(in, timeout)
+					return "", EmailWaitData{}, nil, waitTimeout(w.in, w.timeout)
 				}
-				return "", zero, nil, fail(protocol.CodeUnavailable, "the daemon ended the watch; call email_wait again")
+				return "", EmailWaitData{}, nil, fail(protocol.CodeUnavailable, "the daemon ended the watch; call email_wait again")
 			}
-			if ev.Type != protocol.EventNewMail || ev.Mailbox != in.Mailbox || (ev.Folder != "" && ev.Folder != protocol.FolderInbox) {
+			if !w.wanted(ev) {
 				continue
 			}
-			if ev.Message != nil && !match(ev.Message) {
-				continue
-			}
-			sum, data, ok, err := deliver(ev.ID)
-			if err != nil || ok {
+			if sum, data, ok, err := w.deliver(ctx, ev.ID); err != nil || ok {
 				return sum, data, nil, err
 			}
 		case <-tick.C:
-			if token != nil && req.Session != nil {
-				elapsed := time.Since(start)
-				req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: token,
-					Progress:      elapsed.Seconds(),
-					Total:         timeout.Seconds(),
-					Message:       fmt.Sprintf("waiting for mail in %s (%ds of %ds)", in.Mailbox, int(elapsed.Seconds()), int(timeout.Seconds())),
-				})
-			}
+			w.progress(ctx)
 		case <-ctx.Done():
-			return "", zero, nil, waitTimeout(in, timeout)
+			return "", EmailWaitData{}, nil, waitTimeout(w.in, w.timeout)
 		}
 	}
+}
+
+// wanted says whether ev is new mail in the inbox waited on that may match.
+func (w *waiter) wanted(ev protocol.Event) bool {
+	if ev.Type != protocol.EventNewMail || ev.Mailbox != w.in.Mailbox || (ev.Folder != "" && ev.Folder != protocol.FolderInbox) {
+		return false
+	}
+	return ev.Message == nil || w.match(ev.Message)
+}
+
+// progress notifies a caller that asked for progress how long it has waited.
+func (w *waiter) progress(ctx context.Context) {
+	token := w.req.Params.GetProgressToken()
+	if token == nil || w.req.Session == nil {
+		return
+	}
+	elapsed := time.Since(w.start)
+	w.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+		ProgressToken: token,
+		Progress:      elapsed.Seconds(),
+		Total:         w.timeout.Seconds(),
+		Message:       fmt.Sprintf("waiting for mail in %s (%ds of %ds)", w.in.Mailbox, int(elapsed.Seconds()), int(w.timeout.Seconds())),
+	})
 }
 
 func waitTimeout(in *emailWaitArgs, timeout time.Duration) error {
