@@ -79,24 +79,9 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 	if err != nil {
 		return "", zero, nil, messageHint(err, in.Mailbox, in.Folder)
 	}
-	if len(m.AttachmentList) == 0 {
-		return "", zero, nil, withNext(fail(protocol.CodeNotFound, "message %s has no attachments", in.ID), readNext(in))
-	}
-	idx := in.Index
-	if in.Filename != "" {
-		idx = -1
-		for i, a := range m.AttachmentList {
-			if a.Filename == in.Filename {
-				idx = i
-				break
-			}
-		}
-		if idx < 0 {
-			return "", zero, nil, withNext(fail(protocol.CodeNotFound, "message %s has no attachment named %q", in.ID, in.Filename), readNext(in))
-		}
-	}
-	if idx >= len(m.AttachmentList) {
-		return "", zero, nil, withNext(fail(protocol.CodeNotFound, "message %s has %d attachment(s); index %d is out of range", in.ID, len(m.AttachmentList), idx), readNext(in))
+	idx, err := pickAttachment(m, in)
+	if err != nil {
+		return "", zero, nil, err
 	}
 	att := m.AttachmentList[idx]
 	mailboxDir, err := s.mailboxDir(ctx, in.Mailbox)
@@ -108,19 +93,11 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 		return "", zero, nil, err
 	}
 	data := AttachmentData{Filename: att.Filename, ContentType: att.ContentType, Size: att.Size,
-		Path: filepath.Join(mailboxDir, rel), Trust: trustFacts(m)}
+		Path: filepath.Join(mailboxDir, rel), Trust: trustFacts(m), Mode: attachmentMode(in.Mode, att.ContentType)}
 	if m.Outbound {
 		data.Trust.Fenced = false // your own sent copy
 	}
-	mode := in.Mode
-	if mode == "" || mode == "auto" {
-		mode = "path"
-		if isTextType(att.ContentType) {
-			mode = "text"
-		}
-	}
-	data.Mode = mode
-	if mode == "path" {
+	if data.Mode == "path" {
 		return fmt.Sprintf("attachment %s (%s, %d bytes) is at %s", att.Filename, att.ContentType, att.Size, data.Path), data, nil, nil
 	}
 	limit := int64(MaxAttachmentBase64)
@@ -128,14 +105,14 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 	if maxChars <= 0 {
 		maxChars = DefaultAttachmentText
 	}
-	if mode == "text" {
+	if data.Mode == "text" {
 		limit = int64(maxChars) * 4
 	}
 	content, full, err := readInRoot(mailboxDir, rel, limit)
 	if err != nil {
 		return "", zero, nil, err
 	}
-	switch mode {
+	switch data.Mode {
 	case "base64":
 		if !full {
 			return "", zero, nil, withNext(fail(protocol.CodeTooLarge, "attachment %s is larger than %d bytes", att.Filename, MaxAttachmentBase64),
@@ -144,25 +121,63 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 		}
 		data.Base64 = base64.StdEncoding.EncodeToString(content)
 	case "text":
-		if !utf8.Valid(content) && full {
-			content = []byte(strings.ToValidUTF8(string(content), "\uFFFD"))
-		}
-		text := strings.ToValidUTF8(string(content), "")
-		if utf8.RuneCountInString(text) > maxChars {
-			text = string([]rune(text)[:maxChars])
-			full = false
-		}
-		data.Truncated = !full
-		if !isTrusted(m.Trusted) && !m.Outbound {
-			f := newFence()
-			text = f.block(text)
-			data.Fence = f.label()
-		} else {
-			data.Trust.Fenced = false
-		}
-		data.Text = text
+		attachmentText(&data, m, content, full, maxChars)
 	}
-	return fmt.Sprintf("attachment %s (%s, %d bytes) as %s", att.Filename, att.ContentType, att.Size, mode), data, nil, nil
+	return fmt.Sprintf("attachment %s (%s, %d bytes) as %s", att.Filename, att.ContentType, att.Size, data.Mode), data, nil, nil
+}
+
+// pickAttachment returns the index of the attachment in asks for, by
+// filename or by index.
+func pickAttachment(m *protocol.Message, in *attachmentArgs) (int, error) {
+	if len(m.AttachmentList) == 0 {
+		return 0, withNext(fail(protocol.CodeNotFound, "message %s has no attachments", in.ID), readNext(in))
+	}
+	if in.Filename != "" {
+		for i, a := range m.AttachmentList {
+			if a.Filename == in.Filename {
+				return i, nil
+			}
+		}
+		return 0, withNext(fail(protocol.CodeNotFound, "message %s has no attachment named %q", in.ID, in.Filename), readNext(in))
+	}
+	if in.Index >= len(m.AttachmentList) {
+		return 0, withNext(fail(protocol.CodeNotFound, "message %s has %d attachment(s); index %d is out of range", in.ID, len(m.AttachmentList), in.Index), readNext(in))
+	}
+	return in.Index, nil
+}
+
+// attachmentMode resolves "auto" (or no mode): text for a text type, else the
+// path.
+func attachmentMode(mode, contentType string) string {
+	if mode != "" && mode != "auto" {
+		return mode
+	}
+	if isTextType(contentType) {
+		return "text"
+	}
+	return "path"
+}
+
+// attachmentText puts up to maxChars of content into data as text, fenced
+// unless the message is trusted or our own sent copy.
+func attachmentText(data *AttachmentData, m *protocol.Message, content []byte, full bool, maxChars int) {
+	if !utf8.Valid(content) && full {
+		content = []byte(strings.ToValidUTF8(string(content), "\uFFFD"))
+	}
+	text := strings.ToValidUTF8(string(content), "")
+	if utf8.RuneCountInString(text) > maxChars {
+		text = string([]rune(text)[:maxChars])
+		full = false
+	}
+	data.Truncated = !full
+	if !isTrusted(m.Trusted) && !m.Outbound {
+		f := newFence()
+		text = f.block(text)
+		data.Fence = f.label()
+	} else {
+		data.Trust.Fenced = false
+	}
+	data.Text = text
 }
 
 func (s *Server) mailboxDir(ctx context.Context, name string) (string, error) {
