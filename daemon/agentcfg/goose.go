@@ -78,84 +78,106 @@ func gooseMerge(existing []byte, s Server) ([]byte, error) {
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	ext := -1
-	for i, l := range lines {
-		if strings.HasPrefix(l, "extensions:") {
-			rest := strings.TrimSpace(strings.TrimPrefix(l, "extensions:"))
-			if rest != "" && !strings.HasPrefix(rest, "#") {
-				if rest == "{}" {
-					lines[i] = "extensions:\n"
-				} else {
-					return nil, fmt.Errorf("goose's extensions are written inline (%s): add the snippet from --print by hand", rest)
-				}
-			}
-			ext = i
-			break
-		}
-	}
-	var out strings.Builder
-	if ext < 0 && s.Command == "" {
-		return existing, nil
+	ext, err := gooseExtensionsLine(lines)
+	if err != nil {
+		return nil, err
 	}
 	if ext < 0 {
-		out.WriteString(strings.Join(lines, ""))
+		if s.Command == "" {
+			return existing, nil
+		}
 		if text != "" && !strings.HasSuffix(text, "\n") {
-			out.WriteString("\n")
+			text += "\n"
 		}
-		out.WriteString("extensions:\n" + gooseBlock(s, "  "))
-		return []byte(out.String()), nil
+		return []byte(text + "extensions:\n" + gooseBlock(s, "  ")), nil
 	}
-	// The extensions block runs until the next line indented at column 0.
-	end := len(lines)
-	indent := ""
-	for i := ext + 1; i < len(lines); i++ {
-		if blankOrComment(lines[i]) {
-			continue
-		}
-		if indentOf(lines[i]) == 0 {
-			end = i
-			break
-		}
-		if indent == "" {
-			indent = strings.Repeat(" ", indentOf(lines[i]))
-		}
-		if indentOf(lines[i]) < len(indent) {
-			return nil, fmt.Errorf("goose's extensions are indented unevenly: add the snippet from --print by hand")
-		}
-	}
-	if indent == "" {
-		indent = "  "
+	end, indent, err := gooseExtensionsEnd(lines, ext)
+	if err != nil {
+		return nil, err
 	}
 	block := ""
 	if s.Command != "" {
 		block = gooseBlock(s, indent)
 	}
+	var out strings.Builder
 	out.WriteString(strings.Join(lines[:ext+1], ""))
-	inserted := false
-	for i := ext + 1; i < end; i++ {
-		l := lines[i]
-		if !blankOrComment(l) && indentOf(l) == len(indent) && strings.TrimSpace(l) == ServerName+":" {
-			out.WriteString(block)
-			inserted = true
-			for i+1 < end && (blankOrComment(lines[i+1]) || indentOf(lines[i+1]) > len(indent)) {
-				i++
-			}
-			continue
+	if !gooseReplaceEntry(&out, lines[ext+1:end], indent, block) {
+		if s.Command == "" {
+			return existing, nil
 		}
-		out.WriteString(l)
-	}
-	if !inserted && s.Command == "" {
-		return existing, nil
-	}
-	if !inserted {
-		o := out.String()
-		if !strings.HasSuffix(o, "\n") {
+		if !strings.HasSuffix(out.String(), "\n") {
 			out.WriteString("\n")
 		}
 		out.WriteString(block)
 	}
 	out.WriteString(strings.Join(lines[end:], ""))
 	return []byte(out.String()), nil
+}
+
+// gooseExtensionsLine finds the top-level `extensions:` line (-1 when there
+// is none), turning an empty inline `extensions: {}` into a block mapping.
+func gooseExtensionsLine(lines []string) (int, error) {
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "extensions:") {
+			continue
+		}
+		rest := strings.TrimSpace(strings.TrimPrefix(l, "extensions:"))
+		switch {
+		case rest == "{}":
+			lines[i] = "extensions:\n"
+		case rest != "" && !strings.HasPrefix(rest, "#"):
+			return -1, fmt.Errorf("goose's extensions are written inline (%s): add the snippet from --print by hand", rest)
+		}
+		return i, nil
+	}
+	return -1, nil
+}
+
+// gooseExtensionsEnd returns where the extensions block that starts at line
+// ext ends (the next line indented at column 0) and its entries' indentation.
+func gooseExtensionsEnd(lines []string, ext int) (end int, indent string, err error) {
+	for i := ext + 1; i < len(lines); i++ {
+		if blankOrComment(lines[i]) {
+			continue
+		}
+		if indentOf(lines[i]) == 0 {
+			return i, orDefaultIndent(indent), nil
+		}
+		if indent == "" {
+			indent = strings.Repeat(" ", indentOf(lines[i]))
+		}
+		if indentOf(lines[i]) < len(indent) {
+			return 0, "", fmt.Errorf("goose's extensions are indented unevenly: add the snippet from --print by hand")
+		}
+	}
+	return len(lines), orDefaultIndent(indent), nil
+}
+
+func orDefaultIndent(indent string) string {
+	if indent == "" {
+		return "  "
+	}
+	return indent
+}
+
+// gooseReplaceEntry copies the extensions block's lines to out with our entry
+// (its key and everything indented under it) replaced by block, and says
+// whether our entry was there.
+func gooseReplaceEntry(out *strings.Builder, body []string, indent, block string) bool {
+	found := false
+	for i := 0; i < len(body); i++ {
+		l := body[i]
+		if blankOrComment(l) || indentOf(l) != len(indent) || strings.TrimSpace(l) != ServerName+":" {
+			out.WriteString(l)
+			continue
+		}
+		out.WriteString(block)
+		found = true
+		for i+1 < len(body) && (blankOrComment(body[i+1]) || indentOf(body[i+1]) > len(indent)) {
+			i++
+		}
+	}
+	return found
 }
 
 // gooseWired finds our entry under extensions and its cmd.
