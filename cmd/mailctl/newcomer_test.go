@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -300,11 +301,18 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 	}
 	sock := filepath.Join(dir, "mailctl.sock")
 	env := append(os.Environ(), "MAILCTL_AS_BINARY=1", "MAILCTL_SOCKET="+sock)
+	// Standard output only: a coverage build of the test binary (CI's
+	// coverage step) writes its own lines to standard error on exit.
 	run := func(args ...string) (string, error) {
 		c := as(exec.Command(bin, args...))
 		c.Env = env
-		out, err := c.CombinedOutput()
-		return string(out), err
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			return string(out) + stderr.String(), err
+		}
+		return string(out), nil
 	}
 	dev := as(exec.Command(bin, "dev", "--dir", dir, "--smtp", freePort(t)))
 	dev.Env = env

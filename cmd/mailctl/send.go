@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,6 +125,11 @@ read by this command with your rights.`).withJSON()
 	timeout := time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond + 2*time.Minute
 	var res protocol.SendResult
 	if err := cf.callTimeout(protocol.VerbSend, a, &res, timeout); err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeInvalidInput && strings.Contains(pe.Message, "allow_empty") {
+			// The daemon names the protocol's argument; here it is a flag.
+			pe.Message = strings.Replace(pe.Message, "set allow_empty", "pass --force", 1)
+		}
 		return cf.fail(err)
 	}
 	if cf.json {
