@@ -105,31 +105,9 @@ func agentsSetup(args []string) int {
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
-	names := cf.fs.Args()
-	if len(names) == 0 && *printOnly {
-		names = agentcfg.Names()
-	}
-	if len(names) == 0 {
-		// Only the harnesses this user has: their config directory exists.
-		home, _ := os.UserHomeDir()
-		for _, h := range agentcfg.Harnesses {
-			if _, err := os.Stat(filepath.Dir(h.Path(home))); err == nil && filepath.Dir(h.Path(home)) != home {
-				names = append(names, h.Name)
-			} else if _, err := os.Stat(h.Path(home)); err == nil {
-				names = append(names, h.Name)
-			}
-		}
-		if len(names) == 0 {
-			return usageError(cf.fs, "no agent harness found in your home; name one: %s", strings.Join(agentcfg.Names(), ", "))
-		}
-	}
-	var hs []*agentcfg.Harness
-	for _, n := range names {
-		h, ok := agentcfg.Lookup(n)
-		if !ok {
-			return usageError(cf.fs, "unknown harness %q (known: %s)", n, strings.Join(agentcfg.Names(), ", "))
-		}
-		hs = append(hs, h)
+	hs, err := setupHarnesses(cf.fs.Args(), *printOnly)
+	if err != nil {
+		return usageError(cf.fs, "%v", err)
 	}
 	srv := mcpServer(cf.socket)
 	if goRunBuild(srv.Command) {
@@ -137,21 +115,7 @@ func agentsSetup(args []string) int {
 		return 1
 	}
 	if *printOnly {
-		for i, h := range hs {
-			doc, err := h.Snippet(srv)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "mailctl agents: %s: %v\n", h.Name, err)
-				return 1
-			}
-			if len(hs) > 1 {
-				if i > 0 {
-					fmt.Println()
-				}
-				fmt.Printf("# %s: merge into ~/%s\n", h.Title, h.Rel)
-			}
-			os.Stdout.Write(doc)
-		}
-		return 0
+		return printSnippets(hs, srv)
 	}
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(os.Stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
@@ -183,6 +147,63 @@ func agentsSetup(args []string) int {
 	fmt.Printf("\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
 	if failed {
 		return 1
+	}
+	return 0
+}
+
+// setupHarnesses are the harnesses named, or with none named all of them for
+// --print and otherwise those this user has.
+func setupHarnesses(names []string, printOnly bool) ([]*agentcfg.Harness, error) {
+	if len(names) == 0 && printOnly {
+		names = agentcfg.Names()
+	}
+	if len(names) == 0 {
+		if names = installedHarnesses(); len(names) == 0 {
+			return nil, fmt.Errorf("no agent harness found in your home; name one: %s", strings.Join(agentcfg.Names(), ", "))
+		}
+	}
+	var hs []*agentcfg.Harness
+	for _, n := range names {
+		h, ok := agentcfg.Lookup(n)
+		if !ok {
+			return nil, fmt.Errorf("unknown harness %q (known: %s)", n, strings.Join(agentcfg.Names(), ", "))
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}
+
+// installedHarnesses names the harnesses this user has: their config
+// directory (or file, when it lives in the home itself) exists.
+func installedHarnesses() []string {
+	var names []string
+	home, _ := os.UserHomeDir()
+	for _, h := range agentcfg.Harnesses {
+		if _, err := os.Stat(filepath.Dir(h.Path(home))); err == nil && filepath.Dir(h.Path(home)) != home {
+			names = append(names, h.Name)
+		} else if _, err := os.Stat(h.Path(home)); err == nil {
+			names = append(names, h.Name)
+		}
+	}
+	return names
+}
+
+// printSnippets writes each harness's snippet to stdout, headed by where it
+// goes when there are several.
+func printSnippets(hs []*agentcfg.Harness, srv agentcfg.Server) int {
+	for i, h := range hs {
+		doc, err := h.Snippet(srv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mailctl agents: %s: %v\n", h.Name, err)
+			return 1
+		}
+		if len(hs) > 1 {
+			if i > 0 {
+				fmt.Println()
+			}
+			fmt.Printf("# %s: merge into ~/%s\n", h.Title, h.Rel)
+		}
+		os.Stdout.Write(doc)
 	}
 	return 0
 }
