@@ -122,38 +122,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	}
 	if existing {
 		fmt.Fprintf(out, "Using the existing config %s (setup never rewrites it).\n", cfgPath)
-		// Flags that would change an existing config are ignored, loudly.
-		if opts.Domain != "" && !cfg.IsLocalDomain(opts.Domain) {
-			st.note("--domain %s ignored: the config lists %v; edit it by hand to add a domain", opts.Domain, cfg.Domains)
-		}
-		var ignored []string
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"--hostname", opts.Hostname != "" && opts.Hostname != cfg.Hostname}, {"--tls-cert", opts.TLSCert != ""},
-			{"--self-signed", opts.SelfSigned && cfg.SMTP.TLSCert == ""}, {"--trusted-sender", len(opts.TrustedSenders) > 0},
-			{"--catch-all", opts.CatchAll != "" && opts.CatchAll != cfg.CatchAll}, {"--smtp-listen", len(opts.SMTPListen) > 0},
-			{"--socket", opts.Socket != "" && opts.Socket != cfg.Paths.Socket}} {
-			if f.set {
-				ignored = append(ignored, f.name)
-			}
-		}
-		if len(ignored) > 0 {
-			st.note("%s ignored with an existing config: edit %s to change it", strings.Join(ignored, ", "), cfgPath)
-		}
-	} else {
-		if opts.Interactive {
-			if err := ask(&opts, out); err != nil {
-				return err
-			}
-		}
-		if err := validate(&opts); err != nil {
-			return err
-		}
-		cfg, err = writeConfig(&opts, cfgPath, st)
-		if err != nil {
-			return err
-		}
+		noteIgnoredFlags(&opts, cfg, cfgPath, st)
+	} else if cfg, err = newConfig(&opts, cfgPath, out, st); err != nil {
+		return err
 	}
 	if err := makeDirs(cfg, opts.Root, st); err != nil {
 		return err
@@ -176,6 +147,43 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	fmt.Fprint(out, DNSRecords(cfg, keys, ips))
 	fmt.Fprintf(out, "\nThen run `mailctl doctor` to check the host and the published records.\n")
 	return nil
+}
+
+// noteIgnoredFlags says, loudly, which flags would have changed the existing
+// config and were therefore ignored.
+func noteIgnoredFlags(opts *Options, cfg *config.Config, cfgPath string, st step) {
+	if opts.Domain != "" && !cfg.IsLocalDomain(opts.Domain) {
+		st.note("--domain %s ignored: the config lists %v; edit it by hand to add a domain", opts.Domain, cfg.Domains)
+	}
+	var ignored []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"--hostname", opts.Hostname != "" && opts.Hostname != cfg.Hostname}, {"--tls-cert", opts.TLSCert != ""},
+		{"--self-signed", opts.SelfSigned && cfg.SMTP.TLSCert == ""}, {"--trusted-sender", len(opts.TrustedSenders) > 0},
+		{"--catch-all", opts.CatchAll != "" && opts.CatchAll != cfg.CatchAll}, {"--smtp-listen", len(opts.SMTPListen) > 0},
+		{"--socket", opts.Socket != "" && opts.Socket != cfg.Paths.Socket}} {
+		if f.set {
+			ignored = append(ignored, f.name)
+		}
+	}
+	if len(ignored) > 0 {
+		st.note("%s ignored with an existing config: edit %s to change it", strings.Join(ignored, ", "), cfgPath)
+	}
+}
+
+// newConfig asks for what is missing when interactive, checks the answers
+// and writes the first config.
+func newConfig(opts *Options, cfgPath string, out io.Writer, st step) (*config.Config, error) {
+	if opts.Interactive {
+		if err := ask(opts, out); err != nil {
+			return nil, err
+		}
+	}
+	if err := validate(opts); err != nil {
+		return nil, err
+	}
+	return writeConfig(opts, cfgPath, st)
 }
 
 // loadExisting reads the config at path if there is one. A config that does
