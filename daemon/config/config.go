@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,6 +39,7 @@ type Config struct {
 
 	Paths     Paths      `toml:"paths"`
 	SMTP      SMTP       `toml:"smtp"`
+	LMTP      LMTP       `toml:"lmtp"`
 	Trust     Trust      `toml:"trust"`
 	DNS       DNS        `toml:"dns"`
 	Send      SendPolicy `toml:"send"`
@@ -89,6 +91,49 @@ type SMTP struct {
 	MaxConnectionsPerIP int      `toml:"max_connections_per_ip"`
 	MaxErrors           int      `toml:"max_errors"`
 	MaxReceivedHeaders  int      `toml:"max_received_headers"`
+}
+
+// LMTP configures LMTP over TCP, for a tier of front MTAs on other hosts
+// (docs/scale.md). The Unix socket is smtp.lmtp_socket.
+type LMTP struct {
+	// ListenTCP are host:port addresses to take LMTP on.
+	ListenTCP []string `toml:"listen_tcp"`
+	// AllowFrom are the front MTAs' networks (CIDR, or a bare address):
+	// only they may connect, and they may pass on their client's address
+	// with XFORWARD. Required with ListenTCP.
+	AllowFrom []string `toml:"allow_from"`
+}
+
+// AllowPrefixes parses AllowFrom; Validate has refused what does not parse.
+func (l LMTP) AllowPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range l.AllowFrom {
+		if p, err := parseAllow(a); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseAllow reads "10.0.0.1/32", "fd00::/64" or a bare address (one host).
+func parseAllow(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if p.Addr().Is4In6() {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
 }
 
 // Trust configures inbound authentication.
@@ -398,7 +443,7 @@ func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for _, check := range []func(complain){
-		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateControl, c.validateMetrics,
+		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics,
 		c.validateRelay, c.validateDNS, c.validateMailboxes, c.validateAliases, c.validateHooks,
 	} {
 		check(bad)
@@ -446,6 +491,35 @@ func (c *Config) validateSMTP(bad complain) {
 	if s.MaxMessageBytes < 1024 || s.MaxRecipients < 1 || s.MaxLineLength < 1000 ||
 		s.MaxConnections < 1 || s.MaxConnectionsPerIP < 1 || s.MaxErrors < 1 || s.MaxReceivedHeaders < 1 {
 		bad("smtp: limits must be positive (max_message_bytes >= 1024, max_line_length >= 1000 as RFC 5321 requires)")
+	}
+}
+
+// validateLMTP keeps LMTP over TCP to the front MTAs the operator names: an
+// LMTP client hands in mail for every local domain and, with XFORWARD,
+// names the client address SPF judges, so an open listener would let anyone
+// who reaches it claim any sender's address.
+func (c *Config) validateLMTP(bad complain) {
+	l := c.LMTP
+	for _, a := range l.ListenTCP {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad("lmtp.listen_tcp: %q is not host:port (e.g. \"10.0.0.5:24\")", a)
+		}
+	}
+	if len(l.ListenTCP) > 0 && len(l.AllowFrom) == 0 {
+		bad("lmtp.listen_tcp is set but lmtp.allow_from is empty: an LMTP client may pass on any client address with XFORWARD, " +
+			"which SPF then trusts, so LMTP over TCP is served only to the front MTAs you list; add their addresses, e.g. allow_from = [\"10.0.0.1/32\"]")
+	}
+	if len(l.ListenTCP) == 0 && len(l.AllowFrom) > 0 {
+		bad("lmtp.allow_from is set but lmtp.listen_tcp is empty: nothing listens for those front MTAs; add listen_tcp = [\"<this host's address>:24\"] or remove allow_from")
+	}
+	for _, a := range l.AllowFrom {
+		p, err := parseAllow(a)
+		switch {
+		case err != nil:
+			bad("lmtp.allow_from: %q is not a CIDR or an address (e.g. \"10.0.0.1/32\", \"fd00::/64\")", a)
+		case p.Bits() == 0:
+			bad("lmtp.allow_from: %q admits every address; list the front MTAs' addresses instead", a)
+		}
 	}
 }
 

@@ -29,14 +29,35 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		ip := remoteIP(c)
-		if reason := l.s.acquire(ip); reason != "" {
+		front := false
+		if l.proto == "lmtp" && ip != nil {
+			if !l.s.mayConnectLMTP(ip) {
+				if ok, n := l.s.summarize("lmtp refused " + ip.String()); ok {
+					l.s.log.Warn("LMTP connection refused: address not in lmtp.allow_from", "proto", l.proto, "remote", ip.String(),
+						"local", c.LocalAddr().String(), "repeats", n)
+				}
+				l.s.refuseNotFront(c)
+				continue
+			}
+			front = true
+		}
+		capIP := ip
+		if front {
+			capIP = nil // a front MTA carries every sender's mail: only the total applies
+		}
+		if reason := l.s.acquire(capIP); reason != "" {
 			if ok, n := l.s.summarize("smtp refused " + ipString(ip) + ": " + reason); ok {
 				l.s.log.Info("connection refused", "proto", l.proto, "remote", ipString(ip), "reason", reason, "repeats", n)
 			}
 			l.s.refuse(c)
 			continue
 		}
-		return l.s.track(c, ip, l.proto), nil
+		tc := l.s.track(c, ip, l.proto)
+		tc.capIP = capIP
+		if front {
+			tc.xfwd = &xforward{maxLine: l.s.lim.MaxLineLength}
+		}
+		return tc, nil
 	}
 }
 
@@ -93,15 +114,27 @@ func (s *Server) refuse(c net.Conn) {
 	c.Close()
 }
 
+// refuseNotFront answers a TCP LMTP client that is not one of the front
+// MTAs with a permanent refusal, so that a misrouted MTA bounces or stops
+// rather than retrying, and the reason is in its log.
+func (s *Server) refuseNotFront(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = io.WriteString(c, "554 5.7.1 "+s.cfg.Hostname+" LMTP here is open only to the front MTAs in lmtp.allow_from\r\n")
+	c.Close()
+}
+
 // trackedConn carries the per-connection state that outlives go-smtp
 // sessions (a session restarts after STARTTLS): the id, the error count,
 // the session deadline, and the first-line check for non-SMTP clients.
 type trackedConn struct {
 	net.Conn
-	s   *Server
-	ip  net.IP
-	id  string
-	log *slog.Logger
+	s  *Server
+	ip net.IP
+	id string
+	// capIP is the address the connection counts against in the per-IP
+	// cap: ip, or nil for a front MTA on LMTP over TCP.
+	capIP net.IP
+	log   *slog.Logger
 
 	timerMu sync.Mutex // the timer's own goroutine may call Close
 	timer   *time.Timer
@@ -113,8 +146,9 @@ type trackedConn struct {
 	// stay silent: each read from it moves the deadline on.
 	dataDeadline atomic.Int64
 
-	// xfwd speaks XFORWARD on an LMTP connection from a front MTA; nil
-	// everywhere else.
+	// xfwd speaks XFORWARD on an LMTP connection from a front MTA (a
+	// forwarding uid on the socket, an lmtp.allow_from address over TCP);
+	// nil everywhere else.
 	xfwd *xforward
 
 	errors     atomic.Int32
@@ -127,7 +161,7 @@ func (s *Server) track(c net.Conn, ip net.IP, proto string) *trackedConn {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id}
+	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id, capIP: ip}
 	tc.log = s.log.With("session", id, "proto", proto, "remote", ipString(ip))
 	if uid, ok := peerUID(c); ok && proto == "lmtp" && s.mayForward(uid) {
 		tc.xfwd = &xforward{maxLine: s.lim.MaxLineLength}
@@ -153,7 +187,7 @@ func (c *trackedConn) Close() error {
 		// The slot is free before the peer can see the close: a client
 		// that read EOF may count on it (a new connection is not refused
 		// because of one that is already gone).
-		c.s.release(c.ip)
+		c.s.release(c.capIP)
 		err = c.Conn.Close()
 		// A session that delivered mail without errors is told by its
 		// messages' lines; the others (probes, refused or broken clients)

@@ -21,6 +21,19 @@ import (
 // IPv6 skips IPv6 literals with skipped set, as long as another listener
 // binds.
 func Listen(ctx context.Context, addrs []string) (lns []net.Listener, skipped []string, err error) {
+	return listen(ctx, listenerKind{"SMTP", "smtp.listen", "0.0.0.0:25"}, addrs)
+}
+
+// ListenLMTP is Listen for lmtp.listen_tcp.
+func ListenLMTP(ctx context.Context, addrs []string) (lns []net.Listener, skipped []string, err error) {
+	return listen(ctx, listenerKind{"LMTP", "lmtp.listen_tcp", "10.0.0.5:24"}, addrs)
+}
+
+// listenerKind names a set of listeners in errors: the protocol, the config
+// key and an example address.
+type listenerKind struct{ proto, key, example string }
+
+func listen(ctx context.Context, kind listenerKind, addrs []string) (lns []net.Listener, skipped []string, err error) {
 	var lc net.ListenConfig
 	for i, addr := range addrs {
 		ln, lerr := lc.Listen(ctx, listenNetwork(addr), addr)
@@ -35,10 +48,10 @@ func Listen(ctx context.Context, addrs []string) (lns []net.Listener, skipped []
 		for _, l := range lns {
 			l.Close()
 		}
-		return nil, nil, listenError(addr, addrs[:i], lerr)
+		return nil, nil, listenError(kind, addr, addrs[:i], lerr)
 	}
 	if len(lns) == 0 && len(skipped) > 0 {
-		return nil, nil, fmt.Errorf("SMTP listeners %v: this host has no IPv6 and no other listener is configured; add an IPv4 address such as 0.0.0.0:25 to smtp.listen", skipped)
+		return nil, nil, fmt.Errorf("%s listeners %v: this host has no IPv6 and no other listener is configured; add an IPv4 address such as %s to %s", kind.proto, skipped, kind.example, kind.key)
 	}
 	return lns, skipped, nil
 }
@@ -60,17 +73,17 @@ func listenNetwork(addr string) string {
 }
 
 // listenError explains why addr could not be bound.
-func listenError(addr string, earlier []string, err error) error {
+func listenError(kind listenerKind, addr string, earlier []string, err error) error {
 	if !errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("SMTP listener %s: %w", addr, err)
+		return fmt.Errorf("%s listener %s: %w", kind.proto, addr, err)
 	}
 	for _, e := range earlier {
 		if overlaps(e, addr) {
-			return fmt.Errorf("SMTP listener %s overlaps listener %s, also in smtp.listen (the same port on addresses that cover each other); list each address once", addr, e)
+			return fmt.Errorf("%s listener %s overlaps listener %s, also in %s (the same port on addresses that cover each other); list each address once", kind.proto, addr, e, kind.key)
 		}
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	return fmt.Errorf("SMTP listener %s: port %s is already taken by another program (`ss -ltnp 'sport = :%s'` shows which): stop it or change smtp.listen", addr, port, port)
+	return fmt.Errorf("%s listener %s: port %s is already taken by another program (`ss -ltnp 'sport = :%s'` shows which): stop it or change %s", kind.proto, addr, port, port, kind.key)
 }
 
 // overlaps reports whether two listen addresses of this process would claim

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -149,6 +150,12 @@ type Config struct {
 	// XForwardUIDs may use XFORWARD on the LMTP socket to pass on their own
 	// client's address, name and HELO (root may too); see xforward.go.
 	XForwardUIDs []uint32
+	// LMTPAllowFrom are the networks of the front MTAs that may use LMTP
+	// over TCP (lmtp.allow_from): a TCP LMTP connection from any other
+	// address is refused at connect with 554. Those that are let in may use
+	// XFORWARD, and one front carrying everyone's mail is not held to
+	// MaxConnectionsPerIP (it still counts against MaxConnections).
+	LMTPAllowFrom []netip.Prefix
 	// Summarizer, when set, counts repeated refusals from one address
 	// instead of logging each; its owner flushes the counts.
 	Summarizer *logsum.Summarizer
@@ -237,8 +244,9 @@ func (s *Server) ServeSMTP(l net.Listener) error {
 	return s.serve(s.smtp, l, "smtp")
 }
 
-// ServeLMTP accepts LMTP connections on l (normally a Unix socket) until
-// Shutdown. Replies to DATA are per recipient.
+// ServeLMTP accepts LMTP connections on l until Shutdown: a Unix socket
+// (peers told apart by uid) or a TCP listener (peers must be in
+// LMTPAllowFrom). Replies to DATA are per recipient.
 func (s *Server) ServeLMTP(l net.Listener) error {
 	return s.serve(s.lmtp, l, "lmtp")
 }
@@ -249,6 +257,21 @@ func (s *Server) serve(gs *smtp.Server, l net.Listener, proto string) error {
 		return nil
 	}
 	return err
+}
+
+// mayConnectLMTP reports whether a TCP peer is one of the front MTAs.
+func (s *Server) mayConnectLMTP(ip net.IP) bool {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range s.cfg.LMTPAllowFrom {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Shutdown stops accepting, lets sessions finish until ctx ends, then closes
