@@ -53,6 +53,9 @@ type Item struct {
 	Attempts    int                        `json:"attempts"`
 	Held        bool                       `json:"held"`
 	Size        int64                      `json:"size"`
+	// SendAt is when a scheduled send goes out: no attempt is made before
+	// it, and the retry window counts from it. Zero means at once.
+	SendAt time.Time `json:"send_at,omitzero"`
 	// InFlight marks a copy taken while an attempt is under way. The queue
 	// never stores it: it is set on the copies List and Get return.
 	InFlight bool `json:"-"`
@@ -76,7 +79,31 @@ func (it *Item) Settled() bool {
 func (it *Item) QueueItem() protocol.QueueItem {
 	return protocol.QueueItem{ID: it.ID, Mailbox: it.Mailbox, MessageID: it.MessageID, MailFrom: it.MailFrom,
 		Recipients: append([]protocol.RecipientStatus(nil), it.Recipients...), CreatedAt: it.Created,
-		NextAttempt: it.NextAttempt, Held: it.Held, SizeBytes: it.Size, Delivering: it.InFlight}
+		NextAttempt: it.NextAttempt, Held: it.Held, SizeBytes: it.Size, Delivering: it.InFlight,
+		SendAt: timePtr(it.SendAt), Scheduled: it.Scheduled()}
+}
+
+// Scheduled reports whether the item waits for its send_at: no attempt has
+// been made and its time has not come.
+func (it *Item) Scheduled() bool {
+	return !it.SendAt.IsZero() && it.Attempts == 0 && !it.Settled() && it.NextAttempt.Equal(it.SendAt)
+}
+
+// start is when the item became due for its first attempt; the retry
+// window counts from it.
+func (it *Item) start() time.Time {
+	if it.SendAt.After(it.Created) {
+		return it.SendAt
+	}
+	return it.Created
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 func (it *Item) clone() *Item {
@@ -373,6 +400,9 @@ func (q *Queue) Enqueue(it *Item) error {
 	if it.NextAttempt.IsZero() {
 		it.NextAttempt = now
 	}
+	if it.SendAt.After(it.NextAttempt) {
+		it.NextAttempt = it.SendAt
+	}
 	it.Size = int64(len(it.Data))
 	for i := range it.Recipients {
 		r := &it.Recipients[i]
@@ -558,7 +588,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	now := q.opts.Clock()
 	it := snap.clone()
 	it.Attempts++
-	expired := now.Sub(it.Created) >= q.opts.RetryFor
+	expired := now.Sub(it.start()) >= q.opts.RetryFor
 	for i := range it.Recipients {
 		r := &it.Recipients[i]
 		if Final(r.Status) || r.Status == StatusHeld {
@@ -644,7 +674,7 @@ func notFound(id string) error {
 func (q *Queue) WaitFirstAttempt(ctx context.Context, id string) (*Item, error) {
 	q.mu.Lock()
 	e, ok := q.items[id]
-	if !ok || e.firstDone || e.it.Held {
+	if !ok || e.firstDone || e.it.Held || e.it.NextAttempt.After(q.opts.Clock()) && e.it.Scheduled() {
 		q.mu.Unlock()
 		return q.Get(id)
 	}
@@ -777,11 +807,27 @@ func (q *Queue) Approve(id string) error {
 		}
 		it.Held = false
 		it.NextAttempt = now
+		if it.Attempts == 0 && it.SendAt.After(now) {
+			it.NextAttempt = it.SendAt // released, and still waits for its time
+		}
 		for i := range it.Recipients {
 			if it.Recipients[i].Status == StatusHeld {
 				it.Recipients[i].Status, it.Recipients[i].UpdatedAt = StatusPending, now
 			}
 		}
+		return nil
+	})
+}
+
+// Reschedule sets when an item not yet attempted goes out. at must not be
+// zero; bounds on it are the caller's.
+func (q *Queue) Reschedule(id string, at time.Time) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		if it.Attempts > 0 {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s has already been attempted: retry it instead", id)
+		}
+		it.SendAt = at.UTC()
+		it.NextAttempt = it.SendAt
 		return nil
 	})
 }
