@@ -195,42 +195,11 @@ func basicString(b []byte) (string, []byte, bool) {
 		case c == '"':
 			return sb.String(), b[i+1:], true
 		case c == '\\':
-			if i+1 >= len(b) {
+			n, ok := unescape(b[i+1:], &sb)
+			if !ok {
 				return "", nil, false
 			}
-			i++
-			switch b[i] {
-			case 'b':
-				sb.WriteByte('\b')
-			case 't':
-				sb.WriteByte('\t')
-			case 'n':
-				sb.WriteByte('\n')
-			case 'f':
-				sb.WriteByte('\f')
-			case 'r':
-				sb.WriteByte('\r')
-			case '"':
-				sb.WriteByte('"')
-			case '\\':
-				sb.WriteByte('\\')
-			case 'u', 'U':
-				n := 4
-				if b[i] == 'U' {
-					n = 8
-				}
-				if i+n >= len(b) {
-					return "", nil, false
-				}
-				r, err := strconv.ParseUint(string(b[i+1:i+1+n]), 16, 32)
-				if err != nil || !utf8.ValidRune(rune(r)) || !isHex(b[i+1:i+1+n]) {
-					return "", nil, false
-				}
-				sb.WriteRune(rune(r))
-				i += n
-			default:
-				return "", nil, false
-			}
+			i += n
 		case c < 0x20 && c != '\t', c == 0x7f:
 			return "", nil, false
 		case c < utf8.RuneSelf:
@@ -245,6 +214,39 @@ func basicString(b []byte) (string, []byte, bool) {
 		}
 	}
 	return "", nil, false
+}
+
+// shortEscapes are the one-letter escapes of TOML basic strings.
+var shortEscapes = [256]byte{'b': '\b', 't': '\t', 'n': '\n', 'f': '\f', 'r': '\r', '"': '"', '\\': '\\'}
+
+// unescape decodes the escape sequence at the start of b (just after its
+// backslash) into sb and returns how many bytes of b it took.
+func unescape(b []byte, sb *strings.Builder) (int, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	if c := shortEscapes[b[0]]; c != 0 {
+		sb.WriteByte(c)
+		return 1, true
+	}
+	n := 0
+	switch b[0] {
+	case 'u':
+		n = 4
+	case 'U':
+		n = 8
+	default:
+		return 0, false
+	}
+	if n >= len(b) || !isHex(b[1:1+n]) {
+		return 0, false
+	}
+	r, err := strconv.ParseUint(string(b[1:1+n]), 16, 32)
+	if err != nil || !utf8.ValidRune(rune(r)) {
+		return 0, false
+	}
+	sb.WriteRune(rune(r))
+	return 1 + n, true
 }
 
 func isHex(b []byte) bool {
@@ -279,45 +281,11 @@ func decimal(b []byte) (int64, bool) {
 // 2006-01-02T15:04:05[.999999999](Z|±07:00).
 func dateTime(b []byte) (time.Time, bool) {
 	const base = len("2006-01-02T15:04:05")
-	if len(b) < base+1 {
+	if len(b) < base+1 || !dateTimeShape(b[:base]) {
 		return time.Time{}, false
 	}
-	for i, c := range b[:base] {
-		switch i {
-		case 4, 7:
-			if c != '-' {
-				return time.Time{}, false
-			}
-		case 10:
-			if c != 'T' {
-				return time.Time{}, false
-			}
-		case 13, 16:
-			if c != ':' {
-				return time.Time{}, false
-			}
-		default:
-			if c < '0' || c > '9' {
-				return time.Time{}, false
-			}
-		}
-	}
-	rest := b[base:]
-	if rest[0] == '.' {
-		n := 1
-		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
-			n++
-		}
-		if n == 1 || n > 10 {
-			return time.Time{}, false
-		}
-		rest = rest[n:]
-	}
-	switch {
-	case len(rest) == 1 && rest[0] == 'Z':
-	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
-		isDigits(rest[1:3]) && isDigits(rest[4:6]):
-	default:
+	rest, ok := fraction(b[base:])
+	if !ok || !zoneShape(rest) {
 		return time.Time{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(b))
@@ -328,6 +296,39 @@ func dateTime(b []byte) (time.Time, bool) {
 		t = t.UTC()
 	}
 	return t, true
+}
+
+// dateTimeLayout marks where 2006-01-02T15:04:05 has its separators; the
+// other places hold digits.
+const dateTimeLayout = "dddd-dd-ddTdd:dd:dd"
+
+// dateTimeShape reports whether b has the shape of 2006-01-02T15:04:05.
+func dateTimeShape(b []byte) bool {
+	for i, c := range b {
+		if want := dateTimeLayout[i]; want == 'd' && (c < '0' || c > '9') || want != 'd' && c != want {
+			return false
+		}
+	}
+	return true
+}
+
+// fraction skips the fraction of a second at the start of b, if any: a dot
+// and one to nine digits.
+func fraction(b []byte) ([]byte, bool) {
+	if len(b) == 0 || b[0] != '.' {
+		return b, true
+	}
+	n := 1
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	return b[n:], n > 1 && n <= 10
+}
+
+// zoneShape reports whether b is Z or ±07:00.
+func zoneShape(b []byte) bool {
+	return len(b) == 1 && b[0] == 'Z' ||
+		len(b) == 6 && (b[0] == '+' || b[0] == '-') && b[3] == ':' && isDigits(b[1:3]) && isDigits(b[4:6])
 }
 
 func isDigits(b []byte) bool {

@@ -127,72 +127,61 @@ func split(data []byte) (fm, body []byte, err error) {
 // tomlDepth returns the deepest nesting of arrays and inline tables in a TOML
 // document, ignoring brackets inside strings and comments.
 func tomlDepth(b []byte) int {
-	const (
-		normal = iota
-		comment
-		basic
-		literal
-		mlBasic
-		mlLiteral
-	)
-	state, depth, max := normal, 0, 0
+	depth, max := 0, 0
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch state {
-		case normal:
-			switch c {
-			case '#':
-				state = comment
-			case '"':
-				if bytes.HasPrefix(b[i:], []byte(`"""`)) {
-					state, i = mlBasic, i+2
-				} else {
-					state = basic
-				}
-			case '\'':
-				if bytes.HasPrefix(b[i:], []byte(`'''`)) {
-					state, i = mlLiteral, i+2
-				} else {
-					state = literal
-				}
-			case '[', '{':
-				depth++
-				if depth > max {
-					max = depth
-				}
-			case ']', '}':
-				if depth > 0 {
-					depth--
-				}
+		switch b[i] {
+		case '#', '"', '\'':
+			i = skipText(b, i)
+		case '[', '{':
+			depth++
+			if depth > max {
+				max = depth
 			}
-		case comment:
-			if c == '\n' {
-				state = normal
-			}
-		case basic:
-			switch c {
-			case '\\':
-				i++
-			case '"', '\n':
-				state = normal
-			}
-		case literal:
-			if c == '\'' || c == '\n' {
-				state = normal
-			}
-		case mlBasic:
-			if c == '\\' {
-				i++
-			} else if bytes.HasPrefix(b[i:], []byte(`"""`)) {
-				state, i = normal, i+2
-			}
-		case mlLiteral:
-			if bytes.HasPrefix(b[i:], []byte(`'''`)) {
-				state, i = normal, i+2
+		case ']', '}':
+			if depth > 0 {
+				depth--
 			}
 		}
 	}
 	return max
+}
+
+// skipText returns the index of the last byte of the comment or string that
+// starts at b[i] (or len(b) when it does not end).
+func skipText(b []byte, i int) int {
+	escaped := func(j int) bool { return b[j] == '\\' } // the next byte is taken as it is
+	switch {
+	case b[i] == '#':
+		return endAt(b, i+1, "\n", nil)
+	case bytes.HasPrefix(b[i:], []byte(`"""`)):
+		return endAt(b, i+3, `"""`, escaped)
+	case bytes.HasPrefix(b[i:], []byte(`'''`)):
+		return endAt(b, i+3, `'''`, nil)
+	case b[i] == '"':
+		return endAt(b, i+1, "\"\n", escaped)
+	default: // a literal string
+		return endAt(b, i+1, "'\n", nil)
+	}
+}
+
+// endAt walks b from j to the end of a text: for a closing sequence of
+// three quotes, its last byte; otherwise the first byte that is one of
+// closers. A byte for which escaped is true makes the next one plain. It
+// returns len(b) when the text does not end.
+func endAt(b []byte, j int, closers string, escaped func(int) bool) int {
+	for ; j < len(b); j++ {
+		switch {
+		case escaped != nil && escaped(j):
+			j++
+		case len(closers) == 3 && closers[0] == closers[1]:
+			if bytes.HasPrefix(b[j:], []byte(closers)) {
+				return j + 2
+			}
+		case strings.IndexByte(closers, b[j]) >= 0:
+			return j
+		}
+	}
+	return len(b)
 }
 
 // sanitizeMessage returns a deep copy of m whose strings are valid UTF-8 and

@@ -777,69 +777,34 @@ func (fi *folderIndex) rowsMatching(m *matcher) (map[*entry]bool, error) {
 
 // page computes one page of the index (which must be synced).
 func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
+	w := pageWindow{limit: min(q.Limit, MaxLimit), skip: max(q.Offset, 0)}
+	if w.limit <= 0 {
+		w.limit = DefaultLimit
 	}
-	limit = min(limit, MaxLimit)
-	var pivot *entry
 	if q.Cursor != "" {
 		c, err := decodeCursor(q.Cursor)
 		if err != nil {
 			return Page{}, nil, err
 		}
-		pivot = &entry{sortKey: c.key, id: c.id}
+		w.pivot = &entry{sortKey: c.key, id: c.id}
 	}
-	skip := max(q.Offset, 0)
 	rows := fi.order()
 	m := newMatcher(q)
-	if m.rows && len(rows) > readAhead {
-		pre, err := fi.rowsMatching(&m)
-		if err != nil {
-			return Page{}, nil, err
-		}
-		m.pre = pre
-	}
 	var p Page
 	var sel []*entry
 	if m.none {
-		// Everything matches: find the window by position.
-		start := 0
-		if pivot != nil {
-			start, _ = slices.BinarySearchFunc(rows, pivot, less)
-			if start < len(rows) && less(rows[start], pivot) == 0 {
-				start++
-			}
-		}
-		start = min(start+skip, len(rows))
-		end := min(start+limit, len(rows))
-		sel = rows[start:end]
-		p.Total = len(rows)
-		p.HasMore = end < len(rows)
+		sel, p.Total, p.HasMore = w.ofAll(rows)
 	} else {
-		// One pass that counts the matches and keeps the window, without
-		// building the filtered list.
-		for _, e := range rows {
-			ok, err := m.match(fi, e)
+		if m.rows && len(rows) > readAhead {
+			pre, err := fi.rowsMatching(&m)
 			if err != nil {
 				return Page{}, nil, err
 			}
-			if !ok {
-				continue
-			}
-			p.Total++
-			if pivot != nil && less(e, pivot) <= 0 {
-				continue
-			}
-			if skip > 0 {
-				skip--
-				continue
-			}
-			if len(sel) < limit {
-				sel = append(sel, e)
-			} else {
-				p.HasMore = true
-			}
+			m.pre = pre
+		}
+		var err error
+		if sel, p.Total, p.HasMore, err = w.ofMatches(rows, func(e *entry) (bool, error) { return m.match(fi, e) }); err != nil {
+			return Page{}, nil, err
 		}
 	}
 	p.Items = make([]Summary, len(sel))
@@ -851,13 +816,56 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 		p.Items[i] = sum
 		p.Items[i].Folder = folder
 	}
-	if len(sel) == 0 {
-		p.HasMore = false
-	}
 	if p.HasMore {
 		p.NextCursor = encodeCursor(sel[len(sel)-1])
 	}
 	return p, sel, nil
+}
+
+// pageWindow is the part of a listing a page shows: after pivot (a cursor's
+// row), skip rows, then limit rows.
+type pageWindow struct {
+	pivot       *entry
+	skip, limit int
+}
+
+// ofAll finds the window by position when every row matches.
+func (w pageWindow) ofAll(rows []*entry) (sel []*entry, total int, more bool) {
+	start := 0
+	if w.pivot != nil {
+		start, _ = slices.BinarySearchFunc(rows, w.pivot, less)
+		if start < len(rows) && less(rows[start], w.pivot) == 0 {
+			start++
+		}
+	}
+	start = min(start+w.skip, len(rows))
+	end := min(start+w.limit, len(rows))
+	return rows[start:end], len(rows), end < len(rows) && end > start
+}
+
+// ofMatches counts the matching rows and keeps the window in one pass,
+// without building the filtered list.
+func (w pageWindow) ofMatches(rows []*entry, match func(*entry) (bool, error)) (sel []*entry, total int, more bool, err error) {
+	skip := w.skip
+	for _, e := range rows {
+		ok, err := match(e)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		switch {
+		case !ok:
+			continue
+		case w.pivot != nil && less(e, w.pivot) <= 0:
+		case skip > 0:
+			skip--
+		case len(sel) < w.limit:
+			sel = append(sel, e)
+		default:
+			more = true
+		}
+		total++
+	}
+	return sel, total, more && len(sel) > 0, nil
 }
 
 // list syncs the index with d, computes the page and re-validates its rows,
