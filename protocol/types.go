@@ -320,6 +320,9 @@ type SendArgs struct {
 	IdempotencyKey string           `json:"idempotency_key,omitempty"`
 	WaitMS         int              `json:"wait_ms,omitempty"`     // how long to wait for the first attempt
 	AllowEmpty     bool             `json:"allow_empty,omitempty"` // send even with no subject, body or attachment
+	// SendAt (RFC 3339) holds the message in the queue until then: a
+	// scheduled send. Empty sends at once.
+	SendAt *time.Time `json:"send_at,omitempty"`
 }
 
 // SendResult answers VerbSend and VerbSendStatus.
@@ -331,6 +334,7 @@ type SendResult struct {
 	SizeBytes  int               `json:"size_bytes"`
 	Recipients []RecipientStatus `json:"recipients"`
 	Duplicate  bool              `json:"duplicate,omitempty"` // answered from an earlier call with the same idempotency key
+	SendAt     *time.Time        `json:"send_at,omitempty"`   // a scheduled send's time (status "scheduled" until then)
 }
 
 // Envelope is the SMTP envelope of a message.
@@ -440,6 +444,10 @@ type QueueItem struct {
 	// Delivering is true while an attempt is under way; operator actions
 	// (retry, drop, approve) answer conflict until it has finished.
 	Delivering bool `json:"delivering,omitempty"`
+	// SendAt is the time a scheduled send goes out; Scheduled is true
+	// while the item waits for it.
+	SendAt    *time.Time `json:"send_at,omitempty"`
+	Scheduled bool       `json:"scheduled,omitempty"`
 }
 
 // QueueIDArgs names one queue item.

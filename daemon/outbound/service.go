@@ -98,6 +98,9 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 		}
 		defer release()
 	}
+	if err := CheckSendAt(a.SendAt, s.now()); err != nil {
+		return protocol.SendResult{}, err
+	}
 	msg, err := s.build(req)
 	if err != nil {
 		return protocol.SendResult{}, err
@@ -181,7 +184,8 @@ func (s *Service) newItem(req SendRequest, msg *signedMessage, now time.Time) *q
 		rcpts = append(rcpts, protocol.RecipientStatus{Address: r, Status: st, UpdatedAt: now})
 	}
 	return &queue.Item{Mailbox: req.Mailbox, MailboxID: req.MailboxID, MessageID: msg.MessageID,
-		MailFrom: msg.Envelope.MailFrom, Recipients: rcpts, Created: now, NextAttempt: now, Held: held, Data: msg.signed}
+		MailFrom: msg.Envelope.MailFrom, Recipients: rcpts, Created: now, NextAttempt: now, Held: held, Data: msg.signed,
+		SendAt: sendAt(req.Args.SendAt, now)}
 }
 
 // recordSent writes the sent copy, then the idempotency record: a crash
@@ -306,3 +310,34 @@ func (s *Service) ApplyDSN(mailbox string, originalMessageID string, recipients 
 
 // sameAddress compares addresses as the queue and the sent copy key them.
 func sameAddress(a, b string) bool { return strings.EqualFold(a, b) }
+
+// Bounds of send_at: a time up to SendAtSkew in the past (a caller's clock
+// a little behind ours) means now; more than SendAtMax ahead is refused.
+const (
+	SendAtSkew = 5 * time.Minute
+	SendAtMax  = 366 * 24 * time.Hour
+)
+
+// CheckSendAt refuses a scheduled time too far in the past or the future.
+func CheckSendAt(at *time.Time, now time.Time) error {
+	if at == nil {
+		return nil
+	}
+	if at.Before(now.Add(-SendAtSkew)) {
+		return protocol.Errorf(protocol.CodeInvalidInput, "send_at %s is in the past (now is %s): give a future time, or none to send at once",
+			at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if at.After(now.Add(SendAtMax)) {
+		return protocol.Errorf(protocol.CodeInvalidInput, "send_at %s is more than a year ahead: schedule at most a year out", at.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// sendAt is the queue's send time for a checked send_at: zero (at once)
+// when none is given or it is already due.
+func sendAt(at *time.Time, now time.Time) time.Time {
+	if at == nil || !at.After(now) {
+		return time.Time{}
+	}
+	return at.UTC()
+}

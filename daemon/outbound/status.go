@@ -57,6 +57,12 @@ func resultOf(it *queue.Item) protocol.SendResult {
 		res.Envelope.RcptTo = append(res.Envelope.RcptTo, r.Address)
 	}
 	res.Status = resultStatus(aggregate(it.Recipients))
+	if !it.SendAt.IsZero() {
+		res.SendAt = timePtr(it.SendAt)
+	}
+	if it.Scheduled() && !it.Held {
+		res.Status = "scheduled"
+	}
 	return res
 }
 
