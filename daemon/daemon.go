@@ -192,7 +192,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 	}
 	d.out = out
 	d.extras = append(d.extras, out)
-	if len(cfg.SMTP.Listen) > 0 || cfg.SMTP.LMTPSocket != "" {
+	if len(cfg.SMTP.Listen) > 0 || cfg.SMTP.LMTPSocket != "" || len(cfg.LMTP.ListenTCP) > 0 {
 		svc, err := d.newSMTPService()
 		if err != nil {
 			return nil, err

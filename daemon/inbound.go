@@ -271,7 +271,8 @@ func newMessageID(host string) string {
 	return hex.EncodeToString(b) + "@" + host
 }
 
-// smtpService runs the SMTP listeners and the optional LMTP socket.
+// smtpService runs the SMTP listeners, the optional LMTP listeners over TCP
+// and the optional LMTP socket.
 type smtpService struct {
 	d     *Daemon
 	srv   *smtpin.Server
@@ -313,7 +314,7 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 		}
 	}
 	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd, Summarizer: &d.logSum,
-		Limits: smtpin.LimitsFrom(s)}, b)
+		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s)}, b)
 	return &smtpService{d: d, srv: srv}, nil
 }
 
@@ -330,6 +331,22 @@ func (s *smtpService) Start(context.Context) error {
 		s.lns = append(s.lns, ln)
 		s.addrs = append(s.addrs, ln.Addr().String())
 		s.serve(func() error { return s.srv.ServeSMTP(ln) })
+	}
+	if len(cfg.LMTP.ListenTCP) > 0 {
+		lmtp, skipped, err := smtpin.ListenLMTP(context.Background(), cfg.LMTP.ListenTCP)
+		if err != nil {
+			s.closeAll()
+			return err
+		}
+		if len(skipped) > 0 {
+			s.d.log.Warn("LMTP listeners skipped: this host has no IPv6", "addrs", skipped)
+		}
+		for _, ln := range lmtp {
+			s.lns = append(s.lns, ln)
+			s.addrs = append(s.addrs, "lmtp:"+ln.Addr().String())
+			s.serve(func() error { return s.srv.ServeLMTP(ln) })
+		}
+		s.d.log.Info("LMTP over TCP open to the front MTAs", "allow_from", cfg.LMTP.AllowFrom)
 	}
 	if path := cfg.SMTP.LMTPSocket; path != "" {
 		os.Remove(path)

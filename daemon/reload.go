@@ -15,7 +15,7 @@ import (
 // the hook runner are built. A key is named by its TOML path; a prefix ending
 // in "." stands for its whole table.
 var restartKeys = []string{
-	"hostname", "paths.", "smtp.", "delivery.", "relay.", "dns.", "trust.resolver", "metrics.",
+	"hostname", "paths.", "smtp.", "lmtp.", "delivery.", "relay.", "dns.", "trust.resolver", "metrics.",
 	"hook_rules.max_concurrent",
 }
 
@@ -34,6 +34,7 @@ func keepRestartKeys(next, running *config.Config) {
 	next.Hostname = running.Hostname
 	next.Paths = running.Paths
 	next.SMTP = running.SMTP
+	next.LMTP = running.LMTP
 	next.Delivery = running.Delivery
 	next.Relay = running.Relay
 	next.DNS = running.DNS
