@@ -247,22 +247,49 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 	// Validate again: a hook read from a hand-edited file must meet the same
 	// rules as one created over the socket.
 	h.Cmd = append([]string(nil), h.Cmd...)
-	if err := Normalize(&h); err != nil {
+	if err := startable(&h, owner); err != nil {
 		run.Error = "not started: " + err.Error()
 		return run, Output{}
 	}
-	if owner.UID == 0 {
-		run.Error = "not started: " + ErrRootOwner.Error()
-		return run, Output{}
-	}
-	self := uint32(os.Getuid())
-	if owner.UID != self && os.Geteuid() != 0 {
-		run.Error = fmt.Sprintf("not started: the daemon runs as uid %d, not root, so it cannot run a hook as uid %d", self, owner.UID)
-		return run, Output{}
-	}
-
 	capt := &capture{limit: r.outputCap()}
 	grace := r.killGrace()
+	cmd := command(h, owner, f, stdin, capt, grace)
+	// A hook gets stdin, stdout and stderr only: no ExtraFiles, and nothing
+	// the daemon inherited.
+	if err := CloseOnExecAbove2(); err != nil {
+		run.Error = "not started: marking the daemon's descriptors close-on-exec: " + err.Error()
+		return run, capt.output()
+	}
+	if err := cmd.Start(); err != nil {
+		run.Error = "not started: " + err.Error()
+		return run, capt.output()
+	}
+	stopped, timedOut := supervise(ctx, cmd.Process.Pid, time.Duration(h.TimeoutSecs)*time.Second, grace)
+	run.TimedOut = timedOut
+	err := cmd.Wait()
+	run.ExitCode, run.Error = outcome(cmd.ProcessState, stopped, err)
+	out = capt.output()
+	run.StderrTail = capt.stderrTail()
+	return run, out
+}
+
+// startable checks that h may run as owner from this daemon.
+func startable(h *protocol.Hook, owner Owner) error {
+	if err := Normalize(h); err != nil {
+		return err
+	}
+	if owner.UID == 0 {
+		return ErrRootOwner
+	}
+	if self := uint32(os.Getuid()); owner.UID != self && os.Geteuid() != 0 {
+		return fmt.Errorf("the daemon runs as uid %d, not root, so it cannot run a hook as uid %d", self, owner.UID)
+	}
+	return nil
+}
+
+// command is the hook's process: as the owner (with only the owner's
+// groups), in a process group of its own, with its output captured.
+func command(h protocol.Hook, owner Owner, f Facts, stdin []byte, capt *capture, grace time.Duration) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:   h.Cmd[0],
 		Args:   h.Cmd,
@@ -278,39 +305,32 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 			Setpgid: true,
 		},
 	}
-	if owner.UID != self {
+	if owner.UID != uint32(os.Getuid()) {
 		groups := owner.Groups
 		if groups == nil {
 			groups = []uint32{} // still drop the daemon's supplementary groups
 		}
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: owner.UID, Gid: owner.GID, Groups: groups}
 	}
-	// A hook gets stdin, stdout and stderr only: no ExtraFiles, and nothing
-	// the daemon inherited.
-	if err := CloseOnExecAbove2(); err != nil {
-		run.Error = "not started: marking the daemon's descriptors close-on-exec: " + err.Error()
-		return run, capt.output()
-	}
-	if err := cmd.Start(); err != nil {
-		run.Error = "not started: " + err.Error()
-		return run, capt.output()
-	}
-	pid := cmd.Process.Pid
+	return cmd
+}
 
+// supervise waits for the hook's leader pid to exit, stopping its process
+// group (TERM, then KILL after grace) on timeout or cancellation, and kills
+// whatever the group left behind. It says why it stopped the hook, if it did.
+func supervise(ctx context.Context, pid int, timeout, grace time.Duration) (stopped string, timedOut bool) {
 	exited := make(chan struct{})
 	go func() {
 		waitExited(pid)
 		close(exited)
 	}()
-	timeout := time.Duration(h.TimeoutSecs) * time.Second
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var stopped string
 	select {
 	case <-exited:
 	case <-timer.C:
-		run.TimedOut = true
-		stopped = fmt.Sprintf("timed out after %ds: process group sent SIGTERM", h.TimeoutSecs)
+		timedOut = true
+		stopped = fmt.Sprintf("timed out after %ds: process group sent SIGTERM", int(timeout/time.Second))
 	case <-ctx.Done():
 		stopped = fmt.Sprintf("canceled (%v): process group sent SIGTERM", context.Cause(ctx))
 	}
@@ -328,27 +348,28 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 	// cannot be reused: whatever it left behind in the group is killed
 	// without risk of hitting an unrelated process.
 	_ = unix.Kill(-pid, unix.SIGKILL)
-	err := cmd.Wait()
+	return stopped, timedOut
+}
 
-	run.ExitCode = -1
-	if ps := cmd.ProcessState; ps != nil {
-		run.ExitCode = ps.ExitCode()
+// outcome is the exit code and error a run records.
+func outcome(ps *os.ProcessState, stopped string, waitErr error) (code int, msg string) {
+	code = -1
+	if ps != nil {
+		code = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() && stopped == "" {
-			run.Error = "killed by signal " + unix.SignalName(ws.Signal())
+			msg = "killed by signal " + unix.SignalName(ws.Signal())
 		}
 	}
 	if stopped != "" {
-		run.Error = stopped
+		msg = stopped
 	}
-	if errors.Is(err, exec.ErrWaitDelay) {
-		if run.Error != "" {
-			run.Error += "; "
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		if msg != "" {
+			msg += "; "
 		}
-		run.Error += "output left open by a process outside the hook's process group; stopped reading after the grace period"
+		msg += "output left open by a process outside the hook's process group; stopped reading after the grace period"
 	}
-	out = capt.output()
-	run.StderrTail = capt.stderrTail()
-	return run, out
+	return code, msg
 }
 
 // waitExited blocks until pid has exited without reaping it (WNOWAIT), so the
