@@ -143,59 +143,7 @@ func checkMailboxes(f *findings, cfg *config.Config, env Env) {
 			continue
 		}
 		seen[name] = true
-		path := filepath.Join(root, name)
-		fi, err := os.Lstat(path)
-		if err != nil {
-			continue
-		}
-		if !fi.IsDir() {
-			f.add("mailbox.not_dir", Warn, "move "+path+" out of the store", "%s is not a directory", path)
-			problems++
-			continue
-		}
-		var want uint32
-		var known bool
-		decl := cfg.Mailbox(name)
-		if decl != nil {
-			want, known = lookupUID(decl.Owner)
-			if !known {
-				f.add("mailbox.owner_unknown", Fail, "create the user or fix owner in [[mailboxes]]", "mailbox %s is declared for user %q, who does not exist", name, decl.Owner)
-				problems++
-			}
-		} else if uid, ok := registered(cfg, name); ok {
-			want, known = uid, true
-		} else {
-			f.add("mailbox.orphaned", Warn, fmt.Sprintf("declare it in the config, re-create it (`mailctl mailboxes create %s`), or archive and remove %s", name, path),
-				"%s is neither declared in the config nor in the registry: no mail is delivered to it", path)
-			problems++
-		}
-		got, _ := owner(fi)
-		if known && got != want {
-			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
-			problems++
-		}
-		if m := fi.Mode().Perm(); m != store.DirMode {
-			f.add("mailbox.mode", Warn, fmt.Sprintf("sudo chmod %04o %s", store.DirMode, path), "mailbox %s has mode %04o, expected %04o", name, m, store.DirMode)
-			problems++
-		}
-		for _, folder := range store.Folders {
-			fp := filepath.Join(path, folder)
-			ffi, err := os.Lstat(fp)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				f.add("mailbox.folder_missing", Warn, fmt.Sprintf("sudo mailctl mailboxes create %s --owner %d (repairs folders)", name, got), "mailbox %s has no %s folder", name, folder)
-				problems++
-			case err != nil:
-			case !ffi.IsDir():
-				f.add("mailbox.folder_type", Fail, "move "+fp+" away and repair the mailbox", "%s is not a directory (a symlink or file planted in the mailbox?)", fp)
-				problems++
-			default:
-				if fu, _ := owner(ffi); known && fu != want {
-					f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "%s belongs to uid %d, expected uid %d", fp, fu, want)
-					problems++
-				}
-			}
-		}
+		problems += checkMailbox(f, cfg, name, filepath.Join(root, name))
 	}
 	for _, m := range cfg.Mailboxes {
 		if !seen[m.Name] {
@@ -206,6 +154,74 @@ func checkMailboxes(f *findings, cfg *config.Config, env Env) {
 	if problems == 0 {
 		f.add("mailbox.ok", OK, "", "%d mailbox folders, owners and modes as expected", len(seen))
 	}
+}
+
+// checkMailbox checks one mailbox directory of the store and returns how
+// many problems it found.
+func checkMailbox(f *findings, cfg *config.Config, name, path string) (problems int) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return 0
+	}
+	if !fi.IsDir() {
+		f.add("mailbox.not_dir", Warn, "move "+path+" out of the store", "%s is not a directory", path)
+		return 1
+	}
+	want, known, n := expectedOwner(f, cfg, name, path)
+	problems += n
+	got, _ := owner(fi)
+	if known && got != want {
+		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
+		problems++
+	}
+	if m := fi.Mode().Perm(); m != store.DirMode {
+		f.add("mailbox.mode", Warn, fmt.Sprintf("sudo chmod %04o %s", store.DirMode, path), "mailbox %s has mode %04o, expected %04o", name, m, store.DirMode)
+		problems++
+	}
+	for _, folder := range store.Folders {
+		problems += checkFolder(f, name, path, folder, got, want, known)
+	}
+	return problems
+}
+
+// expectedOwner is the uid a mailbox should belong to, from the config or
+// the registry; known is false when neither says (and that is a finding).
+func expectedOwner(f *findings, cfg *config.Config, name, path string) (want uint32, known bool, problems int) {
+	if decl := cfg.Mailbox(name); decl != nil {
+		if want, known = lookupUID(decl.Owner); !known {
+			f.add("mailbox.owner_unknown", Fail, "create the user or fix owner in [[mailboxes]]", "mailbox %s is declared for user %q, who does not exist", name, decl.Owner)
+			return 0, false, 1
+		}
+		return want, true, 0
+	}
+	if uid, ok := registered(cfg, name); ok {
+		return uid, true, 0
+	}
+	f.add("mailbox.orphaned", Warn, fmt.Sprintf("declare it in the config, re-create it (`mailctl mailboxes create %s`), or archive and remove %s", name, path),
+		"%s is neither declared in the config nor in the registry: no mail is delivered to it", path)
+	return 0, false, 1
+}
+
+// checkFolder checks one standard folder of a mailbox and returns how many
+// problems it found.
+func checkFolder(f *findings, name, path, folder string, got, want uint32, known bool) int {
+	fp := filepath.Join(path, folder)
+	ffi, err := os.Lstat(fp)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f.add("mailbox.folder_missing", Warn, fmt.Sprintf("sudo mailctl mailboxes create %s --owner %d (repairs folders)", name, got), "mailbox %s has no %s folder", name, folder)
+		return 1
+	case err != nil:
+		return 0
+	case !ffi.IsDir():
+		f.add("mailbox.folder_type", Fail, "move "+fp+" away and repair the mailbox", "%s is not a directory (a symlink or file planted in the mailbox?)", fp)
+		return 1
+	}
+	if fu, _ := owner(ffi); known && fu != want {
+		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "%s belongs to uid %d, expected uid %d", fp, fu, want)
+		return 1
+	}
+	return 0
 }
 
 // checkQueue looks for queue items the daemon set aside or cannot load.
