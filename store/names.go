@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxMailboxNameLen bounds a mailbox name (the local part of an address).
@@ -89,36 +91,102 @@ func NewID(t time.Time, subject string) string {
 }
 
 // slug keeps lowercase ASCII letters and digits of s, turning every other run of
-// characters into one '-'.
+// characters into one '-'. Other letters are first transliterated (see
+// asciiFold), so that "Héllo Wörld" gives "hello-world", not "h-llo-w-rld".
 func slug(s string) string {
 	var b strings.Builder
 	dash := false
-	for _, r := range s {
+	add := func(r rune) bool {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 		case r >= 'A' && r <= 'Z':
 			r += 'a' - 'A'
 		default:
 			dash = b.Len() > 0
-			continue
+			return true
 		}
 		need := 1
 		if dash {
 			need = 2
 		}
 		if b.Len()+need > maxSlugLen {
-			break
+			return false
 		}
 		if dash {
 			b.WriteByte('-')
 			dash = false
 		}
 		b.WriteByte(byte(r))
+		return true
+	}
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			if !add(r) {
+				break
+			}
+			continue
+		}
+		more := true
+		for _, c := range asciiFold(r) {
+			if more = add(c); !more {
+				break
+			}
+		}
+		if !more {
+			break
+		}
 	}
 	if b.Len() == 0 {
 		return "message"
 	}
 	return b.String()
+}
+
+// foldSpecial spells letters that do not decompose into an ASCII letter
+// and marks (ß, ø, æ...), and the Greek and Cyrillic alphabets, in ASCII.
+var foldSpecial = map[rune]string{
+	'ß': "ss", 'ẞ': "ss", 'æ': "ae", 'Æ': "ae", 'œ': "oe", 'Œ': "oe", 'ø': "o", 'Ø': "o",
+	'đ': "d", 'Đ': "d", 'ð': "d", 'Ð': "d", 'þ': "th", 'Þ': "th", 'ł': "l", 'Ł': "l",
+	'ı': "i", 'ħ': "h", 'Ħ': "h", 'ŋ': "ng", 'Ŋ': "ng", 'ĸ': "k", 'ŀ': "l", 'Ŀ': "l",
+	// Greek (lower case; upper case is folded to it first).
+	'α': "a", 'β': "v", 'γ': "g", 'δ': "d", 'ε': "e", 'ζ': "z", 'η': "i", 'θ': "th",
+	'ι': "i", 'κ': "k", 'λ': "l", 'μ': "m", 'ν': "n", 'ξ': "x", 'ο': "o", 'π': "p",
+	'ρ': "r", 'σ': "s", 'ς': "s", 'τ': "t", 'υ': "y", 'φ': "f", 'χ': "ch", 'ψ': "ps", 'ω': "o",
+	// Cyrillic (lower case), a simple scholarly-style romanization.
+	'а': "a", 'б': "b", 'в': "v", 'г': "g", 'д': "d", 'е': "e", 'ё': "e", 'ж': "zh",
+	'з': "z", 'и': "i", 'й': "y", 'к': "k", 'л': "l", 'м': "m", 'н': "n", 'о': "o",
+	'п': "p", 'р': "r", 'с': "s", 'т': "t", 'у': "u", 'ф': "f", 'х': "kh", 'ц': "ts",
+	'ч': "ch", 'ш': "sh", 'щ': "shch", 'ъ': "", 'ы': "y", 'ь': "", 'э': "e", 'ю': "yu",
+	'я': "ya", 'і': "i", 'ї': "yi", 'є': "ye", 'ґ': "g", 'ў': "u", 'ј': "j", 'љ': "lj",
+	'њ': "nj", 'ћ': "c", 'ђ': "dj", 'џ': "dz", 'ѓ': "g", 'ќ': "k", 'ѕ': "dz",
+}
+
+// asciiFold returns an ASCII spelling of r: its compatibility decomposition
+// (NFKD) without the combining marks ("é" -> "e", "ﬁ" -> "fi", "①" -> "1"),
+// or its entry in foldSpecial. A character with neither (CJK, emoji, symbols)
+// gives nothing and so becomes a separator.
+func asciiFold(r rune) string {
+	if s, ok := foldSpecial[unicode.ToLower(r)]; ok {
+		return s
+	}
+	var buf [utf8.UTFMax]byte
+	d := norm.NFKD.Bytes(buf[:utf8.EncodeRune(buf[:], r)])
+	out := make([]byte, 0, len(d))
+	for _, c := range string(d) {
+		switch {
+		case c < utf8.RuneSelf:
+			out = append(out, byte(c))
+		case unicode.Is(unicode.Mn, c):
+			// A combining mark: the accent of a decomposed letter.
+		default:
+			if s, ok := foldSpecial[unicode.ToLower(c)]; ok {
+				out = append(out, s...)
+			} else {
+				out = append(out, ' ')
+			}
+		}
+	}
+	return string(out)
 }
 
 // maxFilenameLen bounds attachment file names in bytes.
