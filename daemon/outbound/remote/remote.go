@@ -498,60 +498,70 @@ func (d *Client) send(ctx context.Context, s *session, from string, rcpts []stri
 		reusable = errors.As(err, &se) && reset(c)
 		return nil, classify(err, host), true
 	}
-	out := make([]delivery.Result, len(rcpts))
-	var accepted []int
-	for i, r := range rcpts {
-		out[i] = delivery.Result{Rcpt: r, TLS: s.tls, Host: host}
-		if err := c.Rcpt(r, nil); err != nil {
-			out[i].Err = classify(err, host)
-			var se *smtp.SMTPError
-			if !errors.As(err, &se) || se.Code == 421 {
-				// The connection is gone: the rest cannot be tried now, and
-				// the recipients already accepted never got the data.
-				lost := &delivery.Error{Temporary: true, Message: "connection lost: " + err.Error(), Host: host}
-				for _, j := range accepted {
-					out[j].Err = lost
-				}
-				for j := i + 1; j < len(rcpts); j++ {
-					out[j] = delivery.Result{Rcpt: rcpts[j], TLS: s.tls, Host: host, Err: lost}
-				}
-				return out, nil, true
-			}
-			continue
-		}
-		accepted = append(accepted, i)
-	}
-	if len(accepted) == 0 {
-		reusable = reset(c)
+	out, accepted, lost := rcptAll(c, s, rcpts)
+	if lost || len(accepted) == 0 {
+		reusable = !lost && reset(c)
 		return out, nil, true
 	}
+	reusable = sendData(c, host, data, out, accepted)
+	return out, nil, true
+}
+
+// rcptAll offers every recipient. Refusals are per recipient; a lost
+// connection fails the rest and the ones already accepted (they never got
+// the data), and lost is true.
+func rcptAll(c *smtp.Client, s *session, rcpts []string) (out []delivery.Result, accepted []int, lost bool) {
+	out = make([]delivery.Result, len(rcpts))
+	for i, r := range rcpts {
+		out[i] = delivery.Result{Rcpt: r, TLS: s.tls, Host: s.host}
+		err := c.Rcpt(r, nil)
+		if err == nil {
+			accepted = append(accepted, i)
+			continue
+		}
+		out[i].Err = classify(err, s.host)
+		var se *smtp.SMTPError
+		if errors.As(err, &se) && se.Code != 421 {
+			continue
+		}
+		gone := &delivery.Error{Temporary: true, Message: "connection lost: " + err.Error(), Host: s.host}
+		for _, j := range accepted {
+			out[j].Err = gone
+		}
+		for j := i + 1; j < len(rcpts); j++ {
+			out[j] = delivery.Result{Rcpt: rcpts[j], TLS: s.tls, Host: s.host, Err: gone}
+		}
+		return out, nil, true
+	}
+	return out, accepted, false
+}
+
+// sendData sends the message to the accepted recipients and reports
+// whether the session can carry another transaction.
+func sendData(c *smtp.Client, host string, data []byte, out []delivery.Result, accepted []int) (reusable bool) {
 	failAccepted := func(err error) {
 		de := classify(err, host)
 		for _, i := range accepted {
 			out[i].Err = de
 		}
 	}
+	var se *smtp.SMTPError
 	w, err := c.Data()
 	if err != nil {
 		failAccepted(err)
-		var se *smtp.SMTPError
-		reusable = errors.As(err, &se) && reset(c)
-		return out, nil, true
+		return errors.As(err, &se) && reset(c)
 	}
 	if _, err := w.Write(data); err != nil {
 		w.Close()
 		failAccepted(err)
-		return out, nil, true
+		return false
 	}
 	if err := w.Close(); err != nil {
 		failAccepted(err)
-		var se *smtp.SMTPError
-		reusable = errors.As(err, &se) && se.Code != 421
-		return out, nil, true
+		return errors.As(err, &se) && se.Code != 421
 	}
 	// The transaction is complete: the next MAIL may follow without RSET.
-	reusable = true
-	return out, nil, true
+	return true
 }
 
 // reset aborts a transaction that did not reach the end of DATA, so the
