@@ -252,43 +252,14 @@ func codexMerge(existing []byte, s Server) ([]byte, error) {
 	if s.Command != "" {
 		snippet, _ = codexSnippet(s)
 	}
-	lines := strings.SplitAfter(string(existing), "\n")
-	var out strings.Builder
-	replaced := false
-	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) == codexHeader {
-			out.Write(snippet)
-			replaced = true
-			// Skip the old table up to the next header (sub-tables such as
-			// [mcp_servers.mailctl.env] belong to it and go too).
-			for i+1 < len(lines) && !(isTableHeader(lines[i+1]) && !strings.HasPrefix(strings.TrimSpace(lines[i+1]), "[mcp_servers."+ServerName+".")) {
-				i++
-			}
-			continue
-		}
-		if strings.HasPrefix(strings.TrimSpace(lines[i]), "[mcp_servers."+ServerName+".") {
-			// A stray sub-table of ours: drop it with its keys.
-			for i+1 < len(lines) && !isTableHeader(lines[i+1]) {
-				i++
-			}
-			continue
-		}
-		out.WriteString(lines[i])
-	}
+	text, replaced := codexWithout(existing, snippet)
 	if !replaced && s.Command == "" {
 		return existing, nil
 	}
 	if !replaced {
-		text := out.String()
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			out.WriteString("\n")
-		}
-		if text != "" {
-			out.WriteString("\n")
-		}
-		out.Write(snippet)
+		text = appendBlock(text, snippet)
 	}
-	result := []byte(out.String())
+	result := []byte(text)
 	var check map[string]any
 	if _, err := toml.Decode(string(result), &check); err != nil {
 		return nil, fmt.Errorf("merging into the Codex config would break it (%v): add the snippet from --print by hand", err)
@@ -297,6 +268,46 @@ func codexMerge(existing []byte, s Server) ([]byte, error) {
 		return nil, errors.New("merging into the Codex config did not take: add the snippet from --print by hand")
 	}
 	return result, nil
+}
+
+// codexWithout returns the config with our table (and any stray sub-table
+// of ours) taken out, and snippet in our table's place if it had one.
+func codexWithout(existing, snippet []byte) (text string, replaced bool) {
+	ours := "[mcp_servers." + ServerName + "."
+	lines := strings.SplitAfter(string(existing), "\n")
+	var out strings.Builder
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
+		switch {
+		case line == codexHeader:
+			out.Write(snippet)
+			replaced = true
+			// Skip the old table up to the next header (sub-tables such as
+			// [mcp_servers.mailctl.env] belong to it and go too).
+			for i+1 < len(lines) && !(isTableHeader(lines[i+1]) && !strings.HasPrefix(strings.TrimSpace(lines[i+1]), ours)) {
+				i++
+			}
+		case strings.HasPrefix(line, ours):
+			// A stray sub-table of ours: drop it with its keys.
+			for i+1 < len(lines) && !isTableHeader(lines[i+1]) {
+				i++
+			}
+		default:
+			out.WriteString(lines[i])
+		}
+	}
+	return out.String(), replaced
+}
+
+// appendBlock appends a block to a config, one blank line after its end.
+func appendBlock(text string, block []byte) string {
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	if text != "" {
+		text += "\n"
+	}
+	return text + string(block)
 }
 
 func codexWired(existing []byte) (bool, string) {
