@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,6 +36,13 @@ type postfixHost struct {
 func (p *postfixHost) log() string { b, _ := os.ReadFile(p.maillog); return string(b) }
 
 func (l *lab) newPostfix(name, domain string) *postfixHost {
+	l.t.Helper()
+	return l.newPostfixIn(l.addHost(name), domain)
+}
+
+// newPostfixIn is newPostfix in an existing namespace; each of mainCF
+// ("key = value") replaces the line of the same key or is added.
+func (l *lab) newPostfixIn(ns *nsHost, domain string, mainCF ...string) *postfixHost {
 	t := l.t
 	t.Helper()
 	postfix, err := exec.LookPath("/usr/sbin/postfix")
@@ -46,7 +54,6 @@ func (l *lab) newPostfix(name, domain string) *postfixHost {
 		t.Skipf("no postfix user (apt install postfix): %v", err)
 	}
 	pfUID, _ := strconv.Atoi(pfUser.Uid)
-	ns := l.addHost(name)
 	owner := testusers.Create(t, "mcpf")
 
 	// ip netns exec bind-mounts /etc/netns/NAME/* over /etc: this is how
@@ -77,7 +84,7 @@ func (l *lab) newPostfix(name, domain string) *postfixHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mainCF := []string{
+	cf := []string{
 		"compatibility_level = 3.6",
 		"queue_directory = " + filepath.Join(dir, "spool"),
 		"data_directory = " + filepath.Join(dir, "data"),
@@ -111,7 +118,16 @@ func (l *lab) newPostfix(name, domain string) *postfixHost {
 		"minimal_backoff_time = 5s",
 		"queue_run_delay = 5s",
 	}
-	os.WriteFile(filepath.Join(etc, "main.cf"), []byte(strings.Join(mainCF, "\n")+"\n"), 0o644)
+	for _, line := range mainCF {
+		key, _, _ := strings.Cut(line, "=")
+		i := slices.IndexFunc(cf, func(l string) bool { return strings.HasPrefix(l, strings.TrimSpace(key)+" =") })
+		if i < 0 {
+			cf = append(cf, line)
+		} else {
+			cf[i] = line
+		}
+	}
+	os.WriteFile(filepath.Join(etc, "main.cf"), []byte(strings.Join(cf, "\n")+"\n"), 0o644)
 	os.WriteFile(filepath.Join(etc, "master.cf"), []byte(strings.Replace(postfixMasterCF, "{LISTEN}", ns.IP+":25", 1)), 0o644)
 	pf := func(args ...string) {
 		t.Helper()

@@ -1,0 +1,98 @@
+package netns
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/internal/testusers"
+)
+
+// TestScaleOut runs the layout of docs/scale.md: a Postfix MX tier in front
+// of two mailctl hosts for one domain. Mail for agent@ and bob@ arrives at
+// the Postfix front over SMTP; its transport map sends the domain to host a
+// and bob@ to host b over LMTP/TCP, each host stores only its own mailbox's
+// mail, and SPF is judged on the original client's address, which Postfix
+// passes on with XFORWARD. A client that is not the front is refused at
+// the hosts' LMTP port.
+func TestScaleOut(t *testing.T) {
+	l := newLab(t)
+	const domain = "s.test"
+	frontNS, aNS, bNS := l.addHost("front"), l.addHost("a"), l.addHost("b")
+	client := l.addHost("c")
+	l.publishDomain(domain, frontNS.IP, nil) // MX points at the tier
+	l.publish("sender.test TXT v=spf1 ip4:"+client.IP+" -all", "mx.sender.test A "+client.IP)
+
+	lmtp := func(ns *nsHost) string {
+		return fmt.Sprintf("[lmtp]\nlisten_tcp = [%q]\nallow_from = [%q]", ns.IP+":24", frontNS.IP+"/32")
+	}
+	a := l.newMailHostIn(aNS, domain, hostOptions{Mailboxes: []string{"agent"}, NoPublish: true, Extra: lmtp(aNS)})
+	b := l.newMailHostIn(bNS, domain, hostOptions{Mailboxes: []string{"bob"}, NoPublish: true, Extra: lmtp(bNS)})
+
+	transport := filepath.Join(testusers.SharedDir(t), "transport")
+	if err := os.WriteFile(transport, []byte(fmt.Sprintf("%s lmtp:inet:[%s]:24\nbob@%s lmtp:inet:[%s]:24\n", domain, a.IP, domain, b.IP)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	front := l.newPostfixIn(frontNS, domain,
+		"myhostname = front."+domain,
+		"virtual_mailbox_domains =",
+		"relay_domains = "+domain,
+		"transport_maps = texthash:"+transport,
+		"lmtp_send_xforward_command = yes",
+	)
+
+	mids := map[string]string{}
+	for _, rcpt := range []string{"agent", "bob"} {
+		mid := "scale-" + rcpt + "-" + randHex(6) + "@sender.test"
+		mids[rcpt] = mid
+		msg := crlf(fmt.Sprintf("From: Alice <alice@sender.test>\nTo: %s@%s\nSubject: through the tier to %s\nDate: %s\nMessage-ID: <%s>\n\nhello %s\n",
+			rcpt, domain, rcpt, time.Now().Format(time.RFC1123Z), mid, rcpt))
+		if err := smtpSend(client.NS, front.IP+":25", "mx.sender.test", "alice@sender.test", rcpt+"@"+domain, msg); err != nil {
+			t.Fatalf("submitting for %s to the Postfix front: %v; maillog:\n%s", rcpt, err, front.log())
+		}
+	}
+	for _, c := range []struct {
+		host    *mailHost
+		mailbox string
+	}{{a, "agent"}, {b, "bob"}} {
+		m := c.host.byMessageID(c.mailbox, "inbox", mids[c.mailbox], 45*time.Second)
+		if m.Meta.SPF.Result != "pass" || m.Meta.SPF.Domain != "sender.test" {
+			t.Errorf("%s on host %s: SPF %+v, want pass for sender.test (judged on the client's address, not the front's)", c.mailbox, c.host.Name, m.Meta.SPF)
+		}
+		if m.Meta.ReceivedFromIP != client.IP {
+			t.Errorf("%s on host %s: received_from_ip %q, want the original client %s (from XFORWARD)", c.mailbox, c.host.Name, m.Meta.ReceivedFromIP, client.IP)
+		}
+	}
+	if got := a.folder("bob", "inbox"); len(got) != 0 {
+		t.Errorf("host a stored %d messages for bob, whose mailbox lives on host b", len(got))
+	}
+	if got := b.folder("agent", "inbox"); len(got) != 0 {
+		t.Errorf("host b stored %d messages for agent, whose mailbox lives on host a", len(got))
+	}
+	for _, h := range []*mailHost{a, b} {
+		if want := "relay=" + h.IP + "[" + h.IP + "]:24"; !strings.Contains(front.log(), want) {
+			t.Errorf("the Postfix front logged no LMTP delivery to %s (%q):\n%s", h.Name, want, front.log())
+		}
+	}
+
+	// Anyone else on the network is refused at the hosts' LMTP port.
+	c, err := dialIn(client.NS, a.IP+":24", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	refusal, _ := bufio.NewReader(c).ReadString('\n')
+	c.Close()
+	if !strings.HasPrefix(refusal, "554 5.7.1 ") {
+		t.Errorf("a client outside lmtp.allow_from got %q at host a's LMTP port, want 554 5.7.1", refusal)
+	}
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(a.Logs.String(), "not in lmtp.allow_from") }) {
+		t.Errorf("host a did not log the refused LMTP client")
+	}
+	summary(t, "scale", "Postfix front → LMTP/TCP: agent@ stored on a, bob@ on b, spf=pass on the client %s via XFORWARD; others refused %q",
+		client.IP, strings.TrimSpace(refusal))
+}
