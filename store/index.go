@@ -50,6 +50,7 @@ type entry struct {
 	sum      *Summary // the row, when it is not in the index file
 	read     bool
 	trusted  bool
+	starred  bool
 	racy     bool
 }
 
@@ -487,6 +488,7 @@ func newEntry(id string, m *Message, body string) *entry {
 		Snippet:        Snippet(body, snippetLen),
 		DeliveryStatus: strings.Clone(m.DeliveryStatus),
 		Labels:         cloneStrings(m.Labels),
+		Starred:        m.Starred,
 	}
 	return &entry{
 		id:      sum.ID,
@@ -494,6 +496,7 @@ func newEntry(id string, m *Message, body string) *entry {
 		mid:     hashString(sum.MessageID),
 		tid:     hashString(sum.ThreadID),
 		read:    sum.Read,
+		starred: sum.Starred,
 		trusted: sum.Trusted == TrustedValue,
 		sum:     sum,
 	}
@@ -515,7 +518,7 @@ func summaryEqual(a, b *Summary) bool {
 		slices.Equal(a.To, b.To) && a.Subject == b.Subject && a.Date.Equal(b.Date) &&
 		a.ReceivedAt.Equal(b.ReceivedAt) && a.Read == b.Read && a.Trusted == b.Trusted &&
 		a.Attachments == b.Attachments && a.Snippet == b.Snippet &&
-		a.DeliveryStatus == b.DeliveryStatus && slices.Equal(a.Labels, b.Labels)
+		a.DeliveryStatus == b.DeliveryStatus && slices.Equal(a.Labels, b.Labels) && a.Starred == b.Starred
 }
 
 // Snippet returns the first n characters of body with runs of white space
@@ -573,11 +576,15 @@ func (fi *folderIndex) order() []*entry {
 // Query selects and pages the messages of a folder. Zero values select
 // everything. Text matches case-insensitively in subject, sender and snippet;
 // From and Subject match case-insensitive substrings; Since and Until bound
-// the received time (Since inclusive, Until exclusive).
+// the received time (Since inclusive, Until exclusive). Label selects the
+// messages carrying that label (ignoring case); Starred selects starred (or,
+// false, unstarred) messages.
 type Query struct {
 	Limit, Offset       int
 	Cursor              string
 	Unread, Trusted     *bool
+	Starred             *bool
+	Label               string
 	From, Subject, Text string
 	ThreadID            string
 	Since, Until        *time.Time
@@ -595,6 +602,7 @@ type Summary struct {
 	Snippet                               string
 	DeliveryStatus                        string
 	Labels                                []string
+	Starred                               bool
 }
 
 // Page is one page of a listing. Total counts every message the query
@@ -649,8 +657,8 @@ type matcher struct {
 
 func newMatcher(q Query) matcher {
 	m := matcher{q: q, from: strings.ToLower(q.From), subject: strings.ToLower(q.Subject), text: strings.ToLower(q.Text), tid: hashString(q.ThreadID)}
-	m.rows = q.From != "" || q.Subject != "" || q.Text != "" || q.ThreadID != ""
-	m.none = !m.rows && q.Unread == nil && q.Trusted == nil && q.Since == nil && q.Until == nil
+	m.rows = q.From != "" || q.Subject != "" || q.Text != "" || q.ThreadID != "" || q.Label != ""
+	m.none = !m.rows && q.Unread == nil && q.Trusted == nil && q.Starred == nil && q.Since == nil && q.Until == nil
 	return m
 }
 
@@ -695,6 +703,8 @@ func (m *matcher) match(fi *folderIndex, e *entry) (bool, error) {
 		return false, nil
 	case q.Trusted != nil && *q.Trusted != e.trusted:
 		return false, nil
+	case q.Starred != nil && *q.Starred != e.starred:
+		return false, nil
 	case q.ThreadID != "" && m.tid != e.tid:
 		return false, nil
 	case q.Since != nil && e.sortKey < q.Since.UnixNano():
@@ -720,6 +730,8 @@ func (m *matcher) rowOK(s *Summary) bool {
 	case q.ThreadID != "" && q.ThreadID != s.ThreadID:
 		return false
 	case !containsFold(s.From, m.from), !containsFold(s.Subject, m.subject):
+		return false
+	case q.Label != "" && !HasLabel(s.Labels, q.Label):
 		return false
 	}
 	return m.text == "" || containsFold(s.Subject, m.text) || containsFold(s.From, m.text) || containsFold(s.Snippet, m.text)

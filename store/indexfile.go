@@ -34,7 +34,8 @@ import (
 func indexFile(folder string) string { return ".mailctl-index." + folder }
 
 // indexMagic starts every index file; a new layout gets a new magic.
-var indexMagic = [8]byte{'M', 'C', 'T', 'L', 'I', 'D', 'X', '1'}
+// MCTLIDX2 added the starred flag: files of the first layout are rebuilt.
+var indexMagic = [8]byte{'M', 'C', 'T', 'L', 'I', 'D', 'X', '2'}
 
 // Bounds of what the store reads back from an index file: a larger file or
 // record is not one the store wrote, and is rebuilt.
@@ -409,6 +410,7 @@ const (
 	flagRead = 1 << iota
 	flagTrusted
 	flagRacy
+	flagStarred
 )
 
 // encodePut encodes the row of e (whose summary is s) with its file stamp.
@@ -430,6 +432,9 @@ func encodePut(e *entry, st fileStamp, s *Summary) []byte {
 	}
 	if e.racy {
 		flags |= flagRacy
+	}
+	if e.starred {
+		flags |= flagStarred
 	}
 	w.u8(flags)
 	w.str(s.MessageID)
@@ -461,6 +466,7 @@ func decodeSkeleton(b []byte) (*entry, bool) {
 	e.id = string(id)
 	e.stamp = st.hash()
 	e.read, e.trusted, e.racy = flags&flagRead != 0, flags&flagTrusted != 0, flags&flagRacy != 0
+	e.starred = flags&flagStarred != 0
 	e.mid, e.tid = hashBytes(mid), hashBytes(tid)
 	return e, true
 }
@@ -477,6 +483,7 @@ func decodeSummary(b []byte) (Summary, bool) {
 	r.need(32)
 	flags := r.u8()
 	s.Read = flags&flagRead != 0
+	s.Starred = flags&flagStarred != 0
 	s.MessageID = r.str()
 	s.ThreadID = r.str()
 	s.From = r.str()

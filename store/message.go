@@ -37,6 +37,7 @@ type Message struct {
 	Read        bool       `toml:"read"`
 	ReadAt      *time.Time `toml:"read_at,omitempty"`
 	Labels      []string   `toml:"labels"`
+	Starred     bool       `toml:"starred,omitempty"` // flagged by the owner or its agent
 	IsDSN       bool       `toml:"is_dsn,omitempty"`  // a delivery status notification
 	DSNFor      string     `toml:"dsn_for,omitempty"` // Message-ID of the sent message a DSN reports on
 

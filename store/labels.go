@@ -1,0 +1,117 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Label limits. Labels are words an owner or its agent puts on messages
+// ("invoices", "follow-up"); they are kept in the frontmatter, so they
+// survive a reindex and can be edited by hand.
+const (
+	MaxLabelLen = 64 // bytes
+	MaxLabels   = 50 // per message
+)
+
+// ErrTooManyLabels is returned when a message would carry more than
+// MaxLabels labels.
+var ErrTooManyLabels = errors.New("too many labels")
+
+// ValidLabel reports whether l can be a label: 1 to 64 bytes of valid UTF-8,
+// no control or formatting characters, no leading or trailing space, and no
+// comma (a comma separates labels on the command line).
+func ValidLabel(l string) error {
+	switch {
+	case l == "":
+		return errors.New("label is empty")
+	case len(l) > MaxLabelLen:
+		return fmt.Errorf("label %q is %d bytes long, the maximum is %d", truncateUTF8(l, 20)+"…", len(l), MaxLabelLen)
+	case !utf8.ValidString(l):
+		return fmt.Errorf("label %q is not valid UTF-8", l)
+	case strings.TrimSpace(l) != l:
+		return fmt.Errorf("label %q starts or ends with white space", l)
+	case strings.ContainsRune(l, ','):
+		return fmt.Errorf("label %q contains a comma: give several labels separately", l)
+	}
+	for _, r := range l {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("label %q contains a control or formatting character", l)
+		}
+	}
+	return nil
+}
+
+// HasLabel reports whether labels holds l, ignoring case.
+func HasLabel(labels []string, l string) bool {
+	return slices.ContainsFunc(labels, func(x string) bool { return strings.EqualFold(x, l) })
+}
+
+// Relabel adds and removes labels (compared ignoring case; an added label
+// keeps the spelling it was first given) and, when star is not nil, stars
+// or unstars messages. It returns the ids whose frontmatter changed and the
+// ids that are not in the folder.
+func (s *Store) Relabel(mailbox, folder string, ids, add, remove []string, star *bool) (changed, notFoundIDs []string, err error) {
+	for _, l := range slices.Concat(add, remove) {
+		if err := ValidLabel(l); err != nil {
+			return nil, nil, err
+		}
+	}
+	res, err := s.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
+		return relabel(m, add, remove, star)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return collect(ids, res)
+}
+
+// relabel applies one Relabel to m and reports whether m changed.
+func relabel(m *Message, add, remove []string, star *bool) (bool, error) {
+	labels := slices.Clone(m.Labels)
+	for _, l := range add {
+		if !HasLabel(labels, l) {
+			labels = append(labels, l)
+		}
+	}
+	labels = slices.DeleteFunc(labels, func(x string) bool { return HasLabel(remove, x) })
+	if len(labels) > MaxLabels && len(labels) > len(m.Labels) {
+		return false, fmt.Errorf("message %s would have %d labels, the maximum is %d: %w", m.ID, len(labels), MaxLabels, ErrTooManyLabels)
+	}
+	changed := !slices.Equal(labels, m.Labels)
+	if changed {
+		m.Labels = labels
+		if len(m.Labels) == 0 {
+			m.Labels = nil
+		}
+	}
+	if star != nil && *star != m.Starred {
+		m.Starred = *star
+		changed = true
+	}
+	return changed, nil
+}
+
+// collect sorts the per-id results of update into the ids that changed and
+// the ids not found; any other error about one message is returned.
+func collect(ids []string, res map[string]updateResult) (changed, notFoundIDs []string, err error) {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		switch r := res[id]; {
+		case errors.Is(r.err, ErrNotFound), r.err != nil && ValidID(id) != nil:
+			notFoundIDs = append(notFoundIDs, id)
+		case r.err != nil:
+			return changed, notFoundIDs, r.err
+		case r.changed:
+			changed = append(changed, id)
+		}
+	}
+	return changed, notFoundIDs, nil
+}

@@ -1,0 +1,131 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func summaryIDs(rows []Summary) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+// Labels and the star are in the frontmatter: a store that lost its index
+// file (or never had one) lists and filters them the same, and so does one
+// restarted on the index file it wrote.
+func TestLabelsAndStarSurviveReindex(t *testing.T) {
+	s := newTestStore(t)
+	a := deliver(t, s, "inbox", testMessage(1), "a")
+	b := deliver(t, s, "inbox", testMessage(2), "b")
+	c := deliver(t, s, "inbox", testMessage(3), "c")
+	allRows(t, s, "inbox", Query{}) // index them before the change
+
+	changed, missing, err := s.Relabel("agent", "inbox", []string{a, b, "nope"}, []string{"Invoices", "todo"}, nil, ptr(true))
+	if err != nil || !slices.Equal(changed, []string{a, b}) || !slices.Equal(missing, []string{"nope"}) {
+		t.Fatalf("Relabel: changed %v missing %v err %v", changed, missing, err)
+	}
+	// Case-insensitive: "TODO" is the label "todo"; b loses it and its star.
+	if changed, _, err := s.Relabel("agent", "inbox", []string{b}, []string{"invoices"}, []string{"TODO"}, ptr(false)); err != nil || !slices.Equal(changed, []string{b}) {
+		t.Fatalf("second Relabel: %v %v", changed, err)
+	}
+	// Nothing to change.
+	if changed, _, err := s.Relabel("agent", "inbox", []string{a}, []string{"INVOICES"}, nil, ptr(true)); err != nil || len(changed) != 0 {
+		t.Fatalf("no-op Relabel changed %v (%v)", changed, err)
+	}
+	m, _, err := s.Get("agent", "inbox", a)
+	if err != nil || !slices.Equal(m.Labels, []string{"Invoices", "todo"}) || !m.Starred {
+		t.Fatalf("frontmatter of %s: labels %v starred %v (%v)", a, m.Labels, m.Starred, err)
+	}
+
+	queries := map[string]struct {
+		q    Query
+		want []string
+	}{
+		"label":           {Query{Label: "invoices"}, []string{b, a}},
+		"label todo":      {Query{Label: "ToDo"}, []string{a}},
+		"label none":      {Query{Label: "invoice"}, nil},
+		"starred":         {Query{Starred: ptr(true)}, []string{a}},
+		"unstarred":       {Query{Starred: ptr(false)}, []string{c, b}},
+		"label, unstar":   {Query{Label: "invoices", Starred: ptr(false)}, []string{b}},
+		"label and query": {Query{Label: "invoices", Subject: "message 2"}, []string{b}},
+	}
+	check := func(what string, s *Store) {
+		t.Helper()
+		for name, tc := range queries {
+			if got := summaryIDs(allRows(t, s, "inbox", tc.q)); !slices.Equal(got, tc.want) {
+				t.Errorf("%s, %s: got %v, want %v", what, name, got, tc.want)
+			}
+		}
+		rows := allRows(t, s, "inbox", Query{})
+		if len(rows) != 3 || !rows[2].Starred || !slices.Equal(rows[2].Labels, []string{"Invoices", "todo"}) {
+			t.Errorf("%s: rows %+v", what, rows)
+		}
+	}
+	check("live", s)
+	s = reopen(t, s)
+	check("restarted on its index file", s)
+	os.Remove(filepath.Join(s.Path("agent"), indexFile("inbox")))
+	s = reopen(t, s)
+	check("index file deleted", s)
+
+	// Many rows: the label filter reads them in one pass over the file.
+	old := readAhead
+	readAhead = 1
+	defer func() { readAhead = old }()
+	check("read ahead", s)
+}
+
+// An index file of the first layout (before the star) is rebuilt, not
+// misread.
+func TestIndexFileOldLayoutRebuilt(t *testing.T) {
+	s := newTestStore(t)
+	a := deliver(t, s, "inbox", testMessage(1), "a")
+	if _, _, err := s.Relabel("agent", "inbox", []string{a}, nil, nil, ptr(true)); err != nil {
+		t.Fatal(err)
+	}
+	allRows(t, s, "inbox", Query{})
+	s.Close()
+	f := filepath.Join(s.Path("agent"), indexFile("inbox"))
+	data, err := os.ReadFile(f)
+	if err != nil || string(data[:8]) != "MCTLIDX2" {
+		t.Fatalf("index file starts %q (%v)", data[:min(8, len(data))], err)
+	}
+	// The same records under the old magic, whose star bit means nothing.
+	copy(data, "MCTLIDX1")
+	os.WriteFile(f, data, 0o600)
+	s = reopen(t, s)
+	if got := summaryIDs(allRows(t, s, "inbox", Query{Starred: ptr(true)})); !slices.Equal(got, []string{a}) {
+		t.Errorf("starred after an old index file: %v", got)
+	}
+}
+
+func TestRelabelRefusals(t *testing.T) {
+	s := newTestStore(t)
+	a := deliver(t, s, "inbox", testMessage(1), "a")
+	for _, bad := range []string{"", " x", "a,b", "tab\there", strings.Repeat("x", MaxLabelLen+1), "\u202eevil", "\xff"} {
+		if _, _, err := s.Relabel("agent", "inbox", []string{a}, []string{bad}, nil, nil); err == nil {
+			t.Errorf("label %q accepted", bad)
+		}
+	}
+	var many []string
+	for i := range MaxLabels + 1 {
+		many = append(many, strings.Repeat("l", i+1))
+	}
+	if _, _, err := s.Relabel("agent", "inbox", []string{a}, many, nil, nil); !errors.Is(err, ErrTooManyLabels) {
+		t.Errorf("%d labels: %v", len(many), err)
+	}
+	if _, _, err := s.Relabel("agent", "inbox", []string{a}, many[:MaxLabels], nil, nil); err != nil {
+		t.Errorf("%d labels: %v", MaxLabels, err)
+	}
+	// A message over the limit by hand can still lose labels.
+	if _, _, err := s.Relabel("agent", "inbox", []string{a}, nil, many[:1], nil); err != nil {
+		t.Errorf("removing a label: %v", err)
+	}
+}

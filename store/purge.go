@@ -1,0 +1,140 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// PurgeFolder is the only folder whose messages can be removed for good:
+// everything else moves to it first, so a purge never takes a message its
+// owner has not already thrown away.
+const PurgeFolder = "trash"
+
+// ErrNotTrash is returned when a purge names a folder other than PurgeFolder.
+var ErrNotTrash = errors.New("only messages in trash can be purged")
+
+// MaxPurge bounds how many messages one purge removes.
+const MaxPurge = 10_000
+
+// Purge removes messages of folder (which must be trash) for good: the
+// Markdown file, the raw .eml and the attachments directory of each. It
+// returns the ids it removed and the ids that are not in the folder.
+func (s *Store) Purge(mailbox, folder string, ids []string) (purged, notFoundIDs []string, err error) {
+	err = s.purge(mailbox, folder, func(fi *folderIndex) ([]string, error) { return ids, nil },
+		func(id string, perr error) error {
+			switch {
+			case perr == nil:
+				purged = append(purged, id)
+			case errors.Is(perr, ErrNotFound):
+				notFoundIDs = append(notFoundIDs, id)
+			default:
+				return perr
+			}
+			return nil
+		})
+	return purged, notFoundIDs, err
+}
+
+// PurgeBefore removes for good every message of folder (which must be
+// trash) received before t, at most MaxPurge of them (the oldest first), and
+// returns their ids.
+func (s *Store) PurgeBefore(mailbox, folder string, t time.Time) (purged []string, err error) {
+	err = s.purge(mailbox, folder, func(fi *folderIndex) ([]string, error) {
+		var ids []string
+		order := fi.order()
+		for i := len(order) - 1; i >= 0 && len(ids) < MaxPurge; i-- {
+			if order[i].sortKey >= t.UnixNano() {
+				break
+			}
+			ids = append(ids, order[i].id)
+		}
+		return ids, nil
+	}, func(id string, perr error) error {
+		switch {
+		case perr == nil:
+			purged = append(purged, id)
+		case errors.Is(perr, ErrNotFound): // removed by the owner meanwhile
+		default:
+			return perr
+		}
+		return nil
+	})
+	return purged, err
+}
+
+// purge removes the messages that pick chooses (with the folder's index
+// synced and locked) and reports each outcome to done, which may stop the
+// purge with an error.
+func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) ([]string, error), done func(string, error) error) error {
+	if folder != PurgeFolder {
+		return fmt.Errorf("purge %s: %w", folder, ErrNotTrash)
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fi := s.index(mailbox, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if err := fi.sync(d, mb); err != nil {
+		return err
+	}
+	ids, err := pick(fi)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	removed := false
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		perr := purgeOne(d, mb, id)
+		if perr == nil {
+			removed = true
+			fi.remove(id)
+		}
+		if err := done(id, perr); err != nil {
+			return err
+		}
+	}
+	if removed {
+		fi.count()
+		return d.Sync()
+	}
+	return nil
+}
+
+// purgeOne removes one message. The Markdown file goes first: it is the
+// commit point, so a crash after it leaves only uncommitted files, which the
+// store already cleans up as orphans.
+func purgeOne(d *Dir, mb *mailbox, id string) error {
+	if ValidID(id) != nil {
+		return fmt.Errorf("message %q: %w", id, ErrNotFound)
+	}
+	st, err := d.Lstat(id + ".md")
+	if err == nil {
+		err = checkOwner(&st, mb.uid)
+	}
+	if err != nil {
+		return notFound("message "+id, err)
+	}
+	if err := d.Remove(id + ".md"); err != nil {
+		return notFound("message "+id, err)
+	}
+	if err := d.RemoveAll(id + ".eml"); err != nil {
+		return fmt.Errorf("purge %s: %w", id, err)
+	}
+	if err := d.RemoveAll(id + attSuffix); err != nil {
+		return fmt.Errorf("purge %s: %w", id, err)
+	}
+	return nil
+}
