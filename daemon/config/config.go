@@ -174,6 +174,11 @@ type Relay struct {
 	Port         int    `toml:"port"` // 587 (STARTTLS) or 465 (implicit TLS)
 	Username     string `toml:"username"`
 	PasswordFile string `toml:"password_file"` // root-only file holding the password
+	// SplitDomains says the local domains' mailboxes are spread over
+	// several mailctl hosts behind one MTA tier (docs/scale.md): mail from
+	// here to a local address with no mailbox on this host goes to the
+	// relay, which routes it to the host that has it, instead of failing.
+	SplitDomains bool `toml:"split_domains"`
 }
 
 // Delivery tunes the outbound queue.
@@ -548,6 +553,9 @@ func (c *Config) validateMetrics(bad complain) {
 func (c *Config) validateRelay(bad complain) {
 	if c.Relay.Host != "" && c.Relay.Username != "" && c.Relay.PasswordFile == "" {
 		bad("relay.password_file is required with relay.username")
+	}
+	if c.Relay.SplitDomains && c.Relay.Host == "" {
+		bad("relay.split_domains needs relay.host: the mail for local addresses this host does not have goes to the relay (the MTA tier that knows every host)")
 	}
 }
 

@@ -40,3 +40,14 @@ func TestLMTPOverTCPNeedsAllowFrom(t *testing.T) {
 		t.Error("a 4-in-6 prefix does not match its IPv4 addresses")
 	}
 }
+
+// TestSplitDomainsNeedsARelay: relay.split_domains sends mail for local
+// addresses this host lacks to the relay, so it needs one.
+func TestSplitDomainsNeedsARelay(t *testing.T) {
+	if _, err := Parse([]byte("domains = [\"a.test\"]\n[relay]\nsplit_domains = true\n")); err == nil || !strings.Contains(err.Error(), "relay.split_domains needs relay.host") {
+		t.Errorf("split_domains without a relay: %v", err)
+	}
+	if _, err := Parse([]byte("domains = [\"a.test\"]\n[relay]\nhost = \"tier.a.test\"\nport = 25\nsplit_domains = true\n")); err != nil {
+		t.Error(err)
+	}
+}

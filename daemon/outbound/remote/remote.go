@@ -89,7 +89,7 @@ func (d *Client) Deliver(ctx context.Context, from string, rcpts []string, data 
 		group := groups[dom]
 		switch {
 		case d.Local != nil && d.IsLocal != nil && d.IsLocal(dom):
-			out = append(out, d.deliverLocal(ctx, from, group, data)...)
+			out = append(out, d.elsewhere(ctx, from, d.deliverLocal(ctx, from, group, data), data)...)
 		case d.Relay != nil && d.Relay.Host != "":
 			out = append(out, d.deliverRelay(ctx, from, group, data)...)
 		default:
@@ -105,6 +105,37 @@ func (d *Client) deliverLocal(ctx context.Context, from string, rcpts []string, 
 		out[i].TLS, out[i].Host = delivery.TLSNone, "local"
 	}
 	return out
+}
+
+// elsewhere sends the local recipients that have no mailbox on this host
+// (550 5.1.1) to the relay when the local domains are split over several
+// hosts (relay.split_domains): the tier in front routes them to their host.
+// A recipient no host has comes back from the tier as a bounce.
+func (d *Client) elsewhere(ctx context.Context, from string, local []delivery.Result, data []byte) []delivery.Result {
+	if d.Relay == nil || d.Relay.Host == "" || !d.Relay.SplitDomains {
+		return local
+	}
+	var idx []int
+	var rcpts []string
+	for i, r := range local {
+		if r.Err != nil && !r.Err.Temporary && r.Err.Enhanced == "5.1.1" {
+			idx = append(idx, i)
+			rcpts = append(rcpts, r.Rcpt)
+		}
+	}
+	if len(rcpts) == 0 {
+		return local
+	}
+	byRcpt := map[string]delivery.Result{}
+	for _, r := range d.deliverRelay(ctx, from, rcpts, data) {
+		byRcpt[r.Rcpt] = r
+	}
+	for _, i := range idx {
+		if r, ok := byRcpt[local[i].Rcpt]; ok {
+			local[i] = r
+		}
+	}
+	return local
 }
 
 // mxHosts returns the hosts to try in preference order. fallback is true

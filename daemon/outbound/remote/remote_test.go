@@ -416,3 +416,37 @@ func TestConnectionLostAfterRcptFailsAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitDomainsRelayWhatIsNotHere: with relay.split_domains, a local
+// recipient this host has no mailbox for (550 5.1.1) goes to the relay, the
+// MTA tier that routes it to the host that has it; the others stay local.
+// Without it, the 550 stands.
+func TestSplitDomainsRelayWhatIsNotHere(t *testing.T) {
+	cert, pool := testcert.New(t, "tier.relay.test")
+	w := newWorld(t)
+	w.r.SetIP("tier.relay.test", "127.0.0.53")
+	f := fakemx.New(t, "127.0.0.53", &tls.Config{Certificates: []tls.Certificate{cert}})
+	w.dm.Set("127.0.0.53:587", f.Addr)
+	w.d.RootCAs = pool
+	l := &fakeLocal{}
+	w.d.Local = l
+	w.d.IsLocal = func(d string) bool { return d == "example.com" }
+	w.d.Relay = &config.Relay{Host: "tier.relay.test", Port: 587}
+
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"bob@example.com", "nobody@example.com"}, []byte(testMsg))
+	if de := deliveryErr(t, res[1]); de.Temporary || de.Code != 550 || len(f.Messages()) != 0 {
+		t.Fatalf("without split_domains: nobody %+v, relay saw %d", de, len(f.Messages()))
+	}
+
+	w.d.Relay.SplitDomains = true
+	res = w.d.Deliver(context.Background(), "a@example.com", []string{"bob@example.com", "nobody@example.com"}, []byte(testMsg))
+	if res[0].Err != nil || res[0].Host != "local" {
+		t.Errorf("bob (here): %+v", res[0])
+	}
+	if r := res[1]; r.Rcpt != "nobody@example.com" || r.Err != nil || r.Host == "local" {
+		t.Errorf("nobody (elsewhere): %+v, want delivered through the relay", r)
+	}
+	if msgs := f.Messages(); len(msgs) != 1 || len(msgs[0].Rcpts) != 1 || msgs[0].Rcpts[0] != "nobody@example.com" {
+		t.Errorf("relay saw %+v, want one message for nobody@example.com", msgs)
+	}
+}
