@@ -168,6 +168,7 @@ func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResul
 		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.NoPolicy,
 		SendStatus: res.Status, Recipients: res.Recipients}
 	d.fireHooks(protocol.EventAfterSend, mailbox, f, func() []byte { return store.Render(m, body) })
+	o.bounceToSender(mailbox, sentID, res)
 }
 
 // currentID is the identity of the mailbox named name now, "" when none.

@@ -48,6 +48,7 @@ type Service struct {
 
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // idempotency keys being sent
+	answers  answers
 }
 
 // SendRequest is one send. FromAddress and FromName come from the mailbox the
@@ -121,11 +122,15 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	if s.ReturnPath != nil {
 		it.MailFrom = s.ReturnPath(it.MailFrom, req.MailboxID, sentID)
 	}
+	answered := s.answering(it.ID)
 	if err := s.enqueue(req, it); err != nil {
+		answered(protocol.SendResult{})
 		return protocol.SendResult{}, err
 	}
 	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)
-	return s.waitFirst(ctx, req, it.ID)
+	res, err := s.waitFirst(ctx, req, it.ID)
+	answered(res)
+	return res, err
 }
 
 // build composes the message and signs it with every active key.

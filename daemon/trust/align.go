@@ -253,8 +253,12 @@ func MatchSender(address string, patterns []string) bool {
 // Trusted is the value of the frontmatter field "trusted": "none" when there
 // is no trust policy (no patterns), "true" only when the From domain is
 // authenticated with alignment and the From address matches a pattern,
-// otherwise "false".
+// otherwise "false". A message the daemon wrote itself (Result.Generated)
+// is "true".
 func Trusted(r Result, patterns []string) protocol.Verdict {
+	if r.Generated {
+		return protocol.Trusted // written by this daemon (DaemonReport)
+	}
 	if len(patterns) == 0 {
 		return protocol.NoPolicy
 	}

@@ -62,6 +62,10 @@ type Result struct {
 	// SubmittedBy is the local mailbox that submitted the message over the
 	// daemon's socket (see LocalSubmission); empty for network mail.
 	SubmittedBy string
+	// Generated is true when the daemon wrote the message itself (a delivery
+	// status notification to one of its senders): nothing was received, so
+	// nothing is checked, and it is trusted (see DaemonReport).
+	Generated bool
 }
 
 // LocalSubmission records that mailbox handed the message in over the
@@ -74,6 +78,28 @@ func LocalSubmission(r *Result, mailbox string, fromIsOurs bool) {
 	r.SubmittedBy = mailbox
 	if fromIsOurs && r.FromAddress != "" {
 		r.Aligned = true
+	}
+}
+
+// DaemonSubmitter names the mail system itself where a Result names who
+// submitted a message; it is a reserved local part, never a mailbox.
+const DaemonSubmitter = "mailer-daemon"
+
+// DaemonReport is the Result of a message the daemon wrote itself (a
+// delivery status notification) from fromAddress, an address of one of its
+// own domains. No one sent it, so no check ran: SPF, DKIM and DMARC are
+// "none", not an invented pass; it is recorded as submitted by the mail
+// system, the way LocalSubmission records a mailbox, and it is trusted
+// whatever the mailbox's trusted senders, as its source is this daemon.
+func DaemonReport(fromAddress string) Result {
+	_, domain, _ := strings.Cut(fromAddress, "@")
+	domain = strings.ToLower(domain)
+	return Result{
+		SPF: store.AuthResult{Result: "none"}, SPFScope: "mailfrom",
+		DKIM:       []store.AuthResult{{Result: "none"}},
+		DMARC:      store.AuthResult{Result: "none", Domain: domain},
+		FromDomain: domain, FromAddress: fromAddress, Aligned: true,
+		SubmittedBy: DaemonSubmitter, Generated: true,
 	}
 }
 

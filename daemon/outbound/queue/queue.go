@@ -32,6 +32,10 @@ const (
 	StatusHeld      = "held"
 )
 
+// DetailDropped is the detail of a recipient the operator dropped from the
+// queue: a decision, not a delivery failure, so its sender gets no bounce.
+const DetailDropped = "dropped from the queue by the operator"
+
 // Final reports whether a recipient needs no more attempts.
 func Final(status string) bool {
 	return status == StatusDelivered || status == StatusFailed || status == StatusBounced
@@ -792,7 +796,7 @@ func (q *Queue) Drop(id string) error {
 		for i := range it.Recipients {
 			r := &it.Recipients[i]
 			if !Final(r.Status) {
-				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, "dropped from the queue by the operator", now, time.Time{}
+				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, DetailDropped, now, time.Time{}
 			}
 		}
 		return nil

@@ -1,0 +1,177 @@
+package bounce
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"mime"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Failed is one recipient a delivery status notification reports.
+type Failed struct {
+	Address string
+	// Code is the SMTP reply code of the last attempt (0 when none came).
+	Code int
+	// Detail is what the last attempt recorded ("550 5.1.1 no such user
+	// (from mx.example.com)", or why the queue gave up).
+	Detail string
+	// Expired is true when the queue gave up after its retry window.
+	Expired bool
+}
+
+// Report is a delivery status notification (RFC 3464) this daemon writes
+// to the sender of a message it could not deliver.
+type Report struct {
+	ReportingMTA string    // this host's name
+	From         string    // the report's author, e.g. MAILER-DAEMON@example.com
+	To           string    // the sending mailbox's address
+	Date         time.Time // when the report is made
+	// Original is the header section of the undelivered message as it was
+	// sent (returned as text/rfc822-headers, never its body).
+	Original          []byte
+	OriginalMessageID string // without angle brackets
+	OriginalSubject   string
+	ArrivalDate       time.Time // when the message was queued
+	Recipients        []Failed
+}
+
+// maxOriginal bounds the returned header section.
+const maxOriginal = 64 << 10
+
+// MessageID is the report's Message-ID (without angle brackets): the same
+// for the same message and the same set of failed recipients, so a report
+// made again (after a restart) is recognised and not stored twice.
+func (r *Report) MessageID() string {
+	addrs := make([]string, len(r.Recipients))
+	for i, f := range r.Recipients {
+		addrs[i] = strings.ToLower(f.Address)
+	}
+	sort.Strings(addrs)
+	sum := sha256.Sum256([]byte(r.OriginalMessageID + "\x00" + strings.Join(addrs, "\x00")))
+	host := r.ReportingMTA
+	if host == "" {
+		host = "localhost"
+	}
+	return "dsn." + hex.EncodeToString(sum[:12]) + "@" + host
+}
+
+var enhancedRe = regexp.MustCompile(`\b([245])\.(\d{1,3})\.(\d{1,3})\b`)
+
+// Status is the RFC 3463 status code for a failed recipient: the one the
+// remote server gave, else one that says what the daemon knows.
+func (f Failed) Status() string {
+	if m := enhancedRe.FindString(f.Detail); m != "" {
+		return m
+	}
+	switch {
+	case f.Expired:
+		return "4.4.7" // delivery time expired
+	case f.Code >= 500:
+		return "5.0.0"
+	case f.Code >= 400:
+		return "4.0.0"
+	}
+	return "5.0.0"
+}
+
+// Bytes renders the report: multipart/report with a human-readable part, a
+// message/delivery-status part and the original headers. It is marked
+// Auto-Submitted so that no hook or autoresponder answers it by default.
+func (r *Report) Bytes() []byte {
+	var b bytes.Buffer
+	// A random boundary: the returned headers are the sender's own text,
+	// and must not be able to close a part.
+	nonce := make([]byte, 12)
+	rand.Read(nonce)
+	boundary := "dsn-" + hex.EncodeToString(nonce)
+	subject := "Undelivered mail returned to sender"
+	if s := oneLine(r.OriginalSubject, 200); s != "" {
+		subject += ": " + s
+	}
+	hdr := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
+	hdr("From", "Mail Delivery System <"+oneLine(r.From, 320)+">")
+	hdr("To", "<"+oneLine(r.To, 320)+">")
+	hdr("Subject", mime.QEncoding.Encode("utf-8", subject))
+	hdr("Date", r.Date.Format(time.RFC1123Z))
+	hdr("Message-ID", "<"+r.MessageID()+">")
+	if id := oneLine(r.OriginalMessageID, 900); id != "" {
+		hdr("In-Reply-To", "<"+id+">")
+		hdr("References", "<"+id+">")
+	}
+	hdr("Auto-Submitted", "auto-replied")
+	hdr("MIME-Version", "1.0")
+	hdr("Content-Type", `multipart/report; report-type=delivery-status; boundary="`+boundary+`"`)
+	b.WriteString("\r\n")
+
+	fmt.Fprintf(&b, "--%s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n", boundary)
+	fmt.Fprintf(&b, "This is the mail system at %s.\r\n\r\n", oneLine(r.ReportingMTA, 255))
+	b.WriteString("Your message could not be delivered to the recipients below. The\r\n")
+	b.WriteString("delivery status of each is also in the sent copy.\r\n\r\n")
+	for _, f := range r.Recipients {
+		fmt.Fprintf(&b, "<%s>: %s\r\n", oneLine(f.Address, 320), oneLine(f.Detail, 900))
+	}
+	b.WriteString("\r\n")
+
+	fmt.Fprintf(&b, "--%s\r\nContent-Type: message/delivery-status\r\n\r\n", boundary)
+	fmt.Fprintf(&b, "Reporting-MTA: dns; %s\r\n", oneLine(r.ReportingMTA, 255))
+	if !r.ArrivalDate.IsZero() {
+		fmt.Fprintf(&b, "Arrival-Date: %s\r\n", r.ArrivalDate.Format(time.RFC1123Z))
+	}
+	for _, f := range r.Recipients {
+		b.WriteString("\r\n")
+		fmt.Fprintf(&b, "Final-Recipient: rfc822; %s\r\n", oneLine(f.Address, 320))
+		b.WriteString("Action: failed\r\n")
+		fmt.Fprintf(&b, "Status: %s\r\n", f.Status())
+		if f.Code != 0 {
+			fmt.Fprintf(&b, "Diagnostic-Code: smtp; %s\r\n", oneLine(f.Detail, 900))
+		} else {
+			fmt.Fprintf(&b, "Diagnostic-Code: x-mailctl; %s\r\n", oneLine(f.Detail, 900))
+		}
+	}
+	b.WriteString("\r\n")
+
+	fmt.Fprintf(&b, "--%s\r\nContent-Type: text/rfc822-headers\r\n\r\n", boundary)
+	b.Write(headerSection(r.Original))
+	fmt.Fprintf(&b, "\r\n--%s--\r\n", boundary)
+	return b.Bytes()
+}
+
+// headerSection is the header section of raw, with CRLF line ends, bounded.
+func headerSection(raw []byte) []byte {
+	raw = bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n"))
+	if i := bytes.Index(raw, []byte("\n\n")); i >= 0 {
+		raw = raw[:i+1]
+	}
+	if len(raw) > maxOriginal {
+		raw = raw[:maxOriginal]
+		if i := bytes.LastIndexByte(raw, '\n'); i >= 0 {
+			raw = raw[:i+1]
+		}
+	}
+	raw = bytes.TrimRight(raw, "\n")
+	return append(bytes.ReplaceAll(raw, []byte("\n"), []byte("\r\n")), '\r', '\n')
+}
+
+// oneLine keeps s on one header line: control characters become spaces,
+// runs of space collapse, and it is cut to max bytes on a rune boundary.
+func oneLine(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	for len(s) > max {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
+	}
+	return s
+}

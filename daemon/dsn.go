@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"mime"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/bounce"
+	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/smtpin"
+	"github.com/mailctl/mailctl/daemon/trust"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// maxReturnedRaw bounds how much of a sent message is read to return its
+// headers in a bounce; a larger one is described from its sent copy.
+const maxReturnedRaw = 64 << 20
+
+// bounceToSender puts a delivery status notification (RFC 3464) in the
+// sending mailbox's inbox when a settled message has recipients that failed
+// after the send was answered (a permanent failure on a later attempt, or
+// the retry window running out), as RFC 5321 §6.1 asks of a server that
+// accepted a message. It goes through the inbound store path, so on_receive
+// hooks and watchers see it as any mail; it is Auto-Submitted, so hooks run
+// for it only when they opt in. It is made once per message and set of
+// failed recipients: its Message-ID is derived from them, and a report
+// already in the inbox is not stored again.
+func (o *outboundService) bounceToSender(mailbox, sentID string, res protocol.SendResult) {
+	failed := o.svc.Unanswered(outbound.QueueID(mailbox, sentID), res)
+	if len(failed) == 0 {
+		return
+	}
+	d := o.d
+	log := d.log.With("part", "bounce", "mailbox", mailbox, "id", sentID)
+	m, _, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
+	if err != nil {
+		log.Warn("bounce not made: sent copy unreadable", "err", err)
+		return
+	}
+	raw, err := d.store.Raw(mailbox, protocol.FolderSent, sentID, maxReturnedRaw)
+	if err != nil {
+		raw = sentHeaders(m)
+	}
+	if m.IsDSN || isReport(raw) {
+		log.Info("no bounce for an undeliverable report (loop protection)")
+		return
+	}
+	cfg := d.cfg()
+	rep := bounce.Report{ReportingMTA: cfg.Hostname, From: "MAILER-DAEMON@" + cfg.PrimaryDomain(), To: d.Address(mailbox),
+		Date: d.now(), Original: raw, OriginalMessageID: strings.Trim(m.MessageID, "<>"), OriginalSubject: m.Subject, ArrivalDate: m.Date}
+	for _, r := range failed {
+		rep.Recipients = append(rep.Recipients, bounce.Failed{Address: r.Address, Code: r.Code, Detail: r.Detail,
+			Expired: strings.HasPrefix(r.Detail, "gave up after")})
+	}
+	mid := rep.MessageID()
+	if _, ok := d.store.FindByMessageID(mailbox, protocol.FolderInbox, mid); ok {
+		return
+	}
+	if _, ok := d.store.FindByMessageID(mailbox, protocol.FolderInbox, "<"+mid+">"); ok {
+		return
+	}
+	if err := d.deliverReport(mailbox, rep.From, rep.Bytes()); err != nil {
+		log.Error("bounce not stored", "err", err)
+		return
+	}
+	log.Info("bounce delivered to the sender", "recipients", len(rep.Recipients), "message_id", mid)
+}
+
+// deliverReport stores a message the daemon wrote itself in mailbox's inbox
+// through the inbound path (events, on_receive hooks), recorded as what it
+// is: generated here, with no checks run and none invented.
+func (d *Daemon) deliverReport(mailbox, from string, raw []byte) error {
+	if d.inbound == nil {
+		return fmt.Errorf("inbound delivery is not available")
+	}
+	parsed, err := ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes})
+	if err != nil {
+		return err
+	}
+	res := trust.DaemonReport(from)
+	ar := res.AuthenticationResults(d.cfg().Hostname)
+	rcpt := d.Address(mailbox)
+	env := smtpin.Envelope{Helo: d.cfg().Hostname, Rcpts: []string{rcpt}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, parsed, res, withHeader(ar, nil, raw), len(ar))
+}
+
+// isReport reports whether raw's top-level Content-Type is a delivery status
+// report (multipart/report; report-type=delivery-status).
+func isReport(raw []byte) bool {
+	hdr := raw
+	if i := bytes.Index(hdr, []byte("\n\n")); i >= 0 {
+		hdr = hdr[:i]
+	}
+	if i := bytes.Index(hdr, []byte("\r\n\r\n")); i >= 0 {
+		hdr = hdr[:i]
+	}
+	unfolded := strings.NewReplacer("\r\n ", " ", "\r\n\t", " ", "\n ", " ", "\n\t", " ").Replace(string(hdr))
+	for _, line := range strings.Split(unfolded, "\n") {
+		k, v, ok := strings.Cut(strings.TrimRight(line, "\r"), ":")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "Content-Type") {
+			continue
+		}
+		mt, params, err := mime.ParseMediaType(v)
+		return err == nil && mt == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status")
+	}
+	return false
+}
+
+// sentHeaders describes a sent message from its sent copy when its raw
+// form cannot be read.
+func sentHeaders(m *store.Message) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <%s>\r\n",
+		m.From, strings.Join(m.To, ", "), mime.QEncoding.Encode("utf-8", m.Subject), m.Date.Format(time.RFC1123Z), strings.Trim(m.MessageID, "<>"))
+	return []byte(b.String())
+}
