@@ -36,6 +36,7 @@ type hostOptions struct {
 	Delivery       string   // extra [delivery] lines
 	Extra          string   // more top-level tables, before the mailboxes
 	BeforeStart    func(h *mailHost)
+	Env            []string // extra environment of mailctl serve ("SSL_CERT_FILE=...")
 }
 
 // mailHost is one `mailctl serve` in its own namespace, answering for one
@@ -51,6 +52,7 @@ type mailHost struct {
 	State  string
 	Owner  testusers.User
 	Logs   *lockedBuffer
+	env    []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -71,7 +73,7 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	name := ns.Name
 	dir := testusers.SharedDir(t)
 	h := &mailHost{nsHost: ns, t: t, lab: l, Domain: domain, dir: dir, cfg: filepath.Join(dir, "config.toml"),
-		Sock: filepath.Join(dir, "mailctl.sock"), State: filepath.Join(dir, "state"), Logs: &lockedBuffer{}}
+		Sock: filepath.Join(dir, "mailctl.sock"), State: filepath.Join(dir, "state"), Logs: &lockedBuffer{}, env: o.Env}
 	h.Owner = testusers.Create(t, "mcns")
 	dkimDir := filepath.Join(dir, "dkim")
 	if err := os.MkdirAll(dkimDir, 0o700); err != nil {
@@ -148,7 +150,7 @@ func (h *mailHost) start() {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", h.NS, mailctlBin, "serve", "--config", h.cfg)
 	cmd.Stdout, cmd.Stderr = h.Logs, h.Logs
-	cmd.Env = append(os.Environ(), testbin.CoverEnv()...)
+	cmd.Env = append(append(os.Environ(), testbin.CoverEnv()...), h.env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting mailctl serve: %v", err)
 	}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // TestScaleOut runs the layout of docs/scale.md: a Postfix MX tier in front
@@ -17,21 +19,34 @@ import (
 // the Postfix front over SMTP; its transport map sends the domain to host a
 // and bob@ to host b over LMTP/TCP, each host stores only its own mailbox's
 // mail, and SPF is judged on the original client's address, which Postfix
-// passes on with XFORWARD. A client that is not the front is refused at
-// the hosts' LMTP port.
+// passes on with XFORWARD. Mail from agent@ to bob@ leaves host a through
+// the tier (relay.split_domains) and reaches host b. A client that is not
+// the front is refused at the hosts' LMTP port.
 func TestScaleOut(t *testing.T) {
 	l := newLab(t)
 	const domain = "s.test"
 	frontNS, aNS, bNS := l.addHost("front"), l.addHost("a"), l.addHost("b")
 	client := l.addHost("c")
-	l.publishDomain(domain, frontNS.IP, nil) // MX points at the tier
+	// MX points at the tier; SPF lists the tier and the mailctl hosts, whose
+	// addresses the tier passes on with XFORWARD when it routes mail from
+	// one host to another.
+	l.publish(domain+" MX 10 mx."+domain+".", "mx."+domain+" A "+frontNS.IP,
+		domain+" TXT v=spf1 ip4:"+frontNS.IP+" ip4:"+aNS.IP+" ip4:"+bNS.IP+" -all",
+		"_dmarc."+domain+" TXT v=DMARC1; p=reject; adkim=r; aspf=r")
 	l.publish("sender.test TXT v=spf1 ip4:"+client.IP+" -all", "mx.sender.test A "+client.IP)
 
-	lmtp := func(ns *nsHost) string {
-		return fmt.Sprintf("[lmtp]\nlisten_tcp = [%q]\nallow_from = [%q]", ns.IP+":24", frontNS.IP+"/32")
+	// The tier's certificate, which the hosts' relay client verifies.
+	cert, key, err := daemon.EnsureSelfSigned(filepath.Join(testusers.SharedDir(t), "tls"), "mx."+domain)
+	if err != nil {
+		t.Fatal(err)
 	}
-	a := l.newMailHostIn(aNS, domain, hostOptions{Mailboxes: []string{"agent"}, NoPublish: true, Extra: lmtp(aNS)})
-	b := l.newMailHostIn(bNS, domain, hostOptions{Mailboxes: []string{"bob"}, NoPublish: true, Extra: lmtp(bNS)})
+	hostCfg := func(ns *nsHost) string {
+		return fmt.Sprintf("[lmtp]\nlisten_tcp = [%q]\nallow_from = [%q]\n\n[relay]\nhost = %q\nport = 25\nsplit_domains = true",
+			ns.IP+":24", frontNS.IP+"/32", "mx."+domain)
+	}
+	env := []string{"SSL_CERT_FILE=" + cert}
+	a := l.newMailHostIn(aNS, domain, hostOptions{Mailboxes: []string{"agent"}, NoPublish: true, Extra: hostCfg(aNS), Env: env})
+	b := l.newMailHostIn(bNS, domain, hostOptions{Mailboxes: []string{"bob"}, NoPublish: true, Extra: hostCfg(bNS), Env: env})
 
 	transport := filepath.Join(testusers.SharedDir(t), "transport")
 	if err := os.WriteFile(transport, []byte(fmt.Sprintf("%s lmtp:inet:[%s]:24\nbob@%s lmtp:inet:[%s]:24\n", domain, a.IP, domain, b.IP)), 0o644); err != nil {
@@ -43,6 +58,8 @@ func TestScaleOut(t *testing.T) {
 		"relay_domains = "+domain,
 		"transport_maps = texthash:"+transport,
 		"lmtp_send_xforward_command = yes",
+		"smtpd_tls_cert_file = "+cert,
+		"smtpd_tls_key_file = "+key,
 	)
 
 	mids := map[string]string{}
@@ -79,6 +96,18 @@ func TestScaleOut(t *testing.T) {
 		}
 	}
 
+	// agent@ on host a writes to bob@ on host b: host a has no bob, so the
+	// mail goes out through the tier (relay.split_domains), which routes it
+	// to host b; SPF there judges host a's address.
+	res := a.send(protocol.SendArgs{FromMailbox: "agent", To: []string{"bob@" + domain}, Subject: "across hosts", Body: "hello bob"})
+	if res.Status != "delivered" {
+		t.Fatalf("agent → bob across hosts: %q %+v; maillog:\n%s", res.Status, res.Recipients, front.log())
+	}
+	across := b.byMessageID("bob", "inbox", res.MessageID, 45*time.Second)
+	if across.Meta.SPF.Result != "pass" || across.Meta.ReceivedFromIP != a.IP {
+		t.Errorf("agent's mail on host b: SPF %+v from %q, want pass from host a %s", across.Meta.SPF, across.Meta.ReceivedFromIP, a.IP)
+	}
+
 	// Anyone else on the network is refused at the hosts' LMTP port.
 	c, err := dialIn(client.NS, a.IP+":24", 5*time.Second)
 	if err != nil {
@@ -93,6 +122,6 @@ func TestScaleOut(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return strings.Contains(a.Logs.String(), "not in lmtp.allow_from") }) {
 		t.Errorf("host a did not log the refused LMTP client")
 	}
-	summary(t, "scale", "Postfix front → LMTP/TCP: agent@ stored on a, bob@ on b, spf=pass on the client %s via XFORWARD; others refused %q",
-		client.IP, strings.TrimSpace(refusal))
+	summary(t, "scale", "Postfix front → LMTP/TCP: agent@ stored on a, bob@ on b, spf=pass on the client %s via XFORWARD; agent@a → bob@b through the tier spf=%s; others refused %q",
+		client.IP, across.Meta.SPF.Result, strings.TrimSpace(refusal))
 }
