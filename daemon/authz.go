@@ -61,6 +61,12 @@ func init() {
 	handle(protocol.VerbMessageMove, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessageMoveArgs) (target, error) {
 		return mailboxTarget(a.Mailbox), nil
 	}, handleMessageMove))
+	handle(protocol.VerbMessageLabel, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessageLabelArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleMessageLabel))
+	handle(protocol.VerbMessagePurge, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessagePurgeArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleMessagePurge))
 
 	handle(protocol.VerbSend, on(accWrite, func(_ *Daemon, _ *call, a *protocol.SendArgs) (target, error) {
 		return mailboxTarget(a.FromMailbox), nil

@@ -232,6 +232,10 @@ func matrixRows(fx matrixFixture) []matrixRow {
 		{protocol.VerbMessageList, accRead, protocol.MessageListArgs{Mailbox: "secretbox"}, denied},
 		{protocol.VerbMessageRead, accRead, protocol.MessageReadArgs{Mailbox: "secretbox", ID: fx.messageID}, denied},
 		{protocol.VerbMessageMark, accWrite, protocol.MessageMarkArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}, Read: true}, denied},
+		{protocol.VerbMessageLabel, accWrite, protocol.MessageLabelArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}, Add: []string{"x"}, Star: ptrTo(true)}, denied},
+		// The message is in the inbox: purging it from trash finds nothing.
+		{protocol.VerbMessagePurge, accWrite, protocol.MessagePurgeArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMessagePurge, accWrite, protocol.MessagePurgeArgs{Mailbox: "secretbox", Before: ptrTo(time.Now().Add(time.Hour))}, denied},
 		{protocol.VerbHookList, accRead, protocol.HookListArgs{Mailbox: "secretbox"}, denied},
 		{protocol.VerbHookList, accRead, nil, all("")},
 		{protocol.VerbHookCreate, accWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "after_send", Cmd: []string{"/bin/true"}}, denied},

@@ -43,7 +43,7 @@ func storeErr(err error, what string) error {
 func summaryOf(s store.Summary) protocol.MessageSummary {
 	return protocol.MessageSummary{ID: s.ID, Folder: s.Folder, MessageID: s.MessageID, ThreadID: s.ThreadID, From: s.From,
 		To: nonNil(s.To), Subject: s.Subject, Date: s.Date, Read: s.Read, Trusted: trustedOrNone(protocol.Verdict(s.Trusted)),
-		Attachments: s.Attachments, Snippet: s.Snippet, DeliveryStatus: s.DeliveryStatus, Labels: s.Labels}
+		Attachments: s.Attachments, Snippet: s.Snippet, DeliveryStatus: s.DeliveryStatus, Labels: s.Labels, Starred: s.Starred}
 }
 
 // trustedOrNone reads a missing verdict (a hand-written file) as NoPolicy.
@@ -75,7 +75,7 @@ func handleMessageList(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	}
 	page, err := d.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: cur,
 		Unread: a.Unread, Trusted: a.Trusted, From: a.From, Subject: a.Subject, Text: a.Text, ThreadID: a.ThreadID,
-		Since: a.Since, Until: a.Until})
+		Since: a.Since, Until: a.Until, Label: a.Label, Starred: a.Starred})
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder)
 	}
@@ -133,7 +133,7 @@ func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 func messageOf(m *store.Message, folder, body string) protocol.Message {
 	sum := protocol.MessageSummary{ID: m.ID, Folder: folder, MessageID: m.MessageID, ThreadID: m.ThreadID, From: m.From,
 		To: nonNil(m.To), Subject: m.Subject, Date: m.Date, Read: m.Read, Trusted: trustedOrNone(protocol.Verdict(m.Trusted)),
-		Attachments: len(m.Attachments), DeliveryStatus: m.DeliveryStatus, Labels: m.Labels}
+		Attachments: len(m.Attachments), DeliveryStatus: m.DeliveryStatus, Labels: m.Labels, Starred: m.Starred}
 	out := protocol.Message{MessageSummary: sum, Mailbox: m.Mailbox, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo,
 		DeliveredTo: m.DeliveredTo, InReplyTo: m.InReplyTo, References: m.References, ListID: m.ListID,
 		AutoSubmitted: m.AutoSubmitted, ReceivedAt: m.ReceivedAt, ReceivedFromIP: m.ReceivedFromIP, SizeBytes: m.SizeBytes,

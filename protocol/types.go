@@ -172,6 +172,8 @@ type MessageListArgs struct {
 	ThreadID string     `json:"thread_id,omitempty"`
 	Since    *time.Time `json:"since,omitempty"`
 	Until    *time.Time `json:"until,omitempty"`
+	Label    string     `json:"label,omitempty"`   // messages carrying this label (ignoring case)
+	Starred  *bool      `json:"starred,omitempty"` // starred (true) or unstarred (false) messages
 }
 
 // MessageSummary is one row of a message list.
@@ -190,6 +192,7 @@ type MessageSummary struct {
 	Snippet        string    `json:"snippet"`
 	DeliveryStatus string    `json:"delivery_status,omitempty"`
 	Labels         []string  `json:"labels,omitempty"`
+	Starred        bool      `json:"starred,omitempty"`
 }
 
 // MessageList answers VerbMessageList.

@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// maxLabelChanges bounds the labels one message.label request adds and
+// removes.
+const maxLabelChanges = 20
+
+func handleMessageLabel(_ context.Context, d *Daemon, c *call, a *protocol.MessageLabelArgs) (any, error) {
+	folder, err := folderOf(a.Folder)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIDs(a.IDs); err != nil {
+		return nil, err
+	}
+	if len(a.Add) == 0 && len(a.Remove) == 0 && a.Star == nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "nothing to change: give labels to add or remove, or star")
+	}
+	if len(a.Add)+len(a.Remove) > maxLabelChanges {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "add and remove name %d labels; at most %d per request", len(a.Add)+len(a.Remove), maxLabelChanges)
+	}
+	for _, l := range append(append([]string{}, a.Add...), a.Remove...) {
+		if err := store.ValidLabel(l); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
+		}
+	}
+	for _, l := range a.Add {
+		if store.HasLabel(a.Remove, l) {
+			return nil, protocol.Errorf(protocol.CodeInvalidInput, "label %q is both added and removed", l)
+		}
+	}
+	changed, notFound, err := d.store.Relabel(a.Mailbox, folder, a.IDs, a.Add, a.Remove, a.Star)
+	if errors.Is(err, store.ErrTooManyLabels) {
+		return nil, protocol.Errorf(protocol.CodeTooLarge, "%v: remove some first", err)
+	}
+	if err != nil {
+		return nil, storeErr(err, "folder "+folder)
+	}
+	if len(changed) == 0 && len(notFound) == len(dedupe(a.IDs)) {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in %s", folder)
+	}
+	return protocol.MessageLabeled{Changed: nonNil(changed), NotFound: notFound}, nil
+}
+
+// maxIDs bounds the ids one request names.
+const maxIDs = 1000
+
+func checkIDs(ids []string) error {
+	if len(ids) == 0 || len(ids) > maxIDs {
+		return protocol.Errorf(protocol.CodeInvalidInput, "ids: give between 1 and %d message ids", maxIDs)
+	}
+	for _, id := range ids {
+		if err := store.ValidID(id); err != nil {
+			return protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", id, err)
+		}
+	}
+	return nil
+}
+
+func dedupe(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.MessagePurgeArgs) (any, error) {
+	if a.Folder != "" && a.Folder != protocol.FolderTrash {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput,
+			"folder %q: only messages in trash can be purged; move them to trash first (message.move to trash)", a.Folder)
+	}
+	switch {
+	case len(a.IDs) > 0 && a.Before != nil:
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "give ids or before, not both")
+	case len(a.IDs) == 0 && a.Before == nil:
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "name what to purge: ids, or before (every message of trash received before that time)")
+	}
+	var out protocol.MessagePurged
+	var err error
+	if a.Before != nil {
+		out.Purged, err = d.store.PurgeBefore(a.Mailbox, protocol.FolderTrash, *a.Before)
+	} else {
+		if err := checkIDs(a.IDs); err != nil {
+			return nil, err
+		}
+		out.Purged, out.NotFound, err = d.store.Purge(a.Mailbox, protocol.FolderTrash, a.IDs)
+	}
+	if err != nil {
+		return nil, storeErr(err, "folder trash")
+	}
+	if len(a.IDs) > 0 && len(out.Purged) == 0 && len(out.NotFound) == len(dedupe(a.IDs)) {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in trash (only messages in trash can be purged)")
+	}
+	out.Purged = nonNil(out.Purged)
+	if len(out.Purged) > 0 {
+		d.log.Info("purged", "mailbox", a.Mailbox, "messages", len(out.Purged), "by_uid", c.caller.UID)
+	}
+	return out, nil
+}
