@@ -78,7 +78,7 @@ func sendLimits(p config.SendPolicy) *protocol.SendLimits {
 	}
 	return &protocol.SendLimits{Enabled: on(p.Enabled, true), DryRunOnly: on(p.DryRunOnly, false), Hold: on(p.Hold, false),
 		AllowDomains: nonNil(p.AllowDomains), AllowAddresses: nonNil(p.AllowAddresses), MaxRecipients: p.MaxRecipients,
-		MaxMessageBytes: p.MaxMessageBytes, MaxAttachmentBytes: p.MaxAttachmentBytes,
+		MaxMessageBytes: p.MaxMessageBytes, MaxAttachmentBytes: p.MaxAttachmentBytes, MaxAttachments: p.MaxAttachments,
 		PerMinute: p.PerMinute, PerHour: p.PerHour, PerDay: p.PerDay, Rate: []protocol.SendRate{}}
 }
 

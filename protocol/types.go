@@ -107,6 +107,7 @@ type SendLimits struct {
 	MaxRecipients      int      `json:"max_recipients"`
 	MaxMessageBytes    int64    `json:"max_message_bytes"`
 	MaxAttachmentBytes int64    `json:"max_attachment_bytes"`
+	MaxAttachments     int      `json:"max_attachments"`
 	PerMinute          int      `json:"per_minute"`
 	PerHour            int      `json:"per_hour"`
 	PerDay             int      `json:"per_day"`

@@ -162,6 +162,7 @@ type SendPolicy struct {
 	MaxRecipients      int      `toml:"max_recipients"`
 	MaxMessageBytes    int64    `toml:"max_message_bytes"`
 	MaxAttachmentBytes int64    `toml:"max_attachment_bytes"`
+	MaxAttachments     int      `toml:"max_attachments"`
 	PerMinute          int      `toml:"per_minute"`
 	PerHour            int      `toml:"per_hour"`
 	PerDay             int      `toml:"per_day"`
@@ -338,6 +339,7 @@ func (c *Config) applyDefaults() {
 	setI(&p.MaxRecipients, 50)
 	setI64(&p.MaxMessageBytes, 20<<20)
 	setI64(&p.MaxAttachmentBytes, 15<<20)
+	setI(&p.MaxAttachments, 20)
 	setI(&p.PerMinute, 20)
 	setI(&p.PerHour, 200)
 	setI(&p.PerDay, 1000)
@@ -662,7 +664,7 @@ func (c *Config) EffectiveSend(mailbox string) SendPolicy {
 	for _, kv := range []struct {
 		dst *int
 		v   int
-	}{{&p.MaxRecipients, o.MaxRecipients}, {&p.PerMinute, o.PerMinute}, {&p.PerHour, o.PerHour}, {&p.PerDay, o.PerDay}} {
+	}{{&p.MaxRecipients, o.MaxRecipients}, {&p.MaxAttachments, o.MaxAttachments}, {&p.PerMinute, o.PerMinute}, {&p.PerHour, o.PerHour}, {&p.PerDay, o.PerDay}} {
 		if kv.v != 0 {
 			*kv.dst = kv.v
 		}

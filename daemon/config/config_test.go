@@ -123,7 +123,8 @@ func TestDocumentedExampleParses(t *testing.T) {
 	d := Default()
 	if c.SMTP.MaxMessageBytes != d.SMTP.MaxMessageBytes || c.SMTP.SessionTimeout != d.SMTP.SessionTimeout ||
 		c.Send.PerDay != d.Send.PerDay || c.Delivery.RetryFor != d.Delivery.RetryFor ||
-		c.Control.RequestTimeout != d.Control.RequestTimeout || c.Send.MaxAttachmentBytes != d.Send.MaxAttachmentBytes {
+		c.Control.RequestTimeout != d.Control.RequestTimeout || c.Send.MaxAttachmentBytes != d.Send.MaxAttachmentBytes ||
+		c.Send.MaxAttachments != d.Send.MaxAttachments {
 		t.Errorf("documented values drifted from the defaults")
 	}
 }

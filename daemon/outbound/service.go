@@ -160,7 +160,7 @@ func (s *Service) admit(req SendRequest, msg *signedMessage) error {
 		on := true
 		pol.Enabled = &on
 	}
-	if err := policy.Check(pol, msg.Envelope.RcptTo, msg.AttachmentBytes, len(msg.signed)); err != nil {
+	if err := policy.Check(pol, msg.Envelope.RcptTo, len(msg.Attachments), msg.AttachmentBytes, len(msg.signed)); err != nil {
 		return err
 	}
 	if req.Args.DryRun || s.Limiter == nil {

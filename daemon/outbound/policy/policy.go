@@ -12,14 +12,18 @@ import (
 )
 
 // Check applies a mailbox's send policy to a message for rcpts of size bytes
-// (signed) carrying attachmentBytes of attachments. It does not look at rate limits (RateLimiter does) or at
-// dry_run_only (the Service does, since a dry run is always allowed).
-func Check(p config.SendPolicy, rcpts []string, attachmentBytes int64, size int) error {
+// (signed) carrying attachments files of attachmentBytes in all. It does not
+// look at rate limits (RateLimiter does) or at dry_run_only (the Service
+// does, since a dry run is always allowed).
+func Check(p config.SendPolicy, rcpts []string, attachments int, attachmentBytes int64, size int) error {
 	if p.Enabled != nil && !*p.Enabled {
 		return protocol.Errorf(protocol.CodePolicyBlocked, "sending is disabled for this mailbox (send.enabled = false); dry runs still work")
 	}
 	if p.MaxRecipients > 0 && len(rcpts) > p.MaxRecipients {
 		return protocol.Errorf(protocol.CodeInvalidInput, "%d recipients exceed this mailbox's limit of %d (send.max_recipients): split the message", len(rcpts), p.MaxRecipients)
+	}
+	if p.MaxAttachments > 0 && attachments > p.MaxAttachments {
+		return protocol.Errorf(protocol.CodeTooLarge, "%d attachments, over this mailbox's limit of %d (send.max_attachments): send fewer, or put them in one archive", attachments, p.MaxAttachments)
 	}
 	if p.MaxAttachmentBytes > 0 && attachmentBytes > p.MaxAttachmentBytes {
 		return protocol.Errorf(protocol.CodeTooLarge, "attachments total %d bytes, over the %d-byte limit (send.max_attachment_bytes)", attachmentBytes, p.MaxAttachmentBytes)

@@ -40,7 +40,7 @@ func TestCheckPolicy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := defaultPolicy()
 			tt.mutate(&p)
-			err := Check(p, rcpts, tt.att, tt.size)
+			err := Check(p, rcpts, 1, tt.att, tt.size)
 			if protocol.CodeOf(err) != tt.code {
 				t.Fatalf("got %v, want code %q", err, tt.code)
 			}
@@ -52,8 +52,30 @@ func TestCheckPolicy(t *testing.T) {
 	// A suffix that is not a subdomain must not match.
 	p := defaultPolicy()
 	p.AllowDomains = []string{"partner.test"}
-	if protocol.CodeOf(Check(p, []string{"x@evilpartner.test"}, 0, 1)) != protocol.CodePolicyBlocked {
+	if protocol.CodeOf(Check(p, []string{"x@evilpartner.test"}, 0, 0, 1)) != protocol.CodePolicyBlocked {
 		t.Fatal("evilpartner.test matched partner.test")
+	}
+}
+
+// The number of attachments is limited beside their bytes: 20 by default,
+// and the error names the limit and the setting.
+func TestCheckAttachmentCount(t *testing.T) {
+	p := defaultPolicy()
+	if p.MaxAttachments != 20 {
+		t.Fatalf("default max_attachments %d, want 20", p.MaxAttachments)
+	}
+	rcpt := []string{"x@partner.test"}
+	if err := Check(p, rcpt, 20, 100, 1000); err != nil {
+		t.Fatalf("20 attachments: %v", err)
+	}
+	err := Check(p, rcpt, 21, 100, 1000)
+	if protocol.CodeOf(err) != protocol.CodeTooLarge || !strings.Contains(err.Error(), "21 attachments") ||
+		!strings.Contains(err.Error(), "limit of 20") || !strings.Contains(err.Error(), "send.max_attachments") {
+		t.Fatalf("21 attachments: %v", err)
+	}
+	p.MaxAttachments = 1
+	if err := Check(p, rcpt, 2, 100, 1000); protocol.CodeOf(err) != protocol.CodeTooLarge {
+		t.Fatalf("2 attachments over a limit of 1: %v", err)
 	}
 }
 
