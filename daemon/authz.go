@@ -87,6 +87,19 @@ func init() {
 	handle(protocol.VerbQueueRetry, on(accWrite, queueTarget, handleQueueRetry))
 	handle(protocol.VerbQueueDrop, on(accWrite, queueTarget, handleQueueDrop))
 	handle(protocol.VerbQueueApprove, on(accRoot, queueTarget, handleQueueApprove))
+	handle(protocol.VerbQueueReschedule, on(accWrite, queueRescheduleTarget, handleQueueReschedule))
+	handle(protocol.VerbDraftCreate, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleDraftCreate))
+	handle(protocol.VerbDraftUpdate, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftUpdateArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleDraftUpdate))
+	handle(protocol.VerbDraftSend, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftSendArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleDraftSend))
+	handle(protocol.VerbDraftDelete, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftIDArgs) (target, error) {
+		return mailboxTarget(a.Mailbox), nil
+	}, handleDraftDelete))
 
 	handle(protocol.VerbWatch, on(accRead, func(_ *Daemon, _ *call, a *protocol.WatchArgs) (target, error) {
 		return target{mailboxes: a.Mailboxes}, nil

@@ -263,6 +263,11 @@ func matrixRows(fx matrixFixture) []matrixRow {
 		{protocol.VerbQueueRetry, accWrite, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
 		{protocol.VerbQueueApprove, accRoot, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
 		{protocol.VerbQueueApprove, accRoot, protocol.QueueIDArgs{ID: "secretbox.nosuchitem"}, map[string]string{"root": "not_found"}},
+		{protocol.VerbQueueReschedule, accWrite, protocol.QueueRescheduleArgs{ID: fx.queueID, SendAt: time.Now().Add(time.Hour)}, denied},
+		{protocol.VerbDraftCreate, accWrite, protocol.DraftArgs{Mailbox: "secretbox", Subject: "draft"}, denied},
+		{protocol.VerbDraftUpdate, accWrite, protocol.DraftUpdateArgs{Mailbox: "secretbox", ID: "nosuchdraft", Subject: ptrTo("x")}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbDraftSend, accWrite, protocol.DraftSendArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbDraftDelete, accWrite, protocol.DraftIDArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
 		{protocol.VerbQueueDrop, accWrite, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"other": "not_found", "ghost": "not_found", "owner": ""}},
 	}
 }

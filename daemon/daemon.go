@@ -44,6 +44,9 @@ type Options struct {
 	Capture string
 	// Dev marks a `mailctl dev` instance (doctor checks what matters there).
 	Dev bool
+	// Clock replaces the wall clock of the queue and of send_at checks
+	// (tests of scheduled sends).
+	Clock func() time.Time
 }
 
 // Daemon is one running mailctl service.
@@ -162,6 +165,9 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, events: newHub(), started: time.Now(),
 		closing: make(chan struct{}), now: time.Now, lock: lock}
+	if opts.Clock != nil {
+		d.now = opts.Clock
+	}
 	if n, err := st.Sweep(); err != nil {
 		d.log.Error("sweeping crash leftovers from the store", "removed", n, "err", err)
 	} else if n > 0 {

@@ -261,18 +261,23 @@ func (d *Daemon) sender() (*outboundService, error) {
 }
 
 func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (any, error) {
-	m := c.box()
+	return d.sendFrom(ctx, c.box(), a)
+}
+
+// sendFrom sends a as mailbox m, which the caller was checked to own: the
+// one path of every send (the send verb and a draft's).
+func (d *Daemon) sendFrom(ctx context.Context, m *mailboxInfo, a *protocol.SendArgs) (protocol.SendResult, error) {
 	o, err := d.sender()
 	if err != nil {
-		return nil, err
+		return protocol.SendResult{}, err
 	}
 	if !a.AllowEmpty && a.ReplyToID == "" && strings.TrimSpace(a.Subject) == "" && strings.TrimSpace(a.Body) == "" && strings.TrimSpace(a.HTMLBody) == "" && len(a.Attachments) == 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment: give a subject or a body, or set allow_empty if an empty message is really meant")
+		return protocol.SendResult{}, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment: give a subject or a body, or set allow_empty if an empty message is really meant")
 	}
 	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), FromName: d.displayName(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {
 		if err := store.ValidID(a.ReplyToID); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
+			return protocol.SendResult{}, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
 		}
 		var parent *store.Message
 		for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
@@ -282,7 +287,7 @@ func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (
 			}
 		}
 		if parent == nil {
-			return nil, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", a.ReplyToID, m.Name)
+			return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", a.ReplyToID, m.Name)
 		}
 		req.Parent = parent
 		replyToOwn(&req.Args, parent)

@@ -46,6 +46,9 @@ type Message struct {
 	DeliveryStatus  string            `toml:"delivery_status,omitempty"` // pending, delivered, deferred, failed, partial, held
 	DeliveredAt     *time.Time        `toml:"delivered_at,omitempty"`
 	DeliveryDetails []RecipientStatus `toml:"delivery_details,omitempty"`
+
+	// Drafts only: when the draft, once sent, goes out.
+	SendAt *time.Time `toml:"send_at,omitempty"`
 }
 
 // Attachment describes one attachment file stored beside the message.

@@ -1,0 +1,227 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/compose"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// A draft is a message file in the mailbox's drafts folder with the
+// frontmatter of any other message, so its owner may edit it on disk.
+// draft.send reads it from disk as it is then and sends it through the
+// same path as the send verb.
+
+func draftArgs(a *protocol.DraftArgs) protocol.SendArgs {
+	return protocol.SendArgs{FromMailbox: a.Mailbox, To: a.To, Cc: a.Cc, Bcc: a.Bcc, ReplyTo: a.ReplyTo, Subject: a.Subject,
+		Body: a.Body, Attachments: a.Attachments, InReplyTo: a.InReplyTo, References: a.References}
+}
+
+// checkDraftSendAt checks a draft's send_at now; the send checks it again.
+func (d *Daemon) checkDraftSendAt(at *time.Time) (*time.Time, error) {
+	if at == nil {
+		return nil, nil
+	}
+	if err := outbound.CheckSendAt(at, d.now()); err != nil {
+		return nil, err
+	}
+	t := at.UTC()
+	return &t, nil
+}
+
+func (d *Daemon) draftOf(mailbox string, m *store.Message) protocol.Draft {
+	return protocol.Draft{ID: m.ID, Mailbox: mailbox, Path: d.store.Path(mailbox) + "/" + protocol.FolderDrafts + "/" + m.ID + ".md",
+		Subject: m.Subject, To: nonNil(m.To), SendAt: m.SendAt}
+}
+
+func handleDraftCreate(_ context.Context, d *Daemon, c *call, a *protocol.DraftArgs) (any, error) {
+	box := c.box()
+	if a.ReplyToID != "" {
+		if err := d.draftReply(box.Name, a); err != nil {
+			return nil, err
+		}
+	}
+	atts, err := compose.CheckDraft(draftArgs(a))
+	if err != nil {
+		return nil, err
+	}
+	sendAt, err := d.checkDraftSendAt(a.SendAt)
+	if err != nil {
+		return nil, err
+	}
+	now := d.now().UTC()
+	m := &store.Message{From: d.Address(box.Name), To: a.To, Cc: a.Cc, Bcc: a.Bcc, ReplyTo: a.ReplyTo, Subject: a.Subject,
+		InReplyTo: a.InReplyTo, References: a.References, Date: now, ReceivedAt: now, Mailbox: box.Name, Read: true,
+		Trusted: string(protocol.NoPolicy), SendAt: sendAt}
+	id, _, err := d.store.Deliver(box.Name, protocol.FolderDrafts, m, a.Body, nil, atts)
+	if err != nil {
+		return nil, storeErr(err, "drafts of "+box.Name)
+	}
+	m.ID = id
+	return d.draftOf(box.Name, m), nil
+}
+
+// draftReply fills a reply draft from the stored message it answers: the
+// thread, the subject and the recipients, where the caller gave none.
+func (d *Daemon) draftReply(mailbox string, a *protocol.DraftArgs) error {
+	if err := store.ValidID(a.ReplyToID); err != nil {
+		return protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
+	}
+	var parent *store.Message
+	for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
+		if p, _, err := d.store.Get(mailbox, f, a.ReplyToID); err == nil {
+			parent = p
+			break
+		}
+	}
+	if parent == nil {
+		return protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", a.ReplyToID, mailbox)
+	}
+	if a.InReplyTo == "" && parent.MessageID != "" {
+		a.InReplyTo = parent.MessageID
+		a.References = append(append([]string(nil), parent.References...), parent.MessageID)
+	}
+	if len(a.To) == 0 {
+		switch {
+		case parent.Outbound:
+			a.To = append([]string(nil), parent.To...)
+		case len(parent.ReplyTo) > 0:
+			a.To = append([]string(nil), parent.ReplyTo...)
+		case parent.From != "":
+			a.To = []string{parent.From}
+		}
+	}
+	if a.Subject == "" {
+		a.Subject = parent.Subject
+		if low := strings.ToLower(a.Subject); !strings.HasPrefix(low, "re:") {
+			a.Subject = "Re: " + a.Subject
+		}
+	}
+	return nil
+}
+
+func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftUpdateArgs) (any, error) {
+	box := c.box()
+	if err := store.ValidID(a.ID); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
+	}
+	if a.SendAt != nil && a.ClearSendAt {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "send_at and clear_send_at exclude each other: choose one")
+	}
+	sendAt, err := d.checkDraftSendAt(a.SendAt)
+	if err != nil {
+		return nil, err
+	}
+	var atts []store.AttachmentData
+	if a.Attachments != nil {
+		if atts, err = compose.CheckDraft(protocol.SendArgs{Attachments: *a.Attachments}); err != nil {
+			return nil, err
+		}
+		if atts == nil {
+			atts = []store.AttachmentData{} // remove them all
+		}
+	}
+	var out *store.Message
+	err = d.store.Rewrite(box.Name, protocol.FolderDrafts, a.ID, func(m *store.Message, body string) (string, error) {
+		set := func(dst *[]string, src *[]string) {
+			if src != nil {
+				*dst = append([]string(nil), (*src)...)
+			}
+		}
+		set(&m.To, a.To)
+		set(&m.Cc, a.Cc)
+		set(&m.Bcc, a.Bcc)
+		set(&m.ReplyTo, a.ReplyTo)
+		if a.Subject != nil {
+			m.Subject = *a.Subject
+		}
+		if a.Body != nil {
+			body = *a.Body
+		}
+		switch {
+		case sendAt != nil:
+			m.SendAt = sendAt
+		case a.ClearSendAt:
+			m.SendAt = nil
+		}
+		if _, err := compose.CheckDraft(protocol.SendArgs{To: m.To, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.Subject,
+			InReplyTo: m.InReplyTo, References: m.References}); err != nil {
+			return "", err
+		}
+		m.Date = d.now().UTC()
+		out = m
+		return body, nil
+	}, atts)
+	if err != nil {
+		return nil, storeErr(err, "draft "+a.ID)
+	}
+	return d.draftOf(box.Name, out), nil
+}
+
+func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftSendArgs) (any, error) {
+	box := c.box()
+	if err := store.ValidID(a.ID); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
+	}
+	// The file as it is now, with whatever its owner changed by hand.
+	m, body, err := d.store.Get(box.Name, protocol.FolderDrafts, a.ID)
+	if err != nil {
+		return nil, storeErr(err, "draft "+a.ID)
+	}
+	atts, err := d.store.ReadAttachments(box.Name, protocol.FolderDrafts, a.ID, m)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s: %v", a.ID, err)
+	}
+	args := &protocol.SendArgs{FromMailbox: box.Name, To: m.To, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.Subject,
+		Body: body, InReplyTo: m.InReplyTo, References: m.References, DryRun: a.DryRun, WaitMS: a.WaitMS, SendAt: a.SendAt,
+		// A retry after a lost answer must not send the draft twice.
+		IdempotencyKey: "draft:" + box.ID + ":" + a.ID + ":" + m.MessageID}
+	if args.SendAt == nil && m.SendAt != nil && m.SendAt.After(d.now()) {
+		args.SendAt = m.SendAt // a draft whose time has passed goes at once
+	}
+	for _, at := range atts {
+		args.Attachments = append(args.Attachments, protocol.SendAttachment{Filename: at.Filename, ContentType: at.ContentType, Data: at.Data})
+	}
+	if len(args.To)+len(args.Cc)+len(args.Bcc) == 0 {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s has no recipient: add to, cc or bcc (draft.update, or edit %s)", a.ID, d.draftOf(box.Name, m).Path)
+	}
+	res, err := d.sendFrom(ctx, box, args)
+	if err != nil || a.DryRun {
+		return res, err
+	}
+	// The sent copy is in sent/ now: the draft has become it.
+	if err := d.store.RemoveMessage(box.Name, protocol.FolderDrafts, a.ID); err != nil {
+		d.log.Warn("draft sent but not removed from drafts", "mailbox", box.Name, "id", a.ID, "err", err)
+	}
+	return res, nil
+}
+
+func handleDraftDelete(_ context.Context, d *Daemon, c *call, a *protocol.DraftIDArgs) (any, error) {
+	box := c.box()
+	if err := store.ValidID(a.ID); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
+	}
+	if err := d.store.RemoveMessage(box.Name, protocol.FolderDrafts, a.ID); err != nil {
+		return nil, storeErr(err, "draft "+a.ID)
+	}
+	return protocol.DraftDeleted{ID: a.ID, Deleted: true}, nil
+}
+
+func handleQueueReschedule(_ context.Context, d *Daemon, _ *call, a *protocol.QueueRescheduleArgs) (any, error) {
+	if a.SendAt.IsZero() {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "send_at: give the new time (RFC 3339), e.g. 2026-03-02T09:00:00Z")
+	}
+	if err := outbound.CheckSendAt(&a.SendAt, d.now()); err != nil {
+		return nil, err
+	}
+	return queueAction(d, &protocol.QueueIDArgs{ID: a.ID}, func(q *queue.Queue, id string) error { return q.Reschedule(id, a.SendAt) })
+}
+
+func queueRescheduleTarget(d *Daemon, c *call, a *protocol.QueueRescheduleArgs) (target, error) {
+	return queueTarget(d, c, &protocol.QueueIDArgs{ID: a.ID})
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxDraftAttachmentBytes bounds what ReadAttachments reads of one message.
+const MaxDraftAttachmentBytes = 64 << 20
+
+// Rewrite replaces a message's frontmatter and body with what fn makes of
+// them, atomically. When atts is not nil, the message's attachments are
+// replaced by atts (an empty, non-nil slice removes them). It is how a draft
+// is edited; m.ID and m.Mailbox stay what the file name and mailbox say.
+func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body string) (string, error), atts []AttachmentData) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fi := s.index(mailbox, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	m, body, err := readMessage(d, id, mb.uid)
+	if err != nil {
+		return err
+	}
+	body, err = fn(m, body)
+	if err != nil {
+		return err
+	}
+	m.ID, m.Mailbox = id, mailbox
+	if atts != nil {
+		// The new attachments are written under a temporary name and
+		// swapped in, so a failure leaves the old ones in place.
+		if err := d.RemoveAll(id + attSuffix + ".new"); err != nil {
+			return err
+		}
+		m.Attachments = nil
+		if len(atts) > 0 {
+			tmp := &Message{}
+			if err := writeAttachments(d, mb, id, id+attSuffix+".new", tmp, atts); err != nil {
+				d.RemoveAll(id + attSuffix + ".new")
+				return err
+			}
+			m.Attachments = tmp.Attachments
+		}
+		if err := d.RemoveAll(id + attSuffix); err != nil {
+			return err
+		}
+		if len(atts) > 0 {
+			if err := d.Rename(id+attSuffix+".new", d, id+attSuffix, true); err != nil {
+				return err
+			}
+		}
+	}
+	if err := d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid); err != nil {
+		return fmt.Errorf("rewrite message %s: %w", id, err)
+	}
+	if fi.loaded {
+		fi.entryAfterWrite(mb, d, id, m, body)
+	}
+	return nil
+}
+
+// writeAttachments writes atts into a new directory dir, recording them in
+// m as they will be named once dir is renamed to id+attSuffix.
+func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []AttachmentData) error {
+	ad, err := d.MkdirOwned(dir, DirMode, mb.uid, mb.gid)
+	if err != nil {
+		return err
+	}
+	defer ad.Close()
+	used := map[string]bool{}
+	for _, a := range atts {
+		name := uniqueName(SanitizeFilename(a.Filename), used)
+		if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, false); err != nil {
+			return err
+		}
+		m.Attachments = append(m.Attachments, Attachment{Filename: name, ContentType: a.ContentType,
+			Size: int64(len(a.Data)), Path: id + attSuffix + "/" + name})
+	}
+	return ad.Sync()
+}
+
+// ReadAttachments reads the attachments a message's frontmatter lists, from
+// its own attachment folder only (a hand-edited path elsewhere is refused),
+// at most MaxDraftAttachmentBytes in all.
+func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]AttachmentData, error) {
+	if len(m.Attachments) == 0 {
+		return nil, nil
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return nil, err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	ad, err := d.OpenDir(id + attSuffix)
+	if err != nil {
+		return nil, notFound("attachments of "+id, err)
+	}
+	defer ad.Close()
+	var out []AttachmentData
+	left := int64(MaxDraftAttachmentBytes)
+	for _, a := range m.Attachments {
+		dir, name := path.Split(a.Path)
+		if dir != id+attSuffix+"/" || name == "" || strings.HasPrefix(name, ".") {
+			return nil, fmt.Errorf("attachment %q: its path must be %s/<file>", a.Path, id+attSuffix)
+		}
+		data, st, err := ad.readFile(name, left)
+		if err == nil {
+			err = checkOwner(&st, mb.uid)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("attachment %q: %w", a.Path, err)
+		}
+		left -= int64(len(data))
+		fn := a.Filename
+		if fn == "" {
+			fn = name
+		}
+		out = append(out, AttachmentData{Filename: fn, ContentType: a.ContentType, Data: data})
+	}
+	return out, nil
+}
+
+// RemoveMessage deletes a message for good: its attachments, raw copy and
+// Markdown file. It is how a draft is discarded or leaves once sent.
+func (s *Store) RemoveMessage(mailbox, folder, id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	mb, err := s.openMailbox(mailbox)
+	if err != nil {
+		return err
+	}
+	defer mb.close()
+	d, err := mb.folder(folder, false)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fi := s.index(mailbox, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if _, err := d.Lstat(id + ".md"); err != nil {
+		return notFound("message "+id, err)
+	}
+	// The .md goes first: without it the message is gone, and the leftover
+	// files are orphans the sweep removes.
+	if err := d.Remove(id + ".md"); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	d.Remove(id + ".eml")
+	d.RemoveAll(id + attSuffix)
+	fi.remove(id)
+	return d.Sync()
+}
