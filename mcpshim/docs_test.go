@@ -23,7 +23,7 @@ func TestDocsMatchTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	e := newEnv(t)
+	e := newEnv(t, func(o *Options) { o.Tools = []string{"all"} }) // the opt-in tools are documented too
 	e.d.Mailbox(t, "agent")
 	res, err := e.cs.ListTools(e.ctx, nil)
 	if err != nil {

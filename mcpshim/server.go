@@ -28,7 +28,8 @@ import (
 type Options struct {
 	// SocketPath is the daemon's control socket; empty means protocol.SocketPath("").
 	SocketPath string
-	// Tools lists the tool names (or preset names) to register; nil means all.
+	// Tools lists the tool names (or preset names) to register; nil means
+	// all but the opt-in ones (optInTools).
 	Tools []string
 	// Version is reported to clients as the server version.
 	Version string
@@ -96,8 +97,11 @@ func New(opts Options) *Server {
 	})
 	s.mcp.AddReceivingMiddleware(s.logCalls)
 	selected := expandTools(opts.Tools)
+	if selected == nil {
+		selected = expandTools(defaultTools())
+	}
 	for _, spec := range s.tools() {
-		if selected == nil || selected[spec.tool.Name] {
+		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)
 		}
 	}
@@ -214,7 +218,20 @@ func Presets() map[string][]string {
 		"all":      slices.Clone(allTools),
 		"basic":    {"mailbox_list", "email_list", "email_read", "email_send", "email_reply", "email_wait"},
 		"readonly": {"mailbox_list", "email_list", "email_read", "email_wait", "email_attachment", "hook_list"},
+		// organize adds email_purge, which no default set has: it deletes
+		// mail for good.
+		"organize": {"email_list", "email_label", "email_move", "email_purge"},
 	}
+}
+
+// optInTools are served only when --tools names them or a preset that has
+// them: they cannot be undone.
+var optInTools = []string{"email_purge"}
+
+// defaultTools is what a server without --tools serves: every tool but the
+// opt-in ones.
+func defaultTools() []string {
+	return slices.DeleteFunc(slices.Clone(allTools), func(t string) bool { return slices.Contains(optInTools, t) })
 }
 
 // allTools is every tool in registration order.
@@ -222,7 +239,7 @@ var allTools = []string{
 	"mailbox_list", "mailbox_create", "mailbox_delete",
 	"email_list", "email_read", "email_send", "email_reply",
 	"email_forward", "email_mark_read", "email_mark_unread", "email_move", "email_wait", "email_attachment",
-	"hook_create", "hook_list", "hook_delete",
+	"hook_create", "hook_list", "hook_delete", "email_label", "email_purge",
 }
 
 // ToolNames returns every tool name the shim knows.
@@ -283,6 +300,6 @@ func (s *Server) tools() []toolSpec {
 		s.toolMailboxList(), s.toolMailboxCreate(), s.toolMailboxDelete(),
 		s.toolEmailList(), s.toolEmailRead(), s.toolEmailSend(), s.toolEmailReply(), s.toolEmailForward(),
 		s.toolMark(true), s.toolMark(false), s.toolEmailMove(), s.toolEmailWait(), s.toolEmailAttachment(),
-		s.toolHookCreate(), s.toolHookList(), s.toolHookDelete(),
+		s.toolHookCreate(), s.toolHookList(), s.toolHookDelete(), s.toolEmailLabel(), s.toolEmailPurge(),
 	}
 }

@@ -20,7 +20,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/tools.golden.json")
 
 func TestToolsListGolden(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(o *Options) { o.Tools = []string{"all"} }) // the opt-in tools are pinned too
 	res, err := e.cs.ListTools(e.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +105,8 @@ func TestToolSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Tools) > 16 {
-		t.Fatalf("%d tools, at most 16 allowed", len(res.Tools))
+	if len(res.Tools) > 17 {
+		t.Fatalf("%d tools, at most 17 allowed", len(res.Tools))
 	}
 	var names []string
 	for _, tool := range res.Tools {
@@ -137,6 +137,8 @@ func TestToolSurface(t *testing.T) {
 		"hook_create":       {false, false, true, false},
 		"hook_list":         {true, false, true, false},
 		"hook_delete":       {false, true, true, false},
+		"email_label":       {false, false, true, false},
+		"email_purge":       {false, true, true, false},
 	}
 	for _, tool := range res.Tools {
 		a := tool.Annotations

@@ -43,6 +43,8 @@ type emailListArgs struct {
 	ThreadID string `json:"thread_id,omitempty"`
 	Since    string `json:"since,omitempty" jsonschema:"RFC 3339 time or YYYY-MM-DD"`
 	Until    string `json:"until,omitempty" jsonschema:"RFC 3339 time or YYYY-MM-DD"`
+	Label    string `json:"label,omitempty" jsonschema:"only messages carrying this label (ignoring case); labels are set with email_label"`
+	Starred  *bool  `json:"starred,omitempty" jsonschema:"true: only starred messages; false: only unstarred ones"`
 }
 
 // ListRow is one message in email_list.
@@ -61,6 +63,8 @@ type ListRow struct {
 	Attachments    int      `json:"attachments"`
 	Snippet        string   `json:"snippet,omitempty"`
 	DeliveryStatus string   `json:"delivery_status,omitempty"`
+	Labels         []string `json:"labels,omitempty"`
+	Starred        bool     `json:"starred,omitempty"`
 }
 
 // EmailListData is email_list's data.
@@ -117,7 +121,7 @@ func (s *Server) toolEmailList() toolSpec {
 		limit = min(limit, 200) // the reference clamps rather than refuses
 		args := protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: folder, Limit: limit, Offset: in.Offset,
 			Cursor: in.Cursor, Unread: in.Unread, Trusted: in.Trusted, From: in.From, Subject: in.Subject,
-			Text: in.Text, ThreadID: in.ThreadID, Since: since, Until: until}
+			Text: in.Text, ThreadID: in.ThreadID, Since: since, Until: until, Label: in.Label, Starred: in.Starred}
 		var out protocol.MessageList
 		if err := s.call(ctx, protocol.VerbMessageList, args, &out); err != nil {
 			return "", data, nil, mailboxHint(err)
@@ -180,7 +184,8 @@ func listRow(mailbox string, m protocol.MessageSummary, f *fence) ListRow {
 	}
 	row := ListRow{ID: m.ID, Folder: m.Folder, URI: MessageURI(mailbox, m.Folder, m.ID), From: clip(m.From, listFieldMax), FromAddress: plainAddress(m.From), To: to, Subject: clip(m.Subject, listFieldMax),
 		Date: m.Date.UTC().Format(time.RFC3339), Read: m.Read, Trusted: orNone(m.Trusted), ThreadID: m.ThreadID,
-		Attachments: m.Attachments, Snippet: clip(oneLine(m.Snippet), listSnippetMax), DeliveryStatus: m.DeliveryStatus}
+		Attachments: m.Attachments, Snippet: clip(oneLine(m.Snippet), listSnippetMax), DeliveryStatus: m.DeliveryStatus,
+		Labels: m.Labels, Starred: m.Starred}
 	if !isTrusted(m.Trusted) && m.Folder != protocol.FolderSent {
 		row.From = f.inline(row.From)
 		row.Subject = f.inline(row.Subject)

@@ -26,7 +26,7 @@ type MailboxRow struct {
 	Owner       string `json:"owner"`
 	// The policies that govern the mailbox, set by the operator.
 	TrustedSenders []string             `json:"trusted_senders" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
-	Send           *protocol.SendLimits `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size and recipient limits and rates per minute/hour/day (0: no limit); rate: for each limited window, the sends used and remaining now, and with none remaining next_free_ms until one more fits"`
+	Send           *protocol.SendLimits `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size, attachment-count and recipient limits and rates per minute/hour/day (0: no limit); rate: for each limited window, the sends used and remaining now, and with none remaining next_free_ms until one more fits"`
 }
 
 // MailboxListData is mailbox_list's data.

@@ -311,7 +311,7 @@ func TestAttachmentTool(t *testing.T) {
 }
 
 func TestDaemonDownEveryToolUnavailable(t *testing.T) {
-	e := connect(t, filepath.Join(shortTempDir(t), "absent.sock"))
+	e := connect(t, filepath.Join(shortTempDir(t), "absent.sock"), func(o *Options) { o.Tools = []string{"all"} })
 	args := map[string]map[string]any{
 		"mailbox_list":      nil,
 		"mailbox_create":    {"name": "a"},
@@ -329,6 +329,8 @@ func TestDaemonDownEveryToolUnavailable(t *testing.T) {
 		"hook_create":       {"mailbox": "a", "event": "on_receive", "cmd": []string{"/bin/true"}},
 		"hook_list":         nil,
 		"hook_delete":       {"name": "h"},
+		"email_label":       {"mailbox": "a", "id": "x", "star": true},
+		"email_purge":       {"mailbox": "a", "id": "x"},
 	}
 	if len(args) != len(allTools) {
 		t.Fatalf("table covers %d tools, want %d", len(args), len(allTools))

@@ -25,10 +25,11 @@ func cmdMCP(args []string) int {
 touch only the mailboxes you own. Logs go to stderr; stdout carries the protocol.
 
 Presets for --tools: basic (`+strings.Join(presets["basic"], ", ")+`),
-readonly (`+strings.Join(presets["readonly"], ", ")+`), all.
+readonly (`+strings.Join(presets["readonly"], ", ")+`),
+organize (`+strings.Join(presets["organize"], ", ")+`), all.
 See docs/mcp.md.`).fs
 	socket := fs.Lookup("socket")
-	tools := fs.String("tools", "", "comma-separated tool names and/or presets (default all)")
+	tools := fs.String("tools", "", "comma-separated tool names and/or presets (default all but email_purge)")
 	httpAddr := fs.String("http", "", "serve Streamable HTTP on this loopback HOST:PORT instead of stdio")
 	tokenFile := fs.String("token-file", "", "file (mode 0600, yours) holding the bearer token required by --http")
 	verbose := fs.Bool("v", false, "log debug details to stderr")

@@ -93,7 +93,7 @@ const names = tools.map((t) => t.name);
 const reference = ["mailbox_list", "mailbox_create", "mailbox_delete", "email_list", "email_read", "email_send",
   "email_reply", "email_mark_read", "email_mark_unread", "hook_create", "hook_list", "hook_delete"];
 for (const r of reference) if (!names.includes(r)) fail("tools/list", `missing ${r}`);
-if (tools.length > 16) fail("tools/list", `${tools.length} tools`);
+if (tools.length > 17) fail("tools/list", `${tools.length} tools`);
 for (const t of tools) if (!t.annotations || !t.outputSchema) fail("tools/list", `${t.name} lacks annotations or outputSchema`);
 step("tools/list", `${tools.length} tools`);
 

@@ -1,0 +1,127 @@
+package mcpshim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+type labelArgs struct {
+	Mailbox string   `json:"mailbox"`
+	ID      string   `json:"id,omitempty" jsonschema:"one message id"`
+	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids at once"`
+	Folder  string   `json:"folder,omitempty" jsonschema:"where the messages are: inbox (default), sent, archive, trash or drafts"`
+	Add     []string `json:"labels_add,omitempty" jsonschema:"labels to put on the messages, e.g. [\"invoices\"] (1-64 bytes, no comma; compared ignoring case)"`
+	Remove  []string `json:"labels_remove,omitempty" jsonschema:"labels to take off the messages"`
+	Star    *bool    `json:"star,omitempty" jsonschema:"true stars the messages, false unstars them; leave out to keep the star as it is"`
+}
+
+// LabelData is email_label's data.
+type LabelData struct {
+	Changed  []string `json:"changed" jsonschema:"the ids whose labels or star changed"`
+	NotFound []string `json:"not_found,omitempty"`
+	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found"`
+	Issues   []Issue  `json:"issues,omitempty"`
+}
+
+// idList gathers id and ids into one list, id first.
+func idList(id string, ids []string) []string {
+	out := append([]string{}, ids...)
+	if id != "" {
+		out = append([]string{id}, out...)
+	}
+	return out
+}
+
+func (s *Server) toolEmailLabel() toolSpec {
+	return newTool(&mcp.Tool{
+		Name: "email_label",
+		Description: "Add or remove labels and star or unstar one message (id) or several (ids). Labels and the star are kept in the message's file, " +
+			"and email_list filters by them (label, starred).",
+		Annotations: annotations("Label messages", false, false, true, false),
+	}, func(sc *jsonschema.Schema) {
+		sc.Properties["ids"].MaxItems = intPtr(500)
+		sc.Properties["labels_add"].MaxItems = intPtr(20)
+		sc.Properties["labels_remove"].MaxItems = intPtr(20)
+		sc.Properties["folder"].Enum = folderEnum
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *labelArgs) (string, LabelData, *NextAction, error) {
+		ids := idList(in.ID, in.IDs)
+		if len(ids) == 0 {
+			return "", LabelData{}, nil, fail(protocol.CodeInvalidInput, "give id or ids")
+		}
+		if len(in.Add) == 0 && len(in.Remove) == 0 && in.Star == nil {
+			return "", LabelData{}, nil, fail(protocol.CodeInvalidInput, "nothing to change: give labels_add, labels_remove or star")
+		}
+		var out protocol.MessageLabeled
+		args := protocol.MessageLabelArgs{Mailbox: in.Mailbox, Folder: in.Folder, IDs: ids, Add: in.Add, Remove: in.Remove, Star: in.Star}
+		if err := s.call(ctx, protocol.VerbMessageLabel, args, &out); err != nil {
+			return "", LabelData{}, nil, messageHint(err, in.Mailbox, in.Folder)
+		}
+		data := LabelData{Changed: out.Changed, NotFound: out.NotFound, Status: "ok"}
+		if data.Changed == nil {
+			data.Changed = []string{}
+		}
+		if len(out.NotFound) > 0 {
+			data.Status = "partial"
+			for _, id := range out.NotFound {
+				data.Issues = append(data.Issues, Issue{Code: protocol.CodeNotFound, Stage: "label", Message: "no such message", ID: id})
+			}
+		}
+		return fmt.Sprintf("changed %d of %d message(s)", len(data.Changed), len(ids)), data, nil, nil
+	})
+}
+
+type purgeArgs struct {
+	Mailbox string   `json:"mailbox"`
+	ID      string   `json:"id,omitempty" jsonschema:"one message id in trash"`
+	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids in trash"`
+	Before  string   `json:"before,omitempty" jsonschema:"instead of ids: every message of trash received before this RFC 3339 time or YYYY-MM-DD date"`
+}
+
+// PurgeData is email_purge's data.
+type PurgeData struct {
+	Mailbox  string   `json:"mailbox"`
+	Purged   []string `json:"purged" jsonschema:"the ids removed for good"`
+	NotFound []string `json:"not_found,omitempty" jsonschema:"ids that are not in trash (only trash can be purged)"`
+}
+
+func (s *Server) toolEmailPurge() toolSpec {
+	return newTool(&mcp.Tool{
+		Name: "email_purge",
+		Description: "Delete messages from trash for good (the message, its raw copy and attachments): by id or ids, or every message of trash " +
+			"received before a date. Only trash can be purged: move a message there first with email_move. This cannot be undone.",
+		Annotations: annotations("Purge trash", false, true, true, false),
+	}, func(sc *jsonschema.Schema) {
+		sc.Properties["ids"].MaxItems = intPtr(500)
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *purgeArgs) (string, PurgeData, *NextAction, error) {
+		ids := idList(in.ID, in.IDs)
+		before, err := parseWhen("before", in.Before)
+		if err != nil {
+			return "", PurgeData{}, nil, err
+		}
+		switch {
+		case len(ids) == 0 && before == nil:
+			return "", PurgeData{}, nil, fail(protocol.CodeInvalidInput, "give id, ids or before")
+		case len(ids) > 0 && before != nil:
+			return "", PurgeData{}, nil, fail(protocol.CodeInvalidInput, "give ids or before, not both")
+		}
+		var out protocol.MessagePurged
+		if err := s.call(ctx, protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: in.Mailbox, IDs: ids, Before: before}, &out); err != nil {
+			return "", PurgeData{}, nil, messageHint(err, in.Mailbox, protocol.FolderTrash)
+		}
+		data := PurgeData{Mailbox: in.Mailbox, Purged: out.Purged, NotFound: out.NotFound}
+		if data.Purged == nil {
+			data.Purged = []string{}
+		}
+		sum := fmt.Sprintf("purged %d message(s) from %s/trash", len(data.Purged), in.Mailbox)
+		if len(out.NotFound) > 0 {
+			sum += "; not in trash: " + strings.Join(out.NotFound, ", ")
+		}
+		return sum, data, nil, nil
+	})
+}
