@@ -21,6 +21,7 @@ const queueHelp = `Usage: mailctl queue SUBCOMMAND [flags]
   retry ID               attempt a deferred item now
   drop ID                remove an item; undelivered recipients become failed
   approve ID             release an item held for approval (send.hold)
+  reschedule ID TIME     move a scheduled send (RFC 3339 or a duration from now)
 
 Queue ids are <mailbox>.<sent id>. Owners may list, show, retry and drop their
 mailboxes' items; root may do everything, and only root approves held mail.`
@@ -44,6 +45,8 @@ func cmdQueue(args []string) int {
 		return queueAction(args[1:], "drop", protocol.VerbQueueDrop, "dropped")
 	case "approve":
 		return queueAction(args[1:], "approve", protocol.VerbQueueApprove, "approved")
+	case "reschedule":
+		return queueReschedule(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "mailctl queue: unknown subcommand %q\n\n%s\n", args[0], queueHelp)
 	return 2
@@ -85,6 +88,9 @@ func itemState(it protocol.QueueItem) string {
 	if it.Held {
 		return "held"
 	}
+	if it.Scheduled {
+		return "scheduled"
+	}
 	counts := map[string]int{}
 	var order []string
 	for _, r := range it.Recipients {
@@ -103,6 +109,9 @@ func itemState(it protocol.QueueItem) string {
 func nextAttempt(it protocol.QueueItem) string {
 	if it.Held {
 		return "after approval"
+	}
+	if it.Scheduled && it.SendAt != nil {
+		return it.SendAt.Local().Format(time.DateTime) + " (scheduled)"
 	}
 	settled := true
 	for _, r := range it.Recipients {
@@ -197,4 +206,29 @@ var queueActionAbout = map[string]string{
 	"retry":   "Makes a deferred item due now instead of at its next backoff step.",
 	"drop":    "Removes an item from the queue; recipients not yet delivered are marked failed in the sent copy.",
 	"approve": "Releases an item held by send.hold; it is delivered at once.",
+}
+
+func queueReschedule(args []string) int {
+	cf := newClientFlags("queue reschedule", "queue reschedule ID TIME [--json]",
+		"Moves a scheduled send, or one not yet attempted, to TIME (RFC 3339, e.g. 2026-12-01T09:00:00Z, or a duration from now such as 2h); at most a year ahead. `queue drop` cancels it, `queue retry` sends it now.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 2 {
+		return usageError(cf.fs, "give a queue id and a time")
+	}
+	at, err := parseSendAt(cf.fs.Arg(1))
+	if err != nil {
+		return usageError(cf.fs, "%v", err)
+	}
+	var it protocol.QueueItem
+	id := queueID(cf, cf.fs.Arg(0))
+	if err := cf.call(protocol.VerbQueueReschedule, protocol.QueueRescheduleArgs{ID: id, SendAt: at}, &it); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(it)
+	}
+	fmt.Printf("%s now goes out at %s\n", id, at.Local().Format(time.DateTime+" MST"))
+	return 0
 }

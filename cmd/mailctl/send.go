@@ -37,13 +37,15 @@ func (l *pathList) String() string     { return strings.Join(*l, " ") }
 func (l *pathList) Set(v string) error { *l = append(*l, v); return nil }
 
 func cmdSend(args []string) int {
-	cf := newClientFlags("send", "send --from MAILBOX --to ADDR... [--cc ADDR] [--bcc ADDR] [--reply-to ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--text-only | --html-body-file F] [--in-reply-to MSGID] [--force] [--dry-run] [--json]",
+	cf := newClientFlags("send", "send --from MAILBOX --to ADDR... [--cc ADDR] [--bcc ADDR] [--reply-to ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--text-only | --html-body-file F] [--in-reply-to MSGID] [--send-at TIME] [--force] [--dry-run] [--json]",
 		`Sends a message from a mailbox you own. The body is Markdown: it goes out as
 HTML (raw HTML in it is dropped) with the Markdown as the text part, or as plain
 text with --text-only. The daemon signs it with DKIM, keeps a copy in the
 mailbox's sent folder and delivers it; the command waits a few seconds for the
 first attempt and prints each recipient's status. --dry-run checks policy,
 renders and signs, and prints the size and envelope without sending.
+--send-at schedules the send: the queue holds the message until then
+(mailctl queue reschedule or drop to change your mind).
 Address flags repeat and also take comma-separated lists. Attachment files are
 read by this command with your rights.`).withJSON()
 	var a protocol.SendArgs
@@ -51,6 +53,7 @@ read by this command with your rights.`).withJSON()
 	var attach pathList
 	var bodyFile, htmlFile string
 	var wait time.Duration
+	var sendAt string
 	cf.fs.StringVar(&a.FromMailbox, "from", "", "mailbox to send from (you must own it)")
 	cf.fs.Var(&to, "to", "recipient (repeatable)")
 	cf.fs.Var(&cc, "cc", "Cc recipient (repeatable)")
@@ -66,6 +69,7 @@ read by this command with your rights.`).withJSON()
 	cf.fs.StringVar(&a.InReplyTo, "in-reply-to", "", "Message-ID this message answers (sets In-Reply-To, References and Re:)")
 	cf.fs.BoolVar(&a.DryRun, "dry-run", false, "validate, render and sign, but do not send")
 	cf.fs.StringVar(&a.IdempotencyKey, "idempotency-key", "", "a retry with the same key returns the first result instead of sending again")
+	cf.fs.StringVar(&sendAt, "send-at", "", "send at this time (RFC 3339, e.g. 2026-12-01T09:00:00Z, or a duration from now such as 2h)")
 	cf.fs.DurationVar(&wait, "wait", 0, "how long the daemon waits for the first delivery attempt (default: its first_attempt_wait)")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
@@ -87,6 +91,13 @@ read by this command with your rights.`).withJSON()
 		return usageError(cf.fs, "--text-only and --html-body-file exclude each other")
 	}
 	a.To, a.Cc, a.Bcc, a.ReplyTo = to, cc, bcc, replyTo
+	if sendAt != "" {
+		t, err := parseSendAt(sendAt)
+		if err != nil {
+			return usageError(cf.fs, "%v", err)
+		}
+		a.SendAt = &t
+	}
 	if bodyFile != "" {
 		var b []byte
 		var err error
@@ -160,6 +171,9 @@ func printSendResult(res protocol.SendResult) {
 		dup = " (answered from an earlier send with the same idempotency key)"
 	}
 	fmt.Printf("%s %s: %s%s\nMessage-ID: <%s>\n", res.ID, res.Status, describeStatus(res.Status), dup, res.MessageID)
+	if res.SendAt != nil {
+		fmt.Printf("send at:    %s\n", res.SendAt.Local().Format(time.DateTime+" MST"))
+	}
 	for _, r := range res.Recipients {
 		fmt.Printf("  %-32s %s", r.Address, r.Status)
 		if r.TLS != "" {
@@ -183,10 +197,23 @@ func describeStatus(s string) string {
 		return "a temporary failure; the queue retries with backoff"
 	case "held":
 		return "held for operator approval: `sudo mailctl queue approve ID`"
+	case "scheduled":
+		return "scheduled: the queue holds it until its time (`mailctl queue reschedule` or `drop` to change that)"
 	case "partial":
 		return "some recipients failed"
 	case "failed":
 		return "delivery failed"
 	}
 	return s
+}
+
+// parseSendAt reads a send time: RFC 3339, or a duration from now ("2h").
+func parseSendAt(v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return time.Now().Add(d).Truncate(time.Second), nil
+	}
+	return time.Time{}, fmt.Errorf("time %q: give an RFC 3339 time such as 2026-12-01T09:00:00Z, or a duration from now such as 2h", v)
 }

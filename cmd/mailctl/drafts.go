@@ -1,0 +1,329 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mailctl/mailctl/mcpshim"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func init() {
+	register(&command{name: "drafts", group: "mail", summary: "create, list, show, edit, send and delete drafts", run: cmdDrafts})
+}
+
+const draftsHelp = `Usage: mailctl drafts SUBCOMMAND [flags]
+
+  list MAILBOX [--json]            the mailbox's drafts, newest first
+  show MAILBOX ID [--json]         one draft: its headers and body
+  create MAILBOX [flags]           write a new draft (recipients are optional)
+  update MAILBOX ID [flags]        change the fields given
+  edit MAILBOX ID                  open the draft's file in $EDITOR
+  send MAILBOX ID [--send-at T]    send the draft as it is on disk now
+  delete MAILBOX ID                discard a draft
+
+A draft is a Markdown file with frontmatter in the mailbox's drafts/ folder.
+Edit it by hand or with edit; send reads the file as it is then, and sends it
+through the same policy, DKIM signing and queue as mailctl send. Once sent it
+leaves drafts/ and its copy is in sent/.`
+
+func cmdDrafts(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(draftsHelp)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "list", "ls":
+		return draftsList(args[1:])
+	case "show":
+		return draftsShow(args[1:])
+	case "create":
+		return draftsWrite(args[1:], false)
+	case "update":
+		return draftsWrite(args[1:], true)
+	case "edit":
+		return draftsEdit(args[1:])
+	case "send":
+		return draftsSend(args[1:])
+	case "delete", "rm":
+		return draftsDelete(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "mailctl drafts: unknown subcommand %q\n\n%s\n", args[0], draftsHelp)
+	return 2
+}
+
+func draftsList(args []string) int {
+	cf := newClientFlags("drafts list", "drafts list MAILBOX [--json]", "Lists the mailbox's drafts, newest first.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 1 {
+		return usageError(cf.fs, "give the mailbox")
+	}
+	var out protocol.MessageList
+	if err := cf.call(protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: cf.fs.Arg(0), Folder: protocol.FolderDrafts, Limit: 200}, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	if len(out.Messages) == 0 {
+		fmt.Println("no drafts")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTO\tSUBJECT\tDATE")
+	for _, m := range out.Messages {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, strings.Join(m.To, ", "), m.Subject, m.Date.Local().Format(time.DateTime))
+	}
+	tw.Flush()
+	return 0
+}
+
+func readDraft(cf *clientFlags, mailbox, id string) (protocol.Message, error) {
+	var m protocol.Message
+	err := cf.call(protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: mailbox, Folder: protocol.FolderDrafts, ID: id, MaxChars: 200_000}, &m)
+	return m, err
+}
+
+func draftsShow(args []string) int {
+	cf := newClientFlags("drafts show", "drafts show MAILBOX ID [--json]", "Shows one draft: its recipients, subject, schedule and body.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 2 {
+		return usageError(cf.fs, "give the mailbox and the draft id")
+	}
+	m, err := readDraft(cf, cf.fs.Arg(0), cf.fs.Arg(1))
+	if err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(m)
+	}
+	fmt.Printf("id:       %s\nfile:     %s\nto:       %s\n", m.ID, m.Path, strings.Join(m.To, ", "))
+	if len(m.Cc) > 0 {
+		fmt.Printf("cc:       %s\n", strings.Join(m.Cc, ", "))
+	}
+	if len(m.Bcc) > 0 {
+		fmt.Printf("bcc:      %s\n", strings.Join(m.Bcc, ", "))
+	}
+	fmt.Printf("subject:  %s\n", m.Subject)
+	for _, a := range m.AttachmentList {
+		fmt.Printf("attached: %s (%d bytes)\n", a.Filename, a.Size)
+	}
+	fmt.Printf("\n%s\n", m.Body)
+	return 0
+}
+
+func draftsWrite(args []string, update bool) int {
+	name, usage, about := "drafts create", "drafts create MAILBOX [--to ADDR]... [--cc ADDR] [--bcc ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--reply-to-id ID] [--send-at TIME] [--json]",
+		"Writes a new draft in the mailbox's drafts folder. Recipients may come later. --reply-to-id names a stored message the draft answers (thread, recipients and Re: subject are filled in). --send-at is when it goes out once sent."
+	if update {
+		name, usage, about = "drafts update", "drafts update MAILBOX ID [--to ADDR]... [--cc ADDR] [--bcc ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--send-at TIME | --no-send-at] [--json]",
+			"Changes the fields given; --to, --cc, --bcc and --attach replace the draft's lists."
+	}
+	cf := newClientFlags(name, usage, about).withJSON()
+	var to, cc, bcc addrList
+	var attach pathList
+	var subject, body, bodyFile, replyToID, sendAt string
+	var noSendAt bool
+	cf.fs.Var(&to, "to", "recipient (repeatable)")
+	cf.fs.Var(&cc, "cc", "Cc recipient (repeatable)")
+	cf.fs.Var(&bcc, "bcc", "Bcc recipient (repeatable)")
+	cf.fs.StringVar(&subject, "subject", "", "subject")
+	cf.fs.StringVar(&body, "body", "", "body text (Markdown)")
+	cf.fs.StringVar(&bodyFile, "body-file", "", "read the body from this file (- for stdin)")
+	cf.fs.Var(&attach, "attach", "attach this file (repeatable)")
+	cf.fs.StringVar(&sendAt, "send-at", "", "send at this time once sent (RFC 3339, or a duration from now such as 2h)")
+	if update {
+		cf.fs.BoolVar(&noSendAt, "no-send-at", false, "remove the draft's send time")
+	} else {
+		cf.fs.StringVar(&replyToID, "reply-to-id", "", "id of a stored message this draft answers")
+	}
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	want := 1
+	if update {
+		want = 2
+	}
+	if cf.fs.NArg() != want {
+		return usageError(cf.fs, "give the mailbox%s", map[bool]string{true: " and the draft id", false: ""}[update])
+	}
+	if body != "" && bodyFile != "" {
+		return usageError(cf.fs, "--body and --body-file exclude each other")
+	}
+	set := map[string]bool{}
+	cf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if bodyFile != "" {
+		var b []byte
+		var err error
+		if bodyFile == "-" {
+			b, err = readAllLimited(os.Stdin, protocol.MaxFrame)
+		} else {
+			b, err = os.ReadFile(bodyFile)
+		}
+		if err != nil {
+			return usageError(cf.fs, "reading the body: %v", err)
+		}
+		body, set["body"] = string(b), true
+	}
+	var atts []protocol.SendAttachment
+	for _, p := range attach {
+		b, full, err := mcpshim.ReadRegularFile(p, protocol.MaxFrame)
+		if err != nil {
+			return usageError(cf.fs, "reading attachment: %v", err)
+		}
+		if !full {
+			return usageError(cf.fs, "attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
+		}
+		atts = append(atts, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
+	}
+	var at *time.Time
+	if sendAt != "" {
+		t, err := parseSendAt(sendAt)
+		if err != nil {
+			return usageError(cf.fs, "%v", err)
+		}
+		at = &t
+	}
+	var d protocol.Draft
+	mailbox := cf.fs.Arg(0)
+	if !update {
+		a := protocol.DraftArgs{Mailbox: mailbox, To: to, Cc: cc, Bcc: bcc, Subject: subject, Body: body, Attachments: atts, ReplyToID: replyToID, SendAt: at}
+		if err := cf.call(protocol.VerbDraftCreate, a, &d); err != nil {
+			return cf.fail(err)
+		}
+	} else {
+		a := protocol.DraftUpdateArgs{Mailbox: mailbox, ID: cf.fs.Arg(1), SendAt: at, ClearSendAt: noSendAt}
+		lists := []struct {
+			flag string
+			l    []string
+			dst  **[]string
+		}{{"to", to, &a.To}, {"cc", cc, &a.Cc}, {"bcc", bcc, &a.Bcc}}
+		for _, x := range lists {
+			if set[x.flag] {
+				l := append([]string{}, x.l...)
+				*x.dst = &l
+			}
+		}
+		if set["subject"] {
+			a.Subject = &subject
+		}
+		if set["body"] {
+			a.Body = &body
+		}
+		if set["attach"] {
+			a.Attachments = &atts
+		}
+		if err := cf.call(protocol.VerbDraftUpdate, a, &d); err != nil {
+			return cf.fail(err)
+		}
+	}
+	if cf.json {
+		return printJSON(d)
+	}
+	verb := "created"
+	if update {
+		verb = "updated"
+	}
+	fmt.Printf("draft %s %s\nfile: %s\n", d.ID, verb, d.Path)
+	if d.SendAt != nil {
+		fmt.Printf("send at: %s (once sent)\n", d.SendAt.Local().Format(time.DateTime+" MST"))
+	}
+	return 0
+}
+
+func draftsEdit(args []string) int {
+	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights.")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 2 {
+		return usageError(cf.fs, "give the mailbox and the draft id")
+	}
+	m, err := readDraft(cf, cf.fs.Arg(0), cf.fs.Arg(1))
+	if err != nil {
+		return cf.fail(err)
+	}
+	editor := os.Getenv("VISUAL")
+	if editor == "" {
+		editor = os.Getenv("EDITOR")
+	}
+	if editor == "" {
+		editor = "vi"
+	}
+	argv := append(strings.Fields(editor), m.Path)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "mailctl drafts edit: %s: %v\n", editor, err)
+		return 1
+	}
+	return 0
+}
+
+func draftsSend(args []string) int {
+	cf := newClientFlags("drafts send", "drafts send MAILBOX ID [--send-at TIME] [--dry-run] [--json]",
+		"Sends the draft as its file is now, through the same policy, signing and queue as mailctl send. --send-at overrides the draft's own time.").withJSON()
+	var sendAt string
+	var dry bool
+	cf.fs.StringVar(&sendAt, "send-at", "", "send at this time (RFC 3339, or a duration from now such as 2h)")
+	cf.fs.BoolVar(&dry, "dry-run", false, "validate, render and sign, but do not send")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 2 {
+		return usageError(cf.fs, "give the mailbox and the draft id")
+	}
+	a := protocol.DraftSendArgs{Mailbox: cf.fs.Arg(0), ID: cf.fs.Arg(1), DryRun: dry}
+	if sendAt != "" {
+		t, err := parseSendAt(sendAt)
+		if err != nil {
+			return usageError(cf.fs, "%v", err)
+		}
+		a.SendAt = &t
+	}
+	var res protocol.SendResult
+	timeout := time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond + 2*time.Minute
+	if err := cf.callTimeout(protocol.VerbDraftSend, a, &res, timeout); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(res)
+	}
+	printSendResult(res)
+	if res.Status == "failed" {
+		return 1
+	}
+	return 0
+}
+
+func draftsDelete(args []string) int {
+	cf := newClientFlags("drafts delete", "drafts delete MAILBOX ID [--json]", "Discards a draft: its file and attachments are removed.").withJSON()
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() != 2 {
+		return usageError(cf.fs, "give the mailbox and the draft id")
+	}
+	var out protocol.DraftDeleted
+	if err := cf.call(protocol.VerbDraftDelete, protocol.DraftIDArgs{Mailbox: cf.fs.Arg(0), ID: cf.fs.Arg(1)}, &out); err != nil {
+		return cf.fail(err)
+	}
+	if cf.json {
+		return printJSON(out)
+	}
+	fmt.Printf("draft %s deleted\n", out.ID)
+	return 0
+}
