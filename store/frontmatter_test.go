@@ -60,7 +60,7 @@ func fullMessage() *Message {
 		ListID: "<list.example.com>", AutoSubmitted: "no",
 		DKIM: []AuthResult{{Result: "pass", Domain: "example.com"}, {Result: "fail", Domain: "evil.test", Detail: "bad sig"}},
 		SPF:  AuthResult{Result: "pass", Domain: "example.com"}, DMARC: AuthResult{Result: "pass", Domain: "example.com"},
-		Trusted: "true", Mailbox: "bob", Read: true, ReadAt: &readAt, Labels: []string{"work"},
+		Trusted: "true", Mailbox: "bob", Read: true, ReadAt: &readAt, Labels: []string{"work"}, Starred: true,
 		IsDSN: true, DSNFor: "<sent@example.org>", Outbound: true, DeliveryStatus: "deferred", DeliveredAt: &readAt,
 		DeliveryDetails: []RecipientStatus{{Address: "x@example.com", Status: "deferred", Detail: "451 try later", Code: 451, Attempts: 2, NextAttempt: &next, UpdatedAt: &readAt, TLS: "TLS1.3"}},
 	}

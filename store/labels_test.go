@@ -129,3 +129,39 @@ func TestRelabelRefusals(t *testing.T) {
 		t.Errorf("removing a label: %v", err)
 	}
 }
+
+// FuzzRelabel: any label ValidLabel accepts survives the frontmatter (both
+// decoders) and the index file, and is found again by the label filter.
+func FuzzRelabel(f *testing.F) {
+	for _, s := range []string{"invoices", "Ünïcödé", `quote " and \ back`, "+++", "a]b[c", "#hash = 1", "日本語", "x\u00a0y"} {
+		f.Add(s)
+	}
+	s := newTestStore(f)
+	id := deliver(f, s, "inbox", testMessage(1), "body")
+	f.Fuzz(func(t *testing.T, label string) {
+		_, _, err := s.Relabel("agent", "inbox", []string{id}, []string{label}, nil, nil)
+		if ValidLabel(label) != nil {
+			if err == nil {
+				t.Fatalf("label %q refused by ValidLabel but accepted", label)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("label %q: %v", label, err)
+		}
+		defer s.Relabel("agent", "inbox", []string{id}, nil, []string{label}, nil)
+		m, _, err := s.Get("agent", "inbox", id)
+		if err != nil || !HasLabel(m.Labels, label) {
+			t.Fatalf("label %q after Get: %v %v", label, m.Labels, err)
+		}
+		data, _ := os.ReadFile(filepath.Join(s.Path("agent"), "inbox", id+".md"))
+		fast, _, err := parseForIndex(data)
+		if err != nil || !HasLabel(fast.Labels, label) {
+			t.Fatalf("label %q in the index parser: %v %v", label, fast, err)
+		}
+		p, err := s.List("agent", "inbox", Query{Label: label})
+		if err != nil || len(p.Items) != 1 || !HasLabel(p.Items[0].Labels, label) {
+			t.Fatalf("label %q: list %+v %v", label, p.Items, err)
+		}
+	})
+}
