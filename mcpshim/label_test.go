@@ -102,3 +102,25 @@ func (e *env) toolNames() []string {
 	}
 	return names
 }
+
+// The next page of a filtered listing repeats its filters: a cursor is good
+// only with them.
+func TestEmailListNextPageKeepsFilters(t *testing.T) {
+	e := newEnv(t)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, e.deliver("agent", testdaemon.Message{Subject: "invoice " + string(rune('a'+i)), Body: "pay"}))
+	}
+	e.ok("email_label", map[string]any{"mailbox": "agent", "ids": ids, "labels_add": []string{"invoices"}}, nil)
+	sc := e.ok("email_list", map[string]any{"mailbox": "agent", "label": "invoices", "unread": true, "limit": 2}, nil)
+	next, _ := sc["next_action"].(map[string]any)
+	args, _ := next["arguments"].(map[string]any)
+	if args["label"] != "invoices" || args["unread"] != true || args["cursor"] == nil {
+		t.Fatalf("next_action: %v", next)
+	}
+	var page EmailListData
+	e.ok("email_list", args, &page)
+	if len(page.Messages) != 1 || page.Messages[0].ID != ids[0] {
+		t.Fatalf("second page: %+v", page.Messages)
+	}
+}

@@ -144,6 +144,18 @@ func (s *Server) toolEmailList() toolSpec {
 		var next *NextAction
 		if out.HasMore {
 			nextArgs := map[string]any{"mailbox": in.Mailbox, "folder": folder, "limit": limit}
+			// A cursor is good only with the filters that made it.
+			for k, v := range map[string]string{"from": in.From, "subject": in.Subject, "text": in.Text, "thread_id": in.ThreadID,
+				"since": in.Since, "until": in.Until, "label": in.Label} {
+				if v != "" {
+					nextArgs[k] = v
+				}
+			}
+			for k, v := range map[string]*bool{"unread": in.Unread, "trusted": in.Trusted, "starred": in.Starred} {
+				if v != nil {
+					nextArgs[k] = *v
+				}
+			}
 			if out.NextCursor != "" {
 				nextArgs["cursor"] = out.NextCursor
 			} else {
