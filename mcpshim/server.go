@@ -221,12 +221,16 @@ func Presets() map[string][]string {
 		// organize adds email_purge, which no default set has: it deletes
 		// mail for good.
 		"organize": {"email_list", "email_label", "email_move", "email_purge"},
+		// drafts adds email_draft, for agents whose mail a person reviews
+		// before it goes.
+		"drafts": {"mailbox_list", "email_list", "email_read", "email_draft", "email_wait"},
 	}
 }
 
 // optInTools are served only when --tools names them or a preset that has
-// them: they cannot be undone.
-var optInTools = []string{"email_purge"}
+// them: email_purge cannot be undone; email_draft serves a review workflow
+// the operator chooses, and the default surface stays lean without it.
+var optInTools = []string{"email_purge", "email_draft"}
 
 // defaultTools is what a server without --tools serves: every tool but the
 // opt-in ones.
@@ -239,7 +243,7 @@ var allTools = []string{
 	"mailbox_list", "mailbox_create", "mailbox_delete",
 	"email_list", "email_read", "email_send", "email_reply",
 	"email_forward", "email_mark_read", "email_mark_unread", "email_move", "email_wait", "email_attachment",
-	"hook_create", "hook_list", "hook_delete", "email_label", "email_purge",
+	"hook_create", "hook_list", "hook_delete", "email_label", "email_purge", "email_draft",
 }
 
 // ToolNames returns every tool name the shim knows.
@@ -301,5 +305,6 @@ func (s *Server) tools() []toolSpec {
 		s.toolEmailList(), s.toolEmailRead(), s.toolEmailSend(), s.toolEmailReply(), s.toolEmailForward(),
 		s.toolMark(true), s.toolMark(false), s.toolEmailMove(), s.toolEmailWait(), s.toolEmailAttachment(),
 		s.toolHookCreate(), s.toolHookList(), s.toolHookDelete(), s.toolEmailLabel(), s.toolEmailPurge(),
+		s.toolEmailDraft(),
 	}
 }

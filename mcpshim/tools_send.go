@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,6 +44,7 @@ type emailSendArgs struct {
 	DryRun            bool               `json:"dry_run,omitempty" jsonschema:"validate and report the envelope and size without sending"`
 	IdempotencyKey    string             `json:"idempotency_key,omitempty" jsonschema:"repeat a call with the same key to get the first call's result instead of a second message"`
 	AllowEmpty        bool               `json:"allow_empty,omitempty" jsonschema:"send even with an empty subject and body and no attachment (refused otherwise, as a likely mistake)"`
+	SendAt            string             `json:"send_at,omitempty" jsonschema:"RFC 3339 time to send at (a scheduled send), e.g. 2026-12-01T09:00:00Z; at most a year ahead. The queue holds the message until then"`
 }
 
 func (s *Server) toolEmailSend() toolSpec {
@@ -65,7 +67,11 @@ func (s *Server) toolEmailSend() toolSpec {
 		if err != nil {
 			return "", SendData{}, nil, err
 		}
-		args := protocol.SendArgs{FromMailbox: in.FromMailbox, To: in.To, Cc: in.Cc, Bcc: in.Bcc, ReplyTo: in.ReplyToAddress,
+		sendAt, err := parseSendAt(in.SendAt)
+		if err != nil {
+			return "", SendData{}, nil, err
+		}
+		args := protocol.SendArgs{SendAt: sendAt, FromMailbox: in.FromMailbox, To: in.To, Cc: in.Cc, Bcc: in.Bcc, ReplyTo: in.ReplyToAddress,
 			Subject: in.Subject, Body: in.Body, TextOnly: in.TextOnly, HTMLBody: in.HTMLBody, Attachments: atts, InReplyTo: in.ReplyTo,
 			References: in.References, DryRun: in.DryRun, IdempotencyKey: in.IdempotencyKey, AllowEmpty: in.AllowEmpty}
 		summary, res, next, err := s.send(ctx, args)
@@ -136,6 +142,9 @@ func (s *Server) send(ctx context.Context, args protocol.SendArgs) (string, prot
 	summary := fmt.Sprintf("%s: message %s to %s", out.Status, out.MessageID, clip(rcpts, 120))
 	if out.Duplicate {
 		summary += " (answered from the earlier call with the same idempotency_key)"
+	}
+	if out.Status == "scheduled" && out.SendAt != nil {
+		summary += " at " + out.SendAt.UTC().Format(time.RFC3339) + " (mailctl queue reschedule or drop changes that)"
 	}
 	var next *NextAction
 	switch out.Status {

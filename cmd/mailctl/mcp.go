@@ -29,7 +29,7 @@ readonly (`+strings.Join(presets["readonly"], ", ")+`),
 organize (`+strings.Join(presets["organize"], ", ")+`), all.
 See docs/mcp.md.`).fs
 	socket := fs.Lookup("socket")
-	tools := fs.String("tools", "", "comma-separated tool names and/or presets (default all but email_purge)")
+	tools := fs.String("tools", "", "comma-separated tool names and/or presets (default all but email_purge and email_draft)")
 	httpAddr := fs.String("http", "", "serve Streamable HTTP on this loopback HOST:PORT instead of stdio")
 	tokenFile := fs.String("token-file", "", "file (mode 0600, yours) holding the bearer token required by --http")
 	verbose := fs.Bool("v", false, "log debug details to stderr")
