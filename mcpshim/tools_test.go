@@ -331,6 +331,7 @@ func TestDaemonDownEveryToolUnavailable(t *testing.T) {
 		"hook_delete":       {"name": "h"},
 		"email_label":       {"mailbox": "a", "id": "x", "star": true},
 		"email_purge":       {"mailbox": "a", "id": "x"},
+		"email_draft":       {"action": "delete", "mailbox": "a", "id": "x"},
 	}
 	if len(args) != len(allTools) {
 		t.Fatalf("table covers %d tools, want %d", len(args), len(allTools))
