@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound"
@@ -163,11 +164,21 @@ func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftU
 	return d.draftOf(box.Name, out), nil
 }
 
+// draftsSending holds the drafts being sent, by mailbox identity and id.
+var draftsSending sync.Map
+
 func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftSendArgs) (any, error) {
 	box := c.box()
 	if err := store.ValidID(a.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
 	}
+	// One send of a draft at a time: a second call while the first runs
+	// would send it twice; after it, the draft is gone.
+	key := box.ID + "/" + a.ID
+	if _, busy := draftsSending.LoadOrStore(key, true); busy {
+		return nil, protocol.Errorf(protocol.CodeConflict, "draft %s is being sent right now", a.ID)
+	}
+	defer draftsSending.Delete(key)
 	// The file as it is now, with whatever its owner changed by hand.
 	m, body, err := d.store.Get(box.Name, protocol.FolderDrafts, a.ID)
 	if err != nil {
@@ -178,9 +189,7 @@ func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftS
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s: %v", a.ID, err)
 	}
 	args := &protocol.SendArgs{FromMailbox: box.Name, To: m.To, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.Subject,
-		Body: body, InReplyTo: m.InReplyTo, References: m.References, DryRun: a.DryRun, WaitMS: a.WaitMS, SendAt: a.SendAt,
-		// A retry after a lost answer must not send the draft twice.
-		IdempotencyKey: "draft:" + box.ID + ":" + a.ID + ":" + m.MessageID}
+		Body: body, InReplyTo: m.InReplyTo, References: m.References, DryRun: a.DryRun, WaitMS: a.WaitMS, SendAt: a.SendAt}
 	if args.SendAt == nil && m.SendAt != nil && m.SendAt.After(d.now()) {
 		args.SendAt = m.SendAt // a draft whose time has passed goes at once
 	}
