@@ -231,12 +231,13 @@ DIR/bin/mailctl so the printed lines work after dev stops.`)
 Try it (each line works on its own, in any shell):
   MAILCTL_SOCKET=%s %s mailboxes list
   swaks --server %s --to %s --from someone@example.com --header "Subject: hello"
+  MAILCTL_SOCKET=%s %s mail list --mailbox %s
   MAILCTL_SOCKET=%s %s send --from %s --to bob@example.org --subject hello --body "captured, not sent"
 
 Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):
   MAILCTL_SOCKET=%s %s agents setup claude-code
 `, d.Address(*mailbox), sock, *smtp, root, self, outbound, strings.Join(trusted, " "),
-			sq, mq, *smtp, d.Address(*mailbox), sq, mq, *mailbox, sq, mq)
+			sq, mq, *smtp, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
 	}
 	d.SetReady(banner)
 	code := runDaemon(d, "", log)

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"net/smtp"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/internal/testwait"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+func TestInertRemovesEscapes(t *testing.T) {
+	for _, c := range []struct{ in, line, body string }{
+		{"plain", "plain", "plain"},
+		{"\x1b[31mred\x1b[0m", "red", "red"},
+		{"title\x1b]0;pwned\x07 ok", "title ok", "title ok"},
+		{"osc st\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\", "osc stlink", "osc stlink"},
+		{"c1\u009b2Jcsi", "c1csi", "c1csi"},
+		{"a\rb\nc\td\x00e\x7f", "a b c d e ", "ab\nc\td e "},
+		{"bidi \u202egnp.exe", "bidi gnp.exe", "bidi gnp.exe"},
+		{"bad \xff utf8", "bad \uFFFD utf8", "bad \uFFFD utf8"},
+		{"dangling \x1b", "dangling ", "dangling "},
+		{"charset \x1b(Bok", "charset ok", "charset ok"},
+	} {
+		if got := inert(c.in); got != c.line {
+			t.Errorf("inert(%q) = %q, want %q", c.in, got, c.line)
+		}
+		if got := inertBody(c.in); got != c.body {
+			t.Errorf("inertBody(%q) = %q, want %q", c.in, got, c.body)
+		}
+	}
+}
+
+func FuzzInert(f *testing.F) {
+	for _, s := range []string{"\x1b[31mred", "\x1b]0;t\x07", "\u009b1m", "a\x1b", "\x1b[", "ok"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, out := range []string{inert(s), inertBody(s)} {
+			for _, r := range out {
+				if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= '\u202a' && r <= '\u202e') {
+					t.Fatalf("%q left %U in %q", s, r, out)
+				}
+			}
+		}
+		if strings.ContainsRune(inert(s), '\n') {
+			t.Fatalf("inert(%q) kept a line break", s)
+		}
+	})
+}
+
+// `mailctl mail` against a dev daemon: a hostile subject (ANSI escapes, a
+// terminal title, a bidi override) is listed and read inert; --json carries
+// it intact as the protocol's types; mark and move change what list shows;
+// wait returns a message that arrives while it waits.
+func TestMailCLIInbox(t *testing.T) {
+	_, banner, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	smtpAddr := regexp.MustCompile(`127\.0\.0\.1:\d+`).FindString(banner.String())
+	if smtpAddr == "" {
+		t.Fatalf("no SMTP address in the banner:\n%s", banner.String())
+	}
+	deliver := func(subject, body string) {
+		t.Helper()
+		msg := "From: Mallory <mallory@elsewhere.test>\r\nTo: agent@mailctl.test\r\nSubject: " + subject +
+			"\r\nDate: Mon, 02 Mar 2026 10:00:00 +0000\r\nMessage-ID: <" + time.Now().Format("150405.000000000") + "@elsewhere.test>\r\n\r\n" + body + "\r\n"
+		// Plain SMTP: the dev server's certificate is its own.
+		c, err := smtp.Dial(smtpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Mail("mallory@elsewhere.test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Rcpt("agent@mailctl.test"); err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(msg))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c.Quit()
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, e, code := mailctl(t, env, args...)
+		if code != 0 {
+			t.Fatalf("mailctl %s: exit %d: %s", strings.Join(args, " "), code, e)
+		}
+		return out
+	}
+
+	// Two mailboxes in dev (agent, captured): the CLI asks which.
+	if _, e, code := mailctl(t, env, "mail", "list"); code != 2 || !strings.Contains(e, "--mailbox") || !strings.Contains(e, "agent") {
+		t.Fatalf("list without --mailbox: exit %d: %s", code, e)
+	}
+
+	hostile := "Invoice \x1b[2J\x1b]0;owned\x07\x1b[31mURGENT\x1b[0m \u202eexe.pdf"
+	deliver(hostile, "Pay now \x1b[8mhidden\x1b[0m please")
+	var list protocol.MessageList
+	testwait.For(t, "the message in the inbox", func() bool {
+		out, _, code := mailctl(t, env, "mail", "list", "--mailbox", "agent", "--json")
+		return code == 0 && json.Unmarshal([]byte(out), &list) == nil && len(list.Messages) == 1
+	})
+	// The daemon drops control characters from headers as it stores them;
+	// what is left (a bidi override) reaches --json as it is.
+	if got := list.Messages[0].Subject; !strings.Contains(got, "URGENT") || !strings.Contains(got, "\u202e") {
+		t.Errorf("--json subject: %q", got)
+	}
+	id := list.Messages[0].ID
+
+	out := run("mail", "list", "--mailbox", "agent")
+	if strings.ContainsAny(out, "\x1b\x07\u202e") {
+		t.Fatalf("list printed escapes:\n%q", out)
+	}
+	if !strings.Contains(out, "Invoice") || !strings.Contains(out, "URGENT") || !strings.Contains(out, id) || !strings.Contains(out, "*") {
+		t.Errorf("list lacks the message, its id or the unread mark:\n%s", out)
+	}
+	out = run("mail", "read", id, "--mailbox", "agent")
+	if strings.ContainsAny(out, "\x1b\x07\u202e") {
+		t.Fatalf("read printed escapes:\n%q", out)
+	}
+	for _, want := range []string{"From:", "Mallory <mallory@elsewhere.test>", "Subject:", "Pay now", "hidden", "State:", "unread"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("read lacks %q:\n%s", want, out)
+		}
+	}
+	// --json round trip: the protocol's Message, decoded as such.
+	var m protocol.Message
+	if err := json.Unmarshal([]byte(run("mail", "read", id, "--mailbox", "agent", "--json")), &m); err != nil || m.ID != id || m.Subject != list.Messages[0].Subject || m.Read {
+		t.Fatalf("read --json: %v %+v", err, m)
+	}
+	if !strings.Contains(m.Body, "\x1b[8mhidden") {
+		t.Errorf("--json does not carry the body as stored (scripts get the data, the terminal gets it inert): %q", m.Body)
+	}
+
+	run("mail", "mark", id, "--read", "--mailbox", "agent")
+	unread := run("mail", "list", "--mailbox", "agent", "--unread")
+	if !strings.Contains(unread, "no messages") {
+		t.Errorf("--unread after mark --read:\n%s", unread)
+	}
+	if _, e, code := mailctl(t, env, "mail", "mark", id, "--mailbox", "agent"); code != 2 || !strings.Contains(e, "--read") {
+		t.Errorf("mark without --read/--unread: exit %d: %s", code, e)
+	}
+	var moved struct {
+		Moved []struct{ ID, Folder string }
+	}
+	if err := json.Unmarshal([]byte(run("mail", "move", id, "--to", "archive", "--mailbox", "agent", "--json")), &moved); err != nil ||
+		len(moved.Moved) != 1 || moved.Moved[0].Folder != "archive" {
+		t.Fatalf("move --json: %v %+v", err, moved)
+	}
+	if out := run("mail", "list", "--mailbox", "agent", "--folder", "archive"); !strings.Contains(out, id) {
+		t.Errorf("archive after move:\n%s", out)
+	}
+	if _, e, code := mailctl(t, env, "mail", "read", id, "--mailbox", "agent"); code != 3 || !strings.Contains(e, "not_found") {
+		t.Errorf("read of a moved message in the inbox: exit %d: %s", code, e)
+	}
+
+	// wait: nothing arrives within the timeout (exit 75), then a message
+	// that does not match the filter is passed over for one that does.
+	if _, e, code := mailctl(t, env, "mail", "wait", "--mailbox", "agent", "--timeout", "300ms"); code != 75 || !strings.Contains(e, "timeout") {
+		t.Fatalf("wait with nothing arriving: exit %d: %s", code, e)
+	}
+	cmd := exec.Command(os.Args[0], "mail", "wait", "--mailbox", "agent", "--subject", "code", "--timeout", "30s", "--json")
+	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "mail wait to start watching", func() bool { return strings.Contains(stderr.String(), "waiting for new mail in agent") })
+	deliver("newsletter", "not this one")
+	deliver("Your code 123456", "code inside")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	testwait.For(t, "mail wait to return the matching message", func() bool {
+		select {
+		case waitErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if waitErr != nil {
+		t.Fatalf("wait: %v: %s", waitErr, stderr.String())
+	}
+	var got protocol.Message
+	if err := json.Unmarshal([]byte(stdout.String()), &got); err != nil || !strings.Contains(got.Subject, "code") {
+		t.Fatalf("wait --json: %v\n%s", err, stdout.String())
+	}
+}
