@@ -62,6 +62,8 @@ func (r *Report) MessageID() string {
 	return "dsn." + hex.EncodeToString(sum[:12]) + "@" + host
 }
 
+var messageIDRe = regexp.MustCompile(`(?im)^message-id:`)
+
 var enhancedRe = regexp.MustCompile(`\b([245])\.(\d{1,3})\.(\d{1,3})\b`)
 
 // Status is the RFC 3463 status code for a failed recipient: the one the
@@ -138,7 +140,12 @@ func (r *Report) Bytes() []byte {
 	b.WriteString("\r\n")
 
 	fmt.Fprintf(&b, "--%s\r\nContent-Type: text/rfc822-headers\r\n\r\n", boundary)
-	b.Write(headerSection(r.Original))
+	orig := headerSection(r.Original)
+	if !messageIDRe.Match(orig) && r.OriginalMessageID != "" {
+		// The report is linked to the sent message by this header.
+		orig = append([]byte("Message-ID: <"+oneLine(r.OriginalMessageID, 900)+">\r\n"), orig...)
+	}
+	b.Write(orig)
 	fmt.Fprintf(&b, "\r\n--%s--\r\n", boundary)
 	return b.Bytes()
 }
@@ -155,9 +162,24 @@ func headerSection(raw []byte) []byte {
 			raw = raw[:i+1]
 		}
 	}
-	raw = bytes.TrimRight(raw, "\n")
-	return append(bytes.ReplaceAll(raw, []byte("\n"), []byte("\r\n")), '\r', '\n')
+	// Only well-formed fields (and their folded lines) are returned: the
+	// part must parse as headers.
+	var out []byte
+	kept := false
+	for _, line := range bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n")) {
+		line = bytes.TrimRight(line, "\r")
+		folded := len(line) > 0 && (line[0] == ' ' || line[0] == '\t')
+		if folded && kept || !folded && fieldRe.Match(line) {
+			out = append(append(out, line...), '\r', '\n')
+			kept = true
+			continue
+		}
+		kept = false
+	}
+	return out
 }
+
+var fieldRe = regexp.MustCompile(`^[!-9;-~]+:`)
 
 // oneLine keeps s on one header line: control characters become spaces,
 // runs of space collapse, and it is cut to max bytes on a rune boundary.
