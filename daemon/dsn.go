@@ -55,7 +55,8 @@ func (o *outboundService) bounceToSender(mailbox, sentID string, res protocol.Se
 		Date: d.now(), Original: raw, OriginalMessageID: strings.Trim(m.MessageID, "<>"), OriginalSubject: m.Subject, ArrivalDate: m.Date}
 	for _, r := range failed {
 		rep.Recipients = append(rep.Recipients, bounce.Failed{Address: r.Address, Code: r.Code, Detail: r.Detail,
-			Expired: strings.HasPrefix(r.Detail, "gave up after")})
+			// Only the end of the retry window fails a recipient on a 4xx.
+			Expired: r.Code >= 400 && r.Code < 500 || strings.HasPrefix(r.Detail, "gave up after")})
 	}
 	mid := rep.MessageID()
 	if _, ok := d.store.FindByMessageID(mailbox, protocol.FolderInbox, mid); ok {
