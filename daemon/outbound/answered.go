@@ -33,6 +33,17 @@ func (s *Service) answering(id string) func(protocol.SendResult) {
 		if s.answers.waiting[id]--; s.answers.waiting[id] <= 0 {
 			delete(s.answers.waiting, id)
 		}
+		// An item every recipient of which is final has settled already
+		// (waiters wake after the notifier): Unanswered has run for it, and
+		// nothing may be left behind.
+		settled := true
+		for _, r := range res.Recipients {
+			settled = settled && queue.Final(r.Status)
+		}
+		if settled {
+			delete(s.answers.told, id)
+			return
+		}
 		for _, r := range res.Recipients {
 			if r.Status == queue.StatusFailed {
 				if s.answers.told[id] == nil {
