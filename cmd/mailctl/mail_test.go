@@ -144,9 +144,18 @@ func TestMailCLIInbox(t *testing.T) {
 		t.Errorf("--json does not carry the body as stored (scripts get the data, the terminal gets it inert): %q", m.Body)
 	}
 
+	if out := run("mail", "read", id, "--mailbox", "agent", "--mark-read"); !regexp.MustCompile(`(?m)^State:\s+read$`).MatchString(out) {
+		t.Errorf("read --mark-read:\n%s", out)
+	}
+	if unread := run("mail", "list", "--mailbox", "agent", "--unread"); !strings.Contains(unread, "no messages") {
+		t.Errorf("--unread after read --mark-read:\n%s", unread)
+	}
+	run("mail", "mark", id, "--unread", "--mailbox", "agent")
+	if unread := run("mail", "list", "--mailbox", "agent", "--unread"); !strings.Contains(unread, id) {
+		t.Errorf("--unread after mark --unread:\n%s", unread)
+	}
 	run("mail", "mark", id, "--read", "--mailbox", "agent")
-	unread := run("mail", "list", "--mailbox", "agent", "--unread")
-	if !strings.Contains(unread, "no messages") {
+	if unread := run("mail", "list", "--mailbox", "agent", "--unread"); !strings.Contains(unread, "no messages") {
 		t.Errorf("--unread after mark --read:\n%s", unread)
 	}
 	if _, e, code := mailctl(t, env, "mail", "mark", id, "--mailbox", "agent"); code != 2 || !strings.Contains(e, "--read") {
