@@ -14,12 +14,12 @@ import (
 )
 
 func init() {
-	register(&command{name: "mail", group: "mail", summary: "list, read, wait for, mark and move messages", run: cmdMail})
+	register(&command{name: "mail", group: "mail", summary: "list, read, wait for, mark, move, label and purge messages", run: cmdMail})
 }
 
 const mailHelp = `Usage: mailctl mail SUBCOMMAND [flags]
 
-  list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X]
+  list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred]
                                  messages, newest first (* unread; trust + yes, ! no)
   read ID [--mailbox M] [--folder F] [--raw] [--mark-read]
                                  headers, then the Markdown body
@@ -29,6 +29,10 @@ const mailHelp = `Usage: mailctl mail SUBCOMMAND [flags]
                                  mark messages read or unread
   move ID... --to FOLDER [--mailbox M] [--folder F]
                                  move messages to inbox, archive or trash
+  label ID... [--add L] [--remove L] [--star|--unstar] [--mailbox M] [--folder F]
+                                 label and star messages (list them with --label, --starred)
+  purge ID... | --before DATE [--mailbox M]
+                                 delete messages of trash for good
 
 --mailbox defaults to your only mailbox when you own exactly one. Owners see
 their own mailboxes, root sees all. Every subcommand takes --json for the
@@ -39,7 +43,10 @@ Examples:
     mailctl mail list --mailbox agent --unread
     mailctl mail read 2026-03-01-120000-hello --mailbox agent --mark-read
     mailctl mail wait --mailbox agent --subject code --timeout 5m --json
-    mailctl mail move 2026-03-01-120000-hello --to archive --mailbox agent`
+    mailctl mail move 2026-03-01-120000-hello --to archive --mailbox agent
+    mailctl mail label 2026-03-01-120000-hello --add invoices --star --mailbox agent
+    mailctl mail list --label invoices --starred --mailbox agent
+    mailctl mail purge --before 2026-02-01 --mailbox agent`
 
 func cmdMail(args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -60,6 +67,10 @@ func cmdMail(args []string) int {
 		return mailMark(args[1:])
 	case "move", "mv":
 		return mailMove(args[1:])
+	case "label":
+		return mailLabel(args[1:])
+	case "purge":
+		return mailPurge(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "mailctl mail: unknown subcommand %q\n\n%s\n", args[0], mailHelp)
 	return 2
@@ -108,13 +119,15 @@ func (mf *mailFlags) resolveMailbox() error {
 }
 
 func mailList(args []string) int {
-	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--json]",
+	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--json]",
 		`Lists a folder's messages, newest first: a * marks unread mail, and the trust
 column says whether the sender is one the mailbox trusts (+ yes, ! no, blank when
 the mailbox has no trusted senders). Dates are local. Sent mail shows its
 delivery status instead.`, true)
 	limit := mf.fs.Int("limit", 20, "at most this many messages (1-200)")
 	unread := mf.fs.Bool("unread", false, "only unread messages")
+	label := mf.fs.String("label", "", "only messages with this label (see mail label)")
+	starred := mf.fs.Bool("starred", false, "only starred messages")
 	from := mf.fs.String("from", "", "only messages whose sender contains this")
 	subject := mf.fs.String("subject", "", "only messages whose subject contains this")
 	text := mf.fs.String("text", "", "only messages whose body contains this")
@@ -133,6 +146,10 @@ delivery status instead.`, true)
 	a := protocol.MessageListArgs{Mailbox: mf.mailbox, Folder: mf.folder, Limit: *limit, From: *from, Subject: *subject, Text: *text}
 	if *unread {
 		a.Unread = unread
+	}
+	a.Label = *label
+	if *starred {
+		a.Starred = starred
 	}
 	var out protocol.MessageList
 	if err := mf.call(protocol.VerbMessageList, a, &out); err != nil {
@@ -166,6 +183,12 @@ func printRows(w io.Writer, folder string, msgs []protocol.MessageSummary) {
 		subj := fit(inert(m.Subject), 70)
 		if subj == "" {
 			subj = "(no subject)"
+		}
+		if m.Starred {
+			subj = "(starred) " + subj
+		}
+		if len(m.Labels) > 0 {
+			subj += " [" + fit(inert(strings.Join(m.Labels, ", ")), 40) + "]"
 		}
 		if sent {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", inert(m.ID), date, fit(inert(strings.Join(m.To, ", ")), 32), inert(m.DeliveryStatus), subj)
