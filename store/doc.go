@@ -14,7 +14,10 @@
 //
 // A message file is "+++\n", the TOML frontmatter (Message), "+++\n", an empty
 // line and the Markdown body. Ids are "<UTC time>-<slug of the subject>", so
-// they sort by arrival; a collision gets "-2", "-3"...
+// they sort by arrival; a collision gets "-2", "-3"... The slug spells the
+// subject in lower-case ASCII ("Héllo Wörld" gives hello-world, "Привет"
+// privet). Labels and the star are frontmatter fields like read, so they
+// survive a rebuilt index; only messages in trash can be purged (Purge).
 //
 // The daemon runs as root but the owner can change anything inside its
 // mailbox at any time. So every operation works on open directory
