@@ -153,6 +153,14 @@ const marked = await call("email_mark_read", { mailbox, id: msg.id });
 if (!marked.data.changed.includes(msg.id)) fail("email_mark_read", JSON.stringify(marked.data));
 step("email_mark_read");
 
+const labelled = await call("email_label", { mailbox, id: msg.id, labels_add: ["e2e"], star: true });
+if (!labelled.data.changed.includes(msg.id)) fail("email_label", JSON.stringify(labelled.data));
+const byLabel = await call("email_list", { mailbox, label: "E2E", starred: true });
+if (!byLabel.data.messages.some((m) => m.id === msg.id && m.starred && m.labels?.includes("e2e"))) {
+  fail("email_list label", JSON.stringify(byLabel.data).slice(0, 300));
+}
+step("email_label, email_list by label and star", msg.id);
+
 const hook = await call("hook_create", { mailbox, event: "on_receive", cmd: ["/bin/true"] });
 const hookName = hook.data.name;
 if (!hookName) fail("hook_create", "no effective name");
