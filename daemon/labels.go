@@ -17,7 +17,7 @@ func handleMessageLabel(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	if err != nil {
 		return nil, err
 	}
-	if err := checkIDs(a.IDs); err != nil {
+	if err := checkMessageIDs(a.IDs); err != nil {
 		return nil, err
 	}
 	if len(a.Add) == 0 && len(a.Remove) == 0 && a.Star == nil {
@@ -43,18 +43,18 @@ func handleMessageLabel(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder)
 	}
-	if len(changed) == 0 && len(notFound) == len(dedupe(a.IDs)) {
+	if len(changed) == 0 && len(notFound) == len(uniqueIDs(a.IDs)) {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in %s", folder)
 	}
 	return protocol.MessageLabeled{Changed: nonNil(changed), NotFound: notFound}, nil
 }
 
-// maxIDs bounds the ids one request names.
-const maxIDs = 1000
+// maxMessageIDs bounds the message ids one request names.
+const maxMessageIDs = 1000
 
-func checkIDs(ids []string) error {
-	if len(ids) == 0 || len(ids) > maxIDs {
-		return protocol.Errorf(protocol.CodeInvalidInput, "ids: give between 1 and %d message ids", maxIDs)
+func checkMessageIDs(ids []string) error {
+	if len(ids) == 0 || len(ids) > maxMessageIDs {
+		return protocol.Errorf(protocol.CodeInvalidInput, "ids: give between 1 and %d message ids", maxMessageIDs)
 	}
 	for _, id := range ids {
 		if err := store.ValidID(id); err != nil {
@@ -64,7 +64,7 @@ func checkIDs(ids []string) error {
 	return nil
 }
 
-func dedupe(ids []string) []string {
+func uniqueIDs(ids []string) []string {
 	seen := make(map[string]bool, len(ids))
 	out := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -92,7 +92,7 @@ func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	if a.Before != nil {
 		out.Purged, err = d.store.PurgeBefore(a.Mailbox, protocol.FolderTrash, *a.Before)
 	} else {
-		if err := checkIDs(a.IDs); err != nil {
+		if err := checkMessageIDs(a.IDs); err != nil {
 			return nil, err
 		}
 		out.Purged, out.NotFound, err = d.store.Purge(a.Mailbox, protocol.FolderTrash, a.IDs)
@@ -100,7 +100,7 @@ func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	if err != nil {
 		return nil, storeErr(err, "folder trash")
 	}
-	if len(a.IDs) > 0 && len(out.Purged) == 0 && len(out.NotFound) == len(dedupe(a.IDs)) {
+	if len(a.IDs) > 0 && len(out.Purged) == 0 && len(out.NotFound) == len(uniqueIDs(a.IDs)) {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in trash (only messages in trash can be purged)")
 	}
 	out.Purged = nonNil(out.Purged)
