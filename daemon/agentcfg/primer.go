@@ -60,6 +60,7 @@ var toolHints = map[string]string{
 	"email_attachment":  "fetch one attachment of a message.",
 	"email_label":       "add or remove labels and star messages.",
 	"email_purge":       "delete messages from trash for good (only when the user asked).",
+	"email_draft":       "create, update, send or delete a draft a person can review (and edit) before it goes.",
 	"hook_create":       "run a program (as you) when mail arrives or after a send.",
 	"hook_list":         "your hooks.",
 	"hook_delete":       "delete one of your hooks.",
