@@ -85,31 +85,21 @@ func beforeWriteOnce(mailbox, folder string) error {
 
 // hasMessage reports whether the folder holds message id.
 func (s *Store) hasMessage(mailbox, folder, id string) bool {
-	mb, err := s.openMailbox(mailbox)
+	_, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return false
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return false
-	}
-	defer d.Close()
+	defer done()
 	st, err := d.Lstat(id + ".md")
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
 func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, err error) {
-	mb, err := s.openMailbox(mailbox)
+	mb, d, done, err := s.openFolder(mailbox, folder, true)
 	if err != nil {
 		return "", err
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, true)
-	if err != nil {
-		return "", err
-	}
-	defer d.Close()
+	defer done()
 	if m.ReceivedAt.IsZero() {
 		m.ReceivedAt = time.Now().UTC()
 	}

@@ -20,16 +20,11 @@ func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body str
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return err
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
+	defer done()
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
@@ -102,16 +97,11 @@ func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]Attac
 	if len(m.Attachments) == 0 {
 		return nil, nil
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return nil, err
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
+	defer done()
 	ad, err := d.OpenDir(id + attSuffix)
 	if err != nil {
 		return nil, notFound("attachments of "+id, err)
@@ -147,29 +137,20 @@ func (s *Store) RemoveMessage(mailbox, folder, id string) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	mb, err := s.openMailbox(mailbox)
-	if err != nil {
-		return err
-	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	defer fi.mu.Unlock()
-	if _, err := d.Lstat(id + ".md"); err != nil {
-		return notFound("message "+id, err)
-	}
-	// The .md goes first: without it the message is gone, and the leftover
-	// files are orphans the sweep removes.
-	if err := d.Remove(id + ".md"); err != nil && !errors.Is(err, unix.ENOENT) {
-		return err
-	}
-	d.Remove(id + ".eml")
-	d.RemoveAll(id + attSuffix)
-	fi.remove(id)
-	return d.Sync()
+	return s.inFolder(mailbox, folder, func(f openedFolder) error {
+		d, fi := f.d, f.fi
+		if _, err := d.Lstat(id + ".md"); err != nil {
+			return notFound("message "+id, err)
+		}
+		// The .md goes first: without it the message is gone, and the
+		// leftover files are orphans the sweep removes.
+		if err := d.Remove(id + ".md"); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		d.Remove(id + ".eml")
+		d.RemoveAll(id + attSuffix)
+		fi.remove(id)
+		fi.count()
+		return d.Sync()
+	})
 }

@@ -13,16 +13,11 @@ func (s *Store) Get(mailbox, folder, id string) (*Message, string, error) {
 	if err := ValidID(id); err != nil {
 		return nil, "", err
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return nil, "", err
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return nil, "", err
-	}
-	defer d.Close()
+	defer done()
 	return readMessage(d, id, mb.uid)
 }
 
@@ -47,16 +42,11 @@ func (s *Store) Raw(mailbox, folder, id string, max int64) ([]byte, error) {
 	if err := ValidID(id); err != nil {
 		return nil, err
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return nil, err
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
+	defer done()
 	data, st, err := d.readFile(id+".eml", max)
 	if err == nil {
 		err = checkOwner(&st, mb.uid)
@@ -98,22 +88,7 @@ func (s *Store) SetRead(mailbox, folder string, ids []string, read bool, now tim
 	if err != nil {
 		return nil, nil, err
 	}
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		switch r := res[id]; {
-		case errors.Is(r.err, ErrNotFound), r.err != nil && ValidID(id) != nil:
-			notFoundIDs = append(notFoundIDs, id)
-		case r.err != nil:
-			return changed, notFoundIDs, r.err
-		case r.changed:
-			changed = append(changed, id)
-		}
-	}
-	return changed, notFoundIDs, nil
+	return collect(ids, res)
 }
 
 type updateResult struct {
@@ -124,27 +99,20 @@ type updateResult struct {
 // update applies fn to each message and replaces the files fn changed. Errors
 // about one message are returned per id.
 func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error)) (map[string]updateResult, error) {
-	mb, err := s.openMailbox(mailbox)
-	if err != nil {
-		return nil, err
-	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	defer fi.mu.Unlock()
 	res := make(map[string]updateResult, len(ids))
-	for _, id := range ids {
-		if _, done := res[id]; done {
-			continue // listed twice
+	err := s.inFolder(mailbox, folder, func(f openedFolder) error {
+		for _, id := range ids {
+			if _, done := res[id]; done {
+				continue // listed twice
+			}
+			r := updateResult{}
+			r.changed, r.err = updateOne(f.d, f.mb, f.fi, id, fn)
+			res[id] = r
 		}
-		r := updateResult{}
-		r.changed, r.err = updateOne(d, mb, fi, id, fn)
-		res[id] = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -179,16 +147,11 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 	if from == to {
 		return fmt.Errorf("move %s: source and destination are both %q", id, from)
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, src, done, err := s.openFolder(mailbox, from, false)
 	if err != nil {
 		return err
 	}
-	defer mb.close()
-	src, err := mb.folder(from, false)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
+	defer done()
 	dst, err := mb.folder(to, true)
 	if err != nil {
 		return err

@@ -70,16 +70,11 @@ func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) ([]string,
 	if folder != PurgeFolder {
 		return fmt.Errorf("purge %s: %w", folder, ErrNotTrash)
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, d, closeFolder, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return err
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
+	defer closeFolder()
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()

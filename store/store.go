@@ -163,6 +163,42 @@ func (s *Store) dropIndexes(mailbox string) {
 	}
 }
 
+// openFolder opens a mailbox and one of its folders (creating the folder if
+// create); done closes both.
+func (s *Store) openFolder(mailbox, folder string, create bool) (mb *mailbox, d *Dir, done func(), err error) {
+	mb, err = s.openMailbox(mailbox)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d, err = mb.folder(folder, create)
+	if err != nil {
+		mb.close()
+		return nil, nil, nil, err
+	}
+	return mb, d, func() { d.Close(); mb.close() }, nil
+}
+
+// openedFolder is a mailbox's folder, open, with its index locked.
+type openedFolder struct {
+	mb *mailbox
+	d  *Dir
+	fi *folderIndex
+}
+
+// inFolder runs fn with a mailbox's folder open and its index locked, as
+// every read-modify-write of a folder's messages does.
+func (s *Store) inFolder(name, folder string, fn func(f openedFolder) error) error {
+	mb, d, done, err := s.openFolder(name, folder, false)
+	if err != nil {
+		return err
+	}
+	defer done()
+	fi := s.index(name, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	return fn(openedFolder{mb, d, fi})
+}
+
 // notFound maps a missing (or symlinked, or foreign) entry to ErrNotFound.
 func notFound(what string, err error) error {
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) ||
@@ -522,21 +558,12 @@ func (s *Store) Counts(name string) (Counts, error) {
 }
 
 // List returns one page of the messages of a folder, newest first.
-func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
-	mb, err := s.openMailbox(mailbox)
-	if err != nil {
-		return Page{}, err
-	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return Page{}, err
-	}
-	defer d.Close()
-	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	defer fi.mu.Unlock()
-	return fi.list(d, mb, folder, q)
+func (s *Store) List(mailbox, folder string, q Query) (p Page, err error) {
+	err = s.inFolder(mailbox, folder, func(f openedFolder) error {
+		p, err = f.fi.list(f.d, f.mb, folder, q)
+		return err
+	})
+	return p, err
 }
 
 // FindByMessageID returns the id of the message of the folder with the given
@@ -545,16 +572,11 @@ func (s *Store) FindByMessageID(mailbox, folder, messageID string) (id string, o
 	if messageID == "" {
 		return "", false
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return "", false
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return "", false
-	}
-	defer d.Close()
+	defer done()
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()

@@ -36,16 +36,11 @@ func (s *Store) GetWindow(mailbox, folder, id string, off, n int, raw bool) (*Me
 	if off < 0 || n < 0 {
 		return nil, Window{}, errors.New("window offset and length must not be negative")
 	}
-	mb, err := s.openMailbox(mailbox)
+	mb, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return nil, Window{}, err
 	}
-	defer mb.close()
-	d, err := mb.folder(folder, false)
-	if err != nil {
-		return nil, Window{}, err
-	}
-	defer d.Close()
+	defer done()
 	f, err := d.openOwned(id+".md", MaxMessageFile, mb.uid)
 	if err != nil {
 		return nil, Window{}, notFound("message "+id, err)
