@@ -79,7 +79,10 @@ func suggest(name string) string {
 	sort.Strings(names)
 	for _, n := range names {
 		d := editDistance(name, n)
-		if len(name) >= 3 && (strings.HasPrefix(n, name) || strings.HasPrefix(name, n)) {
+		switch {
+		case len(name) >= 3 && strings.HasPrefix(n, name):
+			d = 0 // a shortened or singular name: "mailbox" for "mailboxes"
+		case len(name) >= 3 && strings.HasPrefix(name, n):
 			d = min(d, 1)
 		}
 		if d < bestD {
