@@ -246,6 +246,9 @@ var allTools = []string{
 	"hook_create", "hook_list", "hook_delete", "email_label", "email_purge", "email_draft",
 }
 
+// DefaultToolNames returns the tools a server without --tools serves.
+func DefaultToolNames() []string { return defaultTools() }
+
 // ToolNames returns every tool name the shim knows.
 func ToolNames() []string { return slices.Clone(allTools) }
 

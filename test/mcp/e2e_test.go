@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/mcpshim"
 )
 
 func TestMain(m *testing.M) {
@@ -189,8 +191,14 @@ func TestInspectorListsTools(t *testing.T) {
 	if err := json.Unmarshal(out, &list); err != nil {
 		t.Fatalf("inspector output: %v\n%s", err, out)
 	}
-	if len(list.Tools) < 12 || len(list.Tools) > 16 {
-		t.Fatalf("inspector sees %d tools", len(list.Tools))
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	want := slices.Sorted(slices.Values(mcpshim.DefaultToolNames()))
+	if !slices.Equal(names, want) {
+		t.Fatalf("inspector sees %v, want the default tools %v", names, want)
 	}
 	t.Logf("inspector lists %d tools", len(list.Tools))
 }
