@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -121,4 +123,58 @@ func TestDocsCommandsRun(t *testing.T) {
 			t.Errorf("no `mailctl %s` line found in the docs: the extraction is broken", want)
 		}
 	}
+}
+
+// Every example line of docs/cli.md (the commands' own help) runs as written,
+// through a shell, against a dev daemon whose mailbox is agent: none is a
+// usage error or a call the daemon refuses as invalid input (exit 2). The ids
+// in examples need not exist, so not_found and other refusals are fine.
+func TestCLIReferenceExamplesRun(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, sock := startDev(t, t.TempDir())
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := os.Symlink(self, filepath.Join(bin, "mailctl")); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "MAILCTL_AS_BINARY=1", "MAILCTL_SOCKET="+sock, "PATH="+bin+":"+os.Getenv("PATH"),
+		"HOME="+t.TempDir(), "EDITOR=true")
+	example := regexp.MustCompile(`(?m)^    (mailctl .*)$`)
+	shorter := regexp.MustCompile(`--timeout \S+`)
+	seen := map[string]bool{}
+	for _, m := range example.FindAllStringSubmatch(string(raw), -1) {
+		line := m[1]
+		if seen[line] {
+			continue
+		}
+		seen[line] = true
+		cmd := exec.Command("/bin/sh", "-c", shorter.ReplaceAllString(line, "--timeout 1s"))
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code == 2 {
+			t.Errorf("docs/cli.md example `%s` is refused (exit 2):\n%s", line, out)
+		}
+	}
+	for _, want := range []string{"mailctl mail list", "mailctl drafts create", "mailctl send --from", "mailctl queue reschedule"} {
+		found := false
+		for line := range seen {
+			found = found || strings.HasPrefix(line, want)
+		}
+		if !found {
+			t.Errorf("docs/cli.md has no `%s` example: the help lost it or the extraction is broken", want)
+		}
+	}
+	t.Logf("ran %d examples", len(seen))
 }

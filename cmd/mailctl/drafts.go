@@ -31,7 +31,12 @@ const draftsHelp = `Usage: mailctl drafts SUBCOMMAND [flags]
 A draft is a Markdown file with frontmatter in the mailbox's drafts/ folder.
 Edit it by hand or with edit; send reads the file as it is then, and sends it
 through the same policy, DKIM signing and queue as mailctl send. Once sent it
-leaves drafts/ and its copy is in sent/.`
+leaves drafts/ and its copy is in sent/.
+
+Examples:
+    mailctl drafts create agent --to bob@example.org --subject "Weekly report" --body "Numbers for review."
+    mailctl drafts list agent
+    mailctl drafts send agent 2026-03-01-120000-weekly-report --send-at 2h`
 
 func cmdDrafts(args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {

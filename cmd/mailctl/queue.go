@@ -24,7 +24,12 @@ const queueHelp = `Usage: mailctl queue SUBCOMMAND [flags]
   reschedule ID TIME     move a scheduled send (RFC 3339 or a duration from now)
 
 Queue ids are <mailbox>.<sent id>. Owners may list, show, retry and drop their
-mailboxes' items; root may do everything, and only root approves held mail.`
+mailboxes' items; root may do everything, and only root approves held mail.
+
+Examples:
+    mailctl queue list
+    mailctl queue reschedule agent.2026-03-01-120000-reminder 30m
+    mailctl queue drop agent.2026-03-01-120000-reminder`
 
 func cmdQueue(args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {

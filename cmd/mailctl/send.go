@@ -47,7 +47,11 @@ renders and signs, and prints the size and envelope without sending.
 --send-at schedules the send: the queue holds the message until then
 (mailctl queue reschedule or drop to change your mind).
 Address flags repeat and also take comma-separated lists. Attachment files are
-read by this command with your rights.`).withJSON()
+read by this command with your rights.
+
+Examples:
+    mailctl send --from agent --to bob@example.org --subject "Report" --body "**Done.**"
+    mailctl send --from agent --to bob@example.org --subject "Reminder" --body "Standup in 10 minutes." --send-at 2h`).withJSON()
 	var a protocol.SendArgs
 	var to, cc, bcc, replyTo addrList
 	var attach pathList
