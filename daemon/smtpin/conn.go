@@ -52,12 +52,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.s.refuse(c)
 			continue
 		}
-		tc := l.s.track(c, ip, l.proto)
-		tc.capIP = capIP
-		if front {
-			tc.xfwd = &xforward{maxLine: l.s.lim.MaxLineLength}
-		}
-		return tc, nil
+		return l.s.track(c, ip, capIP, l.proto, front), nil
 	}
 }
 
@@ -157,13 +152,17 @@ type trackedConn struct {
 	msgs       atomic.Uint64
 }
 
-func (s *Server) track(c net.Conn, ip net.IP, proto string) *trackedConn {
+// track wraps an accepted connection whose slot counts against capIP. A
+// front MTA (front) and a Unix-socket peer allowed to may send XFORWARD.
+// Everything is set before the session timer starts: the timer closes the
+// connection from another goroutine.
+func (s *Server) track(c net.Conn, ip, capIP net.IP, proto string, front bool) *trackedConn {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id, capIP: ip}
+	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id, capIP: capIP}
 	tc.log = s.log.With("session", id, "proto", proto, "remote", ipString(ip))
-	if uid, ok := peerUID(c); ok && proto == "lmtp" && s.mayForward(uid) {
+	if uid, ok := peerUID(c); front || ok && proto == "lmtp" && s.mayForward(uid) {
 		tc.xfwd = &xforward{maxLine: s.lim.MaxLineLength}
 	}
 	tc.log.Debug("connection opened")
