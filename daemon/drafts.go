@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"sync"
 	"time"
@@ -167,6 +169,12 @@ func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftU
 // draftsSending holds the drafts being sent, by mailbox identity and id.
 var draftsSending sync.Map
 
+// removeDraft takes a sent draft out of drafts/ (a variable so that a test
+// can stop the daemon's work between queueing and removal).
+var removeDraft = func(d *Daemon, mailbox, id string) error {
+	return d.store.RemoveMessage(mailbox, protocol.FolderDrafts, id)
+}
+
 func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftSendArgs) (any, error) {
 	box := c.box()
 	if err := store.ValidID(a.ID); err != nil {
@@ -179,10 +187,18 @@ func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftS
 		return nil, protocol.Errorf(protocol.CodeConflict, "draft %s is being sent right now", a.ID)
 	}
 	defer draftsSending.Delete(key)
-	// The file as it is now, with whatever its owner changed by hand.
+	// The file as it is now, with whatever its owner changed by hand, and
+	// the version of it that is read.
+	version, err := d.store.Version(box.Name, protocol.FolderDrafts, a.ID)
+	if err != nil {
+		return nil, storeErr(err, "draft "+a.ID)
+	}
 	m, body, err := d.store.Get(box.Name, protocol.FolderDrafts, a.ID)
 	if err != nil {
 		return nil, storeErr(err, "draft "+a.ID)
+	}
+	if again, err := d.store.Version(box.Name, protocol.FolderDrafts, a.ID); err != nil || again != version {
+		return nil, protocol.Errorf(protocol.CodeConflict, "draft %s changed while it was being read: send it again", a.ID)
 	}
 	atts, err := d.store.ReadAttachments(box.Name, protocol.FolderDrafts, a.ID, m)
 	if err != nil {
@@ -199,12 +215,18 @@ func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftS
 	if len(args.To)+len(args.Cc)+len(args.Bcc) == 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s has no recipient: add to, cc or bcc (draft.update, or edit %s)", a.ID, d.draftOf(box.Name, m).Path)
 	}
+	// A draft that was queued but not yet removed (the daemon stopped in
+	// between) must not go out twice when it is sent again unchanged: this
+	// version of this draft file is the send's idempotency key. An edit
+	// makes a new version, which is a new message.
+	sum := sha256.Sum256([]byte(a.ID + "\x00" + version))
+	args.IdempotencyKey = "draft-" + hex.EncodeToString(sum[:])
 	res, err := d.sendFrom(ctx, box, args)
 	if err != nil || a.DryRun {
 		return res, err
 	}
 	// The sent copy is in sent/ now: the draft has become it.
-	if err := d.store.RemoveMessage(box.Name, protocol.FolderDrafts, a.ID); err != nil {
+	if err := removeDraft(d, box.Name, a.ID); err != nil {
 		d.log.Warn("draft sent but not removed from drafts", "mailbox", box.Name, "id", a.ID, "err", err)
 	}
 	return res, nil

@@ -289,3 +289,55 @@ func TestScheduledSendSurvivesKillNine(t *testing.T) {
 		t.Fatalf("cancel by drop: %v", err)
 	}
 }
+
+// The daemon stops after a draft is queued and before it leaves drafts/:
+// sending the unchanged draft again answers with the first send and sends
+// nothing more; an edited draft is a new message.
+func TestDraftSentAgainAfterAStopIsNotSentTwice(t *testing.T) {
+	td, mx := startSender(t, Options{})
+	var dr protocol.Draft
+	if err := td.call(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Once", Body: "only once\n"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	keep := removeDraft
+	removeDraft = func(*Daemon, string, string) error { return errors.New("stopped before the draft was removed") }
+	var first protocol.SendResult
+	err := td.call(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &first)
+	removeDraft = keep
+	if err != nil || first.Status != "delivered" {
+		t.Fatalf("first send: %+v %v", first, err)
+	}
+	if _, err := os.Stat(dr.Path); err != nil {
+		t.Fatalf("the draft should still be there: %v", err)
+	}
+	var again protocol.SendResult
+	if err := td.call(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.MessageID != first.MessageID || again.ID != first.ID {
+		t.Fatalf("sending the unchanged draft again: %+v, want the first send (%s)", again, first.MessageID)
+	}
+	if n := len(mx.received()); n != 1 {
+		t.Fatalf("the MX got %d messages, want 1", n)
+	}
+	if _, err := os.Stat(dr.Path); !os.IsNotExist(err) {
+		t.Fatalf("the draft is still in drafts after the second call: %v", err)
+	}
+
+	// The same id, edited: a new message.
+	if err := td.call(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Once", Body: "only once\n"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	var third protocol.SendResult
+	if err := td.call(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &third); err != nil {
+		t.Fatal(err)
+	}
+	if third.Duplicate || third.MessageID == first.MessageID {
+		t.Fatalf("a new draft with the same content was answered as the first: %+v", third)
+	}
+	if n := len(mx.received()); n != 2 {
+		t.Fatalf("the MX got %d messages, want 2", n)
+	}
+}

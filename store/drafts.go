@@ -154,3 +154,25 @@ func (s *Store) RemoveMessage(mailbox, folder, id string) error {
 		return d.Sync()
 	})
 }
+
+// Version names the version of a message's Markdown file now: its inode,
+// size, modification and change times. Any rewrite or edit changes it.
+func (s *Store) Version(mailbox, folder, id string) (string, error) {
+	if err := ValidID(id); err != nil {
+		return "", err
+	}
+	_, d, done, err := s.openFolder(mailbox, folder, false)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	st, err := d.Lstat(id + ".md")
+	if err != nil {
+		return "", notFound("message "+id, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", notFound("message "+id, ErrNotRegular)
+	}
+	v := stampOf(&st)
+	return fmt.Sprintf("%x-%x-%x-%x", v.ino, v.size, v.mtime, v.ctime), nil
+}
