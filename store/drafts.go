@@ -38,16 +38,18 @@ func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body str
 	}
 	m.ID, m.Mailbox = id, mailbox
 	if atts != nil {
-		// The new attachments are written under a temporary name and
-		// swapped in, so a failure leaves the old ones in place.
-		if err := d.RemoveAll(id + attSuffix + ".new"); err != nil {
+		// The new attachments are written under a temporary name (one
+		// the start-up sweep removes if a crash leaves it) and swapped
+		// in, so a failure leaves the old ones in place.
+		tmpDir := TempPrefix + "att-" + id
+		if err := d.RemoveAll(tmpDir); err != nil {
 			return err
 		}
 		m.Attachments = nil
 		if len(atts) > 0 {
 			tmp := &Message{}
-			if err := writeAttachments(d, mb, id, id+attSuffix+".new", tmp, atts); err != nil {
-				d.RemoveAll(id + attSuffix + ".new")
+			if err := writeAttachments(d, mb, id, tmpDir, tmp, atts); err != nil {
+				d.RemoveAll(tmpDir)
 				return err
 			}
 			m.Attachments = tmp.Attachments
@@ -56,7 +58,7 @@ func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body str
 			return err
 		}
 		if len(atts) > 0 {
-			if err := d.Rename(id+attSuffix+".new", d, id+attSuffix, true); err != nil {
+			if err := d.Rename(tmpDir, d, id+attSuffix, true); err != nil {
 				return err
 			}
 		}
