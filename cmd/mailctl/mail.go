@@ -516,7 +516,7 @@ func sanitize(s string, multiline bool) string {
 	for i := 0; i < len(rs); i++ {
 		r := rs[i]
 		switch {
-		case r == 0x1b || r == 0x9b || r == 0x9d || r == 0x90 || r == 0x9e || r == 0x9f || r == 0x98:
+		case escapeStart(r):
 			i = skipEscape(rs, i)
 		case r == '\n' && multiline, r == '\t' && multiline:
 			b.WriteRune(r)
@@ -524,8 +524,7 @@ func sanitize(s string, multiline bool) string {
 			// CR alone would move the cursor back over what was printed.
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			b.WriteRune(' ')
-		case r == '\u200b' || r == '\u200e' || r == '\u200f' || r == '\u061c' || r == '\ufeff' ||
-			(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
+		case invisible(r):
 		default:
 			b.WriteRune(r)
 		}
@@ -533,49 +532,80 @@ func sanitize(s string, multiline bool) string {
 	return b.String()
 }
 
+// escapeStart reports whether r starts an escape sequence: ESC, or the
+// 8-bit CSI, OSC, DCS, SOS, PM or APC.
+func escapeStart(r rune) bool {
+	switch r {
+	case 0x1b, 0x9b, 0x9d, 0x90, 0x98, 0x9e, 0x9f:
+		return true
+	}
+	return false
+}
+
+// invisible reports whether r is a zero-width or bidirectional control
+// character, which would hide or reorder what is shown around it.
+func invisible(r rune) bool {
+	return r == '\u200b' || r == '\u200e' || r == '\u200f' || r == '\u061c' || r == '\ufeff' ||
+		(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
+}
+
 // skipEscape returns the index of the last rune of the escape sequence that
 // starts at i.
 func skipEscape(rs []rune, i int) int {
-	r := rs[i]
-	var kind rune
+	kind, i, ok := escapeKind(rs, i)
 	switch {
-	case r == 0x1b && i+1 < len(rs):
-		i++
-		kind = rs[i]
-	case r == 0x1b:
+	case !ok:
 		return i
-	case r == 0x9b:
-		kind = '['
-	case r == 0x9d:
-		kind = ']'
-	default: // DCS, PM, APC, SOS in their 8-bit forms
-		kind = 'P'
-	}
-	switch kind {
-	case '[': // CSI: parameters and intermediates, then one final byte
-		for i++; i < len(rs); i++ {
-			if rs[i] >= 0x40 && rs[i] <= 0x7e {
-				return i
-			}
-			if rs[i] < 0x20 || rs[i] > 0x7e {
-				return i - 1
-			}
-		}
-		return len(rs) - 1
-	case ']', 'P', 'X', '^', '_': // strings: up to BEL or ST (ESC \ or 0x9c)
-		for i++; i < len(rs); i++ {
-			switch {
-			case rs[i] == 0x07 || rs[i] == 0x9c:
-				return i
-			case rs[i] == 0x1b && i+1 < len(rs) && rs[i+1] == '\\':
-				return i + 1
-			}
-		}
-		return len(rs) - 1
-	}
-	// Two- or three-character escapes (ESC ( B, ESC 7, ...).
-	if kind >= 0x20 && kind <= 0x2f && i+1 < len(rs) {
+	case kind == '[':
+		return skipCSI(rs, i)
+	case kind == ']' || kind == 'P' || kind == 'X' || kind == '^' || kind == '_':
+		return skipString(rs, i)
+	case kind >= 0x20 && kind <= 0x2f && i+1 < len(rs):
+		// Two- or three-character escapes (ESC ( B, ESC 7, ...).
 		return i + 1
 	}
 	return i
+}
+
+// escapeKind returns what kind of escape starts at i ('[' for CSI, ']' for
+// OSC, 'P' for the other strings, or the character after ESC) and the index
+// of the rune that says so; ok is false for an ESC at the end.
+func escapeKind(rs []rune, i int) (kind rune, at int, ok bool) {
+	switch r := rs[i]; {
+	case r == 0x1b && i+1 < len(rs):
+		return rs[i+1], i + 1, true
+	case r == 0x1b:
+		return 0, i, false
+	case r == 0x9b:
+		return '[', i, true
+	case r == 0x9d:
+		return ']', i, true
+	}
+	return 'P', i, true // DCS, PM, APC, SOS in their 8-bit forms
+}
+
+// skipCSI skips a CSI's parameters and intermediates up to its final byte.
+func skipCSI(rs []rune, i int) int {
+	for i++; i < len(rs); i++ {
+		if rs[i] >= 0x40 && rs[i] <= 0x7e {
+			return i
+		}
+		if rs[i] < 0x20 || rs[i] > 0x7e {
+			return i - 1
+		}
+	}
+	return len(rs) - 1
+}
+
+// skipString skips a control string up to BEL or ST (ESC \ or 0x9c).
+func skipString(rs []rune, i int) int {
+	for i++; i < len(rs); i++ {
+		switch {
+		case rs[i] == 0x07 || rs[i] == 0x9c:
+			return i
+		case rs[i] == 0x1b && i+1 < len(rs) && rs[i+1] == '\\':
+			return i + 1
+		}
+	}
+	return len(rs) - 1
 }
