@@ -165,36 +165,47 @@ func (d *Daemon) authorize(c *call, acc access, t target) ([]*mailboxInfo, error
 	}
 	var boxes []*mailboxInfo
 	for _, name := range t.mailboxes {
-		if err := store.ValidMailboxName(name); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
+		m, err := d.authorizeMailbox(c, acc, t, name, len(boxes) == 0)
+		if err != nil {
+			return nil, err
 		}
-		m, ok := d.lookupMailbox(name)
-		if ok && len(boxes) == 0 && t.boundID != "" && m.ID != t.boundID {
-			ok = false // the name now belongs to another mailbox
+		if m != nil {
+			boxes = append(boxes, m)
 		}
-		if !ok && root && t.goneOK {
-			continue
-		}
-		if !ok || !c.visible(m) {
-			if t.missing != nil {
-				return nil, t.missing
-			}
-			return nil, notFoundMailbox(name)
-		}
-		if acc == accManage && !root {
-			if m.Source == "config" {
-				return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared by the operator in config.toml; only root can change it", name)
-			}
-			if name == d.cfg().CatchAll {
-				return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is the catch-all; only root can change it", name)
-			}
-		}
-		boxes = append(boxes, m)
 	}
 	if t.rootOnly != nil && !root {
 		return nil, t.rootOnly
 	}
 	return boxes, nil
+}
+
+// authorizeMailbox decides about one mailbox a request names (first: the
+// one a bound identity applies to). A nil mailbox with a nil error is one
+// root may name although it is gone.
+func (d *Daemon) authorizeMailbox(c *call, acc access, t target, name string, first bool) (*mailboxInfo, error) {
+	if err := store.ValidMailboxName(name); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
+	}
+	root := c.caller.Root()
+	m, ok := d.lookupMailbox(name)
+	if ok && first && t.boundID != "" && m.ID != t.boundID {
+		ok = false // the name now belongs to another mailbox
+	}
+	switch {
+	case !ok && root && t.goneOK:
+		return nil, nil
+	case (!ok || !c.visible(m)) && t.missing != nil:
+		return nil, t.missing
+	case !ok || !c.visible(m):
+		return nil, notFoundMailbox(name)
+	case acc != accManage || root:
+		return m, nil
+	case m.Source == "config":
+		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared by the operator in config.toml; only root can change it", name)
+	case name == d.cfg().CatchAll:
+		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is the catch-all; only root can change it", name)
+	}
+	return m, nil
 }
 
 // visible reports whether the caller may see mailbox m at all.
