@@ -78,27 +78,59 @@ Examples:
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
-	if a.FromMailbox == "" {
-		return usageError(cf.fs, "--from MAILBOX is required")
-	}
-	if len(to)+len(cc)+len(bcc) == 0 {
-		return usageError(cf.fs, "give at least one recipient with --to, --cc or --bcc")
-	}
-	if local, _, isAddr := strings.Cut(a.FromMailbox, "@"); isAddr {
-		local, _, _ = strings.Cut(local, "+")
-		return usageError(cf.fs, "--from takes a mailbox name, not an address: try --from %s", local)
-	}
-	if a.Body != "" && bodyFile != "" {
-		return usageError(cf.fs, "--body and --body-file exclude each other")
-	}
-	if a.TextOnly && htmlFile != "" {
-		return usageError(cf.fs, "--text-only and --html-body-file exclude each other")
+	if err := checkSendFlags(&a, len(to)+len(cc)+len(bcc), bodyFile, htmlFile); err != nil {
+		return usageError(cf.fs, "%v", err)
 	}
 	a.To, a.Cc, a.Bcc, a.ReplyTo = to, cc, bcc, replyTo
+	if err := readSendInputs(&a, sendAt, bodyFile, htmlFile, attach); err != nil {
+		return usageError(cf.fs, "%v", err)
+	}
+	if wait > 0 {
+		a.WaitMS = int(wait.Milliseconds())
+	}
+	// The daemon may wait up to two minutes for the first attempt.
+	timeout := time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond + 2*time.Minute
+	var res protocol.SendResult
+	if err := cf.callTimeout(protocol.VerbSend, a, &res, timeout); err != nil {
+		return cf.fail(withFlagNames(err))
+	}
+	if cf.json {
+		return printJSON(res)
+	}
+	printSendResult(res)
+	if res.Status == "failed" {
+		return 1
+	}
+	return 0
+}
+
+// checkSendFlags refuses flag combinations that cannot make a message.
+func checkSendFlags(a *protocol.SendArgs, recipients int, bodyFile, htmlFile string) error {
+	switch {
+	case a.FromMailbox == "":
+		return errors.New("--from MAILBOX is required")
+	case recipients == 0:
+		return errors.New("give at least one recipient with --to, --cc or --bcc")
+	case strings.Contains(a.FromMailbox, "@"):
+		local, _, _ := strings.Cut(a.FromMailbox, "@")
+		local, _, _ = strings.Cut(local, "+")
+		return fmt.Errorf("--from takes a mailbox name, not an address: try --from %s", local)
+	case a.Body != "" && bodyFile != "":
+		return errors.New("--body and --body-file exclude each other")
+	case a.TextOnly && htmlFile != "":
+		return errors.New("--text-only and --html-body-file exclude each other")
+	}
+	return nil
+}
+
+// readSendInputs fills a from the files and times the flags name: the body,
+// the HTML body, the attachments (read with the caller's rights) and
+// --send-at.
+func readSendInputs(a *protocol.SendArgs, sendAt, bodyFile, htmlFile string, attach []string) error {
 	if sendAt != "" {
 		t, err := parseSendAt(sendAt)
 		if err != nil {
-			return usageError(cf.fs, "%v", err)
+			return err
 		}
 		a.SendAt = &t
 	}
@@ -111,14 +143,14 @@ Examples:
 			b, err = os.ReadFile(bodyFile)
 		}
 		if err != nil {
-			return usageError(cf.fs, "reading the body: %v", err)
+			return fmt.Errorf("reading the body: %v", err)
 		}
 		a.Body = string(b)
 	}
 	if htmlFile != "" {
 		b, err := os.ReadFile(htmlFile)
 		if err != nil {
-			return usageError(cf.fs, "reading the HTML body: %v", err)
+			return fmt.Errorf("reading the HTML body: %v", err)
 		}
 		a.HTMLBody = string(b)
 	}
@@ -126,35 +158,24 @@ Examples:
 		// Not a FIFO or device: the read must end (protocol.MaxFrame bounds what can go).
 		b, full, err := mcpshim.ReadRegularFile(p, protocol.MaxFrame)
 		if err != nil {
-			return usageError(cf.fs, "reading attachment: %v", err)
+			return fmt.Errorf("reading attachment: %v", err)
 		}
 		if !full {
-			return usageError(cf.fs, "attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
+			return fmt.Errorf("attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
 		}
 		a.Attachments = append(a.Attachments, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
 	}
-	if wait > 0 {
-		a.WaitMS = int(wait.Milliseconds())
+	return nil
+}
+
+// withFlagNames rewords a daemon refusal that names a protocol argument the
+// CLI sets with a flag.
+func withFlagNames(err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == protocol.CodeInvalidInput && strings.Contains(pe.Message, "allow_empty") {
+		pe.Message = strings.Replace(pe.Message, "set allow_empty", "pass --force", 1)
 	}
-	// The daemon may wait up to two minutes for the first attempt.
-	timeout := time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond + 2*time.Minute
-	var res protocol.SendResult
-	if err := cf.callTimeout(protocol.VerbSend, a, &res, timeout); err != nil {
-		var pe *protocol.Error
-		if errors.As(err, &pe) && pe.Code == protocol.CodeInvalidInput && strings.Contains(pe.Message, "allow_empty") {
-			// The daemon names the protocol's argument; here it is a flag.
-			pe.Message = strings.Replace(pe.Message, "set allow_empty", "pass --force", 1)
-		}
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(res)
-	}
-	printSendResult(res)
-	if res.Status == "failed" {
-		return 1
-	}
-	return 0
+	return err
 }
 
 func readAllLimited(r io.Reader, max int) ([]byte, error) {
