@@ -141,8 +141,8 @@ func (s *Store) RemoveMessage(mailbox, folder, id string) error {
 	}
 	return s.inFolder(mailbox, folder, func(f openedFolder) error {
 		d, fi := f.d, f.fi
-		if _, err := d.Lstat(id + ".md"); err != nil {
-			return notFound("message "+id, err)
+		if err := messageFile(d, id, f.mb.uid); err != nil {
+			return err
 		}
 		// The .md goes first: without it the message is gone, and the
 		// leftover files are orphans the sweep removes.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"hash/maphash"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -457,6 +458,28 @@ func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, fileStamp, er
 // the daemon (or that the daemon must not change).
 var errForeign = errors.New("file is not owned by the mailbox owner")
 
+// Times outside what Unix nanoseconds can hold (before 1678, after 2262).
+var (
+	minNanoTime = time.Unix(0, math.MinInt64)
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+)
+
+// UnixNano is t in Unix nanoseconds, clamped to what an int64 holds.
+// time.Time.UnixNano wraps around outside 1678-2262, so a hand-edited date
+// of the year 1, or a "before" of the year 1000, would sort or compare as
+// some date in between (and "purge before 1000" would purge everything);
+// clamped, such a date sorts first or last. Every sort key and every bound
+// compared with one goes through it.
+func UnixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minNanoTime):
+		return math.MinInt64
+	case t.After(maxNanoTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
 func checkOwner(st *unix.Stat_t, uid int) error {
 	if uid >= 0 && int(st.Uid) != uid {
 		return errForeign
@@ -492,7 +515,7 @@ func newEntry(id string, m *Message, body string) *entry {
 	}
 	return &entry{
 		id:      sum.ID,
-		sortKey: t.UnixNano(),
+		sortKey: UnixNano(t),
 		mid:     hashString(sum.MessageID),
 		tid:     hashString(sum.ThreadID),
 		read:    sum.Read,
@@ -707,9 +730,9 @@ func (m *matcher) match(fi *folderIndex, e *entry) (bool, error) {
 		return false, nil
 	case q.ThreadID != "" && m.tid != e.tid:
 		return false, nil
-	case q.Since != nil && e.sortKey < q.Since.UnixNano():
+	case q.Since != nil && e.sortKey < UnixNano(*q.Since):
 		return false, nil
-	case q.Until != nil && e.sortKey >= q.Until.UnixNano():
+	case q.Until != nil && e.sortKey >= UnixNano(*q.Until):
 		return false, nil
 	case !m.rows:
 		return true, nil

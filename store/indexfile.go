@@ -35,7 +35,9 @@ func indexFile(folder string) string { return ".mailctl-index." + folder }
 
 // indexMagic starts every index file; a new layout gets a new magic.
 // MCTLIDX2 added the starred flag: files of the first layout are rebuilt.
-var indexMagic = [8]byte{'M', 'C', 'T', 'L', 'I', 'D', 'X', '2'}
+// MCTLIDX3 stores times as seconds and nanoseconds, which hold any date
+// (Unix nanoseconds wrap around before 1678 and after 2262).
+var indexMagic = [8]byte{'M', 'C', 'T', 'L', 'I', 'D', 'X', '3'}
 
 // Bounds of what the store reads back from an index file: a larger file or
 // record is not one the store wrote, and is rebuilt.
@@ -318,7 +320,8 @@ func (w *recWriter) time(t time.Time) {
 	}
 	_, zone := t.Zone()
 	w.u8(1)
-	w.i64(t.UnixNano())
+	w.i64(t.Unix())
+	w.i64(int64(t.Nanosecond()))
 	w.i64(int64(zone))
 }
 
@@ -390,12 +393,12 @@ func (r *recReader) time() time.Time {
 	case 0:
 		return time.Time{}
 	case 1:
-		ns, zone := r.i64(), r.i64()
-		if zone < -18*3600 || zone > 18*3600 {
+		sec, ns, zone := r.i64(), r.i64(), r.i64()
+		if zone < -18*3600 || zone > 18*3600 || ns < 0 || ns >= 1e9 {
 			r.bad = true
 			return time.Time{}
 		}
-		t := time.Unix(0, ns)
+		t := time.Unix(sec, ns)
 		if zone == 0 {
 			return t.UTC()
 		}

@@ -94,7 +94,7 @@ func TestIndexFileOldLayoutRebuilt(t *testing.T) {
 	s.Close()
 	f := filepath.Join(s.Path("agent"), indexFile("inbox"))
 	data, err := os.ReadFile(f)
-	if err != nil || string(data[:8]) != "MCTLIDX2" {
+	if err != nil || string(data[:8]) != string(indexMagic[:]) {
 		t.Fatalf("index file starts %q (%v)", data[:min(8, len(data))], err)
 	}
 	// The same records under the old magic, whose star bit means nothing.

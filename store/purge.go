@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // PurgeFolder is the only folder whose messages can be removed for good:
@@ -42,9 +44,10 @@ func (s *Store) Purge(mailbox, folder string, ids []string) (purged, notFoundIDs
 func (s *Store) PurgeBefore(mailbox, folder string, t time.Time) (purged []string, err error) {
 	err = s.purge(mailbox, folder, func(fi *folderIndex) ([]string, error) {
 		var ids []string
+		before := UnixNano(t)
 		order := fi.order()
 		for i := len(order) - 1; i >= 0 && len(ids) < MaxPurge; i-- {
-			if order[i].sortKey >= t.UnixNano() {
+			if order[i].sortKey >= before {
 				break
 			}
 			ids = append(ids, order[i].id)
@@ -108,6 +111,25 @@ func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) ([]string,
 	return nil
 }
 
+// messageFile checks that id names a message of d: its Markdown file is a
+// regular file of the mailbox owner, as readMessage requires. Anything else
+// the owner planted under that name (a symlink, a FIFO, a directory, a hard
+// link to a file of root's or another user's) is not a message: it is not
+// found, and is left for its owner to remove.
+func messageFile(d *Dir, id string, uid int) error {
+	st, err := d.Lstat(id + ".md")
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = ErrNotRegular
+	}
+	if err == nil {
+		err = checkOwner(&st, uid)
+	}
+	if err != nil {
+		return notFound("message "+id, err)
+	}
+	return nil
+}
+
 // purgeOne removes one message. The Markdown file goes first: it is the
 // commit point, so a crash after it leaves only uncommitted files, which the
 // store already cleans up as orphans.
@@ -115,12 +137,8 @@ func purgeOne(d *Dir, mb *mailbox, id string) error {
 	if ValidID(id) != nil {
 		return fmt.Errorf("message %q: %w", id, ErrNotFound)
 	}
-	st, err := d.Lstat(id + ".md")
-	if err == nil {
-		err = checkOwner(&st, mb.uid)
-	}
-	if err != nil {
-		return notFound("message "+id, err)
+	if err := messageFile(d, id, mb.uid); err != nil {
+		return err
 	}
 	if err := d.Remove(id + ".md"); err != nil {
 		return notFound("message "+id, err)
