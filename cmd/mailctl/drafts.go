@@ -88,7 +88,7 @@ func draftsList(args []string) int {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTO\tSUBJECT\tDATE")
 	for _, m := range out.Messages {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, strings.Join(m.To, ", "), m.Subject, m.Date.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", inert(m.ID), fit(inert(strings.Join(m.To, ", ")), 40), fit(inert(m.Subject), 60), m.Date.Local().Format(time.DateTime))
 	}
 	tw.Flush()
 	return 0
@@ -115,18 +115,20 @@ func draftsShow(args []string) int {
 	if cf.json {
 		return printJSON(m)
 	}
-	fmt.Printf("id:       %s\nfile:     %s\nto:       %s\n", m.ID, m.Path, strings.Join(m.To, ", "))
+	// Every field may come from a sender (a reply draft copies the
+	// subject and Reply-To it answers) or a hand edit: printed inert.
+	fmt.Printf("id:       %s\nfile:     %s\nto:       %s\n", inert(m.ID), inert(m.Path), inert(strings.Join(m.To, ", ")))
 	if len(m.Cc) > 0 {
-		fmt.Printf("cc:       %s\n", strings.Join(m.Cc, ", "))
+		fmt.Printf("cc:       %s\n", inert(strings.Join(m.Cc, ", ")))
 	}
 	if len(m.Bcc) > 0 {
-		fmt.Printf("bcc:      %s\n", strings.Join(m.Bcc, ", "))
+		fmt.Printf("bcc:      %s\n", inert(strings.Join(m.Bcc, ", ")))
 	}
-	fmt.Printf("subject:  %s\n", m.Subject)
+	fmt.Printf("subject:  %s\n", inert(m.Subject))
 	for _, a := range m.AttachmentList {
-		fmt.Printf("attached: %s (%d bytes)\n", a.Filename, a.Size)
+		fmt.Printf("attached: %s (%d bytes)\n", inert(a.Filename), a.Size)
 	}
-	fmt.Printf("\n%s\n", m.Body)
+	fmt.Printf("\n%s\n", inertBody(m.Body))
 	return 0
 }
 

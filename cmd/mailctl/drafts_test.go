@@ -89,3 +89,56 @@ func TestDraftsCLI(t *testing.T) {
 	}
 	run("queue", "drop", res.ID)
 }
+
+// TestDraftsCLIPrintsInert: a draft's fields come from senders (a reply
+// draft copies the subject and Reply-To of the message it answers) and
+// from hand edits; drafts list and show, like mail list and read, print
+// them with escape sequences, bidirectional overrides and invisible
+// characters removed, and --json prints nothing but the JSON.
+func TestDraftsCLIPrintsInert(t *testing.T) {
+	_, _, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	run := func(args ...string) string {
+		t.Helper()
+		out, e, code := mailctl(t, env, args...)
+		if code != 0 {
+			t.Fatalf("mailctl %s: exit %d: %s%s", strings.Join(args, " "), code, e, out)
+		}
+		return out
+	}
+	var d protocol.Draft
+	if err := json.Unmarshal([]byte(run("drafts", "create", "agent", "--to", "pat@outside.example", "--subject", "Proposal", "--body", "b", "--json")), &d); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(d.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := `\u001b]52;c;cGF5bG9hZA==\u0007\u001b[2J\u202egnp.exe\u2066\u00ad\U000E0041\U000E0042`
+	s := strings.Replace(string(data), `subject = "Proposal"`, `subject = "`+hostile+`"`, 1)
+	s = strings.Replace(s, `"pat@outside.example"`, `"`+hostile+` <pat@outside.example>"`, 1)
+	s = strings.Replace(s, "\n+++\n\nb", "\nlabels = [\""+hostile+"\"]\n+++\n\nbody \x1b[31mred\x1b[0m \u202e", 1)
+	if err := os.WriteFile(d.Path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"drafts", "list", "agent"},
+		{"drafts", "show", "agent", d.ID},
+		{"mail", "list", "--mailbox", "agent", "--folder", "drafts"},
+		{"mail", "read", d.ID, "--mailbox", "agent", "--folder", "drafts"},
+	} {
+		out := run(args...)
+		if !strings.Contains(out, d.ID) {
+			t.Errorf("%s does not show the draft:\n%s", strings.Join(args, " "), out)
+		}
+		for _, bad := range []string{"\x1b", "\a", "\u202e", "\u2066", "\u00ad", "\U000E0041", "cGF5bG9hZA"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("%s prints %q:\n%q", strings.Join(args, " "), bad, out)
+			}
+		}
+		out = run(append(args, "--json")...)
+		if !json.Valid([]byte(out)) || strings.Contains(out, "\x1b") {
+			t.Errorf("%s --json prints more than JSON:\n%q", strings.Join(args, " "), out)
+		}
+	}
+}

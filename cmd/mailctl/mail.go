@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -542,11 +543,12 @@ func escapeStart(r rune) bool {
 	return false
 }
 
-// invisible reports whether r is a zero-width or bidirectional control
-// character, which would hide or reorder what is shown around it.
+// invisible reports whether r is a format character (Unicode category Cf:
+// zero-width marks, bidirectional controls, the soft hyphen, the tag
+// characters that smuggle unseen ASCII to a model) or a line or paragraph
+// separator: each hides, reorders or breaks what is shown around it.
 func invisible(r rune) bool {
-	return r == '\u200b' || r == '\u200e' || r == '\u200f' || r == '\u061c' || r == '\ufeff' ||
-		(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
+	return unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
 }
 
 // skipEscape returns the index of the last rune of the escape sequence that
