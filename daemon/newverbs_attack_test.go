@@ -187,3 +187,42 @@ func TestDraftsAndLabelsCarryNoHistory(t *testing.T) {
 		t.Errorf("u1's draft send answered with u2's: %+v (u2's %+v)", res, oldSend)
 	}
 }
+
+// TestMessagePurgeBeforeEdgeDates: message.purge before a far-past date
+// purges nothing, before a far-future date purges all of trash (and
+// nothing else), and a malformed date is refused as invalid input.
+func TestMessagePurgeBeforeEdgeDates(t *testing.T) {
+	td := startDaemon(t, "")
+	td.ensureMine(t, "alice")
+	now := time.Now().UTC()
+	kept := deliverTo(t, td, "alice", "kept", now.Add(-time.Hour), nil)
+	var trashed []string
+	for _, s := range []string{"a", "b"} {
+		id := deliverTo(t, td, "alice", s, now.Add(-48*time.Hour), nil)
+		if err := td.call(t, protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: "alice", ID: id, To: "trash"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		trashed = append(trashed, id)
+	}
+	for _, bad := range []string{"yesterday", "2026-13-45T00:00:00Z", "", "99999-01-01T00:00:00Z"} {
+		err := td.call(t, protocol.VerbMessagePurge, map[string]any{"mailbox": "alice", "before": bad}, nil)
+		if protocol.CodeOf(err) != protocol.CodeInvalidInput {
+			t.Errorf("before %q: %v, want invalid_input", bad, err)
+		}
+	}
+	for _, past := range []time.Time{{}, time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1600, 6, 1, 0, 0, 0, 0, time.UTC)} {
+		var out protocol.MessagePurged
+		if err := td.call(t, protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: "alice", Before: &past}, &out); err != nil || len(out.Purged) != 0 {
+			t.Errorf("purge before %v: %v %+v, want nothing purged", past, err, out)
+		}
+	}
+	future := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	var out protocol.MessagePurged
+	if err := td.call(t, protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: "alice", Before: &future}, &out); err != nil || len(out.Purged) != len(trashed) {
+		t.Errorf("purge before %v: %v %+v, want %v", future, err, out, trashed)
+	}
+	var m protocol.Message
+	if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", ID: kept}, &m); err != nil {
+		t.Errorf("the inbox message: %v", err)
+	}
+}
