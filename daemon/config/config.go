@@ -526,8 +526,44 @@ func (c *Config) validateLMTP(bad complain) {
 			bad("lmtp.allow_from: %q is not a CIDR or an address (e.g. \"10.0.0.1/32\", \"fd00::/64\")", a)
 		case p.Bits() == 0:
 			bad("lmtp.allow_from: %q admits every address; list the front MTAs' addresses instead", a)
+		case strings.Contains(a, "%"):
+			bad("lmtp.allow_from: %q names an interface (a zone), which is not checked; give the address without it", a)
 		}
 	}
+	// Pieces that together admit every address are "everything" too
+	// (0.0.0.0/1 and 128.0.0.0/1).
+	for _, fam := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
+		if covers(fam, l.AllowPrefixes()) {
+			bad("lmtp.allow_from together admits every %s address; list the front MTAs' addresses instead", map[bool]string{true: "IPv4", false: "IPv6"}[fam.Addr().Is4()])
+		}
+	}
+}
+
+// covers reports whether the prefixes in list together contain all of p.
+func covers(p netip.Prefix, list []netip.Prefix) bool {
+	for _, q := range list {
+		if q.Addr().Is4() == p.Addr().Is4() && q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
+			return true
+		}
+	}
+	if p.Bits() >= p.Addr().BitLen() {
+		return false
+	}
+	any := false
+	for _, q := range list {
+		if q.Addr().Is4() == p.Addr().Is4() && q.Bits() > p.Bits() && p.Contains(q.Addr()) {
+			any = true
+		}
+	}
+	if !any {
+		return false
+	}
+	lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+	hi := lo.Addr()
+	b := hi.AsSlice()
+	b[p.Bits()/8] |= 0x80 >> (p.Bits() % 8)
+	hi, _ = netip.AddrFromSlice(b)
+	return covers(lo, list) && covers(netip.PrefixFrom(hi, p.Bits()+1), list)
 }
 
 func (c *Config) validateControl(bad complain) {
