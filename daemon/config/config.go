@@ -762,6 +762,16 @@ func ValidDisplayName(s string) error {
 		if unicode.IsControl(r) {
 			return fmt.Errorf("display_name holds a control character (%U): one line of text only", r)
 		}
+		// Line and paragraph separators break a line for a reader; format
+		// characters (bidi overrides, zero-width) show other text than is sent.
+		if unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf) {
+			return fmt.Errorf("display_name holds an invisible or line-breaking character (%U): plain text only", r)
+		}
+	}
+	// A name that reads as an address, or as encoded text, makes the From
+	// show another sender than the one it carries ("boss@bank.example" <agent@ours>).
+	if strings.ContainsAny(s, "@<>") || strings.Contains(s, "=?") {
+		return errors.New("display_name holds @, < or > or =?: a name must not read as an address or as encoded text")
 	}
 	if s != strings.TrimSpace(s) {
 		return errors.New("display_name starts or ends with a space")
