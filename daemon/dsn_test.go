@@ -18,9 +18,8 @@ import (
 
 // A message the remote server deferred (4xx) and then refused (5xx on the
 // retry) comes back to its sender as one RFC 3464 report in the inbox,
-// not trusted (it quotes the remote server: TestBounceQuotingAHostileMX),
-// linked to the sent copy, and on_receive hooks that opt in to
-// Auto-Submitted and untrusted mail run for it. A delivery, a failure the send's own
+// trusted, linked to the sent copy, and on_receive hooks that opt in to
+// Auto-Submitted mail run for it. A delivery, a failure the send's own
 // answer carried, and an operator's drop make none.
 func TestBounceToSenderAfterLaterFailure(t *testing.T) {
 	mx := fakemx.New(t, "127.0.0.1", nil)
@@ -35,7 +34,7 @@ func TestBounceToSenderAfterLaterFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := td.call(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "alice", Event: protocol.EventOnReceive, Name: "onbounce",
-			Cmd: []string{"/bin/true"}, FireOnAuto: true, FireOnUntrusted: true}, nil); err != nil {
+			Cmd: []string{"/bin/true"}, FireOnAuto: true}, nil); err != nil {
 			t.Fatal(err)
 		}
 	} else {
@@ -93,8 +92,8 @@ func TestBounceToSenderAfterLaterFailure(t *testing.T) {
 	if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", ID: msgs[0].ID}, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Trusted != protocol.Untrusted || m.SubmittedBy != "mailer-daemon" || (m.SPF != nil && m.SPF.Result == "pass") {
-		t.Errorf("bounce trust: trusted %q, submitted_by %q, spf %+v; want untrusted, by the mail system, no invented pass", m.Trusted, m.SubmittedBy, m.SPF)
+	if m.Trusted != protocol.Trusted || m.SubmittedBy != "mailer-daemon" || (m.SPF != nil && m.SPF.Result == "pass") {
+		t.Errorf("bounce trust: trusted %q, submitted_by %q, spf %+v; want trusted, by the mail system, no invented pass", m.Trusted, m.SubmittedBy, m.SPF)
 	}
 	if m.InReplyTo != res.MessageID || m.AutoSubmitted != "auto-replied" || m.ThreadID == "" {
 		t.Errorf("bounce links: in_reply_to %q (want %q), auto_submitted %q", m.InReplyTo, res.MessageID, m.AutoSubmitted)

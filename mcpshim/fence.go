@@ -101,8 +101,6 @@ func trustWhy(m *protocol.Message) string {
 		return "sent by this mailbox"
 	case isTrusted(m.Trusted):
 		return "the sender's domain is authenticated (aligned DKIM or SPF) and the sender is on this mailbox's trusted senders"
-	case m.SubmittedBy == "mailer-daemon":
-		return "a delivery report written by this mail system: it quotes the remote server's reply and the message's own addresses and headers, which outsiders choose"
 	case m.Trusted == protocol.NoPolicy || m.Trusted == "":
 		return "this mailbox has no trusted senders configured, so no mail to it is trusted, whoever sends it (the operator sets trusted_senders)"
 	case authenticated(m):

@@ -254,13 +254,10 @@ func MatchSender(address string, patterns []string) bool {
 // is no trust policy (no patterns), "true" only when the From domain is
 // authenticated with alignment and the From address matches a pattern,
 // otherwise "false". A message the daemon wrote itself (Result.Generated)
-// is "false": its source is authentic, but what it reports (a remote
-// server's reply, the recipients' addresses, the returned headers) is other
-// parties' text, which must reach a model fenced and fire only the hooks
-// that take untrusted mail.
+// is "true".
 func Trusted(r Result, patterns []string) protocol.Verdict {
 	if r.Generated {
-		return protocol.Untrusted // written by this daemon, quoting outsiders (DaemonReport)
+		return protocol.Trusted // written by this daemon (DaemonReport)
 	}
 	if len(patterns) == 0 {
 		return protocol.NoPolicy

@@ -64,8 +64,7 @@ type Result struct {
 	SubmittedBy string
 	// Generated is true when the daemon wrote the message itself (a delivery
 	// status notification to one of its senders): nothing was received, so
-	// nothing is checked; it is not trusted, as it quotes outsiders (see
-	// DaemonReport).
+	// nothing is checked, and it is trusted (see DaemonReport).
 	Generated bool
 }
 
@@ -90,10 +89,8 @@ const DaemonSubmitter = "mailer-daemon"
 // delivery status notification) from fromAddress, an address of one of its
 // own domains. No one sent it, so no check ran: SPF, DKIM and DMARC are
 // "none", not an invented pass; it is recorded as submitted by the mail
-// system, the way LocalSubmission records a mailbox. It is not trusted,
-// whatever the mailbox's trusted senders: its source is this daemon, but its
-// text is largely other parties' (a hostile MX chooses its reply, a sender
-// chooses the addresses the agent replies to), so a model reads it fenced.
+// system, the way LocalSubmission records a mailbox, and it is trusted
+// whatever the mailbox's trusted senders, as its source is this daemon.
 func DaemonReport(fromAddress string) Result {
 	_, domain, _ := strings.Cut(fromAddress, "@")
 	domain = strings.ToLower(domain)
