@@ -52,7 +52,7 @@ func (o *outboundService) bounceToSender(mailbox, sentID string, res protocol.Se
 	}
 	cfg := d.cfg()
 	rep := bounce.Report{ReportingMTA: cfg.Hostname, From: "MAILER-DAEMON@" + cfg.PrimaryDomain(), To: d.Address(mailbox),
-		Date: d.now(), Original: raw, OriginalMessageID: strings.Trim(m.MessageID, "<>"), OriginalSubject: m.Subject, ArrivalDate: m.Date}
+		Date: d.now(), Original: raw, OriginalMessageID: strings.Trim(m.MessageID, "<>"), ArrivalDate: m.Date}
 	for _, r := range failed {
 		rep.Recipients = append(rep.Recipients, bounce.Failed{Address: r.Address, Code: r.Code, Detail: r.Detail,
 			// Only the end of the retry window fails a recipient on a 4xx.

@@ -27,7 +27,12 @@ type Failed struct {
 }
 
 // Report is a delivery status notification (RFC 3464) this daemon writes
-// to the sender of a message it could not deliver.
+// to the sender of a message it could not deliver. It is stored trusted (it
+// comes from the daemon), so it carries the daemon's own words only: the
+// recipients' addresses, status codes and fixed explanations. What the
+// remote server said (which a hostile MX chooses) and the message's subject
+// and display names (which may quote an outsider) stay in the sent copy,
+// which the report is linked to.
 type Report struct {
 	ReportingMTA string    // this host's name
 	From         string    // the report's author, e.g. MAILER-DAEMON@example.com
@@ -36,8 +41,7 @@ type Report struct {
 	// Original is the header section of the undelivered message as it was
 	// sent (returned as text/rfc822-headers, never its body).
 	Original          []byte
-	OriginalMessageID string // without angle brackets
-	OriginalSubject   string
+	OriginalMessageID string    // without angle brackets
 	ArrivalDate       time.Time // when the message was queued
 	Recipients        []Failed
 }
@@ -83,6 +87,20 @@ func (f Failed) Status() string {
 	return "5.0.0"
 }
 
+// explanation says in the daemon's words why the recipient failed.
+func (f Failed) explanation() string {
+	st := f.Status()
+	switch {
+	case f.Expired:
+		return "no receiving server accepted it before the retry window ended (status " + st + ")"
+	case f.Code >= 500:
+		return fmt.Sprintf("the receiving server refused it (%d, status %s)", f.Code, st)
+	case f.Code >= 400:
+		return fmt.Sprintf("the receiving server did not accept it (%d, status %s)", f.Code, st)
+	}
+	return "it could not be delivered (status " + st + ")"
+}
+
 // Bytes renders the report: multipart/report with a human-readable part, a
 // message/delivery-status part and the original headers. It is marked
 // Auto-Submitted so that no hook or autoresponder answers it by default.
@@ -94,9 +112,6 @@ func (r *Report) Bytes() []byte {
 	rand.Read(nonce)
 	boundary := "dsn-" + hex.EncodeToString(nonce)
 	subject := "Undelivered mail returned to sender"
-	if s := oneLine(r.OriginalSubject, 200); s != "" {
-		subject += ": " + s
-	}
 	hdr := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
 	hdr("From", "Mail Delivery System <"+oneLine(r.From, 320)+">")
 	hdr("To", "<"+oneLine(r.To, 320)+">")
@@ -114,10 +129,10 @@ func (r *Report) Bytes() []byte {
 
 	fmt.Fprintf(&b, "--%s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n", boundary)
 	fmt.Fprintf(&b, "This is the mail system at %s.\r\n\r\n", oneLine(r.ReportingMTA, 255))
-	b.WriteString("Your message could not be delivered to the recipients below. The\r\n")
-	b.WriteString("delivery status of each is also in the sent copy.\r\n\r\n")
+	b.WriteString("Your message could not be delivered to the recipients below. What\r\n")
+	b.WriteString("the receiving servers answered is in the sent copy's delivery status.\r\n\r\n")
 	for _, f := range r.Recipients {
-		fmt.Fprintf(&b, "<%s>: %s\r\n", oneLine(f.Address, 320), oneLine(f.Detail, 900))
+		fmt.Fprintf(&b, "<%s>: %s\r\n", oneLine(f.Address, 320), f.explanation())
 	}
 	b.WriteString("\r\n")
 
@@ -131,10 +146,8 @@ func (r *Report) Bytes() []byte {
 		fmt.Fprintf(&b, "Final-Recipient: rfc822; %s\r\n", oneLine(f.Address, 320))
 		b.WriteString("Action: failed\r\n")
 		fmt.Fprintf(&b, "Status: %s\r\n", f.Status())
-		if f.Code != 0 {
-			fmt.Fprintf(&b, "Diagnostic-Code: smtp; %s\r\n", oneLine(f.Detail, 900))
-		} else {
-			fmt.Fprintf(&b, "Diagnostic-Code: x-mailctl; %s\r\n", oneLine(f.Detail, 900))
+		if f.Code >= 200 && f.Code <= 599 {
+			fmt.Fprintf(&b, "Diagnostic-Code: smtp; %d %s\r\n", f.Code, f.Status())
 		}
 	}
 	b.WriteString("\r\n")
@@ -162,8 +175,9 @@ func headerSection(raw []byte) []byte {
 			raw = raw[:i+1]
 		}
 	}
-	// Only well-formed fields (and their folded lines) are returned: the
-	// part must parse as headers.
+	// Only the Message-ID and Date fields (and their folded lines) are
+	// returned: they identify the message, and the other fields may quote
+	// an outsider (a subject or display name copied from a reply).
 	var out []byte
 	kept := false
 	for _, line := range bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n")) {
@@ -179,7 +193,7 @@ func headerSection(raw []byte) []byte {
 	return out
 }
 
-var fieldRe = regexp.MustCompile(`^[!-9;-~]+:`)
+var fieldRe = regexp.MustCompile(`(?i)^(message-id|date):`)
 
 // oneLine keeps s on one header line: control characters become spaces,
 // runs of space collapse, and it is cut to max bytes on a rune boundary.
