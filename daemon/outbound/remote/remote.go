@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -284,11 +285,72 @@ func (d *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, ct)
 	defer cancel()
+	var c net.Conn
+	var err error
 	if d.Dial != nil {
-		return d.Dial(dctx, "tcp", addr)
+		c, err = d.Dial(dctx, "tcp", addr)
+	} else {
+		var nd net.Dialer
+		c, err = nd.DialContext(dctx, "tcp", addr)
 	}
-	var nd net.Dialer
-	return nd.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &replyLimit{Conn: c}, nil
+}
+
+// MaxReplyBytes bounds what a remote server may send between two of our
+// writes: one reply (a greeting, an EHLO list, a multi-line error) or a TLS
+// handshake. A server streaming more is cut off, whatever the command
+// timeout would allow.
+const MaxReplyBytes = 256 << 10
+
+// ErrReplyTooLong is the error of a read past MaxReplyBytes.
+var ErrReplyTooLong = fmt.Errorf("the server sent more than %d KiB without waiting for a command", MaxReplyBytes>>10)
+
+// replyLimit counts the bytes read since the last write.
+type replyLimit struct {
+	net.Conn
+	mu   sync.Mutex
+	read int
+}
+
+func (c *replyLimit) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	left := MaxReplyBytes - c.read
+	c.mu.Unlock()
+	if left <= 0 {
+		return 0, ErrReplyTooLong
+	}
+	n, err := c.Conn.Read(b[:min(len(b), left)])
+	c.mu.Lock()
+	c.read += n
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *replyLimit) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.read = 0
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// maxDetail bounds the remote's reply text kept per recipient (in the queue
+// and the sent copy's delivery status).
+const maxDetail = 1024
+
+// clip cuts a remote's text to maxDetail bytes of valid UTF-8.
+func clip(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxDetail {
+		return s
+	}
+	s = s[:maxDetail]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + " …"
 }
 
 func (d *Client) hostname() string {
@@ -604,7 +666,7 @@ func reset(c *smtp.Client) bool { return c.Reset() == nil }
 func classify(err error, host string) *delivery.Error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
-		de := &delivery.Error{Temporary: se.Code < 500 || se.Code > 599, Code: se.Code, Message: se.Message, Host: host}
+		de := &delivery.Error{Temporary: se.Code < 500 || se.Code > 599, Code: se.Code, Message: clip(se.Message), Host: host}
 		if se.EnhancedCode != smtp.NoEnhancedCode && se.EnhancedCode != (smtp.EnhancedCode{}) {
 			de.Enhanced = fmt.Sprintf("%d.%d.%d", se.EnhancedCode[0], se.EnhancedCode[1], se.EnhancedCode[2])
 		}
@@ -612,13 +674,13 @@ func classify(err error, host string) *delivery.Error {
 	}
 	var te *textproto.Error
 	if errors.As(err, &te) {
-		return &delivery.Error{Temporary: te.Code < 500 || te.Code > 599, Code: te.Code, Message: te.Msg, Host: host}
+		return &delivery.Error{Temporary: te.Code < 500 || te.Code > 599, Code: te.Code, Message: clip(te.Msg), Host: host}
 	}
 	var de *delivery.Error
 	if errors.As(err, &de) {
 		return de
 	}
-	return &delivery.Error{Temporary: true, Message: err.Error(), Host: host}
+	return &delivery.Error{Temporary: true, Message: clip(err.Error()), Host: host}
 }
 
 // deliverRelay hands everything to the configured smarthost: implicit TLS on

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/emersion/go-smtp"
 
@@ -448,5 +449,31 @@ func TestSplitDomainsRelayWhatIsNotHere(t *testing.T) {
 	}
 	if msgs := f.Messages(); len(msgs) != 1 || len(msgs[0].Rcpts) != 1 || msgs[0].Rcpts[0] != "nobody@example.com" {
 		t.Errorf("relay saw %+v, want one message for nobody@example.com", msgs)
+	}
+}
+
+// A hostile MX that streams an endless reply is cut off after MaxReplyBytes,
+// whatever the command timeout allows, and what it said is kept short in
+// the delivery error.
+func TestHostileMXEndlessReplyIsCutOff(t *testing.T) {
+	long := "550-" + strings.Repeat("x", 900) + "\r\n"
+	script := "220 mx\r\n250 mx\r\n250 mx\r\n250 ok\r\n" + strings.Repeat(long, 4*MaxReplyBytes/len(long))
+	d := scriptedDeliverer([]byte(script))
+	defer d.Close()
+	d.TransactionTimeout = time.Minute
+	res := d.Deliver(context.Background(), "from@example.com", []string{"a@hostile.test"}, []byte(testMsg))
+	de := deliveryErr(t, res[0])
+	if !de.Temporary || !strings.Contains(de.Message, "KiB without waiting") {
+		t.Fatalf("got %+v, want the endless reply cut off", de)
+	}
+
+	// A long but finite refusal is kept to maxDetail bytes.
+	d2 := scriptedDeliverer([]byte("220 mx\r\n250 mx\r\n250 mx\r\n250 ok\r\n" +
+		strings.Repeat("550-5.1.1 "+strings.Repeat("é", 400)+"\r\n", 20) + "550 5.1.1 end\r\n"))
+	defer d2.Close()
+	res = d2.Deliver(context.Background(), "from@example.com", []string{"a@hostile.test"}, []byte(testMsg))
+	de = deliveryErr(t, res[0])
+	if de.Temporary || len(de.Message) > maxDetail+8 || !utf8.ValidString(de.Message) {
+		t.Fatalf("a long refusal: temporary %v, %d bytes, valid UTF-8 %v: %q", de.Temporary, len(de.Message), utf8.ValidString(de.Message), de.Message)
 	}
 }
