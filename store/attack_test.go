@@ -31,13 +31,11 @@ func TestPurgeBeforeEdgeDates(t *testing.T) {
 		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), true},
 	} {
 		s := newTestStore(t)
-		var ids []string
 		for i := range 3 {
 			id := deliver(t, s, "inbox", testMessage(i), "b")
 			if err := s.Move("agent", id, "inbox", "trash"); err != nil {
 				t.Fatal(err)
 			}
-			ids = append(ids, id)
 		}
 		if got := summaryIDs(allRows(t, s, "trash", Query{Until: &tc.before})); len(got) != map[bool]int{true: 3}[tc.all] {
 			t.Errorf("until %v lists %v", tc.before, got)
