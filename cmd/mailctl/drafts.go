@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/mailctl/mailctl/mcpshim"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -173,28 +171,15 @@ func draftsWrite(args []string, update bool) int {
 	set := map[string]bool{}
 	cf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if bodyFile != "" {
-		var b []byte
-		var err error
-		if bodyFile == "-" {
-			b, err = readAllLimited(os.Stdin, protocol.MaxFrame)
-		} else {
-			b, err = os.ReadFile(bodyFile)
-		}
+		b, err := readBodyFile(bodyFile)
 		if err != nil {
-			return usageError(cf.fs, "reading the body: %v", err)
+			return usageError(cf.fs, "%v", err)
 		}
-		body, set["body"] = string(b), true
+		body, set["body"] = b, true
 	}
-	var atts []protocol.SendAttachment
-	for _, p := range attach {
-		b, full, err := mcpshim.ReadRegularFile(p, protocol.MaxFrame)
-		if err != nil {
-			return usageError(cf.fs, "reading attachment: %v", err)
-		}
-		if !full {
-			return usageError(cf.fs, "attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
-		}
-		atts = append(atts, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
+	atts, err := readAttachmentFiles(attach)
+	if err != nil {
+		return usageError(cf.fs, "%v", err)
 	}
 	var at *time.Time
 	if sendAt != "" {

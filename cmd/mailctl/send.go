@@ -135,17 +135,11 @@ func readSendInputs(a *protocol.SendArgs, sendAt, bodyFile, htmlFile string, att
 		a.SendAt = &t
 	}
 	if bodyFile != "" {
-		var b []byte
-		var err error
-		if bodyFile == "-" {
-			b, err = readAllLimited(os.Stdin, protocol.MaxFrame)
-		} else {
-			b, err = os.ReadFile(bodyFile)
-		}
+		b, err := readBodyFile(bodyFile)
 		if err != nil {
-			return fmt.Errorf("reading the body: %v", err)
+			return err
 		}
-		a.Body = string(b)
+		a.Body = b
 	}
 	if htmlFile != "" {
 		b, err := os.ReadFile(htmlFile)
@@ -154,18 +148,41 @@ func readSendInputs(a *protocol.SendArgs, sendAt, bodyFile, htmlFile string, att
 		}
 		a.HTMLBody = string(b)
 	}
-	for _, p := range attach {
+	atts, err := readAttachmentFiles(attach)
+	a.Attachments = append(a.Attachments, atts...)
+	return err
+}
+
+// readBodyFile reads a body from a file, or from standard input for "-".
+func readBodyFile(name string) (string, error) {
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = readAllLimited(os.Stdin, protocol.MaxFrame)
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the body: %v", err)
+	}
+	return string(b), nil
+}
+
+// readAttachmentFiles reads files to attach, with the caller's rights.
+func readAttachmentFiles(paths []string) ([]protocol.SendAttachment, error) {
+	var out []protocol.SendAttachment
+	for _, p := range paths {
 		// Not a FIFO or device: the read must end (protocol.MaxFrame bounds what can go).
 		b, full, err := mcpshim.ReadRegularFile(p, protocol.MaxFrame)
 		if err != nil {
-			return fmt.Errorf("reading attachment: %v", err)
+			return nil, fmt.Errorf("reading attachment: %v", err)
 		}
 		if !full {
-			return fmt.Errorf("attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
+			return nil, fmt.Errorf("attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
 		}
-		a.Attachments = append(a.Attachments, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
+		out = append(out, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
 	}
-	return nil
+	return out, nil
 }
 
 // withFlagNames rewords a daemon refusal that names a protocol argument the
