@@ -1,0 +1,180 @@
+package queue
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// What callers and operators do with queued items: wait for the first
+// attempt, look, retry, drop, approve, reschedule.
+
+func notFound(id string) error {
+	return protocol.Errorf(protocol.CodeNotFound, "no queue item %s", id)
+}
+
+// WaitFirstAttempt returns once the item's first attempt has finished (or at
+// once if it is held or already attempted), or when ctx ends, with the state
+// at that moment.
+func (q *Queue) WaitFirstAttempt(ctx context.Context, id string) (*Item, error) {
+	q.mu.Lock()
+	e, ok := q.items[id]
+	if !ok || e.firstDone || e.it.Held || e.it.NextAttempt.After(q.opts.Clock()) && e.it.Scheduled() {
+		q.mu.Unlock()
+		return q.Get(id)
+	}
+	ch := e.first
+	q.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	return q.Get(id)
+}
+
+// List returns the items still queued, oldest first.
+func (q *Queue) List() []*Item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []*Item
+	for _, e := range q.items {
+		out = append(out, e.view())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Get returns a queued item or one settled since the queue was opened.
+func (q *Queue) Get(id string) (*Item, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if e, ok := q.items[id]; ok {
+		return e.view(), nil
+	}
+	if it, ok := q.done[id]; ok {
+		return it.clone(), nil
+	}
+	return nil, notFound(id)
+}
+
+// change applies fn to a queued item that is not being delivered, saves it
+// and notifies.
+func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error {
+	q.mu.Lock()
+	e, ok := q.items[id]
+	if !ok {
+		q.mu.Unlock()
+		if _, done := q.done[id]; done {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s is already settled", id)
+		}
+		return notFound(id)
+	}
+	if e.inflight {
+		q.mu.Unlock()
+		return protocol.Errorf(protocol.CodeConflict, "queue item %s is being delivered right now: try again in a moment", id)
+	}
+	now := q.opts.Clock()
+	backup := e.it.clone()
+	if err := fn(e.it, now); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	// As after an attempt, a settled state is saved first and the files go
+	// only once the sent copy has heard of it.
+	if err := q.save(e.it); err != nil {
+		e.it = backup
+		q.mu.Unlock()
+		return err
+	}
+	settled := e.it.Settled()
+	if settled {
+		delete(q.items, id)
+		q.remember(e.it)
+	}
+	out := e.it.clone()
+	q.mu.Unlock()
+	q.n.Updated(out)
+	if settled {
+		q.n.Settled(out)
+		q.mu.Lock()
+		if _, requeued := q.items[id]; !requeued {
+			q.remove(id)
+		}
+		if !e.firstDone {
+			e.firstDone = true
+			close(e.first)
+		}
+		q.mu.Unlock()
+	}
+	q.Kick()
+	return nil
+}
+
+// Retry makes an item due now.
+func (q *Queue) Retry(id string) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		if it.Held {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s is held for approval: approve it to send", id)
+		}
+		it.NextAttempt = now
+		for i := range it.Recipients {
+			if it.Recipients[i].Status == StatusDeferred {
+				it.Recipients[i].NextAttempt = now
+			}
+		}
+		return nil
+	})
+}
+
+// Drop removes an item; its undelivered recipients are marked failed.
+func (q *Queue) Drop(id string) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		for i := range it.Recipients {
+			r := &it.Recipients[i]
+			if !Final(r.Status) {
+				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, DetailDropped, now, time.Time{}
+			}
+		}
+		return nil
+	})
+}
+
+// Approve releases a held item for delivery now.
+func (q *Queue) Approve(id string) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		if !it.Held {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s is not held", id)
+		}
+		it.Held = false
+		it.NextAttempt = now
+		if it.Attempts == 0 && it.SendAt.After(now) {
+			it.NextAttempt = it.SendAt // released, and still waits for its time
+		}
+		for i := range it.Recipients {
+			if it.Recipients[i].Status == StatusHeld {
+				it.Recipients[i].Status, it.Recipients[i].UpdatedAt = StatusPending, now
+			}
+		}
+		return nil
+	})
+}
+
+// Reschedule sets when an item not yet attempted goes out. at must not be
+// zero; bounds on it are the caller's.
+func (q *Queue) Reschedule(id string, at time.Time) error {
+	return q.change(id, func(it *Item, now time.Time) error {
+		if it.Attempts > 0 {
+			return protocol.Errorf(protocol.CodeConflict, "queue item %s has already been attempted: retry it instead", id)
+		}
+		it.SendAt = at.UTC()
+		it.NextAttempt = it.SendAt
+		return nil
+	})
+}
