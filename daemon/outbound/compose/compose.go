@@ -73,8 +73,36 @@ func checkHeaderValue(field, v string) error {
 	if !utf8.ValidString(v) {
 		return invalid("%s is not valid UTF-8", field)
 	}
+	if n := longestWord(v); n > MaxHeaderWord {
+		return invalid("%s has a word of %d bytes without a space; at most %d fit a header line (RFC 5322 allows 998 bytes per line)", field, n, MaxHeaderWord)
+	}
 	return nil
 }
+
+// MaxHeaderWord bounds a run of non-space bytes in any header value a
+// caller gives. Such a run can only be folded by cutting it, and with
+// quoting or escaping a word of this size still fits the 998 bytes RFC 5322
+// allows per line.
+const MaxHeaderWord = 400
+
+// longestWord is the length in bytes of the longest run without a space or tab.
+func longestWord(s string) int {
+	best := 0
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' }) {
+		best = max(best, len(w))
+	}
+	return best
+}
+
+// Address lengths from RFC 5321 §4.5.3.1: a path is at most 256 octets
+// with its angle brackets, a local part at most 64.
+const (
+	maxAddressLen = 254
+	maxLocalLen   = 64
+	// MaxFilenameLen is NAME_MAX: the attachment must be savable under its
+	// name, and RFC 2231 percent-encoding of it still fits a header line.
+	MaxFilenameLen = 255
+)
 
 // parseAddress accepts "addr" or "Name <addr>" and returns the parsed address.
 func ParseAddress(field, s string) (*mail.Address, error) {
@@ -88,6 +116,9 @@ func ParseAddress(field, s string) (*mail.Address, error) {
 	at := strings.LastIndexByte(a.Address, '@')
 	if at <= 0 || at == len(a.Address)-1 {
 		return nil, invalid("%s: %q has no domain", field, s)
+	}
+	if len(a.Address) > maxAddressLen || at > maxLocalLen {
+		return nil, invalid("%s: %q is too long (RFC 5321: at most %d bytes, %d before the @)", field, a.Address, maxAddressLen, maxLocalLen)
 	}
 	dom := a.Address[at+1:]
 	if strings.ContainsAny(dom, "[]") || !strings.Contains(dom, ".") && dom != "localhost" {
@@ -405,6 +436,9 @@ func attachments(in []protocol.SendAttachment) ([]store.AttachmentData, int64, e
 	for _, att := range in {
 		if err := checkHeaderValue("attachment filename", att.Filename); err != nil {
 			return nil, 0, err
+		}
+		if len(att.Filename) > MaxFilenameLen {
+			return nil, 0, invalid("attachment filename has %d bytes; at most %d", len(att.Filename), MaxFilenameLen)
 		}
 		if strings.TrimSpace(att.Filename) == "" || pathLikeRE.MatchString(att.Filename) {
 			return nil, 0, invalid("attachment filename %q looks like a path: give the file's base name", att.Filename)

@@ -233,12 +233,66 @@ func TestComposeNonASCIIDecodesInPython(t *testing.T) {
 	}
 }
 
+// go-message folds a word longer than a line by cutting it, and the line
+// after such a cut can come out at 999 bytes. Every header value a caller
+// gives is therefore bounded so that the cut never happens; this walks each
+// field across the lengths where it did.
+func TestHeaderLinesFitEveryLength(t *testing.T) {
+	build := func(which, word string) (*Message, error) {
+		a := protocol.SendArgs{To: []string{"b@r.test"}, Subject: "s", Body: "b"}
+		name := "N"
+		long := word + " y z"
+		switch which {
+		case "subject":
+			a.Subject = long
+		case "name":
+			name = long
+		case "filename":
+			a.Attachments = []protocol.SendAttachment{{Filename: word + " y", Data: []byte("x")}}
+		case "content_type":
+			a.Attachments = []protocol.SendAttachment{{Filename: "f", ContentType: "text/plain; a=" + word, Data: []byte("x")}}
+		case "to":
+			a.To = []string{"\"" + long + "\" <b@r.test>"}
+		}
+		return Build(Input{FromName: name, FromAddress: "agent@example.com", Domain: "example.com", Args: a, Now: time.Unix(0, 0)})
+	}
+	for _, which := range []string{"subject", "name", "filename", "content_type", "to"} {
+		// The longest word a caller may give is accepted.
+		if _, err := build(which, strings.Repeat("x", min(MaxHeaderWord, MaxFilenameLen-2))); err != nil {
+			t.Errorf("%s: a word at the limit is refused: %v", which, err)
+		}
+		for n := MaxHeaderWord - 2; n < 2100; n++ {
+			c, err := build(which, strings.Repeat("x", n))
+			if err != nil {
+				if protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), which) && which != "to" {
+					t.Fatalf("%s n=%d: %v", which, n, err)
+				}
+				continue
+			}
+			for _, l := range strings.Split(string(c.Raw), "\r\n") {
+				if len(l) > 998 {
+					t.Fatalf("%s with a word of %d bytes: header line of %d bytes", which, n, len(l))
+				}
+			}
+		}
+	}
+	long := strings.Repeat("a", 65) + "@r.test"
+	if _, err := ParseAddress("to", long); protocol.CodeOf(err) != protocol.CodeInvalidInput {
+		t.Errorf("a 65-byte local part is accepted: %v", err)
+	}
+	if _, err := ParseAddress("to", "a@"+strings.Repeat("d", 250)+".test"); protocol.CodeOf(err) != protocol.CodeInvalidInput {
+		t.Errorf("a 257-byte address is accepted: %v", err)
+	}
+}
+
 func FuzzCompose(f *testing.F) {
 	f.Add("Subject", "Name", "bob@remote.test", "bcc@hidden.test", "body **md**", "file.txt", false)
 	f.Add("a\r\nBcc: x@y.z", "N\nX: 1", "b@r.test\r\n", "\r\n", "<script>", "../x", true)
 	f.Add("Grüße", "Zoë", "\"Q, Uoted\" <q@r.test>", "h@x.test", "", "résumé.pdf", false)
 	f.Add("=?utf-8?q?x?=", "\"", "a@b.c, d@e.f", "bcc@bcc.test", "\x00", "", true)
 	f.Add(strings.Repeat("x", 3000), strings.Repeat("n", 1200), "b@r.test", "c@r.test", "", strings.Repeat("é", 400)+".txt", false)
+	// A word that go-message has to cut, placed so the next line came out at 999 bytes.
+	f.Add(strings.Repeat("x", 1986)+" y", "N", "b@r.test", "c@r.test", "", "f.txt", false)
 	f.Fuzz(func(t *testing.T, subject, name, to, bcc, body, filename string, textOnly bool) {
 		a := protocol.SendArgs{To: []string{to}, Bcc: []string{bcc}, Subject: subject, Body: body, TextOnly: textOnly}
 		if filename != "" {
