@@ -265,7 +265,7 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 		used := map[string]bool{}
 		for _, a := range atts {
 			name := uniqueName(SanitizeFilename(a.Filename), used)
-			if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, false); err != nil {
+			if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, syncFile); err != nil {
 				return err
 			}
 			m.Attachments = append(m.Attachments, Attachment{
@@ -283,11 +283,11 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 	// renamed into place; one directory fsync, shared with concurrent
 	// deliveries to this folder, then makes both names durable.
 	if raw != nil {
-		if err := d.writeFile(id+".eml", raw, FileMode, mb.uid, mb.gid, false); err != nil {
+		if err := d.writeFile(id+".eml", raw, FileMode, mb.uid, mb.gid, syncFile); err != nil {
 			return err
 		}
 	}
-	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, false); err != nil {
+	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, syncFile); err != nil {
 		return err
 	}
 	return dirSync.sync(d)

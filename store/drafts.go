@@ -83,7 +83,7 @@ func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []At
 	used := map[string]bool{}
 	for _, a := range atts {
 		name := uniqueName(SanitizeFilename(a.Filename), used)
-		if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, false); err != nil {
+		if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, syncFile); err != nil {
 			return err
 		}
 		m.Attachments = append(m.Attachments, Attachment{Filename: name, ContentType: a.ContentType,

@@ -173,10 +173,22 @@ func (d *Dir) Sync() error {
 // the directory. Readers see the old or the new file, never a partial one.
 // uid or gid -1 leaves that id as the process's own.
 func (d *Dir) WriteFile(name string, data []byte, perm os.FileMode, uid, gid int) error {
-	return d.writeFile(name, data, perm, uid, gid, true)
+	return d.writeFile(name, data, perm, uid, gid, syncAll)
 }
 
-func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int, syncDir bool) error {
+// syncMode says which fsyncs a replacement pays.
+type syncMode int
+
+const (
+	syncAll  syncMode = iota // the file and the directory
+	syncFile                 // the file; the caller syncs the directory (shared)
+	// syncNone replaces the file atomically but leaves it and its name to
+	// the kernel's writeback, or to a later Store.Sync: for changes that
+	// something durable elsewhere can redo after a power loss.
+	syncNone
+)
+
+func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int, mode syncMode) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -204,14 +216,16 @@ func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int
 	if err := f.Chmod(perm.Perm()); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	if mode != syncNone {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := unix.Renameat(d.fd, tmp, d.fd, name); err != nil {
 		return &os.LinkError{Op: "rename", Old: d.join(tmp), New: d.join(name), Err: err}
 	}
 	ok = true
-	if syncDir {
+	if mode == syncAll {
 		return d.Sync()
 	}
 	return nil

@@ -62,7 +62,7 @@ func (s *Store) Relabel(mailbox, folder string, ids, add, remove []string, star 
 	}
 	res, err := s.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
 		return relabel(m, add, remove, star)
-	})
+	}, syncAll)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -60,13 +61,36 @@ func (s *Store) Raw(mailbox, folder, id string, max int64) ([]byte, error) {
 // Update rewrites the frontmatter of a message with fn, atomically: the file
 // is replaced, never written in place. fn's error aborts the update.
 func (s *Store) Update(mailbox, folder, id string, fn func(*Message) error) error {
+	return s.updateOne(mailbox, folder, id, fn, syncAll)
+}
+
+// UpdateUnsynced is Update without fsyncs: readers see the old or the new
+// file, never a partial one, and the change survives a crash of the
+// daemon, but a power loss can undo it until the next Sync (or the kernel's
+// writeback). It is for changes the caller can redo from its own durable
+// record, such as a sent copy's delivery status from the queue's journal.
+func (s *Store) UpdateUnsynced(mailbox, folder, id string, fn func(*Message) error) error {
+	return s.updateOne(mailbox, folder, id, fn, syncNone)
+}
+
+func (s *Store) updateOne(mailbox, folder, id string, fn func(*Message) error, mode syncMode) error {
 	res, err := s.update(mailbox, folder, []string{id}, func(_ string, m *Message) (bool, error) {
 		return true, fn(m)
-	})
+	}, mode)
 	if err != nil {
 		return err
 	}
 	return res[id].err
+}
+
+// Sync makes every write to the store so far durable, data and names:
+// syncfs(2) on the store's filesystem. One call covers any number of
+// UpdateUnsynced changes.
+func (s *Store) Sync() error {
+	if err := unix.Syncfs(s.root.fd); err != nil {
+		return &os.PathError{Op: "syncfs", Path: s.rootPath, Err: err}
+	}
+	return nil
 }
 
 // SetRead marks messages read (with read_at = now) or unread. It returns the
@@ -84,7 +108,7 @@ func (s *Store) SetRead(mailbox, folder string, ids []string, read bool, now tim
 			m.ReadAt = nil
 		}
 		return true, nil
-	})
+	}, syncAll)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,16 +122,27 @@ type updateResult struct {
 
 // update applies fn to each message and replaces the files fn changed. Errors
 // about one message are returned per id.
-func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error)) (map[string]updateResult, error) {
+func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error), mode syncMode) (map[string]updateResult, error) {
 	res := make(map[string]updateResult, len(ids))
 	err := s.inFolder(mailbox, folder, func(f openedFolder) error {
+		// Each file is synced as it is replaced; one directory fsync at
+		// the end then makes all the new names durable.
+		fileMode := mode
+		if mode == syncAll {
+			fileMode = syncFile
+		}
+		changed := false
 		for _, id := range ids {
 			if _, done := res[id]; done {
 				continue // listed twice
 			}
 			r := updateResult{}
-			r.changed, r.err = updateOne(f.d, f.mb, f.fi, id, fn)
+			r.changed, r.err = updateOne(f.d, f.mb, f.fi, id, fn, fileMode)
 			res[id] = r
+			changed = changed || r.changed
+		}
+		if changed && mode == syncAll {
+			return f.d.Sync()
 		}
 		return nil
 	})
@@ -117,7 +152,7 @@ func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Me
 	return res, nil
 }
 
-func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, *Message) (bool, error)) (bool, error) {
+func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, *Message) (bool, error), mode syncMode) (bool, error) {
 	if err := ValidID(id); err != nil {
 		return false, err
 	}
@@ -129,7 +164,7 @@ func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, 
 	if err != nil || !changed {
 		return false, err
 	}
-	if err := d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid); err != nil {
+	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, mode); err != nil {
 		return false, fmt.Errorf("update message %s: %w", id, err)
 	}
 	if fi.loaded {

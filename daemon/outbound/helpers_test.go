@@ -156,6 +156,12 @@ func (s *memStore) Update(mailbox, folder, id string, fn func(*store.Message) er
 	return nil
 }
 
+func (s *memStore) UpdateUnsynced(mailbox, folder, id string, fn func(*store.Message) error) error {
+	return s.Update(mailbox, folder, id, fn)
+}
+
+func (s *memStore) Sync() error { return nil }
+
 func (s *memStore) Get(mailbox, folder, id string) (*store.Message, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -70,12 +70,14 @@ func (r *Recorder) orphaned(it *queue.Item) bool {
 }
 
 // Updated implements queue.Notifier: it brings the sent copy up to date.
+// The file is replaced without fsync: the queue's journal holds the state
+// until a checkpoint has called Flush.
 func (r *Recorder) Updated(it *queue.Item) {
 	if r.orphaned(it) {
 		return
 	}
 	now := r.now()
-	err := r.Store.Update(it.Mailbox, protocol.FolderSent, it.SentID, func(m *store.Message) error {
+	err := r.Store.UpdateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, func(m *store.Message) error {
 		prev := map[string]store.RecipientStatus{}
 		for _, d := range m.DeliveryDetails {
 			prev[strings.ToLower(d.Address)] = d
@@ -102,6 +104,10 @@ func (r *Recorder) Updated(it *queue.Item) {
 		r.OnUpdated(it.Mailbox, it.SentID, resultOf(it))
 	}
 }
+
+// Flush makes the sent copies' updates durable; it is the queue's
+// Options.Flush.
+func (r *Recorder) Flush() error { return r.Store.Sync() }
 
 // Settled implements queue.Notifier.
 func (r *Recorder) Settled(it *queue.Item) {

@@ -27,6 +27,10 @@ import (
 type SentStore interface {
 	Deliver(mailbox, folder string, m *store.Message, body string, raw []byte, atts []store.AttachmentData) (id string, dup bool, err error)
 	Update(mailbox, folder, id string, fn func(*store.Message) error) error
+	// UpdateUnsynced is Update without fsyncs; Sync makes such updates
+	// durable. The queue's journal can redo them until then.
+	UpdateUnsynced(mailbox, folder, id string, fn func(*store.Message) error) error
+	Sync() error
 	Get(mailbox, folder, id string) (*store.Message, string, error)
 	FindByMessageID(mailbox, folder, messageID string) (id string, ok bool)
 }

@@ -29,7 +29,10 @@ import (
 //
 //	'E' an item enqueued: a 4-byte length, the item's JSON, the signed message
 //	'S' an item's new state: its JSON
-//	'D' an item gone (settled and announced): its id
+//	'A' an item settled and announced (its sent copy written, its
+//	    after_send hooks run): its id. A restart only brings the sent copy
+//	    up to date again, since that write may not have been durable.
+//	'D' an item gone (settled, announced, and its sent copy durable): its id
 //
 // At start the records are replayed in order. A record cut short or failing
 // its checksum ends the replay: it and everything after it were never
@@ -54,32 +57,35 @@ type loc struct{ off, n, rec, recN int64 }
 type journal struct {
 	dir, path string
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	f       *os.File
-	size    int64             // end of the last whole record
-	state   map[string][]byte // each live item's latest state JSON
-	data    map[string]loc    // each live item's message
-	live    int64             // bytes the live items would take rewritten
-	written uint64            // appends so far
-	synced  uint64            // appends covered by a finished fsync
-	syncing bool
-	closed  bool
-	err     error // a failed write: the journal refuses appends until restart
-	syncs   int   // fsyncs done by commit
+	mu    sync.Mutex
+	cond  *sync.Cond
+	f     *os.File
+	size  int64             // end of the last whole record
+	state map[string][]byte // each live item's latest state JSON
+	// announced holds the live items that are settled and announced.
+	announced map[string]bool
+	data      map[string]loc // each live item's message
+	live      int64          // bytes the live items would take rewritten
+	written   uint64         // appends so far
+	synced    uint64         // appends covered by a finished fsync
+	syncing   bool
+	closed    bool
+	err       error // a failed write: the journal refuses appends until restart
+	syncs     int   // fsyncs done by commit
 	// fsync syncs the file; tests hold it to see commits grouped.
 	fsync func(*os.File) error
 }
 
 // replayed is an item as the journal holds it at start.
 type replayed struct {
-	it  *Item
-	loc loc
+	it        *Item
+	loc       loc
+	announced bool
 }
 
 // openJournal opens (creating) the journal in dir and replays it.
 func openJournal(dir string, logf func(msg string, args ...any)) (*journal, map[string]replayed, error) {
-	j := &journal{dir: dir, path: filepath.Join(dir, journalName), state: map[string][]byte{}, data: map[string]loc{}}
+	j := &journal{dir: dir, path: filepath.Join(dir, journalName), state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{}}
 	j.cond = sync.NewCond(&j.mu)
 	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -158,6 +164,9 @@ func (j *journal) replay(logf func(msg string, args ...any)) (map[string]replaye
 	}
 	j.size = off
 	for id, x := range items {
+		if x.announced {
+			j.announced[id] = true
+		}
 		j.data[id] = x.loc
 		j.live += x.loc.n + int64(len(j.state[id])) + 2*recHeader + 8
 	}
@@ -204,6 +213,14 @@ func (j *journal) apply(items map[string]replayed, p []byte, at int64) error {
 		x.it = &it
 		items[it.ID] = x
 		j.state[it.ID] = append([]byte(nil), p[1:]...)
+	case 'A':
+		id := string(p[1:])
+		x, ok := items[id]
+		if !ok {
+			return fmt.Errorf("announcement of %s, which is not queued", id)
+		}
+		x.announced = true
+		items[id] = x
 	case 'D':
 		id := string(p[1:])
 		delete(items, id)
@@ -300,6 +317,7 @@ func (j *journal) enqueue(it *Item, data []byte) (uint64, error) {
 	j.data[it.ID] = l
 	j.state[it.ID] = st
 	j.live += int64(len(rec)) + recHeader + 8
+	delete(j.announced, it.ID)
 	return w, nil
 }
 
@@ -334,6 +352,20 @@ func (j *journal) maybeCompactLocked() {
 	}
 }
 
+// announce appends that a settled item has been announced. It needs no
+// fsync: losing it to a power loss only announces the item once more.
+func (j *journal) announce(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.data[id]; !ok || j.announced[id] {
+		return
+	}
+	if _, err := j.appendLocked(record([]byte{'A'}, []byte(id))); err != nil {
+		return
+	}
+	j.announced[id] = true
+}
+
 // drop appends that an item is gone. It needs no fsync: an item whose drop
 // is lost comes back settled and is announced again, which changes nothing.
 func (j *journal) drop(id string) {
@@ -349,6 +381,7 @@ func (j *journal) drop(id string) {
 	j.live -= l.n + int64(len(j.state[id])) + 2*recHeader + 8
 	delete(j.data, id)
 	delete(j.state, id)
+	delete(j.announced, id)
 	j.maybeCompactLocked()
 }
 
@@ -453,6 +486,14 @@ func (j *journal) compactLocked() error {
 		}
 		locs[id] = loc{off: off + recHeader + 5 + int64(len(st)), n: int64(len(data)), rec: off, recN: int64(len(rec))}
 		off += int64(len(rec))
+		if j.announced[id] {
+			a := record([]byte{'A'}, []byte(id))
+			if _, err := w.Write(a); err != nil {
+				tmp.Close()
+				return err
+			}
+			off += int64(len(a))
+		}
 		live += int64(len(rec)) + recHeader + 8
 	}
 	if err := w.Flush(); err != nil {

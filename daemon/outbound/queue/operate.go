@@ -103,10 +103,8 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 	q.n.Updated(out)
 	if settled {
 		q.n.Settled(out)
+		q.settledAnnounced(id)
 		q.mu.Lock()
-		if _, requeued := q.items[id]; !requeued {
-			q.remove(id)
-		}
 		if !e.firstDone {
 			e.firstDone = true
 			close(e.first)

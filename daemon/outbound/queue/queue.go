@@ -130,7 +130,21 @@ type Options struct {
 	Backoff       []time.Duration // delay after attempt n; the last repeats
 	MaxConcurrent int             // default 8
 	Logger        *slog.Logger
+	// Flush makes durable what the Notifier has written (the sent
+	// copies' delivery status, which it may write without fsync). The
+	// queue forgets a settled item only after a Flush that began after the
+	// item was announced, so a power loss before then announces the item
+	// again instead of leaving a stale sent copy. Nil: what the Notifier
+	// writes is durable when it returns.
+	Flush func() error
 }
+
+// A checkpoint (a Flush, then the settled items' drop records) runs once a
+// second while items wait for one, or at once when checkpointBatch wait.
+const (
+	checkpointEvery = time.Second
+	checkpointBatch = 256
+)
 
 // DefaultBackoff spaces retries of temporary failures: quick at first for
 // greylisting, then hours apart.
@@ -166,6 +180,10 @@ type Queue struct {
 	done      map[string]*Item // settled items kept for status queries
 	doneOrder []string
 	settled   []*Item         // settled while loading, announced when Run starts
+	announced []*Item         // settled and announced before a restart: sent copy brought up to date when Run starts
+	forget    []string        // settled, announced items waiting for a checkpoint
+	ckMu      sync.Mutex      // one checkpoint at a time
+	lastCk    time.Time       // when the last checkpoint began (wall clock)
 	enqueuing map[string]bool // ids whose files Enqueue is writing
 	kick      chan struct{}
 }
@@ -211,15 +229,21 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 	for id, x := range replayed {
 		it := x.it
 		if it.Settled() {
-			// Final but perhaps not yet written to the sent copy: Run
-			// announces it again and only then drops it.
+			// Final but perhaps not yet (durably) written to the sent
+			// copy: Run announces it again, or only updates the sent copy
+			// if it was announced, and a checkpoint then drops it.
 			q.remember(it)
-			q.settled = append(q.settled, it)
+			if x.announced {
+				q.announced = append(q.announced, it)
+			} else {
+				q.settled = append(q.settled, it)
+			}
 			continue
 		}
 		q.items[id] = &entry{it: it, firstDone: it.Attempts > 0, first: make(chan struct{})}
 	}
 	sort.Slice(q.settled, func(i, k int) bool { return q.settled[i].ID < q.settled[k].ID })
+	sort.Slice(q.announced, func(i, k int) bool { return q.announced[i].ID < q.announced[k].ID })
 	q.staggerOverdue()
 	return q, nil
 }
@@ -373,9 +397,68 @@ func (q *Queue) save(it *Item) error {
 	return q.j.commit(w)
 }
 
-// remove drops a settled item from the journal. Losing that record to a
-// crash only makes the next start announce the item again.
-func (q *Queue) remove(id string) { q.j.drop(id) }
+// settledAnnounced records that a settled item has been announced and
+// leaves its removal to the next checkpoint, once what the notifier wrote
+// is durable.
+func (q *Queue) settledAnnounced(id string) {
+	q.j.announce(id)
+	q.mu.Lock()
+	q.forget = append(q.forget, id)
+	n := len(q.forget)
+	q.mu.Unlock()
+	if q.opts.Flush == nil {
+		q.checkpoint()
+	} else if n >= checkpointBatch {
+		q.Kick()
+	}
+}
+
+// checkpoint makes what the notifier wrote durable (Flush), then drops the
+// settled items announced before it from the journal. Losing a drop record
+// to a crash only makes the next start update the sent copy again.
+func (q *Queue) checkpoint() {
+	q.ckMu.Lock()
+	defer q.ckMu.Unlock()
+	q.mu.Lock()
+	ids := q.forget
+	q.forget = nil
+	q.lastCk = time.Now()
+	q.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	if q.opts.Flush != nil {
+		if err := q.opts.Flush(); err != nil {
+			q.log.Error("cannot make the sent copies durable; settled items stay in the queue journal", "items", len(ids), "err", err)
+			q.mu.Lock()
+			q.forget = append(ids, q.forget...)
+			q.mu.Unlock()
+			return
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, id := range ids {
+		if _, requeued := q.items[id]; !requeued {
+			q.j.drop(id)
+		}
+	}
+}
+
+// checkpointDue reports whether settled items wait for a checkpoint and how
+// long until one is due.
+func (q *Queue) checkpointDue() (bool, time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.forget) == 0 {
+		return false, time.Hour
+	}
+	if len(q.forget) >= checkpointBatch {
+		return true, 0
+	}
+	left := checkpointEvery - time.Since(q.lastCk)
+	return left <= 0, max(left, 0)
+}
 
 func (q *Queue) remember(it *Item) {
 	if _, ok := q.done[it.ID]; !ok {
@@ -465,24 +548,35 @@ func (q *Queue) backoff(attempts int) time.Duration {
 // Run delivers due items until ctx ends, then waits for attempts in flight.
 func (q *Queue) Run(ctx context.Context) {
 	q.mu.Lock()
-	settled := q.settled
-	q.settled = nil
+	settled, announced := q.settled, q.announced
+	q.settled, q.announced = nil, nil
 	q.mu.Unlock()
+	for _, it := range announced {
+		q.n.Updated(it.clone())
+		q.settledAnnounced(it.ID)
+	}
 	for _, it := range settled {
 		q.n.Updated(it.clone())
 		q.n.Settled(it.clone())
-		q.mu.Lock()
-		q.remove(it.ID)
-		q.mu.Unlock()
+		q.settledAnnounced(it.ID)
 	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		q.checkpoint()
+	}()
 	slots := make(chan struct{}, q.opts.MaxConcurrent)
 	freed := make(chan struct{}, 1)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		wait := q.dispatch(ctx, slots, freed, &wg)
+		if due, _ := q.checkpointDue(); due {
+			q.checkpoint()
+		}
+		if _, in := q.checkpointDue(); in < wait {
+			wait = in // a checkpoint failed, or items wait for the next
+		}
 		if wait > time.Minute {
 			// The clock may be a test's, or the wall clock may jump: look again soon.
 			wait = time.Minute
@@ -533,8 +627,12 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 		}
 		// Record the next attempt before dialing: if the daemon dies
 		// mid-attempt, the restart waits for it instead of retrying at once.
-		// The item is marked in flight first, so the save can run outside
-		// the lock: nothing else writes an item while it is in flight.
+		// The record is appended, not synced: a crash of the daemon keeps
+		// it (it is in the kernel), and a power loss before the next
+		// group fsync only makes the restart retry at once, as for any
+		// attempt in flight. The item is marked in flight first, so the
+		// append can run outside the lock: nothing else writes an item
+		// while it is in flight.
 		prev := e.it.NextAttempt
 		e.it.NextAttempt = now.Add(q.backoff(e.it.Attempts))
 		e.inflight = true
@@ -549,7 +647,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 				default:
 				}
 			}()
-			if err := q.save(it); err != nil {
+			if _, err := q.j.put(it); err != nil {
 				q.log.Error("cannot record next attempt; not delivering", "item", it.ID, "err", err)
 				q.mu.Lock()
 				e.it.NextAttempt = prev.Add(time.Minute)
@@ -633,12 +731,15 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	}
 	settled := it.Settled()
 	out := it.clone()
-	// The final state is saved before the sent copy hears of it, and the
-	// item's files go only afterwards: a crash in between leaves a settled
-	// item that the next start announces again, never a sent copy stuck at
-	// "pending". The item is still in flight, so nothing else writes its
-	// file, and the fsync runs without holding up the other attempts.
-	if err := q.save(out); err != nil {
+	// The outcome is appended before the sent copy hears of it, and the
+	// item's records go only at a checkpoint after the sent copy is
+	// durable: a crash in between leaves a settled item that the next
+	// start announces again, never a sent copy stuck at "pending". The
+	// append is not synced: a crash of the daemon keeps it, and a power
+	// loss before the next group fsync or checkpoint loses the outcome
+	// with the sent copy's update, so the restart attempts again, as for
+	// an attempt in flight.
+	if _, err := q.j.put(out); err != nil {
 		log.Error("cannot record attempt result", "err", err)
 	}
 	q.mu.Lock()
@@ -652,11 +753,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	q.n.Updated(out)
 	if settled {
 		q.n.Settled(out)
-		q.mu.Lock()
-		if _, requeued := q.items[it.ID]; !requeued {
-			q.remove(it.ID)
-		}
-		q.mu.Unlock()
+		q.settledAnnounced(it.ID)
 	}
 	// Waiters wake after the notifier has run, so a send's answer and its
 	// sent copy agree.
