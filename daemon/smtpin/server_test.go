@@ -529,8 +529,15 @@ func TestBDAT(t *testing.T) {
 	c.send(fmt.Sprintf("BDAT 101 LAST\r\n%s", strings.Repeat("x", 99)+"\r\n"))
 	c.expect("552 5.3.4")
 	c.cmd("NOOP", "250 ")
+	// A last chunk that ends mid-line: the line is completed, so every
+	// stored message ends in CRLF.
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<b@example.com>", "250 ")
+	open := "Subject: c\r\n\r\nno end"
+	c.send(fmt.Sprintf("BDAT %d LAST\r\n%s", len(open), open))
+	c.expect("250 ")
 	got := ts.be.got()
-	if len(got) != 1 || body(t, got[0].raw) != msg {
+	if len(got) != 2 || body(t, got[0].raw) != msg || body(t, got[1].raw) != open+"\r\n" {
 		t.Errorf("deliveries %+v", got)
 	}
 }

@@ -280,6 +280,14 @@ func (ss *session) readMessage(r io.Reader) (m message, release func(), err erro
 		all = whole
 	}
 	all = all[:Headroom+len(hdr)+n]
+	if n > 0 && !bytes.HasSuffix(all, []byte("\r\n")) && all[len(all)-1] != '\r' {
+		// BDAT carries the bytes as they are, and the last chunk may end
+		// without a line break: the last line is completed, as Postfix
+		// does (DKIM's canonical body adds the same CRLF, so signatures
+		// still verify). A trailing bare CR is refused below.
+		all = append(all, '\r', '\n')
+		n += 2
+	}
 	copy(all[Headroom:], hdr)
 	body := all[Headroom+len(hdr):]
 	switch {
