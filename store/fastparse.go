@@ -15,9 +15,10 @@ import (
 // subset of TOML that the encoder writes (one "key = value" per line, basic
 // strings, integers, booleans, offset date-times, one-line string arrays,
 // [table] and [[array]] headers) and gives up on anything else, so that the
-// full decoder handles hand-edited files. It is only used for the index: Get
-// and Update always use the full decoder. FuzzDecodeFast checks that it never
-// disagrees with it.
+// full decoder handles hand-edited files. The index, Get and Update read
+// through it. FuzzDecodeFast checks that it never disagrees with the full
+// decoder, and TestFastDecodeEqualsFullOnRendered that what Render writes
+// decodes to the same Message either way.
 
 // fieldsOf maps the toml tags of a struct type to field indexes.
 var fieldCache sync.Map // reflect.Type -> map[string]int
@@ -365,6 +366,7 @@ func stringArray(b []byte) ([]string, bool) {
 }
 
 // parseForIndex is Parse with the fast path for files written by Render.
+// It is how the store reads every message file.
 func parseForIndex(data []byte) (*Message, string, error) {
 	fm, body, err := split(data)
 	if err != nil {

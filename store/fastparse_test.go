@@ -79,6 +79,35 @@ func TestDecodeFastFallsBack(t *testing.T) {
 	}
 }
 
+// What Render writes decodes to exactly the same Message (not just an
+// equivalent one: same empty slices, same zones) with the fast decoder as
+// with the full one, since Get and Update read through the fast one.
+func TestFastDecodeEqualsFullOnRendered(t *testing.T) {
+	read := testMessage(2)
+	read.Read = true
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.FixedZone("", 3600))
+	read.ReadAt = &now
+	read.Labels = []string{"a", "b"}
+	for i, m := range []*Message{fullMessage(), testMessage(1), read, {}} {
+		data := Render(m, "body\n+++\n")
+		full, fbody, err := Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, body, err := parseForIndex(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fm := frontmatterOf(t, data)
+		if _, ok := decodeFast(fm); !ok {
+			t.Fatalf("message %d: the fast decoder refuses what Render wrote:\n%s", i, fm)
+		}
+		if !reflect.DeepEqual(full, fast) || body != fbody {
+			t.Fatalf("message %d decodes differently:\n-full %+v\n+fast %+v", i, full, fast)
+		}
+	}
+}
+
 func FuzzDecodeFast(f *testing.F) {
 	for _, m := range []*Message{fullMessage(), testMessage(1), {}} {
 		f.Add(frontmatterOf(f, Render(m, "")))

@@ -30,7 +30,9 @@ func readMessage(d *Dir, id string, uid int) (*Message, string, error) {
 	if err != nil {
 		return nil, "", notFound("message "+id, err)
 	}
-	m, body, err := Parse(data)
+	// Files the daemon wrote take the fast decoder; anything else (a hand
+	// edit outside its subset) the full one, with the same result.
+	m, body, err := parseForIndex(data)
 	if err != nil {
 		return nil, "", fmt.Errorf("message %s: %w", id, err)
 	}
