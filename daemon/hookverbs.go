@@ -257,6 +257,20 @@ func handleHookRuns(_ context.Context, d *Daemon, c *call, a *protocol.HookRunsA
 
 // fireHooks runs the hooks of mailbox for event whose gate opens, as the
 // mailbox owner, asynchronously (never delaying SMTP or a sender).
+// hasHooks reports whether the mailbox named mailbox has a hook for event.
+func (d *Daemon) hasHooks(event, mailbox string) bool {
+	m, ok := d.lookupMailbox(mailbox)
+	if !ok || d.runner == nil {
+		return false
+	}
+	for _, h := range d.hooksOf(m) {
+		if h.Event == event {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, render func() []byte) {
 	m, ok := d.lookupMailbox(mailbox)
 	if !ok || d.runner == nil {

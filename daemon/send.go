@@ -158,7 +158,17 @@ func (o *outboundService) updated(mailbox, sentID string, res protocol.SendResul
 
 // settled fires after_send hooks once every recipient's outcome is final.
 func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResult) {
+	o.afterSend(mailbox, sentID, res)
+	o.bounceToSender(mailbox, sentID, res)
+}
+
+// afterSend fires the mailbox's after_send hooks. The sent copy is read
+// only when the mailbox has such a hook (most have none).
+func (o *outboundService) afterSend(mailbox, sentID string, res protocol.SendResult) {
 	d := o.d
+	if !d.hasHooks(protocol.EventAfterSend, mailbox) {
+		return
+	}
 	m, body, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
 	if err != nil {
 		d.log.Warn("after_send: sent copy unreadable", "mailbox", mailbox, "id", sentID, "err", err)
@@ -169,7 +179,6 @@ func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResul
 		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.NoPolicy,
 		SendStatus: res.Status, Recipients: res.Recipients}
 	d.fireHooks(protocol.EventAfterSend, mailbox, f, func() []byte { return store.Render(m, body) })
-	o.bounceToSender(mailbox, sentID, res)
 }
 
 // currentID is the identity of the mailbox named name now, "" when none.
