@@ -255,7 +255,14 @@ func taken(d *Dir, id string) bool {
 	return false
 }
 
+// writeMessage writes the files of message id. With dirSync, each file is
+// fsynced and one directory fsync, shared with concurrent deliveries to the
+// folder, then covers the names; with none, nothing is fsynced.
 func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+	mode := syncFile
+	if dirSync == nil {
+		mode = syncNone
+	}
 	if len(atts) > 0 {
 		ad, err := d.MkdirOwned(id+attSuffix, DirMode, mb.uid, mb.gid)
 		if err != nil {
@@ -265,7 +272,7 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 		used := map[string]bool{}
 		for _, a := range atts {
 			name := uniqueName(SanitizeFilename(a.Filename), used)
-			if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, syncFile); err != nil {
+			if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, mode); err != nil {
 				return err
 			}
 			m.Attachments = append(m.Attachments, Attachment{
@@ -275,20 +282,25 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 				Path:        id + attSuffix + "/" + name,
 			})
 		}
-		if err := ad.Sync(); err != nil {
-			return err
+		if mode != syncNone {
+			if err := ad.Sync(); err != nil {
+				return err
+			}
 		}
 	}
 	// The .eml and then the .md (the commit point) are each fsynced and
 	// renamed into place; one directory fsync, shared with concurrent
 	// deliveries to this folder, then makes both names durable.
 	if raw != nil {
-		if err := d.writeFile(id+".eml", raw, FileMode, mb.uid, mb.gid, syncFile); err != nil {
+		if err := d.writeFile(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
 			return err
 		}
 	}
-	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, syncFile); err != nil {
+	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, mode); err != nil {
 		return err
+	}
+	if dirSync == nil {
+		return nil
 	}
 	return dirSync.sync(d)
 }
@@ -306,3 +318,83 @@ func uniqueName(name string, used map[string]bool) string {
 	used[out] = true
 	return out
 }
+
+// Reserve picks an id for m in the folder, as Deliver would, and holds it
+// until release is called: no delivery takes it meanwhile, so the message
+// can be written later under that id with CreateUnsynced.
+func (s *Store) Reserve(mailbox, folder string, m *Message) (id string, release func(), err error) {
+	mb, d, done, err := s.openFolder(mailbox, folder, true)
+	if err != nil {
+		return "", nil, err
+	}
+	defer done()
+	if m.ReceivedAt.IsZero() {
+		m.ReceivedAt = time.Now().UTC()
+	}
+	fi := s.index(mailbox, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if !fi.loaded {
+		if err := fi.sync(d, mb); err != nil {
+			return "", nil, err
+		}
+	}
+	id, err = fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID)
+	if err != nil {
+		return "", nil, err
+	}
+	var once sync.Once
+	return id, func() {
+		once.Do(func() {
+			fi.mu.Lock()
+			delete(fi.reserved, id)
+			fi.mu.Unlock()
+		})
+	}, nil
+}
+
+// CreateUnsynced writes message id (an id Reserve gave) into the folder,
+// or answers ErrExists when the folder already has it. Nothing is fsynced:
+// as with UpdateUnsynced, the caller keeps a durable record from which it
+// writes the message again after a power loss, until a Sync.
+func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	mb, d, done, err := s.openFolder(mailbox, folder, true)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if m.ReceivedAt.IsZero() {
+		m.ReceivedAt = time.Now().UTC()
+	}
+	if m.SizeBytes == 0 {
+		m.SizeBytes = int64(len(raw))
+	}
+	fi := s.index(mailbox, folder)
+	// The check and the write are one step under the folder's lock, so two
+	// writers of the same id cannot both write it. Nothing is fsynced, so
+	// the lock is held for page-cache writes only.
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if _, ok := fi.entries[id]; ok || taken(d, id) {
+		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
+	}
+	m.ID = id
+	m.Mailbox = mailbox
+	m.Attachments = nil
+	if err := writeMessage(d, mb, nil, id, m, body, raw, atts); err != nil {
+		d.Remove(id + ".md")
+		d.RemoveAll(id + attSuffix)
+		d.Remove(id + ".eml")
+		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, err)
+	}
+	if fi.loaded {
+		fi.entryAfterWrite(mb, d, id, m, body)
+	}
+	return nil
+}
+
+// Has reports whether the folder holds message id.
+func (s *Store) Has(mailbox, folder, id string) bool { return s.hasMessage(mailbox, folder, id) }

@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -117,27 +118,46 @@ func (w *mxWorld) pipeline(t testing.TB, rec *Recorder, svc *Service, opts queue
 
 // memStore is an in-memory SentStore.
 type memStore struct {
-	mu   sync.Mutex
-	n    int
-	msgs map[string]*store.Message // mailbox/id
-	raw  map[string][]byte
-	body map[string]string
+	mu sync.Mutex
+	n  int
+	// creates and updates count the sent copies written and rewritten.
+	creates, updates int
+	msgs             map[string]*store.Message // mailbox/id
+	raw              map[string][]byte
+	body             map[string]string
 }
 
 func newMemStore() *memStore {
 	return &memStore{msgs: map[string]*store.Message{}, raw: map[string][]byte{}, body: map[string]string{}}
 }
 
-func (s *memStore) Deliver(mailbox, folder string, m *store.Message, body string, raw []byte, _ []store.AttachmentData) (string, bool, error) {
+func (s *memStore) Reserve(mailbox, folder string, m *store.Message) (string, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
 	id := store.NewID(m.Date, m.Subject) + "-" + string(rune('a'+s.n%26)) + strings.Repeat("x", s.n/26)
+	return id, func() {}, nil
+}
+
+func (s *memStore) CreateUnsynced(mailbox, folder, id string, m *store.Message, body string, raw []byte, _ []store.AttachmentData) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := mailbox + "/" + folder + "/" + id
+	if _, ok := s.msgs[k]; ok {
+		return store.ErrExists
+	}
+	s.creates++
 	c := *m
 	c.ID, c.Mailbox = id, mailbox
-	k := mailbox + "/" + folder + "/" + id
 	s.msgs[k], s.raw[k], s.body[k] = &c, raw, body
-	return id, false, nil
+	return nil
+}
+
+func (s *memStore) Has(mailbox, folder, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.msgs[mailbox+"/"+folder+"/"+id]
+	return ok
 }
 
 func (s *memStore) Update(mailbox, folder, id string, fn func(*store.Message) error) error {
@@ -145,13 +165,14 @@ func (s *memStore) Update(mailbox, folder, id string, fn func(*store.Message) er
 	defer s.mu.Unlock()
 	m, ok := s.msgs[mailbox+"/"+folder+"/"+id]
 	if !ok {
-		return protocol.Errorf(protocol.CodeNotFound, "no %s", id)
+		return fmt.Errorf("no %s: %w", id, store.ErrNotFound)
 	}
 	c := *m
 	c.DeliveryDetails = append([]store.RecipientStatus(nil), m.DeliveryDetails...)
 	if err := fn(&c); err != nil {
 		return err
 	}
+	s.updates++
 	s.msgs[mailbox+"/"+folder+"/"+id] = &c
 	return nil
 }

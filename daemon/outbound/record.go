@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -69,40 +70,39 @@ func (r *Recorder) orphaned(it *queue.Item) bool {
 	return true
 }
 
-// Updated implements queue.Notifier: it brings the sent copy up to date.
-// The file is replaced without fsync: the queue's journal holds the state
-// until a checkpoint has called Flush.
+// Updated implements queue.Notifier: it brings the sent copy up to date,
+// or writes it if this is the first the Recorder hears of the message (the
+// first attempt ended before the send was answered). The file is replaced
+// without fsync: the queue's journal holds the state until a checkpoint
+// has called Flush.
 func (r *Recorder) Updated(it *queue.Item) {
 	if r.orphaned(it) {
 		return
 	}
-	now := r.now()
-	err := r.Store.UpdateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, func(m *store.Message) error {
-		prev := map[string]store.RecipientStatus{}
-		for _, d := range m.DeliveryDetails {
-			prev[strings.ToLower(d.Address)] = d
-		}
-		details := toStoreDetails(it.Recipients)
-		for i, d := range details {
-			// A bounce that arrived meanwhile outranks "delivered".
-			if p, ok := prev[strings.ToLower(d.Address)]; ok && p.Status == queue.StatusBounced {
-				details[i] = p
-			}
-		}
-		m.DeliveryDetails = details
-		m.DeliveryStatus = aggregate(fromStoreDetails(details))
-		if m.DeliveryStatus == queue.StatusDelivered && m.DeliveredAt == nil {
-			t := now.UTC()
-			m.DeliveredAt = &t
-		}
-		return nil
-	})
-	if err != nil {
+	if err := r.update(it); err != nil {
 		r.log().Error("cannot update the sent copy", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
 	}
 	if r.OnUpdated != nil {
 		r.OnUpdated(it.Mailbox, it.SentID, resultOf(it))
 	}
+}
+
+func (r *Recorder) update(it *queue.Item) error {
+	now := r.now()
+	set := func(m *store.Message) error {
+		applyState(m, it, now)
+		return nil
+	}
+	err := r.Store.UpdateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, set)
+	if !errors.Is(err, store.ErrNotFound) || it.CopySize == 0 {
+		return err
+	}
+	err = r.createFromJournal(it)
+	if errors.Is(err, store.ErrExists) {
+		// The sender wrote it meanwhile, with an earlier state.
+		err = r.Store.UpdateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, set)
+	}
+	return err
 }
 
 // Flush makes the sent copies' updates durable; it is the queue's

@@ -19,8 +19,11 @@ func TestRecorderLeavesItemsWithoutMailboxIDAlone(t *testing.T) {
 		recorded  bool
 	}{{"", false}, {"m-before", false}, {"m-now", true}} {
 		st := newMemStore()
-		sentID, _, err := st.Deliver("reused", protocol.FolderSent, &store.Message{MessageID: "a@example.test", Outbound: true,
-			DeliveryStatus: queue.StatusDeferred}, "b", nil, nil)
+		m := &store.Message{MessageID: "a@example.test", Outbound: true, DeliveryStatus: queue.StatusDeferred}
+		sentID, _, err := st.Reserve("reused", protocol.FolderSent, m)
+		if err == nil {
+			err = st.CreateUnsynced("reused", protocol.FolderSent, sentID, m, "b", nil, nil)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +42,7 @@ func TestRecorderLeavesItemsWithoutMailboxIDAlone(t *testing.T) {
 			Recipients: []protocol.RecipientStatus{{Address: "x@remote.test", Status: queue.StatusDelivered}}}
 		r.Updated(it)
 		r.Settled(it)
-		m, _, _ := st.Get("reused", protocol.FolderSent, sentID)
+		m, _, _ = st.Get("reused", protocol.FolderSent, sentID)
 		if got := m.DeliveryStatus == queue.StatusDelivered; got != tc.recorded {
 			t.Errorf("item of mailbox id %q: sent copy %q, recorded %v, want %v", tc.mailboxID, m.DeliveryStatus, got, tc.recorded)
 		}

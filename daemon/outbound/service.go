@@ -6,9 +6,9 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -25,7 +25,12 @@ import (
 // SentStore is what the send pipeline needs of the mailbox store; *store.Store
 // satisfies it.
 type SentStore interface {
-	Deliver(mailbox, folder string, m *store.Message, body string, raw []byte, atts []store.AttachmentData) (id string, dup bool, err error)
+	// Reserve holds an id for a sent copy written later with
+	// CreateUnsynced (ErrExists if it is there already); Has tells
+	// whether it is.
+	Reserve(mailbox, folder string, m *store.Message) (id string, release func(), err error)
+	CreateUnsynced(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData) error
+	Has(mailbox, folder, id string) bool
 	Update(mailbox, folder, id string, fn func(*store.Message) error) error
 	// UpdateUnsynced is Update without fsyncs; Sync makes such updates
 	// durable. The queue's journal can redo them until then.
@@ -118,23 +123,47 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	}
 	now := s.now()
 	it := s.newItem(req, msg, now)
-	sentID, err := s.recordSent(req, msg, it.Recipients, now)
+	c := sentCopy{Message: s.sentMessage(req, msg, it.Recipients, now), Body: msg.Markdown, Attachments: msg.Attachments}
+	sentID, release, err := s.Sent.Store.Reserve(req.Mailbox, protocol.FolderSent, c.Message)
 	if err != nil {
-		return protocol.SendResult{}, err
+		return protocol.SendResult{}, fmt.Errorf("reserving the sent copy: %w", err)
 	}
+	defer release()
 	it.ID, it.SentID = QueueID(req.Mailbox, sentID), sentID
 	if s.ReturnPath != nil {
 		it.MailFrom = s.ReturnPath(it.MailFrom, req.MailboxID, sentID)
 	}
-	answered := s.answering(it.ID)
-	if err := s.enqueue(req, it); err != nil {
-		answered(protocol.SendResult{})
+	if it.Copy, err = encodeCopy(c); err != nil {
 		return protocol.SendResult{}, err
 	}
+	answered := s.answering(it.ID)
+	if err := s.Queue.Enqueue(it); err != nil {
+		answered(protocol.SendResult{})
+		return protocol.SendResult{}, fmt.Errorf("queueing: %w", err)
+	}
+	s.rememberKey(req, sentID, msg.MessageID, now)
 	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)
 	res, err := s.waitFirst(ctx, req, it.ID)
+	s.writeSentCopy(it, c, msg.signed)
 	answered(res)
 	return res, err
+}
+
+// writeSentCopy writes the sent copy before the send is answered, with the
+// queue's state now, unless the Recorder wrote it already (the first
+// attempt has ended). A failure is logged: the queue's journal still holds
+// the copy, and the next start writes it.
+func (s *Service) writeSentCopy(queued *queue.Item, c sentCopy, raw []byte) {
+	if s.Sent.Store.Has(queued.Mailbox, protocol.FolderSent, queued.SentID) {
+		return
+	}
+	it, err := s.Queue.Get(queued.ID)
+	if err != nil {
+		it = queued // settled and forgotten already: its Recorder wrote the copy
+	}
+	if err := s.Sent.create(it, c, raw); err != nil && !errors.Is(err, store.ErrExists) {
+		s.log().Error("cannot write the sent copy", "mailbox", queued.Mailbox, "id", queued.SentID, "err", err)
+	}
 }
 
 // build composes the message and signs it with every active key.
@@ -197,11 +226,9 @@ func (s *Service) newItem(req SendRequest, msg *signedMessage, now time.Time) *q
 		SendAt: sendAt(req.Args.SendAt, now)}
 }
 
-// recordSent writes the sent copy, then the idempotency record: a crash
-// after this point makes a retry answer with this message instead of
-// sending a second one.
-func (s *Service) recordSent(req SendRequest, msg *signedMessage, rcpts []protocol.RecipientStatus, now time.Time) (string, error) {
-	m := &store.Message{
+// sentMessage is the sent copy's frontmatter as queued.
+func (s *Service) sentMessage(req SendRequest, msg *signedMessage, rcpts []protocol.RecipientStatus, now time.Time) *store.Message {
+	return &store.Message{
 		MessageID: msg.MessageID, From: msg.From, To: msg.To, Cc: msg.Cc, Bcc: msg.Bcc, ReplyTo: msg.ReplyTo,
 		Subject: msg.Subject, Date: now.UTC(), ReceivedAt: now.UTC(), SizeBytes: int64(len(msg.signed)),
 		InReplyTo: msg.InReplyTo, References: msg.References, AutoSubmitted: msg.AutoSubmitted,
@@ -209,36 +236,21 @@ func (s *Service) recordSent(req SendRequest, msg *signedMessage, rcpts []protoc
 		DeliveryStatus: aggregate(rcpts), DeliveryDetails: toStoreDetails(rcpts),
 		ThreadID: threadID(msg.MessageID, msg.References, msg.InReplyTo),
 	}
-	sentID, _, err := s.Sent.Store.Deliver(req.Mailbox, protocol.FolderSent, m, msg.Markdown, msg.signed, msg.Attachments)
-	if err != nil {
-		return "", fmt.Errorf("writing the sent copy: %w", err)
-	}
-	if key := req.Args.IdempotencyKey; key != "" {
-		if err := s.remember(idemOwner(req), key, idemRecord{SentID: sentID, MessageID: msg.MessageID, Created: now}); err != nil {
-			s.log().Error("cannot record idempotency key", "mailbox", req.Mailbox, "id", sentID, "err", err)
-		}
-	}
-	return sentID, nil
 }
 
-// enqueue queues the item; if it cannot, the sent copy says so and the
-// idempotency key is released so a retry sends again.
-func (s *Service) enqueue(req SendRequest, it *queue.Item) error {
-	err := s.Queue.Enqueue(it)
-	if err == nil {
-		return nil
+// rememberKey records the send's idempotency key once the message is
+// queued: a retry after this answers with this message instead of sending
+// a second one. (A crash between the two can send a retry twice; before
+// the queue had it, a retry would have been answered with a message that
+// was never sent.)
+func (s *Service) rememberKey(req SendRequest, sentID, messageID string, now time.Time) {
+	key := req.Args.IdempotencyKey
+	if key == "" {
+		return
 	}
-	s.Sent.Store.Update(req.Mailbox, protocol.FolderSent, it.SentID, func(m *store.Message) error {
-		m.DeliveryStatus = queue.StatusFailed
-		for i := range m.DeliveryDetails {
-			m.DeliveryDetails[i].Status, m.DeliveryDetails[i].Detail = queue.StatusFailed, "not queued: "+err.Error()
-		}
-		return nil
-	})
-	if key := req.Args.IdempotencyKey; key != "" {
-		os.Remove(s.idemPath(idemOwner(req), key))
+	if err := s.remember(idemOwner(req), key, idemRecord{SentID: sentID, MessageID: messageID, Created: now}); err != nil {
+		s.log().Error("cannot record idempotency key", "mailbox", req.Mailbox, "id", sentID, "err", err)
 	}
-	return fmt.Errorf("queueing: %w", err)
 }
 
 // waitFirst waits a bounded time (the caller's wait_ms, capped, or the

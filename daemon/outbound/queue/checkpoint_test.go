@@ -144,7 +144,7 @@ func TestJournalCompactionKeepsAnnouncements(t *testing.T) {
 	for _, id := range []string{"a1", "a2"} {
 		it := testItem(id, "x@remote.test")
 		it.Size = int64(len(it.Data))
-		if _, err := j.enqueue(it, it.Data); err != nil {
+		if _, err := j.enqueue(it, it.Data, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,7 +27,8 @@ import (
 // A record is a 4-byte big-endian payload length, the payload's CRC-32C and
 // the payload. The payload's first byte says what it is:
 //
-//	'E' an item enqueued: a 4-byte length, the item's JSON, the signed message
+//	'E' an item enqueued: a 4-byte length, the item's JSON, the signed
+//	    message, then the data of its sent copy (copy_size bytes, if any)
 //	'S' an item's new state: its JSON
 //	'A' an item settled and announced (its sent copy written, its
 //	    after_send hooks run): its id. A restart only brings the sent copy
@@ -192,8 +193,8 @@ func (j *journal) apply(items map[string]replayed, p []byte, at int64) error {
 			return err
 		}
 		l := loc{off: at + 5 + n, n: int64(len(p)) - 5 - n, rec: at - recHeader, recN: recHeader + int64(len(p))}
-		if l.n != it.Size {
-			return fmt.Errorf("item %s: %d bytes of message, the item says %d", it.ID, l.n, it.Size)
+		if l.n != it.Size+it.CopySize {
+			return fmt.Errorf("item %s: %d bytes of message and sent copy, the item says %d", it.ID, l.n, it.Size+it.CopySize)
 		}
 		items[it.ID] = replayed{it: &it, loc: l}
 		j.state[it.ID] = append([]byte(nil), p[5:5+n]...)
@@ -209,7 +210,7 @@ func (j *journal) apply(items map[string]replayed, p []byte, at int64) error {
 		if err := checkItem(&it); err != nil {
 			return err
 		}
-		it.Size = x.it.Size
+		it.Size, it.CopySize = x.it.Size, x.it.CopySize
 		x.it = &it
 		items[it.ID] = x
 		j.state[it.ID] = append([]byte(nil), p[1:]...)
@@ -296,8 +297,8 @@ func (j *journal) appendLocked(rec []byte) (uint64, error) {
 	return j.written, nil
 }
 
-// enqueue appends a new item with its message.
-func (j *journal) enqueue(it *Item, data []byte) (uint64, error) {
+// enqueue appends a new item with its message and its sent copy's data.
+func (j *journal) enqueue(it *Item, data, cp []byte) (uint64, error) {
 	st, err := json.Marshal(it)
 	if err != nil {
 		return 0, err
@@ -305,7 +306,7 @@ func (j *journal) enqueue(it *Item, data []byte) (uint64, error) {
 	var kind [5]byte
 	kind[0] = 'E'
 	binary.BigEndian.PutUint32(kind[1:], uint32(len(st)))
-	rec := record(kind[:], st, data)
+	rec := record(kind[:], st, data, cp)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	start := j.size
@@ -313,7 +314,7 @@ func (j *journal) enqueue(it *Item, data []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	l := loc{off: start + recHeader + 5 + int64(len(st)), n: int64(len(data)), rec: start, recN: int64(len(rec))}
+	l := loc{off: start + recHeader + 5 + int64(len(st)), n: int64(len(data) + len(cp)), rec: start, recN: int64(len(rec))}
 	j.data[it.ID] = l
 	j.state[it.ID] = st
 	j.live += int64(len(rec)) + recHeader + 8

@@ -137,7 +137,7 @@ func TestJournalCompacts(t *testing.T) {
 		it := testItem(fmt.Sprintf("m%03d", i), "x@remote.test")
 		it.Data = body(i)
 		it.Size = int64(len(it.Data))
-		if last, err = j.enqueue(it, it.Data); err != nil {
+		if last, err = j.enqueue(it, it.Data, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,7 +237,7 @@ func TestJournalGroupsCommits(t *testing.T) {
 	for i := range n {
 		go func() {
 			it := testItem(fmt.Sprintf("g%d", i), "x@remote.test")
-			w, err := j.enqueue(it, it.Data)
+			w, err := j.enqueue(it, it.Data, nil)
 			if err == nil {
 				err = j.commit(w)
 			}
@@ -254,4 +254,59 @@ func TestJournalGroupsCommits(t *testing.T) {
 	if j.syncs != 2 {
 		t.Fatalf("%d fsyncs for %d concurrent commits, want 2 (the one running, then one for the rest)", j.syncs, n)
 	}
+}
+
+// An item's sent-copy data stays beside its message through a restart and a
+// rewrite of the journal, and the notifier reads both back.
+func TestJournalKeepsSentCopyData(t *testing.T) {
+	dir := t.TempDir()
+	n := newNotes()
+	q1, err := Open(dir, &countingDeliverer{count: map[string]int{}}, n, Options{Clock: testclock.New().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := testItem("k1", "a@remote.test")
+	it.Held = true
+	it.Copy = []byte(`{"copy":1}`)
+	if err := q1.Enqueue(it); err != nil {
+		t.Fatal(err)
+	}
+	q1.Close()
+	r := &restorer{notes: newNotes()}
+	q2, err := Open(dir, &countingDeliverer{count: map[string]int{}}, r, Options{Clock: testclock.New().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	q2.j.mu.Lock()
+	err = q2.j.compactLocked()
+	q2.j.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q2)
+	testwait.For(t, "the item restored", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.restored) == 1 })
+	r.mu.Lock()
+	got := r.restored[0]
+	r.mu.Unlock()
+	cp, err := got.ReadCopy()
+	if err != nil || string(cp) != `{"copy":1}` {
+		t.Fatalf("copy read back: %q %v", cp, err)
+	}
+	msg, err := got.ReadMessage()
+	if err != nil || string(msg) != testMsg {
+		t.Fatalf("message read back: %q %v", msg, err)
+	}
+}
+
+// restorer is a notes that is also a Restorer.
+type restorer struct {
+	*notes
+	restored []*Item
+}
+
+func (r *restorer) Restore(it *Item) {
+	r.mu.Lock()
+	r.restored = append(r.restored, it)
+	r.mu.Unlock()
 }

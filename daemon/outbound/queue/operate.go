@@ -100,9 +100,9 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 	}
 	out := e.it.clone()
 	q.mu.Unlock()
-	q.n.Updated(out)
+	q.n.Updated(q.told(out))
 	if settled {
-		q.n.Settled(out)
+		q.n.Settled(q.told(out))
 		q.settledAnnounced(id)
 		q.mu.Lock()
 		if !e.firstDone {

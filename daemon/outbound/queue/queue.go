@@ -64,9 +64,18 @@ type Item struct {
 	// never stores it: it is set on the copies List and Get return.
 	InFlight bool `json:"-"`
 	// Data is the signed message for Enqueue. The queue keeps it only in
-	// <id>.eml and reads it per attempt, so a long queue does not hold every
-	// message in memory; items it returns have Data nil.
+	// its journal and reads it per attempt, so a long queue does not hold
+	// every message in memory; items it returns have Data nil.
 	Data []byte `json:"-"`
+	// Copy is what the sender needs to write the sent copy (opaque to the
+	// queue), for Enqueue. It is kept after the message in the same
+	// journal record, durable with it, and read back with ReadCopy.
+	Copy     []byte `json:"-"`
+	CopySize int64  `json:"copy_size,omitempty"`
+	// ReadCopy returns Copy, and ReadMessage the signed message. They are
+	// set on the items a Notifier gets.
+	ReadCopy    func() ([]byte, error) `json:"-"`
+	ReadMessage func() ([]byte, error) `json:"-"`
 }
 
 // Settled reports whether every recipient is final.
@@ -121,6 +130,13 @@ func (it *Item) clone() *Item {
 type Notifier interface {
 	Updated(it *Item)
 	Settled(it *Item)
+}
+
+// Restorer is a Notifier that also hears, when Run starts, of every item
+// the journal held that has not settled, so that it can redo what a crash
+// may have cut short (the sent copy of an item queued just before).
+type Restorer interface {
+	Restore(it *Item)
 }
 
 // Options tunes a Queue. Zero values take the defaults.
@@ -283,7 +299,7 @@ func (q *Queue) migrate(items map[string]replayed) error {
 			if _, ok := items[id]; !ok {
 				// Not yet in the journal (a crash may have stopped an
 				// earlier migration after some of them).
-				if last, err = q.j.enqueue(it, data); err != nil {
+				if last, err = q.j.enqueue(it, data, nil); err != nil {
 					return err
 				}
 				items[id] = replayed{it: it}
@@ -397,6 +413,40 @@ func (q *Queue) save(it *Item) error {
 	return q.j.commit(w)
 }
 
+// stored reads what the journal holds for it: the signed message, then the
+// sent copy's data.
+func (q *Queue) stored(it *Item) ([]byte, error) {
+	data, err := q.j.read(it.ID)
+	if err == nil && int64(len(data)) != it.Size+it.CopySize {
+		err = fmt.Errorf("%d bytes, the item says %d", len(data), it.Size+it.CopySize)
+	}
+	return data, err
+}
+
+// message returns it's signed message.
+func (q *Queue) message(it *Item) ([]byte, error) {
+	data, err := q.stored(it)
+	if err != nil {
+		return nil, err
+	}
+	return data[:it.Size], nil
+}
+
+// told is the copy of it a Notifier gets: with ReadCopy and ReadMessage.
+func (q *Queue) told(it *Item) *Item {
+	c := it.clone()
+	snap := it.clone()
+	c.ReadCopy = func() ([]byte, error) {
+		data, err := q.stored(snap)
+		if err != nil {
+			return nil, err
+		}
+		return data[snap.Size:], nil
+	}
+	c.ReadMessage = func() ([]byte, error) { return q.message(snap) }
+	return c
+}
+
 // settledAnnounced records that a settled item has been announced and
 // leaves its removal to the next checkpoint, once what the notifier wrote
 // is durable.
@@ -490,7 +540,7 @@ func (q *Queue) Enqueue(it *Item) error {
 	if it.SendAt.After(it.NextAttempt) {
 		it.NextAttempt = it.SendAt
 	}
-	it.Size = int64(len(it.Data))
+	it.Size, it.CopySize = int64(len(it.Data)), int64(len(it.Copy))
 	for i := range it.Recipients {
 		r := &it.Recipients[i]
 		if it.Held {
@@ -513,7 +563,7 @@ func (q *Queue) Enqueue(it *Item) error {
 	}
 	q.enqueuing[it.ID] = true
 	q.mu.Unlock()
-	w, err := q.j.enqueue(it, it.Data)
+	w, err := q.j.enqueue(it, it.Data, it.Copy)
 	if err == nil {
 		err = q.j.commit(w)
 	}
@@ -523,7 +573,7 @@ func (q *Queue) Enqueue(it *Item) error {
 		q.mu.Unlock()
 		return fmt.Errorf("queueing %s: %w", it.ID, err)
 	}
-	it.Data = nil
+	it.Data, it.Copy = nil, nil
 	q.items[it.ID] = &entry{it: it, first: make(chan struct{})}
 	q.mu.Unlock()
 	q.Kick()
@@ -551,13 +601,18 @@ func (q *Queue) Run(ctx context.Context) {
 	settled, announced := q.settled, q.announced
 	q.settled, q.announced = nil, nil
 	q.mu.Unlock()
+	if r, ok := q.n.(Restorer); ok {
+		for _, it := range q.List() {
+			r.Restore(q.told(it))
+		}
+	}
 	for _, it := range announced {
-		q.n.Updated(it.clone())
+		q.n.Updated(q.told(it))
 		q.settledAnnounced(it.ID)
 	}
 	for _, it := range settled {
-		q.n.Updated(it.clone())
-		q.n.Settled(it.clone())
+		q.n.Updated(q.told(it))
+		q.n.Settled(q.told(it))
 		q.settledAnnounced(it.ID)
 	}
 	var wg sync.WaitGroup
@@ -671,10 +726,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	log := q.log.With("item", snap.ID, "message_id", snap.MessageID)
 	log.Info("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
 	var results []delivery.Result
-	data, err := q.j.read(snap.ID)
-	if err == nil && int64(len(data)) != snap.Size {
-		err = fmt.Errorf("%d bytes, the item says %d", len(data), snap.Size)
-	}
+	data, err := q.message(snap)
 	if err != nil {
 		// The signed message is gone or damaged: no attempt can succeed.
 		log.Error("queued message unreadable", "err", err)
@@ -750,9 +802,9 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		q.remember(it)
 	}
 	q.mu.Unlock()
-	q.n.Updated(out)
+	q.n.Updated(q.told(out))
 	if settled {
-		q.n.Settled(out)
+		q.n.Settled(q.told(out))
 		q.settledAnnounced(it.ID)
 	}
 	// Waiters wake after the notifier has run, so a send's answer and its

@@ -1,0 +1,104 @@
+package outbound
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// The sent copy is written once, with the state the message has when it is
+// written: by the Recorder when the first attempt's outcome comes before
+// the send is answered (the usual case), or by the Service just before it
+// answers. Until then its content travels in the queue's journal, in the
+// same durable record as the signed message (queue.Item.Copy), so that a
+// crash at any point leaves an item whose sent copy the next start writes
+// (Recorder.Restore). The file is written without fsync; the queue forgets
+// an item only after a checkpoint has made the sent copies durable.
+
+// sentCopy is the content of a sent copy as the journal keeps it.
+type sentCopy struct {
+	Message     *store.Message         `json:"message"`
+	Body        string                 `json:"body"`
+	Attachments []store.AttachmentData `json:"attachments,omitempty"`
+}
+
+func encodeCopy(c sentCopy) ([]byte, error) { return json.Marshal(c) }
+
+func decodeCopy(b []byte) (sentCopy, error) {
+	var c sentCopy
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("the sent copy in the queue journal: %w", err)
+	}
+	if c.Message == nil {
+		return c, errors.New("the sent copy in the queue journal is empty")
+	}
+	return c, nil
+}
+
+// applyState sets m's delivery status from the queue item. A bounce that
+// arrived meanwhile outranks "delivered".
+func applyState(m *store.Message, it *queue.Item, now time.Time) {
+	prev := map[string]store.RecipientStatus{}
+	for _, d := range m.DeliveryDetails {
+		prev[strings.ToLower(d.Address)] = d
+	}
+	details := toStoreDetails(it.Recipients)
+	for i, d := range details {
+		if p, ok := prev[strings.ToLower(d.Address)]; ok && p.Status == queue.StatusBounced {
+			details[i] = p
+		}
+	}
+	m.DeliveryDetails = details
+	m.DeliveryStatus = aggregate(fromStoreDetails(details))
+	if m.DeliveryStatus == queue.StatusDelivered && m.DeliveredAt == nil {
+		t := now.UTC()
+		m.DeliveredAt = &t
+	}
+}
+
+// create writes the sent copy of it from c with its current state. It
+// answers store.ErrExists when the copy is already there.
+func (r *Recorder) create(it *queue.Item, c sentCopy, raw []byte) error {
+	applyState(c.Message, it, r.now())
+	return r.Store.CreateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments)
+}
+
+// createFromJournal writes the sent copy of it from what the queue's
+// journal holds.
+func (r *Recorder) createFromJournal(it *queue.Item) error {
+	if it.ReadCopy == nil || it.CopySize == 0 {
+		return fmt.Errorf("sent copy %s is missing and the queue holds none to write", it.SentID)
+	}
+	data, err := it.ReadCopy()
+	if err != nil {
+		return err
+	}
+	c, err := decodeCopy(data)
+	if err != nil {
+		return err
+	}
+	raw, err := it.ReadMessage()
+	if err != nil {
+		return err
+	}
+	return r.create(it, c, raw)
+}
+
+// Restore implements queue.Restorer: at start, it writes the sent copy of
+// a queued item that a crash left without one.
+func (r *Recorder) Restore(it *queue.Item) {
+	if it.CopySize == 0 || !r.current(it) || r.Store.Has(it.Mailbox, protocol.FolderSent, it.SentID) {
+		return
+	}
+	if err := r.createFromJournal(it); err != nil && !errors.Is(err, store.ErrExists) {
+		r.log().Error("cannot write the sent copy of a queued message", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
+		return
+	}
+	r.log().Info("sent copy written from the queue journal", "mailbox", it.Mailbox, "id", it.SentID)
+}

@@ -1,0 +1,119 @@
+package outbound
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/testwait"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// A send whose first attempt ends before the answer writes its sent copy
+// once, with the outcome in it: no copy that says "pending" to be
+// rewritten a moment later.
+func TestSentCopyWrittenOnce(t *testing.T) {
+	w := newWorld(t)
+	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	w.r.SetIP("mx.remote.test", "127.0.0.73")
+	w.mx(t, "127.0.0.73")
+	st := newMemStore()
+	svc := w.pipeline(t, &Recorder{Store: st}, &Service{Keys: func() []*dkim.Key { return testKeys(t) }, FirstAttemptWait: 10 * time.Second}, queue.Options{})
+	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", Policy: defaultPolicy(),
+		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "once", Body: "hello"}})
+	if err != nil || res.Status != queue.StatusDelivered {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	m, body, err := st.Get("bot", protocol.FolderSent, res.ID)
+	if err != nil || m.DeliveryStatus != queue.StatusDelivered || body != "hello\n" && body != "hello" {
+		t.Fatalf("sent copy: %+v %q %v", m, body, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.creates != 1 || st.updates != 0 {
+		t.Fatalf("the sent copy was written %d times and rewritten %d times, want once and never", st.creates, st.updates)
+	}
+}
+
+// A held send answers with its sent copy in place, saying held.
+func TestSentCopyOfHeldSendBeforeAnswer(t *testing.T) {
+	w := newWorld(t)
+	st := newMemStore()
+	svc := w.pipeline(t, &Recorder{Store: st}, &Service{FirstAttemptWait: 10 * time.Second}, queue.Options{})
+	pol := defaultPolicy()
+	hold := true
+	pol.Hold = &hold
+	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", Policy: pol,
+		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "held", Body: "wait"}})
+	if err != nil || res.Status != queue.StatusHeld {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	m, _, err := st.Get("bot", protocol.FolderSent, res.ID)
+	if err != nil || m.DeliveryStatus != queue.StatusHeld {
+		t.Fatalf("sent copy of a held send: %+v %v", m, err)
+	}
+}
+
+// The daemon dies after queueing a send and before writing its sent copy:
+// the next start writes the copy from the queue's journal, so the message
+// and its copy cannot part.
+func TestSentCopyWrittenAfterCrashBeforeIt(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	qdir := t.TempDir()
+	w := newWorld(t)
+	m := &store.Message{MessageID: "crash@example.com", From: "bot@example.com", To: []string{"bob@remote.test"}, Subject: "crash",
+		Outbound: true, Read: true, Mailbox: "bot", Trusted: string(protocol.NoPolicy)}
+	sentID, release, err := st.Reserve("bot", protocol.FolderSent, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release() // the process that reserved it is gone
+	cp, err := encodeCopy(sentCopy{Message: m, Body: "from the journal", Attachments: []store.AttachmentData{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("att")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := []byte("From: bot@example.com\r\nTo: bob@remote.test\r\nSubject: crash\r\n\r\nfrom the journal\r\n")
+	q1, err := queue.Open(qdir, w.d, &Recorder{Store: st}, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := &queue.Item{ID: QueueID("bot", sentID), Mailbox: "bot", SentID: sentID, MessageID: m.MessageID, MailFrom: "bot@example.com",
+		Recipients: []protocol.RecipientStatus{{Address: "bob@remote.test"}}, Held: true, Data: raw, Copy: cp}
+	if err := q1.Enqueue(it); err != nil {
+		t.Fatal(err)
+	}
+	q1.Close() // killed before the sent copy was written
+	if st.Has("bot", protocol.FolderSent, sentID) {
+		t.Fatal("the sent copy exists before the restart")
+	}
+
+	q2, err := queue.Open(qdir, w.d, &Recorder{Store: st}, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q2.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	testwait.For(t, "the sent copy written from the journal", func() bool { return st.Has("bot", protocol.FolderSent, sentID) })
+	got, body, err := st.Get("bot", protocol.FolderSent, sentID)
+	if err != nil || got.DeliveryStatus != queue.StatusHeld || got.MessageID != m.MessageID || body != "from the journal" || len(got.Attachments) != 1 {
+		t.Fatalf("restored sent copy: %+v %q %v", got, body, err)
+	}
+	if eml, err := st.Raw("bot", protocol.FolderSent, sentID, 1<<20); err != nil || string(eml) != string(raw) {
+		t.Fatalf("restored raw copy: %q %v", eml, err)
+	}
+}
