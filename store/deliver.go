@@ -373,14 +373,28 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 		m.SizeBytes = int64(len(raw))
 	}
 	fi := s.index(mailbox, folder)
-	// The check and the write are one step under the folder's lock, so two
-	// writers of the same id cannot both write it. Nothing is fsynced, so
-	// the lock is held for page-cache writes only.
+	// Of two writers of one id, the second waits for the first and then
+	// answers ErrExists: it finds the message written, never half of it.
+	// The files are written outside the folder's lock.
 	fi.mu.Lock()
-	defer fi.mu.Unlock()
-	if _, ok := fi.entries[id]; ok || taken(d, id) {
+	if wait, busy := fi.creating[id]; busy {
+		fi.mu.Unlock()
+		<-wait
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
 	}
+	if _, ok := fi.entries[id]; ok || taken(d, id) {
+		fi.mu.Unlock()
+		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
+	}
+	written := make(chan struct{})
+	fi.creating[id] = written
+	fi.mu.Unlock()
+	defer func() {
+		fi.mu.Lock()
+		delete(fi.creating, id)
+		fi.mu.Unlock()
+		close(written)
+	}()
 	m.ID = id
 	m.Mailbox = mailbox
 	m.Attachments = nil
@@ -390,9 +404,11 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 		d.Remove(id + ".eml")
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, err)
 	}
+	fi.mu.Lock()
 	if fi.loaded {
 		fi.entryAfterWrite(mb, d, id, m, body)
 	}
+	fi.mu.Unlock()
 	return nil
 }
 

@@ -89,9 +89,10 @@ type folderIndex struct {
 	loaded   bool
 	dirStamp fileStamp
 	dirRacy  bool
-	entries  map[string]*entry // by id
-	sorted   []*entry          // newest first; nil when it must be rebuilt
-	reserved map[string]string // ids being delivered -> their Message-ID
+	entries  map[string]*entry        // by id
+	sorted   []*entry                 // newest first; nil when it must be rebuilt
+	reserved map[string]string        // ids being delivered -> their Message-ID
+	creating map[string]chan struct{} // ids CreateUnsynced is writing; closed when done
 	cleaned  bool
 	dirSync  groupSync // shared directory fsyncs of concurrent deliveries
 
@@ -107,7 +108,7 @@ type folderIndex struct {
 }
 
 func newFolderIndex(folder string, total *atomic.Int64) *folderIndex {
-	return &folderIndex{folder: folder, entries: map[string]*entry{}, reserved: map[string]string{}, total: total}
+	return &folderIndex{folder: folder, entries: map[string]*entry{}, reserved: map[string]string{}, creating: map[string]chan struct{}{}, total: total}
 }
 
 // count publishes how many entries the index holds.
