@@ -204,7 +204,6 @@ func (ss *session) readMessage(r io.Reader) (m message, release func(), err erro
 	if !ss.hasFrom || len(ss.rcpts) == 0 {
 		return message{}, release, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
 	}
-	max := ss.s.lim.MaxMessageBytes
 	hdr := ss.received()
 	// go-smtp sets the read deadline once per command, and its DATA reader
 	// fills whole buffers under it: the connection refreshes the deadline
@@ -215,98 +214,142 @@ func (ss *session) readMessage(r io.Reader) (m message, release func(), err erro
 	if !budget.take(int64(len(hdr))) {
 		return message{}, release, errNoMemory
 	}
-	lr := io.LimitReader(budget, max+1)
-	// With the size the client declared (MAIL FROM SIZE=, as MTAs send it)
-	// the message is read straight into its final array, paid for up front;
-	// without it, or past it, in chunks copied into place at the end.
-	var all []byte
-	n := 0
-	if hint := ss.sizeHint; hint > 0 && hint <= max {
-		size := int64(Headroom+len(hdr)) + hint + hint/32 + 4096
-		if budget.prepay(size) {
-			all = make([]byte, size)
-			n, err = readFull(lr, all[Headroom+len(hdr):])
-		}
+	all, err := ss.readData(budget, len(hdr))
+	if err != nil {
+		return message{}, release, err
 	}
+	copy(all[Headroom:], hdr)
+	if err := ss.checkBody(all[Headroom+len(hdr):]); err != nil {
+		return message{}, release, err
+	}
+	return message{raw: all[Headroom:], trace: len(hdr), headroom: all[:Headroom]}, release, nil
+}
+
+// readData reads the message from budget into one array that starts with
+// Headroom bytes and hdrLen bytes left for our Received header, with the
+// last line completed. Errors are already the replies to give.
+func (ss *session) readData(budget *budgetReader, hdrLen int) ([]byte, error) {
+	lr := io.LimitReader(budget, ss.s.lim.MaxMessageBytes+1)
+	all, n, err := ss.readDeclared(lr, budget, hdrLen)
 	var chunks [][]byte
-	if all == nil || err == nil && Headroom+len(hdr)+n == len(all) {
+	if all == nil || err == nil && Headroom+hdrLen+n == len(all) {
 		var more int
 		chunks, more, err = readChunks(lr)
 		n += more
 	}
 	if err != nil {
-		if errors.Is(err, smtp.ErrDataTooLarge) {
-			ss.log.Info("DATA refused: too big")
-			return message{}, release, errTooBig
-		}
-		if errors.Is(err, errNoMemory) {
-			ss.log.Warn("DATA refused: in-flight memory budget exhausted")
-			return message{}, release, errNoMemory
-		}
-		// The stream is broken (over-long line, timeout, hang-up): answer
-		// without internal detail and end the connection.
-		ss.log.Info("DATA failed", "err", err)
-		ss.tc.closeAfter.Store(true)
-		var ne net.Error
-		switch {
-		case errors.Is(err, smtp.ErrTooLongLine):
-			return message{}, release, errLineTooLong
-		case errors.As(err, &ne) && ne.Timeout():
-			return message{}, release, errReadTimeout
-		}
-		return message{}, release, errTempFailure
+		return nil, ss.readFailed(err)
 	}
 	if len(chunks) > 0 || all == nil {
-		// One array of exactly the message's size, headroom first: the
-		// chunks are copied once, where a growing buffer copies at every
-		// doubling and keeps up to twice the message.
-		read := 0
-		if all != nil {
-			// Past the declared size: the array read so far is copied too.
-			read = len(all) - Headroom - len(hdr)
-			if !budget.charge(int64(read)) {
-				ss.log.Warn("DATA refused: in-flight memory budget exhausted")
-				return message{}, release, errNoMemory
-			}
+		if all, err = ss.joinChunks(budget, all, chunks, hdrLen, n); err != nil {
+			return nil, err
 		}
-		whole := make([]byte, Headroom+len(hdr)+n)
-		off := Headroom + len(hdr)
-		if all != nil {
-			off += copy(whole[off:], all[off:off+read])
-		}
-		for _, c := range chunks {
-			off += copy(whole[off:], c)
-		}
-		all = whole
 	}
-	all = all[:Headroom+len(hdr)+n]
-	if n > 0 && !bytes.HasSuffix(all, []byte("\r\n")) && all[len(all)-1] != '\r' {
-		// BDAT carries the bytes as they are, and the last chunk may end
-		// without a line break: the last line is completed, as Postfix
-		// does (DKIM's canonical body adds the same CRLF, so signatures
-		// still verify). A trailing bare CR is refused below.
-		all = append(all, '\r', '\n')
-		n += 2
+	return completeLastLine(all[:Headroom+hdrLen+n], n), nil
+}
+
+// readDeclared reads the message straight into its final array when the
+// client declared its size (MAIL FROM SIZE=, as MTAs send it), paid for up
+// front. It returns a nil array, and reads nothing, when there is no usable
+// size or the budget cannot pay for it; the caller then reads in chunks.
+func (ss *session) readDeclared(lr io.Reader, budget *budgetReader, hdrLen int) (all []byte, n int, err error) {
+	hint := ss.sizeHint
+	if hint <= 0 || hint > ss.s.lim.MaxMessageBytes {
+		return nil, 0, nil
 	}
-	copy(all[Headroom:], hdr)
-	body := all[Headroom+len(hdr):]
-	switch {
-	case int64(len(body)) > max:
+	size := int64(Headroom+hdrLen) + hint + hint/32 + 4096
+	if !budget.prepay(size) {
+		return nil, 0, nil
+	}
+	all = make([]byte, size)
+	n, err = readFull(lr, all[Headroom+hdrLen:])
+	return all, n, err
+}
+
+// readFailed logs a failed read and turns it into the reply. A broken
+// stream also ends the connection, since the client's framing can no longer
+// be trusted.
+func (ss *session) readFailed(err error) error {
+	if errors.Is(err, smtp.ErrDataTooLarge) {
 		ss.log.Info("DATA refused: too big")
-		return message{}, release, errTooBig
+		return errTooBig
+	}
+	if errors.Is(err, errNoMemory) {
+		ss.log.Warn("DATA refused: in-flight memory budget exhausted")
+		return errNoMemory
+	}
+	// The stream is broken (over-long line, timeout, hang-up): answer
+	// without internal detail and end the connection.
+	ss.log.Info("DATA failed", "err", err)
+	ss.tc.closeAfter.Store(true)
+	var ne net.Error
+	switch {
+	case errors.Is(err, smtp.ErrTooLongLine):
+		return errLineTooLong
+	case errors.As(err, &ne) && ne.Timeout():
+		return errReadTimeout
+	}
+	return errTempFailure
+}
+
+// joinChunks copies what was read, n bytes of message in all, if any, and
+// then chunks, into one array of exactly the message's size, headroom and
+// hdrLen bytes for our Received header first. The chunks are copied once,
+// where a growing buffer copies at every doubling and keeps up to twice the
+// message.
+func (ss *session) joinChunks(budget *budgetReader, all []byte, chunks [][]byte, hdrLen, n int) ([]byte, error) {
+	read := 0
+	if all != nil {
+		// Past the declared size: the array read so far is copied too.
+		read = len(all) - Headroom - hdrLen
+		if !budget.charge(int64(read)) {
+			ss.log.Warn("DATA refused: in-flight memory budget exhausted")
+			return nil, errNoMemory
+		}
+	}
+	whole := make([]byte, Headroom+hdrLen+n)
+	off := Headroom + hdrLen
+	if all != nil {
+		off += copy(whole[off:], all[off:off+read])
+	}
+	for _, c := range chunks {
+		off += copy(whole[off:], c)
+	}
+	return whole, nil
+}
+
+// completeLastLine ends all with CRLF when its n message bytes end without
+// a line break. BDAT carries the bytes as they are, and the last chunk may
+// end without one: the last line is completed, as Postfix does (DKIM's
+// canonical body adds the same CRLF, so signatures still verify). A
+// trailing bare CR is left for checkBody to refuse.
+func completeLastLine(all []byte, n int) []byte {
+	if n > 0 && !bytes.HasSuffix(all, []byte("\r\n")) && all[len(all)-1] != '\r' {
+		all = append(all, '\r', '\n')
+	}
+	return all
+}
+
+// checkBody applies the size, framing and loop limits to the message as
+// the client sent it, and returns the reply for the first it breaks.
+func (ss *session) checkBody(body []byte) error {
+	switch {
+	case int64(len(body)) > ss.s.lim.MaxMessageBytes:
+		ss.log.Info("DATA refused: too big")
+		return errTooBig
 	case len(body) == 0:
-		return message{}, release, errEmpty
+		return errEmpty
 	case hasBareEOL(body):
 		// go-smtp only ends DATA at CRLF.CRLF, so the transaction is intact;
 		// refusing also keeps such bytes from reaching an MTA we relay to
 		// that might frame them differently.
 		ss.log.Info("DATA refused: bare CR or LF")
-		return message{}, release, errBareEOL
+		return errBareEOL
 	case countReceived(body) > ss.s.lim.MaxReceivedHeaders:
 		ss.log.Warn("DATA refused: mail loop", "received", countReceived(body))
-		return message{}, release, errLoop
+		return errLoop
 	}
-	return message{raw: all[Headroom:], trace: len(hdr), headroom: all[:Headroom]}, release, nil
+	return nil
 }
 
 // message is what readMessage read: raw starts with our Received header
