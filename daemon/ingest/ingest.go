@@ -123,7 +123,7 @@ func Parse(raw []byte, opts Options) (p *Parsed, err error) {
 	fillHeader(&p.Msg, h)
 	p.Msg.SizeBytes = int64(len(raw))
 
-	w := &walker{opts: opts}
+	w := &walker{opts: opts, sizeHint: int64(len(raw))}
 	root := w.read(ent, 0)
 	w.render(root, true)
 	if w.dsn != nil {

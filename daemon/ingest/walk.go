@@ -32,13 +32,16 @@ type node struct {
 const maxHTMLBytes = 1 << 20
 
 type walker struct {
-	opts  Options
-	parts int
-	text  []string // body fragments in order
-	atts  []store.AttachmentData
-	names map[string]int
-	dsn   *DSN
-	notes []string
+	opts Options
+	// sizeHint is the raw message's size, which bounds the decoded body of
+	// a single-part message.
+	sizeHint int64
+	parts    int
+	text     []string // body fragments in order
+	atts     []store.AttachmentData
+	names    map[string]int
+	dsn      *DSN
+	notes    []string
 }
 
 // read builds the tree below e. Every part counts against MaxParts; nesting
@@ -82,7 +85,13 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 		// A UTF-8 character is at most 4 bytes: this is enough for the body.
 		limit = int64(w.opts.MaxBodyChars)*4 + 4
 	}
-	body, err := io.ReadAll(io.LimitReader(e.Body, limit+1))
+	hint := int64(0)
+	if depth == 0 {
+		// The whole message is this one part: it is no larger than the
+		// raw message. A part of a multipart has no such bound of its own.
+		hint = w.sizeHint
+	}
+	body, err := readPart(e.Body, limit+1, hint)
 	if int64(len(body)) > limit {
 		_, _ = io.Copy(io.Discard, e.Body)
 		if inlineText {
@@ -327,11 +336,24 @@ func (w *walker) addText(s string) {
 	w.text = append(w.text, strings.TrimRight(s, " \t\r\n"))
 }
 
+// readPart reads r up to max bytes into a buffer that starts at hint bytes
+// (a bound on the decoded size when one is known: quoted-printable and
+// base64 decode to less than they take), so that a large single-part
+// message is read without regrowing.
+func readPart(r io.Reader, max, hint int64) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(int(min(max, hint+bytes.MinRead)))
+	_, err := buf.ReadFrom(io.LimitReader(r, max))
+	return buf.Bytes(), err
+}
+
 // body joins the text fragments, bounds them, and appends the notes about
 // what was skipped (after the cut, so that they are never cut themselves).
 func (w *walker) body(maxChars int) string {
 	s := strings.Join(w.text, "\n\n")
-	if utf8.RuneCountInString(s) > maxChars {
+	// A string of at most maxChars bytes has at most maxChars characters:
+	// only a longer one is counted.
+	if len(s) > maxChars && utf8.RuneCountInString(s) > maxChars {
 		cut, k := len(s), 0
 		for i := range s {
 			if k == maxChars {
