@@ -109,30 +109,58 @@ func (j *journal) replay(logf func(msg string, args ...any)) (map[string]replaye
 		return nil, err
 	}
 	if st.Size() == 0 {
-		if _, err := j.f.WriteAt([]byte(journalMagic), 0); err != nil {
-			return nil, fmt.Errorf("writing the queue journal: %w", err)
-		}
-		if err := j.f.Sync(); err != nil {
-			return nil, err
-		}
-		j.size = int64(len(journalMagic))
-		return map[string]replayed{}, safeio.SyncDir(j.dir)
+		return j.create()
 	}
 	r := bufio.NewReaderSize(io.NewSectionReader(j.f, 0, st.Size()), 1<<16)
 	head := make([]byte, len(journalMagic))
 	if _, err := io.ReadFull(r, head); err != nil || string(head) != journalMagic {
 		// Not a journal this version knows: set all of it aside.
 		logf("queue journal unreadable: set aside", "moved_to", filepath.Join(j.dir, "corrupt"))
-		if err := j.cut(0, st.Size()); err != nil {
-			return nil, err
-		}
-		if _, err := j.f.WriteAt([]byte(journalMagic), 0); err != nil {
-			return nil, err
-		}
-		j.size = int64(len(journalMagic))
-		return map[string]replayed{}, j.f.Sync()
+		return j.setAsideAll(st.Size())
 	}
 	items := map[string]replayed{}
+	off := j.readRecords(r, st.Size(), items, logf)
+	if off < st.Size() {
+		if err := j.cut(off, st.Size()); err != nil {
+			return nil, err
+		}
+	}
+	j.size = off
+	j.index(items)
+	return items, nil
+}
+
+// create writes the header of a new, empty journal, and makes it and the
+// file's directory entry durable.
+func (j *journal) create() (map[string]replayed, error) {
+	if _, err := j.f.WriteAt([]byte(journalMagic), 0); err != nil {
+		return nil, fmt.Errorf("writing the queue journal: %w", err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return nil, err
+	}
+	j.size = int64(len(journalMagic))
+	return map[string]replayed{}, safeio.SyncDir(j.dir)
+}
+
+// setAsideAll sets the whole journal, size bytes, aside in corrupt/ and starts
+// it again empty.
+func (j *journal) setAsideAll(size int64) (map[string]replayed, error) {
+	if err := j.cut(0, size); err != nil {
+		return nil, err
+	}
+	if _, err := j.f.WriteAt([]byte(journalMagic), 0); err != nil {
+		return nil, err
+	}
+	j.size = int64(len(journalMagic))
+	return map[string]replayed{}, j.f.Sync()
+}
+
+// readRecords applies the records r holds after the header to items, up to
+// the first that is cut short or fails its checksum, and returns the offset
+// where the whole records end. size is the file's size, which no record may
+// reach past.
+func (j *journal) readRecords(r io.Reader, size int64, items map[string]replayed, logf func(msg string, args ...any)) int64 {
 	off := int64(len(journalMagic))
 	var hdr [recHeader]byte
 	for {
@@ -140,30 +168,30 @@ func (j *journal) replay(logf func(msg string, args ...any)) (map[string]replaye
 			if err != io.EOF {
 				logf("queue journal ends in a partial record: cut", "offset", off)
 			}
-			break
+			return off
 		}
 		n := binary.BigEndian.Uint32(hdr[:4])
 		sum := binary.BigEndian.Uint32(hdr[4:])
-		if n == 0 || n > maxRecord || off+recHeader+int64(n) > st.Size() {
+		if n == 0 || n > maxRecord || off+recHeader+int64(n) > size {
 			logf("queue journal ends in a partial record: cut", "offset", off)
-			break
+			return off
 		}
 		payload := make([]byte, n)
 		if _, err := io.ReadFull(r, payload); err != nil || crc32.Checksum(payload, crcTable) != sum {
 			logf("queue journal record fails its checksum: it and what follows are set aside", "offset", off)
-			break
+			return off
 		}
 		if err := j.apply(items, payload, off+recHeader); err != nil {
 			logf("queue journal record not understood: skipped", "offset", off, "err", err)
 		}
 		off += recHeader + int64(n)
 	}
-	if off < st.Size() {
-		if err := j.cut(off, st.Size()); err != nil {
-			return nil, err
-		}
-	}
-	j.size = off
+}
+
+// index fills in the journal's view of the live items replayed: which are
+// announced, where their messages are, and the bytes they would take
+// rewritten.
+func (j *journal) index(items map[string]replayed) {
 	for id, x := range items {
 		if x.announced {
 			j.announced[id] = true
@@ -171,7 +199,6 @@ func (j *journal) replay(logf func(msg string, args ...any)) (map[string]replaye
 		j.data[id] = x.loc
 		j.live += x.loc.n + int64(len(j.state[id])) + 2*recHeader + 8
 	}
-	return items, nil
 }
 
 // apply replays one record; at is the offset of its payload in the file.
