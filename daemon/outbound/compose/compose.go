@@ -512,82 +512,98 @@ func textHeader(ct string) mail.InlineHeader {
 // are attachments.
 func writeBody(w io.Writer, h mail.Header, text, htmlBody string, atts []store.AttachmentData) error {
 	text = toCRLF(text)
-	writeAlt := func(iw *mail.InlineWriter) error {
-		for _, p := range []struct{ ct, body string }{{"text/plain", text}, {"text/html", htmlBody}} {
-			pw, err := iw.CreatePart(textHeader(p.ct))
-			if err != nil {
-				return err
-			}
-			if _, err := io.WriteString(pw, p.body); err != nil {
-				return err
-			}
-			if err := pw.Close(); err != nil {
-				return err
-			}
-		}
-		return iw.Close()
-	}
 	if len(atts) == 0 {
-		if htmlBody == "" {
-			h.Set("Content-Type", "text/plain; charset=utf-8")
-			h.Set("Content-Transfer-Encoding", "quoted-printable")
-			sw, err := mail.CreateSingleInlineWriter(w, h)
-			if err != nil {
-				return err
-			}
-			if _, err := io.WriteString(sw, text); err != nil {
-				return err
-			}
-			return sw.Close()
-		}
-		iw, err := mail.CreateInlineWriter(w, h)
-		if err != nil {
-			return err
-		}
-		return writeAlt(iw)
+		return writeInline(w, h, text, htmlBody)
 	}
 	mw, err := mail.CreateWriter(w, h)
 	if err != nil {
 		return err
 	}
+	if err := writeMixedText(mw, text, htmlBody); err != nil {
+		return err
+	}
+	for _, a := range atts {
+		if err := writeAttachment(mw, a); err != nil {
+			return err
+		}
+	}
+	return mw.Close()
+}
+
+// writeInline writes a message without attachments: a single text/plain
+// body, or text and HTML as multipart/alternative.
+func writeInline(w io.Writer, h mail.Header, text, htmlBody string) error {
+	if htmlBody == "" {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		h.Set("Content-Transfer-Encoding", "quoted-printable")
+		sw, err := mail.CreateSingleInlineWriter(w, h)
+		if err != nil {
+			return err
+		}
+		return writeText(sw, text)
+	}
+	iw, err := mail.CreateInlineWriter(w, h)
+	if err != nil {
+		return err
+	}
+	return writeAlternative(iw, text, htmlBody)
+}
+
+// writeMixedText writes the first part of a multipart/mixed message: the
+// text, or text and HTML as multipart/alternative.
+func writeMixedText(mw *mail.Writer, text, htmlBody string) error {
 	if htmlBody == "" {
 		sw, err := mw.CreateSingleInline(textHeader("text/plain"))
 		if err != nil {
 			return err
 		}
-		if _, err := io.WriteString(sw, text); err != nil {
-			return err
-		}
-		if err := sw.Close(); err != nil {
-			return err
-		}
-	} else {
-		iw, err := mw.CreateInline()
+		return writeText(sw, text)
+	}
+	iw, err := mw.CreateInline()
+	if err != nil {
+		return err
+	}
+	return writeAlternative(iw, text, htmlBody)
+}
+
+// writeAlternative writes the text and the HTML as the parts of iw, in
+// that order, so that clients prefer the HTML.
+func writeAlternative(iw *mail.InlineWriter, text, htmlBody string) error {
+	for _, p := range []struct{ ct, body string }{{"text/plain", text}, {"text/html", htmlBody}} {
+		pw, err := iw.CreatePart(textHeader(p.ct))
 		if err != nil {
 			return err
 		}
-		if err := writeAlt(iw); err != nil {
+		if err := writeText(pw, p.body); err != nil {
 			return err
 		}
 	}
-	for _, a := range atts {
-		var ah mail.AttachmentHeader
-		ah.Set("Content-Type", a.ContentType)
-		// mime.FormatMediaType writes RFC 2231 (filename*=utf-8''...) for
-		// non-ASCII names, which every current client decodes.
-		ah.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename}))
-		aw, err := mw.CreateAttachment(ah)
-		if err != nil {
-			return err
-		}
-		if _, err := aw.Write(a.Data); err != nil {
-			return err
-		}
-		if err := aw.Close(); err != nil {
-			return err
-		}
+	return iw.Close()
+}
+
+// writeText writes s to the part pw and closes it.
+func writeText(pw io.WriteCloser, s string) error {
+	if _, err := io.WriteString(pw, s); err != nil {
+		return err
 	}
-	return mw.Close()
+	return pw.Close()
+}
+
+// writeAttachment writes a as the next attachment part of mw.
+func writeAttachment(mw *mail.Writer, a store.AttachmentData) error {
+	var ah mail.AttachmentHeader
+	ah.Set("Content-Type", a.ContentType)
+	// mime.FormatMediaType writes RFC 2231 (filename*=utf-8''...) for
+	// non-ASCII names, which every current client decodes.
+	ah.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename}))
+	aw, err := mw.CreateAttachment(ah)
+	if err != nil {
+		return err
+	}
+	if _, err := aw.Write(a.Data); err != nil {
+		return err
+	}
+	return aw.Close()
 }
 
 func toCRLF(s string) string {
