@@ -76,73 +76,102 @@ func (s *Server) toolEmailDraft() toolSpec {
 		}
 		switch in.Action {
 		case "create", "update":
-			atts, err := loadAttachments(in.Attachments, in.AttachmentsBase64)
-			if err != nil {
-				return "", out, nil, err
-			}
-			var d protocol.Draft
-			if in.Action == "create" {
-				a := protocol.DraftArgs{Mailbox: in.Mailbox, To: listOrNil(in.To), Cc: listOrNil(in.Cc), Bcc: listOrNil(in.Bcc),
-					Attachments: atts, ReplyToID: in.ReplyToID, SendAt: sendAt}
-				if in.Subject != nil {
-					a.Subject = *in.Subject
-				}
-				if in.Body != nil {
-					a.Body = *in.Body
-				}
-				err = s.call(ctx, protocol.VerbDraftCreate, a, &d)
-			} else {
-				if in.ReplyToID != "" {
-					return "", out, nil, fail(protocol.CodeInvalidInput, "reply_to_id is for create: a draft's thread is set when it is created")
-				}
-				a := protocol.DraftUpdateArgs{Mailbox: in.Mailbox, ID: in.ID, Subject: in.Subject, Body: in.Body, SendAt: sendAt, ClearSendAt: in.ClearSendAt}
-				for _, f := range []struct {
-					src *stringOrList
-					dst **[]string
-				}{{in.To, &a.To}, {in.Cc, &a.Cc}, {in.Bcc, &a.Bcc}} {
-					if f.src != nil {
-						l := []string(*f.src)
-						*f.dst = &l
-					}
-				}
-				if len(in.Attachments)+len(in.AttachmentsBase64) > 0 {
-					a.Attachments = &atts
-				}
-				err = s.call(ctx, protocol.VerbDraftUpdate, a, &d)
-			}
-			if err != nil {
-				return "", out, nil, err
-			}
-			out.Draft = &d
-			summary := fmt.Sprintf("draft %s %sd in %s (file %s)", d.ID, in.Action, d.Mailbox, d.Path)
-			next := &NextAction{Instruction: "Ask the person to review the draft (they may edit the file); send it when they agree.", Tool: "email_draft",
-				Arguments: map[string]any{"action": "send", "mailbox": d.Mailbox, "id": d.ID}}
-			return summary, out, next, nil
+			return s.draftWrite(ctx, in, sendAt, out)
 		case "send":
-			var res protocol.SendResult
-			if err := s.call(ctx, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: in.Mailbox, ID: in.ID, SendAt: sendAt, DryRun: in.DryRun}, &res); err != nil {
-				return "", out, nil, err
-			}
-			if res.Recipients == nil {
-				res.Recipients = []protocol.RecipientStatus{}
-			}
-			if res.Envelope.RcptTo == nil {
-				res.Envelope.RcptTo = []string{}
-			}
-			out.Sent = &res
-			summary := fmt.Sprintf("%s: draft %s as message %s to %s", res.Status, in.ID, res.MessageID, clip(strings.Join(res.Envelope.RcptTo, ", "), 120))
-			if res.SendAt != nil {
-				summary += " at " + res.SendAt.UTC().Format(time.RFC3339)
-			}
-			return summary, out, nil, nil
+			return s.draftSend(ctx, in, sendAt, out)
 		case "delete":
-			var del protocol.DraftDeleted
-			if err := s.call(ctx, protocol.VerbDraftDelete, protocol.DraftIDArgs{Mailbox: in.Mailbox, ID: in.ID}, &del); err != nil {
-				return "", out, nil, err
-			}
-			out.Deleted = del.Deleted
-			return fmt.Sprintf("draft %s deleted", in.ID), out, nil, nil
+			return s.draftDelete(ctx, in, out)
 		}
 		return "", out, nil, fail(protocol.CodeInvalidInput, "action %q: use create, update, send or delete", in.Action)
 	})
+}
+
+// draftWrite creates or updates the draft, and then points to the next
+// step: a person reviews it before it is sent.
+func (s *Server) draftWrite(ctx context.Context, in *emailDraftArgs, sendAt *time.Time, out DraftData) (string, DraftData, *NextAction, error) {
+	atts, err := loadAttachments(in.Attachments, in.AttachmentsBase64)
+	if err != nil {
+		return "", out, nil, err
+	}
+	var d protocol.Draft
+	if in.Action == "create" {
+		err = s.call(ctx, protocol.VerbDraftCreate, draftCreateArgs(in, atts, sendAt), &d)
+	} else {
+		if in.ReplyToID != "" {
+			return "", out, nil, fail(protocol.CodeInvalidInput, "reply_to_id is for create: a draft's thread is set when it is created")
+		}
+		err = s.call(ctx, protocol.VerbDraftUpdate, draftUpdateArgs(in, atts, sendAt), &d)
+	}
+	if err != nil {
+		return "", out, nil, err
+	}
+	out.Draft = &d
+	summary := fmt.Sprintf("draft %s %sd in %s (file %s)", d.ID, in.Action, d.Mailbox, d.Path)
+	next := &NextAction{Instruction: "Ask the person to review the draft (they may edit the file); send it when they agree.", Tool: "email_draft",
+		Arguments: map[string]any{"action": "send", "mailbox": d.Mailbox, "id": d.ID}}
+	return summary, out, next, nil
+}
+
+// draftCreateArgs is the request for a new draft; a subject or body not
+// given is left empty.
+func draftCreateArgs(in *emailDraftArgs, atts []protocol.SendAttachment, sendAt *time.Time) protocol.DraftArgs {
+	a := protocol.DraftArgs{Mailbox: in.Mailbox, To: listOrNil(in.To), Cc: listOrNil(in.Cc), Bcc: listOrNil(in.Bcc),
+		Attachments: atts, ReplyToID: in.ReplyToID, SendAt: sendAt}
+	if in.Subject != nil {
+		a.Subject = *in.Subject
+	}
+	if in.Body != nil {
+		a.Body = *in.Body
+	}
+	return a
+}
+
+// draftUpdateArgs is the request to change a draft. It carries only the
+// fields given, so that the others stay as the draft has them.
+func draftUpdateArgs(in *emailDraftArgs, atts []protocol.SendAttachment, sendAt *time.Time) protocol.DraftUpdateArgs {
+	a := protocol.DraftUpdateArgs{Mailbox: in.Mailbox, ID: in.ID, Subject: in.Subject, Body: in.Body, SendAt: sendAt, ClearSendAt: in.ClearSendAt}
+	for _, f := range []struct {
+		src *stringOrList
+		dst **[]string
+	}{{in.To, &a.To}, {in.Cc, &a.Cc}, {in.Bcc, &a.Bcc}} {
+		if f.src != nil {
+			l := []string(*f.src)
+			*f.dst = &l
+		}
+	}
+	if len(in.Attachments)+len(in.AttachmentsBase64) > 0 {
+		a.Attachments = &atts
+	}
+	return a
+}
+
+// draftSend sends the draft as it is on disk now, or only checks it when
+// in.DryRun is set.
+func (s *Server) draftSend(ctx context.Context, in *emailDraftArgs, sendAt *time.Time, out DraftData) (string, DraftData, *NextAction, error) {
+	var res protocol.SendResult
+	if err := s.call(ctx, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: in.Mailbox, ID: in.ID, SendAt: sendAt, DryRun: in.DryRun}, &res); err != nil {
+		return "", out, nil, err
+	}
+	if res.Recipients == nil {
+		res.Recipients = []protocol.RecipientStatus{}
+	}
+	if res.Envelope.RcptTo == nil {
+		res.Envelope.RcptTo = []string{}
+	}
+	out.Sent = &res
+	summary := fmt.Sprintf("%s: draft %s as message %s to %s", res.Status, in.ID, res.MessageID, clip(strings.Join(res.Envelope.RcptTo, ", "), 120))
+	if res.SendAt != nil {
+		summary += " at " + res.SendAt.UTC().Format(time.RFC3339)
+	}
+	return summary, out, nil, nil
+}
+
+// draftDelete discards the draft.
+func (s *Server) draftDelete(ctx context.Context, in *emailDraftArgs, out DraftData) (string, DraftData, *NextAction, error) {
+	var del protocol.DraftDeleted
+	if err := s.call(ctx, protocol.VerbDraftDelete, protocol.DraftIDArgs{Mailbox: in.Mailbox, ID: in.ID}, &del); err != nil {
+		return "", out, nil, err
+	}
+	out.Deleted = del.Deleted
+	return fmt.Sprintf("draft %s deleted", in.ID), out, nil, nil
 }
