@@ -131,30 +131,9 @@ func draftsShow(args []string) int {
 }
 
 func draftsWrite(args []string, update bool) int {
-	name, usage, about := "drafts create", "drafts create MAILBOX [--to ADDR]... [--cc ADDR] [--bcc ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--reply-to-id ID] [--send-at TIME] [--json]",
-		"Writes a new draft in the mailbox's drafts folder. Recipients may come later. --reply-to-id names a stored message the draft answers (thread, recipients and Re: subject are filled in). --send-at is when it goes out once sent."
-	if update {
-		name, usage, about = "drafts update", "drafts update MAILBOX ID [--to ADDR]... [--cc ADDR] [--bcc ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--send-at TIME | --no-send-at] [--json]",
-			"Changes the fields given; --to, --cc, --bcc and --attach replace the draft's lists."
-	}
-	cf := newClientFlags(name, usage, about).withJSON()
-	var to, cc, bcc addrList
-	var attach pathList
-	var subject, body, bodyFile, replyToID, sendAt string
-	var noSendAt bool
-	cf.fs.Var(&to, "to", "recipient (repeatable)")
-	cf.fs.Var(&cc, "cc", "Cc recipient (repeatable)")
-	cf.fs.Var(&bcc, "bcc", "Bcc recipient (repeatable)")
-	cf.fs.StringVar(&subject, "subject", "", "subject")
-	cf.fs.StringVar(&body, "body", "", "body text (Markdown)")
-	cf.fs.StringVar(&bodyFile, "body-file", "", "read the body from this file (- for stdin)")
-	cf.fs.Var(&attach, "attach", "attach this file (repeatable)")
-	cf.fs.StringVar(&sendAt, "send-at", "", "send at this time once sent (RFC 3339, or a duration from now such as 2h)")
-	if update {
-		cf.fs.BoolVar(&noSendAt, "no-send-at", false, "remove the draft's send time")
-	} else {
-		cf.fs.StringVar(&replyToID, "reply-to-id", "", "id of a stored message this draft answers")
-	}
+	cf := newClientFlags(draftsWriteUsage(update)).withJSON()
+	var f draftFlags
+	f.define(cf.fs, update)
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
@@ -165,66 +144,126 @@ func draftsWrite(args []string, update bool) int {
 	if cf.fs.NArg() != want {
 		return usageError(cf.fs, "give the mailbox%s", map[bool]string{true: " and the draft id", false: ""}[update])
 	}
-	if body != "" && bodyFile != "" {
+	if f.body != "" && f.bodyFile != "" {
 		return usageError(cf.fs, "--body and --body-file exclude each other")
 	}
 	set := map[string]bool{}
-	cf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if bodyFile != "" {
-		b, err := readBodyFile(bodyFile)
-		if err != nil {
-			return usageError(cf.fs, "%v", err)
-		}
-		body, set["body"] = b, true
-	}
-	atts, err := readAttachmentFiles(attach)
+	cf.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	atts, at, err := f.read(set)
 	if err != nil {
 		return usageError(cf.fs, "%v", err)
 	}
-	var at *time.Time
-	if sendAt != "" {
-		t, err := parseSendAt(sendAt)
-		if err != nil {
-			return usageError(cf.fs, "%v", err)
-		}
-		at = &t
-	}
 	var d protocol.Draft
 	mailbox := cf.fs.Arg(0)
-	if !update {
-		a := protocol.DraftArgs{Mailbox: mailbox, To: to, Cc: cc, Bcc: bcc, Subject: subject, Body: body, Attachments: atts, ReplyToID: replyToID, SendAt: at}
-		if err := cf.call(protocol.VerbDraftCreate, a, &d); err != nil {
-			return cf.fail(err)
-		}
+	if update {
+		err = cf.call(protocol.VerbDraftUpdate, f.updateArgs(mailbox, cf.fs.Arg(1), set, atts, at), &d)
 	} else {
-		a := protocol.DraftUpdateArgs{Mailbox: mailbox, ID: cf.fs.Arg(1), SendAt: at, ClearSendAt: noSendAt}
-		lists := []struct {
-			flag string
-			l    []string
-			dst  **[]string
-		}{{"to", to, &a.To}, {"cc", cc, &a.Cc}, {"bcc", bcc, &a.Bcc}}
-		for _, x := range lists {
-			if set[x.flag] {
-				l := append([]string{}, x.l...)
-				*x.dst = &l
-			}
-		}
-		if set["subject"] {
-			a.Subject = &subject
-		}
-		if set["body"] {
-			a.Body = &body
-		}
-		if set["attach"] {
-			a.Attachments = &atts
-		}
-		if err := cf.call(protocol.VerbDraftUpdate, a, &d); err != nil {
-			return cf.fail(err)
-		}
+		a := protocol.DraftArgs{Mailbox: mailbox, To: f.to, Cc: f.cc, Bcc: f.bcc, Subject: f.subject, Body: f.body, Attachments: atts, ReplyToID: f.replyToID, SendAt: at}
+		err = cf.call(protocol.VerbDraftCreate, a, &d)
+	}
+	if err != nil {
+		return cf.fail(err)
 	}
 	if cf.json {
 		return printJSON(d)
 	}
+	printDraftWritten(d, update)
+	return 0
+}
+
+// draftsWriteUsage is the name, usage line and help text of drafts create,
+// or of drafts update when update is set.
+func draftsWriteUsage(update bool) (name, usage, about string) {
+	if update {
+		return "drafts update", "drafts update MAILBOX ID [--to ADDR]... [--cc ADDR] [--bcc ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--send-at TIME | --no-send-at] [--json]",
+			"Changes the fields given; --to, --cc, --bcc and --attach replace the draft's lists."
+	}
+	return "drafts create", "drafts create MAILBOX [--to ADDR]... [--cc ADDR] [--bcc ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--reply-to-id ID] [--send-at TIME] [--json]",
+		"Writes a new draft in the mailbox's drafts folder. Recipients may come later. --reply-to-id names a stored message the draft answers (thread, recipients and Re: subject are filled in). --send-at is when it goes out once sent."
+}
+
+// draftFlags holds the draft's fields as drafts create and update take
+// them from the command line.
+type draftFlags struct {
+	to, cc, bcc                                addrList
+	attach                                     pathList
+	subject, body, bodyFile, replyToID, sendAt string
+	noSendAt                                   bool
+}
+
+// define adds the flags to fs: --no-send-at only to update, which may have
+// a send time to remove, and --reply-to-id only to create, since an update
+// cannot change the message a draft answers.
+func (f *draftFlags) define(fs *flag.FlagSet, update bool) {
+	fs.Var(&f.to, "to", "recipient (repeatable)")
+	fs.Var(&f.cc, "cc", "Cc recipient (repeatable)")
+	fs.Var(&f.bcc, "bcc", "Bcc recipient (repeatable)")
+	fs.StringVar(&f.subject, "subject", "", "subject")
+	fs.StringVar(&f.body, "body", "", "body text (Markdown)")
+	fs.StringVar(&f.bodyFile, "body-file", "", "read the body from this file (- for stdin)")
+	fs.Var(&f.attach, "attach", "attach this file (repeatable)")
+	fs.StringVar(&f.sendAt, "send-at", "", "send at this time once sent (RFC 3339, or a duration from now such as 2h)")
+	if update {
+		fs.BoolVar(&f.noSendAt, "no-send-at", false, "remove the draft's send time")
+	} else {
+		fs.StringVar(&f.replyToID, "reply-to-id", "", "id of a stored message this draft answers")
+	}
+}
+
+// read loads what the flags point to: the body file, which then counts as
+// --body in set, the attachments and the send time (nil when none is given).
+func (f *draftFlags) read(set map[string]bool) ([]protocol.SendAttachment, *time.Time, error) {
+	if f.bodyFile != "" {
+		b, err := readBodyFile(f.bodyFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.body, set["body"] = b, true
+	}
+	atts, err := readAttachmentFiles(f.attach)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.sendAt == "" {
+		return atts, nil, nil
+	}
+	t, err := parseSendAt(f.sendAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return atts, &t, nil
+}
+
+// updateArgs carries only the fields whose flags were given (set), so that
+// an update leaves the others as the draft has them.
+func (f *draftFlags) updateArgs(mailbox, id string, set map[string]bool, atts []protocol.SendAttachment, at *time.Time) protocol.DraftUpdateArgs {
+	a := protocol.DraftUpdateArgs{Mailbox: mailbox, ID: id, SendAt: at, ClearSendAt: f.noSendAt}
+	lists := []struct {
+		flag string
+		l    []string
+		dst  **[]string
+	}{{"to", f.to, &a.To}, {"cc", f.cc, &a.Cc}, {"bcc", f.bcc, &a.Bcc}}
+	for _, x := range lists {
+		if set[x.flag] {
+			l := append([]string{}, x.l...)
+			*x.dst = &l
+		}
+	}
+	if set["subject"] {
+		a.Subject = &f.subject
+	}
+	if set["body"] {
+		a.Body = &f.body
+	}
+	if set["attach"] {
+		a.Attachments = &atts
+	}
+	return a
+}
+
+// printDraftWritten tells where the draft created or updated is, and when
+// it goes out once sent.
+func printDraftWritten(d protocol.Draft, update bool) {
 	verb := "created"
 	if update {
 		verb = "updated"
@@ -233,7 +272,6 @@ func draftsWrite(args []string, update bool) int {
 	if d.SendAt != nil {
 		fmt.Printf("send at: %s (once sent)\n", d.SendAt.Local().Format(time.DateTime+" MST"))
 	}
-	return 0
 }
 
 func draftsEdit(args []string) int {
