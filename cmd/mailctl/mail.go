@@ -396,30 +396,55 @@ func waitForMail(ctx context.Context, mf *mailFlags, from, subject, text string)
 			return nil, ctx.Err()
 		case ev, ok := <-events:
 			if !ok {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				return nil, protocol.Errorf(protocol.CodeUnavailable, "the daemon ended the watch (did it stop?): run `mailctl mail wait` again")
+				return nil, watchEnded(ctx)
 			}
-			if ev.Type != protocol.EventNewMail || ev.Mailbox != mf.mailbox || (ev.Folder != "" && ev.Folder != protocol.FolderInbox) {
+			if !mayMatch(ev, mf.mailbox, from, subject) {
 				continue
 			}
-			if ev.Message != nil && (!containsFold(ev.Message.From, from) || !containsFold(ev.Message.Subject, subject)) {
-				continue
-			}
-			var m protocol.Message
-			if err := mf.call(protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: mf.mailbox, ID: ev.ID, MaxChars: 200000}, &m); err != nil {
-				var pe *protocol.Error
-				if errors.As(err, &pe) && pe.Code == protocol.CodeNotFound {
-					continue // moved or deleted already
-				}
-				return nil, err
-			}
-			if containsFold(m.From, from) && containsFold(m.Subject, subject) && containsFold(m.Body, text) {
-				return &m, nil
+			m, err := readMatching(mf, ev.ID, from, subject, text)
+			if m != nil || err != nil {
+				return m, err
 			}
 		}
 	}
+}
+
+// watchEnded is the error for a watch whose events stopped: the wait's own
+// time running out, or else the daemon closing it.
+func watchEnded(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return protocol.Errorf(protocol.CodeUnavailable, "the daemon ended the watch (did it stop?): run `mailctl mail wait` again")
+}
+
+// mayMatch reports whether ev is new mail in the mailbox's inbox that may
+// match. The sender and subject are checked here when the event carries
+// them, which saves reading a message that cannot match.
+func mayMatch(ev protocol.Event, mailbox, from, subject string) bool {
+	if ev.Type != protocol.EventNewMail || ev.Mailbox != mailbox || (ev.Folder != "" && ev.Folder != protocol.FolderInbox) {
+		return false
+	}
+	return ev.Message == nil || containsFold(ev.Message.From, from) && containsFold(ev.Message.Subject, subject)
+}
+
+// readMatching reads the inbox message id and returns it if it matches the
+// filters. It returns neither a message nor an error when the message does
+// not match, or is already gone (moved or deleted), so that the wait goes
+// on.
+func readMatching(mf *mailFlags, id, from, subject, text string) (*protocol.Message, error) {
+	var m protocol.Message
+	if err := mf.call(protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: mf.mailbox, ID: id, MaxChars: 200000}, &m); err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeNotFound {
+			return nil, nil // moved or deleted already
+		}
+		return nil, err
+	}
+	if containsFold(m.From, from) && containsFold(m.Subject, subject) && containsFold(m.Body, text) {
+		return &m, nil
+	}
+	return nil, nil
 }
 
 func containsFold(s, sub string) bool {
