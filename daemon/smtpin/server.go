@@ -108,37 +108,24 @@ func LimitsFrom(s config.SMTP) Limits {
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	if l.MaxMessageBytes <= 0 {
-		l.MaxMessageBytes = d.MaxMessageBytes
-	}
-	if l.MaxRecipients <= 0 {
-		l.MaxRecipients = d.MaxRecipients
-	}
-	if l.MaxLineLength <= 0 {
-		l.MaxLineLength = d.MaxLineLength
-	}
-	if l.CommandTimeout <= 0 {
-		l.CommandTimeout = d.CommandTimeout
-	}
-	if l.SessionTimeout <= 0 {
-		l.SessionTimeout = d.SessionTimeout
-	}
-	if l.MaxConnections <= 0 {
-		l.MaxConnections = d.MaxConnections
-	}
-	if l.MaxConnectionsPerIP <= 0 {
-		l.MaxConnectionsPerIP = d.MaxConnectionsPerIP
-	}
-	if l.MaxErrors <= 0 {
-		l.MaxErrors = d.MaxErrors
-	}
-	if l.MaxReceivedHeaders <= 0 {
-		l.MaxReceivedHeaders = d.MaxReceivedHeaders
-	}
-	if l.MaxInFlightBytes <= 0 {
-		l.MaxInFlightBytes = d.MaxInFlightBytes
-	}
+	orDefault(&l.MaxMessageBytes, d.MaxMessageBytes)
+	orDefault(&l.MaxRecipients, d.MaxRecipients)
+	orDefault(&l.MaxLineLength, d.MaxLineLength)
+	orDefault(&l.CommandTimeout, d.CommandTimeout)
+	orDefault(&l.SessionTimeout, d.SessionTimeout)
+	orDefault(&l.MaxConnections, d.MaxConnections)
+	orDefault(&l.MaxConnectionsPerIP, d.MaxConnectionsPerIP)
+	orDefault(&l.MaxErrors, d.MaxErrors)
+	orDefault(&l.MaxReceivedHeaders, d.MaxReceivedHeaders)
+	orDefault(&l.MaxInFlightBytes, d.MaxInFlightBytes)
 	return l
+}
+
+// orDefault sets *v to d when *v is zero or negative (unset).
+func orDefault[T ~int | ~int64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Config configures a Server.
