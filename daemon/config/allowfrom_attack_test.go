@@ -7,7 +7,8 @@ import (
 )
 
 // allow_from is the whole of LMTP over TCP's defence: each way of writing
-// "everyone" or an address that is not checked as written is refused, and
+// "everyone" (or a good part of it: anything broader than a /8) or an
+// address that is not checked as written is refused, and
 // the forms that name one host name the host the connection will show.
 func TestAllowFromCannotAdmitEveryone(t *testing.T) {
 	for _, list := range [][]string{
@@ -18,6 +19,7 @@ func TestAllowFromCannotAdmitEveryone(t *testing.T) {
 		{"fe80::1%eth0"},
 		{"mx1.example.com"},
 		{"10.0.0.1/33"},
+		{"0.0.0.0/1"}, {"128.0.0.0/7"}, {"8000::/4"},
 	} {
 		c := Default()
 		c.LMTP.ListenTCP, c.LMTP.AllowFrom = []string{"127.0.0.1:24"}, list
@@ -25,7 +27,7 @@ func TestAllowFromCannotAdmitEveryone(t *testing.T) {
 			t.Errorf("allow_from %q accepted (err %v)", list, err)
 		}
 	}
-	for _, ok := range [][]string{{"10.0.0.0/8", "192.168.0.0/16"}, {"0.0.0.0/1"}, {"fd00::/8", "127.0.0.1"}} {
+	for _, ok := range [][]string{{"10.0.0.0/8", "192.168.0.0/16"}, {"fd00::/8", "127.0.0.1"}} {
 		c := Default()
 		c.LMTP.ListenTCP, c.LMTP.AllowFrom = []string{"127.0.0.1:24"}, ok
 		if err := c.Validate(); err != nil {

@@ -526,6 +526,8 @@ func (c *Config) validateLMTP(bad complain) {
 			bad("lmtp.allow_from: %q is not a CIDR or an address (e.g. \"10.0.0.1/32\", \"fd00::/64\")", a)
 		case p.Bits() == 0:
 			bad("lmtp.allow_from: %q admits every address; list the front MTAs' addresses instead", a)
+		case p.Bits() < minAllowBits:
+			bad("lmtp.allow_from: %q admits a /%d, a large part of the internet; list the front MTAs' addresses or their network (at most a /%d)", a, p.Bits(), minAllowBits)
 		case strings.Contains(a, "%"):
 			bad("lmtp.allow_from: %q names an interface (a zone), which is not checked; give the address without it", a)
 		}
@@ -538,6 +540,11 @@ func (c *Config) validateLMTP(bad complain) {
 		}
 	}
 }
+
+// minAllowBits bounds how broad one allow_from entry may be: front MTAs are
+// a few hosts, and a /8 (10.0.0.0/8, fd00::/8) already holds any private
+// network they live in.
+const minAllowBits = 8
 
 // covers reports whether the prefixes in list together contain all of p.
 func covers(p netip.Prefix, list []netip.Prefix) bool {
