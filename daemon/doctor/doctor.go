@@ -256,6 +256,21 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 
 // checkListeners verifies SMTP answers on the configured addresses.
 func checkListeners(ctx context.Context, f *findings, cfg *config.Config, env Env) {
+	if len(cfg.SMTP.Listen) == 0 {
+		// A host behind front MTAs takes its mail over LMTP only.
+		var lmtp []string
+		lmtp = append(lmtp, cfg.LMTP.ListenTCP...)
+		if cfg.SMTP.LMTPSocket != "" {
+			lmtp = append(lmtp, cfg.SMTP.LMTPSocket)
+		}
+		if len(lmtp) > 0 {
+			f.add("smtp.lmtp_only", OK, "", "no SMTP listener (smtp.listen is empty): mail arrives over LMTP on %s from the front MTAs", strings.Join(lmtp, ", "))
+			return
+		}
+		f.add("smtp.no_listener", Fail, "set smtp.listen = [\":25\"] (or LMTP for front MTAs: smtp.lmtp_socket, lmtp.listen_tcp) and restart",
+			"neither SMTP nor LMTP is configured: no mail can arrive")
+		return
+	}
 	listening := env.Port25Listening
 	if listening == nil {
 		listening = func() bool {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -247,6 +248,12 @@ func TestSeededFaults(t *testing.T) {
 		{"port 25 closed", false, func(t *testing.T, in *install) {
 			in.env.Port25Listening = func() bool { return false }
 		}, "smtp.port25", Fail},
+		{"LMTP only", false, func(t *testing.T, in *install) {
+			noSMTPListen(t, in.cfg.File)
+			appendFile(t, in.cfg.File, "\n[lmtp]\nlisten_tcp = [\"10.0.0.5:24\"]\nallow_from = [\"10.0.0.1\"]\n")
+			in.env.Port25Listening = func() bool { return false }
+		}, "smtp.lmtp_only", OK},
+		{"no listener at all", false, func(t *testing.T, in *install) { noSMTPListen(t, in.cfg.File) }, "smtp.no_listener", Fail},
 		{"no MX", false, func(t *testing.T, in *install) { delete(in.dns.MX, "example.test") }, "dns.mx", Fail},
 		{"MX elsewhere", false, func(t *testing.T, in *install) {
 			in.dns.SetMX("example.test", &net.MX{Host: "mx.other.test.", Pref: 10})
@@ -302,6 +309,22 @@ func TestSeededFaults(t *testing.T) {
 				t.Error("Failed() is false")
 			}
 		})
+	}
+}
+
+// noSMTPListen empties smtp.listen in the config file.
+func noSMTPListen(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^listen = \[.*\]$`)
+	if !re.Match(data) {
+		t.Fatalf("no listen line in %s", path)
+	}
+	if err := os.WriteFile(path, re.ReplaceAll(data, []byte("listen = []")), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
