@@ -7,7 +7,8 @@
 #   sudo bench/outbound.sh                 # measure and rewrite the outbound section of docs/benchmarks.md
 #   sudo bench/outbound.sh --no-write      # measure and print only
 #
-# Knobs (environment): MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 WARM=200; KEEP=1
+# Knobs (environment): MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 WARM=200 SETTLE=31 (seconds
+# between measurements, see settle); KEEP=1
 # leaves the work directory (logs, Postfix's maillog) in place.
 set -euo pipefail
 
@@ -244,16 +245,25 @@ MSGS=$MSGS_SAVED
 : >"$WORK/mailctl.txt"
 : >"$WORK/postfix.txt"
 : >"$WORK/tuned.txt"
+# settle: every measurement starts SETTLE seconds after the files of the
+# one before were deleted. An ext4 without a journal does not reuse an inode
+# for 30 s after it is freed, and its search for a free one past them slows
+# every file created meanwhile: without the pause, each measurement pays for
+# the deletions of the one before it, whichever server made them.
+settle() { sync; sleep "${SETTLE:-31}"; }
 for rep in $(seq "$REPS"); do
+	settle
 	echo "bench: run $rep/$REPS mailctl" >&2
 	run_mailctl "$rep" >>"$WORK/mailctl.txt"
 	tail -n1 "$WORK/mailctl.txt" >&2
-	echo "bench: run $rep/$REPS postfix (stock)" >&2
 	pf_tune stock
+	settle
+	echo "bench: run $rep/$REPS postfix (stock)" >&2
 	run_postfix "$LEN" >>"$WORK/postfix.txt"
 	tail -n1 "$WORK/postfix.txt" >&2
-	echo "bench: run $rep/$REPS postfix (in_flow_delay = 0s)" >&2
 	pf_tune tuned
+	settle
+	echo "bench: run $rep/$REPS postfix (in_flow_delay = 0s)" >&2
 	run_postfix "$LEN" >>"$WORK/tuned.txt"
 	tail -n1 "$WORK/tuned.txt" >&2
 done
@@ -271,7 +281,7 @@ if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
 	PROBE=strace run_mailctl strace >/dev/null
 	pf_tune stock
 	PROBE=strace run_postfix "$LEN" >/dev/null
-	calls() { awk '$NF ~ /^(fsync|fdatasync|renameat2?|rename|link|linkat|unlink|unlinkat|openat|connect|sendto|write|writev|read|getrandom)$/ && $4 ~ /^[0-9]+$/ { print $NF, $4 }' "$1"; }
+	calls() { awk '$NF ~ /^(fsync|fdatasync|syncfs|renameat2?|rename|link|linkat|unlink|unlinkat|openat|connect|sendto|write|writev|read|getrandom)$/ && $4 ~ /^[0-9]+$/ { print $NF, $4 }' "$1"; }
 	TRACE_OUT=$(join -a1 -a2 -e 0 -o 0,1.2,2.2 <(calls "$WORK/strace-mailctl.txt" | sort) <(calls "$WORK/strace-postfix.txt" | sort) |
 		awk -v n="$PROBE_MSGS" '{ printf "| `%s` | %.2f | %.2f |\n", $1, $2 / n, $3 / n }')
 fi
@@ -283,7 +293,7 @@ if [[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null; then
 	PERF_OUT=$(perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
 		awk '
 			BEGIN {
-				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;crypto/rsa.SignPKCS1v15|of which the RSA-2048 signature;compose.Build|composing the message;store.(*Dir).createTemp|creating files (temporary file, then rename);syscall.Fsync|fsync;queue.(*Queue).save|queue state writes;queue.(*Queue).Enqueue|enqueueing;store.(*Store).Deliver|sent-folder copy;store.(*Store).Update|sent-folder status updates;remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
+				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;crypto/rsa.SignPKCS1v15|of which the RSA-2048 signature;compose.Build|composing the message;store.(*Dir).createTempFlags|creating files (temporary file, then rename);syscall.Fsync|fsync;unix.Syncfs|syncfs;queue.(*journal).put|queue state records;queue.(*Queue).Enqueue|enqueueing (journal record and its group fsync);store.(*Store).CreateUnsynced|sent-folder copy (written once);store.(*Store).UpdateUnsynced|sent-folder status updates;queue.(*Queue).checkpoint|checkpoints (syncfs, then the settled items dropped);remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
 				for (i = 1; i <= n; i++) { split(rows[i], kv, "|"); key[i] = kv[1]; label[i] = kv[2] }
 			}
 			/^ +[0-9.]+%/ { for (i = 1; i <= n; i++) if (index($0, key[i] " ") || substr($0, length($0) - length(key[i]) + 1) == key[i]) if (!(i in got)) got[i] = $1 }
@@ -322,7 +332,9 @@ SECTION=$(
 
 Measured by \`sudo bench/outbound.sh\` on $(date -u +%Y-%m-%d): $MSGS messages of $LEN bytes to one
 remote recipient, delivered to Postfix's \`smtp-sink\` on loopback, $SESSIONS concurrent submitters,
-$REPS runs each (after a $WARM-message warm-up), median and (min–max).
+$REPS runs each (after a $WARM-message warm-up), median and (min–max). Each measurement starts
+${SETTLE:-31} s after the files of the one before were deleted: an ext4 without a journal keeps a freed
+inode from reuse for 30 s, and searching past such inodes slows every file the next one creates.
 
 | sender | queued msg/s (submission answered) | delivered msg/s (all at the sink) | CPU ms per message | mailctl delivered rate ÷ this | mailctl CPU ÷ this |
 | --- | --- | --- | --- | --- | --- |
