@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testwait"
@@ -164,4 +165,73 @@ func TestJournalCompactionKeepsAnnouncements(t *testing.T) {
 	if !items["a1"].announced || items["a2"].announced {
 		t.Fatalf("after the rewrite: a1 announced %v, a2 announced %v", items["a1"].announced, items["a2"].announced)
 	}
+}
+
+// blockingNotes holds Updated until released, to stand in for a Notifier
+// still writing the sent copy when a waiter arrives.
+type blockingNotes struct {
+	*notes
+	entered, release chan struct{}
+	settledSeen      chan struct{}
+}
+
+func (b *blockingNotes) Updated(it *Item) {
+	b.entered <- struct{}{}
+	<-b.release
+	b.notes.Updated(it)
+}
+
+func (b *blockingNotes) Settled(it *Item) {
+	close(b.settledSeen)
+	b.notes.Settled(it)
+}
+
+// A waiter for the first attempt that arrives after the item has settled,
+// but while the Notifier is still at work, waits for the Notifier: a send
+// is never answered before its sent copy and after_send.
+func TestWaitFirstAttemptWaitsForTheNotifier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blockingNotes{notes: newNotes(), entered: make(chan struct{}, 1), release: make(chan struct{}), settledSeen: make(chan struct{})}
+		q, err := Open(t.TempDir(), &countingDeliverer{count: map[string]int{}}, b, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		if err := q.Enqueue(testItem("w1", "a@remote.test")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { q.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		<-b.entered // settled, out of the queued items, notifier at work
+		type answer struct {
+			it           *Item
+			afterSettled bool
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			it, _ := q.WaitFirstAttempt(context.Background(), "w1")
+			select {
+			case <-b.settledSeen:
+				answered <- answer{it, true}
+			default:
+				answered <- answer{it, false}
+			}
+		}()
+		synctest.Wait() // the waiter has returned, or is blocked
+		select {
+		case <-answered:
+			t.Fatal("the waiter returned while the notifier was still at work")
+		default:
+		}
+		close(b.release)
+		a := <-answered
+		if !a.afterSettled {
+			t.Fatal("the waiter returned before Settled ran")
+		}
+		if a.it == nil || !a.it.Settled() {
+			t.Fatalf("waiter got %+v", a.it)
+		}
+	})
 }

@@ -21,6 +21,9 @@ func notFound(id string) error {
 func (q *Queue) WaitFirstAttempt(ctx context.Context, id string) (*Item, error) {
 	q.mu.Lock()
 	e, ok := q.items[id]
+	if !ok {
+		e, ok = q.settling[id] // settled, its notifications still running
+	}
 	if !ok || e.firstDone || e.it.Held || e.it.NextAttempt.After(q.opts.Clock()) && e.it.Scheduled() {
 		q.mu.Unlock()
 		return q.Get(id)
@@ -95,21 +98,14 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 	}
 	settled := e.it.Settled()
 	if settled {
-		delete(q.items, id)
-		q.remember(e.it)
+		q.settle(e)
 	}
 	out := e.it.clone()
 	q.mu.Unlock()
-	q.n.Updated(q.told(out))
 	if settled {
-		q.n.Settled(q.told(out))
-		q.settledAnnounced(id)
-		q.mu.Lock()
-		if !e.firstDone {
-			e.firstDone = true
-			close(e.first)
-		}
-		q.mu.Unlock()
+		q.notify(e, out, true)
+	} else {
+		q.n.Updated(q.told(out))
 	}
 	q.Kick()
 	return nil

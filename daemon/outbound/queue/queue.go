@@ -195,12 +195,13 @@ type Queue struct {
 	items     map[string]*entry
 	done      map[string]*Item // settled items kept for status queries
 	doneOrder []string
-	settled   []*Item         // settled while loading, announced when Run starts
-	announced []*Item         // settled and announced before a restart: sent copy brought up to date when Run starts
-	forget    []string        // settled, announced items waiting for a checkpoint
-	ckMu      sync.Mutex      // one checkpoint at a time
-	lastCk    time.Time       // when the last checkpoint began (wall clock)
-	enqueuing map[string]bool // ids whose files Enqueue is writing
+	settling  map[string]*entry // settled, their notifications not yet run
+	settled   []*Item           // settled while loading, announced when Run starts
+	announced []*Item           // settled and announced before a restart: sent copy brought up to date when Run starts
+	forget    []string          // settled, announced items waiting for a checkpoint
+	ckMu      sync.Mutex        // one checkpoint at a time
+	lastCk    time.Time         // when the last checkpoint began (wall clock)
+	enqueuing map[string]bool   // ids whose files Enqueue is writing
 	kick      chan struct{}
 }
 
@@ -231,7 +232,7 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		return nil, fmt.Errorf("creating queue directory: %w", err)
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
-		done: map[string]*Item{}, kick: make(chan struct{}, 1)}
+		settling: map[string]*entry{}, done: map[string]*Item{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
 	j, replayed, err := openJournal(dir, func(msg string, args ...any) { q.log.Error(msg, args...) })
 	if err != nil {
@@ -798,21 +799,39 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 	e.it = it
 	e.inflight = false
 	if settled {
-		delete(q.items, it.ID)
-		q.remember(it)
+		q.settle(e)
 	}
 	q.mu.Unlock()
+	q.notify(e, out, settled)
+}
+
+// settle moves a settled entry from the queued items to the settled ones.
+// Until its notifications have run it stays findable (settling), so that a
+// waiter for its first attempt still waits for them. Call with q.mu held.
+func (q *Queue) settle(e *entry) {
+	delete(q.items, e.it.ID)
+	q.remember(e.it)
+	if !e.firstDone {
+		q.settling[e.it.ID] = e
+	}
+}
+
+// notify tells the Notifier of out, then wakes the waiters for e's first
+// attempt: a send's answer comes after its sent copy is written and its
+// after_send has run, whatever the order in which the waiter arrived.
+func (q *Queue) notify(e *entry, out *Item, settled bool) {
 	q.n.Updated(q.told(out))
 	if settled {
 		q.n.Settled(q.told(out))
-		q.settledAnnounced(it.ID)
+		q.settledAnnounced(out.ID)
 	}
-	// Waiters wake after the notifier has run, so a send's answer and its
-	// sent copy agree.
 	q.mu.Lock()
 	if !e.firstDone {
 		e.firstDone = true
 		close(e.first)
+	}
+	if q.settling[out.ID] == e {
+		delete(q.settling, out.ID)
 	}
 	q.mu.Unlock()
 }
