@@ -163,6 +163,13 @@ type Server struct {
 	mu    sync.Mutex
 	total int
 	perIP map[string]int
+
+	// The listeners being served, and whether Shutdown has begun: a
+	// listener handed to Serve after Shutdown began is closed at once
+	// instead of being served forever.
+	lmu       sync.Mutex
+	listeners map[net.Listener]bool
+	closing   bool
 }
 
 // NewServer returns a server; start it with ServeSMTP and/or ServeLMTP.
@@ -239,6 +246,22 @@ func (s *Server) ServeLMTP(l net.Listener) error {
 }
 
 func (s *Server) serve(gs *smtp.Server, l net.Listener, proto string) error {
+	s.lmu.Lock()
+	if s.closing {
+		s.lmu.Unlock()
+		l.Close()
+		return nil
+	}
+	if s.listeners == nil {
+		s.listeners = map[net.Listener]bool{}
+	}
+	s.listeners[l] = true
+	s.lmu.Unlock()
+	defer func() {
+		s.lmu.Lock()
+		delete(s.listeners, l)
+		s.lmu.Unlock()
+	}()
 	err := gs.Serve(&limitListener{Listener: l, s: s, proto: proto})
 	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
 		return nil
@@ -264,6 +287,15 @@ func (s *Server) mayConnectLMTP(ip net.IP) bool {
 // Shutdown stops accepting, lets sessions finish until ctx ends, then closes
 // whatever is left.
 func (s *Server) Shutdown(ctx context.Context) error {
+	// Close every listener now, including one whose Serve has not yet
+	// registered it with go-smtp (its Shutdown would miss that one, and
+	// the Serve would then accept forever), and refuse later ones.
+	s.lmu.Lock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	s.lmu.Unlock()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, gs := range []*smtp.Server{s.smtp, s.lmtp} {

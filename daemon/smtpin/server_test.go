@@ -594,3 +594,35 @@ func TestDeclaredSizeIsOnlyAHint(t *testing.T) {
 		}
 	}
 }
+
+// A listener handed to Serve after Shutdown began (a goroutine that had not
+// yet run when the daemon was told to stop) is closed and not served: before,
+// go-smtp registered it after its Shutdown had closed the others, and Serve
+// accepted on it forever.
+func TestServeAfterShutdownReturns(t *testing.T) {
+	s := NewServer(Config{Hostname: "mx.mailctl.test", Logger: quietLogger(t)}, &fakeBackend{domains: []string{"example.com"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s.Shutdown(ctx)
+	for _, serve := range []func(net.Listener) error{s.ServeSMTP, s.ServeLMTP} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- serve(l) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve after shutdown: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			l.Close()
+			t.Fatal("serve after shutdown is still accepting")
+		}
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			c.Close()
+			t.Error("the listener handed to serve after shutdown still accepts")
+		}
+	}
+}
