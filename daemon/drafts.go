@@ -169,10 +169,11 @@ func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftU
 // draftsSending holds the drafts being sent, by mailbox identity and id.
 var draftsSending sync.Map
 
-// removeDraft takes a sent draft out of drafts/ (a variable so that a test
-// can stop the daemon's work between queueing and removal).
-var removeDraft = func(d *Daemon, mailbox, id string) error {
-	return d.store.RemoveMessage(mailbox, protocol.FolderDrafts, id)
+// removeDraft takes a sent draft out of drafts/ if it is still the version
+// that was sent (a variable so that a test can stop the daemon's work, or
+// edit the draft, between queueing and removal).
+var removeDraft = func(d *Daemon, mailbox, id, version string) (bool, error) {
+	return d.store.RemoveMessageIfVersion(mailbox, protocol.FolderDrafts, id, version)
 }
 
 func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftSendArgs) (any, error) {
@@ -225,9 +226,16 @@ func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftS
 	if err != nil || a.DryRun {
 		return res, err
 	}
-	// The sent copy is in sent/ now: the draft has become it.
-	if err := removeDraft(d, box.Name, a.ID); err != nil {
+	// The sent copy is in sent/ now: the draft has become it, unless it
+	// was edited meanwhile. An edit is never deleted unsent: it stays, and
+	// the answer says so.
+	removed, err := removeDraft(d, box.Name, a.ID, version)
+	if err != nil {
 		d.log.Warn("draft sent but not removed from drafts", "mailbox", box.Name, "id", a.ID, "err", err)
+	}
+	if err == nil && !removed {
+		d.log.Info("draft edited while it was being sent: the edit is kept in drafts", "mailbox", box.Name, "id", a.ID)
+		res.DraftKept = true
 	}
 	return res, nil
 }

@@ -301,7 +301,9 @@ func TestDraftSentAgainAfterAStopIsNotSentTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep := removeDraft
-	removeDraft = func(*Daemon, string, string) error { return errors.New("stopped before the draft was removed") }
+	removeDraft = func(*Daemon, string, string, string) (bool, error) {
+		return false, errors.New("stopped before the draft was removed")
+	}
 	var first protocol.SendResult
 	err := td.call(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &first)
 	removeDraft = keep
@@ -339,5 +341,54 @@ func TestDraftSentAgainAfterAStopIsNotSentTwice(t *testing.T) {
 	}
 	if n := len(mx.received()); n != 2 {
 		t.Fatalf("the MX got %d messages, want 2", n)
+	}
+}
+
+// A person edits the draft while the agent's draft.send is under way:
+// what was read goes out, and the edit is not deleted with the draft but
+// stays in drafts/, and the answer says so.
+func TestDraftEditedDuringSendIsKept(t *testing.T) {
+	td, mx := startSender(t, Options{})
+	var dr protocol.Draft
+	if err := td.call(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Plan", Body: "first version\n"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	keep := removeDraft
+	removeDraft = func(d *Daemon, mailbox, id, version string) (bool, error) {
+		data, err := os.ReadFile(dr.Path)
+		if err != nil {
+			return false, err
+		}
+		edited := strings.Replace(string(data), "first version", "second version, edited by hand", 1)
+		if err := os.WriteFile(dr.Path, []byte(edited), 0o600); err != nil {
+			return false, err
+		}
+		return keep(d, mailbox, id, version)
+	}
+	var res protocol.SendResult
+	err := td.call(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &res)
+	removeDraft = keep
+	if err != nil || res.Status != "delivered" || !res.DraftKept {
+		t.Fatalf("send: %+v %v (want delivered, draft_kept)", res, err)
+	}
+	got := mx.received()
+	if len(got) != 1 || !strings.Contains(string(got[0].data), "first version") || strings.Contains(string(got[0].data), "second version") {
+		t.Fatalf("the MX got %d messages; want the version that was read", len(got))
+	}
+	data, err := os.ReadFile(dr.Path)
+	if err != nil || !strings.Contains(string(data), "second version, edited by hand") {
+		t.Fatalf("the edit is gone from drafts: %v", err)
+	}
+	// Without an edit, the draft leaves drafts/ as before.
+	var again protocol.SendResult
+	if err := td.call(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &again); err != nil || again.DraftKept {
+		t.Fatalf("sending the edit: %+v %v", again, err)
+	}
+	if _, err := os.Stat(dr.Path); !os.IsNotExist(err) {
+		t.Fatalf("the sent edit is still in drafts: %v", err)
+	}
+	if got := mx.received(); len(got) != 2 || !strings.Contains(string(got[1].data), "second version") {
+		t.Fatalf("the MX got %d messages; want the edit second", len(got))
 	}
 }

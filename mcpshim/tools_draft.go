@@ -163,6 +163,9 @@ func (s *Server) draftSend(ctx context.Context, in *emailDraftArgs, sendAt *time
 	if res.SendAt != nil {
 		summary += " at " + res.SendAt.UTC().Format(time.RFC3339)
 	}
+	if res.DraftKept {
+		summary += "; the draft was edited while it was being sent: the version read went out, and the edit stays in drafts (read it before sending it too)"
+	}
 	return summary, out, nil, nil
 }
 

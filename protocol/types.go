@@ -339,6 +339,10 @@ type SendResult struct {
 	Recipients []RecipientStatus `json:"recipients"`
 	Duplicate  bool              `json:"duplicate,omitempty"` // answered from an earlier call with the same idempotency key
 	SendAt     *time.Time        `json:"send_at,omitempty"`   // a scheduled send's time (status "scheduled" until then)
+	// DraftKept (draft.send only): the draft was edited while it was being
+	// sent. What was read went out (it is in sent/); the edit stays in
+	// drafts/ as a draft of its own.
+	DraftKept bool `json:"draft_kept,omitempty"`
 }
 
 // Envelope is the SMTP envelope of a message.

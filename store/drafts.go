@@ -139,22 +139,46 @@ func (s *Store) RemoveMessage(mailbox, folder, id string) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.inFolder(mailbox, folder, func(f openedFolder) error {
-		d, fi := f.d, f.fi
-		if err := messageFile(d, id, f.mb.uid); err != nil {
+	return s.inFolder(mailbox, folder, func(f openedFolder) error { return removeMessage(f, id) })
+}
+
+func removeMessage(f openedFolder, id string) error {
+	d, fi := f.d, f.fi
+	if err := messageFile(d, id, f.mb.uid); err != nil {
+		return err
+	}
+	// The .md goes first: without it the message is gone, and the
+	// leftover files are orphans the sweep removes.
+	if err := d.Remove(id + ".md"); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	d.Remove(id + ".eml")
+	d.RemoveAll(id + attSuffix)
+	fi.remove(id)
+	fi.count()
+	return d.Sync()
+}
+
+// RemoveMessageIfVersion removes a message as RemoveMessage does, only if
+// its Markdown file is still at version (from Version). It reports whether
+// it removed it: a message edited since that version is left alone.
+func (s *Store) RemoveMessageIfVersion(mailbox, folder, id, version string) (bool, error) {
+	if err := ValidID(id); err != nil {
+		return false, err
+	}
+	removed := false
+	err := s.inFolder(mailbox, folder, func(f openedFolder) error {
+		now, err := versionOf(f.d, id)
+		if err != nil {
 			return err
 		}
-		// The .md goes first: without it the message is gone, and the
-		// leftover files are orphans the sweep removes.
-		if err := d.Remove(id + ".md"); err != nil && !errors.Is(err, unix.ENOENT) {
-			return err
+		if now != version {
+			return nil
 		}
-		d.Remove(id + ".eml")
-		d.RemoveAll(id + attSuffix)
-		fi.remove(id)
-		fi.count()
-		return d.Sync()
+		removed = true
+		return removeMessage(f, id)
 	})
+	return removed, err
 }
 
 // Version names the version of a message's Markdown file now: its inode,
@@ -168,6 +192,10 @@ func (s *Store) Version(mailbox, folder, id string) (string, error) {
 		return "", err
 	}
 	defer done()
+	return versionOf(d, id)
+}
+
+func versionOf(d *Dir, id string) (string, error) {
 	st, err := d.Lstat(id + ".md")
 	if err != nil {
 		return "", notFound("message "+id, err)

@@ -333,6 +333,9 @@ func draftsSend(args []string) int {
 		return printJSON(res)
 	}
 	printSendResult(res)
+	if res.DraftKept {
+		fmt.Println("the draft was edited while it was being sent: the version read went out, and the edit is still in drafts/")
+	}
 	if res.Status == "failed" {
 		return 1
 	}
