@@ -62,7 +62,7 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 			return id, false, err
 		}
 		<-prev.done
-		if prev.err == nil && s.hasMessage(mailbox, folder, prev.id) {
+		if prev.err == nil && s.Has(mailbox, folder, prev.id) {
 			return prev.id, true, nil
 		}
 		// The earlier write failed, or its message has been removed since:
@@ -83,8 +83,8 @@ func beforeWriteOnce(mailbox, folder string) error {
 	return testHookBeforeWrite(mailbox, folder)
 }
 
-// hasMessage reports whether the folder holds message id.
-func (s *Store) hasMessage(mailbox, folder, id string) bool {
+// Has reports whether the folder holds message id.
+func (s *Store) Has(mailbox, folder, id string) bool {
 	_, d, done, err := s.openFolder(mailbox, folder, false)
 	if err != nil {
 		return false
@@ -100,24 +100,9 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 		return "", err
 	}
 	defer done()
-	if m.ReceivedAt.IsZero() {
-		m.ReceivedAt = time.Now().UTC()
-	}
-	if m.SizeBytes == 0 {
-		m.SizeBytes = int64(len(raw))
-	}
-
+	fillDefaults(m, raw)
 	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	if !fi.loaded {
-		if err := fi.sync(d, mb); err != nil {
-			fi.mu.Unlock()
-			return "", err
-		}
-	}
-	id, err = fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID)
-	fi.mu.Unlock()
-	if err != nil {
+	if id, err = fi.reserve(d, mb, m); err != nil {
 		return "", err
 	}
 	newID := id // the named result is cleared on error returns
@@ -130,20 +115,50 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 		fi.mu.Unlock()
 	}()
 
-	m.ID = id
-	m.Mailbox = mailbox
-	m.Attachments = nil
-	if err = writeMessage(d, mb, &fi.dirSync, id, m, body, raw, atts); err != nil {
-		// Leave nothing half-written behind. The id is reserved for this
-		// call, so these are its own files (the .md too, if only the final
-		// directory fsync failed: the caller reports a failure, so the
-		// message must not stay).
-		d.Remove(id + ".md")
-		d.RemoveAll(id + attSuffix)
-		d.Remove(id + ".eml")
+	if err = writeWhole(d, mb, &fi.dirSync, id, mailbox, m, body, raw, atts); err != nil {
 		return "", fmt.Errorf("deliver to %s/%s: %w", mailbox, folder, err)
 	}
 	return id, nil
+}
+
+// fillDefaults sets the arrival time and size of a message being stored
+// when its caller left them out.
+func fillDefaults(m *Message, raw []byte) {
+	if m.ReceivedAt.IsZero() {
+		m.ReceivedAt = time.Now().UTC()
+	}
+	if m.SizeBytes == 0 {
+		m.SizeBytes = int64(len(raw))
+	}
+}
+
+// reserve loads the folder's index if needed and reserves a free id for m.
+func (fi *folderIndex) reserve(d *Dir, mb *mailbox, m *Message) (string, error) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if !fi.loaded {
+		if err := fi.sync(d, mb); err != nil {
+			return "", err
+		}
+	}
+	return fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID)
+}
+
+// writeWhole writes message id (reserved by its caller) or leaves nothing
+// of it behind: the id is the caller's, so these are its own files (the .md
+// too, if only the final directory fsync failed: the caller reports a
+// failure, so the message must not stay).
+func writeWhole(d *Dir, mb *mailbox, dirSync *groupSync, id, mailbox string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+	m.ID = id
+	m.Mailbox = mailbox
+	m.Attachments = nil
+	if err := writeMessage(d, mb, dirSync, id, m, body, raw, atts); err != nil {
+		d.Remove(id + ".md")
+		d.RemoveAll(id + attSuffix)
+		d.Remove(id + ".eml")
+		return err
+	}
+	return nil
 }
 
 // recentKey is one delivery to one folder.
@@ -328,19 +343,9 @@ func (s *Store) Reserve(mailbox, folder string, m *Message) (id string, release 
 		return "", nil, err
 	}
 	defer done()
-	if m.ReceivedAt.IsZero() {
-		m.ReceivedAt = time.Now().UTC()
-	}
+	fillDefaults(m, nil)
 	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	defer fi.mu.Unlock()
-	if !fi.loaded {
-		if err := fi.sync(d, mb); err != nil {
-			return "", nil, err
-		}
-	}
-	id, err = fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID)
-	if err != nil {
+	if id, err = fi.reserve(d, mb, m); err != nil {
 		return "", nil, err
 	}
 	var once sync.Once
@@ -366,12 +371,7 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 		return err
 	}
 	defer done()
-	if m.ReceivedAt.IsZero() {
-		m.ReceivedAt = time.Now().UTC()
-	}
-	if m.SizeBytes == 0 {
-		m.SizeBytes = int64(len(raw))
-	}
+	fillDefaults(m, raw)
 	fi := s.index(mailbox, folder)
 	// Of two writers of one id, the second waits for the first and then
 	// answers ErrExists: it finds the message written, never half of it.
@@ -395,13 +395,7 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 		fi.mu.Unlock()
 		close(written)
 	}()
-	m.ID = id
-	m.Mailbox = mailbox
-	m.Attachments = nil
-	if err := writeMessage(d, mb, nil, id, m, body, raw, atts); err != nil {
-		d.Remove(id + ".md")
-		d.RemoveAll(id + attSuffix)
-		d.Remove(id + ".eml")
+	if err := writeWhole(d, mb, nil, id, mailbox, m, body, raw, atts); err != nil {
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, err)
 	}
 	fi.mu.Lock()
@@ -411,6 +405,3 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 	fi.mu.Unlock()
 	return nil
 }
-
-// Has reports whether the folder holds message id.
-func (s *Store) Has(mailbox, folder, id string) bool { return s.hasMessage(mailbox, folder, id) }

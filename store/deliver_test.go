@@ -144,7 +144,7 @@ func TestDeliverOnceWaitsForTheCopyInFlight(t *testing.T) {
 					t.Errorf("repeat: %v", r.err)
 				case !firstFails && (!r.dup || r.id != f.id):
 					t.Errorf("repeat of a stored copy = %q %v, want %q true", r.id, r.dup, f.id)
-				case firstFails && (r.dup || r.id == "" || !s.hasMessage("agent", "inbox", r.id)):
+				case firstFails && (r.dup || r.id == "" || !s.Has("agent", "inbox", r.id)):
 					t.Errorf("repeat of a failed copy = %q %v, want stored", r.id, r.dup)
 				}
 			})

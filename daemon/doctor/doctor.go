@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -258,8 +259,7 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 func checkListeners(ctx context.Context, f *findings, cfg *config.Config, env Env) {
 	if len(cfg.SMTP.Listen) == 0 {
 		// A host behind front MTAs takes its mail over LMTP only.
-		var lmtp []string
-		lmtp = append(lmtp, cfg.LMTP.ListenTCP...)
+		lmtp := slices.Clone(cfg.LMTP.ListenTCP)
 		if cfg.SMTP.LMTPSocket != "" {
 			lmtp = append(lmtp, cfg.SMTP.LMTPSocket)
 		}

@@ -155,13 +155,6 @@ type Options struct {
 	Flush func() error
 }
 
-// A checkpoint (a Flush, then the settled items' drop records) runs once a
-// second while items wait for one, or at once when checkpointBatch wait.
-const (
-	checkpointEvery = time.Second
-	checkpointBatch = 256
-)
-
 // DefaultBackoff spaces retries of temporary failures: quick at first for
 // greylisting, then hours apart.
 var DefaultBackoff = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute,
@@ -446,69 +439,6 @@ func (q *Queue) told(it *Item) *Item {
 	}
 	c.ReadMessage = func() ([]byte, error) { return q.message(snap) }
 	return c
-}
-
-// settledAnnounced records that a settled item has been announced and
-// leaves its removal to the next checkpoint, once what the notifier wrote
-// is durable.
-func (q *Queue) settledAnnounced(id string) {
-	q.j.announce(id)
-	q.mu.Lock()
-	q.forget = append(q.forget, id)
-	n := len(q.forget)
-	q.mu.Unlock()
-	if q.opts.Flush == nil {
-		q.checkpoint()
-	} else if n >= checkpointBatch {
-		q.Kick()
-	}
-}
-
-// checkpoint makes what the notifier wrote durable (Flush), then drops the
-// settled items announced before it from the journal. Losing a drop record
-// to a crash only makes the next start update the sent copy again.
-func (q *Queue) checkpoint() {
-	q.ckMu.Lock()
-	defer q.ckMu.Unlock()
-	q.mu.Lock()
-	ids := q.forget
-	q.forget = nil
-	q.lastCk = time.Now()
-	q.mu.Unlock()
-	if len(ids) == 0 {
-		return
-	}
-	if q.opts.Flush != nil {
-		if err := q.opts.Flush(); err != nil {
-			q.log.Error("cannot make the sent copies durable; settled items stay in the queue journal", "items", len(ids), "err", err)
-			q.mu.Lock()
-			q.forget = append(ids, q.forget...)
-			q.mu.Unlock()
-			return
-		}
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, id := range ids {
-		if _, requeued := q.items[id]; !requeued {
-			q.j.drop(id)
-		}
-	}
-}
-
-// checkpointDue reports whether settled items wait for a checkpoint and how
-// long until one is due.
-func (q *Queue) checkpointDue() (bool, time.Duration) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.forget) == 0 {
-		return false, time.Hour
-	}
-	if len(q.forget) >= checkpointBatch {
-		return true, 0
-	}
-	left := checkpointEvery - time.Since(q.lastCk)
-	return left <= 0, max(left, 0)
 }
 
 func (q *Queue) remember(it *Item) {
