@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -309,4 +310,44 @@ func (r *restorer) Restore(it *Item) {
 	r.mu.Lock()
 	r.restored = append(r.restored, it)
 	r.mu.Unlock()
+}
+
+// Run restores what the journal held at Open, and not an item queued
+// since: that one's sender writes its sent copy, and a Restore racing it
+// would write the copy first and make it a rewrite.
+func TestRestoreSkipsItemsQueuedAfterOpen(t *testing.T) {
+	dir := t.TempDir()
+	q1, err := Open(dir, &countingDeliverer{count: map[string]int{}}, newNotes(), Options{Clock: testclock.New().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := heldItem("old")
+	old.Copy = []byte(`{"copy":1}`)
+	if err := q1.Enqueue(old); err != nil {
+		t.Fatal(err)
+	}
+	q1.Close()
+	r := &restorer{notes: newNotes()}
+	q2, err := Open(dir, &countingDeliverer{count: map[string]int{}}, r, Options{Clock: testclock.New().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	fresh := heldItem("fresh")
+	fresh.Copy = []byte(`{"copy":2}`)
+	if err := q2.Enqueue(fresh); err != nil { // before Run starts
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run restores, then returns at once
+	q2.Run(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var got []string
+	for _, it := range r.restored {
+		got = append(got, it.ID)
+	}
+	if strings.Join(got, ",") != "old" {
+		t.Fatalf("restored %v, want only the item found at Open", got)
+	}
 }

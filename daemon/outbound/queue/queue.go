@@ -190,6 +190,7 @@ type Queue struct {
 	doneOrder []string
 	settling  map[string]*entry // settled, their notifications not yet run
 	settled   []*Item           // settled while loading, announced when Run starts
+	loaded    []string          // ids of the unsettled items found at Open, for the Restorer
 	announced []*Item           // settled and announced before a restart: sent copy brought up to date when Run starts
 	forget    []string          // settled, announced items waiting for a checkpoint
 	ckMu      sync.Mutex        // one checkpoint at a time
@@ -251,7 +252,9 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 			continue
 		}
 		q.items[id] = &entry{it: it, firstDone: it.Attempts > 0, first: make(chan struct{})}
+		q.loaded = append(q.loaded, id)
 	}
+	sort.Strings(q.loaded)
 	sort.Slice(q.settled, func(i, k int) bool { return q.settled[i].ID < q.settled[k].ID })
 	sort.Slice(q.announced, func(i, k int) bool { return q.announced[i].ID < q.announced[k].ID })
 	q.staggerOverdue()
@@ -529,12 +532,16 @@ func (q *Queue) backoff(attempts int) time.Duration {
 // Run delivers due items until ctx ends, then waits for attempts in flight.
 func (q *Queue) Run(ctx context.Context) {
 	q.mu.Lock()
-	settled, announced := q.settled, q.announced
-	q.settled, q.announced = nil, nil
+	settled, announced, loaded := q.settled, q.announced, q.loaded
+	q.settled, q.announced, q.loaded = nil, nil, nil
 	q.mu.Unlock()
+	// Only what a restart found: an item queued since is its sender's to
+	// finish, and Restore must not race it.
 	if r, ok := q.n.(Restorer); ok {
-		for _, it := range q.List() {
-			r.Restore(q.told(it))
+		for _, id := range loaded {
+			if it, err := q.Get(id); err == nil {
+				r.Restore(q.told(it))
+			}
 		}
 	}
 	for _, it := range announced {
