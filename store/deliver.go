@@ -85,7 +85,10 @@ func beforeWriteOnce(mailbox, folder string) error {
 
 // Has reports whether the folder holds message id.
 func (s *Store) Has(mailbox, folder, id string) bool {
-	_, d, done, err := s.openFolder(mailbox, folder, false)
+	if s.deferredHas(mailbox, folder, id) {
+		return true
+	}
+	_, d, done, err := s.openFolderNow(mailbox, folder, false)
 	if err != nil {
 		return false
 	}
@@ -102,7 +105,7 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 	defer done()
 	fillDefaults(m, raw)
 	fi := s.index(mailbox, folder)
-	if id, err = fi.reserve(d, mb, m); err != nil {
+	if id, err = fi.reserve(d, mb, m, s.deferredIn(mailbox, folder)); err != nil {
 		return "", err
 	}
 	newID := id // the named result is cleared on error returns
@@ -133,7 +136,7 @@ func fillDefaults(m *Message, raw []byte) {
 }
 
 // reserve loads the folder's index if needed and reserves a free id for m.
-func (fi *folderIndex) reserve(d *Dir, mb *mailbox, m *Message) (string, error) {
+func (fi *folderIndex) reserve(d *Dir, mb *mailbox, m *Message, deferred func(id string) bool) (string, error) {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	if !fi.loaded {
@@ -141,7 +144,7 @@ func (fi *folderIndex) reserve(d *Dir, mb *mailbox, m *Message) (string, error) 
 			return "", err
 		}
 	}
-	return fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID)
+	return fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID, deferred)
 }
 
 // writeWhole writes message id (reserved by its caller) or leaves nothing
@@ -239,7 +242,7 @@ func (r *recentDeliveries) expire(now time.Time) {
 
 // allocate reserves a free id based on base: base, base-2, base-3...
 // Called with fi.mu held.
-func (fi *folderIndex) allocate(d *Dir, base, messageID string) (string, error) {
+func (fi *folderIndex) allocate(d *Dir, base, messageID string, deferred func(id string) bool) (string, error) {
 	for n := 1; n < 10000; n++ {
 		id := base
 		if n > 1 {
@@ -251,7 +254,7 @@ func (fi *folderIndex) allocate(d *Dir, base, messageID string) (string, error) 
 		if _, ok := fi.reserved[id]; ok {
 			continue
 		}
-		if taken(d, id) {
+		if taken(d, id) || deferred(id) {
 			continue
 		}
 		fi.reserved[id] = messageID
@@ -345,7 +348,7 @@ func (s *Store) Reserve(mailbox, folder string, m *Message) (id string, release 
 	defer done()
 	fillDefaults(m, nil)
 	fi := s.index(mailbox, folder)
-	if id, err = fi.reserve(d, mb, m); err != nil {
+	if id, err = fi.reserve(d, mb, m, s.deferredIn(mailbox, folder)); err != nil {
 		return "", nil, err
 	}
 	var once sync.Once
@@ -366,7 +369,16 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, true)
+	if s.deferredHas(mailbox, folder, id) {
+		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
+	}
+	return s.createUnsynced(mailbox, folder, id, m, body, raw, atts)
+}
+
+// createUnsynced is CreateUnsynced past the checks, without writing the
+// folder's deferred messages first (it is how they are written).
+func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,9 @@ func (s *Store) Update(mailbox, folder, id string, fn func(*Message) error) erro
 // writeback). It is for changes the caller can redo from its own durable
 // record, such as a sent copy's delivery status from the queue's journal.
 func (s *Store) UpdateUnsynced(mailbox, folder, id string, fn func(*Message) error) error {
+	if applied, err := s.settle(mailbox, folder, id, fn); applied {
+		return err
+	}
 	return s.updateOne(mailbox, folder, id, fn, syncNone)
 }
 
@@ -89,6 +92,7 @@ func (s *Store) updateOne(mailbox, folder, id string, fn func(*Message) error, m
 // syncfs(2) on the store's filesystem. One call covers any number of
 // UpdateUnsynced changes.
 func (s *Store) Sync() error {
+	s.settleMailbox("")
 	if err := unix.Syncfs(s.root.fd); err != nil {
 		return &os.PathError{Op: "syncfs", Path: s.rootPath, Err: err}
 	}
@@ -184,6 +188,7 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 	if from == to {
 		return fmt.Errorf("move %s: source and destination are both %q", id, from)
 	}
+	_, _ = s.settle(mailbox, to, "", nil)
 	mb, src, done, err := s.openFolder(mailbox, from, false)
 	if err != nil {
 		return err

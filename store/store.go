@@ -49,8 +49,9 @@ type Store struct {
 	uses    int64        // clock of folder uses, for evicting the least recent
 	indexed atomic.Int64 // entries held in memory by all folder indexes
 
-	recent recentDeliveries // for DeliverOnce
-	now    func() time.Time // tests move the clock
+	recent   recentDeliveries // for DeliverOnce
+	deferred deferredSet      // for CreateDeferred
+	now      func() time.Time // tests move the clock
 }
 
 // Open opens the store rooted at root, creating it (mode 0711) if missing.
@@ -81,6 +82,7 @@ func Open(root string) (*Store, error) {
 
 // Close releases the store's root directory.
 func (s *Store) Close() error {
+	s.settleMailbox("")
 	s.mu.Lock()
 	for _, fi := range s.folders {
 		fi.mu.Lock()
@@ -166,6 +168,13 @@ func (s *Store) dropIndexes(mailbox string) {
 // openFolder opens a mailbox and one of its folders (creating the folder if
 // create); done closes both.
 func (s *Store) openFolder(mailbox, folder string, create bool) (mb *mailbox, d *Dir, done func(), err error) {
+	_, _ = s.settle(mailbox, folder, "", nil)
+	return s.openFolderNow(mailbox, folder, create)
+}
+
+// openFolderNow is openFolder without writing the folder's deferred
+// messages first.
+func (s *Store) openFolderNow(mailbox, folder string, create bool) (mb *mailbox, d *Dir, done func(), err error) {
 	mb, err = s.openMailbox(mailbox)
 	if err != nil {
 		return nil, nil, nil, err
@@ -367,6 +376,7 @@ type Detached struct {
 // exactly as it was; Remove deletes its files. Unless force, a mailbox
 // holding any message in any folder is refused with ErrNotEmpty.
 func (s *Store) Detach(name string, force bool) (*Detached, error) {
+	s.settleMailbox(name)
 	mb, err := s.openMailbox(name)
 	if err != nil {
 		return nil, err
@@ -519,6 +529,7 @@ type Counts struct{ Total, Unread, Sent int }
 
 // Counts returns the message counts of a mailbox, from the index.
 func (s *Store) Counts(name string) (Counts, error) {
+	s.settleMailbox(name)
 	mb, err := s.openMailbox(name)
 	if err != nil {
 		return Counts{}, err

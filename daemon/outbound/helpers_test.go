@@ -153,6 +153,10 @@ func (s *memStore) CreateUnsynced(mailbox, folder, id string, m *store.Message, 
 	return nil
 }
 
+func (s *memStore) CreateDeferred(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData, _ time.Duration) error {
+	return s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts)
+}
+
 func (s *memStore) Has(mailbox, folder, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,8 +2,12 @@ package outbound
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +119,89 @@ func TestSentCopyWrittenAfterCrashBeforeIt(t *testing.T) {
 	}
 	if eml, err := st.Raw("bot", protocol.FolderSent, sentID, 1<<20); err != nil || string(eml) != string(raw) {
 		t.Fatalf("restored raw copy: %q %v", eml, err)
+	}
+}
+
+// lateAttempt sends with wait_ms 1 to an MX that holds DATA until the test
+// lets it go, so the send is answered before its first attempt ends. It
+// returns the store, the answer, the MX's gate and a channel that receives
+// each state the Recorder records.
+func lateAttempt(t *testing.T) (*store.Store, protocol.SendResult, chan<- struct{}, <-chan string) {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	w.r.SetIP("mx.remote.test", "127.0.0.74")
+	gate := w.mx(t, "127.0.0.74").Gate()
+	states := make(chan string, 8)
+	rec := &Recorder{Store: st, OnUpdated: func(_, _ string, res protocol.SendResult) { states <- res.Status }}
+	svc := w.pipeline(t, rec, &Service{FirstAttemptWait: 10 * time.Second, SentCopyDelay: time.Hour}, queue.Options{})
+	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", Policy: defaultPolicy(),
+		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "late", Body: "hello", WaitMS: 1}})
+	if err != nil || res.Status == queue.StatusDelivered {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	t.Cleanup(func() {
+		select {
+		case gate <- struct{}{}:
+		default:
+		}
+	})
+	return st, res, gate, states
+}
+
+func sentFile(st *store.Store, id string) string {
+	return filepath.Join(st.Root(), "bot", protocol.FolderSent, id+".md")
+}
+
+// A send answered before its first attempt ends writes its sent copy once,
+// when the attempt ends, with the outcome: the file is not there in between,
+// so the copy is never written as pending and replaced.
+func TestSentCopyOfALateAttemptWrittenOnce(t *testing.T) {
+	st, res, gate, states := lateAttempt(t)
+	if _, err := os.Lstat(sentFile(st, res.ID)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the sent copy is on disk before its attempt ended: %v", err)
+	}
+	if !st.Has("bot", protocol.FolderSent, res.ID) {
+		t.Fatal("the store does not know the sent copy")
+	}
+	gate <- struct{}{}
+	for s := range states {
+		if s == queue.StatusDelivered {
+			break
+		}
+	}
+	data, err := os.ReadFile(sentFile(st, res.ID))
+	if err != nil || !strings.Contains(string(data), `delivery_status = "delivered"`) {
+		t.Fatalf("the sent copy after the attempt: %v\n%s", err, data)
+	}
+}
+
+// Read before the attempt ends, the sent copy is there with the state of
+// the answer, and is updated when the attempt ends.
+func TestSentCopyOfALateAttemptReadMeanwhile(t *testing.T) {
+	st, res, gate, states := lateAttempt(t)
+	m, body, err := st.Get("bot", protocol.FolderSent, res.ID)
+	if err != nil || m.DeliveryStatus != queue.StatusPending || !strings.Contains(body, "hello") {
+		t.Fatalf("the sent copy read before the attempt ended: %+v %q %v (answer %q)", m, body, err, res.Status)
+	}
+	if _, err := os.Lstat(sentFile(st, res.ID)); err != nil {
+		t.Fatalf("read through the store, the sent copy is still not on disk: %v", err)
+	}
+	gate <- struct{}{}
+	for s := range states {
+		if s == queue.StatusDelivered {
+			break
+		}
+	}
+	if m, _, err := st.Get("bot", protocol.FolderSent, res.ID); err != nil || m.DeliveryStatus != queue.StatusDelivered {
+		t.Fatalf("the sent copy after the attempt: %+v %v", m, err)
 	}
 }

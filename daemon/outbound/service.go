@@ -5,6 +5,7 @@
 package outbound
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,10 @@ type SentStore interface {
 	// whether it is.
 	Reserve(mailbox, folder string, m *store.Message) (id string, release func(), err error)
 	CreateUnsynced(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData) error
+	// CreateDeferred is CreateUnsynced within a delay, or earlier when
+	// the folder is read; an UpdateUnsynced meanwhile changes what is
+	// written.
+	CreateDeferred(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData, within time.Duration) error
 	Has(mailbox, folder, id string) bool
 	Update(mailbox, folder, id string, fn func(*store.Message) error) error
 	// UpdateUnsynced is Update without fsyncs; Sync makes such updates
@@ -49,7 +54,12 @@ type Service struct {
 	Queue            *queue.Queue
 	Limiter          *policy.RateLimiter
 	FirstAttemptWait time.Duration // default 10s
-	Logger           *slog.Logger
+	// SentCopyDelay is how long the sent copy of a send answered before
+	// its first attempt ended may wait to be written (default 1s): the
+	// attempt usually ends within it, and the copy is then written once,
+	// with the outcome. Reads through the store see it meanwhile.
+	SentCopyDelay time.Duration
+	Logger        *slog.Logger
 	// ReturnPath, when set, gives a sent message its envelope sender from
 	// its From address, its mailbox's identity and its sent id (a bounce
 	// address only this daemon can make).
@@ -149,10 +159,10 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	return res, err
 }
 
-// writeSentCopy writes the sent copy before the send is answered, with the
-// queue's state now, unless the Recorder wrote it already (the first
-// attempt has ended). A failure is logged: the queue's journal still holds
-// the copy, and the next start writes it.
+// writeSentCopy hands the sent copy to the store before the send is
+// answered, with the queue's state now, unless the Recorder wrote it
+// already (the first attempt has ended). A failure is logged: the queue's
+// journal still holds the copy, and the next start writes it.
 func (s *Service) writeSentCopy(queued *queue.Item, c sentCopy, raw []byte) {
 	if s.Sent.Store.Has(queued.Mailbox, protocol.FolderSent, queued.SentID) {
 		return
@@ -161,7 +171,9 @@ func (s *Service) writeSentCopy(queued *queue.Item, c sentCopy, raw []byte) {
 	if err != nil {
 		it = queued // settled and forgotten already: its Recorder wrote the copy
 	}
-	if err := s.Sent.create(it, c, raw); err != nil && !errors.Is(err, store.ErrExists) {
+	applyState(c.Message, it, s.now())
+	err = s.Sent.Store.CreateDeferred(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments, cmp.Or(s.SentCopyDelay, time.Second))
+	if err != nil && !errors.Is(err, store.ErrExists) {
 		s.log().Error("cannot write the sent copy", "mailbox", queued.Mailbox, "id", queued.SentID, "err", err)
 	}
 }

@@ -1,0 +1,199 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A deferred message is one CreateDeferred has taken but not yet written.
+// It exists so that a message whose state changes soon after it is made (a
+// sent copy, whose first delivery attempt usually ends milliseconds after
+// the send is answered) is written once, with its new state, instead of
+// written and then replaced: on a filesystem each replacement frees an
+// inode, and creating files slows while freed inodes wait to be reused.
+//
+// Through the store a deferred message is as good as written: any call that
+// opens its folder (reads, listings, changes, Detach, Counts) writes the
+// folder's deferred messages first, Has and ValidID-level checks see it, its
+// id is never given twice, and Sync and Close write every one of them.
+// Only a reader of the files themselves sees it late, by at most the delay
+// its creator chose.
+
+// maxDeferred bounds the messages held in memory: past it, CreateDeferred
+// writes at once.
+const maxDeferred = 256
+
+type deferredMsg struct {
+	id      string
+	m       *Message
+	body    string
+	raw     []byte
+	atts    []AttachmentData
+	mailbox unix.Stat_t // the mailbox directory it was made for
+}
+
+// deferredFolder is one folder's deferred messages. A message stays in
+// msgs until it is on disk, so that its id is never given again; writing
+// is held while they are written, so a caller that finds msgs not empty
+// and then holds writing finds each one either still in msgs or on disk.
+type deferredFolder struct {
+	writing sync.Mutex
+	msgs    map[string]*deferredMsg
+}
+
+type deferredSet struct {
+	mu      sync.Mutex
+	folders map[string]*deferredFolder // by "mailbox/folder"
+	total   int
+}
+
+func (ds *deferredSet) folder(key string, create bool) *deferredFolder {
+	if ds.folders == nil {
+		if !create {
+			return nil
+		}
+		ds.folders = map[string]*deferredFolder{}
+	}
+	f := ds.folders[key]
+	if f == nil && create {
+		f = &deferredFolder{msgs: map[string]*deferredMsg{}}
+		ds.folders[key] = f
+	}
+	return f
+}
+
+// deferredHas reports whether id is deferred (or being written) in mailbox/folder.
+func (s *Store) deferredHas(mailbox, folder, id string) bool {
+	ds := &s.deferred
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	f := ds.folder(mailbox+"/"+folder, false)
+	if f == nil {
+		return false
+	}
+	_, ok := f.msgs[id]
+	return ok
+}
+
+// deferredIn is deferredHas for one folder.
+func (s *Store) deferredIn(mailbox, folder string) func(id string) bool {
+	return func(id string) bool { return s.deferredHas(mailbox, folder, id) }
+}
+
+// CreateDeferred is CreateUnsynced, later: the message is written within
+// the delay, or as soon as anything opens its folder through the store, or
+// by Sync or Close, whichever comes first. An UpdateUnsynced before then
+// changes what is written, and the message is written once. It answers
+// ErrExists as CreateUnsynced does.
+func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData, within time.Duration) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
+	if err != nil {
+		return err
+	}
+	st, err := mb.dir.Stat()
+	exists := taken(d, id)
+	done()
+	if err != nil {
+		return err
+	}
+	if exists {
+		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
+	}
+	ds := &s.deferred
+	ds.mu.Lock()
+	f := ds.folder(mailbox+"/"+folder, true)
+	if _, dup := f.msgs[id]; dup {
+		ds.mu.Unlock()
+		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
+	}
+	if ds.total >= maxDeferred {
+		ds.mu.Unlock()
+		return s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts)
+	}
+	f.msgs[id] = &deferredMsg{id: id, m: m, body: body, raw: raw, atts: atts, mailbox: st}
+	ds.total++
+	ds.mu.Unlock()
+	time.AfterFunc(within, func() { _, _ = s.settle(mailbox, folder, "", nil) })
+	return nil
+}
+
+// settle writes the deferred messages of mailbox/folder. When one of them
+// is id, fn changes it first and settle reports that it did, with fn's
+// error (the message is then written unchanged).
+func (s *Store) settle(mailbox, folder, id string, fn func(*Message) error) (bool, error) {
+	ds := &s.deferred
+	key := mailbox + "/" + folder
+	ds.mu.Lock()
+	f := ds.folder(key, false)
+	ds.mu.Unlock()
+	if f == nil {
+		return false, nil
+	}
+	f.writing.Lock()
+	defer f.writing.Unlock()
+	ds.mu.Lock()
+	msgs := make([]*deferredMsg, 0, len(f.msgs))
+	for _, dm := range f.msgs {
+		msgs = append(msgs, dm)
+	}
+	ds.mu.Unlock()
+	if len(msgs) == 0 {
+		return false, nil
+	}
+	// The mailbox directory now: a message made for one since replaced
+	// (deleted, perhaps created again by someone else) is dropped.
+	var now unix.Stat_t
+	if mb, err := s.openMailbox(mailbox); err == nil {
+		now, err = mb.dir.Stat()
+		mb.close()
+		if err != nil {
+			now = unix.Stat_t{}
+		}
+	}
+	applied, ferr := false, error(nil)
+	for _, dm := range msgs {
+		if dm.id == id && fn != nil {
+			applied = true
+			ferr = fn(dm.m)
+		}
+		if now.Ino != 0 && now.Dev == dm.mailbox.Dev && now.Ino == dm.mailbox.Ino {
+			// A failure has no one to report to: the creator keeps its
+			// own record (the queue's journal for a sent copy) and
+			// writes it again from there.
+			_ = s.createUnsynced(mailbox, folder, dm.id, dm.m, dm.body, dm.raw, dm.atts)
+		}
+		ds.mu.Lock()
+		delete(f.msgs, dm.id)
+		ds.total--
+		if len(f.msgs) == 0 && ds.folders[key] == f {
+			delete(ds.folders, key)
+		}
+		ds.mu.Unlock()
+	}
+	return applied, ferr
+}
+
+// settleMailbox writes the deferred messages of every folder of mailbox;
+// with mailbox "", of every mailbox.
+func (s *Store) settleMailbox(mailbox string) {
+	ds := &s.deferred
+	ds.mu.Lock()
+	var keys []string
+	for k := range ds.folders {
+		if mailbox == "" || strings.HasPrefix(k, mailbox+"/") {
+			keys = append(keys, k)
+		}
+	}
+	ds.mu.Unlock()
+	for _, k := range keys {
+		mbox, folder, _ := strings.Cut(k, "/")
+		_, _ = s.settle(mbox, folder, "", nil)
+	}
+}
