@@ -18,10 +18,11 @@ import (
 //
 // Through the store a deferred message is as good as written: any call that
 // opens its folder (reads, listings, changes, Detach, Counts) writes the
-// folder's deferred messages first, Has and ValidID-level checks see it, its
-// id is never given twice, and Sync and Close write every one of them.
-// Only a reader of the files themselves sees it late, by at most the delay
-// its creator chose.
+// folder's deferred messages first, Has sees it, its id is never given
+// twice, and Close writes every one of them. Only a reader of the files
+// themselves sees it late, by at most the delay its creator chose. Sync
+// leaves it alone: it is not written yet, and its creator keeps its own
+// durable record of it (the queue's journal for a sent copy) until then.
 
 // maxDeferred bounds the messages held in memory: past it, CreateDeferred
 // writes at once.
@@ -86,7 +87,7 @@ func (s *Store) deferredIn(mailbox, folder string) func(id string) bool {
 
 // CreateDeferred is CreateUnsynced, later: the message is written within
 // the delay, or as soon as anything opens its folder through the store, or
-// by Sync or Close, whichever comes first. An UpdateUnsynced before then
+// by Close, whichever comes first. An UpdateUnsynced before then
 // changes what is written, and the message is written once. It answers
 // ErrExists as CreateUnsynced does.
 func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData, within time.Duration) error {

@@ -90,9 +90,9 @@ func (s *Store) updateOne(mailbox, folder, id string, fn func(*Message) error, m
 
 // Sync makes every write to the store so far durable, data and names:
 // syncfs(2) on the store's filesystem. One call covers any number of
-// UpdateUnsynced changes.
+// UpdateUnsynced changes. A message CreateDeferred still holds is not
+// written yet, and stays so: its creator keeps its own record of it.
 func (s *Store) Sync() error {
-	s.settleMailbox("")
 	if err := unix.Syncfs(s.root.fd); err != nil {
 		return &os.PathError{Op: "syncfs", Path: s.rootPath, Err: err}
 	}
