@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,9 +25,12 @@ import (
 // leaves it alone: it is not written yet, and its creator keeps its own
 // durable record of it (the queue's journal for a sent copy) until then.
 
-// maxDeferred bounds the messages held in memory: past it, CreateDeferred
-// writes at once.
-const maxDeferred = 256
+// maxDeferred and maxDeferredBytes bound the messages held in memory:
+// past either, CreateDeferred writes at once.
+const (
+	maxDeferred      = 1024
+	maxDeferredBytes = 32 << 20
+)
 
 type deferredMsg struct {
 	id      string
@@ -49,7 +53,8 @@ type deferredFolder struct {
 type deferredSet struct {
 	mu      sync.Mutex
 	folders map[string]*deferredFolder // by "mailbox/folder"
-	total   int
+	total   int                        // messages held
+	bytes   int                        // their raw messages and bodies
 }
 
 func (ds *deferredSet) folder(key string, create bool) *deferredFolder {
@@ -114,21 +119,31 @@ func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body stri
 		ds.mu.Unlock()
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
 	}
-	if ds.total >= maxDeferred {
+	size := len(raw) + len(body)
+	if ds.total >= maxDeferred || ds.bytes+size > maxDeferredBytes {
 		ds.mu.Unlock()
 		return s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts)
 	}
 	f.msgs[id] = &deferredMsg{id: id, m: m, body: body, raw: raw, atts: atts, mailbox: st}
 	ds.total++
+	ds.bytes += size
 	ds.mu.Unlock()
-	time.AfterFunc(within, func() { _, _ = s.settle(mailbox, folder, "", nil) })
+	time.AfterFunc(within, func() { _, _ = s.settleSome(mailbox, folder, is(id), "", nil) })
 	return nil
 }
 
-// settle writes the deferred messages of mailbox/folder. When one of them
-// is id, fn changes it first and settle reports that it did, with fn's
-// error (the message is then written unchanged).
-func (s *Store) settle(mailbox, folder, id string, fn func(*Message) error) (bool, error) {
+// settle writes every deferred message of mailbox/folder, as a read of
+// the folder needs.
+func (s *Store) settle(mailbox, folder string) {
+	_, _ = s.settleSome(mailbox, folder, nil, "", nil)
+}
+
+// settleSome writes the deferred messages of mailbox/folder that want
+// picks (nil: all), and only those: a message written early for no reason
+// is one replaced when its own change comes. When one of them is id, fn
+// changes it first and settleSome reports that it did, with fn's error
+// (the message is then written unchanged).
+func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id string, fn func(*Message) error) (bool, error) {
 	ds := &s.deferred
 	key := mailbox + "/" + folder
 	ds.mu.Lock()
@@ -142,7 +157,9 @@ func (s *Store) settle(mailbox, folder, id string, fn func(*Message) error) (boo
 	ds.mu.Lock()
 	msgs := make([]*deferredMsg, 0, len(f.msgs))
 	for _, dm := range f.msgs {
-		msgs = append(msgs, dm)
+		if want == nil || want(dm.id) {
+			msgs = append(msgs, dm)
+		}
 	}
 	ds.mu.Unlock()
 	if len(msgs) == 0 {
@@ -173,6 +190,7 @@ func (s *Store) settle(mailbox, folder, id string, fn func(*Message) error) (boo
 		ds.mu.Lock()
 		delete(f.msgs, dm.id)
 		ds.total--
+		ds.bytes -= len(dm.raw) + len(dm.body)
 		if len(f.msgs) == 0 && ds.folders[key] == f {
 			delete(ds.folders, key)
 		}
@@ -195,6 +213,14 @@ func (s *Store) settleMailbox(mailbox string) {
 	ds.mu.Unlock()
 	for _, k := range keys {
 		mbox, folder, _ := strings.Cut(k, "/")
-		_, _ = s.settle(mbox, folder, "", nil)
+		s.settle(mbox, folder)
 	}
+}
+
+// is picks one id.
+func is(id string) func(string) bool { return func(x string) bool { return x == id } }
+
+// among picks the ids listed.
+func among(ids []string) func(string) bool {
+	return func(x string) bool { return slices.Contains(ids, x) }
 }

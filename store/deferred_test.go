@@ -207,3 +207,34 @@ func TestDeferredMessageIsDroppedWhenItsMailboxIsReplaced(t *testing.T) {
 		t.Fatal("the dropped message is still held")
 	}
 }
+
+// A call about one message writes that one only: another held message
+// stays held until its own change comes, and is then written once.
+func TestDeferredMessagesAreWrittenOneByOne(t *testing.T) {
+	s := newTestStore(t)
+	a, b := deferOne(t, s, 1), deferOne(t, s, 2)
+	calls := map[string]func() error{
+		"UpdateUnsynced": func() error {
+			return s.UpdateUnsynced("agent", "sent", a, func(m *Message) error { m.DeliveryStatus = "delivered"; return nil })
+		},
+		"Get":       func() error { _, _, err := s.Get("agent", "sent", a); return err },
+		"Raw":       func() error { _, err := s.Raw("agent", "sent", a, 1<<20); return err },
+		"SetRead":   func() error { _, _, err := s.SetRead("agent", "sent", []string{a}, false, t0); return err },
+		"Move back": func() error { return s.Move("agent", a, "trash", "sent") },
+		"Move":      func() error { return s.Move("agent", a, "sent", "trash") },
+	}
+	for _, name := range []string{"UpdateUnsynced", "Get", "Raw", "SetRead", "Move", "Move back"} {
+		if err := calls[name](); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if onDisk(s, "agent", "sent", b) || !s.deferredHas("agent", "sent", b) {
+			t.Fatalf("%s of one message wrote another", name)
+		}
+	}
+	if _, err := s.List("agent", "sent", Query{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if !onDisk(s, "agent", "sent", b) {
+		t.Fatal("a listing did not write the held message")
+	}
+}

@@ -98,7 +98,9 @@ func (s *Store) Has(mailbox, folder, id string) bool {
 }
 
 func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, err error) {
-	mb, d, done, err := s.openFolder(mailbox, folder, true)
+	// A new message needs no deferred one written first: its id is chosen
+	// past them (allocate).
+	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
 	if err != nil {
 		return "", err
 	}
@@ -341,7 +343,8 @@ func uniqueName(name string, used map[string]bool) string {
 // until release is called: no delivery takes it meanwhile, so the message
 // can be written later under that id with CreateUnsynced.
 func (s *Store) Reserve(mailbox, folder string, m *Message) (id string, release func(), err error) {
-	mb, d, done, err := s.openFolder(mailbox, folder, true)
+	mb, d, done, err := s.openFolderNow(mailbox, folder, true) // as deliver
+
 	if err != nil {
 		return "", nil, err
 	}

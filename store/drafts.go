@@ -139,7 +139,7 @@ func (s *Store) RemoveMessage(mailbox, folder, id string) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.inFolder(mailbox, folder, func(f openedFolder) error { return removeMessage(f, id) })
+	return s.inFolderOnly(mailbox, folder, is(id), func(f openedFolder) error { return removeMessage(f, id) })
 }
 
 func removeMessage(f openedFolder, id string) error {
@@ -167,7 +167,7 @@ func (s *Store) RemoveMessageIfVersion(mailbox, folder, id, version string) (boo
 		return false, err
 	}
 	removed := false
-	err := s.inFolder(mailbox, folder, func(f openedFolder) error {
+	err := s.inFolderOnly(mailbox, folder, is(id), func(f openedFolder) error {
 		now, err := versionOf(f.d, id)
 		if err != nil {
 			return err

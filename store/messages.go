@@ -14,7 +14,7 @@ func (s *Store) Get(mailbox, folder, id string) (*Message, string, error) {
 	if err := ValidID(id); err != nil {
 		return nil, "", err
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, false)
+	mb, d, done, err := s.openMessage(mailbox, folder, id)
 	if err != nil {
 		return nil, "", err
 	}
@@ -45,7 +45,7 @@ func (s *Store) Raw(mailbox, folder, id string, max int64) ([]byte, error) {
 	if err := ValidID(id); err != nil {
 		return nil, err
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, false)
+	mb, d, done, err := s.openMessage(mailbox, folder, id)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (s *Store) Update(mailbox, folder, id string, fn func(*Message) error) erro
 // writeback). It is for changes the caller can redo from its own durable
 // record, such as a sent copy's delivery status from the queue's journal.
 func (s *Store) UpdateUnsynced(mailbox, folder, id string, fn func(*Message) error) error {
-	if applied, err := s.settle(mailbox, folder, id, fn); applied {
+	if applied, err := s.settleSome(mailbox, folder, is(id), id, fn); applied {
 		return err
 	}
 	return s.updateOne(mailbox, folder, id, fn, syncNone)
@@ -130,7 +130,7 @@ type updateResult struct {
 // about one message are returned per id.
 func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error), mode syncMode) (map[string]updateResult, error) {
 	res := make(map[string]updateResult, len(ids))
-	err := s.inFolder(mailbox, folder, func(f openedFolder) error {
+	err := s.inFolderOnly(mailbox, folder, among(ids), func(f openedFolder) error {
 		// Each file is synced as it is replaced; one directory fsync at
 		// the end then makes all the new names durable.
 		fileMode := mode
@@ -188,8 +188,8 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 	if from == to {
 		return fmt.Errorf("move %s: source and destination are both %q", id, from)
 	}
-	_, _ = s.settle(mailbox, to, "", nil)
-	mb, src, done, err := s.openFolder(mailbox, from, false)
+	_, _ = s.settleSome(mailbox, to, is(id), "", nil)
+	mb, src, done, err := s.openMessage(mailbox, from, id)
 	if err != nil {
 		return err
 	}

@@ -168,8 +168,15 @@ func (s *Store) dropIndexes(mailbox string) {
 // openFolder opens a mailbox and one of its folders (creating the folder if
 // create); done closes both.
 func (s *Store) openFolder(mailbox, folder string, create bool) (mb *mailbox, d *Dir, done func(), err error) {
-	_, _ = s.settle(mailbox, folder, "", nil)
+	s.settle(mailbox, folder)
 	return s.openFolderNow(mailbox, folder, create)
+}
+
+// openMessage is openFolder for a call about message id only: of the
+// folder's deferred messages, only that one is written first.
+func (s *Store) openMessage(mailbox, folder, id string) (mb *mailbox, d *Dir, done func(), err error) {
+	_, _ = s.settleSome(mailbox, folder, is(id), "", nil)
+	return s.openFolderNow(mailbox, folder, false)
 }
 
 // openFolderNow is openFolder without writing the folder's deferred
@@ -197,7 +204,14 @@ type openedFolder struct {
 // inFolder runs fn with a mailbox's folder open and its index locked, as
 // every read-modify-write of a folder's messages does.
 func (s *Store) inFolder(name, folder string, fn func(f openedFolder) error) error {
-	mb, d, done, err := s.openFolder(name, folder, false)
+	return s.inFolderOnly(name, folder, nil, fn)
+}
+
+// inFolderOnly is inFolder for a change of the messages want picks: only
+// those are written first if they are deferred (want nil: all of them).
+func (s *Store) inFolderOnly(name, folder string, want func(id string) bool, fn func(f openedFolder) error) error {
+	_, _ = s.settleSome(name, folder, want, "", nil)
+	mb, d, done, err := s.openFolderNow(name, folder, false)
 	if err != nil {
 		return err
 	}
