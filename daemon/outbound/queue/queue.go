@@ -631,15 +631,21 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 		e.inflight = true
 		it := e.it.clone()
 		wg.Add(1)
+		// The slot bounds attempts on the wire; it is given back once the
+		// outcome is recorded, before the Notifier's work on it. Run is
+		// woken then (another attempt may start) and again at the end
+		// (a checkpoint may be due once the outcome is announced).
+		wake := func() {
+			select {
+			case freed <- struct{}{}:
+			default:
+			}
+		}
+		free := sync.OnceFunc(func() { <-slots; wake() })
 		go func() {
 			defer wg.Done()
-			defer func() {
-				<-slots
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}()
+			defer wake()
+			defer free()
 			if _, err := q.j.put(it); err != nil {
 				q.log.Error("cannot record next attempt; not delivering", "item", it.ID, "err", err)
 				q.mu.Lock()
@@ -648,13 +654,13 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 				q.mu.Unlock()
 				return
 			}
-			q.attempt(ctx, e, it)
+			q.attempt(ctx, e, it, free)
 		}()
 	}
 	return wait
 }
 
-func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
+func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) {
 	var rcpts []string
 	for _, r := range snap.Recipients {
 		if !Final(r.Status) && r.Status != StatusHeld {
@@ -739,6 +745,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item) {
 		q.settle(e)
 	}
 	q.mu.Unlock()
+	free()
 	q.notify(e, out, settled)
 }
 
