@@ -53,7 +53,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	}
 	o.bounceKey = bk
 	mx := &remote.Client{
-		Resolver: d.resolver, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
+		Resolver: d.lookups, Port: cfg.Delivery.Port, Hostname: cfg.Hostname, AllowPlaintext: *cfg.Delivery.AllowPlaintext,
 		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimeout.Duration,
 		Local: d, IsLocal: func(dom string) bool { return d.opts.Capture != "" || d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
 		Dial: d.dial,
@@ -122,6 +122,10 @@ func (o *outboundService) loadKeys() error {
 	}
 	if len(keys) == 0 {
 		o.d.log.Warn("no DKIM keys: outbound mail will be unsigned and likely rejected; run `mailctl dkim keygen`", "dir", dir)
+	}
+	for _, k := range keys {
+		// Which code signs: libcrypto or Go (docs/dkim.md).
+		o.d.log.Info("DKIM key loaded", "selector", k.Selector, "algorithm", k.Algorithm, "signer", k.Backend())
 	}
 	o.keys.Store(&keys)
 	return nil

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	msgdkim "github.com/emersion/go-msgauth/dkim"
 
@@ -33,6 +34,17 @@ type Key struct {
 	Signer    crypto.Signer
 	Path      string
 	Public    []byte // the p= value before base64: raw Ed25519 key or PKIX DER for RSA
+
+	fastOnce sync.Once
+	fast     crypto.Signer
+}
+
+// signer is what signs mail with k: for RSA, libcrypto when the host has it
+// (rsasigner.go), chosen at the first signature so that key tools never
+// load it.
+func (k *Key) signer() crypto.Signer {
+	k.fastOnce.Do(func() { k.fast = fastSigner(k.Signer) })
+	return k.fast
 }
 
 // rsaBits is the RSA key size: 2048 is what every verifier accepts and what
@@ -228,7 +240,7 @@ func Sign(raw []byte, domain string, keys []*Key) ([]byte, error) {
 		opts := &msgdkim.SignOptions{
 			Domain:                 domain,
 			Selector:               k.Selector,
-			Signer:                 k.Signer,
+			Signer:                 k.signer(),
 			Hash:                   crypto.SHA256,
 			HeaderCanonicalization: msgdkim.CanonicalizationRelaxed,
 			BodyCanonicalization:   msgdkim.CanonicalizationRelaxed,
