@@ -66,7 +66,12 @@ type Daemon struct {
 	out      *outboundService
 	dialer   func(ctx context.Context, network, addr string) (net.Conn, error) // tests
 	resolver resolver.Resolver                                                 // [dns] resolver, or Options.Resolver (tests)
-	onDSN    func(mailbox, tag string, dsn *ingest.DSN) bool
+	// lookups is what mail asks (trust checks, MX delivery): resolver
+	// behind a short cache, since mail from or to one domain asks the same
+	// questions message after message. A test's resolver is asked every
+	// time, so a test can change its answers. Doctor asks resolver.
+	lookups resolver.Resolver
+	onDSN   func(mailbox, tag string, dsn *ingest.DSN) bool
 
 	hookLog *hooks.RunLog
 	runner  *hooks.Runner
@@ -181,9 +186,10 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 	if err := d.openHookRunner(); err != nil {
 		return nil, fmt.Errorf("opening the hook run log: %w", err)
 	}
-	d.resolver = opts.Resolver
+	d.resolver, d.lookups = opts.Resolver, opts.Resolver
 	if d.resolver == nil {
 		d.resolver = resolver.New(cfg.DNS.Resolver, 0)
+		d.lookups = resolver.NewCache(d.resolver)
 	}
 	d.dialer = opts.Dial
 	d.metrics = newMetrics(d)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/ingest"
-	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/hooks"
@@ -282,15 +281,7 @@ type smtpService struct {
 }
 
 func (d *Daemon) newInbound() *inbound {
-	// Mail from one domain asks the same SPF, DKIM and DMARC questions for
-	// every message: a short cache answers the repeats.
-	// every message: a short cache answers the repeats. A test's resolver
-	// is asked every time, so a test can change its answers.
-	var r resolver.Resolver = resolver.NewCache(d.resolver)
-	if d.opts.Resolver != nil {
-		r = d.resolver
-	}
-	return &inbound{d: d, checker: &trust.Checker{Resolver: r}}
+	return &inbound{d: d, checker: &trust.Checker{Resolver: d.lookups}}
 }
 
 func (d *Daemon) newSMTPService() (*smtpService, error) {
