@@ -668,7 +668,9 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 		}
 	}
 	log := q.log.With("item", snap.ID, "message_id", snap.MessageID)
-	log.Info("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
+	// The attempt's INFO lines are its results, one per recipient; that
+	// it starts is a DEBUG line.
+	log.Debug("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
 	var results []delivery.Result
 	data, err := q.message(snap)
 	if err != nil {
@@ -723,7 +725,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 				r.Status, r.Detail, r.NextAttempt = StatusDeferred, de.Error(), it.NextAttempt
 			}
 		}
-		log.Info("recipient result", "rcpt", r.Address, "status", r.Status, "code", r.Code, "tls", r.TLS, "host", res.Host)
+		log.Info("recipient result", "attempt", it.Attempts, "rcpt", r.Address, "status", r.Status, "code", r.Code, "tls", r.TLS, "host", res.Host)
 	}
 	settled := it.Settled()
 	out := it.clone()

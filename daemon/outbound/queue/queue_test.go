@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -464,4 +465,50 @@ func (n *notes) waitSettled(t testing.TB) *Item {
 		t.Fatal("item never settled")
 		return nil
 	}
+}
+
+// TestAttemptLogsOneLinePerRecipient: an attempt leaves one INFO line per
+// recipient, with its result and the attempt's number, and nothing else at
+// INFO.
+func TestAttemptLogsOneLinePerRecipient(t *testing.T) {
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	f := newScripted()
+	f.set("b@p.test", &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.7.1", Message: "later"})
+	n := newNotes()
+	q, err := Open(t.TempDir(), f, n, Options{Clock: testclock.New().Now,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q)
+	if err := q.Enqueue(testItem("m1", "a@p.test", "b@p.test")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.WaitFirstAttempt(context.Background(), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	mu.Unlock()
+	want := []string{"rcpt=a@p.test status=delivered", "rcpt=b@p.test status=deferred"}
+	if len(lines) != len(want) {
+		t.Fatalf("INFO lines:\n%s\nwant one per recipient", strings.Join(lines, "\n"))
+	}
+	for i, l := range lines {
+		if !strings.Contains(l, `msg="recipient result"`) || !strings.Contains(l, "attempt=1 ") || !strings.Contains(l, want[i]) {
+			t.Errorf("line %d: %s\nwant the result %q of attempt 1", i, l, want[i])
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
