@@ -161,12 +161,10 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 
 // writeSentCopy hands the sent copy to the store before the send is
 // answered, with the queue's state now, unless the Recorder wrote it
-// already (the first attempt has ended). A failure is logged: the queue's
-// journal still holds the copy, and the next start writes it.
+// already (the first attempt has ended: the store answers ErrExists). A
+// failure is logged: the queue's journal still holds the copy, and the next
+// start writes it.
 func (s *Service) writeSentCopy(queued *queue.Item, c sentCopy, raw []byte) {
-	if s.Sent.Store.Has(queued.Mailbox, protocol.FolderSent, queued.SentID) {
-		return
-	}
 	it, err := s.Queue.Get(queued.ID)
 	if err != nil {
 		it = queued // settled and forgotten already: its Recorder wrote the copy
