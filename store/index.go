@@ -27,8 +27,9 @@ import (
 // returns are re-validated with fstatat. File systems stamp times with a coarse
 // clock, so a change made within racyWindow of a sync may carry the same
 // mtime as what was seen: such "racy" directories and files are re-checked
-// until they have been quiet for longer than the window.
-const racyWindow = time.Second
+// until they have been quiet for longer than the window. (A variable for
+// tests that need a folder at rest at once.)
+var racyWindow = time.Second
 
 // snippetLen is the number of characters of body kept per message.
 const snippetLen = 160
@@ -101,6 +102,12 @@ type folderIndex struct {
 	logTried bool      // the index file was opened (or could not be)
 	uid, gid int       // the owner, for the index file
 
+	// version changes with every change to entries; totals holds the
+	// number of rows that matched filters that need no row (flags, dates)
+	// at a version, so that a page of such a listing stops at its window.
+	version uint64
+	totals  map[totalKey]totalAt
+
 	// For the store's bound on what is held in memory.
 	held    atomic.Int64 // entries held
 	lastUse atomic.Int64
@@ -113,6 +120,7 @@ func newFolderIndex(folder string, total *atomic.Int64) *folderIndex {
 
 // count publishes how many entries the index holds.
 func (fi *folderIndex) count() {
+	fi.version++
 	n := int64(len(fi.entries))
 	if old := fi.held.Swap(n); old != n && fi.total != nil {
 		fi.total.Add(n - old)
@@ -339,9 +347,11 @@ func (fi *folderIndex) put(e *entry, st fileStamp) {
 		}
 	}
 	fi.entries[e.id] = e
+	fi.version++
 }
 
 func (fi *folderIndex) remove(id string) {
+	fi.version++
 	if _, ok := fi.entries[id]; ok {
 		delete(fi.entries, id)
 		fi.sorted = nil

@@ -255,9 +255,23 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 			}
 			m.pre = pre
 		}
+		key, counted := m.totalKey()
+		w.total = -1
+		if at, ok := fi.totals[key]; counted && ok && at.version == fi.version {
+			w.total = at.total
+		}
 		var err error
 		if sel, p.Total, p.HasMore, err = w.ofMatches(rows, func(e *entry) (bool, error) { return m.match(fi, e) }); err != nil {
 			return Page{}, nil, err
+		}
+		if counted && w.total < 0 {
+			if len(fi.totals) >= maxTotals {
+				clear(fi.totals)
+			}
+			if fi.totals == nil {
+				fi.totals = map[totalKey]totalAt{}
+			}
+			fi.totals[key] = totalAt{version: fi.version, total: p.Total}
 		}
 	}
 	p.Items = make([]Summary, len(sel))
@@ -276,10 +290,51 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 }
 
 // pageWindow is the part of a listing a page shows: after pivot (a cursor's
-// row), skip rows, then limit rows.
+// row), skip rows, then limit rows. total, when not -1, is the number of
+// rows that match, known already.
 type pageWindow struct {
 	pivot       *entry
 	skip, limit int
+	total       int
+}
+
+// totalKey is a filter that needs no row: flags and date bounds.
+type totalKey struct {
+	unread, trusted, starred int8 // 0: any; 1: true; 2: false
+	since, until             int64
+	hasSince, hasUntil       bool
+}
+
+type totalAt struct {
+	version uint64
+	total   int
+}
+
+// maxTotals bounds the filters whose totals a folder keeps.
+const maxTotals = 64
+
+// totalKey is m's filter as a totalKey, when it needs no row.
+func (m *matcher) totalKey() (totalKey, bool) {
+	if m.rows {
+		return totalKey{}, false
+	}
+	tri := func(b *bool) int8 {
+		switch {
+		case b == nil:
+			return 0
+		case *b:
+			return 1
+		}
+		return 2
+	}
+	k := totalKey{unread: tri(m.q.Unread), trusted: tri(m.q.Trusted), starred: tri(m.q.Starred)}
+	if m.q.Since != nil {
+		k.since, k.hasSince = UnixNano(*m.q.Since), true
+	}
+	if m.q.Until != nil {
+		k.until, k.hasUntil = UnixNano(*m.q.Until), true
+	}
+	return k, true
 }
 
 // ofAll finds the window by position when every row matches.
@@ -297,8 +352,12 @@ func (w pageWindow) ofAll(rows []*entry) (sel []*entry, total int, more bool) {
 }
 
 // ofMatches counts the matching rows and keeps the window in one pass,
-// without building the filtered list.
+// without building the filtered list. When the total is known it starts at
+// the pivot and stops at the first match past the window instead.
 func (w pageWindow) ofMatches(rows []*entry, match func(*entry) (bool, error)) (sel []*entry, total int, more bool, err error) {
+	if w.total >= 0 {
+		return w.ofKnownMatches(rows, match)
+	}
 	skip := w.skip
 	for _, e := range rows {
 		ok, err := match(e)
@@ -319,4 +378,31 @@ func (w pageWindow) ofMatches(rows []*entry, match func(*entry) (bool, error)) (
 		total++
 	}
 	return sel, total, more && len(sel) > 0, nil
+}
+
+// ofKnownMatches is ofMatches when w.total is known.
+func (w pageWindow) ofKnownMatches(rows []*entry, match func(*entry) (bool, error)) (sel []*entry, total int, more bool, err error) {
+	start := 0
+	if w.pivot != nil {
+		start, _ = slices.BinarySearchFunc(rows, w.pivot, less)
+		if start < len(rows) && less(rows[start], w.pivot) == 0 {
+			start++
+		}
+	}
+	skip := w.skip
+	for _, e := range rows[start:] {
+		ok, err := match(e)
+		switch {
+		case err != nil:
+			return nil, 0, false, err
+		case !ok:
+		case skip > 0:
+			skip--
+		case len(sel) < w.limit:
+			sel = append(sel, e)
+		default:
+			return sel, w.total, len(sel) > 0, nil
+		}
+	}
+	return sel, w.total, false, nil
 }
