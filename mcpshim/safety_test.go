@@ -228,7 +228,12 @@ func TestListOf200RowsStaysUnderBudget(t *testing.T) {
 func TestEmailWaitWithProgress(t *testing.T) {
 	e := newEnv(t)
 	e.d.Mailbox(t, "agent")
+	// The deliveries end before the test does: the wait answers as soon as
+	// the second message is stored, while its delivery still lists the
+	// mailbox, and the daemon stops with the test.
+	delivered := make(chan struct{})
 	go func() {
+		defer close(delivered)
 		testwait.For(t, "watch", func() bool { return e.d.Watchers() > 0 })
 		testwait.For(t, "a progress notification", func() bool { return e.progressCount() > 0 })
 		e.d.Deliver(t, "agent", testdaemon.Message{From: "news@other.test", Subject: "not this one"})
@@ -238,6 +243,7 @@ func TestEmailWaitWithProgress(t *testing.T) {
 	params := &mcp.CallToolParams{Name: "email_wait", Arguments: map[string]any{"mailbox": "agent", "from": "service.test", "timeout_secs": 10}}
 	params.SetProgressToken("wait-1")
 	res, err := e.cs.CallTool(e.ctx, params)
+	<-delivered
 	if err != nil {
 		t.Fatal(err)
 	}
