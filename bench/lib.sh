@@ -69,3 +69,18 @@ open(path, "w", encoding="utf-8").write(text)
 PY
 	echo "bench: wrote $doc" >&2
 }
+
+# bench_fs NAME: sets WORK to a fresh directory in BENCH_DIR (default
+# /var/tmp) for a run's files, both servers' alike; bench_fs_cleanup removes
+# it. bench_fs_line says, for the docs, what filesystem that is.
+bench_fs() { WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/mailctl-$1.XXXXXX"); }
+bench_fs_cleanup() { rm -rf "$WORK"; }
+bench_fs_line() {
+	local dev fs journal=""
+	dev=$(findmnt -n -o SOURCE --target "$WORK")
+	fs=$(findmnt -n -o FSTYPE --target "$WORK")
+	if [[ $fs == ext4 ]] && command -v dumpe2fs >/dev/null && ! dumpe2fs -h "$dev" 2>/dev/null | grep -q has_journal; then
+		journal=" without a journal: its inode allocator reads and skips every inode freed in the last 60 s (360 s while its table block is dirty), so creating a file costs more the more anyone deleted lately. Hence files stay until the whole run ends and measurements start SETTLE s apart"
+	fi
+	echo "Files are in \`${BENCH_DIR:-/var/tmp}\` (BENCH_DIR), on $fs$journal."
+}

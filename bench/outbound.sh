@@ -7,8 +7,8 @@
 #   sudo bench/outbound.sh                 # measure and rewrite the outbound section of docs/benchmarks.md
 #   sudo bench/outbound.sh --no-write      # measure and print only
 #
-# Knobs (environment): MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 WARM=200 SETTLE=31 (seconds
-# between measurements, see settle); KEEP=1
+# Knobs (environment): MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 WARM=200 SETTLE=61 (seconds
+# between measurements, see settle); BENCH_DIR=/var/tmp (where the files go); KEEP=1
 # leaves the work directory (logs, Postfix's maillog) in place.
 set -euo pipefail
 
@@ -29,7 +29,7 @@ for tool in smtp-sink smtp-source postfix postconf go python3; do
 	command -v "$tool" >/dev/null || die "$tool not found (apt install postfix; Go 1.26)"
 done
 
-WORK=$(mktemp -d /var/tmp/mailctl-obench.XXXXXX)
+bench_fs obench
 chmod 755 "$WORK"
 PIDS=()
 SINK_PID=""
@@ -39,7 +39,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	[[ -f $WORK/postfix/etc/main.cf ]] && postfix -c "$WORK/postfix/etc" stop >/dev/null 2>&1
 	sleep 0.5
-	[[ ${KEEP:-0} == 1 ]] && echo "bench: kept $WORK" >&2 || rm -rf "$WORK"
+	if [[ ${KEEP:-0} == 1 ]]; then echo "bench: kept $WORK" >&2; else bench_fs_cleanup; fi
 }
 trap cleanup EXIT
 
@@ -113,7 +113,7 @@ owner = "root"
 EOF
 	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-ed --algorithm ed25519 >/dev/null
 	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-rsa --algorithm rsa >/dev/null
-	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
+	MAILCTL_DKIM_LIBCRYPTO=${GO_RSA:+0} "$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
 	for _ in $(seq 100); do
@@ -150,7 +150,7 @@ EOF
 	[[ $(sunk) -eq $MSGS ]] || die "the sink has $(sunk) messages, expected $MSGS"
 	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v t2="$t2" -v c="$((c1 - c0))" -v tck="$TCK" -v hwm="$hwm" -v size="$size" \
 		'BEGIN { printf "%.1f %.1f %.3f %d %d\n", n / (t1 - t0), n / (t2 - t0), c / tck * 1000 / n, hwm, size }'
-	[[ ${KEEP:-0} == 1 ]] || rm -rf "$dir"
+	# The files stay until the whole run ends (see settle).
 }
 
 # The private Postfix: own config, queue and data directories, smtpd on a
@@ -243,19 +243,26 @@ run_postfix "$LEN" >/dev/null
 MSGS=$MSGS_SAVED
 
 : >"$WORK/mailctl.txt"
+: >"$WORK/mailctl-gorsa.txt"
 : >"$WORK/postfix.txt"
 : >"$WORK/tuned.txt"
-# settle: every measurement starts SETTLE seconds after the files of the
-# one before were deleted. An ext4 without a journal does not reuse an inode
-# for 30 s after it is freed, and its search for a free one past them slows
-# every file created meanwhile: without the pause, each measurement pays for
-# the deletions of the one before it, whichever server made them.
-settle() { sync; sleep "${SETTLE:-31}"; }
+# settle: an ext4 without a journal does not reuse an inode for 60 s after
+# it is freed, or 360 s while its inode table block is dirty (as it is
+# while files are being created beside it), and its search for a free inode
+# reads past each such one, which slows every file created meanwhile. So
+# that no measurement pays for the deletions of another, mailctl's files
+# are deleted only when the whole run ends, and every measurement starts
+# SETTLE seconds after the one before, synced, for what Postfix deleted.
+settle() { sync; sleep "${SETTLE:-61}"; }
 for rep in $(seq "$REPS"); do
 	settle
 	echo "bench: run $rep/$REPS mailctl" >&2
 	run_mailctl "$rep" >>"$WORK/mailctl.txt"
 	tail -n1 "$WORK/mailctl.txt" >&2
+	settle
+	echo "bench: run $rep/$REPS mailctl, RSA in Go" >&2
+	GO_RSA=1 run_mailctl "gorsa-$rep" >>"$WORK/mailctl-gorsa.txt"
+	tail -n1 "$WORK/mailctl-gorsa.txt" >&2
 	pf_tune stock
 	settle
 	echo "bench: run $rep/$REPS postfix (stock)" >&2
@@ -293,7 +300,7 @@ if [[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null; then
 	PERF_OUT=$(perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
 		awk '
 			BEGIN {
-				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;crypto/rsa.SignPKCS1v15|of which the RSA-2048 signature;compose.Build|composing the message;store.(*Dir).createTempFlags|creating files (temporary file, then rename);syscall.Fsync|fsync;unix.Syncfs|syncfs;queue.(*journal).put|queue state records;queue.(*Queue).Enqueue|enqueueing (journal record and its group fsync);store.(*Store).CreateUnsynced|sent-folder copy (written once);store.(*Store).UpdateUnsynced|sent-folder status updates;queue.(*Queue).checkpoint|checkpoints (syncfs, then the settled items dropped);remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
+				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;dkim.(*rsaSigner).Sign|of which the RSA-2048 signature (libcrypto);compose.Build|composing the message;store.(*Dir).createTempFlags|creating files (temporary file, then rename);syscall.Fsync|fsync;unix.Syncfs|syncfs;queue.(*journal).put|queue state records;queue.(*Queue).Enqueue|enqueueing (journal record and its group fsync);store.(*Store).createUnsynced|sent-folder copy, written once;store.(*Store).UpdateUnsynced|sent-folder status updates (the first writes the copy held since the answer);queue.(*Queue).checkpoint|checkpoints (syncfs, then the settled items dropped);remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
 				for (i = 1; i <= n; i++) { split(rows[i], kv, "|"); key[i] = kv[1]; label[i] = kv[2] }
 			}
 			/^ +[0-9.]+%/ { for (i = 1; i <= n; i++) if (index($0, key[i] " ") || substr($0, length($0) - length(key[i]) + 1) == key[i]) if (!(i in got)) got[i] = $1 }
@@ -317,6 +324,7 @@ rows() { # rows FILE LABEL
 		"$(ratio "$M_DEL" "$(median "$1" 2)")" "$(ratio "$M_CPU" "$(median "$1" 3)")"
 }
 
+LIBCRYPTO=$(openssl version 2>/dev/null | awk '{ print $1, $2 }')
 MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 MEM=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 FS=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
@@ -332,25 +340,26 @@ SECTION=$(
 
 Measured by \`sudo bench/outbound.sh\` on $(date -u +%Y-%m-%d): $MSGS messages of $LEN bytes to one
 remote recipient, delivered to Postfix's \`smtp-sink\` on loopback, $SESSIONS concurrent submitters,
-$REPS runs each (after a $WARM-message warm-up), median and (min–max). Each measurement starts
-${SETTLE:-31} s after the files of the one before were deleted: an ext4 without a journal keeps a freed
-inode from reuse for 30 s, and searching past such inodes slows every file the next one creates.
+$REPS runs each (after a $WARM-message warm-up), median and (min–max), each measurement ${SETTLE:-61} s after the
+one before, synced. $(bench_fs_line)
 
 | sender | queued msg/s (submission answered) | delivered msg/s (all at the sink) | CPU ms per message | mailctl delivered rate ÷ this | mailctl CPU ÷ this |
 | --- | --- | --- | --- | --- | --- |
-| mailctl serve, Ed25519 + RSA DKIM | $(spread "$WORK/mailctl.txt" 1) | $(spread "$WORK/mailctl.txt" 2) | $(spread "$WORK/mailctl.txt" 3) | 1.00× | 1.00× |
+| mailctl serve, Ed25519 + RSA DKIM (RSA through libcrypto) | $(spread "$WORK/mailctl.txt" 1) | $(spread "$WORK/mailctl.txt" 2) | $(spread "$WORK/mailctl.txt" 3) | 1.00× | 1.00× |
+$(rows "$WORK/mailctl-gorsa.txt" "mailctl serve, Ed25519 + RSA DKIM, RSA in Go's crypto/rsa (\`MAILCTL_DKIM_LIBCRYPTO=0\`)")
 $(rows "$WORK/postfix.txt" "Postfix relayhost → sink, stock settings, no signing")
 $(rows "$WORK/tuned.txt" "Postfix relayhost → sink, \`in_flow_delay = 0s\`, no signing")
 
 mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
 
-- mailctl: \`mailctl serve\` with a fresh Ed25519 and a fresh RSA-2048 key (\`mailctl dkim keygen\`),
+- mailctl: \`mailctl serve\` with a fresh Ed25519 and a fresh RSA-2048 key (\`mailctl dkim keygen\`), the RSA
+  signature made by the host's libcrypto ($LIBCRYPTO) or, in the second row, by Go's crypto/rsa (docs/dkim.md),
   send limits raised (\`[send] per_minute/per_hour/per_day = 1000000\`; the defaults are 20/200/1000),
   \`[delivery] port\` = the sink's port, MX lookups answered by a local DNS server
   (\`internal/dnstest/cmd/dnstestd\`: MX → a host with A 127.0.0.1). \`bench/sendload\` opens
   $SESSIONS control-socket connections and sends $MSGS \`send\` requests (${BODY}-byte body,
-  \`wait_ms: 1\`); each answer means the message is composed, signed twice and durably queued
-  (and in the sent folder). Delivered is timed from the first send until the sink counted the
+  \`wait_ms: 1\`); each answer means the message is composed, signed twice and durably queued,
+  and its sent copy is readable through the daemon (on disk once the first attempt ends, at most 1 s later). Delivered is timed from the first send until the sink counted the
   last message. CPU is the daemon's utime+stime from \`/proc/PID/stat\`, read 0.5 s after the
   last message reached the sink; the client's and the DNS server's CPU are not counted.
 - Postfix $(postconf -c "$PF/etc" -h mail_version): a private instance (own config, queue and data

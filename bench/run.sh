@@ -11,7 +11,8 @@
 # Knobs (environment): SESSIONS=8 LENS="4096 102400 1048576" MSGS=2000
 # MSGS_100K=500 MSGS_1M=100 (messages per run for bodies over 8 KiB and over
 # 200 KiB) REPS=3 GOBENCH=1 BIG=26214400 (the message whose peak RSS is
-# measured; 0 skips it)
+# measured; 0 skips it) SETTLE=61 (seconds between measurements, see settle)
+# BENCH_DIR=/var/tmp (where the files go)
 set -euo pipefail
 
 SESSIONS=${SESSIONS:-8}
@@ -33,7 +34,7 @@ for tool in smtp-source postfix postconf go useradd; do
 	command -v "$tool" >/dev/null || die "$tool not found (apt install postfix; Go 1.26)"
 done
 
-WORK=$(mktemp -d /var/tmp/mailctl-bench.XXXXXX)
+bench_fs bench
 chmod 755 "$WORK"
 USER_NAME=mcbench$(printf '%04x' $((RANDOM)))
 PIDS=()
@@ -43,7 +44,7 @@ cleanup() {
 	[[ -f $WORK/postfix/etc/main.cf ]] && postfix -c "$WORK/postfix/etc" stop >/dev/null 2>&1
 	sleep 0.5
 	userdel "$USER_NAME" >/dev/null 2>&1
-	rm -rf "$WORK"
+	bench_fs_cleanup
 }
 trap cleanup EXIT
 
@@ -122,7 +123,7 @@ run_mailctl() {
 	[[ $stored == "$MSGS" ]] || die "mailctl stored $stored of $MSGS messages (log: $dir/log)"
 	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v tck="$TCK" -v hwm="$hwm" \
 		'BEGIN { printf "%.1f %.1f %.3f %d\n", n / (t1 - t0), n / (t1 - t0), c / tck * 1000 / n, hwm }'
-	rm -rf "$dir"
+	# The files stay until the whole run ends (see settle).
 }
 
 # The private Postfix: its own config, queue and data directories, smtpd on
@@ -155,11 +156,26 @@ pf_master_cf "$PF_PORT" >"$PF/etc/master.cf"
 postfix -c "$PF/etc" check
 postfix -c "$PF/etc" start >/dev/null 2>&1
 
+# set_maildir_aside: the next delivery starts with an empty Maildir; the
+# last one's is renamed, not deleted (see settle).
+set_maildir_aside() {
+	[[ -d $WORK/home/Maildir ]] || return 0
+	mv "$WORK/home/Maildir" "$WORK/maildir-$(date +%s%N)"
+}
+
+# settle: an ext4 without a journal does not reuse an inode for 60 s after
+# it is freed, or 360 s while its inode table block is dirty, and its search
+# for a free inode reads past each such one, which slows every file created
+# meanwhile. So that no measurement pays for the deletions of another (Postfix
+# deletes its queue files), files stay until the whole run ends and every
+# measurement starts SETTLE seconds after the one before, synced.
+settle() { sync; sleep "${SETTLE:-61}"; }
+
 # run_postfix REP: send, then wait until every message is in the Maildir.
 run_postfix() {
 	local master maildir=$WORK/home/Maildir/new
 	master=$(awk '{print $1}' "$PF/spool/pid/master.pid")
-	rm -rf "$WORK/home/Maildir"
+	set_maildir_aside
 	local c0 t0 t1 t2 c1 n=0
 	c0=$(cpu_ticks "$master")
 	t0=$(now)
@@ -210,15 +226,18 @@ for LEN in $LENS; do
 	: >"$WORK/postfix-$LEN.txt"
 	: >"$WORK/tuned-$LEN.txt"
 	for rep in $(seq "$REPS"); do
+		settle
 		echo "bench: $LEN bytes, run $rep/$REPS mailctl" >&2
 		run_mailctl "$rep" >>"$WORK/mailctl-$LEN.txt"
 		tail -n1 "$WORK/mailctl-$LEN.txt" >&2
-		echo "bench: $LEN bytes, run $rep/$REPS postfix (stock)" >&2
 		pf_tune stock
+		settle
+		echo "bench: $LEN bytes, run $rep/$REPS postfix (stock)" >&2
 		run_postfix >>"$WORK/postfix-$LEN.txt"
 		tail -n1 "$WORK/postfix-$LEN.txt" >&2
-		echo "bench: $LEN bytes, run $rep/$REPS postfix (tuned)" >&2
 		pf_tune tuned
+		settle
+		echo "bench: $LEN bytes, run $rep/$REPS postfix (tuned)" >&2
 		run_postfix >>"$WORK/tuned-$LEN.txt"
 		tail -n1 "$WORK/tuned-$LEN.txt" >&2
 	done
@@ -323,7 +342,7 @@ if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
 	# tree is traced, and workers forked meanwhile are followed.
 	pf_tune stock
 	master=$(awk '{print $1}' "$PF/spool/pid/master.pid")
-	rm -rf "$WORK/home/Maildir"
+	set_maildir_aside
 	mapfile -t tree < <({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$master" '
 		{ ppid[$1] = $4 } END { want[root] = 1; changed = 1
 			while (changed) { changed = 0; for (p in ppid) if (!(p in want) && (ppid[p] in want)) { want[p] = 1; changed = 1 } }
@@ -363,7 +382,7 @@ SECTION=$(
 
 Measured by \`sudo bench/run.sh\` on $(date -u +%Y-%m-%d): \`smtp-source -s $SESSIONS -m N -l SIZE\`
 over loopback for each message size, $REPS runs each (after a 200-message warm-up of $(human "$LEN")),
-median and (min–max); every row is compared with mailctl's at the same size.
+median and (min–max); every row is compared with mailctl's at the same size. $(bench_fs_line)
 
 | size | server | accepted msg/s (250 to DATA) | delivered msg/s (in the mailbox) | CPU ms per message | mailctl rate ÷ this (accepted / delivered) | mailctl CPU ÷ this |
 | --- | --- | --- | --- | --- | --- | --- |
