@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 )
 
+var timeType = reflect.TypeOf(time.Time{})
+
 // Loading the index of a large folder is dominated by TOML decoding, and
 // almost every file was written by Render. decodeFast reads exactly the
 // subset of TOML that the encoder writes (one "key = value" per line, basic

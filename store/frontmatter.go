@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/mailctl/mailctl/internal/tomlkeys"
 )
 
-// The frontmatter delimiter. The TOML encoder writes every string as a
+// The frontmatter delimiter. writeFrontmatter writes every string as a
 // single-line quoted string (newlines become \n), so a line that is exactly
 // "+++" can only be the delimiter, whatever the subject contains.
 const delim = "+++"
@@ -35,18 +32,13 @@ var ErrBadFrontmatter = errors.New("decoding frontmatter")
 // TOML cannot carry) have their bad bytes replaced by U+FFFD; times keep their
 // instant and offset. The body is written as is.
 func Render(m *Message, body string) []byte {
-	c := sanitizeMessage(m)
+	if m == nil {
+		m = new(Message)
+	}
 	var buf bytes.Buffer
 	buf.Grow(1024 + len(body))
 	buf.WriteString(delim + "\n")
-	if err := toml.NewEncoder(&buf).Encode(c); err != nil {
-		// The Message type only holds types the encoder supports, so this
-		// cannot happen short of a programming error in a new field.
-		panic(fmt.Sprintf("store: encoding frontmatter: %v", err))
-	}
-	if b := buf.Bytes(); b[len(b)-1] != '\n' {
-		buf.WriteByte('\n')
-	}
+	writeFrontmatter(&buf, m)
 	buf.WriteString(delim + "\n\n")
 	buf.WriteString(body)
 	return buf.Bytes()
@@ -182,71 +174,4 @@ func endAt(b []byte, j int, closers string, escaped func(int) bool) int {
 		}
 	}
 	return len(b)
-}
-
-// sanitizeMessage returns a deep copy of m whose strings are valid UTF-8 and
-// whose times are representable in TOML.
-func sanitizeMessage(m *Message) *Message {
-	if m == nil {
-		return new(Message)
-	}
-	v := reflect.New(reflect.TypeOf(*m)).Elem()
-	v.Set(reflect.ValueOf(*m))
-	fixValue(v)
-	c := v.Addr().Interface().(*Message)
-	// Every list field is written, empty or not, so a reader of the file sees
-	// the whole schema (to, cc, reply_to, references, labels).
-	for _, p := range []*[]string{&c.To, &c.Cc, &c.ReplyTo, &c.References, &c.Labels} {
-		if *p == nil {
-			*p = []string{}
-		}
-	}
-	return c
-}
-
-var timeType = reflect.TypeOf(time.Time{})
-
-// fixValue rewrites v in place; slices and pointers are copied first so that
-// the caller's message is never modified.
-func fixValue(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.String:
-		if s := v.String(); !utf8.ValidString(s) {
-			v.SetString(strings.ToValidUTF8(s, "\uFFFD"))
-		}
-	case reflect.Struct:
-		if v.Type() == timeType {
-			t := v.Interface().(time.Time)
-			if y := t.Year(); y < 0 || y > 9999 {
-				v.Set(reflect.ValueOf(time.Time{}))
-			} else if _, off := t.Zone(); off%60 != 0 {
-				// TOML offsets have minute precision.
-				v.Set(reflect.ValueOf(t.UTC()))
-			}
-			return
-		}
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				fixValue(v.Field(i))
-			}
-		}
-	case reflect.Slice:
-		if v.IsNil() {
-			return
-		}
-		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-		reflect.Copy(c, v)
-		for i := 0; i < c.Len(); i++ {
-			fixValue(c.Index(i))
-		}
-		v.Set(c)
-	case reflect.Pointer:
-		if v.IsNil() {
-			return
-		}
-		c := reflect.New(v.Type().Elem())
-		c.Elem().Set(v.Elem())
-		fixValue(c.Elem())
-		v.Set(c)
-	}
 }
