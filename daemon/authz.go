@@ -40,40 +40,20 @@ func init() {
 	handle(protocol.VerbStatus, on(accAny, nil, handleStatus))
 
 	handle(protocol.VerbMailboxList, on(accAny, nil, handleMailboxList))
-	handle(protocol.VerbMailboxShow, on(accRead, func(_ *Daemon, _ *call, a *protocol.NameArgs) (target, error) {
-		return mailboxTarget(a.Name), nil
-	}, handleMailboxShow))
+	handle(protocol.VerbMailboxShow, on(accRead, named(func(a *protocol.NameArgs) string { return a.Name }), handleMailboxShow))
 	handle(protocol.VerbMailboxCreate, on(accAny, mailboxCreateTarget, handleMailboxCreate))
 	handle(protocol.VerbMailboxUpdate, on(accManage, mailboxUpdateTarget, handleMailboxUpdate))
-	handle(protocol.VerbMailboxDelete, on(accManage, func(_ *Daemon, _ *call, a *protocol.MailboxDeleteArgs) (target, error) {
-		return mailboxTarget(a.Name), nil
-	}, handleMailboxDelete))
+	handle(protocol.VerbMailboxDelete, on(accManage, named(func(a *protocol.MailboxDeleteArgs) string { return a.Name }), handleMailboxDelete))
 
-	handle(protocol.VerbMessageList, on(accRead, func(_ *Daemon, _ *call, a *protocol.MessageListArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleMessageList))
-	handle(protocol.VerbMessageRead, on(accRead, func(_ *Daemon, _ *call, a *protocol.MessageReadArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleMessageRead))
-	handle(protocol.VerbMessageMark, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessageMarkArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleMessageMark))
-	handle(protocol.VerbMessageMove, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessageMoveArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleMessageMove))
-	handle(protocol.VerbMessageLabel, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessageLabelArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleMessageLabel))
-	handle(protocol.VerbMessagePurge, on(accWrite, func(_ *Daemon, _ *call, a *protocol.MessagePurgeArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleMessagePurge))
+	handle(protocol.VerbMessageList, on(accRead, named(func(a *protocol.MessageListArgs) string { return a.Mailbox }), handleMessageList))
+	handle(protocol.VerbMessageRead, on(accRead, named(func(a *protocol.MessageReadArgs) string { return a.Mailbox }), handleMessageRead))
+	handle(protocol.VerbMessageMark, on(accWrite, named(func(a *protocol.MessageMarkArgs) string { return a.Mailbox }), handleMessageMark))
+	handle(protocol.VerbMessageMove, on(accWrite, named(func(a *protocol.MessageMoveArgs) string { return a.Mailbox }), handleMessageMove))
+	handle(protocol.VerbMessageLabel, on(accWrite, named(func(a *protocol.MessageLabelArgs) string { return a.Mailbox }), handleMessageLabel))
+	handle(protocol.VerbMessagePurge, on(accWrite, named(func(a *protocol.MessagePurgeArgs) string { return a.Mailbox }), handleMessagePurge))
 
-	handle(protocol.VerbSend, on(accWrite, func(_ *Daemon, _ *call, a *protocol.SendArgs) (target, error) {
-		return mailboxTarget(a.FromMailbox), nil
-	}, handleSend))
-	handle(protocol.VerbSendStatus, on(accRead, func(_ *Daemon, _ *call, a *protocol.SendStatusArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleSendStatus))
+	handle(protocol.VerbSend, on(accWrite, named(func(a *protocol.SendArgs) string { return a.FromMailbox }), handleSend))
+	handle(protocol.VerbSendStatus, on(accRead, named(func(a *protocol.SendStatusArgs) string { return a.Mailbox }), handleSendStatus))
 
 	handle(protocol.VerbHookCreate, on(accWrite, hookCreateTarget, handleHookCreate))
 	handle(protocol.VerbHookList, on(accRead, func(_ *Daemon, _ *call, a *protocol.HookListArgs) (target, error) {
@@ -88,22 +68,19 @@ func init() {
 	handle(protocol.VerbQueueDrop, on(accWrite, queueTarget, handleQueueDrop))
 	handle(protocol.VerbQueueApprove, on(accRoot, queueTarget, handleQueueApprove))
 	handle(protocol.VerbQueueReschedule, on(accWrite, queueRescheduleTarget, handleQueueReschedule))
-	handle(protocol.VerbDraftCreate, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleDraftCreate))
-	handle(protocol.VerbDraftUpdate, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftUpdateArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleDraftUpdate))
-	handle(protocol.VerbDraftSend, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftSendArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleDraftSend))
-	handle(protocol.VerbDraftDelete, on(accWrite, func(_ *Daemon, _ *call, a *protocol.DraftIDArgs) (target, error) {
-		return mailboxTarget(a.Mailbox), nil
-	}, handleDraftDelete))
+	handle(protocol.VerbDraftCreate, on(accWrite, named(func(a *protocol.DraftArgs) string { return a.Mailbox }), handleDraftCreate))
+	handle(protocol.VerbDraftUpdate, on(accWrite, named(func(a *protocol.DraftUpdateArgs) string { return a.Mailbox }), handleDraftUpdate))
+	handle(protocol.VerbDraftSend, on(accWrite, named(func(a *protocol.DraftSendArgs) string { return a.Mailbox }), handleDraftSend))
+	handle(protocol.VerbDraftDelete, on(accWrite, named(func(a *protocol.DraftIDArgs) string { return a.Mailbox }), handleDraftDelete))
 
 	handle(protocol.VerbWatch, on(accRead, func(_ *Daemon, _ *call, a *protocol.WatchArgs) (target, error) {
 		return target{mailboxes: a.Mailboxes}, nil
 	}, handleWatch))
+}
+
+// named targets the one mailbox the request's arguments name.
+func named[A any](mailbox func(*A) string) func(*Daemon, *call, *A) (target, error) {
+	return func(_ *Daemon, _ *call, a *A) (target, error) { return mailboxTarget(mailbox(a)), nil }
 }
 
 // target is what one request acts on, named by its arguments and resolved

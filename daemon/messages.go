@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -151,20 +152,9 @@ func messageOf(m *store.Message, folder, body string) protocol.Message {
 		out.AttachmentList = append(out.AttachmentList, protocol.Attachment{Filename: a.Filename, ContentType: a.ContentType, Size: a.Size, Path: a.Path})
 	}
 	for _, r := range m.DeliveryDetails {
-		out.Recipients = append(out.Recipients, recipientOf(r))
+		out.Recipients = append(out.Recipients, outbound.FromStoreDetail(r))
 	}
 	return out
-}
-
-func recipientOf(r store.RecipientStatus) protocol.RecipientStatus {
-	p := protocol.RecipientStatus{Address: r.Address, Status: r.Status, Detail: r.Detail, Code: r.Code, Attempts: r.Attempts, TLS: r.TLS}
-	if r.NextAttempt != nil {
-		p.NextAttempt = *r.NextAttempt
-	}
-	if r.UpdatedAt != nil {
-		p.UpdatedAt = *r.UpdatedAt
-	}
-	return p
 }
 
 func handleMessageMark(_ context.Context, d *Daemon, c *call, a *protocol.MessageMarkArgs) (any, error) {

@@ -548,8 +548,14 @@ func removeTemps(d *Dir, cutoff time.Time) (n int, err error) {
 	if err != nil {
 		return 0, err
 	}
+	return removeOlder(d, names, cutoff, func(name string) bool { return strings.HasPrefix(name, TempPrefix) })
+}
+
+// removeOlder removes the entries of names that pick picks and that were
+// last changed before cutoff, and returns how many it removed.
+func removeOlder(d *Dir, names []string, cutoff time.Time, pick func(name string) bool) (n int, err error) {
 	for _, name := range names {
-		if !strings.HasPrefix(name, TempPrefix) {
+		if !pick(name) {
 			continue
 		}
 		st, serr := d.Lstat(name)
@@ -584,23 +590,11 @@ func removeOrphans(d *Dir, cutoff time.Time) (n int, err error) {
 			committed[strings.TrimSuffix(name, ".md")] = true
 		}
 	}
-	for _, name := range names {
+	return removeOlder(d, names, cutoff, func(name string) bool {
 		id, ok := strings.CutSuffix(name, ".eml")
 		if !ok {
 			id, ok = strings.CutSuffix(name, attSuffix)
 		}
-		if !ok || committed[id] {
-			continue
-		}
-		st, serr := d.Lstat(name)
-		if serr != nil || !time.Unix(st.Mtim.Unix()).Before(cutoff) {
-			continue
-		}
-		if rerr := d.RemoveAll(name); rerr != nil {
-			err = rerr
-			continue
-		}
-		n++
-	}
-	return n, err
+		return ok && !committed[id]
+	})
 }

@@ -34,23 +34,13 @@ user scope (~/.claude.json, as claude mcp add --scope user). Codex, Gemini and
 goose get a tool timeout of ` + fmt.Sprint(agentcfg.ToolTimeoutSecs) + ` s, above email_wait's 600 s.`
 
 func cmdAgents(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(agentsHelp)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	switch args[0] {
-	case "setup":
-		return agentsSetup(args[1:])
-	case "list", "ls":
-		return agentsList(args[1:])
-	case "remove", "rm":
-		return agentsRemove(args[1:])
-	}
-	fmt.Fprintf(os.Stderr, "mailctl agents: unknown subcommand %q\n\n%s\n", args[0], agentsHelp)
-	return 2
+	return dispatch("agents", agentsHelp, args, map[string]func([]string) int{
+		"setup":  agentsSetup,
+		"list":   agentsList,
+		"ls":     agentsList,
+		"remove": agentsRemove,
+		"rm":     agentsRemove,
+	})
 }
 
 // mcpServer is how harnesses should start the MCP server: this binary by its

@@ -164,3 +164,21 @@ func usageError(fs *flag.FlagSet, format string, args ...any) int {
 	fmt.Fprintf(os.Stderr, "Run `mailctl %s --help` for usage.\n", fs.Name())
 	return 2
 }
+
+// dispatch runs the subcommand of command name that args[0] names (subs maps
+// names and aliases to what runs them), or prints help: exit 0 when it was
+// asked for, 2 when no subcommand was given or args[0] is none.
+func dispatch(name, help string, args []string, subs map[string]func([]string) int) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(help)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if run, ok := subs[args[0]]; ok {
+		return run(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "mailctl %s: unknown subcommand %q\n\n%s\n", name, args[0], help)
+	return 2
+}

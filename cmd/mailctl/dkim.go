@@ -31,23 +31,12 @@ files: run them as root. All take --config PATH (default $MAILCTL_CONFIG, then
 ` + config.DefaultPath + `). docs/dkim.md has the details.`
 
 func cmdDKIM(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(dkimHelp)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	switch args[0] {
-	case "keygen":
-		return dkimKeygen(args[1:])
-	case "list", "ls":
-		return dkimList(args[1:])
-	case "dns":
-		return dkimDNS(args[1:])
-	}
-	fmt.Fprintf(os.Stderr, "mailctl dkim: unknown subcommand %q\n\n%s\n", args[0], dkimHelp)
-	return 2
+	return dispatch("dkim", dkimHelp, args, map[string]func([]string) int{
+		"keygen": dkimKeygen,
+		"list":   dkimList,
+		"ls":     dkimList,
+		"dns":    dkimDNS,
+	})
 }
 
 // dkimConfig adds --config to fs and returns a loader for it.

@@ -37,31 +37,17 @@ Examples:
     mailctl drafts send agent 2026-03-01-120000-weekly-report --send-at 2h`
 
 func cmdDrafts(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(draftsHelp)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	switch args[0] {
-	case "list", "ls":
-		return draftsList(args[1:])
-	case "show":
-		return draftsShow(args[1:])
-	case "create":
-		return draftsWrite(args[1:], false)
-	case "update":
-		return draftsWrite(args[1:], true)
-	case "edit":
-		return draftsEdit(args[1:])
-	case "send":
-		return draftsSend(args[1:])
-	case "delete", "rm":
-		return draftsDelete(args[1:])
-	}
-	fmt.Fprintf(os.Stderr, "mailctl drafts: unknown subcommand %q\n\n%s\n", args[0], draftsHelp)
-	return 2
+	return dispatch("drafts", draftsHelp, args, map[string]func([]string) int{
+		"list":   draftsList,
+		"ls":     draftsList,
+		"show":   draftsShow,
+		"create": func(a []string) int { return draftsWrite(a, false) },
+		"update": func(a []string) int { return draftsWrite(a, true) },
+		"edit":   draftsEdit,
+		"send":   draftsSend,
+		"delete": draftsDelete,
+		"rm":     draftsDelete,
+	})
 }
 
 func draftsList(args []string) int {

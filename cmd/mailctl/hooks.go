@@ -30,25 +30,14 @@ const hooksHelp = `Usage: mailctl hooks SUBCOMMAND [flags]
 docs/hooks.md has the contract: environment, stdin, timeouts and the trust gate.`
 
 func cmdHooks(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(hooksHelp)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	switch args[0] {
-	case "create":
-		return hookCreate(args[1:])
-	case "list", "ls":
-		return hookList(args[1:])
-	case "delete", "rm":
-		return hookDelete(args[1:])
-	case "runs":
-		return hookRuns(args[1:])
-	}
-	fmt.Fprintf(os.Stderr, "mailctl hooks: unknown subcommand %q\n\n%s\n", args[0], hooksHelp)
-	return 2
+	return dispatch("hooks", hooksHelp, args, map[string]func([]string) int{
+		"create": hookCreate,
+		"list":   hookList,
+		"ls":     hookList,
+		"delete": hookDelete,
+		"rm":     hookDelete,
+		"runs":   hookRuns,
+	})
 }
 
 func hookCreate(args []string) int {

@@ -50,31 +50,18 @@ Examples:
     mailctl mail purge --before 2026-02-01 --mailbox agent`
 
 func cmdMail(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(mailHelp)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	switch args[0] {
-	case "list", "ls":
-		return mailList(args[1:])
-	case "read", "show":
-		return mailRead(args[1:])
-	case "wait":
-		return mailWait(args[1:])
-	case "mark":
-		return mailMark(args[1:])
-	case "move", "mv":
-		return mailMove(args[1:])
-	case "label":
-		return mailLabel(args[1:])
-	case "purge":
-		return mailPurge(args[1:])
-	}
-	fmt.Fprintf(os.Stderr, "mailctl mail: unknown subcommand %q\n\n%s\n", args[0], mailHelp)
-	return 2
+	return dispatch("mail", mailHelp, args, map[string]func([]string) int{
+		"list":  mailList,
+		"ls":    mailList,
+		"read":  mailRead,
+		"show":  mailRead,
+		"wait":  mailWait,
+		"mark":  mailMark,
+		"move":  mailMove,
+		"mv":    mailMove,
+		"label": mailLabel,
+		"purge": mailPurge,
+	})
 }
 
 // mailFlags are the flags the mail subcommands share.

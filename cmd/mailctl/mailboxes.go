@@ -30,27 +30,15 @@ const mailboxesHelp = `Usage: mailctl mailboxes SUBCOMMAND [flags]
 Names match [a-z0-9._-]+ without leading or trailing dots or "..".`
 
 func cmdMailboxes(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(mailboxesHelp)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	switch args[0] {
-	case "create":
-		return mailboxCreate(args[1:])
-	case "list", "ls":
-		return mailboxList(args[1:])
-	case "show":
-		return mailboxShow(args[1:])
-	case "set":
-		return mailboxSet(args[1:])
-	case "delete", "rm":
-		return mailboxDelete(args[1:])
-	}
-	fmt.Fprintf(os.Stderr, "mailctl mailboxes: unknown subcommand %q\n\n%s\n", args[0], mailboxesHelp)
-	return 2
+	return dispatch("mailboxes", mailboxesHelp, args, map[string]func([]string) int{
+		"create": mailboxCreate,
+		"list":   mailboxList,
+		"ls":     mailboxList,
+		"show":   mailboxShow,
+		"set":    mailboxSet,
+		"delete": mailboxDelete,
+		"rm":     mailboxDelete,
+	})
 }
 
 func mailboxCreate(args []string) int {

@@ -32,29 +32,15 @@ Examples:
     mailctl queue drop agent.2026-03-01-120000-reminder`
 
 func cmdQueue(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(queueHelp)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	switch args[0] {
-	case "list", "ls":
-		return queueList(args[1:])
-	case "show":
-		return queueShow(args[1:])
-	case "retry":
-		return queueAction(args[1:], "retry", protocol.VerbQueueRetry, "retrying")
-	case "drop":
-		return queueAction(args[1:], "drop", protocol.VerbQueueDrop, "dropped")
-	case "approve":
-		return queueAction(args[1:], "approve", protocol.VerbQueueApprove, "approved")
-	case "reschedule":
-		return queueReschedule(args[1:])
-	}
-	fmt.Fprintf(os.Stderr, "mailctl queue: unknown subcommand %q\n\n%s\n", args[0], queueHelp)
-	return 2
+	return dispatch("queue", queueHelp, args, map[string]func([]string) int{
+		"list":       queueList,
+		"ls":         queueList,
+		"show":       queueShow,
+		"retry":      func(a []string) int { return queueAction(a, "retry", protocol.VerbQueueRetry, "retrying") },
+		"drop":       func(a []string) int { return queueAction(a, "drop", protocol.VerbQueueDrop, "dropped") },
+		"approve":    func(a []string) int { return queueAction(a, "approve", protocol.VerbQueueApprove, "approved") },
+		"reschedule": queueReschedule,
+	})
 }
 
 func queueList(args []string) int {

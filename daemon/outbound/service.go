@@ -319,7 +319,7 @@ func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
 	}
 	for _, d := range m.DeliveryDetails {
 		res.Envelope.RcptTo = append(res.Envelope.RcptTo, d.Address)
-		res.Recipients = append(res.Recipients, fromStoreDetail(d))
+		res.Recipients = append(res.Recipients, FromStoreDetail(d))
 	}
 	return res, nil
 }

@@ -83,7 +83,8 @@ func toStoreDetails(rs []protocol.RecipientStatus) []store.RecipientStatus {
 	return out
 }
 
-func fromStoreDetail(d store.RecipientStatus) protocol.RecipientStatus {
+// FromStoreDetail is one recipient's delivery state as the protocol says it.
+func FromStoreDetail(d store.RecipientStatus) protocol.RecipientStatus {
 	r := protocol.RecipientStatus{Address: d.Address, Status: d.Status, Detail: d.Detail, Code: d.Code, Attempts: d.Attempts, TLS: d.TLS}
 	if d.NextAttempt != nil {
 		r.NextAttempt = *d.NextAttempt
@@ -97,7 +98,7 @@ func fromStoreDetail(d store.RecipientStatus) protocol.RecipientStatus {
 func fromStoreDetails(ds []store.RecipientStatus) []protocol.RecipientStatus {
 	var out []protocol.RecipientStatus
 	for _, d := range ds {
-		out = append(out, fromStoreDetail(d))
+		out = append(out, FromStoreDetail(d))
 	}
 	return out
 }
