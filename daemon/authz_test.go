@@ -85,6 +85,30 @@ func (cp *clientProc) do(t *testing.T, verb string, args any) clientOutcome {
 	return o
 }
 
+// must performs one request that must succeed and returns its data.
+func (cp *clientProc) must(t *testing.T, verb string, args any) json.RawMessage {
+	t.Helper()
+	o := cp.do(t, verb, args)
+	if o.Code != "" {
+		t.Fatalf("%s as %s: %s %s", verb, cp.p.name, o.Code, o.Msg)
+	}
+	return o.Data
+}
+
+// twoUsers starts a daemon that holds every send (nothing leaves) and two
+// new users named prefix1 and prefix2, each with a client.
+func twoUsers(t *testing.T, prefix string) (td *testDaemon, c1, c2 *clientProc) {
+	t.Helper()
+	testusers.RequireRoot(t)
+	u1 := testusers.Create(t, prefix+"1")
+	u2 := testusers.Create(t, prefix+"2")
+	td = startDaemonWith(t, "[send]\nhold = true\n", Options{Resolver: &resolver.Map{}})
+	bin := testusers.Executable(t)
+	c1 = startClient(t, bin, td.socket, principal{"u1", u1.UID, u1.GID})
+	c2 = startClient(t, bin, td.socket, principal{"u2", u2.UID, u2.GID})
+	return td, c1, c2
+}
+
 // matrixRow is one request and the code each principal must get ("" = ok);
 // principals left out do not make it.
 type matrixRow struct {

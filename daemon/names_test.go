@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
-	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -20,44 +18,30 @@ import (
 // neither a named nor an unnamed hook tells one user what another has.
 // status counts only the caller's queued mail.
 func TestNamesCarryNoHistory(t *testing.T) {
-	testusers.RequireRoot(t)
-	u1 := testusers.Create(t, "mcn1")
-	u2 := testusers.Create(t, "mcn2")
-	td := startDaemonWith(t, "[send]\nhold = true\n", Options{Resolver: &resolver.Map{}})
-	bin := testusers.Executable(t)
-	c1 := startClient(t, bin, td.socket, principal{"u1", u1.UID, u1.GID})
-	c2 := startClient(t, bin, td.socket, principal{"u2", u2.UID, u2.GID})
-	must := func(c *clientProc, verb string, args any) json.RawMessage {
-		t.Helper()
-		o := c.do(t, verb, args)
-		if o.Code != "" {
-			t.Fatalf("%s as %s: %s %s", verb, c.p.name, o.Code, o.Msg)
-		}
-		return o.Data
-	}
+	td, c1, c2 := twoUsers(t, "mcn")
 
 	// u2's history under the names "shared" and "h".
-	must(c2, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "shared"})
-	must(c2, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "h",
+	c2.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "shared"})
+	c2.must(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "h",
 		Cmd: []string{"/bin/sh", "-c", "echo u2-secret-stderr >&2; exit 3"}})
 	td.fireHooks(protocol.EventOnReceive, "shared", hooks.Facts{Event: protocol.EventOnReceive, Mailbox: "shared",
 		ID: "2026-01-01-000000-u2-private-subject", Subject: "u2 private subject", Trusted: "true"}, func() []byte { return []byte("x") })
 	td.runner.Wait()
-	if runs := must(c2, protocol.VerbHookRuns, protocol.HookRunsArgs{}); !strings.Contains(string(runs), "u2-secret-stderr") {
+	if runs := c2.must(t, protocol.VerbHookRuns, protocol.HookRunsArgs{}); !strings.Contains(string(runs), "u2-secret-stderr") {
 		t.Fatalf("u2 does not see its own run: %s", runs)
 	}
-	must(c2, protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: "h"})
-	must(c2, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "shared", Force: true})
+	c2.must(t, protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: "h"})
+	c2.must(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "shared", Force: true})
 
 	// u1 takes both names.
-	must(c1, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "shared"})
-	must(c1, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "h", Cmd: []string{"/bin/true"}})
+	c1.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "shared"})
+	c1.must(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "h", Cmd: []string{"/bin/true"}})
 	for _, verb := range []string{protocol.VerbHookRuns, protocol.VerbHookList} {
 		var args any
 		if verb == protocol.VerbHookRuns {
 			args = protocol.HookRunsArgs{Name: "h"}
 		}
-		data := string(must(c1, verb, args))
+		data := string(c1.must(t, verb, args))
 		for _, secret := range []string{"u2-secret-stderr", "u2-private-subject", `"exit_code":3`, "last_run"} {
 			if strings.Contains(data, secret) {
 				t.Errorf("%s as u1 shows u2's history (%s): %s", verb, secret, data)
@@ -67,31 +51,31 @@ func TestNamesCarryNoHistory(t *testing.T) {
 
 	// Hook names are per mailbox: u2 holds "x" and an unnamed hook; u1 may
 	// create the same on its own mailbox, and learns nothing from it.
-	must(c2, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "u2box"})
-	must(c2, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "u2box", Event: "on_receive", Name: "x", Cmd: []string{"/bin/true"}})
-	must(c2, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "u2box", Event: "on_receive", Cmd: []string{"/usr/local/bin/u2-agent"}})
-	must(c1, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "x", Cmd: []string{"/bin/false"}})
+	c2.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "u2box"})
+	c2.must(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "u2box", Event: "on_receive", Name: "x", Cmd: []string{"/bin/true"}})
+	c2.must(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "u2box", Event: "on_receive", Cmd: []string{"/usr/local/bin/u2-agent"}})
+	c1.must(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "x", Cmd: []string{"/bin/false"}})
 	var h protocol.Hook
-	json.Unmarshal(must(c1, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Cmd: []string{"/usr/local/bin/u2-agent"}}), &h)
+	json.Unmarshal(c1.must(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Cmd: []string{"/usr/local/bin/u2-agent"}}), &h)
 	if h.Mailbox != "shared" || h.Cmd[0] != "/usr/local/bin/u2-agent" {
 		t.Errorf("u1's unnamed hook: %+v", h)
 	}
 	// Deleting by name touches one's own hook only.
-	must(c1, protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: "x"})
+	c1.must(t, protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: "x"})
 	var l protocol.HookList
-	json.Unmarshal(must(c2, protocol.VerbHookList, protocol.HookListArgs{Mailbox: "u2box"}), &l)
+	json.Unmarshal(c2.must(t, protocol.VerbHookList, protocol.HookListArgs{Mailbox: "u2box"}), &l)
 	if len(l.Hooks) != 2 {
 		t.Errorf("u2's hooks after u1 deleted its own x: %+v", l.Hooks)
 	}
 
 	// status counts the caller's queue only.
-	must(c2, protocol.VerbSend, protocol.SendArgs{FromMailbox: "u2box", To: []string{"a@remote.test"}, Subject: "held", Body: "b"})
+	c2.must(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "u2box", To: []string{"a@remote.test"}, Subject: "held", Body: "b"})
 	var st protocol.Status
-	json.Unmarshal(must(c1, protocol.VerbStatus, nil), &st)
+	json.Unmarshal(c1.must(t, protocol.VerbStatus, nil), &st)
 	if st.QueueDepth != 0 {
 		t.Errorf("u1's status counts %d queued messages, all u2's", st.QueueDepth)
 	}
-	json.Unmarshal(must(c2, protocol.VerbStatus, nil), &st)
+	json.Unmarshal(c2.must(t, protocol.VerbStatus, nil), &st)
 	if st.QueueDepth != 1 {
 		t.Errorf("u2's status counts %d queued messages, want its 1", st.QueueDepth)
 	}
@@ -103,30 +87,16 @@ func TestNamesCarryNoHistory(t *testing.T) {
 // items and cannot act on them, and a send with the same idempotency key
 // sends the newcomer's own message instead of answering with the old one.
 func TestQueueAndIdempotencyCarryNoHistory(t *testing.T) {
-	testusers.RequireRoot(t)
-	u1 := testusers.Create(t, "mcq1")
-	u2 := testusers.Create(t, "mcq2")
-	td := startDaemonWith(t, "[send]\nhold = true\n", Options{Resolver: &resolver.Map{}})
-	bin := testusers.Executable(t)
-	c1 := startClient(t, bin, td.socket, principal{"u1", u1.UID, u1.GID})
-	c2 := startClient(t, bin, td.socket, principal{"u2", u2.UID, u2.GID})
-	must := func(c *clientProc, verb string, args any) json.RawMessage {
-		t.Helper()
-		o := c.do(t, verb, args)
-		if o.Code != "" {
-			t.Fatalf("%s as %s: %s %s", verb, c.p.name, o.Code, o.Msg)
-		}
-		return o.Data
-	}
+	_, c1, c2 := twoUsers(t, "mcq")
 	send := protocol.SendArgs{FromMailbox: "reused", To: []string{"x@remote.test"}, Subject: "u2 private subject", Body: "b", IdempotencyKey: "key-1"}
-	must(c2, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
+	c2.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
 	var old protocol.SendResult
-	json.Unmarshal(must(c2, protocol.VerbSend, send), &old)
+	json.Unmarshal(c2.must(t, protocol.VerbSend, send), &old)
 	oldQueueID := "reused." + old.ID
-	must(c2, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "reused", Force: true})
+	c2.must(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "reused", Force: true})
 
-	must(c1, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
-	if data := string(must(c1, protocol.VerbQueueList, nil)); strings.Contains(data, old.ID) || strings.Contains(data, "u2 private") {
+	c1.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
+	if data := string(c1.must(t, protocol.VerbQueueList, nil)); strings.Contains(data, old.ID) || strings.Contains(data, "u2 private") {
 		t.Errorf("u1's queue list shows u2's mail: %s", data)
 	}
 	for _, verb := range []string{protocol.VerbQueueShow, protocol.VerbQueueRetry, protocol.VerbQueueDrop} {
@@ -136,12 +106,12 @@ func TestQueueAndIdempotencyCarryNoHistory(t *testing.T) {
 	}
 	send.Subject = "u1's own"
 	var mine protocol.SendResult
-	json.Unmarshal(must(c1, protocol.VerbSend, send), &mine)
+	json.Unmarshal(c1.must(t, protocol.VerbSend, send), &mine)
 	if mine.Duplicate || mine.MessageID == old.MessageID || mine.ID == "" {
 		t.Errorf("u1's send with the same idempotency key answered with u2's message: %+v", mine)
 	}
 	var l protocol.QueueList
-	json.Unmarshal(must(c1, protocol.VerbQueueList, nil), &l)
+	json.Unmarshal(c1.must(t, protocol.VerbQueueList, nil), &l)
 	if len(l.Items) != 1 || l.Items[0].MessageID != mine.MessageID {
 		t.Errorf("u1's queue: %+v, want its own held message only", l.Items)
 	}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon/resolver"
-	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -44,30 +42,16 @@ func newVerbRequests(mailbox, draft, msg, trashed string) []struct {
 // not exist, and nothing it answers names an id, subject or label. Nothing
 // changes in the owner's mailbox.
 func TestNewVerbsAnswerOthersLikeAMissingMailbox(t *testing.T) {
-	testusers.RequireRoot(t)
-	owner := testusers.Create(t, "mcdo")
-	other := testusers.Create(t, "mcdx")
-	td := startDaemonWith(t, "[send]\nhold = true\n", Options{Resolver: &resolver.Map{}})
-	bin := testusers.Executable(t)
-	own := startClient(t, bin, td.socket, principal{"owner", owner.UID, owner.GID})
-	oth := startClient(t, bin, td.socket, principal{"other", other.UID, other.GID})
-	must := func(c *clientProc, verb string, args any) json.RawMessage {
-		t.Helper()
-		o := c.do(t, verb, args)
-		if o.Code != "" {
-			t.Fatalf("%s as %s: %s %s", verb, c.p.name, o.Code, o.Msg)
-		}
-		return o.Data
-	}
-	must(own, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "privbox"})
+	td, own, oth := twoUsers(t, "mcdo")
+	own.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "privbox"})
 	var d protocol.Draft
-	json.Unmarshal(must(own, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "privbox", Subject: "secret draft subject", To: []string{"pat@remote.test"}}), &d)
+	json.Unmarshal(own.must(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "privbox", Subject: "secret draft subject", To: []string{"pat@remote.test"}}), &d)
 	msg, _, err := td.store.Deliver("privbox", "inbox", &store.Message{MessageID: "m1@remote.test", From: "a@remote.test",
 		Subject: "secret inbox subject", ReceivedAt: time.Now()}, "hello", []byte("Subject: x\r\n\r\nhello\r\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(own, protocol.VerbMessageLabel, protocol.MessageLabelArgs{Mailbox: "privbox", IDs: []string{msg}, Add: []string{"secret-label"}})
+	own.must(t, protocol.VerbMessageLabel, protocol.MessageLabelArgs{Mailbox: "privbox", IDs: []string{msg}, Add: []string{"secret-label"}})
 	trashed, _, err := td.store.Deliver("privbox", "trash", &store.Message{MessageID: "m2@remote.test", From: "a@remote.test",
 		Subject: "secret trash subject", ReceivedAt: time.Now().Add(-time.Hour)}, "bye", []byte("Subject: y\r\n\r\nbye\r\n"), nil)
 	if err != nil {
@@ -110,48 +94,34 @@ func TestNewVerbsAnswerOthersLikeAMissingMailbox(t *testing.T) {
 // none of it: no draft, no label, no queue item, no earlier send answer,
 // and acting on the old ids finds nothing.
 func TestDraftsAndLabelsCarryNoHistory(t *testing.T) {
-	testusers.RequireRoot(t)
-	u1 := testusers.Create(t, "mcdh1")
-	u2 := testusers.Create(t, "mcdh2")
-	td := startDaemonWith(t, "[send]\nhold = true\n", Options{Resolver: &resolver.Map{}})
-	bin := testusers.Executable(t)
-	c1 := startClient(t, bin, td.socket, principal{"u1", u1.UID, u1.GID})
-	c2 := startClient(t, bin, td.socket, principal{"u2", u2.UID, u2.GID})
-	must := func(c *clientProc, verb string, args any) json.RawMessage {
-		t.Helper()
-		o := c.do(t, verb, args)
-		if o.Code != "" {
-			t.Fatalf("%s as %s: %s %s", verb, c.p.name, o.Code, o.Msg)
-		}
-		return o.Data
-	}
+	td, c1, c2 := twoUsers(t, "mcdh")
 
 	// u2's history under "reused".
-	must(c2, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
+	c2.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
 	var sentDraft, keptDraft protocol.Draft
-	json.Unmarshal(must(c2, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "reused", Subject: "u2 sent draft", To: []string{"x@remote.test"}}), &sentDraft)
-	json.Unmarshal(must(c2, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "reused", Subject: "u2 kept draft", To: []string{"x@remote.test"}}), &keptDraft)
+	json.Unmarshal(c2.must(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "reused", Subject: "u2 sent draft", To: []string{"x@remote.test"}}), &sentDraft)
+	json.Unmarshal(c2.must(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "reused", Subject: "u2 kept draft", To: []string{"x@remote.test"}}), &keptDraft)
 	var oldSend protocol.SendResult
-	json.Unmarshal(must(c2, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "reused", ID: sentDraft.ID}), &oldSend)
+	json.Unmarshal(c2.must(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "reused", ID: sentDraft.ID}), &oldSend)
 	msg, _, err := td.store.Deliver("reused", "inbox", &store.Message{MessageID: "m1@remote.test", From: "a@remote.test",
 		Subject: "u2 inbox", ReceivedAt: time.Now()}, "hello", []byte("Subject: x\r\n\r\nhello\r\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(c2, protocol.VerbMessageLabel, protocol.MessageLabelArgs{Mailbox: "reused", IDs: []string{msg}, Add: []string{"secret-label"}, Star: ptrTo(true)})
-	must(c2, protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: "reused", ID: msg, To: "trash"})
+	c2.must(t, protocol.VerbMessageLabel, protocol.MessageLabelArgs{Mailbox: "reused", IDs: []string{msg}, Add: []string{"secret-label"}, Star: ptrTo(true)})
+	c2.must(t, protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: "reused", ID: msg, To: "trash"})
 	// The indexes of every folder are loaded when the mailbox goes.
 	for _, f := range []string{"inbox", "trash", "drafts", "sent"} {
-		must(c2, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "reused", Folder: f})
+		c2.must(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "reused", Folder: f})
 	}
-	must(c2, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "reused", Force: true})
+	c2.must(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "reused", Force: true})
 
 	// u1 takes the name.
-	must(c1, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
+	c1.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"})
 	for _, f := range []string{"inbox", "trash", "drafts", "sent", "archive"} {
 		for _, args := range []protocol.MessageListArgs{{Mailbox: "reused", Folder: f}, {Mailbox: "reused", Folder: f, Label: "secret-label"}, {Mailbox: "reused", Folder: f, Starred: ptrTo(true)}} {
 			var l protocol.MessageList
-			json.Unmarshal(must(c1, protocol.VerbMessageList, args), &l)
+			json.Unmarshal(c1.must(t, protocol.VerbMessageList, args), &l)
 			if len(l.Messages) != 0 || l.Total != 0 {
 				t.Errorf("u1 lists u2's %s: %+v", f, l)
 			}
@@ -164,7 +134,7 @@ func TestDraftsAndLabelsCarryNoHistory(t *testing.T) {
 		}
 		if _, ok := r.args.(protocol.MessagePurgeArgs); ok && r.args.(protocol.MessagePurgeArgs).Before != nil {
 			var p protocol.MessagePurged
-			json.Unmarshal(must(c1, r.verb, r.args), &p)
+			json.Unmarshal(c1.must(t, r.verb, r.args), &p)
 			if len(p.Purged) != 0 {
 				t.Errorf("u1's purge found u2's trash: %+v", p)
 			}
@@ -174,15 +144,15 @@ func TestDraftsAndLabelsCarryNoHistory(t *testing.T) {
 			t.Errorf("%s of u2's ids as u1: %q %s %s, want not_found", r.verb, o.Code, o.Msg, o.Data)
 		}
 	}
-	if data := string(must(c1, protocol.VerbQueueList, nil)); strings.Contains(data, oldSend.ID) || strings.Contains(data, "u2 ") {
+	if data := string(c1.must(t, protocol.VerbQueueList, nil)); strings.Contains(data, oldSend.ID) || strings.Contains(data, "u2 ") {
 		t.Errorf("u1's queue shows u2's draft send: %s", data)
 	}
 	// u1's own draft under u2's old draft's id, sent: a new message, not
 	// u2's earlier answer.
 	var d protocol.Draft
-	json.Unmarshal(must(c1, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "reused", Subject: "u2 sent draft", To: []string{"x@remote.test"}}), &d)
+	json.Unmarshal(c1.must(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "reused", Subject: "u2 sent draft", To: []string{"x@remote.test"}}), &d)
 	var res protocol.SendResult
-	json.Unmarshal(must(c1, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "reused", ID: d.ID}), &res)
+	json.Unmarshal(c1.must(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "reused", ID: d.ID}), &res)
 	if res.Duplicate || res.MessageID == oldSend.MessageID || res.ID == "" {
 		t.Errorf("u1's draft send answered with u2's: %+v (u2's %+v)", res, oldSend)
 	}

@@ -135,3 +135,22 @@ func TestDaemonKeysSignThroughLibcrypto(t *testing.T) {
 		}
 	}
 }
+
+// TestLibcryptoMismatchIsRefused: a libcrypto key that does not sign as
+// the Go key does (here, another key) fails the check that decides whether
+// libcrypto signs for it.
+func TestLibcryptoMismatchIsRefused(t *testing.T) {
+	requireLibcrypto(t)
+	a, b := testRSAKey(t, 1024), testRSAKey(t, 2048)
+	lc, err := newLibcryptoKey(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.close()
+	if sameSignature(&rsaSigner{priv: b, lc: lc}, b) {
+		t.Fatal("a libcrypto key that signs as another key passed the check")
+	}
+	if !sameSignature(&rsaSigner{priv: a, lc: lc}, a) {
+		t.Fatal("the matching key failed the check")
+	}
+}
