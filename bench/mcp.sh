@@ -9,12 +9,12 @@
 #   bench/mcp.sh --no-write    # measure and print only
 #
 # Knobs (environment): COUNT=3 (repeats of the tools/list benchmarks),
-# SPAWNS=50 (spawns per repeat), LISTS=200 (message.list calls per mailbox size).
+# SPAWNS=50 (spawns per repeat), LISTS=1000 (message.list calls per mailbox size and repeat).
 set -euo pipefail
 
 COUNT=${COUNT:-3}
 SPAWNS=${SPAWNS:-50}
-LISTS=${LISTS:-200}
+LISTS=${LISTS:-1000}
 WRITE=1
 [[ ${1:-} == --no-write ]] && WRITE=0
 
@@ -27,7 +27,7 @@ command -v go >/dev/null || { echo "bench: go not found" >&2; exit 1; }
 CMD_SPAWN="go test ./test/mcp -run '^\$' -bench 'SpawnToolsList\$' -benchtime ${SPAWNS}x -count $COUNT"
 CMD_SHIM="go test ./mcpshim -run '^\$' -bench 'ToolsList\$' -count $COUNT"
 CMD_STDIO="go test ./mcpshim -run '^\$' -bench 'ToolsListStdio\$' -benchtime 1000x -count $COUNT"
-CMD_LIST="go test ./daemon -run '^\$' -bench MessageList -benchtime ${LISTS}x"
+CMD_LIST="go test ./daemon -run '^\$' -bench MessageList -benchtime ${LISTS}x -count $COUNT"
 
 run() { # run CMD: the benchmark lines of its output; fails when the command does
 	local out

@@ -97,11 +97,11 @@ EOF
 
 # run_mailctl REP: start a fresh daemon, send, record rate, CPU and VmHWM.
 run_mailctl() {
-	local dir=$WORK/mailctl-$1 port
+	local dir=$WORK/mailctl-$LEN-$1 port
 	port=$(free_port)
 	mkdir -p "$dir"
 	mailctl_config "$dir" "$port"
-	cp "$dir/config.toml" "$WORK/mailctl-$1.toml"
+	cp "$dir/config.toml" "$WORK/mailctl-$LEN-$1.toml"
 	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
@@ -321,7 +321,7 @@ if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
 	tdir=$WORK/mailctl-trace
 	tport=$(free_port)
 	mkdir -p "$tdir"
-	sed -e "s#$WORK/mailctl-1#$tdir#g" -e "s#127.0.0.1:[0-9]*\"\]#127.0.0.1:$tport\"]#" "$WORK/mailctl-1.toml" >"$tdir/config.toml"
+	sed -e "s#$WORK/mailctl-$LEN-1#$tdir#g" -e "s#127.0.0.1:[0-9]*\"\]#127.0.0.1:$tport\"]#" "$WORK/mailctl-$LEN-1.toml" >"$tdir/config.toml"
 	"$WORK/mailctl" serve --config "$tdir/config.toml" >"$tdir/log" 2>&1 &
 	tpid=$!
 	PIDS+=($tpid)
