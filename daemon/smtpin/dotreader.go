@@ -6,6 +6,8 @@ import (
 	"io"
 	"reflect"
 	"unsafe"
+
+	"github.com/emersion/go-smtp"
 )
 
 // go-smtp (v0.25.1, data.go) unstuffs DATA with a state machine that, on a
@@ -24,36 +26,104 @@ import (
 // reader (BDAT chunks, a go-smtp whose layout changed) is read as it is.
 
 // rawData returns a reader of the DATA behind r that keeps every CR, or r
-// itself when r is not go-smtp's dot-unstuffing DATA reader.
-func rawData(r io.Reader) io.Reader {
+// itself when r is not go-smtp's dot-unstuffing DATA reader. Call done once
+// the DATA is read (see goLineLimit); it reports a line over the limit
+// among the bytes read ahead, after which the connection must close.
+func rawData(r io.Reader) (raw io.Reader, done func() (overLong bool)) {
+	done = func() bool { return false }
 	v := reflect.ValueOf(r)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
-		return r
+		return r, done
 	}
 	e := v.Elem()
 	t := e.Type()
 	if t.Name() != "dataReader" || t.PkgPath() != "github.com/emersion/go-smtp" || t.NumField() < 2 {
-		return r
+		return r, done
 	}
 	fr, fs := t.Field(0), t.Field(1)
 	if fr.Name != "r" || fr.Type != reflect.TypeOf((*bufio.Reader)(nil)) || fs.Name != "state" || fs.Type.Kind() != reflect.Int {
-		return r
+		return r, done
 	}
 	br := (*bufio.Reader)(e.Field(0).UnsafePointer())
 	state := (*int)(unsafe.Pointer(e.Field(1).UnsafeAddr()))
 	if br == nil || *state != 0 {
-		return r
+		return r, done
 	}
-	return &dotReader{br: br, goState: state}
+	d := &dotReader{br: br, goState: state}
+	if ll := goLineLimitOf(br); ll != nil && *ll.limit > 0 {
+		d.maxLine, *ll.limit = *ll.limit, 0
+		done = func() bool { return ll.restore(br, d) }
+	}
+	return d, done
+}
+
+// goLineLimit is go-smtp's line-length limit on the connection, under its
+// buffered reader (bufio.Reader.rd holds go-smtp's *lineLimitReader, whose
+// LineLimit is the server's MaxLineLength and curLineLength its count).
+// That reader counts the current line byte by byte as bytes arrive, a
+// tenth of the CPU of taking a 1 MiB message. While dotReader reads DATA,
+// the limit is 0 (none) and dotReader applies it, a run between two line
+// ends at a time; restore puts it back before go-smtp reads another
+// command. The layout is checked against the pinned versions
+// (TestGoSMTPDataReaderLayout); any other leaves the limit where it is.
+type goLineLimit struct{ limit, cur *int }
+
+func goLineLimitOf(br *bufio.Reader) *goLineLimit {
+	rd := reflect.ValueOf(br).Elem().FieldByName("rd")
+	if !rd.IsValid() || rd.Kind() != reflect.Interface || rd.IsNil() {
+		return nil
+	}
+	l := rd.Elem()
+	if l.Kind() == reflect.Struct { // go-smtp's struct{io.Reader; io.Writer; io.Closer}
+		if r := l.FieldByName("Reader"); r.IsValid() && r.Kind() == reflect.Interface && !r.IsNil() {
+			l = r.Elem()
+		}
+	}
+	if l.Kind() != reflect.Pointer || l.IsNil() {
+		return nil
+	}
+	lt := l.Type().Elem()
+	if lt.Name() != "lineLimitReader" || lt.PkgPath() != "github.com/emersion/go-smtp" {
+		return nil
+	}
+	limit, ok1 := lt.FieldByName("LineLimit")
+	cur, ok2 := lt.FieldByName("curLineLength")
+	if !ok1 || !ok2 || limit.Type.Kind() != reflect.Int || cur.Type.Kind() != reflect.Int {
+		return nil
+	}
+	return &goLineLimit{limit: (*int)(unsafe.Add(l.UnsafePointer(), limit.Offset)), cur: (*int)(unsafe.Add(l.UnsafePointer(), cur.Offset))}
+}
+
+// restore puts the limit back and counts, as go-smtp would have, the bytes
+// it read ahead while the limit was off (the rest of the DATA it drains,
+// pipelined commands): it reports a line among them over the limit.
+func (ll *goLineLimit) restore(br *bufio.Reader, d *dotReader) bool {
+	*ll.limit = d.maxLine
+	ahead, _ := br.Peek(br.Buffered())
+	cur, over := d.lineLen+1, false // go-smtp counts a line's LF as the next line's first byte
+	for _, c := range ahead {
+		if c == '\n' {
+			cur = 0
+		}
+		if cur++; cur > d.maxLine {
+			over = true
+		}
+	}
+	*ll.cur = cur
+	return over
 }
 
 // dotReader unstuffs the lines of DATA read from br and ends at the
 // CRLF "." CRLF line, like go-smtp's reader, but keeps the CR of a line
-// that starts with "." CR and goes on with anything but LF.
+// that starts with "." CR and goes on with anything but LF. With maxLine
+// set, a line longer than that (counting its CRLF) is smtp.ErrTooLongLine,
+// as go-smtp's own limit would have it.
 type dotReader struct {
 	br      *bufio.Reader
 	state   int
 	goState *int // go-smtp's reader's state, kept equal to state
+	maxLine int  // 0: go-smtp applies the limit
+	lineLen int  // bytes of the current line read so far
 }
 
 // The states, numbered as go-smtp numbers its own.
@@ -74,7 +144,18 @@ func (d *dotReader) Read(b []byte) (n int, err error) {
 			// copy the buffered run up to the next CR at once instead of
 			// byte by byte (most of a large message is such runs).
 			if k := d.run(b[n:]); k > 0 {
+				// A run ends before a CR but may hold bare LFs (refused
+				// later, as bare line ends), which end lines as they do
+				// for go-smtp's count.
+				if i := bytes.LastIndexByte(b[n:n+k], '\n'); i >= 0 {
+					d.lineLen = k - i - 1
+				} else {
+					d.lineLen += k
+				}
 				n += k
+				if d.maxLine > 0 && d.lineLen >= d.maxLine {
+					return n, smtp.ErrTooLongLine
+				}
 				continue
 			}
 		}
@@ -85,6 +166,14 @@ func (d *dotReader) Read(b []byte) (n int, err error) {
 				err = io.ErrUnexpectedEOF
 			}
 			return n, err
+		}
+		if d.lineLen++; c == '\n' {
+			d.lineLen = 0
+		} else if d.maxLine > 0 && d.lineLen >= d.maxLine {
+			// Left unread, for go-smtp's drain to go on from the same
+			// place and state (the CR of "<CRLF>.<CRLF>" must not be lost).
+			d.br.UnreadByte()
+			return n, smtp.ErrTooLongLine
 		}
 		switch d.state {
 		case dotBeginLine:

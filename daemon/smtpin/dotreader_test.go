@@ -20,8 +20,9 @@ func (probeSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
 func (probeSession) Reset()                               {}
 func (probeSession) Logout() error                        { return nil }
 func (p probeSession) Data(r io.Reader) error {
-	raw := rawData(r)
-	if _, ok := raw.(*dotReader); !ok {
+	raw, done := rawData(r)
+	defer done()
+	if d, ok := raw.(*dotReader); !ok || d.maxLine == 0 {
 		p.got <- "not engaged"
 		return nil
 	}

@@ -626,3 +626,54 @@ func TestServeAfterShutdownReturns(t *testing.T) {
 		}
 	}
 }
+
+// TestLongLineLimitInData: while DATA is read, the line limit is applied
+// by our reader instead of go-smtp's, to the byte: a line of limit-2
+// characters and its CRLF passes, one more is refused; bare LFs end lines
+// as before (the message is refused for them, not for its length); and
+// the limit is go-smtp's again for the commands after the message.
+func TestLongLineLimitInData(t *testing.T) {
+	const limit = 1000
+	ts := startServer(t, Limits{MaxLineLength: limit}, nil, false)
+	send := func(c *rawConn, body, want string) {
+		t.Helper()
+		c.send(envelope)
+		c.expect("250 ")
+		c.expect("250 ")
+		c.expect("354 ")
+		c.send(body + "\r\n.\r\n")
+		c.expect(want)
+	}
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	send(c, "Subject: at the limit\r\n\r\n"+strings.Repeat("y", limit-2), "250 ")
+	send(c, "Subject: bare LFs\r\n\r\n"+strings.Repeat("a\n", 3*limit), "554 ")
+	c.send("NOOP " + strings.Repeat("x", 2*limit) + "\r\n")
+	c.expect("500 5.4.0")
+
+	// An over-long command pipelined behind the message, read ahead with
+	// it: the message is taken, the command never runs, the connection ends.
+	c = dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.send(envelope)
+	c.expect("250 ")
+	c.expect("250 ")
+	c.expect("354 ")
+	c.send("Subject: pipelined\r\n\r\nshort\r\n.\r\nMAIL FROM:<" + strings.Repeat("e", 2*limit) + "@attacker.example>\r\nRCPT TO:<victim@example.com>\r\nDATA\r\n")
+	c.expect("250 ")
+	if r := c.reply(); r != "EOF" {
+		t.Errorf("after a pipelined over-long command: %q, want the connection closed", r)
+	}
+
+	c = dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	// What follows the end of this DATA must never run as commands.
+	smuggled := "\r\n.\r\nMAIL FROM:<evil@attacker.example>\r\nRCPT TO:<victim@example.com>\r\nDATA\r\nSubject: smuggled\r\n\r\nx"
+	send(c, "Subject: one over\r\n\r\n"+strings.Repeat("y", limit-1)+smuggled, "500 5.4.0")
+	if r := c.reply(); r != "EOF" {
+		t.Errorf("connection still open after a long line in DATA: %q", r)
+	}
+	if got := ts.be.got(); len(got) != 2 {
+		t.Errorf("%d messages delivered, want the one at the limit and the pipelined one", len(got))
+	}
+}

@@ -210,7 +210,15 @@ func (ss *session) readMessage(r io.Reader) (m message, release func(), err erro
 	// as bytes arrive instead, so a slow but steady sender is not cut off.
 	ss.tc.dataDeadline.Store(int64(ss.s.lim.CommandTimeout))
 	defer ss.tc.dataDeadline.Store(0)
-	budget.r = rawData(r)
+	raw, done := rawData(r)
+	defer func() {
+		if done() {
+			// A line over the limit was read ahead: go-smtp would have
+			// refused it and closed, and so do we, after this reply.
+			ss.tc.closeAfter.Store(true)
+		}
+	}()
+	budget.r = raw
 	if !budget.take(int64(len(hdr))) {
 		return message{}, release, errNoMemory
 	}
