@@ -10,10 +10,10 @@ import (
 	"runtime"
 )
 
-// An RSA-2048 signature costs about 1.2 ms of CPU in Go's constant-time
-// crypto/rsa and about 0.25 ms in the host's libcrypto (OpenSSL 3), which
-// is most of what sending one message costs (docs/benchmarks.md). So the
-// daemon signs RSA through libcrypto when the host has it. PKCS#1 v1.5
+// An RSA-2048 signature costs about 1.1 ms of CPU in Go's constant-time
+// crypto/rsa, about half the CPU of sending a message, and about 0.3 ms in
+// the host's libcrypto (OpenSSL 3; docs/benchmarks.md). So the daemon
+// signs RSA through libcrypto when the host has it. PKCS#1 v1.5
 // signatures are deterministic: both give the same bytes for the same key
 // and digest, and a key goes through libcrypto only after one signature
 // made both ways matched. Anything else (no cgo, no libcrypto.so.3,
