@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -184,8 +185,16 @@ func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id
 		if now.Ino != 0 && now.Dev == dm.mailbox.Dev && now.Ino == dm.mailbox.Ino {
 			// A failure has no one to report to: the creator keeps its
 			// own record (the queue's journal for a sent copy) and
-			// writes it again from there.
-			_ = s.createUnsynced(mailbox, folder, dm.id, dm.m, dm.body, dm.raw, dm.atts)
+			// writes it again from there. ErrExists means another
+			// creator wrote the id between CreateDeferred's check and
+			// now (a sent copy's Recorder, writing it from the journal
+			// with a state as new or newer): that copy stands, and a
+			// change meant for this id is for it, so the caller makes
+			// it on disk.
+			err := s.createUnsynced(mailbox, folder, dm.id, dm.m, dm.body, dm.raw, dm.atts)
+			if errors.Is(err, ErrExists) && dm.id == id {
+				applied, ferr = false, nil
+			}
 		}
 		ds.mu.Lock()
 		delete(f.msgs, dm.id)

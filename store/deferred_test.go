@@ -96,6 +96,33 @@ func TestDeferredMessageUpdatedIsWrittenOnce(t *testing.T) {
 	}
 }
 
+// Two creators of one id can both pass their checks: CreateDeferred looks
+// on disk, then holds the message, while a CreateUnsynced that looked
+// before it was held writes the file (a sent copy's Recorder writing it
+// from the queue's journal as the send is answered). The file on disk
+// stands, and a later change is made to it, not to the held copy that can
+// no longer be written.
+func TestDeferredMessageLosingARaceLetsChangesReachTheFile(t *testing.T) {
+	s := newTestStore(t)
+	id := deferOne(t, s, 1)
+	other := testMessage(1)
+	other.DeliveryStatus = "deferred"
+	if err := s.createUnsynced("agent", "sent", id, other, "journal body", []byte("raw\r\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	err := s.UpdateUnsynced("agent", "sent", id, func(m *Message) error { m.DeliveryStatus = "failed"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, body, err := s.Get("agent", "sent", id)
+	if err != nil || m.DeliveryStatus != "failed" || body != "journal body" {
+		t.Fatalf("status %q body %q err %v: the change did not reach the file on disk", m.DeliveryStatus, body, err)
+	}
+	if s.deferredHas("agent", "sent", id) {
+		t.Fatal("the held copy is still held")
+	}
+}
+
 // Unread, a deferred message is written when its delay ends, and by Close
 // at once; Sync leaves it held.
 func TestDeferredMessageIsWrittenByItsTimerSyncAndClose(t *testing.T) {
