@@ -101,11 +101,13 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 		q.settle(e)
 	}
 	out := e.it.clone()
+	e.seq++
+	seq := e.seq
 	q.mu.Unlock()
 	if settled {
-		q.notify(e, out, true)
+		q.notify(e, seq, out, true)
 	} else {
-		q.n.Updated(q.told(out))
+		q.tell(e, seq, out, false)
 	}
 	q.Kick()
 	return nil

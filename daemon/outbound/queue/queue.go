@@ -165,6 +165,13 @@ type entry struct {
 	inflight  bool
 	firstDone bool
 	first     chan struct{} // closed when the first attempt has finished
+	// seq numbers the states the Notifier is to hear of (with q.mu
+	// held). The Notifier hears of them in that order: an operator's
+	// change and the attempt it makes due can end at once, and the
+	// change's older state must not overwrite the attempt's outcome.
+	seq     uint64
+	tellMu  sync.Mutex // held while the Notifier hears of a state
+	toldSeq uint64     // the newest state told (with tellMu held)
 }
 
 // view is the copy of the item an observer gets; call with q.mu held.
@@ -743,12 +750,31 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	q.mu.Lock()
 	e.it = it
 	e.inflight = false
+	e.seq++
+	seq := e.seq
 	if settled {
 		q.settle(e)
 	}
 	q.mu.Unlock()
 	free()
-	q.notify(e, out, settled)
+	q.notify(e, seq, out, settled)
+}
+
+// tell tells the Notifier of out, e's state number seq, unless it has
+// heard of a newer one already. A settled state is the last an entry has,
+// so Settled is never skipped.
+func (q *Queue) tell(e *entry, seq uint64, out *Item, settled bool) {
+	e.tellMu.Lock()
+	defer e.tellMu.Unlock()
+	if seq <= e.toldSeq {
+		return
+	}
+	e.toldSeq = seq
+	q.n.Updated(q.told(out))
+	if settled {
+		q.n.Settled(q.told(out))
+		q.settledAnnounced(out.ID)
+	}
 }
 
 // settle moves a settled entry from the queued items to the settled ones.
@@ -765,12 +791,8 @@ func (q *Queue) settle(e *entry) {
 // notify tells the Notifier of out, then wakes the waiters for e's first
 // attempt: a send's answer comes after its sent copy is written and its
 // after_send has run, whatever the order in which the waiter arrived.
-func (q *Queue) notify(e *entry, out *Item, settled bool) {
-	q.n.Updated(q.told(out))
-	if settled {
-		q.n.Settled(q.told(out))
-		q.settledAnnounced(out.ID)
-	}
+func (q *Queue) notify(e *entry, seq uint64, out *Item, settled bool) {
+	q.tell(e, seq, out, settled)
 	q.mu.Lock()
 	if !e.firstDone {
 		e.firstDone = true

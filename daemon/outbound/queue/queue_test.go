@@ -512,3 +512,71 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// gatedNotes is notes whose next Updated, once armed, waits for release.
+type gatedNotes struct {
+	*notes
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedNotes) Updated(it *Item) {
+	g.mu.Lock()
+	armed := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if armed {
+		close(g.entered)
+		<-g.release
+	}
+	g.notes.Updated(it)
+}
+
+// An operator's retry tells the Notifier of the item made due; the attempt
+// it makes due can end while that is still being told. The Notifier hears
+// the two states in the order they were made, so the sent copy ends with
+// the attempt's outcome, not the older state written over it.
+func TestQueueNotifierHearsStatesInOrder(t *testing.T) {
+	f := newScripted()
+	f.set("gone@remote.test", &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.2.0", Message: "busy"})
+	clk := testclock.New()
+	n := &gatedNotes{notes: newNotes(), entered: make(chan struct{}), release: make(chan struct{})}
+	q, err := Open(t.TempDir(), f, n, Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q)
+	if err := q.Enqueue(testItem("r1", "gone@remote.test")); err != nil {
+		t.Fatal(err)
+	}
+	if it, _ := q.WaitFirstAttempt(context.Background(), "r1"); recipient(it, "gone@remote.test").Status != StatusDeferred {
+		t.Fatalf("first attempt: %+v", it.Recipients)
+	}
+	f.set("gone@remote.test", &delivery.Error{Code: 550, Enhanced: "5.1.1", Message: "no such user"})
+	n.mu.Lock()
+	n.armed = true
+	n.mu.Unlock()
+	retried := make(chan error, 1)
+	go func() { retried <- q.Retry("r1") }()
+	<-n.entered // the retry's state is being told
+	q.Kick()
+	testwait.For(t, "the retried attempt to settle in the queue", func() bool {
+		it, err := q.Get("r1")
+		return err == nil && recipient(it, "gone@remote.test").Status == StatusFailed
+	})
+	close(n.release)
+	if err := <-retried; err != nil {
+		t.Fatal(err)
+	}
+	if r := recipient(n.waitSettled(t), "gone@remote.test"); r.Status != StatusFailed {
+		t.Fatalf("settled with %+v", r)
+	}
+	n.notes.mu.Lock()
+	defer n.notes.mu.Unlock()
+	last := n.notes.updated[len(n.notes.updated)-1]
+	if r := recipient(last, "gone@remote.test"); r.Status != StatusFailed || r.Attempts != 2 {
+		t.Fatalf("the Notifier heard last of %+v: an older state overwrote the outcome", r)
+	}
+}
