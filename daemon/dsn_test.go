@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound"
-	"github.com/mailctl/mailctl/internal/fakemx"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
@@ -22,11 +20,7 @@ import (
 // Auto-Submitted mail run for it. A delivery, a failure the send's own
 // answer carried, and an operator's drop make none.
 func TestBounceToSenderAfterLaterFailure(t *testing.T) {
-	mx := fakemx.New(t, "127.0.0.1", nil)
-	_, port, _ := net.SplitHostPort(mx.Addr)
-	td, _, dns := startInbound(t, "[delivery]\nport = "+port+"\n")
-	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
-	dns.SetIP("mx.remote.test", "127.0.0.1")
+	td, mx := startWithRemoteMX(t)
 	hooked := os.Geteuid() == 0 // hooks run as the owner: only root can switch to it
 	if hooked {
 		u := testusers.Create(t, "mcdsn")

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"net/smtp"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/emersion/go-msgauth/dkim"
 
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/fakemx"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -31,6 +33,33 @@ func startInbound(t *testing.T, extra string) (*testDaemon, string, *resolver.Ma
 		t.Fatal("no SMTP listener")
 	}
 	return td, addrs[0], dns
+}
+
+// startWithRemoteMX is startInbound with a fake MX for remote.test, as
+// mx.remote.test on loopback, that delivery reaches.
+func startWithRemoteMX(t *testing.T) (*testDaemon, *fakemx.Server) {
+	t.Helper()
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	td, _, dns := startInbound(t, "[delivery]\nport = "+port+"\n")
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	return td, mx
+}
+
+// hookOwner is the owner for a mailbox whose hooks a test runs, and a
+// directory that owner can write to: the test's own user, or as root a
+// throwaway one (hooks never run as root).
+func hookOwner(t *testing.T, prefix string) (uid, gid uint32, dir string) {
+	t.Helper()
+	uid, gid, dir = uint32(os.Getuid()), uint32(os.Getgid()), t.TempDir()
+	if uid == 0 {
+		u := testusers.Create(t, prefix)
+		uid, gid = u.UID, u.GID
+		dir = testusers.SharedDir(t)
+		os.Chmod(dir, 0o777)
+	}
+	return uid, gid, dir
 }
 
 func sendSMTP(t *testing.T, addr, from string, to []string, msg string) error {
@@ -140,15 +169,7 @@ func TestInboundTrustAndHooks(t *testing.T) {
 	td, addr, dns := startInbound(t, `[trust]
 trusted_senders = ["boss@trusted.test"]
 `)
-	// Hooks never run as root: as root, the mailbox belongs to a throwaway user.
-	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
-	outDir := t.TempDir()
-	if uid == 0 {
-		u := testusers.Create(t, "mcth")
-		uid, gid = u.UID, u.GID
-		outDir = testusers.SharedDir(t)
-		os.Chmod(outDir, 0o777)
-	}
+	uid, gid, outDir := hookOwner(t, "mcth")
 	out := filepath.Join(outDir, "fired")
 	td.EnsureMailbox("agent", uid, gid)
 	var h protocol.Hook

@@ -13,7 +13,6 @@ import (
 
 	"github.com/emersion/go-msgauth/dkim"
 
-	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -26,14 +25,7 @@ func TestMessageIDSquatting(t *testing.T) {
 	td, addr, dns := startInbound(t, `[trust]
 trusted_senders = ["boss@trusted.test"]
 `)
-	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
-	outDir := t.TempDir()
-	if uid == 0 {
-		u := testusers.Create(t, "mcsq")
-		uid, gid = u.UID, u.GID
-		outDir = testusers.SharedDir(t)
-		os.Chmod(outDir, 0o777)
-	}
+	uid, gid, outDir := hookOwner(t, "mcsq")
 	out := filepath.Join(outDir, "fired")
 	td.EnsureMailbox("agent", uid, gid)
 	if err := td.call(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "agent", Event: "on_receive",

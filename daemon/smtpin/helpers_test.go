@@ -215,6 +215,18 @@ func (rc *rawConn) cmd(line, prefix string) string {
 	return rc.expect(prefix)
 }
 
+// transaction sends one message from one sender to one recipient, the
+// message (headers and body, CRLF lines) dot-terminated by it, and wants
+// it accepted.
+func (rc *rawConn) transaction(from, rcpt, msg string) {
+	rc.t.Helper()
+	rc.cmd("MAIL FROM:<"+from+">", "250 ")
+	rc.cmd("RCPT TO:<"+rcpt+">", "250 ")
+	rc.cmd("DATA", "354 ")
+	rc.send(msg + ".\r\n")
+	rc.expect("250 ")
+}
+
 // hello reads the greeting and sends EHLO.
 func (rc *rawConn) hello() {
 	rc.t.Helper()

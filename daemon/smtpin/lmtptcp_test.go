@@ -83,17 +83,9 @@ func TestLMTPOverTCPFromFrontMTA(t *testing.T) {
 	c2.cmd("QUIT", "221 ")
 
 	c.cmd("XFORWARD NAME=mail.sender.example ADDR=192.0.2.7 HELO=mail.sender.example PROTO=ESMTP", "250 2.0.0 Ok")
-	c.cmd("MAIL FROM:<alice@sender.example>", "250 ")
-	c.cmd("RCPT TO:<bob@example.com>", "250 ")
-	c.cmd("DATA", "354 ")
-	c.send("Subject: over tcp\r\n\r\nhello\r\n.\r\n")
-	c.expect("250 ")
+	c.transaction("alice@sender.example", "bob@example.com", "Subject: over tcp\r\n\r\nhello\r\n")
 	// Without XFORWARD, the client is the front MTA itself.
-	c.cmd("MAIL FROM:<postmaster@front.example>", "250 ")
-	c.cmd("RCPT TO:<bob@example.com>", "250 ")
-	c.cmd("DATA", "354 ")
-	c.send("Subject: from the front\r\n\r\nhello\r\n.\r\n")
-	c.expect("250 ")
+	c.transaction("postmaster@front.example", "bob@example.com", "Subject: from the front\r\n\r\nhello\r\n")
 	got := ts.be.got()
 	if len(got) != 2 {
 		t.Fatalf("%d deliveries, want 2", len(got))

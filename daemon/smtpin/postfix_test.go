@@ -200,11 +200,7 @@ func checkPostfixXForward(t *testing.T, addr string, ts *testServer) {
 	c := dialRaw(t, "tcp", addr)
 	c.expect("220 ")
 	c.cmd("EHLO client.sender.example", "250 ")
-	c.cmd("MAIL FROM:<alice@sender.example>", "250 ")
-	c.cmd("RCPT TO:<bob@example.com>", "250 ")
-	c.cmd("DATA", "354 ")
-	c.send("Subject: through smtpd\r\n\r\nhello\r\n.\r\n")
-	c.expect("250 ")
+	c.transaction("alice@sender.example", "bob@example.com", "Subject: through smtpd\r\n\r\nhello\r\n")
 	c.cmd("QUIT", "221 ")
 	deadline := time.Now().Add(30 * time.Second)
 	for len(ts.be.got()) == before && time.Now().Before(deadline) {

@@ -37,11 +37,7 @@ func TestXForwardOverLMTP(t *testing.T) {
 	c.send("Subject: forwarded\r\n\r\nXFORWARD ADDR=192.0.2.66\r\nNOOP\r\n.\r\n")
 	c.expect("250 ")
 	// The next transaction, with no XFORWARD of its own, is the front MTA's.
-	c.cmd("MAIL FROM:<alice@sender.example>", "250 ")
-	c.cmd("RCPT TO:<bob@example.com>", "250 ")
-	c.cmd("DATA", "354 ")
-	c.send("Subject: plain\r\n\r\nx\r\n.\r\n")
-	c.expect("250 ")
+	c.transaction("alice@sender.example", "bob@example.com", "Subject: plain\r\n\r\nx\r\n")
 	got := ts.be.got()
 	if len(got) != 2 {
 		t.Fatalf("%d deliveries", len(got))
