@@ -50,6 +50,38 @@ postlog   unix-dgram n  -       n       -       1       postlogd
 EOF2
 }
 
+# start_postfix DIR PORT HOSTNAME DOMAIN: a private Postfix instance, its own
+# config, queue and data directories under DIR, smtpd on 127.0.0.1:PORT
+# only, stock settings but for the main.cf lines read from stdin.
+start_postfix() {
+	local dir=$1
+	mkdir -p "$dir/etc" "$dir/spool" "$dir/data"
+	chown postfix: "$dir/data"
+	{
+		cat <<EOF2
+compatibility_level = 3.6
+queue_directory = $dir/spool
+data_directory = $dir/data
+maillog_file = $dir/maillog
+maillog_file_prefixes = $dir
+mail_owner = postfix
+setgid_group = postdrop
+myhostname = $3
+mydomain = $4
+inet_interfaces = loopback-only
+inet_protocols = ipv4
+alias_maps =
+alias_database =
+biff = no
+notify_classes =
+EOF2
+		cat
+	} >"$dir/etc/main.cf"
+	pf_master_cf "$2" >"$dir/etc/master.cf"
+	postfix -c "$dir/etc" check
+	postfix -c "$dir/etc" start >/dev/null 2>&1
+}
+
 # write_section NAME DOC SECTION: replace the text between
 # <!-- NAME:begin --> and <!-- NAME:end --> in DOC with SECTION (which
 # carries the markers), or append it when DOC has no such section.

@@ -157,30 +157,10 @@ EOF
 # loopback port, everything relayed to the sink. Stock settings otherwise.
 PF=$WORK/postfix
 PF_PORT=$(free_port)
-mkdir -p "$PF/etc" "$PF/spool" "$PF/data"
-chown postfix: "$PF/data"
-cat >"$PF/etc/main.cf" <<EOF
-compatibility_level = 3.6
-queue_directory = $PF/spool
-data_directory = $PF/data
-maillog_file = $PF/maillog
-maillog_file_prefixes = $PF
-mail_owner = postfix
-setgid_group = postdrop
-myhostname = mx.pf.bench.example
-mydomain = pf.bench.example
+start_postfix "$PF" "$PF_PORT" mx.pf.bench.example pf.bench.example <<EOF
 mydestination =
 relayhost = [127.0.0.1]:$SINK_PORT
-inet_interfaces = loopback-only
-inet_protocols = ipv4
-alias_maps =
-alias_database =
-biff = no
-notify_classes =
 EOF
-pf_master_cf "$PF_PORT" >"$PF/etc/master.cf"
-postfix -c "$PF/etc" check
-postfix -c "$PF/etc" start >/dev/null 2>&1
 
 # run_postfix LEN: smtp-source submits, Postfix relays to the sink. Prints:
 # accepted/s delivered/s cpu-ms/msg.

@@ -131,30 +131,10 @@ run_mailctl() {
 # user. Stock settings otherwise.
 PF=$WORK/postfix
 PF_PORT=$(free_port)
-mkdir -p "$PF/etc" "$PF/spool" "$PF/data"
-chown postfix: "$PF/data"
-cat >"$PF/etc/main.cf" <<EOF
-compatibility_level = 3.6
-queue_directory = $PF/spool
-data_directory = $PF/data
-maillog_file = $PF/maillog
-maillog_file_prefixes = $PF
-mail_owner = postfix
-setgid_group = postdrop
-myhostname = mx.bench.test
-mydomain = bench.test
+start_postfix "$PF" "$PF_PORT" mx.bench.test bench.test <<EOF
 mydestination = bench.test
-inet_interfaces = loopback-only
-inet_protocols = ipv4
-alias_maps =
-alias_database =
 home_mailbox = Maildir/
-biff = no
-notify_classes =
 EOF
-pf_master_cf "$PF_PORT" >"$PF/etc/master.cf"
-postfix -c "$PF/etc" check
-postfix -c "$PF/etc" start >/dev/null 2>&1
 
 # set_maildir_aside: the next delivery starts with an empty Maildir; the
 # last one's is renamed, not deleted (see settle).
