@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -182,7 +183,7 @@ func TestMailCLIInbox(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "mail", "wait", "--mailbox", "agent", "--subject", "code", "--timeout", "30s", "--json")
 	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testproc.Output
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -8,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mailctl/mailctl/internal/freeport"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -45,28 +45,15 @@ func mailctl(t *testing.T, env []string, args ...string) (string, string, int) {
 
 func freePort(t *testing.T) string { return freeport.TCP(t) }
 
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // startDev runs `mailctl dev` and waits until its socket answers and its
 // banner is out.
-func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *lockedBuffer, string) {
+func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *testproc.Output, string) {
 	t.Helper()
 	smtp := freePort(t)
 	args := append([]string{"dev", "--dir", dir, "--smtp", smtp}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
-	var out, errb lockedBuffer
+	var out, errb testproc.Output
 	cmd.Stdout = &out
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/internal/testbin"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -124,7 +125,7 @@ func (n newcomer) shell(line string) (string, error) {
 
 // readmeDev runs README's first command (with --dir and --smtp appended so
 // that tests do not collide) from the module root, in its own process group.
-func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *lockedBuffer) {
+func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *testproc.Output) {
 	t.Helper()
 	cmd := n.as(exec.Command("/bin/sh", "-c", first+" --dir "+dir+" --smtp "+smtp))
 	cmd.Dir = n.root
@@ -133,7 +134,7 @@ func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	var out, errb lockedBuffer
+	var out, errb testproc.Output
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -316,7 +317,7 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 	}
 	dev := as(exec.Command(bin, "dev", "--dir", dir, "--smtp", freePort(t)))
 	dev.Env = env
-	var out lockedBuffer
+	var out testproc.Output
 	dev.Stdout, dev.Stderr = &out, &out
 	if err := dev.Start(); err != nil {
 		t.Fatal(err)
@@ -484,7 +485,7 @@ func TestDoctorUnconfiguredHostSaysSetup(t *testing.T) {
 // which must deliver SIGHUP without kill(1).
 func TestReloadSignalsThePID(t *testing.T) {
 	sh := exec.Command("/bin/sh", "-c", `trap 'echo reloaded; exit 0' HUP; echo ready; while :; do sleep 0.05; done`)
-	var out lockedBuffer
+	var out testproc.Output
 	sh.Stdout = &out
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)

@@ -6,14 +6,15 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/testproc"
 )
 
 // startLMTPTCP serves LMTP on 127.0.0.1:0 to the front MTAs in allow.
 // Its log goes to logs when not nil.
-func startLMTPTCP(t *testing.T, logs *lockedLog, allow ...string) (*testServer, string) {
+func startLMTPTCP(t *testing.T, logs *testproc.Output, allow ...string) (*testServer, string) {
 	t.Helper()
 	var prefixes []netip.Prefix
 	for _, a := range allow {
@@ -46,24 +47,6 @@ func dialFrom(t *testing.T, src, addr string) *rawConn {
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	return &rawConn{t: t, c: c, r: bufio.NewReader(c)}
-}
-
-// lockedLog is a log destination a test reads while the server writes.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestLMTPOverTCPFromFrontMTA: a front MTA in LMTPAllowFrom gets LMTP with
@@ -102,7 +85,7 @@ func TestLMTPOverTCPFromFrontMTA(t *testing.T) {
 // LMTPAllowFrom gets 554 5.7.1 at connect and nothing else, and the refusal
 // is logged; SMTP on port 25 still never speaks XFORWARD.
 func TestLMTPOverTCPRefusesOthers(t *testing.T) {
-	logs := &lockedLog{}
+	logs := &testproc.Output{}
 	ts, addr := startLMTPTCP(t, logs, "127.0.0.1/32")
 	c := dialFrom(t, "127.0.0.2", addr)
 	if r := c.reply(); !strings.HasPrefix(r, "554 5.7.1 ") || !strings.Contains(r, "lmtp.allow_from") {

@@ -18,7 +18,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/mailctl/mailctl/internal/freeport"
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testcert"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/store"
 )
@@ -87,27 +87,8 @@ type daemon struct {
 	state    string
 	uid, gid int
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	proc testproc.Proc
+	logs *testproc.Output
 }
 
 // owner picks the mailbox owner: a throwaway user as root (the daemon then
@@ -149,7 +130,7 @@ func startDaemon(t *testing.T, o options) *daemon {
 	}
 	ownerName, uid, gid := owner(t)
 	d := &daemon{t: t, dir: dir, cfgPath: filepath.Join(dir, "config.toml"), SMTPAddr: freeport.TCP(t),
-		state: filepath.Join(dir, "state"), uid: uid, gid: gid, logs: &lockedBuffer{}}
+		state: filepath.Join(dir, "state"), uid: uid, gid: gid, logs: &testproc.Output{}}
 	cert, key := testcert.Files(t, filepath.Join(dir, "tls"), hostname, "127.0.0.1")
 	if o.Resolver == "" {
 		o.Resolver = freeport.TCP(t) // nothing answers: lookups fail fast or time out
@@ -190,20 +171,13 @@ func (d *daemon) start() {
 	cmd := exec.Command(bin, "serve", "--config", d.cfgPath)
 	cmd.Stdout = d.logs
 	cmd.Stderr = d.logs
-	if err := cmd.Start(); err != nil {
+	if err := d.proc.Start(cmd); err != nil {
 		t.Fatalf("starting mailctl serve: %v", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	d.mu.Lock()
-	d.cmd, d.done = cmd, done
-	d.mu.Unlock()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		select {
-		case <-done:
+		if d.proc.Exited() {
 			t.Fatalf("mailctl serve exited at start:\n%s", d.logs)
-		default:
 		}
 		if c, err := net.DialTimeout("tcp", d.SMTPAddr, time.Second); err == nil {
 			c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -228,34 +202,11 @@ func (d *daemon) start() {
 }
 
 // kill9 kills the daemon with SIGKILL and waits for it to be gone.
-func (d *daemon) kill9() {
-	d.mu.Lock()
-	cmd, done := d.cmd, d.done
-	d.mu.Unlock()
-	cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
+func (d *daemon) kill9() { d.proc.Kill9() }
 
 // stop ends the daemon with SIGTERM (SIGKILL after a grace period).
 func (d *daemon) stop() {
-	d.mu.Lock()
-	cmd, done := d.cmd, d.done
-	d.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
+	d.proc.Stop(10 * time.Second)
 	if d.t.Failed() {
 		d.t.Logf("mailctl serve log:\n%s", d.logs)
 	}

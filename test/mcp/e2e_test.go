@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/mcpshim"
 )
 
@@ -76,9 +76,8 @@ func startDev(t *testing.T, bin string) string {
 	smtpAddr := ln.Addr().String()
 	ln.Close()
 	dev := exec.Command(bin, "dev", "--dir", dir, "--smtp", smtpAddr)
-	devOut := &strings.Builder{}
-	var mu sync.Mutex
-	dev.Stdout = lockedWriter{&mu, devOut}
+	devOut := &testproc.Output{}
+	dev.Stdout = devOut
 	dev.Stderr = dev.Stdout
 	if err := dev.Start(); err != nil {
 		t.Fatal(err)
@@ -87,9 +86,7 @@ func startDev(t *testing.T, bin string) string {
 		dev.Process.Signal(os.Interrupt)
 		dev.Wait()
 		if t.Failed() {
-			mu.Lock()
 			t.Logf("mailctl dev log:\n%s", devOut.String())
-			mu.Unlock()
 		}
 	})
 	sock := filepath.Join(dir, "mailctl.sock")
@@ -104,17 +101,6 @@ func startDev(t *testing.T, bin string) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *strings.Builder
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // TestTypeScriptClientAgainstDevDaemon runs the same script against the real

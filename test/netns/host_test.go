@@ -10,14 +10,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/internal/testbin"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -51,12 +50,10 @@ type mailHost struct {
 	Sock   string
 	State  string
 	Owner  testusers.User
-	Logs   *lockedBuffer
+	Logs   *testproc.Output
 	env    []string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc testproc.Proc
 }
 
 // newMailHost creates a namespace for domain, a DKIM key and certificate,
@@ -73,7 +70,7 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	name := ns.Name
 	dir := testusers.SharedDir(t)
 	h := &mailHost{nsHost: ns, t: t, lab: l, Domain: domain, dir: dir, cfg: filepath.Join(dir, "config.toml"),
-		Sock: filepath.Join(dir, "mailctl.sock"), State: filepath.Join(dir, "state"), Logs: &lockedBuffer{}, env: o.Env}
+		Sock: filepath.Join(dir, "mailctl.sock"), State: filepath.Join(dir, "state"), Logs: &testproc.Output{}, env: o.Env}
 	h.Owner = testusers.Create(t, "mcns")
 	dkimDir := filepath.Join(dir, "dkim")
 	if err := os.MkdirAll(dkimDir, 0o700); err != nil {
@@ -138,11 +135,7 @@ func quoteList(v []string) string {
 func (h *mailHost) Addr() string { return h.IP + ":25" }
 
 // PID is the daemon's process id (`ip netns exec` execs into it).
-func (h *mailHost) PID() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cmd.Process.Pid
-}
+func (h *mailHost) PID() int { return h.proc.PID() }
 
 // start runs the daemon inside the namespace and waits until SMTP greets.
 func (h *mailHost) start() {
@@ -151,20 +144,13 @@ func (h *mailHost) start() {
 	cmd := exec.Command("ip", "netns", "exec", h.NS, mailctlBin, "serve", "--config", h.cfg)
 	cmd.Stdout, cmd.Stderr = h.Logs, h.Logs
 	cmd.Env = append(append(os.Environ(), testbin.CoverEnv()...), h.env...)
-	if err := cmd.Start(); err != nil {
+	if err := h.proc.Start(cmd); err != nil {
 		t.Fatalf("starting mailctl serve: %v", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	h.mu.Lock()
-	h.cmd, h.done = cmd, done
-	h.mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		select {
-		case <-done:
+		if h.proc.Exited() {
 			t.Fatalf("mailctl serve in %s exited at start:\n%s", h.NS, h.Logs)
-		default:
 		}
 		if c, err := dialIn(h.NS, h.Addr(), time.Second); err == nil {
 			c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -184,34 +170,12 @@ func (h *mailHost) start() {
 }
 
 // kill9 kills the daemon with SIGKILL and waits until it is gone.
-func (h *mailHost) kill9() {
-	h.mu.Lock()
-	cmd, done := h.cmd, h.done
-	h.mu.Unlock()
-	cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
+func (h *mailHost) kill9() { h.proc.Kill9() }
 
 // stop ends the daemon with SIGTERM (SIGKILL after a grace period) and
 // prints its log when the test failed.
 func (h *mailHost) stop() {
-	h.mu.Lock()
-	cmd, done := h.cmd, h.done
-	h.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-	default:
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}
+	h.proc.Stop(10 * time.Second)
 	// A daemon built with -race reports here.
 	if strings.Contains(h.Logs.String(), "WARNING: DATA RACE") {
 		h.t.Errorf("data race in mailctl serve of %s:\n%s", h.Domain, raceReport(h.Logs.String()))

@@ -19,6 +19,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/testproc"
 )
 
 // lab is one private network: a "dns" namespace holding a bridge and the DNS
@@ -109,7 +111,7 @@ func (l *lab) startDNS() {
 	t := l.t
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", l.dnsNS, dnstestdBin, "-listen", l.DNSIP+":53", "-zone", l.zoneFile)
-	logs := &lockedBuffer{}
+	logs := &testproc.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting dnstestd: %v", err)
@@ -209,7 +211,7 @@ func (l *lab) writeZone() {
 }
 
 // waitSerial waits until the DNS server answers with the current serial.
-func (l *lab) waitSerial(logs *lockedBuffer) {
+func (l *lab) waitSerial(logs *testproc.Output) {
 	t := l.t
 	t.Helper()
 	l.mu.Lock()
@@ -293,23 +295,6 @@ func listenIn(ns, addr string) (net.Listener, error) {
 		return err
 	})
 	return l, err
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // waitFor polls cond every 50ms until it holds or timeout passes.

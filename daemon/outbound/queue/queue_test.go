@@ -14,6 +14,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/testclock"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -471,13 +472,12 @@ func (n *notes) waitSettled(t testing.TB) *Item {
 // recipient, with its result and the attempt's number, and nothing else at
 // INFO.
 func TestAttemptLogsOneLinePerRecipient(t *testing.T) {
-	var mu sync.Mutex
-	var logs bytes.Buffer
+	var logs testproc.Output
 	f := newScripted()
 	f.set("b@p.test", &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.7.1", Message: "later"})
 	n := newNotes()
 	q, err := Open(t.TempDir(), f, n, Options{Clock: testclock.New().Now,
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,9 +488,7 @@ func TestAttemptLogsOneLinePerRecipient(t *testing.T) {
 	if _, err := q.WaitFirstAttempt(context.Background(), "m1"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
-	mu.Unlock()
 	want := []string{"rcpt=a@p.test status=delivered", "rcpt=b@p.test status=deferred"}
 	if len(lines) != len(want) {
 		t.Fatalf("INFO lines:\n%s\nwant one per recipient", strings.Join(lines, "\n"))
@@ -500,17 +498,6 @@ func TestAttemptLogsOneLinePerRecipient(t *testing.T) {
 			t.Errorf("line %d: %s\nwant the result %q of attempt 1", i, l, want[i])
 		}
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // gatedNotes is notes whose next Updated, once armed, waits for release.
