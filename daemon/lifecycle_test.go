@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,12 +11,12 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -51,22 +50,9 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestAuditLineForEveryRequest(t *testing.T) {
 	td := startDaemon(t, "")
-	var buf syncBuffer
+	var buf testproc.Output
 	td.log = slog.New(slog.NewTextHandler(&buf, nil))
 	td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "audited"}, nil)
 	td.call(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "nosuch"}, nil)
@@ -85,7 +71,7 @@ func TestAuditLineForEveryRequest(t *testing.T) {
 // line per kind and window, and the count of the others is written — the
 // trail stays complete without a line per request.
 func TestAuditFloodIsCounted(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testproc.Output{}
 	td := startDaemonWith(t, "", Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	const n = 300
 	for range n {
@@ -202,7 +188,7 @@ func TestMetricsEndpoint(t *testing.T) {
 // live and keeps the running values of those fixed at start, which the
 // status (and so `mailctl doctor`) names until the file agrees again.
 func TestReloadSaysWhatItApplied(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testproc.Output{}
 	td := startDaemonWith(t, "", Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	path := td.cfg.File
 	orig, _ := os.ReadFile(path)
@@ -317,7 +303,7 @@ listen = "127.0.0.1:9999"
 // (where it was stored, from which session), not one per protocol step; a
 // session that delivered nothing still gets its line.
 func TestOneLogLinePerMessage(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testproc.Output{}
 	td := startDaemonSMTP(t, "", `listen = ["127.0.0.1:0"]`, Options{Resolver: &resolver.Map{}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	addr := td.SMTPAddrs()[0]
 	td.ensureMine(t, "alice")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -34,7 +35,7 @@ func lmtpTCPAddr(t *testing.T, td *testDaemon) string {
 func TestLMTPOverTCPFromFrontMTAFeedsSPF(t *testing.T) {
 	dns := &resolver.Map{}
 	dns.SetTXT("sender.example", "v=spf1 ip4:192.0.2.7 -all")
-	var logs syncBuffer
+	var logs testproc.Output
 	td := startDaemonSMTP(t, "[lmtp]\nlisten_tcp = [\"127.0.0.1:0\"]\nallow_from = [\"127.0.0.1/32\"]\n", "listen = []",
 		Options{Resolver: dns, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	td.ensureMine(t, "agent")
