@@ -34,18 +34,12 @@ func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w.time("received_at", m.ReceivedAt)
 	w.strOmit("received_from_ip", m.ReceivedFromIP)
 	w.int("size_bytes", m.SizeBytes)
-	if m.Attachments != nil && len(m.Attachments) == 0 {
-		w.key("attachments")
-		b.WriteString("[]\n")
-	}
+	w.noTables("attachments", m.Attachments != nil && len(m.Attachments) == 0)
 	w.str("in_reply_to", m.InReplyTo)
 	w.strs("references", m.References)
 	w.str("list_id", m.ListID)
 	w.str("auto_submitted", m.AutoSubmitted)
-	if m.DKIM != nil && len(m.DKIM) == 0 {
-		w.key("dkim")
-		b.WriteString("[]\n")
-	}
+	w.noTables("dkim", m.DKIM != nil && len(m.DKIM) == 0)
 	w.str("trusted", m.Trusted)
 	w.strOmit("submitted_by", m.SubmittedBy)
 	w.str("mailbox", m.Mailbox)
@@ -104,6 +98,15 @@ func (w fmWriter) key(k string) {
 
 // table starts a table or an element of an array of tables, after an
 // empty line.
+// noTables writes the empty array the encoder writes for an array of
+// tables that is present but empty (a non-empty one comes after the keys).
+func (w fmWriter) noTables(k string, empty bool) {
+	if empty {
+		w.key(k)
+		w.b.WriteString("[]\n")
+	}
+}
+
 func (w fmWriter) table(header string) {
 	w.b.WriteByte('\n')
 	w.b.WriteString(header)
