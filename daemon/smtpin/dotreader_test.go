@@ -91,19 +91,13 @@ func TestCutDataStaysFramed(t *testing.T) {
 	ts := startServer(t, Limits{MaxMessageBytes: max}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	prefix := "Subject: big\r\n\r\n"
 	smuggled := "MAIL FROM:<evil@attacker.example>\r\nRCPT TO:<victim@example.com>\r\nDATA\r\nSubject: smuggled\r\n\r\nx\r\n.\r\n"
 	// The DATA really ends with the smuggled text's own end-of-data line.
 	c.send(prefix + strings.Repeat("a", max+1-len(prefix)) + ".\r\n" + smuggled)
 	c.expect("552 ")
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send("Subject: clean\r\n\r\nclean\r\n.\r\n")
 	c.expect("250 ")
 	for _, d := range ts.be.got() {

@@ -215,6 +215,16 @@ func (rc *rawConn) cmd(line, prefix string) string {
 	return rc.expect(prefix)
 }
 
+// pipelineEnvelope sends MAIL, RCPT and DATA (envelope) in one write and
+// wants them accepted: the message is to be sent next.
+func (rc *rawConn) pipelineEnvelope() {
+	rc.t.Helper()
+	rc.send(envelope)
+	rc.expect("250 ")
+	rc.expect("250 ")
+	rc.expect("354 ")
+}
+
 // transaction sends one message from one sender to one recipient, the
 // message (headers and body, CRLF lines) dot-terminated by it, and wants
 // it accepted.

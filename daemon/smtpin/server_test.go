@@ -90,17 +90,11 @@ func TestSmuggling(t *testing.T) {
 			ts := startServer(t, Limits{}, nil, false)
 			c := dialRaw(t, "tcp", ts.addr)
 			c.hello()
-			c.send(envelope)
-			c.expect("250 ")
-			c.expect("250 ")
-			c.expect("354 ")
+			c.pipelineEnvelope()
 			c.send("Subject: one\r\n\r\nbody" + tt.ending + smuggled + ".\r\n")
 			c.expect(tt.reply)
 			// The session is still in step: a clean message goes through.
-			c.send(envelope)
-			c.expect("250 ")
-			c.expect("250 ")
-			c.expect("354 ")
+			c.pipelineEnvelope()
 			c.send("Subject: clean\r\n\r\nclean\r\n.\r\n")
 			c.expect("250 ")
 			c.cmd("QUIT", "221 ")
@@ -145,10 +139,7 @@ func TestSizeLimit(t *testing.T) {
 		if len(m) != tt.size {
 			t.Fatalf("test message has %d bytes, want %d", len(m), tt.size)
 		}
-		c.send(envelope)
-		c.expect("250 ")
-		c.expect("250 ")
-		c.expect("354 ")
+		c.pipelineEnvelope()
 		c.send(m + ".\r\n")
 		c.expect(tt.reply)
 	}
@@ -188,10 +179,7 @@ func TestLongLine(t *testing.T) {
 
 	c = dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send("Subject: long\r\n\r\n" + strings.Repeat("y", 2000) + "\r\n.\r\n")
 	c.expect("500 5.4.0")
 	if len(ts.be.got()) != 0 {
@@ -312,10 +300,7 @@ func TestReceivedLoopGuard(t *testing.T) {
 		n     int
 		reply string
 	}{{5, "250 "}, {6, "554 5.4.6"}} {
-		c.send(envelope)
-		c.expect("250 ")
-		c.expect("250 ")
-		c.expect("354 ")
+		c.pipelineEnvelope()
 		// Folded and oddly spaced fields count too; a body line does not.
 		h := strings.Repeat("Received: from a\r\n\tby b; date\r\n", tt.n-1) + "RECEIVED : from c by d\r\n"
 		c.send(h + "Subject: loop\r\n\r\nReceived: in the body\r\n.\r\n")
@@ -330,10 +315,7 @@ func TestEmptyMessage(t *testing.T) {
 	ts := startServer(t, Limits{}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send(".\r\n")
 	c.expect("554 5.6.0")
 }
@@ -484,10 +466,7 @@ func TestShutdownWaitsForSession(t *testing.T) {
 	ts.be.started = make(chan struct{}, 1)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send("Subject: s\r\n\r\nx\r\n.\r\n")
 	<-ts.be.started // Shutdown begins while Deliver runs
 	done := make(chan error, 1)
@@ -547,19 +526,13 @@ func TestInFlightMemoryBudget(t *testing.T) {
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
 	big := "Subject: big\r\n\r\n" + strings.Repeat(strings.Repeat("z", 98)+"\r\n", 4000)
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send(big + ".\r\n")
 	c.expect("452 4.3.1")
 	if n := ts.inFlight.Load(); n != 0 {
 		t.Errorf("in-flight bytes after refusal: %d", n)
 	}
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send("Subject: small\r\n\r\nok\r\n.\r\n")
 	c.expect("250 ")
 	if n := ts.inFlight.Load(); n != 0 {
@@ -637,10 +610,7 @@ func TestLongLineLimitInData(t *testing.T) {
 	ts := startServer(t, Limits{MaxLineLength: limit}, nil, false)
 	send := func(c *rawConn, body, want string) {
 		t.Helper()
-		c.send(envelope)
-		c.expect("250 ")
-		c.expect("250 ")
-		c.expect("354 ")
+		c.pipelineEnvelope()
 		c.send(body + "\r\n.\r\n")
 		c.expect(want)
 	}
@@ -655,10 +625,7 @@ func TestLongLineLimitInData(t *testing.T) {
 	// it: the message is taken, the command never runs, the connection ends.
 	c = dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send("Subject: pipelined\r\n\r\nshort\r\n.\r\nMAIL FROM:<" + strings.Repeat("e", 2*limit) + "@attacker.example>\r\nRCPT TO:<victim@example.com>\r\nDATA\r\n")
 	c.expect("250 ")
 	if r := c.reply(); r != "EOF" {

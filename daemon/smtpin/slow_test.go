@@ -14,10 +14,7 @@ func TestSlowSteadySender(t *testing.T) {
 	ts := startServer(t, Limits{CommandTimeout: 300 * time.Millisecond}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	msg := "Subject: slow\r\n\r\none byte at a time, 100 a second\r\n.\r\n" // 0.6 s at 100 B/s
 	for i := range len(msg) {
 		c.send(msg[i : i+1])
@@ -28,10 +25,7 @@ func TestSlowSteadySender(t *testing.T) {
 		t.Fatalf("deliveries: %d", len(got))
 	}
 	// Silence longer than the command timeout mid-DATA ends the session.
-	c.send(envelope)
-	c.expect("250 ")
-	c.expect("250 ")
-	c.expect("354 ")
+	c.pipelineEnvelope()
 	c.send("Subject: stalled\r\n")
 	if r := c.reply(); r != "EOF" && !strings.HasPrefix(r, "4") {
 		t.Errorf("a stalled sender got %q", r)
