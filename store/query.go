@@ -257,21 +257,15 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 		}
 		key, counted := m.totalKey()
 		w.total = -1
-		if at, ok := fi.totals[key]; counted && ok && at.version == fi.version {
-			w.total = at.total
+		if counted {
+			w.total = fi.knownTotal(key)
 		}
 		var err error
 		if sel, p.Total, p.HasMore, err = w.ofMatches(rows, func(e *entry) (bool, error) { return m.match(fi, e) }); err != nil {
 			return Page{}, nil, err
 		}
 		if counted && w.total < 0 {
-			if len(fi.totals) >= maxTotals {
-				clear(fi.totals)
-			}
-			if fi.totals == nil {
-				fi.totals = map[totalKey]totalAt{}
-			}
-			fi.totals[key] = totalAt{version: fi.version, total: p.Total}
+			fi.keepTotal(key, p.Total)
 		}
 	}
 	p.Items = make([]Summary, len(sel))
@@ -312,6 +306,26 @@ type totalAt struct {
 
 // maxTotals bounds the filters whose totals a folder keeps.
 const maxTotals = 64
+
+// knownTotal is the number of rows that match key as the folder is now,
+// or -1 when it is not known.
+func (fi *folderIndex) knownTotal(key totalKey) int {
+	if at, ok := fi.totals[key]; ok && at.version == fi.version {
+		return at.total
+	}
+	return -1
+}
+
+// keepTotal records total as the number of rows that match key now.
+func (fi *folderIndex) keepTotal(key totalKey, total int) {
+	if len(fi.totals) >= maxTotals {
+		clear(fi.totals)
+	}
+	if fi.totals == nil {
+		fi.totals = map[totalKey]totalAt{}
+	}
+	fi.totals[key] = totalAt{version: fi.version, total: total}
+}
 
 // totalKey is m's filter as a totalKey, when it needs no row.
 func (m *matcher) totalKey() (totalKey, bool) {
