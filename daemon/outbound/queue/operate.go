@@ -101,8 +101,7 @@ func (q *Queue) change(id string, fn func(it *Item, now time.Time) error) error 
 		q.settle(e)
 	}
 	out := e.it.clone()
-	e.seq++
-	seq := e.seq
+	seq := e.next()
 	q.mu.Unlock()
 	if settled {
 		q.notify(e, seq, out, true)

@@ -171,6 +171,12 @@ type entry struct {
 	toldSeq uint64     // the newest state told (with tellMu held)
 }
 
+// next numbers a new state of e for the Notifier; call with q.mu held.
+func (e *entry) next() uint64 {
+	e.seq++
+	return e.seq
+}
+
 // view is the copy of the item an observer gets; call with q.mu held.
 func (e *entry) view() *Item {
 	c := e.it.clone()
@@ -637,8 +643,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	q.mu.Lock()
 	e.it = it
 	e.inflight = false
-	e.seq++
-	seq := e.seq
+	seq := e.next()
 	if settled {
 		q.settle(e)
 	}
