@@ -47,61 +47,39 @@ type bounded struct {
 	r       *net.Resolver
 }
 
-func (b *bounded) LookupTXT(ctx context.Context, name string) ([]string, error) {
+// within runs one lookup under the resolver's own deadline.
+func within[T any](b *bounded, ctx context.Context, lookup func(context.Context, string) (T, error), name string) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	return b.r.LookupTXT(ctx, name)
+	return lookup(ctx, name)
+}
+
+func (b *bounded) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	return within(b, ctx, b.r.LookupTXT, name)
 }
 
 func (b *bounded) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	return b.r.LookupMX(ctx, name)
+	return within(b, ctx, b.r.LookupMX, name)
 }
 
 func (b *bounded) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	return b.r.LookupIPAddr(ctx, host)
+	return within(b, ctx, b.r.LookupIPAddr, host)
 }
 
 func (b *bounded) LookupAddr(ctx context.Context, addr string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	return b.r.LookupAddr(ctx, addr)
+	return within(b, ctx, b.r.LookupAddr, addr)
 }
 
 // IsNotFound reports whether err means the name or record does not exist
 // (NXDOMAIN or no data), as opposed to a temporary failure.
 func IsNotFound(err error) bool {
 	var de *net.DNSError
-	if errors.As(err, &de) {
-		return de.IsNotFound
-	}
-	return errors.Is(err, ErrNotFound)
+	return errors.As(err, &de) && de.IsNotFound
 }
-
-// IsTemporary reports whether err is a lookup failure worth retrying.
-func IsTemporary(err error) bool {
-	if err == nil || IsNotFound(err) {
-		return false
-	}
-	var de *net.DNSError
-	if errors.As(err, &de) {
-		return de.IsTemporary || de.IsTimeout || !de.IsNotFound
-	}
-	return errors.Is(err, ErrTemporary)
-}
-
-// ErrNotFound and ErrTemporary are what Map returns; real lookups return
-// *net.DNSError, which IsNotFound and IsTemporary also understand.
-var (
-	ErrNotFound  = errors.New("no such record")
-	ErrTemporary = errors.New("temporary DNS failure")
-)
 
 // Map is an in-memory Resolver for tests. Names are matched case-insensitively
-// without a trailing dot. A name listed in Fail answers ErrTemporary for every type.
+// without a trailing dot. A name listed in Fail answers a temporary failure for
+// every type.
 type Map struct {
 	mu   sync.RWMutex
 	TXT  map[string][]string
@@ -113,99 +91,64 @@ type Map struct {
 
 func key(name string) string { return strings.ToLower(strings.TrimSuffix(name, ".")) }
 
-func (m *Map) check(name string) error {
-	if m.Fail[key(name)] {
-		return &net.DNSError{Err: "server misbehaving", Name: name, IsTemporary: true}
+// set stores vals under name in the table *t, making the table on first use.
+func set[T any](m *Map, t *map[string][]T, name string, vals []T) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if *t == nil {
+		*t = map[string][]T{}
 	}
-	return nil
-}
-
-func notFound(name string) error {
-	return &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+	(*t)[key(name)] = vals
 }
 
 // SetTXT, SetMX and SetIP add records; they make a Map easy to build in tests.
-func (m *Map) SetTXT(name string, vals ...string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.TXT == nil {
-		m.TXT = map[string][]string{}
-	}
-	m.TXT[key(name)] = vals
-}
+func (m *Map) SetTXT(name string, vals ...string) { set(m, &m.TXT, name, vals) }
 
 // SetMX sets the MX records of name.
-func (m *Map) SetMX(name string, mx ...*net.MX) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.MX == nil {
-		m.MX = map[string][]*net.MX{}
-	}
-	m.MX[key(name)] = mx
-}
+func (m *Map) SetMX(name string, mx ...*net.MX) { set(m, &m.MX, name, mx) }
 
 // SetIP sets the addresses of host.
 func (m *Map) SetIP(host string, ips ...string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.IP == nil {
-		m.IP = map[string][]net.IPAddr{}
-	}
 	var addrs []net.IPAddr
 	for _, s := range ips {
 		addrs = append(addrs, net.IPAddr{IP: net.ParseIP(s)})
 	}
-	m.IP[key(host)] = addrs
+	set(m, &m.IP, host, addrs)
+}
+
+// get answers name from table t: a temporary failure for a name in Fail, the
+// records when there are some, and not-found otherwise.
+func get[T any](m *Map, t map[string][]T, name string) ([]T, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.Fail[key(name)] {
+		return nil, &net.DNSError{Err: "server misbehaving", Name: name, IsTemporary: true}
+	}
+	if v, ok := t[key(name)]; ok {
+		return v, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
 }
 
 // LookupTXT implements Resolver.
 func (m *Map) LookupTXT(_ context.Context, name string) ([]string, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if err := m.check(name); err != nil {
-		return nil, err
-	}
-	if v, ok := m.TXT[key(name)]; ok {
-		return v, nil
-	}
-	return nil, notFound(name)
+	return get(m, m.TXT, name)
 }
 
 // LookupMX implements Resolver.
 func (m *Map) LookupMX(_ context.Context, name string) ([]*net.MX, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if err := m.check(name); err != nil {
-		return nil, err
-	}
-	if v, ok := m.MX[key(name)]; ok {
-		return v, nil
-	}
-	return nil, notFound(name)
+	return get(m, m.MX, name)
 }
 
-// LookupIPAddr implements Resolver.
+// LookupIPAddr implements Resolver. An address literal answers itself.
 func (m *Map) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if err := m.check(host); err != nil {
-		return nil, err
-	}
 	if ip := net.ParseIP(host); ip != nil {
 		return []net.IPAddr{{IP: ip}}, nil
 	}
-	if v, ok := m.IP[key(host)]; ok {
-		return v, nil
-	}
-	return nil, notFound(host)
+	return get(m, m.IP, host)
 }
 
-// LookupAddr implements Resolver.
+// LookupAddr implements Resolver. PTR records are keyed by the address as given.
 func (m *Map) LookupAddr(_ context.Context, addr string) ([]string, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if v, ok := m.PTR[addr]; ok {
-		return v, nil
-	}
-	return nil, notFound(addr)
+	return get(m, m.PTR, addr)
 }
