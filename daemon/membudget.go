@@ -57,13 +57,6 @@ func (b *memBudget) give(caller Caller, n int64) {
 	}
 }
 
-// held returns what caller holds and the total.
-func (b *memBudget) held(caller Caller) (int64, int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.byUID[caller.UID], b.total
-}
-
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // requestCost is what a request is charged from its decoding to its end:

@@ -28,7 +28,7 @@ func TestMemBudgetShares(t *testing.T) {
 	b.give(u1, 40)
 	b.give(u2, 20)
 	b.give(root, 40)
-	if h, total := b.held(u1); h != 0 || total != 0 || len(b.byUID) != 0 {
+	if h, total := b.byUID[u1.UID], b.total; h != 0 || total != 0 || len(b.byUID) != 0 {
 		t.Errorf("after giving everything back: %d %d %v", h, total, b.byUID)
 	}
 	if b.peak != 100 {

@@ -86,9 +86,6 @@ func writeKey(path string, k []byte) error {
 	return safeio.WriteFile(path, k, safeio.Options{NoReplace: true})
 }
 
-// NewKey makes a key from raw bytes (tests).
-func NewKey(raw []byte) *Key { return &Key{k: append([]byte(nil), raw...)} }
-
 // tag is the MAC of one sent message: its mailbox's identity and its id.
 func (k *Key) tag(mailboxID, sentID string) string {
 	m := hmac.New(sha256.New, k.k)
