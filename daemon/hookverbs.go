@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -147,7 +148,7 @@ func handleHookCreate(_ context.Context, d *Daemon, c *call, a *protocol.HookCre
 			continue
 		}
 		// Creating the same hook again is idempotent; a different hook under a taken name is not.
-		if ex.Source == "registry" && ex.Event == h.Event && equalStrings(ex.Cmd, h.Cmd) &&
+		if ex.Source == "registry" && ex.Event == h.Event && slices.Equal(ex.Cmd, h.Cmd) &&
 			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted {
 			return ex, nil
 		}
@@ -161,18 +162,6 @@ func handleHookCreate(_ context.Context, d *Daemon, c *call, a *protocol.HookCre
 	h.Source = "registry"
 	d.log.Info("hook created", "hook", h.Name, "mailbox", h.Mailbox, "event", h.Event, "by_uid", c.caller.UID)
 	return h, nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func handleHookList(_ context.Context, d *Daemon, c *call, a *protocol.HookListArgs) (any, error) {
@@ -255,8 +244,6 @@ func handleHookRuns(_ context.Context, d *Daemon, c *call, a *protocol.HookRunsA
 	return protocol.HookRuns{Runs: runs}, nil
 }
 
-// fireHooks runs the hooks of mailbox for event whose gate opens, as the
-// mailbox owner, asynchronously (never delaying SMTP or a sender).
 // hasHooks reports whether the mailbox named mailbox has a hook for event.
 func (d *Daemon) hasHooks(event, mailbox string) bool {
 	m, ok := d.lookupMailbox(mailbox)
@@ -271,6 +258,8 @@ func (d *Daemon) hasHooks(event, mailbox string) bool {
 	return false
 }
 
+// fireHooks runs the hooks of mailbox for event whose gate opens, as the
+// mailbox owner, asynchronously (never delaying SMTP or a sender).
 func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, render func() []byte) {
 	m, ok := d.lookupMailbox(mailbox)
 	if !ok || d.runner == nil {

@@ -162,13 +162,8 @@ func handleMessageMark(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	if err != nil {
 		return nil, err
 	}
-	if len(a.IDs) == 0 || len(a.IDs) > 1000 {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "ids: give between 1 and 1000 message ids")
-	}
-	for _, id := range a.IDs {
-		if err := store.ValidID(id); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", id, err)
-		}
+	if err := checkMessageIDs(a.IDs); err != nil {
+		return nil, err
 	}
 	changed, notFound, err := d.store.SetRead(a.Mailbox, folder, a.IDs, a.Read, d.now().UTC())
 	if err != nil {
