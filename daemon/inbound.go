@@ -319,9 +319,7 @@ func (s *smtpService) Start(context.Context) error {
 		s.d.log.Warn("SMTP listeners skipped: this host has no IPv6", "addrs", skipped)
 	}
 	for _, ln := range lns {
-		s.lns = append(s.lns, ln)
-		s.addrs = append(s.addrs, ln.Addr().String())
-		s.serve(func() error { return s.srv.ServeSMTP(ln) })
+		s.serve(ln, ln.Addr().String(), s.srv.ServeSMTP)
 	}
 	if len(cfg.LMTP.ListenTCP) > 0 {
 		lmtp, skipped, err := smtpin.ListenLMTP(context.Background(), cfg.LMTP.ListenTCP)
@@ -333,9 +331,7 @@ func (s *smtpService) Start(context.Context) error {
 			s.d.log.Warn("LMTP listeners skipped: this host has no IPv6", "addrs", skipped)
 		}
 		for _, ln := range lmtp {
-			s.lns = append(s.lns, ln)
-			s.addrs = append(s.addrs, "lmtp:"+ln.Addr().String())
-			s.serve(func() error { return s.srv.ServeLMTP(ln) })
+			s.serve(ln, "lmtp:"+ln.Addr().String(), s.srv.ServeLMTP)
 		}
 		s.d.log.Info("LMTP over TCP open to the front MTAs", "allow_from", cfg.LMTP.AllowFrom)
 	}
@@ -348,19 +344,20 @@ func (s *smtpService) Start(context.Context) error {
 		}
 		// Whoever can reach the socket can hand in mail for local domains, as on port 25.
 		os.Chmod(path, 0o666)
-		s.lns = append(s.lns, ln)
-		s.addrs = append(s.addrs, "lmtp:"+path)
-		s.serve(func() error { return s.srv.ServeLMTP(ln) })
+		s.serve(ln, "lmtp:"+path, s.srv.ServeLMTP)
 	}
 	s.d.log.Info("inbound listeners up", "addrs", s.addrs)
 	return nil
 }
 
-func (s *smtpService) serve(f func() error) {
+// serve keeps ln, named addr in the listener list, and serves it with f.
+func (s *smtpService) serve(ln net.Listener, addr string, f func(net.Listener) error) {
+	s.lns = append(s.lns, ln)
+	s.addrs = append(s.addrs, addr)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := f(); err != nil {
+		if err := f(ln); err != nil {
 			s.d.log.Error("inbound listener stopped", "err", err)
 		}
 	}()
