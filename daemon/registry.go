@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -145,12 +147,7 @@ func (r *Registry) Mailbox(name string) (*registeredMailbox, bool) {
 func (r *Registry) Mailboxes() []*registeredMailbox {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*registeredMailbox, 0, len(r.mailboxes))
-	for _, m := range r.mailboxes {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return slices.SortedFunc(maps.Values(r.mailboxes), func(a, b *registeredMailbox) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // AddMailbox records a mailbox durably, minting its id when it has none.
@@ -195,11 +192,9 @@ func (r *Registry) RemoveMailbox(name string) error {
 	m := r.mailboxes[name]
 	for id, h := range r.hooks {
 		if (m != nil && h.MailboxID == m.ID) || (h.MailboxID == "" && h.Mailbox == name) {
-			if err := r.remove("hooks", r.hookFiles[id]); err != nil {
+			if err := r.removeHook(id); err != nil {
 				return err
 			}
-			delete(r.hooks, id)
-			delete(r.hookFiles, id)
 		}
 	}
 	if err := r.remove("mailboxes", name); err != nil {
@@ -251,11 +246,15 @@ func (r *Registry) AddHook(h protocol.Hook) error {
 func (r *Registry) RemoveHook(id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	file, ok := r.hookFiles[id]
-	if !ok {
+	if _, ok := r.hookFiles[id]; !ok {
 		return nil
 	}
-	if err := r.remove("hooks", file); err != nil {
+	return r.removeHook(id)
+}
+
+// removeHook, called with r.mu held, deletes the hook's file and forgets it.
+func (r *Registry) removeHook(id string) error {
+	if err := r.remove("hooks", r.hookFiles[id]); err != nil {
 		return err
 	}
 	delete(r.hooks, id)
