@@ -72,18 +72,9 @@ func handleDraftCreate(_ context.Context, d *Daemon, c *call, a *protocol.DraftA
 // draftReply fills a reply draft from the stored message it answers: the
 // thread, the subject and the recipients, where the caller gave none.
 func (d *Daemon) draftReply(mailbox string, a *protocol.DraftArgs) error {
-	if err := store.ValidID(a.ReplyToID); err != nil {
-		return protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
-	}
-	var parent *store.Message
-	for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
-		if p, _, err := d.store.Get(mailbox, f, a.ReplyToID); err == nil {
-			parent = p
-			break
-		}
-	}
-	if parent == nil {
-		return protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", a.ReplyToID, mailbox)
+	parent, err := d.replyParent(mailbox, a.ReplyToID)
+	if err != nil {
+		return err
 	}
 	if a.InReplyTo == "" && parent.MessageID != "" {
 		a.InReplyTo = parent.MessageID

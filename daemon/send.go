@@ -290,23 +290,28 @@ func (d *Daemon) sendFrom(ctx context.Context, m *mailboxInfo, a *protocol.SendA
 	}
 	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), FromName: d.displayName(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {
-		if err := store.ValidID(a.ReplyToID); err != nil {
-			return protocol.SendResult{}, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", a.ReplyToID, err)
-		}
-		var parent *store.Message
-		for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
-			if p, _, err := d.store.Get(m.Name, f, a.ReplyToID); err == nil {
-				parent = p
-				break
-			}
-		}
-		if parent == nil {
-			return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", a.ReplyToID, m.Name)
+		parent, err := d.replyParent(m.Name, a.ReplyToID)
+		if err != nil {
+			return protocol.SendResult{}, err
 		}
 		req.Parent = parent
 		replyToOwn(&req.Args, parent)
 	}
 	return o.svc.Send(ctx, req)
+}
+
+// replyParent is the stored message of mailbox that reply_to_id names: one
+// it received (in its inbox or archive) or one it sent.
+func (d *Daemon) replyParent(mailbox, id string) (*store.Message, error) {
+	if err := store.ValidID(id); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", id, err)
+	}
+	for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
+		if p, _, err := d.store.Get(mailbox, f, id); err == nil {
+			return p, nil
+		}
+	}
+	return nil, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", id, mailbox)
 }
 
 // replyToOwn addresses a reply to one of the mailbox's own sent messages as
