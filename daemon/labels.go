@@ -43,7 +43,7 @@ func handleMessageLabel(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder)
 	}
-	if len(changed) == 0 && len(notFound) == len(uniqueIDs(a.IDs)) {
+	if noneFound(notFound, a.IDs) {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in %s", folder)
 	}
 	return protocol.MessageLabeled{Changed: nonNil(changed), NotFound: notFound}, nil
@@ -64,16 +64,14 @@ func checkMessageIDs(ids []string) error {
 	return nil
 }
 
-func uniqueIDs(ids []string) []string {
-	seen := make(map[string]bool, len(ids))
-	out := make([]string, 0, len(ids))
+// noneFound reports whether a batch request found none of the ids it named:
+// the store reports each missing id once, however often it was named.
+func noneFound(notFound, ids []string) bool {
+	distinct := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
+		distinct[id] = true
 	}
-	return out
+	return len(notFound) == len(distinct)
 }
 
 func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.MessagePurgeArgs) (any, error) {
@@ -100,7 +98,7 @@ func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	if err != nil {
 		return nil, storeErr(err, "folder trash")
 	}
-	if len(a.IDs) > 0 && len(out.Purged) == 0 && len(out.NotFound) == len(uniqueIDs(a.IDs)) {
+	if len(a.IDs) > 0 && noneFound(out.NotFound, a.IDs) {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in trash (only messages in trash can be purged)")
 	}
 	out.Purged = nonNil(out.Purged)

@@ -172,3 +172,23 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// A batch that names only unknown ids is not_found however often it names
+// them: the store reports each missing id once.
+func TestBatchOfRepeatedUnknownIDsIsNotFound(t *testing.T) {
+	td := startDaemon(t, "")
+	td.ensureMine(t, "alice")
+	ids := []string{"nope", "nope"}
+	for _, c := range []struct {
+		verb string
+		args any
+	}{
+		{protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: "alice", IDs: ids, Read: true}},
+		{protocol.VerbMessageLabel, protocol.MessageLabelArgs{Mailbox: "alice", IDs: ids, Star: ptrTo(true)}},
+		{protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: "alice", IDs: ids}},
+	} {
+		if err := td.call(t, c.verb, c.args, nil); protocol.CodeOf(err) != protocol.CodeNotFound {
+			t.Errorf("%s of %v: %v, want not_found", c.verb, ids, err)
+		}
+	}
+}

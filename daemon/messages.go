@@ -169,7 +169,7 @@ func handleMessageMark(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder)
 	}
-	if len(changed) == 0 && len(notFound) == len(a.IDs) {
+	if noneFound(notFound, a.IDs) {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in %s", folder)
 	}
 	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: notFound}, nil
