@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"mime"
 	"strings"
 	"time"
+
+	"github.com/emersion/go-message/textproto"
 
 	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/ingest"
@@ -95,23 +99,13 @@ func (d *Daemon) deliverReport(mailbox, from string, raw []byte) error {
 // isReport reports whether raw's top-level Content-Type is a delivery status
 // report (multipart/report; report-type=delivery-status).
 func isReport(raw []byte) bool {
-	hdr := raw
-	if i := bytes.Index(hdr, []byte("\n\n")); i >= 0 {
-		hdr = hdr[:i]
+	// A header without the blank line after it (sentHeaders) ends at EOF.
+	h, err := textproto.ReadHeader(bufio.NewReader(io.MultiReader(bytes.NewReader(raw), strings.NewReader("\r\n\r\n"))))
+	if err != nil {
+		return false
 	}
-	if i := bytes.Index(hdr, []byte("\r\n\r\n")); i >= 0 {
-		hdr = hdr[:i]
-	}
-	unfolded := strings.NewReplacer("\r\n ", " ", "\r\n\t", " ", "\n ", " ", "\n\t", " ").Replace(string(hdr))
-	for _, line := range strings.Split(unfolded, "\n") {
-		k, v, ok := strings.Cut(strings.TrimRight(line, "\r"), ":")
-		if !ok || !strings.EqualFold(strings.TrimSpace(k), "Content-Type") {
-			continue
-		}
-		mt, params, err := mime.ParseMediaType(v)
-		return err == nil && mt == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status")
-	}
-	return false
+	mt, params, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status")
 }
 
 // sentHeaders describes a sent message from its sent copy when its raw

@@ -133,3 +133,24 @@ func TestBounceToSenderAfterLaterFailure(t *testing.T) {
 		t.Fatalf("the same failure reported twice: %+v", got)
 	}
 }
+
+// isReport is the loop protection of bounces: a report is never answered
+// with another, whatever the line endings, folding or header case.
+func TestIsReport(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want bool
+	}{
+		{"Content-Type: multipart/report; report-type=delivery-status; boundary=x\r\n\r\nbody", true},
+		{"From: a@b\nContent-Type: multipart/report;\n\treport-type=\"Delivery-Status\";\n boundary=x\n\nbody", true},
+		{"content-type: multipart/report; report-type=delivery-status", true},
+		{"Content-Type: multipart/report; report-type=disposition-notification\r\n\r\n", false},
+		{"Content-Type: text/plain\r\n\r\nContent-Type: multipart/report; report-type=delivery-status\r\n", false},
+		{"Subject: hi\r\nTo: x@y\r\n", false},
+		{"", false},
+	} {
+		if got := isReport([]byte(c.raw)); got != c.want {
+			t.Errorf("isReport(%q) = %v, want %v", c.raw, got, c.want)
+		}
+	}
+}
