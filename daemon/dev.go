@@ -128,11 +128,6 @@ func (d *Daemon) Address(name string) string { return name + "@" + d.cfg().Prima
 // SetReady replaces the function called once the daemon's listeners are up.
 func (d *Daemon) SetReady(f func()) { d.opts.Ready = f }
 
-// PrepareDev creates what `mailctl dev` needs beyond the config.
-func PrepareDev(d *Daemon, cfg *config.Config) error {
-	return os.MkdirAll(cfg.Paths.DKIMDir, 0o700)
-}
-
 // EnsureDevKeys generates an Ed25519 and an RSA DKIM key in dir unless keys
 // are already there, so dev mail is signed the way production mail is.
 func EnsureDevKeys(dir string) error {

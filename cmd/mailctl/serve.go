@@ -192,10 +192,6 @@ DIR/bin/mailctl so the printed lines work after dev stops.`)
 		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
 		return 1
 	}
-	if err := daemon.PrepareDev(d, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
-		return 1
-	}
 	for _, name := range []string{*mailbox, capture} {
 		if name == "" {
 			continue
