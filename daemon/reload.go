@@ -30,21 +30,37 @@ func needsRestart(key string) bool {
 
 // keepRestartKeys gives next the running values of the keys that need a
 // restart, so that what the daemon reports (status, doctor) is what it does.
+// restartKeys is the one list of them.
 func keepRestartKeys(next, running *config.Config) {
-	next.Hostname = running.Hostname
-	next.Paths = running.Paths
-	next.SMTP = running.SMTP
-	next.LMTP = running.LMTP
-	next.Delivery = running.Delivery
-	next.Relay = running.Relay
-	next.DNS = running.DNS
-	next.Trust.Resolver = running.Trust.Resolver
-	next.Metrics = running.Metrics
-	next.HookRules.MaxConcurrent = running.HookRules.MaxConcurrent
+	for _, k := range restartKeys {
+		tomlField(reflect.ValueOf(next).Elem(), k).Set(tomlField(reflect.ValueOf(running).Elem(), k))
+	}
+}
+
+// tomlField is the field of struct v at the TOML path key ("smtp." is the
+// table smtp). A path that names no field is a bug in restartKeys.
+func tomlField(v reflect.Value, key string) reflect.Value {
+	for _, name := range strings.Split(strings.TrimSuffix(key, "."), ".") {
+		i := 0
+		for i < v.NumField() && tomlName(v.Type().Field(i)) != name {
+			i++
+		}
+		if i == v.NumField() {
+			panic("restartKeys: no config key " + key)
+		}
+		v = v.Field(i)
+	}
+	return v
+}
+
+func tomlName(f reflect.StructField) string {
+	tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	return tag
 }
 
 // changedKeys lists, sorted, the TOML keys whose values differ between a and
-// b. Arrays of tables (mailboxes, hooks) count as one key each.
+// b. Arrays of tables (mailboxes, hooks) count as one key each. Both configs
+// flatten to the same keys: they are of one type.
 func changedKeys(a, b *config.Config) []string {
 	fa, fb := map[string]string{}, map[string]string{}
 	flatten("", reflect.ValueOf(*a), fa)
@@ -52,11 +68,6 @@ func changedKeys(a, b *config.Config) []string {
 	var out []string
 	for k, v := range fa {
 		if fb[k] != v {
-			out = append(out, k)
-		}
-	}
-	for k := range fb {
-		if _, ok := fa[k]; !ok {
 			out = append(out, k)
 		}
 	}
@@ -68,7 +79,7 @@ func flatten(prefix string, v reflect.Value, out map[string]string) {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		tag := tomlName(f)
 		if tag == "" || tag == "-" {
 			continue
 		}
