@@ -5,6 +5,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -304,12 +306,10 @@ func (c *Config) applyDefaults() {
 			c.Hostname = h
 		}
 	}
-	if c.DNS.Resolver == "" {
-		c.DNS.Resolver = c.Trust.Resolver
-	}
-	setS(&c.Paths.StateDir, "/var/lib/mailctl")
-	setS(&c.Paths.Socket, protocol.DefaultSocket)
-	setS(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
+	setDefault(&c.DNS.Resolver, c.Trust.Resolver)
+	setDefault(&c.Paths.StateDir, "/var/lib/mailctl")
+	setDefault(&c.Paths.Socket, protocol.DefaultSocket)
+	setDefault(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
 	if c.SMTP.Listen == nil {
 		c.SMTP.Listen = append([]string(nil), DefaultSMTPListen...)
 	}
@@ -317,78 +317,50 @@ func (c *Config) applyDefaults() {
 	if s.LMTPXForwardUsers == nil {
 		s.LMTPXForwardUsers = []string{"postfix"}
 	}
-	setI64(&s.MaxMessageBytes, 25<<20)
-	setI(&s.MaxRecipients, 100)
-	setI(&s.MaxLineLength, 4096)
-	setD(&s.CommandTimeout, 5*time.Minute)
-	setD(&s.SessionTimeout, 30*time.Minute)
-	setI(&s.MaxConnections, 500)
-	setI(&s.MaxConnectionsPerIP, 20)
-	setI(&s.MaxErrors, 10)
-	setI(&s.MaxReceivedHeaders, 50)
+	setDefault(&s.MaxMessageBytes, 25<<20)
+	setDefault(&s.MaxRecipients, 100)
+	setDefault(&s.MaxLineLength, 4096)
+	setDefault(&s.CommandTimeout, Duration{5 * time.Minute})
+	setDefault(&s.SessionTimeout, Duration{30 * time.Minute})
+	setDefault(&s.MaxConnections, 500)
+	setDefault(&s.MaxConnectionsPerIP, 20)
+	setDefault(&s.MaxErrors, 10)
+	setDefault(&s.MaxReceivedHeaders, 50)
 	p := &c.Send
-	if p.Enabled == nil {
-		p.Enabled = ptr(true)
-	}
-	if p.DryRunOnly == nil {
-		p.DryRunOnly = ptr(false)
-	}
-	if p.Hold == nil {
-		p.Hold = ptr(false)
-	}
-	setI(&p.MaxRecipients, 50)
-	setI64(&p.MaxMessageBytes, 20<<20)
-	setI64(&p.MaxAttachmentBytes, 15<<20)
-	setI(&p.MaxAttachments, 20)
-	setI(&p.PerMinute, 20)
-	setI(&p.PerHour, 200)
-	setI(&p.PerDay, 1000)
+	setDefault(&p.Enabled, ptr(true))
+	setDefault(&p.DryRunOnly, ptr(false))
+	setDefault(&p.Hold, ptr(false))
+	setDefault(&p.MaxRecipients, 50)
+	setDefault(&p.MaxMessageBytes, 20<<20)
+	setDefault(&p.MaxAttachmentBytes, 15<<20)
+	setDefault(&p.MaxAttachments, 20)
+	setDefault(&p.PerMinute, 20)
+	setDefault(&p.PerHour, 200)
+	setDefault(&p.PerDay, 1000)
 	d := &c.Delivery
-	setD(&d.RetryFor, 5*24*time.Hour)
-	setD(&d.FirstAttemptWait, 10*time.Second)
-	if d.AllowPlaintext == nil {
-		d.AllowPlaintext = ptr(true)
-	}
-	setD(&d.ConnectTimeout, 30*time.Second)
-	setD(&d.TransactionTimeout, 10*time.Minute)
-	setI(&d.MaxConcurrent, 8)
-	setI(&d.Port, 25)
-	setI(&c.HookRules.MaxConcurrent, 4)
-	if c.MailboxRules.OwnersMaySetDisplayName == nil {
-		c.MailboxRules.OwnersMaySetDisplayName = ptr(true)
-	}
-	setI(&c.Control.MaxConnections, 512)
-	setI(&c.Control.MaxConnectionsPerUID, 64)
-	setI(&c.Control.ReservedForRoot, 32)
-	setD(&c.Control.IdleTimeout, 10*time.Minute)
-	setD(&c.Control.RequestTimeout, 30*time.Second)
-	setI64(&c.Control.RequestMemory, 512<<20)
-	setI64(&c.Control.RequestMemoryPerUID, 224<<20)
+	setDefault(&d.RetryFor, Duration{5 * 24 * time.Hour})
+	setDefault(&d.FirstAttemptWait, Duration{10 * time.Second})
+	setDefault(&d.AllowPlaintext, ptr(true))
+	setDefault(&d.ConnectTimeout, Duration{30 * time.Second})
+	setDefault(&d.TransactionTimeout, Duration{10 * time.Minute})
+	setDefault(&d.MaxConcurrent, 8)
+	setDefault(&d.Port, 25)
+	setDefault(&c.HookRules.MaxConcurrent, 4)
+	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, ptr(true))
+	setDefault(&c.Control.MaxConnections, 512)
+	setDefault(&c.Control.MaxConnectionsPerUID, 64)
+	setDefault(&c.Control.ReservedForRoot, 32)
+	setDefault(&c.Control.IdleTimeout, Duration{10 * time.Minute})
+	setDefault(&c.Control.RequestTimeout, Duration{30 * time.Second})
+	setDefault(&c.Control.RequestMemory, 512<<20)
+	setDefault(&c.Control.RequestMemoryPerUID, 224<<20)
 	if c.Relay.Host != "" {
-		setI(&c.Relay.Port, 587)
+		setDefault(&c.Relay.Port, 587)
 	}
 }
 
-func setS(p *string, v string) {
-	if *p == "" {
-		*p = v
-	}
-}
-func setI(p *int, v int) {
-	if *p == 0 {
-		*p = v
-	}
-}
-func setI64(p *int64, v int64) {
-	if *p == 0 {
-		*p = v
-	}
-}
-func setD(p *Duration, v time.Duration) {
-	if p.Duration == 0 {
-		p.Duration = v
-	}
-}
+// setDefault sets *p to v when the file left it unset (the zero value).
+func setDefault[T comparable](p *T, v T) { *p = cmp.Or(*p, v) }
 
 // Load reads and validates the config at path. Unknown keys are errors that
 // name the key and the line.
@@ -553,16 +525,9 @@ func covers(p netip.Prefix, list []netip.Prefix) bool {
 			return true
 		}
 	}
-	if p.Bits() >= p.Addr().BitLen() {
-		return false
-	}
-	any := false
-	for _, q := range list {
-		if q.Addr().Is4() == p.Addr().Is4() && q.Bits() > p.Bits() && p.Contains(q.Addr()) {
-			any = true
-		}
-	}
-	if !any {
+	if p.Bits() >= p.Addr().BitLen() || !slices.ContainsFunc(list, func(q netip.Prefix) bool {
+		return q.Addr().Is4() == p.Addr().Is4() && q.Bits() > p.Bits() && p.Contains(q.Addr())
+	}) {
 		return false
 	}
 	lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
@@ -654,13 +619,7 @@ func (c *Config) validateHooks(bad complain) {
 
 // IsLocalDomain reports whether domain is one this host receives for.
 func (c *Config) IsLocalDomain(domain string) bool {
-	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
-	for _, d := range c.Domains {
-		if d == domain {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.Domains, strings.ToLower(strings.TrimSuffix(domain, ".")))
 }
 
 // PrimaryDomain is the first configured domain, or "localhost".
@@ -689,35 +648,22 @@ func (c *Config) EffectiveSend(mailbox string) SendPolicy {
 		return p
 	}
 	o := m.Send
-	if o.Enabled != nil {
-		p.Enabled = o.Enabled
-	}
-	if o.DryRunOnly != nil {
-		p.DryRunOnly = o.DryRunOnly
-	}
-	if o.Hold != nil {
-		p.Hold = o.Hold
-	}
+	p.Enabled = cmp.Or(o.Enabled, p.Enabled)
+	p.DryRunOnly = cmp.Or(o.DryRunOnly, p.DryRunOnly)
+	p.Hold = cmp.Or(o.Hold, p.Hold)
 	if o.AllowDomains != nil {
 		p.AllowDomains = o.AllowDomains
 	}
 	if o.AllowAddresses != nil {
 		p.AllowAddresses = o.AllowAddresses
 	}
-	for _, kv := range []struct {
-		dst *int
-		v   int
-	}{{&p.MaxRecipients, o.MaxRecipients}, {&p.MaxAttachments, o.MaxAttachments}, {&p.PerMinute, o.PerMinute}, {&p.PerHour, o.PerHour}, {&p.PerDay, o.PerDay}} {
-		if kv.v != 0 {
-			*kv.dst = kv.v
-		}
-	}
-	if o.MaxMessageBytes != 0 {
-		p.MaxMessageBytes = o.MaxMessageBytes
-	}
-	if o.MaxAttachmentBytes != 0 {
-		p.MaxAttachmentBytes = o.MaxAttachmentBytes
-	}
+	p.MaxRecipients = cmp.Or(o.MaxRecipients, p.MaxRecipients)
+	p.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, p.MaxMessageBytes)
+	p.MaxAttachmentBytes = cmp.Or(o.MaxAttachmentBytes, p.MaxAttachmentBytes)
+	p.MaxAttachments = cmp.Or(o.MaxAttachments, p.MaxAttachments)
+	p.PerMinute = cmp.Or(o.PerMinute, p.PerMinute)
+	p.PerHour = cmp.Or(o.PerHour, p.PerHour)
+	p.PerDay = cmp.Or(o.PerDay, p.PerDay)
 	return p
 }
 
