@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,10 +23,12 @@ func lookupFailed(f *findings, id, name string, err error) (absent bool) {
 	return false
 }
 
-func txtRecords(ctx context.Context, r resolver.Resolver, name string) ([]string, error) {
+// lookup runs one DNS query under its own deadline, so one slow name
+// cannot stall the rest of the checks.
+func lookup[T any](ctx context.Context, query func(context.Context, string) (T, error), name string) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return r.LookupTXT(ctx, name)
+	return query(ctx, name)
 }
 
 // tagValue returns the value of tag in a "k=v; k=v" record, spaces removed.
@@ -43,9 +46,7 @@ func checkDNS(ctx context.Context, f *findings, cfg *config.Config, env Env, key
 	r := env.Resolver
 	host := strings.ToLower(strings.TrimSuffix(cfg.Hostname, "."))
 	fix := "publish the records `sudo mailctl setup` prints (re-running it is safe)"
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	ips, err := r.LookupIPAddr(lctx, host)
-	cancel()
+	ips, err := lookup(ctx, r.LookupIPAddr, host)
 	if err != nil {
 		if lookupFailed(f, "dns.host", host, err) {
 			f.add("dns.host", Fail, fix, "%s has no A or AAAA record: senders cannot reach this host", host)
@@ -60,27 +61,20 @@ func checkDNS(ctx context.Context, f *findings, cfg *config.Config, env Env, key
 		checkPTR(ctx, f, r, host, ips)
 	}
 	for _, d := range cfg.Domains {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		mxs, err := r.LookupMX(lctx, d)
-		cancel()
+		mxs, err := lookup(ctx, r.LookupMX, d)
+		var names []string
+		for _, mx := range mxs {
+			names = append(names, strings.ToLower(strings.TrimSuffix(mx.Host, ".")))
+		}
 		switch {
 		case err != nil:
 			if lookupFailed(f, "dns.mx", d, err) {
 				f.add("dns.mx", Fail, fix, "%s has no MX record: mail for it goes elsewhere or nowhere", d)
 			}
+		case slices.Contains(names, host):
+			f.add("dns.mx", OK, "", "MX of %s points to %s", d, host)
 		default:
-			var names []string
-			found := false
-			for _, mx := range mxs {
-				n := strings.ToLower(strings.TrimSuffix(mx.Host, "."))
-				names = append(names, n)
-				found = found || n == host
-			}
-			if found {
-				f.add("dns.mx", OK, "", "MX of %s points to %s", d, host)
-			} else {
-				f.add("dns.mx", Fail, fix, "MX of %s is %s, not this host (%s)", d, strings.Join(names, ", "), host)
-			}
+			f.add("dns.mx", Fail, fix, "MX of %s is %s, not this host (%s)", d, strings.Join(names, ", "), host)
 		}
 		checkSPF(ctx, f, r, d, fix)
 		checkDMARC(ctx, f, r, d, fix)
@@ -89,7 +83,7 @@ func checkDNS(ctx context.Context, f *findings, cfg *config.Config, env Env, key
 }
 
 func checkSPF(ctx context.Context, f *findings, r resolver.Resolver, d, fix string) {
-	txts, err := txtRecords(ctx, r, d)
+	txts, err := lookup(ctx, r.LookupTXT, d)
 	if err != nil && !lookupFailed(f, "dns.spf", d, err) {
 		return
 	}
@@ -111,7 +105,7 @@ func checkSPF(ctx context.Context, f *findings, r resolver.Resolver, d, fix stri
 
 func checkDMARC(ctx context.Context, f *findings, r resolver.Resolver, d, fix string) {
 	name := "_dmarc." + d
-	txts, err := txtRecords(ctx, r, name)
+	txts, err := lookup(ctx, r.LookupTXT, name)
 	if err != nil && !lookupFailed(f, "dns.dmarc", name, err) {
 		return
 	}
@@ -129,7 +123,7 @@ func checkDKIMDNS(ctx context.Context, f *findings, r resolver.Resolver, d strin
 	published := 0
 	for _, k := range keys {
 		name := k.Selector + "._domainkey." + d
-		txts, err := txtRecords(ctx, r, name)
+		txts, err := lookup(ctx, r.LookupTXT, name)
 		if err != nil {
 			if lookupFailed(f, "dkim.dns_missing", name, err) {
 				f.add("dkim.dns_missing", Warn, fix, "%s is not published: receivers cannot verify signatures by key %s", name, k.Selector)
@@ -171,10 +165,8 @@ func checkHostAddrs(f *findings, host string, ips []net.IPAddr, env Env, fix str
 		return
 	}
 	for _, ip := range ips {
-		for _, l := range local {
-			if ip.IP.Equal(l) {
-				return
-			}
+		if slices.ContainsFunc(local, ip.IP.Equal) {
+			return
 		}
 	}
 	var ls []string
@@ -187,15 +179,10 @@ func checkHostAddrs(f *findings, host string, ips []net.IPAddr, env Env, fix str
 // checkPTR wants the reverse DNS of each address to name the host: many
 // receivers refuse or junk mail from addresses without matching PTR.
 func checkPTR(ctx context.Context, f *findings, r resolver.Resolver, host string, ips []net.IPAddr) {
+	namesHost := func(n string) bool { return strings.EqualFold(strings.TrimSuffix(n, "."), host) }
 	for _, ip := range ips {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		names, err := r.LookupAddr(lctx, ip.IP.String())
-		cancel()
-		ok := false
-		for _, n := range names {
-			ok = ok || strings.EqualFold(strings.TrimSuffix(n, "."), host)
-		}
-		if !ok {
+		names, err := lookup(ctx, r.LookupAddr, ip.IP.String())
+		if !slices.ContainsFunc(names, namesHost) {
 			what := strings.Join(names, ", ")
 			if err != nil || what == "" {
 				what = "nothing"

@@ -74,30 +74,25 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 		env.Now = time.Now
 	}
 	var f findings
-	if env.Dev {
-		checkConfig(&f, cfg)
-		checkDaemon(&f, env)
-		checkKeys(&f, cfg, env)
-		checkTLS(&f, cfg, env)
-		checkMailboxes(&f, cfg, env)
-		checkQueue(&f, cfg, env)
-		checkListeners(ctx, &f, cfg, env)
-		f.add("dev.instance", Info, "", "a mailctl dev instance: owners, role addresses and DNS are checked on a host (sudo mailctl setup), not here")
-		Sort(f)
-		return f
-	}
 	checkConfig(&f, cfg)
 	checkDaemon(&f, env)
-	checkPaths(&f, cfg, env)
+	if !env.Dev {
+		checkPaths(&f, cfg, env)
+	}
 	keys := checkKeys(&f, cfg, env)
 	checkTLS(&f, cfg, env)
 	checkMailboxes(&f, cfg, env)
-	checkRoleAddresses(&f, cfg)
+	if !env.Dev {
+		checkRoleAddresses(&f, cfg)
+	}
 	checkQueue(&f, cfg, env)
 	checkListeners(ctx, &f, cfg, env)
-	if env.Resolver != nil {
+	switch {
+	case env.Dev:
+		f.add("dev.instance", Info, "", "a mailctl dev instance: owners, role addresses and DNS are checked on a host (sudo mailctl setup), not here")
+	case env.Resolver != nil:
 		checkDNS(ctx, &f, cfg, env, keys)
-	} else {
+	default:
 		f.add("dns.skipped", Info, "", "DNS checks skipped: no resolver")
 	}
 	Sort(f)
@@ -126,13 +121,8 @@ func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []pro
 	}
 	def := config.Default()
 	def.File = path
-	rest := Check(ctx, def, env)
 	// Without a config there are no domains; that finding only repeats this one.
-	for _, r := range rest {
-		if r.ID != "config.domains" {
-			f = append(f, r)
-		}
-	}
+	f = append(f, slices.DeleteFunc(Check(ctx, def, env), func(r protocol.Finding) bool { return r.ID == "config.domains" })...)
 	Sort(f)
 	return nil, f
 }
@@ -146,12 +136,7 @@ func Sort(f []protocol.Finding) {
 
 // Failed reports whether any finding is a failure.
 func Failed(f []protocol.Finding) bool {
-	for _, x := range f {
-		if x.Severity == Fail {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(f, func(x protocol.Finding) bool { return x.Severity == Fail })
 }
 
 func checkConfig(f *findings, cfg *config.Config) {
