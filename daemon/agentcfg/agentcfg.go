@@ -11,9 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -57,15 +58,15 @@ func (h *Harness) Path(home string) string { return filepath.Join(home, h.Rel) }
 // Harnesses are the supported harnesses, in the order `agents list` shows them.
 var Harnesses = []*Harness{
 	{Name: "claude-code", Title: "Claude Code", Format: "json", Rel: ".claude.json",
-		Snippet: jsonSnippet("mcpServers", claudeEntry), Merge: jsonMerge("mcpServers", claudeEntry), Wired: jsonWired("mcpServers", "command")},
+		Snippet: jsonSnippet("mcpServers", claudeEntry), Merge: jsonMerge("mcpServers", claudeEntry), Wired: jsonWired("mcpServers")},
 	{Name: "codex", Title: "Codex CLI", Format: "toml", Rel: ".codex/config.toml",
 		Snippet: codexSnippet, Merge: codexMerge, Wired: codexWired},
 	{Name: "gemini", Title: "Gemini CLI", Format: "json", Rel: ".gemini/settings.json",
-		Snippet: jsonSnippet("mcpServers", geminiEntry), Merge: jsonMerge("mcpServers", geminiEntry), Wired: jsonWired("mcpServers", "command")},
+		Snippet: jsonSnippet("mcpServers", geminiEntry), Merge: jsonMerge("mcpServers", geminiEntry), Wired: jsonWired("mcpServers")},
 	{Name: "goose", Title: "goose", Format: "yaml", Rel: ".config/goose/config.yaml",
 		Snippet: gooseSnippet, Merge: gooseMerge, Wired: gooseWired},
 	{Name: "opencode", Title: "opencode", Format: "json", Rel: ".config/opencode/opencode.json",
-		Snippet: jsonSnippet("mcp", opencodeEntry), Merge: jsonMerge("mcp", opencodeEntry), Wired: jsonWired("mcp", "command")},
+		Snippet: jsonSnippet("mcp", opencodeEntry), Merge: jsonMerge("mcp", opencodeEntry), Wired: jsonWired("mcp")},
 }
 
 // Lookup finds a harness by name.
@@ -163,21 +164,18 @@ func jsonMerge(key string, entry func(Server) any) func([]byte, Server) ([]byte,
 				return existing, nil
 			}
 			delete(servers, ServerName)
-			doc[key] = servers
-			return marshalJSON(doc)
-		}
-		servers[ServerName] = entry(s)
-		doc[key] = servers
-		if key == "mcp" {
-			if _, ok := doc["$schema"]; !ok {
+		} else {
+			servers[ServerName] = entry(s)
+			if _, ok := doc["$schema"]; key == "mcp" && !ok {
 				doc["$schema"] = "https://opencode.ai/config.json"
 			}
 		}
+		doc[key] = servers
 		return marshalJSON(doc)
 	}
 }
 
-func jsonWired(key, cmdKey string) func([]byte) (bool, string) {
+func jsonWired(key string) func([]byte) (bool, string) {
 	return func(existing []byte) (bool, string) {
 		doc, err := parseJSONObject(existing)
 		if err != nil {
@@ -188,7 +186,7 @@ func jsonWired(key, cmdKey string) func([]byte) (bool, string) {
 		if !ok {
 			return false, ""
 		}
-		switch c := e[cmdKey].(type) {
+		switch c := e["command"].(type) {
 		case string:
 			return true, c
 		case []any:
@@ -207,31 +205,34 @@ func jsonWired(key, cmdKey string) func([]byte) (bool, string) {
 // to prove it is still valid TOML.
 const codexHeader = "[mcp_servers." + ServerName + "]"
 
-func tomlString(s string) string {
-	b, _ := json.Marshal(s) // JSON escapes are valid TOML basic-string escapes
+// quote writes s as a JSON string, which is also a TOML basic string and a
+// YAML double-quoted scalar: JSON's escapes are valid in both.
+func quote(s string) string {
+	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// quoteList quotes each of ss and separates them with commas, the inside of
+// a TOML array or a YAML flow sequence.
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 func codexSnippet(s Server) ([]byte, error) {
 	var b strings.Builder
 	b.WriteString(codexHeader + "\n")
-	fmt.Fprintf(&b, "command = %s\n", tomlString(s.Command))
-	args := make([]string, len(s.Args))
-	for i, a := range s.Args {
-		args[i] = tomlString(a)
-	}
-	fmt.Fprintf(&b, "args = [%s]\n", strings.Join(args, ", "))
+	fmt.Fprintf(&b, "command = %s\n", quote(s.Command))
+	fmt.Fprintf(&b, "args = [%s]\n", quoteList(s.Args))
 	// Codex's default tool timeout (60 s) cuts email_wait off.
 	fmt.Fprintf(&b, "tool_timeout_sec = %d\n", ToolTimeoutSecs)
 	if len(s.Env) > 0 {
-		keys := make([]string, 0, len(s.Env))
-		for k := range s.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		var kv []string
-		for _, k := range keys {
-			kv = append(kv, tomlString(k)+" = "+tomlString(s.Env[k]))
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			kv = append(kv, quote(k)+" = "+quote(s.Env[k]))
 		}
 		fmt.Fprintf(&b, "env = { %s }\n", strings.Join(kv, ", "))
 	}

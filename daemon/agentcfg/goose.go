@@ -1,9 +1,11 @@
 package agentcfg
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -18,12 +20,7 @@ import (
 // No YAML library is in the module, so the file is edited as text: our block
 // under `extensions:` is replaced or inserted, everything else is kept byte
 // for byte. Scalars are written as JSON strings, which are valid YAML
-// double-quoted scalars.
-
-func yamlStr(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
+// double-quoted scalars (see quote).
 
 // gooseBlock renders our extension entry with the given indentation.
 func gooseBlock(s Server, indent string) string {
@@ -33,24 +30,15 @@ func gooseBlock(s Server, indent string) string {
 	fmt.Fprintf(&b, "%senabled: true\n", in)
 	fmt.Fprintf(&b, "%stype: stdio\n", in)
 	fmt.Fprintf(&b, "%sname: %s\n", in, ServerName)
-	fmt.Fprintf(&b, "%sdescription: %s\n", in, yamlStr("Mail: mailboxes, email and hooks through the mailctl daemon"))
-	fmt.Fprintf(&b, "%scmd: %s\n", in, yamlStr(s.Command))
-	args := make([]string, len(s.Args))
-	for i, a := range s.Args {
-		args[i] = yamlStr(a)
-	}
-	fmt.Fprintf(&b, "%sargs: [%s]\n", in, strings.Join(args, ", "))
+	fmt.Fprintf(&b, "%sdescription: %s\n", in, quote("Mail: mailboxes, email and hooks through the mailctl daemon"))
+	fmt.Fprintf(&b, "%scmd: %s\n", in, quote(s.Command))
+	fmt.Fprintf(&b, "%sargs: [%s]\n", in, quoteList(s.Args))
 	if len(s.Env) == 0 {
 		fmt.Fprintf(&b, "%senvs: {}\n", in)
 	} else {
 		fmt.Fprintf(&b, "%senvs:\n", in)
-		keys := make([]string, 0, len(s.Env))
-		for k := range s.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, "%s  %s: %s\n", in, yamlStr(k), yamlStr(s.Env[k]))
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			fmt.Fprintf(&b, "%s  %s: %s\n", in, quote(k), quote(s.Env[k]))
 		}
 	}
 	fmt.Fprintf(&b, "%stimeout: %d\n", in, ToolTimeoutSecs)
@@ -141,7 +129,7 @@ func gooseExtensionsEnd(lines []string, ext int) (end int, indent string, err er
 			continue
 		}
 		if indentOf(lines[i]) == 0 {
-			return i, orDefaultIndent(indent), nil
+			return i, cmp.Or(indent, "  "), nil
 		}
 		if indent == "" {
 			indent = strings.Repeat(" ", indentOf(lines[i]))
@@ -150,14 +138,7 @@ func gooseExtensionsEnd(lines []string, ext int) (end int, indent string, err er
 			return 0, "", fmt.Errorf("goose's extensions are indented unevenly: add the snippet from --print by hand")
 		}
 	}
-	return len(lines), orDefaultIndent(indent), nil
-}
-
-func orDefaultIndent(indent string) string {
-	if indent == "" {
-		return "  "
-	}
-	return indent
+	return len(lines), cmp.Or(indent, "  "), nil
 }
 
 // gooseReplaceEntry copies the extensions block's lines to out with our entry
