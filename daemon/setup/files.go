@@ -81,11 +81,7 @@ func renderConfig(o *Options) string {
 	}
 	b.WriteString("\n[trust]\n")
 	b.WriteString("# Authenticated mail from these senders is marked trusted; hooks fire on it.\n")
-	ts := o.TrustedSenders
-	if ts == nil {
-		ts = []string{}
-	}
-	fmt.Fprintf(&b, "trusted_senders = %s\n", tomlList(ts))
+	fmt.Fprintf(&b, "trusted_senders = %s\n", tomlList(o.TrustedSenders))
 	b.WriteString("\n# Operator-declared mailboxes cannot be deleted or changed by agents.\n")
 	b.WriteString("# Agents create their own with `mailctl mailboxes create` or the mailbox_create tool.\n")
 	if o.CatchAll != "" {
@@ -119,7 +115,7 @@ func writeConfig(o *Options, path string, st step) (*config.Config, error) {
 	// A crash leaves the old state or the whole file, never a part that the
 	// next run would keep; the file is linked into place, so a concurrent
 	// setup's config is never replaced.
-	if err := safeio.WriteFile(path, []byte(text), safeio.Options{Perm: 0o640, NoReplace: true, Prepare: chownRootFile}); err != nil {
+	if err := writeExclusive(path, []byte(text), 0o640); err != nil {
 		return nil, fmt.Errorf("writing config: %w", err)
 	}
 	st.did("%s (0640)", path)
