@@ -60,7 +60,8 @@ type Env struct {
 	Dev bool
 }
 
-// findings collects results.
+// findings collects results. A check that added none says so with one OK
+// finding; it tells by comparing the list's length before and after.
 type findings []protocol.Finding
 
 func (f *findings) add(id, sev, fix, format string, args ...any) {
@@ -195,7 +196,7 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 	if cfg.File != "" {
 		specs = append(specs, pathSpec{cfg.File, 0o640, false, true})
 	}
-	bad := 0
+	before := len(*f)
 	for _, s := range specs {
 		fi, err := os.Lstat(s.path)
 		if err != nil {
@@ -204,12 +205,10 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 			} else {
 				f.add("paths.unreadable", Warn, "run doctor as root", "cannot inspect %s: %v", s.path, err)
 			}
-			bad++
 			continue
 		}
 		if fi.IsDir() != s.dir || fi.Mode()&fs.ModeSymlink != 0 {
 			f.add("paths.type", Fail, "move it away and run `sudo mailctl setup`", "%s is not a plain %s", s.path, map[bool]string{true: "directory", false: "file"}[s.dir])
-			bad++
 			continue
 		}
 		if got := fi.Mode().Perm(); got != s.mode {
@@ -218,24 +217,20 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 				sev = Fail
 			}
 			f.add("paths.mode", sev, fmt.Sprintf("sudo chmod %04o %s", s.mode, s.path), "%s has mode %04o, expected %04o", s.path, got, s.mode)
-			bad++
 		}
 		if uid, ok := owner(fi); ok && env.Root && uid != 0 {
 			f.add("paths.owner", Fail, "sudo chown root: "+s.path, "%s belongs to uid %d, expected root", s.path, uid)
-			bad++
 		}
 	}
 	if fi, err := os.Lstat(cfg.Paths.Socket); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			f.add("paths.socket", Fail, "stop the daemon, move "+cfg.Paths.Socket+" away, start it", "%s is not a socket", cfg.Paths.Socket)
-			bad++
 		} else if fi.Mode().Perm() != 0o666 {
 			f.add("paths.socket", Warn, "sudo systemctl restart mailctl (the daemon sets 0666 when it listens)",
 				"the control socket %s has mode %04o: users other than root cannot reach the daemon (it authorizes each caller itself)", cfg.Paths.Socket, fi.Mode().Perm())
-			bad++
 		}
 	}
-	if bad == 0 {
+	if len(*f) == before {
 		f.add("paths.ok", OK, "", "state, registry, queue, mailboxes and key directories have the right modes")
 	}
 }

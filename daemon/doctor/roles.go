@@ -15,7 +15,7 @@ func checkRoleAddresses(f *findings, cfg *config.Config) {
 	declare := func(role string) string {
 		return fmt.Sprintf("declare it in config.toml ([[mailboxes]] name = %q, owner = \"root\") and run `sudo systemctl reload mailctl`", role)
 	}
-	problems := 0
+	before := len(*f)
 	for _, role := range config.RoleAddresses {
 		if cfg.RouteOf(role) != "" {
 			continue
@@ -23,7 +23,6 @@ func checkRoleAddresses(f *findings, cfg *config.Config) {
 		if uid, ok := registered(cfg, role); ok && uid != 0 {
 			f.add("role.user_owned", Warn, fmt.Sprintf("delete it (`sudo mailctl mailboxes delete %s`), then %s", role, declare(role)),
 				"%s@%s is a mailbox of uid %d: a role address receives reports, complaints and certificate approvals for the whole domain and should be the operator's", role, domain, uid)
-			problems++
 		}
 	}
 	for _, role := range config.RequiredRoleAddresses {
@@ -38,9 +37,8 @@ func checkRoleAddresses(f *findings, cfg *config.Config) {
 		} else {
 			f.add("role.missing", Warn, declare(role), "no mailbox answers %s@%s: mail to it is refused, which RFC 5321 forbids for postmaster, and abuse reports are lost", role, domain)
 		}
-		problems++
 	}
-	if problems == 0 {
+	if len(*f) == before {
 		f.add("role.ok", OK, "", "postmaster and abuse are the operator's")
 	}
 }

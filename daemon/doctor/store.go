@@ -35,7 +35,7 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 		f.add("dkim.missing", Fail, "sudo mailctl setup (generates an Ed25519 and an RSA key)", "no DKIM key in %s: outbound mail is unsigned and will be rejected or junked", dir)
 		return nil
 	}
-	bad := false
+	before := len(*f)
 	for _, k := range keys {
 		fi, err := os.Lstat(k.Path)
 		if err != nil {
@@ -43,14 +43,12 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 		}
 		if m := fi.Mode().Perm(); m != 0o600 {
 			f.add("dkim.key_mode", Fail, fmt.Sprintf("sudo chmod 0600 %s", k.Path), "DKIM key %s has mode %04o: a private key must be 0600", k.Path, m)
-			bad = true
 		}
 		if uid, ok := owner(fi); ok && env.Root && !env.Dev && uid != 0 {
 			f.add("dkim.key_owner", Fail, "sudo chown root:root "+k.Path, "DKIM key %s belongs to uid %d, expected root", k.Path, uid)
-			bad = true
 		}
 	}
-	if !bad {
+	if len(*f) == before {
 		var sels []string
 		for _, k := range keys {
 			sels = append(sels, k.Selector+" ("+k.Algorithm+")")
@@ -136,92 +134,81 @@ func checkMailboxes(f *findings, cfg *config.Config, env Env) {
 		return
 	}
 	seen := map[string]bool{}
-	problems := 0
+	before := len(*f)
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
 			continue
 		}
 		seen[name] = true
-		problems += checkMailbox(f, cfg, name, filepath.Join(root, name))
+		checkMailbox(f, cfg, name, filepath.Join(root, name))
 	}
 	for _, m := range cfg.Mailboxes {
 		if !seen[m.Name] {
 			f.add("mailbox.missing", Warn, "sudo systemctl reload mailctl (the daemon creates declared mailboxes)", "declared mailbox %s has no folder yet", m.Name)
-			problems++
 		}
 	}
-	if problems == 0 {
+	if len(*f) == before {
 		f.add("mailbox.ok", OK, "", "%d mailbox folders, owners and modes as expected", len(seen))
 	}
 }
 
-// checkMailbox checks one mailbox directory of the store and returns how
-// many problems it found.
-func checkMailbox(f *findings, cfg *config.Config, name, path string) (problems int) {
+// checkMailbox checks one mailbox directory of the store.
+func checkMailbox(f *findings, cfg *config.Config, name, path string) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return 0
+		return
 	}
 	if !fi.IsDir() {
 		f.add("mailbox.not_dir", Warn, "move "+path+" out of the store", "%s is not a directory", path)
-		return 1
+		return
 	}
-	want, known, n := expectedOwner(f, cfg, name, path)
-	problems += n
+	want, known := expectedOwner(f, cfg, name, path)
 	got, _ := owner(fi)
 	if known && got != want {
 		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
-		problems++
 	}
 	if m := fi.Mode().Perm(); m != store.DirMode {
 		f.add("mailbox.mode", Warn, fmt.Sprintf("sudo chmod %04o %s", store.DirMode, path), "mailbox %s has mode %04o, expected %04o", name, m, store.DirMode)
-		problems++
 	}
 	for _, folder := range store.Folders {
-		problems += checkFolder(f, name, path, folder, got, want, known)
+		checkFolder(f, name, path, folder, got, want, known)
 	}
-	return problems
 }
 
 // expectedOwner is the uid a mailbox should belong to, from the config or
 // the registry; known is false when neither says (and that is a finding).
-func expectedOwner(f *findings, cfg *config.Config, name, path string) (want uint32, known bool, problems int) {
+func expectedOwner(f *findings, cfg *config.Config, name, path string) (want uint32, known bool) {
 	if decl := cfg.Mailbox(name); decl != nil {
 		if want, known = lookupUID(decl.Owner); !known {
 			f.add("mailbox.owner_unknown", Fail, "create the user or fix owner in [[mailboxes]]", "mailbox %s is declared for user %q, who does not exist", name, decl.Owner)
-			return 0, false, 1
 		}
-		return want, true, 0
+		return want, known
 	}
 	if uid, ok := registered(cfg, name); ok {
-		return uid, true, 0
+		return uid, true
 	}
 	f.add("mailbox.orphaned", Warn, fmt.Sprintf("declare it in the config, re-create it (`mailctl mailboxes create %s`), or archive and remove %s", name, path),
 		"%s is neither declared in the config nor in the registry: no mail is delivered to it", path)
-	return 0, false, 1
+	return 0, false
 }
 
-// checkFolder checks one standard folder of a mailbox and returns how many
-// problems it found.
-func checkFolder(f *findings, name, path, folder string, got, want uint32, known bool) int {
+// checkFolder checks one standard folder of a mailbox.
+func checkFolder(f *findings, name, path, folder string, got, want uint32, known bool) {
 	fp := filepath.Join(path, folder)
 	ffi, err := os.Lstat(fp)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		f.add("mailbox.folder_missing", Warn, fmt.Sprintf("sudo mailctl mailboxes create %s --owner %d (repairs folders)", name, got), "mailbox %s has no %s folder", name, folder)
-		return 1
 	case err != nil:
-		return 0
+		return
 	case !ffi.IsDir():
 		f.add("mailbox.folder_type", Fail, "move "+fp+" away and repair the mailbox", "%s is not a directory (a symlink or file planted in the mailbox?)", fp)
-		return 1
+	default:
+		if fu, _ := owner(ffi); known && fu != want {
+			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "%s belongs to uid %d, expected uid %d", fp, fu, want)
+		}
 	}
-	if fu, _ := owner(ffi); known && fu != want {
-		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "%s belongs to uid %d, expected uid %d", fp, fu, want)
-		return 1
-	}
-	return 0
 }
 
 // checkQueue looks for queue items the daemon set aside or cannot load.
@@ -234,14 +221,13 @@ func checkQueue(f *findings, cfg *config.Config, env Env) {
 		}
 		return
 	}
-	items, bad := 0, 0
+	items, before := 0, len(*f)
 	for _, e := range ents {
 		name := e.Name()
 		if e.IsDir() && name == "corrupt" {
 			if c, _ := os.ReadDir(filepath.Join(dir, name)); len(c) > 0 {
 				f.add("queue.corrupt", Warn, "inspect and remove the files in "+filepath.Join(dir, name),
 					"%d file(s) in %s: queue items that could not be loaded were set aside there", len(c), filepath.Join(dir, name))
-				bad++
 			}
 			continue
 		}
@@ -268,10 +254,9 @@ func checkQueue(f *findings, cfg *config.Config, env Env) {
 		if err != nil {
 			f.add("queue.corrupt", Fail, "sudo systemctl restart mailctl (the daemon sets broken items aside), then inspect "+filepath.Join(dir, "corrupt"),
 				"queue item %s cannot be delivered: %v", id, err)
-			bad++
 		}
 	}
-	if bad == 0 {
+	if len(*f) == before {
 		f.add("queue.ok", OK, "", "%d item(s) in the queue", items)
 	}
 }
