@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -56,10 +57,7 @@ func renderConfig(o *Options) string {
 	if o.CatchAll != "" {
 		fmt.Fprintf(&b, "catch_all = %s\n", tomlString(o.CatchAll))
 	}
-	socket := o.Socket
-	if socket == "" {
-		socket = under(protocol.DefaultSocket)
-	}
+	socket := cmp.Or(o.Socket, under(protocol.DefaultSocket))
 	b.WriteString("\n[paths]\n")
 	fmt.Fprintf(&b, "state_dir = %s\n", tomlString(under("/var/lib/mailctl")))
 	fmt.Fprintf(&b, "socket = %s\n", tomlString(socket))

@@ -7,6 +7,7 @@ package setup
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -208,9 +209,7 @@ func validate(o *Options) error {
 	if !config.ValidDomain(o.Domain) {
 		return fmt.Errorf("--domain %q is not a domain name", o.Domain)
 	}
-	if o.Hostname == "" {
-		o.Hostname = "mx." + o.Domain
-	}
+	o.Hostname = cmp.Or(o.Hostname, "mx."+o.Domain)
 	if !config.ValidDomain(o.Hostname) {
 		return fmt.Errorf("--hostname %q is not a host name", o.Hostname)
 	}
@@ -254,11 +253,7 @@ func ask(o *Options, out io.Writer) error {
 			}
 			return "", err
 		}
-		line = strings.TrimSpace(line)
-		if line == "" {
-			return def, nil
-		}
-		return line, nil
+		return cmp.Or(strings.TrimSpace(line), def), nil
 	}
 	var err error
 	if o.Domain == "" {
