@@ -302,11 +302,8 @@ func codexWithout(existing, snippet []byte) (text string, replaced bool) {
 
 // appendBlock appends a block to a config, one blank line after its end.
 func appendBlock(text string, block []byte) string {
-	if text != "" && !strings.HasSuffix(text, "\n") {
-		text += "\n"
-	}
 	if text != "" {
-		text += "\n"
+		text = strings.TrimSuffix(text, "\n") + "\n\n"
 	}
 	return text + string(block)
 }

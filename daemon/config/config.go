@@ -632,10 +632,8 @@ func (c *Config) PrimaryDomain() string {
 
 // Mailbox returns the operator declaration of a mailbox, if any.
 func (c *Config) Mailbox(name string) *MailboxConfig {
-	for i := range c.Mailboxes {
-		if c.Mailboxes[i].Name == name {
-			return &c.Mailboxes[i]
-		}
+	if i := slices.IndexFunc(c.Mailboxes, func(m MailboxConfig) bool { return m.Name == name }); i >= 0 {
+		return &c.Mailboxes[i]
 	}
 	return nil
 }
