@@ -71,13 +71,11 @@ func gooseMerge(existing []byte, s Server) ([]byte, error) {
 		return nil, err
 	}
 	if ext < 0 {
-		if s.Command == "" {
-			return existing, nil
+		// No extensions yet: the mapping starts, empty, at the end.
+		if n := len(lines); n > 0 && !strings.HasSuffix(lines[n-1], "\n") {
+			lines[n-1] += "\n"
 		}
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		return []byte(text + "extensions:\n" + gooseBlock(s, "  ")), nil
+		lines, ext = append(lines, "extensions:\n"), len(lines)
 	}
 	end, indent, err := gooseExtensionsEnd(lines, ext)
 	if err != nil {
