@@ -382,8 +382,7 @@ func Parse(data []byte) (*Config, error) {
 	var c Config
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[toml.ParseError](err); ok {
 			return nil, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
 		}
 		return nil, err
