@@ -16,17 +16,6 @@ const (
 	PlaceholderIPv6 = "2001:db8::1"
 )
 
-// SPF, DMARC and TLS-RPT policies setup recommends.
-func spfValue() string { return "v=spf1 mx -all" }
-
-func dmarcValue(domain string) string {
-	return "v=DMARC1; p=quarantine; rua=mailto:postmaster@" + domain
-}
-
-func tlsrptValue(domain string) string {
-	return "v=TLSRPTv1; rua=mailto:postmaster@" + domain
-}
-
 // DNSRecords renders, in zone-file syntax, the records a host needs: MX, A and
 // AAAA of the host name (ips are this host's public addresses; placeholders
 // when none is known), SPF, one DKIM TXT per key (split in 255-byte strings),
@@ -61,13 +50,15 @@ func DNSRecords(cfg *config.Config, keys []*dkim.Key, ips []net.IP) string {
 	for _, d := range cfg.Domains {
 		fmt.Fprintf(&b, "\n; Mail for %s\n", d)
 		fmt.Fprintf(&b, "%s. 3600 IN MX 10 %s.\n", d, host)
-		fmt.Fprintf(&b, "%s. 3600 IN TXT %q\n", d, spfValue())
+		// The SPF, DMARC and TLS-RPT policies setup recommends; reports go
+		// to postmaster, which setup declares.
+		fmt.Fprintf(&b, "%s. 3600 IN TXT %q\n", d, "v=spf1 mx -all")
 		for _, k := range keys {
 			b.WriteString(dkim.TXTRecord(d, k) + "\n")
 		}
-		fmt.Fprintf(&b, "_dmarc.%s. 3600 IN TXT %q\n", d, dmarcValue(d))
+		fmt.Fprintf(&b, "_dmarc.%s. 3600 IN TXT %q\n", d, "v=DMARC1; p=quarantine; rua=mailto:postmaster@"+d)
 		fmt.Fprintf(&b, "; optional: TLS reporting, and MTA-STS once https://mta-sts.%s/.well-known/mta-sts.txt serves a policy\n", d)
-		fmt.Fprintf(&b, "_smtp._tls.%s. 3600 IN TXT %q\n", d, tlsrptValue(d))
+		fmt.Fprintf(&b, "_smtp._tls.%s. 3600 IN TXT %q\n", d, "v=TLSRPTv1; rua=mailto:postmaster@"+d)
 		fmt.Fprintf(&b, "; _mta-sts.%s. 3600 IN TXT \"v=STSv1; id=YYYYMMDD01\"\n", d)
 	}
 	return b.String()
