@@ -32,20 +32,17 @@ func DNSRecords(cfg *config.Config, keys []*dkim.Key, ips []net.IP) string {
 		}
 	}
 	fmt.Fprintf(&b, "; The host that receives mail\n")
-	if len(v4) == 0 {
-		fmt.Fprintf(&b, "; replace %s with this server's public IPv4 address\n", PlaceholderIPv4)
-		v4 = []string{PlaceholderIPv4}
+	addrRecords := func(rr string, ips []string, placeholder, which string) {
+		if len(ips) == 0 {
+			fmt.Fprintf(&b, "; replace %s with this server's public %s\n", placeholder, which)
+			ips = []string{placeholder}
+		}
+		for _, ip := range ips {
+			fmt.Fprintf(&b, "%s. 3600 IN %s %s\n", host, rr, ip)
+		}
 	}
-	for _, ip := range v4 {
-		fmt.Fprintf(&b, "%s. 3600 IN A %s\n", host, ip)
-	}
-	if len(v6) == 0 {
-		fmt.Fprintf(&b, "; replace %s with this server's public IPv6 address, or leave AAAA out\n", PlaceholderIPv6)
-		v6 = []string{PlaceholderIPv6}
-	}
-	for _, ip := range v6 {
-		fmt.Fprintf(&b, "%s. 3600 IN AAAA %s\n", host, ip)
-	}
+	addrRecords("A", v4, PlaceholderIPv4, "IPv4 address")
+	addrRecords("AAAA", v6, PlaceholderIPv6, "IPv6 address, or leave AAAA out")
 	fmt.Fprintf(&b, "; Ask your provider to set the reverse DNS (PTR) of these addresses to %s.\n", host)
 	for _, d := range cfg.Domains {
 		fmt.Fprintf(&b, "\n; Mail for %s\n", d)
