@@ -285,8 +285,6 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration in Go's notation.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
 
-func ptr[T any](v T) *T { return &v }
-
 // Default returns the configuration with every default filled in and no domain.
 func Default() *Config {
 	c := &Config{}
@@ -327,9 +325,9 @@ func (c *Config) applyDefaults() {
 	setDefault(&s.MaxErrors, 10)
 	setDefault(&s.MaxReceivedHeaders, 50)
 	p := &c.Send
-	setDefault(&p.Enabled, ptr(true))
-	setDefault(&p.DryRunOnly, ptr(false))
-	setDefault(&p.Hold, ptr(false))
+	setDefault(&p.Enabled, new(true))
+	setDefault(&p.DryRunOnly, new(false))
+	setDefault(&p.Hold, new(false))
 	setDefault(&p.MaxRecipients, 50)
 	setDefault(&p.MaxMessageBytes, 20<<20)
 	setDefault(&p.MaxAttachmentBytes, 15<<20)
@@ -340,13 +338,13 @@ func (c *Config) applyDefaults() {
 	d := &c.Delivery
 	setDefault(&d.RetryFor, Duration{5 * 24 * time.Hour})
 	setDefault(&d.FirstAttemptWait, Duration{10 * time.Second})
-	setDefault(&d.AllowPlaintext, ptr(true))
+	setDefault(&d.AllowPlaintext, new(true))
 	setDefault(&d.ConnectTimeout, Duration{30 * time.Second})
 	setDefault(&d.TransactionTimeout, Duration{10 * time.Minute})
 	setDefault(&d.MaxConcurrent, 8)
 	setDefault(&d.Port, 25)
 	setDefault(&c.HookRules.MaxConcurrent, 4)
-	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, ptr(true))
+	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, new(true))
 	setDefault(&c.Control.MaxConnections, 512)
 	setDefault(&c.Control.MaxConnectionsPerUID, 64)
 	setDefault(&c.Control.ReservedForRoot, 32)
