@@ -245,8 +245,7 @@ func isTableHeader(line string) bool {
 }
 
 func codexMerge(existing []byte, s Server) ([]byte, error) {
-	var probe map[string]any
-	if _, err := toml.Decode(string(existing), &probe); err != nil {
+	if _, err := toml.Decode(string(existing), new(map[string]any)); err != nil {
 		return nil, fmt.Errorf("not valid TOML (%v): fix it or add the snippet from --print by hand", err)
 	}
 	var snippet []byte
@@ -254,21 +253,20 @@ func codexMerge(existing []byte, s Server) ([]byte, error) {
 		snippet, _ = codexSnippet(s)
 	}
 	text, replaced := codexWithout(existing, snippet)
-	if !replaced && s.Command == "" {
-		return existing, nil
-	}
 	if !replaced {
+		if s.Command == "" {
+			return existing, nil
+		}
 		text = appendBlock(text, snippet)
 	}
-	result := []byte(text)
 	var check map[string]any
-	if _, err := toml.Decode(string(result), &check); err != nil {
+	if _, err := toml.Decode(text, &check); err != nil {
 		return nil, fmt.Errorf("merging into the Codex config would break it (%v): add the snippet from --print by hand", err)
 	}
 	if wired, cmd := codexEntry(check); cmd != s.Command || (s.Command == "" && wired) {
 		return nil, errors.New("merging into the Codex config did not take: add the snippet from --print by hand")
 	}
-	return result, nil
+	return []byte(text), nil
 }
 
 // codexWithout returns the config with our table (and any stray sub-table
