@@ -3,6 +3,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +79,15 @@ func rateWindows(p config.SendPolicy) []rateWindow {
 	return []rateWindow{{p.PerMinute, time.Minute, "send.per_minute"}, {p.PerHour, time.Hour, "send.per_hour"}, {p.PerDay, 24 * time.Hour, "send.per_day"}}
 }
 
+// since is the part of ts (oldest first) after start.
+func since(ts []time.Time, start time.Time) []time.Time {
+	i := 0
+	for i < len(ts) && !ts[i].After(start) {
+		i++
+	}
+	return ts[i:]
+}
+
 // RateLimiter counts sends per mailbox in sliding windows of a minute, an
 // hour and a day. Opened on a file (OpenRateLimiter), it survives restarts.
 type RateLimiter struct {
@@ -106,13 +116,8 @@ func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
-	ts := r.sent[mailbox]
 	// Forget sends older than the longest window.
-	i := 0
-	for i < len(ts) && !ts[i].After(now.Add(-24*time.Hour)) {
-		i++
-	}
-	ts = ts[i:]
+	ts := since(r.sent[mailbox], now.Add(-24*time.Hour))
 	var wait time.Duration
 	var which string
 	var limit int
@@ -123,13 +128,7 @@ func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
 		if n > w.limit {
 			return protocol.Errorf(protocol.CodePolicyBlocked, "%d sends exceed %s = %d", n, w.key, w.limit)
 		}
-		// Sends inside this window, newest last.
-		start := now.Add(-w.d)
-		j := 0
-		for j < len(ts) && !ts[j].After(start) {
-			j++
-		}
-		in := ts[j:]
+		in := since(ts, now.Add(-w.d))
 		if over := len(in) + n - w.limit; over > 0 {
 			// The window has room again once the over-th oldest send in it
 			// leaves: at that send's time plus the window length.
@@ -142,15 +141,10 @@ func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
 	if wait > 0 {
 		r.sent[mailbox] = ts
 		e := protocol.Errorf(protocol.CodeRateLimited, "this mailbox may send %d messages per %s (%s): try again in %s", limit, strings.TrimPrefix(which, "send.per_"), which, wait.Round(time.Second))
-		e.RetryAfterMS = wait.Milliseconds()
-		if e.RetryAfterMS < 1 {
-			e.RetryAfterMS = 1
-		}
+		e.RetryAfterMS = max(wait.Milliseconds(), 1)
 		return e
 	}
-	for k := 0; k < n; k++ {
-		ts = append(ts, now)
-	}
+	ts = append(ts, slices.Repeat([]time.Time{now}, n)...)
 	r.sent[mailbox] = ts
 	if r.log != nil {
 		r.log.record(mailbox, now, n, r.sent)
@@ -171,12 +165,7 @@ func (r *RateLimiter) Usage(mailbox string, p config.SendPolicy) []protocol.Send
 		if w.limit <= 0 {
 			continue
 		}
-		start := now.Add(-w.d)
-		j := 0
-		for j < len(ts) && !ts[j].After(start) {
-			j++
-		}
-		in := ts[j:]
+		in := since(ts, now.Add(-w.d))
 		rate := protocol.SendRate{Window: strings.TrimPrefix(w.key, "send.per_"), Limit: w.limit, Used: len(in), Remaining: max(w.limit-len(in), 0)}
 		if rate.Remaining == 0 {
 			// One more send fits once the oldest send that fills the

@@ -5,8 +5,9 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +59,7 @@ func OpenRateLimiter(path string, clock func() time.Time, logger *slog.Logger) (
 		logger.Warn("send log lines skipped", "path", path, "lines", bad)
 	}
 	for _, ts := range r.sent {
-		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+		slices.SortFunc(ts, time.Time.Compare)
 	}
 	r.log = &sendLog{path: path, log: logger}
 	if err := r.log.rewrite(r.sent); err != nil {
@@ -92,12 +93,7 @@ func sendLine(mailbox string, t time.Time) string {
 func (l *sendLog) rewrite(sent map[string][]time.Time) error {
 	var b strings.Builder
 	n := 0
-	names := make([]string, 0, len(sent))
-	for m := range sent {
-		names = append(names, m)
-	}
-	sort.Strings(names)
-	for _, m := range names {
+	for _, m := range slices.Sorted(maps.Keys(sent)) {
 		for _, t := range sent[m] {
 			b.WriteString(sendLine(m, t))
 			n++
