@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -102,14 +103,22 @@ func (p *pool) take(key string) *session {
 	if len(l) == 0 {
 		return nil
 	}
-	s := l[len(l)-1]
+	s := p.unidle(key, len(l)-1)
+	s.timer.Stop() // if it fired already, expire finds nothing to do
+	return s
+}
+
+// unidle removes the i-th idle session of key from the cache and returns
+// it. Call with p.mu held.
+func (p *pool) unidle(key string, i int) *session {
+	l := p.idle[key]
+	s := l[i]
 	if len(l) == 1 {
 		delete(p.idle, key)
 	} else {
-		p.idle[key] = l[:len(l)-1]
+		p.idle[key] = slices.Delete(l, i, i+1)
 	}
 	p.nidle--
-	s.timer.Stop() // if it fired already, expire finds nothing to do
 	return s
 }
 
@@ -138,25 +147,12 @@ func (p *pool) put(s *session, d *Client) {
 // expire closes s if it is still idle.
 func (p *pool) expire(s *session) {
 	p.mu.Lock()
-	l := p.idle[s.key]
-	found := false
-	for i, x := range l {
-		if x == s {
-			l = append(l[:i:i], l[i+1:]...)
-			found = true
-			break
-		}
-	}
-	if found {
-		p.nidle--
-		if len(l) == 0 {
-			delete(p.idle, s.key)
-		} else {
-			p.idle[s.key] = l
-		}
+	i := slices.Index(p.idle[s.key], s)
+	if i >= 0 {
+		p.unidle(s.key, i)
 	}
 	p.mu.Unlock()
-	if found {
+	if i >= 0 {
 		s.close()
 	}
 }
