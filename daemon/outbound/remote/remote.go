@@ -190,7 +190,10 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 		}
 		for _, ip := range ips {
 			addr := net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
-			res, herr := d.deliverHost(ctx, host, addr, from, rcpts, data)
+			// STARTTLS is always attempted, and an MX whose certificate
+			// does not verify still gets TLS: opportunistic TLS beats
+			// plaintext (see open and verify).
+			res, herr := d.deliverRoute(ctx, route{host: host, addr: addr}, from, rcpts, data)
 			if herr == nil {
 				return res
 			}
@@ -205,16 +208,6 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 		last = &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Message: "no MX host could be reached"}
 	}
 	return delivery.AllFailed(rcpts, last, "")
-}
-
-// deliverHost runs the transaction with one address of one MX host, on a
-// cached session to that address when there is one. STARTTLS is always
-// attempted; the certificate is checked against the MX name after a single
-// handshake and recorded "verified" or "unverified" (opportunistic TLS still
-// beats plaintext). A failed handshake falls back to plaintext only when
-// AllowPlaintext says so (recorded "none").
-func (d *Client) deliverHost(ctx context.Context, host, addr, from string, rcpts []string, data []byte) ([]delivery.Result, *delivery.Error) {
-	return d.deliverRoute(ctx, route{host: host, addr: addr}, from, rcpts, data)
 }
 
 // route is where a transaction goes: a host name (for TLS and the logs), one
@@ -422,14 +415,9 @@ func (d *Client) connect(ctx context.Context, rt route, plain bool) (s *session,
 	var sc net.Conn
 	state := delivery.TLSNone
 	if rt.implicit {
-		tc := tls.Client(conn, d.tlsConfig(rt.host))
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, nil, err
+		if sc, state, tlsErr = d.handshake(ctx, conn, rt); tlsErr != nil {
+			return nil, nil, tlsErr
 		}
-		if state = d.verify(tc, rt.host); state != delivery.TLSVerified {
-			return nil, nil, fmt.Errorf("the certificate of %s does not verify", rt.host)
-		}
-		sc = tc
 	} else {
 		var rest io.Reader
 		var herr *delivery.Error
@@ -495,16 +483,26 @@ func (d *Client) startTLS(ctx context.Context, conn net.Conn, rt route, plain bo
 		// came through TLS (the STARTTLS injection attack): refuse it.
 		return nil, nil, "", nil, errors.New("the server sent data after its STARTTLS reply")
 	}
-	tc := tls.Client(conn, d.tlsConfig(rt.host))
-	if err := tc.HandshakeContext(ctx); err != nil {
+	tc, state, err := d.handshake(ctx, conn, rt)
+	if err != nil {
 		return nil, nil, "", nil, err
 	}
-	state := d.verify(tc, rt.host)
-	if rt.relay && state != delivery.TLSVerified {
-		// The password must never go to a server we cannot name.
-		return nil, nil, "", nil, fmt.Errorf("the certificate of %s does not verify", rt.host)
-	}
 	return tc, tc, state, nil, nil
+}
+
+// handshake runs TLS over conn and says what its certificate is worth. A
+// relay's must verify, on implicit TLS as with STARTTLS: the password must
+// never go to a server we cannot name.
+func (d *Client) handshake(ctx context.Context, conn net.Conn, rt route) (*tls.Conn, string, error) {
+	tc := tls.Client(conn, d.tlsConfig(rt.host))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, "", err
+	}
+	state := d.verify(tc, rt.host)
+	if (rt.relay || rt.implicit) && state != delivery.TLSVerified {
+		return nil, "", fmt.Errorf("the certificate of %s does not verify", rt.host)
+	}
+	return tc, state, nil
 }
 
 // tlsConfig completes the handshake whatever the certificate; verify then
@@ -532,27 +530,27 @@ func (d *Client) verify(tc *tls.Conn, host string) string {
 	return delivery.TLSVerified
 }
 
-// ehlo sends EHLO (HELO if refused) and returns the extensions offered.
-func ehlo(tp *textproto.Conn, name string) (map[string]string, error) {
-	id, err := tp.Cmd("EHLO %s", name)
+// command sends one command and reads its reply, which must have code want.
+func command(tp *textproto.Conn, want int, format string, args ...any) (string, error) {
+	id, err := tp.Cmd(format, args...)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	tp.StartResponse(id)
-	_, msg, err := tp.ReadResponse(250)
-	tp.EndResponse(id)
+	defer tp.EndResponse(id)
+	_, msg, err := tp.ReadResponse(want)
+	return msg, err
+}
+
+// ehlo sends EHLO (HELO if refused) and returns the extensions offered.
+func ehlo(tp *textproto.Conn, name string) (map[string]string, error) {
+	msg, err := command(tp, 250, "EHLO %s", name)
+	var te *textproto.Error
+	if errors.As(err, &te) && te.Code >= 500 {
+		_, err := command(tp, 250, "HELO %s", name)
+		return map[string]string{}, err
+	}
 	if err != nil {
-		var te *textproto.Error
-		if errors.As(err, &te) && te.Code >= 500 {
-			id, err := tp.Cmd("HELO %s", name)
-			if err != nil {
-				return nil, err
-			}
-			tp.StartResponse(id)
-			_, _, err = tp.ReadResponse(250)
-			tp.EndResponse(id)
-			return map[string]string{}, err
-		}
 		return nil, err
 	}
 	ext := map[string]string{}
