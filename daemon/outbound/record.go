@@ -141,7 +141,7 @@ func (r *Recorder) applyDSN(mailbox string, originalMessageID string, recipients
 			}
 			for i := range m.DeliveryDetails {
 				d := &m.DeliveryDetails[i]
-				if !sameAddress(d.Address, rc.Address) {
+				if !strings.EqualFold(d.Address, rc.Address) {
 					continue
 				}
 				d.Status = queue.StatusBounced

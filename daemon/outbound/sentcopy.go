@@ -62,15 +62,9 @@ func applyState(m *store.Message, it *queue.Item, now time.Time) {
 	}
 }
 
-// create writes the sent copy of it from c with its current state. It
-// answers store.ErrExists when the copy is already there.
-func (r *Recorder) create(it *queue.Item, c sentCopy, raw []byte) error {
-	applyState(c.Message, it, r.now())
-	return r.Store.CreateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments)
-}
-
-// createFromJournal writes the sent copy of it from what the queue's
-// journal holds.
+// createFromJournal writes the sent copy of it, with its current state,
+// from what the queue's journal holds. It answers store.ErrExists when the
+// copy is already there.
 func (r *Recorder) createFromJournal(it *queue.Item) error {
 	if it.ReadCopy == nil || it.CopySize == 0 {
 		return fmt.Errorf("sent copy %s is missing and the queue holds none to write", it.SentID)
@@ -87,7 +81,8 @@ func (r *Recorder) createFromJournal(it *queue.Item) error {
 	if err != nil {
 		return err
 	}
-	return r.create(it, c, raw)
+	applyState(c.Message, it, r.now())
+	return r.Store.CreateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments)
 }
 
 // Restore implements queue.Restorer: at start, it writes the sent copy of

@@ -10,11 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound/compose"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
@@ -244,7 +244,9 @@ func (s *Service) sentMessage(req SendRequest, msg *signedMessage, rcpts []proto
 		InReplyTo: msg.InReplyTo, References: msg.References, AutoSubmitted: msg.AutoSubmitted,
 		Trusted: string(protocol.NoPolicy), Mailbox: req.Mailbox, Read: true, Outbound: true,
 		DeliveryStatus: aggregate(rcpts), DeliveryDetails: toStoreDetails(rcpts),
-		ThreadID: threadID(msg.MessageID, msg.References, msg.InReplyTo),
+		// The inbound side's derivation, so that replies join the thread;
+		// a composed message always has a Message-ID to fall back on.
+		ThreadID: ingest.ThreadID(msg.MessageID, msg.References, msg.InReplyTo, "", time.Time{}, ""),
 	}
 }
 
@@ -338,9 +340,6 @@ func (s *Service) ApplyDSN(mailbox string, originalMessageID string, recipients 
 	}
 	return ok
 }
-
-// sameAddress compares addresses as the queue and the sent copy key them.
-func sameAddress(a, b string) bool { return strings.EqualFold(a, b) }
 
 // Bounds of send_at: a time up to SendAtSkew in the past (a caller's clock
 // a little behind ours) means now; more than SendAtMax ahead is refused.

@@ -1,8 +1,6 @@
 package outbound
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
@@ -57,9 +55,7 @@ func resultOf(it *queue.Item) protocol.SendResult {
 		res.Envelope.RcptTo = append(res.Envelope.RcptTo, r.Address)
 	}
 	res.Status = resultStatus(aggregate(it.Recipients))
-	if !it.SendAt.IsZero() {
-		res.SendAt = timePtr(it.SendAt)
-	}
+	res.SendAt = timePtr(it.SendAt)
 	if it.Scheduled() && !it.Held {
 		res.Status = "scheduled"
 	}
@@ -101,17 +97,4 @@ func fromStoreDetails(ds []store.RecipientStatus) []protocol.RecipientStatus {
 		out = append(out, FromStoreDetail(d))
 	}
 	return out
-}
-
-// threadID matches the inbound side's derivation (daemon/ingest.ThreadID):
-// 16 hex characters of SHA-256 over the thread's root Message-ID.
-func threadID(messageID string, refs []string, inReplyTo string) string {
-	root := messageID
-	if len(refs) > 0 && refs[0] != "" {
-		root = refs[0]
-	} else if inReplyTo != "" {
-		root = inReplyTo
-	}
-	sum := sha256.Sum256([]byte(root))
-	return hex.EncodeToString(sum[:])[:16]
 }
