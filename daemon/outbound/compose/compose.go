@@ -15,6 +15,7 @@ import (
 	netmail "net/mail"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -130,14 +131,15 @@ func ParseAddress(field, s string) (*mail.Address, error) {
 	return &mail.Address{Name: a.Name, Address: a.Address}, nil
 }
 
-func parseList(field string, in []string) ([]*mail.Address, error) {
-	var out []*mail.Address
+// parseEach parses every entry of in, stopping at the first error.
+func parseEach[T any](field string, in []string, parse func(field, s string) (T, error)) ([]T, error) {
+	var out []T
 	for _, s := range in {
-		a, err := ParseAddress(field, s)
+		x, err := parse(field, s)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, a)
+		out = append(out, x)
 	}
 	return out, nil
 }
@@ -254,7 +256,6 @@ type parties struct {
 // parseParties checks the sender (the caller's mailbox) and the caller's
 // recipient lists.
 func parseParties(in Input) (*parties, error) {
-	a := in.Args
 	if err := checkHeaderValue("from name", in.FromName); err != nil {
 		return nil, err
 	}
@@ -263,13 +264,20 @@ func parseParties(in Input) (*parties, error) {
 		return nil, err
 	}
 	from.Name = in.FromName
+	return parseRecipients(in.Args, from)
+}
+
+// parseRecipients checks the caller's recipient lists (and Reply-To) of a
+// message from the sender given, already checked (nil for a draft).
+func parseRecipients(a protocol.SendArgs, from *mail.Address) (*parties, error) {
 	p := &parties{from: from}
 	for _, l := range []struct {
 		field string
 		in    []string
 		out   *[]*mail.Address
 	}{{"to", a.To, &p.to}, {"cc", a.Cc, &p.cc}, {"bcc", a.Bcc, &p.bcc}, {"reply_to", a.ReplyTo, &p.replyTo}} {
-		if *l.out, err = parseList(l.field, l.in); err != nil {
+		var err error
+		if *l.out, err = parseEach(l.field, l.in, ParseAddress); err != nil {
 			return nil, err
 		}
 	}
@@ -337,12 +345,8 @@ func threadOf(in Input, p *parties) (thread, error) {
 		if th.inReplyTo, err = msgID("in_reply_to", a.InReplyTo); err != nil {
 			return th, err
 		}
-		for _, r := range a.References {
-			id, err := msgID("references", r)
-			if err != nil {
-				return th, err
-			}
-			th.refs = append(th.refs, id)
+		if th.refs, err = parseEach("references", a.References, msgID); err != nil {
+			return th, err
 		}
 		if len(th.refs) == 0 || th.refs[len(th.refs)-1] != th.inReplyTo {
 			th.refs = append(th.refs, th.inReplyTo)
@@ -361,12 +365,8 @@ func replyThread(parent *store.Message, th thread) (thread, error) {
 	if th.inReplyTo, err = msgID("parent message_id", parent.MessageID); err != nil {
 		return th, err
 	}
-	for _, r := range parent.References {
-		id, err := msgID("parent references", r)
-		if err != nil {
-			return th, err
-		}
-		th.refs = append(th.refs, id)
+	if th.refs, err = parseEach("parent references", parent.References, msgID); err != nil {
+		return th, err
 	}
 	th.refs = append(th.refs, th.inReplyTo)
 	if th.subject == "" {
@@ -386,14 +386,14 @@ func replyRecipients(parent *store.Message, all bool, p *parties) error {
 		if len(src) == 0 {
 			src = []string{parent.From}
 		}
-		if p.to, err = parseList("parent sender", src); err != nil {
+		if p.to, err = parseEach("parent sender", src, ParseAddress); err != nil {
 			return err
 		}
 	}
 	if !all {
 		return nil
 	}
-	extra, err := parseList("parent recipients", append(append([]string{}, parent.To...), parent.Cc...))
+	extra, err := parseEach("parent recipients", slices.Concat(parent.To, parent.Cc), ParseAddress)
 	if err != nil {
 		return err
 	}

@@ -12,13 +12,8 @@ func CheckDraft(a protocol.SendArgs) ([]store.AttachmentData, error) {
 	if err := checkHeaderValue("subject", a.Subject); err != nil {
 		return nil, err
 	}
-	for _, l := range []struct {
-		field string
-		list  []string
-	}{{"to", a.To}, {"cc", a.Cc}, {"bcc", a.Bcc}, {"reply_to", a.ReplyTo}} {
-		if _, err := parseList(l.field, l.list); err != nil {
-			return nil, err
-		}
+	if _, err := parseRecipients(a, nil); err != nil {
+		return nil, err
 	}
 	if _, err := threadOf(Input{Args: a}, nil); err != nil {
 		return nil, err
