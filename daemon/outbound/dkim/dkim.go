@@ -259,7 +259,5 @@ func Sign(raw []byte, domain string, keys []*Key) ([]byte, error) {
 		}
 		sigs.WriteString(s.Signature())
 	}
-	out := make([]byte, 0, sigs.Len()+len(raw))
-	out = append(out, sigs.Bytes()...)
-	return append(out, raw...), nil
+	return append(sigs.Bytes(), raw...), nil
 }

@@ -138,13 +138,6 @@ func (k *libcryptoKey) sign(digest []byte) ([]byte, error) {
 	return sig, nil
 }
 
-// idle is how many contexts wait for the next signature.
-func (k *libcryptoKey) idle() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.free)
-}
-
 // close frees the key and its idle contexts; no signature may be running.
 func (k *libcryptoKey) close() {
 	for _, ctx := range k.free {

@@ -16,6 +16,4 @@ func newLibcryptoKey(*rsa.PrivateKey) (*libcryptoKey, error) {
 
 func (*libcryptoKey) sign([]byte) ([]byte, error) { return nil, errors.New("built without cgo") }
 
-func (*libcryptoKey) idle() int { return 0 }
-
 func (*libcryptoKey) close() {}

@@ -175,11 +175,3 @@ func (d *Client) Close() {
 		s.close()
 	}
 }
-
-// Idle is the number of cached sessions.
-func (d *Client) Idle() int {
-	p := d.sessions()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nidle
-}

@@ -157,3 +157,11 @@ func TestRelaySessionNotSharedAcrossCredentials(t *testing.T) {
 		t.Fatal("delivered on a session authenticated with other credentials")
 	}
 }
+
+// Idle is the number of cached sessions.
+func (d *Client) Idle() int {
+	p := d.sessions()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nidle
+}

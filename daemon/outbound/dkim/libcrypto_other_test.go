@@ -1,0 +1,5 @@
+//go:build !(cgo && linux)
+
+package dkim
+
+func (*libcryptoKey) idle() int { return 0 }
