@@ -116,7 +116,10 @@ func (j *journal) replay(logf func(msg string, args ...any)) (map[string]replaye
 	if _, err := io.ReadFull(r, head); err != nil || string(head) != journalMagic {
 		// Not a journal this version knows: set all of it aside.
 		logf("queue journal unreadable: set aside", "moved_to", filepath.Join(j.dir, "corrupt"))
-		return j.setAsideAll(st.Size())
+		if err := j.cut(0, st.Size()); err != nil {
+			return nil, err
+		}
+		return j.create()
 	}
 	items := map[string]replayed{}
 	off := j.readRecords(r, st.Size(), items, logf)
@@ -141,19 +144,6 @@ func (j *journal) create() (map[string]replayed, error) {
 	}
 	j.size = int64(len(journalMagic))
 	return map[string]replayed{}, safeio.SyncDir(j.dir)
-}
-
-// setAsideAll sets the whole journal, size bytes, aside in corrupt/ and starts
-// it again empty.
-func (j *journal) setAsideAll(size int64) (map[string]replayed, error) {
-	if err := j.cut(0, size); err != nil {
-		return nil, err
-	}
-	if _, err := j.f.WriteAt([]byte(journalMagic), 0); err != nil {
-		return nil, err
-	}
-	j.size = int64(len(journalMagic))
-	return map[string]replayed{}, j.f.Sync()
 }
 
 // readRecords applies the records r holds after the header to items, up to

@@ -1,8 +1,10 @@
 package queue
 
 import (
+	"cmp"
 	"context"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -45,11 +47,8 @@ func (q *Queue) List() []*Item {
 	for _, e := range q.items {
 		out = append(out, e.view())
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Created.Equal(out[j].Created) {
-			return out[i].Created.Before(out[j].Created)
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b *Item) int {
+		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
 	})
 	return out
 }

@@ -4,11 +4,13 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -236,7 +238,7 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		return nil, fmt.Errorf("creating queue directory: %w", err)
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
-		settling: map[string]*entry{}, done: map[string]*Item{}, kick: make(chan struct{}, 1)}
+		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
 	j, replayed, err := openJournal(dir, func(msg string, args ...any) { q.log.Error(msg, args...) })
 	if err != nil {
@@ -286,11 +288,8 @@ func (q *Queue) staggerOverdue() {
 			overdue = append(overdue, e.it)
 		}
 	}
-	sort.Slice(overdue, func(i, j int) bool {
-		if !overdue[i].NextAttempt.Equal(overdue[j].NextAttempt) {
-			return overdue[i].NextAttempt.Before(overdue[j].NextAttempt)
-		}
-		return overdue[i].ID < overdue[j].ID
+	slices.SortFunc(overdue, func(a, b *Item) int {
+		return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID))
 	})
 	for i, it := range overdue {
 		it.NextAttempt = now.Add(time.Duration(i) * restartSpacing)
@@ -392,9 +391,6 @@ func (q *Queue) Enqueue(it *Item) error {
 		q.mu.Unlock()
 		return protocol.Errorf(protocol.CodeConflict, "queue item %s already exists", it.ID)
 	}
-	if q.enqueuing == nil {
-		q.enqueuing = map[string]bool{}
-	}
 	q.enqueuing[it.ID] = true
 	q.mu.Unlock()
 	w, err := q.j.enqueue(it, it.Data, it.Copy)
@@ -423,10 +419,7 @@ func (q *Queue) Kick() {
 }
 
 func (q *Queue) backoff(attempts int) time.Duration {
-	if attempts >= len(q.opts.Backoff) {
-		return q.opts.Backoff[len(q.opts.Backoff)-1]
-	}
-	return q.opts.Backoff[attempts]
+	return q.opts.Backoff[min(attempts, len(q.opts.Backoff)-1)]
 }
 
 // Run delivers due items until ctx ends, then waits for attempts in flight.
