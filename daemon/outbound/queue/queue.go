@@ -460,26 +460,17 @@ func (q *Queue) Run(ctx context.Context) {
 		if due, _ := q.checkpointDue(); due {
 			q.checkpoint()
 		}
-		if _, in := q.checkpointDue(); in < wait {
-			wait = in // a checkpoint failed, or items wait for the next
-		}
-		if wait > time.Minute {
-			// The clock may be a test's, or the wall clock may jump: look again soon.
-			wait = time.Minute
-		}
-		timer.Reset(wait)
+		// Wake for the next checkpoint too (one failed, or items wait for
+		// it), and at least once a minute: the clock may be a test's, or
+		// the wall clock may jump. Reset drops a tick that fired meanwhile.
+		_, in := q.checkpointDue()
+		timer.Reset(min(wait, in, time.Minute))
 		select {
 		case <-ctx.Done():
 			return
 		case <-q.kick:
 		case <-freed:
 		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 	}
 }
