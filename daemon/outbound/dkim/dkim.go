@@ -64,21 +64,17 @@ func GenerateKey(dir, selector, algorithm string) (*Key, error) {
 		return nil, fmt.Errorf("selector %q must be one DNS label (letters, digits, '-')", selector)
 	}
 	var signer crypto.Signer
+	var err error
 	switch algorithm {
 	case "ed25519":
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		signer = priv
+		_, signer, err = ed25519.GenerateKey(rand.Reader)
 	case "rsa":
-		priv, err := rsa.GenerateKey(rand.Reader, rsaBits)
-		if err != nil {
-			return nil, err
-		}
-		signer = priv
+		signer, err = rsa.GenerateKey(rand.Reader, rsaBits)
 	default:
 		return nil, fmt.Errorf("algorithm %q: use ed25519 or rsa", algorithm)
+	}
+	if err != nil {
+		return nil, err
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(signer)
 	if err != nil {
