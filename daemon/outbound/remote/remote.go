@@ -405,37 +405,25 @@ func (d *Client) connect(ctx context.Context, rt route, plain bool) (s *session,
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	hostErr := func(err error) *delivery.Error {
-		de := classify(err, rt.host)
-		// Whatever the code, a failure before MAIL is about this host:
-		// another MX may do better, so keep it temporary.
-		de.Temporary = true
-		return de
-	}
 	var sc net.Conn
-	state := delivery.TLSNone
+	var state string
 	if rt.implicit {
-		if sc, state, tlsErr = d.handshake(ctx, conn, rt); tlsErr != nil {
-			return nil, nil, tlsErr
-		}
+		sc, state, tlsErr = d.handshake(ctx, conn, rt)
 	} else {
-		var rest io.Reader
-		var herr *delivery.Error
-		sc, rest, state, herr, tlsErr = d.startTLS(ctx, conn, rt, plain, hostErr)
-		if herr != nil || tlsErr != nil {
-			return nil, herr, tlsErr
-		}
-		sc = newGreeted(sc, rest)
+		sc, state, herr, tlsErr = d.startTLS(ctx, conn, rt, plain)
+	}
+	if herr != nil || tlsErr != nil {
+		return nil, herr, tlsErr
 	}
 	c := smtp.NewClient(sc)
 	c.CommandTimeout, c.SubmissionTimeout = tt, tt
 	if err := c.Hello(d.hostname()); err != nil {
-		return nil, hostErr(err), nil
+		return nil, hostErr(err, rt.host), nil
 	}
 	if rt.auth != nil {
 		if err := c.Auth(rt.auth); err != nil {
-			de := classify(err, rt.host)
-			de.Temporary = true // a credentials problem is the operator's to fix; keep the mail
+			// A credentials problem is the operator's to fix; keep the mail.
+			de := hostErr(err, rt.host)
 			de.Message = "relay authentication failed: " + de.Message
 			return nil, de, nil
 		}
@@ -445,49 +433,57 @@ func (d *Client) connect(ctx context.Context, rt route, plain bool) (s *session,
 	return &session{c: c, conn: conn, host: rt.host, tls: state, key: rt.key(d), born: time.Now()}, nil, nil
 }
 
+// hostErr is a failure before MAIL: whatever the code, it is about this
+// host, and another MX may do better, so it stays temporary.
+func hostErr(err error, host string) *delivery.Error {
+	de := classify(err, host)
+	de.Temporary = true
+	return de
+}
+
 // startTLS reads the greeting, sends EHLO and, when the server offers it and
 // plain is false, STARTTLS with one handshake whose certificate is checked
-// afterwards. It returns the connection to go on with and the reader where
-// the stream continues.
-func (d *Client) startTLS(ctx context.Context, conn net.Conn, rt route, plain bool, hostErr func(error) *delivery.Error) (net.Conn, io.Reader, string, *delivery.Error, error) {
+// afterwards. It returns the connection to go on with, greeted again for
+// go-smtp.
+func (d *Client) startTLS(ctx context.Context, conn net.Conn, rt route, plain bool) (net.Conn, string, *delivery.Error, error) {
 	tp := textproto.NewConn(conn)
 	if _, _, err := tp.ReadResponse(220); err != nil {
-		return nil, nil, "", hostErr(err), nil
+		return nil, "", hostErr(err, rt.host), nil
 	}
 	ext, err := ehlo(tp, d.hostname())
 	if err != nil {
-		return nil, nil, "", hostErr(err), nil
+		return nil, "", hostErr(err, rt.host), nil
 	}
 	_, hasTLS := ext["STARTTLS"]
 	switch {
 	case !plain && hasTLS:
 	case rt.relay:
-		return nil, nil, "", &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: rt.host + " does not offer STARTTLS, which this route requires"}, nil
+		return nil, "", &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: rt.host + " does not offer STARTTLS, which this route requires"}, nil
 	case !d.AllowPlaintext:
-		return nil, nil, "", &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: rt.host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
+		return nil, "", &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: rt.host + " does not offer STARTTLS and plaintext delivery is off (delivery.allow_plaintext)"}, nil
 	default:
-		return conn, tp.R, delivery.TLSNone, nil, nil // plaintext continues from what is already buffered
+		return newGreeted(conn, tp.R), delivery.TLSNone, nil, nil // plaintext continues from what is already buffered
 	}
 	id, err := tp.Cmd("STARTTLS")
 	if err != nil {
-		return nil, nil, "", hostErr(err), nil
+		return nil, "", hostErr(err, rt.host), nil
 	}
 	tp.StartResponse(id)
 	_, _, err = tp.ReadResponse(220)
 	tp.EndResponse(id)
 	if err != nil {
-		return nil, nil, "", nil, fmt.Errorf("STARTTLS refused: %w", err)
+		return nil, "", nil, fmt.Errorf("STARTTLS refused: %w", err)
 	}
 	if tp.R.Buffered() > 0 {
 		// Plaintext sent after the STARTTLS reply would be read as if it
 		// came through TLS (the STARTTLS injection attack): refuse it.
-		return nil, nil, "", nil, errors.New("the server sent data after its STARTTLS reply")
+		return nil, "", nil, errors.New("the server sent data after its STARTTLS reply")
 	}
 	tc, state, err := d.handshake(ctx, conn, rt)
 	if err != nil {
-		return nil, nil, "", nil, err
+		return nil, "", nil, err
 	}
-	return tc, tc, state, nil, nil
+	return newGreeted(tc, tc), state, nil, nil
 }
 
 // handshake runs TLS over conn and says what its certificate is worth. A
