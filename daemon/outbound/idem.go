@@ -16,16 +16,6 @@ import (
 	"github.com/mailctl/mailctl/protocol"
 )
 
-// idemOwner is what an idempotency key is scoped to: the mailbox's
-// identity, so that a mailbox created later under the same name never
-// answers with an earlier owner's message.
-func idemOwner(req SendRequest) string {
-	if req.MailboxID != "" {
-		return "id:" + req.MailboxID
-	}
-	return req.Mailbox
-}
-
 // idemRecord remembers which message an idempotency key produced.
 type idemRecord struct {
 	SentID    string    `json:"sent_id"`
@@ -33,8 +23,15 @@ type idemRecord struct {
 	Created   time.Time `json:"created"`
 }
 
-func (s *Service) idemPath(mailbox, key string) string {
-	sum := sha256.Sum256([]byte(mailbox + "\x00" + key))
+// idemPath is where the record of req's idempotency key is kept. The key
+// is scoped to the mailbox's identity, so that a mailbox created later
+// under the same name never answers with an earlier owner's message.
+func (s *Service) idemPath(req SendRequest) string {
+	owner := req.Mailbox
+	if req.MailboxID != "" {
+		owner = "id:" + req.MailboxID
+	}
+	sum := sha256.Sum256([]byte(owner + "\x00" + req.Args.IdempotencyKey))
 	return filepath.Join(s.Queue.Dir(), "idempotency", hex.EncodeToString(sum[:])+".json")
 }
 
@@ -45,7 +42,7 @@ func (s *Service) claim(ctx context.Context, req SendRequest) (release func(), r
 	if len(key) > 200 || strings.ContainsAny(key, "\r\n\x00") {
 		return nil, nil, protocol.Errorf(protocol.CodeInvalidInput, "idempotency_key must be at most 200 characters on one line")
 	}
-	path := s.idemPath(idemOwner(req), key)
+	path := s.idemPath(req)
 	s.mu.Lock()
 	for {
 		ch, busy := s.inflight[path]
@@ -85,8 +82,8 @@ func (s *Service) claim(ctx context.Context, req SendRequest) (release func(), r
 	}, nil, nil
 }
 
-func (s *Service) remember(mailbox, key string, rec idemRecord) error {
-	path := s.idemPath(mailbox, key)
+func (s *Service) remember(req SendRequest, rec idemRecord) error {
+	path := s.idemPath(req)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}

@@ -256,11 +256,10 @@ func (s *Service) sentMessage(req SendRequest, msg *signedMessage, rcpts []proto
 // the queue had it, a retry would have been answered with a message that
 // was never sent.)
 func (s *Service) rememberKey(req SendRequest, sentID, messageID string, now time.Time) {
-	key := req.Args.IdempotencyKey
-	if key == "" {
+	if req.Args.IdempotencyKey == "" {
 		return
 	}
-	if err := s.remember(idemOwner(req), key, idemRecord{SentID: sentID, MessageID: messageID, Created: now}); err != nil {
+	if err := s.remember(req, idemRecord{SentID: sentID, MessageID: messageID, Created: now}); err != nil {
 		s.log().Error("cannot record idempotency key", "mailbox", req.Mailbox, "id", sentID, "err", err)
 	}
 }
