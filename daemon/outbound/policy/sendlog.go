@@ -69,16 +69,10 @@ func OpenRateLimiter(path string, clock func() time.Time, logger *slog.Logger) (
 }
 
 func parseSendLine(line string) (string, time.Time, bool) {
-	ns, q, ok := strings.Cut(line, " ")
-	if !ok {
-		return "", time.Time{}, false
-	}
+	ns, q, _ := strings.Cut(line, " ") // no space: q is "", which does not unquote
 	n, err := strconv.ParseInt(ns, 10, 64)
-	if err != nil {
-		return "", time.Time{}, false
-	}
-	mailbox, err := strconv.Unquote(q)
-	if err != nil || mailbox == "" {
+	mailbox, qerr := strconv.Unquote(q)
+	if err != nil || qerr != nil || mailbox == "" {
 		return "", time.Time{}, false
 	}
 	return mailbox, time.Unix(0, n), true
