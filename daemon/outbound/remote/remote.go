@@ -278,14 +278,11 @@ func (d *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, ct)
 	defer cancel()
-	var c net.Conn
-	var err error
-	if d.Dial != nil {
-		c, err = d.Dial(dctx, "tcp", addr)
-	} else {
-		var nd net.Dialer
-		c, err = nd.DialContext(dctx, "tcp", addr)
+	dial := d.Dial
+	if dial == nil {
+		dial = new(net.Dialer).DialContext
 	}
+	c, err := dial(dctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
