@@ -112,10 +112,8 @@ func (q *Queue) setAside(id string) {
 	}
 	for _, ext := range []string{".json", ".eml"} {
 		src := filepath.Join(q.dir, id+ext)
-		if _, err := os.Lstat(src); err == nil {
-			if err := os.Rename(src, filepath.Join(cdir, id+ext)); err != nil {
-				q.log.Error("cannot set aside queue file", "file", src, "err", err)
-			}
+		if err := os.Rename(src, filepath.Join(cdir, id+ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			q.log.Error("cannot set aside queue file", "file", src, "err", err)
 		}
 	}
 	safeio.SyncDir(q.dir)
