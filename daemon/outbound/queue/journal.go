@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -295,6 +296,13 @@ func record(payload ...[]byte) []byte {
 	return b
 }
 
+// enqueueRecord builds the record of an item enqueued with state st and
+// its data, and says where in the record the data starts.
+func enqueueRecord(st []byte, data ...[]byte) ([]byte, int64) {
+	head := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(len(st)))
+	return record(append([][]byte{head, st}, data...)...), recHeader + int64(len(head)+len(st))
+}
+
 // append writes rec at the end and returns the append's number, for commit.
 // Call with j.mu held.
 func (j *journal) appendLocked(rec []byte) (uint64, error) {
@@ -320,10 +328,7 @@ func (j *journal) enqueue(it *Item, data, cp []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var kind [5]byte
-	kind[0] = 'E'
-	binary.BigEndian.PutUint32(kind[1:], uint32(len(st)))
-	rec := record(kind[:], st, data, cp)
+	rec, at := enqueueRecord(st, data, cp)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	start := j.size
@@ -331,7 +336,7 @@ func (j *journal) enqueue(it *Item, data, cp []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	l := loc{off: start + recHeader + 5 + int64(len(st)), n: int64(len(data) + len(cp)), rec: start, recN: int64(len(rec))}
+	l := loc{off: start + at, n: int64(len(data) + len(cp)), rec: start, recN: int64(len(rec))}
 	j.data[it.ID] = l
 	j.state[it.ID] = st
 	j.live += int64(len(rec)) + recHeader + 8
@@ -477,39 +482,25 @@ func (j *journal) compactLocked() error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	// A failed write is kept by w and returned by its Flush.
 	w := bufio.NewWriterSize(tmp, 1<<16)
 	off := int64(len(journalMagic))
 	w.WriteString(journalMagic)
-	ids := make([]string, 0, len(j.data))
-	for id := range j.data {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	locs := make(map[string]loc, len(ids))
+	locs := make(map[string]loc, len(j.data))
 	var live int64
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(j.data)) {
 		data, err := readRecordData(j.f, j.data[id])
 		if err != nil {
 			tmp.Close()
 			return err
 		}
-		st := j.state[id]
-		var kind [5]byte
-		kind[0] = 'E'
-		binary.BigEndian.PutUint32(kind[1:], uint32(len(st)))
-		rec := record(kind[:], st, data)
-		if _, err := w.Write(rec); err != nil {
-			tmp.Close()
-			return err
-		}
-		locs[id] = loc{off: off + recHeader + 5 + int64(len(st)), n: int64(len(data)), rec: off, recN: int64(len(rec))}
+		rec, at := enqueueRecord(j.state[id], data)
+		w.Write(rec)
+		locs[id] = loc{off: off + at, n: int64(len(data)), rec: off, recN: int64(len(rec))}
 		off += int64(len(rec))
 		if j.announced[id] {
 			a := record([]byte{'A'}, []byte(id))
-			if _, err := w.Write(a); err != nil {
-				tmp.Close()
-				return err
-			}
+			w.Write(a)
 			off += int64(len(a))
 		}
 		live += int64(len(rec)) + recHeader + 8
