@@ -113,8 +113,17 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	}
 	if a.IdempotencyKey != "" && !a.DryRun {
 		release, earlier, err := s.claim(ctx, req)
-		if err != nil || earlier != nil {
-			return s.answerEarlier(req, earlier, err)
+		if err != nil {
+			return protocol.SendResult{}, err
+		}
+		if earlier != nil {
+			// The key was used before: answer with the earlier message's state.
+			res, err := s.Status(req.Mailbox, earlier.SentID)
+			if err != nil {
+				return protocol.SendResult{}, err
+			}
+			res.Duplicate = true
+			return res, nil
 		}
 		defer release()
 	}
@@ -281,20 +290,6 @@ func (s *Service) waitFirst(ctx context.Context, req SendRequest, id string) (pr
 		return protocol.SendResult{}, err
 	}
 	return resultOf(got), nil
-}
-
-// answerEarlier answers a send whose idempotency key was used before with
-// the earlier message's state.
-func (s *Service) answerEarlier(req SendRequest, rec *idemRecord, err error) (protocol.SendResult, error) {
-	if err != nil {
-		return protocol.SendResult{}, err
-	}
-	res, err := s.Status(req.Mailbox, rec.SentID)
-	if err != nil {
-		return protocol.SendResult{}, err
-	}
-	res.Duplicate = true
-	return res, nil
 }
 
 // Status reports the state of an earlier send from the queue while it is
