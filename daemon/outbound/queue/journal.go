@@ -87,7 +87,8 @@ type replayed struct {
 
 // openJournal opens (creating) the journal in dir and replays it.
 func openJournal(dir string, logf func(msg string, args ...any)) (*journal, map[string]replayed, error) {
-	j := &journal{dir: dir, path: filepath.Join(dir, journalName), state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{}}
+	j := &journal{dir: dir, path: filepath.Join(dir, journalName), state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{},
+		fsync: (*os.File).Sync}
 	j.cond = sync.NewCond(&j.mu)
 	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -424,12 +425,7 @@ func (j *journal) commit(w uint64) error {
 		j.syncing = true
 		target, f := j.written, j.f
 		j.mu.Unlock()
-		var err error
-		if j.fsync != nil {
-			err = j.fsync(f)
-		} else {
-			err = f.Sync()
-		}
+		err := j.fsync(f)
 		j.mu.Lock()
 		j.syncs++
 		j.syncing = false
