@@ -140,8 +140,7 @@ func LoadKeys(dir string) ([]*Key, error) {
 		if !e.Type().IsRegular() || !strings.HasSuffix(name, ".key") || strings.HasPrefix(name, ".") {
 			continue
 		}
-		path := filepath.Join(dir, name)
-		k, err := loadKey(path, strings.TrimSuffix(name, ".key"))
+		k, err := loadKey(filepath.Join(dir, name), strings.TrimSuffix(name, ".key"))
 		if err != nil {
 			return nil, err
 		}
