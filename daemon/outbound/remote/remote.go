@@ -237,11 +237,7 @@ func (d *Client) deliverRoute(ctx context.Context, rt route, from string, rcpts 
 	}
 	defer release()
 	key := rt.key(d)
-	for {
-		s := p.take(key)
-		if s == nil {
-			break
-		}
+	for s := p.take(key); s != nil; s = p.take(key) {
 		res, herr, alive := d.send(ctx, s, from, rcpts, data)
 		if alive {
 			return res, herr
