@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -297,28 +298,21 @@ var ErrReplyTooLong = fmt.Errorf("the server sent more than %d KiB without waiti
 // replyLimit counts the bytes read since the last write.
 type replyLimit struct {
 	net.Conn
-	mu   sync.Mutex
-	read int
+	read atomic.Int64
 }
 
 func (c *replyLimit) Read(b []byte) (int, error) {
-	c.mu.Lock()
-	left := MaxReplyBytes - c.read
-	c.mu.Unlock()
+	left := MaxReplyBytes - c.read.Load()
 	if left <= 0 {
 		return 0, ErrReplyTooLong
 	}
-	n, err := c.Conn.Read(b[:min(len(b), left)])
-	c.mu.Lock()
-	c.read += n
-	c.mu.Unlock()
+	n, err := c.Conn.Read(b[:min(int64(len(b)), left)])
+	c.read.Add(int64(n))
 	return n, err
 }
 
 func (c *replyLimit) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	c.read = 0
-	c.mu.Unlock()
+	c.read.Store(0)
 	return c.Conn.Write(b)
 }
 
