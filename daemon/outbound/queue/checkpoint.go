@@ -57,17 +57,16 @@ func (q *Queue) checkpoint() {
 	}
 }
 
-// checkpointDue reports whether settled items wait for a checkpoint and how
-// long until one is due.
-func (q *Queue) checkpointDue() (bool, time.Duration) {
+// checkpointDue is how long until a checkpoint is due: 0 when one is, an
+// hour when no settled item waits for one.
+func (q *Queue) checkpointDue() time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.forget) == 0 {
-		return false, time.Hour
+		return time.Hour
 	}
 	if len(q.forget) >= checkpointBatch {
-		return true, 0
+		return 0
 	}
-	left := checkpointEvery - time.Since(q.lastCk)
-	return left <= 0, max(left, 0)
+	return max(checkpointEvery-time.Since(q.lastCk), 0)
 }

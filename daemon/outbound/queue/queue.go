@@ -457,14 +457,13 @@ func (q *Queue) Run(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		wait := q.dispatch(ctx, slots, freed, &wg)
-		if due, _ := q.checkpointDue(); due {
+		if q.checkpointDue() == 0 {
 			q.checkpoint()
 		}
 		// Wake for the next checkpoint too (one failed, or items wait for
 		// it), and at least once a minute: the clock may be a test's, or
 		// the wall clock may jump. Reset drops a tick that fired meanwhile.
-		_, in := q.checkpointDue()
-		timer.Reset(min(wait, in, time.Minute))
+		timer.Reset(min(wait, q.checkpointDue(), time.Minute))
 		select {
 		case <-ctx.Done():
 			return
