@@ -232,7 +232,7 @@ func Sign(raw []byte, domain string, keys []*Key) ([]byte, error) {
 	var sigs bytes.Buffer
 	hk := headerKeys()
 	for _, k := range keys {
-		opts := &msgdkim.SignOptions{
+		s, err := msgdkim.NewSigner(&msgdkim.SignOptions{
 			Domain:                 domain,
 			Selector:               k.Selector,
 			Signer:                 k.signer(),
@@ -240,8 +240,7 @@ func Sign(raw []byte, domain string, keys []*Key) ([]byte, error) {
 			HeaderCanonicalization: msgdkim.CanonicalizationRelaxed,
 			BodyCanonicalization:   msgdkim.CanonicalizationRelaxed,
 			HeaderKeys:             hk,
-		}
-		s, err := msgdkim.NewSigner(opts)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("DKIM key %s: %w", k.Selector, err)
 		}
