@@ -295,16 +295,15 @@ func (s *Service) waitFirst(ctx context.Context, req SendRequest, id string) (pr
 // Status reports the state of an earlier send from the queue while it is
 // there, then from the sent copy (which also records later bounces).
 func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
-	it, qerr := s.Queue.Get(QueueID(mailbox, id))
-	if qerr == nil && !s.Sent.current(it) {
-		qerr = protocol.Errorf(protocol.CodeNotFound, "no queue item %s", it.ID) // an earlier mailbox's item under the same id
-	}
-	if qerr == nil && !it.Settled() {
+	it, err := s.Queue.Get(QueueID(mailbox, id))
+	// An earlier mailbox's item under the same id is not this message.
+	queued := err == nil && s.Sent.current(it)
+	if queued && !it.Settled() {
 		return resultOf(it), nil
 	}
 	m, _, err := s.Sent.Store.Get(mailbox, protocol.FolderSent, id)
 	if err != nil || !m.Outbound {
-		if qerr == nil {
+		if queued {
 			return resultOf(it), nil
 		}
 		return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "no sent message %s in mailbox %s", id, mailbox)
