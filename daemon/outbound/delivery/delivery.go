@@ -58,11 +58,11 @@ type Deliverer interface {
 	Deliver(ctx context.Context, from string, rcpts []string, data []byte) []Result
 }
 
-// AllFailed is the same failure for every recipient.
-func AllFailed(rcpts []string, err *Error, tlsState string) []Result {
+// AllFailed is the same failure for every recipient, before any TLS.
+func AllFailed(rcpts []string, err *Error) []Result {
 	out := make([]Result, len(rcpts))
 	for i, r := range rcpts {
-		out[i] = Result{Rcpt: r, Err: err, TLS: tlsState, Host: err.Host}
+		out[i] = Result{Rcpt: r, Err: err, Host: err.Host}
 	}
 	return out
 }

@@ -559,7 +559,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	if err != nil {
 		// The signed message is gone or damaged: no attempt can succeed.
 		log.Error("queued message unreadable", "err", err)
-		results = delivery.AllFailed(rcpts, &delivery.Error{Code: 554, Enhanced: "5.3.0", Message: "the queued message file is unreadable: " + err.Error()}, "")
+		results = delivery.AllFailed(rcpts, &delivery.Error{Code: 554, Enhanced: "5.3.0", Message: "the queued message file is unreadable: " + err.Error()})
 	} else {
 		results = q.d.Deliver(ctx, snap.MailFrom, rcpts, data)
 	}

@@ -170,7 +170,7 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 	hosts, fallback, derr := d.mxHosts(ctx, domain)
 	if derr != nil {
 		log.Info("no delivery route", "err", derr)
-		return delivery.AllFailed(rcpts, derr, "")
+		return delivery.AllFailed(rcpts, derr)
 	}
 	port := d.Port
 	if port == 0 {
@@ -183,7 +183,7 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 		cancel()
 		if err != nil || len(ips) == 0 {
 			if fallback && resolver.IsNotFound(err) {
-				return delivery.AllFailed(rcpts, &delivery.Error{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s has no MX and no address: no such mail domain", domain)}, "")
+				return delivery.AllFailed(rcpts, &delivery.Error{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s has no MX and no address: no such mail domain", domain)})
 			}
 			last = &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Message: fmt.Sprintf("cannot resolve MX host %s: %v", host, err), Host: host}
 			log.Info("MX host does not resolve", "host", host, "err", err)
@@ -201,14 +201,14 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 			log.Info("host attempt failed", "host", host, "addr", addr, "err", herr)
 			last = herr
 			if !herr.Temporary {
-				return delivery.AllFailed(rcpts, herr, "")
+				return delivery.AllFailed(rcpts, herr)
 			}
 		}
 	}
 	if last == nil {
 		last = &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.1", Message: "no MX host could be reached"}
 	}
-	return delivery.AllFailed(rcpts, last, "")
+	return delivery.AllFailed(rcpts, last)
 }
 
 // route is where a transaction goes: a host name (for TLS and the logs), one
@@ -677,7 +677,7 @@ func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, 
 	ips, err := d.Resolver.LookupIPAddr(lctx, r.Host)
 	cancel()
 	if err != nil || len(ips) == 0 {
-		return delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)}, "")
+		return delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)})
 	}
 	rt := route{host: r.Host, relay: true, implicit: port == 465}
 	if r.Username != "" {
@@ -697,5 +697,5 @@ func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, 
 			break
 		}
 	}
-	return delivery.AllFailed(rcpts, last, "")
+	return delivery.AllFailed(rcpts, last)
 }
