@@ -44,11 +44,7 @@ func (s *Service) claim(ctx context.Context, req SendRequest) (release func(), r
 	}
 	path := s.idemPath(req)
 	s.mu.Lock()
-	for {
-		ch, busy := s.inflight[path]
-		if !busy {
-			break
-		}
+	for ch, busy := s.inflight[path]; busy; ch, busy = s.inflight[path] {
 		s.mu.Unlock()
 		select {
 		case <-ch:
