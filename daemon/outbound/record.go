@@ -47,11 +47,14 @@ func (r *Recorder) now() time.Time {
 	return time.Now()
 }
 
-func (r *Recorder) log() *slog.Logger {
-	if r.Logger == nil {
+func (r *Recorder) log() *slog.Logger { return orDiscard(r.Logger) }
+
+// orDiscard is l, or a logger that drops every line when l is nil.
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return r.Logger
+	return l
 }
 
 // current reports whether it belongs to the mailbox of its name as it is now.

@@ -87,12 +87,7 @@ const maxWait = 2 * time.Minute
 
 func (s *Service) now() time.Time { return s.Sent.now() }
 
-func (s *Service) log() *slog.Logger {
-	if s.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return s.Logger
-}
+func (s *Service) log() *slog.Logger { return orDiscard(s.Logger) }
 
 // QueueID is the queue id of a sent message: sent ids are unique per mailbox,
 // and sent ids never contain a dot.
