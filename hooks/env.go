@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -50,13 +51,9 @@ const (
 // has one), LANG and the MAILCTL_* variables documented in docs/hooks.md, in a
 // fixed order. Every MAILCTL_* variable of the event is present, possibly empty.
 func Env(h protocol.Hook, f Facts, owner Owner) []string {
-	home := owner.Home
-	if home == "" {
-		home = "/"
-	}
 	env := []string{
 		"PATH=" + EnvPath,
-		"HOME=" + clean(home, MaxEnvValue),
+		"HOME=" + clean(cmp.Or(owner.Home, "/"), MaxEnvValue),
 		"USER=" + clean(owner.Name, MaxEnvValue),
 		"LOGNAME=" + clean(owner.Name, MaxEnvValue),
 	}
@@ -64,18 +61,11 @@ func Env(h protocol.Hook, f Facts, owner Owner) []string {
 		env = append(env, "SHELL="+clean(owner.Shell, MaxEnvValue))
 	}
 	env = append(env, "LANG="+EnvLang)
-	event := f.Event
-	if event == "" {
-		event = h.Event
-	}
-	mailbox := f.Mailbox
-	if mailbox == "" {
-		mailbox = h.Mailbox
-	}
+	event := cmp.Or(f.Event, h.Event)
 	add := func(k, v string, max int) { env = append(env, k+"="+clean(v, max)) }
 	add("MAILCTL_EVENT", event, MaxEnvValue)
 	add("MAILCTL_HOOK", h.Name, MaxEnvValue)
-	add("MAILCTL_MAILBOX", mailbox, MaxEnvValue)
+	add("MAILCTL_MAILBOX", cmp.Or(f.Mailbox, h.Mailbox), MaxEnvValue)
 	add("MAILCTL_ID", f.ID, MaxEnvValue)
 	add("MAILCTL_FILE", f.File, MaxEnvValue)
 	add("MAILCTL_FROM", f.From, MaxEnvValue)

@@ -190,12 +190,10 @@ func (l *RunLog) Append(run protocol.HookRun) error {
 	if l.dirty || l.lines+1 >= 2*l.max {
 		return l.compact()
 	}
-	b = append(b, '\n')
-	if _, err := l.f.Write(b); err != nil {
-		l.dirty = true
-		return fmt.Errorf("hook run log %s: %w", l.path, err)
+	if _, err = l.f.Write(append(b, '\n')); err == nil {
+		err = l.f.Sync()
 	}
-	if err := l.f.Sync(); err != nil {
+	if err != nil {
 		l.dirty = true
 		return fmt.Errorf("hook run log %s: %w", l.path, err)
 	}

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,44 +70,18 @@ type Output struct {
 
 func (r *Runner) init() {
 	r.once.Do(func() {
-		r.sem = make(chan struct{}, r.maxConcurrent())
+		r.sem = make(chan struct{}, orDefault(r.MaxConcurrent, DefaultMaxConcurrent))
 		r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	})
 }
 
-func (r *Runner) maxConcurrent() int {
-	if r.MaxConcurrent > 0 {
-		return r.MaxConcurrent
+// orDefault is v when it is set (positive), else def: a field left zero or
+// set out of range takes the default.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
 	}
-	return DefaultMaxConcurrent
-}
-
-func (r *Runner) maxQueued() int {
-	if r.MaxQueued > 0 {
-		return r.MaxQueued
-	}
-	return DefaultMaxQueued
-}
-
-func (r *Runner) outputCap() int {
-	if r.OutputCap > 0 {
-		return r.OutputCap
-	}
-	return DefaultOutputCap
-}
-
-func (r *Runner) killGrace() time.Duration {
-	if r.KillGrace > 0 {
-		return r.KillGrace
-	}
-	return DefaultKillGrace
-}
-
-func (r *Runner) logger() *slog.Logger {
-	if r.Logger != nil {
-		return r.Logger
-	}
-	return slog.Default()
+	return def
 }
 
 // Run runs h once for the event f as owner, feeding stdin (the message's
@@ -152,9 +127,10 @@ func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
 		r.drop(h, f, "dropped: hooks are shutting down")
 		return
 	}
-	if limit := r.maxConcurrent() + r.maxQueued(); r.inflight >= limit {
+	atOnce, queued := orDefault(r.MaxConcurrent, DefaultMaxConcurrent), orDefault(r.MaxQueued, DefaultMaxQueued)
+	if r.inflight >= atOnce+queued {
 		r.mu.Unlock()
-		r.drop(h, f, fmt.Sprintf("dropped: %d hook runs already running or waiting (%d at once, %d queued)", limit, r.maxConcurrent(), r.maxQueued()))
+		r.drop(h, f, fmt.Sprintf("dropped: %d hook runs already running or waiting (%d at once, %d queued)", atOnce+queued, atOnce, queued))
 		return
 	}
 	r.inflight++
@@ -201,23 +177,16 @@ func (r *Runner) drop(h protocol.Hook, f Facts, why string) {
 }
 
 func newRun(h protocol.Hook, f Facts) protocol.HookRun {
-	run := protocol.HookRun{
+	return protocol.HookRun{
 		Hook:      h.Name,
 		HookID:    h.ID,
-		Mailbox:   f.Mailbox,
+		Mailbox:   cmp.Or(f.Mailbox, h.Mailbox),
 		MailboxID: h.MailboxID,
-		Event:     f.Event,
+		Event:     cmp.Or(f.Event, h.Event),
 		MessageID: f.ID,
 		StartedAt: time.Now().UTC(),
 		ExitCode:  -1,
 	}
-	if run.Mailbox == "" {
-		run.Mailbox = h.Mailbox
-	}
-	if run.Event == "" {
-		run.Event = h.Event
-	}
-	return run
 }
 
 func (r *Runner) record(run protocol.HookRun) {
@@ -230,10 +199,11 @@ func (r *Runner) record(run protocol.HookRun) {
 	if run.Error != "" {
 		attrs = append(attrs, slog.String("error", run.Error))
 	}
-	r.logger().Info("hook run", attrs...)
+	log := cmp.Or(r.Logger, slog.Default())
+	log.Info("hook run", attrs...)
 	if r.Log != nil {
 		if err := r.Log.Append(run); err != nil {
-			r.logger().Warn("hook run log", slog.String("hook", run.Hook), slog.Any("err", err))
+			log.Warn("hook run log", slog.String("hook", run.Hook), slog.Any("err", err))
 		}
 	}
 }
@@ -251,8 +221,8 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 		run.Error = "not started: " + err.Error()
 		return run, Output{}
 	}
-	capt := &capture{limit: r.outputCap()}
-	grace := r.killGrace()
+	capt := &capture{limit: orDefault(r.OutputCap, DefaultOutputCap)}
+	grace := orDefault(r.KillGrace, DefaultKillGrace)
 	cmd := command(h, owner, f, stdin, capt, grace)
 	// A hook gets stdin, stdout and stderr only: no ExtraFiles, and nothing
 	// the daemon inherited.
@@ -387,9 +357,6 @@ func waitExited(pid int) {
 // workDir is the owner's home when it is a directory, else "/". The chdir
 // itself happens in the child after it has dropped to the owner's uid.
 func workDir(home string) string {
-	if home == "" {
-		return "/"
-	}
 	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
 		return "/"
 	}
@@ -421,13 +388,7 @@ func (w captureWriter) Write(p []byte) (int, error) {
 	if w.stderr {
 		kept = len(c.stderr)
 	}
-	keep := c.limit - kept
-	if keep < 0 {
-		keep = 0
-	}
-	if keep > len(p) {
-		keep = len(p)
-	}
+	keep := min(max(c.limit-kept, 0), len(p))
 	if w.stderr {
 		c.stderr = append(c.stderr, p[:keep]...)
 		c.tail = append(c.tail, p...)
