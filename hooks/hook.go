@@ -37,12 +37,6 @@ const (
 	MaxNameLen = 64
 )
 
-// Sources of a hook, mirrored in protocol.Hook.Source.
-const (
-	SourceConfig   = "config"
-	SourceRegistry = "registry"
-)
-
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // ErrInvalid is wrapped by every validation error of Normalize, so callers can
