@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -8,7 +9,20 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/protocol"
 )
+
+// Run is RunOutput without the output.
+func (r *Runner) Run(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) protocol.HookRun {
+	run, _ := r.RunOutput(ctx, h, owner, f, stdin)
+	return run
+}
+
+// Last returns a copy of the newest run of the named hook, or nil.
+func (l *RunLog) Last(hook string) *protocol.HookRun {
+	return l.newest(func(r *protocol.HookRun) bool { return r.Hook == hook })
+}
 
 func randHex(t *testing.T, n int) string {
 	t.Helper()

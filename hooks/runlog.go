@@ -235,11 +235,6 @@ func (l *RunLog) List(filter func(protocol.HookRun) bool, limit int) []protocol.
 	return out
 }
 
-// Last returns a copy of the newest run of the named hook, or nil.
-func (l *RunLog) Last(hook string) *protocol.HookRun {
-	return l.newest(func(r *protocol.HookRun) bool { return r.Hook == hook })
-}
-
 // LastOf returns a copy of the newest run of the hook with identity id, or
 // nil: a hook created later under the same name has none of its runs.
 func (l *RunLog) LastOf(id string) *protocol.HookRun {

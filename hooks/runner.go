@@ -84,16 +84,11 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return def
 }
 
-// Run runs h once for the event f as owner, feeding stdin (the message's
-// Markdown) to it, and returns the run record after appending it to Log. It
-// waits for a free slot first (bounded by MaxConcurrent). Cancelling ctx
-// terminates the hook's process group like a timeout does.
-func (r *Runner) Run(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) protocol.HookRun {
-	run, _ := r.RunOutput(ctx, h, owner, f, stdin)
-	return run
-}
-
-// RunOutput is Run that also returns the captured output.
+// RunOutput runs h once for the event f as owner, feeding stdin (the
+// message's Markdown) to it, and returns the run record after appending it to
+// Log, and the captured output. It waits for a free slot first (bounded by
+// MaxConcurrent). Cancelling ctx terminates the hook's process group like a
+// timeout does.
 func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (protocol.HookRun, Output) {
 	r.init()
 	notStarted := func() (protocol.HookRun, Output) {
