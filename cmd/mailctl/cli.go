@@ -92,6 +92,26 @@ func interleave(fs *flag.FlagSet, args []string) []string {
 	return append(append(flags, "--"), pos...)
 }
 
+// commaList collects a repeatable flag whose values may also be
+// comma-separated lists ("a,b"); empty items are dropped.
+type commaList []string
+
+func (l *commaList) String() string { return strings.Join(*l, ",") }
+func (l *commaList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// stringList collects a repeatable flag without splitting (paths may hold commas).
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
 // dial connects to the daemon named by the flags.
 func (cf *clientFlags) dial(ctx context.Context) (*protocol.Client, error) {
 	path := protocol.SocketPath(cf.socket)

@@ -171,8 +171,8 @@ func draftsWriteUsage(update bool) (name, usage, about string) {
 // draftFlags holds the draft's fields as drafts create and update take
 // them from the command line.
 type draftFlags struct {
-	to, cc, bcc                                addrList
-	attach                                     pathList
+	to, cc, bcc                                commaList
+	attach                                     stringList
 	subject, body, bodyFile, replyToID, sendAt string
 	noSendAt                                   bool
 }

@@ -147,13 +147,9 @@ func mailboxSet(args []string) int {
 		case "display-name":
 			a.DisplayName = display
 		case "trusted-senders":
-			list := []string{}
-			for _, p := range strings.Split(*senders, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					list = append(list, p)
-				}
-			}
-			a.TrustedSenders = &list
+			list := commaList{} // "" trusts no one: an empty list, not none
+			list.Set(*senders)
+			a.TrustedSenders = (*[]string)(&list)
 		}
 	})
 	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders {

@@ -31,19 +31,6 @@ func ownMailbox(cf *clientFlags, named string) (string, error) {
 	return "", protocol.Errorf(protocol.CodeInvalidInput, "you have %d mailboxes: name one with --mailbox", len(out.Mailboxes))
 }
 
-// labelList is a repeatable flag of comma-separated labels.
-type labelList []string
-
-func (l *labelList) String() string { return strings.Join(*l, ",") }
-func (l *labelList) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
-}
-
 func mailLabel(args []string) int {
 	cf := newClientFlags("mail label", "mail label ID... [--add L[,L]] [--remove L[,L]] [--star|--unstar] [--mailbox M] [--folder F] [--json]",
 		`Adds and removes labels and stars or unstars messages. Labels are kept in each
@@ -54,7 +41,7 @@ Example:
     mailctl mail label 2026-03-01-120000-hello --add invoices,todo --star --mailbox agent`).withJSON()
 	mailbox := cf.fs.String("mailbox", "", "mailbox (default: your only mailbox)")
 	folder := cf.fs.String("folder", protocol.FolderInbox, "folder: inbox, sent, archive, trash or drafts")
-	var add, remove labelList
+	var add, remove commaList
 	cf.fs.Var(&add, "add", "labels to add (comma-separated, or repeat the flag)")
 	cf.fs.Var(&remove, "remove", "labels to remove (comma-separated, or repeat the flag)")
 	star := cf.fs.Bool("star", false, "star the messages")

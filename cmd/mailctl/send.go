@@ -17,25 +17,6 @@ func init() {
 	register(&command{name: "send", group: "mail", summary: "compose, sign and send a message from one of your mailboxes", run: cmdSend})
 }
 
-// addrList collects a repeatable flag; "a,b" also splits.
-type addrList []string
-
-func (l *addrList) String() string { return strings.Join(*l, ",") }
-func (l *addrList) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
-}
-
-// pathList collects a repeatable flag without splitting (paths may hold commas).
-type pathList []string
-
-func (l *pathList) String() string     { return strings.Join(*l, " ") }
-func (l *pathList) Set(v string) error { *l = append(*l, v); return nil }
-
 func cmdSend(args []string) int {
 	cf := newClientFlags("send", "send --from MAILBOX --to ADDR... [--cc ADDR] [--bcc ADDR] [--reply-to ADDR] [--subject S] [--body TEXT | --body-file F] [--attach PATH]... [--text-only | --html-body-file F] [--in-reply-to MSGID] [--send-at TIME] [--force] [--dry-run] [--json]",
 		`Sends a message from a mailbox you own. The body is Markdown: it goes out as
@@ -53,8 +34,8 @@ Examples:
     mailctl send --from agent --to bob@example.org --subject "Report" --body "**Done.**"
     mailctl send --from agent --to bob@example.org --subject "Reminder" --body "Standup in 10 minutes." --send-at 2h`).withJSON()
 	var a protocol.SendArgs
-	var to, cc, bcc, replyTo addrList
-	var attach pathList
+	var to, cc, bcc, replyTo commaList
+	var attach stringList
 	var bodyFile, htmlFile string
 	var wait time.Duration
 	var sendAt string

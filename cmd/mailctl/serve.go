@@ -138,12 +138,6 @@ func notifySystemd() {
 	conn.Write([]byte("READY=1"))
 }
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
 func cmdDev(args []string) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".mailctl-dev", "folder for all state: config, keys, store, queue, socket, bin/mailctl")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -17,12 +16,6 @@ func init() {
 	register(&command{name: "setup", group: "operate", summary: "prepare this host: config, keys, directories, unit, DNS records", run: cmdSetup})
 }
 
-// listFlag collects a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
@@ -31,7 +24,7 @@ func isTerminal(f *os.File) bool {
 func cmdSetup(args []string) int {
 	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
 	var o setup.Options
-	var trusted, listen listFlag
+	var trusted, listen stringList
 	nonInteractive := fs.Bool("non-interactive", false, "never prompt; missing answers are errors")
 	fs.StringVar(&o.Domain, "domain", "", "mail domain (the part after @)")
 	fs.StringVar(&o.Hostname, "hostname", "", "this host's name, its MX (default mx.DOMAIN)")
