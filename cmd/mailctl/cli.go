@@ -60,6 +60,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 	return 0, true
 }
 
+// parseArgs is parseFlags for a command that takes exactly n arguments;
+// want says which when it is given another number.
+func parseArgs(fs *flag.FlagSet, args []string, n int, want string) (int, bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code, false
+	}
+	if fs.NArg() != n {
+		return usageError(fs, "%s", want), false
+	}
+	return 0, true
+}
+
 // interleave moves flags that follow positional arguments to the front, so
 // `mailctl mailboxes show alice --json` works as people type it.
 func interleave(fs *flag.FlagSet, args []string) []string {
@@ -121,9 +133,14 @@ func (cf *clientFlags) dial(ctx context.Context) (*protocol.Client, error) {
 	return protocol.Dial(ctx, path)
 }
 
-// call dials, sends one request and closes.
+// call dials, sends one request and closes. A send gets two minutes more:
+// the daemon may wait that long for the first delivery attempt.
 func (cf *clientFlags) call(verb string, args, out any) error {
-	return cf.callTimeout(verb, args, out, time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond)
+	d := time.Duration(protocol.DefaultTimeoutMS) * time.Millisecond
+	if verb == protocol.VerbSend || verb == protocol.VerbDraftSend {
+		d += 2 * time.Minute
+	}
+	return cf.callTimeout(verb, args, out, d)
 }
 
 func (cf *clientFlags) callTimeout(verb string, args, out any, d time.Duration) error {
@@ -135,6 +152,19 @@ func (cf *clientFlags) callTimeout(verb string, args, out any, d time.Duration) 
 	}
 	defer c.Close()
 	return c.Call(ctx, verb, args, out)
+}
+
+// request calls verb with args and decodes the answer into out. ok is false
+// when the command is done, with code its exit code: the call failed, or
+// --json asked for the answer as it is and it has been printed.
+func (cf *clientFlags) request(verb string, args, out any) (code int, ok bool) {
+	if err := cf.call(verb, args, out); err != nil {
+		return cf.fail(err), false
+	}
+	if cf.json {
+		return printJSON(out), false
+	}
+	return 0, true
 }
 
 // fail prints err for a person (or as JSON with --json) and returns the exit code.

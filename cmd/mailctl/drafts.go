@@ -52,18 +52,12 @@ func cmdDrafts(args []string) int {
 
 func draftsList(args []string) int {
 	cf := newClientFlags("drafts list", "drafts list MAILBOX [--json]", "Lists the mailbox's drafts, newest first.").withJSON()
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give the mailbox"); !ok {
 		return code
 	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give the mailbox")
-	}
 	var out protocol.MessageList
-	if err := cf.call(protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: cf.fs.Arg(0), Folder: protocol.FolderDrafts, Limit: 200}, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: cf.fs.Arg(0), Folder: protocol.FolderDrafts, Limit: 200}, &out); !ok {
+		return code
 	}
 	if len(out.Messages) == 0 {
 		fmt.Println("no drafts")
@@ -86,11 +80,8 @@ func readDraft(cf *clientFlags, mailbox, id string) (protocol.Message, error) {
 
 func draftsShow(args []string) int {
 	cf := newClientFlags("drafts show", "drafts show MAILBOX ID [--json]", "Shows one draft: its recipients, subject, schedule and body.").withJSON()
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
-	}
-	if cf.fs.NArg() != 2 {
-		return usageError(cf.fs, "give the mailbox and the draft id")
 	}
 	m, err := readDraft(cf, cf.fs.Arg(0), cf.fs.Arg(1))
 	if err != nil {
@@ -120,15 +111,12 @@ func draftsWrite(args []string, update bool) int {
 	cf := newClientFlags(draftsWriteUsage(update)).withJSON()
 	var f draftFlags
 	f.define(cf.fs, update)
-	if code, ok := parseFlags(cf.fs, args); !ok {
-		return code
-	}
-	want := 1
+	want, what := 1, "give the mailbox"
 	if update {
-		want = 2
+		want, what = 2, "give the mailbox and the draft id"
 	}
-	if cf.fs.NArg() != want {
-		return usageError(cf.fs, "give the mailbox%s", map[bool]string{true: " and the draft id", false: ""}[update])
+	if code, ok := parseArgs(cf.fs, args, want, what); !ok {
+		return code
 	}
 	if f.body != "" && f.bodyFile != "" {
 		return usageError(cf.fs, "--body and --body-file exclude each other")
@@ -139,19 +127,14 @@ func draftsWrite(args []string, update bool) int {
 	if err != nil {
 		return usageError(cf.fs, "%v", err)
 	}
-	var d protocol.Draft
 	mailbox := cf.fs.Arg(0)
+	verb, req := protocol.VerbDraftCreate, any(protocol.DraftArgs{Mailbox: mailbox, To: f.to, Cc: f.cc, Bcc: f.bcc, Subject: f.subject, Body: f.body, Attachments: atts, ReplyToID: f.replyToID, SendAt: at})
 	if update {
-		err = cf.call(protocol.VerbDraftUpdate, f.updateArgs(mailbox, cf.fs.Arg(1), set, atts, at), &d)
-	} else {
-		a := protocol.DraftArgs{Mailbox: mailbox, To: f.to, Cc: f.cc, Bcc: f.bcc, Subject: f.subject, Body: f.body, Attachments: atts, ReplyToID: f.replyToID, SendAt: at}
-		err = cf.call(protocol.VerbDraftCreate, a, &d)
+		verb, req = protocol.VerbDraftUpdate, f.updateArgs(mailbox, cf.fs.Arg(1), set, atts, at)
 	}
-	if err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(d)
+	var d protocol.Draft
+	if code, ok := cf.request(verb, req, &d); !ok {
+		return code
 	}
 	printDraftWritten(d, update)
 	return 0
@@ -262,11 +245,8 @@ func printDraftWritten(d protocol.Draft, update bool) {
 
 func draftsEdit(args []string) int {
 	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights.")
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
-	}
-	if cf.fs.NArg() != 2 {
-		return usageError(cf.fs, "give the mailbox and the draft id")
 	}
 	m, err := readDraft(cf, cf.fs.Arg(0), cf.fs.Arg(1))
 	if err != nil {
@@ -296,11 +276,8 @@ func draftsSend(args []string) int {
 	var dry bool
 	cf.fs.StringVar(&sendAt, "send-at", "", "send at this time (RFC 3339, or a duration from now such as 2h)")
 	cf.fs.BoolVar(&dry, "dry-run", false, "validate, render and sign, but do not send")
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
-	}
-	if cf.fs.NArg() != 2 {
-		return usageError(cf.fs, "give the mailbox and the draft id")
 	}
 	a := protocol.DraftSendArgs{Mailbox: cf.fs.Arg(0), ID: cf.fs.Arg(1), DryRun: dry}
 	if sendAt != "" {
@@ -311,37 +288,20 @@ func draftsSend(args []string) int {
 		a.SendAt = &t
 	}
 	var res protocol.SendResult
-	timeout := time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond + 2*time.Minute
-	if err := cf.callTimeout(protocol.VerbDraftSend, a, &res, timeout); err != nil {
-		return cf.fail(err)
+	if code, ok := cf.request(protocol.VerbDraftSend, a, &res); !ok {
+		return code
 	}
-	if cf.json {
-		return printJSON(res)
-	}
-	printSendResult(res)
-	if res.DraftKept {
-		fmt.Println("the draft was edited while it was being sent: the version read went out, and the edit is still in drafts/")
-	}
-	if res.Status == "failed" {
-		return 1
-	}
-	return 0
+	return printSendResult(res)
 }
 
 func draftsDelete(args []string) int {
 	cf := newClientFlags("drafts delete", "drafts delete MAILBOX ID [--json]", "Discards a draft: its file and attachments are removed.").withJSON()
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
-	if cf.fs.NArg() != 2 {
-		return usageError(cf.fs, "give the mailbox and the draft id")
-	}
 	var out protocol.DraftDeleted
-	if err := cf.call(protocol.VerbDraftDelete, protocol.DraftIDArgs{Mailbox: cf.fs.Arg(0), ID: cf.fs.Arg(1)}, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbDraftDelete, protocol.DraftIDArgs{Mailbox: cf.fs.Arg(0), ID: cf.fs.Arg(1)}, &out); !ok {
+		return code
 	}
 	fmt.Printf("draft %s deleted\n", out.ID)
 	return 0

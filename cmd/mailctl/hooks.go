@@ -79,11 +79,8 @@ set unless the operator allows it.`).withJSON()
 		}
 	}
 	var h protocol.Hook
-	if err := cf.call(protocol.VerbHookCreate, a, &h); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(h)
+	if code, ok := cf.request(protocol.VerbHookCreate, a, &h); !ok {
+		return code
 	}
 	fmt.Printf("hook %s on %s (%s)\n", h.Name, h.Mailbox, h.Event)
 	return 0
@@ -96,11 +93,8 @@ func hookList(args []string) int {
 		return code
 	}
 	var out protocol.HookList
-	if err := cf.call(protocol.VerbHookList, protocol.HookListArgs{Mailbox: *mailbox}, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbHookList, protocol.HookListArgs{Mailbox: *mailbox}, &out); !ok {
+		return code
 	}
 	if len(out.Hooks) == 0 {
 		fmt.Println("no hooks")
@@ -122,18 +116,12 @@ func hookList(args []string) int {
 func hookDelete(args []string) int {
 	cf := newClientFlags("hooks delete", "hooks delete NAME [--mailbox M]", "Deletes a hook on one of your mailboxes. Hook names are unique per mailbox: name the mailbox when\nseveral of yours have a hook of that name. Operator hooks are changed in config.toml.").withJSON()
 	mailbox := cf.fs.String("mailbox", "", "the mailbox the hook is on (needed when several of yours have a hook of that name)")
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one hook name"); !ok {
 		return code
 	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give exactly one hook name")
-	}
 	var out protocol.Deleted
-	if err := cf.call(protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: cf.fs.Arg(0), Mailbox: *mailbox}, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: cf.fs.Arg(0), Mailbox: *mailbox}, &out); !ok {
+		return code
 	}
 	fmt.Printf("deleted hook %s\n", out.Name)
 	return 0
@@ -147,11 +135,8 @@ func hookRuns(args []string) int {
 	}
 	a := protocol.HookRunsArgs{Name: cf.fs.Arg(0), Limit: *limit}
 	var out protocol.HookRuns
-	if err := cf.call(protocol.VerbHookRuns, a, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbHookRuns, a, &out); !ok {
+		return code
 	}
 	if len(out.Runs) == 0 && a.Name != "" {
 		var hl protocol.HookList

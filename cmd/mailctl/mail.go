@@ -140,11 +140,8 @@ delivery status instead.`, true)
 		a.Starred = starred
 	}
 	var out protocol.MessageList
-	if err := mf.call(protocol.VerbMessageList, a, &out); err != nil {
-		return mf.fail(err)
-	}
-	if mf.json {
-		return printJSON(out)
+	if code, ok := mf.request(protocol.VerbMessageList, a, &out); !ok {
+		return code
 	}
 	if len(out.Messages) == 0 {
 		fmt.Printf("no messages in %s/%s\n", mf.mailbox, mf.folder)
@@ -236,11 +233,8 @@ continues.`, true)
 	raw := mf.fs.Bool("raw", false, "print the raw message instead of the Markdown body")
 	markRead := mf.fs.Bool("mark-read", false, "mark the message read after printing it")
 	offset := mf.fs.Int("offset", 0, "start the body at this character")
-	if code, ok := parseFlags(mf.fs, args); !ok {
+	if code, ok := parseArgs(mf.fs, args, 1, "give exactly one message id (from `mailctl mail list`)"); !ok {
 		return code
-	}
-	if mf.fs.NArg() != 1 {
-		return usageError(mf.fs, "give exactly one message id (from `mailctl mail list`)")
 	}
 	if *offset < 0 {
 		return usageError(mf.fs, "--offset must not be negative")
@@ -456,11 +450,8 @@ func mailMark(args []string) int {
 		return mf.fail(err)
 	}
 	var out protocol.MessageMarked
-	if err := mf.call(protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: mf.mailbox, Folder: mf.folder, IDs: mf.fs.Args(), Read: *read}, &out); err != nil {
-		return mf.fail(err)
-	}
-	if mf.json {
-		return printJSON(out)
+	if code, ok := mf.request(protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: mf.mailbox, Folder: mf.folder, IDs: mf.fs.Args(), Read: *read}, &out); !ok {
+		return code
 	}
 	state := "read"
 	if *unread {

@@ -45,18 +45,12 @@ func mailboxCreate(args []string) int {
 	cf := newClientFlags("mailboxes create", "mailboxes create NAME [--owner USER] [--json]",
 		"Creates a mailbox owned by you, or by USER when run as root. Creating an existing mailbox of yours again is not an error.").withJSON()
 	owner := cf.fs.String("owner", "", "owner's user name or uid (root only for other users)")
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one mailbox name"); !ok {
 		return code
 	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give exactly one mailbox name")
-	}
 	var out protocol.MailboxCreated
-	if err := cf.call(protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: cf.fs.Arg(0), Owner: *owner}, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: cf.fs.Arg(0), Owner: *owner}, &out); !ok {
+		return code
 	}
 	if out.Created {
 		fmt.Printf("created %s (owner %s)\n", out.Address, out.Owner)
@@ -72,11 +66,8 @@ func mailboxList(args []string) int {
 		return code
 	}
 	var out protocol.MailboxList
-	if err := cf.call(protocol.VerbMailboxList, nil, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbMailboxList, nil, &out); !ok {
+		return code
 	}
 	if len(out.Mailboxes) == 0 {
 		fmt.Println("no mailboxes: create one with `mailctl mailboxes create NAME`")
@@ -93,18 +84,12 @@ func mailboxList(args []string) int {
 
 func mailboxShow(args []string) int {
 	cf := newClientFlags("mailboxes show", "mailboxes show NAME [--json]", "Shows one mailbox: address, owner, counts, trust policy and hooks.").withJSON()
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one mailbox name"); !ok {
 		return code
 	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give exactly one mailbox name")
-	}
 	var m protocol.Mailbox
-	if err := cf.call(protocol.VerbMailboxShow, protocol.NameArgs{Name: cf.fs.Arg(0)}, &m); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(m)
+	if code, ok := cf.request(protocol.VerbMailboxShow, protocol.NameArgs{Name: cf.fs.Arg(0)}, &m); !ok {
+		return code
 	}
 	fmt.Printf("name      %s\naddress   %s\nowner     %s (uid %d)\nsource    %s\npath      %s\ninbox     %d (%d unread)\nsent      %d\n",
 		m.Name, m.Address, m.Owner, m.OwnerUID, m.Source, m.Path, m.Total, m.Unread, m.SentCount)
@@ -135,11 +120,8 @@ func mailboxSet(args []string) int {
 	display := cf.fs.String("display-name", "", "the name outgoing From carries (one line, at most 100 characters; \"\" removes it)")
 	senders := cf.fs.String("trusted-senders", "", "comma-separated patterns: alice@example.com, *@example.com, *@*.example.com (\"\" trusts no one)")
 	inherit := cf.fs.Bool("inherit-trusted-senders", false, "drop the mailbox's own list and use [trust] trusted_senders")
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one mailbox name"); !ok {
 		return code
-	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give exactly one mailbox name")
 	}
 	a := protocol.MailboxUpdateArgs{Name: cf.fs.Arg(0), InheritTrustedSenders: *inherit}
 	cf.fs.Visit(func(f *flag.Flag) {
@@ -156,11 +138,8 @@ func mailboxSet(args []string) int {
 		return usageError(cf.fs, "nothing to change: give --display-name, --trusted-senders or --inherit-trusted-senders")
 	}
 	var m protocol.Mailbox
-	if err := cf.call(protocol.VerbMailboxUpdate, a, &m); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(m)
+	if code, ok := cf.request(protocol.VerbMailboxUpdate, a, &m); !ok {
+		return code
 	}
 	fmt.Printf("updated %s\n", m.Address)
 	if m.DisplayName != "" {
@@ -177,11 +156,8 @@ func mailboxDelete(args []string) int {
 		"Deletes a mailbox. A mailbox with mail is refused unless --force, which deletes its mail too.").withJSON()
 	force := cf.fs.Bool("force", false, "delete even if the mailbox has mail")
 	yes := cf.fs.Bool("yes", false, "do not ask for confirmation")
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one mailbox name"); !ok {
 		return code
-	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give exactly one mailbox name")
 	}
 	name := cf.fs.Arg(0)
 	if *force && !*yes {

@@ -49,11 +49,8 @@ func queueList(args []string) int {
 		return code
 	}
 	var out protocol.QueueList
-	if err := cf.call(protocol.VerbQueueList, protocol.Empty{}, &out); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(out)
+	if code, ok := cf.request(protocol.VerbQueueList, protocol.Empty{}, &out); !ok {
+		return code
 	}
 	if len(out.Items) == 0 {
 		fmt.Println("queue is empty")
@@ -119,18 +116,12 @@ func nextAttempt(it protocol.QueueItem) string {
 
 func queueShow(args []string) int {
 	cf := newClientFlags("queue show", "queue show ID [--json]", "Shows one queue item and each recipient's state, last reply and TLS.").withJSON()
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one queue id"); !ok {
 		return code
 	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give exactly one queue id")
-	}
 	var it protocol.QueueItem
-	if err := cf.call(protocol.VerbQueueShow, protocol.QueueIDArgs{ID: queueID(cf, cf.fs.Arg(0))}, &it); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(it)
+	if code, ok := cf.request(protocol.VerbQueueShow, protocol.QueueIDArgs{ID: queueID(cf, cf.fs.Arg(0))}, &it); !ok {
+		return code
 	}
 	fmt.Printf("id:           %s\nmailbox:      %s\nmessage-id:   <%s>\nmail from:    %s\ncreated:      %s\nnext attempt: %s\nsize:         %d bytes\n",
 		it.ID, it.Mailbox, it.MessageID, it.MailFrom, it.CreatedAt.Local().Format(time.DateTime), nextAttempt(it), it.SizeBytes)
@@ -175,19 +166,13 @@ func queueID(cf *clientFlags, arg string) string {
 
 func queueAction(args []string, name, verb, done string) int {
 	cf := newClientFlags("queue "+name, "queue "+name+" ID [--json]", queueActionAbout[name]).withJSON()
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one queue id"); !ok {
 		return code
-	}
-	if cf.fs.NArg() != 1 {
-		return usageError(cf.fs, "give exactly one queue id")
 	}
 	var it protocol.QueueItem
 	id := queueID(cf, cf.fs.Arg(0))
-	if err := cf.call(verb, protocol.QueueIDArgs{ID: id}, &it); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(it)
+	if code, ok := cf.request(verb, protocol.QueueIDArgs{ID: id}, &it); !ok {
+		return code
 	}
 	fmt.Printf("%s %s\n", done, id)
 	return 0
@@ -202,11 +187,8 @@ var queueActionAbout = map[string]string{
 func queueReschedule(args []string) int {
 	cf := newClientFlags("queue reschedule", "queue reschedule ID TIME [--json]",
 		"Moves a scheduled send, or one not yet attempted, to TIME (RFC 3339, e.g. 2026-12-01T09:00:00Z, or a duration from now such as 2h); at most a year ahead. `queue drop` cancels it, `queue retry` sends it now.").withJSON()
-	if code, ok := parseFlags(cf.fs, args); !ok {
+	if code, ok := parseArgs(cf.fs, args, 2, "give a queue id and a time"); !ok {
 		return code
-	}
-	if cf.fs.NArg() != 2 {
-		return usageError(cf.fs, "give a queue id and a time")
 	}
 	at, err := parseSendAt(cf.fs.Arg(1))
 	if err != nil {
@@ -214,11 +196,8 @@ func queueReschedule(args []string) int {
 	}
 	var it protocol.QueueItem
 	id := queueID(cf, cf.fs.Arg(0))
-	if err := cf.call(protocol.VerbQueueReschedule, protocol.QueueRescheduleArgs{ID: id, SendAt: at}, &it); err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(it)
+	if code, ok := cf.request(protocol.VerbQueueReschedule, protocol.QueueRescheduleArgs{ID: id, SendAt: at}, &it); !ok {
+		return code
 	}
 	fmt.Printf("%s now goes out at %s\n", id, at.Local().Format(time.DateTime+" MST"))
 	return 0

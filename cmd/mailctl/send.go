@@ -69,20 +69,14 @@ Examples:
 	if wait > 0 {
 		a.WaitMS = int(wait.Milliseconds())
 	}
-	// The daemon may wait up to two minutes for the first attempt.
-	timeout := time.Duration(protocol.DefaultTimeoutMS)*time.Millisecond + 2*time.Minute
 	var res protocol.SendResult
-	if err := cf.callTimeout(protocol.VerbSend, a, &res, timeout); err != nil {
+	if err := cf.call(protocol.VerbSend, a, &res); err != nil {
 		return cf.fail(withFlagNames(err))
 	}
 	if cf.json {
 		return printJSON(res)
 	}
-	printSendResult(res)
-	if res.Status == "failed" {
-		return 1
-	}
-	return 0
+	return printSendResult(res)
 }
 
 // checkSendFlags refuses flag combinations that cannot make a message.
@@ -184,10 +178,12 @@ func readAllLimited(r io.Reader, max int) ([]byte, error) {
 	return b, err
 }
 
-func printSendResult(res protocol.SendResult) {
+// printSendResult prints what a send or drafts send did and returns the
+// command's exit code: 1 when delivery failed.
+func printSendResult(res protocol.SendResult) int {
 	if res.Status == "dry_run" {
 		fmt.Printf("dry run: %d bytes, MAIL FROM:<%s>, RCPT TO: %s\nMessage-ID: <%s>\n", res.SizeBytes, res.Envelope.MailFrom, strings.Join(res.Envelope.RcptTo, ", "), res.MessageID)
-		return
+		return 0
 	}
 	dup := ""
 	if res.Duplicate {
@@ -210,6 +206,13 @@ func printSendResult(res protocol.SendResult) {
 		}
 		fmt.Println()
 	}
+	if res.DraftKept {
+		fmt.Println("the draft was edited while it was being sent: the version read went out, and the edit is still in drafts/")
+	}
+	if res.Status == "failed" {
+		return 1
+	}
+	return 0
 }
 
 func describeStatus(s string) string {

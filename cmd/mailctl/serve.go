@@ -104,11 +104,8 @@ func cmdReload(args []string) int {
 The systemd unit runs it as ExecReload (mailctl reload $MAINPID), so
 `+"`sudo systemctl reload mailctl`"+` works on any system. A bad config is reported in
 the daemon's log and the running one kept.`)
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, 1, "give the daemon's process id (systemd passes $MAINPID)"); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		return usageError(fs, "give the daemon's process id (systemd passes $MAINPID)")
 	}
 	pid, err := strconv.Atoi(fs.Arg(0))
 	if err != nil || pid <= 1 {
