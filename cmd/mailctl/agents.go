@@ -101,8 +101,7 @@ func agentsSetup(args []string) int {
 	}
 	srv := mcpServer(cf.socket)
 	if goRunBuild(srv.Command) {
-		fmt.Fprintf(os.Stderr, "mailctl agents setup: this binary (%s) is a temporary `go run` build, deleted when it exits; a harness wired to it would fail. Run the copy `mailctl dev` keeps (.mailctl-dev/bin/mailctl agents setup), or `go install ./cmd/mailctl` and run the installed one.\n", srv.Command)
-		return 1
+		return failure(cf.fs, fmt.Errorf("this binary (%s) is a temporary `go run` build, deleted when it exits; a harness wired to it would fail. Run the copy `mailctl dev` keeps (.mailctl-dev/bin/mailctl agents setup), or `go install ./cmd/mailctl` and run the installed one", srv.Command))
 	}
 	if *printOnly {
 		return printSnippets(hs, srv)
@@ -113,8 +112,7 @@ func agentsSetup(args []string) int {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl agents setup: %v\n", err)
-		return 1
+		return failure(cf.fs, err)
 	}
 	failed := false
 	for _, h := range hs {
@@ -131,8 +129,7 @@ func agentsSetup(args []string) int {
 	}
 	primer, err := agentcfg.WritePrimer(configHome(home), mcpshim.ToolNames())
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl agents setup: writing the primer: %v\n", err)
-		return 1
+		return failure(cf.fs, fmt.Errorf("writing the primer: %w", err))
 	}
 	fmt.Printf("\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
 	if failed {
@@ -205,8 +202,7 @@ func agentsRemove(args []string) int {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl agents remove: %v\n", err)
-		return 1
+		return failure(cf.fs, err)
 	}
 	names := cf.fs.Args()
 	if len(names) == 0 {
@@ -250,8 +246,7 @@ func agentsList(args []string) int {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl agents list: %v\n", err)
-		return 1
+		return failure(cf.fs, err)
 	}
 	rows := agentcfg.List(home)
 	if cf.json {

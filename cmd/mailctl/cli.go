@@ -23,9 +23,8 @@ type clientFlags struct {
 // newClientFlags makes a flag set for a client command. usageLine is shown
 // after "Usage: mailctl"; about is the paragraph under it.
 func newClientFlags(name, usageLine, about string) *clientFlags {
-	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	cf := &clientFlags{fs: newFlagSet(name, usageLine, about)}
 	cf.fs.StringVar(&cf.socket, "socket", "", "control socket (default $MAILCTL_SOCKET, then "+protocol.DefaultSocket+")")
-	setUsage(cf.fs, usageLine, about)
 	return cf
 }
 
@@ -34,7 +33,10 @@ func (cf *clientFlags) withJSON() *clientFlags {
 	return cf
 }
 
-func setUsage(fs *flag.FlagSet, usageLine, about string) {
+// newFlagSet makes the flag set of command name, whose help shows usageLine
+// after "Usage: mailctl", then about, then the flags.
+func newFlagSet(name, usageLine, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: mailctl %s\n\n%s\n", usageLine, strings.TrimSpace(about))
@@ -45,6 +47,7 @@ func setUsage(fs *flag.FlagSet, usageLine, about string) {
 			fs.PrintDefaults()
 		}
 	}
+	return fs
 }
 
 // parse parses args; it returns (exit code, false) when the command should stop
@@ -207,6 +210,13 @@ func printJSON(v any) int {
 		return 1
 	}
 	return 0
+}
+
+// failure prints err as the failure of the command fs parses for and
+// returns exit code 1.
+func failure(fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(os.Stderr, "mailctl %s: %v\n", fs.Name(), err)
+	return 1
 }
 
 func usageError(fs *flag.FlagSet, format string, args ...any) int {

@@ -43,13 +43,7 @@ func cmdDKIM(args []string) int {
 func dkimConfig(fs *flag.FlagSet) func() (*config.Config, error) {
 	path := fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+")")
 	return func() (*config.Config, error) {
-		p := *path
-		if p == "" {
-			p = os.Getenv("MAILCTL_CONFIG")
-		}
-		if p == "" {
-			p = config.DefaultPath
-		}
+		p := configPath(*path)
 		cfg, err := config.Load(p)
 		if errors.Is(err, iofs.ErrNotExist) {
 			return nil, fmt.Errorf("no config at %s: this host is not set up; run `sudo mailctl setup` (it writes the config and the keys), or pass --config PATH", p)
@@ -58,14 +52,8 @@ func dkimConfig(fs *flag.FlagSet) func() (*config.Config, error) {
 	}
 }
 
-func dkimFail(name string, err error) int {
-	fmt.Fprintf(os.Stderr, "mailctl dkim %s: %v\n", name, err)
-	return 1
-}
-
 func dkimKeygen(args []string) int {
-	fs := flag.NewFlagSet("dkim keygen", flag.ContinueOnError)
-	setUsage(fs, "dkim keygen [--selector S] [--algorithm ed25519|rsa] [--config PATH]",
+	fs := newFlagSet("dkim keygen", "dkim keygen [--selector S] [--algorithm ed25519|rsa] [--config PATH]",
 		"Creates a DKIM key (PKCS#8 PEM, root 0600) in paths.dkim_dir and prints the DNS record to publish. An existing selector is never overwritten.")
 	alg := fs.String("algorithm", "ed25519", "ed25519 or rsa (RSA-2048)")
 	sel := fs.String("selector", "", "selector (default: ed|rsa + YYYYMM, e.g. ed202611)")
@@ -78,7 +66,7 @@ func dkimKeygen(args []string) int {
 	}
 	cfg, err := load()
 	if err != nil {
-		return dkimFail("keygen", err)
+		return failure(fs, err)
 	}
 	if *sel == "" {
 		prefix := "ed"
@@ -89,7 +77,7 @@ func dkimKeygen(args []string) int {
 	}
 	k, err := dkim.GenerateKey(cfg.Paths.DKIMDir, *sel, *alg)
 	if err != nil {
-		return dkimFail("keygen", err)
+		return failure(fs, err)
 	}
 	fmt.Printf("created %s (%s, selector %s)\n", k.Path, k.Algorithm, k.Selector)
 	if len(cfg.Domains) > 0 {
@@ -102,19 +90,18 @@ func dkimKeygen(args []string) int {
 }
 
 func dkimList(args []string) int {
-	fs := flag.NewFlagSet("dkim list", flag.ContinueOnError)
-	setUsage(fs, "dkim list [--config PATH]", "Lists the DKIM keys in paths.dkim_dir: the daemon signs with all of them.")
+	fs := newFlagSet("dkim list", "dkim list [--config PATH]", "Lists the DKIM keys in paths.dkim_dir: the daemon signs with all of them.")
 	load := dkimConfig(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	cfg, err := load()
 	if err != nil {
-		return dkimFail("list", err)
+		return failure(fs, err)
 	}
 	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
 	if err != nil {
-		return dkimFail("list", err)
+		return failure(fs, err)
 	}
 	if len(keys) == 0 {
 		fmt.Printf("no keys in %s: create them with `sudo mailctl dkim keygen --algorithm ed25519` and `--algorithm rsa`\n", cfg.Paths.DKIMDir)
@@ -134,8 +121,7 @@ func dkimList(args []string) int {
 }
 
 func dkimDNS(args []string) int {
-	fs := flag.NewFlagSet("dkim dns", flag.ContinueOnError)
-	setUsage(fs, "dkim dns [--domain D] [--config PATH]", "Prints the zone-file TXT record of every key for every configured domain (or just --domain). Long values are split into 255-byte strings.")
+	fs := newFlagSet("dkim dns", "dkim dns [--domain D] [--config PATH]", "Prints the zone-file TXT record of every key for every configured domain (or just --domain). Long values are split into 255-byte strings.")
 	domain := fs.String("domain", "", "only this domain")
 	load := dkimConfig(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -143,14 +129,14 @@ func dkimDNS(args []string) int {
 	}
 	cfg, err := load()
 	if err != nil {
-		return dkimFail("dns", err)
+		return failure(fs, err)
 	}
 	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
 	if err != nil {
-		return dkimFail("dns", err)
+		return failure(fs, err)
 	}
 	if len(keys) == 0 {
-		return dkimFail("dns", fmt.Errorf("no keys in %s: run `sudo mailctl dkim keygen` first", cfg.Paths.DKIMDir))
+		return failure(fs, fmt.Errorf("no keys in %s: run `sudo mailctl dkim keygen` first", cfg.Paths.DKIMDir))
 	}
 	domains := cfg.Domains
 	if *domain != "" {

@@ -263,8 +263,7 @@ func draftsEdit(args []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl drafts edit: %s: %v\n", editor, err)
-		return 1
+		return failure(cf.fs, fmt.Errorf("%s: %w", editor, err))
 	}
 	return 0
 }

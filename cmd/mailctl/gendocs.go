@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,13 +18,12 @@ func init() {
 }
 
 func cmdGendocs(args []string) int {
-	fs := flag.NewFlagSet("gendocs", flag.ContinueOnError)
+	fs := newFlagSet("gendocs", "gendocs [--man DIR] [--completions DIR] [--markdown FILE]", `Generates the CLI reference from the commands' own --help output, so the
+documentation cannot drift from the binary. Used by packaging/build-deb.sh; CI
+checks that docs/cli.md is current.`)
 	man := fs.String("man", "", "write mailctl.1 into this directory")
 	comp := fs.String("completions", "", "write mailctl.bash, _mailctl (zsh) and mailctl.fish into this directory")
 	md := fs.String("markdown", "", "write the Markdown CLI reference to this file (docs/cli.md)")
-	setUsage(fs, "gendocs [--man DIR] [--completions DIR] [--markdown FILE]", `Generates the CLI reference from the commands' own --help output, so the
-documentation cannot drift from the binary. Used by packaging/build-deb.sh; CI
-checks that docs/cli.md is current.`)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -34,8 +32,7 @@ checks that docs/cli.md is current.`)
 	}
 	ref, err := collectHelp()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl gendocs: %v\n", err)
-		return 1
+		return failure(fs, err)
 	}
 	write := func(path string, data []byte) error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -56,8 +53,7 @@ checks that docs/cli.md is current.`)
 		errs = append(errs, write(filepath.Join(*comp, "mailctl.fish"), ref.fish()))
 	}
 	if err := errors.Join(errs...); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl gendocs: %v\n", err)
-		return 1
+		return failure(fs, err)
 	}
 	return 0
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -43,11 +42,7 @@ See docs/mcp.md.`).fs
 	if err != nil {
 		return usageError(fs, "%v", err)
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := newLogger(*verbose)
 	srv := mcpshim.New(mcpshim.Options{SocketPath: protocol.SocketPath(socket.Value.String()), Tools: selected, Version: version, Logger: logger})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -65,8 +60,7 @@ See docs/mcp.md.`).fs
 			return 2
 		}
 		if err := srv.RunHTTP(ctx, *httpAddr, token); err != nil {
-			fmt.Fprintln(os.Stderr, "mailctl mcp:", err)
-			return 1
+			return failure(fs, err)
 		}
 		return 0
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,36 +35,34 @@ func configPath(flagValue string) string {
 	return config.DefaultPath
 }
 
-func newLogger(level slog.Level) *slog.Logger {
+// newLogger logs to stderr, at debug level when debug is set.
+func newLogger(debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 func cmdServe(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfgFlag := fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+")")
-	debug := fs.Bool("debug", false, "log at debug level")
-	setUsage(fs, "serve [--config PATH]", `Runs the mailctl daemon in the foreground: the control socket, SMTP and LMTP
+	fs := newFlagSet("serve", "serve [--config PATH]", `Runs the mailctl daemon in the foreground: the control socket, SMTP and LMTP
 listeners, the outbound queue and hooks. It normally runs as root under systemd
 (systemd/mailctl.service). SIGHUP reloads the config (a bad config is reported
 and the running one kept); SIGTERM drains and exits.`)
+	cfgFlag := fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+")")
+	debug := fs.Bool("debug", false, "log at debug level")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	path := configPath(*cfgFlag)
 	cfg, err := config.Load(path)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl serve: %v\n", err)
-		return 1
+		return failure(fs, err)
 	}
-	level := slog.LevelInfo
-	if *debug {
-		level = slog.LevelDebug
-	}
-	log := newLogger(level)
+	log := newLogger(*debug)
 	d, err := daemon.New(cfg, daemon.Options{Version: version, Logger: log, Ready: notifySystemd})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl serve: %v\n", err)
-		return 1
+		return failure(fs, err)
 	}
 	return runDaemon(d, path, log)
 }
@@ -99,8 +96,7 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 // cmdReload sends SIGHUP to the daemon, so the unit's ExecReload needs no
 // kill(1) (a minimal system has no procps).
 func cmdReload(args []string) int {
-	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
-	setUsage(fs, "reload PID", `Makes the daemon with process id PID re-read its config: the same as SIGHUP.
+	fs := newFlagSet("reload", "reload PID", `Makes the daemon with process id PID re-read its config: the same as SIGHUP.
 The systemd unit runs it as ExecReload (mailctl reload $MAINPID), so
 `+"`sudo systemctl reload mailctl`"+` works on any system. A bad config is reported in
 the daemon's log and the running one kept.`)
@@ -112,8 +108,7 @@ the daemon's log and the running one kept.`)
 		return usageError(fs, "%q is not a daemon's process id", fs.Arg(0))
 	}
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl reload: signalling %d: %v\n", pid, err)
-		return 1
+		return failure(fs, fmt.Errorf("signalling %d: %w", pid, err))
 	}
 	return 0
 }
@@ -136,7 +131,14 @@ func notifySystemd() {
 }
 
 func cmdDev(args []string) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs := newFlagSet("dev", "dev [--dir DIR] [--smtp ADDR] [--domain DOMAIN] [--mailbox NAME] [--trust PATTERN]... [--deliver]", `Runs the whole daemon as the current user with every file under DIR, SMTP on a
+loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops it.
+
+Outbound mail to other domains is captured in the mailbox "captured" (owned by
+you) unless --deliver is given. Mail from senders matching --trust (by default
+this instance's own mailboxes, whose mail the daemon signs) is trusted and fires
+hooks; mail from swaks or the internet is not. A copy of the binary is kept at
+DIR/bin/mailctl so the printed lines work after dev stops.`)
 	dir := fs.String("dir", ".mailctl-dev", "folder for all state: config, keys, store, queue, socket, bin/mailctl")
 	smtp := fs.String("smtp", "127.0.0.1:2525", "SMTP listen address")
 	domain := fs.String("domain", "mailctl.test", "mail domain")
@@ -145,14 +147,6 @@ func cmdDev(args []string) int {
 	fs.Var(&trusted, "trust", "trusted sender pattern, repeatable (default *@DOMAIN: mail between this instance's mailboxes)")
 	deliver := fs.Bool("deliver", false, "deliver outbound mail to the real recipients' MX instead of the captured mailbox")
 	debug := fs.Bool("debug", false, "log at debug level")
-	setUsage(fs, "dev [--dir DIR] [--smtp ADDR] [--domain DOMAIN] [--mailbox NAME] [--trust PATTERN]... [--deliver]", `Runs the whole daemon as the current user with every file under DIR, SMTP on a
-loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops it.
-
-Outbound mail to other domains is captured in the mailbox "captured" (owned by
-you) unless --deliver is given. Mail from senders matching --trust (by default
-this instance's own mailboxes, whose mail the daemon signs) is trusted and fires
-hooks; mail from swaks or the internet is not. A copy of the binary is kept at
-DIR/bin/mailctl so the printed lines work after dev stops.`)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -166,38 +160,30 @@ DIR/bin/mailctl so the printed lines work after dev stops.`)
 	}
 	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox, Trusted: trusted})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
-		return 1
+		return failure(fs, err)
 	}
-	level := slog.LevelInfo
-	if *debug {
-		level = slog.LevelDebug
-	}
-	log := newLogger(level)
+	log := newLogger(*debug)
 	capture := ""
 	if !*deliver {
 		capture = "captured"
 	}
 	d, err := daemon.New(cfg, daemon.Options{Version: version, Logger: log, Capture: capture, Dev: true})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
-		return 1
+		return failure(fs, err)
 	}
 	for _, name := range []string{*mailbox, capture} {
 		if name == "" {
 			continue
 		}
 		if err := d.EnsureMailbox(name, uint32(os.Getuid()), uint32(os.Getgid())); err != nil {
-			fmt.Fprintf(os.Stderr, "mailctl dev: %v\n", err)
-			return 1
+			return failure(fs, err)
 		}
 	}
 	sock := cfg.Paths.Socket
 	root := filepath.Dir(cfg.File)
 	self, err := stableCopy(filepath.Join(root, "bin", "mailctl"))
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl dev: keeping a copy of the binary: %v\n", err)
-		return 1
+		return failure(fs, fmt.Errorf("keeping a copy of the binary: %w", err))
 	}
 	outbound := "captured in the mailbox \"captured\" (--deliver sends for real)"
 	if capture == "" {

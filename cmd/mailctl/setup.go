@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -22,7 +21,13 @@ func isTerminal(f *os.File) bool {
 }
 
 func cmdSetup(args []string) int {
-	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	fs := newFlagSet("setup", "setup [--non-interactive --domain D --hostname H] [flags]", `Prepares this host for mailctl: writes /etc/mailctl/config.toml (only if there is
+none), creates the directories with their owners and modes, generates DKIM keys
+(Ed25519 and RSA), a self-signed certificate if asked, the catch-all user, installs
+and enables the systemd unit, and prints the DNS records to publish.
+
+Without --non-interactive it asks for what the flags do not give. Running it again
+is safe: an existing config and existing keys are kept, missing pieces are added.`)
 	var o setup.Options
 	var trusted, listen stringList
 	nonInteractive := fs.Bool("non-interactive", false, "never prompt; missing answers are errors")
@@ -38,13 +43,6 @@ func cmdSetup(args []string) int {
 	fs.StringVar(&o.Socket, "socket", "", "control socket path (default /run/mailctl/mailctl.sock)")
 	fs.BoolVar(&o.CreateUsers, "create-users", false, "create missing system users even with --root")
 	fs.BoolVar(&o.NoUnit, "no-unit", false, "do not install or enable the systemd unit")
-	setUsage(fs, "setup [--non-interactive --domain D --hostname H] [flags]", `Prepares this host for mailctl: writes /etc/mailctl/config.toml (only if there is
-none), creates the directories with their owners and modes, generates DKIM keys
-(Ed25519 and RSA), a self-signed certificate if asked, the catch-all user, installs
-and enables the systemd unit, and prints the DNS records to publish.
-
-Without --non-interactive it asks for what the flags do not give. Running it again
-is safe: an existing config and existing keys are kept, missing pieces are added.`)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -64,8 +62,7 @@ is safe: an existing config and existing keys are kept, missing pieces are added
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := setup.Run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl setup: %v\n", err)
-		return 1
+		return failure(fs, err)
 	}
 	return 0
 }
