@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -116,12 +117,7 @@ func collectHelp() (*cliRef, error) {
 	// The reference must not change with the build's version stamp.
 	ov = strings.Replace(ov, " (version "+version+")", "", 1)
 	ref := &cliRef{overview: strings.TrimSpace(ov)}
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(commands)) {
 		c := commands[n]
 		if c.group == "internal" {
 			continue
@@ -143,12 +139,8 @@ func collectHelp() (*cliRef, error) {
 			cr.subs = append(cr.subs, subRef{name: sub, help: strings.TrimSpace(sh)})
 			all += "\n" + sh
 		}
-		seen := map[string]bool{}
-		for _, m := range flagLineRE.FindAllStringSubmatch(all, -1) {
-			if !seen[m[1]] {
-				seen[m[1]] = true
-				cr.flags = append(cr.flags, "--"+m[1])
-			}
+		for _, f := range firstGroups(flagLineRE, all) {
+			cr.flags = append(cr.flags, "--"+f)
 		}
 		ref.cmds = append(ref.cmds, cr)
 	}
@@ -281,11 +273,15 @@ func subcommands(help string) []string {
 	if !strings.Contains(help, "SUBCOMMAND") {
 		return nil
 	}
+	return firstGroups(subcmdRE, help)
+}
+
+// firstGroups returns what re's first group matched in s, each once, in
+// order of first appearance.
+func firstGroups(re *regexp.Regexp, s string) []string {
 	var out []string
-	seen := map[string]bool{}
-	for _, m := range subcmdRE.FindAllStringSubmatch(help, -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		if !slices.Contains(out, m[1]) {
 			out = append(out, m[1])
 		}
 	}

@@ -4,8 +4,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -70,14 +71,10 @@ func run(args []string) int {
 // with it or it starts with ("mailbox", "hook"), or one edit away.
 func suggest(name string) string {
 	best, bestD := "", 3
-	var names []string
-	for n, c := range commands {
-		if c.group != "internal" {
-			names = append(names, n)
+	for _, n := range slices.Sorted(maps.Keys(commands)) {
+		if commands[n].group == "internal" {
+			continue
 		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
 		d := editDistance(name, n)
 		switch {
 		case len(name) >= 3 && strings.HasPrefix(n, name):
@@ -125,19 +122,11 @@ var groups = []struct{ id, title string }{
 func usage(w *os.File) {
 	fmt.Fprintf(w, "mailctl is a self-hosted mail exchange for AI agents (version %s).\n\nUsage: mailctl COMMAND [flags]\n", version)
 	for _, g := range groups {
-		var names []string
-		for n, c := range commands {
-			if c.group == g.id {
-				names = append(names, n)
-			}
-		}
-		if len(names) == 0 {
-			continue
-		}
-		sort.Strings(names)
 		fmt.Fprintf(w, "\n%s:\n", g.title)
-		for _, n := range names {
-			fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+		for _, n := range slices.Sorted(maps.Keys(commands)) {
+			if commands[n].group == g.id {
+				fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+			}
 		}
 	}
 	fmt.Fprintf(w, "\nRun `mailctl COMMAND --help` for a command's flags.\nClients find the daemon at --socket, then $MAILCTL_SOCKET, then %s.\n", protocol.DefaultSocket)
