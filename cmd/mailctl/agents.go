@@ -1,11 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/mailctl/mailctl/daemon/agentcfg"
 	"github.com/mailctl/mailctl/mcpshim"
@@ -55,10 +55,7 @@ func mcpServer(socket string) agentcfg.Server {
 		self = "mailctl"
 	}
 	s := agentcfg.Server{Command: self, Args: []string{"mcp"}}
-	if socket == "" {
-		socket = os.Getenv("MAILCTL_SOCKET")
-	}
-	if socket != "" {
+	if socket = cmp.Or(socket, os.Getenv("MAILCTL_SOCKET")); socket != "" {
 		if abs, err := filepath.Abs(socket); err == nil {
 			socket = abs
 		}
@@ -252,8 +249,7 @@ func agentsList(args []string) int {
 	if cf.json {
 		return printJSON(rows)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HARNESS\tWIRED\tCONFIG\tCOMMAND")
+	tw := table("HARNESS\tWIRED\tCONFIG\tCOMMAND")
 	for _, r := range rows {
 		state := "no"
 		if r.Wired {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -217,6 +218,13 @@ func printJSON(v any) int {
 func failure(fs *flag.FlagSet, err error) int {
 	fmt.Fprintf(os.Stderr, "mailctl %s: %v\n", fs.Name(), err)
 	return 1
+}
+
+// table starts aligned columns on stdout under header; Flush ends them.
+func table(header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	return tw
 }
 
 func usageError(fs *flag.FlagSet, format string, args ...any) int {

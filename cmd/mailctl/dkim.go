@@ -7,7 +7,6 @@ import (
 	iofs "io/fs"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
@@ -107,8 +106,7 @@ func dkimList(args []string) int {
 		fmt.Printf("no keys in %s: create them with `sudo mailctl dkim keygen --algorithm ed25519` and `--algorithm rsa`\n", cfg.Paths.DKIMDir)
 		return 0
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SELECTOR\tALGORITHM\tFILE\tMODIFIED")
+	tw := table("SELECTOR\tALGORITHM\tFILE\tMODIFIED")
 	for _, k := range keys {
 		mod := "-"
 		if st, err := os.Stat(k.Path); err == nil {

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -63,8 +63,7 @@ func draftsList(args []string) int {
 		fmt.Println("no drafts")
 		return 0
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTO\tSUBJECT\tDATE")
+	tw := table("ID\tTO\tSUBJECT\tDATE")
 	for _, m := range out.Messages {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", inert(m.ID), fit(inert(strings.Join(m.To, ", ")), 40), fit(inert(m.Subject), 60), m.Date.Local().Format(time.DateTime))
 	}
@@ -252,13 +251,7 @@ func draftsEdit(args []string) int {
 	if err != nil {
 		return cf.fail(err)
 	}
-	editor := os.Getenv("VISUAL")
-	if editor == "" {
-		editor = os.Getenv("EDITOR")
-	}
-	if editor == "" {
-		editor = "vi"
-	}
+	editor := cmp.Or(os.Getenv("VISUAL"), os.Getenv("EDITOR"), "vi")
 	argv := append(strings.Fields(editor), m.Path)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr

@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -100,8 +100,7 @@ func hookList(args []string) int {
 		fmt.Println("no hooks")
 		return 0
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMAILBOX\tEVENT\tCMD\tTIMEOUT\tUNTRUSTED\tSOURCE\tLAST RUN")
+	tw := table("NAME\tMAILBOX\tEVENT\tCMD\tTIMEOUT\tUNTRUSTED\tSOURCE\tLAST RUN")
 	for _, h := range out.Hooks {
 		last := "-"
 		if h.LastRun != nil {
@@ -141,11 +140,7 @@ func hookRuns(args []string) int {
 	if len(out.Runs) == 0 && a.Name != "" {
 		var hl protocol.HookList
 		if err := cf.call(protocol.VerbHookList, protocol.HookListArgs{}, &hl); err == nil {
-			found := false
-			for _, h := range hl.Hooks {
-				found = found || h.Name == a.Name
-			}
-			if !found {
+			if !slices.ContainsFunc(hl.Hooks, func(h protocol.Hook) bool { return h.Name == a.Name }) {
 				return cf.fail(protocol.Errorf(protocol.CodeNotFound, "no hook named %q on your mailboxes: `mailctl hooks list` shows them", a.Name))
 			}
 		}
@@ -154,8 +149,7 @@ func hookRuns(args []string) int {
 		fmt.Println("no runs yet")
 		return 0
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STARTED\tHOOK\tMAILBOX\tMESSAGE\tEXIT\tDURATION\tTIMED OUT\tERROR")
+	tw := table("STARTED\tHOOK\tMAILBOX\tMESSAGE\tEXIT\tDURATION\tTIMED OUT\tERROR")
 	for _, r := range out.Runs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dms\t%v\t%s\n", r.StartedAt.Local().Format(time.DateTime), r.Hook, r.Mailbox, r.MessageID, r.ExitCode, r.DurationMS, r.TimedOut, firstLine(r.Error+" "+r.StderrTail))
 	}

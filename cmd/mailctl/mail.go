@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,11 +132,10 @@ delivery status instead.`, true)
 	if err := mf.resolveMailbox(); err != nil {
 		return mf.fail(err)
 	}
-	a := protocol.MessageListArgs{Mailbox: mf.mailbox, Folder: mf.folder, Limit: *limit, From: *from, Subject: *subject, Text: *text}
+	a := protocol.MessageListArgs{Mailbox: mf.mailbox, Folder: mf.folder, Limit: *limit, From: *from, Subject: *subject, Text: *text, Label: *label}
 	if *unread {
 		a.Unread = unread
 	}
-	a.Label = *label
 	if *starred {
 		a.Starred = starred
 	}
@@ -165,10 +165,7 @@ func printRows(w io.Writer, folder string, msgs []protocol.MessageSummary) {
 	}
 	for _, m := range msgs {
 		date := localDate(m.Date)
-		subj := fit(inert(m.Subject), 70)
-		if subj == "" {
-			subj = "(no subject)"
-		}
+		subj := cmp.Or(fit(inert(m.Subject), 70), "(no subject)")
 		if m.Starred {
 			subj = "(starred) " + subj
 		}

@@ -2,12 +2,12 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/mailctl/mailctl/protocol"
 	"golang.org/x/sys/unix"
@@ -73,8 +73,7 @@ func mailboxList(args []string) int {
 		fmt.Println("no mailboxes: create one with `mailctl mailboxes create NAME`")
 		return 0
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tSOURCE")
+	tw := table("NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tSOURCE")
 	for _, m := range out.Mailboxes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", m.Name, m.Address, m.Owner, m.Total, m.Unread, m.SentCount, m.Source)
 	}
@@ -97,10 +96,7 @@ func mailboxShow(args []string) int {
 		fmt.Printf("from      %q <%s>\n", m.DisplayName, m.Address)
 	}
 	if m.Trust != nil {
-		senders := strings.Join(m.Trust.TrustedSenders, ", ")
-		if senders == "" {
-			senders = "(none: no mail is marked trusted)"
-		}
+		senders := cmp.Or(strings.Join(m.Trust.TrustedSenders, ", "), "(none: no mail is marked trusted)")
 		fmt.Printf("trusted   %s [%s]\n", senders, m.Trust.Source)
 	}
 	if len(m.Hooks) == 0 {

@@ -1,10 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
-	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -56,8 +55,7 @@ func queueList(args []string) int {
 		fmt.Println("queue is empty")
 		return 0
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tFROM\tRECIPIENTS\tSTATE\tNEXT ATTEMPT\tSIZE")
+	tw := table("ID\tFROM\tRECIPIENTS\tSTATE\tNEXT ATTEMPT\tSIZE")
 	for _, it := range out.Items {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", it.ID, it.MailFrom, rcptSummary(it.Recipients), itemState(it), nextAttempt(it), it.SizeBytes)
 	}
@@ -125,14 +123,9 @@ func queueShow(args []string) int {
 	}
 	fmt.Printf("id:           %s\nmailbox:      %s\nmessage-id:   <%s>\nmail from:    %s\ncreated:      %s\nnext attempt: %s\nsize:         %d bytes\n",
 		it.ID, it.Mailbox, it.MessageID, it.MailFrom, it.CreatedAt.Local().Format(time.DateTime), nextAttempt(it), it.SizeBytes)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nRECIPIENT\tSTATUS\tATTEMPTS\tTLS\tDETAIL")
+	tw := table("\nRECIPIENT\tSTATUS\tATTEMPTS\tTLS\tDETAIL")
 	for _, r := range it.Recipients {
-		tlsState := r.TLS
-		if tlsState == "" {
-			tlsState = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Address, r.Status, r.Attempts, tlsState, r.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Address, r.Status, r.Attempts, cmp.Or(r.TLS, "-"), r.Detail)
 	}
 	tw.Flush()
 	return 0
@@ -158,10 +151,7 @@ func queueID(cf *clientFlags, arg string) string {
 			match = it.ID
 		}
 	}
-	if match == "" {
-		return arg
-	}
-	return match
+	return cmp.Or(match, arg)
 }
 
 func queueAction(args []string, name, verb, done string) int {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,13 +27,7 @@ func init() {
 
 // configPath picks the config file: the flag, then $MAILCTL_CONFIG, then the default.
 func configPath(flagValue string) string {
-	if flagValue != "" {
-		return flagValue
-	}
-	if env := os.Getenv("MAILCTL_CONFIG"); env != "" {
-		return env
-	}
-	return config.DefaultPath
+	return cmp.Or(flagValue, os.Getenv("MAILCTL_CONFIG"), config.DefaultPath)
 }
 
 // newLogger logs to stderr, at debug level when debug is set.
