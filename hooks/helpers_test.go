@@ -21,7 +21,7 @@ func (r *Runner) Run(ctx context.Context, h protocol.Hook, owner Owner, f Facts,
 
 // Last returns a copy of the newest run of the named hook, or nil.
 func (l *RunLog) Last(hook string) *protocol.HookRun {
-	return l.newest(func(r *protocol.HookRun) bool { return r.Hook == hook })
+	return newest(l.List(func(r protocol.HookRun) bool { return r.Hook == hook }, 1))
 }
 
 func randHex(t *testing.T, n int) string {

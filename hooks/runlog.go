@@ -238,20 +238,15 @@ func (l *RunLog) List(filter func(protocol.HookRun) bool, limit int) []protocol.
 // LastOf returns a copy of the newest run of the hook with identity id, or
 // nil: a hook created later under the same name has none of its runs.
 func (l *RunLog) LastOf(id string) *protocol.HookRun {
-	return l.newest(func(r *protocol.HookRun) bool { return r.HookID == id })
+	return newest(l.List(func(r protocol.HookRun) bool { return r.HookID == id }, 1))
 }
 
-func (l *RunLog) newest(match func(*protocol.HookRun) bool) *protocol.HookRun {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	runs := l.kept()
-	for i := len(runs) - 1; i >= 0; i-- {
-		if match(&runs[i]) {
-			r := runs[i]
-			return &r
-		}
+// newest is the first of runs (List's newest), or nil when there is none.
+func newest(runs []protocol.HookRun) *protocol.HookRun {
+	if len(runs) == 0 {
+		return nil
 	}
-	return nil
+	return &runs[0]
 }
 
 // Close releases the file. Later Appends keep runs in memory only and

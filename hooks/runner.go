@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -92,10 +93,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (protocol.HookRun, Output) {
 	r.init()
 	notStarted := func() (protocol.HookRun, Output) {
-		run := newRun(h, f)
-		run.Error = fmt.Sprintf("not started: %v while waiting for a free slot", context.Cause(ctx))
-		r.record(run)
-		return run, Output{}
+		return r.drop(h, f, fmt.Sprintf("not started: %v while waiting for a free slot", context.Cause(ctx))), Output{}
 	}
 	if ctx.Err() != nil {
 		return notStarted()
@@ -165,10 +163,12 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 	}
 }
 
-func (r *Runner) drop(h protocol.Hook, f Facts, why string) {
+// drop records a run of h that did not start, and why, and returns it.
+func (r *Runner) drop(h protocol.Hook, f Facts, why string) protocol.HookRun {
 	run := newRun(h, f)
 	run.Error = why
 	r.record(run)
+	return run
 }
 
 func newRun(h protocol.Hook, f Facts) protocol.HookRun {
@@ -412,16 +412,12 @@ func (c *capture) stderrTail() string {
 }
 
 func sanitizeTail(b []byte, max int) string {
-	s := string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
-	s = string(bytes.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+	s := strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)) {
 			return ' '
 		}
 		return r
-	}, []byte(s)))
+	}, strings.ToValidUTF8(string(b), "\uFFFD"))
 	if len(s) <= max {
 		return s
 	}
