@@ -71,10 +71,9 @@ func draftsList(args []string) int {
 	return 0
 }
 
-func readDraft(cf *clientFlags, mailbox, id string) (protocol.Message, error) {
-	var m protocol.Message
-	err := cf.call(protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: mailbox, Folder: protocol.FolderDrafts, ID: id, MaxChars: 200_000}, &m)
-	return m, err
+// readDraftArgs ask for the draft that a command's MAILBOX ID arguments name.
+func readDraftArgs(fs *flag.FlagSet) protocol.MessageReadArgs {
+	return protocol.MessageReadArgs{Mailbox: fs.Arg(0), Folder: protocol.FolderDrafts, ID: fs.Arg(1), MaxChars: 200_000}
 }
 
 func draftsShow(args []string) int {
@@ -82,12 +81,9 @@ func draftsShow(args []string) int {
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
-	m, err := readDraft(cf, cf.fs.Arg(0), cf.fs.Arg(1))
-	if err != nil {
-		return cf.fail(err)
-	}
-	if cf.json {
-		return printJSON(m)
+	var m protocol.Message
+	if code, ok := cf.request(protocol.VerbMessageRead, readDraftArgs(cf.fs), &m); !ok {
+		return code
 	}
 	// Every field may come from a sender (a reply draft copies the
 	// subject and Reply-To it answers) or a hand edit: printed inert.
@@ -247,9 +243,9 @@ func draftsEdit(args []string) int {
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
-	m, err := readDraft(cf, cf.fs.Arg(0), cf.fs.Arg(1))
-	if err != nil {
-		return cf.fail(err)
+	var m protocol.Message
+	if code, ok := cf.request(protocol.VerbMessageRead, readDraftArgs(cf.fs), &m); !ok {
+		return code
 	}
 	editor := cmp.Or(os.Getenv("VISUAL"), os.Getenv("EDITOR"), "vi")
 	argv := append(strings.Fields(editor), m.Path)

@@ -242,15 +242,11 @@ func stableCopy(dst string) (string, error) {
 		return "", err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, src); err != nil {
-		tmp.Close()
-		return "", err
+	_, err = io.Copy(tmp, src)
+	if err == nil {
+		err = tmp.Chmod(0o755)
 	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
+	if err = errors.Join(err, tmp.Close()); err != nil {
 		return "", err
 	}
 	return dst, os.Rename(tmp.Name(), dst)
