@@ -29,27 +29,25 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		ip := remoteIP(c)
-		front := false
+		capIP, front := ip, false
 		if l.proto == "lmtp" && ip != nil {
 			if !l.s.mayConnectLMTP(ip) {
 				if ok, n := l.s.summarize("lmtp refused " + ip.String()); ok {
 					l.s.log.Warn("LMTP connection refused: address not in lmtp.allow_from", "proto", l.proto, "remote", ip.String(),
 						"local", c.LocalAddr().String(), "repeats", n)
 				}
-				l.s.refuseNotFront(c)
+				// Permanent, so that a misrouted MTA bounces or stops rather
+				// than retrying, and the reason is in its log.
+				l.s.refuse(c, "554 5.7.1", "LMTP here is open only to the front MTAs in lmtp.allow_from")
 				continue
 			}
-			front = true
-		}
-		capIP := ip
-		if front {
-			capIP = nil // a front MTA carries every sender's mail: only the total applies
+			capIP, front = nil, true // a front MTA carries every sender's mail: only the total applies
 		}
 		if reason := l.s.acquire(capIP); reason != "" {
 			if ok, n := l.s.summarize("smtp refused " + ipString(ip) + ": " + reason); ok {
 				l.s.log.Info("connection refused", "proto", l.proto, "remote", ipString(ip), "reason", reason, "repeats", n)
 			}
-			l.s.refuse(c)
+			l.s.refuse(c, "421 4.7.0", "Too many connections, try again later")
 			continue
 		}
 		return l.s.track(c, ip, capIP, l.proto, front), nil
@@ -100,21 +98,12 @@ func (s *Server) release(ip net.IP) {
 	}
 }
 
-// refuse answers 421 and closes. The write goes to the empty send buffer of
-// a fresh socket, so it does not block the accept loop; the deadline is a
-// guard for the impossible case.
-func (s *Server) refuse(c net.Conn) {
+// refuse greets a connection with the reply code and text and closes it.
+// The write goes to the empty send buffer of a fresh socket, so it does not
+// block the accept loop; the deadline is a guard for the impossible case.
+func (s *Server) refuse(c net.Conn, code, text string) {
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = io.WriteString(c, "421 4.7.0 "+s.cfg.Hostname+" Too many connections, try again later\r\n")
-	c.Close()
-}
-
-// refuseNotFront answers a TCP LMTP client that is not one of the front
-// MTAs with a permanent refusal, so that a misrouted MTA bounces or stops
-// rather than retrying, and the reason is in its log.
-func (s *Server) refuseNotFront(c net.Conn) {
-	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = io.WriteString(c, "554 5.7.1 "+s.cfg.Hostname+" LMTP here is open only to the front MTAs in lmtp.allow_from\r\n")
+	_, _ = io.WriteString(c, code+" "+s.cfg.Hostname+" "+text+"\r\n")
 	c.Close()
 }
 
@@ -279,16 +268,15 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 	if from, to := c.s.sizeAd(); bytes.Contains(out, from) {
 		out = bytes.Replace(out, from, to, 1)
 	}
-	if len(out) != len(b) || !bytes.Equal(out, b) {
-		if _, err := c.Conn.Write(out); err != nil {
+	rewritten := !bytes.Equal(out, b)
+	n, err := c.Conn.Write(out)
+	if rewritten {
+		// The caller wrote b: it is told all or nothing of it.
+		if err != nil {
 			return 0, err
 		}
-		if c.closeAfter.Load() {
-			c.Close()
-		}
-		return len(b), nil
+		n = len(b)
 	}
-	n, err := c.Conn.Write(b)
 	if c.closeAfter.Load() {
 		c.Close()
 	}
