@@ -184,11 +184,12 @@ func NewServer(cfg Config, b Backend) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{
-		cfg:   cfg,
-		lim:   cfg.Limits.withDefaults(),
-		b:     b,
-		log:   cfg.Logger,
-		perIP: map[string]int{},
+		cfg:       cfg,
+		lim:       cfg.Limits.withDefaults(),
+		b:         b,
+		log:       cfg.Logger,
+		perIP:     map[string]int{},
+		listeners: map[net.Listener]bool{},
 	}
 	s.smtp = s.newSMTP(false)
 	s.lmtp = s.newSMTP(true)
@@ -252,9 +253,6 @@ func (s *Server) serve(gs *smtp.Server, l net.Listener, proto string) error {
 		l.Close()
 		return nil
 	}
-	if s.listeners == nil {
-		s.listeners = map[net.Listener]bool{}
-	}
 	s.listeners[l] = true
 	s.lmu.Unlock()
 	defer func() {
@@ -262,7 +260,11 @@ func (s *Server) serve(gs *smtp.Server, l net.Listener, proto string) error {
 		delete(s.listeners, l)
 		s.lmu.Unlock()
 	}()
-	err := gs.Serve(&limitListener{Listener: l, s: s, proto: proto})
+	return ignoreClosed(gs.Serve(&limitListener{Listener: l, s: s, proto: proto}))
+}
+
+// ignoreClosed drops the errors that only say the server was closed.
+func ignoreClosed(err error) error {
 	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -276,12 +278,7 @@ func (s *Server) mayConnectLMTP(ip net.IP) bool {
 		return false
 	}
 	a = a.Unmap()
-	for _, p := range s.cfg.LMTPAllowFrom {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.cfg.LMTPAllowFrom, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 // Shutdown stops accepting, lets sessions finish until ctx ends, then closes
@@ -299,18 +296,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, gs := range []*smtp.Server{s.smtp, s.lmtp} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			err := gs.Shutdown(ctx)
 			if err != nil && ctx.Err() != nil {
 				err = gs.Close()
 			}
-			if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-				err = nil
-			}
-			errs[i] = err
-		}()
+			errs[i] = ignoreClosed(err)
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -330,7 +322,6 @@ func (e errorLog) Println(v ...any) {
 	e.l.Warn("smtp server", "detail", fmt.Sprint(v...))
 }
 
-// smtpErr builds a reply.
 func smtpErr(code int, enh smtp.EnhancedCode, msg string) *smtp.SMTPError {
 	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: msg}
 }
