@@ -2,6 +2,7 @@ package smtpin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -75,9 +76,8 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 	}
 	ss.Reset()
 	ss.from, ss.hasFrom = from, true
-	ss.utf8 = opts != nil && opts.UTF8
-	if opts != nil && opts.Size > 0 {
-		ss.sizeHint = opts.Size
+	if opts != nil {
+		ss.utf8, ss.sizeHint = opts.UTF8, opts.Size
 	}
 	if ss.tc.xfwd != nil {
 		ss.fwd = ss.tc.xfwd.begin()
@@ -99,11 +99,14 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	return nil
 }
 
-// asReply keeps SMTP replies from the backend and turns anything else into
-// a generic temporary failure; the detail stays in the log.
+// asReply keeps SMTP replies from the backend and turns any other error
+// into a generic temporary failure; the detail stays in the log.
 func asReply(err error) error {
 	var se *smtp.SMTPError
-	if errors.As(err, &se) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
 		return se
 	}
 	return errTempFailure
@@ -119,13 +122,7 @@ func (ss *session) Data(r io.Reader) error {
 	if err != nil {
 		return ss.tc.countError(err)
 	}
-	errs := ss.deliver(m)
-	for _, e := range errs {
-		if e != nil {
-			return asReply(e)
-		}
-	}
-	return nil
+	return asReply(cmp.Or(ss.deliver(m)...))
 }
 
 // LMTPData answers each recipient separately (RFC 2033).
@@ -138,11 +135,7 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 	}
 	errs := ss.deliver(m)
 	for i, rcpt := range ss.rcpts {
-		var e error
-		if errs[i] != nil {
-			e = asReply(errs[i])
-		}
-		status.SetStatus(rcpt, e)
+		status.SetStatus(rcpt, asReply(errs[i]))
 	}
 	return nil
 }
@@ -170,11 +163,10 @@ func (ss *session) deliver(m message) []error {
 	start := time.Now()
 	errs := ss.s.b.Deliver(ctx, env, raw)
 	out := make([]error, len(env.Rcpts))
+	copy(out, errs)
 	failed := 0
 	for i := range out {
-		if i < len(errs) {
-			out[i] = errs[i]
-		} else {
+		if i >= len(errs) {
 			out[i] = fmt.Errorf("smtpin: backend returned no result for recipient %d", i)
 		}
 		if out[i] != nil {
@@ -249,8 +241,8 @@ func (ss *session) readData(budget *budgetReader, hdrLen int) ([]byte, error) {
 		return nil, ss.readFailed(err)
 	}
 	if len(chunks) > 0 || all == nil {
-		if all, err = ss.joinChunks(budget, all, chunks, hdrLen, n); err != nil {
-			return nil, err
+		if all, err = joinChunks(budget, all, chunks, hdrLen, n); err != nil {
+			return nil, ss.readFailed(err)
 		}
 	}
 	return completeLastLine(all[:Headroom+hdrLen+n], n), nil
@@ -305,13 +297,12 @@ func (ss *session) readFailed(err error) error {
 // hdrLen bytes for our Received header first. The chunks are copied once,
 // where a growing buffer copies at every doubling and keeps up to twice the
 // message.
-func (ss *session) joinChunks(budget *budgetReader, all []byte, chunks [][]byte, hdrLen, n int) ([]byte, error) {
+func joinChunks(budget *budgetReader, all []byte, chunks [][]byte, hdrLen, n int) ([]byte, error) {
 	read := 0
 	if all != nil {
 		// Past the declared size: the array read so far is copied too.
 		read = len(all) - Headroom - hdrLen
 		if !budget.charge(int64(read)) {
-			ss.log.Warn("DATA refused: in-flight memory budget exhausted")
 			return nil, errNoMemory
 		}
 	}
@@ -497,12 +488,8 @@ func hasBareEOL(b []byte) bool {
 func countReceived(b []byte) int {
 	n := 0
 	for len(b) > 0 {
-		line := b
-		if i := bytes.Index(b, []byte("\r\n")); i >= 0 {
-			line, b = b[:i], b[i+2:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\r\n"))
 		if len(line) == 0 {
 			break // end of header
 		}
@@ -565,16 +552,10 @@ func safeHelo(h string) string {
 	return b.String()
 }
 
+// tlsVersion names a TLS version without the space ("TLS1.3").
 func tlsVersion(v uint16) string {
-	switch v {
-	case tls.VersionTLS10:
-		return "TLS1.0"
-	case tls.VersionTLS11:
-		return "TLS1.1"
-	case tls.VersionTLS12:
-		return "TLS1.2"
-	case tls.VersionTLS13:
-		return "TLS1.3"
+	if v >= tls.VersionTLS10 && v <= tls.VersionTLS13 {
+		return strings.ReplaceAll(tls.VersionName(v), " ", "")
 	}
 	return fmt.Sprintf("TLS-0x%04x", v)
 }
