@@ -50,36 +50,30 @@ func normalize(name string, err error) error {
 	return &net.DNSError{Err: err.Error(), Name: name, IsTemporary: true}
 }
 
-func (b *budget) LookupTXT(_ context.Context, name string) ([]string, error) {
+// lookup spends one lookup on name and asks f with the check's context.
+func lookup[T any](b *budget, name string, f func(context.Context, string) (T, error)) (T, error) {
 	if err := b.take(name); err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	v, err := b.r.LookupTXT(b.ctx, name)
+	v, err := f(b.ctx, name)
 	return v, normalize(name, err)
+}
+
+func (b *budget) LookupTXT(_ context.Context, name string) ([]string, error) {
+	return lookup(b, name, b.r.LookupTXT)
 }
 
 func (b *budget) LookupMX(_ context.Context, name string) ([]*net.MX, error) {
-	if err := b.take(name); err != nil {
-		return nil, err
-	}
-	v, err := b.r.LookupMX(b.ctx, name)
-	return v, normalize(name, err)
+	return lookup(b, name, b.r.LookupMX)
 }
 
 func (b *budget) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
-	if err := b.take(host); err != nil {
-		return nil, err
-	}
-	v, err := b.r.LookupIPAddr(b.ctx, host)
-	return v, normalize(host, err)
+	return lookup(b, host, b.r.LookupIPAddr)
 }
 
 func (b *budget) LookupAddr(_ context.Context, addr string) ([]string, error) {
-	if err := b.take(addr); err != nil {
-		return nil, err
-	}
-	v, err := b.r.LookupAddr(b.ctx, addr)
-	return v, normalize(addr, err)
+	return lookup(b, addr, b.r.LookupAddr)
 }
 
 // lookupTXT has the shape the DKIM and DMARC libraries take.
