@@ -163,18 +163,16 @@ func validDomain(d string) bool {
 	if d == "" || len(d) > 253 {
 		return false
 	}
-	for _, label := range strings.Split(d, ".") {
-		if label == "" || len(label) > 63 {
+	for label := range strings.SplitSeq(d, ".") {
+		if label == "" || len(label) > 63 || strings.ContainsFunc(label, notDNSChar) {
 			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
 		}
 	}
 	return true
+}
+
+func notDNSChar(c rune) bool {
+	return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_')
 }
 
 // OrgDomain returns the organizational domain of domain (RFC 7489 §3.2): the
@@ -221,14 +219,12 @@ func MatchSender(address string, patterns []string) bool {
 		return false
 	}
 	for _, p := range patterns {
-		pat := strings.TrimSpace(p)
-		pat = asciiLower(pat)
-		pat = strings.TrimSuffix(pat, ".")
-		pat2 := strings.LastIndexByte(pat, '@')
-		if pat2 <= 0 {
+		pat := strings.TrimSuffix(asciiLower(strings.TrimSpace(p)), ".")
+		at := strings.LastIndexByte(pat, '@')
+		if at <= 0 {
 			continue
 		}
-		plocal, pdomain := pat[:pat2], pat[pat2+1:]
+		plocal, pdomain := pat[:at], pat[at+1:]
 		switch {
 		case plocal == "*" && strings.HasPrefix(pdomain, "*."):
 			base := pdomain[2:]

@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/emersion/go-msgauth/authres"
@@ -61,12 +62,10 @@ var (
 // resultValue passes known result words through and maps anything else to
 // permerror, so a Result assembled elsewhere cannot inject text.
 func resultValue(s string, allowed []string) authres.ResultValue {
-	for _, a := range allowed {
-		if s == a {
-			return authres.ResultValue(s)
-		}
-	}
-	if s == "" {
+	switch {
+	case slices.Contains(allowed, s):
+		return authres.ResultValue(s)
+	case s == "":
 		return authres.ResultNone
 	}
 	return authres.ResultPermError

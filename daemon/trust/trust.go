@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -177,9 +178,7 @@ func checkSPF(ctx context.Context, r resolver.Resolver, in Input) (store.AuthRes
 	got, err := spf.CheckHostWithSender(in.RemoteIP, normDomain(in.Helo), sender,
 		spf.WithContext(ctx), spf.WithResolver(b))
 	out.Result = string(got)
-	switch got {
-	case spf.Pass, spf.Fail, spf.SoftFail, spf.Neutral, spf.None, spf.TempError, spf.PermError:
-	default:
+	if !slices.Contains(spfValues, out.Result) {
 		out.Result = "permerror"
 	}
 	if err != nil && !errors.Is(err, spf.ErrNoResult) {
@@ -305,15 +304,10 @@ func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.A
 		strictDKIM, strictSPF = true, true
 	}
 
-	ok := false
-	for _, d := range dkimRes {
-		if d.Result == "pass" && aligned(d.Domain, f.domain, strictDKIM) {
-			ok = true
-		}
-	}
-	if spfRes.Result == "pass" && aligned(spfRes.Domain, f.domain, strictSPF) {
-		ok = true
-	}
+	ok := spfRes.Result == "pass" && aligned(spfRes.Domain, f.domain, strictSPF) ||
+		slices.ContainsFunc(dkimRes, func(d store.AuthResult) bool {
+			return d.Result == "pass" && aligned(d.Domain, f.domain, strictDKIM)
+		})
 
 	switch {
 	case err == nil:
