@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"net/textproto"
 	"strings"
 
@@ -46,12 +47,11 @@ func withName(n *node, name string) *node {
 		return n
 	}
 	c := *n
-	c.dparams = map[string]string{"filename": name}
-	for k, v := range n.dparams {
-		if k != "filename" {
-			c.dparams[k] = v
-		}
+	c.dparams = maps.Clone(n.dparams)
+	if c.dparams == nil {
+		c.dparams = map[string]string{}
 	}
+	c.dparams["filename"] = name
 	return &c
 }
 
@@ -117,8 +117,8 @@ func recipientFrom(h textproto.MIMEHeader) DSNRecipient {
 
 // stripType removes the "rfc822;" or "smtp;" type prefix of DSN fields.
 func stripType(v string) string {
-	if i := strings.IndexByte(v, ';'); i >= 0 {
-		return strings.TrimSpace(v[i+1:])
+	if _, after, ok := strings.Cut(v, ";"); ok {
+		v = after
 	}
 	return strings.TrimSpace(v)
 }
@@ -133,9 +133,8 @@ func firstField(v string) string {
 // originalMessageID reads the Message-ID from a returned message or its
 // headers.
 func originalMessageID(body []byte) string {
-	e, err := message.Read(bytes.NewReader(body))
+	e, _ := message.Read(bytes.NewReader(body))
 	if e == nil {
-		_ = err
 		return ""
 	}
 	return firstMsgID(e.Header.Get("Message-Id"))

@@ -111,16 +111,14 @@ func Parse(raw []byte, opts Options) (p *Parsed, err error) {
 		}
 	}()
 
-	ent, rerr := message.ReadWithOptions(bytes.NewReader(raw), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
+	ent, _ := message.ReadWithOptions(bytes.NewReader(raw), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
 	if ent == nil {
 		// Header could not be parsed at all: keep the bytes as text.
-		_ = rerr
 		return fallback(raw, opts), nil
 	}
 
 	p = &Parsed{}
-	h := gomail.Header{Header: ent.Header}
-	fillHeader(&p.Msg, h)
+	fillHeader(&p.Msg, gomail.Header{Header: ent.Header})
 	p.Msg.SizeBytes = int64(len(raw))
 
 	w := &walker{opts: opts, sizeHint: int64(len(raw))}
@@ -309,10 +307,8 @@ func msgIDs(v string, max int) []string {
 			if len(out) >= max {
 				break
 			}
-			if strings.Contains(f, "@") {
-				if id := cleanID(f); id != "" {
-					out = append(out, id)
-				}
+			if id := cleanID(f); id != "" && strings.Contains(f, "@") {
+				out = append(out, id)
 			}
 		}
 	}
@@ -330,8 +326,7 @@ func firstMsgID(v string) string {
 // cleanID keeps a message id printable and bounded; ids are used in file
 // names and frontmatter by the store.
 func cleanID(s string) string {
-	s = strings.TrimSpace(s)
-	s = strings.Trim(s, "<>")
+	s = strings.Trim(strings.TrimSpace(s), "<>")
 	var b strings.Builder
 	for _, r := range s {
 		if r <= ' ' || r == 0x7f || r == '<' || r == '>' || !utf8.ValidRune(r) || r == utf8.RuneError {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -110,12 +111,9 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 }
 
 func (w *walker) note(s string) {
-	for _, n := range w.notes {
-		if n == s {
-			return
-		}
+	if !slices.Contains(w.notes, s) {
+		w.notes = append(w.notes, s)
 	}
-	w.notes = append(w.notes, s)
 }
 
 func isText(n *node) bool {
@@ -124,14 +122,8 @@ func isText(n *node) bool {
 
 // isAttachment says whether a leaf is a file rather than message text.
 func isAttachment(n *node) bool {
-	if n.disp == "attachment" {
-		return true
-	}
-	if !isText(n) {
-		return true
-	}
 	// A text part with a file name that is not declared inline is a file.
-	return n.disp != "inline" && filenameOf(n) != ""
+	return n.disp == "attachment" || !isText(n) || n.disp != "inline" && filenameOf(n) != ""
 }
 
 // render walks the tree and collects text and attachments. top is true while
@@ -354,13 +346,10 @@ func (w *walker) body(maxChars int) string {
 	// A string of at most maxChars bytes has at most maxChars characters:
 	// only a longer one is counted.
 	if len(s) > maxChars && utf8.RuneCountInString(s) > maxChars {
-		cut, k := len(s), 0
-		for i := range s {
-			if k == maxChars {
-				cut = i
-				break
-			}
-			k++
+		cut := 0
+		for range maxChars {
+			_, size := utf8.DecodeRuneInString(s[cut:])
+			cut += size
 		}
 		s = strings.TrimRight(s[:cut], " \t\r\n") + "\n\n> mailctl: body truncated; the raw message has the rest"
 	}
@@ -462,8 +451,7 @@ func defaultName(n *node, i int) string {
 		return stem + exts[0]
 	}
 	if i := strings.IndexByte(n.ctype, '/'); i > 0 && i < len(n.ctype)-1 && len(n.ctype)-i < 12 {
-		sub := n.ctype[i+1:]
-		if isToken(sub) {
+		if sub := n.ctype[i+1:]; isToken(sub) {
 			return stem + "." + sub
 		}
 	}
@@ -471,10 +459,7 @@ func defaultName(n *node, i int) string {
 }
 
 func isToken(s string) bool {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return s != ""
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
+	})
 }
