@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"maps"
 	"net/textproto"
 	"strings"
@@ -103,10 +104,7 @@ func normalizeBlocks(body []byte) []byte {
 }
 
 func recipientFrom(h textproto.MIMEHeader) DSNRecipient {
-	addr := stripType(h.Get("Final-Recipient"))
-	if addr == "" {
-		addr = stripType(h.Get("Original-Recipient"))
-	}
+	addr := cmp.Or(stripType(h.Get("Final-Recipient")), stripType(h.Get("Original-Recipient")))
 	return DSNRecipient{
 		Address:    cleanText(strings.Trim(addr, "<>"), 512),
 		Action:     strings.ToLower(cleanText(h.Get("Action"), 64)),

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"mime"
@@ -367,10 +368,7 @@ func (w *walker) body(maxChars int) string {
 
 // attach stores a leaf as an attachment with a sanitized, unique name.
 func (w *walker) attach(n *node) {
-	name := filenameOf(n)
-	if name == "" {
-		name = defaultName(n, len(w.atts)+1)
-	}
+	name := cmp.Or(filenameOf(n), defaultName(n, len(w.atts)+1))
 	name = w.unique(store.SanitizeFilename(name))
 	if n.tooBig {
 		w.note(fmt.Sprintf("attachment %q omitted: larger than %d bytes", name, w.opts.MaxAttachmentBytes))
@@ -412,10 +410,7 @@ func (w *walker) unique(name string) string {
 // filename (RFC 2231 decoded by mime), else the Content-Type name, with
 // RFC 2047 words decoded since many clients use them there.
 func filenameOf(n *node) string {
-	name := n.dparams["filename"]
-	if name == "" {
-		name = n.params["name"]
-	}
+	name := cmp.Or(n.dparams["filename"], n.params["name"])
 	if name == "" {
 		return ""
 	}

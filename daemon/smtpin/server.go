@@ -9,6 +9,7 @@
 package smtpin
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -175,14 +176,10 @@ type Server struct {
 // NewServer returns a server; start it with ServeSMTP and/or ServeLMTP.
 func NewServer(cfg Config, b Backend) *Server {
 	if cfg.Hostname == "" {
-		cfg.Hostname, _ = os.Hostname()
-		if cfg.Hostname == "" {
-			cfg.Hostname = "localhost"
-		}
+		h, _ := os.Hostname()
+		cfg.Hostname = cmp.Or(h, "localhost")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	s := &Server{
 		cfg:       cfg,
 		lim:       cfg.Limits.withDefaults(),

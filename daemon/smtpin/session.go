@@ -546,10 +546,7 @@ func safeHelo(h string) string {
 			b.WriteRune(r)
 		}
 	}
-	if b.Len() == 0 {
-		return "unknown"
-	}
-	return b.String()
+	return cmp.Or(b.String(), "unknown")
 }
 
 // tlsVersion names a TLS version without the space ("TLS1.3").

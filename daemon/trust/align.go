@@ -2,6 +2,7 @@ package trust
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -267,10 +268,7 @@ func Trusted(r Result, patterns []string) protocol.Verdict {
 // Summary renders a result as "pass:example.com" ("pass" alone when it has no
 // domain), the form hooks receive in their environment.
 func Summary(a store.AuthResult) string {
-	res := a.Result
-	if res == "" {
-		res = "none"
-	}
+	res := cmp.Or(a.Result, "none")
 	if a.Domain == "" {
 		return res
 	}

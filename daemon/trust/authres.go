@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -46,10 +47,7 @@ func (r Result) AuthenticationResults(authservID string) string {
 		From:  clean(r.DMARC.Domain),
 	})
 
-	id := clean(authservID)
-	if id == "" {
-		id = "localhost"
-	}
+	id := cmp.Or(clean(authservID), "localhost")
 	return fold("Authentication-Results: " + authres.Format(id, results))
 }
 

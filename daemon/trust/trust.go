@@ -11,6 +11,7 @@ package trust
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -225,7 +226,7 @@ func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte
 		if i < len(sigs) {
 			s = sigs[i]
 		}
-		a := store.AuthResult{Domain: clean(normDomain(v.Domain)), Detail: "s=" + clean(s.s)}
+		a := store.AuthResult{Domain: cmp.Or(clean(normDomain(v.Domain)), clean(normDomain(s.d))), Detail: "s=" + clean(s.s)}
 		switch {
 		case v.Err == nil && !validDomain(normDomain(v.Domain)):
 			// The stored domain is cleaned for display; alignment must never
@@ -242,9 +243,6 @@ func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte
 		}
 		if v.Err != nil {
 			a.Detail += "; " + shortReason(v.Err.Error())
-		}
-		if a.Domain == "" {
-			a.Domain = clean(normDomain(s.d))
 		}
 		out = append(out, a)
 	}
