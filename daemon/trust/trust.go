@@ -292,41 +292,34 @@ func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.A
 	// Without a record alignment is relaxed (the DMARC default). When the
 	// record could not be read we do not know what its owner asked for, so
 	// only a strict match counts.
-	strictDKIM, strictSPF := false, false
+	strictDKIM, strictSPF := true, true
+	var policy dmarc.Policy
 	switch {
 	case err == nil:
 		strictDKIM = rec.DKIMAlignment == dmarc.AlignmentStrict
 		strictSPF = rec.SPFAlignment == dmarc.AlignmentStrict
-	case errors.Is(err, dmarc.ErrNoPolicy):
-	default:
-		strictDKIM, strictSPF = true, true
-	}
-
-	ok := spfRes.Result == "pass" && aligned(spfRes.Domain, f.domain, strictSPF) ||
-		slices.ContainsFunc(dkimRes, func(d store.AuthResult) bool {
-			return d.Result == "pass" && aligned(d.Domain, f.domain, strictDKIM)
-		})
-
-	switch {
-	case err == nil:
-		policy := rec.Policy
+		policy = rec.Policy
 		if fromOrg && rec.SubdomainPolicy != "" {
 			policy = rec.SubdomainPolicy
 		}
-		out.Detail = "p=" + string(policy)
-		out.Result = "fail"
-		if ok {
-			out.Result = "pass"
-		}
-		return out, ok, string(policy)
+		out.Result, out.Detail = "fail", "p="+string(policy)
 	case errors.Is(err, dmarc.ErrNoPolicy):
+		strictDKIM, strictSPF = false, false
 		out.Result, out.Detail = "none", "no DMARC record"
 	case dmarc.IsTempFail(err):
 		out.Result, out.Detail = "temperror", shortReason(err.Error())
 	default:
 		out.Result, out.Detail = "permerror", shortReason(err.Error())
 	}
-	return out, ok, ""
+
+	ok := spfRes.Result == "pass" && aligned(spfRes.Domain, f.domain, strictSPF) ||
+		slices.ContainsFunc(dkimRes, func(d store.AuthResult) bool {
+			return d.Result == "pass" && aligned(d.Domain, f.domain, strictDKIM)
+		})
+	if ok && err == nil {
+		out.Result = "pass"
+	}
+	return out, ok, string(policy)
 }
 
 // clean keeps a value safe to store and to put in a header: no control
