@@ -375,7 +375,7 @@ func (w *walker) attach(n *node) {
 		return
 	}
 	ct := n.ctype
-	if n.ctype == "text/plain" || n.ctype == "text/html" {
+	if isText(n) {
 		// go-message decoded the text to UTF-8.
 		ct += "; charset=utf-8"
 	}

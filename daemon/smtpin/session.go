@@ -149,9 +149,7 @@ func (ss *session) deliver(m message) []error {
 		if f.Addr != nil {
 			env.RemoteIP = f.Addr
 		}
-		if f.Helo != "" {
-			env.Helo = f.Helo
-		}
+		env.Helo = cmp.Or(f.Helo, env.Helo)
 	}
 	if st, ok := ss.c.TLSConnectionState(); ok {
 		env.TLS, env.TLSVersion = true, tlsVersion(st.Version)

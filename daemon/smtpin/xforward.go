@@ -14,10 +14,9 @@ import (
 // about the client it took the message from: its address (for SPF), its
 // name and its HELO.
 type Forwarded struct {
-	Addr  net.IP
-	Name  string
-	Helo  string
-	Proto string
+	Addr net.IP
+	Name string
+	Helo string
 }
 
 // XFORWARD (https://www.postfix.org/XFORWARD_README.html) is not a
@@ -47,7 +46,6 @@ type xforwardCmd struct {
 	err   string // the reply when the command is malformed
 }
 
-// Limits of the command.
 const (
 	maxXForwardValue = 255
 	xforwardCapLine  = "250-XFORWARD NAME ADDR PROTO HELO\r\n"
@@ -260,8 +258,6 @@ func (x *xforward) apply(cmd *xforwardCmd) string {
 			x.pending.Name = v
 		case "HELO":
 			x.pending.Helo = v
-		case "PROTO":
-			x.pending.Proto = v
 		}
 	}
 	return "250 2.0.0 Ok\r\n"
