@@ -15,9 +15,9 @@ import (
 // (RFC 6522, RFC 3464): the human-readable part becomes the body, the
 // machine-readable status becomes Parsed.DSN, and the status and returned
 // message are also kept as attachments for an agent that wants details.
-func (w *walker) renderReport(n *node, top bool) {
+func (w *walker) renderReport(n *node) {
 	dsn := &DSN{}
-	for i, c := range n.children {
+	for _, c := range n.children {
 		switch {
 		case c.ctype == "message/delivery-status" || c.ctype == "message/global-delivery-status":
 			dsn.Recipients = append(dsn.Recipients, parseDeliveryStatus(c.body)...)
@@ -32,10 +32,8 @@ func (w *walker) renderReport(n *node, top bool) {
 			} else {
 				w.attach(withName(c, "original-message.eml"))
 			}
-		case i == 0:
-			w.render(c, top)
 		default:
-			w.render(c, false)
+			w.render(c)
 		}
 	}
 	w.dsn = dsn

@@ -123,7 +123,7 @@ func Parse(raw []byte, opts Options) (p *Parsed, err error) {
 
 	w := &walker{opts: opts, sizeHint: int64(len(raw))}
 	root := w.read(ent, 0)
-	w.render(root, true)
+	w.render(root)
 	if w.dsn != nil {
 		p.DSN = w.dsn
 		p.Msg.IsDSN = true

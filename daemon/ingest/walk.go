@@ -127,32 +127,31 @@ func isAttachment(n *node) bool {
 	return n.disp == "attachment" || !isText(n) || n.disp != "inline" && filenameOf(n) != ""
 }
 
-// render walks the tree and collects text and attachments. top is true while
-// the node is part of the main body.
-func (w *walker) render(n *node, top bool) {
+// render walks the tree and collects text and attachments.
+func (w *walker) render(n *node) {
 	switch {
 	case n.ctype == "multipart/alternative" && len(n.children) > 0:
 		best := pickAlternative(n.children)
 		for _, c := range n.children {
 			if c == best {
-				w.render(c, top)
+				w.render(c)
 			} else {
 				w.collectFiles(c)
 			}
 		}
 	case n.ctype == "multipart/related" && len(n.children) > 0:
 		root := relatedRoot(n)
-		w.render(root, top)
+		w.render(root)
 		for _, c := range n.children {
 			if c != root {
 				w.collectFiles(c)
 			}
 		}
 	case n.ctype == "multipart/report" && strings.EqualFold(n.params["report-type"], "delivery-status"):
-		w.renderReport(n, top)
+		w.renderReport(n)
 	case strings.HasPrefix(n.ctype, "multipart/"):
 		for _, c := range n.children {
-			w.render(c, top)
+			w.render(c)
 		}
 	case isAttachment(n):
 		w.attach(n)
