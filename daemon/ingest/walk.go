@@ -185,10 +185,8 @@ func (w *walker) collectFiles(n *node) {
 // like ours), then HTML, then anything with text in it.
 func pickAlternative(children []*node) *node {
 	for _, want := range []string{"text/plain", "text/html"} {
-		for _, c := range children {
-			if containsType(c, want) {
-				return c
-			}
+		if i := slices.IndexFunc(children, func(c *node) bool { return containsType(c, want) }); i >= 0 {
+			return children[i]
 		}
 	}
 	return children[0]
@@ -198,12 +196,9 @@ func containsType(n *node, t string) bool {
 	if n.ctype == t && !n.tooBig && n.disp != "attachment" {
 		return true
 	}
-	if n.ctype == "multipart/related" || n.ctype == "multipart/mixed" || n.ctype == "multipart/alternative" {
-		for _, c := range n.children {
-			if containsType(c, t) {
-				return true
-			}
-		}
+	switch n.ctype {
+	case "multipart/related", "multipart/mixed", "multipart/alternative":
+		return slices.ContainsFunc(n.children, func(c *node) bool { return containsType(c, t) })
 	}
 	return false
 }
