@@ -60,11 +60,7 @@ func parseHeader(raw []byte) header {
 	}
 	for len(raw) > 0 {
 		var line []byte
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			line, raw = raw, nil
-		}
+		line, raw, _ = bytes.Cut(raw, []byte("\n"))
 		line = bytes.TrimSuffix(line, []byte("\r"))
 		if len(line) == 0 {
 			break
