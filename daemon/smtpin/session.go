@@ -296,19 +296,16 @@ func (ss *session) readFailed(err error) error {
 // where a growing buffer copies at every doubling and keeps up to twice the
 // message.
 func joinChunks(budget *budgetReader, all []byte, chunks [][]byte, hdrLen, n int) ([]byte, error) {
-	read := 0
 	if all != nil {
 		// Past the declared size: the array read so far is copied too.
-		read = len(all) - Headroom - hdrLen
-		if !budget.charge(int64(read)) {
+		read := all[Headroom+hdrLen:]
+		if !budget.charge(int64(len(read))) {
 			return nil, errNoMemory
 		}
+		chunks = append([][]byte{read}, chunks...)
 	}
 	whole := make([]byte, Headroom+hdrLen+n)
 	off := Headroom + hdrLen
-	if all != nil {
-		off += copy(whole[off:], all[off:off+read])
-	}
 	for _, c := range chunks {
 		off += copy(whole[off:], c)
 	}
