@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,14 +213,12 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 				break
 			}
 		}
-		for _, p := range httpPrefixes {
-			if bytes.HasPrefix(buf, p) {
-				c.log.Warn("not an SMTP client, closing")
-				_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-				_, _ = io.WriteString(c.Conn, "554 5.7.0 This is an SMTP server\r\n")
-				c.Close()
-				return 0, io.EOF
-			}
+		if slices.ContainsFunc(httpPrefixes, func(p []byte) bool { return bytes.HasPrefix(buf, p) }) {
+			c.log.Warn("not an SMTP client, closing")
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(c.Conn, "554 5.7.0 This is an SMTP server\r\n")
+			c.Close()
+			return 0, io.EOF
 		}
 		c.peek = buf
 		if len(buf) == 0 && err != nil {

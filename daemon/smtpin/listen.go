@@ -58,10 +58,7 @@ func listen(ctx context.Context, kind listenerKind, addrs []string) (lns []net.L
 
 // listenNetwork is the socket family for a listen address.
 func listenNetwork(addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "tcp"
-	}
+	host, _, _ := net.SplitHostPort(addr) // no host when it does not split: "tcp"
 	ip := net.ParseIP(host)
 	switch {
 	case ip == nil:
