@@ -204,8 +204,7 @@ func ThreadID(messageID string, references []string, inReplyTo, from string, dat
 // "Name <addr>" or "addr". A field that does not parse as an address list is
 // split on commas and kept as cleaned text so that no recipient is lost.
 func addresses(h gomail.Header, key string) []string {
-	raw := h.Get(key)
-	if strings.TrimSpace(raw) == "" {
+	if strings.TrimSpace(h.Get(key)) == "" {
 		return nil
 	}
 	list, err := h.AddressList(key)

@@ -15,15 +15,13 @@ import (
 // and ending in CRLF. Every value is stripped of control and special
 // characters first, so a hostile HELO or signature cannot inject header lines.
 func (r Result) AuthenticationResults(authservID string) string {
-	var results []authres.Result
-
 	spfRes := &authres.SPFResult{Value: resultValue(r.SPF.Result, spfValues)}
 	if r.SPFScope == "helo" {
 		spfRes.Helo = clean(r.SPF.Domain)
 	} else {
 		spfRes.From = clean(r.SPF.Domain)
 	}
-	results = append(results, spfRes)
+	results := []authres.Result{spfRes}
 
 	for _, d := range r.DKIM {
 		g := &authres.GenericResult{Method: "dkim", Value: resultValue(d.Result, dkimValues), Params: map[string]string{}}
