@@ -268,11 +268,11 @@ func (ss *session) readDeclared(lr io.Reader, budget *budgetReader, hdrLen int) 
 // stream also ends the connection, since the client's framing can no longer
 // be trusted.
 func (ss *session) readFailed(err error) error {
-	if errors.Is(err, smtp.ErrDataTooLarge) {
+	switch {
+	case errors.Is(err, smtp.ErrDataTooLarge):
 		ss.log.Info("DATA refused: too big")
 		return errTooBig
-	}
-	if errors.Is(err, errNoMemory) {
+	case errors.Is(err, errNoMemory):
 		ss.log.Warn("DATA refused: in-flight memory budget exhausted")
 		return errNoMemory
 	}
