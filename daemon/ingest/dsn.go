@@ -81,10 +81,9 @@ func parseDeliveryStatus(body []byte) []DSNRecipient {
 // generators add whitespace-only lines or several blank lines, which the
 // header reader would otherwise take as folded content or stop at.
 func normalizeBlocks(body []byte) []byte {
-	lines := strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n")
 	var b strings.Builder
 	blank := true // also drops leading blank lines
-	for _, l := range lines {
+	for l := range strings.SplitSeq(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n") {
 		if strings.TrimSpace(l) == "" {
 			if !blank {
 				b.WriteString("\r\n")

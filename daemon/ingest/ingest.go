@@ -347,16 +347,13 @@ func mediaType(h message.Header) (string, map[string]string) {
 		return "text/plain", map[string]string{}
 	}
 	t, params, err := mime.ParseMediaType(v)
-	if err != nil {
-		if errors.Is(err, mime.ErrInvalidMediaParameter) && t != "" {
-			return strings.ToLower(t), params
-		}
-		// A bare type without parameters often still parses by hand.
-		t = strings.ToLower(strings.TrimSpace(strings.SplitN(v, ";", 2)[0]))
-		if strings.Count(t, "/") == 1 && !strings.ContainsAny(t, " \t\"") {
-			return t, map[string]string{}
-		}
-		return "application/octet-stream", map[string]string{}
+	if err == nil || errors.Is(err, mime.ErrInvalidMediaParameter) && t != "" {
+		return strings.ToLower(t), params
 	}
-	return strings.ToLower(t), params
+	// A bare type without parameters often still parses by hand.
+	t = strings.ToLower(strings.TrimSpace(strings.SplitN(v, ";", 2)[0]))
+	if strings.Count(t, "/") == 1 && !strings.ContainsAny(t, " \t\"") {
+		return t, map[string]string{}
+	}
+	return "application/octet-stream", map[string]string{}
 }
