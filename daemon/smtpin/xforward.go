@@ -129,20 +129,17 @@ func (x *xforward) split() {
 		switch strings.ToUpper(verb) {
 		case "XFORWARD":
 			x.queue = append(x.queue, parseXForward(rest))
-			x.out = append(x.out, "NOOP\r\n"...)
+			line = []byte("NOOP\r\n")
 		case "NOOP":
 			x.queue = append(x.queue, nil)
-			x.out = append(x.out, line...)
 		case "BDAT":
 			// The chunk that follows is message data, never commands.
 			var size int64
 			if _, err := fmt.Sscan(rest, &size); err == nil && size > 0 {
 				x.chunk = size
 			}
-			x.out = append(x.out, line...)
-		default:
-			x.out = append(x.out, line...)
 		}
+		x.out = append(x.out, line...)
 		x.line = x.line[i+1:]
 	}
 }
