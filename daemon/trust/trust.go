@@ -141,11 +141,7 @@ func (c *Checker) Check(ctx context.Context, in Input) Result {
 	res.FromAddress, res.FromDomain = f.address, f.domain
 
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		res.SPF, res.SPFScope = checkSPF(ctx, r, in)
-	}()
+	wg.Go(func() { res.SPF, res.SPFScope = checkSPF(ctx, r, in) })
 	res.DKIM = c.checkDKIM(ctx, r, in.Raw, h)
 	wg.Wait()
 
