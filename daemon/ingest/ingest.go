@@ -121,7 +121,7 @@ func Parse(raw []byte, opts Options) (p *Parsed, err error) {
 	fillHeader(&p.Msg, gomail.Header{Header: ent.Header})
 	p.Msg.SizeBytes = int64(len(raw))
 
-	w := &walker{opts: opts, sizeHint: int64(len(raw))}
+	w := &walker{opts: opts, sizeHint: int64(len(raw)), names: map[string]int{}}
 	root := w.read(ent, 0)
 	w.render(root)
 	if w.dsn != nil {

@@ -378,9 +378,6 @@ func (w *walker) attach(n *node) {
 
 // unique makes names distinct within one message: "a.txt", "a-2.txt".
 func (w *walker) unique(name string) string {
-	if w.names == nil {
-		w.names = map[string]int{}
-	}
 	key := strings.ToLower(name)
 	w.names[key]++
 	if w.names[key] == 1 {
