@@ -295,15 +295,13 @@ func unflow(s string, delsp bool) string {
 	lines := strings.Split(s, "\n")
 	var b strings.Builder
 	for i, l := range lines {
-		if l != "-- " && strings.HasSuffix(l, " ") && i < len(lines)-1 {
-			if delsp {
-				l = l[:len(l)-1]
-			}
-			b.WriteString(l)
-			continue
+		last := i == len(lines)-1
+		soft := !last && l != "-- " && strings.HasSuffix(l, " ")
+		if soft && delsp {
+			l = l[:len(l)-1]
 		}
 		b.WriteString(l)
-		if i < len(lines)-1 {
+		if !soft && !last {
 			b.WriteByte('\n')
 		}
 	}

@@ -135,10 +135,9 @@ func (c *Checker) Check(ctx context.Context, in Input) Result {
 		r = resolver.New("", 0)
 	}
 
-	var res Result
 	h := parseHeader(in.Raw)
 	f := parseFrom(h.fields, h.err)
-	res.FromAddress, res.FromDomain = f.address, f.domain
+	res := Result{FromAddress: f.address, FromDomain: f.domain}
 
 	var wg sync.WaitGroup
 	wg.Go(func() { res.SPF, res.SPFScope = checkSPF(ctx, r, in) })
