@@ -149,8 +149,7 @@ func parseXForward(args string) *xforwardCmd {
 	cmd := &xforwardCmd{attrs: map[string]string{}}
 	fields := strings.Fields(args)
 	if len(fields) == 0 {
-		cmd.err = "501 5.5.4 XFORWARD needs attribute=value pairs\r\n"
-		return cmd
+		return &xforwardCmd{err: "501 5.5.4 XFORWARD needs attribute=value pairs\r\n"}
 	}
 	for _, f := range fields {
 		name, value, ok := strings.Cut(f, "=")
@@ -158,11 +157,9 @@ func parseXForward(args string) *xforwardCmd {
 		v, decoded := xtextDecode(value)
 		switch {
 		case !ok || !decoded || len(v) > maxXForwardValue:
-			cmd.err = "501 5.5.4 Bad XFORWARD attribute syntax\r\n"
-			return cmd
+			return &xforwardCmd{err: "501 5.5.4 Bad XFORWARD attribute syntax\r\n"}
 		case name != "NAME" && name != "ADDR" && name != "PORT" && name != "PROTO" && name != "HELO" && name != "IDENT" && name != "SOURCE":
-			cmd.err = fmt.Sprintf("501 5.5.4 Unknown XFORWARD attribute %.20s\r\n", safeHelo(name))
-			return cmd
+			return &xforwardCmd{err: fmt.Sprintf("501 5.5.4 Unknown XFORWARD attribute %.20s\r\n", safeHelo(name))}
 		}
 		if v == "[UNAVAILABLE]" || v == "[TEMPUNAVAIL]" {
 			v = ""
@@ -170,8 +167,7 @@ func parseXForward(args string) *xforwardCmd {
 		if name == "ADDR" && v != "" {
 			ip := net.ParseIP(strings.TrimPrefix(strings.TrimPrefix(v, "IPV6:"), "ipv6:"))
 			if ip == nil {
-				cmd.err = "501 5.5.4 Bad XFORWARD address\r\n"
-				return cmd
+				return &xforwardCmd{err: "501 5.5.4 Bad XFORWARD address\r\n"}
 			}
 			v = ip.String()
 		}
