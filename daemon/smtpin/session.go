@@ -260,7 +260,7 @@ func (ss *session) readDeclared(lr io.Reader, budget *budgetReader, hdrLen int) 
 		return nil, 0, nil
 	}
 	all = make([]byte, size)
-	n, err = readFull(lr, all[Headroom+hdrLen:])
+	n, _, err = readFull(lr, all[Headroom+hdrLen:])
 	return all, n, err
 }
 
@@ -355,21 +355,21 @@ type message struct {
 	headroom []byte
 }
 
-// readFull reads r into b until b is full or r ends (io.EOF, returned as
-// nil); any other error is returned.
-func readFull(r io.Reader, b []byte) (int, error) {
-	k := 0
+// readFull reads r into b until b is full or r ends (io.EOF, reported as
+// eof with a nil error); any other error is returned.
+func readFull(r io.Reader, b []byte) (k int, eof bool, err error) {
 	for k < len(b) {
-		nn, err := r.Read(b[k:])
+		var nn int
+		nn, err = r.Read(b[k:])
 		k += nn
 		if err == io.EOF {
-			return k, nil
+			return k, true, nil
 		}
 		if err != nil {
-			return k, err
+			return k, false, err
 		}
 	}
-	return k, nil
+	return k, false, nil
 }
 
 // readChunks reads r to its end (io.EOF) in chunks that start small and
@@ -377,29 +377,16 @@ func readFull(r io.Reader, b []byte) (int, error) {
 // is not copied as it grows. Any other error, io.ErrUnexpectedEOF from a
 // connection lost inside DATA included, is returned.
 func readChunks(r io.Reader) (chunks [][]byte, n int, err error) {
-	size := 4 << 10
-	for {
+	for size := 4 << 10; ; size = min(2*size, 1<<20) {
 		c := make([]byte, size)
-		k := 0
-		for k < len(c) {
-			var nn int
-			nn, err = r.Read(c[k:])
-			k += nn
-			if err != nil {
-				break
-			}
-		}
+		k, eof, err := readFull(r, c)
 		if k > 0 {
 			chunks = append(chunks, c[:k])
 			n += k
 		}
-		if err == io.EOF {
-			return chunks, n, nil
-		}
-		if err != nil {
+		if eof || err != nil {
 			return chunks, n, err
 		}
-		size = min(2*size, 1<<20)
 	}
 }
 
