@@ -184,12 +184,10 @@ func checkSPF(ctx context.Context, r resolver.Resolver, in Input) (store.AuthRes
 }
 
 func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte, h header) []store.AuthResult {
-	type sig struct{ d, s string }
-	var sigs []sig
+	var sigs []map[string]string // the d= and s= tags of each signature
 	for _, f := range h.fields {
 		if strings.EqualFold(f.name, "DKIM-Signature") {
-			tags := sigTags(f.value)
-			sigs = append(sigs, sig{d: tags["d"], s: tags["s"]})
+			sigs = append(sigs, sigTags(f.value))
 		}
 	}
 	if len(sigs) == 0 {
@@ -202,8 +200,8 @@ func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte
 	if h.oversized {
 		out := make([]store.AuthResult, 0, min(len(sigs), max))
 		for _, s := range sigs[:min(len(sigs), max)] {
-			out = append(out, store.AuthResult{Result: "permerror", Domain: clean(normDomain(s.d)),
-				Detail: "s=" + clean(s.s) + "; header field too large to verify"})
+			out = append(out, store.AuthResult{Result: "permerror", Domain: clean(normDomain(s["d"])),
+				Detail: "s=" + clean(s["s"]) + "; header field too large to verify"})
 		}
 		return out
 	}
@@ -217,11 +215,11 @@ func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte
 	}
 	out := make([]store.AuthResult, 0, len(verifs)+1)
 	for i, v := range verifs {
-		var s sig
+		var s map[string]string
 		if i < len(sigs) {
 			s = sigs[i]
 		}
-		a := store.AuthResult{Domain: cmp.Or(clean(normDomain(v.Domain)), clean(normDomain(s.d))), Detail: "s=" + clean(s.s)}
+		a := store.AuthResult{Domain: cmp.Or(clean(normDomain(v.Domain)), clean(normDomain(s["d"]))), Detail: "s=" + clean(s["s"])}
 		switch {
 		case v.Err == nil && !validDomain(normDomain(v.Domain)):
 			// The stored domain is cleaned for display; alignment must never
