@@ -229,19 +229,15 @@ func (ss *session) readMessage(r io.Reader) (m message, release func(), err erro
 func (ss *session) readData(budget *budgetReader, hdrLen int) ([]byte, error) {
 	lr := io.LimitReader(budget, ss.s.lim.MaxMessageBytes+1)
 	all, n, err := ss.readDeclared(lr, budget, hdrLen)
-	var chunks [][]byte
 	if all == nil || err == nil && Headroom+hdrLen+n == len(all) {
-		var more int
-		chunks, more, err = readChunks(lr)
-		n += more
+		chunks, more, cerr := readChunks(lr)
+		n, err = n+more, cerr
+		if err == nil && (len(chunks) > 0 || all == nil) {
+			all, err = joinChunks(budget, all, chunks, hdrLen, n)
+		}
 	}
 	if err != nil {
 		return nil, ss.readFailed(err)
-	}
-	if len(chunks) > 0 || all == nil {
-		if all, err = joinChunks(budget, all, chunks, hdrLen, n); err != nil {
-			return nil, ss.readFailed(err)
-		}
 	}
 	return completeLastLine(all[:Headroom+hdrLen+n], n), nil
 }
