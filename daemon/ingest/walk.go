@@ -413,6 +413,10 @@ func filenameOf(n *node) string {
 
 var wordDecoder = &mime.WordDecoder{CharsetReader: message.CharsetReader}
 
+// mailExts are the extensions of the types mail carries most, whatever the
+// system's MIME table says.
+var mailExts = map[string]string{"message/rfc822": ".eml", "text/plain": ".txt", "text/html": ".html"}
+
 // defaultName names a part that came without one, from its Content-ID or
 // its position, with an extension for its type.
 func defaultName(n *node, i int) string {
@@ -423,13 +427,8 @@ func defaultName(n *node, i int) string {
 		}
 		stem = "inline-" + cid
 	}
-	switch n.ctype {
-	case "message/rfc822":
-		return stem + ".eml"
-	case "text/plain":
-		return stem + ".txt"
-	case "text/html":
-		return stem + ".html"
+	if ext, ok := mailExts[n.ctype]; ok {
+		return stem + ext
 	}
 	if exts, _ := mime.ExtensionsByType(n.ctype); len(exts) > 0 {
 		return stem + exts[0]
