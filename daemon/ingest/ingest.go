@@ -207,19 +207,17 @@ func addresses(h gomail.Header, key string) []string {
 	if strings.TrimSpace(h.Get(key)) == "" {
 		return nil
 	}
+	var out []string
 	list, err := h.AddressList(key)
 	if err == nil {
 		// Groups such as "undisclosed-recipients:;" parse to no address.
-		var out []string
 		for _, a := range list {
 			out = append(out, formatAddress(a.Name, a.Address))
 		}
 		return out
 	}
 	// Best effort for broken lists: decode words and split on commas.
-	text := decodeText(h.Header, key)
-	var out []string
-	for _, part := range strings.Split(text, ",") {
+	for part := range strings.SplitSeq(decodeText(h.Header, key), ",") {
 		if part = cleanText(part, 512); part != "" {
 			if a, err := mail.ParseAddress(part); err == nil {
 				part = formatAddress(a.Name, a.Address)
