@@ -9,6 +9,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -184,15 +185,12 @@ const maxReferences = 100
 // none of them hashes from, date and subject so that it still gets a stable
 // id of its own.
 func ThreadID(messageID string, references []string, inReplyTo, from string, date time.Time, subject string) string {
-	root := ""
-	switch {
-	case len(references) > 0 && references[0] != "":
-		root = references[0]
-	case inReplyTo != "":
-		root = inReplyTo
-	case messageID != "":
-		root = messageID
-	default:
+	var firstRef string
+	if len(references) > 0 {
+		firstRef = references[0]
+	}
+	root := cmp.Or(firstRef, inReplyTo, messageID)
+	if root == "" {
 		inner := sha256.Sum256([]byte(from + "\x00" + date.UTC().Format(time.RFC3339) + "\x00" + subject))
 		root = hex.EncodeToString(inner[:])
 	}

@@ -207,10 +207,8 @@ func containsType(n *node, t string) bool {
 // start parameter, else the first part (RFC 2387).
 func relatedRoot(n *node) *node {
 	if start := cleanID(n.params["start"]); start != "" {
-		for _, c := range n.children {
-			if cleanID(c.header.Get("Content-Id")) == start {
-				return c
-			}
+		if i := slices.IndexFunc(n.children, func(c *node) bool { return cleanID(c.header.Get("Content-Id")) == start }); i >= 0 {
+			return n.children[i]
 		}
 	}
 	return n.children[0]
