@@ -358,7 +358,10 @@ func (w *walker) body(maxChars int) string {
 
 // attach stores a leaf as an attachment with a sanitized, unique name.
 func (w *walker) attach(n *node) {
-	name := cmp.Or(filenameOf(n), defaultName(n, len(w.atts)+1))
+	name := filenameOf(n)
+	if name == "" {
+		name = defaultName(n, len(w.atts)+1)
+	}
 	name = w.unique(store.SanitizeFilename(name))
 	if n.tooBig {
 		w.note(fmt.Sprintf("attachment %q omitted: larger than %d bytes", name, w.opts.MaxAttachmentBytes))
