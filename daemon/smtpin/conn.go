@@ -253,19 +253,15 @@ func (c *trackedConn) readConn(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
-// sizeAd returns the SIZE line go-smtp writes and the one we mean: go-smtp
-// is configured one byte over the limit (see newSMTP) and would advertise that.
-func (s *Server) sizeAd() (goSMTP, exact []byte) {
-	return []byte(fmt.Sprintf("SIZE %d\r\n", s.lim.MaxMessageBytes+1)), []byte(fmt.Sprintf("SIZE %d\r\n", s.lim.MaxMessageBytes))
-}
-
 func (c *trackedConn) Write(b []byte) (int, error) {
 	out := b
 	if c.xfwd != nil {
 		out = c.xfwd.rewrite(out)
 	}
-	if from, to := c.s.sizeAd(); bytes.Contains(out, from) {
-		out = bytes.Replace(out, from, to, 1)
+	// go-smtp is configured one byte over the limit (see newSMTP) and
+	// advertises that; the EHLO reply gets the limit we mean.
+	if goSize := fmt.Appendf(nil, "SIZE %d\r\n", c.s.lim.MaxMessageBytes+1); bytes.Contains(out, goSize) {
+		out = bytes.Replace(out, goSize, fmt.Appendf(nil, "SIZE %d\r\n", c.s.lim.MaxMessageBytes), 1)
 	}
 	rewritten := !bytes.Equal(out, b)
 	n, err := c.Conn.Write(out)

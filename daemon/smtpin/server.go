@@ -213,7 +213,7 @@ func (s *Server) newSMTP(lmtp bool) *smtp.Server {
 	// stops before seeing the terminator), so it gets one byte more and the
 	// exact limit is enforced in Mail (declared SIZE) and Data. go-smtp would
 	// advertise that value; trackedConn.Write puts the real limit in the
-	// EHLO reply (sizeAd).
+	// EHLO reply.
 	gs.MaxMessageBytes = s.lim.MaxMessageBytes + 1
 	gs.MaxLineLength = s.lim.MaxLineLength
 	gs.ReadTimeout = s.lim.CommandTimeout
