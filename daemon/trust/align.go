@@ -120,10 +120,10 @@ func parseFrom(fields []field, headerErr error) from {
 	}
 	p := mail.AddressParser{WordDecoder: &mime.WordDecoder{CharsetReader: passthroughCharset}}
 	list, err := p.ParseList(values[0])
-	if err != nil {
+	switch {
+	case err != nil:
 		return from{err: fmt.Errorf("unparseable From: %w", err)}
-	}
-	if len(list) != 1 {
+	case len(list) != 1:
 		return from{err: fmt.Errorf("the From header field holds %d addresses", len(list))}
 	}
 	addr := list[0].Address
@@ -195,10 +195,7 @@ func aligned(authDomain, fromDomain string, strict bool) bool {
 	if !validDomain(a) || !validDomain(f) {
 		return false
 	}
-	if strict {
-		return a == f
-	}
-	return OrgDomain(a) == OrgDomain(f)
+	return a == f || !strict && OrgDomain(a) == OrgDomain(f)
 }
 
 // MatchSender reports whether address matches one of patterns. Patterns are
@@ -249,13 +246,12 @@ func MatchSender(address string, patterns []string) bool {
 // otherwise "false". A message the daemon wrote itself (Result.Generated)
 // is "true".
 func Trusted(r Result, patterns []string) protocol.Verdict {
-	if r.Generated {
+	switch {
+	case r.Generated:
 		return protocol.Trusted // written by this daemon (DaemonReport)
-	}
-	if len(patterns) == 0 {
+	case len(patterns) == 0:
 		return protocol.NoPolicy
-	}
-	if r.Aligned && MatchSender(r.FromAddress, patterns) {
+	case r.Aligned && MatchSender(r.FromAddress, patterns):
 		return protocol.Trusted
 	}
 	return protocol.Untrusted

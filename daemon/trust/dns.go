@@ -39,10 +39,10 @@ func (b *budget) take(name string) error {
 }
 
 func normalize(name string, err error) error {
-	if err == nil {
+	switch {
+	case err == nil:
 		return nil
-	}
-	if resolver.IsNotFound(err) {
+	case resolver.IsNotFound(err):
 		return &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
 	}
 	// Anything else, including errors we do not recognise, is treated as
