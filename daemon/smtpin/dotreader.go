@@ -144,14 +144,6 @@ func (d *dotReader) Read(b []byte) (n int, err error) {
 			// copy the buffered run up to the next CR at once instead of
 			// byte by byte (most of a large message is such runs).
 			if k := d.run(b[n:]); k > 0 {
-				// A run ends before a CR but may hold bare LFs (refused
-				// later, as bare line ends), which end lines as they do
-				// for go-smtp's count.
-				if i := bytes.LastIndexByte(b[n:n+k], '\n'); i >= 0 {
-					d.lineLen = k - i - 1
-				} else {
-					d.lineLen += k
-				}
 				n += k
 				if d.maxLine > 0 && d.lineLen >= d.maxLine {
 					return n, smtp.ErrTooLongLine
@@ -175,45 +167,10 @@ func (d *dotReader) Read(b []byte) (n int, err error) {
 			d.br.UnreadByte()
 			return n, smtp.ErrTooLongLine
 		}
-		switch d.state {
-		case dotBeginLine:
-			switch c {
-			case '.':
-				d.state = dotDot
-				continue
-			case '\r':
-				d.state = dotCR
-			default:
-				d.state = dotData
-			}
-		case dotDot:
-			if c == '\r' {
-				d.state = dotDotCR
-				continue
-			}
-			d.state = dotData
-		case dotDotCR:
-			if c == '\n' {
-				d.state = dotEOF
-				continue
-			}
-			// Here go-smtp drops the CR. Keep it, and read c again after it.
-			d.br.UnreadByte()
-			c = '\r'
-			d.state = dotCR
-		case dotCR:
-			if c == '\n' {
-				d.state = dotBeginLine
-			} else if c != '\r' {
-				d.state = dotData
-			}
-		case dotData:
-			if c == '\r' {
-				d.state = dotCR
-			}
+		if c, keep := d.step(c); keep {
+			b[n] = c
+			n++
 		}
-		b[n] = c
-		n++
 	}
 	if d.state == dotEOF {
 		return n, io.EOF
@@ -221,8 +178,53 @@ func (d *dotReader) Read(b []byte) (n int, err error) {
 	return n, nil
 }
 
+// step moves the state machine on by c, one byte read outside a run, and
+// returns the byte to pass on, if any: a line's leading dot and the end of
+// data are not.
+func (d *dotReader) step(c byte) (byte, bool) {
+	switch d.state {
+	case dotBeginLine:
+		switch c {
+		case '.':
+			d.state = dotDot
+			return 0, false
+		case '\r':
+			d.state = dotCR
+		default:
+			d.state = dotData
+		}
+	case dotDot:
+		if c == '\r' {
+			d.state = dotDotCR
+			return 0, false
+		}
+		d.state = dotData
+	case dotDotCR:
+		if c == '\n' {
+			d.state = dotEOF
+			return 0, false
+		}
+		// Here go-smtp drops the CR. Keep it, and read c again after it.
+		d.br.UnreadByte()
+		d.state = dotCR
+		return '\r', true
+	case dotCR:
+		if c == '\n' {
+			d.state = dotBeginLine
+		} else if c != '\r' {
+			d.state = dotData
+		}
+	case dotData:
+		if c == '\r' {
+			d.state = dotCR
+		}
+	}
+	return c, true
+}
+
 // run copies into b the bytes already buffered before the next CR and
-// returns how many; 0 when the next byte is a CR or nothing is buffered.
+// returns how many, counting them into the line's length; 0 when the next
+// byte is a CR or nothing is buffered.
 func (d *dotReader) run(b []byte) int {
 	avail := min(d.br.Buffered(), len(b))
 	if avail == 0 {
@@ -234,5 +236,12 @@ func (d *dotReader) run(b []byte) int {
 	}
 	k := copy(b, buf)
 	d.br.Discard(k)
+	// A run ends before a CR but may hold bare LFs (refused later, as bare
+	// line ends), which end lines as they do for go-smtp's count.
+	if i := bytes.LastIndexByte(b[:k], '\n'); i >= 0 {
+		d.lineLen = k - i - 1
+	} else {
+		d.lineLen += k
+	}
 	return k
 }
