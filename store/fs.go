@@ -238,11 +238,7 @@ func (d *Dir) createTemp() (string, int, error) { return d.createTempFlags(unix.
 // createTempFlags is createTemp with the access mode in flags.
 func (d *Dir) createTempFlags(flags int) (string, int, error) {
 	for range 10 {
-		var rnd [8]byte
-		if _, err := io.ReadFull(rand.Reader, rnd[:]); err != nil {
-			return "", -1, err
-		}
-		name := TempPrefix + hex.EncodeToString(rnd[:])
+		name := tempName("")
 		fd, err := unix.Openat(d.fd, name, flags|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue
@@ -253,6 +249,13 @@ func (d *Dir) createTempFlags(flags int) (string, int, error) {
 		return name, fd, nil
 	}
 	return "", -1, fmt.Errorf("create temporary file in %s: too many collisions", d.path)
+}
+
+// tempName returns a new random name of the kind given, under TempPrefix.
+func tempName(kind string) string {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	return TempPrefix + kind + hex.EncodeToString(rnd[:])
 }
 
 // ErrTooLarge is returned when a file is larger than the caller allows.
@@ -278,26 +281,11 @@ func (d *Dir) readFile(name string, max int64) ([]byte, unix.Stat_t, error) {
 // readFileHead reads like readFile, but stops after the first head bytes if
 // enough says they suffice (the index needs the frontmatter, not a 10 MB body).
 func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) bool) ([]byte, unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := checkName(name); err != nil {
+	f, st, err := d.openFile(name)
+	if err != nil {
 		return nil, st, err
 	}
-	// O_NONBLOCK: opening a FIFO planted under this name must not hang.
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			err = fmt.Errorf("%w (a symlink)", ErrNotRegular)
-		}
-		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: err}
-	}
-	f := os.NewFile(uintptr(fd), d.join(name))
 	defer f.Close()
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, st, &os.PathError{Op: "fstat", Path: d.join(name), Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: ErrNotRegular}
-	}
 	if st.Size > max {
 		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
 	}
@@ -342,6 +330,33 @@ func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) boo
 	return data, st, nil
 }
 
+// openFile opens name for reading, refusing anything but a regular file (a
+// symlink, a FIFO, a device), and returns its fstat.
+func (d *Dir) openFile(name string) (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := checkName(name); err != nil {
+		return nil, st, err
+	}
+	// O_NONBLOCK: opening a FIFO planted under this name must not hang.
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			err = fmt.Errorf("%w (a symlink)", ErrNotRegular)
+		}
+		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.join(name))
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, st, &os.PathError{Op: "fstat", Path: d.join(name), Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: ErrNotRegular}
+	}
+	return f, st, nil
+}
+
 // Remove removes the file, symlink or empty directory name.
 func (d *Dir) Remove(name string) error {
 	if err := checkName(name); err != nil {
@@ -365,47 +380,7 @@ func (d *Dir) RemoveAll(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return d.removeAll(name, 0)
-}
-
-func (d *Dir) removeAll(name string, depth int) error {
-	err := unix.Unlinkat(d.fd, name, 0)
-	switch {
-	case err == nil, errors.Is(err, unix.ENOENT):
-		return nil
-	case !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM):
-		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
-	}
-	if depth >= maxRemoveDepth {
-		return fmt.Errorf("remove %s: directory tree deeper than %d levels", d.join(name), maxRemoveDepth)
-	}
-	sub, err := d.OpenDir(name)
-	if err != nil {
-		// Swapped for something else since the unlink attempt: try again.
-		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			return d.removeAll(name, depth+1)
-		}
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return err
-	}
-	names, err := sub.Names()
-	if err == nil {
-		for _, n := range names {
-			if err = sub.removeAll(n, depth+1); err != nil {
-				break
-			}
-		}
-	}
-	sub.Close()
-	if err != nil {
-		return err
-	}
-	if err := unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
-	}
-	return nil
+	return d.removeTree(nil, name, 0, nil)
 }
 
 // RemoveTree removes name, an entry of d, and everything below it however
@@ -430,6 +405,10 @@ func (d *Dir) RemoveTree(name string) error {
 	return nil
 }
 
+// removeTree removes name and everything below it. With top nil, as for
+// RemoveAll, a tree deeper than maxRemoveDepth is an error; otherwise, as
+// for RemoveTree, what lies that deep is moved up into top and added to
+// todo, and each directory is made root's before it is read.
 func (d *Dir) removeTree(top *Dir, name string, depth int, todo *[]string) error {
 	err := unix.Unlinkat(d.fd, name, 0)
 	switch {
@@ -439,9 +418,10 @@ func (d *Dir) removeTree(top *Dir, name string, depth int, todo *[]string) error
 		return &os.PathError{Op: "remove", Path: d.join(name), Err: err}
 	}
 	if depth >= maxRemoveDepth {
-		var rnd [8]byte
-		rand.Read(rnd[:])
-		hoisted := TempPrefix + "deep-" + hex.EncodeToString(rnd[:])
+		if top == nil {
+			return fmt.Errorf("remove %s: directory tree deeper than %d levels", d.join(name), maxRemoveDepth)
+		}
+		hoisted := tempName("deep-")
 		if err := unix.Renameat(d.fd, name, top.fd, hoisted); err != nil {
 			return &os.LinkError{Op: "rename", Old: d.join(name), New: top.join(hoisted), Err: err}
 		}
@@ -458,9 +438,11 @@ func (d *Dir) removeTree(top *Dir, name string, depth int, todo *[]string) error
 		}
 		return err
 	}
-	// Best effort: an unprivileged daemon (mailctl dev) owns the tree already.
-	unix.Fchown(sub.fd, 0, 0)
-	unix.Fchmod(sub.fd, 0o700)
+	if top != nil {
+		// Best effort: an unprivileged daemon (mailctl dev) owns the tree already.
+		unix.Fchown(sub.fd, 0, 0)
+		unix.Fchmod(sub.fd, 0o700)
+	}
 	names, err := sub.Names()
 	if err == nil {
 		for _, n := range names {

@@ -2,8 +2,6 @@ package store
 
 import (
 	"cmp"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -407,9 +405,7 @@ func (s *Store) Detach(name string, force bool) (*Detached, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := TempPrefix + "del-" + hex.EncodeToString(rnd[:])
+	tmp := tempName("del-")
 	if err := s.root.Rename(name, s.root, tmp, true); err != nil {
 		return nil, fmt.Errorf("delete mailbox %s: %w", name, err)
 	}

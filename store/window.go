@@ -71,34 +71,23 @@ func (s *Store) GetWindow(mailbox, folder, id string, off, n int, raw bool) (*Me
 // openOwned opens a regular file of d owned by uid, of at most max bytes,
 // without following a symlink or hanging on a FIFO.
 func (d *Dir) openOwned(name string, max int64, uid int) (*os.File, error) {
-	if err := checkName(name); err != nil {
+	f, st, err := d.openFile(name)
+	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			err = fmt.Errorf("%w (a symlink)", ErrNotRegular)
-		}
-		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: err}
-	}
-	var st unix.Stat_t
-	err = unix.Fstat(fd, &st)
 	switch {
-	case err != nil:
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		err = ErrNotRegular
 	case uid >= 0 && int(st.Uid) != uid:
 		err = errForeign
 	case st.Size > max:
 		err = ErrTooLarge
 	}
 	if err != nil {
-		unix.Close(fd)
+		f.Close()
 		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: err}
 	}
 	// A regular file never blocks; clear O_NONBLOCK so reads behave plainly.
-	unix.SetNonblock(fd, false)
-	return os.NewFile(uintptr(fd), d.join(name)), nil
+	unix.SetNonblock(int(f.Fd()), false)
+	return f, nil
 }
 
 // readFrontmatter reads the frontmatter from the start of br, leaving br at
