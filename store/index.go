@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"hash/maphash"
 	"math"
 	"os"
@@ -400,11 +399,7 @@ func (fi *folderIndex) compact(d *Dir) error {
 		if err != nil {
 			return err
 		}
-		var hdr [8]byte
-		binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(rec)))
-		binary.LittleEndian.PutUint32(hdr[4:8], crc32.Checksum(rec, crcTable))
-		w.Write(hdr[:])
-		if _, err := w.Write(rec); err != nil {
+		if _, err := w.Write(frame(rec)); err != nil {
 			return err
 		}
 		offs[e] = pos

@@ -143,20 +143,51 @@ func createIndexLog(d *Dir, name string, uid, gid int) (*indexLog, error) {
 // to the records before it. It reports false when the file is not an index
 // file at all.
 func (l *indexLog) load(size int64, put func(*entry), scan func(scanRec)) bool {
-	br := bufio.NewReaderSize(io.NewSectionReader(l.f, 0, size), 1<<20)
 	var magic [8]byte
-	if _, err := io.ReadFull(br, magic[:]); err != nil || magic != indexMagic {
+	if _, err := l.f.ReadAt(magic[:], 0); err != nil || size < int64(len(magic)) || magic != indexMagic {
 		return false
 	}
-	off := int64(len(magic))
+	return l.cut(l.scan(size, func(off int64, rec []byte) bool {
+		switch rec[0] {
+		case recPut:
+			e, ok := decodeSkeleton(rec)
+			if !ok {
+				return false
+			}
+			e.off = off
+			put(e)
+		case recScan:
+			s, ok := decodeScan(rec)
+			if !ok {
+				return false
+			}
+			scan(s)
+		default:
+			return false
+		}
+		l.records++
+		return true
+	}))
+}
+
+// scan calls fn with the offset and payload of every record of the first
+// end bytes of the file, in order; the payload is only valid during the
+// call. It stops at the first record that does not check out or that fn
+// refuses, and returns its offset (end when there is none).
+func (l *indexLog) scan(end int64, fn func(off int64, rec []byte) bool) int64 {
+	br := bufio.NewReaderSize(io.NewSectionReader(l.f, 0, end), 1<<20)
+	if _, err := br.Discard(len(indexMagic)); err != nil {
+		return 0
+	}
+	off := int64(len(indexMagic))
 	var hdr [8]byte
 	var buf []byte
-	for {
+	for off < end {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			break
 		}
 		n := binary.LittleEndian.Uint32(hdr[0:4])
-		if n == 0 || n > maxIndexRecord || off+8+int64(n) > size {
+		if n == 0 || n > maxIndexRecord || off+8+int64(n) > end {
 			break
 		}
 		if cap(buf) < int(n) {
@@ -166,27 +197,12 @@ func (l *indexLog) load(size int64, put func(*entry), scan func(scanRec)) bool {
 		if _, err := io.ReadFull(br, buf); err != nil || crc32.Checksum(buf, crcTable) != binary.LittleEndian.Uint32(hdr[4:8]) {
 			break
 		}
-		switch buf[0] {
-		case recPut:
-			e, ok := decodeSkeleton(buf)
-			if !ok {
-				return l.cut(off)
-			}
-			e.off = off
-			put(e)
-		case recScan:
-			s, ok := decodeScan(buf)
-			if !ok {
-				return l.cut(off)
-			}
-			scan(s)
-		default:
-			return l.cut(off)
+		if !fn(off, buf) {
+			break
 		}
-		l.records++
 		off += 8 + int64(n)
 	}
-	return l.cut(off)
+	return off
 }
 
 // cut ends the log at off.
@@ -210,10 +226,7 @@ func (l *indexLog) append(payload []byte) (int64, error) {
 	if len(payload) > maxIndexRecord || l.end+8+int64(len(payload)) > maxIndexFile {
 		return 0, ErrTooLarge
 	}
-	rec := make([]byte, 8+len(payload))
-	binary.LittleEndian.PutUint32(rec[0:4], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(payload, crcTable))
-	copy(rec[8:], payload)
+	rec := frame(payload)
 	off := l.end
 	if _, err := l.f.WriteAt(rec, off); err != nil {
 		l.broken = true
@@ -222,6 +235,14 @@ func (l *indexLog) append(payload []byte) (int64, error) {
 	l.end += int64(len(rec))
 	l.records++
 	return off, nil
+}
+
+// frame is payload as a record: its length and checksum, then itself.
+func frame(payload []byte) []byte {
+	rec := make([]byte, 8, 8+len(payload))
+	binary.LittleEndian.PutUint32(rec[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(payload, crcTable))
+	return append(rec, payload...)
 }
 
 // readRecord reads back the record at off.
@@ -242,36 +263,11 @@ func (l *indexLog) readRecord(off int64) ([]byte, error) {
 }
 
 // each calls fn with the offset and payload of every row record, in file
-// order. The payload is only valid during the call.
-func (l *indexLog) each(fn func(off int64, rec []byte) error) error {
-	br := bufio.NewReaderSize(io.NewSectionReader(l.f, 0, l.end), 1<<20)
-	if _, err := br.Discard(len(indexMagic)); err != nil {
+// order; the payload is only valid during the call. A record that does not
+// read back as written, or that fn refuses, gives errIndexStale.
+func (l *indexLog) each(fn func(off int64, rec []byte) bool) error {
+	if l.scan(l.end, func(off int64, rec []byte) bool { return rec[0] != recPut || fn(off, rec) }) != l.end {
 		return errIndexStale
-	}
-	off := int64(len(indexMagic))
-	var hdr [8]byte
-	var buf []byte
-	for off < l.end {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return errIndexStale
-		}
-		n := binary.LittleEndian.Uint32(hdr[0:4])
-		if n == 0 || n > maxIndexRecord {
-			return errIndexStale
-		}
-		if cap(buf) < int(n) {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(br, buf); err != nil || crc32.Checksum(buf, crcTable) != binary.LittleEndian.Uint32(hdr[4:8]) {
-			return errIndexStale
-		}
-		if buf[0] == recPut {
-			if err := fn(off, buf); err != nil {
-				return err
-			}
-		}
-		off += 8 + int64(n)
 	}
 	return nil
 }
@@ -307,6 +303,12 @@ func (w *recWriter) u64(v uint64) { w.b = binary.LittleEndian.AppendUint64(w.b, 
 func (w *recWriter) i64(v int64)  { w.u64(uint64(v)) }
 func (w *recWriter) uv(v uint64)  { w.b = binary.AppendUvarint(w.b, v) }
 func (w *recWriter) str(s string) { w.uv(uint64(len(s))); w.b = append(w.b, s...) }
+func (w *recWriter) stamp(st fileStamp) {
+	w.u64(st.ino)
+	w.i64(st.size)
+	w.i64(st.mtime)
+	w.i64(st.ctime)
+}
 func (w *recWriter) strs(s []string) {
 	w.uv(uint64(len(s)))
 	for _, v := range s {
@@ -352,6 +354,9 @@ func (r *recReader) u64() uint64 {
 	return 0
 }
 func (r *recReader) i64() int64 { return int64(r.u64()) }
+func (r *recReader) stamp() fileStamp {
+	return fileStamp{ino: r.u64(), size: r.i64(), mtime: r.i64(), ctime: r.i64()}
+}
 func (r *recReader) uv() uint64 {
 	if r.bad {
 		return 0
@@ -422,10 +427,7 @@ func encodePut(e *entry, st fileStamp, s *Summary) []byte {
 	w.u8(recPut)
 	w.str(e.id)
 	w.i64(e.sortKey)
-	w.u64(st.ino)
-	w.i64(st.size)
-	w.i64(st.mtime)
-	w.i64(st.ctime)
+	w.stamp(st)
 	var flags byte
 	if e.read {
 		flags |= flagRead
@@ -460,7 +462,7 @@ func decodeSkeleton(b []byte) (*entry, bool) {
 	r := recReader{b: b[1:]}
 	id := r.bytes()
 	e := &entry{sortKey: r.i64()}
-	st := fileStamp{ino: r.u64(), size: r.i64(), mtime: r.i64(), ctime: r.i64()}
+	st := r.stamp()
 	flags := r.u8()
 	mid, tid := r.bytes(), r.bytes()
 	if r.bad || ValidID(string(id)) != nil {
@@ -509,10 +511,7 @@ func decodeSummary(b []byte) (Summary, bool) {
 func encodeScan(s scanRec) []byte {
 	w := recWriter{}
 	w.u8(recScan)
-	w.u64(s.stamp.ino)
-	w.i64(s.stamp.size)
-	w.i64(s.stamp.mtime)
-	w.i64(s.stamp.ctime)
+	w.stamp(s.stamp)
 	if s.racy {
 		w.u8(1)
 	} else {
@@ -523,7 +522,7 @@ func encodeScan(s scanRec) []byte {
 
 func decodeScan(b []byte) (scanRec, bool) {
 	r := recReader{b: b[1:]}
-	s := scanRec{stamp: fileStamp{ino: r.u64(), size: r.i64(), mtime: r.i64(), ctime: r.i64()}}
+	s := scanRec{stamp: r.stamp()}
 	racy := r.u8()
 	if r.bad || len(r.b) != 0 || racy > 1 {
 		return scanRec{}, false

@@ -203,24 +203,24 @@ func (fi *folderIndex) rowsMatching(m *matcher) (map[*entry]bool, error) {
 		return nil, errIndexStale
 	}
 	seen := 0
-	err := fi.log.each(func(off int64, rec []byte) error {
+	err := fi.log.each(func(off int64, rec []byte) bool {
 		id, ok := recordID(rec)
 		if !ok {
-			return errIndexStale
+			return false
 		}
 		e := fi.entries[string(id)]
 		if e == nil || e.sum != nil || e.off != off {
-			return nil // superseded
+			return true // superseded
 		}
 		s, ok := decodeSummary(rec)
 		if !ok || s.ID != e.id {
-			return errIndexStale
+			return false
 		}
 		seen++
 		if m.rowOK(&s) {
 			out[e] = true
 		}
-		return nil
+		return true
 	})
 	if err == nil && seen != want {
 		err = errIndexStale
