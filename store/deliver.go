@@ -284,28 +284,8 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 		mode = syncNone
 	}
 	if len(atts) > 0 {
-		ad, err := d.MkdirOwned(id+attSuffix, DirMode, mb.uid, mb.gid)
-		if err != nil {
+		if err := writeAttachments(d, mb, id, id+attSuffix, m, atts, mode); err != nil {
 			return err
-		}
-		defer ad.Close()
-		used := map[string]bool{}
-		for _, a := range atts {
-			name := uniqueName(SanitizeFilename(a.Filename), used)
-			if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, mode); err != nil {
-				return err
-			}
-			m.Attachments = append(m.Attachments, Attachment{
-				Filename:    name,
-				ContentType: a.ContentType,
-				Size:        int64(len(a.Data)),
-				Path:        id + attSuffix + "/" + name,
-			})
-		}
-		if mode != syncNone {
-			if err := ad.Sync(); err != nil {
-				return err
-			}
 		}
 	}
 	// The .eml and then the .md (the commit point) are each fsynced and
@@ -392,13 +372,12 @@ func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body stri
 	// answers ErrExists: it finds the message written, never half of it.
 	// The files are written outside the folder's lock.
 	fi.mu.Lock()
-	if wait, busy := fi.creating[id]; busy {
+	wait, busy := fi.creating[id]
+	if _, indexed := fi.entries[id]; busy || indexed || taken(d, id) {
 		fi.mu.Unlock()
-		<-wait
-		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
-	}
-	if _, ok := fi.entries[id]; ok || taken(d, id) {
-		fi.mu.Unlock()
+		if busy {
+			<-wait
+		}
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
 	}
 	written := make(chan struct{})

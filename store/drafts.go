@@ -20,61 +20,55 @@ func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body str
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, false)
-	if err != nil {
-		return err
-	}
-	defer done()
-	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	defer fi.mu.Unlock()
-	m, body, err := readMessage(d, id, mb.uid)
-	if err != nil {
-		return err
-	}
-	body, err = fn(m, body)
-	if err != nil {
-		return err
-	}
-	m.ID, m.Mailbox = id, mailbox
-	if atts != nil {
-		// The new attachments are written under a temporary name (one
-		// the start-up sweep removes if a crash leaves it) and swapped
-		// in, so a failure leaves the old ones in place.
-		tmpDir := TempPrefix + "att-" + id
-		if err := d.RemoveAll(tmpDir); err != nil {
+	return s.inFolder(mailbox, folder, func(f openedFolder) error {
+		d, mb := f.d, f.mb
+		m, body, err := readMessage(d, id, mb.uid)
+		if err != nil {
 			return err
 		}
-		m.Attachments = nil
-		if len(atts) > 0 {
-			tmp := &Message{}
-			if err := writeAttachments(d, mb, id, tmpDir, tmp, atts); err != nil {
-				d.RemoveAll(tmpDir)
-				return err
-			}
-			m.Attachments = tmp.Attachments
-		}
-		if err := d.RemoveAll(id + attSuffix); err != nil {
+		body, err = fn(m, body)
+		if err != nil {
 			return err
 		}
-		if len(atts) > 0 {
-			if err := d.Rename(tmpDir, d, id+attSuffix, true); err != nil {
+		m.ID, m.Mailbox = id, mailbox
+		if atts != nil {
+			// The new attachments are written under a temporary name (one
+			// the start-up sweep removes if a crash leaves it) and swapped
+			// in, so a failure leaves the old ones in place.
+			tmpDir := TempPrefix + "att-" + id
+			if err := d.RemoveAll(tmpDir); err != nil {
 				return err
 			}
+			m.Attachments = nil
+			if len(atts) > 0 {
+				if err := writeAttachments(d, mb, id, tmpDir, m, atts, syncFile); err != nil {
+					d.RemoveAll(tmpDir)
+					return err
+				}
+			}
+			if err := d.RemoveAll(id + attSuffix); err != nil {
+				return err
+			}
+			if len(atts) > 0 {
+				if err := d.Rename(tmpDir, d, id+attSuffix, true); err != nil {
+					return err
+				}
+			}
 		}
-	}
-	if err := d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid); err != nil {
-		return fmt.Errorf("rewrite message %s: %w", id, err)
-	}
-	if fi.loaded {
-		fi.entryAfterWrite(mb, d, id, m, body)
-	}
-	return nil
+		if err := d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid); err != nil {
+			return fmt.Errorf("rewrite message %s: %w", id, err)
+		}
+		if f.fi.loaded {
+			f.fi.entryAfterWrite(mb, d, id, m, body)
+		}
+		return nil
+	})
 }
 
 // writeAttachments writes atts into a new directory dir, recording them in
-// m as they will be named once dir is renamed to id+attSuffix.
-func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []AttachmentData) error {
+// m as they will be named once dir is id+attSuffix. Unless mode is
+// syncNone, the files and then the directory are fsynced.
+func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []AttachmentData, mode syncMode) error {
 	ad, err := d.MkdirOwned(dir, DirMode, mb.uid, mb.gid)
 	if err != nil {
 		return err
@@ -83,11 +77,14 @@ func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []At
 	used := map[string]bool{}
 	for _, a := range atts {
 		name := uniqueName(SanitizeFilename(a.Filename), used)
-		if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, syncFile); err != nil {
+		if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, mode); err != nil {
 			return err
 		}
 		m.Attachments = append(m.Attachments, Attachment{Filename: name, ContentType: a.ContentType,
 			Size: int64(len(a.Data)), Path: id + attSuffix + "/" + name})
+	}
+	if mode == syncNone {
+		return nil
 	}
 	return ad.Sync()
 }

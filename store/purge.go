@@ -23,26 +23,15 @@ const MaxPurge = 10_000
 // Markdown file, the raw .eml and the attachments directory of each. It
 // returns the ids it removed and the ids that are not in the folder.
 func (s *Store) Purge(mailbox, folder string, ids []string) (purged, notFoundIDs []string, err error) {
-	err = s.purge(mailbox, folder, func(fi *folderIndex) ([]string, error) { return ids, nil },
-		func(id string, perr error) error {
-			switch {
-			case perr == nil:
-				purged = append(purged, id)
-			case errors.Is(perr, ErrNotFound):
-				notFoundIDs = append(notFoundIDs, id)
-			default:
-				return perr
-			}
-			return nil
-		})
-	return purged, notFoundIDs, err
+	return s.purge(mailbox, folder, func(*folderIndex) []string { return ids })
 }
 
 // PurgeBefore removes for good every message of folder (which must be
 // trash) received before t, at most MaxPurge of them (the oldest first), and
 // returns their ids.
 func (s *Store) PurgeBefore(mailbox, folder string, t time.Time) (purged []string, err error) {
-	err = s.purge(mailbox, folder, func(fi *folderIndex) ([]string, error) {
+	// Those not found were removed by the owner meanwhile.
+	purged, _, err = s.purge(mailbox, folder, func(fi *folderIndex) []string {
 		var ids []string
 		before := UnixNano(t)
 		order := fi.order()
@@ -52,63 +41,45 @@ func (s *Store) PurgeBefore(mailbox, folder string, t time.Time) (purged []strin
 			}
 			ids = append(ids, order[i].id)
 		}
-		return ids, nil
-	}, func(id string, perr error) error {
-		switch {
-		case perr == nil:
-			purged = append(purged, id)
-		case errors.Is(perr, ErrNotFound): // removed by the owner meanwhile
-		default:
-			return perr
-		}
-		return nil
+		return ids
 	})
 	return purged, err
 }
 
 // purge removes the messages that pick chooses (with the folder's index
-// synced and locked) and reports each outcome to done, which may stop the
-// purge with an error.
-func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) ([]string, error), done func(string, error) error) error {
+// synced and locked) and returns those it removed and those it did not
+// find. Any other error stops it.
+func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) []string) (purged, notFoundIDs []string, err error) {
 	if folder != PurgeFolder {
-		return fmt.Errorf("purge %s: %w", folder, ErrNotTrash)
+		return nil, nil, fmt.Errorf("purge %s: %w", folder, ErrNotTrash)
 	}
-	mb, d, closeFolder, err := s.openFolder(mailbox, folder, false)
-	if err != nil {
-		return err
-	}
-	defer closeFolder()
-	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	defer fi.mu.Unlock()
-	if err := fi.sync(d, mb); err != nil {
-		return err
-	}
-	ids, err := pick(fi)
-	if err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	removed := false
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		perr := purgeOne(d, mb, id)
-		if perr == nil {
-			removed = true
-			fi.remove(id)
-		}
-		if err := done(id, perr); err != nil {
+	err = s.inFolder(mailbox, folder, func(f openedFolder) error {
+		if err := f.fi.sync(f.d, f.mb); err != nil {
 			return err
 		}
-	}
-	if removed {
-		fi.count()
-		return d.Sync()
-	}
-	return nil
+		seen := map[string]bool{}
+		for _, id := range pick(f.fi) {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			switch err := purgeOne(f.d, f.mb, id); {
+			case err == nil:
+				purged = append(purged, id)
+				f.fi.remove(id)
+			case errors.Is(err, ErrNotFound):
+				notFoundIDs = append(notFoundIDs, id)
+			default:
+				return err
+			}
+		}
+		if len(purged) > 0 {
+			f.fi.count()
+			return f.d.Sync()
+		}
+		return nil
+	})
+	return purged, notFoundIDs, err
 }
 
 // messageFile checks that id names a message of d: its Markdown file is a

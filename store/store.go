@@ -593,23 +593,19 @@ func (s *Store) FindByMessageID(mailbox, folder, messageID string) (id string, o
 	if messageID == "" {
 		return "", false
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, false)
-	if err != nil {
-		return "", false
-	}
-	defer done()
-	fi := s.index(mailbox, folder)
-	fi.mu.Lock()
-	defer fi.mu.Unlock()
-	if fi.sync(d, mb) != nil {
-		return "", false
-	}
-	id, ok, err = fi.findMessageID(messageID)
-	if errors.Is(err, errIndexStale) {
-		fi.rebuild(mb)
-		if fi.sync(d, mb) == nil {
-			id, ok, _ = fi.findMessageID(messageID)
+	s.inFolder(mailbox, folder, func(f openedFolder) error {
+		if f.fi.sync(f.d, f.mb) != nil {
+			return nil
 		}
-	}
+		var err error
+		id, ok, err = f.fi.findMessageID(messageID)
+		if errors.Is(err, errIndexStale) {
+			f.fi.rebuild(f.mb)
+			if f.fi.sync(f.d, f.mb) == nil {
+				id, ok, _ = f.fi.findMessageID(messageID)
+			}
+		}
+		return nil
+	})
 	return id, ok
 }
