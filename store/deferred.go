@@ -59,14 +59,11 @@ type deferredSet struct {
 }
 
 func (ds *deferredSet) folder(key string, create bool) *deferredFolder {
-	if ds.folders == nil {
-		if !create {
-			return nil
-		}
-		ds.folders = map[string]*deferredFolder{}
-	}
 	f := ds.folders[key]
 	if f == nil && create {
+		if ds.folders == nil {
+			ds.folders = map[string]*deferredFolder{}
+		}
 		f = &deferredFolder{msgs: map[string]*deferredMsg{}}
 		ds.folders[key] = f
 	}
@@ -79,11 +76,7 @@ func (s *Store) deferredHas(mailbox, folder, id string) bool {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	f := ds.folder(mailbox+"/"+folder, false)
-	if f == nil {
-		return false
-	}
-	_, ok := f.msgs[id]
-	return ok
+	return f != nil && f.msgs[id] != nil
 }
 
 // deferredIn is deferredHas for one folder.

@@ -194,11 +194,11 @@ func (s *Store) Version(mailbox, folder, id string) (string, error) {
 
 func versionOf(d *Dir, id string) (string, error) {
 	st, err := d.Lstat(id + ".md")
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = ErrNotRegular
+	}
 	if err != nil {
 		return "", notFound("message "+id, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return "", notFound("message "+id, ErrNotRegular)
 	}
 	v := stampOf(&st)
 	return fmt.Sprintf("%x-%x-%x-%x", v.ino, v.size, v.mtime, v.ctime), nil

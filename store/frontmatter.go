@@ -87,25 +87,16 @@ func split(data []byte) (fm, body []byte, err error) {
 	default:
 		return nil, nil, ErrNoFrontmatter
 	}
-	off := 0
-	for {
-		line := rest[off:]
-		end := bytes.IndexByte(line, '\n')
-		var next int
-		if end < 0 {
-			next = len(rest)
-		} else {
-			next = off + end + 1
-			line = line[:end]
-		}
+	for off := 0; ; {
+		line, after, more := bytes.Cut(rest[off:], []byte("\n"))
 		if string(bytes.TrimSuffix(line, []byte("\r"))) == delim {
-			fm, body = rest[:off], rest[next:]
+			fm, body = rest[:off], after
 			break
 		}
-		if end < 0 {
+		if !more {
 			return nil, nil, ErrNoFrontmatter
 		}
-		off = next
+		off = len(rest) - len(after)
 	}
 	switch {
 	case bytes.HasPrefix(body, []byte("\n")):
@@ -119,23 +110,21 @@ func split(data []byte) (fm, body []byte, err error) {
 // tomlDepth returns the deepest nesting of arrays and inline tables in a TOML
 // document, ignoring brackets inside strings and comments.
 func tomlDepth(b []byte) int {
-	depth, max := 0, 0
+	depth, deepest := 0, 0
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '#', '"', '\'':
 			i = skipText(b, i)
 		case '[', '{':
 			depth++
-			if depth > max {
-				max = depth
-			}
+			deepest = max(deepest, depth)
 		case ']', '}':
 			if depth > 0 {
 				depth--
 			}
 		}
 	}
-	return max
+	return deepest
 }
 
 // skipText returns the index of the last byte of the comment or string that

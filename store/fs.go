@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -302,13 +303,9 @@ func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) boo
 		}
 	}
 	// The file may grow between fstat and read: read at most max+1 bytes,
-	// into a buffer sized from fstat so that it rarely grows.
-	size := min(st.Size, max)
-	if int64(len(data)) > size {
-		size = int64(len(data))
-	}
-	buf := make([]byte, len(data), size+1)
-	copy(buf, data)
+	// into a buffer sized from fstat so that it rarely grows. (A head was
+	// read only when it is shorter than both.)
+	buf := slices.Grow(data, int(min(st.Size, max)+1)-len(data))
 	r := io.LimitReader(f, max+1-int64(len(data)))
 	for {
 		if len(buf) == cap(buf) {
@@ -323,11 +320,10 @@ func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) boo
 			return nil, st, err
 		}
 	}
-	data = buf
-	if int64(len(data)) > max {
+	if int64(len(buf)) > max {
 		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
 	}
-	return data, st, nil
+	return buf, st, nil
 }
 
 // openFile opens name for reading, refusing anything but a regular file (a
@@ -568,8 +564,8 @@ func removeOrphans(d *Dir, cutoff time.Time) (n int, err error) {
 	}
 	committed := map[string]bool{}
 	for _, name := range names {
-		if strings.HasSuffix(name, ".md") {
-			committed[strings.TrimSuffix(name, ".md")] = true
+		if id, ok := strings.CutSuffix(name, ".md"); ok {
+			committed[id] = true
 		}
 	}
 	return removeOlder(d, names, cutoff, func(name string) bool {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"maps"
 	"math"
 	"os"
 	"runtime"
@@ -363,10 +364,8 @@ func (fi *folderIndex) maybeCompact(mb *mailbox) {
 	if fi.log == nil || fi.log.records <= 2*len(fi.entries)+1024 {
 		return
 	}
-	if err := fi.compact(mb.dir); err != nil {
-		// The old file still serves; a later sync tries again.
-		return
-	}
+	// On failure the old file still serves; a later sync tries again.
+	fi.compact(mb.dir)
 }
 
 // compact writes the live rows to a new index file and puts it in place of
@@ -590,12 +589,7 @@ func less(a, b *entry) int {
 
 func (fi *folderIndex) order() []*entry {
 	if fi.sorted == nil {
-		s := make([]*entry, 0, len(fi.entries))
-		for _, e := range fi.entries {
-			s = append(s, e)
-		}
-		slices.SortFunc(s, less)
-		fi.sorted = s
+		fi.sorted = slices.SortedFunc(maps.Values(fi.entries), less)
 	}
 	return fi.sorted
 }

@@ -215,20 +215,14 @@ func SanitizeFilename(name string) string {
 	for _, r := range name {
 		switch {
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
-			continue
 		case unicode.Is(unicode.Cf, r): // includes U+200E/F, U+202A-202E, U+2066-2069, U+061C
-			continue
-		case r == 0xFFFD:
-			b.WriteByte('_')
-		case strings.ContainsRune(`:*?"<>|`, r):
+		case r == 0xFFFD, strings.ContainsRune(`:*?"<>|`, r):
 			b.WriteByte('_')
 		default:
 			b.WriteRune(r)
 		}
 	}
-	name = strings.TrimSpace(b.String())
-	name = strings.TrimLeft(name, ". ")
-	name = strings.TrimRight(name, ". ")
+	name = strings.Trim(strings.TrimSpace(b.String()), ". ")
 	if name == "" {
 		return "attachment"
 	}

@@ -351,16 +351,21 @@ func (m *matcher) totalKey() (totalKey, bool) {
 	return k, true
 }
 
+// start is the position of the first row after the pivot.
+func (w pageWindow) start(rows []*entry) int {
+	if w.pivot == nil {
+		return 0
+	}
+	i, found := slices.BinarySearchFunc(rows, w.pivot, less)
+	if found {
+		i++
+	}
+	return i
+}
+
 // ofAll finds the window by position when every row matches.
 func (w pageWindow) ofAll(rows []*entry) (sel []*entry, total int, more bool) {
-	start := 0
-	if w.pivot != nil {
-		start, _ = slices.BinarySearchFunc(rows, w.pivot, less)
-		if start < len(rows) && less(rows[start], w.pivot) == 0 {
-			start++
-		}
-	}
-	start = min(start+w.skip, len(rows))
+	start := min(w.start(rows)+w.skip, len(rows))
 	end := min(start+w.limit, len(rows))
 	return rows[start:end], len(rows), end < len(rows) && end > start
 }
@@ -396,15 +401,8 @@ func (w pageWindow) ofMatches(rows []*entry, match func(*entry) (bool, error)) (
 
 // ofKnownMatches is ofMatches when w.total is known.
 func (w pageWindow) ofKnownMatches(rows []*entry, match func(*entry) (bool, error)) (sel []*entry, total int, more bool, err error) {
-	start := 0
-	if w.pivot != nil {
-		start, _ = slices.BinarySearchFunc(rows, w.pivot, less)
-		if start < len(rows) && less(rows[start], w.pivot) == 0 {
-			start++
-		}
-	}
 	skip := w.skip
-	for _, e := range rows[start:] {
+	for _, e := range rows[w.start(rows):] {
 		ok, err := match(e)
 		switch {
 		case err != nil:

@@ -127,24 +127,21 @@ func (s *Store) index(mailbox, folder string) *folderIndex {
 // until what is held fits IndexCacheMessages again, sparing keep and any
 // index in use. Called with s.mu held.
 func (s *Store) evictLocked(keep *folderIndex) {
-	type cand struct {
-		fi  *folderIndex
-		use int64
-	}
-	var cs []cand
+	var cs []*folderIndex
 	for _, fi := range s.folders {
 		if fi != keep && fi.held.Load() > 0 {
-			cs = append(cs, cand{fi, fi.lastUse.Load()})
+			cs = append(cs, fi)
 		}
 	}
-	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(a.use, b.use) })
-	for _, c := range cs {
+	// lastUse only changes under s.mu, which is held.
+	slices.SortFunc(cs, func(a, b *folderIndex) int { return cmp.Compare(a.lastUse.Load(), b.lastUse.Load()) })
+	for _, fi := range cs {
 		if s.indexed.Load() <= IndexCacheMessages {
 			return
 		}
-		if c.fi.mu.TryLock() {
-			c.fi.drop()
-			c.fi.mu.Unlock()
+		if fi.mu.TryLock() {
+			fi.drop()
+			fi.mu.Unlock()
 		}
 	}
 }
@@ -471,9 +468,9 @@ func (s *Store) Sweep() (removed int, err error) {
 		if strings.HasPrefix(n, TempPrefix) {
 			if e := s.root.RemoveTree(n); e != nil {
 				keep(0, e)
-				continue
+			} else {
+				keep(1, nil)
 			}
-			keep(1, nil)
 		}
 	}
 	mailboxes, merr := s.Mailboxes()

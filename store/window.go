@@ -98,17 +98,13 @@ func readFrontmatter(br *bufio.Reader) (*Message, error) {
 	closed := false
 	for first := true; !closed; first = false {
 		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			if head.Len()+len(line) > MaxFrontmatter {
-				return nil, fmt.Errorf("frontmatter: %w", ErrTooLarge)
-			}
-			head.Write(line)
-			continue
-		}
 		if head.Len()+len(line) > MaxFrontmatter {
 			return nil, fmt.Errorf("frontmatter: %w", ErrTooLarge)
 		}
 		head.Write(line)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
 		trimmed := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
 		if first {
 			if strings.TrimPrefix(trimmed, "\xef\xbb\xbf") != delim {
