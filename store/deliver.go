@@ -105,12 +105,10 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 		return "", err
 	}
 	defer done()
-	fillDefaults(m, raw)
-	fi := s.index(mailbox, folder)
-	if id, err = fi.reserve(d, mb, m, s.deferredIn(mailbox, folder)); err != nil {
+	fi, newID, err := s.reserve(mailbox, folder, d, mb, m, raw)
+	if err != nil {
 		return "", err
 	}
-	newID := id // the named result is cleared on error returns
 	defer func() {
 		fi.mu.Lock()
 		delete(fi.reserved, newID)
@@ -120,10 +118,10 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 		fi.mu.Unlock()
 	}()
 
-	if err = writeWhole(d, mb, &fi.dirSync, id, mailbox, m, body, raw, atts); err != nil {
+	if err = writeWhole(d, mb, &fi.dirSync, newID, mailbox, m, body, raw, atts); err != nil {
 		return "", fmt.Errorf("deliver to %s/%s: %w", mailbox, folder, err)
 	}
-	return id, nil
+	return newID, nil
 }
 
 // fillDefaults sets the arrival time and size of a message being stored
@@ -137,16 +135,20 @@ func fillDefaults(m *Message, raw []byte) {
 	}
 }
 
-// reserve loads the folder's index if needed and reserves a free id for m.
-func (fi *folderIndex) reserve(d *Dir, mb *mailbox, m *Message, deferred func(id string) bool) (string, error) {
+// reserve fills in m's defaults, loads the folder's index if needed and
+// reserves a free id for m.
+func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message, raw []byte) (*folderIndex, string, error) {
+	fillDefaults(m, raw)
+	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	if !fi.loaded {
 		if err := fi.sync(d, mb); err != nil {
-			return "", err
+			return nil, "", err
 		}
 	}
-	return fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID, deferred)
+	id, err := fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID, s.deferredIn(mailbox, folder))
+	return fi, id, err
 }
 
 // writeWhole writes message id (reserved by its caller) or leaves nothing
@@ -324,14 +326,12 @@ func uniqueName(name string, used map[string]bool) string {
 // can be written later under that id with CreateUnsynced.
 func (s *Store) Reserve(mailbox, folder string, m *Message) (id string, release func(), err error) {
 	mb, d, done, err := s.openFolderNow(mailbox, folder, true) // as deliver
-
 	if err != nil {
 		return "", nil, err
 	}
 	defer done()
-	fillDefaults(m, nil)
-	fi := s.index(mailbox, folder)
-	if id, err = fi.reserve(d, mb, m, s.deferredIn(mailbox, folder)); err != nil {
+	fi, id, err := s.reserve(mailbox, folder, d, mb, m, nil)
+	if err != nil {
 		return "", nil, err
 	}
 	var once sync.Once
@@ -393,9 +393,7 @@ func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body stri
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, err)
 	}
 	fi.mu.Lock()
-	if fi.loaded {
-		fi.entryAfterWrite(mb, d, id, m, body)
-	}
+	fi.entryAfterWrite(mb, d, id, m, body)
 	fi.mu.Unlock()
 	return nil
 }

@@ -58,9 +58,7 @@ func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body str
 		if err := d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid); err != nil {
 			return fmt.Errorf("rewrite message %s: %w", id, err)
 		}
-		if f.fi.loaded {
-			f.fi.entryAfterWrite(mb, d, id, m, body)
-		}
+		f.fi.entryAfterWrite(mb, d, id, m, body)
 		return nil
 	})
 }
@@ -113,10 +111,7 @@ func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]Attac
 		if dir != id+attSuffix+"/" || name == "" || strings.HasPrefix(name, ".") {
 			return nil, fmt.Errorf("attachment %q: its path must be %s/<file>", a.Path, id+attSuffix)
 		}
-		data, st, err := ad.readFile(name, left)
-		if err == nil {
-			err = checkOwner(&st, mb.uid)
-		}
+		data, err := ad.readOwned(name, left, mb.uid)
 		if err != nil {
 			return nil, fmt.Errorf("attachment %q: %w", a.Path, err)
 		}

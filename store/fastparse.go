@@ -264,17 +264,9 @@ func isHex(b []byte) bool {
 // decimal parses a plain TOML decimal integer (no sign '+', no '_', no
 // leading zeros).
 func decimal(b []byte) (int64, bool) {
-	d := b
-	if len(d) > 0 && d[0] == '-' {
-		d = d[1:]
-	}
-	if len(d) == 0 || len(d) > 1 && d[0] == '0' {
+	d := bytes.TrimPrefix(b, []byte("-"))
+	if len(d) == 0 || len(d) > 1 && d[0] == '0' || !isDigits(d) {
 		return 0, false
-	}
-	for _, c := range d {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
 	}
 	n, err := strconv.ParseInt(string(b), 10, 64)
 	return n, err == nil

@@ -193,7 +193,7 @@ func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int
 	if err := checkName(name); err != nil {
 		return err
 	}
-	tmp, fd, err := d.createTemp()
+	tmp, fd, err := d.createTemp(unix.O_WRONLY)
 	if err != nil {
 		return err
 	}
@@ -232,12 +232,9 @@ func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int
 	return nil
 }
 
-// createTemp creates a new, empty, private temporary file in d, open for
-// writing.
-func (d *Dir) createTemp() (string, int, error) { return d.createTempFlags(unix.O_WRONLY) }
-
-// createTempFlags is createTemp with the access mode in flags.
-func (d *Dir) createTempFlags(flags int) (string, int, error) {
+// createTemp creates a new, empty, private temporary file in d, open with
+// the access mode in flags.
+func (d *Dir) createTemp(flags int) (string, int, error) {
 	for range 10 {
 		name := tempName("")
 		fd, err := unix.Openat(d.fd, name, flags|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -269,17 +266,19 @@ var ErrNotRegular = errors.New("not a regular file")
 // ReadFile reads name, which must be a regular file (not a symlink, FIFO or
 // device) of at most max bytes; a larger one gives ErrTooLarge.
 func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
-	data, _, err := d.readFile(name, max)
+	return d.readOwned(name, max, -1)
+}
+
+// readOwned is ReadFile for a file that must be owned by uid (-1: anyone).
+func (d *Dir) readOwned(name string, max int64, uid int) ([]byte, error) {
+	data, st, err := d.readFileHead(name, max, max, nil)
+	if err == nil {
+		err = checkOwner(&st, uid)
+	}
 	return data, err
 }
 
-// readFile is ReadFile that also returns the fstat of what it read, so that
-// callers can check who owns the file.
-func (d *Dir) readFile(name string, max int64) ([]byte, unix.Stat_t, error) {
-	return d.readFileHead(name, max, max, nil)
-}
-
-// readFileHead reads like readFile, but stops after the first head bytes if
+// readFileHead reads like ReadFile, but stops after the first head bytes if
 // enough says they suffice (the index needs the frontmatter, not a 10 MB body).
 func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) bool) ([]byte, unix.Stat_t, error) {
 	f, st, err := d.openFile(name)

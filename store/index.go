@@ -371,7 +371,7 @@ func (fi *folderIndex) maybeCompact(mb *mailbox) {
 // compact writes the live rows to a new index file and puts it in place of
 // the old one. Rows the old file no longer holds as written make it fail.
 func (fi *folderIndex) compact(d *Dir) error {
-	tmp, fd, err := d.createTempFlags(unix.O_RDWR)
+	tmp, fd, err := d.createTemp(unix.O_RDWR)
 	if err != nil {
 		return err
 	}
@@ -597,34 +597,42 @@ func (fi *folderIndex) order() []*entry {
 // list syncs the index with d, computes the page and re-validates its rows,
 // recomputing when a row turned out to be stale. An index file that no
 // longer reads back as written is rebuilt from the folder.
-func (fi *folderIndex) list(d *Dir, mb *mailbox, folder string, q Query) (Page, error) {
-	p, err := fi.listOnce(d, mb, folder, q)
-	if errors.Is(err, errIndexStale) {
-		fi.rebuild(mb)
-		p, err = fi.listOnce(d, mb, folder, q)
-	}
+func (fi *folderIndex) list(d *Dir, mb *mailbox, folder string, q Query) (p Page, err error) {
+	err = fi.synced(d, mb, func() error {
+		for attempt := 0; ; attempt++ {
+			var rows []*entry
+			p, rows, err = fi.page(q, folder)
+			if err != nil || attempt == 3 {
+				return err
+			}
+			changed := false
+			now := time.Now()
+			for _, e := range rows {
+				if fi.refresh(d, e.id, mb.uid, now) {
+					changed = true
+				}
+			}
+			if !changed {
+				return nil
+			}
+		}
+	})
 	return p, err
 }
 
-func (fi *folderIndex) listOnce(d *Dir, mb *mailbox, folder string, q Query) (Page, error) {
-	if err := fi.sync(d, mb); err != nil {
-		return Page{}, err
-	}
-	for attempt := 0; ; attempt++ {
-		p, rows, err := fi.page(q, folder)
-		if err != nil || attempt == 3 {
-			return p, err
+// synced runs fn with the index synced with d. When the index file no
+// longer reads back as written, the index is rebuilt from the folder and fn
+// runs once more.
+func (fi *folderIndex) synced(d *Dir, mb *mailbox, fn func() error) error {
+	for try := 0; ; try++ {
+		err := fi.sync(d, mb)
+		if err == nil {
+			err = fn()
 		}
-		changed := false
-		now := time.Now()
-		for _, e := range rows {
-			if fi.refresh(d, e.id, mb.uid, now) {
-				changed = true
-			}
+		if try > 0 || !errors.Is(err, errIndexStale) {
+			return err
 		}
-		if !changed {
-			return p, nil
-		}
+		fi.rebuild(mb)
 	}
 }
 
@@ -652,8 +660,12 @@ func (fi *folderIndex) findMessageID(messageID string) (string, bool, error) {
 	return "", false, nil
 }
 
-// entryAfterWrite indexes a message the store just wrote.
+// entryAfterWrite indexes a message the store just wrote, when the index
+// is loaded (otherwise its next sync reads the file).
 func (fi *folderIndex) entryAfterWrite(mb *mailbox, d *Dir, id string, m *Message, body string) {
+	if !fi.loaded {
+		return
+	}
 	st, err := d.Lstat(id + ".md")
 	if err != nil {
 		fi.remove(id)

@@ -23,10 +23,7 @@ func (s *Store) Get(mailbox, folder, id string) (*Message, string, error) {
 }
 
 func readMessage(d *Dir, id string, uid int) (*Message, string, error) {
-	data, st, err := d.readFile(id+".md", MaxMessageFile)
-	if err == nil {
-		err = checkOwner(&st, uid)
-	}
+	data, err := d.readOwned(id+".md", MaxMessageFile, uid)
 	if err != nil {
 		return nil, "", notFound("message "+id, err)
 	}
@@ -50,10 +47,7 @@ func (s *Store) Raw(mailbox, folder, id string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer done()
-	data, st, err := d.readFile(id+".eml", max)
-	if err == nil {
-		err = checkOwner(&st, mb.uid)
-	}
+	data, err := d.readOwned(id+".eml", max, mb.uid)
 	if err != nil {
 		return nil, notFound("raw message "+id, err)
 	}
@@ -173,9 +167,7 @@ func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, 
 	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, mode); err != nil {
 		return false, fmt.Errorf("update message %s: %w", id, err)
 	}
-	if fi.loaded {
-		fi.entryAfterWrite(mb, d, id, m, body)
-	}
+	fi.entryAfterWrite(mb, d, id, m, body)
 	return true, nil
 }
 
@@ -245,8 +237,6 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 		return err
 	}
 	fsrc.remove(id)
-	if fdst.loaded {
-		fdst.entryAfterWrite(mb, dst, id, m, body)
-	}
+	fdst.entryAfterWrite(mb, dst, id, m, body)
 	return nil
 }

@@ -119,6 +119,7 @@ func slug(s string) string {
 		b.WriteByte(byte(r))
 		return true
 	}
+runes:
 	for _, r := range s {
 		if r < utf8.RuneSelf {
 			if !add(r) {
@@ -126,14 +127,10 @@ func slug(s string) string {
 			}
 			continue
 		}
-		more := true
 		for _, c := range asciiFold(r) {
-			if more = add(c); !more {
-				break
+			if !add(c) {
+				break runes
 			}
-		}
-		if !more {
-			break
 		}
 	}
 	if b.Len() == 0 {

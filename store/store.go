@@ -591,18 +591,10 @@ func (s *Store) FindByMessageID(mailbox, folder, messageID string) (id string, o
 		return "", false
 	}
 	s.inFolder(mailbox, folder, func(f openedFolder) error {
-		if f.fi.sync(f.d, f.mb) != nil {
-			return nil
-		}
-		var err error
-		id, ok, err = f.fi.findMessageID(messageID)
-		if errors.Is(err, errIndexStale) {
-			f.fi.rebuild(f.mb)
-			if f.fi.sync(f.d, f.mb) == nil {
-				id, ok, _ = f.fi.findMessageID(messageID)
-			}
-		}
-		return nil
+		return f.fi.synced(f.d, f.mb, func() (err error) {
+			id, ok, err = f.fi.findMessageID(messageID)
+			return err
+		})
 	})
 	return id, ok
 }

@@ -106,20 +106,16 @@ func readFrontmatter(br *bufio.Reader) (*Message, error) {
 			continue
 		}
 		trimmed := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
-		if first {
-			if strings.TrimPrefix(trimmed, "\xef\xbb\xbf") != delim {
-				return nil, ErrNoFrontmatter
-			}
+		if first && strings.TrimPrefix(trimmed, "\xef\xbb\xbf") != delim {
+			return nil, ErrNoFrontmatter
 		}
 		closed = !first && trimmed == delim
-		if err != nil {
-			if err == io.EOF && !closed {
-				return nil, ErrNoFrontmatter
-			}
-			if err != io.EOF {
-				return nil, err
-			}
-			break
+		// io.EOF just after the closing line ends the loop, as closed does.
+		if err == io.EOF && !closed {
+			return nil, ErrNoFrontmatter
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
 		}
 	}
 	m, _, err := Parse(head.Bytes())
