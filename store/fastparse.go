@@ -162,18 +162,16 @@ func setValue(f reflect.Value, val []byte) bool {
 			return false
 		}
 		f.SetInt(n)
-	case f.Type() == timeType:
+	case f.Type() == timeType, f.Type() == timePtrType:
 		t, ok := dateTime(val)
 		if !ok {
 			return false
 		}
-		f.Set(reflect.ValueOf(t))
-	case f.Type() == timePtrType:
-		t, ok := dateTime(val)
-		if !ok {
-			return false
+		v := reflect.ValueOf(t)
+		if f.Type() == timePtrType {
+			v = reflect.ValueOf(&t)
 		}
-		f.Set(reflect.ValueOf(&t))
+		f.Set(v)
 	case f.Type() == stringListType:
 		l, ok := stringArray(val)
 		if !ok {

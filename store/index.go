@@ -77,10 +77,10 @@ func stampOf(st *unix.Stat_t) fileStamp {
 	return fileStamp{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
 
-// isRacy reports whether a stamp with time t, read at now, could hide a later
-// change with the same timestamp.
-func isRacy(t int64, now time.Time) bool {
-	return now.Sub(time.Unix(0, t)) < racyWindow
+// racy reports whether the stamp, read at now, could hide a later change
+// with the same timestamps.
+func (st fileStamp) racy(now time.Time) bool {
+	return now.Sub(time.Unix(0, st.mtime)) < racyWindow || now.Sub(time.Unix(0, st.ctime)) < racyWindow
 }
 
 // folderIndex is the index of one folder of one mailbox. mu also serializes
@@ -225,7 +225,7 @@ func (fi *folderIndex) sync(d *Dir, mb *mailbox) error {
 	}
 	fi.loaded = true
 	fi.dirStamp = stamp
-	fi.dirRacy = isRacy(stamp.mtime, now) || isRacy(stamp.ctime, now)
+	fi.dirRacy = stamp.racy(now)
 	if fi.log != nil {
 		fi.log.append(encodeScan(scanRec{stamp: fi.dirStamp, racy: fi.dirRacy}))
 	}
@@ -263,9 +263,8 @@ func (fi *folderIndex) check(d *Dir, id string) (load, changed bool) {
 	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		if e != nil {
 			fi.remove(id)
-			return false, true
 		}
-		return false, false
+		return false, e != nil
 	}
 	return e == nil || e.stamp != stampOf(&st).hash() || e.racy, false
 }
@@ -279,9 +278,8 @@ func (fi *folderIndex) apply(id string, r loadResult) bool {
 		// quote file contents, so it is not logged.
 		if e != nil {
 			fi.remove(id)
-			return true
 		}
-		return false
+		return e != nil
 	}
 	changed := true
 	if e != nil && e.sortKey == r.e.sortKey {
@@ -449,11 +447,8 @@ func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, fileStamp, er
 	if err != nil {
 		return nil, fileStamp{}, err
 	}
-	e := newEntry(id, m, body)
 	stamp := stampOf(&st)
-	e.stamp = stamp.hash()
-	e.racy = isRacy(stamp.mtime, now) || isRacy(stamp.ctime, now)
-	return e, stamp, nil
+	return newEntry(id, m, body, stamp, stamp.racy(now)), stamp, nil
 }
 
 // errForeign is returned for a file in a mailbox that its owner does not own:
@@ -490,9 +485,9 @@ func checkOwner(st *unix.Stat_t, uid int) error {
 	return nil
 }
 
-// newEntry builds the index row of a message stored under id. The id is the
-// file name, whatever the frontmatter says.
-func newEntry(id string, m *Message, body string) *entry {
+// newEntry builds the index row of a message stored under id, in a file
+// with stamp st. The id is the file name, whatever the frontmatter says.
+func newEntry(id string, m *Message, body string, st fileStamp, racy bool) *entry {
 	t := m.ReceivedAt
 	if t.IsZero() {
 		t = m.Date
@@ -519,6 +514,8 @@ func newEntry(id string, m *Message, body string) *entry {
 	return &entry{
 		id:      sum.ID,
 		sortKey: UnixNano(t),
+		stamp:   st.hash(),
+		racy:    racy,
 		mid:     hashString(sum.MessageID),
 		tid:     hashString(sum.ThreadID),
 		read:    sum.Read,
@@ -672,11 +669,8 @@ func (fi *folderIndex) entryAfterWrite(mb *mailbox, d *Dir, id string, m *Messag
 		fi.count()
 		return
 	}
-	e := newEntry(id, m, body)
 	stamp := stampOf(&st)
-	e.stamp = stamp.hash()
-	e.racy = true
-	fi.put(e, stamp)
+	fi.put(newEntry(id, m, body, stamp, true), stamp)
 	fi.maybeCompact(mb)
 	fi.count()
 }

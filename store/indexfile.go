@@ -421,6 +421,14 @@ const (
 	flagStarred
 )
 
+// bit is f when on, else 0.
+func bit(on bool, f byte) byte {
+	if on {
+		return f
+	}
+	return 0
+}
+
 // encodePut encodes the row of e (whose summary is s) with its file stamp.
 func encodePut(e *entry, st fileStamp, s *Summary) []byte {
 	w := recWriter{b: make([]byte, 0, 256+len(s.Snippet)+len(s.Subject))}
@@ -428,20 +436,7 @@ func encodePut(e *entry, st fileStamp, s *Summary) []byte {
 	w.str(e.id)
 	w.i64(e.sortKey)
 	w.stamp(st)
-	var flags byte
-	if e.read {
-		flags |= flagRead
-	}
-	if e.trusted {
-		flags |= flagTrusted
-	}
-	if e.racy {
-		flags |= flagRacy
-	}
-	if e.starred {
-		flags |= flagStarred
-	}
-	w.u8(flags)
+	w.u8(bit(e.read, flagRead) | bit(e.trusted, flagTrusted) | bit(e.racy, flagRacy) | bit(e.starred, flagStarred))
 	w.str(s.MessageID)
 	w.str(s.ThreadID)
 	w.str(s.From)
@@ -512,11 +507,7 @@ func encodeScan(s scanRec) []byte {
 	w := recWriter{}
 	w.u8(recScan)
 	w.stamp(s.stamp)
-	if s.racy {
-		w.u8(1)
-	} else {
-		w.u8(0)
-	}
+	w.u8(bit(s.racy, 1))
 	return w.b
 }
 

@@ -64,26 +64,22 @@ const (
 // ErrInvalidCursor is returned for a cursor the store did not hand out.
 var ErrInvalidCursor = errors.New("invalid cursor")
 
-type cursor struct {
-	key int64
-	id  string
-}
-
 func encodeCursor(e *entry) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(e.sortKey, 10) + "|" + e.id))
 }
 
-func decodeCursor(s string) (cursor, error) {
+// decodeCursor returns the row a cursor continues after.
+func decodeCursor(s string) (*entry, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return cursor{}, ErrInvalidCursor
+		return nil, ErrInvalidCursor
 	}
 	k, id, ok := strings.Cut(string(b), "|")
 	n, err := strconv.ParseInt(k, 10, 64)
 	if !ok || err != nil || ValidID(id) != nil {
-		return cursor{}, ErrInvalidCursor
+		return nil, ErrInvalidCursor
 	}
-	return cursor{key: n, id: id}, nil
+	return &entry{sortKey: n, id: id}, nil
 }
 
 // matcher is a compiled Query filter.
@@ -235,11 +231,10 @@ func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
 		w.limit = DefaultLimit
 	}
 	if q.Cursor != "" {
-		c, err := decodeCursor(q.Cursor)
-		if err != nil {
+		var err error
+		if w.pivot, err = decodeCursor(q.Cursor); err != nil {
 			return Page{}, nil, err
 		}
-		w.pivot = &entry{sortKey: c.key, id: c.id}
 	}
 	rows := fi.order()
 	m := newMatcher(q)

@@ -59,10 +59,9 @@ func Open(root string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	created := false
-	if err := unix.Mkdir(root, uint32(RootMode)); err == nil {
-		created = true
-	} else if !errors.Is(err, unix.EEXIST) {
+	err := unix.Mkdir(root, uint32(RootMode))
+	created := err == nil
+	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return nil, fmt.Errorf("open store: %w", &os.PathError{Op: "mkdir", Path: root, Err: err})
 	}
 	d, err := OpenDir(root)
@@ -286,11 +285,8 @@ func (s *Store) Create(name string, uid, gid int) (created bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err = unix.Mkdirat(s.root.fd, name, 0o700)
-	switch {
-	case err == nil:
-		created = true
-	case errors.Is(err, unix.EEXIST):
-	default:
+	created = err == nil
+	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return false, fmt.Errorf("create mailbox %s: %w", name, err)
 	}
 	d, err := s.root.OpenDir(name)
