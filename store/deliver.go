@@ -54,7 +54,10 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 		prev, mine := s.recent.claim(k, s.now())
 		if mine != nil {
 			var id string
-			err := beforeWriteOnce(mailbox, folder)
+			var err error
+			if testHookBeforeWrite != nil {
+				err = testHookBeforeWrite(mailbox, folder)
+			}
 			if err == nil {
 				id, err = s.deliver(mailbox, folder, m, body, raw, atts)
 			}
@@ -75,13 +78,6 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 // writes a delivery it claimed; an error fails that write. It lets a test
 // hold a write in flight and release it when it chooses.
 var testHookBeforeWrite func(mailbox, folder string) error
-
-func beforeWriteOnce(mailbox, folder string) error {
-	if testHookBeforeWrite == nil {
-		return nil
-	}
-	return testHookBeforeWrite(mailbox, folder)
-}
 
 // Has reports whether the folder holds message id.
 func (s *Store) Has(mailbox, folder, id string) bool {

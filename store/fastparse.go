@@ -239,24 +239,16 @@ func unescape(b []byte, sb *strings.Builder) (int, bool) {
 	default:
 		return 0, false
 	}
-	if n >= len(b) || !isHex(b[1:1+n]) {
+	if n >= len(b) {
 		return 0, false
 	}
+	// In base 16, ParseUint takes hex digits only: no sign, prefix or '_'.
 	r, err := strconv.ParseUint(string(b[1:1+n]), 16, 32)
 	if err != nil || !utf8.ValidRune(rune(r)) {
 		return 0, false
 	}
 	sb.WriteRune(rune(r))
 	return 1 + n, true
-}
-
-func isHex(b []byte) bool {
-	for _, c := range b {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
 }
 
 // decimal parses a plain TOML decimal integer (no sign '+', no '_', no

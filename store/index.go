@@ -130,11 +130,11 @@ func (fi *folderIndex) count() {
 // openLog reads the folder's index file back, if the index holds nothing
 // yet: the rows it logged become entries, and a logged scan whose stamp the
 // folder still has spares the next sync from looking at every file.
-func (fi *folderIndex) openLog(d *Dir, mb *mailbox) {
+func (fi *folderIndex) openLog(mb *mailbox) {
 	fi.logTried = true
 	fi.uid, fi.gid = mb.uid, mb.gid
 	var scan *scanRec
-	l, _ := openIndexLog(mb.dir, indexFile(fi.folder), mb.uid, mb.gid, func(e *entry) {
+	l := openIndexLog(mb.dir, indexFile(fi.folder), mb.uid, mb.gid, func(e *entry) {
 		fi.entries[e.id] = e
 	}, func(s scanRec) {
 		scan = &s
@@ -182,7 +182,7 @@ func (fi *folderIndex) summary(e *entry) (Summary, error) {
 // reads only files whose stamp changed.
 func (fi *folderIndex) sync(d *Dir, mb *mailbox) error {
 	if !fi.loaded && !fi.logTried {
-		fi.openLog(d, mb)
+		fi.openLog(mb)
 	}
 	dst, err := d.Stat()
 	if err != nil {

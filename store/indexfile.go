@@ -92,10 +92,10 @@ type scanRec struct {
 
 // openIndexLog opens the folder's index file, creating it (owned by
 // uid:gid) when it is missing or unusable, and calls put for every row
-// record and scan for every scan record in it, in order. A nil log with a nil
-// error means the folder cannot have one (the name is taken by something
-// that is not a file the store can remove); the index then lives in memory.
-func openIndexLog(d *Dir, name string, uid, gid int, put func(*entry), scan func(scanRec)) (*indexLog, error) {
+// record and scan for every scan record in it, in order. A nil log means
+// the folder cannot have one (the name is taken by something that is not a
+// file the store can remove); the index then lives in memory.
+func openIndexLog(d *Dir, name string, uid, gid int, put func(*entry), scan func(scanRec)) *indexLog {
 	fd, err := unix.Openat(d.fd, name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err == nil {
 		f := os.NewFile(uintptr(fd), d.join(name))
@@ -104,38 +104,39 @@ func openIndexLog(d *Dir, name string, uid, gid int, put func(*entry), scan func
 			checkOwner(&st, uid) == nil && st.Size <= maxIndexFile {
 			l := &indexLog{f: f}
 			if l.load(st.Size, put, scan) {
-				return l, nil
+				return l
 			}
 		}
 		f.Close()
 	} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENXIO) {
-		return nil, nil
+		return nil
 	}
 	// Missing, or not one the store can use: start a new one.
 	if err := unix.Unlinkat(d.fd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return nil, nil
+		return nil
 	}
 	return createIndexLog(d, name, uid, gid)
 }
 
-// createIndexLog creates a new, empty index file under name.
-func createIndexLog(d *Dir, name string, uid, gid int) (*indexLog, error) {
+// createIndexLog creates a new, empty index file under name, or returns
+// nil.
+func createIndexLog(d *Dir, name string, uid, gid int) *indexLog {
 	fd, err := unix.Openat(d.fd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, nil
+		return nil
 	}
 	f := os.NewFile(uintptr(fd), d.join(name))
 	if (uid >= 0 || gid >= 0) && f.Chown(uid, gid) != nil {
 		f.Close()
 		unix.Unlinkat(d.fd, name, 0)
-		return nil, nil
+		return nil
 	}
 	if _, err := f.WriteAt(indexMagic[:], 0); err != nil {
 		f.Close()
 		unix.Unlinkat(d.fd, name, 0)
-		return nil, nil
+		return nil
 	}
-	return &indexLog{f: f, end: int64(len(indexMagic))}, nil
+	return &indexLog{f: f, end: int64(len(indexMagic))}
 }
 
 // load reads every record of a file of size bytes. A record that does not

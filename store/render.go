@@ -96,8 +96,6 @@ func (w fmWriter) key(k string) {
 	w.b.WriteString(" = ")
 }
 
-// table starts a table or an element of an array of tables, after an
-// empty line.
 // noTables writes the empty array the encoder writes for an array of
 // tables that is present but empty (a non-empty one comes after the keys).
 func (w fmWriter) noTables(k string, empty bool) {
@@ -107,6 +105,8 @@ func (w fmWriter) noTables(k string, empty bool) {
 	}
 }
 
+// table starts a table or an element of an array of tables, after an
+// empty line.
 func (w fmWriter) table(header string) {
 	w.b.WriteByte('\n')
 	w.b.WriteString(header)
@@ -139,17 +139,16 @@ func (w fmWriter) strs(k string, vs []string) {
 	w.b.WriteString("]\n")
 }
 
-func (w fmWriter) int(k string, v int64) {
+// line writes a value already in TOML form.
+func (w fmWriter) line(k, v string) {
 	w.key(k)
-	w.b.WriteString(strconv.FormatInt(v, 10))
+	w.b.WriteString(v)
 	w.b.WriteByte('\n')
 }
 
-func (w fmWriter) bool(k string, v bool) {
-	w.key(k)
-	w.b.WriteString(strconv.FormatBool(v))
-	w.b.WriteByte('\n')
-}
+func (w fmWriter) int(k string, v int64) { w.line(k, strconv.FormatInt(v, 10)) }
+
+func (w fmWriter) bool(k string, v bool) { w.line(k, strconv.FormatBool(v)) }
 
 func (w fmWriter) boolOmit(k string, v bool) {
 	if v {
@@ -157,11 +156,7 @@ func (w fmWriter) boolOmit(k string, v bool) {
 	}
 }
 
-func (w fmWriter) time(k string, t time.Time) {
-	w.key(k)
-	w.b.WriteString(tomlTime(t).Format(time.RFC3339Nano))
-	w.b.WriteByte('\n')
-}
+func (w fmWriter) time(k string, t time.Time) { w.line(k, tomlTime(t).Format(time.RFC3339Nano)) }
 
 func (w fmWriter) timePtr(k string, t *time.Time) {
 	if t != nil {
