@@ -126,12 +126,6 @@ func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body stri
 	return nil
 }
 
-// settle writes every deferred message of mailbox/folder, as a read of
-// the folder needs.
-func (s *Store) settle(mailbox, folder string) {
-	_, _ = s.settleSome(mailbox, folder, nil, "", nil)
-}
-
 // settleSome writes the deferred messages of mailbox/folder that want
 // picks (nil: all), and only those: a message written early for no reason
 // is one replaced when its own change comes. When one of them is id, fn
@@ -163,11 +157,8 @@ func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id
 	// (deleted, perhaps created again by someone else) is dropped.
 	var now unix.Stat_t
 	if mb, err := s.openMailbox(mailbox); err == nil {
-		now, err = mb.dir.Stat()
+		now, _ = mb.dir.Stat()
 		mb.close()
-		if err != nil {
-			now = unix.Stat_t{}
-		}
 	}
 	applied, ferr := false, error(nil)
 	for _, dm := range msgs {
@@ -215,7 +206,7 @@ func (s *Store) settleMailbox(mailbox string) {
 	ds.mu.Unlock()
 	for _, k := range keys {
 		mbox, folder, _ := strings.Cut(k, "/")
-		s.settle(mbox, folder)
+		_, _ = s.settleSome(mbox, folder, nil, "", nil)
 	}
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -94,7 +95,7 @@ func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]Attac
 	if len(m.Attachments) == 0 {
 		return nil, nil
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, false)
+	mb, d, done, err := s.openFolder(mailbox, folder, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -116,11 +117,7 @@ func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]Attac
 			return nil, fmt.Errorf("attachment %q: %w", a.Path, err)
 		}
 		left -= int64(len(data))
-		fn := a.Filename
-		if fn == "" {
-			fn = name
-		}
-		out = append(out, AttachmentData{Filename: fn, ContentType: a.ContentType, Data: data})
+		out = append(out, AttachmentData{Filename: cmp.Or(a.Filename, name), ContentType: a.ContentType, Data: data})
 	}
 	return out, nil
 }
@@ -179,7 +176,7 @@ func (s *Store) Version(mailbox, folder, id string) (string, error) {
 	if err := ValidID(id); err != nil {
 		return "", err
 	}
-	_, d, done, err := s.openFolder(mailbox, folder, false)
+	_, d, done, err := s.openFolder(mailbox, folder, nil)
 	if err != nil {
 		return "", err
 	}

@@ -78,18 +78,13 @@ func Parse(data []byte) (m *Message, body string, err error) {
 // exactly "+++" (optionally followed by CR), and drops one empty line after it.
 func split(data []byte) (fm, body []byte, err error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a BOM added by an editor
-	var rest []byte
-	switch {
-	case bytes.HasPrefix(data, []byte(delim+"\n")):
-		rest = data[len(delim)+1:]
-	case bytes.HasPrefix(data, []byte(delim+"\r\n")):
-		rest = data[len(delim)+2:]
-	default:
+	first, rest, ok := bytes.Cut(data, []byte("\n"))
+	if !ok || !isDelim(first) {
 		return nil, nil, ErrNoFrontmatter
 	}
 	for off := 0; ; {
 		line, after, more := bytes.Cut(rest[off:], []byte("\n"))
-		if string(bytes.TrimSuffix(line, []byte("\r"))) == delim {
+		if isDelim(line) {
 			fm, body = rest[:off], after
 			break
 		}
@@ -106,6 +101,9 @@ func split(data []byte) (fm, body []byte, err error) {
 	}
 	return fm, body, nil
 }
+
+// isDelim reports whether a line, without its \n, is the delimiter.
+func isDelim(line []byte) bool { return string(bytes.TrimSuffix(line, []byte("\r"))) == delim }
 
 // tomlDepth returns the deepest nesting of arrays and inline tables in a TOML
 // document, ignoring brackets inside strings and comments.

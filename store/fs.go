@@ -98,11 +98,11 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	return &Dir{fd: fd, path: d.join(name)}, nil
 }
 
-// Stat returns the fstat of the directory itself.
+// Stat returns the fstat of the directory itself (zero on error).
 func (d *Dir) Stat() (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(d.fd, &st); err != nil {
-		return st, &os.PathError{Op: "fstat", Path: d.path, Err: err}
+		return unix.Stat_t{}, &os.PathError{Op: "fstat", Path: d.path, Err: err}
 	}
 	return st, nil
 }

@@ -14,7 +14,7 @@ func (s *Store) Get(mailbox, folder, id string) (*Message, string, error) {
 	if err := ValidID(id); err != nil {
 		return nil, "", err
 	}
-	mb, d, done, err := s.openMessage(mailbox, folder, id)
+	mb, d, done, err := s.openFolder(mailbox, folder, is(id))
 	if err != nil {
 		return nil, "", err
 	}
@@ -42,7 +42,7 @@ func (s *Store) Raw(mailbox, folder, id string, max int64) ([]byte, error) {
 	if err := ValidID(id); err != nil {
 		return nil, err
 	}
-	mb, d, done, err := s.openMessage(mailbox, folder, id)
+	mb, d, done, err := s.openFolder(mailbox, folder, is(id))
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 		return fmt.Errorf("move %s: source and destination are both %q", id, from)
 	}
 	_, _ = s.settleSome(mailbox, to, is(id), "", nil)
-	mb, src, done, err := s.openMessage(mailbox, from, id)
+	mb, src, done, err := s.openFolder(mailbox, from, is(id))
 	if err != nil {
 		return err
 	}

@@ -369,8 +369,9 @@ func (w pageWindow) ofAll(rows []*entry) (sel []*entry, total int, more bool) {
 // without building the filtered list. When the total is known it starts at
 // the pivot and stops at the first match past the window instead.
 func (w pageWindow) ofMatches(rows []*entry, match func(*entry) (bool, error)) (sel []*entry, total int, more bool, err error) {
-	if w.total >= 0 {
-		return w.ofKnownMatches(rows, match)
+	known := w.total >= 0
+	if known {
+		rows = rows[w.start(rows):]
 	}
 	skip := w.skip
 	for _, e := range rows {
@@ -386,30 +387,15 @@ func (w pageWindow) ofMatches(rows []*entry, match func(*entry) (bool, error)) (
 			skip--
 		case len(sel) < w.limit:
 			sel = append(sel, e)
+		case known:
+			return sel, w.total, len(sel) > 0, nil
 		default:
 			more = true
 		}
 		total++
 	}
-	return sel, total, more && len(sel) > 0, nil
-}
-
-// ofKnownMatches is ofMatches when w.total is known.
-func (w pageWindow) ofKnownMatches(rows []*entry, match func(*entry) (bool, error)) (sel []*entry, total int, more bool, err error) {
-	skip := w.skip
-	for _, e := range rows[w.start(rows):] {
-		ok, err := match(e)
-		switch {
-		case err != nil:
-			return nil, 0, false, err
-		case !ok:
-		case skip > 0:
-			skip--
-		case len(sel) < w.limit:
-			sel = append(sel, e)
-		default:
-			return sel, w.total, len(sel) > 0, nil
-		}
+	if known {
+		return sel, w.total, false, nil
 	}
-	return sel, w.total, false, nil
+	return sel, total, more && len(sel) > 0, nil
 }

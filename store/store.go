@@ -159,17 +159,11 @@ func (s *Store) dropIndexes(mailbox string) {
 	}
 }
 
-// openFolder opens a mailbox and one of its folders (creating the folder if
-// create); done closes both.
-func (s *Store) openFolder(mailbox, folder string, create bool) (mb *mailbox, d *Dir, done func(), err error) {
-	s.settle(mailbox, folder)
-	return s.openFolderNow(mailbox, folder, create)
-}
-
-// openMessage is openFolder for a call about message id only: of the
-// folder's deferred messages, only that one is written first.
-func (s *Store) openMessage(mailbox, folder, id string) (mb *mailbox, d *Dir, done func(), err error) {
-	_, _ = s.settleSome(mailbox, folder, is(id), "", nil)
+// openFolder opens a mailbox and one of its folders; done closes both. Of
+// the folder's deferred messages, those want picks are written first (nil:
+// all of them; is(id) for a call about message id only).
+func (s *Store) openFolder(mailbox, folder string, want func(id string) bool) (mb *mailbox, d *Dir, done func(), err error) {
+	_, _ = s.settleSome(mailbox, folder, want, "", nil)
 	return s.openFolderNow(mailbox, folder, false)
 }
 
@@ -204,8 +198,7 @@ func (s *Store) inFolder(name, folder string, fn func(f openedFolder) error) err
 // inFolderOnly is inFolder for a change of the messages want picks: only
 // those are written first if they are deferred (want nil: all of them).
 func (s *Store) inFolderOnly(name, folder string, want func(id string) bool, fn func(f openedFolder) error) error {
-	_, _ = s.settleSome(name, folder, want, "", nil)
-	mb, d, done, err := s.openFolderNow(name, folder, false)
+	mb, d, done, err := s.openFolder(name, folder, want)
 	if err != nil {
 		return err
 	}
@@ -332,12 +325,8 @@ func (s *Store) Owner(name string) (uid, gid int, err error) {
 
 // Exists reports whether the mailbox exists (as a real directory).
 func (s *Store) Exists(name string) bool {
-	mb, err := s.openMailbox(name)
-	if err != nil {
-		return false
-	}
-	mb.close()
-	return true
+	_, _, err := s.Owner(name)
+	return err == nil
 }
 
 // Mailboxes lists the names of the mailboxes on disk.

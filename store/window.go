@@ -36,7 +36,7 @@ func (s *Store) GetWindow(mailbox, folder, id string, off, n int, raw bool) (*Me
 	if off < 0 || n < 0 {
 		return nil, Window{}, errors.New("window offset and length must not be negative")
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, false)
+	mb, d, done, err := s.openFolder(mailbox, folder, nil)
 	if err != nil {
 		return nil, Window{}, err
 	}
