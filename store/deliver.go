@@ -53,8 +53,6 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 	for {
 		prev, mine := s.recent.claim(k, s.now())
 		if mine != nil {
-			var id string
-			var err error
 			if testHookBeforeWrite != nil {
 				err = testHookBeforeWrite(mailbox, folder)
 			}

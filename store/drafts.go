@@ -21,7 +21,7 @@ func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body str
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.inFolder(mailbox, folder, func(f openedFolder) error {
+	return s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
 		d, mb := f.d, f.mb
 		m, body, err := readMessage(d, id, mb.uid)
 		if err != nil {
@@ -128,7 +128,7 @@ func (s *Store) RemoveMessage(mailbox, folder, id string) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.inFolderOnly(mailbox, folder, is(id), func(f openedFolder) error { return removeMessage(f, id) })
+	return s.inFolder(mailbox, folder, is(id), func(f openedFolder) error { return removeMessage(f, id) })
 }
 
 func removeMessage(f openedFolder, id string) error {
@@ -156,7 +156,7 @@ func (s *Store) RemoveMessageIfVersion(mailbox, folder, id, version string) (boo
 		return false, err
 	}
 	removed := false
-	err := s.inFolderOnly(mailbox, folder, is(id), func(f openedFolder) error {
+	err := s.inFolder(mailbox, folder, is(id), func(f openedFolder) error {
 		now, err := versionOf(f.d, id)
 		if err != nil {
 			return err

@@ -251,8 +251,7 @@ func (fi *folderIndex) refresh(d *Dir, id string, uid int, now time.Time) bool {
 	if !load {
 		return changed
 	}
-	e, st, err := loadEntry(d, id, uid, now)
-	return fi.apply(id, loadResult{e, st, err})
+	return fi.apply(id, loadEntry(d, id, uid, now))
 }
 
 // check reports whether the file of id must be (re)loaded. An entry whose
@@ -316,8 +315,7 @@ func loadEntries(d *Dir, ids []string, uid int, now time.Time) []loadResult {
 				if i >= len(ids) {
 					return
 				}
-				e, st, err := loadEntry(d, ids[i], uid, now)
-				out[i] = loadResult{e, st, err}
+				out[i] = loadEntry(d, ids[i], uid, now)
 			}
 		}()
 	}
@@ -434,21 +432,21 @@ func hasFrontmatter(head []byte) bool {
 
 // loadEntry reads and parses one message file of d (its head if that is
 // enough: a cut body still makes the same snippet).
-func loadEntry(d *Dir, id string, uid int, now time.Time) (*entry, fileStamp, error) {
+func loadEntry(d *Dir, id string, uid int, now time.Time) loadResult {
 	data, st, err := d.readFileHead(id+".md", MaxMessageFile, indexHead, hasFrontmatter)
 	if err != nil {
-		return nil, fileStamp{}, err
+		return loadResult{err: err}
 	}
 	if err := checkOwner(&st, uid); err != nil {
-		return nil, fileStamp{}, err
+		return loadResult{err: err}
 	}
 	filesParsed.Add(1)
 	m, body, err := parseForIndex(data)
 	if err != nil {
-		return nil, fileStamp{}, err
+		return loadResult{err: err}
 	}
 	stamp := stampOf(&st)
-	return newEntry(id, m, body, stamp, stamp.racy(now)), stamp, nil
+	return loadResult{newEntry(id, m, body, stamp, stamp.racy(now)), stamp, nil}
 }
 
 // errForeign is returned for a file in a mailbox that its owner does not own:

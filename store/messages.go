@@ -124,7 +124,7 @@ type updateResult struct {
 // about one message are returned per id.
 func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error), mode syncMode) (map[string]updateResult, error) {
 	res := make(map[string]updateResult, len(ids))
-	err := s.inFolderOnly(mailbox, folder, among(ids), func(f openedFolder) error {
+	err := s.inFolder(mailbox, folder, among(ids), func(f openedFolder) error {
 		// Each file is synced as it is replaced; one directory fsync at
 		// the end then makes all the new names durable.
 		fileMode := mode

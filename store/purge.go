@@ -53,7 +53,7 @@ func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) []string) 
 	if folder != PurgeFolder {
 		return nil, nil, fmt.Errorf("purge %s: %w", folder, ErrNotTrash)
 	}
-	err = s.inFolder(mailbox, folder, func(f openedFolder) error {
+	err = s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
 		if err := f.fi.sync(f.d, f.mb); err != nil {
 			return err
 		}

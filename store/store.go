@@ -190,14 +190,9 @@ type openedFolder struct {
 }
 
 // inFolder runs fn with a mailbox's folder open and its index locked, as
-// every read-modify-write of a folder's messages does.
-func (s *Store) inFolder(name, folder string, fn func(f openedFolder) error) error {
-	return s.inFolderOnly(name, folder, nil, fn)
-}
-
-// inFolderOnly is inFolder for a change of the messages want picks: only
-// those are written first if they are deferred (want nil: all of them).
-func (s *Store) inFolderOnly(name, folder string, want func(id string) bool, fn func(f openedFolder) error) error {
+// every read-modify-write of a folder's messages does. Of the folder's
+// deferred messages, those want picks are written first (nil: all of them).
+func (s *Store) inFolder(name, folder string, want func(id string) bool, fn func(f openedFolder) error) error {
 	mb, d, done, err := s.openFolder(name, folder, want)
 	if err != nil {
 		return err
@@ -470,9 +465,6 @@ func (s *Store) Sweep() (removed int, err error) {
 		folders, e := mb.dir.Names()
 		keep(0, e)
 		for _, f := range folders {
-			if ValidFolder(f) != nil {
-				continue
-			}
 			d, e := mb.folder(f, false)
 			if e != nil {
 				continue // not a folder of this owner's: left alone
@@ -494,9 +486,7 @@ func countMessages(d *Dir) (int, error) {
 	}
 	n := 0
 	for _, f := range names {
-		if st, err := d.Lstat(f); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			continue
-		}
+		// Only a directory opens: O_DIRECTORY refuses anything else.
 		sub, err := d.OpenDir(f)
 		if err != nil {
 			continue
@@ -562,7 +552,7 @@ func (s *Store) Counts(name string) (Counts, error) {
 
 // List returns one page of the messages of a folder, newest first.
 func (s *Store) List(mailbox, folder string, q Query) (p Page, err error) {
-	err = s.inFolder(mailbox, folder, func(f openedFolder) error {
+	err = s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
 		p, err = f.fi.list(f.d, f.mb, folder, q)
 		return err
 	})
@@ -575,7 +565,7 @@ func (s *Store) FindByMessageID(mailbox, folder, messageID string) (id string, o
 	if messageID == "" {
 		return "", false
 	}
-	s.inFolder(mailbox, folder, func(f openedFolder) error {
+	s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
 		return f.fi.synced(f.d, f.mb, func() (err error) {
 			id, ok, err = f.fi.findMessageID(messageID)
 			return err
