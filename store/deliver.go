@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,12 +231,9 @@ func (r *recentDeliveries) expire(now time.Time) {
 		if r.byKey[e.key] == e {
 			delete(r.byKey, e.key)
 		}
-		r.order[n] = nil
 		n++
 	}
-	if n > 0 {
-		r.order = append(r.order[:0], r.order[n:]...)
-	}
+	r.order = slices.Delete(r.order, 0, n)
 }
 
 // allocate reserves a free id based on base: base, base-2, base-3...
@@ -328,14 +326,11 @@ func (s *Store) Reserve(mailbox, folder string, m *Message) (id string, release 
 	if err != nil {
 		return "", nil, err
 	}
-	var once sync.Once
-	return id, func() {
-		once.Do(func() {
-			fi.mu.Lock()
-			delete(fi.reserved, id)
-			fi.mu.Unlock()
-		})
-	}, nil
+	return id, sync.OnceFunc(func() {
+		fi.mu.Lock()
+		delete(fi.reserved, id)
+		fi.mu.Unlock()
+	}), nil
 }
 
 // CreateUnsynced writes message id (an id Reserve gave) into the folder,

@@ -54,13 +54,7 @@ func decodeFast(fm []byte) (*Message, bool) {
 	cur := top
 	seen := map[string]bool{} // keys and tables defined, by path
 	prefix := ""
-	for len(fm) > 0 {
-		var line []byte
-		if i := bytes.IndexByte(fm, '\n'); i >= 0 {
-			line, fm = fm[:i], fm[i+1:]
-		} else {
-			line, fm = fm, nil
-		}
+	for line := range bytes.SplitSeq(fm, []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -564,9 +563,6 @@ func Snippet(body string, n int) string {
 			if count >= n {
 				break
 			}
-		}
-		if r == utf8.RuneError {
-			r = '\uFFFD'
 		}
 		b.WriteRune(r)
 		count++

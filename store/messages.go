@@ -212,11 +212,6 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 		return fmt.Errorf("move %s to %s: %w", id, to, ErrExists)
 	}
 	var moved []string
-	undo := func() {
-		for _, n := range moved {
-			dst.Rename(n, src, n, true)
-		}
-	}
 	for _, suffix := range []string{attSuffix, ".eml", ".md"} {
 		n := id + suffix
 		if suffix != ".md" {
@@ -225,7 +220,9 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 			}
 		}
 		if err := src.Rename(n, dst, n, true); err != nil {
-			undo()
+			for _, n := range moved {
+				dst.Rename(n, src, n, true)
+			}
 			return fmt.Errorf("move %s to %s: %w", id, to, err)
 		}
 		moved = append(moved, n)

@@ -182,6 +182,10 @@ func tomlTime(t time.Time) time.Time {
 	return t
 }
 
+// quoteEscapes are the one-letter escapes quoteTOML writes; other control
+// characters are written as \u00XX.
+var quoteEscapes = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
+
 // quoteTOML writes s as a TOML basic string: bytes that are not UTF-8
 // become U+FFFD; quote, backslash and control characters are escaped.
 func quoteTOML(b *bytes.Buffer, s string) {
@@ -197,22 +201,10 @@ func quoteTOML(b *bytes.Buffer, s string) {
 		}
 		b.WriteString(s[start:i])
 		start = i + 1
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\r':
-			b.WriteString(`\r`)
-		default:
+		if e := quoteEscapes[c]; e != 0 {
+			b.WriteByte('\\')
+			b.WriteByte(e)
+		} else {
 			const hex = "0123456789abcdef"
 			b.WriteString(`\u00`)
 			b.WriteByte(hex[c>>4])
