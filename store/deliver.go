@@ -244,13 +244,9 @@ func (fi *folderIndex) allocate(d *Dir, base, messageID string, deferred func(id
 		if n > 1 {
 			id = base + "-" + strconv.Itoa(n)
 		}
-		if _, ok := fi.entries[id]; ok {
-			continue
-		}
-		if _, ok := fi.reserved[id]; ok {
-			continue
-		}
-		if taken(d, id) || deferred(id) {
+		_, indexed := fi.entries[id]
+		_, reserved := fi.reserved[id]
+		if indexed || reserved || taken(d, id) || deferred(id) {
 			continue
 		}
 		fi.reserved[id] = messageID

@@ -128,29 +128,28 @@ func tomlDepth(b []byte) int {
 // skipText returns the index of the last byte of the comment or string that
 // starts at b[i] (or len(b) when it does not end).
 func skipText(b []byte, i int) int {
-	escaped := func(j int) bool { return b[j] == '\\' } // the next byte is taken as it is
 	switch {
 	case b[i] == '#':
-		return endAt(b, i+1, "\n", nil)
+		return endAt(b, i+1, "\n", false)
 	case bytes.HasPrefix(b[i:], []byte(`"""`)):
-		return endAt(b, i+3, `"""`, escaped)
+		return endAt(b, i+3, `"""`, true)
 	case bytes.HasPrefix(b[i:], []byte(`'''`)):
-		return endAt(b, i+3, `'''`, nil)
+		return endAt(b, i+3, `'''`, false)
 	case b[i] == '"':
-		return endAt(b, i+1, "\"\n", escaped)
+		return endAt(b, i+1, "\"\n", true)
 	default: // a literal string
-		return endAt(b, i+1, "'\n", nil)
+		return endAt(b, i+1, "'\n", false)
 	}
 }
 
 // endAt walks b from j to the end of a text: for a closing sequence of
 // three quotes, its last byte; otherwise the first byte that is one of
-// closers. A byte for which escaped is true makes the next one plain. It
+// closers. With escapes, a backslash makes the next byte plain. It
 // returns len(b) when the text does not end.
-func endAt(b []byte, j int, closers string, escaped func(int) bool) int {
+func endAt(b []byte, j int, closers string, escapes bool) int {
 	for ; j < len(b); j++ {
 		switch {
-		case escaped != nil && escaped(j):
+		case escapes && b[j] == '\\':
 			j++
 		case len(closers) == 3 && closers[0] == closers[1]:
 			if bytes.HasPrefix(b[j:], []byte(closers)) {
