@@ -79,11 +79,6 @@ func (s *Store) deferredHas(mailbox, folder, id string) bool {
 	return f != nil && f.msgs[id] != nil
 }
 
-// deferredIn is deferredHas for one folder.
-func (s *Store) deferredIn(mailbox, folder string) func(id string) bool {
-	return func(id string) bool { return s.deferredHas(mailbox, folder, id) }
-}
-
 // CreateDeferred is CreateUnsynced, later: the message is written within
 // the delay, or as soon as anything opens its folder through the store, or
 // by Close, whichever comes first. An UpdateUnsynced before then

@@ -142,7 +142,8 @@ func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message,
 			return nil, "", err
 		}
 	}
-	id, err := fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID, s.deferredIn(mailbox, folder))
+	deferred := func(id string) bool { return s.deferredHas(mailbox, folder, id) }
+	id, err := fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID, deferred)
 	return fi, id, err
 }
 

@@ -100,12 +100,10 @@ func (s *Store) SetRead(mailbox, folder string, ids []string, read bool, now tim
 		if m.Read == read {
 			return false, nil
 		}
-		m.Read = read
+		m.Read, m.ReadAt = read, nil
 		if read {
 			t := now.UTC()
 			m.ReadAt = &t
-		} else {
-			m.ReadAt = nil
 		}
 		return true, nil
 	}, syncAll)
