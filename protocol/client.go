@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,13 +15,7 @@ import (
 // SocketPath picks the control socket: an explicit flag value, then
 // $MAILCTL_SOCKET, then DefaultSocket.
 func SocketPath(flagValue string) string {
-	if flagValue != "" {
-		return flagValue
-	}
-	if env := os.Getenv("MAILCTL_SOCKET"); env != "" {
-		return env
-	}
-	return DefaultSocket
+	return cmp.Or(flagValue, os.Getenv("MAILCTL_SOCKET"), DefaultSocket)
 }
 
 // Client is a connection to the daemon. It is safe for concurrent use: many
@@ -244,21 +239,19 @@ func (c *Client) Watch(ctx context.Context, args WatchArgs) (<-chan Event, error
 	out := make(chan Event, 64)
 	go func() {
 		defer close(out)
+		defer c.forget(id)
 		for {
 			select {
 			case resp, ok := <-ch:
 				if !ok || resp.Event == nil {
-					c.forget(id)
 					return
 				}
 				select {
 				case out <- *resp.Event:
 				case <-ctx.Done():
-					c.forget(id)
 					return
 				}
 			case <-ctx.Done():
-				c.forget(id)
 				return
 			}
 		}

@@ -186,10 +186,9 @@ func ProbeID(frame []byte) uint64 {
 // Free gives up a buffer grown past keepFrameBuffer for a large frame; the
 // last frame returned by Next is invalid afterwards.
 func (f *FrameReader) Free() {
-	if cap(f.buf) <= keepFrameBuffer {
-		return
+	if cap(f.buf) > keepFrameBuffer {
+		f.Close()
 	}
-	f.Close()
 }
 
 // Close gives up the buffer, whatever its size; the reader may still be
@@ -250,15 +249,8 @@ func (f *FrameReader) Next() ([]byte, error) {
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		if err != nil {
-			if err == io.EOF && len(f.buf) > 0 && !tooLarge && !refused {
-				line := bytes.TrimRight(f.buf, "\r")
-				f.buf = f.buf[:0]
-				if len(line) > f.max {
-					return nil, ErrFrameTooLarge
-				}
-				return line, nil
-			}
+		// A last line without its newline is still a frame.
+		if err != nil && (err != io.EOF || len(f.buf) == 0 || tooLarge || refused) {
 			return nil, err
 		}
 		if tooLarge {
@@ -286,9 +278,6 @@ func DecodeStrict(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return describeJSONError(err)
 	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after the JSON value")
 	}
@@ -303,11 +292,8 @@ func describeJSONError(err error) error {
 		}
 		return fmt.Errorf("expected %s, got %s", te.Type, te.Value)
 	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "json: unknown field ") {
-		return fmt.Errorf("unknown field %s", strings.TrimPrefix(msg, "json: unknown field "))
-	}
-	return errors.New(strings.TrimPrefix(msg, "json: "))
+	// "json: unknown field" and the syntax errors read well without the prefix.
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // DecodeRequest parses one request frame strictly.
