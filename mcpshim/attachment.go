@@ -94,9 +94,6 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	data := AttachmentData{Filename: att.Filename, ContentType: att.ContentType, Size: att.Size,
 		Path: filepath.Join(mailboxDir, rel), Trust: trustFacts(m), Mode: attachmentMode(in.Mode, att.ContentType)}
-	if m.Outbound {
-		data.Trust.Fenced = false // your own sent copy
-	}
 	if data.Mode == "path" {
 		return fmt.Sprintf("attachment %s (%s, %d bytes) is at %s", att.Filename, att.ContentType, att.Size, data.Path), data, nil, nil
 	}
@@ -170,12 +167,10 @@ func attachmentText(data *AttachmentData, m *protocol.Message, content []byte, f
 		full = false
 	}
 	data.Truncated = !full
-	if !isTrusted(m.Trusted) && !m.Outbound {
+	if fenced(m) {
 		f := newFence()
 		text = f.block(text)
 		data.Fence = f.label()
-	} else {
-		data.Trust.Fenced = false
 	}
 	data.Text = text
 }

@@ -3,6 +3,7 @@ package mcpshim
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -44,10 +45,7 @@ func (f *fence) inline(s string) string {
 // defuse removes any occurrence of this response's marker from the text; with
 // a random marker that only happens by accident or by a guessing attacker.
 func (f *fence) defuse(s string) string {
-	if strings.Contains(s, f.marker) {
-		s = strings.ReplaceAll(s, f.marker, "UNTRUSTED-marker-removed")
-	}
-	return s
+	return strings.ReplaceAll(s, f.marker, "UNTRUSTED-marker-removed")
 }
 
 // label explains the fence in results.
@@ -77,10 +75,12 @@ type TrustFacts struct {
 	DMARC   string `json:"dmarc,omitempty"`
 }
 
-func isTrusted(v protocol.Verdict) bool { return v.IsTrusted() }
+// fenced reports whether a message's text is fenced: it is neither from a
+// trusted sender nor the mailbox's own sent copy.
+func fenced(m *protocol.Message) bool { return !m.Trusted.IsTrusted() && !m.Outbound }
 
 func trustFacts(m *protocol.Message) *TrustFacts {
-	tf := &TrustFacts{Trusted: orNone(m.Trusted), Fenced: !isTrusted(m.Trusted)}
+	tf := &TrustFacts{Trusted: orNone(m.Trusted), Fenced: fenced(m)}
 	var dk []string
 	for _, d := range m.DKIM {
 		dk = append(dk, authString(&d))
@@ -99,7 +99,7 @@ func trustWhy(m *protocol.Message) string {
 	switch {
 	case m.Outbound:
 		return "sent by this mailbox"
-	case isTrusted(m.Trusted):
+	case m.Trusted.IsTrusted():
 		return "the sender's domain is authenticated (aligned DKIM or SPF) and the sender is on this mailbox's trusted senders"
 	case m.Trusted == protocol.NoPolicy || m.Trusted == "":
 		return "this mailbox has no trusted senders configured, so no mail to it is trusted, whoever sends it (the operator sets trusted_senders)"
@@ -122,16 +122,11 @@ func authenticated(m *protocol.Message) bool {
 		return false
 	}
 	domain := from[at+1:]
-	aligned := func(a *protocol.AuthResult) bool {
+	aligned := func(a protocol.AuthResult) bool {
 		d := strings.ToLower(a.Domain)
 		return a.Result == "pass" && d != "" && (d == domain || strings.HasSuffix(domain, "."+d) || strings.HasSuffix(d, "."+domain))
 	}
-	for i := range m.DKIM {
-		if aligned(&m.DKIM[i]) {
-			return true
-		}
-	}
-	return m.SPF != nil && aligned(m.SPF)
+	return slices.ContainsFunc(m.DKIM, aligned) || m.SPF != nil && aligned(*m.SPF)
 }
 
 func authString(a *protocol.AuthResult) string {

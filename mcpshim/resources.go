@@ -97,7 +97,7 @@ func (s *Server) readTemplated(ctx context.Context, req *mcp.ReadResourceRequest
 		}
 		if raw {
 			body := m.Body
-			if !isTrusted(m.Trusted) && !m.Outbound {
+			if fenced(m) {
 				body = newFence().block(body)
 			}
 			return textResource(uri, "message/rfc822", body), nil
@@ -175,7 +175,7 @@ func inboxMarkdown(name string, list *protocol.MessageList) string {
 func cell(s string) string { return strings.ReplaceAll(oneLine(s), "|", `\|`) }
 
 func messageMarkdown(m *protocol.Message) string {
-	d := readData(m, newFence(), DefaultReadWindow)
+	d := readData(m, newFence())
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", oneLine(d.Subject))
 	fmt.Fprintf(&b, "- id: %s\n- folder: %s\n- from: %s\n- to: %s\n- date: %s\n- message_id: %s\n- thread_id: %s\n",

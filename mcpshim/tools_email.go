@@ -198,7 +198,7 @@ func listRow(mailbox string, m protocol.MessageSummary, f *fence) ListRow {
 		Date: m.Date.UTC().Format(time.RFC3339), Read: m.Read, Trusted: orNone(m.Trusted), ThreadID: m.ThreadID,
 		Attachments: m.Attachments, Snippet: clip(oneLine(m.Snippet), listSnippetMax), DeliveryStatus: m.DeliveryStatus,
 		Labels: m.Labels, Starred: m.Starred}
-	if !isTrusted(m.Trusted) && m.Folder != protocol.FolderSent {
+	if !m.Trusted.IsTrusted() && m.Folder != protocol.FolderSent {
 		row.From = f.inline(row.From)
 		row.Subject = f.inline(row.Subject)
 		row.Snippet = f.inline(row.Snippet)
@@ -276,7 +276,7 @@ func (s *Server) toolEmailRead() toolSpec {
 			return "", EmailReadData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
 		f := newFence()
-		data := readData(m, f, in.MaxChars)
+		data := readData(m, f)
 		if in.Thread && m.ThreadID != "" {
 			rows, err := s.thread(ctx, in.Mailbox, m.ThreadID, f)
 			if err != nil {
@@ -356,13 +356,13 @@ func (s *Server) read(ctx context.Context, args protocol.MessageReadArgs) (*prot
 // describe names a message's sender and subject for a summary line; an
 // untrusted sender's words never appear outside a fence, so summaries leave them out.
 func describe(m *protocol.Message) string {
-	if !isTrusted(m.Trusted) && !m.Outbound {
+	if fenced(m) {
 		return "from an untrusted sender (headers and body fenced in data)"
 	}
 	return fmt.Sprintf("from %s: %q", clip(m.From, 80), clip(m.Subject, 80))
 }
 
-func readData(m *protocol.Message, f *fence, _ int) EmailReadData {
+func readData(m *protocol.Message, f *fence) EmailReadData {
 	d := EmailReadData{Message: *m, Trust: trustFacts(m), FromAddress: plainAddress(m.From), URI: MessageURI(m.Mailbox, m.Folder, m.ID)}
 	d.Message.Snippet = ""
 	shown := utf8.RuneCountInString(m.Body)
@@ -370,12 +370,10 @@ func readData(m *protocol.Message, f *fence, _ int) EmailReadData {
 		d.Truncated = true
 		d.NextOffset = m.Offset + shown
 	}
-	if !isTrusted(m.Trusted) && !m.Outbound {
+	if fenced(m) {
 		d.From = f.inline(m.From)
 		d.Subject = f.inline(m.Subject)
 		d.Body = f.block(m.Body)
-	} else {
-		d.Trust.Fenced = false
 	}
 	d.Fence = f.label()
 	return d

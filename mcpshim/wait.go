@@ -106,7 +106,7 @@ func (w *waiter) deliver(ctx context.Context, id string) (sum string, data Email
 	}
 	data = EmailWaitData{Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),
 		Waited: time.Since(w.start).Milliseconds()}
-	data.Message = readData(m, newFence(), in.MaxChars)
+	data.Message = readData(m, newFence())
 	sum = fmt.Sprintf("message %s arrived %s", m.ID, describe(m))
 	if len(data.Codes) > 0 {
 		sum += fmt.Sprintf("; %d code(s) found", len(data.Codes))
