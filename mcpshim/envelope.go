@@ -379,6 +379,15 @@ func mustRaw(s *jsonschema.Schema) json.RawMessage {
 
 func boolPtr(b bool) *bool { return &b }
 
+// orEmpty returns s, or an empty list for nil: lists reach the client as
+// [], never as null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 // annotations builds tool annotations; every tool states all four hints.
 func annotations(title string, readOnly, destructive, idempotent, openWorld bool) *mcp.ToolAnnotations {
 	return &mcp.ToolAnnotations{

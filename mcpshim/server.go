@@ -9,6 +9,7 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -40,7 +41,6 @@ type Options struct {
 
 // Server is one MCP server bound to one daemon socket.
 type Server struct {
-	opts   Options
 	log    *slog.Logger
 	mcp    *mcp.Server
 	socket string
@@ -72,19 +72,14 @@ func New(opts Options) *Server {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	version := opts.Version
-	if version == "" {
-		version = "dev"
-	}
 	s := &Server{
-		opts:          opts,
 		log:           logger,
 		socket:        protocol.SocketPath(opts.SocketPath),
 		progressEvery: 5 * time.Second,
 		dialTimeout:   5 * time.Second,
 	}
 	s.subs = newSubscriptions(s)
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mailctl", Title: "mailctl mail exchange", Version: version}, &mcp.ServerOptions{
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mailctl", Title: "mailctl mail exchange", Version: cmp.Or(opts.Version, "dev")}, &mcp.ServerOptions{
 		Instructions:       Instructions,
 		Logger:             slog.New(minLevel{slog.LevelWarn, logger.Handler()}), // the SDK logs every session at info
 		SubscribeHandler:   s.subs.subscribe,

@@ -152,14 +152,8 @@ func (s *Server) draftSend(ctx context.Context, in *emailDraftArgs, sendAt *time
 	if err := s.call(ctx, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: in.Mailbox, ID: in.ID, SendAt: sendAt, DryRun: in.DryRun}, &res); err != nil {
 		return "", out, nil, err
 	}
-	if res.Recipients == nil {
-		res.Recipients = []protocol.RecipientStatus{}
-	}
-	if res.Envelope.RcptTo == nil {
-		res.Envelope.RcptTo = []string{}
-	}
 	out.Sent = &res
-	summary := fmt.Sprintf("%s: draft %s as message %s to %s", res.Status, in.ID, res.MessageID, clip(strings.Join(res.Envelope.RcptTo, ", "), 120))
+	summary := fmt.Sprintf("%s: draft %s as message %s to %s", res.Status, in.ID, res.MessageID, sentTo(&res))
 	if res.SendAt != nil {
 		summary += " at " + res.SendAt.UTC().Format(time.RFC3339)
 	}

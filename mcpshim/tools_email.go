@@ -1,6 +1,7 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/mail"
@@ -110,10 +111,7 @@ func (s *Server) toolEmailList() toolSpec {
 		if err != nil {
 			return "", data, nil, err
 		}
-		folder := in.Folder
-		if folder == "" {
-			folder = protocol.FolderInbox
-		}
+		folder := cmp.Or(in.Folder, protocol.FolderInbox)
 		limit := in.Limit
 		if limit <= 0 {
 			limit = 50
@@ -131,9 +129,7 @@ func (s *Server) toolEmailList() toolSpec {
 			Total: out.Total, HasMore: out.HasMore, NextCursor: out.NextCursor}
 		unread := 0
 		for _, m := range out.Messages {
-			if m.Folder == "" {
-				m.Folder = folder
-			}
+			m.Folder = cmp.Or(m.Folder, folder)
 			data.Messages = append(data.Messages, listRow(in.Mailbox, m, f))
 			if !m.Read {
 				unread++
@@ -188,9 +184,7 @@ func listRow(mailbox string, m protocol.MessageSummary, f *fence) ListRow {
 	if len(to) > listToMax {
 		to = append(append([]string{}, to[:listToMax]...), fmt.Sprintf("(+%d more)", len(m.To)-listToMax))
 	}
-	if to == nil {
-		to = []string{}
-	}
+	to = orEmpty(to)
 	for i := range to {
 		to[i] = clip(to[i], listFieldMax)
 	}
@@ -307,9 +301,7 @@ func (s *Server) thread(ctx context.Context, mailbox, threadID string, f *fence)
 			return nil, err
 		}
 		for _, m := range out.Messages {
-			if m.Folder == "" {
-				m.Folder = folder
-			}
+			m.Folder = cmp.Or(m.Folder, folder)
 			rows = append(rows, listRow(mailbox, m, f))
 			dates = append(dates, m.Date)
 		}
@@ -347,9 +339,7 @@ func (s *Server) read(ctx context.Context, args protocol.MessageReadArgs) (*prot
 		}
 		m.Truncated = true
 	}
-	if m.Folder == "" {
-		m.Folder = args.Folder
-	}
+	m.Folder = cmp.Or(m.Folder, args.Folder)
 	return &m, nil
 }
 

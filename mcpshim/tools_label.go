@@ -29,6 +29,18 @@ type LabelData struct {
 	Issues   []Issue  `json:"issues,omitempty"`
 }
 
+// partial is the status of a change to several messages and an issue for
+// each id that was not found.
+func partial(stage string, notFound []string) (status string, issues []Issue) {
+	if len(notFound) == 0 {
+		return "ok", nil
+	}
+	for _, id := range notFound {
+		issues = append(issues, Issue{Code: protocol.CodeNotFound, Stage: stage, Message: "no such message", ID: id})
+	}
+	return "partial", issues
+}
+
 // idList gathers id and ids into one list, id first.
 func idList(id string, ids []string) []string {
 	out := append([]string{}, ids...)
@@ -62,16 +74,8 @@ func (s *Server) toolEmailLabel() toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageLabel, args, &out); err != nil {
 			return "", LabelData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		data := LabelData{Changed: out.Changed, NotFound: out.NotFound, Status: "ok"}
-		if data.Changed == nil {
-			data.Changed = []string{}
-		}
-		if len(out.NotFound) > 0 {
-			data.Status = "partial"
-			for _, id := range out.NotFound {
-				data.Issues = append(data.Issues, Issue{Code: protocol.CodeNotFound, Stage: "label", Message: "no such message", ID: id})
-			}
-		}
+		status, issues := partial("label", out.NotFound)
+		data := LabelData{Changed: orEmpty(out.Changed), NotFound: out.NotFound, Status: status, Issues: issues}
 		return fmt.Sprintf("changed %d of %d message(s)", len(data.Changed), len(ids)), data, nil, nil
 	})
 }
@@ -114,10 +118,7 @@ func (s *Server) toolEmailPurge() toolSpec {
 		if err := s.call(ctx, protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: in.Mailbox, IDs: ids, Before: before}, &out); err != nil {
 			return "", PurgeData{}, nil, messageHint(err, in.Mailbox, protocol.FolderTrash)
 		}
-		data := PurgeData{Mailbox: in.Mailbox, Purged: out.Purged, NotFound: out.NotFound}
-		if data.Purged == nil {
-			data.Purged = []string{}
-		}
+		data := PurgeData{Mailbox: in.Mailbox, Purged: orEmpty(out.Purged), NotFound: out.NotFound}
 		sum := fmt.Sprintf("purged %d message(s) from %s/trash", len(data.Purged), in.Mailbox)
 		if len(out.NotFound) > 0 {
 			sum += "; not in trash: " + strings.Join(out.NotFound, ", ")

@@ -1,6 +1,7 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -137,9 +138,7 @@ func (s *Server) toolMailboxDelete() toolSpec {
 			}
 			return "", out, nil, err
 		}
-		if out.Name == "" {
-			out.Name = in.Name
-		}
+		out.Name = cmp.Or(out.Name, in.Name)
 		return "deleted mailbox " + in.Name, out, nil, nil
 	})
 }
@@ -201,9 +200,7 @@ func (s *Server) toolHookList() toolSpec {
 		if err := s.call(ctx, protocol.VerbHookList, protocol.HookListArgs{Mailbox: in.Mailbox}, &out); err != nil {
 			return "", out, nil, err
 		}
-		if out.Hooks == nil {
-			out.Hooks = []protocol.Hook{}
-		}
+		out.Hooks = orEmpty(out.Hooks)
 		return fmt.Sprintf("%d hook(s)", len(out.Hooks)), out, nil, nil
 	})
 }
@@ -226,9 +223,7 @@ func (s *Server) toolHookDelete() toolSpec {
 			}
 			return "", out, nil, err
 		}
-		if out.Name == "" {
-			out.Name = in.Name
-		}
+		out.Name = cmp.Or(out.Name, in.Name)
 		return "deleted hook " + in.Name, out, nil, nil
 	})
 }

@@ -1,6 +1,7 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -132,14 +133,7 @@ func (s *Server) send(ctx context.Context, args protocol.SendArgs) (string, prot
 	if err := s.call(ctx, protocol.VerbSend, args, &out); err != nil {
 		return "", out, nil, err
 	}
-	if out.Recipients == nil {
-		out.Recipients = []protocol.RecipientStatus{}
-	}
-	if out.Envelope.RcptTo == nil {
-		out.Envelope.RcptTo = []string{}
-	}
-	rcpts := strings.Join(out.Envelope.RcptTo, ", ")
-	summary := fmt.Sprintf("%s: message %s to %s", out.Status, out.MessageID, clip(rcpts, 120))
+	summary := fmt.Sprintf("%s: message %s to %s", out.Status, out.MessageID, sentTo(&out))
 	if out.Duplicate {
 		summary += " (answered from the earlier call with the same idempotency_key)"
 	}
@@ -155,6 +149,14 @@ func (s *Server) send(ctx context.Context, args protocol.SendArgs) (string, prot
 			Arguments: map[string]any{"mailbox": args.FromMailbox, "id": out.ID, "folder": protocol.FolderSent, "max_chars": 1}}
 	}
 	return summary, out, next, nil
+}
+
+// sentTo makes a send result's lists [] rather than null and names its
+// envelope recipients for a summary line.
+func sentTo(res *protocol.SendResult) string {
+	res.Recipients = orEmpty(res.Recipients)
+	res.Envelope.RcptTo = orEmpty(res.Envelope.RcptTo)
+	return clip(strings.Join(res.Envelope.RcptTo, ", "), 120)
 }
 
 // loadAttachments reads files with the caller's own rights (the daemon never
@@ -267,10 +269,7 @@ func (s *Server) toolMark(read bool) toolSpec {
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["ids"].MaxItems = intPtr(500)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *markArgs) (string, MarkData, *NextAction, error) {
-		ids := append([]string{}, in.IDs...)
-		if in.ID != "" {
-			ids = append([]string{in.ID}, ids...)
-		}
+		ids := idList(in.ID, in.IDs)
 		if len(ids) == 0 {
 			return "", MarkData{}, nil, fail(protocol.CodeInvalidInput, "give id or ids")
 		}
@@ -278,19 +277,11 @@ func (s *Server) toolMark(read bool) toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: in.Mailbox, Folder: in.Folder, IDs: ids, Read: read}, &out); err != nil {
 			return "", MarkData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		data := MarkData{Changed: out.Changed, NotFound: out.NotFound, Status: "ok"}
-		if data.Changed == nil {
-			data.Changed = []string{}
+		if len(out.NotFound) == len(ids) {
+			return "", MarkData{}, nil, messageHint(fail(protocol.CodeNotFound, "no message %s in %s", strings.Join(out.NotFound, ", "), in.Mailbox), in.Mailbox, in.Folder)
 		}
-		if len(out.NotFound) > 0 {
-			if len(out.NotFound) == len(ids) {
-				return "", MarkData{}, nil, messageHint(fail(protocol.CodeNotFound, "no message %s in %s", strings.Join(out.NotFound, ", "), in.Mailbox), in.Mailbox, in.Folder)
-			}
-			data.Status = "partial"
-			for _, id := range out.NotFound {
-				data.Issues = append(data.Issues, Issue{Code: protocol.CodeNotFound, Stage: "mark", Message: "no such message", ID: id})
-			}
-		}
+		status, issues := partial("mark", out.NotFound)
+		data := MarkData{Changed: orEmpty(out.Changed), NotFound: out.NotFound, Status: status, Issues: issues}
 		return fmt.Sprintf("marked %d message(s) %s", len(out.Changed), what), data, nil, nil
 	})
 }
@@ -319,7 +310,7 @@ func (s *Server) toolEmailMove() toolSpec {
 		sc.Properties["action"].Enum = []any{"archive", "trash", "restore"}
 		sc.Properties["folder"].Enum = folderEnum
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *moveArgs) (string, MoveData, *NextAction, error) {
-		from, to := in.Folder, ""
+		from, to := cmp.Or(in.Folder, protocol.FolderInbox), ""
 		switch in.Action {
 		case "archive":
 			to = protocol.FolderArchive
@@ -327,12 +318,7 @@ func (s *Server) toolEmailMove() toolSpec {
 			to = protocol.FolderTrash
 		case "restore":
 			to = protocol.FolderInbox
-			if from == "" {
-				from = protocol.FolderTrash
-			}
-		}
-		if from == "" {
-			from = protocol.FolderInbox
+			from = cmp.Or(in.Folder, protocol.FolderTrash)
 		}
 		if from == to {
 			return "", MoveData{}, nil, fail(protocol.CodeInvalidInput, "the message is already in %s", to)
@@ -344,13 +330,7 @@ func (s *Server) toolEmailMove() toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: in.Mailbox, ID: in.ID, From: from, To: to}, &out); err != nil {
 			return "", MoveData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		data := MoveData{Mailbox: in.Mailbox, ID: in.ID, From: from, To: to}
-		if out.ID != "" {
-			data.ID = out.ID
-		}
-		if out.Folder != "" {
-			data.To = out.Folder
-		}
+		data := MoveData{Mailbox: in.Mailbox, ID: cmp.Or(out.ID, in.ID), From: from, To: cmp.Or(out.Folder, to)}
 		return fmt.Sprintf("moved %s from %s to %s", data.ID, from, data.To), data, nil, nil
 	})
 }
