@@ -1,9 +1,11 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,13 +51,10 @@ func (s *Server) toolEmailWait() toolSpec {
 }
 
 func (s *Server) emailWait(ctx context.Context, req *mcp.CallToolRequest, in *emailWaitArgs) (string, EmailWaitData, *NextAction, error) {
-	w := &waiter{s: s, in: in, req: req, start: time.Now(), timeout: 120 * time.Second}
+	w := &waiter{s: s, in: in, req: req, start: time.Now(), timeout: cmp.Or(time.Duration(in.TimeoutSecs)*time.Second, 120*time.Second)}
 	since, err := parseWhen("since", in.Since)
 	if err != nil {
 		return "", EmailWaitData{}, nil, err
-	}
-	if in.TimeoutSecs != 0 {
-		w.timeout = time.Duration(in.TimeoutSecs) * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
@@ -214,9 +213,7 @@ var (
 // such a word are not reported.
 func extractCodes(text string) []string {
 	codes := []string{}
-	if len(text) > 200_000 {
-		text = text[:200_000]
-	}
+	text = text[:min(len(text), 200_000)]
 	// Words inside links ("…/verify?…") announce nothing, and digits in
 	// links are not codes.
 	text = linkRE.ReplaceAllStringFunc(text, func(l string) string { return strings.Repeat(" ", len(l)) })
@@ -230,13 +227,7 @@ func extractCodes(text string) []string {
 		if looksLikeYear(c) || partOfLongerNumber(text, loc[0], loc[1]) {
 			continue
 		}
-		near := false
-		for _, w := range words {
-			if abs(w[0]-loc[0]) <= 80 {
-				near = true
-				break
-			}
-		}
+		near := slices.ContainsFunc(words, func(w []int) bool { return max(w[0]-loc[0], loc[0]-w[0]) <= 80 })
 		c = strings.NewReplacer("-", "", " ", "").Replace(c)
 		if near && !seen[c] {
 			seen[c] = true
@@ -259,13 +250,6 @@ func partOfLongerNumber(text string, start, end int) bool {
 
 func looksLikeYear(c string) bool {
 	return len(c) == 4 && (strings.HasPrefix(c, "19") || strings.HasPrefix(c, "20"))
-}
-
-func abs(i int) int {
-	if i < 0 {
-		return -i
-	}
-	return i
 }
 
 // extractLinks lists distinct links in order, trimmed of trailing punctuation.
