@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -187,16 +189,13 @@ func splitAddresses(s string) []string {
 		return nil
 	}
 	parts := strings.Split(s, ",")
-	for _, p := range parts {
-		if !strings.Contains(p, "@") {
-			return []string{s}
-		}
+	if slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(p, "@") }) {
+		return []string{s}
 	}
-	out := make([]string, 0, len(parts))
-	for _, p := range parts {
-		out = append(out, strings.TrimSpace(p))
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
 	}
-	return out
+	return parts
 }
 
 var schemaOptions = &jsonschema.ForOptions{
@@ -359,14 +358,9 @@ func marshal(v any) ([]byte, error) {
 }
 
 func dropNulls(m map[string]any) bool {
-	dropped := false
-	for k, v := range m {
-		if v == nil {
-			delete(m, k)
-			dropped = true
-		}
-	}
-	return dropped
+	n := len(m)
+	maps.DeleteFunc(m, func(_ string, v any) bool { return v == nil })
+	return len(m) < n
 }
 
 func mustRaw(s *jsonschema.Schema) json.RawMessage {

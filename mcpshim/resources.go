@@ -118,22 +118,19 @@ func resourceErr(err error, uri string) error {
 		return err
 	}
 	pe := asProtocolError(err)
-	code := pe.Code
-	fields := map[string]any{"uri": uri, "code": code, "retryable": pe.Retryable}
-	if code == protocol.CodeNotFound {
-		fields["next_action"] = resourceNext(uri, pe)
-	}
-	data, _ := json.Marshal(fields)
-	err = pe
-	switch code {
+	fields := map[string]any{"uri": uri, "code": pe.Code, "retryable": pe.Retryable}
+	rpc = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: pe.Error()}
+	switch pe.Code {
 	case protocol.CodeNotFound:
 		// The SDK's resource-not-found code is now InvalidParams; data.code
 		// says not_found.
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Resource not found: " + err.Error(), Data: data}
+		rpc.Code, rpc.Message = jsonrpc.CodeInvalidParams, "Resource not found: "+pe.Error()
+		fields["next_action"] = resourceNext(uri, pe)
 	case protocol.CodeInvalidInput, protocol.CodeForbidden, protocol.CodeTooLarge:
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
+		rpc.Code = jsonrpc.CodeInvalidParams
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: data}
+	rpc.Data, _ = json.Marshal(fields)
+	return rpc
 }
 
 // resourceNext is the call that finds what a not_found resource URI missed:

@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -266,11 +266,7 @@ func ParseTools(spec string) ([]string, error) {
 			continue
 		}
 		if !slices.Contains(allTools, part) {
-			names := make([]string, 0, len(presets))
-			for n := range presets {
-				names = append(names, n)
-			}
-			sort.Strings(names)
+			names := slices.Sorted(maps.Keys(presets))
 			return nil, fmt.Errorf("unknown tool or preset %q (presets: %s; tools: %s)", part, strings.Join(names, ", "), strings.Join(allTools, ", "))
 		}
 		out = append(out, part)

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/mail"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -293,8 +293,7 @@ func (s *Server) toolEmailRead() toolSpec {
 // thread lists a thread's messages across inbox, archive and sent, oldest
 // first, capped so a long thread cannot flood the context.
 func (s *Server) thread(ctx context.Context, mailbox, threadID string, f *fence) ([]ListRow, error) {
-	var rows []ListRow
-	var dates []time.Time
+	var msgs []protocol.MessageSummary
 	for _, folder := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
 		var out protocol.MessageList
 		if err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: mailbox, Folder: folder, ThreadID: threadID, Limit: 50}, &out); err != nil {
@@ -302,23 +301,15 @@ func (s *Server) thread(ctx context.Context, mailbox, threadID string, f *fence)
 		}
 		for _, m := range out.Messages {
 			m.Folder = cmp.Or(m.Folder, folder)
-			rows = append(rows, listRow(mailbox, m, f))
-			dates = append(dates, m.Date)
+			msgs = append(msgs, m)
 		}
 	}
-	idx := make([]int, len(rows))
-	for i := range idx {
-		idx[i] = i
+	slices.SortStableFunc(msgs, func(a, b protocol.MessageSummary) int { return a.Date.Compare(b.Date) })
+	rows := make([]ListRow, 0, len(msgs))
+	for _, m := range msgs {
+		rows = append(rows, listRow(mailbox, m, f))
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return dates[idx[a]].Before(dates[idx[b]]) })
-	sorted := make([]ListRow, 0, len(rows))
-	for _, i := range idx {
-		sorted = append(sorted, rows[i])
-	}
-	if len(sorted) > 100 {
-		sorted = sorted[len(sorted)-100:]
-	}
-	return sorted, nil
+	return rows[max(0, len(rows)-100):], nil
 }
 
 // read asks the daemon for a message and enforces the window on this side too,
