@@ -57,9 +57,9 @@ func (s *Server) toolEmailAttachment() toolSpec {
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["mode"].Enum = []any{"auto", "text", "path", "base64"}
 		sc.Properties["folder"].Enum = folderEnum
-		sc.Properties["index"].Minimum = floatPtr(0)
-		sc.Properties["max_chars"].Minimum = floatPtr(0)
-		sc.Properties["max_chars"].Maximum = floatPtr(MaxReadWindow)
+		sc.Properties["index"].Minimum = new(0.0)
+		sc.Properties["max_chars"].Minimum = new(0.0)
+		sc.Properties["max_chars"].Maximum = new(float64(MaxReadWindow))
 	}, s.emailAttachment)
 }
 

@@ -371,8 +371,6 @@ func mustRaw(s *jsonschema.Schema) json.RawMessage {
 	return b
 }
 
-func boolPtr(b bool) *bool { return &b }
-
 // orEmpty returns s, or an empty list for nil: lists reach the client as
 // [], never as null.
 func orEmpty[T any](s []T) []T {
@@ -387,9 +385,9 @@ func annotations(title string, readOnly, destructive, idempotent, openWorld bool
 	return &mcp.ToolAnnotations{
 		Title:           title,
 		ReadOnlyHint:    readOnly,
-		DestructiveHint: boolPtr(destructive),
+		DestructiveHint: new(destructive),
 		IdempotentHint:  idempotent,
-		OpenWorldHint:   boolPtr(openWorld),
+		OpenWorldHint:   new(openWorld),
 	}
 }
 

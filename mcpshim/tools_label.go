@@ -57,9 +57,9 @@ func (s *Server) toolEmailLabel() toolSpec {
 			"and email_list filters by them (label, starred).",
 		Annotations: annotations("Label messages", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
-		sc.Properties["ids"].MaxItems = intPtr(500)
-		sc.Properties["labels_add"].MaxItems = intPtr(20)
-		sc.Properties["labels_remove"].MaxItems = intPtr(20)
+		sc.Properties["ids"].MaxItems = new(500)
+		sc.Properties["labels_add"].MaxItems = new(20)
+		sc.Properties["labels_remove"].MaxItems = new(20)
 		sc.Properties["folder"].Enum = folderEnum
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *labelArgs) (string, LabelData, *NextAction, error) {
 		ids := idList(in.ID, in.IDs)
@@ -101,7 +101,7 @@ func (s *Server) toolEmailPurge() toolSpec {
 			"received before a date. Only trash can be purged: move a message there first with email_move. This cannot be undone.",
 		Annotations: annotations("Purge trash", false, true, true, false),
 	}, func(sc *jsonschema.Schema) {
-		sc.Properties["ids"].MaxItems = intPtr(500)
+		sc.Properties["ids"].MaxItems = new(500)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *purgeArgs) (string, PurgeData, *NextAction, error) {
 		ids := idList(in.ID, in.IDs)
 		before, err := parseWhen("before", in.Before)

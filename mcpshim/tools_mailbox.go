@@ -90,7 +90,7 @@ func (s *Server) toolMailboxCreate() toolSpec {
 		Annotations: annotations("Create mailbox", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["name"].Pattern = `^[a-z0-9._-]+$`
-		sc.Properties["name"].MaxLength = intPtr(64)
+		sc.Properties["name"].MaxLength = new(64)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *mailboxCreateArgs) (string, MailboxCreateData, *NextAction, error) {
 		var out protocol.MailboxCreated
 		if err := s.call(ctx, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: in.Name}, &out); err != nil {
@@ -164,9 +164,9 @@ func (s *Server) toolHookCreate() toolSpec {
 		Annotations: annotations("Create hook", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["event"].Enum = []any{protocol.EventOnReceive, protocol.EventAfterSend}
-		sc.Properties["cmd"].MinItems = intPtr(1)
-		sc.Properties["timeout_secs"].Minimum = floatPtr(1)
-		sc.Properties["timeout_secs"].Maximum = floatPtr(600)
+		sc.Properties["cmd"].MinItems = new(1)
+		sc.Properties["timeout_secs"].Minimum = new(1.0)
+		sc.Properties["timeout_secs"].Maximum = new(600.0)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *hookCreateArgs) (string, protocol.Hook, *NextAction, error) {
 		if (in.FireOnUntrusted || in.FireOnAuto || in.FireOnLists) && in.Event != protocol.EventOnReceive {
 			return "", protocol.Hook{}, nil, fail(protocol.CodeInvalidInput, "fire_on_untrusted, fire_on_auto_submitted and fire_on_lists apply to on_receive hooks only")
@@ -227,6 +227,3 @@ func (s *Server) toolHookDelete() toolSpec {
 		return "deleted hook " + in.Name, out, nil, nil
 	})
 }
-
-func intPtr(i int) *int           { return &i }
-func floatPtr(f float64) *float64 { return &f }

@@ -267,7 +267,7 @@ func (s *Server) toolMark(read bool) toolSpec {
 		Description: fmt.Sprintf("Mark one message (id) or several (ids) as %s.", what),
 		Annotations: annotations(title, false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
-		sc.Properties["ids"].MaxItems = intPtr(500)
+		sc.Properties["ids"].MaxItems = new(500)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *markArgs) (string, MarkData, *NextAction, error) {
 		ids := idList(in.ID, in.IDs)
 		if len(ids) == 0 {

@@ -43,10 +43,10 @@ func (s *Server) toolEmailWait() toolSpec {
 			"Links are never opened. Sends progress notifications while waiting. Use since to also accept one that arrived just before the call.",
 		Annotations: annotations("Wait for email", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
-		sc.Properties["timeout_secs"].Minimum = floatPtr(0)
-		sc.Properties["timeout_secs"].Maximum = floatPtr(MaxWaitSecs)
-		sc.Properties["max_chars"].Minimum = floatPtr(0)
-		sc.Properties["max_chars"].Maximum = floatPtr(MaxReadWindow)
+		sc.Properties["timeout_secs"].Minimum = new(0.0)
+		sc.Properties["timeout_secs"].Maximum = new(float64(MaxWaitSecs))
+		sc.Properties["max_chars"].Minimum = new(0.0)
+		sc.Properties["max_chars"].Maximum = new(float64(MaxReadWindow))
 	}, s.emailWait)
 }
 
