@@ -88,7 +88,7 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 	if err != nil {
 		return "", zero, nil, err
 	}
-	rel, err := attachmentRel(mailboxDir, filepath.Dir(m.Path), att.Path)
+	rel, err := attachmentRel(mailboxDir, m.Path, att.Path)
 	if err != nil {
 		return "", zero, nil, err
 	}
@@ -189,9 +189,10 @@ func (s *Server) mailboxDir(ctx context.Context, name string) (string, error) {
 }
 
 // attachmentRel turns an attachment path from the daemon (absolute, or relative
-// to the message's folder or to the mailbox) into a path relative to the
-// mailbox folder, refusing anything that leaves it.
-func attachmentRel(mailboxDir, folderDir, p string) (string, error) {
+// to the folder of the message at msgPath or to the mailbox) into a path
+// relative to the mailbox folder, refusing anything that leaves it.
+func attachmentRel(mailboxDir, msgPath, p string) (string, error) {
+	folderDir := filepath.Dir(msgPath)
 	if p == "" {
 		return "", fail(protocol.CodeNotFound, "the attachment has no stored file")
 	}

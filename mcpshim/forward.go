@@ -53,7 +53,7 @@ func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *f
 		}
 		total := 0
 		for _, a := range m.AttachmentList {
-			rel, err := attachmentRel(dir, dirOf(m.Path), a.Path)
+			rel, err := attachmentRel(dir, m.Path, a.Path)
 			if err != nil {
 				return "", zero, nil, err
 			}
@@ -117,11 +117,4 @@ func (s *Server) readWhole(ctx context.Context, args protocol.MessageReadArgs) (
 		}
 	}
 	return first, body.String(), nil
-}
-
-func dirOf(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[:i]
-	}
-	return ""
 }
