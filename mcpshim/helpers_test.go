@@ -89,7 +89,7 @@ func connect(t *testing.T, socket string, opts ...envOpt) *env {
 	t.Cleanup(cancel)
 	e := &env{t: t, s: s, ctx: ctx}
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := s.MCP().Connect(ctx, st, nil)
+	ss, err := s.mcp.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

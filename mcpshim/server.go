@@ -129,9 +129,6 @@ func (s *Server) logCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// MCP returns the underlying SDK server (for custom transports).
-func (s *Server) MCP() *mcp.Server { return s.mcp }
-
 // Run serves one session on transport until it ends or ctx is cancelled.
 func (s *Server) Run(ctx context.Context, transport mcp.Transport) error {
 	defer s.Close()

@@ -119,7 +119,7 @@ func TestUnknownToolSDKClient(t *testing.T) {
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ss, err := s.MCP().Connect(ctx, st, nil)
+	ss, err := s.mcp.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

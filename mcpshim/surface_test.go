@@ -257,7 +257,7 @@ func BenchmarkToolsList(b *testing.B) {
 		for b.Loop() {
 			s := New(Options{SocketPath: d.Socket})
 			st, ct := mcp.NewInMemoryTransports()
-			ss, _ := s.MCP().Connect(ctx, st, nil)
+			ss, _ := s.mcp.Connect(ctx, st, nil)
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, ct, nil)
 			if err != nil {
 				b.Fatal(err)
@@ -272,7 +272,7 @@ func BenchmarkToolsList(b *testing.B) {
 	b.Run("list-only", func(b *testing.B) {
 		s := New(Options{SocketPath: d.Socket})
 		st, ct := mcp.NewInMemoryTransports()
-		ss, _ := s.MCP().Connect(ctx, st, nil)
+		ss, _ := s.mcp.Connect(ctx, st, nil)
 		defer ss.Close()
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, ct, nil)
 		if err != nil {
