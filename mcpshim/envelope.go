@@ -124,11 +124,14 @@ func errorResult(err error, start time.Time) *mcp.CallToolResult {
 		er.NextAction = defaultNext(pe.Code)
 	}
 	raw, _ := marshal(er)
-	return &mcp.CallToolResult{
-		IsError:           true,
-		StructuredContent: json.RawMessage(raw),
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
-	}
+	return toolResult(raw, true)
+}
+
+// toolResult carries raw as the structured content and, for clients that
+// read only text, as the text content too.
+func toolResult(raw []byte, isError bool) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: isError, StructuredContent: json.RawMessage(raw),
+		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}
 }
 
 func defaultNext(code string) *NextAction {
@@ -337,10 +340,7 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 		if err != nil {
 			return errorResult(fmt.Errorf("encoding the result: %w", err), start), nil
 		}
-		return &mcp.CallToolResult{
-			StructuredContent: json.RawMessage(raw),
-			Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
-		}, nil
+		return toolResult(raw, false), nil
 	}
 	return toolSpec{tool: t, handler: handler}
 }

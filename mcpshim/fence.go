@@ -80,16 +80,12 @@ type TrustFacts struct {
 func fenced(m *protocol.Message) bool { return !m.Trusted.IsTrusted() && !m.Outbound }
 
 func trustFacts(m *protocol.Message) *TrustFacts {
-	tf := &TrustFacts{Trusted: orNone(m.Trusted), Fenced: fenced(m)}
 	var dk []string
 	for _, d := range m.DKIM {
 		dk = append(dk, authString(&d))
 	}
-	tf.DKIM = strings.Join(dk, ", ")
-	tf.SPF = authString(m.SPF)
-	tf.DMARC = authString(m.DMARC)
-	tf.Why = trustWhy(m)
-	return tf
+	return &TrustFacts{Trusted: orNone(m.Trusted), Why: trustWhy(m), Fenced: fenced(m),
+		DKIM: strings.Join(dk, ", "), SPF: authString(m.SPF), DMARC: authString(m.DMARC)}
 }
 
 // trustWhy says which of the two conditions of trust failed: a mailbox with
