@@ -124,7 +124,6 @@ func (c *Client) readLoop(fr *FrameReader) {
 }
 
 func (c *Client) send(ctx context.Context, verb string, args any, buffer int) (uint64, chan *Response, error) {
-	stream := verb == VerbWatch
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return 0, nil, err
@@ -149,7 +148,7 @@ func (c *Client) send(ctx context.Context, verb string, args any, buffer int) (u
 	c.nextID++
 	req.ID = c.nextID
 	c.pending[req.ID] = ch
-	if stream {
+	if verb == VerbWatch {
 		c.streams[req.ID] = true
 	}
 	c.mu.Unlock()
