@@ -300,11 +300,8 @@ func readLine(br *bufio.Reader, max int) (line []byte, over *oversized, err erro
 	for {
 		chunk, rerr := br.ReadSlice('\n')
 		if over == nil && len(line)+len(chunk) > max+1 { // +1: the newline
-			over = &oversized{head: append([]byte(nil), line[:min(len(line), idWindow)]...)}
-			if len(over.head) < idWindow {
-				over.head = append(over.head, chunk[:min(len(chunk), idWindow-len(over.head))]...)
-			}
-			over.size = len(line)
+			over = &oversized{size: len(line), head: append([]byte(nil), line[:min(len(line), idWindow)]...)}
+			over.head = append(over.head, chunk[:min(len(chunk), idWindow-len(over.head))]...)
 			line = nil
 		}
 		if over != nil {
@@ -316,19 +313,13 @@ func readLine(br *bufio.Reader, max int) (line []byte, over *oversized, err erro
 		} else {
 			line = append(line, chunk...)
 		}
-		switch {
-		case rerr == nil:
-			if over != nil {
-				return nil, over, nil
-			}
-			return bytes.TrimSuffix(line, []byte("\n")), nil, nil
-		case errors.Is(rerr, bufio.ErrBufferFull):
+		if errors.Is(rerr, bufio.ErrBufferFull) {
 			continue
-		default:
-			if over != nil {
-				return nil, over, rerr
-			}
-			return line, nil, rerr
 		}
+		if over != nil {
+			return nil, over, rerr
+		}
+		// A line cut by an error has no newline to trim.
+		return bytes.TrimSuffix(line, []byte("\n")), nil, rerr
 	}
 }
