@@ -224,9 +224,7 @@ func (f *FrameReader) grow(n int) bool {
 			f.Release(cap(f.buf))
 		}
 	}
-	nb := make([]byte, len(f.buf), newCap)
-	copy(nb, f.buf)
-	f.buf = nb
+	f.buf = append(make([]byte, 0, newCap), f.buf...)
 	return true
 }
 
