@@ -56,7 +56,7 @@ func (s *Server) readMailboxes(ctx context.Context, req *mcp.ReadResourceRequest
 		rows = append(rows, mailboxRow(m))
 	}
 	b, _ := json.MarshalIndent(map[string]any{"mailboxes": rows}, "", "  ")
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+	return textResource(req.Params.URI, "application/json", string(b)), nil
 }
 
 // parseMailboxURI splits mailctl://mailbox/NAME/REST... into its segments.

@@ -159,12 +159,9 @@ func (s *Server) conn(ctx context.Context) (*protocol.Client, error) {
 			return s.client, nil
 		}
 	}
-	c, err := s.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.client = c
-	return c, nil
+	var err error
+	s.client, err = s.dial(ctx)
+	return s.client, err
 }
 
 // dial opens a new connection (watches use their own, so that stopping one
