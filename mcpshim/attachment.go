@@ -66,10 +66,7 @@ func (s *Server) toolEmailAttachment() toolSpec {
 // readNext points at email_read, whose attachment_list names a message's
 // attachments.
 func readNext(in *attachmentArgs) *NextAction {
-	args := map[string]any{"mailbox": in.Mailbox, "id": in.ID}
-	if in.Folder != "" {
-		args["folder"] = in.Folder
-	}
+	args := withArgs(map[string]any{"mailbox": in.Mailbox, "id": in.ID}, map[string]string{"folder": in.Folder})
 	return &NextAction{Instruction: "Read the message: its attachment_list names its attachments and their indexes.", Tool: "email_read", Arguments: args}
 }
 

@@ -39,6 +39,17 @@ type NextAction struct {
 	Arguments   map[string]any `json:"arguments,omitempty"`
 }
 
+// withArgs adds to the arguments of a next action the values of vals that
+// are not empty: an argument left out keeps the tool's default.
+func withArgs(args map[string]any, vals map[string]string) map[string]any {
+	for k, v := range vals {
+		if v != "" {
+			args[k] = v
+		}
+	}
+	return args
+}
+
 // ErrorResult is the structured content of a failed tool call (isError true).
 type ErrorResult struct {
 	Summary      string      `json:"summary"`

@@ -139,14 +139,9 @@ func (s *Server) toolEmailList() toolSpec {
 		summary := fmt.Sprintf("%d of %d message(s) in %s/%s, %d unread on this page", len(data.Messages), out.Total, in.Mailbox, folder, unread)
 		var next *NextAction
 		if out.HasMore {
-			nextArgs := map[string]any{"mailbox": in.Mailbox, "folder": folder, "limit": limit}
 			// A cursor is good only with the filters that made it.
-			for k, v := range map[string]string{"from": in.From, "subject": in.Subject, "text": in.Text, "thread_id": in.ThreadID,
-				"since": in.Since, "until": in.Until, "label": in.Label} {
-				if v != "" {
-					nextArgs[k] = v
-				}
-			}
+			nextArgs := withArgs(map[string]any{"mailbox": in.Mailbox, "folder": folder, "limit": limit}, map[string]string{
+				"from": in.From, "subject": in.Subject, "text": in.Text, "thread_id": in.ThreadID, "since": in.Since, "until": in.Until, "label": in.Label})
 			for k, v := range map[string]*bool{"unread": in.Unread, "trusted": in.Trusted, "starred": in.Starred} {
 				if v != nil {
 					nextArgs[k] = *v
@@ -222,10 +217,7 @@ func messageHint(err error, mailbox, folder string) error {
 	if strings.HasPrefix(asProtocolError(err).Message, "no mailbox ") {
 		return mailboxHint(err)
 	}
-	args := map[string]any{"mailbox": mailbox}
-	if folder != "" {
-		args["folder"] = folder
-	}
+	args := withArgs(map[string]any{"mailbox": mailbox}, map[string]string{"folder": folder})
 	return withNext(err, &NextAction{Instruction: "No message with that id there: list the messages to find the right id (or the folder it moved to).", Tool: "email_list", Arguments: args})
 }
 

@@ -187,13 +187,8 @@ func (w *waiter) progress(ctx context.Context) {
 }
 
 func waitTimeout(in *emailWaitArgs, timeout time.Duration) error {
-	args := map[string]any{"mailbox": in.Mailbox, "since": time.Now().Add(-timeout).UTC().Format(time.RFC3339)}
-	if in.From != "" {
-		args["from"] = in.From
-	}
-	if in.Subject != "" {
-		args["subject"] = in.Subject
-	}
+	args := withArgs(map[string]any{"mailbox": in.Mailbox, "since": time.Now().Add(-timeout).UTC().Format(time.RFC3339)},
+		map[string]string{"from": in.From, "subject": in.Subject})
 	return withNext(fail(protocol.CodeTimeout, "no matching message arrived in %s within %s", in.Mailbox, timeout),
 		&NextAction{Instruction: "Wait again if the mail is still expected (since covers anything that arrived meanwhile).", Tool: "email_wait", Arguments: args})
 }
