@@ -91,10 +91,11 @@ func New(opts Options) *Server {
 		},
 	})
 	s.mcp.AddReceivingMiddleware(s.logCalls)
-	selected := expandTools(opts.Tools)
-	if selected == nil {
-		selected = expandTools(defaultTools())
+	names := opts.Tools
+	if names == nil {
+		names = DefaultToolNames()
 	}
+	selected := expandTools(names)
 	for _, spec := range s.tools() {
 		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)
@@ -221,9 +222,9 @@ func Presets() map[string][]string {
 // the operator chooses, and the default surface stays lean without it.
 var optInTools = []string{"email_purge", "email_draft"}
 
-// defaultTools is what a server without --tools serves: every tool but the
-// opt-in ones.
-func defaultTools() []string {
+// DefaultToolNames returns the tools a server without --tools serves: every
+// tool but the opt-in ones.
+func DefaultToolNames() []string {
 	return slices.DeleteFunc(slices.Clone(allTools), func(t string) bool { return slices.Contains(optInTools, t) })
 }
 
@@ -235,19 +236,12 @@ var allTools = []string{
 	"hook_create", "hook_list", "hook_delete", "email_label", "email_purge", "email_draft",
 }
 
-// DefaultToolNames returns the tools a server without --tools serves.
-func DefaultToolNames() []string { return defaultTools() }
-
 // ToolNames returns every tool name the shim knows.
 func ToolNames() []string { return slices.Clone(allTools) }
 
 // ParseTools turns a --tools value ("basic", "email_list,email_read", or a
 // mix) into a list, refusing unknown names.
 func ParseTools(spec string) ([]string, error) {
-	spec = strings.TrimSpace(spec)
-	if spec == "" {
-		return nil, nil
-	}
 	presets := Presets()
 	var out []string
 	for _, part := range strings.Split(spec, ",") {
@@ -269,9 +263,6 @@ func ParseTools(spec string) ([]string, error) {
 }
 
 func expandTools(names []string) map[string]bool {
-	if names == nil {
-		return nil
-	}
 	presets := Presets()
 	set := map[string]bool{}
 	for _, n := range names {
