@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -127,10 +128,8 @@ func pickAttachment(m *protocol.Message, in *attachmentArgs) (int, error) {
 		return 0, withNext(fail(protocol.CodeNotFound, "message %s has no attachments", in.ID), readNext(in))
 	}
 	if in.Filename != "" {
-		for i, a := range m.AttachmentList {
-			if a.Filename == in.Filename {
-				return i, nil
-			}
+		if i := slices.IndexFunc(m.AttachmentList, func(a protocol.Attachment) bool { return a.Filename == in.Filename }); i >= 0 {
+			return i, nil
 		}
 		return 0, withNext(fail(protocol.CodeNotFound, "message %s has no attachment named %q", in.ID, in.Filename), readNext(in))
 	}

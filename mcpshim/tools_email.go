@@ -264,11 +264,9 @@ func (s *Server) toolEmailRead() toolSpec {
 		f := newFence()
 		data := readData(m, f)
 		if in.Thread && m.ThreadID != "" {
-			rows, err := s.thread(ctx, in.Mailbox, m.ThreadID, f)
-			if err != nil {
+			if data.Thread, err = s.thread(ctx, in.Mailbox, m.ThreadID, f); err != nil {
 				return "", EmailReadData{}, nil, err
 			}
-			data.Thread = rows
 			data.Fence = f.label()
 		}
 		summary := fmt.Sprintf("message %s %s (%d of %d body chars, trusted=%s)", m.ID, describe(m),

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,10 +120,8 @@ func (s *Server) hasMessageID(ctx context.Context, mailbox, mid string) (bool, e
 		if err := s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: mailbox, Folder: folder, Limit: 200}, &out); err != nil {
 			return false, err
 		}
-		for _, m := range out.Messages {
-			if strings.Trim(m.MessageID, "<>") == want {
-				return true, nil
-			}
+		if slices.ContainsFunc(out.Messages, func(m protocol.MessageSummary) bool { return strings.Trim(m.MessageID, "<>") == want }) {
+			return true, nil
 		}
 	}
 	return false, nil

@@ -124,8 +124,7 @@ func (w *waiter) lookBack(ctx context.Context, since *time.Time) (string, EmailW
 	if err != nil {
 		return "", EmailWaitData{}, false, mailboxHint(err)
 	}
-	for i := len(list.Messages) - 1; i >= 0; i-- { // oldest first: the one the caller was waiting for
-		m := list.Messages[i]
+	for _, m := range slices.Backward(list.Messages) { // oldest first: the one the caller was waiting for
 		if w.match(&m) {
 			if sum, data, ok, err := w.deliver(ctx, m.ID); err != nil || ok {
 				return sum, data, ok, err
