@@ -111,9 +111,6 @@ func (c *Client) readLoop(fr *FrameReader) {
 		}
 	}
 	c.mu.Lock()
-	if err == nil {
-		err = errors.New("connection closed")
-	}
 	c.closed = &Error{Code: CodeUnavailable, Retryable: true, Message: "lost the connection to the mailctl daemon: " + err.Error()}
 	for id, ch := range c.pending {
 		close(ch)
