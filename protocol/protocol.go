@@ -204,9 +204,7 @@ func (f *FrameReader) Close() {
 // buffer.
 func (f *FrameReader) keepHead(chunk []byte) {
 	f.head = append(f.head[:0], f.buf[:min(len(f.buf), headLen)]...)
-	if n := headLen - len(f.head); n > 0 {
-		f.head = append(f.head, chunk[:min(len(chunk), n)]...)
-	}
+	f.head = append(f.head, chunk[:min(len(chunk), headLen-len(f.head))]...)
 	f.buf = f.buf[:0]
 }
 
