@@ -1,6 +1,7 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -96,10 +97,7 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 		return fmt.Sprintf("attachment %s (%s, %d bytes) is at %s", att.Filename, att.ContentType, att.Size, data.Path), data, nil, nil
 	}
 	limit := int64(MaxAttachmentBase64)
-	maxChars := in.MaxChars
-	if maxChars <= 0 {
-		maxChars = DefaultAttachmentText
-	}
+	maxChars := cmp.Or(in.MaxChars, DefaultAttachmentText) // the schema refuses below 0
 	if data.Mode == "text" {
 		limit = int64(maxChars) * 4
 	}

@@ -112,11 +112,7 @@ func (s *Server) toolEmailList() toolSpec {
 			return "", data, nil, err
 		}
 		folder := cmp.Or(in.Folder, protocol.FolderInbox)
-		limit := in.Limit
-		if limit <= 0 {
-			limit = 50
-		}
-		limit = min(limit, 200) // the reference clamps rather than refuses
+		limit := min(cmp.Or(in.Limit, 50), 200) // the reference clamps rather than refuses; the schema refuses below 0
 		args := protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: folder, Limit: limit, Offset: in.Offset,
 			Cursor: in.Cursor, Unread: in.Unread, Trusted: in.Trusted, From: in.From, Subject: in.Subject,
 			Text: in.Text, ThreadID: in.ThreadID, Since: since, Until: until, Label: in.Label, Starred: in.Starred}
@@ -315,9 +311,7 @@ func (s *Server) read(ctx context.Context, args protocol.MessageReadArgs) (*prot
 	}
 	if n := utf8.RuneCountInString(m.Body); n > args.MaxChars {
 		m.Body = string([]rune(m.Body)[:args.MaxChars])
-		if m.BodyChars < args.Offset+n {
-			m.BodyChars = args.Offset + n
-		}
+		m.BodyChars = max(m.BodyChars, args.Offset+n)
 		m.Truncated = true
 	}
 	m.Folder = cmp.Or(m.Folder, args.Folder)
