@@ -49,11 +49,13 @@ func parseSendAt(s string) (*time.Time, error) {
 	return &t, nil
 }
 
-func listOrNil(l *stringOrList) []string {
-	if l == nil {
-		return nil
+// deref is the value p points at, or the zero value for nil.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
 	}
-	return *l
+	return *p
 }
 
 func (s *Server) toolEmailDraft() toolSpec {
@@ -115,30 +117,15 @@ func (s *Server) draftWrite(ctx context.Context, in *emailDraftArgs, sendAt *tim
 // draftCreateArgs is the request for a new draft; a subject or body not
 // given is left empty.
 func draftCreateArgs(in *emailDraftArgs, atts []protocol.SendAttachment, sendAt *time.Time) protocol.DraftArgs {
-	a := protocol.DraftArgs{Mailbox: in.Mailbox, To: listOrNil(in.To), Cc: listOrNil(in.Cc), Bcc: listOrNil(in.Bcc),
-		Attachments: atts, ReplyToID: in.ReplyToID, SendAt: sendAt}
-	if in.Subject != nil {
-		a.Subject = *in.Subject
-	}
-	if in.Body != nil {
-		a.Body = *in.Body
-	}
-	return a
+	return protocol.DraftArgs{Mailbox: in.Mailbox, To: deref(in.To), Cc: deref(in.Cc), Bcc: deref(in.Bcc),
+		Subject: deref(in.Subject), Body: deref(in.Body), Attachments: atts, ReplyToID: in.ReplyToID, SendAt: sendAt}
 }
 
 // draftUpdateArgs is the request to change a draft. It carries only the
 // fields given, so that the others stay as the draft has them.
 func draftUpdateArgs(in *emailDraftArgs, atts []protocol.SendAttachment, sendAt *time.Time) protocol.DraftUpdateArgs {
-	a := protocol.DraftUpdateArgs{Mailbox: in.Mailbox, ID: in.ID, Subject: in.Subject, Body: in.Body, SendAt: sendAt, ClearSendAt: in.ClearSendAt}
-	for _, f := range []struct {
-		src *stringOrList
-		dst **[]string
-	}{{in.To, &a.To}, {in.Cc, &a.Cc}, {in.Bcc, &a.Bcc}} {
-		if f.src != nil {
-			l := []string(*f.src)
-			*f.dst = &l
-		}
-	}
+	a := protocol.DraftUpdateArgs{Mailbox: in.Mailbox, ID: in.ID, To: (*[]string)(in.To), Cc: (*[]string)(in.Cc), Bcc: (*[]string)(in.Bcc),
+		Subject: in.Subject, Body: in.Body, SendAt: sendAt, ClearSendAt: in.ClearSendAt}
 	if len(in.Attachments)+len(in.AttachmentsBase64) > 0 {
 		a.Attachments = &atts
 	}
