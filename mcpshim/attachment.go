@@ -246,12 +246,6 @@ func readInRoot(dir, rel string, limit int64) ([]byte, bool, error) {
 
 func isTextType(ct string) bool {
 	ct = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
-	switch {
-	case strings.HasPrefix(ct, "text/"):
-		return true
-	case ct == "application/json", ct == "application/xml", ct == "application/csv",
-		strings.HasSuffix(ct, "+json"), strings.HasSuffix(ct, "+xml"):
-		return true
-	}
-	return false
+	return strings.HasPrefix(ct, "text/") || strings.HasSuffix(ct, "+json") || strings.HasSuffix(ct, "+xml") ||
+		slices.Contains([]string{"application/json", "application/xml", "application/csv"}, ct)
 }
