@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,12 +66,7 @@ func parseMailboxURI(uri string) (name string, rest []string, ok bool) {
 		return "", nil, false
 	}
 	parts := strings.Split(strings.TrimPrefix(uri, uriPrefix), "/")
-	for _, p := range parts {
-		if p == "" || p == "." || p == ".." {
-			return "", nil, false
-		}
-	}
-	if len(parts) < 2 {
+	if len(parts) < 2 || slices.ContainsFunc(parts, func(p string) bool { return p == "" || p == "." || p == ".." }) {
 		return "", nil, false
 	}
 	return parts[0], parts[1:], true

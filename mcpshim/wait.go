@@ -103,9 +103,8 @@ func (w *waiter) deliver(ctx context.Context, id string) (sum string, data Email
 	if in.Text != "" && !containsFold(m.Body, in.Text) {
 		return "", EmailWaitData{}, false, nil
 	}
-	data = EmailWaitData{Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),
+	data = EmailWaitData{Message: readData(m, newFence()), Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),
 		Waited: time.Since(w.start).Milliseconds()}
-	data.Message = readData(m, newFence())
 	sum = fmt.Sprintf("message %s arrived %s", m.ID, describe(m))
 	if len(data.Codes) > 0 {
 		sum += fmt.Sprintf("; %d code(s) found", len(data.Codes))
