@@ -97,12 +97,8 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Errorf builds an *Error with the given code. Temporary codes are marked retryable.
 func Errorf(code, format string, args ...any) *Error {
-	e := &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-	switch code {
-	case CodeRateLimited, CodeTimeout, CodeUnavailable:
-		e.Retryable = true
-	}
-	return e
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...),
+		Retryable: code == CodeRateLimited || code == CodeTimeout || code == CodeUnavailable}
 }
 
 // CodeOf returns the protocol code of err, or CodeInternal when it carries none.
