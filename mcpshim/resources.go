@@ -180,9 +180,7 @@ func messageMarkdown(m *protocol.Message) string {
 	if d.Fence != nil {
 		fmt.Fprintf(&b, "\n> %s\n", d.Fence.Note)
 	}
-	b.WriteString("\n")
-	b.WriteString(d.Body)
-	b.WriteString("\n")
+	fmt.Fprintf(&b, "\n%s\n", d.Body)
 	if d.NextOffset > 0 {
 		fmt.Fprintf(&b, "\n(body truncated at %d of %d characters; use email_read with offset=%d)\n", d.NextOffset, d.BodyChars, d.NextOffset)
 	}
