@@ -189,11 +189,7 @@ func loadAttachments(paths []string, b64 []base64Attachment) ([]protocol.SendAtt
 		if a.Filename == "" || strings.ContainsAny(a.Filename, `/\`) {
 			return nil, fail(protocol.CodeInvalidInput, "attachments_base64[%d]: filename must be a plain file name", i)
 		}
-		ct := a.ContentType
-		if ct == "" {
-			ct = contentType(a.Filename, data)
-		}
-		out = append(out, protocol.SendAttachment{Filename: a.Filename, ContentType: ct, Data: data})
+		out = append(out, protocol.SendAttachment{Filename: a.Filename, ContentType: cmp.Or(a.ContentType, contentType(a.Filename, data)), Data: data})
 	}
 	return out, nil
 }
