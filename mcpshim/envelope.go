@@ -94,11 +94,9 @@ func withNext(err error, next *NextAction) error {
 	return &toolError{err: asProtocolError(err), next: next}
 }
 
+// asProtocolError finds the code err carries (a toolError unwraps to its
+// own), or gives it one.
 func asProtocolError(err error) *protocol.Error {
-	var te *toolError
-	if errors.As(err, &te) {
-		return te.err
-	}
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
 		return pe
