@@ -51,6 +51,23 @@ func dkimConfig(fs *flag.FlagSet) func() (*config.Config, error) {
 	}
 }
 
+// dkimKeys parses args, then reads the config and the keys in its dkim_dir.
+// ok is false when the command is done, with code its exit code.
+func dkimKeys(fs *flag.FlagSet, args []string, load func() (*config.Config, error)) (*config.Config, []*dkim.Key, int, bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, nil, code, false
+	}
+	cfg, err := load()
+	var keys []*dkim.Key
+	if err == nil {
+		keys, err = dkim.LoadKeys(cfg.Paths.DKIMDir)
+	}
+	if err != nil {
+		return nil, nil, failure(fs, err), false
+	}
+	return cfg, keys, 0, true
+}
+
 func dkimKeygen(args []string) int {
 	fs := newFlagSet("dkim keygen", "dkim keygen [--selector S] [--algorithm ed25519|rsa] [--config PATH]",
 		"Creates a DKIM key (PKCS#8 PEM, root 0600) in paths.dkim_dir and prints the DNS record to publish. An existing selector is never overwritten.")
@@ -91,16 +108,9 @@ func dkimKeygen(args []string) int {
 func dkimList(args []string) int {
 	fs := newFlagSet("dkim list", "dkim list [--config PATH]", "Lists the DKIM keys in paths.dkim_dir: the daemon signs with all of them.")
 	load := dkimConfig(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	cfg, keys, code, ok := dkimKeys(fs, args, load)
+	if !ok {
 		return code
-	}
-	cfg, err := load()
-	if err != nil {
-		return failure(fs, err)
-	}
-	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
-	if err != nil {
-		return failure(fs, err)
 	}
 	if len(keys) == 0 {
 		fmt.Printf("no keys in %s: create them with `sudo mailctl dkim keygen --algorithm ed25519` and `--algorithm rsa`\n", cfg.Paths.DKIMDir)
@@ -122,16 +132,9 @@ func dkimDNS(args []string) int {
 	fs := newFlagSet("dkim dns", "dkim dns [--domain D] [--config PATH]", "Prints the zone-file TXT record of every key for every configured domain (or just --domain). Long values are split into 255-byte strings.")
 	domain := fs.String("domain", "", "only this domain")
 	load := dkimConfig(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	cfg, keys, code, ok := dkimKeys(fs, args, load)
+	if !ok {
 		return code
-	}
-	cfg, err := load()
-	if err != nil {
-		return failure(fs, err)
-	}
-	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
-	if err != nil {
-		return failure(fs, err)
 	}
 	if len(keys) == 0 {
 		return failure(fs, fmt.Errorf("no keys in %s: run `sudo mailctl dkim keygen` first", cfg.Paths.DKIMDir))
