@@ -386,3 +386,28 @@ func FuzzLFText(f *testing.F) {
 		}
 	})
 }
+
+// format=flowed (RFC 3676): a line ending in a space is soft and joins the
+// next; with delsp=yes that space goes; the signature separator "-- " and
+// the last line are never soft.
+func TestFlowedText(t *testing.T) {
+	for _, c := range []struct {
+		params, body, want string
+	}{
+		{"format=flowed", "Hello \r\nworld\r\n", "Hello world"},
+		{"format=flowed; delsp=yes", "super \r\ncali \r\nfragile\r\n", "supercalifragile"},
+		{"format=flowed", "hard\r\nbreak\r\n", "hard\nbreak"},
+		{"format=flowed", "body\r\n-- \r\nsig\r\n", "body\n-- \nsig"},
+		{"format=flowed", "quoted \r\n\r\nparagraph\r\n", "quoted \nparagraph"},
+		{"charset=utf-8", "not \r\nflowed\r\n", "not \nflowed"},
+	} {
+		raw := "From: a@b.example\r\nSubject: f\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; " + c.params + "\r\n\r\n" + c.body
+		p, err := Parse([]byte(raw), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimRight(p.Body, "\n"); got != c.want {
+			t.Errorf("%s, %q: body %q, want %q", c.params, c.body, got, c.want)
+		}
+	}
+}
