@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -258,10 +257,9 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 	if c.xfwd != nil {
 		out = c.xfwd.rewrite(out)
 	}
-	// go-smtp is configured one byte over the limit (see newSMTP) and
-	// advertises that; the EHLO reply gets the limit we mean.
-	if goSize := fmt.Appendf(nil, "SIZE %d\r\n", c.s.lim.MaxMessageBytes+1); bytes.Contains(out, goSize) {
-		out = bytes.Replace(out, goSize, fmt.Appendf(nil, "SIZE %d\r\n", c.s.lim.MaxMessageBytes), 1)
+	// The EHLO reply gets the limit we mean, not go-smtp's.
+	if i := bytes.Index(out, c.s.goSize); i >= 0 {
+		out = slices.Concat(out[:i], c.s.exactSize, out[i+len(c.s.goSize):])
 	}
 	rewritten := !bytes.Equal(out, b)
 	n, err := c.Conn.Write(out)

@@ -158,6 +158,9 @@ type Server struct {
 	log  *slog.Logger
 	smtp *smtp.Server
 	lmtp *smtp.Server
+	// The SIZE line go-smtp advertises (it is configured one byte over the
+	// limit, see newSMTP) and the one the EHLO reply carries instead.
+	goSize, exactSize []byte
 
 	inFlight atomic.Int64 // message bytes held by all sessions
 
@@ -188,6 +191,8 @@ func NewServer(cfg Config, b Backend) *Server {
 		perIP:     map[string]int{},
 		listeners: map[net.Listener]bool{},
 	}
+	s.goSize = fmt.Appendf(nil, "SIZE %d\r\n", s.lim.MaxMessageBytes+1)
+	s.exactSize = fmt.Appendf(nil, "SIZE %d\r\n", s.lim.MaxMessageBytes)
 	s.smtp = s.newSMTP(false)
 	s.lmtp = s.newSMTP(true)
 	return s
