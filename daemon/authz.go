@@ -3,6 +3,7 @@ package daemon
 import (
 	"strings"
 
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -135,12 +136,12 @@ func optionalMailbox(name string) target {
 // Operator-declared mailboxes (and the catch-all) cannot be managed by
 // non-root callers. It returns the mailboxes in the order the target named
 // them.
-func (d *Daemon) authorize(c *call, acc access, t target) ([]*mailboxInfo, error) {
+func (d *Daemon) authorize(c *call, acc access, t target) ([]*registry.Mailbox, error) {
 	root := c.caller.Root()
 	if acc == accRoot && !root {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "only the operator (root) can do this")
 	}
-	var boxes []*mailboxInfo
+	var boxes []*registry.Mailbox
 	for _, name := range t.mailboxes {
 		m, err := d.authorizeMailbox(c, acc, t, name, len(boxes) == 0)
 		if err != nil {
@@ -159,7 +160,7 @@ func (d *Daemon) authorize(c *call, acc access, t target) ([]*mailboxInfo, error
 // authorizeMailbox decides about one mailbox a request names (first: the
 // one a bound identity applies to). A nil mailbox with a nil error is one
 // root may name although it is gone.
-func (d *Daemon) authorizeMailbox(c *call, acc access, t target, name string, first bool) (*mailboxInfo, error) {
+func (d *Daemon) authorizeMailbox(c *call, acc access, t target, name string, first bool) (*registry.Mailbox, error) {
 	if err := store.ValidMailboxName(name); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
 	}
@@ -177,7 +178,7 @@ func (d *Daemon) authorizeMailbox(c *call, acc access, t target, name string, fi
 		return nil, notFoundMailbox(name)
 	case acc != accManage || root:
 		return m, nil
-	case m.Source == "config":
+	case m.Source == registry.SourceConfig:
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared by the operator in config.toml; only root can change it", name)
 	case name == d.cfg().CatchAll:
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is the catch-all; only root can change it", name)
@@ -186,7 +187,7 @@ func (d *Daemon) authorizeMailbox(c *call, acc access, t target, name string, fi
 }
 
 // visible reports whether the caller may see mailbox m at all.
-func (c *call) visible(m *mailboxInfo) bool { return c.caller.Root() || m.UID == c.caller.UID }
+func (c *call) visible(m *registry.Mailbox) bool { return c.caller.Root() || m.UID == c.caller.UID }
 
 // notFoundMailbox words the error neutrally: it reaches CLI users and MCP
 // agents alike, and the protocol does not say which is asking; each client

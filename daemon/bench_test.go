@@ -1,17 +1,16 @@
 package daemon
 
 import (
-	"net"
-	"strings"
-
 	"context"
 	"fmt"
-	"github.com/mailctl/mailctl/daemon/smtpin"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/logsum"
@@ -55,7 +56,7 @@ type Daemon struct {
 	log     *slog.Logger
 	state   atomic.Pointer[state]
 	store   *store.Store
-	reg     *Registry
+	reg     *registry.Registry
 	events  *hub
 	started time.Time
 
@@ -90,20 +91,9 @@ type Daemon struct {
 // state is what a reload replaces at once.
 type state struct {
 	cfg      *config.Config
-	declared map[string]*mailboxInfo // operator-declared mailboxes with resolved owners
-	problems []string                // declarations that could not be honoured
-	pending  []string                // config keys changed in the file that wait for a restart
-}
-
-// mailboxInfo is a mailbox as the daemon knows it, from either source.
-type mailboxInfo struct {
-	// ID is the mailbox's identity, never reused by another mailbox of the
-	// same name: hooks, their runs and events are bound to it.
-	ID       string
-	Name     string
-	UID, GID uint32
-	Source   string // "config" or "registry"
-	Aliases  []string
+	declared map[string]*registry.Mailbox // operator-declared mailboxes with resolved owners
+	problems []string                     // declarations that could not be honoured
+	pending  []string                     // config keys changed in the file that wait for a restart
 }
 
 // service is a part of the daemon with its own lifetime (a listener, the queue).
@@ -164,7 +154,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 	if err != nil {
 		return nil, fmt.Errorf("opening the mailbox store: %w", err)
 	}
-	reg, problems, err := OpenRegistry(cfg.Paths.RegistryDir())
+	reg, problems, err := registry.Open(cfg.Paths.RegistryDir())
 	if err != nil {
 		return nil, err
 	}
@@ -220,14 +210,14 @@ func (d *Daemon) cfg() *config.Config { return d.state.Load().cfg }
 
 // buildState resolves operator-declared mailboxes' owners.
 func (d *Daemon) buildState(cfg *config.Config) *state {
-	s := &state{cfg: cfg, declared: map[string]*mailboxInfo{}}
+	s := &state{cfg: cfg, declared: map[string]*registry.Mailbox{}}
 	for _, m := range cfg.Mailboxes {
 		uid, gid, err := resolveUser(m.Owner)
 		if err != nil {
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: owner %q: %v", m.Name, m.Owner, err))
 			continue
 		}
-		s.declared[m.Name] = &mailboxInfo{ID: configMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: "config", Aliases: m.Aliases}
+		s.declared[m.Name] = &registry.Mailbox{ID: registry.ConfigMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: registry.SourceConfig, Aliases: m.Aliases}
 	}
 	for _, p := range s.problems {
 		d.log.Error("config mailbox not served", "problem", p)
@@ -275,24 +265,20 @@ func (d *Daemon) Reload(path string) error {
 }
 
 // lookupMailbox finds a mailbox by name in either source.
-func (d *Daemon) lookupMailbox(name string) (*mailboxInfo, bool) {
+func (d *Daemon) lookupMailbox(name string) (*registry.Mailbox, bool) {
 	if m, ok := d.state.Load().declared[name]; ok {
 		return m, true
 	}
 	if r, ok := d.reg.Mailbox(name); ok {
-		return registryMailbox(r), true
+		return r.Mailbox(), true
 	}
 	return nil, false
 }
 
-func registryMailbox(r *registeredMailbox) *mailboxInfo {
-	return &mailboxInfo{ID: r.ID, Name: r.Name, UID: r.OwnerUID, GID: r.OwnerGID, Source: "registry"}
-}
-
 // allMailboxes lists every mailbox, sorted by name.
-func (d *Daemon) allMailboxes() []*mailboxInfo {
+func (d *Daemon) allMailboxes() []*registry.Mailbox {
 	s := d.state.Load()
-	var out []*mailboxInfo
+	var out []*registry.Mailbox
 	for _, m := range s.declared {
 		out = append(out, m)
 	}
@@ -300,7 +286,7 @@ func (d *Daemon) allMailboxes() []*mailboxInfo {
 		if _, dup := s.declared[r.Name]; dup {
 			continue
 		}
-		out = append(out, registryMailbox(r))
+		out = append(out, r.Mailbox())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

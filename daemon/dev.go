@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -119,7 +120,7 @@ func (d *Daemon) EnsureMailbox(name string, uid, gid uint32) error {
 	if _, err := d.store.Create(name, int(uid), int(gid)); err != nil {
 		return err
 	}
-	return d.reg.AddMailbox(&registeredMailbox{Name: name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: uid})
+	return d.reg.AddMailbox(&registry.Record{Name: name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: uid})
 }
 
 // Address is the mail address of a mailbox on this daemon's primary domain.

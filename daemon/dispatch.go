@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -16,15 +17,15 @@ type call struct {
 	caller  Caller
 	verb    string
 	args    json.RawMessage
-	mailbox string         // the mailboxes the request concerned, for the audit line
-	boxes   []*mailboxInfo // the mailboxes the access check resolved, as the request named them
+	mailbox string              // the mailboxes the request concerned, for the audit line
+	boxes   []*registry.Mailbox // the mailboxes the access check resolved, as the request named them
 	id      uint64
 	w       *connWriter
 }
 
 // box is the mailbox a single-mailbox verb acts on, as the access check
 // resolved it; nil when the request named none.
-func (c *call) box() *mailboxInfo {
+func (c *call) box() *registry.Mailbox {
 	if len(c.boxes) == 0 {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -26,7 +27,7 @@ func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
 // publish sends ev about mailbox m to every subscriber allowed to see it.
 // A subscriber that named its mailboxes gets events of those very mailboxes
 // only, not of one created later under the same name.
-func (h *hub) publish(ev protocol.Event, m *mailboxInfo) {
+func (h *hub) publish(ev protocol.Event, m *registry.Mailbox) {
 	if ev.At.IsZero() {
 		ev.At = time.Now().UTC()
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -29,7 +30,7 @@ func (d *Daemon) declaredHooks() []protocol.Hook {
 	var out []protocol.Hook
 	for _, hc := range d.cfg().Hooks {
 		h := protocol.Hook{Name: hc.Name, Mailbox: hc.Mailbox, Event: hc.Event, Cmd: hc.Cmd, TimeoutSecs: hc.TimeoutSecs,
-			FireOnUntrusted: hc.FireOnUntrusted, FireOnAuto: hc.FireOnAuto, FireOnLists: hc.FireOnLists, Source: "config"}
+			FireOnUntrusted: hc.FireOnUntrusted, FireOnAuto: hc.FireOnAuto, FireOnLists: hc.FireOnLists, Source: registry.SourceConfig}
 		if err := hooks.Normalize(&h); err != nil {
 			d.log.Error("config hook skipped", "hook", hc.Name, "mailbox", hc.Mailbox, "err", err)
 			continue
@@ -37,7 +38,7 @@ func (d *Daemon) declaredHooks() []protocol.Hook {
 		if m, ok := d.lookupMailbox(h.Mailbox); ok {
 			h.MailboxID = m.ID
 		}
-		h.ID = derivedID("c", "hook", h.MailboxID, h.Mailbox, h.Name)
+		h.ID = registry.DerivedID("c", "hook", h.MailboxID, h.Mailbox, h.Name)
 		out = append(out, h)
 	}
 	return out
@@ -66,7 +67,7 @@ func (d *Daemon) allHooks() []protocol.Hook {
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Source != out[j].Source {
-			return out[i].Source == "config"
+			return out[i].Source == registry.SourceConfig
 		}
 		if out[i].Mailbox != out[j].Mailbox {
 			return out[i].Mailbox < out[j].Mailbox
@@ -82,7 +83,7 @@ func (d *Daemon) allHooks() []protocol.Hook {
 }
 
 // hooksOf lists the hooks bound to mailbox m.
-func (d *Daemon) hooksOf(m *mailboxInfo) []protocol.Hook {
+func (d *Daemon) hooksOf(m *registry.Mailbox) []protocol.Hook {
 	out := []protocol.Hook{}
 	for _, h := range d.allHooks() {
 		if h.MailboxID == m.ID && h.Mailbox == m.Name {
@@ -148,18 +149,18 @@ func handleHookCreate(_ context.Context, d *Daemon, c *call, a *protocol.HookCre
 			continue
 		}
 		// Creating the same hook again is idempotent; a different hook under a taken name is not.
-		if ex.Source == "registry" && ex.Event == h.Event && slices.Equal(ex.Cmd, h.Cmd) &&
+		if ex.Source == registry.SourceRegistry && ex.Event == h.Event && slices.Equal(ex.Cmd, h.Cmd) &&
 			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted {
 			return ex, nil
 		}
 		return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q; pass another name", m.Name, h.Name)
 	}
-	h.ID, h.MailboxID = newID("h"), m.ID
+	h.ID, h.MailboxID = registry.NewID("h"), m.ID
 	h.CreatedAt = d.now().UTC()
 	if err := d.reg.AddHook(h); err != nil {
 		return nil, err
 	}
-	h.Source = "registry"
+	h.Source = registry.SourceRegistry
 	d.log.Info("hook created", "hook", h.Name, "mailbox", h.Mailbox, "event", h.Event, "by_uid", c.caller.UID)
 	return h, nil
 }
@@ -210,7 +211,7 @@ func handleHookDelete(_ context.Context, d *Daemon, c *call, a *protocol.HookDel
 		if h.Name != a.Name {
 			continue
 		}
-		if h.Source == "config" {
+		if h.Source == registry.SourceConfig {
 			return nil, protocol.Errorf(protocol.CodeForbidden, "hook %q is declared by the operator in config.toml; only the operator can remove it there", a.Name)
 		}
 		if err := d.reg.RemoveHook(h.ID); err != nil {

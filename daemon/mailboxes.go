@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -13,7 +14,7 @@ import (
 // reservedNames cannot be created over the socket.
 var reservedNames = map[string]bool{"catchall": true}
 
-func (d *Daemon) describe(m *mailboxInfo) protocol.Mailbox {
+func (d *Daemon) describe(m *registry.Mailbox) protocol.Mailbox {
 	cfg := d.cfg()
 	mb := protocol.Mailbox{
 		Name:     m.Name,
@@ -145,7 +146,7 @@ func handleMailboxCreate(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 		}
 		return nil, err
 	}
-	rec := &registeredMailbox{ID: newID("m"), Name: a.Name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: c.caller.UID}
+	rec := &registry.Record{ID: registry.NewID("m"), Name: a.Name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: c.caller.UID}
 	if err := d.reg.AddMailbox(rec); err != nil {
 		if created {
 			d.store.Delete(a.Name, true)
@@ -158,7 +159,7 @@ func handleMailboxCreate(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 }
 
 func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.MailboxDeleteArgs) (any, error) {
-	if m := c.box(); m.Source == "config" {
+	if m := c.box(); m.Source == registry.SourceConfig {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; remove it there and reload", a.Name)
 	}
 	d.mu.Lock()

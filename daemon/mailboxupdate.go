@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -54,10 +55,10 @@ func mailboxUpdateTarget(d *Daemon, _ *call, a *protocol.MailboxUpdateArgs) (tar
 
 func handleMailboxUpdate(_ context.Context, d *Daemon, c *call, a *protocol.MailboxUpdateArgs) (any, error) {
 	m := c.box()
-	if m.Source == "config" {
+	if m.Source == registry.SourceConfig {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; set its display_name and trusted_senders there and reload", a.Name)
 	}
-	_, err := d.reg.UpdateMailbox(m.Name, m.ID, func(r *registeredMailbox) {
+	_, err := d.reg.UpdateMailbox(m.Name, m.ID, func(r *registry.Record) {
 		if a.DisplayName != nil {
 			r.DisplayName = *a.DisplayName
 		}
@@ -69,7 +70,7 @@ func handleMailboxUpdate(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 			r.TrustedSenders = &list
 		}
 	})
-	if errors.Is(err, errNoSuchMailbox) {
+	if errors.Is(err, registry.ErrNoSuchMailbox) {
 		return nil, notFoundMailbox(a.Name) // deleted, and perhaps created again, since the access check
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -51,7 +52,7 @@ func TestMailboxUpdateDisplayName(t *testing.T) {
 	}
 
 	// The registry keeps it on disk.
-	reg, _, err := OpenRegistry(td.cfg.Paths.RegistryDir())
+	reg, _, err := registry.Open(td.cfg.Paths.RegistryDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -24,12 +25,12 @@ func TestQueueItemWithoutMailboxIDIsRootsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, _, err := OpenRegistry(filepath.Join(dir, "registry"))
+	reg, _, err := registry.Open(filepath.Join(dir, "registry"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &Daemon{reg: reg}
-	d.state.Store(&state{declared: map[string]*mailboxInfo{
+	d.state.Store(&state{declared: map[string]*registry.Mailbox{
 		"reused": {ID: "m-now", Name: "reused", UID: 1001, GID: 1001, Source: "registry"},
 	}})
 	d.out = &outboundService{d: d, queue: q}

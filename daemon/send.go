@@ -20,6 +20,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
@@ -280,7 +281,7 @@ func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (
 
 // sendFrom sends a as mailbox m, which the caller was checked to own: the
 // one path of every send (the send verb and a draft's).
-func (d *Daemon) sendFrom(ctx context.Context, m *mailboxInfo, a *protocol.SendArgs) (protocol.SendResult, error) {
+func (d *Daemon) sendFrom(ctx context.Context, m *registry.Mailbox, a *protocol.SendArgs) (protocol.SendResult, error) {
 	o, err := d.sender()
 	if err != nil {
 		return protocol.SendResult{}, err

@@ -1,4 +1,8 @@
-package daemon
+// Package registry keeps the mailboxes and hooks created over the control
+// socket, one JSON file each under the root-owned registry directory, and
+// the identities that bind what the daemon keeps about a mailbox or hook to
+// it rather than to its name.
+package registry
 
 import (
 	"crypto/rand"
@@ -27,12 +31,13 @@ import (
 type Registry struct {
 	dir       string
 	mu        sync.RWMutex
-	mailboxes map[string]*registeredMailbox
+	mailboxes map[string]*Record
 	hooks     map[string]*protocol.Hook // by hook id
 	hookFiles map[string]string         // hook id -> the file's name without .json
 }
 
-type registeredMailbox struct {
+// Record is a mailbox created over the socket, as its registry file holds it.
+type Record struct {
 	// ID is minted when the mailbox is created and never reused: what is
 	// kept about the mailbox is bound to it, not to the name.
 	ID        string    `json:"id,omitempty"`
@@ -48,10 +53,10 @@ type registeredMailbox struct {
 	TrustedSenders *[]string `json:"trusted_senders,omitempty"`
 }
 
-// OpenRegistry loads the registry at dir, creating it (0700) if needed.
+// Open loads the registry at dir, creating it (0700) if needed.
 // Unreadable entries are reported and skipped so one bad file never hides the rest.
-func OpenRegistry(dir string) (*Registry, []error, error) {
-	r := &Registry{dir: dir, mailboxes: map[string]*registeredMailbox{}, hooks: map[string]*protocol.Hook{}, hookFiles: map[string]string{}}
+func Open(dir string) (*Registry, []error, error) {
+	r := &Registry{dir: dir, mailboxes: map[string]*Record{}, hooks: map[string]*protocol.Hook{}, hookFiles: map[string]string{}}
 	var problems []error
 	for _, sub := range []string{"mailboxes", "hooks"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
@@ -86,7 +91,7 @@ func OpenRegistry(dir string) (*Registry, []error, error) {
 		}
 	}
 	load("mailboxes", func(name string, data []byte) error {
-		var m registeredMailbox
+		var m Record
 		if err := json.Unmarshal(data, &m); err != nil {
 			return err
 		}
@@ -115,7 +120,7 @@ func OpenRegistry(dir string) (*Registry, []error, error) {
 		if _, dup := r.hooks[h.ID]; dup {
 			return errors.New("a hook with the same id is loaded already")
 		}
-		h.Source = "registry"
+		h.Source = SourceRegistry
 		r.hooks[h.ID] = &h
 		r.hookFiles[h.ID] = name
 		return nil
@@ -136,7 +141,7 @@ func (r *Registry) remove(sub, name string) error {
 }
 
 // Mailbox returns a registered mailbox.
-func (r *Registry) Mailbox(name string) (*registeredMailbox, bool) {
+func (r *Registry) Mailbox(name string) (*Record, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	m, ok := r.mailboxes[name]
@@ -144,18 +149,18 @@ func (r *Registry) Mailbox(name string) (*registeredMailbox, bool) {
 }
 
 // Mailboxes lists registered mailboxes by name.
-func (r *Registry) Mailboxes() []*registeredMailbox {
+func (r *Registry) Mailboxes() []*Record {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return slices.SortedFunc(maps.Values(r.mailboxes), func(a, b *registeredMailbox) int { return strings.Compare(a.Name, b.Name) })
+	return slices.SortedFunc(maps.Values(r.mailboxes), func(a, b *Record) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // AddMailbox records a mailbox durably, minting its id when it has none.
-func (r *Registry) AddMailbox(m *registeredMailbox) error {
+func (r *Registry) AddMailbox(m *Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m.ID == "" {
-		m.ID = newID("m")
+		m.ID = NewID("m")
 	}
 	if err := r.write("mailboxes", m.Name, m); err != nil {
 		return err
@@ -167,12 +172,12 @@ func (r *Registry) AddMailbox(m *registeredMailbox) error {
 // UpdateMailbox changes the registered mailbox with that id durably: change
 // edits a copy, which replaces the entry once written, so readers holding
 // the old entry never see it change under them.
-func (r *Registry) UpdateMailbox(name, id string, change func(*registeredMailbox)) (*registeredMailbox, error) {
+func (r *Registry) UpdateMailbox(name, id string, change func(*Record)) (*Record, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old, ok := r.mailboxes[name]
 	if !ok || old.ID != id {
-		return nil, errNoSuchMailbox
+		return nil, ErrNoSuchMailbox
 	}
 	m := *old
 	change(&m)
@@ -183,7 +188,9 @@ func (r *Registry) UpdateMailbox(name, id string, change func(*registeredMailbox
 	return &m, nil
 }
 
-var errNoSuchMailbox = errors.New("registry: no such mailbox")
+// ErrNoSuchMailbox answers UpdateMailbox for a name that no longer has the
+// mailbox of that id.
+var ErrNoSuchMailbox = errors.New("registry: no such mailbox")
 
 // RemoveMailbox forgets a mailbox and the hooks bound to it.
 func (r *Registry) RemoveMailbox(name string) error {
@@ -232,7 +239,7 @@ func (r *Registry) AddHook(h protocol.Hook) error {
 			return protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q: pick another name or delete it first", h.Mailbox, h.Name)
 		}
 	}
-	h.Source = "registry"
+	h.Source = SourceRegistry
 	h.LastRun = nil
 	if err := r.write("hooks", h.ID, h); err != nil {
 		return err
@@ -262,17 +269,17 @@ func (r *Registry) removeHook(id string) error {
 	return nil
 }
 
-// newID mints an identity that is never reused: prefix and 16 random hex
+// NewID mints an identity that is never reused: prefix and 16 random hex
 // digits.
-func newID(prefix string) string {
+func NewID(prefix string) string {
 	var b [8]byte
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// derivedID is a stable identity for what predates minted ids, or is
+// DerivedID is a stable identity for what predates minted ids, or is
 // declared in the config: prefix and 16 hex digits of a hash of the parts.
-func derivedID(prefix string, parts ...string) string {
+func DerivedID(prefix string, parts ...string) string {
 	h := sha256.New()
 	for _, p := range parts {
 		fmt.Fprintf(h, "%d:%s,", len(p), p)
@@ -280,16 +287,16 @@ func derivedID(prefix string, parts ...string) string {
 	return prefix + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-func legacyMailboxID(m *registeredMailbox) string {
-	return derivedID("m", "registry", m.Name, strconv.FormatUint(uint64(m.OwnerUID), 10), m.CreatedAt.UTC().Format(time.RFC3339Nano))
+func legacyMailboxID(m *Record) string {
+	return DerivedID("m", "registry", m.Name, strconv.FormatUint(uint64(m.OwnerUID), 10), m.CreatedAt.UTC().Format(time.RFC3339Nano))
 }
 
 func legacyHookID(h *protocol.Hook) string {
-	return derivedID("h", "registry", h.Mailbox, h.Name, h.CreatedAt.UTC().Format(time.RFC3339Nano))
+	return DerivedID("h", "registry", h.Mailbox, h.Name, h.CreatedAt.UTC().Format(time.RFC3339Nano))
 }
 
-// configMailboxID is the identity of an operator-declared mailbox: its name
+// ConfigMailboxID is the identity of an operator-declared mailbox: its name
 // and owner, so the same declaration keeps it and another owner does not.
-func configMailboxID(name string, uid uint32) string {
-	return derivedID("c", "config", name, strconv.FormatUint(uint64(uid), 10))
+func ConfigMailboxID(name string, uid uint32) string {
+	return DerivedID("c", "config", name, strconv.FormatUint(uint64(uid), 10))
 }
