@@ -11,6 +11,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -45,7 +46,7 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 		SMTP:  config.SMTP{Listen: []string{o.SMTP}},
 		Trust: config.Trust{TrustedSenders: o.Trusted},
 	}
-	cert, key, err := EnsureSelfSigned(filepath.Join(dir, "tls"), "localhost", "127.0.0.1", "::1", o.Domain)
+	cert, key, err := setup.EnsureSelfSigned(filepath.Join(dir, "tls"), "localhost", "127.0.0.1", "::1", o.Domain)
 	if err != nil {
 		return nil, fmt.Errorf("dev certificate: %w", err)
 	}

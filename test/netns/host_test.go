@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
@@ -83,7 +83,7 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	if !o.NoPublish {
 		l.publishDomain(domain, ns.IP, map[string]string{key.Selector: key.TXTValue()})
 	}
-	cert, keyPath, err := daemon.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
+	cert, keyPath, err := setup.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
 	if err != nil {
 		t.Fatal(err)
 	}

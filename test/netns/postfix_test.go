@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/testpostfix"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
@@ -80,7 +80,7 @@ func (l *lab) newPostfixIn(ns *nsHost, domain string, mainCF ...string) *postfix
 	}
 	os.Chown(filepath.Join(dir, "data"), pfUID, -1)
 	os.Chown(p.Maildirs, int(owner.UID), int(owner.GID))
-	cert, key, err := daemon.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
+	cert, key, err := setup.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -36,7 +36,7 @@ func TestScaleOut(t *testing.T) {
 	l.publish("sender.test TXT v=spf1 ip4:"+client.IP+" -all", "mx.sender.test A "+client.IP)
 
 	// The tier's certificate, which the hosts' relay client verifies.
-	cert, key, err := daemon.EnsureSelfSigned(filepath.Join(testusers.SharedDir(t), "tls"), "mx."+domain)
+	cert, key, err := setup.EnsureSelfSigned(filepath.Join(testusers.SharedDir(t), "tls"), "mx."+domain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package setup
 
 import (
 	"errors"
@@ -6,14 +6,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon/setup"
-	"github.com/mailctl/mailctl/store"
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // EnsureSelfSigned writes a self-signed certificate and key for hosts into
 // dir (cert.pem, key.pem) unless both exist, and returns their paths. It is
 // for `mailctl dev`: the certificate is the one `mailctl setup --self-signed`
-// makes (setup.SelfSigned), which peers that verify certificates will not
+// makes (SelfSigned), which peers that verify certificates will not
 // trust, and delivery to us falls back accordingly.
 func EnsureSelfSigned(dir string, hosts ...string) (certPath, keyPath string, err error) {
 	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -28,14 +27,14 @@ func EnsureSelfSigned(dir string, hosts ...string) (certPath, keyPath string, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", err
 	}
-	certPEM, keyPEM, err := setup.SelfSigned(time.Now(), hosts...)
+	certPEM, keyPEM, err := SelfSigned(time.Now(), hosts...)
 	if err != nil {
 		return "", "", err
 	}
-	if err := store.WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := safeio.WriteFile(keyPath, keyPEM, safeio.Options{Perm: 0o600}); err != nil {
 		return "", "", err
 	}
-	if err := store.WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := safeio.WriteFile(certPath, certPEM, safeio.Options{Perm: 0o644}); err != nil {
 		return "", "", err
 	}
 	return certPath, keyPath, nil
