@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound/compose"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
@@ -250,7 +249,7 @@ func (s *Service) sentMessage(req SendRequest, msg *signedMessage, rcpts []proto
 		DeliveryStatus: aggregate(rcpts), DeliveryDetails: toStoreDetails(rcpts),
 		// The inbound side's derivation, so that replies join the thread;
 		// a composed message always has a Message-ID to fall back on.
-		ThreadID: ingest.ThreadID(msg.MessageID, msg.References, msg.InReplyTo, "", time.Time{}, ""),
+		ThreadID: store.ThreadID(msg.MessageID, msg.References, msg.InReplyTo, "", time.Time{}, ""),
 	}
 }
 

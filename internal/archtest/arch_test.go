@@ -56,6 +56,18 @@ func TestImportEdges(t *testing.T) {
 			}
 		}
 	}
+	// The send pipeline and the receive pipeline meet only in the daemon's
+	// wiring and in what both take from store: outbound never reaches into
+	// the inbound parser or the SMTP server.
+	for _, pkg := range []string{"daemon/outbound", "daemon/outbound/queue", "daemon/outbound/remote", "daemon/outbound/compose"} {
+		for _, d := range deps(t, pkg) {
+			for _, bad := range []string{module + "/daemon/ingest", module + "/daemon/smtpin", module + "/daemon/trust"} {
+				if d == bad {
+					t.Errorf("%s imports %s: outbound and inbound share code through store, not through each other", pkg, d)
+				}
+			}
+		}
+	}
 	// Key tools and the queue stay clear of the SMTP client and of the
 	// Markdown renderer: a tool that only reads or writes DKIM keys must not
 	// carry a mail client, and the queue only sees delivery results.
