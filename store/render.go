@@ -14,7 +14,10 @@ import (
 // and arrays of tables after the other keys, omitempty fields left out
 // when empty, strings repaired to UTF-8 and quoted, times the TOML can
 // carry. Every message written goes through here, and the reflective
-// encoder was most of what writing a sent copy cost in CPU.
+// encoder was most of what writing a sent copy cost in CPU. The struct's
+// tags stay the one source of the schema: the tests fill every field of
+// Message by reflection (TestEveryFieldIsWritten, FuzzRenderMatches), so a
+// field added there and not here fails them.
 func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w := fmWriter{b: b}
 	w.str("id", m.ID)
