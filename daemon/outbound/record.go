@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"strings"
@@ -30,6 +31,11 @@ type Recorder struct {
 	// whose it is), changes no sent copy and reaches no callback. Nil:
 	// every item is current.
 	CurrentID func(name string) string
+	// SentCopyDelay is how long the sent copy of a new item may wait to be
+	// written (default 1s): the first attempt usually ends within it, and
+	// the copy is then written once, with the outcome. Reads through the
+	// store see it meanwhile.
+	SentCopyDelay time.Duration
 }
 
 // DSNRecipient is one recipient reported by a delivery status notification.
@@ -73,11 +79,29 @@ func (r *Recorder) orphaned(it *queue.Item) bool {
 	return true
 }
 
-// Updated implements queue.Notifier: it brings the sent copy up to date,
-// or writes it if this is the first the Recorder hears of the message (the
-// first attempt ended before the send was answered). The file is replaced
-// without fsync: the queue's journal holds the state until a checkpoint
-// has called Flush.
+// Queued implements queue.Notifier: it hands the sent copy of a new item,
+// from the journal record the queue has just made durable, to the store,
+// which writes it within SentCopyDelay, or as soon as it is read or the
+// first attempt's state changes it. A failure is logged: the journal still
+// holds the copy, and the next Updated or the next start writes it.
+func (r *Recorder) Queued(it *queue.Item) {
+	if len(it.Copy) == 0 || r.orphaned(it) {
+		return
+	}
+	c, err := decodeCopy(it.Copy)
+	if err == nil {
+		applyState(c.Message, it, r.now())
+		err = r.Store.CreateDeferred(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, it.Data, c.Attachments, cmp.Or(r.SentCopyDelay, time.Second))
+	}
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		r.log().Error("cannot write the sent copy", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
+	}
+}
+
+// Updated implements queue.Notifier: it brings the sent copy up to date, or
+// writes it from the journal when it is missing (Queued could not write it,
+// or its owner removed it). The file is replaced without fsync: the queue's
+// journal holds the state until a checkpoint has called Flush.
 func (r *Recorder) Updated(it *queue.Item) {
 	if r.orphaned(it) {
 		return
@@ -100,12 +124,7 @@ func (r *Recorder) update(it *queue.Item) error {
 	if !errors.Is(err, store.ErrNotFound) || it.CopySize == 0 {
 		return err
 	}
-	err = r.createFromJournal(it)
-	if errors.Is(err, store.ErrExists) {
-		// The sender wrote it meanwhile, with an earlier state.
-		err = r.Store.UpdateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, set)
-	}
-	return err
+	return r.createFromJournal(it)
 }
 
 // Flush makes the sent copies' updates durable; it is the queue's

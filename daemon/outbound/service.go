@@ -5,9 +5,7 @@
 package outbound
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -53,12 +51,7 @@ type Service struct {
 	Queue            *queue.Queue
 	Limiter          *policy.RateLimiter
 	FirstAttemptWait time.Duration // default 10s
-	// SentCopyDelay is how long the sent copy of a send answered before
-	// its first attempt ended may wait to be written (default 1s): the
-	// attempt usually ends within it, and the copy is then written once,
-	// with the outcome. Reads through the store see it meanwhile.
-	SentCopyDelay time.Duration
-	Logger        *slog.Logger
+	Logger           *slog.Logger
 	// ReturnPath, when set, gives a sent message its envelope sender from
 	// its From address, its mailbox's identity and its sent id (a bounce
 	// address only this daemon can make).
@@ -157,26 +150,8 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	s.rememberKey(req, sentID, msg.MessageID, now)
 	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)
 	res, err := s.waitFirst(ctx, req, it.ID)
-	s.writeSentCopy(it, c, msg.signed)
 	answered(res)
 	return res, err
-}
-
-// writeSentCopy hands the sent copy to the store before the send is
-// answered, with the queue's state now, unless the Recorder wrote it
-// already (the first attempt has ended: the store answers ErrExists). A
-// failure is logged: the queue's journal still holds the copy, and the next
-// start writes it.
-func (s *Service) writeSentCopy(queued *queue.Item, c sentCopy, raw []byte) {
-	it, err := s.Queue.Get(queued.ID)
-	if err != nil {
-		it = queued // settled and forgotten already: its Recorder wrote the copy
-	}
-	applyState(c.Message, it, s.now())
-	err = s.Sent.Store.CreateDeferred(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments, cmp.Or(s.SentCopyDelay, time.Second))
-	if err != nil && !errors.Is(err, store.ErrExists) {
-		s.log().Error("cannot write the sent copy", "mailbox", queued.Mailbox, "id", queued.SentID, "err", err)
-	}
 }
 
 // build composes the message and signs it with every active key.

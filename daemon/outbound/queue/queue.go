@@ -124,12 +124,22 @@ func (it *Item) clone() *Item {
 	return &c
 }
 
-// Notifier hears about queue changes. Updated follows every attempt and
-// operator action; Settled follows the Updated that made every recipient final.
+// Notifier hears about queue changes. Queued comes first, once the new
+// item's journal record is durable and before any attempt can start, with
+// the item's Data and Copy set; Updated follows every attempt and operator
+// action; Settled follows the Updated that made every recipient final.
 type Notifier interface {
+	Queued(it *Item)
 	Updated(it *Item)
 	Settled(it *Item)
 }
+
+// unheard is the Notifier of a queue that nobody listens to.
+type unheard struct{}
+
+func (unheard) Queued(*Item)  {}
+func (unheard) Updated(*Item) {}
+func (unheard) Settled(*Item) {}
 
 // Restorer is a Notifier that also hears, when Run starts, of every item
 // the journal held that has not settled, so that it can redo what a crash
@@ -218,6 +228,7 @@ var itemIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
 
 // Open loads the queue in dir, creating it (0700) if needed. Items that
 // do not load are moved to dir/corrupt and logged; they never stop the queue.
+// A nil n means no one listens.
 func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
@@ -236,6 +247,9 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating queue directory: %w", err)
+	}
+	if n == nil {
+		n = unheard{}
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
 		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, kick: make(chan struct{}, 1)}
@@ -396,6 +410,11 @@ func (q *Queue) Enqueue(it *Item) error {
 	w, err := q.j.enqueue(it, it.Data, it.Copy)
 	if err == nil {
 		err = q.j.commit(w)
+	}
+	if err == nil {
+		// The item is not among q.items yet, so no attempt (and no
+		// Updated) can come before the Notifier has heard of it.
+		q.n.Queued(q.told(it))
 	}
 	q.mu.Lock()
 	delete(q.enqueuing, it.ID)

@@ -450,6 +450,8 @@ type notes struct {
 }
 
 func newNotes() *notes { return &notes{settled: make(chan *Item, 100)} }
+func (n *notes) Queued(*Item) {}
+
 func (n *notes) Updated(it *Item) {
 	n.mu.Lock()
 	n.updated = append(n.updated, it)
