@@ -1,30 +1,31 @@
-// Package daemon is mailctl's root service: the control socket and its
-// authorization, the mailbox registry, inbound and outbound mail, and hooks.
+// Package daemon is mailctl's root service and the place its parts are
+// wired together: New builds them from a config (the store, the registry,
+// the control API, inbound SMTP/LMTP, the send pipeline and its queue, the
+// hook runner, metrics), Run serves until the context ends, and Reload
+// applies a changed config. The control socket's API is daemon/control;
+// what mail does on its way in and out lives in the daemon/ packages it
+// names (smtpin, ingest, trust, outbound).
 package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/logsum"
-	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -57,7 +58,7 @@ type Daemon struct {
 	state   atomic.Pointer[state]
 	store   *store.Store
 	reg     *registry.Registry
-	events  *hub
+	ctl     *control.Server
 	started time.Time
 
 	smtp     *smtpService
@@ -78,9 +79,7 @@ type Daemon struct {
 	runner  *hooks.Runner
 	now     func() time.Time
 
-	lock    *os.File   // the daemon's lock, held from New to the end of Run
-	mu      sync.Mutex // serializes mailbox and hook creation and deletion
-	wg      sync.WaitGroup
+	lock    *os.File // the daemon's lock, held from New to the end of Run
 	closing chan struct{}
 	// logSum counts repeated log lines (identical requests, refusals) so a
 	// flood costs one line per kind and window; see logRepeats.
@@ -158,7 +157,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, events: newHub(), started: time.Now(),
+	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, started: time.Now(),
 		closing: make(chan struct{}), now: time.Now, lock: lock}
 	if opts.Clock != nil {
 		d.now = opts.Clock
@@ -202,6 +201,8 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.smtp = svc
 		d.extras = append(d.extras, svc)
 	}
+	d.ctl = control.New(control.Options{Version: opts.Version, Dev: opts.Dev, Logger: d.log, Now: d.now, Started: d.started,
+		Store: st, Registry: reg, Backend: backend{d}, Requests: d.metrics.requests, LogSum: &d.logSum})
 	d.ensureDeclared(s)
 	return d, nil
 }
@@ -212,7 +213,7 @@ func (d *Daemon) cfg() *config.Config { return d.state.Load().cfg }
 func (d *Daemon) buildState(cfg *config.Config) *state {
 	s := &state{cfg: cfg, declared: map[string]*registry.Mailbox{}}
 	for _, m := range cfg.Mailboxes {
-		uid, gid, err := resolveUser(m.Owner)
+		uid, gid, err := registry.ResolveUser(m.Owner)
 		if err != nil {
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: owner %q: %v", m.Name, m.Owner, err))
 			continue
@@ -292,41 +293,12 @@ func (d *Daemon) allMailboxes() []*registry.Mailbox {
 	return out
 }
 
-// resolveUser turns a user name or numeric uid into uid and primary gid. A
-// numeric uid must have a passwd entry: mailboxes and hooks need a real user.
-func resolveUser(s string) (uint32, uint32, error) {
-	var u *user.User
-	var err error
-	if _, nerr := strconv.ParseUint(s, 10, 32); nerr == nil {
-		u, err = user.LookupId(s)
-	} else {
-		u, err = user.Lookup(s)
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("no such user")
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return 0, 0, errors.New("user has a non-numeric id")
-	}
-	return uint32(uid), uint32(gid), nil
-}
-
-// userName returns the login name of uid, or the number when it has none.
-func userName(uid uint32) string {
-	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
-		return u.Username
-	}
-	return strconv.FormatUint(uint64(uid), 10)
-}
-
 // Run serves until ctx ends, then drains: in-flight requests get a grace period.
 func (d *Daemon) Run(ctx context.Context) error {
 	cfg := d.cfg()
 	defer d.lock.Close()
-	srv, err := d.listenControl(cfg.Paths.Socket)
-	if err != nil {
+	srv := d.ctl
+	if err := srv.Listen(cfg.Paths.Socket); err != nil {
 		return err
 	}
 	for _, ex := range d.extras {
@@ -339,6 +311,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.opts.Ready != nil {
 		d.opts.Ready()
 	}
+	var err error
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
 	go d.logRepeats()
@@ -359,11 +332,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.runner.Shutdown(drain); err != nil {
 		d.log.Warn("hooks still running at shutdown", "err", err)
 	}
-	done := make(chan struct{})
-	go func() { d.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-drain.Done():
+	if !srv.Wait(drain) {
 		d.log.Warn("shutdown grace ended with requests still running")
 	}
 	d.log.Info("mailctl daemon stopped")
@@ -372,8 +341,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // Version is the daemon's build version.
 func (d *Daemon) Version() string { return d.opts.Version }
-
-var errClosing = protocol.Errorf(protocol.CodeUnavailable, "the daemon is shutting down; retry in a moment")
 
 // logRepeats writes, every window until the daemon closes, the counts of
 // lines the summarizer held back, so a burst that stops is still reported.
@@ -393,3 +360,7 @@ func (d *Daemon) logRepeats() {
 func (d *Daemon) logRepeat(kind string, n int) {
 	d.log.Info("repeats not logged one by one", "kind", kind, "count", n)
 }
+
+// Watchers is the number of watch streams open now; tests of clients wait
+// for it before causing the event they expect a stream to carry.
+func (d *Daemon) Watchers() int { return d.ctl.Watchers() }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
-	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/store"
 )
@@ -106,22 +105,7 @@ func quoteList(l []string) string {
 // EnsureMailbox creates a registry mailbox for uid if it does not exist yet
 // (used by `mailctl dev` for the current user's mailbox).
 func (d *Daemon) EnsureMailbox(name string, uid, gid uint32) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if m, ok := d.lookupMailbox(name); ok {
-		if m.UID != uid {
-			return fmt.Errorf("mailbox %q exists with another owner (uid %d)", name, m.UID)
-		}
-		_, err := d.store.Create(name, int(uid), int(gid))
-		return err
-	}
-	if err := store.ValidMailboxName(name); err != nil {
-		return err
-	}
-	if _, err := d.store.Create(name, int(uid), int(gid)); err != nil {
-		return err
-	}
-	return d.reg.AddMailbox(&registry.Record{Name: name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: uid})
+	return d.ctl.EnsureMailbox(name, uid, gid)
 }
 
 // Address is the mail address of a mailbox on this daemon's primary domain.

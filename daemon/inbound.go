@@ -18,7 +18,9 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/bounce"
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/hooks"
@@ -205,10 +207,10 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	d.metrics.received.WithLabelValues("stored").Inc()
 	d.log.Info("message stored", "mailbox", mailbox, "id", id, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
-	sum := summaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
+	sum := control.SummaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
-	d.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
+	d.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
 	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
 		d.onDSN(mailbox, rt.Tag, p.DSN)
 	}
@@ -298,7 +300,7 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 	b := d.inbound
 	var xfwd []uint32
 	for _, u := range s.LMTPXForwardUsers {
-		if uid, _, err := resolveUser(u); err == nil {
+		if uid, _, err := registry.ResolveUser(u); err == nil {
 			xfwd = append(xfwd, uid)
 		} else if s.LMTPSocket != "" {
 			d.log.Info("smtp.lmtp_xforward_users: no such user, skipped", "user", u)

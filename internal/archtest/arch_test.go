@@ -56,6 +56,23 @@ func TestImportEdges(t *testing.T) {
 			}
 		}
 	}
+	// The registry is a store of files: it knows protocol's hook type and the
+	// durable-write leaf, nothing of the daemon around it.
+	for _, d := range deps(t, "daemon/registry") {
+		if strings.HasPrefix(d, module+"/") && d != module+"/daemon/registry" && d != module+"/protocol" && d != module+"/internal/safeio" {
+			t.Errorf("daemon/registry imports %s: the registry may use protocol and internal/safeio only", d)
+		}
+	}
+	// The control API asks the daemon for health checks, listeners and the
+	// send pipeline through its Backend; it never reaches into the inbound
+	// path, the SMTP client, doctor or setup itself.
+	for _, d := range deps(t, "daemon/control") {
+		for _, bad := range []string{"daemon", "daemon/smtpin", "daemon/ingest", "daemon/doctor", "daemon/setup", "daemon/outbound/remote"} {
+			if d == module+"/"+bad {
+				t.Errorf("daemon/control imports %s: the control API reaches the rest of the daemon through control.Backend", d)
+			}
+		}
+	}
 	// The send pipeline and the receive pipeline meet only in the daemon's
 	// wiring and in what both take from store: outbound never reaches into
 	// the inbound parser or the SMTP server.

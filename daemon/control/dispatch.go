@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -43,18 +43,18 @@ func (c *call) decode(v any) error {
 // verbRoute is one verb: the access it needs, how its arguments name what it
 // acts on, and the handler that runs once the access check has passed.
 type verbRoute struct {
-	access  access
-	prepare func(d *Daemon, c *call) (args any, t target, err error)
-	run     func(ctx context.Context, d *Daemon, c *call, args any) (any, error)
+	access  Access
+	prepare func(s *Server, c *call) (args any, t target, err error)
+	run     func(ctx context.Context, s *Server, c *call, args any) (any, error)
 }
 
 // on builds a route whose arguments decode strictly into A. find names what
 // the request acts on (nil: nothing beyond what the caller owns).
-func on[A any](acc access, find func(d *Daemon, c *call, a *A) (target, error),
-	run func(ctx context.Context, d *Daemon, c *call, a *A) (any, error)) verbRoute {
+func on[A any](acc Access, find func(s *Server, c *call, a *A) (target, error),
+	run func(ctx context.Context, s *Server, c *call, a *A) (any, error)) verbRoute {
 	return verbRoute{
 		access: acc,
-		prepare: func(d *Daemon, c *call) (any, target, error) {
+		prepare: func(s *Server, c *call) (any, target, error) {
 			a := new(A)
 			if err := c.decode(a); err != nil {
 				return nil, target{}, err
@@ -62,11 +62,11 @@ func on[A any](acc access, find func(d *Daemon, c *call, a *A) (target, error),
 			if find == nil {
 				return a, target{}, nil
 			}
-			t, err := find(d, c, a)
+			t, err := find(s, c, a)
 			return a, t, err
 		},
-		run: func(ctx context.Context, d *Daemon, c *call, args any) (any, error) {
-			return run(ctx, d, c, args.(*A))
+		run: func(ctx context.Context, s *Server, c *call, args any) (any, error) {
+			return run(ctx, s, c, args.(*A))
 		},
 	}
 }
@@ -82,8 +82,8 @@ func handle(verb string, r verbRoute) {
 }
 
 // handleVersion takes any arguments: every client, of any version, may ask.
-func handleVersion(_ context.Context, d *Daemon, c *call, _ *json.RawMessage) (any, error) {
-	return protocol.VersionInfo{Protocol: protocol.Name, ProtocolVersion: protocol.Version, Server: d.Version(),
+func handleVersion(_ context.Context, s *Server, c *call, _ *json.RawMessage) (any, error) {
+	return protocol.VersionInfo{Protocol: protocol.Name, ProtocolVersion: protocol.Version, Server: s.version(),
 		CallerUID: c.caller.UID, CallerGID: c.caller.GID}, nil
 }
 
@@ -97,13 +97,13 @@ const (
 
 // gate decodes the request, resolves what it acts on and checks the access
 // the route declares. Nothing else decides who may do what.
-func (d *Daemon) gate(r verbRoute, c *call) (any, error) {
-	args, t, err := r.prepare(d, c)
+func (s *Server) gate(r verbRoute, c *call) (any, error) {
+	args, t, err := r.prepare(s, c)
 	c.mailbox = t.concerns()
 	if err != nil {
 		return nil, err
 	}
-	boxes, err := d.authorize(c, r.access, t)
+	boxes, err := s.authorize(c, r.access, t)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (d *Daemon) gate(r verbRoute, c *call) (any, error) {
 	return args, nil
 }
 
-func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.Request, w *connWriter) {
+func (s *Server) serveRequest(ctx context.Context, caller Caller, req *protocol.Request, w *connWriter) {
 	start := time.Now()
 	c := &call{caller: caller, verb: req.Verb, args: req.Args, id: req.ID, w: w}
 	r, ok := verbTable[req.Verb]
@@ -119,9 +119,9 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	var err error
 	decision := decisionDeny
 	if !ok {
-		err = protocol.Errorf(protocol.CodeInvalidInput, "unknown verb %q: see protocol/README.md for the verbs this daemon (%s) knows", req.Verb, d.Version())
+		err = protocol.Errorf(protocol.CodeInvalidInput, "unknown verb %q: see protocol/README.md for the verbs this daemon (%s) knows", req.Verb, s.version())
 	} else {
-		timeout := d.cfg().Control.RequestTimeout.Duration
+		timeout := s.cfg().Control.RequestTimeout.Duration
 		if req.TimeoutMS > 0 {
 			timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 		}
@@ -134,13 +134,13 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 			rctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		data, err = d.safeCall(c, func() (any, error) {
-			args, err := d.gate(r, c)
+		data, err = s.safeCall(c, func() (any, error) {
+			args, err := s.gate(r, c)
 			if err != nil {
 				return nil, err
 			}
 			decision = decisionAllow
-			return r.run(rctx, d, c, args)
+			return r.run(rctx, s, c, args)
 		})
 		if err != nil && errors.Is(err, context.DeadlineExceeded) {
 			err = protocol.Errorf(protocol.CodeTimeout, "%s did not finish within %s", req.Verb, timeout)
@@ -154,7 +154,7 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 			pe = storeFault(err)
 		}
 		if pe == nil {
-			d.log.Error("request failed", "verb", req.Verb, "uid", caller.UID, "err", err)
+			s.log.Error("request failed", "verb", req.Verb, "uid", caller.UID, "err", err)
 			pe = protocol.Errorf(protocol.CodeInternal, "internal error; the daemon log has details")
 		}
 		resp.Error = pe
@@ -176,20 +176,20 @@ func (d *Daemon) serveRequest(ctx context.Context, caller Caller, req *protocol.
 	if code == "" {
 		code = "ok"
 	}
-	d.metrics.requests.WithLabelValues(metricVerb(req.Verb), code).Inc()
+	s.opts.Requests.WithLabelValues(metricVerb(req.Verb), code).Inc()
 	// The audit line is written before the reply so it exists by the time the caller sees the outcome.
-	d.audit(caller, req.Verb, c.mailbox, decision, code, time.Since(start))
+	s.audit(caller, req.Verb, c.mailbox, decision, code, time.Since(start))
 	if data != nil || err != nil || req.Verb != protocol.VerbWatch {
 		if werr := w.send(resp); werr != nil {
-			d.log.Debug("reply not delivered", "verb", req.Verb, "err", werr)
+			s.log.Debug("reply not delivered", "verb", req.Verb, "err", werr)
 		}
 	}
 }
 
-func (d *Daemon) safeCall(c *call, f func() (any, error)) (data any, err error) {
+func (s *Server) safeCall(c *call, f func() (any, error)) (data any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			d.log.Error("handler panic", "verb", c.verb, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			s.log.Error("handler panic", "verb", c.verb, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			data, err = nil, protocol.Errorf(protocol.CodeInternal, "internal error; the daemon log has details")
 		}
 	}()
@@ -201,8 +201,8 @@ func (d *Daemon) safeCall(c *call, f func() (any, error)) (data any, err error) 
 // mail, or secrets. Identical requests (same uid, verb, mailbox, decision and
 // code) within a logsum window are counted instead: the next line of the kind
 // says how many (repeats=), or a "repeats not logged" line does.
-func (d *Daemon) audit(c Caller, verb, mailbox, decision, code string, dur time.Duration) {
-	ok, n := d.logSum.Allow(fmt.Sprintf("audit uid=%d verb=%s mailbox=%s decision=%s code=%s", c.UID, verb, mailbox, decision, code))
+func (s *Server) audit(c Caller, verb, mailbox, decision, code string, dur time.Duration) {
+	ok, n := s.opts.LogSum.Allow(fmt.Sprintf("audit uid=%d verb=%s mailbox=%s decision=%s code=%s", c.UID, verb, mailbox, decision, code))
 	if !ok {
 		return
 	}
@@ -211,7 +211,7 @@ func (d *Daemon) audit(c Caller, verb, mailbox, decision, code string, dur time.
 	if n > 0 {
 		attrs = append(attrs, "repeats", n)
 	}
-	d.log.Info("audit", attrs...)
+	s.log.Info("audit", attrs...)
 }
 
 // metricVerb bounds the verb label to known verbs so a client cannot grow the

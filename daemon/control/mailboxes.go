@@ -1,8 +1,9 @@
-package daemon
+package control
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
@@ -14,52 +15,52 @@ import (
 // reservedNames cannot be created over the socket.
 var reservedNames = map[string]bool{"catchall": true}
 
-func (d *Daemon) describe(m *registry.Mailbox) protocol.Mailbox {
-	cfg := d.cfg()
+func (s *Server) describe(m *registry.Mailbox) protocol.Mailbox {
+	cfg := s.cfg()
 	mb := protocol.Mailbox{
 		Name:     m.Name,
-		Address:  m.Name + "@" + cfg.PrimaryDomain(),
-		Owner:    userName(m.UID),
+		Address:  s.address(m.Name),
+		Owner:    registry.UserName(m.UID),
 		OwnerUID: m.UID,
 		Source:   m.Source,
-		Path:     d.store.Path(m.Name),
+		Path:     s.store.Path(m.Name),
 		CatchAll: cfg.CatchAll == m.Name,
 	}
 	mb.InboxPath = mb.Path + "/" + protocol.FolderInbox
 	mb.SentPath = mb.Path + "/" + protocol.FolderSent
-	mb.DisplayName = d.displayName(m.Name)
-	senders, source := d.trustedSenders(m.Name)
+	mb.DisplayName = s.b.DisplayName(m.Name)
+	senders, source := s.b.TrustedSenders(m.Name)
 	if senders == nil {
 		senders = []string{}
 	}
 	mb.Trust = &protocol.TrustPolicy{TrustedSenders: senders, Source: source}
 	pol := cfg.EffectiveSend(m.Name)
 	mb.Send = sendLimits(pol)
-	if d.out != nil && d.out.limiter != nil {
-		mb.Send.Rate = d.out.limiter.Usage(m.Name, pol)
+	if o := s.b.Outbound(); o != nil {
+		mb.Send.Rate = o.RateUsage(m.Name, pol)
 	}
-	if n, err := d.store.Counts(m.Name); err == nil {
+	if n, err := s.store.Counts(m.Name); err == nil {
 		mb.Total, mb.Unread, mb.SentCount = n.Total, n.Unread, n.Sent
 	} else {
-		d.log.Warn("counting mailbox", "mailbox", m.Name, "err", err)
+		s.log.Warn("counting mailbox", "mailbox", m.Name, "err", err)
 	}
 	return mb
 }
 
-func handleMailboxList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
+func handleMailboxList(_ context.Context, s *Server, c *call, _ *protocol.Empty) (any, error) {
 	out := protocol.MailboxList{Mailboxes: []protocol.Mailbox{}}
-	for _, m := range d.allMailboxes() {
+	for _, m := range s.b.Mailboxes() {
 		if c.visible(m) {
-			out.Mailboxes = append(out.Mailboxes, d.describe(m))
+			out.Mailboxes = append(out.Mailboxes, s.describe(m))
 		}
 	}
 	return out, nil
 }
 
-func handleMailboxShow(_ context.Context, d *Daemon, c *call, _ *protocol.NameArgs) (any, error) {
+func handleMailboxShow(_ context.Context, s *Server, c *call, _ *protocol.NameArgs) (any, error) {
 	m := c.box()
-	mb := d.describe(m)
-	mb.Hooks = d.hooksOf(m)
+	mb := s.describe(m)
+	mb.Hooks = s.hooksOf(m)
 	return mb, nil
 }
 
@@ -85,11 +86,11 @@ func sendLimits(p config.SendPolicy) *protocol.SendLimits {
 
 // mailboxCreateTarget names no existing mailbox: a new one is the caller's.
 // Making one for another owner, for root, or without a passwd entry takes root.
-func mailboxCreateTarget(d *Daemon, c *call, a *protocol.MailboxCreateArgs) (target, error) {
+func mailboxCreateTarget(s *Server, c *call, a *protocol.MailboxCreateArgs) (target, error) {
 	if err := store.ValidMailboxName(a.Name); err != nil {
 		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
 	}
-	if reservedNames[a.Name] || a.Name == d.cfg().CatchAll {
+	if reservedNames[a.Name] || a.Name == s.cfg().CatchAll {
 		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q is reserved; pick another", a.Name)
 	}
 	t := target{creates: a.Name}
@@ -113,33 +114,33 @@ func mailboxCreateTarget(d *Daemon, c *call, a *protocol.MailboxCreateArgs) (tar
 // belong to it).
 func newMailboxOwner(c *call, a *protocol.MailboxCreateArgs) (uint32, uint32, error) {
 	if a.Owner != "" {
-		uid, gid, err := resolveUser(a.Owner)
+		uid, gid, err := registry.ResolveUser(a.Owner)
 		if err != nil {
 			return 0, 0, protocol.Errorf(protocol.CodeInvalidInput, "owner %q: no such user on this host", a.Owner)
 		}
 		return uid, gid, nil
 	}
-	uid, gid, err := resolveUser(userName(c.caller.UID))
+	uid, gid, err := registry.ResolveUser(registry.UserName(c.caller.UID))
 	if err != nil {
 		return 0, 0, protocol.Errorf(protocol.CodeForbidden, "your uid %d has no passwd entry; mailboxes belong to real users", c.caller.UID)
 	}
 	return uid, gid, nil
 }
 
-func handleMailboxCreate(_ context.Context, d *Daemon, c *call, a *protocol.MailboxCreateArgs) (any, error) {
+func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.MailboxCreateArgs) (any, error) {
 	uid, gid, err := newMailboxOwner(c, a)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if m, ok := d.lookupMailbox(a.Name); ok {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.b.Mailbox(a.Name); ok {
 		if m.UID == uid {
-			return protocol.MailboxCreated{Mailbox: d.describe(m), Created: false}, nil
+			return protocol.MailboxCreated{Mailbox: s.describe(m), Created: false}, nil
 		}
 		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
 	}
-	created, err := d.store.Create(a.Name, int(uid), int(gid))
+	created, err := s.store.Create(a.Name, int(uid), int(gid))
 	if err != nil {
 		if errors.Is(err, store.ErrOwnerMismatch) {
 			return nil, protocol.Errorf(protocol.CodeConflict, "a folder for %q already exists with another owner; pick another name, or ask the operator to remove or adopt it (`mailctl doctor` shows it)", a.Name)
@@ -147,55 +148,76 @@ func handleMailboxCreate(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 		return nil, err
 	}
 	rec := &registry.Record{ID: registry.NewID("m"), Name: a.Name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: c.caller.UID}
-	if err := d.reg.AddMailbox(rec); err != nil {
+	if err := s.reg.AddMailbox(rec); err != nil {
 		if created {
-			d.store.Delete(a.Name, true)
+			s.store.Delete(a.Name, true)
 		}
 		return nil, err
 	}
-	m, _ := d.lookupMailbox(a.Name)
-	d.log.Info("mailbox created", "mailbox", a.Name, "owner_uid", uid, "by_uid", c.caller.UID)
-	return protocol.MailboxCreated{Mailbox: d.describe(m), Created: true}, nil
+	m, _ := s.b.Mailbox(a.Name)
+	s.log.Info("mailbox created", "mailbox", a.Name, "owner_uid", uid, "by_uid", c.caller.UID)
+	return protocol.MailboxCreated{Mailbox: s.describe(m), Created: true}, nil
 }
 
-func handleMailboxDelete(_ context.Context, d *Daemon, c *call, a *protocol.MailboxDeleteArgs) (any, error) {
+func handleMailboxDelete(_ context.Context, s *Server, c *call, a *protocol.MailboxDeleteArgs) (any, error) {
 	if m := c.box(); m.Source == registry.SourceConfig {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; remove it there and reload", a.Name)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if m, ok := d.lookupMailbox(a.Name); !ok || m.ID != c.box().ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.b.Mailbox(a.Name); !ok || m.ID != c.box().ID {
 		return nil, notFoundMailbox(a.Name) // deleted, and perhaps created again, since the access check
 	}
 	// The store's detach is the commit point: until the registry has
 	// forgotten the mailbox too it can be put back exactly as it was, and
 	// after both, removing its files cannot undo the delete.
-	detached, err := d.store.Detach(a.Name, a.Force)
+	detached, err := s.store.Detach(a.Name, a.Force)
 	if err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
-			n, _ := d.store.Counts(a.Name)
+			n, _ := s.store.Counts(a.Name)
 			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q is not empty (%d in inbox, %d sent); force the delete to delete its mail too", a.Name, n.Total, n.Sent)
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
 	}
-	if err := d.reg.RemoveMailbox(a.Name); err != nil {
+	if err := s.reg.RemoveMailbox(a.Name); err != nil {
 		if detached != nil {
 			if rerr := detached.Restore(); rerr != nil {
-				d.log.Error("mailbox delete: restoring the folder failed", "mailbox", a.Name, "err", rerr)
+				s.log.Error("mailbox delete: restoring the folder failed", "mailbox", a.Name, "err", rerr)
 			}
 		}
 		return nil, err
 	}
-	d.dropQueued(c.box().ID)
+	s.dropQueued(c.box().ID)
 	if detached != nil {
 		if err := detached.Remove(); err != nil {
 			// The mailbox is gone; what is left of its files carries the
 			// store's temporary prefix and the next start-up sweeps it.
-			d.log.Error("mailbox deleted, its files not all removed yet", "mailbox", a.Name, "err", err)
+			s.log.Error("mailbox deleted, its files not all removed yet", "mailbox", a.Name, "err", err)
 		}
 	}
-	d.log.Info("mailbox deleted", "mailbox", a.Name, "by_uid", c.caller.UID, "force", a.Force)
+	s.log.Info("mailbox deleted", "mailbox", a.Name, "by_uid", c.caller.UID, "force", a.Force)
 	return protocol.Deleted{Name: a.Name, Deleted: true}, nil
+}
+
+// EnsureMailbox creates a registry mailbox for uid if it does not exist yet
+// (`mailctl dev` makes the current user's mailbox with it).
+func (s *Server) EnsureMailbox(name string, uid, gid uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.b.Mailbox(name); ok {
+		if m.UID != uid {
+			return fmt.Errorf("mailbox %q exists with another owner (uid %d)", name, m.UID)
+		}
+		_, err := s.store.Create(name, int(uid), int(gid))
+		return err
+	}
+	if err := store.ValidMailboxName(name); err != nil {
+		return err
+	}
+	if _, err := s.store.Create(name, int(uid), int(gid)); err != nil {
+		return err
+	}
+	return s.reg.AddMailbox(&registry.Record{Name: name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: uid})
 }

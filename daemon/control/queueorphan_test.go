@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -29,11 +29,10 @@ func TestQueueItemWithoutMailboxIDIsRootsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{reg: reg}
-	d.state.Store(&state{declared: map[string]*registry.Mailbox{
-		"reused": {ID: "m-now", Name: "reused", UID: 1001, GID: 1001, Source: "registry"},
+	d := New(Options{Registry: reg, Backend: &fakeBackend{
+		mailboxes: map[string]*registry.Mailbox{"reused": {ID: "m-now", Name: "reused", UID: 1001, GID: 1001, Source: "registry"}},
+		queue:     q,
 	}})
-	d.out = &outboundService{d: d, queue: q}
 	for id, mailboxID := range map[string]string{"reused.orphan": "", "reused.mine": "m-now", "reused.earlier": "m-before"} {
 		it := &queue.Item{ID: id, Mailbox: "reused", MailboxID: mailboxID, SentID: id, MessageID: id + "@example.test",
 			MailFrom: "reused@example.test", Held: true, Data: []byte("Subject: s\r\n\r\nb\r\n"),

@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // removes.
 const maxLabelChanges = 20
 
-func handleMessageLabel(_ context.Context, d *Daemon, c *call, a *protocol.MessageLabelArgs) (any, error) {
+func handleMessageLabel(_ context.Context, s *Server, c *call, a *protocol.MessageLabelArgs) (any, error) {
 	folder, err := folderOf(a.Folder)
 	if err != nil {
 		return nil, err
@@ -36,7 +36,7 @@ func handleMessageLabel(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 			return nil, protocol.Errorf(protocol.CodeInvalidInput, "label %q is both added and removed", l)
 		}
 	}
-	changed, notFound, err := d.store.Relabel(a.Mailbox, folder, a.IDs, a.Add, a.Remove, a.Star)
+	changed, notFound, err := s.store.Relabel(a.Mailbox, folder, a.IDs, a.Add, a.Remove, a.Star)
 	if errors.Is(err, store.ErrTooManyLabels) {
 		return nil, protocol.Errorf(protocol.CodeTooLarge, "%v: remove some first", err)
 	}
@@ -74,7 +74,7 @@ func noneFound(notFound, ids []string) bool {
 	return len(notFound) == len(distinct)
 }
 
-func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.MessagePurgeArgs) (any, error) {
+func handleMessagePurge(_ context.Context, s *Server, c *call, a *protocol.MessagePurgeArgs) (any, error) {
 	if a.Folder != "" && a.Folder != protocol.FolderTrash {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput,
 			"folder %q: only messages in trash can be purged; move them to trash first (message.move to trash)", a.Folder)
@@ -88,12 +88,12 @@ func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	var out protocol.MessagePurged
 	var err error
 	if a.Before != nil {
-		out.Purged, err = d.store.PurgeBefore(a.Mailbox, protocol.FolderTrash, *a.Before)
+		out.Purged, err = s.store.PurgeBefore(a.Mailbox, protocol.FolderTrash, *a.Before)
 	} else {
 		if err := checkMessageIDs(a.IDs); err != nil {
 			return nil, err
 		}
-		out.Purged, out.NotFound, err = d.store.Purge(a.Mailbox, protocol.FolderTrash, a.IDs)
+		out.Purged, out.NotFound, err = s.store.Purge(a.Mailbox, protocol.FolderTrash, a.IDs)
 	}
 	if err != nil {
 		return nil, storeErr(err, "folder trash")
@@ -103,7 +103,7 @@ func handleMessagePurge(_ context.Context, d *Daemon, c *call, a *protocol.Messa
 	}
 	out.Purged = nonNil(out.Purged)
 	if len(out.Purged) > 0 {
-		d.log.Info("purged", "mailbox", a.Mailbox, "messages", len(out.Purged), "by_uid", c.caller.UID)
+		s.log.Info("purged", "mailbox", a.Mailbox, "messages", len(out.Purged), "by_uid", c.caller.UID)
 	}
 	return out, nil
 }

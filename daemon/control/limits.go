@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"fmt"
@@ -57,9 +57,9 @@ func (s *connSlots) give(caller Caller) {
 
 // refuse tells a client why it gets no connection, in place of the
 // greeting, so the client prints the reason instead of a protocol error.
-func (d *Daemon) refuse(conn net.Conn, why *protocol.Error) {
+func (s *Server) refuse(conn net.Conn, why *protocol.Error) {
 	conn.SetWriteDeadline(time.Now().Add(time.Second))
-	conn.Write(mustFrame(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: d.Version(), Error: why}))
+	conn.Write(mustFrame(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: s.version(), Error: why}))
 	conn.Close()
 }
 

@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -26,110 +25,96 @@ type Caller struct {
 // Root reports whether the caller is uid 0.
 func (c Caller) Root() bool { return c.UID == 0 }
 
-type controlServer struct {
-	d     *Daemon
-	ln    *net.UnixListener
-	path  string
-	slots connSlots
-	mem   memBudget
-	mu    sync.Mutex
-	open  map[net.Conn]struct{}
+// listener is the socket part of a Server: the listening socket, the
+// connections it has open and the limits they are held to.
+type listener struct {
+	ln     *net.UnixListener
+	slots  connSlots
+	mem    memBudget
+	connMu sync.Mutex
+	open   map[net.Conn]struct{}
 }
 
-// acquireLock takes the daemon's lock, a file beside the control socket,
-// for as long as the process lives or until the file is closed. Everything
-// that loads or sweeps state (the store, the registry, the queue, the hook
-// run log) happens while it is held, so a second daemon started by mistake
-// stops before touching anything.
-func acquireLock(socket string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the socket directory: %w", err)
-	}
-	lock, err := os.OpenFile(socket+".lock", os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening lock file: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("another mailctl daemon is running (it holds %s.lock); stop it first", socket)
-	}
-	return lock, nil
-}
-
-// listenControl binds the control socket; the caller holds the daemon's
-// lock. A socket file that nothing answers on is stale and replaced; one
-// that answers means another daemon runs (one that ignores the lock), and
-// this one refuses to start.
-func (d *Daemon) listenControl(path string) (*controlServer, error) {
+// Listen binds the control socket; the caller holds the daemon's lock. A
+// socket file that nothing answers on is stale and replaced; one that
+// answers means another daemon runs (one that ignores the lock), and this
+// one refuses to start.
+func (s *Server) Listen(path string) error {
 	if _, err := os.Lstat(path); err == nil {
 		c, derr := net.DialTimeout("unix", path, time.Second)
 		if derr == nil {
 			c.Close()
-			return nil, fmt.Errorf("another mailctl daemon is answering on %s; stop it first", path)
+			return fmt.Errorf("another mailctl daemon is answering on %s; stop it first", path)
 		}
 		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+			return fmt.Errorf("removing stale socket %s: %w", path, err)
 		}
-		d.log.Info("removed stale control socket", "path", path)
+		s.log.Info("removed stale control socket", "path", path)
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
+		return fmt.Errorf("listening on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(true)
 	// Every local user may connect; authorization happens per request by uid.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
-		return nil, err
+		return err
 	}
-	return &controlServer{d: d, ln: ln, path: path, open: map[net.Conn]struct{}{}}, nil
+	s.ln, s.open = ln, map[net.Conn]struct{}{}
+	return nil
 }
 
-func (s *controlServer) Close() {
+// closeListener closes the socket and every open connection.
+func (s *Server) closeListener() {
+	if s.ln == nil {
+		return
+	}
 	s.ln.Close()
-	s.mu.Lock()
+	s.connMu.Lock()
 	for c := range s.open {
 		c.Close()
 	}
-	s.mu.Unlock()
+	s.connMu.Unlock()
 }
 
-func (s *controlServer) Serve() error {
+// Serve accepts connections until Close.
+func (s *Server) Serve() error {
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			s.d.log.Error("control accept", "err", err)
+			s.log.Error("control accept", "err", err)
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
 		caller, err := peerCred(conn)
 		if err != nil {
-			s.d.log.Error("reading peer credentials", "err", err)
+			s.log.Error("reading peer credentials", "err", err)
 			conn.Close()
 			continue
 		}
-		if why := s.slots.take(caller, s.d.cfg().Control); why != nil {
-			if ok, n := s.d.logSum.Allow(fmt.Sprintf("control refused uid=%d: %s", caller.UID, why.Message)); ok {
-				s.d.log.Warn("control connection refused", "uid", caller.UID, "pid", caller.PID, "reason", why.Message, "repeats", n)
+		if why := s.slots.take(caller, s.cfg().Control); why != nil {
+			if ok, n := s.opts.LogSum.Allow(fmt.Sprintf("control refused uid=%d: %s", caller.UID, why.Message)); ok {
+				s.log.Warn("control connection refused", "uid", caller.UID, "pid", caller.PID, "reason", why.Message, "repeats", n)
 			}
-			s.d.metrics.requests.WithLabelValues("connect", protocol.CodeRateLimited).Inc()
-			s.d.refuse(conn, why)
+			s.opts.Requests.WithLabelValues("connect", protocol.CodeRateLimited).Inc()
+			s.refuse(conn, why)
 			continue
 		}
-		s.mu.Lock()
+		s.connMu.Lock()
 		s.open[conn] = struct{}{}
-		s.mu.Unlock()
-		s.d.wg.Add(1)
+		s.connMu.Unlock()
+		s.wg.Add(1)
 		go func() {
-			defer s.d.wg.Done()
+			defer s.wg.Done()
 			defer s.slots.give(caller)
 			s.handleConn(conn, caller)
-			s.mu.Lock()
+			s.connMu.Lock()
 			delete(s.open, conn)
-			s.mu.Unlock()
+			s.connMu.Unlock()
 		}()
 	}
 }
@@ -177,14 +162,14 @@ func (w *connWriter) send(r protocol.Response) error {
 // maxInFlight bounds concurrent requests on one connection.
 const maxInFlight = 32
 
-func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
+func (s *Server) handleConn(conn *net.UnixConn, caller Caller) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watchCtx, cancelWatches := context.WithCancel(ctx)
 	defer cancelWatches()
 	w := &connWriter{conn: conn}
-	if err := w.send0(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: s.d.Version()}); err != nil {
+	if err := w.send0(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: s.version()}); err != nil {
 		return
 	}
 	fr := protocol.NewFrameReader(conn, protocol.MaxFrame)
@@ -192,7 +177,7 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 	// budget cannot hold is discarded and refused.
 	var refusedWhy *protocol.Error
 	fr.Reserve = func(n int) bool {
-		refusedWhy = s.mem.take(caller, int64(n), s.d.cfg().Control)
+		refusedWhy = s.mem.take(caller, int64(n), s.cfg().Control)
 		return refusedWhy == nil
 	}
 	fr.Release = func(n int) { s.mem.give(caller, int64(n)) }
@@ -200,8 +185,8 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 	sem := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	idle := newIdleCloser(func() time.Duration { return s.d.cfg().Control.IdleTimeout.Duration }, func() {
-		s.d.log.Debug("closing an idle control connection", "uid", caller.UID, "pid", caller.PID)
+	idle := newIdleCloser(func() time.Duration { return s.cfg().Control.IdleTimeout.Duration }, func() {
+		s.log.Debug("closing an idle control connection", "uid", caller.UID, "pid", caller.PID)
 		conn.Close()
 	})
 	defer idle.stop()
@@ -209,11 +194,11 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 		frame, err := fr.Next()
 		switch {
 		case errors.Is(err, protocol.ErrFrameTooLarge):
-			s.d.audit(caller, "", "", decisionDeny, protocol.CodeTooLarge, 0)
+			s.audit(caller, "", "", decisionDeny, protocol.CodeTooLarge, 0)
 			w.send(protocol.Response{ID: protocol.ProbeID(fr.Head()), Error: protocol.Errorf(protocol.CodeTooLarge, "request frame exceeds %d bytes", protocol.MaxFrame)})
 			continue
 		case errors.Is(err, protocol.ErrFrameRefused):
-			s.d.audit(caller, "", "", decisionDeny, protocol.CodeRateLimited, 0)
+			s.audit(caller, "", "", decisionDeny, protocol.CodeRateLimited, 0)
 			w.send(protocol.Response{ID: protocol.ProbeID(fr.Head()), Error: refusedWhy})
 			fr.Free()
 			continue
@@ -232,18 +217,18 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 		id := protocol.ProbeID(frame)
 		fr.Free() // the request holds a copy of what it needs
 		if err != nil {
-			s.d.audit(caller, "", "", decisionDeny, protocol.CodeInvalidInput, 0)
+			s.audit(caller, "", "", decisionDeny, protocol.CodeInvalidInput, 0)
 			w.send(protocol.Response{ID: id, Error: protocol.Errorf(protocol.CodeInvalidInput, "bad request: %v", err)})
 			continue
 		}
-		if why := s.mem.take(caller, cost, s.d.cfg().Control); why != nil {
-			s.d.audit(caller, req.Verb, "", decisionDeny, protocol.CodeRateLimited, 0)
+		if why := s.mem.take(caller, cost, s.cfg().Control); why != nil {
+			s.audit(caller, req.Verb, "", decisionDeny, protocol.CodeRateLimited, 0)
 			w.send(protocol.Response{ID: req.ID, Error: why})
 			continue
 		}
 		select {
 		case sem <- struct{}{}:
-		case <-s.d.closing:
+		case <-s.closing:
 			s.mem.give(caller, cost)
 			w.send(protocol.Response{ID: req.ID, Error: errClosing})
 			return
@@ -259,7 +244,7 @@ func (s *controlServer) handleConn(conn *net.UnixConn, caller Caller) {
 			if req.Verb == protocol.VerbWatch {
 				rctx = watchCtx
 			}
-			s.d.serveRequest(rctx, caller, req, w)
+			s.serveRequest(rctx, caller, req, w)
 		}()
 	}
 }

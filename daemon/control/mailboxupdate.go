@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -16,8 +16,8 @@ const maxTrustedSenders = 100
 // mailboxUpdateTarget is the mailbox to change. What its owner may change is
 // the operator's call ([mailbox_rules]); root may change anything on a
 // registry mailbox. Mailboxes declared in config.toml change only there
-// (accManage keeps other callers out; the handler tells root).
-func mailboxUpdateTarget(d *Daemon, _ *call, a *protocol.MailboxUpdateArgs) (target, error) {
+// (AccessManage keeps other callers out; the handler tells root).
+func mailboxUpdateTarget(s *Server, _ *call, a *protocol.MailboxUpdateArgs) (target, error) {
 	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders {
 		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "nothing to change: give display_name, trusted_senders or inherit_trusted_senders")
 	}
@@ -40,7 +40,7 @@ func mailboxUpdateTarget(d *Daemon, _ *call, a *protocol.MailboxUpdateArgs) (tar
 		}
 	}
 	t := mailboxTarget(a.Name)
-	rules := d.cfg().MailboxRules
+	rules := s.cfg().MailboxRules
 	switch {
 	case (a.TrustedSenders != nil || a.InheritTrustedSenders) && !rules.OwnersMaySetTrustedSenders:
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
@@ -53,12 +53,12 @@ func mailboxUpdateTarget(d *Daemon, _ *call, a *protocol.MailboxUpdateArgs) (tar
 	return t, nil
 }
 
-func handleMailboxUpdate(_ context.Context, d *Daemon, c *call, a *protocol.MailboxUpdateArgs) (any, error) {
+func handleMailboxUpdate(_ context.Context, s *Server, c *call, a *protocol.MailboxUpdateArgs) (any, error) {
 	m := c.box()
 	if m.Source == registry.SourceConfig {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; set its display_name and trusted_senders there and reload", a.Name)
 	}
-	_, err := d.reg.UpdateMailbox(m.Name, m.ID, func(r *registry.Record) {
+	_, err := s.reg.UpdateMailbox(m.Name, m.ID, func(r *registry.Record) {
 		if a.DisplayName != nil {
 			r.DisplayName = *a.DisplayName
 		}
@@ -76,33 +76,8 @@ func handleMailboxUpdate(_ context.Context, d *Daemon, c *call, a *protocol.Mail
 	if err != nil {
 		return nil, err
 	}
-	d.log.Info("mailbox updated", "mailbox", m.Name, "by_uid", c.caller.UID,
+	s.log.Info("mailbox updated", "mailbox", m.Name, "by_uid", c.caller.UID,
 		"display_name", a.DisplayName != nil, "trusted_senders", a.TrustedSenders != nil || a.InheritTrustedSenders)
-	mb := d.describe(m)
+	mb := s.describe(m)
 	return mb, nil
-}
-
-// trustedSenders is the effective trusted-sender list of a mailbox and where
-// it is set: the config's declaration, else what its owner set in the
-// registry, else the global [trust] list.
-func (d *Daemon) trustedSenders(name string) ([]string, string) {
-	cfg := d.cfg()
-	if cfg.Mailbox(name) == nil {
-		if r, ok := d.reg.Mailbox(name); ok && r.TrustedSenders != nil {
-			return *r.TrustedSenders, "mailbox"
-		}
-	}
-	return cfg.TrustedSenders(name)
-}
-
-// displayName is the name outgoing From carries for a mailbox: the
-// config's, else the registry's; empty for none.
-func (d *Daemon) displayName(name string) string {
-	if m := d.cfg().Mailbox(name); m != nil {
-		return m.DisplayName
-	}
-	if r, ok := d.reg.Mailbox(name); ok {
-		return r.DisplayName
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon/doctor"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -15,30 +14,29 @@ import (
 // for root; for others the host-wide findings and those about their own
 // mailboxes, never other users' mailbox names. This is how `mailctl doctor`
 // works without sudo.
-func handleStatus(ctx context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
-	cfg := d.cfg()
+func handleStatus(ctx context.Context, s *Server, c *call, _ *protocol.Empty) (any, error) {
+	cfg := s.cfg()
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	findings := doctor.Check(cctx, cfg, doctor.Env{Resolver: d.resolver, Root: true, Dev: d.opts.Dev, ClientVersion: d.Version(),
-		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now})
+	findings := s.b.Health(cctx)
 	var mine, others []string
-	for _, m := range d.allMailboxes() {
+	for _, m := range s.b.Mailboxes() {
 		if c.visible(m) {
 			mine = append(mine, m.Name)
 		} else {
 			others = append(others, m.Name)
 		}
 	}
-	out := protocol.Status{Server: d.Version(), StartedAt: d.started.UTC(), Domains: cfg.Domains, Hostname: cfg.Hostname,
-		Listeners: append([]string{"control:" + cfg.Paths.Socket}, d.SMTPAddrs()...), Findings: []protocol.Finding{}}
-	if d.out != nil {
-		for _, it := range d.out.queue.List() {
-			if d.ownsItem(c, it) {
+	out := protocol.Status{Server: s.version(), StartedAt: s.opts.Started.UTC(), Domains: cfg.Domains, Hostname: cfg.Hostname,
+		Listeners: append([]string{"control:" + cfg.Paths.Socket}, s.b.Listeners()...), Findings: []protocol.Finding{}}
+	if o := s.b.Outbound(); o != nil {
+		for _, it := range o.Queue().List() {
+			if s.ownsItem(c, it) {
 				out.QueueDepth++
 			}
 		}
 	}
-	if p := d.state.Load().pending; len(p) > 0 {
+	if p := s.b.RestartPending(); len(p) > 0 {
 		findings = append(findings, protocol.Finding{ID: "config.restart_pending", Severity: "warn",
 			Message: fmt.Sprintf("the config file changes %s, which the running daemon applies only at a restart (a reload applied the rest)", strings.Join(p, ", ")),
 			Fix:     "sudo systemctl restart mailctl"})

@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/outbound/compose"
-	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -26,26 +25,26 @@ func draftArgs(a *protocol.DraftArgs) protocol.SendArgs {
 }
 
 // checkDraftSendAt checks a draft's send_at now; the send checks it again.
-func (d *Daemon) checkDraftSendAt(at *time.Time) (*time.Time, error) {
+func (s *Server) checkDraftSendAt(at *time.Time) (*time.Time, error) {
 	if at == nil {
 		return nil, nil
 	}
-	if err := outbound.CheckSendAt(at, d.now()); err != nil {
+	if err := outbound.CheckSendAt(at, s.now()); err != nil {
 		return nil, err
 	}
 	t := at.UTC()
 	return &t, nil
 }
 
-func (d *Daemon) draftOf(mailbox string, m *store.Message) protocol.Draft {
-	return protocol.Draft{ID: m.ID, Mailbox: mailbox, Path: d.store.Path(mailbox) + "/" + protocol.FolderDrafts + "/" + m.ID + ".md",
+func (s *Server) draftOf(mailbox string, m *store.Message) protocol.Draft {
+	return protocol.Draft{ID: m.ID, Mailbox: mailbox, Path: s.store.Path(mailbox) + "/" + protocol.FolderDrafts + "/" + m.ID + ".md",
 		Subject: m.Subject, To: nonNil(m.To), SendAt: m.SendAt}
 }
 
-func handleDraftCreate(_ context.Context, d *Daemon, c *call, a *protocol.DraftArgs) (any, error) {
+func handleDraftCreate(_ context.Context, s *Server, c *call, a *protocol.DraftArgs) (any, error) {
 	box := c.box()
 	if a.ReplyToID != "" {
-		if err := d.draftReply(box.Name, a); err != nil {
+		if err := s.draftReply(box.Name, a); err != nil {
 			return nil, err
 		}
 	}
@@ -53,26 +52,26 @@ func handleDraftCreate(_ context.Context, d *Daemon, c *call, a *protocol.DraftA
 	if err != nil {
 		return nil, err
 	}
-	sendAt, err := d.checkDraftSendAt(a.SendAt)
+	sendAt, err := s.checkDraftSendAt(a.SendAt)
 	if err != nil {
 		return nil, err
 	}
-	now := d.now().UTC()
-	m := &store.Message{From: d.Address(box.Name), To: a.To, Cc: a.Cc, Bcc: a.Bcc, ReplyTo: a.ReplyTo, Subject: a.Subject,
+	now := s.now().UTC()
+	m := &store.Message{From: s.address(box.Name), To: a.To, Cc: a.Cc, Bcc: a.Bcc, ReplyTo: a.ReplyTo, Subject: a.Subject,
 		InReplyTo: a.InReplyTo, References: a.References, Date: now, ReceivedAt: now, Mailbox: box.Name, Read: true,
 		Trusted: string(protocol.NoPolicy), SendAt: sendAt}
-	id, _, err := d.store.Deliver(box.Name, protocol.FolderDrafts, m, a.Body, nil, atts)
+	id, _, err := s.store.Deliver(box.Name, protocol.FolderDrafts, m, a.Body, nil, atts)
 	if err != nil {
 		return nil, storeErr(err, "drafts of "+box.Name)
 	}
 	m.ID = id
-	return d.draftOf(box.Name, m), nil
+	return s.draftOf(box.Name, m), nil
 }
 
 // draftReply fills a reply draft from the stored message it answers: the
 // thread, the subject and the recipients, where the caller gave none.
-func (d *Daemon) draftReply(mailbox string, a *protocol.DraftArgs) error {
-	parent, err := d.replyParent(mailbox, a.ReplyToID)
+func (s *Server) draftReply(mailbox string, a *protocol.DraftArgs) error {
+	parent, err := s.replyParent(mailbox, a.ReplyToID)
 	if err != nil {
 		return err
 	}
@@ -99,7 +98,7 @@ func (d *Daemon) draftReply(mailbox string, a *protocol.DraftArgs) error {
 	return nil
 }
 
-func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftUpdateArgs) (any, error) {
+func handleDraftUpdate(_ context.Context, s *Server, c *call, a *protocol.DraftUpdateArgs) (any, error) {
 	box := c.box()
 	if err := store.ValidID(a.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
@@ -107,7 +106,7 @@ func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftU
 	if a.SendAt != nil && a.ClearSendAt {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "send_at and clear_send_at exclude each other: choose one")
 	}
-	sendAt, err := d.checkDraftSendAt(a.SendAt)
+	sendAt, err := s.checkDraftSendAt(a.SendAt)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +120,7 @@ func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftU
 		}
 	}
 	var out *store.Message
-	err = d.store.Rewrite(box.Name, protocol.FolderDrafts, a.ID, func(m *store.Message, body string) (string, error) {
+	err = s.store.Rewrite(box.Name, protocol.FolderDrafts, a.ID, func(m *store.Message, body string) (string, error) {
 		set := func(dst *[]string, src *[]string) {
 			if src != nil {
 				*dst = append([]string(nil), (*src)...)
@@ -147,14 +146,14 @@ func handleDraftUpdate(_ context.Context, d *Daemon, c *call, a *protocol.DraftU
 			InReplyTo: m.InReplyTo, References: m.References}); err != nil {
 			return "", err
 		}
-		m.Date = d.now().UTC()
+		m.Date = s.now().UTC()
 		out = m
 		return body, nil
 	}, atts)
 	if err != nil {
 		return nil, storeErr(err, "draft "+a.ID)
 	}
-	return d.draftOf(box.Name, out), nil
+	return s.draftOf(box.Name, out), nil
 }
 
 // draftsSending holds the drafts being sent, by mailbox identity and id.
@@ -163,11 +162,11 @@ var draftsSending sync.Map
 // removeDraft takes a sent draft out of drafts/ if it is still the version
 // that was sent (a variable so that a test can stop the daemon's work, or
 // edit the draft, between queueing and removal).
-var removeDraft = func(d *Daemon, mailbox, id, version string) (bool, error) {
-	return d.store.RemoveMessageIfVersion(mailbox, protocol.FolderDrafts, id, version)
+var removeDraft = func(s *Server, mailbox, id, version string) (bool, error) {
+	return s.store.RemoveMessageIfVersion(mailbox, protocol.FolderDrafts, id, version)
 }
 
-func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftSendArgs) (any, error) {
+func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftSendArgs) (any, error) {
 	box := c.box()
 	if err := store.ValidID(a.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
@@ -181,31 +180,31 @@ func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftS
 	defer draftsSending.Delete(key)
 	// The file as it is now, with whatever its owner changed by hand, and
 	// the version of it that is read.
-	version, err := d.store.Version(box.Name, protocol.FolderDrafts, a.ID)
+	version, err := s.store.Version(box.Name, protocol.FolderDrafts, a.ID)
 	if err != nil {
 		return nil, storeErr(err, "draft "+a.ID)
 	}
-	m, body, err := d.store.Get(box.Name, protocol.FolderDrafts, a.ID)
+	m, body, err := s.store.Get(box.Name, protocol.FolderDrafts, a.ID)
 	if err != nil {
 		return nil, storeErr(err, "draft "+a.ID)
 	}
-	if again, err := d.store.Version(box.Name, protocol.FolderDrafts, a.ID); err != nil || again != version {
+	if again, err := s.store.Version(box.Name, protocol.FolderDrafts, a.ID); err != nil || again != version {
 		return nil, protocol.Errorf(protocol.CodeConflict, "draft %s changed while it was being read: send it again", a.ID)
 	}
-	atts, err := d.store.ReadAttachments(box.Name, protocol.FolderDrafts, a.ID, m)
+	atts, err := s.store.ReadAttachments(box.Name, protocol.FolderDrafts, a.ID, m)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s: %v", a.ID, err)
 	}
 	args := &protocol.SendArgs{FromMailbox: box.Name, To: m.To, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.Subject,
 		Body: body, InReplyTo: m.InReplyTo, References: m.References, DryRun: a.DryRun, WaitMS: a.WaitMS, SendAt: a.SendAt}
-	if args.SendAt == nil && m.SendAt != nil && m.SendAt.After(d.now()) {
+	if args.SendAt == nil && m.SendAt != nil && m.SendAt.After(s.now()) {
 		args.SendAt = m.SendAt // a draft whose time has passed goes at once
 	}
 	for _, at := range atts {
 		args.Attachments = append(args.Attachments, protocol.SendAttachment{Filename: at.Filename, ContentType: at.ContentType, Data: at.Data})
 	}
 	if len(args.To)+len(args.Cc)+len(args.Bcc) == 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s has no recipient: add to, cc or bcc (draft.update, or edit %s)", a.ID, d.draftOf(box.Name, m).Path)
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s has no recipient: add to, cc or bcc (draft.update, or edit %s)", a.ID, s.draftOf(box.Name, m).Path)
 	}
 	// A draft that was queued but not yet removed (the daemon stopped in
 	// between) must not go out twice when it is sent again unchanged: this
@@ -213,45 +212,31 @@ func handleDraftSend(ctx context.Context, d *Daemon, c *call, a *protocol.DraftS
 	// makes a new version, which is a new message.
 	sum := sha256.Sum256([]byte(a.ID + "\x00" + version))
 	args.IdempotencyKey = "draft-" + hex.EncodeToString(sum[:])
-	res, err := d.sendFrom(ctx, box, args)
+	res, err := s.sendFrom(ctx, box, args)
 	if err != nil || a.DryRun {
 		return res, err
 	}
 	// The sent copy is in sent/ now: the draft has become it, unless it
 	// was edited meanwhile. An edit is never deleted unsent: it stays, and
 	// the answer says so.
-	removed, err := removeDraft(d, box.Name, a.ID, version)
+	removed, err := removeDraft(s, box.Name, a.ID, version)
 	if err != nil {
-		d.log.Warn("draft sent but not removed from drafts", "mailbox", box.Name, "id", a.ID, "err", err)
+		s.log.Warn("draft sent but not removed from drafts", "mailbox", box.Name, "id", a.ID, "err", err)
 	}
 	if err == nil && !removed {
-		d.log.Info("draft edited while it was being sent: the edit is kept in drafts", "mailbox", box.Name, "id", a.ID)
+		s.log.Info("draft edited while it was being sent: the edit is kept in drafts", "mailbox", box.Name, "id", a.ID)
 		res.DraftKept = true
 	}
 	return res, nil
 }
 
-func handleDraftDelete(_ context.Context, d *Daemon, c *call, a *protocol.DraftIDArgs) (any, error) {
+func handleDraftDelete(_ context.Context, s *Server, c *call, a *protocol.DraftIDArgs) (any, error) {
 	box := c.box()
 	if err := store.ValidID(a.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
 	}
-	if err := d.store.RemoveMessage(box.Name, protocol.FolderDrafts, a.ID); err != nil {
+	if err := s.store.RemoveMessage(box.Name, protocol.FolderDrafts, a.ID); err != nil {
 		return nil, storeErr(err, "draft "+a.ID)
 	}
 	return protocol.DraftDeleted{ID: a.ID, Deleted: true}, nil
-}
-
-func handleQueueReschedule(_ context.Context, d *Daemon, _ *call, a *protocol.QueueRescheduleArgs) (any, error) {
-	if a.SendAt.IsZero() {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "send_at: give the new time (RFC 3339), e.g. 2026-03-02T09:00:00Z")
-	}
-	if err := outbound.CheckSendAt(&a.SendAt, d.now()); err != nil {
-		return nil, err
-	}
-	return queueAction(d, &protocol.QueueIDArgs{ID: a.ID}, func(q *queue.Queue, id string) error { return q.Reschedule(id, a.SendAt) })
-}
-
-func queueRescheduleTarget(d *Daemon, c *call, a *protocol.QueueRescheduleArgs) (target, error) {
-	return queueTarget(d, c, &protocol.QueueIDArgs{ID: a.ID})
 }

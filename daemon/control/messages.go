@@ -1,9 +1,8 @@
-package daemon
+package control
 
 import (
 	"context"
 	"errors"
-	"syscall"
 
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/protocol"
@@ -23,25 +22,8 @@ func folderOf(f string) (string, error) {
 	return f, nil
 }
 
-// storeErr maps store errors to protocol errors.
-func storeErr(err error, what string) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, syscall.ENOTDIR):
-		return storeFault(err) // there, but not a folder: "not found" would mislead
-	case errors.Is(err, store.ErrNotFound):
-		return protocol.Errorf(protocol.CodeNotFound, "%s not found", what)
-	case errors.Is(err, store.ErrTooLarge):
-		return protocol.Errorf(protocol.CodeTooLarge, "%s is too large to return", what)
-	}
-	if pe := storeFault(err); pe != nil {
-		return pe
-	}
-	return err
-}
-
-func summaryOf(s store.Summary) protocol.MessageSummary {
+// SummaryOf is a stored message's summary as lists and events show it.
+func SummaryOf(s store.Summary) protocol.MessageSummary {
 	return protocol.MessageSummary{ID: s.ID, Folder: s.Folder, MessageID: s.MessageID, ThreadID: s.ThreadID, From: s.From,
 		To: nonNil(s.To), Subject: s.Subject, Date: s.Date, Read: s.Read, Trusted: trustedOrNone(protocol.Verdict(s.Trusted)),
 		Attachments: s.Attachments, Snippet: s.Snippet, DeliveryStatus: s.DeliveryStatus, Labels: s.Labels, Starred: s.Starred}
@@ -62,7 +44,7 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func handleMessageList(_ context.Context, d *Daemon, c *call, a *protocol.MessageListArgs) (any, error) {
+func handleMessageList(_ context.Context, s *Server, c *call, a *protocol.MessageListArgs) (any, error) {
 	folder, err := folderOf(a.Folder)
 	if err != nil {
 		return nil, err
@@ -74,7 +56,7 @@ func handleMessageList(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	if err != nil {
 		return nil, err
 	}
-	page, err := d.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: cur,
+	page, err := s.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: cur,
 		Unread: a.Unread, Trusted: a.Trusted, From: a.From, Subject: a.Subject, Text: a.Text, ThreadID: a.ThreadID,
 		Since: a.Since, Until: a.Until, Label: a.Label, Starred: a.Starred})
 	if err != nil {
@@ -83,7 +65,7 @@ func handleMessageList(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	out := protocol.MessageList{Messages: make([]protocol.MessageSummary, 0, len(page.Items)), Total: page.Total,
 		NextCursor: sealCursor(page.NextCursor, a.Mailbox, folder, a), HasMore: page.HasMore}
 	for _, s := range page.Items {
-		out.Messages = append(out.Messages, summaryOf(s))
+		out.Messages = append(out.Messages, SummaryOf(s))
 	}
 	return out, nil
 }
@@ -95,7 +77,7 @@ const (
 	maxWindow     = 200_000
 )
 
-func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.MessageReadArgs) (any, error) {
+func handleMessageRead(_ context.Context, s *Server, c *call, a *protocol.MessageReadArgs) (any, error) {
 	folder, err := folderOf(a.Folder)
 	if err != nil {
 		return nil, err
@@ -112,7 +94,7 @@ func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	}
 	window = min(window, maxWindow)
 	// Only the window is read into memory, however large the message.
-	m, w, err := d.store.GetWindow(a.Mailbox, folder, a.ID, a.Offset, window, a.Raw)
+	m, w, err := s.store.GetWindow(a.Mailbox, folder, a.ID, a.Offset, window, a.Raw)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no message %s in %s/%s", a.ID, a.Mailbox, folder)
 	}
@@ -120,7 +102,7 @@ func handleMessageRead(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 		return nil, storeErr(err, "message "+a.ID)
 	}
 	out := messageOf(m, folder, "")
-	base := d.store.Path(a.Mailbox) + "/" + folder + "/"
+	base := s.store.Path(a.Mailbox) + "/" + folder + "/"
 	out.Path = base + m.ID + ".md"
 	out.RawPath = base + m.ID + ".eml"
 	for i := range out.AttachmentList {
@@ -157,7 +139,7 @@ func messageOf(m *store.Message, folder, body string) protocol.Message {
 	return out
 }
 
-func handleMessageMark(_ context.Context, d *Daemon, c *call, a *protocol.MessageMarkArgs) (any, error) {
+func handleMessageMark(_ context.Context, s *Server, c *call, a *protocol.MessageMarkArgs) (any, error) {
 	folder, err := folderOf(a.Folder)
 	if err != nil {
 		return nil, err
@@ -165,7 +147,7 @@ func handleMessageMark(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	if err := checkMessageIDs(a.IDs); err != nil {
 		return nil, err
 	}
-	changed, notFound, err := d.store.SetRead(a.Mailbox, folder, a.IDs, a.Read, d.now().UTC())
+	changed, notFound, err := s.store.SetRead(a.Mailbox, folder, a.IDs, a.Read, s.now().UTC())
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder)
 	}
@@ -175,7 +157,7 @@ func handleMessageMark(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: notFound}, nil
 }
 
-func handleMessageMove(_ context.Context, d *Daemon, c *call, a *protocol.MessageMoveArgs) (any, error) {
+func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.MessageMoveArgs) (any, error) {
 	from, err := folderOf(a.From)
 	if err != nil {
 		return nil, err
@@ -190,7 +172,7 @@ func handleMessageMove(_ context.Context, d *Daemon, c *call, a *protocol.Messag
 	if err := store.ValidID(a.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", a.ID, err)
 	}
-	if err := d.store.Move(a.Mailbox, a.ID, from, to); err != nil {
+	if err := s.store.Move(a.Mailbox, a.ID, from, to); err != nil {
 		return nil, storeErr(err, "message "+a.ID)
 	}
 	return map[string]string{"id": a.ID, "folder": to}, nil

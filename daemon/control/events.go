@@ -1,4 +1,4 @@
-package daemon
+package control
 
 import (
 	"context"
@@ -50,41 +50,41 @@ func (h *hub) publish(ev protocol.Event, m *registry.Mailbox) {
 func (h *hub) add(s *subscriber)    { h.mu.Lock(); h.subs[s] = struct{}{}; h.mu.Unlock() }
 func (h *hub) remove(s *subscriber) { h.mu.Lock(); delete(h.subs, s); h.mu.Unlock() }
 
-// emit publishes an event about the mailbox with identity id (empty: the
+// Emit publishes an event about the mailbox with identity id (empty: the
 // mailbox of that name now). An event about a mailbox since deleted is
 // dropped, whoever holds its name now.
-func (d *Daemon) emit(ev protocol.Event, id string) {
-	m, ok := d.lookupMailbox(ev.Mailbox)
+func (s *Server) Emit(ev protocol.Event, id string) {
+	m, ok := s.b.Mailbox(ev.Mailbox)
 	if !ok || (id != "" && m.ID != id) {
 		return
 	}
-	d.events.publish(ev, m)
+	s.events.publish(ev, m)
 }
 
 // handleWatch acknowledges the watch, then streams events on the request's id
 // until the connection ends or the daemon stops.
-func handleWatch(ctx context.Context, d *Daemon, c *call, a *protocol.WatchArgs) (any, error) {
-	s := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256)}
+func handleWatch(ctx context.Context, s *Server, c *call, a *protocol.WatchArgs) (any, error) {
+	sub := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256)}
 	if len(c.boxes) > 0 {
-		s.mailboxes = map[string]string{}
+		sub.mailboxes = map[string]string{}
 		for _, m := range c.boxes {
-			s.mailboxes[m.Name] = m.ID
+			sub.mailboxes[m.Name] = m.ID
 		}
 	}
-	d.events.add(s)
-	defer d.events.remove(s)
+	s.events.add(sub)
+	defer s.events.remove(sub)
 	if err := c.w.send(protocol.Response{ID: c.id, Data: []byte(`{"watching":true}`)}); err != nil {
 		return nil, nil
 	}
 	for {
 		select {
-		case ev := <-s.ch:
+		case ev := <-sub.ch:
 			if err := c.w.send(protocol.Response{ID: c.id, Event: &ev}); err != nil {
 				return nil, nil
 			}
 		case <-ctx.Done():
 			return nil, nil
-		case <-d.closing:
+		case <-s.closing:
 			return nil, errClosing
 		}
 	}
@@ -92,8 +92,8 @@ func handleWatch(ctx context.Context, d *Daemon, c *call, a *protocol.WatchArgs)
 
 // Watchers is the number of watch streams open now; tests of clients wait
 // for it before causing the event they expect a stream to carry.
-func (d *Daemon) Watchers() int {
-	d.events.mu.Lock()
-	defer d.events.mu.Unlock()
-	return len(d.events.subs)
+func (s *Server) Watchers() int {
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	return len(s.events.subs)
 }
