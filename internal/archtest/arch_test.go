@@ -1,8 +1,9 @@
-// Package archtest guards the import edges of DESIGN.md §2: a forbidden edge
+// Package archtest guards the import edges docs/architecture.md lists: a forbidden edge
 // fails the build's tests, not a code review.
 package archtest
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -127,6 +128,32 @@ func TestRuleCatchesForbiddenEdge(t *testing.T) {
 	for h, seen := range want {
 		if !seen {
 			t.Errorf("go list -deps of daemon does not show %s; the edge rules would pass vacuously", h)
+		}
+	}
+}
+
+// TestArchitecturePageNamesEveryPackage keeps docs/architecture.md, the page
+// a newcomer reads first, from drifting: every product package of the module
+// (not the test helpers, end-to-end suites or benchmarks) has its row there.
+func TestArchitecturePageNamesEveryPackage(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH")
+	}
+	page, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		if rel == "" || strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "test/") || strings.HasPrefix(rel, "bench/") {
+			continue
+		}
+		if !strings.Contains(string(page), "`"+rel+"`") {
+			t.Errorf("docs/architecture.md has no row for package %s: say what it owns and what it may import", rel)
 		}
 	}
 }
