@@ -61,9 +61,9 @@ type Config struct {
 
 // Paths are the daemon's directories and its socket.
 type Paths struct {
-	StateDir string `toml:"state_dir"` // registry, mailboxes, queue, hook runs
-	Socket   string `toml:"socket"`
-	DKIMDir  string `toml:"dkim_dir"`
+	StateDir string `toml:"state_dir" secret:"none"` // registry, mailboxes, queue, hook runs
+	Socket   string `toml:"socket" secret:"none"`
+	DKIMDir  string `toml:"dkim_dir" secret:"dir:*.key"`
 }
 
 // MailboxesDir is where mailbox folders live.
@@ -77,13 +77,13 @@ func (p Paths) QueueDir() string { return filepath.Join(p.StateDir, "queue") }
 
 // SMTP configures the inbound listeners and their limits.
 type SMTP struct {
-	Listen     []string `toml:"listen"`      // SMTP listen addresses
-	LMTPSocket string   `toml:"lmtp_socket"` // optional LMTP Unix socket
+	Listen     []string `toml:"listen"`                    // SMTP listen addresses
+	LMTPSocket string   `toml:"lmtp_socket" secret:"none"` // optional LMTP Unix socket
 	// LMTPXForwardUsers may pass on their client's address with XFORWARD
 	// over the LMTP socket (the front MTA's user; root may anyway).
 	LMTPXForwardUsers   []string `toml:"lmtp_xforward_users"`
-	TLSCert             string   `toml:"tls_cert"`
-	TLSKey              string   `toml:"tls_key"`
+	TLSCert             string   `toml:"tls_cert" secret:"none"`
+	TLSKey              string   `toml:"tls_key" secret:"file"`
 	MaxMessageBytes     int64    `toml:"max_message_bytes"`
 	MaxRecipients       int      `toml:"max_recipients"`
 	MaxLineLength       int      `toml:"max_line_length"`
@@ -173,10 +173,18 @@ type SendPolicy struct {
 
 // Relay sends all outbound mail through a smarthost instead of MX delivery.
 type Relay struct {
-	Host         string `toml:"host"`
-	Port         int    `toml:"port"` // 587 (STARTTLS) or 465 (implicit TLS)
+	Host string `toml:"host"`
+	// Port defaults to 465 with implicit TLS, else 587.
+	Port int `toml:"port"`
+	// TLS is how TLS starts: RelayImplicitTLS from the first byte, or
+	// RelayStartTLS after the greeting. Load fills it in from the port
+	// (465 implicit, any other STARTTLS).
+	TLS          string `toml:"tls"`
 	Username     string `toml:"username"`
-	PasswordFile string `toml:"password_file"` // root-only file holding the password
+	PasswordFile string `toml:"password_file" secret:"file"` // root-only file holding the password
+	// CAFile is a PEM bundle of the certificate authorities the relay's
+	// certificate must chain to, instead of the system's (a private CA).
+	CAFile string `toml:"ca_file" secret:"none"`
 	// SplitDomains says the local domains' mailboxes are spread over
 	// several mailctl hosts behind one MTA tier (docs/scale.md): mail from
 	// here to a local address with no mailbox on this host goes to the
@@ -352,10 +360,23 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Control.RequestTimeout, Duration{30 * time.Second})
 	setDefault(&c.Control.RequestMemory, 512<<20)
 	setDefault(&c.Control.RequestMemoryPerUID, 224<<20)
-	if c.Relay.Host != "" {
-		setDefault(&c.Relay.Port, 587)
+	if r := &c.Relay; r.Host != "" {
+		if r.TLS == RelayImplicitTLS {
+			setDefault(&r.Port, 465)
+		}
+		setDefault(&r.Port, 587)
+		if r.Port == 465 {
+			setDefault(&r.TLS, RelayImplicitTLS)
+		}
+		setDefault(&r.TLS, RelayStartTLS)
 	}
 }
+
+// The values of relay.tls.
+const (
+	RelayStartTLS    = "starttls"
+	RelayImplicitTLS = "implicit"
+)
 
 // setDefault sets *p to v when the file left it unset (the zero value).
 func setDefault[T comparable](p *T, v T) { *p = cmp.Or(*p, v) }
@@ -558,8 +579,20 @@ func (c *Config) validateMetrics(bad complain) {
 }
 
 func (c *Config) validateRelay(bad complain) {
-	if c.Relay.Host != "" && c.Relay.Username != "" && c.Relay.PasswordFile == "" {
+	r := c.Relay
+	if r.Host != "" && r.Username != "" && r.PasswordFile == "" {
 		bad("relay.password_file is required with relay.username")
+	}
+	if r.TLS != "" && r.TLS != RelayStartTLS && r.TLS != RelayImplicitTLS {
+		bad("relay.tls: %q is neither %q (TLS from the first byte, as on port 465) nor %q (STARTTLS after the greeting, as on port 587)", r.TLS, RelayImplicitTLS, RelayStartTLS)
+	}
+	if r.Host == "" && (r.TLS != "" || r.CAFile != "" || r.Username != "" || r.PasswordFile != "") {
+		bad("relay.tls, relay.ca_file, relay.username and relay.password_file need relay.host: set the relay's host name, or remove them")
+	}
+	for _, p := range []struct{ key, v string }{{"relay.password_file", r.PasswordFile}, {"relay.ca_file", r.CAFile}} {
+		if p.v != "" && !filepath.IsAbs(p.v) {
+			bad("%s: %q must be an absolute path", p.key, p.v)
+		}
 	}
 	if c.Relay.SplitDomains && c.Relay.Host == "" {
 		bad("relay.split_domains needs relay.host: the mail for local addresses this host does not have goes to the relay (the MTA tier that knows every host)")
