@@ -25,6 +25,9 @@ type Error struct {
 	Enhanced  string
 	Message   string
 	Host      string
+	// TLS is what a failure before MAIL (an EHLO or AUTH refused) had
+	// negotiated with Host; empty when it came before TLS.
+	TLS string
 }
 
 func (e *Error) Error() string {
@@ -58,11 +61,12 @@ type Deliverer interface {
 	Deliver(ctx context.Context, from string, rcpts []string, data []byte) []Result
 }
 
-// AllFailed is the same failure for every recipient, before any TLS.
+// AllFailed is the same failure for every recipient, with the TLS the
+// failure came after (err.TLS).
 func AllFailed(rcpts []string, err *Error) []Result {
 	out := make([]Result, len(rcpts))
 	for i, r := range rcpts {
-		out[i] = Result{Rcpt: r, Err: err, Host: err.Host}
+		out[i] = Result{Rcpt: r, Err: err, Host: err.Host, TLS: err.TLS}
 	}
 	return out
 }

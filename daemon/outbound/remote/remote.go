@@ -54,9 +54,12 @@ type Client struct {
 	TransactionTimeout time.Duration
 	Relay              *config.Relay // Host set: all non-local mail goes there
 	RelayPassword      string
-	Local              LocalDeliverer
-	IsLocal            func(domain string) bool
-	Logger             *slog.Logger
+	// RelayRootCAs are the authorities the relay's certificate must chain
+	// to (relay.ca_file); nil: RootCAs.
+	RelayRootCAs *x509.CertPool
+	Local        LocalDeliverer
+	IsLocal      func(domain string) bool
+	Logger       *slog.Logger
 	// PerDestination bounds the transactions in flight to one address
 	// (default 8); MaxIdle the sessions kept open between messages (default
 	// 32), each for at most IdleTimeout (default 5s). Close drops them.
@@ -216,14 +219,14 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 type route struct {
 	host, addr string
 	relay      bool        // TLS required and verified; AUTH when auth is set
-	implicit   bool        // TLS from the first byte (port 465)
+	implicit   bool        // TLS from the first byte (relay.tls = "implicit")
 	auth       sasl.Client // nil: no AUTH
 	authID     string      // who auth logs in as, for the session cache key
 }
 
 // key names the sessions that may carry this route's mail.
 func (r route) key(d *Client) string {
-	return fmt.Sprintf("%s|%s|%t|%t|%s|%p", r.host, r.addr, r.relay, r.implicit, r.authID, d.RootCAs)
+	return fmt.Sprintf("%s|%s|%t|%t|%s|%p", r.host, r.addr, r.relay, r.implicit, r.authID, d.roots(r))
 }
 
 // deliverRoute holds one of the destination's concurrency slots for the
@@ -405,13 +408,17 @@ func (d *Client) connect(ctx context.Context, rt route, plain bool) (s *session,
 	c := smtp.NewClient(sc)
 	c.CommandTimeout, c.SubmissionTimeout = tt, tt
 	if err := c.Hello(d.hostname()); err != nil {
-		return nil, hostErr(err, rt.host), nil
+		de := hostErr(err, rt.host)
+		de.TLS = state
+		return nil, de, nil
 	}
 	if rt.auth != nil {
 		if err := c.Auth(rt.auth); err != nil {
-			// A credentials problem is the operator's to fix; keep the mail.
+			// A credentials problem is the operator's to fix; keep the
+			// mail. The status says what TLS the password went over.
 			de := hostErr(err, rt.host)
 			de.Message = "relay authentication failed: " + de.Message
+			de.TLS = state
 			return nil, de, nil
 		}
 	}
@@ -481,7 +488,7 @@ func (d *Client) handshake(ctx context.Context, conn net.Conn, rt route) (*tls.C
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, "", err
 	}
-	state := d.verify(tc, rt.host)
+	state := d.verify(tc, rt.host, d.roots(rt))
 	if (rt.relay || rt.implicit) && state != delivery.TLSVerified {
 		return nil, "", fmt.Errorf("the certificate of %s does not verify", rt.host)
 	}
@@ -495,9 +502,18 @@ func (d *Client) tlsConfig(host string) *tls.Config {
 	return &tls.Config{ServerName: host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
 }
 
-// verify checks the peer's chain against RootCAs (the system roots when nil)
+// roots are the authorities rt's certificate must chain to: the relay's
+// own (relay.ca_file) for the relay, else RootCAs (nil: the system's).
+func (d *Client) roots(rt route) *x509.CertPool {
+	if rt.relay && d.RelayRootCAs != nil {
+		return d.RelayRootCAs
+	}
+	return d.RootCAs
+}
+
+// verify checks the peer's chain against roots (the system roots when nil)
 // and the host name.
-func (d *Client) verify(tc *tls.Conn, host string) string {
+func (d *Client) verify(tc *tls.Conn, host string, roots *x509.CertPool) string {
 	certs := tc.ConnectionState().PeerCertificates
 	if len(certs) == 0 {
 		return delivery.TLSUnverified
@@ -506,7 +522,7 @@ func (d *Client) verify(tc *tls.Conn, host string) string {
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{DNSName: host, Roots: d.RootCAs, Intermediates: inter}); err != nil {
+	if _, err := certs[0].Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter}); err != nil {
 		d.logger().Info("certificate does not verify: delivering with unverified TLS", "host", host, "err", err)
 		return delivery.TLSUnverified
 	}
@@ -664,9 +680,10 @@ func classify(err error, host string) *delivery.Error {
 	return &delivery.Error{Temporary: true, Message: clip(err.Error()), Host: host}
 }
 
-// deliverRelay hands everything to the configured smarthost: implicit TLS on
-// port 465, STARTTLS (required) otherwise, certificate always verified, AUTH
-// PLAIN when a username is set.
+// deliverRelay hands everything to the configured smarthost: implicit TLS or
+// STARTTLS (required) as relay.tls says (by default implicit on port 465),
+// certificate always verified (against relay.ca_file when set), AUTH PLAIN
+// when a username is set.
 func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
 	r := d.Relay
 	port := r.Port
@@ -679,7 +696,8 @@ func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, 
 	if err != nil || len(ips) == 0 {
 		return delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)})
 	}
-	rt := route{host: r.Host, relay: true, implicit: port == 465}
+	implicit := r.TLS == config.RelayImplicitTLS || r.TLS == "" && port == 465
+	rt := route{host: r.Host, relay: true, implicit: implicit}
 	if r.Username != "" {
 		rt.auth = sasl.NewPlainClient("", r.Username, d.RelayPassword)
 		sum := sha256.Sum256([]byte(r.Username + "\x00" + d.RelayPassword))
