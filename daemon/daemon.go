@@ -113,6 +113,11 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if err := hooks.CloseOnExecAbove2(); err != nil {
 		return nil, fmt.Errorf("marking inherited descriptors close-on-exec: %w", err)
 	}
+	// Every secret the config names is checked before anything starts;
+	// the readers check again on the descriptors they read.
+	if err := cfg.CheckSecrets(); err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
 	setMemoryLimit(cfg)
 	lock, err := acquireLock(cfg.Paths.Socket)
 	if err != nil {
@@ -243,6 +248,9 @@ func (d *Daemon) ensureDeclared(s *state) {
 // keys are read again.
 func (d *Daemon) Reload(path string) error {
 	file, err := config.Load(path)
+	if err == nil {
+		err = file.CheckSecrets()
+	}
 	if err != nil {
 		d.log.Error("reload refused, keeping the running config", "err", err)
 		return err

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/setup"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -117,9 +119,12 @@ func (d *Daemon) SetReady(f func()) { d.opts.Ready = f }
 // EnsureDevKeys generates an Ed25519 and an RSA DKIM key in dir unless keys
 // are already there, so dev mail is signed the way production mail is.
 func EnsureDevKeys(dir string) error {
-	keys, _ := dkim.LoadKeys(dir)
+	keys, err := dkim.LoadKeys(dir)
 	if len(keys) > 0 {
 		return nil
+	}
+	if _, bad := errors.AsType[*safeio.SecretError](err); bad {
+		return fmt.Errorf("dev DKIM key: %w", err)
 	}
 	for _, k := range []struct{ sel, alg string }{{"dev-ed25519", "ed25519"}, {"dev-rsa", "rsa"}} {
 		if _, err := dkim.GenerateKey(dir, k.sel, k.alg); err != nil {

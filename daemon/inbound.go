@@ -18,6 +18,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/bounce"
+	"github.com/mailctl/mailctl/daemon/certs"
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/registry"
@@ -290,7 +291,7 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 	cfg := d.cfg()
 	var tlsCfg *tls.Config
 	if cfg.SMTP.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey)
+		cert, err := certs.LoadPair(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("loading the STARTTLS certificate: %w", err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -64,11 +65,16 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		relay := cfg.Relay
 		mx.Relay = &relay
 		if relay.PasswordFile != "" {
-			pw, err := os.ReadFile(relay.PasswordFile)
+			pw, err := safeio.ReadSecret(relay.PasswordFile)
 			if err != nil {
-				return nil, fmt.Errorf("relay password: %w", err)
+				return nil, fmt.Errorf("relay.password_file: %w", err)
 			}
-			mx.RelayPassword = strings.TrimSpace(string(pw))
+			if mx.RelayPassword = strings.TrimSpace(string(pw)); mx.RelayPassword == "" {
+				return nil, fmt.Errorf("relay.password_file: %s is empty: write the relay password into it", relay.PasswordFile)
+			}
+		}
+		if mx.RelayRootCAs, err = relay.CertPool(); err != nil {
+			return nil, err
 		}
 	}
 	// The queue reports to the recorder of sent copies; the service sits

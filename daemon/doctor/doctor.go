@@ -80,6 +80,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 	if !env.Dev {
 		checkPaths(&f, cfg, env)
 	}
+	checkSecrets(&f, cfg)
 	keys := checkKeys(&f, cfg, env)
 	checkTLS(&f, cfg, env)
 	checkMailboxes(&f, cfg, env)

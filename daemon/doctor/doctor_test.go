@@ -203,7 +203,28 @@ func TestSeededFaults(t *testing.T) {
 	}{
 		{"wrong key mode", false, func(t *testing.T, in *install) {
 			os.Chmod(keyOf(in, "ed25519").Path, 0o644)
-		}, "dkim.key_mode", Fail},
+		}, "secret.insecure", Fail},
+		{"readable relay password", false, func(t *testing.T, in *install) {
+			pw := filepath.Join(in.root, "etc/mailctl/relay.pw")
+			os.WriteFile(pw, []byte("s3cret"), 0o644)
+			appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nusername = \"u\"\npassword_file = %q\n", pw))
+		}, "secret.insecure", Fail},
+		{"missing relay password", false, func(t *testing.T, in *install) {
+			appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nusername = \"u\"\npassword_file = %q\n", filepath.Join(in.root, "nope")))
+		}, "secret.missing", Fail},
+		{"relay CA file without a certificate", false, func(t *testing.T, in *install) {
+			ca := filepath.Join(in.root, "etc/mailctl/ca.pem")
+			os.WriteFile(ca, []byte("junk"), 0o644)
+			appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nca_file = %q\n", ca))
+		}, "relay.ca_file", Fail},
+		{"key of another user", true, func(t *testing.T, in *install) {
+			os.Chown(keyOf(in, "rsa").Path, 65534, 65534)
+		}, "secret.insecure", Fail},
+		{"key as a link", false, func(t *testing.T, in *install) {
+			k := keyOf(in, "rsa").Path
+			os.Rename(k, k+".real")
+			os.Symlink(k+".real", k)
+		}, "secret.insecure", Fail},
 		{"missing mailbox folder", false, func(t *testing.T, in *install) {
 			os.Remove(filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "sent"))
 		}, "mailbox.folder_missing", Warn},
@@ -268,7 +289,7 @@ func TestSeededFaults(t *testing.T) {
 		{"no reverse DNS", false, func(t *testing.T, in *install) { in.dns.PTR = nil }, "dns.ptr", Warn},
 		{"A record elsewhere", false, func(t *testing.T, in *install) { in.dns.SetIP("mx.example.test", "198.51.100.1") }, "dns.host_address", Warn},
 		{"no A record", false, func(t *testing.T, in *install) { in.dns.IP = nil }, "dns.host", Fail},
-		{"readable TLS key", false, func(t *testing.T, in *install) { os.Chmod(in.cfg.SMTP.TLSKey, 0o644) }, "tls.key_mode", Fail},
+		{"readable TLS key", false, func(t *testing.T, in *install) { os.Chmod(in.cfg.SMTP.TLSKey, 0o644) }, "secret.insecure", Fail},
 		{"expired certificate", false, func(t *testing.T, in *install) {
 			in.env.Now = func() time.Time { return time.Now().AddDate(11, 0, 0) }
 		}, "tls.expired", Fail},
@@ -408,4 +429,29 @@ func FuzzTagValue(f *testing.F) {
 			t.Errorf("value %q keeps whitespace", v)
 		}
 	})
+}
+
+// TestSecretFindingNamesFileAndFix: doctor reports a readable relay
+// password as the daemon refuses it: the key, the file and the chmod.
+func TestSecretFindingNamesFileAndFix(t *testing.T) {
+	in := newInstall(t)
+	pw := filepath.Join(in.root, "etc/mailctl/relay.pw")
+	os.WriteFile(pw, []byte("s3cret"), 0o644)
+	appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nusername = \"u\"\npassword_file = %q\n", pw))
+	var got []protocol.Finding
+	for _, x := range in.check(t) {
+		if x.ID == "secret.insecure" {
+			got = append(got, x)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("secret findings %+v, want one", got)
+	}
+	chmod := "chmod 600 " + pw
+	if os.Geteuid() == 0 {
+		chmod = "sudo " + chmod
+	}
+	if !strings.Contains(got[0].Message, "relay.password_file: "+pw+" has mode 0644") || got[0].Fix != "run `"+chmod+"`" {
+		t.Errorf("finding %q, fix %q; want the key, the file, its mode and `%s`", got[0].Message, got[0].Fix, chmod)
+	}
 }

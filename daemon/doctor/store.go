@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -24,6 +25,9 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 	dir := cfg.Paths.DKIMDir
 	keys, err := dkim.LoadKeys(dir)
 	if err != nil {
+		if _, insecure := errors.AsType[*safeio.SecretError](err); insecure {
+			return nil // checkSecrets names the key file and its fix
+		}
 		if errors.Is(err, fs.ErrPermission) {
 			f.add("dkim.unreadable", Info, "run doctor as root", "cannot read the DKIM keys in %s", dir)
 			return nil
@@ -35,20 +39,7 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 		f.add("dkim.missing", Fail, "sudo mailctl setup (generates an Ed25519 and an RSA key)", "no DKIM key in %s: outbound mail is unsigned and will be rejected or junked", dir)
 		return nil
 	}
-	before := len(*f)
-	for _, k := range keys {
-		fi, err := os.Lstat(k.Path)
-		if err != nil {
-			continue
-		}
-		if m := fi.Mode().Perm(); m != 0o600 {
-			f.add("dkim.key_mode", Fail, fmt.Sprintf("sudo chmod 0600 %s", k.Path), "DKIM key %s has mode %04o: a private key must be 0600", k.Path, m)
-		}
-		if uid, ok := owner(fi); ok && env.Root && !env.Dev && uid != 0 {
-			f.add("dkim.key_owner", Fail, "sudo chown root:root "+k.Path, "DKIM key %s belongs to uid %d, expected root", k.Path, uid)
-		}
-	}
-	if len(*f) == before {
+	{
 		var sels []string
 		for _, k := range keys {
 			sels = append(sels, k.Selector+" ("+k.Algorithm+")")
@@ -58,15 +49,30 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 	return keys
 }
 
+// checkSecrets holds every file a secret-bearing config key names to the
+// rule the daemon enforces at start and reload (config.SecretFiles): the
+// same finding, with the command that fixes it.
+func checkSecrets(f *findings, cfg *config.Config) {
+	for _, p := range cfg.SecretProblems() {
+		se, insecure := errors.AsType[*safeio.SecretError](p.Err)
+		switch {
+		case insecure:
+			f.add("secret.insecure", Fail, se.Fix, "%s: %s %s: the daemon refuses to start or reload until it is fixed", p.Key, p.Path, se.Problem)
+		case errors.Is(p.Err, fs.ErrNotExist):
+			f.add("secret.missing", Fail, "create "+p.Path+" (owned by root, mode 0600) or fix "+p.Key+" in the config", "%s: %s does not exist: the daemon cannot start", p.Key, p.Path)
+		default:
+			f.add("secret.unreadable", Fail, "check "+p.Path, "%s: %v", p.Key, p.Err)
+		}
+	}
+	if _, err := cfg.Relay.CertPool(); err != nil {
+		f.add("relay.ca_file", Fail, "point relay.ca_file at a PEM file of the relay's certificate authority", "%v", err)
+	}
+}
+
 func checkTLS(f *findings, cfg *config.Config, env Env) {
 	if cfg.SMTP.TLSCert == "" {
 		f.add("tls.none", Warn, "set smtp.tls_cert and smtp.tls_key (or `mailctl setup --self-signed` on a fresh host)", "no TLS certificate: STARTTLS is not offered and senders deliver in clear text")
 		return
-	}
-	if fi, err := os.Stat(cfg.SMTP.TLSKey); err != nil {
-		f.add("tls.key", Fail, "fix smtp.tls_key in the config", "cannot read the TLS key: %v", err)
-	} else if fi.Mode().Perm()&0o077 != 0 {
-		f.add("tls.key_mode", Fail, "sudo chmod 0600 "+cfg.SMTP.TLSKey, "the TLS private key %s has mode %04o: other users can read it", cfg.SMTP.TLSKey, fi.Mode().Perm())
 	}
 	data, err := os.ReadFile(cfg.SMTP.TLSCert)
 	if err != nil {

@@ -35,7 +35,7 @@ type hostOptions struct {
 	Delivery       string   // extra [delivery] lines
 	Extra          string   // more top-level tables, before the mailboxes
 	BeforeStart    func(h *mailHost)
-	Env            []string // extra environment of mailctl serve ("SSL_CERT_FILE=...")
+	Env            []string // extra environment of mailctl serve
 }
 
 // mailHost is one `mailctl serve` in its own namespace, answering for one

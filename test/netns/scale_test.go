@@ -35,18 +35,18 @@ func TestScaleOut(t *testing.T) {
 		"_dmarc."+domain+" TXT v=DMARC1; p=reject; adkim=r; aspf=r")
 	l.publish("sender.test TXT v=spf1 ip4:"+client.IP+" -all", "mx.sender.test A "+client.IP)
 
-	// The tier's certificate, which the hosts' relay client verifies.
+	// The tier's certificate, which the hosts' relay client verifies: it
+	// is its own authority, named by relay.ca_file.
 	cert, key, err := setup.EnsureSelfSigned(filepath.Join(testusers.SharedDir(t), "tls"), "mx."+domain)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hostCfg := func(ns *nsHost) string {
-		return fmt.Sprintf("[lmtp]\nlisten_tcp = [%q]\nallow_from = [%q]\n\n[relay]\nhost = %q\nport = 25\nsplit_domains = true",
-			ns.IP+":24", frontNS.IP+"/32", "mx."+domain)
+		return fmt.Sprintf("[lmtp]\nlisten_tcp = [%q]\nallow_from = [%q]\n\n[relay]\nhost = %q\nport = 25\nsplit_domains = true\nca_file = %q",
+			ns.IP+":24", frontNS.IP+"/32", "mx."+domain, cert)
 	}
-	env := []string{"SSL_CERT_FILE=" + cert}
-	a := l.newMailHostIn(aNS, domain, hostOptions{Mailboxes: []string{"agent"}, NoPublish: true, Extra: hostCfg(aNS), Env: env})
-	b := l.newMailHostIn(bNS, domain, hostOptions{Mailboxes: []string{"bob"}, NoPublish: true, Extra: hostCfg(bNS), Env: env})
+	a := l.newMailHostIn(aNS, domain, hostOptions{Mailboxes: []string{"agent"}, NoPublish: true, Extra: hostCfg(aNS)})
+	b := l.newMailHostIn(bNS, domain, hostOptions{Mailboxes: []string{"bob"}, NoPublish: true, Extra: hostCfg(bNS)})
 
 	transport := filepath.Join(testusers.SharedDir(t), "transport")
 	if err := os.WriteFile(transport, []byte(fmt.Sprintf("%s lmtp:inet:[%s]:24\nbob@%s lmtp:inet:[%s]:24\n", domain, a.IP, domain, b.IP)), 0o644); err != nil {
