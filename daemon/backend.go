@@ -41,7 +41,7 @@ func (b backend) Outbound() control.Outbound {
 func (b backend) Health(ctx context.Context) []protocol.Finding {
 	d := b.d
 	return doctor.Check(ctx, d.cfg(), doctor.Env{Resolver: d.resolver, Root: true, Dev: d.opts.Dev, ClientVersion: d.Version(),
-		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now})
+		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now, ServedCertificate: d.servedCertificate})
 }
 
 // trustedSenders is the effective trusted-sender list of a mailbox and where

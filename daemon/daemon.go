@@ -245,7 +245,7 @@ func (d *Daemon) ensureDeclared(s *state) {
 // fixed when the daemon started (listeners, SMTP limits, delivery, relay,
 // resolvers: restartKeys) keep their running values and are named in the log
 // and, until a restart, in the status findings `mailctl doctor` shows. DKIM
-// keys are read again.
+// keys and the TLS certificate and key are read again.
 func (d *Daemon) Reload(path string) error {
 	file, err := config.Load(path)
 	if err == nil {
@@ -256,6 +256,9 @@ func (d *Daemon) Reload(path string) error {
 		return err
 	}
 	cfg, applied, pending := applyReload(file, d.cfg())
+	if d.smtp != nil && d.smtp.certs != nil {
+		d.smtp.certs.Reload() // a refused pair is logged; the one in use stays
+	}
 	if d.out != nil {
 		if err := d.out.loadKeys(); err != nil {
 			d.log.Error("reload: DKIM keys not reloaded", "err", err)

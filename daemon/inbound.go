@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -206,7 +207,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		return nil
 	}
 	d.metrics.received.WithLabelValues("stored").Inc()
-	d.log.Info("message stored", "mailbox", mailbox, "id", id, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
+	d.log.Info("message stored", "mailbox", mailbox, "id", id, "message_id", m.MessageID, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
 	sum := control.SummaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
@@ -281,6 +282,7 @@ type smtpService struct {
 	lns   []net.Listener
 	wg    sync.WaitGroup
 	addrs []string
+	certs *certs.Holder // nil without smtp.tls_cert
 }
 
 func (d *Daemon) newInbound() *inbound {
@@ -290,12 +292,15 @@ func (d *Daemon) newInbound() *inbound {
 func (d *Daemon) newSMTPService() (*smtpService, error) {
 	cfg := d.cfg()
 	var tlsCfg *tls.Config
+	var holder *certs.Holder
 	if cfg.SMTP.TLSCert != "" {
-		cert, err := certs.LoadPair(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey)
+		// A renewed pair is in use from the next handshake (certs.Holder).
+		h, err := certs.NewHolder(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey, d.log.With("part", "tls"), d.now)
 		if err != nil {
 			return nil, fmt.Errorf("loading the STARTTLS certificate: %w", err)
 		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		holder = h
+		tlsCfg = &tls.Config{GetCertificate: h.GetCertificate, MinVersion: tls.VersionTLS12}
 	}
 	s := cfg.SMTP
 	b := d.inbound
@@ -309,7 +314,20 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 	}
 	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd, Summarizer: &d.logSum,
 		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s)}, b)
-	return &smtpService{d: d, srv: srv}, nil
+	return &smtpService{d: d, srv: srv, certs: holder}, nil
+}
+
+// servedCertificate is the certificate the next STARTTLS handshake gets
+// (doctor compares it with the file); nil without TLS.
+func (d *Daemon) servedCertificate(context.Context) (*x509.Certificate, error) {
+	if d.smtp == nil || d.smtp.certs == nil {
+		return nil, nil
+	}
+	c, err := d.smtp.certs.GetCertificate(nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Leaf, nil
 }
 
 func (s *smtpService) Start(context.Context) error {

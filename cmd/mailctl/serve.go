@@ -42,8 +42,10 @@ func newLogger(debug bool) *slog.Logger {
 func cmdServe(args []string) int {
 	fs := newFlagSet("serve", "serve [--config PATH]", `Runs the mailctl daemon in the foreground: the control socket, SMTP and LMTP
 listeners, the outbound queue and hooks. It normally runs as root under systemd
-(systemd/mailctl.service). SIGHUP reloads the config (a bad config is reported
-and the running one kept); SIGTERM drains and exits.`)
+(systemd/mailctl.service). SIGHUP reloads the config, the DKIM keys and the TLS
+certificate (a bad config is reported and the running one kept); a renewed
+certificate is also taken at the next handshake after its files change.
+SIGTERM drains and exits.`)
 	cfgFlag := fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+")")
 	debug := fs.Bool("debug", false, "log at debug level")
 	if code, ok := parseFlags(fs, args); !ok {

@@ -1,9 +1,7 @@
 package doctor
 
 import (
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
@@ -66,39 +63,6 @@ func checkSecrets(f *findings, cfg *config.Config) {
 	}
 	if _, err := cfg.Relay.CertPool(); err != nil {
 		f.add("relay.ca_file", Fail, "point relay.ca_file at a PEM file of the relay's certificate authority", "%v", err)
-	}
-}
-
-func checkTLS(f *findings, cfg *config.Config, env Env) {
-	if cfg.SMTP.TLSCert == "" {
-		f.add("tls.none", Warn, "set smtp.tls_cert and smtp.tls_key (or `mailctl setup --self-signed` on a fresh host)", "no TLS certificate: STARTTLS is not offered and senders deliver in clear text")
-		return
-	}
-	data, err := os.ReadFile(cfg.SMTP.TLSCert)
-	if err != nil {
-		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "cannot read the TLS certificate: %v", err)
-		return
-	}
-	blk, _ := pem.Decode(data)
-	if blk == nil {
-		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "%s holds no PEM certificate", cfg.SMTP.TLSCert)
-		return
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "%s: %v", cfg.SMTP.TLSCert, err)
-		return
-	}
-	now := env.Now()
-	switch {
-	case now.After(cert.NotAfter):
-		f.add("tls.expired", Fail, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate expired on %s", cert.NotAfter.Format("2006-01-02"))
-	case cert.NotAfter.Sub(now) < 14*24*time.Hour:
-		f.add("tls.expiring", Warn, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate expires on %s", cert.NotAfter.Format("2006-01-02"))
-	case cert.VerifyHostname(cfg.Hostname) != nil:
-		f.add("tls.hostname", Warn, "get a certificate for "+cfg.Hostname, "the TLS certificate does not name %s", cfg.Hostname)
-	default:
-		f.add("tls.cert", OK, "", "TLS certificate for %s valid until %s", cfg.Hostname, cert.NotAfter.Format("2006-01-02"))
 	}
 }
 

@@ -148,7 +148,7 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 		return protocol.SendResult{}, fmt.Errorf("queueing: %w", err)
 	}
 	s.rememberKey(req, sentID, msg.MessageID, now)
-	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)
+	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "item", it.ID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)
 	res, err := s.waitFirst(ctx, req, it.ID)
 	answered(res)
 	return res, err

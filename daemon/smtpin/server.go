@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -21,6 +22,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -313,15 +315,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// errorLog adapts go-smtp's internal error log to slog.
+// errorLog adapts go-smtp's internal error log to slog. A client that
+// hangs up mid-session (a reset, a broken pipe: port probes, scanners,
+// impatient senders) is the client's business: that is DEBUG, so WARN stays
+// for what an operator should look at; the session's own INFO line
+// ("connection closed") still records it.
 type errorLog struct{ l *slog.Logger }
 
 func (e errorLog) Printf(format string, v ...any) {
-	e.l.Warn("smtp server", "detail", fmt.Sprintf(format, v...))
+	e.l.Log(context.Background(), level(v), "smtp server", "detail", fmt.Sprintf(format, v...))
 }
 
 func (e errorLog) Println(v ...any) {
-	e.l.Warn("smtp server", "detail", fmt.Sprint(v...))
+	e.l.Log(context.Background(), level(v), "smtp server", "detail", fmt.Sprint(v...))
+}
+
+func level(v []any) slog.Level {
+	for _, a := range v {
+		if err, ok := a.(error); ok && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)) {
+			return slog.LevelDebug
+		}
+	}
+	return slog.LevelWarn
 }
 
 func smtpErr(code int, enh smtp.EnhancedCode, msg string) *smtp.SMTPError {

@@ -70,7 +70,7 @@ type CA struct {
 	pem  []byte
 }
 
-// NewCA makes a certificate authority valid for a day either side of now.
+// NewCA makes a certificate authority valid from a day ago for a year.
 func NewCA(tb testing.TB) *CA {
 	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -78,7 +78,7 @@ func NewCA(tb testing.TB) *CA {
 		tb.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: serial(tb), Subject: pkix.Name{CommonName: "mailctl test CA"},
-		NotBefore: time.Now().Add(-24 * time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-24 * time.Hour), NotAfter: time.Now().AddDate(1, 0, 0),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -95,7 +95,8 @@ func NewCA(tb testing.TB) *CA {
 func (ca *CA) PEM() []byte { return ca.pem }
 
 // Issue makes a server certificate for hosts (names or IP addresses)
-// signed by the CA; the chain served carries the leaf only.
+// signed by the CA, valid for 90 days as Let's Encrypt's are; the chain
+// served carries the leaf only.
 func (ca *CA) Issue(tb testing.TB, hosts ...string) tls.Certificate {
 	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -103,7 +104,7 @@ func (ca *CA) Issue(tb testing.TB, hosts ...string) tls.Certificate {
 		tb.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: serial(tb), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().AddDate(0, 0, 90),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -129,4 +130,18 @@ func serial(tb testing.TB) *big.Int {
 		tb.Fatal(err)
 	}
 	return n
+}
+
+// PEM encodes a certificate chain and its private key as certbot writes
+// them (fullchain.pem, privkey.pem in PKCS#8).
+func PEM(tb testing.TB, c tls.Certificate) (certPEM, keyPEM []byte) {
+	tb.Helper()
+	for _, der := range c.Certificate {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
