@@ -220,7 +220,13 @@ func TestPostfix(t *testing.T) {
 	if in.Meta.SPF.Result != "pass" || in.Meta.DMARC.Result != "pass" || in.Meta.Trusted != "true" {
 		t.Errorf("relayed by Postfix: spf=%+v dmarc=%+v trusted=%q, want pass/pass/true (SPF-aligned sender listed)", in.Meta.SPF, in.Meta.DMARC, in.Meta.Trusted)
 	}
-	if !strings.Contains(p.log(), "relay=mx.a.test["+a.IP+"]:25") || !strings.Contains(p.log(), "status=sent") {
+	// Postfix logs the delivery once it has our 250, which may be after
+	// the message is in the inbox.
+	delivered := func() bool {
+		l := p.log()
+		return strings.Contains(l, "relay=mx.a.test["+a.IP+"]:25") && strings.Contains(l, "status=sent")
+	}
+	if !waitFor(15*time.Second, delivered) {
 		t.Errorf("Postfix did not log a delivery to a.test's MX:\n%s", p.log())
 	}
 	summary(t, "2-postfix", "mailctl→Postfix delivered tls=%s, DKIM-Signature kept, ESMTPS; Postfix→mailctl via MX stored spf=%s dmarc=%s trusted=%s",
