@@ -233,10 +233,13 @@ func TestSeededFaults(t *testing.T) {
 		{"key of another user", true, func(t *testing.T, in *install) {
 			os.Chown(keyOf(in, "rsa").Path, 65534, 65534)
 		}, "secret.insecure", Fail},
-		{"key as a link", false, func(t *testing.T, in *install) {
+		{"key as a link into a directory anyone can write in", false, func(t *testing.T, in *install) {
 			k := keyOf(in, "rsa").Path
-			os.Rename(k, k+".real")
-			os.Symlink(k+".real", k)
+			open := filepath.Join(filepath.Dir(k), "open")
+			os.Mkdir(open, 0o700)
+			os.Chmod(open, 0o777)
+			os.Rename(k, filepath.Join(open, "real.key"))
+			os.Symlink(filepath.Join(open, "real.key"), k)
 		}, "secret.insecure", Fail},
 		{"missing mailbox folder", false, func(t *testing.T, in *install) {
 			os.Remove(filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "sent"))

@@ -484,8 +484,8 @@ func TestCrashLeftoversAreNotAConfig(t *testing.T) {
 }
 
 // TestSuppliedKeyHeldToTheSecretRule: a --tls-key that the daemon would
-// refuse (others can read it, or it is a link such as certbot's live/
-// names) stops setup before it writes anything, with the fix.
+// refuse (others can read it, named itself or through a link) stops setup
+// before it writes anything, with the fix.
 func TestSuppliedKeyHeldToTheSecretRule(t *testing.T) {
 	src := t.TempDir()
 	cert, key := filepath.Join(src, "cert.pem"), filepath.Join(src, "key.pem")
@@ -497,7 +497,7 @@ func TestSuppliedKeyHeldToTheSecretRule(t *testing.T) {
 	os.WriteFile(key, keyPEM, 0o644)
 	link := filepath.Join(src, "privkey.pem")
 	os.Symlink(key, link)
-	for k, want := range map[string]string{key: "chmod 600 " + key, link: "symbolic link"} {
+	for k, want := range map[string]string{key: "chmod 600 " + key, link: "chmod 600 " + link} {
 		root := t.TempDir()
 		o := baseOpts(root)
 		o.SelfSigned, o.TLSCert, o.TLSKey = false, cert, k

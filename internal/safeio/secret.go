@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -52,8 +53,9 @@ func sudo(cmd string) string {
 }
 
 // ReadSecret reads a file that holds a secret (a password, a private key)
-// the way input is read: opened without following a symbolic link and
-// without blocking on a FIFO, checked on the open descriptor (a regular
+// the way input is read: opened without following a symbolic link that
+// anyone but root (or the secret's owner) could change, without blocking
+// on a FIFO, checked on the open descriptor (a regular
 // file, owned by the running user — root for the daemon — with no group or
 // other permission bits), bounded by MaxSecretBytes, then read. A file that
 // breaks a rule is refused with a *SecretError naming the command that
@@ -88,14 +90,19 @@ func tooLarge(path string) error {
 		Fix: "point the config key at the file that holds only the secret"}
 }
 
-// openSecret opens path and checks the descriptor against the rules.
+// openSecret opens path and checks the descriptor against the rules. A
+// symbolic link is followed only when no one but root or the secret's owner
+// could have made or changed it (trustedTarget): certbot's live/ names are
+// such links.
 func openSecret(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, &SecretError{Path: path, Problem: "is a symbolic link (secrets are opened without following links, so a link cannot point the daemon at another file)",
-				Fix: "point the config key at the file itself, not a link (certbot's live/ names are links: the deploy hook in docs/setup.md copies the pair into /etc/mailctl/tls/)"}
+	real := path
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if real, err = trustedTarget(path); err != nil {
+			return nil, err
 		}
+	}
+	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkSecretFile(f, path); err != nil {
@@ -103,6 +110,76 @@ func openSecret(path string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// maxLinks bounds the links followed to a secret, as the kernel bounds a
+// path's.
+const maxLinks = 8
+
+// trustedTarget follows the links from path to the file they name. Every
+// link must belong to root or the secret's owner, and so must every
+// directory on the way to each link and to the file, none of them writable
+// by anyone else (unless sticky, where others cannot replace what is not
+// theirs): then nobody else can point the daemon at another file, and the
+// file found is opened without following anything more.
+func trustedTarget(path string) (string, error) {
+	linkFix := "point the config key at the file itself, or keep a copy of it (the certbot deploy hook in docs/setup.md does)"
+	cur := path
+	for range maxLinks + 1 {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(cur))
+		if err != nil {
+			return "", err
+		}
+		if d, why := untrustedDir(dir); d != "" {
+			return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a symbolic link whose way to its file passes %s, which %s", d, why), Fix: linkFix}
+		}
+		cur = filepath.Join(dir, filepath.Base(cur))
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return cur, nil
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; !trustedUID(uid) {
+			return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a symbolic link (%s) that belongs to uid %d", cur, uid), Fix: linkFix}
+		}
+		dest, err := os.Readlink(cur)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(dir, dest)
+		}
+		cur = dest
+	}
+	return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a chain of more than %d symbolic links", maxLinks), Fix: linkFix}
+}
+
+// trustedUID reports whether uid may own the links and directories on the
+// way to a secret: root, or the secret's owner.
+func trustedUID(uid uint32) bool { return uid == 0 || int(uid) == secretOwner() }
+
+// untrustedDir names the first directory from dir (a path without links)
+// up to the root that someone other than root or the secret's owner owns or
+// may write in, and why; "" when there is none.
+func untrustedDir(dir string) (string, string) {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return d, "cannot be examined: " + err.Error()
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		switch perm := fi.Mode(); {
+		case !trustedUID(st.Uid):
+			return d, fmt.Sprintf("belongs to uid %d", st.Uid)
+		case perm&0o022 != 0 && perm&fs.ModeSticky == 0:
+			return d, fmt.Sprintf("has mode %04o: others can write in it", perm.Perm())
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return "", ""
+		}
+	}
 }
 
 func checkSecretFile(f *os.File, path string) error {

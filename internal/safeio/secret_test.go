@@ -2,6 +2,7 @@ package safeio
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,25 +78,96 @@ func TestReadSecretRefusesWhatOthersCanRead(t *testing.T) {
 	}
 }
 
-// TestReadSecretRefusesASymlink: a link is not followed, even to a good
-// file.
-func TestReadSecretRefusesASymlink(t *testing.T) {
+// TestReadSecretFollowsATrustedLink: a link that only the secret's owner
+// (or root) could have made, through directories only they can change, is
+// followed, as certbot's live/privkey.pem -> ../../archive/... is.
+func TestReadSecretFollowsATrustedLink(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"archive/x", "live/x"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "archive/x/privkey1.pem"), []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "live/x/privkey.pem")
+	if err := os.Symlink("../../archive/x/privkey1.pem", link); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadSecret(link); err != nil || string(b) != "s3cret" {
+		t.Fatalf("through a trusted link: %q %v", b, err)
+	}
+	if err := CheckSecret(link); err != nil {
+		t.Fatalf("CheckSecret through a trusted link: %v", err)
+	}
+}
+
+// TestReadSecretRefusesAnUntrustedLink: a link that someone else could
+// have made or redirected is not followed: one in a directory others can
+// write in, one whose file is in such a directory, one that belongs to
+// another user, and a chain longer than the kernel would follow. The file
+// it leads to is still read when named itself.
+func TestReadSecretRefusesAnUntrustedLink(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "real")
 	if err := os.WriteFile(target, []byte("s3cret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(dir, "pw")
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777) // not sticky: anyone could replace a link here
+	link := filepath.Join(open, "pw")
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	b, err := ReadSecret(link)
-	if b != nil {
-		t.Fatalf("read %q through a link", b)
+	refused := func(link string, want ...string) {
+		t.Helper()
+		b, err := ReadSecret(link)
+		if b != nil {
+			t.Fatalf("read %q through %s", b, link)
+		}
+		secretErr(t, err, append([]string{link + " is a"}, want...)...)
+		if CheckSecret(link) == nil {
+			t.Fatalf("CheckSecret passed %s", link)
+		}
 	}
-	secretErr(t, err, link+" is a symbolic link", "point the config key at the file itself")
-	if err := CheckSecret(link); err == nil {
-		t.Fatal("CheckSecret passed a link")
+	refused(link, "symbolic link whose way to its file passes "+open, "others can write in it", "point the config key at the file itself")
+
+	// A trusted link to a file in a directory others can write in.
+	inOpen := filepath.Join(open, "real")
+	if err := os.WriteFile(inOpen, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toOpen := filepath.Join(dir, "to-open")
+	if err := os.Symlink(inOpen, toOpen); err != nil {
+		t.Fatal(err)
+	}
+	refused(toOpen, "passes "+open)
+
+	// A chain of more links than the kernel follows.
+	prev := target
+	for i := range maxLinks + 1 {
+		next := filepath.Join(dir, fmt.Sprintf("chain%d", i))
+		if err := os.Symlink(prev, next); err != nil {
+			t.Fatal(err)
+		}
+		prev = next
+	}
+	refused(prev, fmt.Sprintf("chain of more than %d symbolic links", maxLinks))
+
+	// A link that belongs to another user (root can make one).
+	if os.Geteuid() == 0 {
+		foreign := filepath.Join(dir, "foreign")
+		if err := os.Symlink(target, foreign); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(foreign, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		refused(foreign, "belongs to uid 65534")
 	}
 	if _, err := ReadSecret(target); err != nil {
 		t.Fatalf("the file itself: %v", err)
