@@ -40,20 +40,6 @@ func (g *msgGen) str() string {
 	}
 }
 
-func (g *msgGen) strs() []string {
-	switch g.byte() % 3 {
-	case 0:
-		return nil
-	case 1:
-		return []string{}
-	}
-	out := make([]string, 1+g.byte()%3)
-	for i := range out {
-		out[i] = g.str()
-	}
-	return out
-}
-
 func (g *msgGen) time() time.Time {
 	var raw [8]byte
 	for i := range raw {
