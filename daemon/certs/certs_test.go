@@ -249,9 +249,20 @@ func TestNewHolderRefusesABadPair(t *testing.T) {
 	if _, err := NewHolder(f.cert, f.key, nil, nil); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("mismatched pair: %v", err)
 	}
+	// A link only root (here: the test's user) could have made is followed,
+	// as certbot's are: the key it leads to is read, and does not match.
 	link := filepath.Join(f.dir, "privkey.pem")
 	os.Symlink(f.key, link)
-	if _, err := NewHolder(f.cert, link, nil, nil); err == nil || !strings.Contains(err.Error(), "symbolic link") {
-		t.Fatalf("key through a link: %v", err)
+	if _, err := NewHolder(f.cert, link, nil, nil); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("key through a trusted link: %v", err)
+	}
+	// One through a directory anyone can write in is not.
+	open := filepath.Join(f.dir, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	openLink := filepath.Join(open, "privkey.pem")
+	os.Symlink(f.key, openLink)
+	if _, err := NewHolder(f.cert, openLink, nil, nil); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("key through a link others could replace: %v", err)
 	}
 }
