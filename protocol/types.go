@@ -456,6 +456,11 @@ type QueueItem struct {
 	// while the item waits for it.
 	SendAt    *time.Time `json:"send_at,omitempty"`
 	Scheduled bool       `json:"scheduled,omitempty"`
+	// State is one of QueueStates.
+	State string `json:"state"`
+	// DelayWarnedAt is when the sender was told the message is delayed
+	// (RFC 3464 action "delayed"); it is told once.
+	DelayWarnedAt *time.Time `json:"delay_warned_at,omitempty"`
 }
 
 // QueueIDArgs names one queue item.

@@ -59,6 +59,10 @@ type Item struct {
 	// SendAt is when a scheduled send goes out: no attempt is made before
 	// it, and the retry window counts from it. Zero means at once.
 	SendAt time.Time `json:"send_at,omitzero"`
+	// DelayWarned is when the sender was warned that the item is delayed
+	// (Options.DelayWarning); it is in the journal so that the warning is
+	// made once, restarts included. Zero: not warned.
+	DelayWarned time.Time `json:"delay_warned,omitzero"`
 	// InFlight marks a copy taken while an attempt is under way. The queue
 	// never stores it: it is set on the copies List and Get return.
 	InFlight bool `json:"-"`
@@ -92,7 +96,7 @@ func (it *Item) QueueItem() protocol.QueueItem {
 	return protocol.QueueItem{ID: it.ID, Mailbox: it.Mailbox, MessageID: it.MessageID, MailFrom: it.MailFrom,
 		Recipients: append([]protocol.RecipientStatus(nil), it.Recipients...), CreatedAt: it.Created,
 		NextAttempt: it.NextAttempt, Held: it.Held, SizeBytes: it.Size, Delivering: it.InFlight,
-		SendAt: timePtr(it.SendAt), Scheduled: it.Scheduled()}
+		SendAt: timePtr(it.SendAt), Scheduled: it.Scheduled(), State: it.State(), DelayWarnedAt: timePtr(it.DelayWarned)}
 }
 
 // Scheduled reports whether the item waits for its send_at: no attempt has
@@ -154,7 +158,11 @@ type Options struct {
 	RetryFor      time.Duration   // default 5 days
 	Backoff       []time.Duration // delay after attempt n; the last repeats
 	MaxConcurrent int             // default 8
-	Logger        *slog.Logger
+	// DelayWarning is how long after an item became due its sender is
+	// warned, once, that it is still not delivered, when the Notifier is a
+	// DelayWarner. Zero: never.
+	DelayWarning time.Duration
+	Logger       *slog.Logger
 	// Flush makes durable what the Notifier has written (the sent
 	// copies' delivery status, which it may write without fsync). The
 	// queue forgets a settled item only after a Flush that began after the
@@ -181,6 +189,11 @@ type entry struct {
 	seq     uint64
 	tellMu  sync.Mutex // held while the Notifier hears of a state
 	toldSeq uint64     // the newest state told (with tellMu held)
+	// warning is true while the sender is being warned of the delay: no
+	// attempt starts meanwhile, so the attempt's outcome cannot overwrite
+	// the warning's record. warnAfter holds off a warning that failed.
+	warning   bool
+	warnAfter time.Time
 }
 
 // next numbers a new state of e for the Notifier; call with q.mu held.
@@ -219,6 +232,7 @@ type Queue struct {
 	lastCk    time.Time         // when the last checkpoint began (wall clock)
 	enqueuing map[string]bool   // ids whose files Enqueue is writing
 	kick      chan struct{}
+	warnings  bool // a batch of delay warnings is being made
 }
 
 // maxDone bounds the settled items remembered in memory.
@@ -476,6 +490,22 @@ func (q *Queue) Run(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		wait := q.dispatch(ctx, slots, freed, &wg)
+		due, warnWait := q.dueWarnings()
+		if len(due) > 0 {
+			// Off the loop: a warning is stored like inbound mail, and
+			// attempts of other items go on meanwhile. The loop is woken
+			// when the batch is done, for warnings that fell due since.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				q.warn(due)
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		wait = min(wait, warnWait)
 		if q.checkpointDue() == 0 {
 			q.checkpoint()
 		}
@@ -502,7 +532,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 	var due []*entry
 	wait := time.Hour
 	for _, e := range q.items {
-		if e.inflight || e.it.Held {
+		if e.inflight || e.warning || e.it.Held {
 			continue
 		}
 		if d := e.it.NextAttempt.Sub(now); d > 0 {
