@@ -80,9 +80,10 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	// The queue reports to the recorder of sent copies; the service sits
 	// on both. Each is complete when built.
 	rec := &outbound.Recorder{Store: d.store, Clock: d.now, Logger: d.log.With("part", "send"),
-		OnUpdated: o.updated, OnSettled: o.settled, CurrentID: d.currentID}
+		OnUpdated: o.updated, OnSettled: o.settled, OnDelayed: o.delayWarning, CurrentID: d.currentID}
 	q, err := queue.Open(cfg.Paths.QueueDir(), mx, rec, queue.Options{Clock: d.now,
 		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent, Logger: d.log.With("part", "queue"),
+		DelayWarning: cfg.Delivery.DelayWarning.Duration,
 		Flush: rec.Flush})
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)

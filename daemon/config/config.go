@@ -201,6 +201,9 @@ type Delivery struct {
 	TransactionTimeout Duration `toml:"transaction_timeout"`
 	MaxConcurrent      int      `toml:"max_concurrent"`
 	Port               int      `toml:"port"` // remote SMTP port, 25 except in tests
+	// DelayWarning is how long after a message became due its sender gets
+	// one "delayed" report (RFC 3464) while retries go on; "0s" sends none.
+	DelayWarning *Duration `toml:"delay_warning"`
 }
 
 // HookRules are the operator's limits on hooks.
@@ -351,6 +354,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&d.TransactionTimeout, Duration{10 * time.Minute})
 	setDefault(&d.MaxConcurrent, 8)
 	setDefault(&d.Port, 25)
+	setDefault(&d.DelayWarning, &Duration{4 * time.Hour})
 	setDefault(&c.HookRules.MaxConcurrent, 4)
 	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, new(true))
 	setDefault(&c.Control.MaxConnections, 512)

@@ -24,6 +24,10 @@ type Recorder struct {
 	// OnSettled follows the update that made every recipient final (for
 	// after_send hooks).
 	OnSettled func(mailbox, sentID string, res protocol.SendResult)
+	// OnDelayed warns the sender that the recipients listed are not
+	// delivered yet and are retried until the time given (queue.DelayWarner).
+	// Nil: the queue makes no warnings.
+	OnDelayed func(mailbox, sentID, messageID string, waiting []protocol.RecipientStatus, until time.Time) error
 	// CurrentID returns the identity of the mailbox named name now ("" when
 	// there is none). An item whose mailbox has since been deleted (and
 	// perhaps created again by someone else), or that carries no mailbox
@@ -136,6 +140,21 @@ func (r *Recorder) Settled(it *queue.Item) {
 	if r.OnSettled != nil && !r.orphaned(it) {
 		r.OnSettled(it.Mailbox, it.SentID, resultOf(it))
 	}
+}
+
+// Delayed implements queue.DelayWarner. An item of a mailbox deleted since
+// warns no one, and counts as warned.
+func (r *Recorder) Delayed(it *queue.Item, until time.Time) error {
+	if r.OnDelayed == nil || r.orphaned(it) {
+		return nil
+	}
+	var waiting []protocol.RecipientStatus
+	for _, rc := range it.Recipients {
+		if rc.Status == queue.StatusDeferred {
+			waiting = append(waiting, rc)
+		}
+	}
+	return r.OnDelayed(it.Mailbox, it.SentID, it.MessageID, waiting, until)
 }
 
 // applyDSN marks the recipients a report says failed as bounced in the sent
