@@ -2,8 +2,8 @@ package daemon
 
 import (
 	"bufio"
-	"cmp"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
