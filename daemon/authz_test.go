@@ -170,6 +170,21 @@ cmd = ["/bin/true"]
 	}
 	queueID := outbound.QueueID("secretbox", sent.ID)
 
+	// Bulk queue verbs reach only the caller's items: another user dropping
+	// or flushing everything matches nothing, and the owner's item stays.
+	for _, name := range []string{"other", "ghost"} {
+		for _, verb := range []string{protocol.VerbQueueDropMatching, protocol.VerbQueueFlush} {
+			var res protocol.QueueBulkResult
+			if o := clients[name].do(t, verb, protocol.QueueFilter{All: true}); o.Code != "" || json.Unmarshal(o.Data, &res) != nil || res.Matched != 0 || res.Changed != 0 {
+				t.Fatalf("%s as %s: %+v %+v, want nothing matched", verb, name, o, res)
+			}
+		}
+	}
+	var bulk protocol.QueueBulkResult
+	if o := own.do(t, protocol.VerbQueueFlush, protocol.QueueFilter{Mailbox: "secretbox"}); o.Code != "" || json.Unmarshal(o.Data, &bulk) != nil || bulk.Matched != 1 || bulk.Held != 1 || bulk.Changed != 0 {
+		t.Fatalf("owner flushing its held item: %+v %+v, want it matched, counted held and left held", o, bulk)
+	}
+
 	rows := matrixRows(matrixFixture{owner: owner.Name, messageID: id, sentID: sent.ID, queueID: queueID})
 	checkMatrixCoversVerbs(t, rows)
 	for _, r := range rows {
@@ -292,6 +307,16 @@ func matrixRows(fx matrixFixture) []matrixRow {
 		{protocol.VerbDraftUpdate, control.AccessWrite, protocol.DraftUpdateArgs{Mailbox: "secretbox", ID: "nosuchdraft", Subject: ptrTo("x")}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
 		{protocol.VerbDraftSend, control.AccessWrite, protocol.DraftSendArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
 		{protocol.VerbDraftDelete, control.AccessWrite, protocol.DraftIDArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		// Bulk verbs: naming another's mailbox reads as not found; without
+		// one they match only the caller's items (the owner's held item
+		// survives the others' drop: the queue.drop row below needs it).
+		{protocol.VerbQueueFlush, control.AccessWrite, protocol.QueueFilter{Mailbox: "secretbox"}, denied},
+		{protocol.VerbQueueFlush, control.AccessWrite, protocol.QueueFilter{Domain: "remote.test", State: "held"}, all("")},
+		{protocol.VerbQueueDropMatching, control.AccessWrite, protocol.QueueFilter{Mailbox: "secretbox", OlderThan: "1000d"}, denied},
+		{protocol.VerbQueueDropMatching, control.AccessWrite, protocol.QueueFilter{Domain: "remote.test"}, map[string]string{"other": "", "ghost": ""}},
+		{protocol.VerbQueueDropMatching, control.AccessWrite, protocol.QueueFilter{}, all("invalid_input")},
+		{protocol.VerbQueueSummary, control.AccessRead, protocol.QueueSummaryArgs{QueueFilter: protocol.QueueFilter{Mailbox: "secretbox"}}, denied},
+		{protocol.VerbQueueSummary, control.AccessRead, nil, all("")},
 		{protocol.VerbQueueDrop, control.AccessWrite, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"other": "not_found", "ghost": "not_found", "owner": ""}},
 	}
 }

@@ -73,6 +73,8 @@ type Queue interface {
 	Drop(id string) error
 	Approve(id string) error
 	Reschedule(id string, at time.Time) error
+	FlushMany(ids []string, m queue.Match) protocol.QueueBulkResult
+	DropMany(ids []string, m queue.Match) protocol.QueueBulkResult
 }
 
 var _ Queue = (*queue.Queue)(nil)
