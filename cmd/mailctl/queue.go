@@ -10,23 +10,32 @@ import (
 )
 
 func init() {
-	register(&command{name: "queue", group: "operate", summary: "list, inspect, retry, drop or approve outbound mail", run: cmdQueue})
+	register(&command{name: "queue", group: "operate", summary: "list, summarize, inspect, retry, flush, drop or approve outbound mail", run: cmdQueue})
 }
 
 const queueHelp = `Usage: mailctl queue SUBCOMMAND [flags]
 
   list [--json]          messages waiting for delivery, held or deferred
+  summary [FILTERS]      items per destination domain by age (like qshape)
   show ID [--json]       one item with each recipient's state
   retry ID               attempt a deferred item now
+  flush [FILTERS]        attempt every matching item now
   drop ID                remove an item; undelivered recipients become failed
+  drop FILTERS | --all   remove every matching item (or recipient, with --domain)
   approve ID             release an item held for approval (send.hold)
   reschedule ID TIME     move a scheduled send (RFC 3339 or a duration from now)
 
-Queue ids are <mailbox>.<sent id>. Owners may list, show, retry and drop their
-mailboxes' items; root may do everything, and only root approves held mail.
+FILTERS: --domain D, --mailbox M, --state pending|deferred|held|scheduled,
+--older-than AGE (e.g. 90m, 4h, 2d); every one given must match.
+
+Queue ids are <mailbox>.<sent id>. Owners may list, show, retry, flush and drop
+their mailboxes' items; root may do everything, and only root approves held mail.
 
 Examples:
     mailctl queue list
+    mailctl queue summary
+    mailctl queue flush --domain example.org
+    mailctl queue drop --domain gone.example --older-than 2d
     mailctl queue reschedule agent.2026-03-01-120000-reminder 30m
     mailctl queue drop agent.2026-03-01-120000-reminder`
 
@@ -36,7 +45,9 @@ func cmdQueue(args []string) int {
 		"ls":         queueList,
 		"show":       queueShow,
 		"retry":      func(a []string) int { return queueAction(a, "retry", protocol.VerbQueueRetry, "retrying") },
-		"drop":       func(a []string) int { return queueAction(a, "drop", protocol.VerbQueueDrop, "dropped") },
+		"drop":       queueDrop,
+		"flush":      queueFlush,
+		"summary":    queueSummary,
 		"approve":    func(a []string) int { return queueAction(a, "approve", protocol.VerbQueueApprove, "approved") },
 		"reschedule": queueReschedule,
 	})
@@ -170,7 +181,6 @@ func queueAction(args []string, name, verb, done string) int {
 
 var queueActionAbout = map[string]string{
 	"retry":   "Makes a deferred item due now instead of at its next backoff step.",
-	"drop":    "Removes an item from the queue; recipients not yet delivered are marked failed in the sent copy.",
 	"approve": "Releases an item held by send.hold; it is delivered at once.",
 }
 
