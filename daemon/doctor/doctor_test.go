@@ -267,9 +267,10 @@ func TestSeededFaults(t *testing.T) {
 		{"orphaned mailbox", false, func(t *testing.T, in *install) {
 			os.Mkdir(filepath.Join(in.cfg.Paths.MailboxesDir(), "ghost"), 0o700)
 		}, "mailbox.orphaned", Warn},
-		{"corrupt queue item", false, func(t *testing.T, in *install) {
-			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "q1.json"), []byte("{not json"), 0o600)
-		}, "queue.corrupt", Fail},
+		{"damaged queue journal", false, func(t *testing.T, in *install) {
+			os.MkdirAll(in.cfg.Paths.QueueDir(), 0o700)
+			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "journal"), []byte("{not a journal"), 0o600)
+		}, "queue.damaged", Fail},
 		{"set-aside queue items", false, func(t *testing.T, in *install) {
 			os.MkdirAll(filepath.Join(in.cfg.Paths.QueueDir(), "corrupt"), 0o700)
 			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "corrupt", "q2.json"), nil, 0o600)

@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -181,52 +184,46 @@ func checkFolder(f *findings, name, path, folder string, got, want uint32, known
 	}
 }
 
-// checkQueue looks for queue items the daemon set aside or cannot load.
+// checkQueue reads the queue journal as a reader (without the daemon's
+// lock, while it may be appending): how many items, by state, how old the
+// oldest, and any damage the daemon would set aside at its next start.
 func checkQueue(f *findings, cfg *config.Config, env Env) {
 	dir := cfg.Paths.QueueDir()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrPermission) {
-			f.add("queue.unreadable", Info, "run doctor as root", "cannot read the queue")
-		}
+	in, err := queue.Inspect(dir)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		f.add("queue.unreadable", Info, "run doctor as root", "cannot read the queue")
+		return
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case err != nil:
+		f.add("queue.unreadable", Warn, "check "+dir, "cannot read the queue journal: %v", err)
 		return
 	}
-	items, before := 0, len(*f)
-	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() && name == "corrupt" {
-			if c, _ := os.ReadDir(filepath.Join(dir, name)); len(c) > 0 {
-				f.add("queue.corrupt", Warn, "inspect and remove the files in "+filepath.Join(dir, name),
-					"%d file(s) in %s: queue items that could not be loaded were set aside there", len(c), filepath.Join(dir, name))
-			}
-			continue
-		}
-		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
-			continue
-		}
-		items++
-		id := strings.TrimSuffix(name, ".json")
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		var it struct {
-			ID string `json:"id"`
-		}
-		if err == nil {
-			err = json.Unmarshal(data, &it)
-		}
-		if err == nil && it.ID != id {
-			err = fmt.Errorf("it names item %q", it.ID)
-		}
-		if err == nil {
-			if _, serr := os.Stat(filepath.Join(dir, id+".eml")); serr != nil {
-				err = errors.New("its message (.eml) is missing")
-			}
-		}
-		if err != nil {
-			f.add("queue.corrupt", Fail, "sudo systemctl restart mailctl (the daemon sets broken items aside), then inspect "+filepath.Join(dir, "corrupt"),
-				"queue item %s cannot be delivered: %v", id, err)
-		}
+	before := len(*f)
+	if in.Damaged != "" {
+		f.add("queue.damaged", Fail, "back up "+filepath.Join(dir, "journal")+", then `sudo systemctl restart mailctl`: the daemon sets the damaged part aside in "+filepath.Join(dir, "corrupt")+" and delivers the rest",
+			"the queue journal is damaged: %s", in.Damaged)
+	}
+	if in.Skipped > 0 {
+		f.add("queue.damaged", Warn, "report it with the journal attached: the daemon skips these records",
+			"%d record(s) of the queue journal are not understood", in.Skipped)
+	}
+	if in.SetAside > 0 {
+		f.add("queue.corrupt", Warn, "inspect and remove the files in "+filepath.Join(dir, "corrupt"),
+			"%d file(s) in %s: parts of the queue that could not be loaded were set aside there", in.SetAside, filepath.Join(dir, "corrupt"))
 	}
 	if len(*f) == before {
-		f.add("queue.ok", OK, "", "%d item(s) in the queue", items)
+		msg := fmt.Sprintf("%d item(s) in the queue", in.Items)
+		var parts []string
+		for _, st := range protocol.QueueStates {
+			if n := in.ByState[st]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, st))
+			}
+		}
+		if len(parts) > 0 {
+			msg += ": " + strings.Join(parts, ", ") + "; the oldest queued " + env.Now().Sub(in.Oldest).Round(time.Minute).String() + " ago"
+		}
+		f.add("queue.ok", OK, "", "%s", msg)
 	}
 }
