@@ -117,6 +117,7 @@ func (o *outboundService) delayWarning(mailbox, sentID, messageID string, waitin
 	if err := d.deliverReport(mailbox, rep.From, rep.Bytes()); err != nil {
 		return err
 	}
+	d.metrics.ops.delayWarnings.Inc()
 	d.log.Info("delay warning delivered to the sender", "part", "bounce", "mailbox", mailbox, "id", sentID, "recipients", len(waiting), "message_id", mid)
 	return nil
 }

@@ -17,7 +17,8 @@ func (d *Daemon) openHookRunner() error {
 		return err
 	}
 	d.hookLog = log
-	d.runner = &hooks.Runner{MaxConcurrent: cfg.HookRules.MaxConcurrent, Log: log, Logger: d.log.With("part", "hooks")}
+	d.runner = &hooks.Runner{MaxConcurrent: cfg.HookRules.MaxConcurrent, Log: log, Logger: d.log.With("part", "hooks"),
+		OnRun: func(run protocol.HookRun) { d.metrics.hookRun(run) }} // d.metrics is made after the runner
 	return nil
 }
 
@@ -117,6 +118,7 @@ func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, render func() [
 			d.log.Error("hook not run: owner unusable", "hook", h.Name, "mailbox", mailbox, "err", err)
 			d.hookLog.Append(protocol.HookRun{Hook: h.Name, HookID: h.ID, Mailbox: mailbox, MailboxID: h.MailboxID, Event: event, MessageID: f.ID,
 				StartedAt: d.now().UTC(), ExitCode: -1, Error: "owner unusable: " + err.Error()})
+			d.metrics.ops.hookFailures.WithLabelValues(event, "error").Inc()
 			continue
 		}
 		d.metrics.hookRuns.WithLabelValues(event).Inc()

@@ -21,6 +21,7 @@ type metrics struct {
 	rejected  *prometheus.CounterVec // reason: relay, unknown_user, bad_address
 	delivered *prometheus.CounterVec // status of each recipient update
 	hookRuns  *prometheus.CounterVec // event
+	ops       *opsMetrics            // metrics_ops.go
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -46,6 +47,7 @@ func newMetrics(d *Daemon) *metrics {
 		})
 	m.reg.MustRegister(m.requests, m.received, m.rejected, m.delivered, m.hookRuns, queueDepth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registerOps(d)
 	return m
 }
 

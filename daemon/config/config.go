@@ -246,6 +246,10 @@ type Control struct {
 // Metrics configures the optional Prometheus endpoint.
 type Metrics struct {
 	Listen string `toml:"listen"` // loopback address, e.g. "127.0.0.1:9325"; empty disables
+	// DestinationDomains are the domains that get a label of their own in
+	// the delivery metrics; every other destination is local, relay or
+	// remote, so a label never takes a value from outside this list.
+	DestinationDomains []string `toml:"destination_domains"`
 }
 
 // MailboxConfig declares a mailbox in the config. Such mailboxes cannot be
@@ -571,8 +575,21 @@ func (c *Config) validateControl(bad complain) {
 	}
 }
 
+// maxDestinationDomains bounds metrics.destination_domains, and so the
+// series of the delivery metrics.
+const maxDestinationDomains = 50
+
 // validateMetrics keeps the metrics endpoint on loopback: it is unauthenticated.
 func (c *Config) validateMetrics(bad complain) {
+	if len(c.Metrics.DestinationDomains) > maxDestinationDomains {
+		bad("metrics.destination_domains: %d domains; at most %d get labels of their own", len(c.Metrics.DestinationDomains), maxDestinationDomains)
+	}
+	for i, dom := range c.Metrics.DestinationDomains {
+		if dom == "" || dom != strings.ToLower(dom) || strings.ContainsAny(dom, "@ \t") || strings.HasSuffix(dom, ".") {
+			bad("metrics.destination_domains: %q is not a lower-case domain name such as gmail.com", dom)
+		}
+		c.Metrics.DestinationDomains[i] = dom
+	}
 	if c.Metrics.Listen == "" {
 		return
 	}

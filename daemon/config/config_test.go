@@ -60,6 +60,9 @@ func TestValidation(t *testing.T) {
 		{"[[mailboxes]]\nname = \"a\"\n", "owner is required"},
 		{"[[hooks]]\nmailbox = \"a\"\n", "required"},
 		{"[delivery]\nretry_for = \"soon\"\n", "bad duration"},
+		{"[delivery]\ndelay_warning = \"later\"\n", "bad duration"},
+		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"Gmail.com\"]\n", "lower-case domain"},
+		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"x@gmail.com\"]\n", "lower-case domain"},
 		{"domains = [\"a.test\", \"A.test\"]\n", "twice"},
 		{"[trust]\nresolver = \"127.0.0.1:53\"\n[dns]\nresolver = \"127.0.0.2:53\"\n", "former name"},
 		{"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\naliases = [\"sales\"]\n[[mailboxes]]\nname = \"b\"\nowner = \"root\"\naliases = [\"Sales\"]\n", "both claim the alias"},
@@ -174,5 +177,18 @@ func TestDNSResolverAndItsFormerName(t *testing.T) {
 		if c.DNS.Resolver != want {
 			t.Errorf("%q: dns.resolver %q, want %q", text, c.DNS.Resolver, want)
 		}
+	}
+}
+
+// delivery.delay_warning defaults to four hours; "0s" turns the warnings off
+// (a zero that is not the default).
+func TestDelayWarningDefaultAndOff(t *testing.T) {
+	c, err := Parse([]byte("domains = [\"a.test\"]\n"))
+	if err != nil || c.Delivery.DelayWarning.Duration != 4*time.Hour {
+		t.Fatalf("default: %v %v", c.Delivery.DelayWarning, err)
+	}
+	c, err = Parse([]byte("domains = [\"a.test\"]\n[delivery]\ndelay_warning = \"0s\"\n"))
+	if err != nil || c.Delivery.DelayWarning.Duration != 0 {
+		t.Fatalf("off: %v %v", c.Delivery.DelayWarning, err)
 	}
 }

@@ -105,6 +105,11 @@ func (it *Item) Scheduled() bool {
 	return !it.SendAt.IsZero() && it.Attempts == 0 && !it.Settled() && it.NextAttempt.Equal(it.SendAt)
 }
 
+// Due is when the item became due for its first attempt (its send_at for a
+// scheduled send): the retry window, the delay warning and delivery latency
+// count from it.
+func (it *Item) Due() time.Time { return it.start() }
+
 // start is when the item became due for its first attempt; the retry
 // window counts from it.
 func (it *Item) start() time.Time {
@@ -162,7 +167,12 @@ type Options struct {
 	// warned, once, that it is still not delivered, when the Notifier is a
 	// DelayWarner. Zero: never.
 	DelayWarning time.Duration
-	Logger       *slog.Logger
+	// Observe, when set, hears of every attempt once its outcome is
+	// recorded (for metrics): the item as the attempt left it, the
+	// results, and whether it was the item's first attempt. It must not
+	// block.
+	Observe func(it *Item, results []delivery.Result, first bool)
+	Logger  *slog.Logger
 	// Flush makes durable what the Notifier has written (the sent
 	// copies' delivery status, which it may write without fsync). The
 	// queue forgets a settled item only after a Flush that began after the
@@ -681,6 +691,9 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	}
 	q.mu.Unlock()
 	free()
+	if q.opts.Observe != nil {
+		q.opts.Observe(out.clone(), results, snap.Attempts == 0)
+	}
 	q.notify(e, seq, out, settled)
 }
 

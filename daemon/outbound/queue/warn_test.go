@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -106,11 +107,14 @@ func TestQueueYearInAMinuteDelayWarnings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// What is durable after a crash is not this test's question (the
+		// journal tests ask it): skipping the fsyncs keeps a year short.
+		q.j.fsync = func(*os.File) error { return nil }
 		return q
 	}
 	q := open()
 	const days = 400
-	tick := 10 * time.Minute
+	tick := 30 * time.Minute
 	for day := 0; day < days+7; day++ {
 		if day > 0 && day%30 == 0 {
 			if err := q.Close(); err != nil {
