@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/setup"
@@ -152,5 +153,31 @@ func TestOperationsMetrics(t *testing.T) {
 	}
 	if len(served) < 12 {
 		t.Errorf("only %d mailctl metrics served", len(served))
+	}
+}
+
+// A hook run that does not succeed is counted once, under why.
+func TestHookFailuresCounted(t *testing.T) {
+	m := &metrics{ops: newOpsMetrics()}
+	for _, run := range []protocol.HookRun{
+		{Event: "on_receive"},              // success: not a failure
+		{Event: "on_receive", ExitCode: 3}, // exit
+		{Event: "on_receive", TimedOut: true, ExitCode: -1},
+		{Event: "after_send", ExitCode: -1, Error: "dropped: 68 hook runs already running or waiting"},
+		{Event: "after_send", ExitCode: -1, Error: "fork/exec /x: no such file"},
+	} {
+		m.hookRun(run)
+	}
+	for _, c := range []struct {
+		event, reason string
+		want          float64
+	}{{"on_receive", "exit", 1}, {"on_receive", "timeout", 1}, {"after_send", "dropped", 1}, {"after_send", "error", 1}, {"on_receive", "error", 0}} {
+		var v dto.Metric
+		if err := m.ops.hookFailures.WithLabelValues(c.event, c.reason).Write(&v); err != nil {
+			t.Fatal(err)
+		}
+		if got := v.GetCounter().GetValue(); got != c.want {
+			t.Errorf("%s/%s: %v, want %v", c.event, c.reason, got, c.want)
+		}
 	}
 }
