@@ -49,6 +49,9 @@ type Options struct {
 	// Clock replaces the wall clock of the queue and of send_at checks
 	// (tests of scheduled sends).
 	Clock func() time.Time
+	// Statfs replaces the store filesystem's free-space query of the disk
+	// reserve (tests).
+	Statfs func(path string) (free uint64, err error)
 }
 
 // Daemon is one running mailctl service.
@@ -78,6 +81,7 @@ type Daemon struct {
 	hookLog *hooks.RunLog
 	runner  *hooks.Runner
 	now     func() time.Time
+	reserve *diskReserve // reserve.go
 
 	lock    *os.File // the daemon's lock, held from New to the end of Run
 	closing chan struct{}
@@ -166,6 +170,10 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		closing: make(chan struct{}), now: time.Now, lock: lock}
 	if opts.Clock != nil {
 		d.now = opts.Clock
+	}
+	d.reserve = &diskReserve{d: d, statfs: statfsFree}
+	if opts.Statfs != nil {
+		d.reserve.statfs = opts.Statfs
 	}
 	if n, err := st.Sweep(); err != nil {
 		d.log.Error("sweeping crash leftovers from the store", "removed", n, "err", err)

@@ -98,6 +98,8 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 		b.d.metrics.rejected.WithLabelValues("unknown_user").Inc()
 	case errBadAddr:
 		b.d.metrics.rejected.WithLabelValues("bad_address").Inc()
+	case nil:
+		return b.d.checkReserve()
 	}
 	return err
 }
@@ -115,6 +117,14 @@ func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, raw []byte) 
 func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, submitter string) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
+	if err := d.checkReserve(); err != nil {
+		// The space may have gone since RCPT: nothing is stored, and the
+		// sender (or the queue, for local delivery) retries.
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	res := b.checker.Check(ctx, trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: raw})
 	if submitter != "" {
 		trust.LocalSubmission(&res, submitter, d.cfg().IsLocalDomain(res.FromDomain))

@@ -119,6 +119,10 @@ var (
 		"Seconds until the certificate the SMTP listeners serve expires (negative: expired), by listener and the certificate's first name.", []string{"listener", "name"}, nil)
 	queueItemsDesc = prometheus.NewDesc("mailctl_queue_items",
 		"Items in the outbound queue by state (held, scheduled, pending, deferred, delivering).", []string{"state"}, nil)
+	diskFreeDesc = prometheus.NewDesc("mailctl_disk_free_bytes",
+		"Bytes free on the mail store's filesystem (to non-root writers), as the disk reserve last read them (at most 5 s old).", nil, nil)
+	diskReserveDesc = prometheus.NewDesc("mailctl_disk_reserve_bytes",
+		"storage.disk_reserve_bytes: below this much free space new mail is answered 452 4.3.1 and sends are refused (0: no reserve).", nil, nil)
 	oldestDesc = prometheus.NewDesc("mailctl_queue_oldest_item_age_seconds",
 		"Age of the oldest item in the outbound queue (0 when it is empty).", nil, nil)
 )
@@ -127,6 +131,8 @@ func (c opsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- certExpiryDesc
 	ch <- queueItemsDesc
 	ch <- oldestDesc
+	ch <- diskFreeDesc
+	ch <- diskReserveDesc
 }
 
 func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -153,6 +159,10 @@ func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queueItemsDesc, prometheus.GaugeValue, float64(counts[st]), st)
 	}
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest)
+	if free, err := d.reserve.Free(); err == nil {
+		ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(free))
+	}
+	ch <- prometheus.MustNewConstMetric(diskReserveDesc, prometheus.GaugeValue, float64(*d.cfg().Storage.DiskReserveBytes))
 }
 
 // registerOps adds the operations metrics to m's registry, with every

@@ -142,6 +142,11 @@ func (o *outboundService) loadKeys() error {
 // Send, Status, RateUsage and Queue are the send pipeline as the control
 // API uses it (control.Outbound).
 func (o *outboundService) Send(ctx context.Context, req outbound.SendRequest) (protocol.SendResult, error) {
+	if !req.Args.DryRun {
+		if err := o.d.sendReserveError(); err != nil {
+			return protocol.SendResult{}, err
+		}
+	}
 	return o.svc.Send(ctx, req)
 }
 

@@ -52,6 +52,7 @@ type Config struct {
 	MailboxRules MailboxRules    `toml:"mailbox_rules"`
 	Control      Control         `toml:"control"`
 	Metrics      Metrics         `toml:"metrics"`
+	Storage      Storage         `toml:"storage"`
 	Mailboxes    []MailboxConfig `toml:"mailboxes"`
 	Hooks        []HookConfig    `toml:"hooks"`
 
@@ -243,6 +244,14 @@ type Control struct {
 	RequestMemoryPerUID int64 `toml:"request_memory_per_uid"`
 }
 
+// Storage sets the limits of the mail store.
+type Storage struct {
+	// DiskReserveBytes is the free space on the store's filesystem below
+	// which new mail is answered 452 4.3.1 and sends are refused, so that
+	// what is under way can finish before the disk is full. 0 disables.
+	DiskReserveBytes *int64 `toml:"disk_reserve_bytes"`
+}
+
 // Metrics configures the optional Prometheus endpoint.
 type Metrics struct {
 	Listen string `toml:"listen"` // loopback address, e.g. "127.0.0.1:9325"; empty disables
@@ -359,6 +368,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&d.MaxConcurrent, 8)
 	setDefault(&d.Port, 25)
 	setDefault(&d.DelayWarning, &Duration{4 * time.Hour})
+	setDefault(&c.Storage.DiskReserveBytes, new(int64(256<<20)))
 	setDefault(&c.HookRules.MaxConcurrent, 4)
 	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, new(true))
 	setDefault(&c.Control.MaxConnections, 512)
@@ -448,7 +458,7 @@ func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for _, check := range []func(complain){
-		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics,
+		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics, c.validateStorage,
 		c.validateRelay, c.validateDNS, c.validateMailboxes, c.validateAliases, c.validateHooks,
 	} {
 		check(bad)
@@ -572,6 +582,13 @@ func (c *Config) validateControl(bad complain) {
 	}
 	if ct.RequestMemoryPerUID < 1<<20 || ct.RequestMemory < 2*ct.RequestMemoryPerUID {
 		bad("control: request_memory_per_uid must be at least 1 MiB and request_memory at least twice it")
+	}
+}
+
+// validateStorage refuses a negative reserve.
+func (c *Config) validateStorage(bad complain) {
+	if r := c.Storage.DiskReserveBytes; r != nil && *r < 0 {
+		bad("storage.disk_reserve_bytes: %d is negative; give bytes to keep free (e.g. 268435456 for 256 MiB), or 0 for no reserve", *r)
 	}
 }
 

@@ -61,6 +61,7 @@ func TestValidation(t *testing.T) {
 		{"[[hooks]]\nmailbox = \"a\"\n", "required"},
 		{"[delivery]\nretry_for = \"soon\"\n", "bad duration"},
 		{"[delivery]\ndelay_warning = \"later\"\n", "bad duration"},
+		{"domains = [\"a.test\"]\n[storage]\ndisk_reserve_bytes = -1\n", "negative"},
 		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"Gmail.com\"]\n", "lower-case domain"},
 		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"x@gmail.com\"]\n", "lower-case domain"},
 		{"domains = [\"a.test\", \"A.test\"]\n", "twice"},
