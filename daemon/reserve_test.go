@@ -27,7 +27,10 @@ func TestDiskReserve(t *testing.T) {
 	td.ensureMine(t, "alice")
 	addr := td.SMTPAddrs()[0]
 	n := 0
-	msg := func() string { n++; return fmt.Sprintf("From: a@remote.test\nTo: alice@example.test\nSubject: hi %d\n\nhello\n", n) }
+	msg := func() string {
+		n++
+		return fmt.Sprintf("From: a@remote.test\nTo: alice@example.test\nSubject: hi %d\n\nhello\n", n)
+	}
 	if err := sendSMTP(t, addr, "a@remote.test", []string{"alice@example.test"}, msg()); err != nil {
 		t.Fatalf("with room: %v", err)
 	}
