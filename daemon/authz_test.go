@@ -290,6 +290,9 @@ func matrixRows(fx matrixFixture) []matrixRow {
 		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", DisplayName: ptrTo("Secret Box")}, denied},
 		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", TrustedSenders: &[]string{"*@x.test"}}, map[string]string{"owner": "forbidden", "other": "not_found", "ghost": "not_found"}},
 		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "ops", DisplayName: ptrTo("Ops")}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
+		// Only root sets a quota, even on the owner's own mailbox.
+		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", QuotaBytes: ptrTo(int64(1 << 30))}, map[string]string{"root": "", "owner": "forbidden", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", InheritQuota: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
 		{protocol.VerbHookDelete, control.AccessWrite, protocol.NameArgs{Name: "opshook"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
 		{protocol.VerbHookCreate, control.AccessWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, FireOnUntrusted: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
 		{protocol.VerbWatch, control.AccessRead, protocol.WatchArgs{Mailboxes: []string{"secretbox"}}, denied},

@@ -25,6 +25,7 @@ func (b backend) Listeners() []string            { return b.d.SMTPAddrs() }
 func (b backend) Mailbox(name string) (*registry.Mailbox, bool) { return b.d.lookupMailbox(name) }
 
 func (b backend) TrustedSenders(name string) ([]string, string) { return b.d.trustedSenders(name) }
+func (b backend) Usage(name string) protocol.MailboxUsage       { return b.d.mailboxUsage(name, 0) }
 
 func (b backend) HookRuns(keep func(protocol.HookRun) bool, limit int) []protocol.HookRun {
 	return b.d.hookLog.List(keep, limit)

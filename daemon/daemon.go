@@ -82,6 +82,8 @@ type Daemon struct {
 	runner  *hooks.Runner
 	now     func() time.Time
 	reserve *diskReserve // reserve.go
+	// usageCount is each mailbox's usage against its quota (usage.go).
+	usageCount usageCounter
 
 	lock    *os.File // the daemon's lock, held from New to the end of Run
 	closing chan struct{}

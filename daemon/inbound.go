@@ -90,7 +90,7 @@ type inbound struct {
 }
 
 func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
-	_, err := b.d.route(rcpt)
+	rt, err := b.d.route(rcpt)
 	switch err {
 	case errRelay:
 		b.d.metrics.rejected.WithLabelValues("relay").Inc()
@@ -99,7 +99,10 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 	case errBadAddr:
 		b.d.metrics.rejected.WithLabelValues("bad_address").Inc()
 	case nil:
-		return b.d.checkReserve()
+		if err := b.d.checkReserve(); err != nil {
+			return err
+		}
+		return b.d.checkQuota(rt.Mailbox, 0)
 	}
 	return err
 }
@@ -173,7 +176,12 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 			for _, i := range t.rcpts {
 				rcpts = append(rcpts, env.Rcpts[i])
 			}
-			err := b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen)
+			// The quota again, with the message's size: the mailbox may
+			// have filled since RCPT, or this message would pass it.
+			err := d.checkQuota(name, int64(len(stored)))
+			if err == nil {
+				err = b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen)
+			}
 			for _, i := range t.rcpts {
 				errs[i] = err
 			}
@@ -217,6 +225,9 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		return nil
 	}
 	d.metrics.received.WithLabelValues("stored").Inc()
+	// The raw copy and about as much again for the Markdown and the
+	// attachments, until the next count from the files.
+	d.addUsage(mailbox, 2*int64(len(raw)), 1)
 	d.log.Info("message stored", "mailbox", mailbox, "id", id, "message_id", m.MessageID, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
 	sum := control.SummaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,

@@ -123,6 +123,14 @@ var (
 		"Bytes free on the mail store's filesystem (to non-root writers), as the disk reserve last read them (at most 5 s old).", nil, nil)
 	diskReserveDesc = prometheus.NewDesc("mailctl_disk_reserve_bytes",
 		"storage.disk_reserve_bytes: below this much free space new mail is answered 452 4.3.1 and sends are refused (0: no reserve).", nil, nil)
+	mailboxUsageBytesDesc = prometheus.NewDesc("mailctl_mailbox_usage_bytes",
+		"Bytes a mailbox's files take (counted from the files at most 10 minutes ago, plus what was stored since).", []string{"mailbox"}, nil)
+	mailboxQuotaBytesDesc = prometheus.NewDesc("mailctl_mailbox_quota_bytes",
+		"A mailbox's quota in bytes (0: none).", []string{"mailbox"}, nil)
+	mailboxUsageMessagesDesc = prometheus.NewDesc("mailctl_mailbox_usage_messages",
+		"Messages in a mailbox, all folders.", []string{"mailbox"}, nil)
+	mailboxQuotaMessagesDesc = prometheus.NewDesc("mailctl_mailbox_quota_messages",
+		"A mailbox's quota in messages (0: none).", []string{"mailbox"}, nil)
 	oldestDesc = prometheus.NewDesc("mailctl_queue_oldest_item_age_seconds",
 		"Age of the oldest item in the outbound queue (0 when it is empty).", nil, nil)
 )
@@ -133,6 +141,10 @@ func (c opsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- diskFreeDesc
 	ch <- diskReserveDesc
+	ch <- mailboxUsageBytesDesc
+	ch <- mailboxQuotaBytesDesc
+	ch <- mailboxUsageMessagesDesc
+	ch <- mailboxQuotaMessagesDesc
 }
 
 func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -163,6 +175,15 @@ func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(free))
 	}
 	ch <- prometheus.MustNewConstMetric(diskReserveDesc, prometheus.GaugeValue, float64(*d.cfg().Storage.DiskReserveBytes))
+	// One series per mailbox: their number is bounded by the mailboxes root
+	// and their owners create, not by anything from outside.
+	for _, m := range d.allMailboxes() {
+		u := d.mailboxUsage(m.Name, 0)
+		ch <- prometheus.MustNewConstMetric(mailboxUsageBytesDesc, prometheus.GaugeValue, float64(u.Bytes), m.Name)
+		ch <- prometheus.MustNewConstMetric(mailboxQuotaBytesDesc, prometheus.GaugeValue, float64(u.QuotaBytes), m.Name)
+		ch <- prometheus.MustNewConstMetric(mailboxUsageMessagesDesc, prometheus.GaugeValue, float64(u.Messages), m.Name)
+		ch <- prometheus.MustNewConstMetric(mailboxQuotaMessagesDesc, prometheus.GaugeValue, float64(u.QuotaMessages), m.Name)
+	}
 }
 
 // registerOps adds the operations metrics to m's registry, with every

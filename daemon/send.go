@@ -146,6 +146,9 @@ func (o *outboundService) Send(ctx context.Context, req outbound.SendRequest) (p
 		if err := o.d.sendReserveError(); err != nil {
 			return protocol.SendResult{}, err
 		}
+		if err := o.d.sendQuotaError(req.Mailbox); err != nil {
+			return protocol.SendResult{}, err
+		}
 	}
 	return o.svc.Send(ctx, req)
 }

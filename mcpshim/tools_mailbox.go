@@ -26,8 +26,9 @@ type MailboxRow struct {
 	Registered  bool   `json:"registered" jsonschema:"true for mailboxes created over the socket (deletable by their owner); false for operator-declared ones"`
 	Owner       string `json:"owner"`
 	// The policies that govern the mailbox, set by the operator.
-	TrustedSenders []string             `json:"trusted_senders" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
-	Send           *protocol.SendLimits `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size, attachment-count and recipient limits and rates per minute/hour/day (0: no limit); rate: for each limited window, the sends used and remaining now, and with none remaining next_free_ms until one more fits"`
+	TrustedSenders []string               `json:"trusted_senders" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
+	Usage          *protocol.MailboxUsage `json:"usage,omitempty" jsonschema:"bytes and messages the mailbox's files take, and its quota (0: none); over_quota: new mail is deferred and sends are refused until you remove mail (move to trash, then purge)"`
+	Send           *protocol.SendLimits   `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size, attachment-count and recipient limits and rates per minute/hour/day (0: no limit); rate: for each limited window, the sends used and remaining now, and with none remaining next_free_ms until one more fits"`
 }
 
 // MailboxListData is mailbox_list's data.
@@ -62,7 +63,7 @@ func (s *Server) toolMailboxList() toolSpec {
 
 func mailboxRow(m protocol.Mailbox) MailboxRow {
 	r := MailboxRow{Name: m.Name, Address: m.Address, DisplayName: m.DisplayName, InboxPath: m.InboxPath, SentPath: m.SentPath,
-		Total: m.Total, Unread: m.Unread, SentCount: m.SentCount, Registered: m.Source != "config", Owner: m.Owner, Send: m.Send,
+		Total: m.Total, Unread: m.Unread, SentCount: m.SentCount, Registered: m.Source != "config", Owner: m.Owner, Send: m.Send, Usage: m.Usage,
 		TrustedSenders: []string{}} // shown when empty: it means no mail to the mailbox is trusted
 	if m.Trust != nil && m.Trust.TrustedSenders != nil {
 		r.TrustedSenders = m.Trust.TrustedSenders

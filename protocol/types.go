@@ -68,6 +68,26 @@ type MailboxUpdateArgs struct {
 	DisplayName           *string   `json:"display_name,omitempty"`
 	TrustedSenders        *[]string `json:"trusted_senders,omitempty"`
 	InheritTrustedSenders bool      `json:"inherit_trusted_senders,omitempty"`
+	// QuotaBytes and QuotaMessages set the mailbox's own quota (0: none);
+	// InheritQuota drops it for the default. Root only.
+	QuotaBytes    *int64 `json:"quota_bytes,omitempty"`
+	QuotaMessages *int64 `json:"quota_messages,omitempty"`
+	InheritQuota  bool   `json:"inherit_quota,omitempty"`
+}
+
+// MailboxUsage is what a mailbox's files take and its quota. A zero quota
+// means none. Over a quota, mail to the mailbox is deferred (452 4.2.2) and
+// its sends are refused until mail is removed or the quota raised.
+type MailboxUsage struct {
+	Bytes         int64 `json:"bytes"`
+	Messages      int64 `json:"messages"`
+	QuotaBytes    int64 `json:"quota_bytes"`
+	QuotaMessages int64 `json:"quota_messages"`
+	// QuotaSource says where the quota is set: "default" ([storage]),
+	// "config" (the mailbox's table) or "mailbox" (set by root with
+	// mailbox.update).
+	QuotaSource string `json:"quota_source"`
+	OverQuota   bool   `json:"over_quota"`
 }
 
 // MaxDisplayNameLen bounds a mailbox's display name, in characters.
@@ -92,6 +112,8 @@ type Mailbox struct {
 	// instead of probing with failures.
 	Trust *TrustPolicy `json:"trust,omitempty"`
 	Send  *SendLimits  `json:"send,omitempty"`
+	// Usage is what the mailbox's files take against its quota.
+	Usage *MailboxUsage `json:"usage,omitempty"`
 	// Filled by mailbox.show only.
 	Hooks []Hook `json:"hooks,omitempty"`
 }

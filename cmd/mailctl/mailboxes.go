@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -73,9 +74,9 @@ func mailboxList(args []string) int {
 		fmt.Println("no mailboxes: create one with `mailctl mailboxes create NAME`")
 		return 0
 	}
-	tw := table("NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tSOURCE")
+	tw := table("NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tUSAGE\tSOURCE")
 	for _, m := range out.Mailboxes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", m.Name, m.Address, m.Owner, m.Total, m.Unread, m.SentCount, m.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", m.Name, m.Address, m.Owner, m.Total, m.Unread, m.SentCount, usageText(m.Usage), m.Source)
 	}
 	tw.Flush()
 	return 0
@@ -109,19 +110,29 @@ func mailboxShow(args []string) int {
 }
 
 func mailboxSet(args []string) int {
-	cf := newClientFlags("mailboxes set", "mailboxes set NAME [--display-name X] [--trusted-senders A,B | --inherit-trusted-senders] [--json]",
+	cf := newClientFlags("mailboxes set", "mailboxes set NAME [--display-name X] [--trusted-senders A,B | --inherit-trusted-senders] [--quota-bytes N] [--quota-messages N | --inherit-quota] [--json]",
 		"Changes a mailbox you created: the display name outgoing From carries, and whose authenticated mail it trusts. "+
 			"[mailbox_rules] in the config says what owners may change (display name: yes by default; trusted senders: no by default); "+
-			"root may always. Mailboxes declared in the config change only there.").withJSON()
+			"root may always. Only root sets a quota (0: none). Mailboxes declared in the config change only there.").withJSON()
+	quotaBytes := cf.fs.String("quota-bytes", "", "the mailbox's own quota in bytes (suffixes KiB, MiB, GiB; 0: none); root only")
+	quotaMessages := cf.fs.Int64("quota-messages", 0, "the mailbox's own quota in messages (0: none); root only")
+	inheritQuota := cf.fs.Bool("inherit-quota", false, "drop the mailbox's own quota for [storage]'s default; root only")
 	display := cf.fs.String("display-name", "", "the name outgoing From carries (one line, at most 100 characters; \"\" removes it)")
 	senders := cf.fs.String("trusted-senders", "", "comma-separated patterns: alice@example.com, *@example.com, *@*.example.com (\"\" trusts no one)")
 	inherit := cf.fs.Bool("inherit-trusted-senders", false, "drop the mailbox's own list and use [trust] trusted_senders")
 	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one mailbox name"); !ok {
 		return code
 	}
-	a := protocol.MailboxUpdateArgs{Name: cf.fs.Arg(0), InheritTrustedSenders: *inherit}
+	a := protocol.MailboxUpdateArgs{Name: cf.fs.Arg(0), InheritTrustedSenders: *inherit, InheritQuota: *inheritQuota}
+	var badBytes error
 	cf.fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
+		case "quota-bytes":
+			n, err := parseBytes(*quotaBytes)
+			badBytes = err
+			a.QuotaBytes = &n
+		case "quota-messages":
+			a.QuotaMessages = quotaMessages
 		case "display-name":
 			a.DisplayName = display
 		case "trusted-senders":
@@ -130,8 +141,11 @@ func mailboxSet(args []string) int {
 			a.TrustedSenders = (*[]string)(&list)
 		}
 	})
-	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders {
-		return usageError(cf.fs, "nothing to change: give --display-name, --trusted-senders or --inherit-trusted-senders")
+	if badBytes != nil {
+		return usageError(cf.fs, "--quota-bytes: %v", badBytes)
+	}
+	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders && a.QuotaBytes == nil && a.QuotaMessages == nil && !a.InheritQuota {
+		return usageError(cf.fs, "nothing to change: give --display-name, --trusted-senders, --inherit-trusted-senders, --quota-bytes, --quota-messages or --inherit-quota")
 	}
 	var m protocol.Mailbox
 	if code, ok := cf.request(protocol.VerbMailboxUpdate, a, &m); !ok {
@@ -144,7 +158,61 @@ func mailboxSet(args []string) int {
 	if m.Trust != nil {
 		fmt.Printf("trusted   %s [%s]\n", strings.Join(m.Trust.TrustedSenders, ", "), m.Trust.Source)
 	}
+	if m.Usage != nil {
+		fmt.Printf("usage     %s [%s]\n", usageText(m.Usage), m.Usage.QuotaSource)
+	}
 	return 0
+}
+
+// usageText is a mailbox's usage against its quota: "1.2 MiB/1.0 GiB, 40/-"
+// (bytes, then messages; - where there is no limit).
+func usageText(u *protocol.MailboxUsage) string {
+	if u == nil {
+		return "-"
+	}
+	limit := func(n int64, f func(int64) string) string {
+		if n == 0 {
+			return "-"
+		}
+		return f(n)
+	}
+	s := fmt.Sprintf("%s/%s, %d/%s", humanSize(u.Bytes), limit(u.QuotaBytes, humanSize), u.Messages, limit(u.QuotaMessages, func(n int64) string { return fmt.Sprint(n) }))
+	if u.OverQuota {
+		s += " OVER QUOTA"
+	}
+	return s
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// parseBytes reads a size: a number of bytes, or one with KiB, MiB or GiB.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(v), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size: give bytes, or a number with KiB, MiB or GiB (e.g. 512MiB)", s)
+	}
+	return n * mult, nil
 }
 
 func mailboxDelete(args []string) int {

@@ -250,6 +250,10 @@ type Storage struct {
 	// which new mail is answered 452 4.3.1 and sends are refused, so that
 	// what is under way can finish before the disk is full. 0 disables.
 	DiskReserveBytes *int64 `toml:"disk_reserve_bytes"`
+	// QuotaBytes and QuotaMessages are every mailbox's quota unless its
+	// own is set ([[mailboxes]], or root's mailbox.update). 0: none.
+	QuotaBytes    int64 `toml:"quota_bytes"`
+	QuotaMessages int64 `toml:"quota_messages"`
 }
 
 // Metrics configures the optional Prometheus endpoint.
@@ -270,6 +274,10 @@ type MailboxConfig struct {
 	DisplayName    string      `toml:"display_name"` // the name outgoing From carries
 	TrustedSenders []string    `toml:"trusted_senders"`
 	Send           *SendPolicy `toml:"send"`
+	// QuotaBytes and QuotaMessages replace [storage]'s default quota for
+	// this mailbox (0: none).
+	QuotaBytes    *int64 `toml:"quota_bytes"`
+	QuotaMessages *int64 `toml:"quota_messages"`
 }
 
 // HookConfig declares an operator hook.
@@ -589,6 +597,14 @@ func (c *Config) validateControl(bad complain) {
 func (c *Config) validateStorage(bad complain) {
 	if r := c.Storage.DiskReserveBytes; r != nil && *r < 0 {
 		bad("storage.disk_reserve_bytes: %d is negative; give bytes to keep free (e.g. 268435456 for 256 MiB), or 0 for no reserve", *r)
+	}
+	if c.Storage.QuotaBytes < 0 || c.Storage.QuotaMessages < 0 {
+		bad("storage.quota_bytes and quota_messages: give a limit, or 0 for none")
+	}
+	for _, m := range c.Mailboxes {
+		if m.QuotaBytes != nil && *m.QuotaBytes < 0 || m.QuotaMessages != nil && *m.QuotaMessages < 0 {
+			bad("mailbox %q: quota_bytes and quota_messages: give a limit, or 0 for none", m.Name)
+		}
 	}
 }
 

@@ -41,6 +41,7 @@ func (f *fakeBackend) Mailboxes() []*registry.Mailbox {
 
 func (f *fakeBackend) DisplayName(string) string                                    { return "" }
 func (f *fakeBackend) TrustedSenders(string) ([]string, string)                     { return nil, "global" }
+func (f *fakeBackend) Usage(string) protocol.MailboxUsage                           { return protocol.MailboxUsage{} }
 func (f *fakeBackend) Hooks() []protocol.Hook                                       { return nil }
 func (f *fakeBackend) Health(context.Context) []protocol.Finding                    { return nil }
 func (f *fakeBackend) Listeners() []string                                          { return nil }

@@ -42,6 +42,8 @@ type Backend interface {
 	// they are set ("config", "mailbox" or "global").
 	DisplayName(name string) string
 	TrustedSenders(name string) ([]string, string)
+	// Usage is what a mailbox's files take against its quota.
+	Usage(name string) protocol.MailboxUsage
 	// Hooks lists every hook, declared and registered, with its last run.
 	Hooks() []protocol.Hook
 	// HookRuns lists up to limit recorded hook runs that keep accepts,

@@ -39,6 +39,8 @@ func (s *Server) describe(m *registry.Mailbox) protocol.Mailbox {
 	if o := s.b.Outbound(); o != nil {
 		mb.Send.Rate = o.RateUsage(m.Name, pol)
 	}
+	u := s.b.Usage(m.Name)
+	mb.Usage = &u
 	if n, err := s.store.Counts(m.Name); err == nil {
 		mb.Total, mb.Unread, mb.SentCount = n.Total, n.Unread, n.Sent
 	} else {

@@ -18,8 +18,15 @@ const maxTrustedSenders = 100
 // registry mailbox. Mailboxes declared in config.toml change only there
 // (AccessManage keeps other callers out; the handler tells root).
 func mailboxUpdateTarget(s *Server, _ *call, a *protocol.MailboxUpdateArgs) (target, error) {
-	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders {
-		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "nothing to change: give display_name, trusted_senders or inherit_trusted_senders")
+	quota := a.QuotaBytes != nil || a.QuotaMessages != nil || a.InheritQuota
+	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders && !quota {
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "nothing to change: give display_name, trusted_senders, inherit_trusted_senders, quota_bytes, quota_messages or inherit_quota")
+	}
+	if a.InheritQuota && (a.QuotaBytes != nil || a.QuotaMessages != nil) {
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "quota_bytes or quota_messages, and inherit_quota, exclude each other: give one")
+	}
+	if a.QuotaBytes != nil && *a.QuotaBytes < 0 || a.QuotaMessages != nil && *a.QuotaMessages < 0 {
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "quota_bytes and quota_messages: give a limit, or 0 for none")
 	}
 	if a.TrustedSenders != nil && a.InheritTrustedSenders {
 		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "trusted_senders and inherit_trusted_senders exclude each other: give one")
@@ -42,6 +49,8 @@ func mailboxUpdateTarget(s *Server, _ *call, a *protocol.MailboxUpdateArgs) (tar
 	t := mailboxTarget(a.Name)
 	rules := s.cfg().MailboxRules
 	switch {
+	case quota:
+		t.rootOnly = protocol.Errorf(protocol.CodeForbidden, "only the operator (root) sets quotas: ask the operator to raise yours, or remove mail")
 	case (a.TrustedSenders != nil || a.InheritTrustedSenders) && !rules.OwnersMaySetTrustedSenders:
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
 			"only the operator sets trusted senders on this host (whose mail is trusted decides what reaches you unfenced and fires hooks): "+
@@ -56,7 +65,7 @@ func mailboxUpdateTarget(s *Server, _ *call, a *protocol.MailboxUpdateArgs) (tar
 func handleMailboxUpdate(_ context.Context, s *Server, c *call, a *protocol.MailboxUpdateArgs) (any, error) {
 	m := c.box()
 	if m.Source == registry.SourceConfig {
-		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; set its display_name and trusted_senders there and reload", a.Name)
+		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; set its display_name, trusted_senders and quota there and reload", a.Name)
 	}
 	_, err := s.reg.UpdateMailbox(m.Name, m.ID, func(r *registry.Record) {
 		if a.DisplayName != nil {
@@ -69,6 +78,15 @@ func handleMailboxUpdate(_ context.Context, s *Server, c *call, a *protocol.Mail
 			list := append([]string{}, *a.TrustedSenders...)
 			r.TrustedSenders = &list
 		}
+		if a.InheritQuota {
+			r.QuotaBytes, r.QuotaMessages = nil, nil
+		}
+		if a.QuotaBytes != nil {
+			r.QuotaBytes = new(*a.QuotaBytes)
+		}
+		if a.QuotaMessages != nil {
+			r.QuotaMessages = new(*a.QuotaMessages)
+		}
 	})
 	if errors.Is(err, registry.ErrNoSuchMailbox) {
 		return nil, notFoundMailbox(a.Name) // deleted, and perhaps created again, since the access check
@@ -77,7 +95,18 @@ func handleMailboxUpdate(_ context.Context, s *Server, c *call, a *protocol.Mail
 		return nil, err
 	}
 	s.log.Info("mailbox updated", "mailbox", m.Name, "by_uid", c.caller.UID,
-		"display_name", a.DisplayName != nil, "trusted_senders", a.TrustedSenders != nil || a.InheritTrustedSenders)
+		"display_name", a.DisplayName != nil, "trusted_senders", a.TrustedSenders != nil || a.InheritTrustedSenders, "quota", quotaArgs(a))
 	mb := s.describe(m)
 	return mb, nil
+}
+
+// quotaArgs says what an update does to the quota, for the log line.
+func quotaArgs(a *protocol.MailboxUpdateArgs) string {
+	switch {
+	case a.InheritQuota:
+		return "default"
+	case a.QuotaBytes != nil || a.QuotaMessages != nil:
+		return "set"
+	}
+	return ""
 }

@@ -51,6 +51,10 @@ type Record struct {
 	// global [trust] list (empty: trust no one).
 	DisplayName    string    `json:"display_name,omitempty"`
 	TrustedSenders *[]string `json:"trusted_senders,omitempty"`
+	// What root set with mailbox.update: the mailbox's own quota, in
+	// place of [storage]'s default (0: none). Nil: the default.
+	QuotaBytes    *int64 `json:"quota_bytes,omitempty"`
+	QuotaMessages *int64 `json:"quota_messages,omitempty"`
 }
 
 // Open loads the registry at dir, creating it (0700) if needed.
