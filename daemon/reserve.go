@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/emersion/go-smtp"
 	"golang.org/x/sys/unix"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -70,15 +69,11 @@ func (r *diskReserve) low() (bool, uint64) {
 	return free < uint64(reserve), free
 }
 
-// errStorageFull is the SMTP and LMTP answer below the reserve (RFC 3463
-// 4.3.1, mail system full): senders retry later.
-var errStorageFull = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "Insufficient system storage, try again later"}
-
 // checkReserve is nil above the reserve, else the SMTP answer, logged.
 func (d *Daemon) checkReserve() error {
 	if low, free := d.reserve.low(); low {
 		d.log.Warn("disk reserve reached: refusing new mail", "free_bytes", free, "reserve_bytes", *d.cfg().Storage.DiskReserveBytes)
-		return errStorageFull
+		return errStorage // 4.3.1, mail system full: senders retry later
 	}
 	return nil
 }
