@@ -44,6 +44,17 @@ func TestMailboxQuota(t *testing.T) {
 	if u := usage(); u.Messages != 2 || !u.OverQuota || u.QuotaMessages != 2 || u.QuotaSource != "default" || u.Bytes == 0 {
 		t.Fatalf("usage at the quota: %+v", u)
 	}
+	var st protocol.Status
+	if err := td.call(t, protocol.VerbStatus, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range st.Findings {
+		found = found || f.ID == "mailbox.over_quota" && strings.Contains(f.Message, "alice")
+	}
+	if !found {
+		t.Errorf("status has no mailbox.over_quota finding: %+v", st.Findings)
+	}
 	err := deliver()
 	var te *textproto.Error
 	if !errors.As(err, &te) || te.Code != 452 || !strings.HasPrefix(te.Msg, "4.2.2 ") {

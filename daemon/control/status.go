@@ -46,7 +46,34 @@ func handleStatus(ctx context.Context, s *Server, c *call, _ *protocol.Empty) (a
 			out.Findings = append(out.Findings, f)
 		}
 	}
+	for _, name := range mine {
+		if f, ok := quotaFinding(name, s.b.Usage(name)); ok {
+			out.Findings = append(out.Findings, f)
+		}
+	}
 	return out, nil
+}
+
+// quotaFinding says when a mailbox of the caller's is over its quota (mail
+// to it deferred, its sends refused) or past 90% of it.
+func quotaFinding(name string, u protocol.MailboxUsage) (protocol.Finding, bool) {
+	share := func(n, q int64) float64 {
+		if q <= 0 {
+			return 0
+		}
+		return float64(n) / float64(q)
+	}
+	used := max(share(u.Bytes, u.QuotaBytes), share(u.Messages, u.QuotaMessages))
+	fix := "remove mail from " + name + " (move it to trash, then purge), or ask the operator to raise its quota (mailctl mailboxes set " + name + " --quota-bytes N)"
+	switch {
+	case u.OverQuota:
+		return protocol.Finding{ID: "mailbox.over_quota", Severity: "warn", Fix: fix,
+			Message: fmt.Sprintf("mailbox %s is at its quota (%d bytes of %d, %d messages of %d; 0 is no limit): mail to it is deferred and its sends are refused", name, u.Bytes, u.QuotaBytes, u.Messages, u.QuotaMessages)}, true
+	case used >= 0.9:
+		return protocol.Finding{ID: "mailbox.near_quota", Severity: "info", Fix: fix,
+			Message: fmt.Sprintf("mailbox %s uses %.0f%% of its quota", name, used*100)}, true
+	}
+	return protocol.Finding{}, false
 }
 
 // visibleFinding keeps a finding from a non-root caller when it concerns
