@@ -283,6 +283,7 @@ func matrixRows(fx matrixFixture) []matrixRow {
 		{protocol.VerbMailboxCreate, control.AccessAny, protocol.MailboxCreateArgs{Name: "forother", Owner: fx.owner}, map[string]string{"other": "forbidden", "ghost": "forbidden"}},
 		{protocol.VerbMailboxCreate, control.AccessAny, protocol.MailboxCreateArgs{Name: "secretbox"}, map[string]string{"other": "conflict", "ghost": "forbidden"}},
 		{protocol.VerbMailboxCreate, control.AccessAny, protocol.MailboxCreateArgs{Name: "byroot", Owner: fx.owner}, map[string]string{"root": ""}},
+		{protocol.VerbMailboxPrune, control.AccessRoot, protocol.MailboxPruneArgs{Mailbox: "secretbox", DryRun: true}, map[string]string{"root": "", "owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
 		{protocol.VerbMailboxDelete, control.AccessManage, protocol.MailboxDeleteArgs{Name: "ops"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
 		// Owners may set their display name by default, their trusted
 		// senders only where the operator allows it; config-declared

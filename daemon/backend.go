@@ -26,6 +26,9 @@ func (b backend) Mailbox(name string) (*registry.Mailbox, bool) { return b.d.loo
 
 func (b backend) TrustedSenders(name string) ([]string, string) { return b.d.trustedSenders(name) }
 func (b backend) Usage(name string) protocol.MailboxUsage       { return b.d.mailboxUsage(name, 0) }
+func (b backend) Prune(mailbox string, dryRun bool) (protocol.PruneResult, error) {
+	return b.d.prune(mailbox, dryRun)
+}
 
 func (b backend) HookRuns(keep func(protocol.HookRun) bool, limit int) []protocol.HookRun {
 	return b.d.hookLog.List(keep, limit)

@@ -52,6 +52,9 @@ type Options struct {
 	// Statfs replaces the store filesystem's free-space query of the disk
 	// reserve (tests).
 	Statfs func(path string) (free uint64, err error)
+	// ChangedAt replaces reading when a file in a mailbox last changed
+	// (when a message came to trash), for tests that move Clock.
+	ChangedAt func(mailboxDir, rel string) (time.Time, error)
 }
 
 // Daemon is one running mailctl service.
@@ -84,6 +87,7 @@ type Daemon struct {
 	reserve *diskReserve // reserve.go
 	// usageCount is each mailbox's usage against its quota (usage.go).
 	usageCount usageCounter
+	changedAt  func(mailboxDir, rel string) (time.Time, error) // retention.go
 
 	lock    *os.File // the daemon's lock, held from New to the end of Run
 	closing chan struct{}
@@ -177,6 +181,10 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 	if opts.Statfs != nil {
 		d.reserve.statfs = opts.Statfs
 	}
+	d.changedAt = changedAt
+	if opts.ChangedAt != nil {
+		d.changedAt = opts.ChangedAt
+	}
 	if n, err := st.Sweep(); err != nil {
 		d.log.Error("sweeping crash leftovers from the store", "removed", n, "err", err)
 	} else if n > 0 {
@@ -207,7 +215,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		return nil, err
 	}
 	d.out = out
-	d.extras = append(d.extras, out)
+	d.extras = append(d.extras, out, &pruneService{d: d})
 	if len(cfg.SMTP.Listen) > 0 || cfg.SMTP.LMTPSocket != "" || len(cfg.LMTP.ListenTCP) > 0 {
 		svc, err := d.newSMTPService()
 		if err != nil {

@@ -26,6 +26,9 @@ const mailboxesHelp = `Usage: mailctl mailboxes SUBCOMMAND [flags]
   show NAME [--json]             one mailbox: address, owner, counts, trust, hooks
   set NAME [--display-name X] [--trusted-senders A,B] [--inherit-trusted-senders]
                                  name a mailbox, choose whom it trusts (as the operator allows)
+      [--quota-bytes N] [--quota-messages N] [--inherit-quota]
+                                 set its quota (root)
+  prune [NAME] [--dry-run]       apply the retention now (root; the daemon also does it hourly)
   delete NAME [--force] [--yes]  delete a mailbox (--force also deletes its mail)
 
 Names match [a-z0-9._-]+ without leading or trailing dots or "..".`
@@ -37,6 +40,7 @@ func cmdMailboxes(args []string) int {
 		"ls":     mailboxList,
 		"show":   mailboxShow,
 		"set":    mailboxSet,
+		"prune":  mailboxPrune,
 		"delete": mailboxDelete,
 		"rm":     mailboxDelete,
 	})
@@ -276,5 +280,39 @@ func cmdVersion(args []string) int {
 	if info.Server != version {
 		fmt.Println("note: client and daemon versions differ; upgrade so both match")
 	}
+	return 0
+}
+
+func mailboxPrune(args []string) int {
+	cf := newClientFlags("mailboxes prune", "mailboxes prune [NAME] [--dry-run] [--json]",
+		"Applies the retention in [storage.retention] now, to every mailbox or to NAME (root only): messages past their folder's retention move to trash, "+
+			"and messages in trash past trash's retention (counted from when they came to trash) are removed for good. "+
+			"The daemon does the same every storage.prune_every; --dry-run only says what it would do.").withJSON()
+	dry := cf.fs.Bool("dry-run", false, "say what would be moved and removed, change nothing")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() > 1 {
+		return usageError(cf.fs, "give at most one mailbox name")
+	}
+	var res protocol.PruneResult
+	if code, ok := cf.request(protocol.VerbMailboxPrune, protocol.MailboxPruneArgs{Mailbox: cf.fs.Arg(0), DryRun: *dry}, &res); !ok {
+		return code
+	}
+	verb := map[bool][2]string{false: {"moved to trash", "removed for good"}, true: {"would move to trash", "would remove for good"}}[*dry]
+	if len(res.Rows) == 0 {
+		fmt.Println("nothing is past its folder's retention")
+		return 0
+	}
+	tw := table("MAILBOX\tFOLDER\tOLDER THAN\tMESSAGES\tACTION")
+	for _, r := range res.Rows {
+		action := verb[0]
+		if r.Action == "purge" {
+			action = verb[1]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%gd\t%d\t%s\n", r.Mailbox, r.Folder, r.OlderThanDays, r.Count, action)
+	}
+	tw.Flush()
+	fmt.Printf("%d %s, %d %s\n", res.Moved, verb[0], res.Purged, verb[1])
 	return 0
 }

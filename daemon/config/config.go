@@ -254,7 +254,17 @@ type Storage struct {
 	// own is set ([[mailboxes]], or root's mailbox.update). 0: none.
 	QuotaBytes    int64 `toml:"quota_bytes"`
 	QuotaMessages int64 `toml:"quota_messages"`
+	// Retention is how long messages stay in a folder, by folder name
+	// ("0s": forever). Past it, a message moves to trash; past trash's
+	// own, counted from when it came to trash, it is removed for good.
+	// Defaults: trash 30 days, sent 365 days, the other folders forever.
+	Retention map[string]Duration `toml:"retention"`
+	// PruneEvery is how often the daemon applies Retention.
+	PruneEvery Duration `toml:"prune_every"`
 }
+
+// RetentionFolders are the folders a retention may name.
+var RetentionFolders = []string{"inbox", "sent", "archive", "drafts", "trash"}
 
 // Metrics configures the optional Prometheus endpoint.
 type Metrics struct {
@@ -377,6 +387,15 @@ func (c *Config) applyDefaults() {
 	setDefault(&d.Port, 25)
 	setDefault(&d.DelayWarning, &Duration{4 * time.Hour})
 	setDefault(&c.Storage.DiskReserveBytes, new(int64(256<<20)))
+	setDefault(&c.Storage.PruneEvery, Duration{time.Hour})
+	if c.Storage.Retention == nil {
+		c.Storage.Retention = map[string]Duration{}
+	}
+	for folder, keep := range map[string]time.Duration{"trash": 30 * 24 * time.Hour, "sent": 365 * 24 * time.Hour} {
+		if _, set := c.Storage.Retention[folder]; !set {
+			c.Storage.Retention[folder] = Duration{keep}
+		}
+	}
 	setDefault(&c.HookRules.MaxConcurrent, 4)
 	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, new(true))
 	setDefault(&c.Control.MaxConnections, 512)
@@ -597,6 +616,14 @@ func (c *Config) validateControl(bad complain) {
 func (c *Config) validateStorage(bad complain) {
 	if r := c.Storage.DiskReserveBytes; r != nil && *r < 0 {
 		bad("storage.disk_reserve_bytes: %d is negative; give bytes to keep free (e.g. 268435456 for 256 MiB), or 0 for no reserve", *r)
+	}
+	for folder := range c.Storage.Retention {
+		if !slices.Contains(RetentionFolders, folder) {
+			bad("storage.retention: %q is not a folder; use %s", folder, strings.Join(RetentionFolders, ", "))
+		}
+	}
+	if c.Storage.PruneEvery.Duration < time.Minute {
+		bad("storage.prune_every: %s is too often; give a minute or more (default 1h)", c.Storage.PruneEvery.Duration)
 	}
 	if c.Storage.QuotaBytes < 0 || c.Storage.QuotaMessages < 0 {
 		bad("storage.quota_bytes and quota_messages: give a limit, or 0 for none")

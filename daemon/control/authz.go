@@ -46,6 +46,9 @@ func init() {
 	handle(protocol.VerbMailboxShow, on(AccessRead, named(func(a *protocol.NameArgs) string { return a.Name }), handleMailboxShow))
 	handle(protocol.VerbMailboxCreate, on(AccessAny, mailboxCreateTarget, handleMailboxCreate))
 	handle(protocol.VerbMailboxUpdate, on(AccessManage, mailboxUpdateTarget, handleMailboxUpdate))
+	handle(protocol.VerbMailboxPrune, on(AccessRoot, func(_ *Server, _ *call, a *protocol.MailboxPruneArgs) (target, error) {
+		return optionalMailbox(a.Mailbox), nil
+	}, handleMailboxPrune))
 	handle(protocol.VerbMailboxDelete, on(AccessManage, named(func(a *protocol.MailboxDeleteArgs) string { return a.Name }), handleMailboxDelete))
 
 	handle(protocol.VerbMessageList, on(AccessRead, named(func(a *protocol.MessageListArgs) string { return a.Mailbox }), handleMessageList))

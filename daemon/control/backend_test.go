@@ -39,8 +39,11 @@ func (f *fakeBackend) Mailboxes() []*registry.Mailbox {
 	return slices.SortedFunc(maps.Values(f.mailboxes), func(a, b *registry.Mailbox) int { return strings.Compare(a.Name, b.Name) })
 }
 
-func (f *fakeBackend) DisplayName(string) string                                    { return "" }
-func (f *fakeBackend) TrustedSenders(string) ([]string, string)                     { return nil, "global" }
+func (f *fakeBackend) DisplayName(string) string                { return "" }
+func (f *fakeBackend) TrustedSenders(string) ([]string, string) { return nil, "global" }
+func (f *fakeBackend) Prune(string, bool) (protocol.PruneResult, error) {
+	return protocol.PruneResult{}, nil
+}
 func (f *fakeBackend) Usage(string) protocol.MailboxUsage                           { return protocol.MailboxUsage{} }
 func (f *fakeBackend) Hooks() []protocol.Hook                                       { return nil }
 func (f *fakeBackend) Health(context.Context) []protocol.Finding                    { return nil }

@@ -44,6 +44,9 @@ type Backend interface {
 	TrustedSenders(name string) ([]string, string)
 	// Usage is what a mailbox's files take against its quota.
 	Usage(name string) protocol.MailboxUsage
+	// Prune applies the retention policy to every mailbox, or one ("" for
+	// all), or says what it would do.
+	Prune(mailbox string, dryRun bool) (protocol.PruneResult, error)
 	// Hooks lists every hook, declared and registered, with its last run.
 	Hooks() []protocol.Hook
 	// HookRuns lists up to limit recorded hook runs that keep accepts,

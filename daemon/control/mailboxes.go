@@ -223,3 +223,14 @@ func (s *Server) EnsureMailbox(name string, uid, gid uint32) error {
 	}
 	return s.reg.AddMailbox(&registry.Record{Name: name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: uid})
 }
+
+// handleMailboxPrune applies the operator's retention now (root only: it is
+// the operator's policy, run on the operator's say).
+func handleMailboxPrune(_ context.Context, s *Server, c *call, a *protocol.MailboxPruneArgs) (any, error) {
+	res, err := s.b.Prune(a.Mailbox, a.DryRun)
+	if err != nil && len(res.Rows) == 0 {
+		return nil, protocol.Errorf(protocol.CodeInternal, "retention stopped: %v", err)
+	}
+	s.log.Info("retention run", "by_uid", c.caller.UID, "mailbox", a.Mailbox, "dry_run", a.DryRun, "moved", res.Moved, "purged", res.Purged)
+	return res, nil
+}
