@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -47,5 +48,35 @@ func TestQueueBulkCLI(t *testing.T) {
 		if out, e, code := mailctl(t, env, args...); code != 2 {
 			t.Errorf("mailctl %s: exit %d, want 2: %s%s", strings.Join(args, " "), code, out, e)
 		}
+	}
+}
+
+// Quota and retention from the command line: root sets a quota, the list
+// shows usage against it, and a prune dry run says what it would do.
+func TestMailboxQuotaAndPruneCLI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("setting a quota and pruning are root's: run as root")
+	}
+	_, _, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	run := func(args ...string) string {
+		t.Helper()
+		out, e, code := mailctl(t, env, args...)
+		if code != 0 {
+			t.Fatalf("mailctl %s: exit %d: %s%s", strings.Join(args, " "), code, e, out)
+		}
+		return out
+	}
+	if out := run("mailboxes", "set", "agent", "--quota-bytes", "1GiB", "--quota-messages", "500"); !strings.Contains(out, "/1.0 GiB") || !strings.Contains(out, "/500 [mailbox]") {
+		t.Fatalf("set quota:\n%s", out)
+	}
+	if out := run("mailboxes", "list"); !strings.Contains(out, "USAGE") || !strings.Contains(out, "/1.0 GiB, ") {
+		t.Fatalf("list:\n%s", out)
+	}
+	if out := run("mailboxes", "prune", "--dry-run"); !strings.Contains(out, "nothing is past its folder's retention") {
+		t.Fatalf("prune --dry-run:\n%s", out)
+	}
+	if out, e, code := mailctl(t, env, "mailboxes", "set", "agent", "--quota-bytes", "lots"); code != 2 || !strings.Contains(e, "not a size") {
+		t.Fatalf("a bad size: exit %d %s%s", code, out, e)
 	}
 }
