@@ -160,6 +160,9 @@ func (d *Daemon) mailboxUsage(name string, adding int64) protocol.MailboxUsage {
 // checkQuota is nil when mailbox may take a message of size bytes (0: not
 // known yet, at RCPT), else the SMTP answer, logged.
 func (d *Daemon) checkQuota(mailbox string, size int64) error {
+	if qb, qm, _ := d.quota(mailbox); qb == 0 && qm == 0 {
+		return nil // no quota: no need to count (the default)
+	}
 	u := d.mailboxUsage(mailbox, size)
 	if !u.OverQuota {
 		return nil
@@ -172,6 +175,9 @@ func (d *Daemon) checkQuota(mailbox string, size int64) error {
 // sendQuotaError is the error a send from an over-quota mailbox gets: its
 // sent copy would add to what is already too much.
 func (d *Daemon) sendQuotaError(mailbox string) error {
+	if qb, qm, _ := d.quota(mailbox); qb == 0 && qm == 0 {
+		return nil
+	}
 	u := d.mailboxUsage(mailbox, 0)
 	if !u.OverQuota {
 		return nil
