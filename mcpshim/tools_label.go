@@ -13,12 +13,12 @@ import (
 
 type labelArgs struct {
 	Mailbox string   `json:"mailbox"`
-	ID      string   `json:"id,omitempty" jsonschema:"one message id"`
-	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids at once"`
-	Folder  string   `json:"folder,omitempty" jsonschema:"where the messages are: inbox (default), sent, archive, trash or drafts"`
-	Add     []string `json:"labels_add,omitempty" jsonschema:"labels to put on the messages, e.g. [\"invoices\"] (1-64 bytes, no comma; compared ignoring case)"`
-	Remove  []string `json:"labels_remove,omitempty" jsonschema:"labels to take off the messages"`
-	Star    *bool    `json:"star,omitempty" jsonschema:"true stars the messages, false unstars them; leave out to keep the star as it is"`
+	ID      string   `json:"id,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	Folder  string   `json:"folder,omitempty"`
+	Add     []string `json:"labels_add,omitempty" jsonschema:"1-64 bytes, no comma; case-insensitive"`
+	Remove  []string `json:"labels_remove,omitempty"`
+	Star    *bool    `json:"star,omitempty" jsonschema:"true stars, false unstars; omit to keep"`
 }
 
 // LabelData is email_label's data.
@@ -52,9 +52,8 @@ func idList(id string, ids []string) []string {
 
 func (s *Server) toolEmailLabel() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_label",
-		Description: "Add or remove labels and star or unstar one message (id) or several (ids). Labels and the star are kept in the message's file, " +
-			"and email_list filters by them (label, starred).",
+		Name:        "email_label",
+		Description: "Label, unlabel, star or unstar one message (id) or several (ids); email_list filters by label and starred.",
 		Annotations: annotations("Label messages", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["ids"].MaxItems = new(500)
@@ -82,9 +81,9 @@ func (s *Server) toolEmailLabel() toolSpec {
 
 type purgeArgs struct {
 	Mailbox string   `json:"mailbox"`
-	ID      string   `json:"id,omitempty" jsonschema:"one message id in trash"`
-	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids in trash"`
-	Before  string   `json:"before,omitempty" jsonschema:"instead of ids: every message of trash received before this RFC 3339 time or YYYY-MM-DD date"`
+	ID      string   `json:"id,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	Before  string   `json:"before,omitempty" jsonschema:"instead of ids: all received before this RFC 3339 time or YYYY-MM-DD"`
 }
 
 // PurgeData is email_purge's data.
@@ -96,9 +95,8 @@ type PurgeData struct {
 
 func (s *Server) toolEmailPurge() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_purge",
-		Description: "Delete messages from trash for good (the message, its raw copy and attachments): by id or ids, or every message of trash " +
-			"received before a date. Only trash can be purged: move a message there first with email_move. This cannot be undone.",
+		Name:        "email_purge",
+		Description: "Delete messages in trash for good, with their raw copies and attachments. Cannot be undone. Only trash is purged: move mail there with email_move.",
 		Annotations: annotations("Purge trash", false, true, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["ids"].MaxItems = new(500)
