@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -310,4 +311,71 @@ func BenchmarkToolsList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The instructions and the prompts name only tools the server serves, under
+// every preset and the default set: a model told to call a tool it does not
+// have wastes a turn on "unknown tool" (TestPrimerNamesServedTools checks
+// the agent's primer the same way).
+func TestPromptsNameOnlyServedTools(t *testing.T) {
+	toolRE := regexp.MustCompile(`\b(?:mailbox|email|hook)_[a-z_]+\b`)
+	sets := map[string][]string{"default": nil}
+	for name := range Presets() {
+		sets[name] = []string{name}
+	}
+	for name, tools := range sets {
+		t.Run(name, func(t *testing.T) {
+			s := New(Options{SocketPath: noDaemon(t), Tools: tools})
+			defer s.Close()
+			st, ct := mcp.NewInMemoryTransports()
+			ctx := context.Background()
+			ss, err := s.mcp.Connect(ctx, st, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ss.Close()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			served := map[string]bool{}
+			tl, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tool := range tl.Tools {
+				served[tool.Name] = true
+			}
+			if got := s.Tools(); len(got) != len(served) {
+				t.Errorf("Tools() = %v, tools/list has %d", got, len(served))
+			}
+			texts := map[string]string{"instructions": cs.InitializeResult().Instructions}
+			pl, err := cs.ListPrompts(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pl.Prompts {
+				args := map[string]string{}
+				for _, a := range p.Arguments {
+					args[a.Name] = "x"
+				}
+				gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p.Name, Arguments: args})
+				if err != nil {
+					t.Fatal(err)
+				}
+				texts[p.Name] = p.Description + "\n" + gp.Messages[0].Content.(*mcp.TextContent).Text
+			}
+			for where, text := range texts {
+				for _, named := range toolRE.FindAllString(text, -1) {
+					if slices.Contains(allTools, named) && !served[named] {
+						t.Errorf("%s names %s, which this server does not serve", where, named)
+					}
+				}
+			}
+			if served["email_list"] && texts["triage_inbox"] == "" {
+				t.Error("triage_inbox missing though email_list is served")
+			}
+		})
+	}
 }

@@ -79,6 +79,15 @@ func goRunBuild(path string) bool {
 	return false
 }
 
+// servedTools are the tools the wired server serves, asked of the server
+// itself: harnesses start `mailctl mcp` without --tools, so its default set,
+// and the primer names no tool an agent would call in vain.
+func servedTools() []string {
+	s := mcpshim.New(mcpshim.Options{})
+	defer s.Close()
+	return s.Tools()
+}
+
 func configHome(home string) string {
 	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
 		return x
@@ -124,7 +133,7 @@ func agentsSetup(args []string) int {
 			fmt.Printf("  %-12s already wired in %s\n", h.Name, path)
 		}
 	}
-	primer, err := agentcfg.WritePrimer(configHome(home), mcpshim.ToolNames())
+	primer, err := agentcfg.WritePrimer(configHome(home), servedTools())
 	if err != nil {
 		return failure(cf.fs, fmt.Errorf("writing the primer: %w", err))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,5 +106,24 @@ func TestGoRunBuildIsNotWired(t *testing.T) {
 		if got := goRunBuild(path); got != want {
 			t.Errorf("goRunBuild(%s) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// The primer agents setup writes names exactly the tools the wired server
+// serves: not email_draft or email_purge, which `mailctl mcp` without
+// --tools does not offer.
+func TestPrimerNamesServedTools(t *testing.T) {
+	served := servedTools()
+	if slices.Contains(served, "email_draft") || slices.Contains(served, "email_purge") || !slices.Contains(served, "email_send") {
+		t.Fatalf("served tools %v: want the default set", served)
+	}
+	p := agentcfg.Primer(served)
+	for _, n := range mcpshim.ToolNames() {
+		if named := strings.Contains(p, "`"+n+"`"); named != slices.Contains(served, n) {
+			t.Errorf("primer names %s: %v, served: %v", n, named, !named)
+		}
+	}
+	if p := agentcfg.Primer([]string{"email_read"}); strings.Contains(p, "mailbox_list") {
+		t.Errorf("a primer for email_read alone names mailbox_list:\n%s", p)
 	}
 }

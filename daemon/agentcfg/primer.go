@@ -3,6 +3,7 @@ package agentcfg
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -67,7 +68,7 @@ var toolHints = map[string]string{
 }
 
 // Primer renders the primer for the given tools (the MCP server's list, in
-// its order).
+// its order); it names no other tool.
 func Primer(tools []string) string {
 	var b strings.Builder
 	for _, t := range tools {
@@ -77,7 +78,11 @@ func Primer(tools []string) string {
 		}
 		b.WriteString("\n")
 	}
-	return strings.Replace(primerTemplate, "{{TOOLS}}\n", b.String(), 1)
+	p := strings.Replace(primerTemplate, "{{TOOLS}}\n", b.String(), 1)
+	if !slices.Contains(tools, "mailbox_list") {
+		p = strings.Replace(p, " (see `mailbox_list` for its path)", "", 1)
+	}
+	return p
 }
 
 // WritePrimer writes the primer for tools under configHome/mailctl and
