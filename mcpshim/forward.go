@@ -79,7 +79,7 @@ func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *f
 		b.WriteString("\n\n")
 	}
 	fmt.Fprintf(&b, "---------- Forwarded message ----------\nFrom: %s\nDate: %s\nSubject: %s\nTo: %s\n",
-		oneLine(m.From), m.Date.UTC().Format(time.RFC1123Z), oneLine(m.Subject), strings.Join(m.To, ", "))
+		oneLine(m.From), dateText(m.Date, m.DateSource, time.RFC1123Z), oneLine(m.Subject), strings.Join(m.To, ", "))
 	if len(m.Cc) > 0 {
 		fmt.Fprintf(&b, "Cc: %s\n", strings.Join(m.Cc, ", "))
 	}

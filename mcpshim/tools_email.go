@@ -58,6 +58,7 @@ type ListRow struct {
 	To             []string `json:"to"`
 	Subject        string   `json:"subject"`
 	Date           string   `json:"date"`
+	DateSource     string   `json:"date_source,omitempty" jsonschema:"received: the message has no Date header, and date is when it was received"`
 	Read           bool     `json:"read"`
 	Trusted        string   `json:"trusted"`
 	ThreadID       string   `json:"thread_id,omitempty"`
@@ -180,7 +181,7 @@ func listRow(mailbox string, m protocol.MessageSummary, f *fence) ListRow {
 		to[i] = clip(to[i], listFieldMax)
 	}
 	row := ListRow{ID: m.ID, Folder: m.Folder, URI: MessageURI(mailbox, m.Folder, m.ID), From: clip(m.From, listFieldMax), FromAddress: plainAddress(m.From), To: to, Subject: clip(m.Subject, listFieldMax),
-		Date: m.Date.UTC().Format(time.RFC3339), Read: m.Read, Trusted: orNone(m.Trusted), ThreadID: m.ThreadID,
+		Date: m.Date.UTC().Format(time.RFC3339), DateSource: m.DateSource, Read: m.Read, Trusted: orNone(m.Trusted), ThreadID: m.ThreadID,
 		Attachments: m.Attachments, Snippet: clip(oneLine(m.Snippet), listSnippetMax), DeliveryStatus: m.DeliveryStatus,
 		Labels: m.Labels, Starred: m.Starred}
 	if !m.Trusted.IsTrusted() && m.Folder != protocol.FolderSent {
@@ -189,6 +190,16 @@ func listRow(mailbox string, m protocol.MessageSummary, f *fence) ListRow {
 		row.Snippet = f.inline(row.Snippet)
 	}
 	return row
+}
+
+// dateText is a message's date for text meant to be read, saying so when it
+// is the time the message was received (it has no Date header).
+func dateText(t time.Time, source, layout string) string {
+	s := t.UTC().Format(layout)
+	if source == protocol.DateReceived {
+		s += " (received; the message has no Date header)"
+	}
+	return s
 }
 
 func oneLine(s string) string {

@@ -180,6 +180,10 @@ const (
 	FolderDrafts  = "drafts"
 )
 
+// DateReceived is MessageSummary.DateSource for a message listed with the
+// time it was received, having no Date header of its own.
+const DateReceived = "received"
+
 // MessageListArgs selects messages of one folder, newest first.
 type MessageListArgs struct {
 	Mailbox  string     `json:"mailbox"`
@@ -209,6 +213,7 @@ type MessageSummary struct {
 	To             []string  `json:"to"`
 	Subject        string    `json:"subject"`
 	Date           time.Time `json:"date"`
+	DateSource     string    `json:"date_source,omitempty"` // DateReceived when Date is when it was received (no Date header); empty: the header's
 	Read           bool      `json:"read"`
 	Trusted        Verdict   `json:"trusted"`
 	Attachments    int       `json:"attachments"`

@@ -165,6 +165,9 @@ func printRows(w io.Writer, folder string, msgs []protocol.MessageSummary) {
 	}
 	for _, m := range msgs {
 		date := localDate(m.Date)
+		if m.DateSource == protocol.DateReceived {
+			date += " (received)" // no Date header: when it arrived
+		}
 		subj := cmp.Or(fit(inert(m.Subject), 70), "(no subject)")
 		if m.Starred {
 			subj = "(starred) " + subj
@@ -270,8 +273,8 @@ func printMessage(w io.Writer, m *protocol.Message) {
 	field("Cc", strings.Join(m.Cc, ", "))
 	field("Reply-To", strings.Join(m.ReplyTo, ", "))
 	field("Subject", m.Subject)
-	if m.Date.IsZero() {
-		field("Received", localDate(m.ReceivedAt))
+	if m.DateSource == protocol.DateReceived {
+		field("Received", localDate(m.Date)+" (the message has no Date header)")
 	} else {
 		field("Date", localDate(m.Date))
 	}

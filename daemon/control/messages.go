@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/protocol"
@@ -24,9 +25,23 @@ func folderOf(f string) (string, error) {
 
 // SummaryOf is a stored message's summary as lists and events show it.
 func SummaryOf(s store.Summary) protocol.MessageSummary {
+	date, source := dateOf(s.Date, s.ReceivedAt)
 	return protocol.MessageSummary{ID: s.ID, Folder: s.Folder, MessageID: s.MessageID, ThreadID: s.ThreadID, From: s.From,
-		To: nonNil(s.To), Subject: s.Subject, Date: s.Date, Read: s.Read, Trusted: trustedOrNone(protocol.Verdict(s.Trusted)),
+		To: nonNil(s.To), Subject: s.Subject, Date: date, DateSource: source, Read: s.Read, Trusted: trustedOrNone(protocol.Verdict(s.Trusted)),
 		Attachments: s.Attachments, Snippet: s.Snippet, DeliveryStatus: s.DeliveryStatus, Labels: s.Labels, Starred: s.Starred}
+}
+
+// dateOf is the date a message is shown with: its Date header's, or, for a
+// message without one (the store keeps it zero, as the header was), the
+// time it was received, said so by protocol.DateReceived. The daemon
+// substitutes it here, where every summary and message is built, so that
+// the CLI, the MCP tools and watch events all show the same date, and never
+// the year 1.
+func dateOf(date, received time.Time) (time.Time, string) {
+	if date.IsZero() && !received.IsZero() {
+		return received, protocol.DateReceived
+	}
+	return date, ""
 }
 
 // trustedOrNone reads a missing verdict (a hand-written file) as NoPolicy.
@@ -114,8 +129,9 @@ func handleMessageRead(_ context.Context, s *Server, c *call, a *protocol.Messag
 }
 
 func messageOf(m *store.Message, folder, body string) protocol.Message {
+	date, source := dateOf(m.Date, m.ReceivedAt)
 	sum := protocol.MessageSummary{ID: m.ID, Folder: folder, MessageID: m.MessageID, ThreadID: m.ThreadID, From: m.From,
-		To: nonNil(m.To), Subject: m.Subject, Date: m.Date, Read: m.Read, Trusted: trustedOrNone(protocol.Verdict(m.Trusted)),
+		To: nonNil(m.To), Subject: m.Subject, Date: date, DateSource: source, Read: m.Read, Trusted: trustedOrNone(protocol.Verdict(m.Trusted)),
 		Attachments: len(m.Attachments), DeliveryStatus: m.DeliveryStatus, Labels: m.Labels, Starred: m.Starred}
 	out := protocol.Message{MessageSummary: sum, Mailbox: m.Mailbox, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo,
 		DeliveredTo: m.DeliveredTo, InReplyTo: m.InReplyTo, References: m.References, ListID: m.ListID,
