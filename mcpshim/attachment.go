@@ -178,7 +178,8 @@ func (s *Server) mailboxDir(ctx context.Context, name string) (string, error) {
 			return mb.Path, nil
 		}
 	}
-	return "", fail(protocol.CodeNotFound, "mailbox %s not found", name)
+	return "", &protocol.Error{Code: protocol.CodeNotFound, Missing: protocol.MissingMailbox,
+		Message: fmt.Sprintf("no mailbox %q among yours: list your mailboxes to see the ones you own", name)}
 }
 
 // attachmentRel turns an attachment path from the daemon (absolute, or relative

@@ -129,7 +129,7 @@ func errorResult(err error, start time.Time) *mcp.CallToolResult {
 		er.NextAction = te.next
 	}
 	if er.NextAction == nil {
-		er.NextAction = defaultNext(pe.Code)
+		er.NextAction = defaultNext(pe)
 	}
 	raw, _ := marshal(er)
 	return toolResult(raw, true)
@@ -142,18 +142,40 @@ func toolResult(raw []byte, isError bool) *mcp.CallToolResult {
 		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}
 }
 
-func defaultNext(code string) *NextAction {
-	switch code {
+func defaultNext(pe *protocol.Error) *NextAction {
+	switch pe.Code {
 	case protocol.CodeUnavailable:
 		return &NextAction{Instruction: "Ask the user to start the mailctl daemon (see the message), then retry the same call."}
 	case protocol.CodeRateLimited:
 		return &NextAction{Instruction: "Wait retry_after_ms (or a minute) and retry the same call."}
 	case protocol.CodeNotFound:
-		// Names an agent got wrong are found with the list tools; tools
-		// that know better (hook_delete, email_read) give their own.
-		return &NextAction{Instruction: "Check the name: mailbox_list shows your mailboxes, email_list the messages of one, hook_list your hooks.", Tool: "mailbox_list"}
+		return notFoundNext(pe, "", "")
 	}
 	return nil
+}
+
+// notFoundNext is the shim's one next step for a not_found: the tool that
+// lists what the daemon did not find (Error.Missing), on the mailbox and
+// folder the call named when it named them. The daemon's message names what
+// was missing and where; this names the tool.
+func notFoundNext(pe *protocol.Error, mailbox, folder string) *NextAction {
+	switch pe.Missing {
+	case protocol.MissingMailbox:
+		return &NextAction{Instruction: "No such mailbox among yours: list them to find the right name.", Tool: "mailbox_list"}
+	case protocol.MissingHook:
+		return &NextAction{Instruction: "List the hooks to find the right name.", Tool: "hook_list"}
+	case protocol.MissingMessage, protocol.MissingDraft, protocol.MissingFolder:
+		if pe.Missing == protocol.MissingDraft {
+			folder = protocol.FolderDrafts
+		}
+		var args map[string]any
+		if mailbox != "" {
+			args = withArgs(map[string]any{"mailbox": mailbox}, map[string]string{"folder": folder})
+		}
+		return &NextAction{Instruction: "No message with that id there: list the messages to find the right id (or the folder it moved to).", Tool: "email_list", Arguments: args}
+	}
+	// Names an agent got wrong are found with the list tools.
+	return &NextAction{Instruction: "Check the name: mailbox_list shows your mailboxes, email_list the messages of one, hook_list your hooks.", Tool: "mailbox_list"}
 }
 
 func firstLine(s string) string {

@@ -129,16 +129,15 @@ func resourceErr(err error, uri string) error {
 	return rpc
 }
 
-// resourceNext is the call that finds what a not_found resource URI missed:
-// the message ids of its mailbox folder, or, when the mailbox itself is
-// missing, the caller's mailboxes.
+// resourceNext is the call that finds what a not_found resource URI missed
+// (notFoundNext on the URI's mailbox and folder).
 func resourceNext(uri string, pe *protocol.Error) *NextAction {
-	name, rest, ok := parseMailboxURI(uri)
-	if !ok || len(rest) < 2 || strings.HasPrefix(pe.Message, "no mailbox ") {
-		return &NextAction{Instruction: "No such mailbox among yours: list them to find the right name.", Tool: "mailbox_list"}
+	name, rest, _ := parseMailboxURI(uri)
+	folder := ""
+	if len(rest) > 0 {
+		folder = rest[0]
 	}
-	return &NextAction{Instruction: "No message with that id there: list the messages to find the right id.", Tool: "email_list",
-		Arguments: map[string]any{"mailbox": name, "folder": rest[0]}}
+	return notFoundNext(pe, name, folder)
 }
 
 // badURI is the error for a URI that names no resource of this server.

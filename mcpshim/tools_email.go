@@ -119,7 +119,7 @@ func (s *Server) toolEmailList() toolSpec {
 			Text: in.Text, ThreadID: in.ThreadID, Since: since, Until: until, Label: in.Label, Starred: in.Starred}
 		var out protocol.MessageList
 		if err := s.call(ctx, protocol.VerbMessageList, args, &out); err != nil {
-			return "", data, nil, mailboxHint(err)
+			return "", data, nil, mailboxHint(err, in.Mailbox)
 		}
 		f := newFence()
 		data = EmailListData{Mailbox: in.Mailbox, Folder: folder, Messages: make([]ListRow, 0, len(out.Messages)),
@@ -206,26 +206,16 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// mailboxHint points a not_found about a mailbox at mailbox_list.
-func mailboxHint(err error) error {
-	if protocol.CodeOf(err) == protocol.CodeNotFound {
-		return withNext(err, &NextAction{Instruction: "No such mailbox among yours: list them to find the right name.", Tool: "mailbox_list"})
-	}
-	return err
-}
+// mailboxHint is messageHint for a call that names a mailbox but no message.
+func mailboxHint(err error, mailbox string) error { return messageHint(err, mailbox, "") }
 
-// messageHint points a not_found about a message id at email_list on that
-// mailbox and folder, where the ids are; when it is the mailbox that is
-// missing (the daemon's "no mailbox …"), at mailbox_list.
+// messageHint gives a not_found the next step notFoundNext finds for it on
+// the mailbox and folder the call named.
 func messageHint(err error, mailbox, folder string) error {
 	if protocol.CodeOf(err) != protocol.CodeNotFound {
 		return err
 	}
-	if strings.HasPrefix(asProtocolError(err).Message, "no mailbox ") {
-		return mailboxHint(err)
-	}
-	args := withArgs(map[string]any{"mailbox": mailbox}, map[string]string{"folder": folder})
-	return withNext(err, &NextAction{Instruction: "No message with that id there: list the messages to find the right id (or the folder it moved to).", Tool: "email_list", Arguments: args})
+	return withNext(err, notFoundNext(asProtocolError(err), mailbox, folder))
 }
 
 type emailReadArgs struct {

@@ -217,10 +217,7 @@ func (s *Server) toolHookDelete() toolSpec {
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *hookDeleteArgs) (string, protocol.Deleted, *NextAction, error) {
 		var out protocol.Deleted
 		if err := s.call(ctx, protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: in.Name, Mailbox: in.Mailbox}, &out); err != nil {
-			if protocol.CodeOf(err) == protocol.CodeNotFound {
-				err = withNext(err, &NextAction{Instruction: "List the hooks to find the right name.", Tool: "hook_list"})
-			}
-			return "", out, nil, err
+			return "", out, nil, err // a not_found gets notFoundNext's hook_list
 		}
 		out.Name = cmp.Or(out.Name, in.Name)
 		return "deleted hook " + in.Name, out, nil, nil

@@ -271,9 +271,6 @@ func (s *Server) toolMark(read bool) toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: in.Mailbox, Folder: in.Folder, IDs: ids, Read: read}, &out); err != nil {
 			return "", MarkData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		if len(out.NotFound) == len(ids) {
-			return "", MarkData{}, nil, messageHint(fail(protocol.CodeNotFound, "no message %s in %s", strings.Join(out.NotFound, ", "), in.Mailbox), in.Mailbox, in.Folder)
-		}
 		status, issues := partial("mark", out.NotFound)
 		data := MarkData{Changed: orEmpty(out.Changed), NotFound: out.NotFound, Status: status, Issues: issues}
 		return fmt.Sprintf("marked %d message(s) %s", len(out.Changed), what), data, nil, nil

@@ -120,7 +120,7 @@ func (w *waiter) lookBack(ctx context.Context, since *time.Time) (string, EmailW
 	err := w.s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: protocol.FolderInbox,
 		Limit: 20, Unread: &unread, From: in.From, Subject: in.Subject, Since: since}, &list)
 	if err != nil {
-		return "", EmailWaitData{}, false, mailboxHint(err)
+		return "", EmailWaitData{}, false, mailboxHint(err, in.Mailbox)
 	}
 	for _, m := range slices.Backward(list.Messages) { // oldest first: the one the caller was waiting for
 		if w.match(&m) {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +21,9 @@ type clientFlags struct {
 	fs     *flag.FlagSet
 	socket string
 	json   bool
+	// place is the mailbox and folder the command acts on, when it acts on
+	// one: a not_found's next step lists what is there.
+	place func() (mailbox, folder string)
 }
 
 // newClientFlags makes a flag set for a client command. usageLine is shown
@@ -181,8 +186,63 @@ func (cf *clientFlags) fail(err error) int {
 		json.NewEncoder(os.Stdout).Encode(map[string]any{"error": pe})
 	} else {
 		fmt.Fprintf(os.Stderr, "mailctl: %s (%s)\n", pe.Message, pe.Code)
+		if next := cf.notFoundNext(pe); next != "" {
+			fmt.Fprintf(os.Stderr, "mailctl: to see them: %s\n", next)
+		}
 	}
 	return exitCode(pe.Code)
+}
+
+// missingIDs reports the ids of a batch that the daemon did not find, having
+// acted on the others, in the words of the daemon's not_found, with the
+// next step; it returns the exit code of a not_found.
+func (cf *clientFlags) missingIDs(ids []string, mailbox, folder string) int {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = strconv.Quote(inert(id))
+	}
+	saved := cf.place
+	defer func() { cf.place = saved }()
+	cf.place = func() (string, string) { return mailbox, folder }
+	return cf.fail(&protocol.Error{Code: protocol.CodeNotFound, Missing: protocol.MissingMessage,
+		Message: fmt.Sprintf("no message %s in %s/%s: list the folder to see its messages", strings.Join(q, ", "), mailbox, folder)})
+}
+
+// notFoundNext is the CLI's one next step for a not_found: the command that
+// lists what the daemon did not find (Error.Missing), on the mailbox and
+// folder the command named. The daemon's message says what was missing and
+// where, in words for any client; this names the command.
+func (cf *clientFlags) notFoundNext(pe *protocol.Error) string {
+	if pe.Code != protocol.CodeNotFound {
+		return ""
+	}
+	var mailbox, folder string
+	if cf != nil && cf.place != nil {
+		mailbox, folder = cf.place()
+	}
+	switch pe.Missing {
+	case protocol.MissingMailbox:
+		return "mailctl mailboxes list"
+	case protocol.MissingHook:
+		return "mailctl hooks list"
+	case protocol.MissingQueueItem:
+		return "mailctl queue list"
+	case protocol.MissingDraft:
+		return "mailctl drafts list " + cmp.Or(mailbox, "MAILBOX")
+	case protocol.MissingMessage, protocol.MissingFolder:
+		if folder == protocol.FolderDrafts {
+			return "mailctl drafts list " + cmp.Or(mailbox, "MAILBOX")
+		}
+		cmd := "mailctl mail list"
+		if mailbox != "" {
+			cmd += " --mailbox " + mailbox
+		}
+		if folder != "" && folder != protocol.FolderInbox {
+			cmd += " --folder " + folder
+		}
+		return cmd
+	}
+	return ""
 }
 
 // exitCode maps protocol codes to process exit codes so scripts can branch.

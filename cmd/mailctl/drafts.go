@@ -50,8 +50,14 @@ func cmdDrafts(args []string) int {
 	})
 }
 
+// draftsPlace is where a drafts command acts: the drafts of its MAILBOX.
+func draftsPlace(cf *clientFlags) func() (string, string) {
+	return func() (string, string) { return cf.fs.Arg(0), protocol.FolderDrafts }
+}
+
 func draftsList(args []string) int {
 	cf := newClientFlags("drafts list", "drafts list MAILBOX [--json]", "Lists the mailbox's drafts, newest first.").withJSON()
+	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 1, "give the mailbox"); !ok {
 		return code
 	}
@@ -78,6 +84,7 @@ func readDraftArgs(fs *flag.FlagSet) protocol.MessageReadArgs {
 
 func draftsShow(args []string) int {
 	cf := newClientFlags("drafts show", "drafts show MAILBOX ID [--json]", "Shows one draft: its recipients, subject, schedule and body.").withJSON()
+	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
@@ -104,6 +111,7 @@ func draftsShow(args []string) int {
 
 func draftsWrite(args []string, update bool) int {
 	cf := newClientFlags(draftsWriteUsage(update)).withJSON()
+	cf.place = draftsPlace(cf)
 	var f draftFlags
 	f.define(cf.fs, update)
 	want, what := 1, "give the mailbox"
@@ -240,6 +248,7 @@ func printDraftWritten(d protocol.Draft, update bool) {
 
 func draftsEdit(args []string) int {
 	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights.")
+	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
@@ -260,6 +269,7 @@ func draftsEdit(args []string) int {
 func draftsSend(args []string) int {
 	cf := newClientFlags("drafts send", "drafts send MAILBOX ID [--send-at TIME] [--dry-run] [--json]",
 		"Sends the draft as its file is now, through the same policy, signing and queue as mailctl send. --send-at overrides the draft's own time.").withJSON()
+	cf.place = draftsPlace(cf)
 	var sendAt string
 	var dry bool
 	cf.fs.StringVar(&sendAt, "send-at", "", "send at this time (RFC 3339, or a duration from now such as 2h)")
@@ -284,6 +294,7 @@ func draftsSend(args []string) int {
 
 func draftsDelete(args []string) int {
 	cf := newClientFlags("drafts delete", "drafts delete MAILBOX ID [--json]", "Discards a draft: its file and attachments are removed.").withJSON()
+	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}

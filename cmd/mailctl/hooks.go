@@ -141,7 +141,8 @@ func hookRuns(args []string) int {
 		var hl protocol.HookList
 		if err := cf.call(protocol.VerbHookList, protocol.HookListArgs{}, &hl); err == nil {
 			if !slices.ContainsFunc(hl.Hooks, func(h protocol.Hook) bool { return h.Name == a.Name }) {
-				return cf.fail(protocol.Errorf(protocol.CodeNotFound, "no hook named %q on your mailboxes: `mailctl hooks list` shows them", a.Name))
+				return cf.fail(&protocol.Error{Code: protocol.CodeNotFound, Missing: protocol.MissingHook,
+					Message: fmt.Sprintf("no hook %q on your mailboxes: list your hooks to see their names", a.Name)})
 			}
 		}
 	}

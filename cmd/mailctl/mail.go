@@ -74,6 +74,7 @@ type mailFlags struct {
 
 func newMailFlags(name, usageLine, about string, folder bool) *mailFlags {
 	mf := &mailFlags{clientFlags: newClientFlags(name, usageLine, about).withJSON()}
+	mf.place = func() (string, string) { return mf.mailbox, mf.folder }
 	mf.fs.StringVar(&mf.mailbox, "mailbox", "", "mailbox (default: your only mailbox)")
 	if folder {
 		mf.fs.StringVar(&mf.folder, "folder", protocol.FolderInbox, "folder: inbox, sent, archive, trash or drafts")
@@ -459,8 +460,7 @@ func mailMark(args []string) int {
 	}
 	fmt.Printf("marked %d %s\n", len(mf.fs.Args())-len(out.NotFound), state)
 	if len(out.NotFound) > 0 {
-		fmt.Fprintf(os.Stderr, "mailctl: not found in %s/%s: %s\n", mf.mailbox, mf.folder, inert(strings.Join(out.NotFound, ", ")))
-		return exitCode(protocol.CodeNotFound)
+		return mf.missingIDs(out.NotFound, mf.mailbox, mf.folder)
 	}
 	return 0
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -50,8 +48,7 @@ Example:
 	}
 	fmt.Printf("changed %d of %d\n", len(out.Changed), len(cf.fs.Args()))
 	if len(out.NotFound) > 0 {
-		fmt.Fprintf(os.Stderr, "mailctl: not found in %s/%s: %s\n", cf.mailbox, cf.folder, strings.Join(out.NotFound, ", "))
-		return exitCode(protocol.CodeNotFound)
+		return cf.missingIDs(out.NotFound, cf.mailbox, cf.folder)
 	}
 	return 0
 }
@@ -72,6 +69,7 @@ Examples:
 		return code
 	}
 	a := protocol.MessagePurgeArgs{IDs: cf.fs.Args()}
+	cf.folder = protocol.FolderTrash // where a not_found's next step looks
 	if *before != "" {
 		if len(a.IDs) > 0 {
 			return usageError(cf.fs, "give ids or --before, not both")
@@ -94,8 +92,7 @@ Examples:
 	}
 	fmt.Printf("purged %d from %s/trash\n", len(out.Purged), a.Mailbox)
 	if len(out.NotFound) > 0 {
-		fmt.Fprintf(os.Stderr, "mailctl: not in %s/trash: %s\n", a.Mailbox, strings.Join(out.NotFound, ", "))
-		return exitCode(protocol.CodeNotFound)
+		return cf.missingIDs(out.NotFound, a.Mailbox, protocol.FolderTrash)
 	}
 	return 0
 }

@@ -197,11 +197,10 @@ func (s *Server) authorizeMailbox(c *call, acc Access, t target, name string, fi
 // visible reports whether the caller may see mailbox m at all.
 func (c *call) visible(m *registry.Mailbox) bool { return c.caller.Root() || m.UID == c.caller.UID }
 
-// notFoundMailbox words the error neutrally: it reaches CLI users and MCP
-// agents alike, and the protocol does not say which is asking; each client
-// adds its own next step (the MCP shim recognizes the "no mailbox " start).
+// notFoundMailbox is the answer for a mailbox the caller may not see,
+// whether it exists or not (notFound's wording).
 func notFoundMailbox(name string) error {
-	return protocol.Errorf(protocol.CodeNotFound, "no mailbox %q among yours: list your mailboxes to see the ones you own", name)
+	return notFound(protocol.MissingMailbox, []string{name}, "among yours")
 }
 
 // VerbAccess is the access verb needs, and whether the daemon has the verb:

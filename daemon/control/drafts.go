@@ -41,6 +41,11 @@ func (s *Server) draftOf(mailbox string, m *store.Message) protocol.Draft {
 		Subject: m.Subject, To: nonNil(m.To), SendAt: m.SendAt}
 }
 
+// noDraft is the not_found of a draft id.
+func noDraft(mailbox, id string) *protocol.Error {
+	return notFoundIn(protocol.MissingDraft, []string{id}, mailbox, protocol.FolderDrafts)
+}
+
 func handleDraftCreate(_ context.Context, s *Server, c *call, a *protocol.DraftArgs) (any, error) {
 	box := c.box()
 	if a.ReplyToID != "" {
@@ -62,7 +67,7 @@ func handleDraftCreate(_ context.Context, s *Server, c *call, a *protocol.DraftA
 		Trusted: string(protocol.NoPolicy), SendAt: sendAt}
 	id, _, err := s.store.Deliver(box.Name, protocol.FolderDrafts, m, a.Body, nil, atts)
 	if err != nil {
-		return nil, storeErr(err, "drafts of "+box.Name)
+		return nil, storeErr(err, "drafts of "+box.Name, noFolder(box.Name, protocol.FolderDrafts))
 	}
 	m.ID = id
 	return s.draftOf(box.Name, m), nil
@@ -151,7 +156,7 @@ func handleDraftUpdate(_ context.Context, s *Server, c *call, a *protocol.DraftU
 		return body, nil
 	}, atts)
 	if err != nil {
-		return nil, storeErr(err, "draft "+a.ID)
+		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
 	}
 	return s.draftOf(box.Name, out), nil
 }
@@ -182,11 +187,11 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 	// the version of it that is read.
 	version, err := s.store.Version(box.Name, protocol.FolderDrafts, a.ID)
 	if err != nil {
-		return nil, storeErr(err, "draft "+a.ID)
+		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
 	}
 	m, body, err := s.store.Get(box.Name, protocol.FolderDrafts, a.ID)
 	if err != nil {
-		return nil, storeErr(err, "draft "+a.ID)
+		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
 	}
 	if again, err := s.store.Version(box.Name, protocol.FolderDrafts, a.ID); err != nil || again != version {
 		return nil, protocol.Errorf(protocol.CodeConflict, "draft %s changed while it was being read: send it again", a.ID)
@@ -236,7 +241,7 @@ func handleDraftDelete(_ context.Context, s *Server, c *call, a *protocol.DraftI
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft id %q: %v", a.ID, err)
 	}
 	if err := s.store.RemoveMessage(box.Name, protocol.FolderDrafts, a.ID); err != nil {
-		return nil, storeErr(err, "draft "+a.ID)
+		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
 	}
 	return protocol.DraftDeleted{ID: a.ID, Deleted: true}, nil
 }

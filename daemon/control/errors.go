@@ -2,7 +2,9 @@ package control
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"strings"
 	"syscall"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -26,7 +28,14 @@ func storeFault(err error) *protocol.Error {
 	case errors.Is(err, store.ErrTooLarge):
 		return protocol.Errorf(protocol.CodeTooLarge, "%v: read it in windows (offset, max_chars)", err)
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return protocol.Errorf(protocol.CodeNotFound, "%v", err)
+		// A handler that knows what it looked for answers notFound; this
+		// is the rest. The store's cause (a symlink, a file of another
+		// owner) is left out: it must read as a missing one.
+		what, _, ok := strings.Cut(err.Error(), ": "+store.ErrNotFound.Error())
+		if !ok || what == "" {
+			what = "what you asked for"
+		}
+		return protocol.Errorf(protocol.CodeNotFound, "%s not found", what)
 	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrNotEmpty), errors.Is(err, store.ErrOwnerMismatch):
 		return protocol.Errorf(protocol.CodeConflict, "%v", err)
 	case errors.Is(err, fs.ErrPermission):
@@ -35,15 +44,17 @@ func storeFault(err error) *protocol.Error {
 	return nil
 }
 
-// storeErr maps store errors to protocol errors.
-func storeErr(err error, what string) error {
+// storeErr maps store errors to protocol errors: what names the object for
+// the other errors, and missing is what the request answers when the store
+// did not find it.
+func storeErr(err error, what string, missing *protocol.Error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, syscall.ENOTDIR):
 		return storeFault(err) // there, but not a folder: "not found" would mislead
 	case errors.Is(err, store.ErrNotFound):
-		return protocol.Errorf(protocol.CodeNotFound, "%s not found", what)
+		return missing
 	case errors.Is(err, store.ErrTooLarge):
 		return protocol.Errorf(protocol.CodeTooLarge, "%s is too large to return", what)
 	}
@@ -51,4 +62,62 @@ func storeErr(err error, what string) error {
 		return pe
 	}
 	return err
+}
+
+// notFound is the one wording of every not_found the daemon answers: what
+// was asked for, by the names it was asked for by, where it was looked for,
+// and how to see what is there instead, modelled on the queue's "list the
+// queue to see yours". The words name no client's command or tool, since the
+// protocol does not say who asks: the CLI and the MCP shim add their own
+// next step by Missing. Nothing in it tells an object of another user from
+// one that does not exist (the store's cause is never quoted), since both
+// must answer alike.
+func notFound(missing string, names []string, where string) *protocol.Error {
+	return &protocol.Error{Code: protocol.CodeNotFound, Missing: missing,
+		Message: fmt.Sprintf("no %s %s %s: %s", missingNoun[missing], quoteNames(names), where, listAdvice[missing])}
+}
+
+var missingNoun = map[string]string{
+	protocol.MissingMailbox: "mailbox", protocol.MissingMessage: "message", protocol.MissingDraft: "draft",
+	protocol.MissingHook: "hook", protocol.MissingQueueItem: "queue item", protocol.MissingFolder: "folder",
+}
+
+// listAdvice is how to see the objects of each kind a caller has.
+var listAdvice = map[string]string{
+	protocol.MissingMailbox:   "list your mailboxes to see the ones you own",
+	protocol.MissingMessage:   "list the folder to see its messages",
+	protocol.MissingDraft:     "list the drafts folder to see its drafts",
+	protocol.MissingHook:      "list your hooks to see their names",
+	protocol.MissingQueueItem: "list the queue to see yours",
+	protocol.MissingFolder:    "list your mailboxes to see their folders",
+}
+
+// noFolder is the not_found of a mailbox folder.
+func noFolder(mailbox, folder string) *protocol.Error {
+	return notFound(protocol.MissingFolder, []string{folder}, "in mailbox "+mailbox)
+}
+
+// notFoundIn is notFound for messages or drafts of a mailbox folder.
+func notFoundIn(missing string, ids []string, mailbox, folder string) *protocol.Error {
+	return notFound(missing, ids, "in "+mailbox+"/"+folder)
+}
+
+// quoteNames quotes the names a request gave, at most three of them.
+func quoteNames(names []string) string {
+	const shown = 3
+	q := make([]string, 0, shown+1)
+	for i, n := range names {
+		if i == shown {
+			q = append(q, fmt.Sprintf("%d more", len(names)-shown))
+			break
+		}
+		q = append(q, fmt.Sprintf("%q", n))
+	}
+	switch len(q) {
+	case 0:
+		return ""
+	case 1:
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }

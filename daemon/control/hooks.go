@@ -96,7 +96,7 @@ func handleHookList(_ context.Context, s *Server, c *call, a *protocol.HookListA
 }
 
 func noHook(name string) error {
-	return protocol.Errorf(protocol.CodeNotFound, "no hook %q on your mailboxes: list your hooks to see their names", name)
+	return notFound(protocol.MissingHook, []string{name}, "on your mailboxes")
 }
 
 // hookDeleteTarget is the mailbox of the caller's hook of that name (on the

@@ -36,17 +36,17 @@ func handleMessageLabel(_ context.Context, s *Server, c *call, a *protocol.Messa
 			return nil, protocol.Errorf(protocol.CodeInvalidInput, "label %q is both added and removed", l)
 		}
 	}
-	changed, notFound, err := s.store.Relabel(a.Mailbox, folder, a.IDs, a.Add, a.Remove, a.Star)
+	changed, missing, err := s.store.Relabel(a.Mailbox, folder, a.IDs, a.Add, a.Remove, a.Star)
 	if errors.Is(err, store.ErrTooManyLabels) {
 		return nil, protocol.Errorf(protocol.CodeTooLarge, "%v: remove some first", err)
 	}
 	if err != nil {
-		return nil, storeErr(err, "folder "+folder)
+		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))
 	}
-	if noneFound(notFound, a.IDs) {
-		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in %s", folder)
+	if noneFound(missing, a.IDs) {
+		return nil, notFoundIn(protocol.MissingMessage, missing, a.Mailbox, folder)
 	}
-	return protocol.MessageLabeled{Changed: nonNil(changed), NotFound: notFound}, nil
+	return protocol.MessageLabeled{Changed: nonNil(changed), NotFound: missing}, nil
 }
 
 // maxMessageIDs bounds the message ids one request names.
@@ -96,10 +96,12 @@ func handleMessagePurge(_ context.Context, s *Server, c *call, a *protocol.Messa
 		out.Purged, out.NotFound, err = s.store.Purge(a.Mailbox, protocol.FolderTrash, a.IDs)
 	}
 	if err != nil {
-		return nil, storeErr(err, "folder trash")
+		return nil, storeErr(err, "folder trash", noFolder(a.Mailbox, protocol.FolderTrash))
 	}
 	if len(a.IDs) > 0 && noneFound(out.NotFound, a.IDs) {
-		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in trash (only messages in trash can be purged)")
+		e := notFoundIn(protocol.MissingMessage, out.NotFound, a.Mailbox, protocol.FolderTrash)
+		e.Message += " (only messages in trash can be purged)"
+		return nil, e
 	}
 	out.Purged = nonNil(out.Purged)
 	if len(out.Purged) > 0 {

@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound"
@@ -75,7 +74,7 @@ func handleMessageList(_ context.Context, s *Server, c *call, a *protocol.Messag
 		Unread: a.Unread, Trusted: a.Trusted, From: a.From, Subject: a.Subject, Text: a.Text, ThreadID: a.ThreadID,
 		Since: a.Since, Until: a.Until, Label: a.Label, Starred: a.Starred})
 	if err != nil {
-		return nil, storeErr(err, "folder "+folder)
+		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))
 	}
 	out := protocol.MessageList{Messages: make([]protocol.MessageSummary, 0, len(page.Items)), Total: page.Total,
 		NextCursor: sealCursor(page.NextCursor, a.Mailbox, folder, a), HasMore: page.HasMore}
@@ -110,11 +109,8 @@ func handleMessageRead(_ context.Context, s *Server, c *call, a *protocol.Messag
 	window = min(window, maxWindow)
 	// Only the window is read into memory, however large the message.
 	m, w, err := s.store.GetWindow(a.Mailbox, folder, a.ID, a.Offset, window, a.Raw)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, protocol.Errorf(protocol.CodeNotFound, "no message %s in %s/%s", a.ID, a.Mailbox, folder)
-	}
 	if err != nil {
-		return nil, storeErr(err, "message "+a.ID)
+		return nil, storeErr(err, "message "+a.ID, notFoundIn(protocol.MissingMessage, []string{a.ID}, a.Mailbox, folder))
 	}
 	out := messageOf(m, folder, "")
 	base := s.store.Path(a.Mailbox) + "/" + folder + "/"
@@ -163,14 +159,14 @@ func handleMessageMark(_ context.Context, s *Server, c *call, a *protocol.Messag
 	if err := checkMessageIDs(a.IDs); err != nil {
 		return nil, err
 	}
-	changed, notFound, err := s.store.SetRead(a.Mailbox, folder, a.IDs, a.Read, s.now().UTC())
+	changed, missing, err := s.store.SetRead(a.Mailbox, folder, a.IDs, a.Read, s.now().UTC())
 	if err != nil {
-		return nil, storeErr(err, "folder "+folder)
+		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))
 	}
-	if noneFound(notFound, a.IDs) {
-		return nil, protocol.Errorf(protocol.CodeNotFound, "no message with the given id in %s", folder)
+	if noneFound(missing, a.IDs) {
+		return nil, notFoundIn(protocol.MissingMessage, missing, a.Mailbox, folder)
 	}
-	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: notFound}, nil
+	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: missing}, nil
 }
 
 func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.MessageMoveArgs) (any, error) {
@@ -189,7 +185,7 @@ func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.Messag
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", a.ID, err)
 	}
 	if err := s.store.Move(a.Mailbox, a.ID, from, to); err != nil {
-		return nil, storeErr(err, "message "+a.ID)
+		return nil, storeErr(err, "message "+a.ID, notFoundIn(protocol.MissingMessage, []string{a.ID}, a.Mailbox, from))
 	}
 	return map[string]string{"id": a.ID, "folder": to}, nil
 }

@@ -31,7 +31,7 @@ func (s *Server) dropQueued(mailboxID string) {
 func (s *Server) queue() Queue { return s.b.Outbound().Queue() }
 
 func noQueueItem(id string) error {
-	return protocol.Errorf(protocol.CodeNotFound, "no queue item %q among yours: list the queue to see yours", id)
+	return notFound(protocol.MissingQueueItem, []string{id}, "among yours")
 }
 
 // queueTarget is the mailbox a queue item was sent from. Another user's item
@@ -98,6 +98,9 @@ func handleQueueShow(_ context.Context, s *Server, _ *call, a *protocol.QueueIDA
 // answers with the item as it is afterwards.
 func queueAction(s *Server, a *protocol.QueueIDArgs, act func(q Queue, id string) error) (any, error) {
 	if err := act(s.queue(), a.ID); err != nil {
+		if protocol.CodeOf(err) == protocol.CodeNotFound {
+			return nil, noQueueItem(a.ID) // gone since the access check: the one wording
+		}
 		return nil, err
 	}
 	it, err := s.queue().Get(a.ID)

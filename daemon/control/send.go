@@ -56,7 +56,7 @@ func (s *Server) replyParent(mailbox, id string) (*store.Message, error) {
 			return p, nil
 		}
 	}
-	return nil, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", id, mailbox)
+	return nil, notFound(protocol.MissingMessage, []string{id}, "to reply to in "+mailbox+"/inbox, archive or sent")
 }
 
 // replyToOwn addresses a reply to one of the mailbox's own sent messages as
@@ -83,5 +83,9 @@ func handleSendStatus(_ context.Context, s *Server, c *call, a *protocol.SendSta
 		return nil, err
 	}
 	res, err := o.Status(a.Mailbox, a.ID)
-	return res, storeErr(err, "sent message "+a.ID)
+	missing := notFoundIn(protocol.MissingMessage, []string{a.ID}, a.Mailbox, protocol.FolderSent)
+	if protocol.CodeOf(err) == protocol.CodeNotFound {
+		return res, missing // the pipeline's words for it are its own: this is the one wording
+	}
+	return res, storeErr(err, "sent message "+a.ID, missing)
 }
