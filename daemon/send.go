@@ -263,6 +263,7 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 			env.Rcpts[i] = r
 			if _, dom, ok := strings.Cut(r, "@"); !ok || !d.cfg().IsLocalDomain(dom) {
 				env.Rcpts[i] = d.Address(d.opts.Capture)
+				out[i].Captured = d.opts.Capture
 			}
 		}
 	}

@@ -132,7 +132,11 @@ func (s *Server) send(ctx context.Context, args protocol.SendArgs) (string, prot
 	if err := s.call(ctx, protocol.VerbSend, args, &out); err != nil {
 		return "", out, nil, err
 	}
-	summary := fmt.Sprintf("%s: message %s to %s", out.Status, out.MessageID, sentTo(&out))
+	status := out.Status
+	if status == "delivered" && len(out.Recipients) > 0 && !slices.ContainsFunc(out.Recipients, func(r protocol.RecipientStatus) bool { return !r.Captured }) {
+		status = "captured, not sent (mailctl dev keeps outbound mail in a local mailbox)"
+	}
+	summary := fmt.Sprintf("%s: message %s to %s", status, out.MessageID, sentTo(&out))
 	if out.Duplicate {
 		summary += " (answered from the earlier call with the same idempotency_key)"
 	}

@@ -266,6 +266,10 @@ type RecipientStatus struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	UpdatedAt   time.Time `json:"updated_at,omitzero"`
 	TLS         string    `json:"tls,omitempty"` // verified, unverified, none
+	// Captured is true when a delivered message went to the capture
+	// mailbox of `mailctl dev` instead of the recipient's server: it was
+	// not sent.
+	Captured bool `json:"captured,omitempty"`
 }
 
 // Message is one message with a window of its body.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -189,12 +190,17 @@ func printSendResult(res protocol.SendResult) int {
 	if res.Duplicate {
 		dup = " (answered from an earlier send with the same idempotency key)"
 	}
-	fmt.Printf("%s %s: %s%s\nMessage-ID: <%s>\n", res.ID, res.Status, describeStatus(res.Status), dup, res.MessageID)
-	if res.SendAt != nil {
-		fmt.Printf("send at:    %s\n", res.SendAt.Local().Format(time.DateTime+" MST"))
-	}
+	fmt.Printf("%s: %s%s\nMessage-ID: <%s>\n", res.ID, describeStatus(res), dup, res.MessageID)
 	for _, r := range res.Recipients {
-		fmt.Printf("  %-32s %s", r.Address, r.Status)
+		if r.Captured {
+			fmt.Printf("  %-32s %s\n", r.Address, r.Detail) // the mailbox it went to
+			continue
+		}
+		what := r.Status
+		if r.Status == "delivered" && strings.HasPrefix(r.Detail, "delivered ") {
+			what = r.Detail // where to: "delivered to mx.example.org", "delivered locally"
+		}
+		fmt.Printf("  %-32s %s", r.Address, what)
 		if r.TLS != "" {
 			fmt.Printf(" tls=%s", r.TLS)
 		}
@@ -215,22 +221,34 @@ func printSendResult(res protocol.SendResult) int {
 	return 0
 }
 
-func describeStatus(s string) string {
-	switch s {
+// describeStatus is a send's outcome in words, the status said once:
+// `mailctl dev` captures outbound mail, which is then delivered to a local
+// mailbox and not sent, and says so.
+func describeStatus(res protocol.SendResult) string {
+	switch res.Status {
+	case "delivered":
+		if len(res.Recipients) > 0 && !slices.ContainsFunc(res.Recipients, func(r protocol.RecipientStatus) bool { return !r.Captured }) {
+			return "captured, not sent (mailctl dev keeps outbound mail; --deliver sends it for real)"
+		}
+		return "delivered"
 	case "queued":
-		return "queued, first attempt still running: check with `mailctl queue show`"
+		return "queued, first attempt still running: check with `mailctl queue show " + res.ID + "`"
 	case "deferred":
-		return "a temporary failure; the queue retries with backoff"
+		return "deferred by a temporary failure; the queue retries with backoff"
 	case "held":
-		return "held for operator approval: `sudo mailctl queue approve ID`"
+		return "held for operator approval: `sudo mailctl queue approve " + res.ID + "`"
 	case "scheduled":
-		return "scheduled: the queue holds it until its time (`mailctl queue reschedule` or `drop` to change that)"
+		at := "its time"
+		if res.SendAt != nil {
+			at = res.SendAt.Local().Format(time.DateTime + " MST")
+		}
+		return "scheduled for " + at + ": the queue holds it until then (`mailctl queue reschedule` or `drop` change that)"
 	case "partial":
-		return "some recipients failed"
+		return "partly delivered: some recipients failed"
 	case "failed":
-		return "delivery failed"
+		return "failed"
 	}
-	return s
+	return res.Status
 }
 
 // parseSendAt reads a send time: RFC 3339, or a duration from now ("2h").

@@ -52,6 +52,9 @@ type Result struct {
 	Err  *Error // nil: delivered
 	TLS  string // verified, unverified or none
 	Host string // the host that answered; "local" for the daemon's own mailboxes
+	// Captured names the local mailbox that took the message instead of
+	// the recipient's server (`mailctl dev` captures outbound mail).
+	Captured string
 }
 
 // Deliverer performs one delivery attempt for some recipients of a message

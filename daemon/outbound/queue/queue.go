@@ -648,10 +648,13 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 		switch {
 		case res.Err == nil:
 			r.Status, r.Code = StatusDelivered, 250
-			switch res.Host {
-			case "":
+			r.Captured = res.Captured != ""
+			switch {
+			case r.Captured:
+				r.Detail = fmt.Sprintf("captured in the mailbox %q, not sent", res.Captured)
+			case res.Host == "":
 				r.Detail = "delivered"
-			case "local":
+			case res.Host == "local":
 				r.Detail = "delivered locally"
 			default:
 				r.Detail = "delivered to " + res.Host
