@@ -150,12 +150,29 @@ func hookRuns(args []string) int {
 		fmt.Println("no runs yet")
 		return 0
 	}
-	tw := table("STARTED\tHOOK\tMAILBOX\tMESSAGE\tEXIT\tDURATION\tTIMED OUT\tERROR")
+	tw := table("STARTED\tHOOK\tMAILBOX\tMESSAGE\tRESULT\tDURATION\tSTDERR")
 	for _, r := range out.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dms\t%v\t%s\n", r.StartedAt.Local().Format(time.DateTime), r.Hook, r.Mailbox, r.MessageID, r.ExitCode, r.DurationMS, r.TimedOut, firstLine(r.Error+" "+r.StderrTail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%dms\t%s\n", r.StartedAt.Local().Format(time.DateTime), inert(r.Hook), r.Mailbox, inert(r.MessageID),
+			runResult(r), r.DurationMS, inert(firstLine(r.StderrTail)))
 	}
 	tw.Flush()
 	return 0
+}
+
+// runResult is how a hook run ended, in a word or a line: ok, exit N,
+// timed out, or the daemon's error (not started, killed by a signal). What
+// the hook wrote to stderr is its own column: a hook that succeeds may
+// write there too, and that is no error.
+func runResult(r protocol.HookRun) string {
+	switch {
+	case r.TimedOut:
+		return "timed out"
+	case r.Error != "":
+		return firstLine(r.Error)
+	case r.ExitCode != 0:
+		return fmt.Sprintf("exit %d", r.ExitCode)
+	}
+	return "ok"
 }
 
 func firstLine(s string) string {
