@@ -24,6 +24,8 @@ func (b backend) Listeners() []string            { return b.d.SMTPAddrs() }
 
 func (b backend) Mailbox(name string) (*registry.Mailbox, bool) { return b.d.lookupMailbox(name) }
 
+func (b backend) LastReload() *protocol.ReloadStatus { return b.d.lastReload.Load() }
+
 func (b backend) TrustedSenders(name string) ([]string, string) { return b.d.trustedSenders(name) }
 func (b backend) Usage(name string) protocol.MailboxUsage       { return b.d.mailboxUsage(name, 0) }
 func (b backend) Prune(mailbox string, dryRun bool) (protocol.PruneResult, error) {

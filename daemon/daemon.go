@@ -26,6 +26,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/logsum"
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -88,6 +89,9 @@ type Daemon struct {
 	// usageCount is each mailbox's usage against its quota (usage.go).
 	usageCount usageCounter
 	changedAt  func(mailboxDir, rel string) (time.Time, error) // retention.go
+
+	// lastReload is the outcome of the last Reload, for `mailctl reload`.
+	lastReload atomic.Pointer[protocol.ReloadStatus]
 
 	lock    *os.File // the daemon's lock, held from New to the end of Run
 	closing chan struct{}
@@ -224,7 +228,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.smtp = svc
 		d.extras = append(d.extras, svc)
 	}
-	d.ctl = control.New(control.Options{Version: opts.Version, Dev: opts.Dev, Logger: d.log, Now: d.now, Started: d.started,
+	d.ctl = control.New(control.Options{Version: opts.Version, Dev: opts.Dev, Capture: opts.Capture, Logger: d.log, Now: d.now, Started: d.started,
 		Store: st, Registry: reg, Backend: backend{d}, Requests: d.metrics.requests, LogSum: &d.logSum})
 	d.ensureDeclared(s)
 	return d, nil
@@ -265,12 +269,17 @@ func (d *Daemon) ensureDeclared(s *state) {
 // and, until a restart, in the status findings `mailctl doctor` shows. DKIM
 // keys and the TLS certificate and key are read again.
 func (d *Daemon) Reload(path string) error {
+	count := 1
+	if last := d.lastReload.Load(); last != nil {
+		count = last.Count + 1
+	}
 	file, err := config.Load(path)
 	if err == nil {
 		err = file.CheckSecrets()
 	}
 	if err != nil {
 		d.log.Error("reload refused, keeping the running config", "err", err)
+		d.lastReload.Store(&protocol.ReloadStatus{Count: count, At: d.now().UTC(), Error: err.Error()})
 		return err
 	}
 	cfg, applied, pending := applyReload(file, d.cfg())
@@ -288,6 +297,7 @@ func (d *Daemon) Reload(path string) error {
 	d.state.Store(s)
 	d.ensureDeclared(s)
 	d.log.Info("config reloaded", "file", path, "applied", strings.Join(applied, ","), "need_restart", strings.Join(pending, ","))
+	d.lastReload.Store(&protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending})
 	if len(pending) > 0 {
 		d.log.Warn("config keys changed that take effect only at the next restart", "keys", strings.Join(pending, ","))
 	}

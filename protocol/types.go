@@ -36,6 +36,27 @@ type VersionInfo struct {
 	Server          string `json:"server"`
 	CallerUID       uint32 `json:"caller_uid"`
 	CallerGID       uint32 `json:"caller_gid"`
+	// PID is the daemon's process id; Reload the outcome of its last
+	// config reload (nil before the first), which `mailctl reload`
+	// waits for to say whether the daemon reloaded.
+	PID    int           `json:"pid,omitempty"`
+	Reload *ReloadStatus `json:"reload,omitempty"`
+	// Dev is true for a `mailctl dev` instance; Capture names its mailbox
+	// that takes outbound mail instead of the recipients' servers.
+	Dev     bool   `json:"dev,omitempty"`
+	Capture string `json:"capture,omitempty"`
+}
+
+// ReloadStatus is the outcome of the daemon's last config reload. Error and
+// the keys are shown to root and to the daemon's own user (who can read
+// the config file); others see the count and whether it worked.
+type ReloadStatus struct {
+	Count   int       `json:"count"` // reloads since the daemon started, refused ones included
+	At      time.Time `json:"at"`
+	OK      bool      `json:"ok"`
+	Error   string    `json:"error,omitempty"`   // why the file was refused; the running config is kept
+	Applied []string  `json:"applied,omitempty"` // keys the reload changed
+	Pending []string  `json:"pending,omitempty"` // keys changed that wait for a restart
 }
 
 // Empty is the argument of verbs that take none.

@@ -481,33 +481,60 @@ func TestDoctorUnconfiguredHostSaysSetup(t *testing.T) {
 	}
 }
 
-// TestReloadSignalsThePID: the unit's ExecReload is `mailctl reload $MAINPID`,
-// which must deliver SIGHUP without kill(1).
-func TestReloadSignalsThePID(t *testing.T) {
-	sh := exec.Command("/bin/sh", "-c", `trap 'echo reloaded; exit 0' HUP; echo ready; while :; do sleep 0.05; done`)
-	var out testproc.Output
-	sh.Stdout = &out
-	if err := sh.Start(); err != nil {
+// TestReloadReportsWhatTheDaemonDid: `mailctl reload PID` (the unit's
+// ExecReload, and dev's SIGHUP) signals the daemon and reports what it did,
+// exiting 0 only when it reloaded: the keys applied, or why the file was
+// refused. It finds the daemon's socket from PID itself, and signals
+// nothing that is not the daemon answering there.
+func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
+	dir := t.TempDir()
+	dev, _, sock := startDev(t, dir)
+	pid := fmt.Sprint(dev.Process.Pid)
+	env := []string{"MAILCTL_SOCKET="} // found from the process, as ExecReload has no variable
+	out, e, code := mailctl(t, env, "reload", pid)
+	if code != 0 || !strings.Contains(out, "reloaded (pid "+pid+"): no setting changed") {
+		t.Fatalf("reload of an unchanged config: exit %d\n%s%s", code, out, e)
+	}
+	cfgFile := filepath.Join(dir, "config.toml")
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { sh.Process.Kill(); sh.Wait() }()
-	for !strings.Contains(out.String(), "ready") {
-		time.Sleep(10 * time.Millisecond)
+	changed := strings.Replace(string(b), `trusted_senders = ["*@mailctl.test"]`, `trusted_senders = ["*@mailctl.test", "boss@example.org"]`, 1)
+	if changed == string(b) {
+		t.Fatalf("dev's config has no trusted_senders line to change:\n%s", b)
 	}
-	if _, e, code := mailctl(t, nil, "reload", fmt.Sprint(sh.Process.Pid)); code != 0 {
-		t.Fatalf("reload: exit %d %s", code, e)
+	os.WriteFile(cfgFile, []byte(changed), 0o600)
+	if out, e, code := mailctl(t, env, "reload", pid); code != 0 || !strings.Contains(out, "applied trust.trusted_senders") {
+		t.Errorf("reload of a changed config: exit %d\n%s%s", code, out, e)
 	}
-	done := make(chan error, 1)
-	go func() { done <- sh.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no SIGHUP arrived")
+	os.WriteFile(cfgFile, []byte(changed+"\nbroken = [\n"), 0o600)
+	if out, e, code := mailctl(t, env, "reload", pid); code != 1 || !strings.Contains(e, "refused the config and keeps running the one it had") || !strings.Contains(e, "config.toml") {
+		t.Errorf("reload of a broken config: exit %d\n%s%s", code, out, e)
 	}
-	if !strings.Contains(out.String(), "reloaded") {
-		t.Fatalf("the process did not get SIGHUP: %q", out.String())
+	// The daemon still runs, on its previous config.
+	var v struct{ Daemon protocol.VersionInfo }
+	if err := json.Unmarshal([]byte(must(mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "version", "--json"))), &v); err != nil ||
+		v.Daemon.PID != dev.Process.Pid || v.Daemon.Reload == nil || v.Daemon.Reload.OK || v.Daemon.Reload.Count != 3 {
+		t.Errorf("version after a refused reload: %v %+v", err, v.Daemon)
+	}
+
+	// A process that is not the daemon answering is not signalled.
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	if out, e, code := mailctl(t, env, "reload", fmt.Sprint(other.Process.Pid)); code != 1 || !strings.Contains(e, "nothing was signalled") {
+		t.Errorf("reload of a process that is no daemon: exit %d\n%s%s", code, out, e)
+	}
+	if out, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "reload", fmt.Sprint(other.Process.Pid)); code != 1 || !strings.Contains(e, "is process "+pid+", not") {
+		t.Errorf("reload of another pid through the dev socket: exit %d\n%s%s", code, out, e)
 	}
 	if _, _, code := mailctl(t, nil, "reload", "1"); code != 2 {
 		t.Errorf("reload 1: exit %d, want a usage error", code)
 	}
 }
+
+// must is the standard output of a mailctl run.
+func must(out, _ string, _ int) string { return out }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -73,9 +72,7 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 	go func() {
 		for s := range sigs {
 			if s == syscall.SIGHUP {
-				if cfgPath != "" {
-					d.Reload(cfgPath)
-				}
+				d.Reload(cfgPath) // logs and records the outcome (mailctl reload reports it)
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
@@ -86,26 +83,6 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 	if err := d.Run(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "mailctl: %v\n", err)
 		return 1
-	}
-	return 0
-}
-
-// cmdReload sends SIGHUP to the daemon, so the unit's ExecReload needs no
-// kill(1) (a minimal system has no procps).
-func cmdReload(args []string) int {
-	fs := newFlagSet("reload", "reload PID", `Makes the daemon with process id PID re-read its config: the same as SIGHUP.
-The systemd unit runs it as ExecReload (mailctl reload $MAINPID), so
-`+"`sudo systemctl reload mailctl`"+` works on any system. A bad config is reported in
-the daemon's log and the running one kept.`)
-	if code, ok := parseArgs(fs, args, 1, "give the daemon's process id (systemd passes $MAINPID)"); !ok {
-		return code
-	}
-	pid, err := strconv.Atoi(fs.Arg(0))
-	if err != nil || pid <= 1 {
-		return usageError(fs, "%q is not a daemon's process id", fs.Arg(0))
-	}
-	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
-		return failure(fs, fmt.Errorf("signalling %d: %w", pid, err))
 	}
 	return 0
 }
@@ -135,7 +112,11 @@ Outbound mail to other domains is captured in the mailbox "captured" (owned by
 you) unless --deliver is given. Mail from senders matching --trust (by default
 this instance's own mailboxes, whose mail the daemon signs) is trusted and fires
 hooks; mail from swaks or the internet is not. A copy of the binary is kept at
-DIR/bin/mailctl so the printed lines work after dev stops.`)
+DIR/bin/mailctl so the printed lines work after dev stops.
+
+SIGHUP, or mailctl reload PID, re-reads DIR/config.toml as serve re-reads its
+config (edit it to try a setting; dev writes it again from its flags at every
+start).`)
 	dir := fs.String("dir", ".mailctl-dev", "folder for all state: config, keys, store, queue, socket, bin/mailctl")
 	smtp := fs.String("smtp", "127.0.0.1:2525", "SMTP listen address")
 	domain := fs.String("domain", "mailctl.test", "mail domain")
@@ -210,7 +191,9 @@ Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agen
 			sq, mq, *smtp, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
 	}
 	d.SetReady(banner)
-	code := runDaemon(d, "", log)
+	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
+	// its config; dev writes that file from its flags at every start.
+	code := runDaemon(d, cfg.File, log)
 	if code != 0 {
 		devListenHint(*smtp)
 	}

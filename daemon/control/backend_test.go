@@ -48,6 +48,7 @@ func (f *fakeBackend) Usage(string) protocol.MailboxUsage                       
 func (f *fakeBackend) Hooks() []protocol.Hook                                       { return nil }
 func (f *fakeBackend) Health(context.Context) []protocol.Finding                    { return nil }
 func (f *fakeBackend) Listeners() []string                                          { return nil }
+func (f *fakeBackend) LastReload() *protocol.ReloadStatus                           { return nil }
 func (f *fakeBackend) HookRuns(func(protocol.HookRun) bool, int) []protocol.HookRun { return nil }
 
 func (f *fakeBackend) Outbound() Outbound {

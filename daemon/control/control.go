@@ -58,6 +58,9 @@ type Backend interface {
 	Health(ctx context.Context) []protocol.Finding
 	// Listeners names the inbound listeners that are up.
 	Listeners() []string
+	// LastReload is the outcome of the last config reload, nil before
+	// the first.
+	LastReload() *protocol.ReloadStatus
 }
 
 // Outbound is the send pipeline as the control API uses it.
@@ -88,6 +91,9 @@ var _ Queue = (*queue.Queue)(nil)
 type Options struct {
 	Version string
 	Dev     bool // a `mailctl dev` instance
+	// Capture is the mailbox that takes outbound mail instead of the
+	// recipients' servers (`mailctl dev` without --deliver).
+	Capture string
 	Logger  *slog.Logger
 	Now     func() time.Time
 	Started time.Time

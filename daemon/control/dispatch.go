@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -83,8 +84,18 @@ func handle(verb string, r verbRoute) {
 
 // handleVersion takes any arguments: every client, of any version, may ask.
 func handleVersion(_ context.Context, s *Server, c *call, _ *json.RawMessage) (any, error) {
-	return protocol.VersionInfo{Protocol: protocol.Name, ProtocolVersion: protocol.Version, Server: s.version(),
-		CallerUID: c.caller.UID, CallerGID: c.caller.GID}, nil
+	out := protocol.VersionInfo{Protocol: protocol.Name, ProtocolVersion: protocol.Version, Server: s.version(),
+		CallerUID: c.caller.UID, CallerGID: c.caller.GID, PID: os.Getpid(), Dev: s.opts.Dev, Capture: s.opts.Capture}
+	if r := s.b.LastReload(); r != nil {
+		rs := *r
+		if !c.caller.Root() && c.caller.UID != uint32(os.Getuid()) {
+			// The error and the keys are about the config file, which
+			// only root and the daemon's own user may read.
+			rs.Error, rs.Applied, rs.Pending = "", nil, nil
+		}
+		out.Reload = &rs
+	}
+	return out, nil
 }
 
 // Audit decisions: a request is denied when it is refused before its
