@@ -207,6 +207,9 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.resolver = resolver.New(cfg.DNS.Resolver, 0)
 		d.lookups = resolver.NewCache(d.resolver)
 	}
+	if opts.Dev {
+		d.lookups = withDevKeyRecords(d.lookups, cfg)
+	}
 	d.dialer = opts.Dial
 	d.metrics = newMetrics(d)
 	if cfg.Metrics.Listen != "" {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -72,7 +75,7 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 }
 
 func configText(c *config.Config) ([]byte, error) {
-	return []byte(fmt.Sprintf(`# Written by mailctl dev at %s; rewritten from its flags at every start.
+	return []byte(fmt.Sprintf(protocol.DevConfigHeader+` at %s; rewritten from its flags at every start.
 hostname = %q
 domains = [%q]
 
@@ -132,4 +135,39 @@ func EnsureDevKeys(dir string) error {
 		}
 	}
 	return nil
+}
+
+// devKeyRecords answers the DKIM key records of a dev instance's domains
+// from its own keys, and asks r everything else. A dev instance has no DNS of
+// its own, so without them its signatures on mail between its own mailboxes
+// read as permerror (no key) while that mail is trusted, submitted over the
+// socket by a mailbox whose owner the daemon knows by uid: the checks now
+// find what they find on a host whose records are published (dkim=pass,
+// aligned).
+type devKeyRecords struct {
+	resolver.Resolver
+	txt map[string]string // selector._domainkey.domain → the record
+}
+
+func (r devKeyRecords) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	if v, ok := r.txt[strings.ToLower(strings.TrimSuffix(name, "."))]; ok {
+		return []string{v}, nil
+	}
+	return r.Resolver.LookupTXT(ctx, name)
+}
+
+// withDevKeyRecords is r answering the records of the keys in cfg's DKIM
+// directory for each of cfg's domains; r itself when there are none.
+func withDevKeyRecords(r resolver.Resolver, cfg *config.Config) resolver.Resolver {
+	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
+	if err != nil || len(keys) == 0 {
+		return r
+	}
+	txt := map[string]string{}
+	for _, dom := range cfg.Domains {
+		for _, k := range keys {
+			txt[strings.ToLower(k.Selector+"._domainkey."+dom)] = k.TXTValue()
+		}
+	}
+	return devKeyRecords{Resolver: r, txt: txt}
 }

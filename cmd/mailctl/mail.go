@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -36,7 +37,8 @@ const mailHelp = `Usage: mailctl mail SUBCOMMAND [flags]
   purge ID... | --before DATE [--mailbox M]
                                  delete messages of trash for good
 
---mailbox defaults to your only mailbox when you own exactly one. Owners see
+--mailbox defaults to your only mailbox when you own exactly one (in mailctl
+dev, not counting the mailbox "captured" that holds outbound mail). Owners see
 their own mailboxes, root sees all. Every subcommand takes --json for the
 protocol's types. Text from senders is shown as data: terminal escape
 sequences and control characters are removed before anything is printed.
@@ -75,14 +77,15 @@ type mailFlags struct {
 func newMailFlags(name, usageLine, about string, folder bool) *mailFlags {
 	mf := &mailFlags{clientFlags: newClientFlags(name, usageLine, about).withJSON()}
 	mf.place = func() (string, string) { return mf.mailbox, mf.folder }
-	mf.fs.StringVar(&mf.mailbox, "mailbox", "", "mailbox (default: your only mailbox)")
+	mf.fs.StringVar(&mf.mailbox, "mailbox", "", "mailbox (default: your only mailbox; in dev, the one that is not captured)")
 	if folder {
 		mf.fs.StringVar(&mf.folder, "folder", protocol.FolderInbox, "folder: inbox, sent, archive, trash or drafts")
 	}
 	return mf
 }
 
-// resolveMailbox fills in --mailbox when the caller owns exactly one.
+// resolveMailbox fills in --mailbox when the caller owns exactly one, not
+// counting the mailbox a `mailctl dev` instance captures outbound mail in.
 func (mf *mailFlags) resolveMailbox() error {
 	if mf.mailbox != "" {
 		return nil
@@ -97,6 +100,19 @@ func (mf *mailFlags) resolveMailbox() error {
 	case 1:
 		mf.mailbox = out.Mailboxes[0].Name
 		return nil
+	}
+	var v protocol.VersionInfo
+	if err := mf.call(protocol.VerbVersion, nil, &v); err == nil && v.Capture != "" {
+		var others []string
+		for _, m := range out.Mailboxes {
+			if m.Name != v.Capture {
+				others = append(others, m.Name)
+			}
+		}
+		if len(others) == 1 {
+			mf.mailbox = others[0]
+			return nil
+		}
 	}
 	names := make([]string, 0, len(out.Mailboxes))
 	for _, m := range out.Mailboxes {
@@ -199,6 +215,22 @@ func trustMark(v protocol.Verdict) string {
 	return ""
 }
 
+// dkimLine is each DKIM signature's result and domain, "" for none.
+func dkimLine(m *protocol.Message) string {
+	var out []string
+	for _, r := range m.DKIM {
+		if r.Result == "" || r.Result == "none" {
+			continue
+		}
+		if r.Domain != "" {
+			out = append(out, r.Result+" ("+r.Domain+")")
+		} else {
+			out = append(out, r.Result)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 func trustLine(m *protocol.Message) string {
 	switch m.Trusted {
 	case protocol.Trusted:
@@ -227,11 +259,13 @@ func fit(s string, n int) string {
 
 func mailRead(args []string) int {
 	mf := newMailFlags("mail read", "mail read ID [--mailbox M] [--folder F] [--raw] [--mark-read] [--offset N] [--json]",
-		`Prints a message: its headers, then its Markdown body (--raw: the message as
-received). Reading does not mark it read (an agent may be counting on it being
-unread); --mark-read does. A long body is cut at 200000 characters; --offset
-continues.`, true)
-	raw := mf.fs.Bool("raw", false, "print the raw message instead of the Markdown body")
+		`Prints a message: its headers, then its Markdown body. --raw prints the
+stored .eml file, byte for byte and nothing else (as received, with the
+Authentication-Results header the daemon added; as sent and signed for sent
+mail), to pipe into other mail tools. Reading does not mark it read (an agent
+may be counting on it being unread); --mark-read does. A long body is cut at
+200000 characters; --offset continues.`, true)
+	raw := mf.fs.Bool("raw", false, "print the stored .eml file as it is, and nothing else")
 	markRead := mf.fs.Bool("mark-read", false, "mark the message read after printing it")
 	offset := mf.fs.Int("offset", 0, "start the body at this character")
 	if code, ok := parseArgs(mf.fs, args, 1, "give exactly one message id (from `mailctl mail list`)"); !ok {
@@ -240,25 +274,65 @@ continues.`, true)
 	if *offset < 0 {
 		return usageError(mf.fs, "--offset must not be negative")
 	}
+	if *raw && *offset > 0 {
+		return usageError(mf.fs, "--raw prints the whole .eml file: drop --offset")
+	}
 	if err := mf.resolveMailbox(); err != nil {
 		return mf.fail(err)
 	}
 	var m protocol.Message
 	if err := mf.call(protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: mf.mailbox, Folder: mf.folder, ID: mf.fs.Arg(0),
-		MaxChars: 200000, Offset: *offset, Raw: *raw}, &m); err != nil {
+		MaxChars: 200000, Offset: *offset, Raw: *raw && mf.json}, &m); err != nil {
 		return mf.fail(err)
 	}
-	if *markRead && !m.Read {
-		if err := mf.call(protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: mf.mailbox, Folder: mf.folder, IDs: []string{m.ID}, Read: true}, nil); err != nil {
+	if *raw && !mf.json {
+		// The file itself, with the caller's own rights: the protocol
+		// carries text, and a message may hold bytes that are not UTF-8.
+		if err := copyRaw(os.Stdout, m.RawPath); err != nil {
 			return mf.fail(err)
 		}
-		m.Read = true
+		return mf.markRead(&m, *markRead)
+	}
+	if code := mf.markRead(&m, *markRead); code != 0 {
+		return code
 	}
 	if mf.json {
 		return printJSON(m)
 	}
 	printMessage(os.Stdout, &m)
 	return 0
+}
+
+// markRead marks m read when asked to and it is not yet.
+func (mf *mailFlags) markRead(m *protocol.Message, ask bool) int {
+	if !ask || m.Read {
+		return 0
+	}
+	if err := mf.call(protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: mf.mailbox, Folder: mf.folder, IDs: []string{m.ID}, Read: true}, nil); err != nil {
+		return mf.fail(err)
+	}
+	m.Read = true
+	return 0
+}
+
+// copyRaw writes the stored raw message at path to w as it is. The path is
+// the daemon's, inside the caller's own mailbox; it is opened with the
+// caller's rights, never following a symlink planted in its place, and
+// must be a regular file (a FIFO would block).
+func copyRaw(w io.Writer, path string) error {
+	if path == "" {
+		return protocol.Errorf(protocol.CodeInternal, "the daemon named no raw file for this message")
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return fmt.Errorf("reading the raw message: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("reading the raw message: %s is not a regular file", path)
+	}
+	_, err = io.Copy(w, f)
+	return err
 }
 
 // printMessage prints headers, then the body, all made inert.
@@ -288,8 +362,11 @@ func printMessage(w io.Writer, m *protocol.Message) {
 	} else {
 		field("Trust", trustLine(m))
 		if m.SubmittedBy != "" {
-			field("Submitted by", m.SubmittedBy)
+			// The From is authenticated by the submission, not by DNS:
+			// say so beside whatever the DKIM check found.
+			field("Submitted by", m.SubmittedBy+", on this host (its owner authenticated by uid: trusted whatever DKIM says)")
 		}
+		field("DKIM", dkimLine(m))
 	}
 	for _, a := range m.AttachmentList {
 		field("Attachment", fmt.Sprintf("%s (%s, %d bytes) %s", a.Filename, a.ContentType, a.Size, a.Path))

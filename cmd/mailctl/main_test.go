@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -157,6 +158,22 @@ func TestClientWithoutDaemonSaysHowToStart(t *testing.T) {
 	_, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}, "mailboxes", "list")
 	if code != 75 || !strings.Contains(e, "mailctl dev") || !strings.Contains(e, "systemctl start mailctl") {
 		t.Fatalf("exit %d, %q: want exit 75 and the fix", code, e)
+	}
+}
+
+// With a dev instance stopped, its socket's advice is the dev command that
+// starts it again (the banner's binary, its folder and address), never
+// systemctl.
+func TestStoppedDevSaysHowToStartIt(t *testing.T) {
+	dir := t.TempDir()
+	dev, banner, sock := startDev(t, dir)
+	smtpAddr := regexp.MustCompile(`127\.0\.0\.1:\d+`).FindString(banner.String())
+	dev.Process.Signal(os.Interrupt)
+	dev.Wait()
+	_, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "mailboxes", "list")
+	want := "start it again with `" + filepath.Join(dir, "bin", "mailctl") + " dev --dir " + dir + " --smtp " + smtpAddr + "`"
+	if code != 75 || !strings.Contains(e, want) || strings.Contains(e, "systemctl") {
+		t.Fatalf("exit %d, %q\nwant exit 75 and %s", code, e, want)
 	}
 }
 

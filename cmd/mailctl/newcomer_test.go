@@ -340,7 +340,7 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 	woke := filepath.Join(dir, "woke")
 	mustRun("mailboxes", "create", "boss")
 	mustRun("hooks", "create", "--mailbox", "agent", "--event", "on_receive", "--name", "wake",
-		"--cmd", `["/bin/sh","-c","cat > `+woke+`"]`)
+		"--cmd", `["/bin/sh","-c","cat > `+woke+`; echo note from the hook >&2"]`)
 	mustRun("send", "--from", "boss", "--to", "agent@mailctl.test", "--subject", "the task", "--body", "do it")
 
 	var runs protocol.HookRuns
@@ -363,17 +363,54 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 	if b, err := os.ReadFile(woke); err != nil || !strings.Contains(string(b), "the task") {
 		t.Fatalf("hook got no message on stdin: %v %q", err, b)
 	}
+	// A hook that succeeds may write to stderr: that is no error.
+	table := mustRun("hooks", "runs")
+	if strings.Contains(table, "ERROR") || !regexp.MustCompile(`(?m)^STARTED .*RESULT .*STDERR$`).MatchString(table) ||
+		!regexp.MustCompile(`(?m) wake .* ok .* note from the hook$`).MatchString(table) {
+		t.Errorf("hooks runs of a successful hook that wrote to stderr:\n%s", table)
+	}
 
-	// Outbound to another domain is captured, not sent.
+	// The local message is trusted as a submission of boss's owner, and
+	// its DKIM signatures agree: dev's checker knows dev's keys.
+	var inbox protocol.MessageList
+	json.Unmarshal([]byte(mustRun("mail", "list", "--mailbox", "agent", "--json")), &inbox)
+	if len(inbox.Messages) != 1 {
+		t.Fatalf("agent's inbox: %+v", inbox)
+	}
+	read := mustRun("mail", "read", inbox.Messages[0].ID, "--mailbox", "agent")
+	for _, want := range []string{"Trust:        trusted sender", "Submitted by: boss, on this host", "DKIM:         pass (mailctl.test), pass (mailctl.test)"} {
+		if !strings.Contains(read, want) {
+			t.Errorf("read of local mail lacks %q:\n%s", want, read)
+		}
+	}
+
+	// Outbound to another domain is captured, not sent, and says so once.
 	o := mustRun("send", "--from", "agent", "--to", "bob@example.org", "--subject", "outside", "--body", "hi", "--json")
-	if !strings.Contains(o, "delivered") {
-		t.Fatalf("captured send: %s", o)
+	var sent protocol.SendResult
+	if err := json.Unmarshal([]byte(o), &sent); err != nil || sent.Status != "delivered" || len(sent.Recipients) != 1 || !sent.Recipients[0].Captured {
+		t.Fatalf("captured send: %v %s", err, o)
+	}
+	o = mustRun("send", "--from", "agent", "--to", "bob@example.org", "--subject", "outside again", "--body", "hi")
+	if strings.Count(o, "captured, not sent") != 1 || strings.Contains(o, "delivered: delivered") || !strings.Contains(o, `captured in the mailbox "captured"`) {
+		t.Errorf("captured send's lines:\n%s", o)
+	}
+	o = mustRun("send", "--from", "agent", "--to", "bob@example.org", "--subject", "later", "--body", "hi", "--send-at", "2h")
+	if strings.Contains(o, "scheduled: scheduled") || !strings.Contains(o, "scheduled for ") {
+		t.Errorf("scheduled send's lines:\n%s", o)
+	}
+	for _, line := range strings.Split(o, "\n") {
+		if f := strings.Fields(strings.ReplaceAll(line, ":", "")); len(f) > 1 && f[0] == f[1] {
+			t.Errorf("doubled word in %q", line)
+		}
 	}
 	var m protocol.Mailbox
 	if err := json.Unmarshal([]byte(mustRun("mailboxes", "show", "captured", "--json")), &m); err != nil {
 		t.Fatal(err)
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "state", "mailboxes", "captured", "inbox", "*-outside.md"))
+	if capt := mustRun("mail", "read", filepath.Base(strings.TrimSuffix(firstOf(matches), ".md")), "--mailbox", "captured"); !strings.Contains(capt, "DKIM:         pass") {
+		t.Errorf("captured mail's DKIM does not agree with its trust:\n%s", capt)
+	}
 	if len(matches) != 1 {
 		t.Fatalf("captured mailbox holds %v", matches)
 	}
@@ -393,6 +430,13 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 		t.Fatalf("empty send: %v %s", err, o)
 	}
 	mustRun("send", "--from", "agent", "--to", "bob@example.org", "--force")
+}
+
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }
 
 // TestDevPortErrorsCarryTheFix: a taken port names --smtp, a privileged port
