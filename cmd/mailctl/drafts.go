@@ -34,7 +34,8 @@ leaves drafts/ and its copy is in sent/.
 Examples:
     mailctl drafts create agent --to bob@example.org --subject "Weekly report" --body "Numbers for review."
     mailctl drafts list agent
-    mailctl drafts send agent 2026-03-01-120000-weekly-report --send-at 2h`
+    DRAFT=$(mailctl drafts list agent --ids | head -n 1)
+    mailctl drafts send agent "$DRAFT" --send-at 2h`
 
 func cmdDrafts(args []string) int {
 	return dispatch("drafts", draftsHelp, args, map[string]func([]string) int{
@@ -56,14 +57,19 @@ func draftsPlace(cf *clientFlags) func() (string, string) {
 }
 
 func draftsList(args []string) int {
-	cf := newClientFlags("drafts list", "drafts list MAILBOX [--json]", "Lists the mailbox's drafts, newest first.").withJSON()
+	cf := newClientFlags("drafts list", "drafts list MAILBOX [--ids] [--json]", "Lists the mailbox's drafts, newest first.").withJSON()
 	cf.place = draftsPlace(cf)
+	ids := cf.fs.Bool("ids", false, "print only the drafts' ids, one a line (for scripts)")
 	if code, ok := parseArgs(cf.fs, args, 1, "give the mailbox"); !ok {
 		return code
 	}
 	var out protocol.MessageList
 	if code, ok := cf.request(protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: cf.fs.Arg(0), Folder: protocol.FolderDrafts, Limit: 200}, &out); !ok {
 		return code
+	}
+	if *ids {
+		printIDs(out.Messages)
+		return 0
 	}
 	if len(out.Messages) == 0 {
 		fmt.Println("no drafts")

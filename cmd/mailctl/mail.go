@@ -43,14 +43,16 @@ their own mailboxes, root sees all. Every subcommand takes --json for the
 protocol's types. Text from senders is shown as data: terminal escape
 sequences and control characters are removed before anything is printed.
 
-Examples:
+Examples (a message to yourself first; wait blocks until new mail arrives):
+    mailctl send --from agent --to agent@mailctl.test --subject hello --body "Your code is 123456."
     mailctl mail list --mailbox agent --unread
-    mailctl mail read 2026-03-01-120000-hello --mailbox agent --mark-read
-    mailctl mail wait --mailbox agent --subject code --timeout 5m --json
-    mailctl mail move 2026-03-01-120000-hello --to archive --mailbox agent
-    mailctl mail label 2026-03-01-120000-hello --add invoices --star --mailbox agent
+    ID=$(mailctl mail list --mailbox agent --limit 1 --ids)
+    mailctl mail read "$ID" --mailbox agent --mark-read
+    mailctl mail label "$ID" --add invoices --star --mailbox agent
     mailctl mail list --label invoices --starred --mailbox agent
-    mailctl mail purge --before 2026-02-01 --mailbox agent`
+    mailctl mail move "$ID" --to archive --mailbox agent
+    mailctl mail purge --before 2026-02-01 --mailbox agent
+    mailctl mail wait --mailbox agent --subject code --timeout 5m --json`
 
 func cmdMail(args []string) int {
 	return dispatch("mail", mailHelp, args, map[string]func([]string) int{
@@ -125,7 +127,7 @@ func (mf *mailFlags) resolveMailbox() error {
 }
 
 func mailList(args []string) int {
-	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--json]",
+	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--ids] [--json]",
 		`Lists a folder's messages, newest first: a * marks unread mail, and the trust
 column says whether the sender is one the mailbox trusts (+ yes, ! no, blank when
 the mailbox has no trusted senders). Dates are local. Sent mail shows its
@@ -137,6 +139,7 @@ delivery status instead.`, true)
 	from := mf.fs.String("from", "", "only messages whose sender contains this")
 	subject := mf.fs.String("subject", "", "only messages whose subject contains this")
 	text := mf.fs.String("text", "", "only messages whose body contains this")
+	ids := mf.fs.Bool("ids", false, "print only the messages' ids, one a line (for scripts: ID=$(mailctl mail list --limit 1 --ids))")
 	if code, ok := parseFlags(mf.fs, args); !ok {
 		return code
 	}
@@ -160,6 +163,10 @@ delivery status instead.`, true)
 	if code, ok := mf.request(protocol.VerbMessageList, a, &out); !ok {
 		return code
 	}
+	if *ids {
+		printIDs(out.Messages)
+		return 0
+	}
 	if len(out.Messages) == 0 {
 		fmt.Printf("no messages in %s/%s\n", mf.mailbox, mf.folder)
 		return 0
@@ -169,6 +176,14 @@ delivery status instead.`, true)
 		fmt.Printf("%d of %d shown: --limit shows more, filters narrow\n", len(out.Messages), out.Total)
 	}
 	return 0
+}
+
+// printIDs prints the messages' ids, one a line and nothing else, for a
+// script to take (none: no output).
+func printIDs(msgs []protocol.MessageSummary) {
+	for _, m := range msgs {
+		fmt.Println(inert(m.ID))
+	}
 }
 
 // printRows prints message summaries as aligned columns.

@@ -16,8 +16,11 @@ func mailLabel(args []string) int {
 message's frontmatter (labels, starred), compared ignoring case; list them with
 mailctl mail list --label L or --starred.
 
-Example:
-    mailctl mail label 2026-03-01-120000-hello --add invoices,todo --star --mailbox agent`, true)
+Examples:
+    mailctl send --from agent --to agent@mailctl.test --subject "Invoice 42" --body "Due in March."
+    ID=$(mailctl mail list --mailbox agent --subject "Invoice 42" --limit 1 --ids)
+    mailctl mail label "$ID" --add invoices,todo --star --mailbox agent
+    mailctl mail list --label invoices --starred --mailbox agent`, true)
 	var add, remove commaList
 	cf.fs.Var(&add, "add", "labels to add (comma-separated, or repeat the flag)")
 	cf.fs.Var(&remove, "remove", "labels to remove (comma-separated, or repeat the flag)")
@@ -61,8 +64,10 @@ Give ids, or --before to purge every message of trash received before a date
 first with mailctl mail move ID --to trash. This cannot be undone.
 
 Examples:
-    mailctl mail move 2026-03-01-120000-hello --to trash --mailbox agent
-    mailctl mail purge 2026-03-01-120000-hello --mailbox agent
+    mailctl send --from agent --to agent@mailctl.test --subject "old news" --body "to be purged"
+    OLD=$(mailctl mail list --mailbox agent --subject "old news" --limit 1 --ids)
+    mailctl mail move "$OLD" --to trash --mailbox agent
+    mailctl mail purge "$OLD" --mailbox agent
     mailctl mail purge --before 2026-02-01 --mailbox agent`, false)
 	before := cf.fs.String("before", "", "purge every message of trash received before this date (YYYY-MM-DD or RFC 3339)")
 	if code, ok := parseFlags(cf.fs, args); !ok {

@@ -257,6 +257,22 @@ func TestREADMEDevBannerLinesRun(t *testing.T) {
 	}
 }
 
+// README keeps its two commands and says, in prose, how to type plain
+// mailctl as docs/cli.md's examples do.
+func TestREADMESaysHowToPutMailctlOnPath(t *testing.T) {
+	module, err := testbin.ModuleRoot()
+	if err != nil {
+		t.Skip(err)
+	}
+	if cmds := readmeCommands(t, module); len(cmds) != 2 {
+		t.Fatalf("README.md shows %d commands, want the two (dev, tests): %q", len(cmds), cmds)
+	}
+	b, _ := os.ReadFile(filepath.Join(module, "README.md"))
+	if !strings.Contains(string(b), "`go install ./cmd/mailctl`") || !strings.Contains(string(b), "path the banner") {
+		t.Error("README.md does not say how to put mailctl on PATH (go install ./cmd/mailctl) or to use the banner's path")
+	}
+}
+
 // readResponse reads JSON-RPC lines until the one with id.
 func readResponse(t *testing.T, r io.Reader, id int) string {
 	t.Helper()

@@ -31,13 +31,15 @@ FILTERS: --domain D, --mailbox M, --state pending|deferred|held|scheduled,
 Queue ids are <mailbox>.<sent id>. Owners may list, show, retry, flush and drop
 their mailboxes' items; root may do everything, and only root approves held mail.
 
-Examples:
+Examples (a scheduled send first, then the newest item, the last listed):
+    mailctl send --from agent --to bob@example.org --subject "Reminder" --body "Standup in 10 minutes." --send-at 2h
     mailctl queue list
     mailctl queue summary
-    mailctl queue flush --domain example.org
+    mailctl queue flush --domain gone.example
     mailctl queue drop --domain gone.example --older-than 2d
-    mailctl queue reschedule agent.2026-03-01-120000-reminder 30m
-    mailctl queue drop agent.2026-03-01-120000-reminder`
+    Q=$(mailctl queue list --ids | tail -n 1)
+    mailctl queue reschedule "$Q" 30m
+    mailctl queue drop "$Q"`
 
 func cmdQueue(args []string) int {
 	return dispatch("queue", queueHelp, args, map[string]func([]string) int{
@@ -54,13 +56,20 @@ func cmdQueue(args []string) int {
 }
 
 func queueList(args []string) int {
-	cf := newClientFlags("queue list", "queue list [--json]", "Lists outbound messages still in the queue, oldest first.").withJSON()
+	cf := newClientFlags("queue list", "queue list [--ids] [--json]", "Lists outbound messages still in the queue, oldest first.").withJSON()
+	ids := cf.fs.Bool("ids", false, "print only the items' ids, one a line (for scripts)")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
 	var out protocol.QueueList
 	if code, ok := cf.request(protocol.VerbQueueList, protocol.Empty{}, &out); !ok {
 		return code
+	}
+	if *ids {
+		for _, it := range out.Items {
+			fmt.Println(it.ID)
+		}
+		return 0
 	}
 	if len(out.Items) == 0 {
 		fmt.Println("queue is empty")
