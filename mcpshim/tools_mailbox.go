@@ -85,9 +85,8 @@ type MailboxCreateData struct {
 
 func (s *Server) toolMailboxCreate() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "mailbox_create",
-		Description: "Create a mailbox you own and return its address (created=false if it is yours already). " +
-			"display_name and trusted_senders are set on it, new or not, where the operator allows.",
+		Name:        "mailbox_create",
+		Description: "Create a mailbox you own, or find it (created=false), and return its address; sets display_name and trusted_senders where the operator allows.",
 		Annotations: annotations("Create mailbox", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["name"].Pattern = `^[a-z0-9._-]+$`
@@ -158,8 +157,8 @@ type hookCreateArgs struct {
 func (s *Server) toolHookCreate() toolSpec {
 	return newTool(&mcp.Tool{
 		Name: "hook_create",
-		Description: "Run a command as you when mail arrives (on_receive; fire_on_* apply) or after a send, with the message in MAILCTL_* variables and on stdin; returns the hook's name. " +
-			"WARNING: fire_on_untrusted lets anyone who can mail the address run it with their content: only if the user asked.",
+		Description: "Run a command as you on new mail (on_receive, where fire_on_* apply) or after a send; it gets the message in MAILCTL_* variables and on stdin. " +
+			"WARNING: fire_on_untrusted lets anyone who can mail the address run it: only if the user asked.",
 		Annotations: annotations("Create hook", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["event"].Enum = []any{protocol.EventOnReceive, protocol.EventAfterSend}

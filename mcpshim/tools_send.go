@@ -51,9 +51,8 @@ type emailSendArgs struct {
 
 func (s *Server) toolEmailSend() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_send",
-		Description: "Send mail from one of your mailboxes. It is signed, queued and tried at once; " +
-			"the result gives each recipient's status: queued, delivered, deferred, failed, held or dry_run.",
+		Name:        "email_send",
+		Description: "Send mail from your mailbox: it is signed, queued and tried at once; each recipient's status comes back (delivered, deferred, failed, held, queued).",
 		Annotations: annotations("Send email", false, false, false, true),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailSendArgs) (string, SendData, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {

@@ -13,7 +13,7 @@ import (
 // tools/list response as the server writes it on stdio, and per tool its
 // name, description and input schema (what a model must read to call it).
 const (
-	maxToolsListBytes = 30 << 10
+	maxToolsListBytes = 30_000
 	maxToolBytes      = 800
 	maxOneToolBytes   = 2000
 )
