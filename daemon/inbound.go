@@ -142,6 +142,25 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	if parsed.Msg.MessageID == "" {
 		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
 	}
+	act, why := b.enforcement().Decide(env.RemoteIP, res)
+	if act == trust.Reject {
+		// RFC 7489 §6.6: refused at the end of DATA, nothing stored.
+		reply := &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Message rejected by the " + why}
+		for i := range errs {
+			errs[i] = reply
+		}
+		d.metrics.received.WithLabelValues("rejected").Inc()
+		d.log.Info("message rejected: DMARC policy", "from", env.MailFrom, "header_from", res.FromAddress, "dmarc", res.DMARC.Detail,
+			"rcpts", len(env.Rcpts), "session", env.Session, "remote", remoteString(env))
+		return errs
+	}
+	junk := ""
+	switch {
+	case act == trust.Quarantine:
+		junk = why
+	case why != "":
+		d.log.Info("DMARC policy not applied", "reason", why, "header_from", res.FromAddress, "session", env.Session)
+	}
 	ar := res.AuthenticationResults(d.cfg().Hostname)
 	stored := withHeader(ar, env.Headroom, raw)
 	traceLen := len(ar) + min(max(env.TraceLen, 0), len(raw))
@@ -180,7 +199,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 			// have filled since RCPT, or this message would pass it.
 			err := d.checkQuota(name, int64(len(stored)))
 			if err == nil {
-				err = b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen)
+				err = b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen, junk)
 			}
 			for _, i := range t.rcpts {
 				errs[i] = err
@@ -191,8 +210,17 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	return errs
 }
 
-// store writes one mailbox's copy and announces it.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int) error {
+// enforcement is the operator's DMARC policy as the config says now.
+func (b *inbound) enforcement() trust.Enforcement {
+	t := b.d.cfg().Trust
+	// Validated when the config was loaded; entries are few.
+	fw, _ := trust.ParseForwarders(t.Forwarders)
+	return trust.Enforcement{Enabled: *t.DMARCEnforce, Forwarders: fw}
+}
+
+// store writes one mailbox's copy and announces it. A message with a junk
+// reason goes to the junk folder, silently: no event, no hook.
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int, junk string) error {
 	d := b.d
 	m := p.Msg // a copy per mailbox
 	m.To = append([]string(nil), p.Msg.To...)
@@ -210,7 +238,11 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
-	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], env.MailFrom, rcpts, &m), mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
+	folder := protocol.FolderInbox
+	if junk != "" {
+		folder, m.Junk = protocol.FolderJunk, junk
+	}
+	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], env.MailFrom, rcpts, &m), mailbox, folder, &m, p.Body, raw, p.Attachments)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -224,6 +256,17 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		d.log.Info("repeated delivery stored once", "mailbox", mailbox, "id", id)
 		return nil
 	}
+	// A report that came back to one of our return paths is about our
+	// message whatever else it is: the tag proves it.
+	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
+		d.onDSN(mailbox, rt.Tag, p.DSN)
+	}
+	if junk != "" {
+		d.metrics.received.WithLabelValues("junk").Inc()
+		d.log.Info("message stored in junk", "mailbox", mailbox, "id", id, "from", env.MailFrom, "reason", junk,
+			"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
+		return nil
+	}
 	d.metrics.received.WithLabelValues("stored").Inc()
 	// The raw copy and about as much again for the Markdown and the
 	// attachments, until the next count from the files.
@@ -234,9 +277,6 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
 	d.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
-	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
-		d.onDSN(mailbox, rt.Tag, p.DSN)
-	}
 	dkim := make([]string, 0, len(m.DKIM))
 	for _, r := range m.DKIM {
 		dkim = append(dkim, trust.Summary(r))

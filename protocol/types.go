@@ -199,6 +199,10 @@ const (
 	FolderArchive = "archive"
 	FolderTrash   = "trash"
 	FolderDrafts  = "drafts"
+	// FolderJunk holds mail the daemon judged unwanted (a DMARC quarantine
+	// policy, a blocklisted client): no hook fires and no new_mail event is
+	// sent for it, and lists show it only when asked for by name.
+	FolderJunk = "junk"
 )
 
 // DateReceived is MessageSummary.DateSource for a message listed with the

@@ -40,6 +40,12 @@ type Message struct {
 	Starred     bool       `toml:"starred,omitempty"` // flagged by the owner or its agent
 	IsDSN       bool       `toml:"is_dsn,omitempty"`  // a delivery status notification
 	DSNFor      string     `toml:"dsn_for,omitempty"` // Message-ID of the sent message a DSN reports on
+	// Junk says why the message was put in the junk folder (a DMARC
+	// quarantine policy, a blocklist listing); empty otherwise.
+	Junk string `toml:"junk,omitempty"`
+	// DNSBL names the DNS lists that listed the sending client at connect,
+	// with their answers ("bl.example=127.0.0.2 weight 1").
+	DNSBL []string `toml:"dnsbl,omitempty"`
 
 	// Sent copies only.
 	Outbound        bool              `toml:"outbound,omitempty"`

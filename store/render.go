@@ -52,6 +52,10 @@ func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w.boolOmit("starred", m.Starred)
 	w.boolOmit("is_dsn", m.IsDSN)
 	w.strOmit("dsn_for", m.DSNFor)
+	w.strOmit("junk", m.Junk)
+	if len(m.DNSBL) > 0 {
+		w.strs("dnsbl", m.DNSBL)
+	}
 	w.boolOmit("outbound", m.Outbound)
 	w.strOmit("delivery_status", m.DeliveryStatus)
 	w.timePtr("delivered_at", m.DeliveredAt)

@@ -24,7 +24,7 @@ var (
 )
 
 // Folders are the folders every mailbox has.
-var Folders = []string{"inbox", "sent", "archive", "trash", "drafts"}
+var Folders = []string{"inbox", "sent", "archive", "trash", "drafts", "junk"}
 
 // Modes of what the store writes in a mailbox, owned by the mailbox owner.
 const (

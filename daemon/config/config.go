@@ -146,6 +146,17 @@ type Trust struct {
 	TrustedSenders []string `toml:"trusted_senders"`
 	// Resolver is the former name of [dns] resolver, still read.
 	Resolver string `toml:"resolver"`
+	// DMARCEnforce applies the From domain's DMARC policy to mail that
+	// fails DMARC (RFC 7489 §6.6): p=reject is refused with 550 5.7.1 at
+	// the end of DATA, p=quarantine is stored in the junk folder. On by
+	// default.
+	DMARCEnforce *bool `toml:"dmarc_enforce"`
+	// Forwarders are networks (CIDR or address) and domains whose mail is
+	// exempt from DMARC enforcement: mailing lists and forwarders that pass
+	// on mail which then fails DMARC for its original From. A domain counts
+	// when it authenticated the message (DKIM pass for it or a subdomain,
+	// or SPF pass for the envelope sender).
+	Forwarders []string `toml:"forwarders"`
 }
 
 // DNS configures the lookups of every part of the daemon: SPF, DKIM and DMARC
@@ -347,6 +358,7 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	setDefault(&c.DNS.Resolver, c.Trust.Resolver)
+	setDefault(&c.Trust.DMARCEnforce, new(true))
 	setDefault(&c.Paths.StateDir, "/var/lib/mailctl")
 	setDefault(&c.Paths.Socket, protocol.DefaultSocket)
 	setDefault(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
@@ -486,7 +498,7 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for _, check := range []func(complain){
 		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics, c.validateStorage,
-		c.validateRelay, c.validateDNS, c.validateMailboxes, c.validateAliases, c.validateHooks,
+		c.validateRelay, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
 	} {
 		check(bad)
 	}
@@ -678,6 +690,34 @@ func (c *Config) validateRelay(bad complain) {
 	if c.Relay.SplitDomains && c.Relay.Host == "" {
 		bad("relay.split_domains needs relay.host: the mail for local addresses this host does not have goes to the relay (the MTA tier that knows every host)")
 	}
+}
+
+// validateTrust checks [trust] forwarders: each a network, an address or a
+// domain, never every address.
+func (c *Config) validateTrust(bad complain) {
+	for _, f := range c.Trust.Forwarders {
+		if err := validForwarder(f); err != nil {
+			bad("trust.forwarders: %v", err)
+		}
+	}
+}
+
+// validForwarder mirrors trust.ParseForwarders, which config may not import.
+func validForwarder(f string) error {
+	s := strings.TrimSpace(f)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		if p.Bits() == 0 || p.Addr().Is4In6() && p.Bits() <= 96 {
+			return fmt.Errorf("%q exempts every address: name the forwarders' networks", f)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return nil
+	}
+	if !ValidDomain(strings.TrimSuffix(s, ".")) {
+		return fmt.Errorf("%q is neither a network (\"192.0.2.0/24\"), an address nor a domain (\"lists.example.org\")", f)
+	}
+	return nil
 }
 
 func (c *Config) validateDNS(bad complain) {

@@ -193,3 +193,21 @@ func TestDelayWarningDefaultAndOff(t *testing.T) {
 		t.Fatalf("off: %v %v", c.Delivery.DelayWarning, err)
 	}
 }
+
+// TestTrustDMARCKeys: enforcement is on unless turned off, and forwarders
+// must be networks, addresses or domains, never every address.
+func TestTrustDMARCKeys(t *testing.T) {
+	c, err := Parse(nil)
+	if err != nil || !*c.Trust.DMARCEnforce || len(c.Trust.Forwarders) != 0 {
+		t.Fatalf("defaults: %v %+v", err, c.Trust)
+	}
+	c, err = Parse([]byte("[trust]\ndmarc_enforce = false\nforwarders = [\"192.0.2.0/24\", \"2001:db8::/32\", \"198.51.100.7\", \"lists.example.org\"]\n"))
+	if err != nil || *c.Trust.DMARCEnforce || len(c.Trust.Forwarders) != 4 {
+		t.Fatalf("set: %v %+v", err, c.Trust)
+	}
+	for _, bad := range []string{"0.0.0.0/0", "::/0", "::ffff:0.0.0.0/96", "localhost", "not a domain", "10.0.0.0/33"} {
+		if _, err := Parse([]byte("[trust]\nforwarders = [\"" + bad + "\"]\n")); err == nil || !strings.Contains(err.Error(), "trust.forwarders") {
+			t.Errorf("forwarders = [%q]: %v, want an error naming trust.forwarders", bad, err)
+		}
+	}
+}
