@@ -154,7 +154,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 			"rcpts", len(env.Rcpts), "session", env.Session, "remote", remoteString(env))
 		return errs
 	}
-	junk := ""
+	junk := env.Screen.Junk // a client the DNS lists name below the threshold
 	switch {
 	case act == trust.Quarantine:
 		junk = why
@@ -232,6 +232,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	m.SizeBytes = int64(len(raw))
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
+	m.DNSBL = env.Screen.Listed
 	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))
 	if p.DSN != nil {
@@ -373,8 +374,12 @@ func (d *Daemon) newSMTPService() (*smtpService, error) {
 			d.log.Info("smtp.lmtp_xforward_users: no such user, skipped", "user", u)
 		}
 	}
+	screener, err := d.newScreener(cfg)
+	if err != nil {
+		return nil, err
+	}
 	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd, Summarizer: &d.logSum,
-		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s)}, b)
+		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s), Screener: screener, PregreetWait: s.PregreetWait.Duration}, b)
 	return &smtpService{d: d, srv: srv, certs: holder}, nil
 }
 

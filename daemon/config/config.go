@@ -94,6 +94,31 @@ type SMTP struct {
 	MaxConnectionsPerIP int      `toml:"max_connections_per_ip"`
 	MaxErrors           int      `toml:"max_errors"`
 	MaxReceivedHeaders  int      `toml:"max_received_headers"`
+	// PregreetWait holds the greeting back; a client that talks before it
+	// is refused (as postscreen's pregreet test). 0 turns the wait off; the
+	// check still runs while DNS lists are asked.
+	PregreetWait Duration `toml:"pregreet_wait"`
+	// DNSBL are the DNS block- and allow-lists asked about each client at
+	// connect; none by default.
+	DNSBL []DNSList `toml:"dnsbl"`
+	// DNSBLThreshold: a client whose lists' weights add up to this or more
+	// is refused at connect with 554 5.7.1; a listed one below it has its
+	// mail marked and put in junk.
+	DNSBLThreshold int `toml:"dnsbl_threshold"`
+	// DNSBLTimeout bounds each list's answer; a list that has not answered
+	// counts as not listing the client.
+	DNSBLTimeout Duration `toml:"dnsbl_timeout"`
+}
+
+// DNSList is one [[smtp.dnsbl]] entry.
+type DNSList struct {
+	Zone string `toml:"zone"`
+	// Weight counts toward the threshold when the list lists the client;
+	// negative for an allow-list. Default 1.
+	Weight int `toml:"weight"`
+	// Replies are the answers that count as a listing: addresses, ranges
+	// ("127.0.0.2-127.0.0.11") or CIDRs. Default: 127.0.0.2-127.0.0.255.
+	Replies []string `toml:"replies"`
 }
 
 // LMTP configures LMTP over TCP, for a tier of front MTAs on other hosts
@@ -378,6 +403,11 @@ func (c *Config) applyDefaults() {
 	setDefault(&s.MaxConnectionsPerIP, 20)
 	setDefault(&s.MaxErrors, 10)
 	setDefault(&s.MaxReceivedHeaders, 50)
+	setDefault(&s.DNSBLThreshold, 1)
+	setDefault(&s.DNSBLTimeout, Duration{2 * time.Second})
+	for i := range s.DNSBL {
+		setDefault(&s.DNSBL[i].Weight, 1)
+	}
 	p := &c.Send
 	setDefault(&p.Enabled, new(true))
 	setDefault(&p.DryRunOnly, new(false))
@@ -542,10 +572,62 @@ func (c *Config) validateSMTP(bad complain) {
 	if (s.TLSCert == "") != (s.TLSKey == "") {
 		bad("smtp.tls_cert and smtp.tls_key must be set together")
 	}
+	c.validateDNSBL(bad)
 	if s.MaxMessageBytes < 1024 || s.MaxRecipients < 1 || s.MaxLineLength < 1000 ||
 		s.MaxConnections < 1 || s.MaxConnectionsPerIP < 1 || s.MaxErrors < 1 || s.MaxReceivedHeaders < 1 {
 		bad("smtp: limits must be positive (max_message_bytes >= 1024, max_line_length >= 1000 as RFC 5321 requires)")
 	}
+}
+
+// maxDNSLists bounds the lists asked about each client.
+const maxDNSLists = 20
+
+// validateDNSBL checks the DNS lists and the pregreet wait: each zone a DNS
+// name, listed once, each reply an IPv4 address, range or CIDR, the waits
+// short enough that an honest client still gets its greeting.
+func (c *Config) validateDNSBL(bad complain) {
+	s := c.SMTP
+	if s.PregreetWait.Duration > 30*time.Second || s.DNSBLTimeout.Duration <= 0 || s.DNSBLTimeout.Duration > 30*time.Second {
+		bad("smtp.pregreet_wait must be at most 30s and smtp.dnsbl_timeout between 0 and 30s: senders wait for the greeting only so long")
+	}
+	if s.DNSBLThreshold < 1 {
+		bad("smtp.dnsbl_threshold must be at least 1")
+	}
+	if len(s.DNSBL) > maxDNSLists {
+		bad("smtp.dnsbl: %d lists; at most %d are asked about each client", len(s.DNSBL), maxDNSLists)
+	}
+	seen := map[string]bool{}
+	for i, l := range s.DNSBL {
+		z := strings.ToLower(strings.TrimSuffix(l.Zone, "."))
+		if !ValidDomain(z) {
+			bad("smtp.dnsbl[%d]: zone %q is not a DNS name", i, l.Zone)
+		}
+		if seen[z] {
+			bad("smtp.dnsbl: zone %q is listed twice", l.Zone)
+		}
+		seen[z] = true
+		for _, r := range l.Replies {
+			if !validReply(r) {
+				bad("smtp.dnsbl[%d] %s: reply %q: use an IPv4 address, a range \"127.0.0.2-127.0.0.11\" or a CIDR \"127.0.0.0/24\"", i, l.Zone, r)
+			}
+		}
+	}
+}
+
+// validReply mirrors dnsbl.ParseRange, which config may not import.
+func validReply(r string) bool {
+	r = strings.TrimSpace(r)
+	if lo, hi, ok := strings.Cut(r, "-"); ok {
+		a, err1 := netip.ParseAddr(strings.TrimSpace(lo))
+		b, err2 := netip.ParseAddr(strings.TrimSpace(hi))
+		return err1 == nil && err2 == nil && a.Is4() && b.Is4() && !b.Less(a)
+	}
+	if strings.Contains(r, "/") {
+		p, err := netip.ParsePrefix(r)
+		return err == nil && p.Addr().Is4()
+	}
+	a, err := netip.ParseAddr(r)
+	return err == nil && a.Is4()
 }
 
 // validateLMTP keeps LMTP over TCP to the front MTAs the operator names: an
