@@ -28,7 +28,7 @@ const (
 	MaxReadWindow = 100000
 )
 
-var folderEnum = []any{protocol.FolderInbox, protocol.FolderSent, protocol.FolderArchive, protocol.FolderTrash, protocol.FolderDrafts}
+var folderEnum = []any{protocol.FolderInbox, protocol.FolderSent, protocol.FolderArchive, protocol.FolderTrash, protocol.FolderDrafts, protocol.FolderJunk}
 
 type emailListArgs struct {
 	Mailbox  string `json:"mailbox"`
@@ -96,7 +96,7 @@ func (s *Server) toolEmailList() toolSpec {
 	return newTool(&mcp.Tool{
 		Name: "email_list",
 		Description: "List a folder's messages, newest first, filtered; rows give id, sender, subject, date, read, trusted and a snippet. " +
-			"Pages with next_cursor. Untrusted text is fenced.",
+			"Pages with next_cursor. Untrusted text is fenced. Junk is listed only with folder=junk.",
 		Annotations: annotations("List messages", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["folder"].Enum = folderEnum

@@ -284,7 +284,7 @@ type moveArgs struct {
 	Mailbox string `json:"mailbox"`
 	ID      string `json:"id"`
 	Action  string `json:"action" jsonschema:"restore: back to the inbox"`
-	Folder  string `json:"folder,omitempty" jsonschema:"where it is; default inbox (trash for restore)"`
+	Folder  string `json:"folder,omitempty" jsonschema:"where it is; default inbox (trash for restore; junk to restore from junk)"`
 }
 
 // MoveData is email_move's data.
@@ -298,10 +298,10 @@ type MoveData struct {
 func (s *Server) toolEmailMove() toolSpec {
 	return newTool(&mcp.Tool{
 		Name:        "email_move",
-		Description: "Archive a message, move it to trash, or restore it to the inbox. Nothing is deleted.",
+		Description: "Archive a message, move it to trash or junk, or restore it to the inbox. Nothing is deleted.",
 		Annotations: annotations("Move message", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
-		sc.Properties["action"].Enum = []any{"archive", "trash", "restore"}
+		sc.Properties["action"].Enum = []any{"archive", "trash", "junk", "restore"}
 		sc.Properties["folder"].Enum = folderEnum
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *moveArgs) (string, MoveData, *NextAction, error) {
 		from, to := cmp.Or(in.Folder, protocol.FolderInbox), ""
@@ -310,6 +310,8 @@ func (s *Server) toolEmailMove() toolSpec {
 			to = protocol.FolderArchive
 		case "trash":
 			to = protocol.FolderTrash
+		case "junk":
+			to = protocol.FolderJunk
 		case "restore":
 			to = protocol.FolderInbox
 			from = cmp.Or(in.Folder, protocol.FolderTrash)

@@ -343,7 +343,7 @@ type MessageMarked struct {
 	NotFound []string `json:"not_found,omitempty"`
 }
 
-// MessageMoveArgs moves a message between folders (inbox, archive, trash).
+// MessageMoveArgs moves a message between folders (inbox, archive, trash, junk).
 type MessageMoveArgs struct {
 	Mailbox string `json:"mailbox"`
 	ID      string `json:"id"`

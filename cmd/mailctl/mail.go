@@ -31,7 +31,7 @@ const mailHelp = `Usage: mailctl mail SUBCOMMAND [flags]
   mark ID... --read|--unread [--mailbox M] [--folder F]
                                  mark messages read or unread
   move ID... --to FOLDER [--mailbox M] [--folder F]
-                                 move messages to inbox, archive or trash
+                                 move messages to inbox, archive, trash or junk
   label ID... [--add L] [--remove L] [--star|--unstar] [--mailbox M] [--folder F]
                                  label and star messages (list them with --label, --starred)
   purge ID... | --before DATE [--mailbox M]
@@ -81,7 +81,7 @@ func newMailFlags(name, usageLine, about string, folder bool) *mailFlags {
 	mf.place = func() (string, string) { return mf.mailbox, mf.folder }
 	mf.fs.StringVar(&mf.mailbox, "mailbox", "", "mailbox (default: your only mailbox; in dev, the one that is not captured)")
 	if folder {
-		mf.fs.StringVar(&mf.folder, "folder", protocol.FolderInbox, "folder: inbox, sent, archive, trash or drafts")
+		mf.fs.StringVar(&mf.folder, "folder", protocol.FolderInbox, "folder: inbox, sent, archive, trash, drafts or junk")
 	}
 	return mf
 }
@@ -131,7 +131,8 @@ func mailList(args []string) int {
 		`Lists a folder's messages, newest first: a * marks unread mail, and the trust
 column says whether the sender is one the mailbox trusts (+ yes, ! no, blank when
 the mailbox has no trusted senders). Dates are local. Sent mail shows its
-delivery status instead.`, true)
+delivery status instead. Mail judged unwanted (a DMARC quarantine policy, a
+blocklisted sender) is in junk, listed only with --folder junk.`, true)
 	limit := mf.fs.Int("limit", 20, "at most this many messages (1-200)")
 	unread := mf.fs.Bool("unread", false, "only unread messages")
 	label := mf.fs.String("label", "", "only messages with this label (see mail label)")
@@ -565,8 +566,8 @@ type moved struct {
 
 func mailMove(args []string) int {
 	mf := newMailFlags("mail move", "mail move ID... --to FOLDER [--mailbox M] [--folder F] [--json]",
-		"Moves messages from --folder (inbox) to inbox, archive or trash.", true)
-	to := mf.fs.String("to", "", "destination folder: inbox, archive or trash")
+		"Moves messages from --folder (inbox) to inbox, archive, trash or junk; --folder junk --to inbox takes one out of junk.", true)
+	to := mf.fs.String("to", "", "destination folder: inbox, archive, trash or junk")
 	if code, ok := parseFlags(mf.fs, args); !ok {
 		return code
 	}

@@ -160,6 +160,18 @@ func TestMailCLIInbox(t *testing.T) {
 	if _, e, code := mailctl(t, env, "mail", "read", id, "--mailbox", "agent"); code != 3 || !strings.Contains(e, "not_found") {
 		t.Errorf("read of a moved message in the inbox: exit %d: %s", code, e)
 	}
+	// junk: listed with --folder junk only, readable there, and taken back out.
+	run("mail", "move", id, "--folder", "archive", "--to", "junk", "--mailbox", "agent")
+	if out := run("mail", "list", "--mailbox", "agent", "--folder", "junk"); !strings.Contains(out, id) {
+		t.Errorf("junk after move:\n%s", out)
+	}
+	if out := run("mail", "read", id, "--mailbox", "agent", "--folder", "junk"); !strings.Contains(out, "Pay now") {
+		t.Errorf("read in junk:\n%s", out)
+	}
+	run("mail", "move", id, "--folder", "junk", "--to", "archive", "--mailbox", "agent")
+	if out := run("mail", "list", "--mailbox", "agent", "--folder", "junk"); strings.Contains(out, id) {
+		t.Errorf("junk after moving out:\n%s", out)
+	}
 
 	// wait: nothing arrives within the timeout (exit 75), then a message
 	// that does not match the filter is passed over for one that does.

@@ -56,7 +56,7 @@ var toolHints = map[string]string{
 	"email_forward":     "forward a message to new recipients.",
 	"email_mark_read":   "mark messages read.",
 	"email_mark_unread": "mark messages unread.",
-	"email_move":        "move a message between inbox, archive, trash.",
+	"email_move":        "move a message between inbox, archive, trash and junk.",
 	"email_wait":        "block until matching mail arrives (up to 10 minutes); prefer it over polling.",
 	"email_attachment":  "fetch one attachment of a message.",
 	"email_label":       "add or remove labels and star messages.",

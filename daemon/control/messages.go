@@ -10,14 +10,14 @@ import (
 )
 
 var folders = map[string]bool{protocol.FolderInbox: true, protocol.FolderSent: true, protocol.FolderArchive: true,
-	protocol.FolderTrash: true, protocol.FolderDrafts: true}
+	protocol.FolderTrash: true, protocol.FolderDrafts: true, protocol.FolderJunk: true}
 
 func folderOf(f string) (string, error) {
 	if f == "" {
 		return protocol.FolderInbox, nil
 	}
 	if !folders[f] {
-		return "", protocol.Errorf(protocol.CodeInvalidInput, "folder %q: use inbox, sent, archive, trash or drafts", f)
+		return "", protocol.Errorf(protocol.CodeInvalidInput, "folder %q: use inbox, sent, archive, trash, drafts or junk", f)
 	}
 	return f, nil
 }
@@ -176,7 +176,7 @@ func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.Messag
 	}
 	to, err := folderOf(a.To)
 	if err != nil || a.To == "" {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "to: name the destination folder (inbox, archive or trash)")
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "to: name the destination folder (inbox, archive, trash or junk)")
 	}
 	if from == to {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message is already in %s", to)
