@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/doctor"
 	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -46,8 +48,12 @@ func (b backend) Outbound() control.Outbound {
 
 func (b backend) Health(ctx context.Context) []protocol.Finding {
 	d := b.d
-	return doctor.Check(ctx, d.cfg(), doctor.Env{Resolver: d.resolver, Root: true, Dev: d.opts.Dev, ClientVersion: d.Version(),
-		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now, ServedCertificate: d.servedCertificate})
+	env := doctor.Env{Resolver: d.resolver, Root: true, Dev: d.opts.Dev, ClientVersion: d.Version(),
+		Port25Listening: func() bool { return len(d.SMTPAddrs()) > 0 }, Now: d.now, ServedCertificate: d.servedCertificate}
+	if d.opts.Resolver == nil { // a test's in-memory resolver has no DNSSEC
+		env.DNSSEC = resolver.NewExchanger(d.cfg().DNS.Resolver, 5*time.Second)
+	}
+	return doctor.Check(ctx, d.cfg(), env)
 }
 
 // trustedSenders is the effective trusted-sender list of a mailbox and where

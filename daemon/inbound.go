@@ -233,6 +233,9 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	m.SizeBytes = int64(len(raw))
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
 	m.DNSBL = env.Screen.Listed
+	if l := d.tlsReportLabel(raw[traceLen:]); l != "" {
+		m.Labels = append(m.Labels, l)
+	}
 	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))
 	if p.DSN != nil {

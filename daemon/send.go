@@ -22,6 +22,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
+	"github.com/mailctl/mailctl/daemon/outbound/tlsrpt"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/safeio"
@@ -40,8 +41,11 @@ type outboundService struct {
 	keys    atomic.Pointer[[]*dkim.Key]
 	// bounceKey makes and checks the return paths of sent messages.
 	bounceKey *bounce.Key
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// reports counts TLS sessions and sends the daily reports; nil when
+	// [tlsrpt] enabled is false.
+	reports *tlsrpt.Recorder
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 func (d *Daemon) newOutbound() (*outboundService, error) {
@@ -60,6 +64,9 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		ConnectTimeout: cfg.Delivery.ConnectTimeout.Duration, TransactionTimeout: cfg.Delivery.TransactionTimeout.Duration,
 		Local: d, IsLocal: func(dom string) bool { return d.opts.Capture != "" || d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
 		Dial: d.dial,
+	}
+	if err := o.wireTLSPolicies(mx, cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Relay.Host != "" {
 		relay := cfg.Relay
@@ -167,6 +174,9 @@ func (o *outboundService) Start(ctx context.Context) error {
 	ctx, o.cancel = context.WithCancel(context.Background())
 	go func() {
 		defer close(o.done)
+		if o.reports != nil {
+			go o.reports.Run(ctx)
+		}
 		o.queue.Run(ctx)
 	}()
 	return nil
@@ -176,6 +186,9 @@ func (o *outboundService) Stop(ctx context.Context) error {
 	o.cancel()
 	select {
 	case <-o.done:
+		if o.reports != nil {
+			o.reports.Flush()
+		}
 		o.mx.Close() // say QUIT on the cached sessions
 		o.limiter.Close()
 		o.queue.Close()

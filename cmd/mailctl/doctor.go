@@ -72,6 +72,7 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 	var fromDaemon []protocol.Finding
 	env := doctor.Env{
 		Resolver: resolver.New(server, 5*time.Second),
+		DNSSEC:   resolver.NewExchanger(server, 5*time.Second),
 		Root:     true,
 		SocketAnswers: func() (string, error) {
 			var st protocol.Status

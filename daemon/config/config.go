@@ -47,6 +47,7 @@ type Config struct {
 	Send      SendPolicy `toml:"send"`
 	Relay     Relay      `toml:"relay"`
 	Delivery  Delivery   `toml:"delivery"`
+	TLSRPT    TLSRPT     `toml:"tlsrpt"`
 	HookRules HookRules  `toml:"hook_rules"`
 	// MailboxRules say what owners may set on their own mailboxes.
 	MailboxRules MailboxRules    `toml:"mailbox_rules"`
@@ -189,6 +190,10 @@ type Trust struct {
 type DNS struct {
 	// Resolver is a DNS server "host:port"; empty uses the system resolver.
 	Resolver string `toml:"resolver"`
+	// DNSSECProbe is a DNSSEC-signed name doctor asks the resolver about:
+	// a validating resolver answers it with the AD bit. Default "." (the
+	// root zone, signed since 2010).
+	DNSSECProbe string `toml:"dnssec_probe"`
 }
 
 // SendPolicy governs outbound mail; the global one is the default of every
@@ -241,6 +246,28 @@ type Delivery struct {
 	// DelayWarning is how long after a message became due its sender gets
 	// one "delayed" report (RFC 3464) while retries go on; "0s" sends none.
 	DelayWarning *Duration `toml:"delay_warning"`
+	// MTASTS honours recipient domains' MTA-STS policies (RFC 8461).
+	MTASTS *bool `toml:"mta_sts"`
+	// DANE honours TLSA records the resolver validated (RFC 7672).
+	DANE *bool `toml:"dane"`
+	// CAFile is a PEM file of certificates that verify MX hosts and
+	// MTA-STS policy hosts instead of the system roots (a private CA, tests).
+	CAFile string `toml:"ca_file"`
+	// MTASTSPort is the HTTPS port MTA-STS policies are fetched from; 443
+	// except in tests.
+	MTASTSPort int `toml:"mta_sts_port"`
+}
+
+// TLSRPT configures the daily SMTP TLS reports (RFC 8460) this host sends
+// to the domains it delivers to that ask for them.
+type TLSRPT struct {
+	Enabled *bool `toml:"enabled"`
+	// Mailbox sends the reports and keeps their sent copies.
+	Mailbox string `toml:"mailbox"`
+	// Organization and Contact are the report's organization-name and
+	// contact-info; defaults: hostname and postmaster@<first domain>.
+	Organization string `toml:"organization"`
+	Contact      string `toml:"contact"`
 }
 
 // HookRules are the operator's limits on hooks.
@@ -384,6 +411,7 @@ func (c *Config) applyDefaults() {
 	}
 	setDefault(&c.DNS.Resolver, c.Trust.Resolver)
 	setDefault(&c.Trust.DMARCEnforce, new(true))
+	setDefault(&c.DNS.DNSSECProbe, ".")
 	setDefault(&c.Paths.StateDir, "/var/lib/mailctl")
 	setDefault(&c.Paths.Socket, protocol.DefaultSocket)
 	setDefault(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
@@ -438,6 +466,12 @@ func (c *Config) applyDefaults() {
 			c.Storage.Retention[folder] = Duration{keep}
 		}
 	}
+	setDefault(&d.MTASTS, new(true))
+	setDefault(&d.DANE, new(true))
+	setDefault(&d.MTASTSPort, 443)
+	setDefault(&c.TLSRPT.Enabled, new(true))
+	setDefault(&c.TLSRPT.Mailbox, "postmaster")
+	setDefault(&c.TLSRPT.Organization, c.Hostname)
 	setDefault(&c.HookRules.MaxConcurrent, 4)
 	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, new(true))
 	setDefault(&c.Control.MaxConnections, 512)
@@ -528,7 +562,7 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for _, check := range []func(complain){
 		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics, c.validateStorage,
-		c.validateRelay, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
+		c.validateRelay, c.validateTLSRPT, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
 	} {
 		check(bad)
 	}
@@ -750,6 +784,21 @@ func (c *Config) validateMetrics(bad complain) {
 	host, _, err := net.SplitHostPort(c.Metrics.Listen)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		bad("metrics.listen: %q must be a loopback host:port", c.Metrics.Listen)
+	}
+}
+
+func (c *Config) validateTLSRPT(bad complain) {
+	r := c.TLSRPT
+	if !mailboxRE.MatchString(r.Mailbox) {
+		bad("tlsrpt.mailbox: %q is not a mailbox name", r.Mailbox)
+	}
+	for k, v := range map[string]string{"tlsrpt.organization": r.Organization, "tlsrpt.contact": r.Contact} {
+		if strings.ContainsAny(v, "\r\n") || len(v) > 200 {
+			bad("%s: one line of at most 200 characters", k)
+		}
+	}
+	if c.Delivery.MTASTSPort < 1 || c.Delivery.MTASTSPort > 65535 {
+		bad("delivery.mta_sts_port: %d is not a port", c.Delivery.MTASTSPort)
 	}
 }
 

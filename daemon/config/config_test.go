@@ -131,6 +131,13 @@ func TestDocumentedExampleParses(t *testing.T) {
 		c.Send.MaxAttachments != d.Send.MaxAttachments {
 		t.Errorf("documented values drifted from the defaults")
 	}
+	if c.SMTP.PregreetWait != d.SMTP.PregreetWait || c.SMTP.DNSBLThreshold != d.SMTP.DNSBLThreshold || c.SMTP.DNSBLTimeout != d.SMTP.DNSBLTimeout ||
+		len(c.SMTP.DNSBL) != 0 || *c.Trust.DMARCEnforce != *d.Trust.DMARCEnforce || len(c.Trust.Forwarders) != 0 ||
+		*c.Delivery.MTASTS != *d.Delivery.MTASTS || *c.Delivery.DANE != *d.Delivery.DANE || c.Delivery.MTASTSPort != d.Delivery.MTASTSPort ||
+		c.Delivery.CAFile != d.Delivery.CAFile || *c.TLSRPT.Enabled != *d.TLSRPT.Enabled || c.TLSRPT.Mailbox != d.TLSRPT.Mailbox ||
+		c.TLSRPT.Contact != d.TLSRPT.Contact || c.DNS.DNSSECProbe != d.DNS.DNSSECProbe {
+		t.Errorf("documented values of the transport-policy keys drifted from the defaults")
+	}
 }
 
 func FuzzParse(f *testing.F) {

@@ -39,6 +39,9 @@ const (
 type Env struct {
 	// Resolver answers DNS; nil skips the DNS checks.
 	Resolver resolver.Resolver
+	// DNSSEC asks the configured resolver whole questions, to see whether
+	// it validates (the AD bit); nil skips that check.
+	DNSSEC resolver.Exchanger
 	// Root reports whether the checks may read root-only files (keys, queue,
 	// owners); the daemon passes true, a non-root CLI never calls Check.
 	Root bool
@@ -99,6 +102,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 		f.add("dev.instance", Info, "", "a mailctl dev instance: owners, role addresses and DNS are checked on a host (sudo mailctl setup), not here")
 	case env.Resolver != nil:
 		checkDNS(ctx, &f, cfg, env, keys)
+		checkDNSSEC(ctx, &f, cfg, env)
 	default:
 		f.add("dns.skipped", Info, "", "DNS checks skipped: no resolver")
 	}

@@ -165,9 +165,10 @@ func TestDeliverTLSRecording(t *testing.T) {
 		wantErr   bool
 		fallbacks int
 	}{
-		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, delivery.TLSVerified, false, 0},
-		{"self-signed is unverified", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, delivery.TLSUnverified, false, 0},
-		{"wrong name is unverified", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, delivery.TLSUnverified, false, 0},
+		// Without a policy, any certificate gets the message over TLS.
+		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, delivery.TLSOpportunistic, false, 0},
+		{"self-signed is opportunistic", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, delivery.TLSOpportunistic, false, 0},
+		{"wrong name is opportunistic", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, delivery.TLSOpportunistic, false, 0},
 		{"handshake failure falls back to plaintext", broken, true, true, delivery.TLSNone, false, 1},
 		{"handshake failure without plaintext defers", broken, true, false, "", true, 0},
 		{"no STARTTLS is plaintext", nil, true, true, delivery.TLSNone, false, 0},
