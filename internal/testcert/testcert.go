@@ -65,7 +65,7 @@ func pems(tb testing.TB, hosts []string) (certPEM, keyPEM []byte) {
 // CA is a throwaway certificate authority: a private CA such as a company
 // relay's certificate chains to.
 type CA struct {
-	cert *x509.Certificate
+	Cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	pem  []byte
 }
@@ -88,11 +88,28 @@ func NewCA(tb testing.TB) *CA {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{Cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
 // PEM is the CA's certificate, as a ca_file holds it.
 func (ca *CA) PEM() []byte { return ca.pem }
+
+// Pool is a pool that trusts the CA.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// IssuePEM is Issue as files hold it: certPEM the chain (the certificate,
+// then the CA's), keyPEM its PKCS#8 key, and the certificate.
+func (ca *CA) IssuePEM(tb testing.TB, hosts ...string) (certPEM, keyPEM []byte, leaf *x509.Certificate) {
+	tb.Helper()
+	c := ca.Issue(tb, hosts...)
+	c.Certificate = append(c.Certificate, ca.Cert.Raw)
+	certPEM, keyPEM = PEM(tb, c)
+	return certPEM, keyPEM, c.Leaf
+}
 
 // Issue makes a server certificate for hosts (names or IP addresses)
 // signed by the CA, valid for 90 days as Let's Encrypt's are; the chain
@@ -113,7 +130,7 @@ func (ca *CA) Issue(tb testing.TB, hosts ...string) tls.Certificate {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -144,4 +161,15 @@ func PEM(tb testing.TB, c tls.Certificate) (certPEM, keyPEM []byte) {
 		tb.Fatal(err)
 	}
 	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+
+}
+
+// TLS is the tls.Certificate of IssuePEM's output.
+func TLS(tb testing.TB, certPEM, keyPEM []byte) tls.Certificate {
+	tb.Helper()
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }

@@ -27,6 +27,7 @@ type hostOptions struct {
 	Mailboxes      []string // declared mailboxes, all owned by the host's throwaway user
 	TrustedSenders []string
 	Resolver       string   // [dns] resolver; default the lab's DNS server
+	DNS            string   // extra [dns] lines
 	Hooks          []string // raw [[hooks]] tables; {HOME} is the owner's home, {SOCK} the control socket
 	Hold           bool     // [send] hold
 	SMTP           string   // extra [smtp] lines
@@ -36,6 +37,7 @@ type hostOptions struct {
 	Extra          string   // more top-level tables, before the mailboxes
 	BeforeStart    func(h *mailHost)
 	Env            []string // extra environment of mailctl serve
+	Domains        []string // more domains the host receives for (their DNS records are the test's)
 }
 
 // mailHost is one `mailctl serve` in its own namespace, answering for one
@@ -94,10 +96,10 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 		o.Mailboxes = []string{"agent"}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "hostname = %q\ndomains = [%q]\n\n", "mx."+domain, domain)
+	fmt.Fprintf(&b, "hostname = %q\ndomains = %s\n\n", "mx."+domain, quoteList(append([]string{domain}, o.Domains...)))
 	fmt.Fprintf(&b, "[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n\n", h.State, h.Sock, dkimDir)
 	fmt.Fprintf(&b, "[smtp]\nlisten = [%q]\ntls_cert = %q\ntls_key = %q\n%s\n", ns.IP+":25", cert, keyPath, o.SMTP)
-	fmt.Fprintf(&b, "[dns]\nresolver = %q\n[trust]\ntrusted_senders = %s\n\n", o.Resolver, quoteList(o.TrustedSenders))
+	fmt.Fprintf(&b, "[dns]\nresolver = %q\n%s\n[trust]\ntrusted_senders = %s\n\n", o.Resolver, o.DNS, quoteList(o.TrustedSenders))
 	fmt.Fprintf(&b, "[send]\nper_minute = 10000\nper_hour = 100000\nper_day = 1000000\nhold = %t\n\n", o.Hold)
 	fmt.Fprintf(&b, "[delivery]\nconnect_timeout = \"5s\"\ntransaction_timeout = \"30s\"\nfirst_attempt_wait = \"15s\"\n%s\n\n", o.Delivery)
 	if o.Control != "" {

@@ -254,12 +254,13 @@ func (s *Source) fetch(ctx context.Context, domain, id string) (*entry, string, 
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return errRedirect }}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(host, port)+"/.well-known/mta-sts.txt", nil)
+	authority := host
+	if port != "443" {
+		authority = net.JoinHostPort(host, port)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+authority+"/.well-known/mta-sts.txt", nil)
 	if err != nil {
 		return nil, FailFetch, err
-	}
-	if port == "443" {
-		req.URL.Host = host
 	}
 	resp, err := client.Do(req)
 	if err != nil {

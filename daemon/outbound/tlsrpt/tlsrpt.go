@@ -112,9 +112,9 @@ const (
 	maxDetailLen      = 200
 )
 
-// day is one UTC day's counts, as kept on disk.
+// day is one UTC day's counts, as kept on disk in <date>.json.
 type day struct {
-	Date     string          `json:"date"` // YYYY-MM-DD
+	Date     string          `json:"date"` // YYYY-MM-DD, as the file is named
 	Policies []*PolicyResult `json:"policies"`
 }
 
@@ -232,10 +232,11 @@ func (r *Recorder) load(date string) *day {
 		return nil
 	}
 	var d day
-	if json.Unmarshal(b, &d) != nil || d.Date != date {
+	if json.Unmarshal(b, &d) != nil {
 		r.log().Warn("TLS report counts unreadable, starting over", "file", r.path(date))
 		return nil
 	}
+	d.Date = date // the file's name says which day it counts
 	return &d
 }
 
