@@ -171,11 +171,15 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	}
 	byMailbox := map[string]*target{}
 	var order []string
+	reports := d.tlsReportsTo(raw[min(max(env.TraceLen, 0), len(raw)):])
 	for i, rcpt := range env.Rcpts {
 		rt, err := d.route(rcpt)
 		if err != nil {
 			errs[i] = err
 			continue
+		}
+		if reports != "" {
+			rt = route{Mailbox: reports}
 		}
 		t := byMailbox[rt.Mailbox]
 		if t == nil {
@@ -233,8 +237,8 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	m.SizeBytes = int64(len(raw))
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
 	m.DNSBL = env.Screen.Listed
-	if l := d.tlsReportLabel(raw[traceLen:]); l != "" {
-		m.Labels = append(m.Labels, l)
+	if d.tlsReportLabel(raw[traceLen:]) != "" {
+		m.Labels = append(m.Labels, tlsReportLabel)
 	}
 	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))

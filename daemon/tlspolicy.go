@@ -86,9 +86,28 @@ func (o *outboundService) sendTLSReport(_ context.Context, rep tlsrpt.Report, ru
 	return err
 }
 
-// tlsReportLabel marks a TLS report (RFC 8460 §5.3) about one of our own
-// domains, so the operator finds them in the mailbox the rua names
-// (setup publishes postmaster): "tls-report", or "" for any other message.
+// tlsReportLabel is the label of the TLS reports about our own domains.
+const tlsReportLabel = "tls-report"
+
+// tlsReportsTo is where a message goes when it is a TLS report about one of
+// our own domains (RFC 8460 §5.3), whichever of our addresses the sender's
+// rua named: the [tlsrpt] mailbox (postmaster), where the operator reads
+// them, not an agent's context. "" for any other message, or when that
+// mailbox does not exist.
+func (d *Daemon) tlsReportsTo(raw []byte) string {
+	if d.tlsReportLabel(raw) == "" {
+		return ""
+	}
+	name := d.cfg().TLSRPT.Mailbox
+	if _, ok := d.lookupMailbox(name); !ok {
+		return ""
+	}
+	return name
+}
+
+// tlsReportLabel is tlsReportLabel for a TLS report about one of our own
+// domains (a multipart/report of report-type tlsrpt whose
+// TLS-Report-Domain is ours), "" for any other message.
 func (d *Daemon) tlsReportLabel(raw []byte) string {
 	end := bytes.Index(raw, []byte("\r\n\r\n"))
 	if end < 0 || end > 64<<10 {
@@ -105,5 +124,5 @@ func (d *Daemon) tlsReportLabel(raw []byte) string {
 	if !d.cfg().IsLocalDomain(strings.TrimSpace(h.Get("TLS-Report-Domain"))) {
 		return ""
 	}
-	return "tls-report"
+	return tlsReportLabel
 }
