@@ -241,7 +241,7 @@ type Delivery struct {
 	DANE *bool `toml:"dane"`
 	// CAFile is a PEM file of certificates that verify MX hosts and
 	// MTA-STS policy hosts instead of the system roots (a private CA, tests).
-	CAFile string `toml:"ca_file"`
+	CAFile string `toml:"ca_file" secret:"none"`
 	// MTASTSPort is the HTTPS port MTA-STS policies are fetched from; 443
 	// except in tests.
 	MTASTSPort int `toml:"mta_sts_port"`
