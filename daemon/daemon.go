@@ -168,7 +168,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
-	st, err := store.Open(cfg.Paths.MailboxesDir())
+	st, err := store.OpenIndexed(cfg.Paths.MailboxesDir(), cfg.Paths.IndexFile())
 	if err != nil {
 		return nil, fmt.Errorf("opening the mailbox store: %w", err)
 	}
@@ -377,6 +377,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if !srv.Wait(drain) {
 		d.log.Warn("shutdown grace ended with requests still running")
 	}
+	// The index writer writes what it holds (or the next start reads it
+	// from the files).
+	d.store.Close()
 	d.log.Info("mailctl daemon stopped")
 	return err
 }

@@ -54,11 +54,22 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 	for {
 		prev, mine := s.recent.claim(k, s.now())
 		if mine != nil {
+			// A repeat of a delivery an earlier run of the daemon stored.
+			if prevID, ok := s.deliveredBefore(k); ok {
+				s.recent.finish(mine, prevID, nil)
+				return prevID, true, nil
+			}
 			if testHookBeforeWrite != nil {
 				err = testHookBeforeWrite(mailbox, folder)
 			}
 			if err == nil {
 				id, err = s.deliver(mailbox, folder, m, body, raw, atts)
+			}
+			if err == nil {
+				// Remembered on disk before the sender is answered. Failing
+				// that, a repeat after a restart is stored again: a
+				// duplicate, never a loss.
+				s.rememberDelivery(k, id)
 			}
 			s.recent.finish(mine, id, err)
 			return id, false, err
@@ -245,9 +256,8 @@ func (fi *folderIndex) allocate(d *Dir, base, messageID string, deferred func(id
 		if n > 1 {
 			id = base + "-" + strconv.Itoa(n)
 		}
-		_, indexed := fi.entries[id]
 		_, reserved := fi.reserved[id]
-		if indexed || reserved || taken(d, id) || deferred(id) {
+		if reserved || taken(d, id) || deferred(id) {
 			continue
 		}
 		fi.reserved[id] = messageID
@@ -359,7 +369,7 @@ func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body stri
 	// The files are written outside the folder's lock.
 	fi.mu.Lock()
 	wait, busy := fi.creating[id]
-	if _, indexed := fi.entries[id]; busy || indexed || taken(d, id) {
+	if busy || taken(d, id) {
 		fi.mu.Unlock()
 		if busy {
 			<-wait

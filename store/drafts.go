@@ -144,7 +144,6 @@ func removeMessage(f openedFolder, id string) error {
 	d.Remove(id + ".eml")
 	d.RemoveAll(id + attSuffix)
 	fi.remove(id)
-	fi.count()
 	return d.Sync()
 }
 

@@ -71,39 +71,10 @@ func TestLabelsAndStarSurviveReindex(t *testing.T) {
 	check("live", s)
 	s = reopen(t, s)
 	check("restarted on its index file", s)
-	os.Remove(filepath.Join(s.Path("agent"), indexFile("inbox")))
-	s = reopen(t, s)
-	check("index file deleted", s)
-
-	// Many rows: the label filter reads them in one pass over the file.
-	old := readAhead
-	readAhead = 1
-	defer func() { readAhead = old }()
-	check("read ahead", s)
-}
-
-// An index file of the first layout (before the star) is rebuilt, not
-// misread.
-func TestIndexFileOldLayoutRebuilt(t *testing.T) {
-	s := newTestStore(t)
-	a := deliver(t, s, "inbox", testMessage(1), "a")
-	if _, _, err := s.Relabel("agent", "inbox", []string{a}, nil, nil, ptr(true)); err != nil {
-		t.Fatal(err)
-	}
-	allRows(t, s, "inbox", Query{})
 	s.Close()
-	f := filepath.Join(s.Path("agent"), indexFile("inbox"))
-	data, err := os.ReadFile(f)
-	if err != nil || string(data[:8]) != string(indexMagic[:]) {
-		t.Fatalf("index file starts %q (%v)", data[:min(8, len(data))], err)
-	}
-	// The same records under the old magic, whose star bit means nothing.
-	copy(data, "MCTLIDX1")
-	os.WriteFile(f, data, 0o600)
+	removeDB(s.idx.path)
 	s = reopen(t, s)
-	if got := summaryIDs(allRows(t, s, "inbox", Query{Starred: ptr(true)})); !slices.Equal(got, []string{a}) {
-		t.Errorf("starred after an old index file: %v", got)
-	}
+	check("index deleted", s)
 }
 
 func TestRelabelRefusals(t *testing.T) {

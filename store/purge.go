@@ -33,13 +33,17 @@ func (s *Store) PurgeBefore(mailbox, folder string, t time.Time) (purged []strin
 	// Those not found were removed by the owner meanwhile.
 	purged, _, err = s.purge(mailbox, folder, func(fi *folderIndex) []string {
 		var ids []string
-		before := UnixNano(t)
-		order := fi.order()
-		for i := len(order) - 1; i >= 0 && len(ids) < MaxPurge; i-- {
-			if order[i].sortKey >= before {
-				break
+		db, _ := fi.x.handle()
+		rows, err := db.Query("SELECT id FROM messages WHERE fid = ? AND sort_key < ? ORDER BY sort_key, id LIMIT ?", fi.row.fid, UnixNano(t), MaxPurge)
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				ids = append(ids, id)
 			}
-			ids = append(ids, order[i].id)
 		}
 		return ids
 	})
@@ -74,7 +78,6 @@ func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) []string) 
 			}
 		}
 		if len(purged) > 0 {
-			f.fi.count()
 			return f.d.Sync()
 		}
 		return nil

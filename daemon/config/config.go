@@ -71,6 +71,10 @@ type Paths struct {
 // MailboxesDir is where mailbox folders live.
 func (p Paths) MailboxesDir() string { return filepath.Join(p.StateDir, "mailboxes") }
 
+// IndexFile is the message index database: in a directory of the state
+// directory only root can enter, never inside a mailbox.
+func (p Paths) IndexFile() string { return filepath.Join(p.StateDir, "index", "index.db") }
+
 // RegistryDir holds mailboxes and hooks created over the socket.
 func (p Paths) RegistryDir() string { return filepath.Join(p.StateDir, "registry") }
 

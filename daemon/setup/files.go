@@ -353,6 +353,7 @@ func ensureCatchAll(ctx context.Context, o *Options, cfg *config.Config, st step
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	created, err := s.Create(name, uid, gid)
 	if err != nil {
 		return fmt.Errorf("creating the catch-all mailbox: %w", err)
