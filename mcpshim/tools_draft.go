@@ -61,7 +61,7 @@ func deref[T any](p *T) T {
 func (s *Server) toolEmailDraft() toolSpec {
 	return newTool(&mcp.Tool{
 		Name:        "email_draft",
-		Description: "Create, update (fields given), send or delete a draft: a file in the drafts folder a person may edit (email_list, email_read show it); send sends it as it is then.",
+		Description: "Create, update, send or delete a draft: a file in drafts a person may edit; send sends it as it is then.",
 		Annotations: annotations("Draft email", false, true, false, true),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["action"].Enum = []any{"create", "update", "send", "delete"}

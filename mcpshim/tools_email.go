@@ -41,6 +41,7 @@ type emailListArgs struct {
 	From     string `json:"from,omitempty" jsonschema:"substring of the sender"`
 	Subject  string `json:"subject,omitempty" jsonschema:"substring of the subject"`
 	Text     string `json:"text,omitempty" jsonschema:"words anywhere in it"`
+	Query    string `json:"query,omitempty" jsonschema:"Gmail-style search, e.g. from:ann \"a phrase\" newer_than:7d"`
 	ThreadID string `json:"thread_id,omitempty"`
 	Since    string `json:"since,omitempty" jsonschema:"RFC 3339 or YYYY-MM-DD"`
 	Until    string `json:"until,omitempty" jsonschema:"RFC 3339 or YYYY-MM-DD"`
@@ -95,7 +96,7 @@ func parseWhen(field, v string) (*time.Time, error) {
 func (s *Server) toolEmailList() toolSpec {
 	return newTool(&mcp.Tool{
 		Name: "email_list",
-		Description: "List a folder's messages, newest first, filtered; rows give id, sender, subject, date, read, trusted and a snippet. " +
+		Description: "List a folder's messages, newest first, filtered or searched (query); rows give id, sender, subject, date, read, trusted and a snippet. " +
 			"Pages with next_cursor. Untrusted text is fenced. Junk is listed only with folder=junk.",
 		Annotations: annotations("List messages", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
@@ -116,7 +117,7 @@ func (s *Server) toolEmailList() toolSpec {
 		limit := min(cmp.Or(in.Limit, 50), 200) // the reference clamps rather than refuses; the schema refuses below 0
 		args := protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: folder, Limit: limit, Offset: in.Offset,
 			Cursor: in.Cursor, Unread: in.Unread, Trusted: in.Trusted, From: in.From, Subject: in.Subject,
-			Text: in.Text, ThreadID: in.ThreadID, Since: since, Until: until, Label: in.Label, Starred: in.Starred}
+			Text: in.Text, ThreadID: in.ThreadID, Since: since, Until: until, Label: in.Label, Starred: in.Starred, Query: in.Query}
 		var out protocol.MessageList
 		if err := s.call(ctx, protocol.VerbMessageList, args, &out); err != nil {
 			return "", data, nil, mailboxHint(err, in.Mailbox)
@@ -138,7 +139,8 @@ func (s *Server) toolEmailList() toolSpec {
 		if out.HasMore {
 			// A cursor is good only with the filters that made it.
 			nextArgs := withArgs(map[string]any{"mailbox": in.Mailbox, "folder": folder, "limit": limit}, map[string]string{
-				"from": in.From, "subject": in.Subject, "text": in.Text, "thread_id": in.ThreadID, "since": in.Since, "until": in.Until, "label": in.Label})
+				"from": in.From, "subject": in.Subject, "text": in.Text, "thread_id": in.ThreadID, "since": in.Since, "until": in.Until, "label": in.Label,
+				"query": in.Query})
 			for k, v := range map[string]*bool{"unread": in.Unread, "trusted": in.Trusted, "starred": in.Starred} {
 				if v != nil {
 					nextArgs[k] = *v

@@ -96,7 +96,7 @@ type PurgeData struct {
 func (s *Server) toolEmailPurge() toolSpec {
 	return newTool(&mcp.Tool{
 		Name:        "email_purge",
-		Description: "Delete messages in trash for good, with their raw copies and attachments. Cannot be undone. Only trash is purged: move mail there with email_move.",
+		Description: "Delete messages in trash for good (raw copies and attachments too); cannot be undone. Move mail to trash first with email_move.",
 		Annotations: annotations("Purge trash", false, true, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["ids"].MaxItems = new(500)

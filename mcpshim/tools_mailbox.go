@@ -27,8 +27,8 @@ type MailboxRow struct {
 	Owner       string `json:"owner"`
 	// The policies that govern the mailbox, set by the operator.
 	TrustedSenders []string               `json:"trusted_senders" jsonschema:"address patterns whose authenticated mail is trusted (unfenced); empty: no mail to this mailbox is trusted"`
-	Usage          *protocol.MailboxUsage `json:"usage,omitempty" jsonschema:"bytes and messages the mailbox's files take, and its quota (0: none); over_quota: new mail is deferred and sends are refused until you remove mail (move to trash, then purge)"`
-	Send           *protocol.SendLimits   `json:"send_policy,omitempty" jsonschema:"what sending from this mailbox allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size, attachment-count and recipient limits and rates per minute/hour/day (0: no limit); rate: for each limited window, the sends used and remaining now, and with none remaining next_free_ms until one more fits"`
+	Usage          *protocol.MailboxUsage `json:"usage,omitempty" jsonschema:"bytes and messages used, and the quota (0: none); over_quota: mail waits and sends fail until you purge some"`
+	Send           *protocol.SendLimits   `json:"send_policy,omitempty" jsonschema:"what sending allows: enabled, dry_run_only, hold (operator approval), allow-lists (empty: anyone), size, attachment and recipient limits, rates per minute/hour/day (0: none); rate: sends used and left per window, next_free_ms when none are left"`
 }
 
 // MailboxListData is mailbox_list's data.
@@ -86,7 +86,7 @@ type MailboxCreateData struct {
 func (s *Server) toolMailboxCreate() toolSpec {
 	return newTool(&mcp.Tool{
 		Name:        "mailbox_create",
-		Description: "Create a mailbox you own, or find it (created=false), and return its address; sets display_name and trusted_senders where the operator allows.",
+		Description: "Create a mailbox you own (or find it: created=false) and return its address.",
 		Annotations: annotations("Create mailbox", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["name"].Pattern = `^[a-z0-9._-]+$`

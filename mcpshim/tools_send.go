@@ -52,7 +52,7 @@ type emailSendArgs struct {
 func (s *Server) toolEmailSend() toolSpec {
 	return newTool(&mcp.Tool{
 		Name:        "email_send",
-		Description: "Send mail from your mailbox: it is signed, queued and tried at once; each recipient's status comes back (delivered, deferred, failed, held, queued).",
+		Description: "Send mail from your mailbox: signed, queued and tried at once; returns each recipient's status.",
 		Annotations: annotations("Send email", false, false, false, true),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailSendArgs) (string, SendData, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {
@@ -219,9 +219,8 @@ type emailReplyArgs struct {
 
 func (s *Server) toolEmailReply() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_reply",
-		Description: "Answer a stored message: recipients, Re: subject and threading come from it (for your own sent message, its recipients). " +
-			"Sends like email_send.",
+		Name:        "email_reply",
+		Description: "Answer a stored message: recipients, Re: subject and threading come from it. Sends like email_send.",
 		Annotations: annotations("Reply to email", false, false, false, true),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailReplyArgs) (string, protocol.SendResult, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {

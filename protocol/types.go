@@ -226,6 +226,11 @@ type MessageListArgs struct {
 	Until    *time.Time `json:"until,omitempty"`
 	Label    string     `json:"label,omitempty"`   // messages carrying this label (ignoring case)
 	Starred  *bool      `json:"starred,omitempty"` // starred (true) or unstarred (false) messages
+	// Query is a search in Gmail's language (from:, to:, subject:, label:,
+	// is:, has:attachment, in:, before:, after:, older_than:, newer_than:,
+	// "phrases", -negation, OR, parentheses; protocol/README.md). One that
+	// names folders (in:) searches the whole mailbox, whatever Folder says.
+	Query string `json:"query,omitempty"`
 }
 
 // MessageSummary is one row of a message list.

@@ -22,7 +22,7 @@ func init() {
 
 const mailHelp = `Usage: mailctl mail SUBCOMMAND [flags]
 
-  list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred]
+  list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--query Q] [--ids]
                                  messages, newest first (* unread; trust + yes, ! no)
   read ID [--mailbox M] [--folder F] [--raw] [--mark-read]
                                  headers, then the Markdown body
@@ -51,6 +51,8 @@ Examples (a message to yourself first; wait blocks until new mail arrives):
     mailctl mail label "$ID" --add invoices --star --mailbox agent
     mailctl mail list --label invoices --starred --mailbox agent
     mailctl mail move "$ID" --to archive --mailbox agent
+    mailctl mail list --query 'from:alice has:attachment invoice newer_than:30d' --mailbox agent
+    mailctl mail list --query 'in:anywhere "order 1234" -label:done' --mailbox agent
     mailctl mail purge --before 2026-02-01 --mailbox agent
     mailctl mail wait --mailbox agent --subject code --timeout 5m --json`
 
@@ -127,25 +129,33 @@ func (mf *mailFlags) resolveMailbox() error {
 }
 
 func mailList(args []string) int {
-	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--ids] [--json]",
+	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--query Q] [--ids] [--json]",
 		`Lists a folder's messages, newest first: a * marks unread mail, and the trust
 column says whether the sender is one the mailbox trusts (+ yes, ! no, blank when
 the mailbox has no trusted senders). Dates are local. Sent mail shows its
 delivery status instead. Mail judged unwanted (a DMARC quarantine policy, a
-blocklisted sender) is in junk, listed only with --folder junk.`, true)
+blocklisted sender) is in junk, listed only with --folder junk.
+
+--query searches in Gmail's language: words and "quoted phrases" anywhere
+(subject, sender, recipients, body, attachment names), from: to: cc: subject:
+filename: label: is:unread|read|starred has:attachment
+in:inbox|sent|archive|trash|drafts|junk|anywhere after:2026/01/31 before:2026/01/31
+newer_than:7d older_than:2m (d, m, y), -negation, OR and parentheses. A query
+with in: searches every folder; rows from another folder show it before the id.`, true)
 	limit := mf.fs.Int("limit", 20, "at most this many messages (1-200)")
 	unread := mf.fs.Bool("unread", false, "only unread messages")
 	label := mf.fs.String("label", "", "only messages with this label (see mail label)")
 	starred := mf.fs.Bool("starred", false, "only starred messages")
 	from := mf.fs.String("from", "", "only messages whose sender contains this")
 	subject := mf.fs.String("subject", "", "only messages whose subject contains this")
-	text := mf.fs.String("text", "", "only messages whose body contains this")
+	text := mf.fs.String("text", "", "only messages with these words (each also as a prefix) anywhere, body included")
+	query := mf.fs.String("query", "", "a search: from:alice \"exact phrase\" -label:done in:anywhere ... (see above)")
 	ids := mf.fs.Bool("ids", false, "print only the messages' ids, one a line (for scripts: ID=$(mailctl mail list --limit 1 --ids))")
 	if code, ok := parseFlags(mf.fs, args); !ok {
 		return code
 	}
 	if mf.fs.NArg() != 0 {
-		return usageError(mf.fs, "unexpected argument %q (filters are flags: --from, --subject, --text)", mf.fs.Arg(0))
+		return usageError(mf.fs, "unexpected argument %q (filters are flags: --from, --subject, --text, --query)", mf.fs.Arg(0))
 	}
 	if *limit < 1 || *limit > 200 {
 		return usageError(mf.fs, "--limit must be between 1 and 200")
@@ -153,7 +163,7 @@ blocklisted sender) is in junk, listed only with --folder junk.`, true)
 	if err := mf.resolveMailbox(); err != nil {
 		return mf.fail(err)
 	}
-	a := protocol.MessageListArgs{Mailbox: mf.mailbox, Folder: mf.folder, Limit: *limit, From: *from, Subject: *subject, Text: *text, Label: *label}
+	a := protocol.MessageListArgs{Mailbox: mf.mailbox, Folder: mf.folder, Limit: *limit, From: *from, Subject: *subject, Text: *text, Label: *label, Query: *query}
 	if *unread {
 		a.Unread = unread
 	}
@@ -208,15 +218,19 @@ func printRows(w io.Writer, folder string, msgs []protocol.MessageSummary) {
 		if len(m.Labels) > 0 {
 			subj += " [" + fit(inert(strings.Join(m.Labels, ", ")), 40) + "]"
 		}
+		id := inert(m.ID)
+		if m.Folder != "" && m.Folder != folder {
+			id = inert(m.Folder) + "/" + id // a search across folders
+		}
 		if sent {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", inert(m.ID), date, fit(inert(strings.Join(m.To, ", ")), 32), inert(m.DeliveryStatus), subj)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, date, fit(inert(strings.Join(m.To, ", ")), 32), inert(m.DeliveryStatus), subj)
 			continue
 		}
 		mark := " "
 		if !m.Read {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, inert(m.ID), date, trustMark(m.Trusted), fit(inert(m.From), 32), subj)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, id, date, trustMark(m.Trusted), fit(inert(m.From), 32), subj)
 	}
 	tw.Flush()
 }

@@ -25,7 +25,7 @@ var cursorKey = func() []byte {
 // cursor reused with other filters (which would silently page through
 // other results) or one never issued is refused.
 func cursorTag(storeCursor, mailbox, folder string, a *protocol.MessageListArgs) string {
-	filters, _ := json.Marshal([]any{mailbox, folder, a.Unread, a.Trusted, a.From, a.Subject, a.Text, a.ThreadID, a.Since, a.Until, a.Label, a.Starred})
+	filters, _ := json.Marshal([]any{mailbox, folder, a.Unread, a.Trusted, a.From, a.Subject, a.Text, a.ThreadID, a.Since, a.Until, a.Label, a.Starred, a.Query})
 	m := hmac.New(sha256.New, cursorKey)
 	m.Write([]byte(storeCursor))
 	m.Write([]byte{0})

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound"
@@ -72,7 +73,10 @@ func handleMessageList(_ context.Context, s *Server, c *call, a *protocol.Messag
 	}
 	page, err := s.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: cur,
 		Unread: a.Unread, Trusted: a.Trusted, From: a.From, Subject: a.Subject, Text: a.Text, ThreadID: a.ThreadID,
-		Since: a.Since, Until: a.Until, Label: a.Label, Starred: a.Starred})
+		Since: a.Since, Until: a.Until, Label: a.Label, Starred: a.Starred, Search: a.Query})
+	if se := (*store.SearchError)(nil); errors.As(err, &se) {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v (the operators: docs/mcp.md, or mailctl mail list --help)", se)
+	}
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))
 	}
