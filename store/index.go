@@ -93,7 +93,7 @@ func (fi *folderIndex) attach(mb *mailbox) error {
 	}
 	r, err := fi.x.ensureFolder(gen, fi.mailbox, fi.folder, identityOf(mb))
 	if err != nil {
-		return fi.x.damaged(err)
+		return fi.x.damaged(gen, err)
 	}
 	fi.gen, fi.row, fi.attached = gen, r, true
 	return nil
@@ -130,7 +130,7 @@ func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
 	}
 	// Rows queued for the database land first: the scan compares with them.
 	if err := fi.x.w.flush(); err != nil && !errors.Is(err, errStaleGen) {
-		return fi.x.damaged(err)
+		return fi.x.damaged(fi.gen, err)
 	}
 	dst, err := d.Stat()
 	if err != nil {
@@ -147,7 +147,7 @@ func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
 		if lost {
 			fi.x.w.lost.Store(fi.row.fid, true)
 		}
-		return fi.x.damaged(err)
+		return fi.x.damaged(fi.gen, err)
 	}
 	racy := stamp.racy(now)
 	err = fi.x.write(fi.gen, func(tx *sql.Tx) error {
@@ -156,7 +156,7 @@ func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
 		return err
 	})
 	if err != nil {
-		return fi.x.damaged(err)
+		return fi.x.damaged(fi.gen, err)
 	}
 	fi.row.stamp, fi.row.racy, fi.row.scanned = stamp, racy, true
 	fi.loaded = true

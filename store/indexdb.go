@@ -124,7 +124,7 @@ type indexDB struct {
 	wmu sync.Mutex // one write transaction at a time
 	w   *indexWriter
 
-	rebuilding atomic.Bool
+	repairMu sync.Mutex // one repair of a damaged database at a time
 }
 
 // openIndexDB opens (creating, or rebuilding when damaged or old) the index
@@ -301,23 +301,24 @@ func (x *indexDB) rebuild() error {
 	return nil
 }
 
-// damaged passes err on, first starting a rebuild when it says the
-// database is damaged.
-func (x *indexDB) damaged(err error) error {
+// damaged passes err on, first rebuilding the database of generation gen
+// when err says it is damaged (unless another caller did already).
+func (x *indexDB) damaged(gen uint64, err error) error {
 	if isDamage(err) {
-		x.rebuildAsync()
+		x.repairMu.Lock()
+		if x.gen.Load() == gen {
+			x.rebuild()
+		}
+		x.repairMu.Unlock()
 	}
 	return err
 }
 
-// rebuildAsync starts a rebuild unless one is under way. (The writer cannot
-// wait for one: a rebuild waits for the writer.)
-func (x *indexDB) rebuildAsync() {
-	if x.rebuilding.CompareAndSwap(false, true) {
-		go func() {
-			defer x.rebuilding.Store(false)
-			x.rebuild()
-		}()
+// damagedAsync is damaged for the writer, which cannot wait for a rebuild
+// (a rebuild waits for the writer).
+func (x *indexDB) damagedAsync(gen uint64, err error) {
+	if isDamage(err) {
+		go x.damaged(gen, err)
 	}
 }
 

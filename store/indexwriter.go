@@ -189,8 +189,6 @@ func (w *indexWriter) apply(batch []*indexOp) error {
 		}
 		return nil
 	})
-	if isDamage(err) {
-		w.x.rebuildAsync()
-	}
+	w.x.damagedAsync(gen, err)
 	return err
 }

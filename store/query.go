@@ -316,8 +316,17 @@ func notFTS(n *searchNode) (string, bool) {
 }
 
 // ftsQuote makes s one phrase of the full-text query language: the engine
-// splits it into words as it split the text.
-func ftsQuote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+// splits it into words as it split the text. Control characters (a NUL
+// would end the engine's string) separate words, as they do in the text.
+func ftsQuote(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
 
 // rowCols are the columns a page reads, in the order scanRow expects.
 const rowCols = `m.fid, m.id, m.sort_key, m.ino, m.size, m.mtime, m.ctime, m.racy, m.read, m.starred, m.message_id,
@@ -434,7 +443,7 @@ func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
 		}
 		p, rows, err := s.page(sc, q, search)
 		if (errors.Is(err, errStaleGen) || isDamage(err)) && attempt < 3 {
-			s.idx.damaged(err)
+			s.idx.damaged(sc.gen, err)
 			continue
 		}
 		if err != nil {

@@ -445,7 +445,7 @@ func (n *searchNode) String() string {
 	}
 	v := n.value
 	if n.phrase {
-		v = strconv.Quote(v)
+		v = `"` + v + `"` // a phrase holds no quote
 	}
 	if n.field != "" {
 		return n.field + ":" + v

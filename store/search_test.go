@@ -271,3 +271,38 @@ func TestParseSearchTree(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSearch: any query either parses or is refused with a SearchError;
+// what parses prints back to a query that parses to the same tree, and runs
+// against a real index without an engine error (every full-text term the
+// compiler writes is one the engine reads).
+func FuzzParseSearch(f *testing.F) {
+	for _, q := range []string{
+		"invoice", `"quick brown fox"`, "from:alice@example.com -label:done", "(a OR b) -(c OR d)",
+		"in:anywhere is:unread has:attachment", "after:2026/01/31 before:1767225600 newer_than:7d older_than:2m",
+		`subject:"x y" cc:bob to:"a@b.c" filename:report.pdf`, "a | b AND c", "12:30 C:drive", "ΣΟΦΙΑ café 東京",
+		`"unclosed`, "((((a))))", "-", "OR", "foo:bar", "a\x00b", `""`, `from:""`, "NEAR(a b)", "a* ^b {subject}:c",
+	} {
+		f.Add(q)
+	}
+	s := newTestStore(f)
+	deliver(f, s, "inbox", testMessage(1), "some words to find")
+	now := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, q string) {
+		n, err := ParseSearch(q, now)
+		if err != nil {
+			var se *SearchError
+			if !errors.As(err, &se) {
+				t.Fatalf("%q: error %v is not a SearchError", q, err)
+			}
+			return
+		}
+		again, err := ParseSearch(n.String(), now)
+		if err != nil || again.String() != n.String() {
+			t.Fatalf("%q printed as %q, which parses to %v (%v)", q, n.String(), again, err)
+		}
+		if _, err := s.List("agent", "inbox", Query{Search: q}); err != nil {
+			t.Fatalf("%q (%s): %v", q, n, err)
+		}
+	})
+}
