@@ -27,7 +27,15 @@ const (
 	VerbQueueDrop     = "queue.drop"
 	VerbQueueApprove  = "queue.approve"
 	VerbWatch         = "watch"
+	VerbIndexRebuild  = "index.rebuild"
 )
+
+// IndexRebuild answers VerbIndexRebuild: the index was thrown away and is
+// being read again from the mailboxes' files, in the background.
+type IndexRebuild struct {
+	Mailboxes int  `json:"mailboxes"`
+	Started   bool `json:"started"`
+}
 
 // VersionInfo answers VerbVersion.
 type VersionInfo struct {
