@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,20 +34,17 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 // to two aliases of a mailbox.
 type DeliveryKey [sha256.Size]byte
 
-// Bounds of the de-duplication memory: a delivery is recognised again for
-// DedupWindow after it arrived, and at most dedupMax deliveries are
-// remembered (the oldest are forgotten first). Past either bound a repeat is
+// DedupWindow is how long a delivery is recognised again after it arrived
+// (see deliveriesDB for the bound on how many are). Past it a repeat is
 // stored a second time: a duplicate, never a loss.
-const (
-	DedupWindow = time.Hour
-	dedupMax    = 20000
-)
+const DedupWindow = time.Hour
 
 // DeliverOnce is Deliver for a delivery identified by key. When the same key
-// was stored in the same folder within DedupWindow and that message is still
-// there, nothing is written: dup is true and id is the earlier message's. A
-// repeat arriving while the first copy is still being written waits for its
-// outcome, and is stored itself if that write failed.
+// was stored in the same folder within DedupWindow (by this process or, as
+// the store remembers deliveries on disk, an earlier one) and that message
+// is still there, nothing is written: dup is true and id is the earlier
+// message's. A repeat arriving while the first copy is still being written
+// waits for its outcome, and is stored itself if that write failed.
 func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
 	k := recentKey{mailbox: mailbox, folder: folder, key: key}
 	for {
@@ -181,45 +177,48 @@ type recentKey struct {
 	key             DeliveryKey
 }
 
-// recentDelivery is a delivery being written or written lately. done is
-// closed once id and err are set.
+// recentDelivery is a delivery being written. done is closed once id and
+// err are set.
 type recentDelivery struct {
 	key  recentKey
-	at   time.Time
 	done chan struct{}
 	id   string
 	err  error
 }
 
-// recentDeliveries remembers deliveries for DedupWindow, oldest first.
+// recentDeliveries holds the deliveries being written, so that a repeat
+// arriving meanwhile waits for the outcome. Once written, a delivery is
+// remembered on disk (rememberDelivery) and leaves memory: what is held is
+// bounded by the deliveries in flight.
 type recentDeliveries struct {
 	mu    sync.Mutex
 	byKey map[recentKey]*recentDelivery
-	order []*recentDelivery
 }
 
-// claim returns the remembered delivery of k, or, when there is none,
+// claim returns the delivery of k in flight, or, when there is none,
 // records a new one for the caller to write and finish.
-func (r *recentDeliveries) claim(k recentKey, now time.Time) (prev, mine *recentDelivery) {
+func (r *recentDeliveries) claim(k recentKey, _ time.Time) (prev, mine *recentDelivery) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.expire(now)
 	if e := r.byKey[k]; e != nil {
 		return e, nil
 	}
 	if r.byKey == nil {
 		r.byKey = map[recentKey]*recentDelivery{}
 	}
-	e := &recentDelivery{key: k, at: now, done: make(chan struct{})}
+	e := &recentDelivery{key: k, done: make(chan struct{})}
 	r.byKey[k] = e
-	r.order = append(r.order, e)
 	return nil, e
 }
 
-// finish records the outcome of a claimed delivery and wakes its waiters.
+// finish records the outcome of a claimed delivery, forgets it and wakes
+// its waiters.
 func (r *recentDeliveries) finish(e *recentDelivery, id string, err error) {
 	r.mu.Lock()
 	e.id, e.err = id, err
+	if r.byKey[e.key] == e {
+		delete(r.byKey, e.key)
+	}
 	r.mu.Unlock()
 	close(e.done)
 }
@@ -231,21 +230,6 @@ func (r *recentDeliveries) forget(k recentKey, e *recentDelivery) {
 	if r.byKey[k] == e {
 		delete(r.byKey, k)
 	}
-}
-
-// expire forgets deliveries older than DedupWindow and, to make room under
-// dedupMax, the oldest. A delivery still being written may be forgotten too: its waiters
-// hold it, and a later repeat is then stored again.
-func (r *recentDeliveries) expire(now time.Time) {
-	n := 0
-	for n < len(r.order) && (len(r.order)-n >= dedupMax || now.Sub(r.order[n].at) > DedupWindow) {
-		e := r.order[n]
-		if r.byKey[e.key] == e {
-			delete(r.byKey, e.key)
-		}
-		n++
-	}
-	r.order = slices.Delete(r.order, 0, n)
 }
 
 // allocate reserves a free id based on base: base, base-2, base-3...

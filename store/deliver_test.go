@@ -152,15 +152,38 @@ func TestDeliverOnceWaitsForTheCopyInFlight(t *testing.T) {
 	}
 }
 
-// TestDeliverOnceMemoryIsBounded remembers at most dedupMax deliveries.
+// TestDeliverOnceMemoryIsBounded: deliveries leave memory once written
+// (the store remembers them on disk); only those in flight are held.
 func TestDeliverOnceMemoryIsBounded(t *testing.T) {
 	var r recentDeliveries
 	now := time.Now()
-	for i := range dedupMax + 10 {
-		_, e := r.claim(recentKey{mailbox: "m", folder: "inbox", key: sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)})}, now)
+	var inFlight *recentDelivery
+	for i := range 1000 {
+		_, e := r.claim(recentKey{mailbox: "m", folder: "inbox", key: sha256.Sum256([]byte{byte(i), byte(i >> 8)})}, now)
+		if i == 500 {
+			inFlight = e
+			continue
+		}
 		r.finish(e, "x", nil)
 	}
-	if len(r.byKey) > dedupMax || len(r.order) > dedupMax+1 {
-		t.Errorf("remembering %d (%d in order), bound %d", len(r.byKey), len(r.order), dedupMax)
+	if len(r.byKey) != 1 || r.byKey[inFlight.key] != inFlight {
+		t.Errorf("holding %d deliveries, want the one in flight", len(r.byKey))
+	}
+}
+
+// Deliveries are remembered across a restart of the store.
+func TestDeliverOnceAcrossRestart(t *testing.T) {
+	s := newTestStore(t)
+	key := sha256.Sum256([]byte("before the restart"))
+	id1, _, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s)
+	if id, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("x"), nil); err != nil || !dup || id != id1 {
+		t.Errorf("repeat after a restart = %q %v %v, want %q true nil", id, dup, err, id1)
+	}
+	if got := listIDs(t, s, "inbox"); len(got) != 1 {
+		t.Errorf("inbox %v", got)
 	}
 }

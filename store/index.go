@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"os"
@@ -107,11 +108,6 @@ func (fi *folderIndex) forget() {
 // sync brings the folder's rows up to date with the directory d of mailbox
 // mb. It reads only files whose stamp changed.
 func (fi *folderIndex) sync(d *Dir, mb *mailbox) error {
-	if !fi.cleaned {
-		CleanTemps(d)
-		cleanOrphans(d)
-		fi.cleaned = true
-	}
 	for try := 0; ; try++ {
 		err := fi.trySync(d, mb)
 		if err == nil || try > 0 || !(errors.Is(err, errStaleGen) || isDamage(err)) {
@@ -141,6 +137,14 @@ func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
 	if fi.row.scanned && stamp == fi.row.stamp && !fi.row.racy && !lost {
 		fi.loaded = true
 		return nil
+	}
+	if !fi.cleaned {
+		// Stale temporary files and orphans can only have come with a
+		// change of the directory; the daemon's start-up sweep took the
+		// rest.
+		CleanTemps(d)
+		cleanOrphans(d)
+		fi.cleaned = true
 	}
 	now := time.Now()
 	if err := fi.scan(d, mb, now); err != nil {
@@ -223,12 +227,14 @@ func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 		return nil
 	}
 	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
-		for _, id := range gone {
-			if err := deleteRow(tx, fi.row.fid, id); err != nil {
-				return err
+		return writeRows(tx, func(w *rowWriter) error {
+			for _, id := range gone {
+				if err := w.remove(fi.row.fid, id); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 }
 
@@ -287,20 +293,22 @@ func (fi *folderIndex) scanIDs(db *sql.DB, d *Dir, mb *mailbox, ids []string, se
 	}
 	res := loadRows(d, load, mb.uid, now)
 	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
-		for i, r := range res {
-			var err error
-			if r.err != nil {
-				// Unparsable or foreign files are not messages. The error
-				// can quote file contents, so it is not logged.
-				err = deleteRow(tx, fi.row.fid, load[i])
-			} else {
-				err = putRow(tx, fi.row.fid, fi.row.mid, r.row)
+		return writeRows(tx, func(w *rowWriter) error {
+			for i, r := range res {
+				var err error
+				if r.err != nil {
+					// Unparsable or foreign files are not messages. The
+					// error can quote file contents, so it is not logged.
+					err = w.remove(fi.row.fid, load[i])
+				} else {
+					err = w.put(fi.row.fid, fi.row.mid, r.row)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	})
 }
 
@@ -504,12 +512,65 @@ func parseTimeText(s string) time.Time {
 	return t
 }
 
-// putRow writes (inserts or replaces) a message's row and its full text.
-func putRow(tx *sql.Tx, fid, mid int64, r *indexRow) error {
+// rowWriter writes rows in one transaction through statements prepared
+// once for it: preparing a statement costs as much as running it.
+type rowWriter struct {
+	tx                                        *sql.Tx
+	find, update, insert, ftsDel, ftsAdd, del *sql.Stmt
+}
+
+func newRowWriter(tx *sql.Tx) (*rowWriter, error) {
+	w := &rowWriter{tx: tx}
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{
+		{&w.find, "SELECT rid, text_hash FROM messages WHERE fid = ? AND id = ?"},
+		{&w.update, `UPDATE messages SET sort_key=?, ino=?, size=?, mtime=?, ctime=?, racy=?, read=?, starred=?, trusted_ok=?,
+			message_id=?, thread_id=?, sender=?, recipients=?, subject=?, date=?, received=?, trusted=?, attachments=?, snippet=?,
+			status=?, labels=?, labels_fold=?, from_fold=?, subj_fold=?, text_hash=? WHERE rid=?`},
+		{&w.insert, `INSERT INTO messages(fid, mid, id, sort_key, ino, size, mtime, ctime, racy, read, starred, trusted_ok,
+			message_id, thread_id, sender, recipients, subject, date, received, trusted, attachments, snippet,
+			status, labels, labels_fold, from_fold, subj_fold, text_hash)
+			VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.ftsDel, "DELETE FROM fts WHERE rowid = ?"},
+		{&w.ftsAdd, "INSERT INTO fts(rowid, subject, sender, recipients, cc, body, attachments, scope) VALUES(?, ?, ?, ?, ?, ?, ?, ?)"},
+		{&w.del, "DELETE FROM messages WHERE rid = ?"},
+	} {
+		st, err := tx.Prepare(p.q)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		*p.st = st
+	}
+	return w, nil
+}
+
+func (w *rowWriter) close() {
+	for _, st := range []*sql.Stmt{w.find, w.update, w.insert, w.ftsDel, w.ftsAdd, w.del} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// writeRows runs fn with a rowWriter on tx.
+func writeRows(tx *sql.Tx, fn func(w *rowWriter) error) error {
+	w, err := newRowWriter(tx)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	return fn(w)
+}
+
+// put writes (inserts or replaces) a message's row and its full text.
+func (w *rowWriter) put(fid, mid int64, r *indexRow) error {
 	s := &r.sum
 	hash := r.textHash()
 	var rid, oldHash int64
-	err := tx.QueryRow("SELECT rid, text_hash FROM messages WHERE fid = ? AND id = ?", fid, s.ID).Scan(&rid, &oldHash)
+	err := w.find.QueryRow(fid, s.ID).Scan(&rid, &oldHash)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
@@ -518,21 +579,14 @@ func putRow(tx *sql.Tx, fid, mid int64, r *indexRow) error {
 		timeText(s.Date), timeText(s.ReceivedAt), s.Trusted, s.Attachments, s.Snippet, s.DeliveryStatus,
 		strings.Join(s.Labels, listSep), labelsKey(s.Labels), fold(s.From), fold(s.Subject), hash}
 	if rid != 0 {
-		_, err = tx.Exec(`UPDATE messages SET sort_key=?, ino=?, size=?, mtime=?, ctime=?, racy=?, read=?, starred=?, trusted_ok=?,
-			message_id=?, thread_id=?, sender=?, recipients=?, subject=?, date=?, received=?, trusted=?, attachments=?, snippet=?,
-			status=?, labels=?, labels_fold=?, from_fold=?, subj_fold=?, text_hash=? WHERE rid=?`, append(cols, rid)...)
-		if err != nil || oldHash == hash {
+		if _, err := w.update.Exec(append(cols, rid)...); err != nil || oldHash == hash {
 			return err
 		}
-		if _, err := tx.Exec("DELETE FROM fts WHERE rowid = ?", rid); err != nil {
+		if _, err := w.ftsDel.Exec(rid); err != nil {
 			return err
 		}
 	} else {
-		res, err := tx.Exec(`INSERT INTO messages(fid, mid, id, sort_key, ino, size, mtime, ctime, racy, read, starred, trusted_ok,
-			message_id, thread_id, sender, recipients, subject, date, received, trusted, attachments, snippet,
-			status, labels, labels_fold, from_fold, subj_fold, text_hash)
-			VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			append([]any{fid, mid, s.ID}, cols...)...)
+		res, err := w.insert.Exec(append([]any{fid, mid, s.ID}, cols...)...)
 		if err != nil {
 			return err
 		}
@@ -540,27 +594,42 @@ func putRow(tx *sql.Tx, fid, mid int64, r *indexRow) error {
 			return err
 		}
 	}
-	_, err = tx.Exec("INSERT INTO fts(rowid, subject, sender, recipients, cc, body, attachments) VALUES(?, ?, ?, ?, ?, ?, ?)",
-		rid, s.Subject, s.From, r.recipients, r.cc, r.body, r.attachments)
+	// scope lets the engine select a folder's or a mailbox's rows itself.
+	_, err = w.ftsAdd.Exec(rid, ftsText(s.Subject), ftsText(s.From), ftsText(r.recipients), ftsText(r.cc), ftsText(r.body),
+		ftsText(r.attachments), scopeTerms(fid, mid))
 	return err
 }
 
-// deleteRow removes a message's row, if there is one.
-func deleteRow(tx *sql.Tx, fid int64, id string) error {
-	var rid int64
-	err := tx.QueryRow("SELECT rid FROM messages WHERE fid = ? AND id = ?", fid, id).Scan(&rid)
+// remove deletes a message's row, if there is one.
+func (w *rowWriter) remove(fid int64, id string) error {
+	var rid, hash int64
+	err := w.find.QueryRow(fid, id).Scan(&rid, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec("DELETE FROM fts WHERE rowid = ?", rid); err != nil {
+	if _, err := w.ftsDel.Exec(rid); err != nil {
 		return err
 	}
-	_, err = tx.Exec("DELETE FROM messages WHERE rid = ?", rid)
+	_, err = w.del.Exec(rid)
 	return err
 }
+
+// scopeMark starts the full-text index's scope terms. The tokenizer keeps it
+// in a word (tokenchars), and the store takes it out of every text it
+// indexes or searches for (ftsText, ftsQuote; elsewhere it separates words,
+// as it would anyway), so no search term can be or match a scope term.
+const scopeMark = "§"
+
+// scopeTerms are the words that put a row in its folder and its mailbox.
+func scopeTerms(fid, mid int64) string {
+	return fmt.Sprintf("%sf%d %sm%d", scopeMark, fid, scopeMark, mid)
+}
+
+// ftsText is text as the full-text index takes it.
+func ftsText(s string) string { return strings.ReplaceAll(s, scopeMark, " ") }
 
 // entryAfterWrite hands the row of a message the store just wrote (its
 // files visible) to the index writer; the caller does not wait for it.

@@ -108,8 +108,8 @@ CREATE INDEX messages_order ON messages(fid, sort_key DESC, id DESC);
 CREATE INDEX messages_mailbox ON messages(mid, sort_key DESC, id DESC);
 CREATE INDEX messages_unread ON messages(fid, read);
 CREATE INDEX messages_msgid ON messages(fid, message_id);
-CREATE VIRTUAL TABLE fts USING fts5(subject, sender, recipients, cc, body, attachments,
-	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE fts USING fts5(subject, sender, recipients, cc, body, attachments, scope,
+	content='', contentless_delete=1, tokenize="unicode61 remove_diacritics 2 tokenchars '§'");
 `
 
 // indexDB is the open index database.

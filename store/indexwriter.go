@@ -172,22 +172,24 @@ func (w *indexWriter) apply(batch []*indexOp) error {
 		return nil
 	}
 	err := w.x.write(gen, func(tx *sql.Tx) error {
-		for _, op := range batch {
-			if op.gen != gen {
-				continue
+		return writeRows(tx, func(rw *rowWriter) error {
+			for _, op := range batch {
+				if op.gen != gen {
+					continue
+				}
+				var err error
+				switch {
+				case op.row != nil:
+					err = rw.put(op.fid, op.mid, op.row)
+				case op.del != "":
+					err = rw.remove(op.fid, op.del)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			var err error
-			switch {
-			case op.row != nil:
-				err = putRow(tx, op.fid, op.mid, op.row)
-			case op.del != "":
-				err = deleteRow(tx, op.fid, op.del)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	})
 	w.x.damagedAsync(gen, err)
 	return err

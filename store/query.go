@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,15 +108,42 @@ type listScope struct {
 	names   map[int64]string
 }
 
-// where compiles the query's filters into SQL over messages m.
-func (q *Query) where(sc *listScope, search *searchNode) (string, []any) {
-	b := &sqlBuilder{folders: sc.folders}
-	var parts []string
+// token is the full-text term that selects the scope's rows
+// (scopeTerms).
+func (sc *listScope) token() string {
 	if sc.mid != 0 {
-		parts = append(parts, "m.mid = ?")
+		return fmt.Sprintf(`"%sm%d"`, scopeMark, sc.mid)
+	}
+	return fmt.Sprintf(`"%sf%d"`, scopeMark, sc.fid)
+}
+
+// filtered reports whether the query has filters besides its search.
+func (q *Query) filtered() bool {
+	return q.Unread != nil || q.Trusted != nil || q.Starred != nil || q.Label != "" || q.From != "" || q.Subject != "" ||
+		q.Text != "" || q.ThreadID != "" || q.Since != nil || q.Until != nil
+}
+
+// driveMax is how many full-text matches may drive a query; past it the
+// folder's order drives it.
+const driveMax = 4000
+
+// where compiles the query's filters into SQL over messages m. With
+// drive, the rows the search's full text matches drive the query (looked
+// up by rowid): the unary + keeps the engine from walking the whole
+// folder's index instead, which it does otherwise (checking each row
+// against the matches), the better plan when they are many.
+func (q *Query) where(sc *listScope, search *searchNode, drive bool) (string, []any) {
+	b := &sqlBuilder{folders: sc.folders, scope: sc.token()}
+	var parts []string
+	scope := "m."
+	if drive {
+		scope = "+m."
+	}
+	if sc.mid != 0 {
+		parts = append(parts, scope+"mid = ?")
 		b.args = append(b.args, sc.mid)
 	} else {
-		parts = append(parts, "m.fid = ?")
+		parts = append(parts, scope+"fid = ?")
 		b.args = append(b.args, sc.fid)
 	}
 	flag := func(col string, v *bool) {
@@ -163,13 +191,11 @@ func (q *Query) where(sc *listScope, search *searchNode) (string, []any) {
 			}
 		}
 		alt := "instr(m.subj_fold, ?) > 0 OR instr(m.from_fold, ?) > 0"
-		args := []any{t, t}
 		if len(words) > 0 {
-			alt = matchSQL + " OR " + alt
-			args = append([]any{strings.Join(words, " AND ")}, args...)
+			alt = b.match(strings.Join(words, " AND ")) + " OR " + alt
 		}
 		parts = append(parts, "("+alt+")")
-		b.args = append(b.args, args...)
+		b.args = append(b.args, t, t)
 	}
 	if search != nil {
 		parts = append(parts, b.expr(search))
@@ -184,12 +210,18 @@ const matchSQL = "m.rid IN (SELECT rowid FROM fts WHERE fts MATCH ?)"
 type sqlBuilder struct {
 	args    []any
 	folders map[string]int64
+	scope   string // the full-text term of the listing's folder or mailbox
+}
+
+// match selects the rows of the scope whose full text matches expr.
+func (b *sqlBuilder) match(expr string) string {
+	b.args = append(b.args, "("+expr+") AND "+b.scope)
+	return matchSQL
 }
 
 func (b *sqlBuilder) expr(n *searchNode) string {
 	if f, ok := ftsExpr(n); ok {
-		b.args = append(b.args, f)
-		return matchSQL
+		return b.match(f)
 	}
 	switch n.op {
 	case opNot:
@@ -212,12 +244,7 @@ func (b *sqlBuilder) expr(n *searchNode) string {
 			}
 		}
 		if len(pos) > 0 {
-			m := strings.Join(pos, " AND ")
-			for _, f := range neg {
-				m += " NOT " + f
-			}
-			b.args = append(b.args, m)
-			parts = append(parts, matchSQL)
+			parts = append(parts, b.match(joinFTS(pos, neg)))
 		}
 		for _, k := range n.kids {
 			_, isPos := ftsExpr(k)
@@ -298,13 +325,46 @@ func ftsExpr(n *searchNode) (string, bool) {
 		if len(pos) == 0 {
 			return "", false
 		}
-		m := strings.Join(pos, " AND ")
-		for _, f := range neg {
-			m += " NOT " + f
-		}
-		return m, true
+		return joinFTS(pos, neg), true
 	}
 	return "", false
+}
+
+// joinFTS is the full-text expression of terms that must all match and
+// terms that must not.
+func joinFTS(pos, neg []string) string {
+	m := strings.Join(pos, " AND ")
+	for _, f := range neg {
+		m += " NOT " + f
+	}
+	return m
+}
+
+// topFTS is the full-text expression every row a search finds must match,
+// if there is one: the search's own, or that of the full-text terms of its
+// top conjunction.
+func topFTS(n *searchNode) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	if f, ok := ftsExpr(n); ok {
+		return f, true
+	}
+	if n.op != opAnd {
+		return "", false
+	}
+	var pos, neg []string
+	for _, k := range n.kids {
+		if f, ok := ftsExpr(k); ok {
+			pos = append(pos, "("+f+")")
+		} else if f, ok := notFTS(k); ok {
+			neg = append(neg, "("+f+")")
+		}
+	}
+	if len(pos) == 0 {
+		return "", false
+	}
+	return joinFTS(pos, neg), true
 }
 
 // notFTS compiles the inside of a negated full-text term.
@@ -317,10 +377,11 @@ func notFTS(n *searchNode) (string, bool) {
 
 // ftsQuote makes s one phrase of the full-text query language: the engine
 // splits it into words as it split the text. Control characters (a NUL
-// would end the engine's string) separate words, as they do in the text.
+// would end the engine's string) and scopeMark separate words, as they do
+// in the text.
 func ftsQuote(s string) string {
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if r < 0x20 || r == 0x7f || string(r) == scopeMark {
 			return ' '
 		}
 		return r
@@ -368,14 +429,29 @@ func (s *Store) page(sc *listScope, q Query, search *searchNode) (Page, []pageRo
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	where, args := q.where(sc, search)
 	db, gen := s.idx.handle()
 	if gen != sc.gen {
 		return Page{}, nil, errStaleGen
 	}
 	var p Page
-	if err := db.QueryRow("SELECT count(*) FROM messages m WHERE "+where, args...).Scan(&p.Total); err != nil {
-		return Page{}, nil, err
+	drive, counted := false, false
+	if top, ok := topFTS(search); ok {
+		// The engine counts a search's matches in the scope alone; when
+		// the search is all there is, that is the total.
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM fts WHERE fts MATCH ?", "("+top+") AND "+sc.token()).Scan(&n); err != nil {
+			return Page{}, nil, err
+		}
+		drive = n <= driveMax
+		if _, pure := ftsExpr(search); pure && !q.filtered() {
+			p.Total, counted = n, true
+		}
+	}
+	where, args := q.where(sc, search, drive)
+	if !counted {
+		if err := db.QueryRow("SELECT count(*) FROM messages m WHERE "+where, args...).Scan(&p.Total); err != nil {
+			return Page{}, nil, err
+		}
 	}
 	if q.Cursor != "" {
 		c, err := decodeCursor(q.Cursor)
