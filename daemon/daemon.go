@@ -354,6 +354,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.opts.Ready()
 	}
 	var err error
+	d.ctl.IndexInBackground("start")
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
 	go d.logRepeats()

@@ -87,7 +87,9 @@ func plainSMTP(addr, from, to, msg string) error {
 	return c.Quit()
 }
 
-// listQuery lists the agent mailbox with a query over a fresh connection.
+// listQuery lists the agent mailbox with a query over a fresh connection,
+// once the daemon's start-up indexing has read the folder (until then a
+// listing answers unavailable).
 func listQuery(t *testing.T, socket, query string) protocol.MessageList {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -98,9 +100,13 @@ func listQuery(t *testing.T, socket, query string) protocol.MessageList {
 	}
 	defer c.Close()
 	var l protocol.MessageList
-	if err := c.Call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "agent", Query: query, Limit: 200}, &l); err != nil {
-		t.Fatal(err)
-	}
+	testwait.For(t, "a listing of the indexed folder", func() bool {
+		err := c.Call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "agent", Query: query, Limit: 200}, &l)
+		if err != nil && protocol.CodeOf(err) != protocol.CodeUnavailable {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
 	return l
 }
 
@@ -231,7 +237,16 @@ func TestIndexRebuildVerb(t *testing.T) {
 	if err := td.call(t, protocol.VerbIndexRebuild, nil, &out); err != nil || !out.Started || out.Mailboxes < 1 {
 		t.Fatalf("index.rebuild: %+v %v", out, err)
 	}
-	after := listQuery(t, td.socket, "echidna")
+	// While the files are read back, a listing says so (unavailable);
+	// then it lists what it did before.
+	var after protocol.MessageList
+	testwait.For(t, "the index read back", func() bool {
+		err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "agent", Query: "echidna"}, &after)
+		if err != nil && protocol.CodeOf(err) != protocol.CodeUnavailable {
+			t.Fatalf("listing during the rebuild: %v", err)
+		}
+		return err == nil
+	})
 	if before.Total != 5 || after.Total != 5 {
 		t.Errorf("found %d before the rebuild and %d after, want 5", before.Total, after.Total)
 	}

@@ -79,6 +79,35 @@ type folderIndex struct {
 	gen      uint64 // the database generation row belongs to
 	row      folderRow
 	attached bool
+
+	// building is closed when IndexAll has read the folder's files into
+	// the index, and read counts them; nil when it is not reading them. A
+	// listing meanwhile waits for it a while (buildWait), then answers
+	// ErrIndexing rather than wait for the whole folder.
+	building atomic.Pointer[chan struct{}]
+	read     atomic.Int64
+	inAll    bool // the sync is IndexAll's (set with mu held)
+}
+
+// buildWait is how long a listing waits for IndexAll to finish reading its
+// folder before it answers ErrIndexing: well within a request's deadline.
+var buildWait = 10 * time.Second
+
+// waitBuilt waits, at most buildWait, for IndexAll to finish reading the
+// folder's files, and reports whether it has (or was not reading them).
+func (fi *folderIndex) waitBuilt() bool {
+	ch := fi.building.Load()
+	if ch == nil {
+		return true
+	}
+	t := time.NewTimer(buildWait)
+	defer t.Stop()
+	select {
+	case <-*ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func newFolderIndex(x *indexDB, mailbox, folder string) *folderIndex {
@@ -147,6 +176,18 @@ func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
 		fi.cleaned = true
 	}
 	now := time.Now()
+	if fi.inAll {
+		fi.read.Store(0)
+		done := make(chan struct{})
+		fi.building.Store(&done)
+		defer func() {
+			fi.building.Store(nil)
+			close(done)
+		}()
+		if testHookBuilding != nil {
+			testHookBuilding(fi.folder)
+		}
+	}
 	if err := fi.scan(d, mb, now); err != nil {
 		if lost {
 			fi.x.w.lost.Store(fi.row.fid, true)
@@ -167,12 +208,31 @@ func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
 	return nil
 }
 
-// scanChunk is how many directory entries a scan handles at a time: the
-// scan's memory is bounded by it, not by the size of the folder.
-const scanChunk = 1024
+// ErrIndexing is returned by a listing of a folder whose files IndexAll is
+// reading into the index (after a start with no index, or a reindex).
+var ErrIndexing = errors.New("the folder's index is being built from its files")
+
+// testHookBuilding, when set (by tests only), runs when IndexAll starts
+// reading a folder's files, with the folder marked as being built.
+var testHookBuilding func(folder string)
+
+// scanChunk is how many directory entries a scan handles at a time, and
+// scanBatch how many bytes of files it reads before writing their rows: the
+// scan's memory is bounded by them, not by the size of the folder.
+const (
+	scanChunk = 1024
+	scanBatch = 8 << 20
+)
+
+// scanned is a file a scan read: its row, or why it is not a message.
+type scanned struct {
+	id string
+	loadResult
+}
 
 // scan compares every message file of d with its row and writes the rows of
-// files that changed; rows whose file is gone are removed.
+// files that changed; rows whose file is gone are removed. Files are read
+// and parsed while the rows of the ones before are written.
 func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 	db, _ := fi.x.handle()
 	var maxRid int64
@@ -186,20 +246,45 @@ func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 	}
 	f := os.NewFile(uintptr(fd), d.path)
 	defer f.Close()
-	for {
-		names, rerr := f.Readdirnames(scanChunk)
-		var ids []string
-		for _, n := range names {
-			if id, ok := mdID(n); ok {
-				ids = append(ids, id)
+
+	batches := make(chan []scanned, 1)
+	written := make(chan error, 1)
+	var failed atomic.Bool
+	go func() {
+		var err error
+		for b := range batches {
+			if err == nil {
+				if err = fi.writeScanned(b); err != nil {
+					failed.Store(true)
+				}
 			}
 		}
-		if err := fi.scanIDs(db, d, mb, ids, seen, now); err != nil {
-			return err
+		written <- err
+	}()
+	err = func() error {
+		defer close(batches)
+		for !failed.Load() {
+			names, rerr := f.Readdirnames(scanChunk)
+			var ids []string
+			for _, n := range names {
+				if id, ok := mdID(n); ok {
+					ids = append(ids, id)
+				}
+			}
+			if err := fi.scanIDs(db, d, mb, ids, seen, now, batches); err != nil {
+				return err
+			}
+			if rerr != nil {
+				return nil
+			}
 		}
-		if rerr != nil {
-			break
-		}
+		return nil
+	}()
+	if werr := <-written; err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
 	}
 	// Rows whose file was not seen: removed by the owner.
 	rows, err := db.Query("SELECT rid, id FROM messages WHERE fid = ?", fi.row.fid)
@@ -238,8 +323,33 @@ func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 	})
 }
 
-// scanIDs handles one chunk of a scan.
-func (fi *folderIndex) scanIDs(db *sql.DB, d *Dir, mb *mailbox, ids []string, seen []uint64, now time.Time) error {
+// writeScanned writes the rows of files a scan read, and removes those of
+// files that turned out not to be messages.
+func (fi *folderIndex) writeScanned(b []scanned) error {
+	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
+		return writeRows(tx, func(w *rowWriter) error {
+			for _, r := range b {
+				var err error
+				if r.err != nil {
+					// Unparsable or foreign files are not messages. The
+					// error can quote file contents, so it is not logged.
+					err = w.remove(fi.row.fid, r.id)
+				} else {
+					err = w.put(fi.row.fid, fi.row.mid, r.row)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// scanIDs handles one chunk of a scan: it marks the rows whose file is
+// there, and reads the files that are new or changed, handing them to the
+// writer in batches of at most scanBatch bytes.
+func (fi *folderIndex) scanIDs(db *sql.DB, d *Dir, mb *mailbox, ids []string, seen []uint64, now time.Time, out chan<- []scanned) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -275,6 +385,19 @@ func (fi *folderIndex) scanIDs(db *sql.DB, d *Dir, mb *mailbox, ids []string, se
 		return err
 	}
 	var load []string
+	bytes := int64(0)
+	flush := func() {
+		if len(load) == 0 {
+			return
+		}
+		b := make([]scanned, len(load))
+		for i, r := range loadRows(d, load, mb.uid, now) {
+			b[i] = scanned{id: load[i], loadResult: r}
+		}
+		fi.read.Add(int64(len(b)))
+		out <- b
+		load, bytes = nil, 0
+	}
 	for _, id := range ids {
 		h, ok := known[id]
 		st, err := d.Lstat(id + ".md")
@@ -286,30 +409,13 @@ func (fi *folderIndex) scanIDs(db *sql.DB, d *Dir, mb *mailbox, ids []string, se
 		}
 		if !ok || h.stamp != stampOf(&st) || h.racy {
 			load = append(load, id)
+			if bytes += min(st.Size, indexHead); bytes >= scanBatch {
+				flush()
+			}
 		}
 	}
-	if len(load) == 0 {
-		return nil
-	}
-	res := loadRows(d, load, mb.uid, now)
-	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
-		return writeRows(tx, func(w *rowWriter) error {
-			for i, r := range res {
-				var err error
-				if r.err != nil {
-					// Unparsable or foreign files are not messages. The
-					// error can quote file contents, so it is not logged.
-					err = w.remove(fi.row.fid, load[i])
-				} else {
-					err = w.put(fi.row.fid, fi.row.mid, r.row)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
+	flush()
+	return nil
 }
 
 // mdID returns the id of a message file name, or false for names that are not

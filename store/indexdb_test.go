@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -339,5 +340,59 @@ func TestIndexForgetsAnEarlierMailboxOfTheSameName(t *testing.T) {
 	db.QueryRow("SELECT count(*) FROM messages").Scan(&n)
 	if n != 0 {
 		t.Errorf("%d rows of the earlier mailbox kept", n)
+	}
+}
+
+// While IndexAll reads a folder's files (a first start, a reindex), a
+// listing of that folder waits for it a while, then says so: ErrIndexing,
+// with how many files were read, never a partial listing.
+func TestListingWhileTheIndexIsBuilt(t *testing.T) {
+	atRest(t)
+	s := newTestStore(t)
+	for i := range 40 {
+		deliver(t, s, "inbox", testMessage(i), "body")
+	}
+	s.Close()
+	removeDB(s.idx.path)
+	s = reopen(t, s)
+	reading, release := make(chan struct{}), make(chan struct{})
+	testHookBuilding = func(folder string) {
+		if folder == "inbox" {
+			close(reading)
+			<-release
+		}
+	}
+	t.Cleanup(func() { testHookBuilding = nil })
+	indexed := make(chan int, 1)
+	go func() {
+		n, err := s.IndexAll(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		indexed <- n
+	}()
+	<-reading
+	old := buildWait
+	buildWait = 0
+	_, err := s.List("agent", "inbox", Query{})
+	if !errors.Is(err, ErrIndexing) || !strings.Contains(err.Error(), "agent/inbox") {
+		t.Errorf("listing while the folder is read: %v", err)
+	}
+	buildWait = time.Minute
+	t.Cleanup(func() { buildWait = old })
+	listed := make(chan Page, 1)
+	go func() {
+		p, err := s.List("agent", "inbox", Query{Limit: MaxLimit})
+		if err != nil {
+			t.Error(err)
+		}
+		listed <- p
+	}()
+	close(release)
+	if n := <-indexed; n != 40 {
+		t.Errorf("IndexAll indexed %d", n)
+	}
+	if p := <-listed; p.Total != 40 || len(p.Items) != 40 {
+		t.Errorf("listing after the build: %d of %d", len(p.Items), p.Total)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The index writer takes the index rows of messages the store just wrote
@@ -20,6 +21,11 @@ const (
 	maxPendingBytes = 32 << 20
 )
 
+// writeDelay is how long the writer lets rows gather before it writes them,
+// unless a reader waits for them (flush) or a batch is full: a commit costs
+// the full-text index a new segment, so fewer, larger commits cost less.
+var writeDelay = 200 * time.Millisecond
+
 // indexOp is one change for the writer.
 type indexOp struct {
 	gen      uint64
@@ -28,6 +34,7 @@ type indexOp struct {
 	del      string    // a message to remove
 	done     chan error
 	size     int
+	at       time.Time // when it was queued
 }
 
 type indexWriter struct {
@@ -75,6 +82,7 @@ func (w *indexWriter) add(op *indexOp) {
 		}
 		return
 	}
+	op.at = time.Now()
 	w.ops = append(w.ops, op)
 	w.bytes += op.size
 	w.cond.Broadcast()
@@ -108,6 +116,16 @@ func (w *indexWriter) take() []*indexOp {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
+		if wait := w.gather(); wait > 0 {
+			t := time.AfterFunc(wait, func() {
+				w.mu.Lock()
+				w.cond.Broadcast()
+				w.mu.Unlock()
+			})
+			w.cond.Wait()
+			t.Stop()
+			continue
+		}
 		var batch, keep []*indexOp
 		hold := holdRows.Load()
 		for _, op := range w.ops {
@@ -137,6 +155,21 @@ func (w *indexWriter) take() []*indexOp {
 		}
 		w.cond.Wait()
 	}
+}
+
+// gather returns how long to wait for more rows before taking a batch:
+// none when nobody waits for them and the oldest is younger than
+// writeDelay. Called with w.mu held.
+func (w *indexWriter) gather() time.Duration {
+	if len(w.ops) == 0 || w.closed || len(w.ops) >= maxBatch || holdRows.Load() {
+		return 0
+	}
+	for _, op := range w.ops {
+		if op.done != nil {
+			return 0
+		}
+	}
+	return writeDelay - time.Since(w.ops[0].at)
 }
 
 func (w *indexWriter) loop() {

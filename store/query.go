@@ -536,6 +536,9 @@ func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
 func (s *Store) syncScope(mailbox string, folders []string, multi bool) (*listScope, error) {
 	sc := &listScope{folders: map[string]int64{}, names: map[int64]string{}}
 	for _, f := range folders {
+		if fi := s.index(mailbox, f); !fi.waitBuilt() {
+			return nil, fmt.Errorf("%s/%s: %w (%d read so far); retry in a few seconds", mailbox, f, ErrIndexing, fi.read.Load())
+		}
 		err := s.inFolder(mailbox, f, nil, func(of openedFolder) error {
 			if err := of.fi.sync(of.d, of.mb); err != nil {
 				return err

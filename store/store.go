@@ -174,12 +174,15 @@ func (s *Store) IndexAll(ctx context.Context) (messages int, err error) {
 				return messages, ctx.Err()
 			}
 			err := s.inFolder(name, f, nil, func(of openedFolder) error {
-				if err := of.fi.sync(of.d, of.mb); err != nil {
+				of.fi.inAll = true
+				err := of.fi.sync(of.d, of.mb)
+				of.fi.inAll = false
+				if err != nil {
 					return err
 				}
 				db, _ := s.idx.handle()
 				var n int
-				err := db.QueryRow("SELECT count(*) FROM messages WHERE fid = ?", of.fi.row.fid).Scan(&n)
+				err = db.QueryRow("SELECT count(*) FROM messages WHERE fid = ?", of.fi.row.fid).Scan(&n)
 				messages += n
 				return err
 			})

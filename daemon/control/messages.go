@@ -74,6 +74,9 @@ func handleMessageList(_ context.Context, s *Server, c *call, a *protocol.Messag
 	page, err := s.store.List(a.Mailbox, folder, store.Query{Limit: a.Limit, Offset: a.Offset, Cursor: cur,
 		Unread: a.Unread, Trusted: a.Trusted, From: a.From, Subject: a.Subject, Text: a.Text, ThreadID: a.ThreadID,
 		Since: a.Since, Until: a.Until, Label: a.Label, Starred: a.Starred, Search: a.Query})
+	if errors.Is(err, store.ErrIndexing) {
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	}
 	if se := (*store.SearchError)(nil); errors.As(err, &se) {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v (the operators: docs/mcp.md, or mailctl mail list --help)", se)
 	}

@@ -9,8 +9,7 @@ import (
 
 // handleIndexRebuild throws the message index away and reads every
 // mailbox's files back into it in the background (the files are the
-// truth; the index is derived). Listings meanwhile read a folder's files
-// when they need it. Root only.
+// truth; the index is derived). Root only.
 func handleIndexRebuild(_ context.Context, s *Server, _ *call, _ *protocol.Empty) (any, error) {
 	names, err := s.store.Mailboxes()
 	if err != nil {
@@ -19,7 +18,16 @@ func handleIndexRebuild(_ context.Context, s *Server, _ *call, _ *protocol.Empty
 	if err := s.store.Reindex(); err != nil {
 		return nil, storeFault(err)
 	}
-	s.log.Info("index thrown away; reading every mailbox back", "mailboxes", len(names))
+	s.IndexInBackground("reindex")
+	return protocol.IndexRebuild{Mailboxes: len(names), Started: true}, nil
+}
+
+// IndexInBackground brings the index of every folder up to date with the
+// files, one folder at a time, until the daemon closes: at start (a first
+// start, or files changed while the daemon was stopped, are read now rather
+// than by the first listing) and after a reindex. A listing of a folder
+// being read meanwhile answers unavailable, saying so.
+func (s *Server) IndexInBackground(why string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -36,11 +44,10 @@ func handleIndexRebuild(_ context.Context, s *Server, _ *call, _ *protocol.Empty
 		n, err := s.store.IndexAll(ctx)
 		took := time.Since(start)
 		if err != nil {
-			s.log.Error("index rebuild stopped", "messages", n, "err", err)
+			s.log.Error("indexing the mailboxes stopped", "why", why, "messages", n, "err", err)
 			return
 		}
-		s.log.Info("index rebuilt from the files", "mailboxes", len(names), "messages", n,
+		s.log.Info("index up to date with the mailboxes' files", "why", why, "messages", n,
 			"seconds", took.Seconds(), "per_second", float64(n)/max(took.Seconds(), 1e-3))
 	}()
-	return protocol.IndexRebuild{Mailboxes: len(names), Started: true}, nil
 }
