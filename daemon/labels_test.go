@@ -36,7 +36,7 @@ func listIDs(t *testing.T, td *testDaemon, a protocol.MessageListArgs) []string 
 }
 
 // Labels and the star go through the daemon, filter listings, and survive
-// a restart of the daemon that also lost the index files.
+// a restart of the daemon that also lost its index.
 func TestMessageLabelsSurviveReindex(t *testing.T) {
 	td := startDaemon(t, "")
 	td.ensureMine(t, "alice")

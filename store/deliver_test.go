@@ -187,3 +187,44 @@ func TestDeliverOnceAcrossRestart(t *testing.T) {
 		t.Errorf("inbox %v", got)
 	}
 }
+
+// The filter in front of the deliveries database never forgets a delivery
+// (one it lost would be stored twice) and lets few others through to the
+// database; reopened, it holds what the database holds.
+func TestDeliveriesFilter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), DeliveriesFile)
+	x, err := openDeliveriesDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) DeliveryKey { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
+	for i := range 20000 {
+		x.add("agent", "inbox", key(i))
+	}
+	if err := x.remember(&dedupRec{mailbox: "agent", folder: "inbox", identity: "x", key: key(7), id: "a", at: time.Now().UnixNano()}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20000 {
+		if !x.mayHave("agent", "inbox", key(i)) {
+			t.Fatalf("delivery %d forgotten", i)
+		}
+	}
+	through := 0
+	for i := 20000; i < 40000; i++ {
+		if x.mayHave("agent", "inbox", key(i)) {
+			through++
+		}
+	}
+	if through > 200 || x.mayHave("agent", "archive", key(7)) && x.mayHave("other", "inbox", key(7)) {
+		t.Errorf("%d of 20000 unseen deliveries pass the filter", through)
+	}
+	x.close()
+	x, err = openDeliveriesDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.close()
+	if !x.mayHave("agent", "inbox", key(7)) {
+		t.Error("reopened, the filter forgot a remembered delivery")
+	}
+}

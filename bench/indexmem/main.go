@@ -233,8 +233,8 @@ func main() {
 	}
 	fmt.Println()
 	fmt.Printf("Steady ingest: %d messages over SMTP (4 sessions) into a fresh mailbox of a daemon that has listed every folder once; then a restart listing every folder:\n\n", *ingest)
-	fmt.Println("| binary | msg/s | RSS before | RSS after | per message | after a restart: RSS after start | RSS after listing every folder | per stored message |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| binary | msg/s | RSS before | RSS half-way | RSS after | per message, whole run | per message, second half | after a restart: RSS after start | RSS after listing every folder | per stored message |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for i, b := range bins {
 		d := start(b.path, dir)
 		c := dial(d.socket)
@@ -242,7 +242,10 @@ func main() {
 			list(c, protocol.MessageListArgs{Mailbox: name})
 		}
 		c.Close()
-		rate, rss0, rss1 := ingestRSS(d, fmt.Sprintf("ingest%d", i), *ingest)
+		// Two halves: the second shows the growth once caches are warm.
+		rate, rss0, rssHalf := ingestRSS(d, fmt.Sprintf("ingest%d", i), *ingest/2, 0)
+		rate2, _, rss1 := ingestRSS(d, fmt.Sprintf("ingest%d", i), *ingest/2, *ingest/2)
+		rate = (rate + rate2) / 2
 		d.stop()
 		d = start(b.path, dir)
 		rss2 := d.rss()
@@ -253,14 +256,15 @@ func main() {
 		rss3 := d.rss()
 		c.Close()
 		d.stop()
-		fmt.Printf("| %s | %.0f | %.1f MiB | %.1f MiB | %.0f B | %.1f MiB | %.1f MiB | %.0f B |\n", b.label, rate, mib(rss0), mib(rss1),
-			float64(rss1-rss0)/float64(*ingest), mib(rss2), mib(rss3), float64(rss3-rss2)/float64(total+*ingest))
+		fmt.Printf("| %s | %.0f | %.1f MiB | %.1f MiB | %.1f MiB | %.0f B | %.0f B | %.1f MiB | %.1f MiB | %.0f B |\n", b.label, rate, mib(rss0), mib(rssHalf), mib(rss1),
+			float64(rss1-rss0)/float64(*ingest), float64(rss1-rssHalf)/float64(*ingest/2), mib(rss2), mib(rss3), float64(rss3-rss2)/float64(total+*ingest))
 	}
 }
 
 // ingestRSS sends n messages over SMTP to mailbox, 4 sessions at a time,
-// and returns the rate and the daemon's RSS before and after.
-func ingestRSS(d *daemon, mailbox string, n int) (rate float64, rss0, rss1 int64) {
+// numbered from first, and returns the rate and the daemon's RSS before
+// and after.
+func ingestRSS(d *daemon, mailbox string, n, first int) (rate float64, rss0, rss1 int64) {
 	rss0 = d.rss()
 	t := time.Now()
 	var wg sync.WaitGroup
@@ -273,7 +277,7 @@ func ingestRSS(d *daemon, mailbox string, n int) (rate float64, rss0, rss1 int64
 			c, err := smtp.Dial(d.smtp)
 			check(err)
 			defer c.Close()
-			for i := range per {
+			for i := first; i < first+per; i++ {
 				check(c.Mail("sender@example.com"))
 				check(c.Rcpt(mailbox + "@mailctl.test"))
 				wc, err := c.Data()
