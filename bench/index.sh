@@ -81,6 +81,14 @@ $TABLE
   filling, not by the messages: see the per-message column at $INGEST messages.
 - Machine: $(nproc) CPUs ($MODEL), Linux $(uname -r), $FS, $(go version | awk '{print $3}').
   The machine was shared with other work while measuring; compare rows of the same run.
+
+Reproduce (Go as in go.mod; from the repository root; no root needed):
+
+\`\`\`
+bench/index.sh                 # rewrites this section
+bench/index.sh --no-write      # prints it only
+BIG=$BIG SMALL=$SMALL N=$N REPS=$REPS INGEST=$INGEST PREV=$PREV bench/index.sh
+\`\`\`
 <!-- index:end -->
 SEC
 )

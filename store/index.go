@@ -176,17 +176,8 @@ func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
 		fi.cleaned = true
 	}
 	now := time.Now()
-	if fi.inAll {
-		fi.read.Store(0)
-		done := make(chan struct{})
-		fi.building.Store(&done)
-		defer func() {
-			fi.building.Store(nil)
-			close(done)
-		}()
-		if testHookBuilding != nil {
-			testHookBuilding(fi.folder)
-		}
+	if fi.inAll && testHookBuilding != nil {
+		testHookBuilding(fi.folder)
 	}
 	if err := fi.scan(d, mb, now); err != nil {
 		if lost {

@@ -173,6 +173,12 @@ func (s *Store) IndexAll(ctx context.Context) (messages int, err error) {
 			if ctx.Err() != nil {
 				return messages, ctx.Err()
 			}
+			// Marked before its lock is taken: a listing then waits for
+			// the mark, a while, rather than for the lock, however long.
+			fi := s.index(name, f)
+			fi.read.Store(0)
+			built := make(chan struct{})
+			fi.building.Store(&built)
 			err := s.inFolder(name, f, nil, func(of openedFolder) error {
 				of.fi.inAll = true
 				err := of.fi.sync(of.d, of.mb)
@@ -186,6 +192,8 @@ func (s *Store) IndexAll(ctx context.Context) (messages int, err error) {
 				messages += n
 				return err
 			})
+			fi.building.Store(nil)
+			close(built)
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				return messages, fmt.Errorf("index %s/%s: %w", name, f, err)
 			}
