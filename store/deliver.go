@@ -137,18 +137,14 @@ func fillDefaults(m *Message, raw []byte) {
 	}
 }
 
-// reserve fills in m's defaults, loads the folder's index if needed and
-// reserves a free id for m.
+// reserve fills in m's defaults and reserves a free id for m.
 func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message, raw []byte) (*folderIndex, string, error) {
 	fillDefaults(m, raw)
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
-	if !fi.loaded {
-		if err := fi.sync(d, mb); err != nil {
-			return nil, "", err
-		}
-	}
+	// The folder's index need not be read first: a free id is one no
+	// file has (allocate asks the folder).
 	deferred := func(id string) bool { return s.deferredHas(mailbox, folder, id) }
 	id, err := fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID, deferred)
 	return fi, id, err
