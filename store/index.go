@@ -91,6 +91,22 @@ type folderIndex struct {
 // folder before it answers ErrIndexing: well within a request's deadline.
 var buildWait = 10 * time.Second
 
+// claim marks the folder as being built by the caller, unless someone is
+// building it already; release ends the caller's mark.
+func (fi *folderIndex) claim() (chan struct{}, bool) {
+	built := make(chan struct{})
+	if !fi.building.CompareAndSwap(nil, &built) {
+		return nil, false
+	}
+	fi.read.Store(0)
+	return built, true
+}
+
+func (fi *folderIndex) release(built chan struct{}) {
+	fi.building.Store(nil)
+	close(built)
+}
+
 // waitBuilt waits, at most buildWait, for IndexAll to finish reading the
 // folder's files, and reports whether it has (or was not reading them).
 func (fi *folderIndex) waitBuilt() bool {

@@ -536,21 +536,17 @@ func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
 func (s *Store) syncScope(mailbox string, folders []string, multi bool) (*listScope, error) {
 	sc := &listScope{folders: map[string]int64{}, names: map[int64]string{}}
 	for _, f := range folders {
-		if fi := s.index(mailbox, f); !fi.waitBuilt() {
-			return nil, fmt.Errorf("%s/%s: %w (%d read so far); retry in a few seconds", mailbox, f, ErrIndexing, fi.read.Load())
+		var row folderRow
+		var gen uint64
+		err := s.syncFolder(mailbox, f, func(fi *folderIndex) { row, gen = fi.row, fi.gen })
+		if err == nil {
+			if sc.gen != 0 && sc.gen != gen {
+				err = errStaleGen
+			}
+			sc.gen, sc.mid = gen, row.mid
+			sc.fid = row.fid
+			sc.folders[f], sc.names[row.fid] = row.fid, f
 		}
-		err := s.inFolder(mailbox, f, nil, func(of openedFolder) error {
-			if err := of.fi.sync(of.d, of.mb); err != nil {
-				return err
-			}
-			if sc.gen != 0 && sc.gen != of.fi.gen {
-				return errStaleGen
-			}
-			sc.gen, sc.mid = of.fi.gen, of.fi.row.mid
-			sc.fid = of.fi.row.fid
-			sc.folders[f], sc.names[of.fi.row.fid] = of.fi.row.fid, f
-			return nil
-		})
 		if multi && errors.Is(err, ErrNotFound) && !errors.Is(err, errForeign) {
 			continue
 		}
@@ -564,6 +560,44 @@ func (s *Store) syncScope(mailbox string, folders []string, multi bool) (*listSc
 		return nil, ErrNotFound
 	}
 	return sc, nil
+}
+
+// syncFolder brings a folder's index up to date for a listing and calls got
+// with it (its lock held). It syncs in a goroutine of its own, marked as
+// building the folder: a sync that turns into a long scan (a first start,
+// files changed by the thousand) goes on after the listing has waited
+// buildWait and answered ErrIndexing, and later listings wait for it, not
+// for the folder's lock.
+func (s *Store) syncFolder(mailbox, folder string, got func(fi *folderIndex)) error {
+	fi := s.index(mailbox, folder)
+	for {
+		built, mine := fi.claim()
+		if !mine {
+			if !fi.waitBuilt() {
+				return fmt.Errorf("%s/%s: %w (%d read so far); retry in a few seconds", mailbox, folder, ErrIndexing, fi.read.Load())
+			}
+			continue
+		}
+		res := make(chan error, 1)
+		go func() {
+			defer fi.release(built)
+			res <- s.inFolder(mailbox, folder, nil, func(of openedFolder) error {
+				if err := of.fi.sync(of.d, of.mb); err != nil {
+					return err
+				}
+				got(of.fi)
+				return nil
+			})
+		}()
+		t := time.NewTimer(buildWait)
+		defer t.Stop()
+		select {
+		case err := <-res:
+			return err
+		case <-t.C:
+			return fmt.Errorf("%s/%s: %w (%d read so far); retry in a few seconds", mailbox, folder, ErrIndexing, fi.read.Load())
+		}
+	}
 }
 
 // recheck compares the rows of a page with their files, and brings the

@@ -176,9 +176,13 @@ func (s *Store) IndexAll(ctx context.Context) (messages int, err error) {
 			// Marked before its lock is taken: a listing then waits for
 			// the mark, a while, rather than for the lock, however long.
 			fi := s.index(name, f)
-			fi.read.Store(0)
-			built := make(chan struct{})
-			fi.building.Store(&built)
+			built, mine := fi.claim()
+			for !mine {
+				if ch := fi.building.Load(); ch != nil {
+					<-*ch // a listing's sync of the folder
+				}
+				built, mine = fi.claim()
+			}
 			err := s.inFolder(name, f, nil, func(of openedFolder) error {
 				of.fi.inAll = true
 				err := of.fi.sync(of.d, of.mb)
@@ -192,8 +196,7 @@ func (s *Store) IndexAll(ctx context.Context) (messages int, err error) {
 				messages += n
 				return err
 			})
-			fi.building.Store(nil)
-			close(built)
+			fi.release(built)
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				return messages, fmt.Errorf("index %s/%s: %w", name, f, err)
 			}
