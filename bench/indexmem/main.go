@@ -76,7 +76,11 @@ func (r *results) cell(key, unit string, prec int) string {
 	if len(v) == 1 {
 		return f(v[0]) + unit
 	}
-	return fmt.Sprintf("%s%s (%s–%s)", f(v[len(v)/2]), unit, f(v[0]), f(v[len(v)-1]))
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + med) / 2
+	}
+	return fmt.Sprintf("%s%s (%s–%s)", f(med), unit, f(v[0]), f(v[len(v)-1]))
 }
 
 func main() {
