@@ -454,8 +454,8 @@ func (x *indexDB) forgetMailbox(name string) {
 // legacyIndexName is the name of the per-folder index file earlier
 // versions of the daemon kept inside mailboxes; the daemon removes its own
 // leftovers (only regular files of exactly that name, never following a
-// link).
-func legacyIndexName(folder string) string { return ".mailctl" + "-index." + folder }
+// link). Nothing reads them.
+func legacyIndexName(folder string) string { return ".mailctl-index." + folder }
 
 // removeLegacyIndex removes a mailbox's leftover index files of the
 // earlier format.
