@@ -182,25 +182,17 @@ func TestMailCLIInbox(t *testing.T) {
 	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
 	var stdout, stderr testproc.Output
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
+	var wait testproc.Proc
+	if err := wait.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(wait.Kill9)
 	testwait.For(t, "mail wait to start watching", func() bool { return strings.Contains(stderr.String(), "waiting for new mail in agent") })
 	deliver("newsletter", "not this one")
 	deliver("Your code 123456", "code inside")
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var waitErr error
-	testwait.For(t, "mail wait to return the matching message", func() bool {
-		select {
-		case waitErr = <-done:
-			return true
-		default:
-			return false
-		}
-	})
-	if waitErr != nil {
-		t.Fatalf("wait: %v: %s", waitErr, stderr.String())
+	testwait.For(t, "mail wait to return the matching message", wait.Exited)
+	if st := wait.State(); !st.Success() {
+		t.Fatalf("wait: %v: %s", st, stderr.String())
 	}
 	var got protocol.Message
 	if err := json.Unmarshal([]byte(stdout.String()), &got); err != nil || !strings.Contains(got.Subject, "code") {

@@ -125,7 +125,8 @@ func (n newcomer) shell(line string) (string, error) {
 
 // readmeDev runs README's first command (with --dir and --smtp appended so
 // that tests do not collide) from the module root, in its own process group.
-func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *testproc.Output) {
+// The returned Proc is the shell's one waiter.
+func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*testproc.Proc, *testproc.Output) {
 	t.Helper()
 	cmd := n.as(exec.Command("/bin/sh", "-c", first+" --dir "+dir+" --smtp "+smtp))
 	cmd.Dir = n.root
@@ -136,32 +137,32 @@ func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *
 	cmd.SysProcAttr.Setpgid = true
 	var out, errb testproc.Output
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
+	p := &testproc.Proc{}
+	if err := p.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
+		<-p.Done()
 	})
 	deadline := time.Now().Add(4 * time.Minute) // go run may build from a cold cache
 	for !strings.Contains(out.String(), "Ctrl-C") {
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || p.Exited() {
 			t.Fatalf("%s printed no banner; stderr:\n%s", first, errb.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return cmd, &out
+	return p, &out
 }
 
-func stopGroup(t *testing.T, cmd *exec.Cmd) {
+// stopGroup stops dev's process group with SIGINT, as Ctrl-C does.
+func stopGroup(t *testing.T, p *testproc.Proc) {
 	t.Helper()
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	syscall.Kill(-p.PID(), syscall.SIGINT)
 	select {
-	case <-done:
+	case <-p.Done():
 	case <-time.After(30 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		syscall.Kill(-p.PID(), syscall.SIGKILL)
 		t.Fatal("dev did not stop on SIGINT")
 	}
 }
@@ -549,7 +550,7 @@ func TestDoctorUnconfiguredHostSaysSetup(t *testing.T) {
 func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
 	dir := t.TempDir()
 	dev, _, sock := startDev(t, dir)
-	pid := fmt.Sprint(dev.Process.Pid)
+	pid := fmt.Sprint(dev.PID())
 	env := []string{"MAILCTL_SOCKET="} // found from the process, as ExecReload has no variable
 	out, e, code := mailctl(t, env, "reload", pid)
 	if code != 0 || !strings.Contains(out, "reloaded (pid "+pid+"): no setting changed") {
@@ -575,7 +576,7 @@ func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
 	// The daemon still runs, on its previous config.
 	var v struct{ Daemon protocol.VersionInfo }
 	if err := json.Unmarshal([]byte(must(mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "version", "--json"))), &v); err != nil ||
-		v.Daemon.PID != dev.Process.Pid || v.Daemon.Reload == nil || v.Daemon.Reload.OK || v.Daemon.Reload.Count != 3 {
+		v.Daemon.PID != dev.PID() || v.Daemon.Reload == nil || v.Daemon.Reload.OK || v.Daemon.Reload.Count != 3 {
 		t.Errorf("version after a refused reload: %v %+v", err, v.Daemon)
 	}
 
