@@ -148,7 +148,7 @@ func optionalMailbox(name string) target {
 func (s *Server) authorize(c *call, acc Access, t target) ([]*registry.Mailbox, error) {
 	root := c.caller.Root()
 	if acc == AccessRoot && !root {
-		return nil, protocol.Errorf(protocol.CodeForbidden, "only the operator (root) can do this")
+		return nil, errRootOnly()
 	}
 	var boxes []*registry.Mailbox
 	for _, name := range t.mailboxes {
@@ -193,6 +193,12 @@ func (s *Server) authorizeMailbox(c *call, acc Access, t target, name string, fi
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is the catch-all; only root can change it", name)
 	}
 	return m, nil
+}
+
+// errRootOnly refuses a root-only verb to anyone else; it names nothing the
+// request named.
+func errRootOnly() error {
+	return protocol.Errorf(protocol.CodeForbidden, "only the operator (root) can do this")
 }
 
 // visible reports whether the caller may see mailbox m at all.

@@ -107,8 +107,14 @@ const (
 )
 
 // gate decodes the request, resolves what it acts on and checks the access
-// the route declares. Nothing else decides who may do what.
+// the route declares. Nothing else decides who may do what. A root-only verb
+// refuses anyone else before it looks anything up, so that its answer is
+// the same whatever the request names: an existing item of another user
+// must not answer otherwise than one that does not exist.
 func (s *Server) gate(r verbRoute, c *call) (any, error) {
+	if r.access == AccessRoot && !c.caller.Root() {
+		return nil, errRootOnly()
+	}
 	args, t, err := r.prepare(s, c)
 	c.mailbox = t.concerns()
 	if err != nil {
