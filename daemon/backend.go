@@ -70,12 +70,13 @@ func (d *Daemon) trustedSenders(name string) ([]string, string) {
 }
 
 // displayName is the name outgoing From carries for a mailbox: the
-// config's, else the registry's; empty for none.
+// config's, else the registry's; empty for none. A registry name the
+// current check refuses (one set before the check grew) is not used.
 func (d *Daemon) displayName(name string) string {
 	if m := d.cfg().Mailbox(name); m != nil {
 		return m.DisplayName
 	}
-	if r, ok := d.reg.Mailbox(name); ok {
+	if r, ok := d.reg.Mailbox(name); ok && config.ValidDisplayName(r.DisplayName) == nil {
 		return r.DisplayName
 	}
 	return ""

@@ -90,6 +90,9 @@ func TestMessageLabelsSurviveReindex(t *testing.T) {
 	for _, bad := range []protocol.MessageLabelArgs{
 		{Mailbox: "alice", IDs: []string{a}},
 		{Mailbox: "alice", IDs: []string{a}, Add: []string{"a,b"}},
+		{Mailbox: "alice", IDs: []string{a}, Add: []string{"a\u2028b"}},
+		{Mailbox: "alice", IDs: []string{a}, Add: []string{"\uff49\uff4e\uff56\uff4f\uff49\uff43\uff45\uff53"}},
+		{Mailbox: "alice", IDs: []string{a}, Remove: []string{"a\ufe50b"}},
 		{Mailbox: "alice", IDs: []string{a}, Add: []string{"x"}, Remove: []string{"X"}},
 		{Mailbox: "alice", IDs: nil, Add: []string{"x"}},
 		{Mailbox: "alice", IDs: []string{"../x"}, Add: []string{"x"}},

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/mailctl/mailctl/internal/identtext"
 )
 
 // Label limits. Labels are words an owner or its agent puts on messages
@@ -22,8 +26,11 @@ const (
 var ErrTooManyLabels = errors.New("too many labels")
 
 // ValidLabel reports whether l can be a label: 1 to 64 bytes of valid UTF-8,
-// no control or formatting characters, no leading or trailing space, and no
-// comma (a comma separates labels on the command line).
+// no control, formatting or line-separating characters, no leading or
+// trailing space, no comma (a comma separates labels on the command line),
+// no compatibility character (ＩＮＶＯＩＣＥＳ or ﹐ fold under NFKC to
+// another label, or a comma, where another program shows them) and only
+// composed characters (NFC), so that one word is one label.
 func ValidLabel(l string) error {
 	switch {
 	case l == "":
@@ -38,9 +45,17 @@ func ValidLabel(l string) error {
 		return fmt.Errorf("label %q contains a comma: give several labels separately", l)
 	}
 	for _, r := range l {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return fmt.Errorf("label %q contains a control or formatting character", l)
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return fmt.Errorf("label %q contains a control, formatting or line-separating character (%U)", l, r)
 		}
+	}
+	if r, folded, ok := identtext.CompatibilityChar(l); ok {
+		return fmt.Errorf("label %q holds %U, a compatibility form of %q: write plain characters (it reads as %q)", l, r, folded, norm.NFKC.String(l))
+	}
+	// Two spellings of one word (é, or e and a combining accent) would be
+	// two labels that look the same.
+	if !norm.NFC.IsNormalString(l) {
+		return fmt.Errorf("label %q is spelled with combining characters: write it composed, %q", l, norm.NFC.String(l))
 	}
 	return nil
 }

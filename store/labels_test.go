@@ -80,9 +80,18 @@ func TestLabelsAndStarSurviveReindex(t *testing.T) {
 func TestRelabelRefusals(t *testing.T) {
 	s := newTestStore(t)
 	a := deliver(t, s, "inbox", testMessage(1), "a")
-	for _, bad := range []string{"", " x", "a,b", "tab\there", strings.Repeat("x", MaxLabelLen+1), "\u202eevil", "\xff"} {
+	for _, bad := range []string{"", " x", "a,b", "tab\there", strings.Repeat("x", MaxLabelLen+1), "\u202eevil", "\xff",
+		// Line separators, and compatibility forms NFKC folds into other
+		// labels or into a comma.
+		"a\u2028b", "a\u2029b", "\uff29\uff2e\uff36\uff2f\uff29\uff23\uff25\uff33", "a\uff0cb", "a\ufe50b", "\ufb01le", "x\u00a0y", "Zoe\u0308"} {
 		if _, _, err := s.Relabel("agent", "inbox", []string{a}, []string{bad}, nil, nil); err == nil {
 			t.Errorf("label %q accepted", bad)
+		}
+	}
+	other := deliver(t, s, "inbox", testMessage(2), "b")
+	for _, ok := range []string{"invoices", "Zoë", "日本語", "follow-up", "Łódź"} {
+		if _, _, err := s.Relabel("agent", "inbox", []string{other}, []string{ok}, nil, nil); err != nil {
+			t.Errorf("label %q refused: %v", ok, err)
 		}
 	}
 	var many []string

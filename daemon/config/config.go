@@ -16,8 +16,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -866,35 +864,4 @@ func (c *Config) validateAliases(bad complain) {
 			owner[a] = m.Name
 		}
 	}
-}
-
-// ValidDisplayName says why s cannot be a mailbox's display name, or nil: it
-// goes into the From header of every message the mailbox sends, so it is
-// one line of printable text, at most protocol.MaxDisplayNameLen characters.
-func ValidDisplayName(s string) error {
-	if !utf8.ValidString(s) {
-		return errors.New("display_name is not valid UTF-8")
-	}
-	if n := utf8.RuneCountInString(s); n > protocol.MaxDisplayNameLen {
-		return fmt.Errorf("display_name has %d characters; at most %d", n, protocol.MaxDisplayNameLen)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("display_name holds a control character (%U): one line of text only", r)
-		}
-		// Line and paragraph separators break a line for a reader; format
-		// characters (bidi overrides, zero-width) show other text than is sent.
-		if unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf) {
-			return fmt.Errorf("display_name holds an invisible or line-breaking character (%U): plain text only", r)
-		}
-	}
-	// A name that reads as an address, or as encoded text, makes the From
-	// show another sender than the one it carries ("boss@bank.example" <agent@ours>).
-	if strings.ContainsAny(s, "@<>") || strings.Contains(s, "=?") {
-		return errors.New("display_name holds @, < or > or =?: a name must not read as an address or as encoded text")
-	}
-	if s != strings.TrimSpace(s) {
-		return errors.New("display_name starts or ends with a space")
-	}
-	return nil
 }
