@@ -21,7 +21,6 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/control"
-	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
@@ -80,7 +79,7 @@ type Daemon struct {
 	// questions message after message. A test's resolver is asked every
 	// time, so a test can change its answers. Doctor asks resolver.
 	lookups resolver.Resolver
-	onDSN   func(mailbox, tag string, dsn *ingest.DSN) bool
+	dsn     *reportHandler // bounces to our return paths; nil without sending
 
 	hookLog *hooks.RunLog
 	runner  *hooks.Runner

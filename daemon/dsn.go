@@ -139,7 +139,8 @@ func (d *Daemon) deliverReport(mailbox, from string, raw []byte) error {
 	env := smtpin.Envelope{Helo: d.cfg().Hostname, Rcpts: []string{rcpt}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, parsed, res, withHeader(ar, nil, raw), len(ar), "")
+	// The daemon's own report reaches no return path: nothing to apply.
+	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, parsed, nil, res, withHeader(ar, nil, raw), len(ar), "")
 }
 
 // isReport reports whether raw's top-level Content-Type is a delivery status

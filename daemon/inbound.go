@@ -22,6 +22,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/certs"
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/daemon/trust"
@@ -139,6 +140,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 		}
 		return errs
 	}
+	rep := reportOf(parsed) // before a Message-ID is made up for it
 	if parsed.Msg.MessageID == "" {
 		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
 	}
@@ -203,7 +205,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 			// have filled since RCPT, or this message would pass it.
 			err := d.checkQuota(name, int64(len(stored)))
 			if err == nil {
-				err = b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen, junk)
+				err = b.store(ctx, name, t.rt, env, rcpts, parsed, rep, res, stored, traceLen, junk)
 			}
 			for _, i := range t.rcpts {
 				errs[i] = err
@@ -223,9 +225,23 @@ func (b *inbound) enforcement() trust.Enforcement {
 }
 
 // store writes one mailbox's copy and announces it. A message with a junk
-// reason goes to the junk folder, silently: no event, no hook.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int, junk string) error {
+// reason goes to the junk folder, silently: no event, no hook. A delivery
+// report (rep) that reached one of the mailbox's return paths is applied to
+// the sent copy it names; one applied already is a replay and changes
+// nothing.
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, rep *outbound.Report, res trust.Result, raw []byte, traceLen int, junk string) error {
 	d := b.d
+	if rep != nil && d.dsn != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
+		done, replay := d.dsn.begin(mailbox, rt.Tag, *rep)
+		defer done()
+		if replay {
+			d.metrics.received.WithLabelValues("duplicate").Inc()
+			d.log.Info("bounce report already applied: not stored again", "mailbox", mailbox, "from", env.MailFrom, "remote", remoteString(env))
+			return nil
+		}
+	} else {
+		rep = nil
+	}
 	m := p.Msg // a copy per mailbox
 	m.To = append([]string(nil), p.Msg.To...)
 	m.DeliveredTo = rcpts[0]
@@ -266,8 +282,8 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	// A report that came back to one of our return paths is about our
 	// message whatever else it is: the tag proves it.
-	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
-		d.onDSN(mailbox, rt.Tag, p.DSN)
+	if rep != nil {
+		d.dsn.apply(mailbox, rt.Tag, *rep)
 	}
 	if junk != "" {
 		d.metrics.received.WithLabelValues("junk").Inc()

@@ -15,7 +15,6 @@ import (
 	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/control"
-	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
@@ -114,16 +113,15 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
 		},
 	}
-	d.onDSN = func(mailbox, tag string, dsn *ingest.DSN) bool {
-		var rs []outbound.DSNRecipient
-		for _, r := range dsn.Recipients {
-			rs = append(rs, outbound.DSNRecipient{Address: r.Address, Action: r.Action, Status: r.Status, Diagnostic: r.Diagnostic})
-		}
-		// Only a report that came back to the sent message's own return
-		// path is about our message; anyone can mail a DSN-shaped message.
-		return o.svc.ApplyDSN(mailbox, dsn.OriginalMessageID, rs, func(sentID string) bool {
-			return o.bounceKey.Valid(tag, d.currentID(mailbox), sentID)
-		})
+	d.dsn = &reportHandler{
+		apply: func(mailbox, tag string, rep outbound.Report) bool {
+			// Only a report that came back to the sent message's own return
+			// path is about our message; anyone can mail a DSN-shaped message.
+			return o.svc.ApplyDSN(mailbox, rep, func(sentID string) bool { return o.bounceKey.Valid(tag, d.currentID(mailbox), sentID) })
+		},
+		applied: func(mailbox, tag string, rep outbound.Report) bool {
+			return o.svc.ReportApplied(mailbox, rep, func(sentID string) bool { return o.bounceKey.Valid(tag, d.currentID(mailbox), sentID) })
+		},
 	}
 	return o, nil
 }

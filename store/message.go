@@ -48,14 +48,20 @@ type Message struct {
 	DNSBL []string `toml:"dnsbl,omitempty"`
 
 	// Sent copies only.
-	Outbound        bool              `toml:"outbound,omitempty"`
-	DeliveryStatus  string            `toml:"delivery_status,omitempty"` // pending, delivered, deferred, failed, partial, held
-	DeliveredAt     *time.Time        `toml:"delivered_at,omitempty"`
+	Outbound       bool       `toml:"outbound,omitempty"`
+	DeliveryStatus string     `toml:"delivery_status,omitempty"` // pending, delivered, deferred, failed, partial, held
+	DeliveredAt    *time.Time `toml:"delivered_at,omitempty"`
+	// BounceReports are the keys of the delivery reports applied to the
+	// copy (the last MaxBounceReports): a report it holds is a replay.
+	BounceReports   []string          `toml:"bounce_reports,omitempty"`
 	DeliveryDetails []RecipientStatus `toml:"delivery_details,omitempty"`
 
 	// Drafts only: when the draft, once sent, goes out.
 	SendAt *time.Time `toml:"send_at,omitempty"`
 }
+
+// MaxBounceReports bounds the report keys a sent copy keeps.
+const MaxBounceReports = 64
 
 // Attachment describes one attachment file stored beside the message.
 type Attachment struct {

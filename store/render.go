@@ -59,6 +59,9 @@ func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w.boolOmit("outbound", m.Outbound)
 	w.strOmit("delivery_status", m.DeliveryStatus)
 	w.timePtr("delivered_at", m.DeliveredAt)
+	if len(m.BounceReports) > 0 {
+		w.strs("bounce_reports", m.BounceReports)
+	}
 	w.timePtr("send_at", m.SendAt)
 
 	w.indent = "  "

@@ -292,15 +292,23 @@ func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
 // report marks failed becomes "bounced" with the reason in the sent copy.
 // authentic must confirm the report came back to the sent message it
 // names (its return path); otherwise nothing changes. It reports whether
-// the report was applied.
-func (s *Service) ApplyDSN(mailbox string, originalMessageID string, recipients []DSNRecipient, authentic func(sentID string) bool) bool {
-	id, changed, ok := s.Sent.applyDSN(mailbox, originalMessageID, recipients, authentic)
+// the report was applied. Watchers hear of it only when a recipient's state
+// changed.
+func (s *Service) ApplyDSN(mailbox string, rep Report, authentic func(sentID string) bool) bool {
+	id, changed, ok := s.Sent.applyDSN(mailbox, rep, authentic)
 	if changed && s.Sent.OnUpdated != nil {
 		if res, err := s.Status(mailbox, id); err == nil {
 			s.Sent.OnUpdated(mailbox, id, res)
 		}
 	}
 	return ok
+}
+
+// ReportApplied reports whether rep, reaching the sent message's own return
+// path, has been applied to it already (its key is on the sent copy): a
+// replay, from whatever sender, that is not to be stored or applied again.
+func (s *Service) ReportApplied(mailbox string, rep Report, authentic func(sentID string) bool) bool {
+	return s.Sent.reportApplied(mailbox, rep, authentic)
 }
 
 // Bounds of send_at: a time up to SendAtSkew in the past (a caller's clock
