@@ -158,8 +158,8 @@ func (o *outboundService) Send(ctx context.Context, req outbound.SendRequest) (p
 	return o.svc.Send(ctx, req)
 }
 
-func (o *outboundService) Status(mailbox, id string) (protocol.SendResult, error) {
-	return o.svc.Status(mailbox, id)
+func (o *outboundService) Status(mailbox, id string, header outbound.HeaderReader) (protocol.SendResult, error) {
+	return o.svc.StatusRead(mailbox, id, header)
 }
 
 func (o *outboundService) RateUsage(mailbox string, p config.SendPolicy) []protocol.SendRate {

@@ -25,18 +25,23 @@ type labelArgs struct {
 type LabelData struct {
 	Changed  []string `json:"changed" jsonschema:"the ids whose labels or star changed"`
 	NotFound []string `json:"not_found,omitempty"`
-	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found"`
+	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found or could not be changed"`
 	Issues   []Issue  `json:"issues,omitempty"`
 }
 
 // partial is the status of a change to several messages and an issue for
-// each id that was not found.
-func partial(stage string, notFound []string) (status string, issues []Issue) {
-	if len(notFound) == 0 {
+// each id that was not found or could not be changed (its file damaged or
+// too large: the daemon's message names the file).
+func partial(stage string, notFound []string, failed []protocol.ItemFailure) (status string, issues []Issue) {
+	if len(notFound)+len(failed) == 0 {
 		return "ok", nil
 	}
 	for _, id := range notFound {
 		issues = append(issues, Issue{Code: protocol.CodeNotFound, Stage: stage, Message: "no such message", ID: id})
+	}
+	for _, f := range failed {
+		issues = append(issues, Issue{Code: f.Code, Stage: stage, Message: f.Message, ID: f.ID,
+			Retryable: f.Code == protocol.CodeRateLimited || f.Code == protocol.CodeTimeout || f.Code == protocol.CodeUnavailable})
 	}
 	return "partial", issues
 }
@@ -73,7 +78,7 @@ func (s *Server) toolEmailLabel() toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageLabel, args, &out); err != nil {
 			return "", LabelData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		status, issues := partial("label", out.NotFound)
+		status, issues := partial("label", out.NotFound, out.Failed)
 		data := LabelData{Changed: orEmpty(out.Changed), NotFound: out.NotFound, Status: status, Issues: issues}
 		return fmt.Sprintf("changed %d of %d message(s)", len(data.Changed), len(ids)), data, nil, nil
 	})
@@ -91,6 +96,7 @@ type PurgeData struct {
 	Mailbox  string   `json:"mailbox"`
 	Purged   []string `json:"purged" jsonschema:"the ids removed for good"`
 	NotFound []string `json:"not_found,omitempty" jsonschema:"ids that are not in trash (only trash can be purged)"`
+	Issues   []Issue  `json:"issues,omitempty" jsonschema:"messages that could not be removed, each with the reason"`
 }
 
 func (s *Server) toolEmailPurge() toolSpec {
@@ -116,10 +122,14 @@ func (s *Server) toolEmailPurge() toolSpec {
 		if err := s.call(ctx, protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: in.Mailbox, IDs: ids, Before: before}, &out); err != nil {
 			return "", PurgeData{}, nil, messageHint(err, in.Mailbox, protocol.FolderTrash)
 		}
-		data := PurgeData{Mailbox: in.Mailbox, Purged: orEmpty(out.Purged), NotFound: out.NotFound}
+		_, issues := partial("purge", nil, out.Failed)
+		data := PurgeData{Mailbox: in.Mailbox, Purged: orEmpty(out.Purged), NotFound: out.NotFound, Issues: issues}
 		sum := fmt.Sprintf("purged %d message(s) from %s/trash", len(data.Purged), in.Mailbox)
 		if len(out.NotFound) > 0 {
 			sum += "; not in trash: " + strings.Join(out.NotFound, ", ")
+		}
+		if len(out.Failed) > 0 {
+			sum += fmt.Sprintf("; %d could not be removed (see issues)", len(out.Failed))
 		}
 		return sum, data, nil, nil
 	})

@@ -249,7 +249,7 @@ type markArgs struct {
 type MarkData struct {
 	Changed  []string `json:"changed"`
 	NotFound []string `json:"not_found,omitempty"`
-	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found"`
+	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found or could not be changed"`
 	Issues   []Issue  `json:"issues,omitempty"`
 }
 
@@ -273,7 +273,7 @@ func (s *Server) toolMark(read bool) toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: in.Mailbox, Folder: in.Folder, IDs: ids, Read: read}, &out); err != nil {
 			return "", MarkData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		status, issues := partial("mark", out.NotFound)
+		status, issues := partial("mark", out.NotFound, out.Failed)
 		data := MarkData{Changed: orEmpty(out.Changed), NotFound: out.NotFound, Status: status, Issues: issues}
 		return fmt.Sprintf("marked %d message(s) %s", len(out.Changed), what), data, nil, nil
 	})

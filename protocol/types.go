@@ -352,8 +352,19 @@ type MessageMarkArgs struct {
 
 // MessageMarked answers VerbMessageMark.
 type MessageMarked struct {
-	Changed  []string `json:"changed"`
-	NotFound []string `json:"not_found,omitempty"`
+	Changed  []string      `json:"changed"`
+	NotFound []string      `json:"not_found,omitempty"`
+	Failed   []ItemFailure `json:"failed,omitempty"`
+}
+
+// ItemFailure is one message of a batch (message.mark, message.label,
+// message.purge) that could not be changed while the others were: its id,
+// a code as an error would carry and a message that names the file and
+// says what to do.
+type ItemFailure struct {
+	ID      string `json:"id"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // MessageMoveArgs moves a message between folders (inbox, archive, trash, junk).

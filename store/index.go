@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -473,7 +474,7 @@ var filesParsed atomic.Int64
 // of it when its frontmatter fits there (the body past maxIndexedBody is
 // not indexed).
 func loadRow(d *Dir, id string, uid int, now time.Time) loadResult {
-	data, st, err := d.readFileHead(id+".md", MaxMessageFile, indexHead, func(head []byte) bool {
+	data, st, err := d.readFileHead(id+".md", MaxMessageFile, indexHead, MaxFrontmatter+indexHead, func(head []byte) bool {
 		_, _, err := split(head)
 		return err == nil
 	})
@@ -485,6 +486,9 @@ func loadRow(d *Dir, id string, uid int, now time.Time) loadResult {
 	}
 	filesParsed.Add(1)
 	m, body, err := parseForIndex(data)
+	if errors.Is(err, ErrNoFrontmatter) && int64(len(data)) < st.Size {
+		err = &os.PathError{Op: "read", Path: d.join(id + ".md"), Err: fmt.Errorf("frontmatter: %w", ErrTooLarge)}
+	}
 	if err != nil {
 		return loadResult{err: err}
 	}

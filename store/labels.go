@@ -70,12 +70,17 @@ func HasLabel(labels []string, l string) bool {
 // or unstars messages. It returns the ids whose frontmatter changed and the
 // ids that are not in the folder.
 func (s *Store) Relabel(mailbox, folder string, ids, add, remove []string, star *bool) (changed, notFoundIDs []string, err error) {
+	return s.Charged(nil).Relabel(mailbox, folder, ids, add, remove, star)
+}
+
+// Relabel is Store.Relabel with each file's reading charged.
+func (c Charged) Relabel(mailbox, folder string, ids, add, remove []string, star *bool) (changed, notFoundIDs []string, err error) {
 	for _, l := range slices.Concat(add, remove) {
 		if err := ValidLabel(l); err != nil {
 			return nil, nil, err
 		}
 	}
-	res, err := s.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
+	res, err := c.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
 		return relabel(m, add, remove, star)
 	}, syncAll)
 	if err != nil {
@@ -114,6 +119,7 @@ func relabel(m *Message, add, remove []string, star *bool) (bool, error) {
 // the ids not found; any other error about one message is returned.
 func collect(ids []string, res map[string]updateResult) (changed, notFoundIDs []string, err error) {
 	seen := map[string]bool{}
+	var failed []Failure
 	for _, id := range ids {
 		if seen[id] {
 			continue
@@ -123,10 +129,15 @@ func collect(ids []string, res map[string]updateResult) (changed, notFoundIDs []
 		case errors.Is(r.err, ErrNotFound), r.err != nil && ValidID(id) != nil:
 			notFoundIDs = append(notFoundIDs, id)
 		case r.err != nil:
-			return changed, notFoundIDs, r.err
+			// One message that cannot be changed (damaged, too large,
+			// refused) fails alone: the batch goes on, and says which.
+			failed = append(failed, Failure{ID: id, Err: r.err})
 		case r.changed:
 			changed = append(changed, id)
 		}
 	}
-	return changed, notFoundIDs, nil
+	if len(failed) > 0 {
+		err = &BatchError{Failed: failed}
+	}
+	return changed, notFoundIDs, err
 }

@@ -565,11 +565,8 @@ func mailMark(args []string) int {
 	if *unread {
 		state = "unread"
 	}
-	fmt.Printf("marked %d %s\n", len(mf.fs.Args())-len(out.NotFound), state)
-	if len(out.NotFound) > 0 {
-		return mf.missingIDs(out.NotFound, mf.mailbox, mf.folder)
-	}
-	return 0
+	fmt.Printf("marked %d %s\n", len(mf.fs.Args())-len(out.NotFound)-len(out.Failed), state)
+	return mf.reportBatch(mf.mailbox, mf.folder, out.NotFound, out.Failed)
 }
 
 // moved is one message `mail move` moved, as --json prints it.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -50,10 +51,25 @@ Examples:
 		return code
 	}
 	fmt.Printf("changed %d of %d\n", len(out.Changed), len(cf.fs.Args()))
-	if len(out.NotFound) > 0 {
-		return cf.missingIDs(out.NotFound, cf.mailbox, cf.folder)
+	return cf.reportBatch(cf.mailbox, cf.folder, out.NotFound, out.Failed)
+}
+
+// reportBatch prints, on stderr, the ids of a batch that failed, each with
+// the daemon's reason (which names the file), and those that were not found
+// (missingIDs, with the command that lists them), and returns the command's
+// exit code: a failure's, else not_found's, else 0.
+func (cf *clientFlags) reportBatch(mailbox, folder string, notFound []string, failed []protocol.ItemFailure) int {
+	for _, f := range failed {
+		fmt.Fprintf(os.Stderr, "mailctl: %s not changed: %s (%s)\n", inert(f.ID), inert(f.Message), inert(f.Code))
 	}
-	return 0
+	code := 0
+	if len(notFound) > 0 {
+		code = cf.missingIDs(notFound, mailbox, folder)
+	}
+	if len(failed) > 0 {
+		return exitCode(failed[0].Code)
+	}
+	return code
 }
 
 func mailPurge(args []string) int {
@@ -96,10 +112,7 @@ Examples:
 		return code
 	}
 	fmt.Printf("purged %d from %s/trash\n", len(out.Purged), a.Mailbox)
-	if len(out.NotFound) > 0 {
-		return cf.missingIDs(out.NotFound, a.Mailbox, protocol.FolderTrash)
-	}
-	return 0
+	return cf.reportBatch(a.Mailbox, protocol.FolderTrash, out.NotFound, out.Failed)
 }
 
 // parseDate reads a YYYY-MM-DD date (midnight UTC) or an RFC 3339 time.

@@ -65,7 +65,7 @@ func (o fakeOutbound) Send(context.Context, outbound.SendRequest) (protocol.Send
 	return protocol.SendResult{}, protocol.Errorf(protocol.CodeUnavailable, "this test sends nothing")
 }
 
-func (o fakeOutbound) Status(string, string) (protocol.SendResult, error) {
+func (o fakeOutbound) Status(string, string, outbound.HeaderReader) (protocol.SendResult, error) {
 	return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "this test sent nothing")
 }
 

@@ -66,7 +66,9 @@ type Backend interface {
 // Outbound is the send pipeline as the control API uses it.
 type Outbound interface {
 	Send(ctx context.Context, req outbound.SendRequest) (protocol.SendResult, error)
-	Status(mailbox, id string) (protocol.SendResult, error)
+	// Status reads the sent copy's frontmatter with header, which charges
+	// the caller.
+	Status(mailbox, id string, header outbound.HeaderReader) (protocol.SendResult, error)
 	// RateUsage is how much of its send rate limits a mailbox has used.
 	RateUsage(mailbox string, p config.SendPolicy) []protocol.SendRate
 	Queue() Queue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +50,7 @@ func noDraft(mailbox, id string) *protocol.Error {
 func handleDraftCreate(_ context.Context, s *Server, c *call, a *protocol.DraftArgs) (any, error) {
 	box := c.box()
 	if a.ReplyToID != "" {
-		if err := s.draftReply(box.Name, a); err != nil {
+		if err := s.draftReply(c, box.Name, a); err != nil {
 			return nil, err
 		}
 	}
@@ -75,8 +76,8 @@ func handleDraftCreate(_ context.Context, s *Server, c *call, a *protocol.DraftA
 
 // draftReply fills a reply draft from the stored message it answers: the
 // thread, the subject and the recipients, where the caller gave none.
-func (s *Server) draftReply(mailbox string, a *protocol.DraftArgs) error {
-	parent, err := s.replyParent(mailbox, a.ReplyToID)
+func (s *Server) draftReply(c *call, mailbox string, a *protocol.DraftArgs) error {
+	parent, err := s.replyParent(c, mailbox, a.ReplyToID)
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func handleDraftUpdate(_ context.Context, s *Server, c *call, a *protocol.DraftU
 		}
 	}
 	var out *store.Message
-	err = s.store.Rewrite(box.Name, protocol.FolderDrafts, a.ID, func(m *store.Message, body string) (string, error) {
+	err = s.reads(c, 1).Rewrite(box.Name, protocol.FolderDrafts, a.ID, func(m *store.Message) (*string, error) {
 		set := func(dst *[]string, src *[]string) {
 			if src != nil {
 				*dst = append([]string(nil), (*src)...)
@@ -138,9 +139,6 @@ func handleDraftUpdate(_ context.Context, s *Server, c *call, a *protocol.DraftU
 		if a.Subject != nil {
 			m.Subject = *a.Subject
 		}
-		if a.Body != nil {
-			body = *a.Body
-		}
 		switch {
 		case sendAt != nil:
 			m.SendAt = sendAt
@@ -149,11 +147,11 @@ func handleDraftUpdate(_ context.Context, s *Server, c *call, a *protocol.DraftU
 		}
 		if _, err := compose.CheckDraft(protocol.SendArgs{To: m.To, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.Subject,
 			InReplyTo: m.InReplyTo, References: m.References}); err != nil {
-			return "", err
+			return nil, err
 		}
 		m.Date = s.now().UTC()
 		out = m
-		return body, nil
+		return a.Body, nil // nil keeps the body on disk, unread
 	}, atts)
 	if err != nil {
 		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
@@ -184,22 +182,24 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 	}
 	defer draftsSending.Delete(key)
 	// The file as it is now, with whatever its owner changed by hand, and
-	// the version of it that is read.
+	// the version of it that is read. Its owner may have made it, or an
+	// attachment it lists, any size: each is sized with fstat and held to
+	// the mailbox's send limits, and charged, before a byte is read.
 	version, err := s.store.Version(box.Name, protocol.FolderDrafts, a.ID)
 	if err != nil {
 		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
 	}
-	m, body, err := s.store.Get(box.Name, protocol.FolderDrafts, a.ID)
+	pol := s.cfg().EffectiveSend(box.Name)
+	dr, release, err := s.reads(c, sendCopies).ReadDraft(box.Name, protocol.FolderDrafts, a.ID,
+		store.DraftLimits{File: pol.MaxMessageBytes, Attachments: pol.MaxAttachmentBytes})
 	if err != nil {
-		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
+		return nil, draftReadErr(box.Name, a.ID, err)
 	}
+	defer release()
 	if again, err := s.store.Version(box.Name, protocol.FolderDrafts, a.ID); err != nil || again != version {
 		return nil, protocol.Errorf(protocol.CodeConflict, "draft %s changed while it was being read: send it again", a.ID)
 	}
-	atts, err := s.store.ReadAttachments(box.Name, protocol.FolderDrafts, a.ID, m)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s: %v", a.ID, err)
-	}
+	m, body, atts := dr.Message, dr.Body, dr.Attachments
 	args := &protocol.SendArgs{FromMailbox: box.Name, To: m.To, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.Subject,
 		Body: body, InReplyTo: m.InReplyTo, References: m.References, DryRun: a.DryRun, WaitMS: a.WaitMS, SendAt: a.SendAt}
 	if args.SendAt == nil && m.SendAt != nil && m.SendAt.After(s.now()) {
@@ -217,7 +217,7 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 	// makes a new version, which is a new message.
 	sum := sha256.Sum256([]byte(a.ID + "\x00" + version))
 	args.IdempotencyKey = "draft-" + hex.EncodeToString(sum[:])
-	res, err := s.sendFrom(ctx, box, args)
+	res, err := s.sendFrom(ctx, c, box, args)
 	if err != nil || a.DryRun {
 		return res, err
 	}
@@ -244,4 +244,30 @@ func handleDraftDelete(_ context.Context, s *Server, c *call, a *protocol.DraftI
 		return nil, storeErr(err, "draft "+a.ID, noDraft(box.Name, a.ID))
 	}
 	return protocol.DraftDeleted{ID: a.ID, Deleted: true}, nil
+}
+
+// sendCopies is how many times a draft's bytes are charged while it is
+// sent: as read, then composed (the attachments in base64), signed and
+// queued with its sent copy.
+const sendCopies = 4
+
+// draftReadErr words why a draft could not be read for sending.
+func draftReadErr(mailbox, id string, err error) error {
+	var le *store.LimitError
+	var pe *protocol.Error
+	switch {
+	case errors.As(err, &pe): // the caller's memory budget
+		return err
+	case errors.As(err, &le) && le.What == "attachments":
+		return protocol.Errorf(protocol.CodeTooLarge, "draft %s: %v (send.max_attachment_bytes): attach less, or smaller files", id, le)
+	case errors.As(err, &le):
+		return protocol.Errorf(protocol.CodeTooLarge, "draft %s: %v (send.max_message_bytes): a message cannot be that large", id, le)
+	case errors.Is(err, store.ErrNotFound) && strings.Contains(err.Error(), "attachment"):
+		return protocol.Errorf(protocol.CodeInvalidInput, "draft %s: %v", id, err)
+	case errors.Is(err, store.ErrNotFound):
+		return storeErr(err, "draft "+id, noDraft(mailbox, id))
+	case strings.Contains(err.Error(), "attachment"):
+		return protocol.Errorf(protocol.CodeInvalidInput, "draft %s: %v", id, err)
+	}
+	return storeErr(err, "draft "+id, noDraft(mailbox, id))
 }

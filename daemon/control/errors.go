@@ -56,7 +56,9 @@ func storeErr(err error, what string, missing *protocol.Error) error {
 	case errors.Is(err, store.ErrNotFound):
 		return missing
 	case errors.Is(err, store.ErrTooLarge):
-		return protocol.Errorf(protocol.CodeTooLarge, "%s is too large to return", what)
+		// The error names the file; the limits are the store's.
+		return protocol.Errorf(protocol.CodeTooLarge, "%s: %v (a message file may have %d MiB, its frontmatter %d MiB): move it out of the folder, or cut it down",
+			what, err, store.MaxMessageFile>>20, store.MaxFrontmatter>>20)
 	}
 	if pe := storeFault(err); pe != nil {
 		return pe

@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"errors"
 
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -36,17 +35,18 @@ func handleMessageLabel(_ context.Context, s *Server, c *call, a *protocol.Messa
 			return nil, protocol.Errorf(protocol.CodeInvalidInput, "label %q is both added and removed", l)
 		}
 	}
-	changed, missing, err := s.store.Relabel(a.Mailbox, folder, a.IDs, a.Add, a.Remove, a.Star)
-	if errors.Is(err, store.ErrTooManyLabels) {
-		return nil, protocol.Errorf(protocol.CodeTooLarge, "%v: remove some first", err)
-	}
+	changed, notFound, err := s.reads(c, 1).Relabel(a.Mailbox, folder, a.IDs, a.Add, a.Remove, a.Star)
+	failed, err := s.batchFailures(a.Mailbox, folder, err)
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))
 	}
-	if noneFound(missing, a.IDs) {
-		return nil, notFoundIn(protocol.MissingMessage, missing, a.Mailbox, folder)
+	if err := batchAnswer(a.IDs, notFound, failed); err != nil {
+		return nil, err
 	}
-	return protocol.MessageLabeled{Changed: nonNil(changed), NotFound: missing}, nil
+	if noneFound(notFound, a.IDs) {
+		return nil, notFoundIn(protocol.MissingMessage, notFound, a.Mailbox, folder)
+	}
+	return protocol.MessageLabeled{Changed: nonNil(changed), NotFound: notFound, Failed: failed}, nil
 }
 
 // maxMessageIDs bounds the message ids one request names.
@@ -95,8 +95,12 @@ func handleMessagePurge(_ context.Context, s *Server, c *call, a *protocol.Messa
 		}
 		out.Purged, out.NotFound, err = s.store.Purge(a.Mailbox, protocol.FolderTrash, a.IDs)
 	}
+	out.Failed, err = s.batchFailures(a.Mailbox, protocol.FolderTrash, err)
 	if err != nil {
 		return nil, storeErr(err, "folder trash", noFolder(a.Mailbox, protocol.FolderTrash))
+	}
+	if err := batchAnswer(a.IDs, out.NotFound, out.Failed); len(a.IDs) > 0 && err != nil {
+		return nil, err
 	}
 	if len(a.IDs) > 0 && noneFound(out.NotFound, a.IDs) {
 		e := notFoundIn(protocol.MissingMessage, out.NotFound, a.Mailbox, protocol.FolderTrash)

@@ -115,7 +115,7 @@ func handleMessageRead(_ context.Context, s *Server, c *call, a *protocol.Messag
 	}
 	window = min(window, maxWindow)
 	// Only the window is read into memory, however large the message.
-	m, w, err := s.store.GetWindow(a.Mailbox, folder, a.ID, a.Offset, window, a.Raw)
+	m, w, err := s.reads(c, 1).GetWindow(a.Mailbox, folder, a.ID, a.Offset, window, a.Raw)
 	if err != nil {
 		return nil, storeErr(err, "message "+a.ID, notFoundIn(protocol.MissingMessage, []string{a.ID}, a.Mailbox, folder))
 	}
@@ -166,14 +166,18 @@ func handleMessageMark(_ context.Context, s *Server, c *call, a *protocol.Messag
 	if err := checkMessageIDs(a.IDs); err != nil {
 		return nil, err
 	}
-	changed, missing, err := s.store.SetRead(a.Mailbox, folder, a.IDs, a.Read, s.now().UTC())
+	changed, notFound, err := s.reads(c, 1).SetRead(a.Mailbox, folder, a.IDs, a.Read, s.now().UTC())
+	failed, err := s.batchFailures(a.Mailbox, folder, err)
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))
 	}
-	if noneFound(missing, a.IDs) {
-		return nil, notFoundIn(protocol.MissingMessage, missing, a.Mailbox, folder)
+	if err := batchAnswer(a.IDs, notFound, failed); err != nil {
+		return nil, err
 	}
-	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: missing}, nil
+	if noneFound(notFound, a.IDs) {
+		return nil, notFoundIn(protocol.MissingMessage, notFound, a.Mailbox, folder)
+	}
+	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: notFound, Failed: failed}, nil
 }
 
 func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.MessageMoveArgs) (any, error) {
@@ -191,7 +195,7 @@ func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.Messag
 	if err := store.ValidID(a.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", a.ID, err)
 	}
-	if err := s.store.Move(a.Mailbox, a.ID, from, to); err != nil {
+	if err := s.reads(c, 1).Move(a.Mailbox, a.ID, from, to); err != nil {
 		return nil, storeErr(err, "message "+a.ID, notFoundIn(protocol.MissingMessage, []string{a.ID}, a.Mailbox, from))
 	}
 	return map[string]string{"id": a.ID, "folder": to}, nil

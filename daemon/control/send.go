@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/mailctl/mailctl/daemon/outbound"
@@ -20,12 +21,12 @@ func (s *Server) sender() (Outbound, error) {
 }
 
 func handleSend(ctx context.Context, s *Server, c *call, a *protocol.SendArgs) (any, error) {
-	return s.sendFrom(ctx, c.box(), a)
+	return s.sendFrom(ctx, c, c.box(), a)
 }
 
 // sendFrom sends a as mailbox m, which the caller was checked to own: the
 // one path of every send (the send verb and a draft's).
-func (s *Server) sendFrom(ctx context.Context, m *registry.Mailbox, a *protocol.SendArgs) (protocol.SendResult, error) {
+func (s *Server) sendFrom(ctx context.Context, c *call, m *registry.Mailbox, a *protocol.SendArgs) (protocol.SendResult, error) {
 	o, err := s.sender()
 	if err != nil {
 		return protocol.SendResult{}, err
@@ -35,7 +36,7 @@ func (s *Server) sendFrom(ctx context.Context, m *registry.Mailbox, a *protocol.
 	}
 	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: s.address(m.Name), FromName: s.b.DisplayName(m.Name), Policy: s.cfg().EffectiveSend(m.Name), Args: *a}
 	if a.ReplyToID != "" {
-		parent, err := s.replyParent(m.Name, a.ReplyToID)
+		parent, err := s.replyParent(c, m.Name, a.ReplyToID)
 		if err != nil {
 			return protocol.SendResult{}, err
 		}
@@ -47,13 +48,18 @@ func (s *Server) sendFrom(ctx context.Context, m *registry.Mailbox, a *protocol.
 
 // replyParent is the stored message of mailbox that reply_to_id names: one
 // it received (in its inbox or archive) or one it sent.
-func (s *Server) replyParent(mailbox, id string) (*store.Message, error) {
+func (s *Server) replyParent(c *call, mailbox, id string) (*store.Message, error) {
 	if err := store.ValidID(id); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", id, err)
 	}
 	for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
-		if p, _, err := s.store.Get(mailbox, f, id); err == nil {
+		// Its frontmatter is all a reply needs, whatever the body's size.
+		p, err := s.reads(c, 1).Header(mailbox, f, id)
+		switch {
+		case err == nil:
 			return p, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, storeErr(err, "message "+id, nil)
 		}
 	}
 	return nil, notFound(protocol.MissingMessage, []string{id}, "to reply to in "+mailbox+"/inbox, archive or sent")
@@ -82,7 +88,7 @@ func handleSendStatus(_ context.Context, s *Server, c *call, a *protocol.SendSta
 	if err != nil {
 		return nil, err
 	}
-	res, err := o.Status(a.Mailbox, a.ID)
+	res, err := o.Status(a.Mailbox, a.ID, s.reads(c, 1).Header)
 	missing := notFoundIn(protocol.MissingMessage, []string{a.ID}, a.Mailbox, protocol.FolderSent)
 	if protocol.CodeOf(err) == protocol.CodeNotFound {
 		return res, missing // the pipeline's words for it are its own: this is the one wording

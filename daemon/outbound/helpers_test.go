@@ -222,6 +222,11 @@ func (s *memStore) Get(mailbox, folder, id string) (*store.Message, string, erro
 	return &c, s.body[k], nil
 }
 
+func (s *memStore) Header(mailbox, folder, id string) (*store.Message, error) {
+	m, _, err := s.Get(mailbox, folder, id)
+	return m, err
+}
+
 func (s *memStore) FindByMessageID(mailbox, folder, mid string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

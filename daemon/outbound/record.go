@@ -271,6 +271,6 @@ func (r *Recorder) reportApplied(mailbox string, rep Report, authentic func(sent
 	if !ok {
 		return false
 	}
-	m, _, err := r.Store.Get(mailbox, protocol.FolderSent, id)
+	m, err := r.Store.Header(mailbox, protocol.FolderSent, id)
 	return err == nil && slices.Contains(m.BounceReports, rep.Key())
 }

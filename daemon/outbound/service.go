@@ -39,8 +39,14 @@ type SentStore interface {
 	UpdateUnsynced(mailbox, folder, id string, fn func(*store.Message) error) error
 	Sync() error
 	Get(mailbox, folder, id string) (*store.Message, string, error)
+	// Header reads a message's frontmatter only, whatever its body.
+	Header(mailbox, folder, id string) (*store.Message, error)
 	FindByMessageID(mailbox, folder, messageID string) (id string, ok bool)
 }
+
+// HeaderReader reads a message's frontmatter: the store's Header, or one
+// whose reads are charged to a caller (store.Charged.Header).
+type HeaderReader func(mailbox, folder, id string) (*store.Message, error)
 
 // Service is the whole send pipeline. It is built after the queue and the
 // Recorder the queue reports to; nothing is patched in afterwards.
@@ -264,13 +270,19 @@ func (s *Service) waitFirst(ctx context.Context, req SendRequest, id string) (pr
 // Status reports the state of an earlier send from the queue while it is
 // there, then from the sent copy (which also records later bounces).
 func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
+	return s.StatusRead(mailbox, id, s.Sent.Store.Header)
+}
+
+// StatusRead is Status reading the sent copy's frontmatter (never its
+// body) with header.
+func (s *Service) StatusRead(mailbox, id string, header HeaderReader) (protocol.SendResult, error) {
 	it, err := s.Queue.Get(QueueID(mailbox, id))
 	// An earlier mailbox's item under the same id is not this message.
 	queued := err == nil && s.Sent.current(it)
 	if queued && !it.Settled() {
 		return resultOf(it), nil
 	}
-	m, _, err := s.Sent.Store.Get(mailbox, protocol.FolderSent, id)
+	m, err := header(mailbox, protocol.FolderSent, id)
 	if err != nil || !m.Outbound {
 		if queued {
 			return resultOf(it), nil
