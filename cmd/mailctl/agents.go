@@ -165,7 +165,7 @@ func agentsSetup(args []string) int {
 		return printSnippets(hs, srv)
 	}
 	if os.Geteuid() == 0 {
-		fmt.Fprintln(os.Stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
+		fmt.Fprintln(stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
 		return 4
 	}
 	home, err := os.UserHomeDir()
@@ -177,19 +177,19 @@ func agentsSetup(args []string) int {
 		path, changed, err := agentcfg.Setup(home, h, srv)
 		switch {
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "  %-12s %v\n", h.Name, err)
+			fmt.Fprintf(stderr, "  %-12s %v\n", h.Name, err)
 			failed = true
 		case changed:
-			fmt.Printf("  %-12s wired in %s\n", h.Name, path)
+			fmt.Fprintf(stdout, "  %-12s wired in %s\n", h.Name, path)
 		default:
-			fmt.Printf("  %-12s already wired in %s\n", h.Name, path)
+			fmt.Fprintf(stdout, "  %-12s already wired in %s\n", h.Name, path)
 		}
 	}
 	primer, err := agentcfg.WritePrimer(configHome(home), servedTools())
 	if err != nil {
 		return failure(cf.fs, fmt.Errorf("writing the primer: %w", err))
 	}
-	fmt.Printf("\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
+	fmt.Fprintf(stdout, "\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
 	if failed {
 		return 1
 	}
@@ -239,16 +239,16 @@ func printSnippets(hs []*agentcfg.Harness, srv agentcfg.Server) int {
 	for i, h := range hs {
 		doc, err := h.Snippet(srv)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "mailctl agents: %s: %v\n", h.Name, err)
+			fmt.Fprintf(stderr, "mailctl agents: %s: %v\n", h.Name, err)
 			return 1
 		}
 		if len(hs) > 1 {
 			if i > 0 {
-				fmt.Println()
+				fmt.Fprintln(stdout)
 			}
-			fmt.Printf("# %s: merge into ~/%s\n", h.Title, h.Rel)
+			fmt.Fprintf(stdout, "# %s: merge into ~/%s\n", h.Title, h.Rel)
 		}
-		os.Stdout.Write(doc)
+		stdout.Write(doc)
 	}
 	return 0
 }
@@ -270,7 +270,7 @@ func agentsRemove(args []string) int {
 			}
 		}
 		if len(names) == 0 {
-			fmt.Println("no harness wires mailctl")
+			fmt.Fprintln(stdout, "no harness wires mailctl")
 			return 0
 		}
 	}
@@ -283,12 +283,12 @@ func agentsRemove(args []string) int {
 		path, changed, err := agentcfg.Remove(home, h)
 		switch {
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "  %-12s %v\n", h.Name, err)
+			fmt.Fprintf(stderr, "  %-12s %v\n", h.Name, err)
 			failed = true
 		case changed:
-			fmt.Printf("  %-12s removed from %s (the original is kept as %s%s)\n", h.Name, path, path, agentcfg.BackupSuffix)
+			fmt.Fprintf(stdout, "  %-12s removed from %s (the original is kept as %s%s)\n", h.Name, path, path, agentcfg.BackupSuffix)
 		default:
-			fmt.Printf("  %-12s not wired in %s\n", h.Name, path)
+			fmt.Fprintf(stdout, "  %-12s not wired in %s\n", h.Name, path)
 		}
 	}
 	if failed {

@@ -59,7 +59,7 @@ func newFlagSet(name, usageLine, about string) *flag.FlagSet {
 // parse parses args; it returns (exit code, false) when the command should stop
 // (help asked, or bad flags).
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(stderr)
 	if err := fs.Parse(interleave(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
@@ -183,11 +183,13 @@ func (cf *clientFlags) fail(err error) int {
 		pe = &protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}
 	}
 	if cf != nil && cf.json {
-		json.NewEncoder(os.Stdout).Encode(map[string]any{"error": pe})
+		b, _ := json.Marshal(map[string]any{"error": pe})
+		os.Stdout.Write(append(jsonInert(b), '\n'))
 	} else {
-		fmt.Fprintf(os.Stderr, "mailctl: %s (%s)\n", pe.Message, pe.Code)
+		// The message may quote a remote server or a file name.
+		fmt.Fprintf(stderr, "mailctl: %s (%s)\n", inert(pe.Message), inert(pe.Code))
 		if next := cf.notFoundNext(pe); next != "" {
-			fmt.Fprintf(os.Stderr, "mailctl: to see them: %s\n", next)
+			fmt.Fprintf(stderr, "mailctl: to see them: %s\n", inert(next))
 		}
 	}
 	return exitCode(pe.Code)
@@ -263,33 +265,23 @@ func exitCode(code string) int {
 	}
 }
 
-func printJSON(v any) int {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		fmt.Fprintln(os.Stderr, "mailctl:", err)
-		return 1
-	}
-	return 0
-}
-
 // failure prints err as the failure of the command fs parses for and
 // returns exit code 1.
 func failure(fs *flag.FlagSet, err error) int {
-	fmt.Fprintf(os.Stderr, "mailctl %s: %v\n", fs.Name(), err)
+	fmt.Fprintf(stderr, "mailctl %s: %v\n", fs.Name(), err)
 	return 1
 }
 
 // table starts aligned columns on stdout under header; Flush ends them.
 func table(header string) *tabwriter.Writer {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	return tw
 }
 
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "mailctl %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fmt.Fprintf(os.Stderr, "Run `mailctl %s --help` for usage.\n", fs.Name())
+	fmt.Fprintf(stderr, "mailctl %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(stderr, "Run `mailctl %s --help` for usage.\n", fs.Name())
 	return 2
 }
 
@@ -298,7 +290,7 @@ func usageError(fs *flag.FlagSet, format string, args ...any) int {
 // asked for, 2 when no subcommand was given or args[0] is none.
 func dispatch(name, help string, args []string, subs map[string]func([]string) int) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(help)
+		fmt.Fprintln(stdout, help)
 		if len(args) == 0 {
 			return 2
 		}
@@ -307,6 +299,6 @@ func dispatch(name, help string, args []string, subs map[string]func([]string) i
 	if run, ok := subs[args[0]]; ok {
 		return run(args[1:])
 	}
-	fmt.Fprintf(os.Stderr, "mailctl %s: unknown subcommand %q\n\n%s\n", name, args[0], help)
+	fmt.Fprintf(stderr, "mailctl %s: unknown subcommand %q\n\n%s\n", name, args[0], help)
 	return 2
 }

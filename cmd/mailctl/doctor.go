@@ -129,9 +129,10 @@ func printFindings(f []protocol.Finding, source string) {
 	counts := map[string]int{}
 	for _, x := range f {
 		counts[x.Severity]++
-		fmt.Printf("%-4s  %-24s %s\n", x.Severity, x.ID, x.Message)
+		// Findings quote what the host and DNS hold (records, paths).
+		fmt.Fprintf(stdout, "%-4s  %-24s %s\n", inert(x.Severity), inert(x.ID), inert(x.Message))
 		if x.Fix != "" && x.Severity != doctor.OK {
-			fmt.Printf("      %-24s fix: %s\n", "", x.Fix)
+			fmt.Fprintf(stdout, "      %-24s fix: %s\n", "", inert(x.Fix))
 		}
 	}
 	how := "checked locally"
@@ -141,5 +142,5 @@ func printFindings(f []protocol.Finding, source string) {
 			how = "no daemon to check with"
 		}
 	}
-	fmt.Printf("\n%d fail, %d warn, %d ok (%s)\n", counts[doctor.Fail], counts[doctor.Warn], counts[doctor.OK], how)
+	fmt.Fprintf(stdout, "\n%d fail, %d warn, %d ok (%s)\n", counts[doctor.Fail], counts[doctor.Warn], counts[doctor.OK], how)
 }

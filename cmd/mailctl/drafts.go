@@ -72,7 +72,7 @@ func draftsList(args []string) int {
 		return 0
 	}
 	if len(out.Messages) == 0 {
-		fmt.Println("no drafts")
+		fmt.Fprintln(stdout, "no drafts")
 		return 0
 	}
 	tw := table("ID\tTO\tSUBJECT\tDATE")
@@ -100,18 +100,18 @@ func draftsShow(args []string) int {
 	}
 	// Every field may come from a sender (a reply draft copies the
 	// subject and Reply-To it answers) or a hand edit: printed inert.
-	fmt.Printf("id:       %s\nfile:     %s\nto:       %s\n", inert(m.ID), inert(m.Path), inert(strings.Join(m.To, ", ")))
+	fmt.Fprintf(stdout, "id:       %s\nfile:     %s\nto:       %s\n", inert(m.ID), inert(m.Path), inert(strings.Join(m.To, ", ")))
 	if len(m.Cc) > 0 {
-		fmt.Printf("cc:       %s\n", inert(strings.Join(m.Cc, ", ")))
+		fmt.Fprintf(stdout, "cc:       %s\n", inert(strings.Join(m.Cc, ", ")))
 	}
 	if len(m.Bcc) > 0 {
-		fmt.Printf("bcc:      %s\n", inert(strings.Join(m.Bcc, ", ")))
+		fmt.Fprintf(stdout, "bcc:      %s\n", inert(strings.Join(m.Bcc, ", ")))
 	}
-	fmt.Printf("subject:  %s\n", inert(m.Subject))
+	fmt.Fprintf(stdout, "subject:  %s\n", inert(m.Subject))
 	for _, a := range m.AttachmentList {
-		fmt.Printf("attached: %s (%d bytes)\n", inert(a.Filename), a.Size)
+		fmt.Fprintf(stdout, "attached: %s (%d bytes)\n", inert(a.Filename), a.Size)
 	}
-	fmt.Printf("\n%s\n", inertBody(m.Body))
+	fmt.Fprintf(stdout, "\n%s\n", inertBody(m.Body))
 	return 0
 }
 
@@ -246,9 +246,9 @@ func printDraftWritten(d protocol.Draft, update bool) {
 	if update {
 		verb = "updated"
 	}
-	fmt.Printf("draft %s %s\nfile: %s\n", d.ID, verb, d.Path)
+	fmt.Fprintf(stdout, "draft %s %s\nfile: %s\n", inert(d.ID), verb, inert(d.Path))
 	if d.SendAt != nil {
-		fmt.Printf("send at: %s (once sent)\n", d.SendAt.Local().Format(time.DateTime+" MST"))
+		fmt.Fprintf(stdout, "send at: %s (once sent)\n", d.SendAt.Local().Format(time.DateTime+" MST"))
 	}
 }
 
@@ -308,6 +308,6 @@ func draftsDelete(args []string) int {
 	if code, ok := cf.request(protocol.VerbDraftDelete, protocol.DraftIDArgs{Mailbox: cf.fs.Arg(0), ID: cf.fs.Arg(1)}, &out); !ok {
 		return code
 	}
-	fmt.Printf("draft %s deleted\n", out.ID)
+	fmt.Fprintf(stdout, "draft %s deleted\n", inert(out.ID))
 	return 0
 }

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -179,12 +178,12 @@ with in: searches every folder; rows from another folder show it before the id.`
 		return 0
 	}
 	if len(out.Messages) == 0 {
-		fmt.Printf("no messages in %s/%s\n", mf.mailbox, mf.folder)
+		fmt.Fprintf(stdout, "no messages in %s/%s\n", inert(mf.mailbox), inert(mf.folder))
 		return 0
 	}
-	printRows(os.Stdout, mf.folder, out.Messages)
+	printRows(stdout, mf.folder, out.Messages)
 	if out.HasMore {
-		fmt.Printf("%d of %d shown: --limit shows more, filters narrow\n", len(out.Messages), out.Total)
+		fmt.Fprintf(stdout, "%d of %d shown: --limit shows more, filters narrow\n", len(out.Messages), out.Total)
 	}
 	return 0
 }
@@ -193,7 +192,7 @@ with in: searches every folder; rows from another folder show it before the id.`
 // script to take (none: no output).
 func printIDs(msgs []protocol.MessageSummary) {
 	for _, m := range msgs {
-		fmt.Println(inert(m.ID))
+		fmt.Fprintln(stdout, inert(m.ID))
 	}
 }
 
@@ -329,7 +328,7 @@ may be counting on it being unread); --mark-read does. A long body is cut at
 	if mf.json {
 		return printJSON(m)
 	}
-	printMessage(os.Stdout, &m)
+	printMessage(stdout, &m)
 	return 0
 }
 
@@ -460,7 +459,7 @@ Only mail that arrives after it says "waiting" (on stderr) counts. When
 	if mf.json {
 		return printJSON(m)
 	}
-	printRows(os.Stdout, protocol.FolderInbox, []protocol.MessageSummary{m.MessageSummary})
+	printRows(stdout, protocol.FolderInbox, []protocol.MessageSummary{m.MessageSummary})
 	return 0
 }
 
@@ -478,7 +477,7 @@ func waitForMail(ctx context.Context, mf *mailFlags, from, subject, text string)
 	}
 	// On stderr, so that stdout stays the message alone; from here on,
 	// nothing that arrives is missed.
-	fmt.Fprintf(os.Stderr, "waiting for new mail in %s…\n", mf.mailbox)
+	fmt.Fprintf(stderr, "waiting for new mail in %s…\n", inert(mf.mailbox))
 	for {
 		select {
 		case <-ctx.Done():
@@ -565,7 +564,7 @@ func mailMark(args []string) int {
 	if *unread {
 		state = "unread"
 	}
-	fmt.Printf("marked %d %s\n", len(mf.fs.Args())-len(out.NotFound)-len(out.Failed), state)
+	fmt.Fprintf(stdout, "marked %d %s\n", len(mf.fs.Args())-len(out.NotFound)-len(out.Failed), state)
 	return mf.reportBatch(mf.mailbox, mf.folder, out.NotFound, out.Failed)
 }
 
@@ -596,7 +595,7 @@ func mailMove(args []string) int {
 		var out moved
 		if err := mf.call(protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: mf.mailbox, ID: id, From: mf.folder, To: *to}, &out); err != nil {
 			if len(done) > 0 && !mf.json {
-				fmt.Printf("moved %d to %s before the error\n", len(done), *to)
+				fmt.Fprintf(stdout, "moved %d to %s before the error\n", len(done), *to)
 			}
 			return mf.fail(err)
 		}
@@ -605,116 +604,6 @@ func mailMove(args []string) int {
 	if mf.json {
 		return printJSON(map[string]any{"moved": done})
 	}
-	fmt.Printf("moved %d to %s\n", len(done), *to)
+	fmt.Fprintf(stdout, "moved %d to %s\n", len(done), *to)
 	return 0
-}
-
-// inert makes untrusted text safe to print on one line of a terminal:
-// escape sequences (CSI, OSC, DCS and the rest) are removed whole, other
-// control characters and line breaks become spaces, and characters that
-// reorder or hide text (bidirectional overrides, zero-width marks) go.
-func inert(s string) string { return sanitize(s, false) }
-
-// inertBody is inert for a body: newlines and tabs stay.
-func inertBody(s string) string { return sanitize(s, true) }
-
-func sanitize(s string, multiline bool) string {
-	var b strings.Builder
-	rs := []rune(strings.ToValidUTF8(s, "\uFFFD"))
-	for i := 0; i < len(rs); i++ {
-		r := rs[i]
-		switch {
-		case escapeStart(r):
-			i = skipEscape(rs, i)
-		case r == '\n' && multiline, r == '\t' && multiline:
-			b.WriteRune(r)
-		case r == '\r' && multiline:
-			// CR alone would move the cursor back over what was printed.
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			b.WriteRune(' ')
-		case invisible(r):
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// escapeStart reports whether r starts an escape sequence: ESC, or the
-// 8-bit CSI, OSC, DCS, SOS, PM or APC.
-func escapeStart(r rune) bool {
-	switch r {
-	case 0x1b, 0x9b, 0x9d, 0x90, 0x98, 0x9e, 0x9f:
-		return true
-	}
-	return false
-}
-
-// invisible reports whether r is a format character (Unicode category Cf:
-// zero-width marks, bidirectional controls, the soft hyphen, the tag
-// characters that smuggle unseen ASCII to a model) or a line or paragraph
-// separator: each hides, reorders or breaks what is shown around it.
-func invisible(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
-}
-
-// skipEscape returns the index of the last rune of the escape sequence that
-// starts at i.
-func skipEscape(rs []rune, i int) int {
-	kind, i, ok := escapeKind(rs, i)
-	switch {
-	case !ok:
-		return i
-	case kind == '[':
-		return skipCSI(rs, i)
-	case kind == ']' || kind == 'P' || kind == 'X' || kind == '^' || kind == '_':
-		return skipString(rs, i)
-	case kind >= 0x20 && kind <= 0x2f && i+1 < len(rs):
-		// Two- or three-character escapes (ESC ( B, ESC 7, ...).
-		return i + 1
-	}
-	return i
-}
-
-// escapeKind returns what kind of escape starts at i ('[' for CSI, ']' for
-// OSC, 'P' for the other strings, or the character after ESC) and the index
-// of the rune that says so; ok is false for an ESC at the end.
-func escapeKind(rs []rune, i int) (kind rune, at int, ok bool) {
-	switch r := rs[i]; {
-	case r == 0x1b && i+1 < len(rs):
-		return rs[i+1], i + 1, true
-	case r == 0x1b:
-		return 0, i, false
-	case r == 0x9b:
-		return '[', i, true
-	case r == 0x9d:
-		return ']', i, true
-	}
-	return 'P', i, true // DCS, PM, APC, SOS in their 8-bit forms
-}
-
-// skipCSI skips a CSI's parameters and intermediates up to its final byte.
-func skipCSI(rs []rune, i int) int {
-	for i++; i < len(rs); i++ {
-		if rs[i] >= 0x40 && rs[i] <= 0x7e {
-			return i
-		}
-		if rs[i] < 0x20 || rs[i] > 0x7e {
-			return i - 1
-		}
-	}
-	return len(rs) - 1
-}
-
-// skipString skips a control string up to BEL or ST (ESC \ or 0x9c).
-func skipString(rs []rune, i int) int {
-	for i++; i < len(rs); i++ {
-		switch {
-		case rs[i] == 0x07 || rs[i] == 0x9c:
-			return i
-		case rs[i] == 0x1b && i+1 < len(rs) && rs[i+1] == '\\':
-			return i + 1
-		}
-	}
-	return len(rs) - 1
 }

@@ -58,9 +58,9 @@ func mailboxCreate(args []string) int {
 		return code
 	}
 	if out.Created {
-		fmt.Printf("created %s (owner %s)\n", out.Address, out.Owner)
+		fmt.Fprintf(stdout, "created %s (owner %s)\n", inert(out.Address), inert(out.Owner))
 	} else {
-		fmt.Printf("%s already exists (owner %s)\n", out.Address, out.Owner)
+		fmt.Fprintf(stdout, "%s already exists (owner %s)\n", inert(out.Address), inert(out.Owner))
 	}
 	return 0
 }
@@ -75,12 +75,12 @@ func mailboxList(args []string) int {
 		return code
 	}
 	if len(out.Mailboxes) == 0 {
-		fmt.Println("no mailboxes: create one with `mailctl mailboxes create NAME`")
+		fmt.Fprintln(stdout, "no mailboxes: create one with `mailctl mailboxes create NAME`")
 		return 0
 	}
 	tw := table("NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tUSAGE\tSOURCE")
 	for _, m := range out.Mailboxes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", m.Name, m.Address, m.Owner, m.Total, m.Unread, m.SentCount, usageText(m.Usage), m.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", inert(m.Name), inert(m.Address), inert(m.Owner), m.Total, m.Unread, m.SentCount, usageText(m.Usage), inert(m.Source))
 	}
 	tw.Flush()
 	return 0
@@ -95,20 +95,20 @@ func mailboxShow(args []string) int {
 	if code, ok := cf.request(protocol.VerbMailboxShow, protocol.NameArgs{Name: cf.fs.Arg(0)}, &m); !ok {
 		return code
 	}
-	fmt.Printf("name      %s\naddress   %s\nowner     %s (uid %d)\nsource    %s\npath      %s\ninbox     %d (%d unread)\nsent      %d\n",
-		m.Name, m.Address, m.Owner, m.OwnerUID, m.Source, m.Path, m.Total, m.Unread, m.SentCount)
+	fmt.Fprintf(stdout, "name      %s\naddress   %s\nowner     %s (uid %d)\nsource    %s\npath      %s\ninbox     %d (%d unread)\nsent      %d\n",
+		inert(m.Name), inert(m.Address), inert(m.Owner), m.OwnerUID, inert(m.Source), inert(m.Path), m.Total, m.Unread, m.SentCount)
 	if m.DisplayName != "" {
-		fmt.Printf("from      %q <%s>\n", m.DisplayName, m.Address)
+		fmt.Fprintf(stdout, "from      %q <%s>\n", m.DisplayName, inert(m.Address))
 	}
 	if m.Trust != nil {
 		senders := cmp.Or(strings.Join(m.Trust.TrustedSenders, ", "), "(none: no mail is marked trusted)")
-		fmt.Printf("trusted   %s [%s]\n", senders, m.Trust.Source)
+		fmt.Fprintf(stdout, "trusted   %s [%s]\n", inert(senders), inert(m.Trust.Source))
 	}
 	if len(m.Hooks) == 0 {
-		fmt.Println("hooks     none")
+		fmt.Fprintln(stdout, "hooks     none")
 	}
 	for _, h := range m.Hooks {
-		fmt.Printf("hook      %s %s %q (%s)\n", h.Name, h.Event, h.Cmd, h.Source)
+		fmt.Fprintf(stdout, "hook      %s %s %q (%s)\n", inert(h.Name), inert(h.Event), h.Cmd, inert(h.Source))
 	}
 	return 0
 }
@@ -155,15 +155,15 @@ func mailboxSet(args []string) int {
 	if code, ok := cf.request(protocol.VerbMailboxUpdate, a, &m); !ok {
 		return code
 	}
-	fmt.Printf("updated %s\n", m.Address)
+	fmt.Fprintf(stdout, "updated %s\n", inert(m.Address))
 	if m.DisplayName != "" {
-		fmt.Printf("from      %q <%s>\n", m.DisplayName, m.Address)
+		fmt.Fprintf(stdout, "from      %q <%s>\n", m.DisplayName, inert(m.Address))
 	}
 	if m.Trust != nil {
-		fmt.Printf("trusted   %s [%s]\n", strings.Join(m.Trust.TrustedSenders, ", "), m.Trust.Source)
+		fmt.Fprintf(stdout, "trusted   %s [%s]\n", inert(strings.Join(m.Trust.TrustedSenders, ", ")), inert(m.Trust.Source))
 	}
 	if m.Usage != nil {
-		fmt.Printf("usage     %s [%s]\n", usageText(m.Usage), m.Usage.QuotaSource)
+		fmt.Fprintf(stdout, "usage     %s [%s]\n", usageText(m.Usage), m.Usage.QuotaSource)
 	}
 	return 0
 }
@@ -232,10 +232,10 @@ func mailboxDelete(args []string) int {
 		if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err != nil {
 			return usageError(cf.fs, "--force deletes %q with its mail and asks to confirm on a terminal; stdin is not one: add --yes to confirm", name)
 		}
-		fmt.Fprintf(os.Stderr, "Delete mailbox %q and all of its mail? Type the name to confirm: ", name)
+		fmt.Fprintf(stderr, "Delete mailbox %q and all of its mail? Type the name to confirm: ", name)
 		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 		if strings.TrimSpace(line) != name {
-			fmt.Fprintln(os.Stderr, "not deleted")
+			fmt.Fprintln(stderr, "not deleted")
 			return 1
 		}
 	}
@@ -251,7 +251,7 @@ func mailboxDelete(args []string) int {
 	if cf.json {
 		return printJSON(out)
 	}
-	fmt.Printf("deleted %s\n", out.Name)
+	fmt.Fprintf(stdout, "deleted %s\n", inert(out.Name))
 	return 0
 }
 
@@ -271,14 +271,14 @@ func cmdVersion(args []string) int {
 		}
 		return printJSON(out)
 	}
-	fmt.Printf("mailctl %s (protocol %s)\n", version, protocol.Version)
+	fmt.Fprintf(stdout, "mailctl %s (protocol %s)\n", version, protocol.Version)
 	if err != nil {
-		fmt.Printf("daemon: not reachable (%v)\n", err)
+		fmt.Fprintf(stdout, "daemon: not reachable (%v)\n", err)
 		return 0
 	}
-	fmt.Printf("daemon: mailctl %s (protocol %s), you are uid %d\n", info.Server, info.ProtocolVersion, info.CallerUID)
+	fmt.Fprintf(stdout, "daemon: mailctl %s (protocol %s), you are uid %d\n", inert(info.Server), inert(info.ProtocolVersion), info.CallerUID)
 	if info.Server != version {
-		fmt.Println("note: client and daemon versions differ; upgrade so both match")
+		fmt.Fprintln(stdout, "note: client and daemon versions differ; upgrade so both match")
 	}
 	return 0
 }
@@ -301,7 +301,7 @@ func mailboxPrune(args []string) int {
 	}
 	verb := map[bool][2]string{false: {"moved to trash", "removed for good"}, true: {"would move to trash", "would remove for good"}}[*dry]
 	if len(res.Rows) == 0 {
-		fmt.Println("nothing is past its folder's retention")
+		fmt.Fprintln(stdout, "nothing is past its folder's retention")
 		return 0
 	}
 	tw := table("MAILBOX\tFOLDER\tOLDER THAN\tMESSAGES\tACTION")
@@ -313,6 +313,6 @@ func mailboxPrune(args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%gd\t%d\t%s\n", r.Mailbox, r.Folder, r.OlderThanDays, r.Count, action)
 	}
 	tw.Flush()
-	fmt.Printf("%d %s, %d %s\n", res.Moved, verb[0], res.Purged, verb[1])
+	fmt.Fprintf(stdout, "%d %s, %d %s\n", res.Moved, verb[0], res.Purged, verb[1])
 	return 0
 }

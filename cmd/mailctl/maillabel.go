@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -50,7 +49,7 @@ Examples:
 	if code, ok := cf.request(protocol.VerbMessageLabel, a, &out); !ok {
 		return code
 	}
-	fmt.Printf("changed %d of %d\n", len(out.Changed), len(cf.fs.Args()))
+	fmt.Fprintf(stdout, "changed %d of %d\n", len(out.Changed), len(cf.fs.Args()))
 	return cf.reportBatch(cf.mailbox, cf.folder, out.NotFound, out.Failed)
 }
 
@@ -60,7 +59,7 @@ Examples:
 // exit code: a failure's, else not_found's, else 0.
 func (cf *clientFlags) reportBatch(mailbox, folder string, notFound []string, failed []protocol.ItemFailure) int {
 	for _, f := range failed {
-		fmt.Fprintf(os.Stderr, "mailctl: %s not changed: %s (%s)\n", inert(f.ID), inert(f.Message), inert(f.Code))
+		fmt.Fprintf(stderr, "mailctl: %s not changed: %s (%s)\n", inert(f.ID), inert(f.Message), inert(f.Code))
 	}
 	code := 0
 	if len(notFound) > 0 {
@@ -111,7 +110,7 @@ Examples:
 	if code, ok := cf.request(protocol.VerbMessagePurge, a, &out); !ok {
 		return code
 	}
-	fmt.Printf("purged %d from %s/trash\n", len(out.Purged), a.Mailbox)
+	fmt.Fprintf(stdout, "purged %d from %s/trash\n", len(out.Purged), inert(a.Mailbox))
 	return cf.reportBatch(a.Mailbox, protocol.FolderTrash, out.NotFound, out.Failed)
 }
 

@@ -67,17 +67,17 @@ func queueList(args []string) int {
 	}
 	if *ids {
 		for _, it := range out.Items {
-			fmt.Println(it.ID)
+			fmt.Fprintln(stdout, inert(it.ID))
 		}
 		return 0
 	}
 	if len(out.Items) == 0 {
-		fmt.Println("queue is empty")
+		fmt.Fprintln(stdout, "queue is empty")
 		return 0
 	}
 	tw := table("ID\tFROM\tRECIPIENTS\tSTATE\tNEXT ATTEMPT\tSIZE")
 	for _, it := range out.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", it.ID, it.MailFrom, rcptSummary(it.Recipients), itemState(it), nextAttempt(it), it.SizeBytes)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", inert(it.ID), inert(it.MailFrom), inert(rcptSummary(it.Recipients)), inert(itemState(it)), nextAttempt(it), it.SizeBytes)
 	}
 	tw.Flush()
 	return 0
@@ -141,11 +141,12 @@ func queueShow(args []string) int {
 	if code, ok := cf.request(protocol.VerbQueueShow, protocol.QueueIDArgs{ID: queueID(cf, cf.fs.Arg(0))}, &it); !ok {
 		return code
 	}
-	fmt.Printf("id:           %s\nmailbox:      %s\nmessage-id:   <%s>\nmail from:    %s\ncreated:      %s\nnext attempt: %s\nsize:         %d bytes\n",
-		it.ID, it.Mailbox, it.MessageID, it.MailFrom, it.CreatedAt.Local().Format(time.DateTime), nextAttempt(it), it.SizeBytes)
+	fmt.Fprintf(stdout, "id:           %s\nmailbox:      %s\nmessage-id:   <%s>\nmail from:    %s\ncreated:      %s\nnext attempt: %s\nsize:         %d bytes\n",
+		inert(it.ID), inert(it.Mailbox), inert(it.MessageID), inert(it.MailFrom), it.CreatedAt.Local().Format(time.DateTime), nextAttempt(it), it.SizeBytes)
 	tw := table("\nRECIPIENT\tSTATUS\tATTEMPTS\tTLS\tDETAIL")
 	for _, r := range it.Recipients {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Address, r.Status, r.Attempts, cmp.Or(r.TLS, "-"), r.Detail)
+		// Detail is the remote server's reply: its words, shown as data.
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", inert(r.Address), inert(r.Status), r.Attempts, inert(cmp.Or(r.TLS, "-")), inert(r.Detail))
 	}
 	tw.Flush()
 	return 0
@@ -184,7 +185,7 @@ func queueAction(args []string, name, verb, done string) int {
 	if code, ok := cf.request(verb, protocol.QueueIDArgs{ID: id}, &it); !ok {
 		return code
 	}
-	fmt.Printf("%s %s\n", done, id)
+	fmt.Fprintf(stdout, "%s %s\n", done, inert(id))
 	return 0
 }
 
@@ -208,6 +209,6 @@ func queueReschedule(args []string) int {
 	if code, ok := cf.request(protocol.VerbQueueReschedule, protocol.QueueRescheduleArgs{ID: id, SendAt: at}, &it); !ok {
 		return code
 	}
-	fmt.Printf("%s now goes out at %s\n", id, at.Local().Format(time.DateTime+" MST"))
+	fmt.Fprintf(stdout, "%s now goes out at %s\n", inert(id), at.Local().Format(time.DateTime+" MST"))
 	return 0
 }

@@ -30,12 +30,12 @@ func checkFilter(fs *flag.FlagSet, f *protocol.QueueFilter) (int, bool) {
 }
 
 func printBulk(verb string, res protocol.QueueBulkResult) {
-	fmt.Printf("%s %d item(s) (%d recipient(s)) of %d matched\n", verb, res.Changed, res.Recipients, res.Matched)
+	fmt.Fprintf(stdout, "%s %d item(s) (%d recipient(s)) of %d matched\n", verb, res.Changed, res.Recipients, res.Matched)
 	if res.Held > 0 {
-		fmt.Printf("%d held item(s) left held: release them with `mailctl queue approve ID`\n", res.Held)
+		fmt.Fprintf(stdout, "%d held item(s) left held: release them with `mailctl queue approve ID`\n", res.Held)
 	}
 	if res.Busy > 0 {
-		fmt.Printf("%d item(s) were being delivered and were left alone: run the command again in a moment\n", res.Busy)
+		fmt.Fprintf(stdout, "%d item(s) were being delivered and were left alone: run the command again in a moment\n", res.Busy)
 	}
 }
 
@@ -74,7 +74,7 @@ func queueDrop(args []string) int {
 		if code, ok := cf.request(protocol.VerbQueueDrop, protocol.QueueIDArgs{ID: id}, &it); !ok {
 			return code
 		}
-		fmt.Printf("dropped %s\n", id)
+		fmt.Fprintf(stdout, "dropped %s\n", inert(id))
 		return 0
 	case cf.fs.NArg() > 0:
 		return usageError(cf.fs, "give one queue id, or filters without an id")

@@ -29,6 +29,6 @@ meanwhile: a folder not yet read back is read when it is listed. Root only.`).wi
 	if code, ok := cf.request(protocol.VerbIndexRebuild, protocol.Empty{}, &out); !ok {
 		return code
 	}
-	fmt.Printf("index thrown away; %d mailbox(es) are being read back from their files (see the daemon's log)\n", out.Mailboxes)
+	fmt.Fprintf(stdout, "index thrown away; %d mailbox(es) are being read back from their files (see the daemon's log)\n", out.Mailboxes)
 	return 0
 }

@@ -71,17 +71,17 @@ there: nothing else is signalled.`)
 func reportReload(pid int, r *protocol.ReloadStatus) int {
 	if !r.OK {
 		why := cmp.Or(r.Error, "the daemon's log says why")
-		fmt.Fprintf(os.Stderr, "mailctl reload: the daemon (pid %d) refused the config and keeps running the one it had: %s\n", pid, why)
+		fmt.Fprintf(stderr, "mailctl reload: the daemon (pid %d) refused the config and keeps running the one it had: %s\n", pid, why)
 		return 1
 	}
 	switch {
 	case len(r.Applied) > 0:
-		fmt.Printf("reloaded (pid %d): applied %s\n", pid, strings.Join(r.Applied, ", "))
+		fmt.Fprintf(stdout, "reloaded (pid %d): applied %s\n", pid, strings.Join(r.Applied, ", "))
 	default:
-		fmt.Printf("reloaded (pid %d): no setting changed\n", pid)
+		fmt.Fprintf(stdout, "reloaded (pid %d): no setting changed\n", pid)
 	}
 	if len(r.Pending) > 0 {
-		fmt.Printf("changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", strings.Join(r.Pending, ", "))
+		fmt.Fprintf(stdout, "changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", strings.Join(r.Pending, ", "))
 	}
 	return 0
 }

@@ -183,37 +183,38 @@ func readAllLimited(r io.Reader, max int) ([]byte, error) {
 // command's exit code: 1 when delivery failed.
 func printSendResult(res protocol.SendResult) int {
 	if res.Status == "dry_run" {
-		fmt.Printf("dry run: %d bytes, MAIL FROM:<%s>, RCPT TO: %s\nMessage-ID: <%s>\n", res.SizeBytes, res.Envelope.MailFrom, strings.Join(res.Envelope.RcptTo, ", "), res.MessageID)
+		fmt.Fprintf(stdout, "dry run: %d bytes, MAIL FROM:<%s>, RCPT TO: %s\nMessage-ID: <%s>\n", res.SizeBytes, inert(res.Envelope.MailFrom), inert(strings.Join(res.Envelope.RcptTo, ", ")), inert(res.MessageID))
 		return 0
 	}
 	dup := ""
 	if res.Duplicate {
 		dup = " (answered from an earlier send with the same idempotency key)"
 	}
-	fmt.Printf("%s: %s%s\nMessage-ID: <%s>\n", res.ID, describeStatus(res), dup, res.MessageID)
+	fmt.Fprintf(stdout, "%s: %s%s\nMessage-ID: <%s>\n", inert(res.ID), inert(describeStatus(res)), dup, inert(res.MessageID))
 	for _, r := range res.Recipients {
 		if r.Captured {
-			fmt.Printf("  %-32s %s\n", r.Address, r.Detail) // the mailbox it went to
+			fmt.Fprintf(stdout, "  %-32s %s\n", inert(r.Address), inert(r.Detail)) // the mailbox it went to
 			continue
 		}
 		what := r.Status
 		if r.Status == "delivered" && strings.HasPrefix(r.Detail, "delivered ") {
 			what = r.Detail // where to: "delivered to mx.example.org", "delivered locally"
 		}
-		fmt.Printf("  %-32s %s", r.Address, what)
+		fmt.Fprintf(stdout, "  %-32s %s", inert(r.Address), inert(what))
 		if r.TLS != "" {
-			fmt.Printf(" tls=%s", r.TLS)
+			fmt.Fprintf(stdout, " tls=%s", inert(r.TLS))
 		}
 		if r.Status == "deferred" && !r.NextAttempt.IsZero() {
-			fmt.Printf(" next=%s", r.NextAttempt.Local().Format(time.DateTime))
+			fmt.Fprintf(stdout, " next=%s", r.NextAttempt.Local().Format(time.DateTime))
 		}
 		if r.Detail != "" && r.Status != "delivered" {
-			fmt.Printf(" (%s)", r.Detail)
+			// The remote server's reply: its words, shown as data.
+			fmt.Fprintf(stdout, " (%s)", inert(r.Detail))
 		}
-		fmt.Println()
+		fmt.Fprintln(stdout)
 	}
 	if res.DraftKept {
-		fmt.Println("the draft was edited while it was being sent: the version read went out, and the edit is still in drafts/")
+		fmt.Fprintln(stdout, "the draft was edited while it was being sent: the version read went out, and the edit is still in drafts/")
 	}
 	if res.Status == "failed" {
 		return 1

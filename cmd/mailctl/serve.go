@@ -81,7 +81,7 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 		}
 	}()
 	if err := d.Run(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl: %v\n", err)
+		fmt.Fprintf(stderr, "mailctl: %v\n", err)
 		return 1
 	}
 	return 0
@@ -133,7 +133,7 @@ start).`)
 	}
 	if host, _, err := net.SplitHostPort(*smtp); err == nil {
 		if ip := net.ParseIP(host); (ip == nil && host != "localhost") || (ip != nil && !ip.IsLoopback()) {
-			fmt.Fprintf(os.Stderr, "mailctl dev: warning: --smtp %s is not a loopback address: anyone who can reach it can send mail into this dev server\n", *smtp)
+			fmt.Fprintf(stderr, "mailctl dev: warning: --smtp %s is not a loopback address: anyone who can reach it can send mail into this dev server\n", *smtp)
 		}
 	}
 	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox, Trusted: trusted})
@@ -169,7 +169,7 @@ start).`)
 	}
 	sq, mq := shellQuote(sock), shellQuote(self)
 	banner := func() {
-		fmt.Printf(`mailctl dev is running (Ctrl-C to stop).
+		fmt.Fprintf(stdout, `mailctl dev is running (Ctrl-C to stop).
 
   mailbox   %s  (owned by you)
   socket    %s
@@ -253,9 +253,9 @@ func devListenHint(addr string) {
 	}
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		fmt.Fprintf(os.Stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp %s\n", addr, freeDevPort())
+		fmt.Fprintf(stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp %s\n", addr, freeDevPort())
 	case errors.Is(err, syscall.EACCES):
-		fmt.Fprintf(os.Stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
+		fmt.Fprintf(stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
 	}
 }
 
