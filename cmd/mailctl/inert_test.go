@@ -347,3 +347,14 @@ func TestRemoteReplyPrintsInert(t *testing.T) {
 		}
 	}
 }
+
+// mail move makes one request per id: one that fails (here every one, as
+// the daemon answers conflict) is reported by id, and the others are still
+// tried; the exit code is the failure's.
+func TestMailMoveGoesPastAFailure(t *testing.T) {
+	sock := startHostileDaemon(t, true)
+	_, errOut, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "mail", "move", "first", "second", "--to", "archive", "--mailbox", "m")
+	if code != exitCode(protocol.CodeConflict) || !strings.Contains(errOut, "first not changed") || !strings.Contains(errOut, "second not changed") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant both ids reported and exit %d", code, errOut, exitCode(protocol.CodeConflict))
+	}
+}

@@ -590,20 +590,33 @@ func mailMove(args []string) int {
 	if err := mf.resolveMailbox(); err != nil {
 		return mf.fail(err)
 	}
-	var done []moved
+	// One message that cannot be moved (missing, its file damaged or too
+	// large) fails alone, as in the daemon's batches; the daemon gone or
+	// the request refused as a whole stops the command.
+	done, failed := []moved{}, []protocol.ItemFailure(nil)
 	for _, id := range mf.fs.Args() {
 		var out moved
-		if err := mf.call(protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: mf.mailbox, ID: id, From: mf.folder, To: *to}, &out); err != nil {
-			if len(done) > 0 && !mf.json {
-				fmt.Fprintf(stdout, "moved %d to %s before the error\n", len(done), *to)
-			}
-			return mf.fail(err)
+		err := mf.call(protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: mf.mailbox, ID: id, From: mf.folder, To: *to}, &out)
+		var pe *protocol.Error
+		switch {
+		case err == nil:
+			done = append(done, out)
+			continue
+		case mf.fs.NArg() > 1 && errors.As(err, &pe) && pe.Code != protocol.CodeUnavailable && pe.Code != protocol.CodeTimeout && pe.Code != protocol.CodeRateLimited:
+			failed = append(failed, protocol.ItemFailure{ID: id, Code: pe.Code, Message: pe.Message})
+			continue
 		}
-		done = append(done, out)
+		if len(done) > 0 && !mf.json {
+			fmt.Fprintf(stdout, "moved %d to %s before the error\n", len(done), inert(*to))
+		}
+		return mf.fail(err)
 	}
 	if mf.json {
-		return printJSON(map[string]any{"moved": done})
+		if code := printJSON(map[string]any{"moved": done, "failed": failed}); code != 0 || len(failed) == 0 {
+			return code
+		}
+		return exitCode(failed[0].Code)
 	}
-	fmt.Fprintf(stdout, "moved %d to %s\n", len(done), *to)
-	return 0
+	fmt.Fprintf(stdout, "moved %d to %s\n", len(done), inert(*to))
+	return reportBatch(mf.mailbox+"/"+mf.folder, "", nil, failed)
 }

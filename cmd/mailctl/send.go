@@ -118,7 +118,7 @@ func readSendInputs(a *protocol.SendArgs, sendAt, bodyFile, htmlFile string, att
 		a.Body = b
 	}
 	if htmlFile != "" {
-		b, err := os.ReadFile(htmlFile)
+		b, err := readFileBounded(htmlFile)
 		if err != nil {
 			return fmt.Errorf("reading the HTML body: %v", err)
 		}
@@ -136,12 +136,22 @@ func readBodyFile(name string) (string, error) {
 	if name == "-" {
 		b, err = readAllLimited(os.Stdin, protocol.MaxFrame)
 	} else {
-		b, err = os.ReadFile(name)
+		b, err = readFileBounded(name)
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading the body: %v", err)
 	}
 	return string(b), nil
+}
+
+// readFileBounded reads a regular file (not a FIFO or a device, which could
+// block or never end) of at most what a request may carry.
+func readFileBounded(name string) ([]byte, error) {
+	b, full, err := mcpshim.ReadRegularFile(name, protocol.MaxFrame)
+	if err == nil && !full {
+		err = fmt.Errorf("%s is larger than a request may carry (%d MiB)", name, protocol.MaxFrame>>20)
+	}
+	return b, err
 }
 
 // readAttachmentFiles reads files to attach, with the caller's rights.
