@@ -163,7 +163,8 @@ func TestOwnerFilesAreBoundedBeforeTheyAreRead(t *testing.T) {
 	if peak-start > ownerFilesGrowth {
 		t.Errorf("daemon peak RSS grew by %d MiB, over %d MiB", (peak-start)>>20, ownerFilesGrowth>>20)
 	}
-	if fi, err := os.Stat(filepath.Join(folder("inbox"), parent+".md")); err != nil || fi.Size() != plantedSize {
-		t.Errorf("the marked message's file: %v, size %d; want its body kept", err, fi.Size())
+	// Marking rewrote the frontmatter (read_at comes and goes) and kept the body.
+	if fi, err := os.Stat(filepath.Join(folder("inbox"), parent+".md")); err != nil || fi.Size() < plantedSize-1024 || fi.Size() > plantedSize+1024 {
+		t.Errorf("the marked message's file: %v, size %d; want its %d-byte body kept", err, fi.Size(), plantedSize)
 	}
 }

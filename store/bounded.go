@@ -147,7 +147,8 @@ func (e *LimitError) Error() string {
 func (e *LimitError) Unwrap() error { return ErrTooLarge }
 
 // DraftLimits bound what ReadDraft reads: the Markdown file, and all the
-// attachments together.
+// attachments together. Zero (no limit set) is the store's own bound,
+// MaxMessageFile and MaxDraftAttachmentBytes.
 type DraftLimits struct {
 	File, Attachments int64
 }
@@ -185,6 +186,12 @@ func (c Charged) ReadDraft(mailbox, folder, id string, lim DraftLimits) (dr *Dra
 		return nil, nil, notFound("message "+id, err)
 	}
 	defer f.Close()
+	if lim.File <= 0 {
+		lim.File = MaxMessageFile
+	}
+	if lim.Attachments <= 0 {
+		lim.Attachments = MaxDraftAttachmentBytes
+	}
 	if file := min(lim.File, MaxMessageFile); st.Size > file {
 		return nil, nil, &LimitError{Path: d.join(id + ".md"), What: "file", Size: st.Size, Limit: file}
 	}
@@ -203,7 +210,7 @@ func (c Charged) ReadDraft(mailbox, folder, id string, lim DraftLimits) (dr *Dra
 	if err != nil {
 		return nil, nil, fmt.Errorf("message %s: %w", id, err)
 	}
-	atts, err := openAttachments(d, mb.uid, id, m, lim.Attachments)
+	atts, err := openAttachments(d, mb.uid, id, m, min(lim.Attachments, MaxDraftAttachmentBytes))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -123,6 +123,12 @@ func TestReadDraftRefusesFromFstat(t *testing.T) {
 	if !errors.As(err, &le) || le.What != "file" || !strings.HasSuffix(le.Path, id+".md") {
 		t.Errorf("file over the limit: %v", err)
 	}
+	// No limit set (zero) is the store's own bound, not zero bytes.
+	if _, release, err := c.ReadDraft("agent", "drafts", id, DraftLimits{}); err != nil {
+		t.Errorf("no limits set: %v", err)
+	} else {
+		release()
+	}
 }
 
 // The index reads a file's frontmatter and the start of its body, however
