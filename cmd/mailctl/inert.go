@@ -51,7 +51,7 @@ func inert(s string) string { return sanitize(s, false) }
 func inertBody(s string) string { return sanitize(s, true) }
 
 func sanitize(s string, multiline bool) string {
-	if !needsSanitizing(s) {
+	if !needsSanitizing(s, multiline) {
 		return s
 	}
 	var b strings.Builder
@@ -76,10 +76,11 @@ func sanitize(s string, multiline bool) string {
 }
 
 // needsSanitizing reports whether s holds anything sanitize changes (the
-// common case, plain text, is printed as it is).
-func needsSanitizing(s string) bool {
+// common case, plain text, is printed as it is): for one line, a newline
+// or tab too.
+func needsSanitizing(s string, multiline bool) bool {
 	for _, r := range s {
-		if r == '\n' || r == '\t' || !unsafeRune(r) {
+		if (multiline && (r == '\n' || r == '\t')) || !unsafeRune(r) {
 			continue
 		}
 		return true

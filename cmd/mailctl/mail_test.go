@@ -18,6 +18,7 @@ import (
 func TestInertRemovesEscapes(t *testing.T) {
 	for _, c := range []struct{ in, line, body string }{
 		{"plain", "plain", "plain"},
+		{"two\nlines\tand a tab", "two lines and a tab", "two\nlines\tand a tab"},
 		{"\x1b[31mred\x1b[0m", "red", "red"},
 		{"title\x1b]0;pwned\x07 ok", "title ok", "title ok"},
 		{"osc st\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\", "osc stlink", "osc stlink"},
