@@ -59,7 +59,8 @@ type idCase struct {
 }
 
 // noIDVerbs take no id or name of anything: nothing to compare.
-var noIDVerbs = map[string]bool{protocol.VerbVersion: true, protocol.VerbStatus: true, protocol.VerbMailboxList: true, protocol.VerbQueueList: true}
+var noIDVerbs = map[string]bool{protocol.VerbVersion: true, protocol.VerbStatus: true, protocol.VerbMailboxList: true, protocol.VerbQueueList: true,
+	protocol.VerbIndexRebuild: true}
 
 // idCases is every way a verb names a mailbox, message, thread, label,
 // draft, sent message, queue item, hook or cursor. Requests that change
@@ -133,6 +134,14 @@ func idCases() []idCase {
 		{"queue retry", protocol.VerbQueueRetry, func(o, _ idObjects) any { return protocol.QueueIDArgs{ID: o.QueueID} }, false},
 		// Root's alone: the caller's own item is refused as well.
 		{"queue approve", protocol.VerbQueueApprove, func(o, _ idObjects) any { return protocol.QueueIDArgs{ID: o.QueueID} }, true},
+		{"queue flush by mailbox", protocol.VerbQueueFlush, func(o, _ idObjects) any { return protocol.QueueFilter{Mailbox: o.Mailbox} }, false},
+		{"queue drop by mailbox", protocol.VerbQueueDropMatching, func(o, _ idObjects) any {
+			return protocol.QueueFilter{Mailbox: o.Mailbox, OlderThan: "1000d"}
+		}, false},
+		{"queue summary by mailbox", protocol.VerbQueueSummary, func(o, _ idObjects) any {
+			return protocol.QueueSummaryArgs{QueueFilter: protocol.QueueFilter{Mailbox: o.Mailbox}}
+		}, false},
+		{"prune", protocol.VerbMailboxPrune, func(o, _ idObjects) any { return protocol.MailboxPruneArgs{Mailbox: o.Mailbox, DryRun: true} }, true},
 		{"queue reschedule", protocol.VerbQueueReschedule, func(o, _ idObjects) any {
 			return protocol.QueueRescheduleArgs{ID: o.QueueID, SendAt: time.Now().Add(time.Hour).UTC().Truncate(time.Second)}
 		}, false},

@@ -141,6 +141,9 @@ func hostileReplies(t *testing.T) map[string]any {
 		protocol.VerbWatch: struct {
 			Watching bool `json:"watching"`
 		}{},
+		protocol.VerbMailboxPrune: protocol.PruneResult{}, protocol.VerbIndexRebuild: protocol.IndexRebuild{},
+		protocol.VerbQueueFlush: protocol.QueueBulkResult{}, protocol.VerbQueueDropMatching: protocol.QueueBulkResult{},
+		protocol.VerbQueueSummary: protocol.QueueSummary{},
 	}
 	out := map[string]any{}
 	for _, verb := range control.Verbs() {
@@ -213,14 +216,15 @@ var clientRuns = [][]string{
 	{"version"},
 	{"doctor"},
 	{"mailboxes", "create", "m"}, {"mailboxes", "list"}, {"mailboxes", "show", "m"},
-	{"mailboxes", "set", "m", "--display-name", "M"}, {"mailboxes", "delete", "m"},
+	{"mailboxes", "set", "m", "--display-name", "M"}, {"mailboxes", "delete", "m"}, {"mailboxes", "prune", "m", "--dry-run"},
 	{"mail", "list", "--mailbox", "m"}, {"mail", "read", "x", "--mailbox", "m"}, {"mail", "read", "x", "--mailbox", "m", "--raw"},
 	{"mail", "wait", "--mailbox", "m", "--timeout", "20s"}, {"mail", "mark", "x", "--read", "--mailbox", "m"},
 	{"mail", "move", "x", "--to", "archive", "--mailbox", "m"}, {"mail", "label", "x", "--add", "l", "--mailbox", "m"},
 	{"mail", "purge", "x", "--mailbox", "m"},
 	{"send", "--from", "m", "--to", "a@example.org", "--subject", "s", "--body", "b"},
 	{"queue", "list"}, {"queue", "show", "x"}, {"queue", "retry", "x"}, {"queue", "drop", "x"}, {"queue", "approve", "x"},
-	{"queue", "reschedule", "x", "2h"},
+	{"queue", "reschedule", "x", "2h"}, {"queue", "summary"}, {"queue", "flush", "--domain", "example.org"},
+	{"queue", "drop", "--domain", "example.org"},
 	{"hooks", "create", "--mailbox", "m", "--event", "on_receive", "--cmd", `["/bin/true"]`}, {"hooks", "list"},
 	{"hooks", "delete", "h"}, {"hooks", "runs"},
 	{"drafts", "list", "m"}, {"drafts", "show", "m", "x"}, {"drafts", "create", "m", "--to", "a@example.org", "--subject", "s"},
@@ -231,13 +235,14 @@ var clientRuns = [][]string{
 // notClients are the commands that print nothing a daemon or a stranger
 // wrote, and why.
 var notClients = map[string]string{
-	"serve":  "runs the daemon: it logs through slog, which quotes every value",
-	"dev":    "runs the daemon (its banner is its own words)",
-	"reload": "signals a process and prints only its own errors",
-	"setup":  "writes this host's config and keys, printing its own words",
-	"dkim":   "prints the host's own keys and the records made from them",
-	"agents": "edits the user's own harness configs",
-	"mcp":    "its stdout is the MCP protocol for a program (JSON from the SDK), not a terminal; what it returns is fenced by mcpshim",
+	"serve":   "runs the daemon: it logs through slog, which quotes every value",
+	"dev":     "runs the daemon (its banner is its own words)",
+	"reload":  "signals a process and prints only its own errors",
+	"setup":   "writes this host's config and keys, printing its own words",
+	"dkim":    "prints the host's own keys and the records made from them",
+	"agents":  "edits the user's own harness configs",
+	"reindex": "prints two counts the daemon answers, no text",
+	"mcp":     "its stdout is the MCP protocol for a program (JSON from the SDK), not a terminal; what it returns is fenced by mcpshim",
 }
 
 // TestEveryCommandPrintsOutsideTextInert runs every command that talks to

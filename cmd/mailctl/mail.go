@@ -618,5 +618,5 @@ func mailMove(args []string) int {
 		return exitCode(failed[0].Code)
 	}
 	fmt.Fprintf(stdout, "moved %d to %s\n", len(done), inert(*to))
-	return reportBatch(mf.mailbox+"/"+mf.folder, "", nil, failed)
+	return mf.reportBatch(mf.mailbox, mf.folder, nil, failed)
 }

@@ -27,6 +27,7 @@ import (
 type hostOptions struct {
 	Mailboxes      []string // declared mailboxes, all owned by the host's throwaway user
 	TrustedSenders []string
+	Forwarders     []string // [trust] forwarders
 	Resolver       string   // [dns] resolver; default the lab's DNS server
 	DNS            string   // extra [dns] lines
 	Hooks          []string // raw [[hooks]] tables; {HOME} is the owner's home, {SOCK} the control socket
@@ -110,7 +111,11 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	fmt.Fprintf(&b, "hostname = %q\ndomains = %s\n\n", cmp.Or(o.Hostname, "mx."+domain), quoteList(append([]string{domain}, o.Domains...)))
 	fmt.Fprintf(&b, "[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n\n", h.State, h.Sock, dkimDir)
 	fmt.Fprintf(&b, "[smtp]\nlisten = %s\ntls_cert = %q\ntls_key = %q\n%s\n", quoteList(listen), cert, keyPath, o.SMTP)
-	fmt.Fprintf(&b, "[dns]\nresolver = %q\n%s\n[trust]\ntrusted_senders = %s\n\n", o.Resolver, o.DNS, quoteList(o.TrustedSenders))
+	fmt.Fprintf(&b, "[dns]\nresolver = %q\n%s\n[trust]\ntrusted_senders = %s\n", o.Resolver, o.DNS, quoteList(o.TrustedSenders))
+	if len(o.Forwarders) > 0 {
+		fmt.Fprintf(&b, "forwarders = %s\n", quoteList(o.Forwarders))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "[send]\nper_minute = 10000\nper_hour = 100000\nper_day = 1000000\nhold = %t\n\n", o.Hold)
 	fmt.Fprintf(&b, "[delivery]\nconnect_timeout = \"5s\"\ntransaction_timeout = \"30s\"\nfirst_attempt_wait = \"15s\"\n%s\n\n", o.Delivery)
 	if o.Control != "" {

@@ -62,8 +62,8 @@ func TestScaleOut(t *testing.T) {
 	}
 	env := []string{"SSL_CERT_FILE=" + cert}
 	hostFromDoc := func(ns *nsHost, mailbox string) *mailHost {
-		hostname, listen, tables := doc.hostConfig(t, lab(ns))
-		return l.newMailHostIn(ns, domain, hostOptions{Mailboxes: []string{mailbox}, NoPublish: true, Hostname: hostname, Listen: &listen,
+		hostname, listen, forwarders, tables := doc.hostConfig(t, lab(ns))
+		return l.newMailHostIn(ns, domain, hostOptions{Mailboxes: []string{mailbox}, NoPublish: true, Hostname: hostname, Listen: &listen, Forwarders: forwarders,
 			Extra: tables, Env: env})
 	}
 	a := hostFromDoc(aNS, "agent")

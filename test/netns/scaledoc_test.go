@@ -143,10 +143,10 @@ func (r docToLab) value(v any) any {
 // its hostname, its SMTP listeners and the [lmtp] and [relay] tables as
 // TOML. A key the page sets that the test does not know fails the test:
 // the page grew, and so must the test.
-func (d scaleDoc) hostConfig(t *testing.T, r docToLab) (hostname string, listen []string, tables string) {
+func (d scaleDoc) hostConfig(t *testing.T, r docToLab) (hostname string, listen, forwarders []string, tables string) {
 	t.Helper()
 	known := map[string][]string{"hostname": nil, "domains": nil, "smtp": {"listen"}, "lmtp": {"listen_tcp", "allow_from"},
-		"relay": {"host", "port", "split_domains"}}
+		"relay": {"host", "port", "split_domains"}, "trust": {"forwarders"}}
 	for k, v := range d.host {
 		sub, ok := known[k]
 		if !ok {
@@ -165,9 +165,15 @@ func (d scaleDoc) hostConfig(t *testing.T, r docToLab) (hostname string, listen 
 	for _, l := range r.value(smtp["listen"]).([]any) {
 		listen = append(listen, l.(string))
 	}
+	trust, _ := d.host["trust"].(map[string]any)
+	if fw, ok := r.value(trust["forwarders"]).([]any); ok {
+		for _, f := range fw {
+			forwarders = append(forwarders, f.(string))
+		}
+	}
 	var b bytes.Buffer
 	if err := toml.NewEncoder(&b).Encode(map[string]any{"lmtp": r.value(d.host["lmtp"]), "relay": r.value(d.host["relay"])}); err != nil {
 		t.Fatal(err)
 	}
-	return hostname, listen, b.String()
+	return hostname, listen, forwarders, b.String()
 }
