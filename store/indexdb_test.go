@@ -29,10 +29,6 @@ func reopen(t testing.TB, s *Store) *Store {
 	return s2
 }
 
-// settle waits out the window within which a file's stamp could hide a
-// change, as a mailbox at rest has.
-func settle() { time.Sleep(racyWindow + 50*time.Millisecond) }
-
 // atRest makes every file count as settled at once (no racy window) for
 // the rest of the test.
 func atRest(t testing.TB) {
