@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/formats"
 )
 
 // Deliveries the store has answered for are remembered in a small database
@@ -161,8 +163,8 @@ func ensureSchema(db *sql.DB, path, schema string) error {
 	}
 	switch {
 	case version > IndexVersion:
-		return fmt.Errorf("%w: %s is version %d, this mailctl reads version %d: run the mailctl that wrote it, or remove the file",
-			ErrIndexVersion, path, version, IndexVersion)
+		return &formats.NewerError{What: "the deliveries record", Path: path, Found: int(version), Reads: IndexVersion,
+			Else: "remove it (it holds only which deliveries of the last hour were answered)"}
 	case version == IndexVersion && app == indexAppID:
 		return nil
 	case version != 0 || app != 0:

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/formats"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -32,7 +34,7 @@ import (
 // IndexVersion is the layout of the index database this build writes,
 // recorded in its user_version. An older one is rebuilt; a newer one is
 // refused.
-const IndexVersion = 1
+const IndexVersion = formats.Index
 
 // indexAppID marks the file as a mailctl index (SQLite's application_id).
 const indexAppID = 0x6d63746c // "mctl"
@@ -48,8 +50,8 @@ const (
 )
 
 // ErrIndexVersion is returned when the index database was written by a newer
-// mailctl.
-var ErrIndexVersion = errors.New("index database version is newer than this mailctl")
+// mailctl; the error is a *formats.NewerError.
+var ErrIndexVersion = formats.ErrNewer
 
 const schema = `
 CREATE TABLE mailboxes(
@@ -212,8 +214,8 @@ func initSchema(db *sql.DB, path string) error {
 	}
 	switch {
 	case version > IndexVersion:
-		return fmt.Errorf("%w: %s is version %d, this mailctl reads version %d: run the mailctl that wrote it, or remove the file (the index is rebuilt from the mail)",
-			ErrIndexVersion, path, version, IndexVersion)
+		return &formats.NewerError{What: "the index", Path: path, Found: int(version), Reads: IndexVersion,
+			Else: "remove it (the index is rebuilt from the mail)"}
 	case version == IndexVersion && app == indexAppID:
 		var ok string
 		// A cheap check that the file is whole enough to use.
