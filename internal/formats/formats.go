@@ -77,27 +77,32 @@ type NewerError struct {
 	Path string
 	// Found is the version on disk; Reads the newest this build reads.
 	Found, Reads int
-	// WrittenBy is the release that wrote it, when known; Release is this
-	// build's.
-	WrittenBy, Release string
+	// WrittenBy is the release that wrote it, when known.
+	WrittenBy string
 	// Else is another way out, when there is one ("remove it: the index is
 	// rebuilt from the mail").
 	Else string
 }
 
+// Release is the running build's release, which the errors name; the
+// binary sets it at start. Empty: "this mailctl".
+var Release string
+
 func (e *NewerError) Error() string {
-	release := e.Release
-	if release == "" {
-		release = "this mailctl"
-	} else {
-		release = "mailctl " + release
+	release := "this mailctl"
+	if Release != "" {
+		release = "mailctl " + Release
+	}
+	what := e.What
+	if e.Path != "" {
+		what += " " + e.Path
 	}
 	use := "the newer mailctl that wrote it"
 	if e.WrittenBy != "" {
 		use = "mailctl " + e.WrittenBy + " (which wrote it) or later"
 	}
-	msg := fmt.Sprintf("%s %s is format version %d, and %s reads versions up to %d: run %s, or restore the backup taken before the upgrade to go back to %s",
-		e.What, e.Path, e.Found, release, e.Reads, use, release)
+	msg := fmt.Sprintf("%s is format version %d, and %s reads versions up to %d: run %s, or restore the backup taken before the upgrade to go back to %s",
+		what, e.Found, release, e.Reads, use, release)
 	if e.Else != "" {
 		msg += ", or " + e.Else
 	}
@@ -124,11 +129,11 @@ func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
 
 // Check is nil when found is a version this build reads (current or older),
 // and a NewerError otherwise.
-func Check(what, path string, found, current int, writtenBy, release string) error {
+func Check(what, path string, found, current int, writtenBy string) error {
 	if found <= current {
 		return nil
 	}
-	return &NewerError{What: what, Path: path, Found: found, Reads: current, WrittenBy: writtenBy, Release: release}
+	return &NewerError{What: what, Path: path, Found: found, Reads: current, WrittenBy: writtenBy}
 }
 
 // ReadStamp reads the stamp file at path, which must be about kind. A
