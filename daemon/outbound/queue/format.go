@@ -2,9 +2,14 @@ package queue
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/mailctl/mailctl/internal/formats"
 )
@@ -37,4 +42,29 @@ func checkHeader(f io.ReaderAt, size int64, path string) error {
 		return &formats.NewerError{What: "the queue journal", Path: path, Found: version, Reads: formats.QueueJournal}
 	}
 	return nil
+}
+
+// JournalVersion reads only the first line of the journal in dir: its
+// format version, 0 when there is no journal or it is no journal (Open sets
+// such a file aside), or the error Open would refuse it with. The daemon
+// asks before it changes anything else at start.
+func JournalVersion(dir string) (int, error) {
+	path := filepath.Join(dir, journalName)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("opening the queue journal: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0, err
+	}
+	head := make([]byte, len(journalMagic))
+	if n, _ := f.ReadAt(head, 0); n == len(head) && string(head) == journalMagic {
+		return formats.QueueJournal, nil
+	}
+	return 0, checkHeader(f, st.Size(), path)
 }

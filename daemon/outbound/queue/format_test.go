@@ -21,10 +21,16 @@ func TestJournalMagicIsTheFormatVersion(t *testing.T) {
 	if err != nil || in.Version != 0 {
 		t.Fatalf("no journal: version %d, %v", in.Version, err)
 	}
+	if v, err := JournalVersion(t.TempDir()); err != nil || v != 0 {
+		t.Fatalf("JournalVersion of no journal: %d, %v", v, err)
+	}
 	dir := t.TempDir()
 	openTestQueue(t, dir).Close()
 	if in, err := Inspect(dir); err != nil || in.Version != formats.QueueJournal {
 		t.Fatalf("a new journal: version %d, %v", in.Version, err)
+	}
+	if v, err := JournalVersion(dir); err != nil || v != formats.QueueJournal {
+		t.Fatalf("JournalVersion of a new journal: %d, %v", v, err)
 	}
 }
 
@@ -55,6 +61,9 @@ func TestNewerJournalIsRefusedAndKept(t *testing.T) {
 	if _, err := Inspect(dir); !errors.Is(err, formats.ErrNewer) {
 		t.Errorf("Inspect: %v, want ErrNewer", err)
 	}
+	if _, err := JournalVersion(dir); !errors.Is(err, formats.ErrNewer) {
+		t.Errorf("JournalVersion: %v, want ErrNewer", err)
+	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, newer) {
 		t.Error("the refused journal changed")
 	}
@@ -78,6 +87,9 @@ func TestDamagedJournalStampIsRefusedAndKept(t *testing.T) {
 		}
 		if _, err := Inspect(dir); !errors.Is(err, formats.ErrDamaged) {
 			t.Errorf("%q: Inspect: %v", line, err)
+		}
+		if _, err := JournalVersion(dir); !errors.Is(err, formats.ErrDamaged) {
+			t.Errorf("%q: JournalVersion: %v", line, err)
 		}
 		if got, _ := os.ReadFile(path); !bytes.Equal(got, content) {
 			t.Errorf("%q: the journal changed", line)
