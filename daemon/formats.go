@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // The daemon reads every on-disk format's version before it changes
@@ -98,6 +100,8 @@ func (sf *startFormats) named(err error) error {
 // before stamps: version 1), or one another release wrote.
 func (sf *startFormats) writeStamps(release string, log *slog.Logger) error {
 	for _, s := range sf.dirs {
+		// The daemon's lock is held: a stamp's temporary file is a crash's.
+		safeio.CleanTemps(s.dir, formats.StampName, time.Now())
 		if s.found.Version == s.current && s.found.WrittenBy == release {
 			continue
 		}

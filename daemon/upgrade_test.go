@@ -15,6 +15,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -217,6 +218,9 @@ func TestStampsNameTheLastRelease(t *testing.T) {
 	for _, d := range []string{p.RegistryDir(), p.MailboxesDir()} {
 		os.Mkdir(d, 0o700)
 	}
+	// A crash's leftover of a stamp being written goes.
+	leftover := filepath.Join(p.RegistryDir(), safeio.TempPrefix+formats.StampName+"-123")
+	os.WriteFile(leftover, nil, 0o600)
 	for i, release := range []string{"1.0", "1.0", "1.1"} {
 		sf, err := checkFormats(p, release)
 		if err != nil {
@@ -231,6 +235,9 @@ func TestStampsNameTheLastRelease(t *testing.T) {
 			if err != nil || got.Version != s.current || got.WrittenBy != release {
 				t.Errorf("%s after a start of %s: %+v, %v", s.kind, release, got, err)
 			}
+		}
+		if _, err := os.Lstat(leftover); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the leftover temporary stamp is still there: %v", err)
 		}
 		// A rewrite renames a new file into place.
 		after, _ := os.Stat(sf.dirs[0].path())
