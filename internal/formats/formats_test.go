@@ -156,3 +156,24 @@ func FuzzParseStamp(f *testing.F) {
 		}
 	})
 }
+
+// The refusal docs/operations.md shows is the one the daemon prints.
+func TestOperationsPageShowsTheRefusal(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prefix = "mailctl serve: refusing to start: "
+	var shown string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if s, ok := strings.CutPrefix(l, prefix); ok {
+			shown = s
+		}
+	}
+	Release = "1.4.2"
+	defer func() { Release = "" }()
+	want := Check("the registry", "/var/lib/mailctl/registry", 2, 1, "1.5.0").Error()
+	if shown != want {
+		t.Errorf("docs/operations.md shows\n%s%s\nthe daemon says\n%s%s", prefix, shown, prefix, want)
+	}
+}
