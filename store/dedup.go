@@ -68,8 +68,11 @@ type deliveriesDB struct {
 }
 
 func openDeliveriesDB(path string) (*deliveriesDB, error) {
+	if err := peekDB(deliveriesWhat, path); err != nil {
+		return nil, err // not ours to open (see openIndexDB)
+	}
 	db, err := openSmallDB(path, deliveriesSchema)
-	if err != nil && !errors.Is(err, ErrIndexVersion) {
+	if err != nil && !errors.Is(err, ErrIndexVersion) && !errors.Is(err, formats.ErrDamaged) {
 		// Damaged: start again; what it held was a convenience.
 		removeDB(path)
 		db, err = openSmallDB(path, deliveriesSchema)
@@ -161,10 +164,10 @@ func ensureSchema(db *sql.DB, path, schema string) error {
 	if err := db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
 		return err
 	}
+	if err := dbStamp(deliveriesWhat, path, app, version); err != nil {
+		return err
+	}
 	switch {
-	case version > IndexVersion:
-		return &formats.NewerError{What: "the deliveries record", Path: path, Found: int(version), Reads: IndexVersion,
-			Else: "remove it (it holds only which deliveries of the last hour were answered)"}
 	case version == IndexVersion && app == indexAppID:
 		return nil
 	case version != 0 || app != 0:

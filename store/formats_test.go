@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -47,10 +48,40 @@ func TestDeliveriesVersions(t *testing.T) {
 	db, _ = sql.Open("sqlite", other)
 	db.Exec("PRAGMA application_id = 42; CREATE TABLE t(x)")
 	db.Close()
-	if _, err := DatabaseVersion(other); err == nil || !strings.Contains(err.Error(), "not a mailctl database") {
+	if _, err := DatabaseVersion(other); !errors.Is(err, formats.ErrDamaged) || !strings.Contains(err.Error(), "not a mailctl database") {
 		t.Errorf("another program's database: %v", err)
 	}
 	if _, err := DatabaseVersion(filepath.Join(dir, "none.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing database: %v", err)
+	}
+}
+
+// An index or deliveries record whose stamp is another program's is
+// refused and kept, not rebuilt over; a file that is no database at all is
+// damage the store rebuilds (TestIndexRebuildsWhenDamaged and the like).
+func TestForeignDatabaseIsKept(t *testing.T) {
+	for _, file := range []string{IndexFile, DeliveriesFile} {
+		t.Run(file, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "mailboxes")
+			idxDir := filepath.Join(t.TempDir(), "index")
+			os.Mkdir(idxDir, 0o700)
+			path := filepath.Join(idxDir, file)
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec("PRAGMA application_id = 1234; PRAGMA user_version = 7; CREATE TABLE precious(x); INSERT INTO precious VALUES (1)"); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			before, _ := os.ReadFile(path)
+			_, err = OpenIndexed(root, filepath.Join(idxDir, IndexFile))
+			if !errors.Is(err, formats.ErrDamaged) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a mailctl database") {
+				t.Fatalf("another program's %s: %v", file, err)
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+				t.Error("the database changed")
+			}
+		})
 	}
 }

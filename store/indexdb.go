@@ -141,9 +141,14 @@ func openIndexDB(path string) (*indexDB, error) {
 	}
 	x := &indexDB{path: path}
 	x.gen.Store(1)
-	db, err := openSQL(path)
-	if err != nil && errors.Is(err, ErrIndexVersion) {
+	// Opening sets the journal mode, which writes to the file: a
+	// database that is not ours to open is refused before.
+	if err := peekDB(indexWhat, path); err != nil {
 		return nil, err
+	}
+	db, err := openSQL(path)
+	if errors.Is(err, ErrIndexVersion) || errors.Is(err, formats.ErrDamaged) {
+		return nil, err // a later release's, or another program's: kept
 	}
 	if err != nil {
 		// Damaged or not a database: it is rebuilt from the files.
@@ -212,10 +217,10 @@ func initSchema(db *sql.DB, path string) error {
 	if err := db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
 		return err
 	}
+	if err := dbStamp(indexWhat, path, app, version); err != nil {
+		return err
+	}
 	switch {
-	case version > IndexVersion:
-		return &formats.NewerError{What: "the index", Path: path, Found: int(version), Reads: IndexVersion,
-			Else: "remove it (the index is rebuilt from the mail)"}
 	case version == IndexVersion && app == indexAppID:
 		var ok string
 		// A cheap check that the file is whole enough to use.
