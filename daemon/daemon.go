@@ -167,12 +167,19 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
+	sf, err := checkFormats(cfg.Paths, opts.Version) // formats.go
+	if err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
 	st, err := store.OpenIndexed(cfg.Paths.MailboxesDir(), cfg.Paths.IndexFile())
 	if err != nil {
-		return nil, fmt.Errorf("opening the mailbox store: %w", err)
+		return nil, fmt.Errorf("opening the mailbox store: %w", sf.named(err))
 	}
 	reg, problems, err := registry.Open(cfg.Paths.RegistryDir())
 	if err != nil {
+		return nil, err
+	}
+	if err := sf.writeStamps(opts.Version, opts.Logger); err != nil {
 		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, started: time.Now(),

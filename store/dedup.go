@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/formats"
 )
 
 // Deliveries the store has answered for are remembered in a small database
@@ -66,8 +68,11 @@ type deliveriesDB struct {
 }
 
 func openDeliveriesDB(path string) (*deliveriesDB, error) {
+	if err := peekDB(deliveriesWhat, path); err != nil {
+		return nil, err // not ours to open (see openIndexDB)
+	}
 	db, err := openSmallDB(path, deliveriesSchema)
-	if err != nil && !errors.Is(err, ErrIndexVersion) {
+	if err != nil && !errors.Is(err, ErrIndexVersion) && !errors.Is(err, formats.ErrDamaged) {
 		// Damaged: start again; what it held was a convenience.
 		removeDB(path)
 		db, err = openSmallDB(path, deliveriesSchema)
@@ -159,10 +164,10 @@ func ensureSchema(db *sql.DB, path, schema string) error {
 	if err := db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
 		return err
 	}
+	if err := dbStamp(deliveriesWhat, path, app, version); err != nil {
+		return err
+	}
 	switch {
-	case version > IndexVersion:
-		return fmt.Errorf("%w: %s is version %d, this mailctl reads version %d: run the mailctl that wrote it, or remove the file",
-			ErrIndexVersion, path, version, IndexVersion)
 	case version == IndexVersion && app == indexAppID:
 		return nil
 	case version != 0 || app != 0:

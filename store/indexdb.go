@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/formats"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -32,7 +34,7 @@ import (
 // IndexVersion is the layout of the index database this build writes,
 // recorded in its user_version. An older one is rebuilt; a newer one is
 // refused.
-const IndexVersion = 1
+const IndexVersion = formats.Index
 
 // indexAppID marks the file as a mailctl index (SQLite's application_id).
 const indexAppID = 0x6d63746c // "mctl"
@@ -48,8 +50,8 @@ const (
 )
 
 // ErrIndexVersion is returned when the index database was written by a newer
-// mailctl.
-var ErrIndexVersion = errors.New("index database version is newer than this mailctl")
+// mailctl; the error is a *formats.NewerError.
+var ErrIndexVersion = formats.ErrNewer
 
 const schema = `
 CREATE TABLE mailboxes(
@@ -139,9 +141,14 @@ func openIndexDB(path string) (*indexDB, error) {
 	}
 	x := &indexDB{path: path}
 	x.gen.Store(1)
-	db, err := openSQL(path)
-	if err != nil && errors.Is(err, ErrIndexVersion) {
+	// Opening sets the journal mode, which writes to the file: a
+	// database that is not ours to open is refused before.
+	if err := peekDB(indexWhat, path); err != nil {
 		return nil, err
+	}
+	db, err := openSQL(path)
+	if errors.Is(err, ErrIndexVersion) || errors.Is(err, formats.ErrDamaged) {
+		return nil, err // a later release's, or another program's: kept
 	}
 	if err != nil {
 		// Damaged or not a database: it is rebuilt from the files.
@@ -210,10 +217,10 @@ func initSchema(db *sql.DB, path string) error {
 	if err := db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
 		return err
 	}
+	if err := dbStamp(indexWhat, path, app, version); err != nil {
+		return err
+	}
 	switch {
-	case version > IndexVersion:
-		return fmt.Errorf("%w: %s is version %d, this mailctl reads version %d: run the mailctl that wrote it, or remove the file (the index is rebuilt from the mail)",
-			ErrIndexVersion, path, version, IndexVersion)
 	case version == IndexVersion && app == indexAppID:
 		var ok string
 		// A cheap check that the file is whole enough to use.

@@ -225,9 +225,13 @@ func TestIndexVersions(t *testing.T) {
 	}
 	setVersion(IndexVersion + 1)
 	_, err := OpenIndexed(root, idx)
-	if !errors.Is(err, ErrIndexVersion) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", IndexVersion+1)) ||
-		!strings.Contains(err.Error(), fmt.Sprintf("version %d", IndexVersion)) {
+	if !errors.Is(err, ErrIndexVersion) || !strings.Contains(err.Error(), fmt.Sprintf("format version %d", IndexVersion+1)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("reads versions up to %d", IndexVersion)) ||
+		!strings.Contains(err.Error(), "remove it (the index is rebuilt from the mail)") {
 		t.Fatalf("newer index: %v", err)
+	}
+	if v, err := DatabaseVersion(idx); err != nil || v != IndexVersion+1 {
+		t.Fatalf("DatabaseVersion of the newer index: %d, %v", v, err)
 	}
 	if _, err := os.Stat(idx); err != nil {
 		t.Fatalf("the newer index was removed: %v", err)

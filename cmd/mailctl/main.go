@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -34,6 +35,7 @@ func register(c *command) {
 }
 
 func main() {
+	formats.Release = version // named when a format on disk is too new for it
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/tomlkeys"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -28,6 +29,9 @@ const DefaultPath = "/etc/mailctl/config.toml"
 
 // Config is the whole operator configuration.
 type Config struct {
+	// Format is the version of this file's format (formats.Config when
+	// left out); a higher one is refused, naming the release to run.
+	Format int `toml:"format"`
 	// Hostname is the name this host answers SMTP with and uses in EHLO.
 	Hostname string `toml:"hostname"`
 	// Domains are the mail domains this host receives for; the first is the
@@ -388,6 +392,7 @@ func (c *Config) applyDefaults() {
 			c.Hostname = h
 		}
 	}
+	setDefault(&c.Format, formats.Config)
 	setDefault(&c.DNS.Resolver, c.Trust.Resolver)
 	setDefault(&c.Trust.DMARCEnforce, new(true))
 	setDefault(&c.DNS.DNSSECProbe, ".")
@@ -489,6 +494,10 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
 	c, err := Parse(data)
+	if ne, ok := errors.AsType[*formats.NewerError](err); ok {
+		ne.Path = path
+		return nil, ne
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -504,6 +513,10 @@ func Parse(data []byte) (*Config, error) {
 		if pe, ok := errors.AsType[toml.ParseError](err); ok {
 			return nil, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
 		}
+		return nil, err
+	}
+	// First: a later release's file may hold keys this one does not know.
+	if err := c.checkFormat(md.IsDefined("format")); err != nil {
 		return nil, err
 	}
 	if err := tomlkeys.Exact(md.Keys(), &c); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -96,6 +97,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 		checkRoleAddresses(&f, cfg)
 	}
 	checkQueue(&f, cfg, env)
+	checkFormats(&f, cfg)
 	checkListeners(ctx, &f, cfg, env)
 	switch {
 	case env.Dev:
@@ -125,13 +127,15 @@ func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []pro
 		f.add("config.missing", Fail, "sudo mailctl setup", "no config at %s", path)
 	case errors.Is(err, fs.ErrPermission):
 		f.add("config.unreadable", Fail, "run doctor as root (sudo mailctl doctor), or without root to ask the daemon", "cannot read %s: %v", path, err)
+	case errors.Is(err, formats.ErrNewer):
+		f.add("format.newer", Fail, formatFix, "%v", err)
 	case strings.Contains(err.Error(), "unknown key"):
 		f.add("config.unknown_key", Fail, "fix the key's spelling against docs/configuration.md, then `sudo systemctl reload mailctl`", "%v", err)
 	default:
 		f.add("config.parse", Fail, "fix the line named, then `sudo systemctl reload mailctl`", "%v", err)
 	}
 	def := config.Default()
-	def.File = path
+	def.File, def.Format = path, 0 // the file's own format is not known
 	// Without a config there are no domains; that finding only repeats this one.
 	f = append(f, slices.DeleteFunc(Check(ctx, def, env), func(r protocol.Finding) bool { return r.ID == "config.domains" })...)
 	Sort(f)

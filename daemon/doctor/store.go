@@ -15,6 +15,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -194,8 +195,8 @@ func checkQueue(f *findings, cfg *config.Config, env Env) {
 	case errors.Is(err, fs.ErrPermission):
 		f.add("queue.unreadable", Info, "run doctor as root", "cannot read the queue")
 		return
-	case errors.Is(err, fs.ErrNotExist):
-		return
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, formats.ErrNewer), errors.Is(err, formats.ErrDamaged):
+		return // a journal's format is checkFormats' finding
 	case err != nil:
 		f.add("queue.unreadable", Warn, "check "+dir, "cannot read the queue journal: %v", err)
 		return

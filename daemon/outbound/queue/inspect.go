@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/formats"
 )
 
 // Inspection is what Inspect finds in a queue directory.
@@ -32,6 +34,9 @@ type Inspection struct {
 	// SetAside counts the files in corrupt/: parts of a journal the daemon
 	// could not read and kept for inspection.
 	SetAside int
+	// Version is the journal's format (its first line); 0 when there is
+	// no journal yet or it is not one.
+	Version int
 }
 
 // Inspect reads the queue journal in dir as a reader: without the
@@ -71,9 +76,13 @@ func Inspect(dir string) (*Inspection, error) {
 			in.Partial = true // the header is being written
 			return in, nil
 		}
+		if err := checkHeader(f, size, filepath.Join(dir, journalName)); err != nil {
+			return nil, err
+		}
 		in.Damaged = fmt.Sprintf("the file does not start with %q: not a queue journal this version knows", journalMagic[:len(journalMagic)-1])
 		return in, nil
 	}
+	in.Version = formats.QueueJournal
 	// A journal of its own: replaying fills in only this one's maps.
 	j := &journal{state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{}}
 	items := map[string]replayed{}

@@ -116,7 +116,10 @@ func (j *journal) replay(logf func(msg string, args ...any)) (map[string]replaye
 	r := bufio.NewReaderSize(io.NewSectionReader(j.f, 0, st.Size()), 1<<16)
 	head := make([]byte, len(journalMagic))
 	if _, err := io.ReadFull(r, head); err != nil || string(head) != journalMagic {
-		// Not a journal this version knows: set all of it aside.
+		if err := checkHeader(j.f, st.Size(), j.path); err != nil {
+			return nil, err // a later release's journal, or a damaged stamp: refused as it is
+		}
+		// Not a journal at all: set all of it aside.
 		logf("queue journal unreadable: set aside", "moved_to", filepath.Join(j.dir, "corrupt"))
 		if err := j.cut(0, st.Size()); err != nil {
 			return nil, err

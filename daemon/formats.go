@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
+)
+
+// The daemon reads every on-disk format's version before it changes
+// anything at start, so that state a later release wrote is refused whole
+// (formats.NewerError) rather than half taken over. The config's is checked
+// by config.Load, the index databases' by the store as it opens them, the
+// queue journal's first line here and again by the queue. The registry and
+// the mailbox tree carry a stamp file (formats.StampName), written once
+// they are open: a directory without one was written by a release before
+// stamps and is version 1.
+
+// stampedDir is a directory whose format a stamp file says.
+type stampedDir struct {
+	kind, what, dir string
+	current         int
+	found           formats.Stamp // zero: no stamp
+	// before says the directory was there without a stamp: a release
+	// before stamps wrote it.
+	before bool
+}
+
+func (s *stampedDir) path() string { return filepath.Join(s.dir, formats.StampName) }
+
+// startFormats is what checkFormats found, for writeStamps.
+type startFormats struct {
+	dirs []*stampedDir
+	// writer is the release a stamp names as its writer, when it is not
+	// this one: the likely release to run when something else is newer.
+	writer string
+}
+
+// stampedDirs are the directories with a stamp file.
+func stampedDirs(p config.Paths) []*stampedDir {
+	return []*stampedDir{
+		{kind: "registry", what: "the registry", dir: p.RegistryDir(), current: formats.Registry},
+		{kind: "mailboxes", what: "the mailbox tree", dir: p.MailboxesDir(), current: formats.Mailboxes},
+	}
+}
+
+// checkFormats reads the stamps and the queue journal's first line, and
+// refuses a newer or damaged one. It changes nothing.
+func checkFormats(p config.Paths, release string) (*startFormats, error) {
+	sf := &startFormats{dirs: stampedDirs(p)}
+	for _, s := range sf.dirs {
+		st, err := formats.ReadStamp(s.path(), s.kind)
+		if errors.Is(err, fs.ErrNotExist) {
+			_, err := os.Stat(s.dir)
+			s.before = err == nil
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.found = st
+		if st.WrittenBy != "" && st.WrittenBy != release && sf.writer == "" {
+			sf.writer = st.WrittenBy
+		}
+	}
+	for _, s := range sf.dirs {
+		if err := formats.Check(s.what, s.dir, s.found.Version, s.current, s.found.WrittenBy); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := queue.JournalVersion(p.QueueDir()); err != nil {
+		return nil, sf.named(err)
+	}
+	return sf, nil
+}
+
+// named adds to a refusal of a newer format the release that last wrote a
+// stamp, when the format itself does not say which release wrote it. The
+// refusal says all there is to say, so it replaces what wrapped it (whose
+// text was made before the release was known).
+func (sf *startFormats) named(err error) error {
+	var ne *formats.NewerError
+	if errors.As(err, &ne) && ne.WrittenBy == "" && sf.writer != "" {
+		ne.WrittenBy = sf.writer
+		return ne
+	}
+	return err
+}
+
+// writeStamps stamps the registry and the mailbox tree, once open, with
+// their format and this release: the stamp a directory lacked (written
+// before stamps: version 1), or one another release wrote.
+func (sf *startFormats) writeStamps(release string, log *slog.Logger) error {
+	for _, s := range sf.dirs {
+		// The daemon's lock is held: a stamp's temporary file is a crash's.
+		safeio.CleanTemps(s.dir, formats.StampName, time.Now())
+		if s.found.Version == s.current && s.found.WrittenBy == release {
+			continue
+		}
+		if s.before {
+			// A format that moves past 1 migrates its version-1 files here,
+			// before the stamp says it has.
+			log.Info("format stamp added: written before stamps, so version 1", "format", s.kind, "version", s.current, "dir", s.dir)
+		}
+		if err := formats.WriteStamp(s.path(), s.kind, s.current, release); err != nil {
+			return fmt.Errorf("writing the format stamp of %s: %w", s.what, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package store
+
+import (
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/formats"
+)
+
+// DatabaseVersion reads the format version of one of the store's databases
+// (IndexFile or DeliveriesFile) without changing it, for doctor: 0 when it
+// is new and empty. A database another program wrote is an error.
+func DatabaseVersion(path string) (int, error) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(2000)")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var version, app int64
+	if err := db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return 0, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if err := db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
+		return 0, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if app != indexAppID && (app != 0 || version != 0) {
+		return 0, dbStamp("the database", path, app, version)
+	}
+	return int(version), nil
+}
+
+// What the errors about the store's databases call them.
+const (
+	indexWhat      = "the index"
+	deliveriesWhat = "the deliveries record"
+)
+
+// dbStamp refuses a database whose stamp (application_id, user_version) is
+// not one this release reads: a later release's (formats.NewerError), or
+// another program's (formats.DamagedError), which is kept rather than
+// rebuilt over.
+func dbStamp(what, path string, app, version int64) error {
+	switch {
+	case app != indexAppID && (app != 0 || version != 0):
+		return &formats.DamagedError{What: what, Path: path,
+			Problem: fmt.Sprintf("its application id is %#x and its version %d: not a mailctl database; move it away and mailctl builds its own", app, version)}
+	case version > IndexVersion:
+		e := &formats.NewerError{What: what, Path: path, Found: int(version), Reads: IndexVersion, Else: "remove it (the index is rebuilt from the mail)"}
+		if what == deliveriesWhat {
+			e.Else = "remove it (it holds only which deliveries of the last hour were answered)"
+		}
+		return e
+	}
+	return nil
+}
+
+// sqliteHeader starts every SQLite database file; user_version is the
+// 4 bytes at offset 60 of the header, application_id those at 68.
+const sqliteHeader = "SQLite format 3\x00"
+
+// peekDB reads the stamp in the header of the database file at path,
+// without opening it as a database, and refuses one dbStamp refuses. It is
+// nil when it cannot tell (no file, no header, or a stamp still in the
+// write-ahead log): opening the database then decides.
+func peekDB(what, path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var h [100]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:16]) != sqliteHeader {
+		return nil
+	}
+	version := int64(int32(binary.BigEndian.Uint32(h[60:])))
+	app := int64(int32(binary.BigEndian.Uint32(h[68:])))
+	return dbStamp(what, path, app, version)
+}
