@@ -74,7 +74,15 @@ func (r *rawSession) send(line string) bool {
 // written as its decimal text), skipping notifications.
 func (r *rawSession) reply(t testing.TB, want string) map[string]any {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	return r.replyWithin(t, want, 20*time.Second)
+}
+
+// replyWithin is reply with a deadline of the caller's: a reply that moves
+// tens of megabytes takes longer under the race detector on a loaded
+// machine, and the deadline is there only to end a hang with a reason.
+func (r *rawSession) replyWithin(t testing.TB, want string, d time.Duration) map[string]any {
+	t.Helper()
+	timeout := time.After(d)
 	for {
 		select {
 		case m, ok := <-r.lines:
@@ -176,7 +184,7 @@ func TestStdioCarriesMaxAttachments(t *testing.T) {
 	r := startRaw(t, s, 0)
 	data := base64.StdEncoding.EncodeToString(make([]byte, MaxAttachBytes))
 	r.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"email_send","arguments":{"from_mailbox":"agent","to":"a@b.test","subject":"s","body":"b","attachments_base64":[{"filename":"f.bin","data":"` + data + `"}]}}}`)
-	m := r.reply(t, "3")
+	m := r.replyWithin(t, "3", 5*time.Minute)
 	res, _ := m["result"].(map[string]any)
 	sc, _ := res["structuredContent"].(map[string]any)
 	if sc["code"] != "unavailable" {
