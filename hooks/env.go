@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -144,13 +143,11 @@ func clean(s string, max int) string {
 	return truncateUTF8(s, max)
 }
 
-// truncateUTF8 cuts s to at most max bytes without splitting a rune.
+// truncateUTF8 cuts valid UTF-8 s to at most max bytes without splitting a
+// rune: the bytes of a rune the cut went through are dropped.
 func truncateUTF8(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	for max > 0 && !utf8.RuneStart(s[max]) {
-		max--
-	}
-	return s[:max]
+	return strings.ToValidUTF8(s[:max], "")
 }

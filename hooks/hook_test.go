@@ -58,6 +58,7 @@ func TestNormalize(t *testing.T) {
 		{name: "root dir", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/"}}, wantErr: "is a directory"},
 		{name: "NUL in arg", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a", "x\x00y"}}, wantErr: "cmd[1] contains a NUL"},
 		{name: "NUL in program", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a\x00"}}, wantErr: "cmd[0] contains a NUL"},
+		{name: "NUL first in an arg", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a", "\x00"}}, wantErr: "cmd[1] contains a NUL"},
 		{name: "too many args", in: protocol.Hook{Event: "on_receive", Cmd: append(many, "x")}, wantErr: "at most 64"},
 		{name: "arg too long", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a", long + "b"}}, wantErr: "cmd[1] is 4097 bytes"},
 		{name: "negative timeout", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a"}, TimeoutSecs: -1}, wantErr: "timeout_secs -1 is out of range"},

@@ -194,3 +194,48 @@ func TestRunLogRefusesSymlink(t *testing.T) {
 		t.Error("OpenRunLog followed a symlink")
 	}
 }
+
+// TestRunLogKeepsOneHandle: each compaction replaces the append handle and
+// closes the one before; Close closes the last.
+func TestRunLogKeepsOneHandle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	l, err := OpenRunLog(path, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 { // a compaction every few appends
+		if err := l.Append(protocol.HookRun{Hook: "h", ExitCode: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fileLines(t, path); n >= 6 {
+		t.Fatalf("the file holds %d lines: it was not compacted", n)
+	}
+	if n := openHandles(t, path); n != 1 {
+		t.Errorf("%d descriptors open on the run log after compactions, want 1", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := openHandles(t, path); n != 0 {
+		t.Errorf("%d descriptors open on the run log after Close, want 0", n)
+	}
+}
+
+// openHandles counts this process's descriptors open on path, including
+// on earlier files of that name since replaced (shown as "path (deleted)").
+func openHandles(t *testing.T, path string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && (target == path || target == path+" (deleted)") {
+			n++
+		}
+	}
+	return n
+}
