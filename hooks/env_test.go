@@ -225,3 +225,14 @@ func TestEnvListBound(t *testing.T) {
 		t.Errorf("a list one byte over kept %d bytes, want its last item dropped", len(got))
 	}
 }
+
+// TestEnvReplacesEveryControl: C0, DEL and C1 controls (U+0085 NEXT LINE is
+// a line break to some programs) become spaces; the printable character
+// right after the C1 range stays.
+func TestEnvReplacesEveryControl(t *testing.T) {
+	f := Facts{Event: "on_receive", Subject: "a\u0085b\u009bc\u0080d\x7fe\x1ff\u00a0g h"}
+	m, _ := envMap(t, Env(protocol.Hook{Event: "on_receive"}, f, testOwner))
+	if got, want := m["MAILCTL_SUBJECT"], "a b c d e f\u00a0g h"; got != want {
+		t.Errorf("MAILCTL_SUBJECT = %q, want %q", got, want)
+	}
+}

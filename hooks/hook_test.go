@@ -182,3 +182,18 @@ func TestShouldFire(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorQuotesAreBounded: a value quoted in an error is shown whole up to
+// 80 bytes and cut with "..." beyond.
+func TestErrorQuotesAreBounded(t *testing.T) {
+	if got := truncateForError(strings.Repeat("x", 80)); got != strings.Repeat("x", 80) {
+		t.Errorf("80 bytes became %q", got)
+	}
+	if got := truncateForError(strings.Repeat("x", 81)); got != strings.Repeat("x", 80)+"..." {
+		t.Errorf("81 bytes became %q", got)
+	}
+	err := Normalize(&protocol.Hook{Event: "on_receive", Cmd: []string{strings.Repeat("r", 200)}})
+	if err == nil || !strings.Contains(err.Error(), strings.Repeat("r", 80)+"...") || strings.Contains(err.Error(), strings.Repeat("r", 81)) {
+		t.Errorf("error for a 200-byte relative cmd[0]: %v", err)
+	}
+}

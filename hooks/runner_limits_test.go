@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -140,5 +141,33 @@ wait`
 	}
 	if run.Error != "canceled (context canceled): process group sent SIGTERM" || run.ExitCode != 0 {
 		t.Errorf("run = %+v, want ended by SIGTERM to the group alone", run)
+	}
+}
+
+// TestRunLogLines: every run gets one log line; it names the error only when
+// there is one. A run log that cannot be written is a warning of its own,
+// and only then.
+func TestRunLogLines(t *testing.T) {
+	owner, _ := hookOwner(t)
+	r := testRunner(t)
+	var logged strings.Builder
+	r.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	lines := func() []string {
+		out := strings.Split(strings.TrimSpace(logged.String()), "\n")
+		logged.Reset()
+		return out
+	}
+	r.Run(context.Background(), recvHook("fine", "/bin/true"), owner, recvFacts, nil)
+	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "hook=fine") || !strings.Contains(got[0], "exit_code=0") || strings.Contains(got[0], "error=") {
+		t.Errorf("a run that went well logged %q, want one line without an error", got)
+	}
+	r.Run(context.Background(), recvHook("relative", "true"), owner, recvFacts, nil)
+	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "hook=relative") || !strings.Contains(got[0], `error="not started: `) {
+		t.Errorf("a run that did not start logged %q, want one line with the error", got)
+	}
+	r.Log.Close()
+	r.Run(context.Background(), recvHook("unrecorded", "/bin/true"), owner, recvFacts, nil)
+	if got := lines(); len(got) != 2 || !strings.Contains(got[1], `msg="hook run log"`) || !strings.Contains(got[1], "closed") {
+		t.Errorf("a run the log could not record logged %q, want the run and a warning", got)
 	}
 }
