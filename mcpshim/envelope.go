@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -176,8 +177,7 @@ type toolSpec struct {
 type stringOrList []string
 
 func (l *stringOrList) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte(`"`)) {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
@@ -272,18 +272,16 @@ func normalizeParams(s *jsonschema.Schema) {
 		if p.Description == "" {
 			p.Description = paramDocs[name]
 		}
-		if len(p.Types) > 0 {
-			var types []string
-			for _, t := range p.Types {
-				if t != "null" {
-					types = append(types, t)
-				}
+		var types []string
+		for _, t := range p.Types {
+			if t != "null" {
+				types = append(types, t)
 			}
-			if len(types) == 1 {
-				p.Type, p.Types = types[0], nil
-			} else {
-				p.Types = types
-			}
+		}
+		if len(types) == 1 {
+			p.Type, p.Types = types[0], nil
+		} else {
+			p.Types = types // nil when there were none: omitted either way
 		}
 	}
 }
@@ -402,12 +400,8 @@ func annotations(title string, readOnly, destructive, idempotent, openWorld bool
 
 // clip shortens s to at most n runes, marking the cut.
 func clip(s string, n int) string {
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
+	return string([]rune(s)[:n]) + "…"
 }
