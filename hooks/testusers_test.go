@@ -58,14 +58,15 @@ func TestMain(m *testing.M) {
 }
 
 // leftOver reports whether an account created by process pid (-1: a name
-// without a pid) belongs to no running test process.
+// without a pid) belongs to no running process. A pid in use by anything
+// keeps its accounts: should it have been reused, they go once it ends.
 func leftOver(pid int) bool {
 	if pid < 0 {
 		// Without an owner, only when no other run of these tests is
 		// going on.
 		return len(otherTestProcesses()) == 0
 	}
-	return pid != os.Getpid() && !isTestProcess(pid)
+	return pid != os.Getpid() && !alive(pid)
 }
 
 // isTestProcess reports whether pid is a running test binary of this package.
