@@ -155,6 +155,44 @@ func TestFoldFillsLines(t *testing.T) {
 	if strings.Join(lines, " ") != "Authentication-Results:"+words {
 		t.Errorf("folding changed the words: %q", got)
 	}
+	// A word that ends exactly at character 78 stays on its line.
+	exact := "Authentication-Results:" + strings.Repeat(" abcdefghi", 5) + " abcd"
+	if got := fold(exact + " next"); got != exact+"\r\n\tnext\r\n" {
+		t.Errorf("a line of exactly 78 characters was folded as %q", got)
+	}
+}
+
+// TestResultValue: known result words pass, an empty one is "none", and
+// anything else is "permerror", never passed through.
+func TestResultValue(t *testing.T) {
+	for in, want := range map[string]string{"pass": "pass", "": "none", "bogus": "permerror", "pass\r\nX: 1": "permerror"} {
+		if got := string(resultValue(in, dkimValues)); got != want {
+			t.Errorf("resultValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestFromLengthBound: a From field of exactly 8 KiB is read; one byte more
+// is refused before the address parser sees it.
+func TestFromLengthBound(t *testing.T) {
+	from := func(n int) string { // a From value of n bytes, its leading space included
+		tail := " <boss@trusted.test>"
+		return " \"" + strings.Repeat("a", n-len(tail)-3) + "\"" + tail
+	}
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{8 << 10, true}, {8<<10 + 1, false}} {
+		v := from(tc.n)
+		if len(v) != tc.n {
+			t.Fatalf("built %d bytes, want %d", len(v), tc.n)
+		}
+		h := parseHeader([]byte("From:" + v + "\r\n\r\nbody\r\n"))
+		f := parseFrom(h.fields, h.err)
+		if ok := f.err == nil && f.address == "boss@trusted.test"; ok != tc.ok {
+			t.Errorf("a From of %d bytes: address %q, err %v; want read %v", tc.n, f.address, f.err, tc.ok)
+		}
+	}
 }
 
 func TestSelector(t *testing.T) {

@@ -43,6 +43,9 @@ func TestMatchSender(t *testing.T) {
 		{"bob@example.com", []string{"b*@example.com"}, false},
 		{"bob@example.com", []string{"*@exam*.com"}, false},
 		{"bob@example.com", []string{"bob@*.com"}, false},
+		// '*' is an ordinary character in an address; in a pattern's local
+		// part it matches nothing, not even itself.
+		{"b*@example.com", []string{"b*@example.com"}, false},
 		{"bob@example.com", []string{"@example.com"}, false},
 		{"bob@example.com", []string{"nobody@x.test", "*@example.com"}, true},
 		{"", []string{"*@example.com"}, false},
