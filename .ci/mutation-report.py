@@ -2,7 +2,7 @@
 # Part of .ci/mutation: reads gremlins' JSON reports, leaves out the mutants
 # .ci/mutation-equivalent.txt lists, prints a table and fails below the
 # threshold.
-# Usage: mutation-report.py THRESHOLD EQUIVALENT_FILE NAME=PKGDIR=REPORT.json...
+# Usage: mutation-report.py THRESHOLD EQUIVALENT_FILE NAME=PKGDIR=GREMLINS.json[=CASES.json]...
 import json
 import re
 import sys
@@ -60,36 +60,58 @@ def fingerprint(path, line, col, mutator):
 equivalents = read_equivalents(equiv_path)
 used = set()
 rows, failed, problems = [], False, []
-for arg in sys.argv[3:]:
-    name, pkg, report = arg.split('=', 2)
+
+
+def mutations(report):
+    """(file name, mutation) pairs of a gremlins-format report."""
     with open(report) as f:
         data = json.load(f)
+    return [(f['file_name'], m) for f in data.get('files') or [] for m in f['mutations']]
+
+
+for arg in sys.argv[3:]:
+    # NAME=PKGDIR=GREMLINS.json[=CASES.json]: casemut's results replace
+    # gremlins' "not covered" for the mutants of case conditions.
+    name, pkg, report, *cases = arg.split('=')
+    found = mutations(report)
+    override = {}
+    for fname, m in (mutations(cases[0]) if cases else []):
+        override[(fname, m['line'], m['column'], m['type'])] = m
+    seen = set()
+    merged = []
+    for fname, m in found:
+        k = (fname, m['line'], m['column'], m['type'])
+        if k in override:
+            seen.add(k)
+            m = override[k]
+        merged.append((fname, m))
+    merged += [(k[0], m) for k, m in override.items() if k not in seen]
     n = {'KILLED': 0, 'LIVED': 0, 'TIMED OUT': 0, 'NOT COVERED': 0, 'NOT VIABLE': 0}
     equiv = 0
-    for f in data.get('files', []):
-        path = pkg + '/' + f['file_name']
-        for m in f['mutations']:
-            status = m['status']
-            key = fingerprint(path, m['line'], m['column'], m['type'])
-            if key in equivalents:
-                used.add(key)
-                if status == 'LIVED':
-                    equiv += 1
-                    continue
-                if status == 'KILLED':
-                    problems.append(f'{equiv_path}:{equivalents[key][0]}: listed as equivalent, but killed now: '
-                                    f'{m["type"]} at {path}:{m["line"]}:{m["column"]}: remove the entry')
-            n[status] = n.get(status, 0) + 1
+    reported = set()
+    for fname, m in merged:
+        path = pkg + '/' + fname
+        reported.add(path)
+        status = m['status']
+        key = fingerprint(path, m['line'], m['column'], m['type'])
+        if key in equivalents:
+            used.add(key)
             if status == 'LIVED':
-                problems.append(f'lived: {m["type"]} at {path}:{m["line"]}:{m["column"]}  {key[4]}'
-                                f'  (equivalence key: {key[0]} {key[1]} {key[2]} {key[3]})')
+                equiv += 1
+                continue
+            if status == 'KILLED':
+                problems.append(f'{equiv_path}:{equivalents[key][0]}: listed as equivalent, but killed now: '
+                                f'{m["type"]} at {path}:{m["line"]}:{m["column"]}: remove the entry')
+        n[status] = n.get(status, 0) + 1
+        if status == 'LIVED':
+            problems.append(f'lived: {m["type"]} at {path}:{m["line"]}:{m["column"]}  {key[4]}'
+                            f'  (equivalence key: {key[0]} {key[1]} {key[2]} {key[3]})')
     reached = n['KILLED'] + n['LIVED']
     eff = 100.0 * n['KILLED'] / reached if reached else 100.0
     if eff < threshold:
         failed = True
     rows.append((name, pkg, n['KILLED'], n['LIVED'], equiv, n['TIMED OUT'], n['NOT COVERED'], eff))
     # Entries for this target's files that matched no mutant: the line changed.
-    reported = {pkg + '/' + f['file_name'] for f in data.get('files', [])}
     for key, (line, _) in equivalents.items():
         if key[0] in reported and key not in used:
             problems.append(f'{equiv_path}:{line}: matches no mutant of {key[0]} any more: update or remove it')
