@@ -110,6 +110,13 @@ for arg in sys.argv[3:]:
     eff = 100.0 * n['KILLED'] / reached if reached else 100.0
     if eff < threshold:
         failed = True
+    # A timed-out mutant counts neither way. A few are mutants that loop; many
+    # mean the runs were given too little time, and the efficacy means nothing.
+    ran = reached + n['TIMED OUT']
+    if ran and n['TIMED OUT'] > ran // 10:
+        problems.append(f'{name}: {n["TIMED OUT"]} of {ran} mutants timed out: '
+                        'the machine is too loaded, or the coverage run was too quick to time the tests')
+        failed = True
     rows.append((name, pkg, n['KILLED'], n['LIVED'], equiv, n['TIMED OUT'], n['NOT COVERED'], eff))
     # Entries for this target's files that matched no mutant: the line changed.
     for key, (line, _) in equivalents.items():
@@ -127,5 +134,5 @@ for name, pkg, k, l, e, t, nc, eff in rows:
 if any(p.startswith(equiv_path) and 'killed now' in p for p in problems):
     failed = True
 if failed:
-    print(f'\nmutation: efficacy below {threshold:g}% or the equivalent list is out of date (see above)')
+    print(f'\nmutation: efficacy below {threshold:g}%, too many timeouts, or the equivalent list out of date (see above)')
     sys.exit(1)
