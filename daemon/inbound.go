@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,7 +19,11 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/bounce"
+	"github.com/mailctl/mailctl/daemon/certs"
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/hooks"
@@ -86,7 +91,7 @@ type inbound struct {
 }
 
 func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
-	_, err := b.d.route(rcpt)
+	rt, err := b.d.route(rcpt)
 	switch err {
 	case errRelay:
 		b.d.metrics.rejected.WithLabelValues("relay").Inc()
@@ -94,6 +99,11 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 		b.d.metrics.rejected.WithLabelValues("unknown_user").Inc()
 	case errBadAddr:
 		b.d.metrics.rejected.WithLabelValues("bad_address").Inc()
+	case nil:
+		if err := b.d.checkReserve(); err != nil {
+			return err
+		}
+		return b.d.checkQuota(rt.Mailbox, 0)
 	}
 	return err
 }
@@ -111,6 +121,14 @@ func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, raw []byte) 
 func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, submitter string) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
+	if err := d.checkReserve(); err != nil {
+		// The space may have gone since RCPT: nothing is stored, and the
+		// sender (or the queue, for local delivery) retries.
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	res := b.checker.Check(ctx, trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: raw})
 	if submitter != "" {
 		trust.LocalSubmission(&res, submitter, d.cfg().IsLocalDomain(res.FromDomain))
@@ -122,8 +140,28 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 		}
 		return errs
 	}
+	rep := reportOf(parsed) // before a Message-ID is made up for it
 	if parsed.Msg.MessageID == "" {
 		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
+	}
+	act, why := b.enforcement().Decide(env.RemoteIP, res)
+	if act == trust.Reject {
+		// RFC 7489 §6.6: refused at the end of DATA, nothing stored.
+		reply := &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Message rejected by the " + why}
+		for i := range errs {
+			errs[i] = reply
+		}
+		d.metrics.received.WithLabelValues("rejected").Inc()
+		d.log.Info("message rejected: DMARC policy", "from", env.MailFrom, "header_from", res.FromAddress, "dmarc", res.DMARC.Detail,
+			"rcpts", len(env.Rcpts), "session", env.Session, "remote", remoteString(env))
+		return errs
+	}
+	junk := env.Screen.Junk // a client the DNS lists name below the threshold
+	switch {
+	case act == trust.Quarantine:
+		junk = why
+	case why != "":
+		d.log.Info("DMARC policy not applied", "reason", why, "header_from", res.FromAddress, "session", env.Session)
 	}
 	ar := res.AuthenticationResults(d.cfg().Hostname)
 	stored := withHeader(ar, env.Headroom, raw)
@@ -135,11 +173,15 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	}
 	byMailbox := map[string]*target{}
 	var order []string
+	reports := d.tlsReportsTo(raw[min(max(env.TraceLen, 0), len(raw)):])
 	for i, rcpt := range env.Rcpts {
 		rt, err := d.route(rcpt)
 		if err != nil {
 			errs[i] = err
 			continue
+		}
+		if reports != "" {
+			rt = route{Mailbox: reports}
 		}
 		t := byMailbox[rt.Mailbox]
 		if t == nil {
@@ -159,7 +201,12 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 			for _, i := range t.rcpts {
 				rcpts = append(rcpts, env.Rcpts[i])
 			}
-			err := b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen)
+			// The quota again, with the message's size: the mailbox may
+			// have filled since RCPT, or this message would pass it.
+			err := d.checkQuota(name, int64(len(stored)))
+			if err == nil {
+				err = b.store(ctx, name, t.rt, env, rcpts, parsed, rep, res, stored, traceLen, junk)
+			}
 			for _, i := range t.rcpts {
 				errs[i] = err
 			}
@@ -169,9 +216,32 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	return errs
 }
 
-// store writes one mailbox's copy and announces it.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int) error {
+// enforcement is the operator's DMARC policy as the config says now.
+func (b *inbound) enforcement() trust.Enforcement {
+	t := b.d.cfg().Trust
+	// Validated when the config was loaded; entries are few.
+	fw, _ := trust.ParseForwarders(t.Forwarders)
+	return trust.Enforcement{Enabled: *t.DMARCEnforce, Forwarders: fw}
+}
+
+// store writes one mailbox's copy and announces it. A message with a junk
+// reason goes to the junk folder, silently: no event, no hook. A delivery
+// report (rep) that reached one of the mailbox's return paths is applied to
+// the sent copy it names; one applied already is a replay and changes
+// nothing.
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, rep *outbound.Report, res trust.Result, raw []byte, traceLen int, junk string) error {
 	d := b.d
+	if rep != nil && d.dsn != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
+		done, replay := d.dsn.begin(mailbox, rt.Tag, *rep)
+		defer done()
+		if replay {
+			d.metrics.received.WithLabelValues("duplicate").Inc()
+			d.log.Info("bounce report already applied: not stored again", "mailbox", mailbox, "from", env.MailFrom, "remote", remoteString(env))
+			return nil
+		}
+	} else {
+		rep = nil
+	}
 	m := p.Msg // a copy per mailbox
 	m.To = append([]string(nil), p.Msg.To...)
 	m.DeliveredTo = rcpts[0]
@@ -182,13 +252,21 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	m.SizeBytes = int64(len(raw))
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
+	m.DNSBL = env.Screen.Listed
+	if d.tlsReportLabel(raw[traceLen:]) != "" {
+		m.Labels = append(m.Labels, tlsReportLabel)
+	}
 	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))
 	if p.DSN != nil {
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
-	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], env.MailFrom, rcpts, &m), mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
+	folder := protocol.FolderInbox
+	if junk != "" {
+		folder, m.Junk = protocol.FolderJunk, junk
+	}
+	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], env.MailFrom, rcpts, &m), mailbox, folder, &m, p.Body, raw, p.Attachments)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -202,16 +280,27 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		d.log.Info("repeated delivery stored once", "mailbox", mailbox, "id", id)
 		return nil
 	}
+	// A report that came back to one of our return paths is about our
+	// message whatever else it is: the tag proves it.
+	if rep != nil {
+		d.dsn.apply(mailbox, rt.Tag, *rep)
+	}
+	if junk != "" {
+		d.metrics.received.WithLabelValues("junk").Inc()
+		d.log.Info("message stored in junk", "mailbox", mailbox, "id", id, "from", env.MailFrom, "reason", junk,
+			"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
+		return nil
+	}
 	d.metrics.received.WithLabelValues("stored").Inc()
-	d.log.Info("message stored", "mailbox", mailbox, "id", id, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
+	// The raw copy and about as much again for the Markdown and the
+	// attachments, until the next count from the files.
+	d.addUsage(mailbox, 2*int64(len(raw)), 1)
+	d.log.Info("message stored", "mailbox", mailbox, "id", id, "message_id", m.MessageID, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
-	sum := summaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
+	sum := control.SummaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
-	d.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
-	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
-		d.onDSN(mailbox, rt.Tag, p.DSN)
-	}
+	d.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
 	dkim := make([]string, 0, len(m.DKIM))
 	for _, r := range m.DKIM {
 		dkim = append(dkim, trust.Summary(r))
@@ -278,6 +367,7 @@ type smtpService struct {
 	lns   []net.Listener
 	wg    sync.WaitGroup
 	addrs []string
+	certs *certs.Holder // nil without smtp.tls_cert
 }
 
 func (d *Daemon) newInbound() *inbound {
@@ -287,26 +377,46 @@ func (d *Daemon) newInbound() *inbound {
 func (d *Daemon) newSMTPService() (*smtpService, error) {
 	cfg := d.cfg()
 	var tlsCfg *tls.Config
+	var holder *certs.Holder
 	if cfg.SMTP.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey)
+		// A renewed pair is in use from the next handshake (certs.Holder).
+		h, err := certs.NewHolder(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey, d.log.With("part", "tls"), d.now)
 		if err != nil {
 			return nil, fmt.Errorf("loading the STARTTLS certificate: %w", err)
 		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		holder = h
+		tlsCfg = &tls.Config{GetCertificate: h.GetCertificate, MinVersion: tls.VersionTLS12}
 	}
 	s := cfg.SMTP
 	b := d.inbound
 	var xfwd []uint32
 	for _, u := range s.LMTPXForwardUsers {
-		if uid, _, err := resolveUser(u); err == nil {
+		if uid, _, err := registry.ResolveUser(u); err == nil {
 			xfwd = append(xfwd, uid)
 		} else if s.LMTPSocket != "" {
 			d.log.Info("smtp.lmtp_xforward_users: no such user, skipped", "user", u)
 		}
 	}
+	screener, err := d.newScreener(cfg)
+	if err != nil {
+		return nil, err
+	}
 	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd, Summarizer: &d.logSum,
-		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s)}, b)
-	return &smtpService{d: d, srv: srv}, nil
+		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s), Screener: screener, PregreetWait: s.PregreetWait.Duration}, b)
+	return &smtpService{d: d, srv: srv, certs: holder}, nil
+}
+
+// servedCertificate is the certificate the next STARTTLS handshake gets
+// (doctor compares it with the file); nil without TLS.
+func (d *Daemon) servedCertificate(context.Context) (*x509.Certificate, error) {
+	if d.smtp == nil || d.smtp.certs == nil {
+		return nil, nil
+	}
+	c, err := d.smtp.certs.GetCertificate(nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Leaf, nil
 }
 
 func (s *smtpService) Start(context.Context) error {

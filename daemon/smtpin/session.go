@@ -143,7 +143,8 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 // deliver calls the backend and always returns one entry per recipient.
 func (ss *session) deliver(m message) []error {
 	raw := m.raw
-	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: m.trace, Session: ss.tc.id, Headroom: m.headroom}
+	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), TraceLen: m.trace, Session: ss.tc.id, Headroom: m.headroom,
+		Screen: ss.tc.screen}
 	if f := ss.fwd; f != nil {
 		env.Forwarded = f
 		if f.Addr != nil {

@@ -124,7 +124,7 @@ func (j *journal) replay(logf func(msg string, args ...any)) (map[string]replaye
 		return j.create()
 	}
 	items := map[string]replayed{}
-	off := j.readRecords(r, st.Size(), items, logf)
+	off, _ := j.readRecords(r, st.Size(), items, logf)
 	if off < st.Size() {
 		if err := j.cut(off, st.Size()); err != nil {
 			return nil, err
@@ -152,26 +152,36 @@ func (j *journal) create() (map[string]replayed, error) {
 // the first that is cut short or fails its checksum, and returns the offset
 // where the whole records end. size is the file's size, which no record may
 // reach past.
-func (j *journal) readRecords(r io.Reader, size int64, items map[string]replayed, logf func(msg string, args ...any)) int64 {
+func (j *journal) readRecords(r io.Reader, size int64, items map[string]replayed, logf func(msg string, args ...any)) (int64, stopReason) {
 	off := int64(len(journalMagic))
 	var hdr [recHeader]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if err != io.EOF {
 				logf("queue journal ends in a partial record: cut", "offset", off)
+				return off, stopPartial
 			}
-			return off
+			return off, stopEnd
 		}
 		n := binary.BigEndian.Uint32(hdr[:4])
 		sum := binary.BigEndian.Uint32(hdr[4:])
-		if n == 0 || n > maxRecord || off+recHeader+int64(n) > size {
+		if n == 0 {
+			// Zeros: what a crash can leave past the last whole record.
 			logf("queue journal ends in a partial record: cut", "offset", off)
-			return off
+			return off, stopPartial
+		}
+		if n > maxRecord {
+			logf("queue journal record has an impossible length: it and what follows are set aside", "offset", off)
+			return off, stopDamaged
+		}
+		if off+recHeader+int64(n) > size {
+			logf("queue journal ends in a partial record: cut", "offset", off)
+			return off, stopPartial
 		}
 		payload := make([]byte, n)
 		if _, err := io.ReadFull(r, payload); err != nil || crc32.Checksum(payload, crcTable) != sum {
 			logf("queue journal record fails its checksum: it and what follows are set aside", "offset", off)
-			return off
+			return off, stopDamaged
 		}
 		if err := j.apply(items, payload, off+recHeader); err != nil {
 			logf("queue journal record not understood: skipped", "offset", off, "err", err)
@@ -179,6 +189,15 @@ func (j *journal) readRecords(r io.Reader, size int64, items map[string]replayed
 		off += recHeader + int64(n)
 	}
 }
+
+// stopReason is why readRecords stopped.
+type stopReason int
+
+const (
+	stopEnd     stopReason = iota // at the end of the last whole record
+	stopPartial                   // in a record that runs past the end: an append cut short, or under way
+	stopDamaged                   // at a record that cannot be right: a bad length or checksum
+)
 
 // index fills in the journal's view of the live items replayed: which are
 // announced, where their messages are, and the bytes they would take
