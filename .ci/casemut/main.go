@@ -84,18 +84,19 @@ func main() {
 	out := flag.String("o", "", "report to write")
 	workers := flag.Int("workers", 1, "mutants tested at once")
 	coef := flag.Int("timeout-coefficient", 5, "a mutant's test run may take this many times the unmutated run")
+	also := flag.String("also", "", "more packages whose tests run against each mutant, separated by spaces")
 	flag.Parse()
 	if *dir == "" || *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: casemut -dir PKGDIR -o REPORT.json [-workers N] [FILE...]")
+		fmt.Fprintln(os.Stderr, "usage: casemut -dir PKGDIR -o REPORT.json [-workers N] [-also PKGS] [FILE...]")
 		os.Exit(2)
 	}
-	if err := run(*dir, *out, flag.Args(), *workers, *coef); err != nil {
+	if err := run(*dir, *out, flag.Args(), *also, *workers, *coef); err != nil {
 		fmt.Fprintln(os.Stderr, "casemut:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, out string, files []string, workers, coef int) error {
+func run(dir, out string, files []string, also string, workers, coef int) error {
 	if len(files) == 0 {
 		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
@@ -118,7 +119,8 @@ func run(dir, out string, files []string, workers, coef int) error {
 		}
 		mutants = append(mutants, ms...)
 	}
-	pkg := "./" + filepath.ToSlash(dir)
+	// The packages whose tests judge a mutant, separated by spaces.
+	pkg := strings.TrimSpace("./" + filepath.ToSlash(dir) + " " + also)
 	start := time.Now()
 	if err := goTest(context.Background(), pkg, ""); err != nil {
 		return fmt.Errorf("the tests of %s fail without a mutant: %w", pkg, err)
@@ -228,7 +230,7 @@ func goTest(ctx context.Context, pkg, overlay string) error {
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
+	cmd := exec.CommandContext(ctx, "go", append(args, strings.Fields(pkg)...)...)
 	cmd.WaitDelay = 10 * time.Second
 	return cmd.Run()
 }
