@@ -122,7 +122,10 @@ func run(dir, out string, files []string, also string, workers, coef int) error 
 	// The packages whose tests judge a mutant, separated by spaces.
 	pkg := strings.TrimSpace("./" + filepath.ToSlash(dir) + " " + also)
 	start := time.Now()
-	if err := goTest(context.Background(), pkg, ""); err != nil {
+	// The unmutated run shows its output: when it fails, that is what to read.
+	base := exec.Command("go", append([]string{"test", "-count=1"}, strings.Fields(pkg)...)...)
+	base.Stdout, base.Stderr = os.Stdout, os.Stderr
+	if err := base.Run(); err != nil {
 		return fmt.Errorf("the tests of %s fail without a mutant: %w", pkg, err)
 	}
 	timeout := time.Duration(coef) * time.Since(start)
