@@ -154,3 +154,44 @@ func TestTrashRetentionCountsFromTheMove(t *testing.T) {
 		t.Errorf("the message is still in trash: %v", err)
 	}
 }
+
+// Junk has a retention of its own (30 days by default): what a DMARC
+// quarantine or a blocklist put there, and nobody took out, goes to trash
+// a month after it came; what came lately stays.
+func TestJunkRetentionByDefault(t *testing.T) {
+	clk := testclock.New()
+	clk.Advance(time.Since(clk.Now()) - 40*24*time.Hour)
+	td := startDaemonWith(t, "", Options{Resolver: &resolver.Map{}, Clock: clk.Now})
+	if got := td.cfg.Storage.Retention["junk"].Duration; got != 30*24*time.Hour {
+		t.Fatalf("junk's default retention is %v, want 30 days", got)
+	}
+	td.ensureMine(t, "alice")
+	addr := td.SMTPAddrs()[0]
+	junk := func(subject string) string {
+		t.Helper()
+		if err := sendSMTP(t, addr, "a@remote.test", []string{"alice@example.test"}, "From: a@remote.test\nTo: alice@example.test\nSubject: "+subject+"\n\nbuy\n"); err != nil {
+			t.Fatal(err)
+		}
+		var l protocol.MessageList
+		td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice", Limit: 1}, &l)
+		if err := td.call(t, protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: "alice", ID: l.Messages[0].ID, To: protocol.FolderJunk}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return l.Messages[0].ID
+	}
+	old := junk("forty days old")
+	clk.Advance(time.Since(clk.Now()))
+	recent := junk("today")
+	var res protocol.PruneResult
+	if err := td.call(t, protocol.VerbMailboxPrune, protocol.MailboxPruneArgs{Mailbox: "alice"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Moved != 1 || len(res.Rows) != 1 || res.Rows[0].Folder != protocol.FolderJunk || res.Rows[0].Action != "move_to_trash" {
+		t.Fatalf("prune: %+v, want the old junk message moved to trash", res)
+	}
+	for id, folder := range map[string]string{old: "trash", recent: "junk"} {
+		if _, err := os.Stat(filepath.Join(td.store.Path("alice"), folder, id+".md")); err != nil {
+			t.Errorf("%s is not in %s: %v", id, folder, err)
+		}
+	}
+}

@@ -306,7 +306,7 @@ type Storage struct {
 }
 
 // RetentionFolders are the folders a retention may name.
-var RetentionFolders = []string{"inbox", "sent", "archive", "drafts", "trash"}
+var RetentionFolders = []string{"inbox", "sent", "archive", "drafts", "junk", "trash"}
 
 // Metrics configures the optional Prometheus endpoint.
 type Metrics struct {
@@ -440,7 +440,7 @@ func (c *Config) applyDefaults() {
 	if c.Storage.Retention == nil {
 		c.Storage.Retention = map[string]Duration{}
 	}
-	for folder, keep := range map[string]time.Duration{"trash": 30 * 24 * time.Hour, "sent": 365 * 24 * time.Hour} {
+	for folder, keep := range map[string]time.Duration{"trash": 30 * 24 * time.Hour, "junk": 30 * 24 * time.Hour, "sent": 365 * 24 * time.Hour} {
 		if _, set := c.Storage.Retention[folder]; !set {
 			c.Storage.Retention[folder] = Duration{keep}
 		}
