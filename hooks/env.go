@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"unicode"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -131,12 +131,14 @@ func joinList(items []string, sep string, max int) string {
 }
 
 // clean makes s safe for an environment value or a log line: invalid UTF-8
-// becomes U+FFFD, every ASCII control character (including CR, LF and NUL)
-// becomes a space, and the result is cut to max bytes at a rune boundary.
+// becomes U+FFFD, every control character (C0 including CR, LF and NUL, DEL,
+// and C1 such as U+0085 NEXT LINE, which some programs take for a line
+// break) becomes a space, and the result is cut to max bytes at a rune
+// boundary.
 func clean(s string, max int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
@@ -144,13 +146,8 @@ func clean(s string, max int) string {
 	return truncateUTF8(s, max)
 }
 
-// truncateUTF8 cuts s to at most max bytes without splitting a rune.
+// truncateUTF8 cuts valid UTF-8 s to at most max bytes without splitting a
+// rune: the bytes of a rune the cut went through are dropped.
 func truncateUTF8(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	for max > 0 && !utf8.RuneStart(s[max]) {
-		max--
-	}
-	return s[:max]
+	return strings.ToValidUTF8(s[:min(len(s), max)], "")
 }

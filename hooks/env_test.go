@@ -177,3 +177,62 @@ func TestRecipientsValueCodeNotRepeated(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// TestEnvValueBounds: a value of exactly the bound is passed whole; a longer
+// one is cut at the bound, or before it when the bound falls inside a
+// character, never inside one.
+func TestEnvValueBounds(t *testing.T) {
+	euro := "€" // 3 bytes
+	tests := []struct {
+		name, in, want string
+	}{
+		{"exactly the bound", strings.Repeat("s", MaxEnvValue), strings.Repeat("s", MaxEnvValue)},
+		{"one byte over", strings.Repeat("s", MaxEnvValue+1), strings.Repeat("s", MaxEnvValue)},
+		{"bound at a character's start", "a" + strings.Repeat(euro, 400), "a" + strings.Repeat(euro, 341)},
+		{"bound after a character's first byte", strings.Repeat(euro, 400), strings.Repeat(euro, 341)},
+		{"bound after a character's second byte", "ab" + strings.Repeat(euro, 400), "ab" + strings.Repeat(euro, 340)},
+	}
+	for _, tc := range tests {
+		f := Facts{Event: "on_receive", Subject: tc.in}
+		m, _ := envMap(t, Env(protocol.Hook{Event: "on_receive"}, f, testOwner))
+		if got := m["MAILCTL_SUBJECT"]; got != tc.want {
+			t.Errorf("%s: MAILCTL_SUBJECT is %d bytes (valid UTF-8 %v), want %d", tc.name, len(got), utf8.ValidString(got), len(tc.want))
+		}
+	}
+	if got := truncateUTF8(euro+euro, 4); got != euro {
+		t.Errorf("truncateUTF8(€€, 4) = %q, want €", got)
+	}
+	if got := truncateUTF8(euro, 2); got != "" {
+		t.Errorf("truncateUTF8(€, 2) = %q, want nothing", got)
+	}
+}
+
+// TestEnvListBound: a list that fits exactly is passed whole; one byte more
+// drops the last item.
+func TestEnvListBound(t *testing.T) {
+	item := strings.Repeat("x", 99) + "@" // 100 bytes; 40 of them and 39 commas fill 4039 bytes
+	var to []string
+	for range 40 {
+		to = append(to, item)
+	}
+	last := strings.Repeat("y", MaxEnvListValue-(40*100+40)) // makes the list exactly MaxEnvListValue
+	full := append(slices.Clone(to), last)
+	if got := joinList(full, ",", MaxEnvListValue); len(got) != MaxEnvListValue || !strings.HasSuffix(got, ","+last) {
+		t.Errorf("a list of exactly %d bytes became %d bytes", MaxEnvListValue, len(got))
+	}
+	over := append(slices.Clone(to), last+"y")
+	if got := joinList(over, ",", MaxEnvListValue); got != strings.Join(to, ",") {
+		t.Errorf("a list one byte over kept %d bytes, want its last item dropped", len(got))
+	}
+}
+
+// TestEnvReplacesEveryControl: C0, DEL and C1 controls (U+0085 NEXT LINE is
+// a line break to some programs) become spaces; the printable character
+// right after the C1 range stays.
+func TestEnvReplacesEveryControl(t *testing.T) {
+	f := Facts{Event: "on_receive", Subject: "a\u0085b\u009bc\u0080d\x7fe\x1ff\u00a0g h"}
+	m, _ := envMap(t, Env(protocol.Hook{Event: "on_receive"}, f, testOwner))
+	if got, want := m["MAILCTL_SUBJECT"], "a b c d e f\u00a0g h"; got != want {
+		t.Errorf("MAILCTL_SUBJECT = %q, want %q", got, want)
+	}
+}

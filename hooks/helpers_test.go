@@ -38,44 +38,52 @@ func isRoot() bool { return os.Geteuid() == 0 }
 // testUser is a throwaway account created with useradd, removed with userdel.
 type testUser struct {
 	Owner
+	Group   string // the name of SuppGID
 	SuppGID uint32 // a supplementary group created for it
 	Dir     string // its home, owned by it
 }
 
 // newTestUser creates a user with no login shell, no user group and one
-// supplementary group, with a home under /tmp that it owns. Root only.
+// supplementary group, with a home under /tmp that it owns. Root only. The
+// user, its group and its home are removed when the test ends, with whatever
+// the user still runs; if the test process dies first, its reaper or the
+// next run's TestMain removes them (testusers_test.go).
 func newTestUser(t *testing.T) testUser {
 	t.Helper()
 	if !isRoot() {
 		t.Skip("needs root to create a throwaway user with useradd")
 	}
-	suffix := randHex(t, 4)
-	name := "mctl-hooktest-" + suffix
-	group := "mctl-hookgrp-" + suffix
-	home, err := os.MkdirTemp("/tmp", "mctl-hooktest-home-")
+	name, group, homePrefix := testNames(t)
+	run(t, "groupadd", group)
+	t.Cleanup(func() {
+		if out, err := exec.Command("groupdel", group).CombinedOutput(); err != nil {
+			t.Errorf("groupdel %s: %v: %s", group, err, out)
+		}
+	})
+	home, err := os.MkdirTemp(testHomeParent, homePrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
-	run(t, "groupadd", group)
-	t.Cleanup(func() { exec.Command("groupdel", group).Run() })
 	run(t, "useradd", "-M", "-N", "-s", "/usr/sbin/nologin", "-d", home, "-G", group, name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			t.Logf("userdel %s: %v: %s", name, err, out)
-		}
-	})
-	uid, err := strconv.ParseUint(strings.TrimSpace(run(t, "id", "-u", name)), 10, 32)
+	uid64, err := strconv.ParseUint(strings.TrimSpace(run(t, "id", "-u", name)), 10, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
+	uid := uint32(uid64)
+	t.Cleanup(func() {
+		killUID(uid) // a hook's stray child would keep userdel from working
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			t.Errorf("userdel %s: %v: %s", name, err, out)
+		}
+	})
 	if err := os.Chown(home, int(uid), -1); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	o, err := LookupOwner(uint32(uid))
+	o, err := LookupOwner(uid)
 	if err != nil {
 		t.Fatalf("LookupOwner(%d): %v", uid, err)
 	}
@@ -88,7 +96,7 @@ func newTestUser(t *testing.T) testUser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testUser{Owner: o, SuppGID: uint32(gid), Dir: home}
+	return testUser{Owner: o, Group: group, SuppGID: uint32(gid), Dir: home}
 }
 
 func run(t *testing.T, name string, args ...string) string {

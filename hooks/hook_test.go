@@ -58,6 +58,7 @@ func TestNormalize(t *testing.T) {
 		{name: "root dir", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/"}}, wantErr: "is a directory"},
 		{name: "NUL in arg", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a", "x\x00y"}}, wantErr: "cmd[1] contains a NUL"},
 		{name: "NUL in program", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a\x00"}}, wantErr: "cmd[0] contains a NUL"},
+		{name: "NUL first in an arg", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a", "\x00"}}, wantErr: "cmd[1] contains a NUL"},
 		{name: "too many args", in: protocol.Hook{Event: "on_receive", Cmd: append(many, "x")}, wantErr: "at most 64"},
 		{name: "arg too long", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a", long + "b"}}, wantErr: "cmd[1] is 4097 bytes"},
 		{name: "negative timeout", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a"}, TimeoutSecs: -1}, wantErr: "timeout_secs -1 is out of range"},
@@ -181,5 +182,20 @@ func TestShouldFire(t *testing.T) {
 				t.Errorf("ShouldFire = %v, %q; want %v, %q", got, reason, tt.want, tt.reason)
 			}
 		})
+	}
+}
+
+// TestErrorQuotesAreBounded: a value quoted in an error is shown whole up to
+// 80 bytes and cut with "..." beyond.
+func TestErrorQuotesAreBounded(t *testing.T) {
+	if got := truncateForError(strings.Repeat("x", 80)); got != strings.Repeat("x", 80) {
+		t.Errorf("80 bytes became %q", got)
+	}
+	if got := truncateForError(strings.Repeat("x", 81)); got != strings.Repeat("x", 80)+"..." {
+		t.Errorf("81 bytes became %q", got)
+	}
+	err := Normalize(&protocol.Hook{Event: "on_receive", Cmd: []string{strings.Repeat("r", 200)}})
+	if err == nil || !strings.Contains(err.Error(), strings.Repeat("r", 80)+"...") || strings.Contains(err.Error(), strings.Repeat("r", 81)) {
+		t.Errorf("error for a 200-byte relative cmd[0]: %v", err)
 	}
 }

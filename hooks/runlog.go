@@ -132,10 +132,7 @@ func (l *RunLog) push(run protocol.HookRun) {
 
 // kept returns the newest max runs, oldest first.
 func (l *RunLog) kept() []protocol.HookRun {
-	if len(l.runs) > l.max {
-		return l.runs[len(l.runs)-l.max:]
-	}
-	return l.runs
+	return l.runs[max(0, len(l.runs)-l.max):]
 }
 
 func (l *RunLog) openAppend() error {
@@ -228,7 +225,7 @@ func (l *RunLog) List(filter func(protocol.HookRun) bool, limit int) []protocol.
 			continue
 		}
 		out = append(out, runs[i])
-		if limit > 0 && len(out) == limit {
+		if len(out) == limit { // never, when limit <= 0
 			break
 		}
 	}

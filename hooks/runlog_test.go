@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,5 +193,197 @@ func TestRunLogRefusesSymlink(t *testing.T) {
 	}
 	if _, err := OpenRunLog(path, 10); err == nil {
 		t.Error("OpenRunLog followed a symlink")
+	}
+}
+
+// TestRunLogKeepsOneHandle: each compaction replaces the append handle and
+// closes the one before; Close closes the last.
+func TestRunLogKeepsOneHandle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	l, err := OpenRunLog(path, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 { // a compaction every few appends
+		if err := l.Append(protocol.HookRun{Hook: "h", ExitCode: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fileLines(t, path); n >= 6 {
+		t.Fatalf("the file holds %d lines: it was not compacted", n)
+	}
+	if n := openHandles(t, path); n != 1 {
+		t.Errorf("%d descriptors open on the run log after compactions, want 1", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := openHandles(t, path); n != 0 {
+		t.Errorf("%d descriptors open on the run log after Close, want 0", n)
+	}
+}
+
+// openHandles counts this process's descriptors open on path, including
+// on earlier files of that name since replaced (shown as "path (deleted)").
+func openHandles(t *testing.T, path string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && (target == path || target == path+" (deleted)") {
+			n++
+		}
+	}
+	return n
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+func runLines(n int, hook string) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(`{"hook":"` + hook + `","exit_code":` + strconv.Itoa(i) + "}\n")
+	}
+	return b.String()
+}
+
+// TestRunLogRewritesAtOpenOnlyWhenNeeded: a clean file within its bound is
+// appended to as it is; one with a line it could not keep, a last line
+// without a newline (the next append would be glued to it) or more runs than
+// the bound is rewritten first. Blank lines are not runs.
+func TestRunLogRewritesAtOpenOnlyWhenNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		content string
+		rewrite bool
+		runs    int
+	}{
+		{"clean, at the bound", runLines(5, "a"), false, 5},
+		{"clean with blank lines", "\n" + runLines(2, "a") + "\n\n" + runLines(3, "b"), false, 5},
+		{"one run over the bound", runLines(6, "a"), true, 5},
+		{"a line that is not a run", runLines(2, "a") + "not json\n", true, 2},
+		{"last line without a newline", strings.TrimSuffix(runLines(3, "a"), "\n"), true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "runs.jsonl")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := inode(t, path)
+			l, err := OpenRunLog(path, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if rewritten := inode(t, path) != before; rewritten != tc.rewrite {
+				t.Errorf("rewritten at open: %v, want %v", rewritten, tc.rewrite)
+			}
+			if err := l.Append(protocol.HookRun{Hook: "new"}); err != nil {
+				t.Fatal(err)
+			}
+			l2, err := OpenRunLog(path, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l2.Close()
+			got := l2.List(nil, 0)
+			if len(got) != min(tc.runs, 5)+1 || got[0].Hook != "new" {
+				t.Errorf("after an append and a reopen: %d runs, newest %+v; want %d, newest the appended one", len(got), got[0], min(tc.runs, 5)+1)
+			}
+		})
+	}
+}
+
+// TestRunLogLineBound: a line of exactly maxRunLine bytes, its newline
+// included, is read; one byte more and it is skipped as corrupt.
+func TestRunLogLineBound(t *testing.T) {
+	line := func(n int) string { // a run encoded in exactly n bytes, newline included
+		prefix, suffix := `{"hook":"long","stderr_tail":"`, "\"}\n"
+		return prefix + strings.Repeat("x", n-len(prefix)-len(suffix)) + suffix
+	}
+	for _, tc := range []struct {
+		n    int
+		kept bool
+	}{{maxRunLine, true}, {maxRunLine + 1, false}} {
+		path := filepath.Join(t.TempDir(), "runs.jsonl")
+		if err := os.WriteFile(path, []byte(line(tc.n)+runLines(1, "short")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l, err := OpenRunLog(path, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := l.List(nil, 0)
+		l.Close()
+		if kept := len(got) == 2 && got[1].Hook == "long"; kept != tc.kept || got[0].Hook != "short" {
+			t.Errorf("a %d-byte line: %d runs read, long one kept %v, want %v", tc.n, len(got), kept, tc.kept)
+		}
+	}
+}
+
+// TestRunLogCompactsAtItsBound: the file is rewritten when an append would
+// make it hold twice the bound, counting the lines it held when opened, and
+// not before.
+func TestRunLogCompactsAtItsBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(path, []byte(runLines(4, "old")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenRunLog(path, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 5; i <= 9; i++ { // lines 5 to 9 are appended
+		if err := l.Append(protocol.HookRun{Hook: "new"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := fileLines(t, path); n != i {
+			t.Fatalf("after appending line %d the file holds %d lines", i, n)
+		}
+	}
+	if err := l.Append(protocol.HookRun{Hook: "new"}); err != nil { // the tenth: compacted
+		t.Fatal(err)
+	}
+	if n := fileLines(t, path); n != 5 {
+		t.Fatalf("at twice the bound the file holds %d lines, want the newest 5", n)
+	}
+	// Appends go on to the new file, without rewriting it.
+	compacted := inode(t, path)
+	if err := l.Append(protocol.HookRun{Hook: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := fileLines(t, path); n != 6 || inode(t, path) != compacted {
+		t.Fatalf("the append after compaction: %d lines, rewritten %v; want 6 lines appended", n, inode(t, path) != compacted)
+	}
+}
+
+// TestRunLogDefaultBound: a bound of zero or less means DefaultRunLogMax.
+func TestRunLogDefaultBound(t *testing.T) {
+	for _, max := range []int{0, -1} {
+		l, err := OpenRunLog(filepath.Join(t.TempDir(), "runs.jsonl"), max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := l.Append(protocol.HookRun{Hook: "h"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := len(l.List(nil, 0)); got != 3 || l.max != DefaultRunLogMax {
+			t.Errorf("max %d: keeps %d of 3 runs, bound %d; want all, bound %d", max, got, l.max, DefaultRunLogMax)
+		}
+		l.Close()
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 
@@ -324,9 +324,8 @@ func supervise(ctx context.Context, pid int, timeout, grace time.Duration) (stop
 
 // outcome is the exit code and error a run records.
 func outcome(ps *os.ProcessState, stopped string, waitErr error) (code int, msg string) {
-	code = -1
+	code = ps.ExitCode() // -1 when killed by a signal
 	if ps != nil {
-		code = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() && stopped == "" {
 			msg = "killed by signal " + unix.SignalName(ws.Signal())
 		}
@@ -417,19 +416,13 @@ func (c *capture) stderrTail() string {
 	return sanitizeTail(c.tail, StderrTailBytes)
 }
 
-func sanitizeTail(b []byte, max int) string {
+func sanitizeTail(b []byte, limit int) string {
 	s := strings.Map(func(r rune) rune {
-		if r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)) {
+		if r != '\n' && r != '\t' && unicode.IsControl(r) { // C0, DEL, C1
 			return ' '
 		}
 		return r
 	}, strings.ToValidUTF8(string(b), "\uFFFD"))
-	if len(s) <= max {
-		return s
-	}
-	cut := len(s) - max
-	for cut < len(s) && !utf8.RuneStart(s[cut]) {
-		cut++
-	}
-	return s[cut:]
+	// The last limit bytes, less the rest of a rune the cut went through.
+	return strings.ToValidUTF8(s[max(0, len(s)-limit):], "")
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -197,8 +198,7 @@ type toolSpec struct {
 type stringOrList []string
 
 func (l *stringOrList) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte(`"`)) {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
@@ -329,12 +329,8 @@ func annotations(title string, readOnly, destructive, idempotent, openWorld bool
 
 // clip shortens s to at most n runes, marking the cut.
 func clip(s string, n int) string {
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
+	return string([]rune(s)[:n]) + "…"
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -373,6 +374,25 @@ func TestNullArgumentsMeanAbsent(t *testing.T) {
 		t.Fatalf("folder %q", list.Folder)
 	}
 	e.fail("email_list", map[string]any{"mailbox": "agent", "surprise": 1}, protocol.CodeInvalidInput)
+	// null means absent even for a name the tool does not know.
+	e.ok("email_list", map[string]any{"mailbox": "agent", "surprise": nil}, &list)
+}
+
+// TestAbsentArgumentsMeanNone: a tools/call without an arguments member,
+// with null, or with an empty object is a call without arguments, as a raw
+// JSON-RPC client may send it.
+func TestAbsentArgumentsMeanNone(t *testing.T) {
+	d := testdaemon.Start(t)
+	r := startRaw(t, New(Options{SocketPath: d.Socket}), 0)
+	for i, params := range []string{`{"name":"mailbox_list"}`, `{"name":"mailbox_list","arguments":null}`, `{"name":"mailbox_list","arguments":{}}`} {
+		id := strconv.Itoa(i + 1)
+		r.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":` + params + `}`)
+		m := r.reply(t, id)
+		res, _ := m["result"].(map[string]any)
+		if res == nil || res["isError"] == true {
+			t.Errorf("tools/call %s: %v", params, m)
+		}
+	}
 }
 
 func TestForward(t *testing.T) {

@@ -205,9 +205,10 @@ func aligned(authDomain, fromDomain string, strict bool) bool {
 // any other use of '*' matches nothing, and no patterns match nothing.
 func MatchSender(address string, patterns []string) bool {
 	at := strings.LastIndexByte(address, '@')
-	if at <= 0 || at == len(address)-1 {
+	if at <= 0 {
 		return false
 	}
+	// An empty domain ("bob@") fails validDomain below.
 	local, domain := address[:at], normDomain(address[at+1:])
 	if !validDomain(domain) || strings.ContainsAny(local, "\r\n\x00") {
 		return false

@@ -15,6 +15,18 @@ func TestMatchSender(t *testing.T) {
 		{"Alice@Example.COM", []string{"alice@example.com"}, true},
 		{"alice@example.com", []string{"ALICE@EXAMPLE.COM."}, true},
 		{"bob@example.com", []string{"alice@example.com"}, false},
+		// The local part alone never matches: an attacker signs for a
+		// domain of their own with a trusted sender's local part.
+		{"alice@evil.test", []string{"alice@example.com"}, false},
+		{"alice@example.com.evil.test", []string{"alice@example.com"}, false},
+		{"alice@sub.example.com", []string{"alice@example.com"}, false},
+		{"ZED@Z.TEST", []string{"zed@z.test"}, true},
+		// An address the parser would never produce still never matches:
+		// controls in the local part, an empty label in the domain.
+		{"a\nb@example.com", []string{"*@example.com"}, false},
+		{"a\x00b@example.com", []string{"*@example.com"}, false},
+		{"bob@a..example.com", []string{"*@*.example.com"}, false},
+		{"bob@.example.com", []string{"*@*.example.com"}, false},
 		{"bob@example.com", []string{"*@example.com"}, true},
 		{"bob@sub.example.com", []string{"*@example.com"}, false},
 		{"bob@sub.example.com", []string{"*@*.example.com"}, true},
@@ -31,6 +43,9 @@ func TestMatchSender(t *testing.T) {
 		{"bob@example.com", []string{"b*@example.com"}, false},
 		{"bob@example.com", []string{"*@exam*.com"}, false},
 		{"bob@example.com", []string{"bob@*.com"}, false},
+		// '*' is an ordinary character in an address; in a pattern's local
+		// part it matches nothing, not even itself.
+		{"b*@example.com", []string{"b*@example.com"}, false},
 		{"bob@example.com", []string{"@example.com"}, false},
 		{"bob@example.com", []string{"nobody@x.test", "*@example.com"}, true},
 		{"", []string{"*@example.com"}, false},

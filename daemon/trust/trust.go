@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"blitiri.com.ar/go/spf"
 	"github.com/emersion/go-msgauth/dkim"
@@ -360,13 +361,14 @@ func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.A
 	return out, ok, string(policy), pct
 }
 
-// clean keeps a value safe to store and to put in a header: no control
-// characters, no characters with a meaning in Authentication-Results, and a
-// bounded length. Values here come from the sender.
+// clean keeps a value safe to store and to put in a header: no spaces, no
+// control characters (C0, DEL, C1), no characters with a meaning in
+// Authentication-Results, and a bounded length. Values here come from the
+// sender.
 func clean(s string) string {
 	var b strings.Builder
 	for _, r := range s {
-		if r < 0x21 || r == 0x7f || strings.ContainsRune(`;()"\=`, r) || r == '\uFFFD' {
+		if r == ' ' || unicode.IsControl(r) || strings.ContainsRune(`;()"\=`, r) || r == '\uFFFD' {
 			continue
 		}
 		b.WriteRune(r)
@@ -377,11 +379,11 @@ func clean(s string) string {
 	return b.String()
 }
 
-// shortReason makes a library error fit in a Detail: one line, bounded.
+// shortReason makes a library error fit in a Detail: one line, bounded,
+// without control characters (C0, DEL and C1: a library quotes what the
+// sender wrote, and a Detail reaches terminals). A run of them becomes one
+// space; a rune cut at the bound is dropped.
 func shortReason(s string) string {
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }), " ")
-	if len(s) > 120 {
-		s = s[:120]
-	}
-	return strings.ToValidUTF8(s, "")
+	s = strings.Join(strings.FieldsFunc(s, unicode.IsControl), " ")
+	return strings.ToValidUTF8(s[:min(len(s), 120)], "")
 }

@@ -262,6 +262,56 @@ func TestCheck(t *testing.T) {
 			want: want{spf: "none", dkim: []string{"none"}, dmarc: "fail", aligned: false, trusted: "false", policy: "quarantine"},
 		},
 		{
+			// A subdomain's own record is the one that applies (RFC 7489
+			// §6.6.3): its adkim=s must not be replaced by the relaxed
+			// record of the organizational domain, or a sibling
+			// subdomain's signature would align.
+			name: "a subdomain's own DMARC record wins over the organizational domain's",
+			res: func(m *resolver.Map) {
+				m.SetTXT("_dmarc.org.test", "v=DMARC1; p=none")
+				m.SetTXT("_dmarc.sub.org.test", "v=DMARC1; p=reject; adkim=s")
+				m.SetTXT("ed._domainkey.other.org.test", dkimTXT(t, edKey.Public()))
+			},
+			in: func() Input {
+				return Input{RemoteIP: evilIP, Helo: "x.test", MailFrom: "", Raw: sign(t, message("a@sub.org.test"), "other.org.test", "ed", edKey)}
+			},
+			want: want{spf: "none", dkim: []string{"pass"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"},
+		},
+		{
+			name: "the same signature aligns when the subdomain has no record of its own",
+			res: func(m *resolver.Map) {
+				m.SetTXT("_dmarc.org.test", "v=DMARC1; p=none")
+				m.SetTXT("ed._domainkey.other.org.test", dkimTXT(t, edKey.Public()))
+			},
+			in: func() Input {
+				return Input{RemoteIP: evilIP, Helo: "x.test", MailFrom: "", Raw: sign(t, message("a@sub.org.test"), "other.org.test", "ed", edKey)}
+			},
+			want: want{spf: "none", dkim: []string{"pass"}, dmarc: "pass", aligned: true, trusted: "false", policy: "none"},
+		},
+		{
+			// sp= is for subdomains that have no record; a domain's own
+			// record applies its p=.
+			name: "a domain's own record applies p=, not sp=",
+			res: func(m *resolver.Map) {
+				m.SetTXT("_dmarc.trusted.test", "v=DMARC1; p=reject; sp=none")
+			},
+			in: func() Input {
+				return Input{RemoteIP: evilIP, Helo: "evil.test", MailFrom: "x@evil.test", Raw: boss}
+			},
+			want: want{spf: "pass", dkim: []string{"none"}, dmarc: "fail", aligned: false, trusted: "false", policy: "reject"},
+		},
+		{
+			name: "a subdomain with a record of its own applies its p=, not its sp=",
+			res: func(m *resolver.Map) {
+				m.SetTXT("_dmarc.trusted.test", "v=DMARC1; p=none")
+				m.SetTXT("_dmarc.news.trusted.test", "v=DMARC1; p=quarantine; sp=none")
+			},
+			in: func() Input {
+				return Input{RemoteIP: evilIP, Helo: "evil.test", MailFrom: "x@evil.test", Raw: message("news@news.trusted.test")}
+			},
+			want: want{spf: "pass", dkim: []string{"none"}, dmarc: "fail", aligned: false, trusted: "false", policy: "quarantine"},
+		},
+		{
 			name: "no DMARC record: relaxed alignment still authenticates",
 			res: func(m *resolver.Map) {
 				m.SetTXT("nodmarc.test", "v=spf1 ip4:192.0.2.10 -all")

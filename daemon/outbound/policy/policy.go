@@ -54,8 +54,8 @@ func allowed(p config.SendPolicy, addr string) bool {
 		}
 	}
 	at := strings.LastIndexByte(addr, '@')
-	if at < 0 {
-		return false
+	if at <= 0 {
+		return false // no domain, or no local part: not an address at any domain
 	}
 	dom := addr[at+1:]
 	for _, d := range p.AllowDomains {
