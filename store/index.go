@@ -318,7 +318,7 @@ func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 		return nil
 	}
 	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
-		return writeRows(tx, func(w *rowWriter) error {
+		return writeRows(fi.x, tx, func(w *rowWriter) error {
 			for _, id := range gone {
 				if err := w.remove(fi.row.fid, id); err != nil {
 					return err
@@ -333,7 +333,7 @@ func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 // files that turned out not to be messages.
 func (fi *folderIndex) writeScanned(b []scanned) error {
 	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
-		return writeRows(tx, func(w *rowWriter) error {
+		return writeRows(fi.x, tx, func(w *rowWriter) error {
 			for _, r := range b {
 				var err error
 				if r.err != nil {

@@ -112,12 +112,13 @@ func parseTimeText(s string) time.Time {
 // rowWriter writes rows in one transaction through statements prepared
 // once for it: preparing a statement costs as much as running it.
 type rowWriter struct {
+	x                                         *indexDB
 	tx                                        *sql.Tx
 	find, update, insert, ftsDel, ftsAdd, del *sql.Stmt
 }
 
-func newRowWriter(tx *sql.Tx) (*rowWriter, error) {
-	w := &rowWriter{tx: tx}
+func newRowWriter(x *indexDB, tx *sql.Tx) (*rowWriter, error) {
+	w := &rowWriter{x: x, tx: tx}
 	for _, p := range []struct {
 		st **sql.Stmt
 		q  string
@@ -152,9 +153,9 @@ func (w *rowWriter) close() {
 	}
 }
 
-// writeRows runs fn with a rowWriter on tx.
-func writeRows(tx *sql.Tx, fn func(w *rowWriter) error) error {
-	w, err := newRowWriter(tx)
+// writeRows runs fn with a rowWriter on tx, a write transaction of x.
+func writeRows(x *indexDB, tx *sql.Tx, fn func(w *rowWriter) error) error {
+	w, err := newRowWriter(x, tx)
 	if err != nil {
 		return err
 	}
@@ -164,6 +165,7 @@ func writeRows(tx *sql.Tx, fn func(w *rowWriter) error) error {
 
 // put writes (inserts or replaces) a message's row and its full text.
 func (w *rowWriter) put(fid, mid int64, r *indexRow) error {
+	w.x.changes.touch(fid)
 	s := &r.sum
 	hash := r.textHash()
 	var rid, oldHash int64
@@ -199,6 +201,7 @@ func (w *rowWriter) put(fid, mid int64, r *indexRow) error {
 
 // remove deletes a message's row, if there is one.
 func (w *rowWriter) remove(fid int64, id string) error {
+	w.x.changes.touch(fid)
 	var rid, hash int64
 	err := w.find.QueryRow(fid, id).Scan(&rid, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
