@@ -31,6 +31,7 @@ type indexOp struct {
 	gen      uint64
 	fid, mid int64
 	row      *indexRow // a message to write
+	fresh    bool      // row is of a message just created: most likely new
 	del      string    // a message to remove
 	done     chan error
 	size     int
@@ -228,7 +229,7 @@ func (w *indexWriter) apply(batch []*indexOp) error {
 				var err error
 				switch {
 				case op.row != nil:
-					err = rw.put(op.fid, op.mid, op.row)
+					err = rw.put(op.fid, op.mid, op.row, op.fresh)
 				case op.del != "":
 					err = rw.remove(op.fid, op.del)
 				}
