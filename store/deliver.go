@@ -115,7 +115,7 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 		fi.mu.Lock()
 		delete(fi.reserved, newID)
 		if err == nil {
-			fi.entryAfterWrite(mb, d, newID, m, body)
+			fi.entryAfterCreate(mb, d, newID, m, body)
 		}
 		fi.mu.Unlock()
 	}()
@@ -369,7 +369,7 @@ func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body stri
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, err)
 	}
 	fi.mu.Lock()
-	fi.entryAfterWrite(mb, d, id, m, body)
+	fi.entryAfterCreate(mb, d, id, m, body)
 	fi.mu.Unlock()
 	return nil
 }

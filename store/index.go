@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -232,7 +233,8 @@ const (
 
 // scanned is a file a scan read: its row, or why it is not a message.
 type scanned struct {
-	id string
+	id    string
+	fresh bool // the folder had no row for it
 	loadResult
 }
 
@@ -318,7 +320,7 @@ func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 		return nil
 	}
 	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
-		return writeRows(tx, func(w *rowWriter) error {
+		return writeRows(fi.x, tx, func(w *rowWriter) error {
 			for _, id := range gone {
 				if err := w.remove(fi.row.fid, id); err != nil {
 					return err
@@ -332,8 +334,13 @@ func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
 // writeScanned writes the rows of files a scan read, and removes those of
 // files that turned out not to be messages.
 func (fi *folderIndex) writeScanned(b []scanned) error {
+	// In the order of their ids, which is that of arrival: the rows then
+	// land beside each other in the folder's indexes (by id, by date),
+	// which a directory's order does not give, so a batch reads and
+	// writes each page of them once rather than many times.
+	slices.SortFunc(b, func(x, y scanned) int { return strings.Compare(x.id, y.id) })
 	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
-		return writeRows(tx, func(w *rowWriter) error {
+		return writeRows(fi.x, tx, func(w *rowWriter) error {
 			for _, r := range b {
 				var err error
 				if r.err != nil {
@@ -341,7 +348,7 @@ func (fi *folderIndex) writeScanned(b []scanned) error {
 					// error can quote file contents, so it is not logged.
 					err = w.remove(fi.row.fid, r.id)
 				} else {
-					err = w.put(fi.row.fid, fi.row.mid, r.row)
+					err = w.put(fi.row.fid, fi.row.mid, r.row, r.fresh)
 				}
 				if err != nil {
 					return err
@@ -398,7 +405,8 @@ func (fi *folderIndex) scanIDs(db *sql.DB, d *Dir, mb *mailbox, ids []string, se
 		}
 		b := make([]scanned, len(load))
 		for i, r := range loadRows(d, load, mb.uid, now) {
-			b[i] = scanned{id: load[i], loadResult: r}
+			_, had := known[load[i]]
+			b[i] = scanned{id: load[i], fresh: !had, loadResult: r}
 		}
 		fi.read.Add(int64(len(b)))
 		out <- b
@@ -534,6 +542,16 @@ func checkOwner(st *unix.Stat_t, uid int) error {
 // files visible) to the index writer; the caller does not wait for it.
 // Called with fi.mu held.
 func (fi *folderIndex) entryAfterWrite(mb *mailbox, d *Dir, id string, m *Message, body string) {
+	fi.entry(mb, d, id, m, body, false)
+}
+
+// entryAfterCreate is entryAfterWrite for a message just created under an
+// id no file had: its row is inserted without being looked up first.
+func (fi *folderIndex) entryAfterCreate(mb *mailbox, d *Dir, id string, m *Message, body string) {
+	fi.entry(mb, d, id, m, body, true)
+}
+
+func (fi *folderIndex) entry(mb *mailbox, d *Dir, id string, m *Message, body string, fresh bool) {
 	if !fi.attached {
 		if fi.attach(mb) != nil {
 			return // the next sync reads the file
@@ -546,7 +564,7 @@ func (fi *folderIndex) entryAfterWrite(mb *mailbox, d *Dir, id string, m *Messag
 	}
 	stamp := stampOf(&st)
 	r := newRow(id, m, body, stamp, true)
-	fi.x.w.add(&indexOp{gen: fi.gen, fid: fi.row.fid, mid: fi.row.mid, row: r, size: r.size()})
+	fi.x.w.add(&indexOp{gen: fi.gen, fid: fi.row.fid, mid: fi.row.mid, row: r, fresh: fresh, size: r.size()})
 }
 
 // remove hands the removal of a message's row to the index writer. Called

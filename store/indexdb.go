@@ -127,6 +127,8 @@ type indexDB struct {
 	w   *indexWriter
 
 	repairMu sync.Mutex // one repair of a damaged database at a time
+
+	changes *changeLog // versions of folders' rows, and totals kept
 }
 
 // openIndexDB opens (creating, or rebuilding when damaged or old) the index
@@ -139,7 +141,7 @@ func openIndexDB(path string) (*indexDB, error) {
 	if err := checkIndexDir(dir); err != nil {
 		return nil, err
 	}
-	x := &indexDB{path: path}
+	x := &indexDB{path: path, changes: newChangeLog()}
 	x.gen.Store(1)
 	// Opening sets the journal mode, which writes to the file: a
 	// database that is not ours to open is refused before.
@@ -301,10 +303,12 @@ func (x *indexDB) rebuild() error {
 		x.db, _ = sql.Open("sqlite", "file::memory:")
 		x.db.Close()
 		x.gen.Add(1)
+		x.changes.reset()
 		return fmt.Errorf("rebuild index %s: %w", x.path, err)
 	}
 	x.db = db
 	x.gen.Add(1)
+	x.changes.reset()
 	return nil
 }
 
@@ -349,6 +353,8 @@ func (x *indexDB) write(gen uint64, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	// Whatever the outcome, the folders fn touched get a new version.
+	defer x.changes.publish()
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
@@ -398,7 +404,7 @@ func (x *indexDB) ensureFolder(gen uint64, mailbox, folder string, id mailboxIde
 		case err != nil:
 			return err
 		case have != id:
-			if err := dropMailbox(tx, r.mid); err != nil {
+			if err := dropMailbox(x, tx, r.mid); err != nil {
 				return err
 			}
 			r.mid = 0
@@ -431,7 +437,8 @@ func (x *indexDB) ensureFolder(gen uint64, mailbox, folder string, id mailboxIde
 }
 
 // dropMailbox removes every row of a mailbox.
-func dropMailbox(tx *sql.Tx, mid int64) error {
+func dropMailbox(x *indexDB, tx *sql.Tx, mid int64) error {
+	x.changes.touchAll()
 	for _, q := range []string{
 		"DELETE FROM fts WHERE rowid IN (SELECT rid FROM messages WHERE mid = ?)",
 		"DELETE FROM messages WHERE mid = ?",
@@ -454,7 +461,7 @@ func (x *indexDB) forgetMailbox(name string) {
 		if err := tx.QueryRow("SELECT mid FROM mailboxes WHERE name = ?", name).Scan(&mid); err != nil {
 			return nil
 		}
-		return dropMailbox(tx, mid)
+		return dropMailbox(x, tx, mid)
 	})
 }
 

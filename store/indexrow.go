@@ -112,12 +112,13 @@ func parseTimeText(s string) time.Time {
 // rowWriter writes rows in one transaction through statements prepared
 // once for it: preparing a statement costs as much as running it.
 type rowWriter struct {
+	x                                         *indexDB
 	tx                                        *sql.Tx
 	find, update, insert, ftsDel, ftsAdd, del *sql.Stmt
 }
 
-func newRowWriter(tx *sql.Tx) (*rowWriter, error) {
-	w := &rowWriter{tx: tx}
+func newRowWriter(x *indexDB, tx *sql.Tx) (*rowWriter, error) {
+	w := &rowWriter{x: x, tx: tx}
 	for _, p := range []struct {
 		st **sql.Stmt
 		q  string
@@ -126,7 +127,7 @@ func newRowWriter(tx *sql.Tx) (*rowWriter, error) {
 		{&w.update, `UPDATE messages SET sort_key=?, ino=?, size=?, mtime=?, ctime=?, racy=?, read=?, starred=?, trusted_ok=?,
 			message_id=?, thread_id=?, sender=?, recipients=?, subject=?, date=?, received=?, trusted=?, attachments=?, snippet=?,
 			status=?, labels=?, labels_fold=?, from_fold=?, subj_fold=?, text_hash=? WHERE rid=?`},
-		{&w.insert, `INSERT INTO messages(fid, mid, id, sort_key, ino, size, mtime, ctime, racy, read, starred, trusted_ok,
+		{&w.insert, `INSERT OR IGNORE INTO messages(fid, mid, id, sort_key, ino, size, mtime, ctime, racy, read, starred, trusted_ok,
 			message_id, thread_id, sender, recipients, subject, date, received, trusted, attachments, snippet,
 			status, labels, labels_fold, from_fold, subj_fold, text_hash)
 			VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
@@ -152,9 +153,9 @@ func (w *rowWriter) close() {
 	}
 }
 
-// writeRows runs fn with a rowWriter on tx.
-func writeRows(tx *sql.Tx, fn func(w *rowWriter) error) error {
-	w, err := newRowWriter(tx)
+// writeRows runs fn with a rowWriter on tx, a write transaction of x.
+func writeRows(x *indexDB, tx *sql.Tx, fn func(w *rowWriter) error) error {
+	w, err := newRowWriter(x, tx)
 	if err != nil {
 		return err
 	}
@@ -163,18 +164,28 @@ func writeRows(tx *sql.Tx, fn func(w *rowWriter) error) error {
 }
 
 // put writes (inserts or replaces) a message's row and its full text.
-func (w *rowWriter) put(fid, mid int64, r *indexRow) error {
+// With fresh (the row is most likely new: a message just delivered, a file
+// a scan found no row for) it inserts without looking the row up first,
+// and replaces the row only if the insert finds one there.
+func (w *rowWriter) put(fid, mid int64, r *indexRow, fresh bool) error {
+	w.x.changes.touch(fid)
 	s := &r.sum
 	hash := r.textHash()
-	var rid, oldHash int64
-	err := w.find.QueryRow(fid, s.ID).Scan(&rid, &oldHash)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
 	cols := []any{r.sortKey, int64(r.stamp.ino), r.stamp.size, r.stamp.mtime, r.stamp.ctime, r.racy, s.Read, s.Starred,
 		s.Trusted == TrustedValue, s.MessageID, s.ThreadID, s.From, strings.Join(s.To, listSep), s.Subject,
 		timeText(s.Date), timeText(s.ReceivedAt), s.Trusted, s.Attachments, s.Snippet, s.DeliveryStatus,
 		strings.Join(s.Labels, listSep), labelsKey(s.Labels), fold(s.From), fold(s.Subject), hash}
+	var rid, oldHash int64
+	if fresh {
+		var err error
+		if rid, err = w.insertRow(fid, mid, s.ID, cols); err != nil || rid != 0 {
+			return w.addText(err, rid, fid, mid, r)
+		}
+	}
+	err := w.find.QueryRow(fid, s.ID).Scan(&rid, &oldHash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
 	if rid != 0 {
 		if _, err := w.update.Exec(append(cols, rid)...); err != nil || oldHash == hash {
 			return err
@@ -183,14 +194,35 @@ func (w *rowWriter) put(fid, mid int64, r *indexRow) error {
 			return err
 		}
 	} else {
-		res, err := w.insert.Exec(append([]any{fid, mid, s.ID}, cols...)...)
-		if err != nil {
+		if rid, err = w.insertRow(fid, mid, s.ID, cols); err != nil {
 			return err
 		}
-		if rid, err = res.LastInsertId(); err != nil {
-			return err
+		if rid == 0 {
+			return fmt.Errorf("index: row %s of folder %d neither found nor inserted", s.ID, fid)
 		}
 	}
+	return w.addText(nil, rid, fid, mid, r)
+}
+
+// insertRow inserts a message's row and returns its rowid, or 0 when the
+// folder has a row of that id already.
+func (w *rowWriter) insertRow(fid, mid int64, id string, cols []any) (int64, error) {
+	res, err := w.insert.Exec(append([]any{fid, mid, id}, cols...)...)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// addText indexes the full text of row rid, unless err.
+func (w *rowWriter) addText(err error, rid, fid, mid int64, r *indexRow) error {
+	if err != nil {
+		return err
+	}
+	s := &r.sum
 	// scope lets the engine select a folder's or a mailbox's rows itself.
 	_, err = w.ftsAdd.Exec(rid, ftsText(s.Subject), ftsText(s.From), ftsText(r.recipients), ftsText(r.cc), ftsText(r.body),
 		ftsText(r.attachments), scopeTerms(fid, mid))
@@ -199,6 +231,7 @@ func (w *rowWriter) put(fid, mid int64, r *indexRow) error {
 
 // remove deletes a message's row, if there is one.
 func (w *rowWriter) remove(fid int64, id string) error {
+	w.x.changes.touch(fid)
 	var rid, hash int64
 	err := w.find.QueryRow(fid, id).Scan(&rid, &hash)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -31,6 +31,7 @@ type indexOp struct {
 	gen      uint64
 	fid, mid int64
 	row      *indexRow // a message to write
+	fresh    bool      // row is of a message just created: most likely new
 	del      string    // a message to remove
 	done     chan error
 	size     int
@@ -44,6 +45,7 @@ type indexWriter struct {
 	ops     []*indexOp
 	bytes   int
 	closed  bool
+	busy    bool // a batch is being written
 	stopped chan struct{}
 	// lost records folders whose queued changes could not be written:
 	// they are scanned again.
@@ -90,6 +92,14 @@ func (w *indexWriter) add(op *indexOp) {
 
 // flush waits until everything queued before it is written.
 func (w *indexWriter) flush() error {
+	w.mu.Lock()
+	if len(w.ops) == 0 && !w.busy && !w.closed {
+		// Nothing queued nor being written: a listing at rest does not
+		// wait for the writer's goroutine.
+		w.mu.Unlock()
+		return nil
+	}
+	w.mu.Unlock()
 	op := &indexOp{done: make(chan error, 1)}
 	w.add(op)
 	return <-op.done
@@ -136,6 +146,7 @@ func (w *indexWriter) take() []*indexOp {
 			}
 		}
 		if len(batch) > 0 {
+			w.busy = true
 			w.ops = keep
 			for _, op := range batch {
 				w.bytes -= op.size
@@ -184,6 +195,11 @@ func (w *indexWriter) loop() {
 			if err != nil && op.fid != 0 && (op.row != nil || op.del != "") {
 				w.lost.Store(op.fid, true)
 			}
+		}
+		w.mu.Lock()
+		w.busy = false
+		w.mu.Unlock()
+		for _, op := range batch {
 			if op.done != nil {
 				op.done <- err
 			}
@@ -205,7 +221,7 @@ func (w *indexWriter) apply(batch []*indexOp) error {
 		return nil
 	}
 	err := w.x.write(gen, func(tx *sql.Tx) error {
-		return writeRows(tx, func(rw *rowWriter) error {
+		return writeRows(w.x, tx, func(rw *rowWriter) error {
 			for _, op := range batch {
 				if op.gen != gen {
 					continue
@@ -213,7 +229,7 @@ func (w *indexWriter) apply(batch []*indexOp) error {
 				var err error
 				switch {
 				case op.row != nil:
-					err = rw.put(op.fid, op.mid, op.row)
+					err = rw.put(op.fid, op.mid, op.row, op.fresh)
 				case op.del != "":
 					err = rw.remove(op.fid, op.del)
 				}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -434,12 +435,15 @@ func (s *Store) page(sc *listScope, q Query, search *searchNode) (Page, []pageRo
 		return Page{}, nil, errStaleGen
 	}
 	var p Page
+	// Read before the rows: totals counted at this version of the scope's
+	// folders are reused until a write changes them.
+	version := s.idx.changes.version(sc.names)
 	drive, counted := false, false
 	if top, ok := topFTS(search); ok {
 		// The engine counts a search's matches in the scope alone; when
 		// the search is all there is, that is the total.
-		var n int
-		if err := db.QueryRow("SELECT count(*) FROM fts WHERE fts MATCH ?", "("+top+") AND "+sc.token()).Scan(&n); err != nil {
+		n, err := s.count(db, version, "SELECT count(*) FROM fts WHERE fts MATCH ?", "("+top+") AND "+sc.token())
+		if err != nil {
 			return Page{}, nil, err
 		}
 		drive = n <= driveMax
@@ -449,9 +453,11 @@ func (s *Store) page(sc *listScope, q Query, search *searchNode) (Page, []pageRo
 	}
 	where, args := q.where(sc, search, drive)
 	if !counted {
-		if err := db.QueryRow("SELECT count(*) FROM messages m WHERE "+where, args...).Scan(&p.Total); err != nil {
+		n, err := s.count(db, version, "SELECT count(*) FROM messages m WHERE "+where, args...)
+		if err != nil {
 			return Page{}, nil, err
 		}
+		p.Total = n
 	}
 	if q.Cursor != "" {
 		c, err := decodeCursor(q.Cursor)
@@ -491,6 +497,25 @@ func (s *Store) page(sc *listScope, q Query, search *searchNode) (Page, []pageRo
 		p.NextCursor = encodeCursor(cursorAt{sortKey: last.sortKey, id: last.sum.ID, fid: last.fid})
 	}
 	return p, out, nil
+}
+
+// countsRun counts the count queries listings ran, for tests that show
+// what the kept totals spare.
+var countsRun atomic.Int64
+
+// count runs a count query, or returns what it counted at the same version
+// of the rows.
+func (s *Store) count(db *sql.DB, version uint64, query string, args ...any) (int, error) {
+	if n, ok := s.idx.changes.count(version, query, args); ok {
+		return n, nil
+	}
+	countsRun.Add(1)
+	var n int
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		return 0, err
+	}
+	s.idx.changes.keepCount(version, query, args, n)
+	return n, nil
 }
 
 // List returns one page of the messages of a folder (or, for a search that
