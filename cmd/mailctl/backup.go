@@ -98,7 +98,11 @@ stdout. Root only, with the daemon running. Restore it with
 		return (&clientFlags{fs: fs}).fail(err)
 	}
 	// The snapshot is this command's to remove; one left by a crash goes
-	// at the daemon's next start.
+	// at the daemon's next start. Only a directory of the daemon's making
+	// is removed, whatever the answer says.
+	if filepath.Dir(snap.Dir) != cfg.Paths.MailboxesDir() || !strings.HasPrefix(filepath.Base(snap.Dir), safeio.TempPrefix+"backup-") {
+		return failure(fs, fmt.Errorf("the daemon answered a snapshot in %s, not in %s: is --socket the daemon of --config?", snap.Dir, cfg.Paths.MailboxesDir()))
+	}
 	defer os.RemoveAll(snap.Dir)
 	host, _ := os.Hostname()
 	src := backup.Source{Snapshot: snap, ConfigFile: cfg.File, DKIMDir: cfg.Paths.DKIMDir, Host: host, Mailctl: version, Now: time.Now(),
@@ -205,6 +209,9 @@ index is rebuilt when the daemon starts. Root only.`)
 	}
 	for _, k := range res.Keys {
 		fmt.Fprintf(stdout, "DKIM key written: %s\n", k)
+	}
+	for _, n := range res.Dropped {
+		fmt.Fprintf(stdout, "registry entry of mailbox %s left out: the mailbox was deleted while the backup was taken\n", n)
 	}
 	if res.ConfigTo != "" {
 		fmt.Fprintf(stdout, "the archive's config written to %s\n", res.ConfigTo)

@@ -247,3 +247,29 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestRestoreLeavesOutARegistryEntryWithoutItsMailbox: a mailbox deleted
+// while the backup was taken has its registry entry in the archive but not
+// its files; the restore leaves the entry out and says so.
+func TestRestoreLeavesOutARegistryEntryWithoutItsMailbox(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	state := filepath.Join(t.TempDir(), "state")
+	data := archive(t, manifestEntry("agent"),
+		entry{name: prefix + dirRegMboxes + "agent.json", data: `{"id":"m1","name":"agent","owner_uid":1234,"owner_gid":1234}`},
+		entry{name: prefix + dirRegMboxes + "gone.json", data: `{"id":"m2","name":"gone","owner_uid":1234,"owner_gid":1234}`})
+	res, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Dropped) != 1 || res.Dropped[0] != "gone" {
+		t.Fatalf("dropped %v, want [gone]", res.Dropped)
+	}
+	if _, err := os.Stat(filepath.Join(state, "registry", "mailboxes", "gone.json")); err == nil {
+		t.Fatal("the entry of the deleted mailbox was restored")
+	}
+	var rec map[string]any
+	b, err := os.ReadFile(filepath.Join(state, "registry", "mailboxes", "agent.json"))
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec["owner_uid"] != float64(uid) || rec["id"] != "m1" {
+		t.Fatalf("agent's entry: %s (%v), want owner_uid %d and its id kept", b, err, uid)
+	}
+}

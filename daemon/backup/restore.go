@@ -57,6 +57,9 @@ type RestoreResult struct {
 	ConfigTo   string
 	MovedAside string
 	Keys       []string
+	// Dropped names registry entries of mailboxes the archive does not
+	// hold (deleted while the backup was taken); they are left out.
+	Dropped []string
 }
 
 // owner is a mailbox's owner on this host.
@@ -227,6 +230,9 @@ func (rs *restorer) entry(e *Entry, body io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("entry %q: %w", e.Name, err)
 		}
+		if out == nil {
+			return nil
+		}
 		return rs.write(filepath.Join("registry", sub, e.File), out, -1, -1)
 	case KindJournal:
 		pr, pw := io.Pipe()
@@ -321,7 +327,10 @@ func (rs *restorer) renumber(kind Kind, file string, data []byte) ([]byte, error
 		name := strings.TrimSuffix(file, ".json")
 		ow, ok := rs.owners[name]
 		if !ok {
-			return nil, fmt.Errorf("mailbox %q is not in the archive's manifest", name)
+			// Deleted between the snapshot of the registry and that of
+			// the mailboxes: it was gone at the cut.
+			rs.res.Dropped = append(rs.res.Dropped, name)
+			return nil, nil
 		}
 		var oldUID, createdBy uint32
 		if err := json.Unmarshal(doc["owner_uid"], &oldUID); err != nil {
