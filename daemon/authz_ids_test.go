@@ -60,7 +60,7 @@ type idCase struct {
 
 // noIDVerbs take no id or name of anything: nothing to compare.
 var noIDVerbs = map[string]bool{protocol.VerbVersion: true, protocol.VerbStatus: true, protocol.VerbMailboxList: true, protocol.VerbQueueList: true,
-	protocol.VerbIndexRebuild: true}
+	protocol.VerbIndexRebuild: true, protocol.VerbBackupSnapshot: true}
 
 // idCases is every way a verb names a mailbox, message, thread, label,
 // draft, sent message, queue item, hook or cursor. Requests that change

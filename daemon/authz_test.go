@@ -307,6 +307,7 @@ func matrixRows(fx matrixFixture) []matrixRow {
 		{protocol.VerbQueueApprove, control.AccessRoot, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
 		{protocol.VerbQueueApprove, control.AccessRoot, protocol.QueueIDArgs{ID: "secretbox.nosuchitem"}, map[string]string{"root": "not_found", "owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
 		{protocol.VerbIndexRebuild, control.AccessRoot, protocol.Empty{}, map[string]string{"root": "", "owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbBackupSnapshot, control.AccessRoot, protocol.Empty{}, map[string]string{"root": "", "owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
 		{protocol.VerbQueueReschedule, control.AccessWrite, protocol.QueueRescheduleArgs{ID: fx.queueID, SendAt: time.Now().Add(time.Hour)}, denied},
 		{protocol.VerbDraftCreate, control.AccessWrite, protocol.DraftArgs{Mailbox: "secretbox", Subject: "draft"}, denied},
 		{protocol.VerbDraftUpdate, control.AccessWrite, protocol.DraftUpdateArgs{Mailbox: "secretbox", ID: "nosuchdraft", Subject: ptrTo("x")}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},

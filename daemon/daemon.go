@@ -46,6 +46,9 @@ type Options struct {
 	Capture string
 	// Dev marks a `mailctl dev` instance (doctor checks what matters there).
 	Dev bool
+	// StepQueue leaves the outbound queue still: it attempts and warns only
+	// when the test calls its Step (tests that step Clock).
+	StepQueue bool
 	// Clock replaces the wall clock of the queue and of send_at checks
 	// (tests of scheduled sends).
 	Clock func() time.Time

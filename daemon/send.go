@@ -175,6 +175,10 @@ func (o *outboundService) Start(ctx context.Context) error {
 		if o.reports != nil {
 			go o.reports.Run(ctx)
 		}
+		if o.d.opts.StepQueue {
+			<-ctx.Done()
+			return
+		}
 		o.queue.Run(ctx)
 	}()
 	return nil

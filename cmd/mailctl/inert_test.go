@@ -142,7 +142,8 @@ func hostileReplies(t *testing.T) map[string]any {
 			Watching bool `json:"watching"`
 		}{},
 		protocol.VerbMailboxPrune: protocol.PruneResult{}, protocol.VerbIndexRebuild: protocol.IndexRebuild{},
-		protocol.VerbQueueFlush: protocol.QueueBulkResult{}, protocol.VerbQueueDropMatching: protocol.QueueBulkResult{},
+		protocol.VerbBackupSnapshot: protocol.BackupSnapshot{},
+		protocol.VerbQueueFlush:     protocol.QueueBulkResult{}, protocol.VerbQueueDropMatching: protocol.QueueBulkResult{},
 		protocol.VerbQueueSummary: protocol.QueueSummary{},
 	}
 	out := map[string]any{}
@@ -242,6 +243,8 @@ var notClients = map[string]string{
 	"dkim":    "prints the host's own keys and the records made from them",
 	"agents":  "edits the user's own harness configs",
 	"reindex": "prints two counts the daemon answers, no text",
+	"backup":  "writes an archive of this host's own files and prints counts the daemon answers",
+	"restore": "reads an archive, whose names it checks, and prints them through inert",
 	"mcp":     "its stdout is the MCP protocol for a program (JSON from the SDK), not a terminal; what it returns is fenced by mcpshim",
 }
 

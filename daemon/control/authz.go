@@ -74,6 +74,7 @@ func init() {
 	handle(protocol.VerbQueueDrop, on(AccessWrite, queueTarget, handleQueueDrop))
 	handle(protocol.VerbQueueApprove, on(AccessRoot, queueTarget, handleQueueApprove))
 	handle(protocol.VerbIndexRebuild, on(AccessRoot, nil, handleIndexRebuild))
+	handle(protocol.VerbBackupSnapshot, on(AccessRoot, nil, handleBackupSnapshot))
 	handle(protocol.VerbQueueReschedule, on(AccessWrite, queueRescheduleTarget, handleQueueReschedule))
 	handle(protocol.VerbQueueFlush, on(AccessWrite, queueFilterTarget[protocol.QueueFilter], handleQueueFlush))
 	handle(protocol.VerbQueueDropMatching, on(AccessWrite, queueFilterTarget[protocol.QueueFilter], handleQueueDropMatching))

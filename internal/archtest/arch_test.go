@@ -87,6 +87,19 @@ func TestImportEdges(t *testing.T) {
 			}
 		}
 	}
+	// Backup archives are read by `mailctl restore` with the daemon
+	// stopped: the reader knows the store's names and the registry's
+	// identities, nothing of the running daemon.
+	for _, d := range deps(t, "daemon/backup") {
+		switch strings.TrimPrefix(d, module+"/") {
+		case "daemon/backup", "store", "daemon/registry", "daemon/outbound/queue", "daemon/outbound/delivery", "protocol",
+			"internal/safeio", "internal/tomlkeys", "internal/identtext":
+			continue
+		}
+		if strings.HasPrefix(d, module+"/") {
+			t.Errorf("daemon/backup imports %s: the archive code may use store, daemon/registry, the queue's journal and protocol only", d)
+		}
+	}
 	// Key tools and the queue stay clear of the SMTP client and of the
 	// Markdown renderer: a tool that only reads or writes DKIM keys must not
 	// carry a mail client, and the queue only sees delivery results.

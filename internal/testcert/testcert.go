@@ -116,12 +116,19 @@ func (ca *CA) IssuePEM(tb testing.TB, hosts ...string) (certPEM, keyPEM []byte, 
 // served carries the leaf only.
 func (ca *CA) Issue(tb testing.TB, hosts ...string) tls.Certificate {
 	tb.Helper()
+	return ca.IssueAt(tb, time.Now(), hosts...)
+}
+
+// IssueAt is Issue for a certificate issued at now, for a test whose
+// clock is not the wall clock (valid from an hour before now, 90 days).
+func (ca *CA) IssueAt(tb testing.TB, now time.Time, hosts ...string) tls.Certificate {
+	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: serial(tb), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().AddDate(0, 0, 90),
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(0, 0, 90),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

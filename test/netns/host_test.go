@@ -44,6 +44,8 @@ type hostOptions struct {
 	// Listen replaces the SMTP listeners ([ip]:25); an empty list means
 	// none (the host is then ready when its control socket answers).
 	Listen *[]string
+	// Owner owns the declared mailboxes instead of a new throwaway user.
+	Owner *testusers.User
 }
 
 // mailHost is one `mailctl serve` in its own namespace, answering for one
@@ -80,7 +82,11 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	dir := testusers.SharedDir(t)
 	h := &mailHost{nsHost: ns, t: t, lab: l, Domain: domain, dir: dir, cfg: filepath.Join(dir, "config.toml"),
 		Sock: filepath.Join(dir, "mailctl.sock"), State: filepath.Join(dir, "state"), Logs: &testproc.Output{}, env: o.Env}
-	h.Owner = testusers.Create(t, "mcns")
+	if o.Owner != nil {
+		h.Owner = *o.Owner
+	} else {
+		h.Owner = testusers.Create(t, "mcns")
+	}
 	dkimDir := filepath.Join(dir, "dkim")
 	if err := os.MkdirAll(dkimDir, 0o700); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,161 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// BackupSnapshot is control.Snapshotter: see backupSnapshot.
+func (b backend) BackupSnapshot(ctx context.Context) (protocol.BackupSnapshot, error) {
+	return b.d.backupSnapshot(ctx)
+}
+
+// backupSnapshot puts what a backup holds into a new directory only root
+// can reach, inside the store (hard links need its file system), in an
+// order that makes it consistent while mail flows:
+//
+//  1. the registry's files (each replaced whole, by rename, when it
+//     changes), so that every mailbox created before the cut is named;
+//  2. the queue journal up to its last whole record: every item queued
+//     before the cut, with its message and its sent copy's data;
+//  3. each mailbox's committed messages, linked with its folders locked.
+//
+// The journal comes before the mailboxes: an item gone from the journal
+// had its sent copy written durably before it went, so the copy is in the
+// mailbox's snapshot; an item still in the journal writes its sent copy
+// again when the restored daemon starts. Nothing derived (the index, the
+// deliveries database, caches, logs) is taken.
+func (d *Daemon) backupSnapshot(ctx context.Context) (protocol.BackupSnapshot, error) {
+	cfg := d.cfg()
+	stage, err := os.MkdirTemp(d.store.Root(), store.TempPrefix+"backup-")
+	if err != nil {
+		return protocol.BackupSnapshot{}, err
+	}
+	out := protocol.BackupSnapshot{Dir: stage, CutAt: d.now().UTC(), Mailboxes: []protocol.BackupMailbox{}}
+	if err := d.fillSnapshot(ctx, cfg, stage, &out); err != nil {
+		os.RemoveAll(stage)
+		return protocol.BackupSnapshot{}, err
+	}
+	return out, nil
+}
+
+func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage string, out *protocol.BackupSnapshot) error {
+	for _, sub := range []string{"mailboxes", "hooks"} {
+		if err := copyRootFiles(filepath.Join(cfg.Paths.RegistryDir(), sub), filepath.Join(stage, "registry", sub), ".json"); err != nil {
+			return fmt.Errorf("registry: %w", err)
+		}
+	}
+	if err := copyRootFile(filepath.Join(cfg.Paths.StateDir, "bounce.key"), filepath.Join(stage, "bounce.key")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if d.out != nil {
+		if err := os.MkdirAll(filepath.Join(stage, "queue"), 0o700); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(filepath.Join(stage, "queue", queue.JournalName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		out.QueueItems = len(d.out.queue.List())
+		out.QueueBytes, err = d.out.queue.SnapshotJournal(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("queue: %w", err)
+		}
+	}
+	names, err := d.store.Mailboxes()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(stage, "mailboxes"), 0o700); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dir := filepath.Join(stage, "mailboxes", name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return err
+		}
+		to, err := store.OpenDir(dir)
+		if err != nil {
+			return err
+		}
+		snap, err := d.store.SnapshotMailbox(name, to)
+		to.Close()
+		if err != nil {
+			return fmt.Errorf("mailbox %s: %w", name, err)
+		}
+		out.Mailboxes = append(out.Mailboxes, protocol.BackupMailbox{Name: name, UID: snap.UID, GID: snap.GID,
+			Messages: snap.Messages, Files: snap.Files, Bytes: snap.Bytes, Skipped: snap.Skipped})
+	}
+	return nil
+}
+
+// maxStateFile bounds a registry file or key the snapshot copies.
+const maxStateFile = 1 << 20
+
+// copyRootFiles copies the regular files of dir whose names end in suffix
+// into to (created 0700). They are root's own files, replaced whole by
+// rename when they change, so each copy is one version of its file.
+func copyRootFiles(dir, to, suffix string) error {
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if safeio.IsTemp(n) || !strings.HasSuffix(n, suffix) || !e.Type().IsRegular() {
+			continue
+		}
+		if err := copyRootFile(filepath.Join(dir, n), filepath.Join(to, n)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyRootFile(from, to string) error {
+	f, err := os.OpenFile(from, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxStateFile {
+		return fmt.Errorf("%s: not a regular file of at most %d bytes", from, maxStateFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o600)
+}
+
+// LockState takes the daemon's lock for a tool that changes the state while
+// no daemon may run (`mailctl restore`); it fails, saying so, while one
+// does. Close the file to release it.
+func LockState(cfg *config.Config) (*os.File, error) { return acquireLock(cfg.Paths.Socket) }

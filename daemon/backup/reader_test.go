@@ -1,0 +1,275 @@
+package backup
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// entry is one tar entry a test archive holds.
+type entry struct {
+	name string
+	typ  byte
+	data string
+	size int64 // when not 0, the header's size (the data may be shorter)
+	link string
+}
+
+func manifestEntry(mailboxes ...string) entry {
+	m := Manifest{Format: Format, Version: Version, Users: map[string]string{}}
+	for _, n := range mailboxes {
+		m.Mailboxes = append(m.Mailboxes, MailboxOwner{Name: n, Owner: "someone", UID: 1234, GID: 1234})
+	}
+	b, _ := json.Marshal(m)
+	return entry{name: prefix + nameManifest, data: string(b)}
+}
+
+func archive(t testing.TB, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		typ := e.typ
+		if typ == 0 {
+			typ = tar.TypeReg
+		}
+		size := int64(len(e.data))
+		if e.size != 0 {
+			size = e.size
+		}
+		h := &tar.Header{Name: e.name, Typeflag: typ, Mode: 0o600, Linkname: e.link, Format: tar.FormatPAX}
+		if typ == tar.TypeReg {
+			h.Size = size
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(e.data))
+	}
+	tw.Flush()
+	return buf.Bytes()
+}
+
+// readAllEntries reads an archive to its end, returning the first error.
+func readAllEntries(data []byte) ([]string, error) {
+	rd, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for {
+		e, body, err := rd.Next()
+		if err == io.EOF {
+			return names, nil
+		}
+		if err != nil {
+			return names, err
+		}
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return names, err
+		}
+		names = append(names, e.Name)
+	}
+}
+
+func TestReaderAcceptsWhatWriteMakes(t *testing.T) {
+	good := archive(t, manifestEntry("agent"),
+		entry{name: prefix + nameConfig, data: "hostname = \"x\"\n"},
+		entry{name: prefix + "dkim/sel.key", data: "KEY"},
+		entry{name: prefix + dirRegMboxes + "agent.json", data: "{}"},
+		entry{name: prefix + nameJournal, data: "mailctl queue journal 1\n"},
+		entry{name: prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md", data: "+++\n+++\n"},
+		entry{name: prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.attachments/report.pdf", data: "%PDF"})
+	names, err := readAllEntries(good)
+	if err != nil || len(names) != 6 {
+		t.Fatalf("a well-formed archive: %d entries, %v", len(names), err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(good)
+	zw.Close()
+	if names, err := readAllEntries(gz.Bytes()); err != nil || len(names) != 6 {
+		t.Fatalf("the same archive gzipped: %d entries, %v", len(names), err)
+	}
+}
+
+// TestReaderRefusesHostileArchives: every way an archive could address a
+// path outside the place of its kind, plant a link or a device, or claim
+// more than its kind may hold is refused, with an error naming the entry.
+func TestReaderRefusesHostileArchives(t *testing.T) {
+	mf := manifestEntry("agent")
+	cases := map[string]struct {
+		data []byte
+		want string
+	}{
+		"traversal":           {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/../../../../etc/cron.d/x", data: "x"}), "entry"},
+		"traversal in folder": {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/../registry/x.json", data: "x"}), "entry"},
+		"absolute":            {archive(t, mf, entry{name: "/etc/passwd", data: "x"}), "not under"},
+		"outside the prefix":  {archive(t, mf, entry{name: "etc/passwd", data: "x"}), "not under"},
+		"hidden file":         {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/.tmp-x", data: "x"}), "dot"},
+		"deep":                {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a/b/c", data: "x"}), "mailbox file"},
+		"not attachments":     {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/sub/x", data: "x"}), "attachment"},
+		"symlink":             {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a.md", typ: tar.TypeSymlink, link: "/etc/shadow"}), "symlink"},
+		"hard link":           {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a.md", typ: tar.TypeLink, link: prefix + nameConfig}), "hard link"},
+		"char device":         {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a.md", typ: tar.TypeChar}), "device"},
+		"block device":        {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a.md", typ: tar.TypeBlock}), "device"},
+		"fifo":                {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a.md", typ: tar.TypeFifo}), "FIFO"},
+		"directory":           {archive(t, mf, entry{name: prefix + "state/mailboxes/agent/", typ: tar.TypeDir}), "directory"},
+		"huge file":           {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a.eml", size: MaxFile + 1}), "maximum"},
+		"huge config":         {archive(t, mf, entry{name: prefix + nameConfig, size: MaxConfig + 1}), "maximum"},
+		"huge key":            {archive(t, mf, entry{name: prefix + "dkim/a.key", size: MaxKey + 1}), "maximum"},
+		"cut short":           {archive(t, mf, entry{name: prefix + nameConfig, data: "abc", size: 100}), ""},
+		"unknown mailbox":     {archive(t, mf, entry{name: prefix + dirMailboxes + "other/inbox/a.md", data: "x"}), "not in the archive's manifest"},
+		"bad mailbox name":    {archive(t, mf, entry{name: prefix + dirMailboxes + "Agent/inbox/a.md", data: "x"}), "upper-case"},
+		"second manifest":     {archive(t, mf, mf), "second manifest"},
+		"no manifest first":   {archive(t, entry{name: prefix + nameConfig, data: "x"}, mf), "first entry"},
+		"empty":               {archive(t), "empty"},
+		"not a tar":           {[]byte("hello, this is not an archive at all, but it is long enough to look like one maybe" + strings.Repeat("x", 600)), ""},
+		"newer version":       {archive(t, entry{name: prefix + nameManifest, data: `{"format":"mailctl-backup","version":99}`}), "version 99"},
+		"not ours":            {archive(t, entry{name: prefix + nameManifest, data: `{"format":"other","version":1}`}), "not a mailctl backup"},
+		"manifest traversal":  {archive(t, entry{name: prefix + nameManifest, data: `{"format":"mailctl-backup","version":1,"mailboxes":[{"name":"../x"}]}`}), "manifest names"},
+		"registry not json":   {archive(t, mf, entry{name: prefix + dirRegMboxes + "agent.txt", data: "x"}), "registry"},
+		"control characters":  {archive(t, mf, entry{name: prefix + dirMailboxes + "agent/inbox/a\x1b[2J.md", data: "x"}), "control"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := readAllEntries(c.data)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not say %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestRestoreWritesNothingOfAHostileArchive: a restore of an archive that
+// is refused part-way leaves the state directory as it was, and nothing
+// lands outside it.
+func TestRestoreWritesNothingOfAHostileArchive(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	state := filepath.Join(t.TempDir(), "state")
+	outside := filepath.Join(filepath.Dir(state), "escaped")
+	data := archive(t, manifestEntry("agent"),
+		entry{name: prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md", data: "+++\n+++\n"},
+		entry{name: prefix + dirMailboxes + "agent/inbox/../../../escaped", data: "x"})
+	_, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, DKIMDir: filepath.Join(t.TempDir(), "dkim"),
+		LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err == nil {
+		t.Fatal("restored a hostile archive")
+	}
+	if _, err := os.Stat(outside); err == nil {
+		t.Fatal("a file landed outside the state directory")
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Fatalf("the state directory holds %d entries after a refused restore", len(ents))
+	}
+}
+
+// TestRestoreNamesMissingOwners: mailboxes whose owner is not a user of
+// this host are all named, nothing is written, and --map-owner lets the
+// restore through.
+func TestRestoreNamesMissingOwners(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	data := archive(t, manifestEntry("alpha", "beta"),
+		entry{name: prefix + dirMailboxes + "alpha/inbox/2026-01-01-000000-a.md", data: "+++\n+++\n"})
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	lookup := func(name string) (uint32, uint32, error) {
+		if name == "here" {
+			return uid, gid, nil
+		}
+		return 0, 0, errors.New("no such user")
+	}
+	_, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, LookupUser: lookup})
+	if err == nil || !strings.Contains(err.Error(), "alpha (owner someone)") || !strings.Contains(err.Error(), "beta (owner someone)") || !strings.Contains(err.Error(), "--map-owner") {
+		t.Fatalf("restore with unknown owners: %v", err)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Fatal("a refused restore created the state directory")
+	}
+	res, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, LookupUser: lookup, MapOwner: map[string]string{"someone": "here"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mailboxes) != 2 || res.Files != 1 {
+		t.Fatalf("restored %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(state, "mailboxes", "alpha", "inbox", "2026-01-01-000000-a.md")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestoreRefusesAFileTwice: an archive naming one file twice is
+// refused rather than restoring either copy over the other.
+func TestRestoreRefusesAFileTwice(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	name := prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md"
+	data := archive(t, manifestEntry("agent"), entry{name: name, data: "one"}, entry{name: name, data: "two"})
+	_, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: filepath.Join(t.TempDir(), "state"),
+		LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("restore of a file named twice: %v", err)
+	}
+}
+
+// FuzzReader: whatever the bytes, the reader never panics, and every entry
+// it hands out has a name inside the layout.
+func FuzzReader(f *testing.F) {
+	f.Add(archive(f, manifestEntry("agent"), entry{name: prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md", data: "+++\n+++\n"}))
+	f.Add(archive(f, manifestEntry("agent"), entry{name: prefix + dirMailboxes + "agent/inbox/../../x", data: "x"}))
+	f.Add(archive(f, manifestEntry("agent"), entry{name: prefix + "dkim/a.key", typ: tar.TypeSymlink, link: "/etc/shadow"}))
+	f.Add([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rd, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for range 1000 {
+			e, body, err := rd.Next()
+			if err != nil {
+				return
+			}
+			if !strings.HasPrefix(e.Name, prefix) || strings.Contains(e.Name, "/../") || strings.Contains(e.Name, "/./") || strings.Contains(e.Name, "//") {
+				t.Fatalf("entry %q accepted", e.Name)
+			}
+			n, err := io.Copy(io.Discard, body)
+			if err == nil && n != e.Size {
+				t.Fatalf("entry %q: %d bytes read, %d declared", e.Name, n, e.Size)
+			}
+		}
+	})
+}
+
+// TestRestoreLeavesOutARegistryEntryWithoutItsMailbox: a mailbox deleted
+// while the backup was taken has its registry entry in the archive but not
+// its files; the restore leaves the entry out and says so.
+func TestRestoreLeavesOutARegistryEntryWithoutItsMailbox(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	state := filepath.Join(t.TempDir(), "state")
+	data := archive(t, manifestEntry("agent"),
+		entry{name: prefix + dirRegMboxes + "agent.json", data: `{"id":"m1","name":"agent","owner_uid":1234,"owner_gid":1234}`},
+		entry{name: prefix + dirRegMboxes + "gone.json", data: `{"id":"m2","name":"gone","owner_uid":1234,"owner_gid":1234}`})
+	res, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Dropped) != 1 || res.Dropped[0] != "gone" {
+		t.Fatalf("dropped %v, want [gone]", res.Dropped)
+	}
+	if _, err := os.Stat(filepath.Join(state, "registry", "mailboxes", "gone.json")); err == nil {
+		t.Fatal("the entry of the deleted mailbox was restored")
+	}
+	var rec map[string]any
+	b, err := os.ReadFile(filepath.Join(state, "registry", "mailboxes", "agent.json"))
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec["owner_uid"] != float64(uid) || rec["id"] != "m1" {
+		t.Fatalf("agent's entry: %s (%v), want owner_uid %d and its id kept", b, err, uid)
+	}
+}

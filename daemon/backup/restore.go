@@ -1,0 +1,548 @@
+package backup
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/store"
+)
+
+// RestoreOptions say where a restore writes and how it finds owners.
+type RestoreOptions struct {
+	// StateDir and DKIMDir are the new host's (its config's [paths]);
+	// ConfigFile is where its config is. An existing config is kept and
+	// the archive's is written beside it as ConfigFile + ".restored".
+	StateDir, DKIMDir, ConfigFile string
+	// Force restores over a store that holds messages, registry entries
+	// or queued items: they are moved aside first, not deleted.
+	Force bool
+	// MapOwner maps an owner of the archive (a user name, or #uid for an
+	// owner that had no name) to a user of this host.
+	MapOwner map[string]string
+	// LookupUser finds a user of this host by name.
+	LookupUser func(name string) (uid, gid uint32, err error)
+	Now        func() time.Time
+}
+
+// RestoredMailbox is one mailbox a restore wrote, with its owner there
+// and here.
+type RestoredMailbox struct {
+	Name           string
+	From, To       string // owner names: in the archive, on this host
+	OldUID, NewUID uint32
+	Files          int
+}
+
+// RestoreResult says what a restore did.
+type RestoreResult struct {
+	Manifest  *Manifest
+	Mailboxes []RestoredMailbox
+	Files     int
+	Bytes     int64
+	Journal   int64
+	// ConfigTo is where the archive's config went; MovedAside the
+	// directory that now holds what the state directory held before.
+	ConfigTo   string
+	MovedAside string
+	Keys       []string
+	// Dropped names registry entries of mailboxes the archive does not
+	// hold (deleted while the backup was taken); they are left out.
+	Dropped []string
+}
+
+// owner is a mailbox's owner on this host.
+type owner struct {
+	oldUID, uid, gid uint32
+	from, to         string
+}
+
+// Restore reads the archive from r and puts it in place. Nothing of the
+// live state changes until the whole archive has been read and checked:
+// entries are written to a directory beside the state, which replaces the
+// state's parts (mailboxes, registry, queue, bounce key) at the end. The
+// index is not in an archive: the daemon rebuilds it at its start. The
+// daemon must not be running (the caller holds its lock).
+func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	rd, err := NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	m := rd.Manifest()
+	owners, err := resolveOwners(m, o)
+	if err != nil {
+		return nil, err
+	}
+	if !o.Force {
+		if what := nonEmpty(o.StateDir); what != "" {
+			return nil, fmt.Errorf("the store in %s is not empty (%s): restoring would replace it; "+
+				"restore with --force to move what is there aside (nothing is deleted)", o.StateDir, what)
+		}
+	}
+	if err := os.MkdirAll(o.StateDir, 0o711); err != nil {
+		return nil, err
+	}
+	stage, err := os.MkdirTemp(o.StateDir, store.TempPrefix+"restore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(stage)
+	res := &RestoreResult{Manifest: m}
+	rs := &restorer{o: o, stage: stage, owners: owners, res: res, files: map[string]int{}, keys: map[string][]byte{}}
+	for {
+		e, body, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.entry(e, body); err != nil {
+			return nil, err
+		}
+	}
+	if err := rs.finish(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// resolveOwners finds every mailbox's owner on this host; the mailboxes
+// whose owner is not a user here are named together, with what to do.
+func resolveOwners(m *Manifest, o RestoreOptions) (map[string]owner, error) {
+	out := map[string]owner{}
+	var missing []string
+	for _, mb := range m.Mailboxes {
+		key := mb.ownerKey()
+		to := key
+		if mapped, ok := o.MapOwner[key]; ok {
+			to = mapped
+		} else if mb.Owner == "" {
+			missing = append(missing, fmt.Sprintf("%s (owner uid %d had no user name)", mb.Name, mb.UID))
+			continue
+		}
+		uid, gid, err := o.LookupUser(to)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (owner %s)", mb.Name, to))
+			continue
+		}
+		out[mb.Name] = owner{oldUID: mb.UID, uid: uid, gid: gid, from: key, to: to}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("these mailboxes' owners are not users on this host: %s; create the users (useradd NAME), "+
+			"or map each owner to a user of this host with --map-owner OLD=NEW (OLD a user name, or #UID)", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// nonEmpty says what the state directory holds that a restore would
+// replace, or "" when it holds nothing of the kind: mailboxes without a
+// message file, and a queue journal without a record, count as empty.
+func nonEmpty(state string) string {
+	boxes, _ := os.ReadDir(filepath.Join(state, "mailboxes"))
+	for _, b := range boxes {
+		if store.ValidMailboxName(b.Name()) != nil || !b.IsDir() {
+			continue
+		}
+		folders, _ := os.ReadDir(filepath.Join(state, "mailboxes", b.Name()))
+		for _, f := range folders {
+			files, _ := os.ReadDir(filepath.Join(state, "mailboxes", b.Name(), f.Name()))
+			for _, x := range files {
+				if !strings.HasPrefix(x.Name(), ".") {
+					return "mailbox " + b.Name() + " has files"
+				}
+			}
+		}
+	}
+	for _, sub := range []string{"mailboxes", "hooks"} {
+		ents, _ := os.ReadDir(filepath.Join(state, "registry", sub))
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".json") {
+				return "the registry has " + sub
+			}
+		}
+	}
+	if data, err := readHead(filepath.Join(state, "queue", "journal"), 4096); err == nil {
+		if i := bytes.IndexByte(data, '\n'); i < 0 || i+1 < len(data) {
+			return "the queue journal has records"
+		}
+	}
+	return ""
+}
+
+func readHead(path string, n int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+type restorer struct {
+	o      RestoreOptions
+	stage  string
+	owners map[string]owner
+	res    *RestoreResult
+	files  map[string]int
+	config []byte
+	bounce []byte
+	keys   map[string][]byte
+}
+
+func (rs *restorer) entry(e *Entry, body io.Reader) error {
+	switch e.Kind {
+	case KindConfig:
+		return readAll(&rs.config, body, MaxConfig)
+	case KindBounceKey:
+		return readAll(&rs.bounce, body, MaxKey)
+	case KindDKIM:
+		var b []byte
+		if err := readAll(&b, body, MaxKey); err != nil {
+			return err
+		}
+		rs.keys[e.File] = b
+		return nil
+	case KindRegistryMailbox, KindRegistryHook:
+		var b []byte
+		if err := readAll(&b, body, MaxRegistry); err != nil {
+			return err
+		}
+		sub := "mailboxes"
+		if e.Kind == KindRegistryHook {
+			sub = "hooks"
+		}
+		out, err := rs.renumber(e.Kind, e.File, b)
+		if err != nil {
+			return fmt.Errorf("entry %q: %w", e.Name, err)
+		}
+		if out == nil {
+			return nil
+		}
+		return rs.write(filepath.Join("registry", sub, e.File), out, -1, -1)
+	case KindJournal:
+		pr, pw := io.Pipe()
+		go func() {
+			_, err := queue.RewriteJournal(body, pw, rs.renumberItem)
+			pw.CloseWithError(err)
+		}()
+		n, err := rs.copy(filepath.Join("queue", queue.JournalName), pr, -1, -1)
+		pr.CloseWithError(io.ErrClosedPipe)
+		rs.res.Journal = n
+		if err != nil {
+			return fmt.Errorf("entry %q: %w", e.Name, err)
+		}
+		return nil
+	case KindMailboxFile:
+		ow := rs.owners[e.Mailbox]
+		n, err := rs.copy(filepath.Join(append([]string{"mailboxes", e.Mailbox}, e.Path...)...), body, int(ow.uid), int(ow.gid))
+		if err != nil {
+			return err
+		}
+		rs.files[e.Mailbox]++
+		rs.res.Files++
+		rs.res.Bytes += n
+		return nil
+	}
+	return fmt.Errorf("entry %q is not expected here", e.Name)
+}
+
+func readAll(dst *[]byte, r io.Reader, max int64) error {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) > max {
+		return fmt.Errorf("an entry is larger than %d bytes", max)
+	}
+	*dst = b
+	return nil
+}
+
+// write and copy create rel in the staging directory (never replacing
+// anything: an archive naming a file twice is refused), owned by uid:gid
+// when they are not -1.
+func (rs *restorer) write(rel string, data []byte, uid, gid int) error {
+	_, err := rs.copy(rel, bytes.NewReader(data), uid, gid)
+	return err
+}
+
+func (rs *restorer) copy(rel string, r io.Reader, uid, gid int) (int64, error) {
+	path := filepath.Join(rs.stage, rel)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return 0, fmt.Errorf("the archive holds %s twice", rel)
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, r)
+	if err == nil && uid >= 0 {
+		err = f.Chown(uid, gid)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// renumber rewrites the uids of a registry file for this host: a
+// mailbox's owner and creator, and a hook's binding to an
+// operator-declared mailbox (whose identity includes its owner's uid).
+func (rs *restorer) renumber(kind Kind, file string, data []byte) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("not a registry file: %w", err)
+	}
+	str := func(k string) string {
+		var s string
+		json.Unmarshal(doc[k], &s)
+		return s
+	}
+	set := func(k string, v any) {
+		b, _ := json.Marshal(v)
+		doc[k] = b
+	}
+	if kind == KindRegistryMailbox {
+		name := strings.TrimSuffix(file, ".json")
+		ow, ok := rs.owners[name]
+		if !ok {
+			// Deleted between the snapshot of the registry and that of
+			// the mailboxes: it was gone at the cut.
+			rs.res.Dropped = append(rs.res.Dropped, name)
+			return nil, nil
+		}
+		var oldUID, createdBy uint32
+		if err := json.Unmarshal(doc["owner_uid"], &oldUID); err != nil {
+			return nil, errors.New("no owner_uid")
+		}
+		json.Unmarshal(doc["created_by"], &createdBy)
+		if str("id") == "" { // an entry from before ids: keep the identity it had
+			var created time.Time
+			json.Unmarshal(doc["created_at"], &created)
+			set("id", registry.DerivedID("m", "registry", name, strconv.FormatUint(uint64(oldUID), 10), created.UTC().Format(time.RFC3339Nano)))
+		}
+		set("owner_uid", ow.uid)
+		set("owner_gid", ow.gid)
+		if createdBy != 0 {
+			set("created_by", rs.mapUID(createdBy, ow.uid))
+		}
+	} else if mb := str("mailbox"); mb != "" {
+		if ow, ok := rs.owners[mb]; ok && str("mailbox_id") == registry.ConfigMailboxID(mb, ow.oldUID) {
+			set("mailbox_id", registry.ConfigMailboxID(mb, ow.uid))
+		}
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// renumberItem rewrites a queue item's binding to an operator-declared
+// mailbox, whose identity includes its owner's uid, for the owner's uid
+// here; an item of a mailbox the socket made keeps its identity (the
+// registry keeps the mailbox's).
+func (rs *restorer) renumberItem(state []byte) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(state, &doc); err != nil {
+		return nil, fmt.Errorf("an item's state does not parse: %w", err)
+	}
+	var mailbox, id string
+	json.Unmarshal(doc["mailbox"], &mailbox)
+	json.Unmarshal(doc["mailbox_id"], &id)
+	ow, ok := rs.owners[mailbox]
+	if !ok || id == "" || id != registry.ConfigMailboxID(mailbox, ow.oldUID) || ow.oldUID == ow.uid {
+		return state, nil
+	}
+	doc["mailbox_id"], _ = json.Marshal(registry.ConfigMailboxID(mailbox, ow.uid))
+	return json.Marshal(doc)
+}
+
+// mapUID renumbers a uid the archive's registry names by its user name;
+// one that cannot be renumbered becomes fallback (the mailbox's owner).
+func (rs *restorer) mapUID(old, fallback uint32) uint32 {
+	name := rs.res.Manifest.Users[strconv.FormatUint(uint64(old), 10)]
+	if mapped, ok := rs.o.MapOwner[name]; ok {
+		name = mapped
+	}
+	if name == "" {
+		return fallback
+	}
+	uid, _, err := rs.o.LookupUser(name)
+	if err != nil {
+		return fallback
+	}
+	return uid
+}
+
+// finish completes the mailboxes (folders, owners, modes), checks the DKIM
+// keys against those in place, then moves the old state aside and the
+// restored one in.
+func (rs *restorer) finish() error {
+	o := rs.o
+	boxes := filepath.Join(rs.stage, "mailboxes")
+	if err := os.MkdirAll(boxes, 0o700); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(rs.owners))
+	for n := range rs.owners {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ow := rs.owners[name]
+		dir := filepath.Join(boxes, name)
+		for _, f := range store.Folders {
+			if err := os.MkdirAll(filepath.Join(dir, f), 0o700); err != nil {
+				return err
+			}
+		}
+		// Owned last, from the leaves up: the owner cannot enter a
+		// mailbox before everything in it is in place.
+		if err := chownTree(dir, int(ow.uid), int(ow.gid)); err != nil {
+			return err
+		}
+		rs.res.Mailboxes = append(rs.res.Mailboxes, RestoredMailbox{Name: name, From: ow.from, To: ow.to, OldUID: ow.oldUID, NewUID: ow.uid, Files: rs.files[name]})
+	}
+	if err := os.Chmod(boxes, 0o711); err != nil {
+		return err
+	}
+	for _, d := range []string{"registry/mailboxes", "registry/hooks", "queue"} {
+		if err := os.MkdirAll(filepath.Join(rs.stage, d), 0o700); err != nil {
+			return err
+		}
+	}
+	var keyNames []string
+	for n := range rs.keys {
+		keyNames = append(keyNames, n)
+	}
+	sort.Strings(keyNames)
+	for _, n := range keyNames {
+		have, err := os.ReadFile(filepath.Join(o.DKIMDir, n))
+		if err == nil && !bytes.Equal(have, rs.keys[n]) && !o.Force {
+			return fmt.Errorf("%s differs from the archive's key of that name: restore with --force to move it aside", filepath.Join(o.DKIMDir, n))
+		}
+	}
+	// The point of no return: the old state goes aside, the new comes in.
+	aside := filepath.Join(o.StateDir, "pre-restore-"+o.Now().UTC().Format("20060102T150405Z"))
+	moved := false
+	moveAside := func(path string) error {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return nil
+		}
+		if err := os.MkdirAll(aside, 0o700); err != nil {
+			return err
+		}
+		moved = true
+		return os.Rename(path, filepath.Join(aside, strings.ReplaceAll(strings.TrimPrefix(path, o.StateDir+"/"), "/", "-")))
+	}
+	for _, part := range []string{"mailboxes", "registry", "queue", "index", "bounce.key"} {
+		if err := moveAside(filepath.Join(o.StateDir, part)); err != nil {
+			return err
+		}
+	}
+	for _, part := range []string{"mailboxes", "registry", "queue"} {
+		if err := os.Rename(filepath.Join(rs.stage, part), filepath.Join(o.StateDir, part)); err != nil {
+			return err
+		}
+	}
+	if rs.bounce != nil {
+		if err := writeNew(filepath.Join(o.StateDir, "bounce.key"), rs.bounce, 0o600); err != nil {
+			return err
+		}
+	}
+	if len(keyNames) > 0 {
+		if err := os.MkdirAll(o.DKIMDir, 0o700); err != nil {
+			return err
+		}
+	}
+	for _, n := range keyNames {
+		p := filepath.Join(o.DKIMDir, n)
+		if have, err := os.ReadFile(p); err == nil {
+			if bytes.Equal(have, rs.keys[n]) {
+				continue
+			}
+			if err := moveAside(p); err != nil {
+				return err
+			}
+		}
+		if err := writeNew(p, rs.keys[n], 0o600); err != nil {
+			return err
+		}
+		rs.res.Keys = append(rs.res.Keys, p)
+	}
+	if rs.config != nil && o.ConfigFile != "" {
+		to := o.ConfigFile
+		if _, err := os.Lstat(to); err == nil {
+			to += ".restored"
+			os.Remove(to)
+		}
+		if err := writeNew(to, rs.config, 0o640); err != nil {
+			return err
+		}
+		rs.res.ConfigTo = to
+	}
+	if moved {
+		rs.res.MovedAside = aside
+	}
+	return nil
+}
+
+// chownTree gives dir and everything below it (directories and files the
+// restore made) to uid:gid, without following symlinks (there are none: the
+// restore made every entry).
+func chownTree(dir string, uid, gid int) error {
+	return filepathWalkPost(dir, func(path string) error { return os.Lchown(path, uid, gid) })
+}
+
+func filepathWalkPost(dir string, fn func(string) error) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			if err := filepathWalkPost(p, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return fn(dir)
+}
+
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

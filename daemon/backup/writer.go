@@ -1,0 +1,235 @@
+package backup
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// Source is what Write puts in an archive: a daemon's snapshot (see
+// protocol.BackupSnapshot), and the config file and DKIM keys, which the
+// daemon never writes and which are read where they are.
+type Source struct {
+	Snapshot   protocol.BackupSnapshot
+	ConfigFile string
+	DKIMDir    string
+	// UserName names a uid on this host ("" for none).
+	UserName func(uid uint32) string
+	Host     string
+	Mailctl  string
+	Now      time.Time
+}
+
+// Stats says what Write wrote.
+type Stats struct {
+	Mailboxes, Messages, Files int
+	Bytes                      int64
+	// Changed counts files that shrank while being read (an owner
+	// rewriting its own file through another link); each is written with
+	// zeros where its end was, and named in Warnings.
+	Changed  int
+	Warnings []string
+}
+
+// Write writes the archive of src to w: the manifest, the config, the
+// DKIM keys, the registry, the bounce key, the queue journal, then every
+// mailbox's files.
+func Write(w io.Writer, src Source) (*Stats, error) {
+	tw := tar.NewWriter(w)
+	st := &Stats{}
+	snap := src.Snapshot
+	m := Manifest{Format: Format, Version: Version, CreatedAt: src.Now.UTC(), CutAt: snap.CutAt, Host: src.Host, Mailctl: src.Mailctl,
+		Users: map[string]string{}, QueueItems: snap.QueueItems, QueueBytes: snap.QueueBytes, Mailboxes: []MailboxOwner{}}
+	name := func(uid uint32) string {
+		if src.UserName == nil {
+			return ""
+		}
+		return src.UserName(uid)
+	}
+	for _, mb := range snap.Mailboxes {
+		m.Mailboxes = append(m.Mailboxes, MailboxOwner{Name: mb.Name, Owner: name(mb.UID), UID: mb.UID, GID: mb.GID, Messages: mb.Messages})
+		st.Messages += mb.Messages
+	}
+	for _, uid := range registryUIDs(filepath.Join(snap.Dir, "registry", "mailboxes")) {
+		if n := name(uid); n != "" {
+			m.Users[strconv.FormatUint(uint64(uid), 10)] = n
+		}
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeBytes(tw, nameManifest, data); err != nil {
+		return nil, err
+	}
+	if src.ConfigFile != "" {
+		if err := st.writeFile(tw, nameConfig, src.ConfigFile, MaxConfig); err != nil {
+			return nil, err
+		}
+	}
+	if src.DKIMDir != "" {
+		if err := st.writeDir(tw, dirDKIM, src.DKIMDir, MaxKey); err != nil {
+			return nil, err
+		}
+	}
+	if err := st.writeDir(tw, dirRegMboxes, filepath.Join(snap.Dir, "registry", "mailboxes"), MaxRegistry); err != nil {
+		return nil, err
+	}
+	if err := st.writeDir(tw, dirRegHooks, filepath.Join(snap.Dir, "registry", "hooks"), MaxRegistry); err != nil {
+		return nil, err
+	}
+	if err := st.writeFile(tw, nameBounceKey, filepath.Join(snap.Dir, "bounce.key"), MaxKey); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	if err := st.writeFile(tw, nameJournal, filepath.Join(snap.Dir, "queue", "journal"), MaxJournal); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	for _, mb := range snap.Mailboxes {
+		if err := st.writeTree(tw, dirMailboxes+mb.Name+"/", filepath.Join(snap.Dir, "mailboxes", mb.Name), 0); err != nil {
+			return nil, err
+		}
+		st.Mailboxes++
+	}
+	return st, tw.Close()
+}
+
+func writeBytes(tw *tar.Writer, name string, data []byte) error {
+	if err := tw.WriteHeader(header(name, int64(len(data)))); err != nil {
+		return err
+	}
+	_, err := tw.Write(data)
+	return err
+}
+
+func header(name string, size int64) *tar.Header {
+	return &tar.Header{Name: prefix + name, Typeflag: tar.TypeReg, Mode: 0o600, Size: size, Format: tar.FormatPAX}
+}
+
+// writeFile writes the regular file at path as entry name, read through a
+// descriptor opened without following a symlink and checked with fstat.
+func (st *Stats) writeFile(tw *tar.Writer, name, path string, max int64) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > max {
+		return fmt.Errorf("%s is %d bytes, more than a backup holds (%d)", path, fi.Size(), max)
+	}
+	size := fi.Size()
+	if err := tw.WriteHeader(header(name, size)); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, io.LimitReader(f, size))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if n < size {
+		st.Changed++
+		st.Warnings = append(st.Warnings, fmt.Sprintf("%s shrank while it was read: its end is written as zeros", path))
+		if _, err := io.Copy(tw, io.LimitReader(zeros{}, size-n)); err != nil {
+			return err
+		}
+	}
+	st.Files++
+	st.Bytes += size
+	return nil
+}
+
+// writeDir writes the regular files directly in dir (sorted; hidden and
+// temporary ones left out).
+func (st *Stats) writeDir(tw *tar.Writer, name, dir string, max int64) error {
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() || fileName(e.Name()) != nil {
+			continue
+		}
+		if err := st.writeFile(tw, name+e.Name(), filepath.Join(dir, e.Name()), max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTree writes a mailbox's snapshot: its folders, their files and
+// their messages' attachment folders.
+func (st *Stats) writeTree(tw *tar.Writer, name, dir string, depth int) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	for _, e := range ents {
+		n := e.Name()
+		switch {
+		case e.IsDir() && depth < 2:
+			if err := st.writeTree(tw, name+n+"/", filepath.Join(dir, n), depth+1); err != nil {
+				return err
+			}
+		case e.Type().IsRegular() && depth > 0:
+			if err := st.writeFile(tw, name+n, filepath.Join(dir, n), MaxFile); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// registryUIDs are the uids the registry's mailbox files name.
+func registryUIDs(dir string) []uint32 {
+	ents, _ := os.ReadDir(dir)
+	seen := map[uint32]bool{}
+	var out []uint32
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || len(data) > MaxRegistry {
+			continue
+		}
+		var r struct {
+			OwnerUID  *uint32 `json:"owner_uid"`
+			CreatedBy *uint32 `json:"created_by"`
+		}
+		if json.NewDecoder(bytes.NewReader(data)).Decode(&r) != nil {
+			continue
+		}
+		for _, u := range []*uint32{r.OwnerUID, r.CreatedBy} {
+			if u != nil && !seen[*u] {
+				seen[*u] = true
+				out = append(out, *u)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,268 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mailctl/mailctl/daemon/backup"
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
+)
+
+// TestBackupRestoreRoundTrip: a snapshot of a daemon with messages in
+// several folders, held sends in the queue and files an owner planted
+// (a symlink to a root file, a root-owned file, a FIFO, an uncommitted raw
+// copy) becomes an archive holding every message once and nothing planted;
+// restored for another user and started, a daemon has every message, every
+// queued item and the mailbox, owned by that user.
+func TestBackupRestoreRoundTrip(t *testing.T) {
+	testusers.RequireRoot(t)
+	ownerA := testusers.Create(t, "mcbk")
+	ownerB := testusers.Create(t, "mcbk")
+	declared := func(owner string) string {
+		return "[send]\nhold = true\n\n[[mailboxes]]\nname = \"decl\"\nowner = \"" + owner + "\"\n"
+	}
+	td := startDaemonWith(t, declared(ownerA.Name), Options{Resolver: &resolver.Map{}})
+	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "bk", Owner: ownerA.Name}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // Message-ID -> folder
+	var sentIDs []string        // mailbox/id of each held send's sent copy
+	for i := range 12 {
+		mid := fmt.Sprintf("<m%d@remote.test>", i)
+		raw := fmt.Sprintf("From: a@remote.test\r\nTo: bk@example.test\r\nSubject: n%d\r\nMessage-ID: %s\r\n\r\nbody %d\r\n", i, mid, i)
+		id, _, err := td.store.Deliver("bk", "inbox", &store.Message{MessageID: mid, Subject: fmt.Sprint("n", i)}, "body", []byte(raw), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[mid] = "inbox"
+		if i%4 == 0 {
+			if err := td.store.Move("bk", id, "inbox", "archive"); err != nil {
+				t.Fatal(err)
+			}
+			want[mid] = "archive"
+		}
+	}
+	for i := range 3 {
+		var res protocol.SendResult
+		if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "bk", To: []string{"x@remote.test"}, Subject: fmt.Sprint("out", i), Body: "b"}, &res); err != nil {
+			t.Fatal(err)
+		}
+		sentIDs = append(sentIDs, "bk/"+res.ID)
+	}
+	// A declared mailbox's identity includes its owner's uid: its queued
+	// item and its hook made over the socket must follow the owner.
+	var declRes protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "decl", To: []string{"y@remote.test"}, Subject: "declared", Body: "b"}, &declRes); err != nil {
+		t.Fatal(err)
+	}
+	sentIDs = append(sentIDs, "decl/"+declRes.ID)
+	if err := td.call(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "decl", Event: protocol.EventOnReceive, Cmd: []string{"/bin/true"}, Name: "h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Join(td.store.Path("bk"), "inbox")
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("ROOT-SECRET"), 0o600)
+	os.Symlink(secret, filepath.Join(inbox, "link.md"))
+	os.WriteFile(filepath.Join(inbox, "rootfile.md"), []byte("ROOT-SECRET"), 0o600)
+	syscall.Mkfifo(filepath.Join(inbox, "fifo.md"), 0o600)
+	os.WriteFile(filepath.Join(inbox, "orphan.eml"), []byte("half"), 0o600)
+	os.Lchown(filepath.Join(inbox, "link.md"), int(ownerA.UID), int(ownerA.GID))
+	os.Chown(filepath.Join(inbox, "fifo.md"), int(ownerA.UID), int(ownerA.GID))
+	os.Chown(filepath.Join(inbox, "orphan.eml"), int(ownerA.UID), int(ownerA.GID))
+
+	snap, err := td.backupSnapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.QueueItems != 4 {
+		t.Errorf("snapshot has %d queued items, want 4", snap.QueueItems)
+	}
+	var buf bytes.Buffer
+	st, err := backup.Write(&buf, backup.Source{Snapshot: snap, ConfigFile: td.cfg.File, DKIMDir: td.cfg.Paths.DKIMDir,
+		UserName: func(uid uint32) string { return registry.UserName(uid) }})
+	os.RemoveAll(snap.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Messages != 12 {
+		t.Errorf("archive holds %d messages, want 12", st.Messages)
+	}
+	rd, err := backup.NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for {
+		e, body, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(body)
+		if bytes.Contains(data, []byte("ROOT-SECRET")) {
+			t.Errorf("archive entry %s holds the root file's content", e.Name)
+		}
+		names = append(names, e.Name)
+	}
+	for _, n := range names {
+		for _, bad := range []string{"link.md", "rootfile.md", "fifo.md", "orphan.eml"} {
+			if strings.HasSuffix(n, "/"+bad) {
+				t.Errorf("archive holds planted %s", n)
+			}
+		}
+	}
+	td.stop()
+
+	// Host B: its own config and paths, the mailbox's owner another user.
+	dirB := testusers.SharedDir(t)
+	cfgB := filepath.Join(dirB, "config.toml")
+	os.WriteFile(cfgB, []byte(fmt.Sprintf("hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n"+declared(ownerB.Name)+"[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n",
+		filepath.Join(dirB, "state"), filepath.Join(dirB, "run", "mailctl.sock"), filepath.Join(dirB, "dkim"))), 0o600)
+	_, err = backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
+		ConfigFile: cfgB, LookupUser: registry.ResolveUser})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	// Again, over the restored store: refused without --force.
+	_, err = backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
+		ConfigFile: cfgB, LookupUser: registry.ResolveUser})
+	if err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("restore over a restored store: %v, want a refusal saying it is not empty", err)
+	}
+	res, err := backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
+		ConfigFile: cfgB, LookupUser: registry.ResolveUser, Force: true, MapOwner: map[string]string{ownerA.Name: ownerB.Name}})
+	if err != nil {
+		t.Fatalf("restore --force --map-owner: %v", err)
+	}
+	if res.MovedAside == "" {
+		t.Error("restore --force did not say where the old state went")
+	}
+	if len(res.Mailboxes) != 2 || res.Mailboxes[0].Name != "bk" || res.Mailboxes[1].Name != "decl" ||
+		res.Mailboxes[0].NewUID != ownerB.UID || res.Mailboxes[1].NewUID != ownerB.UID {
+		t.Fatalf("restored mailboxes %+v, want bk and decl for uid %d", res.Mailboxes, ownerB.UID)
+	}
+	// Each held send's sent copy is restored: written in its mailbox, or
+	// carried by its queue item, which writes it when the daemon starts.
+	checkSentCopies(t, filepath.Join(dirB, "state"), sentIDs)
+	cfg, err := config.Load(cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := runTestDaemon(t, cfg, dirB, Options{Resolver: &resolver.Map{}})
+	got := map[string]string{}
+	for _, folder := range store.Folders {
+		dir := filepath.Join(tb.store.Path("bk"), folder)
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".md") {
+				continue
+			}
+			var st syscall.Stat_t
+			syscall.Lstat(filepath.Join(dir, e.Name()), &st)
+			if st.Uid != ownerB.UID {
+				t.Errorf("%s/%s is owned by uid %d, want %d", folder, e.Name(), st.Uid, ownerB.UID)
+			}
+			m, _, err := tb.store.Get("bk", folder, strings.TrimSuffix(e.Name(), ".md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if folder == "sent" {
+				continue
+			}
+			if prev, dup := got[m.MessageID]; dup {
+				t.Errorf("%s is in %s and %s", m.MessageID, prev, folder)
+			}
+			got[m.MessageID] = folder
+		}
+	}
+	if fmt.Sprint(sortedPairs(got)) != fmt.Sprint(sortedPairs(want)) {
+		t.Errorf("restored messages\n got %v\nwant %v", sortedPairs(got), sortedPairs(want))
+	}
+	var ql protocol.QueueList
+	if err := tb.call(t, protocol.VerbQueueList, protocol.Empty{}, &ql); err != nil {
+		t.Fatal(err)
+	}
+	if len(ql.Items) != 4 {
+		t.Errorf("restored queue has %d items, want 4", len(ql.Items))
+	}
+	decl, _ := tb.lookupMailbox("decl")
+	for _, it := range tb.out.queue.List() {
+		if it.Mailbox == "decl" && it.MailboxID != decl.ID {
+			t.Errorf("queued item %s of decl is bound to %s, the mailbox is %s on the new host", it.ID, it.MailboxID, decl.ID)
+		}
+	}
+	var hooks []protocol.Hook
+	for _, h := range tb.allHooks() {
+		if h.Mailbox == "decl" && h.Name == "h" {
+			hooks = append(hooks, h)
+		}
+	}
+	if bound := decl.Hooks(hooks); len(bound) != 1 {
+		t.Errorf("the hook made on decl is bound to it %d times on the new host, want 1 (hooks %+v, mailbox %s)", len(bound), hooks, decl.ID)
+	}
+	var mb protocol.Mailbox
+	if err := tb.call(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "bk"}, &mb); err != nil {
+		t.Fatal(err)
+	}
+	if mb.OwnerUID != ownerB.UID {
+		t.Errorf("restored mailbox's owner uid is %d, want %d", mb.OwnerUID, ownerB.UID)
+	}
+}
+
+func sortedPairs(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkSentCopies fails t unless every sent copy (mailbox/id) is a file in
+// state's mailboxes or the data of its item in state's queue journal.
+func checkSentCopies(t *testing.T, state string, ids []string) {
+	t.Helper()
+	inJournal := map[string]bool{}
+	f, err := os.Open(filepath.Join(state, "queue", queue.JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := queue.RewriteJournal(f, io.Discard, func(st []byte) ([]byte, error) {
+		var it struct {
+			Mailbox  string `json:"mailbox"`
+			SentID   string `json:"sent_id"`
+			CopySize int64  `json:"copy_size"`
+		}
+		if json.Unmarshal(st, &it) == nil && it.CopySize > 0 {
+			inJournal[it.Mailbox+"/"+it.SentID] = true
+		}
+		return st, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		mailbox, sid, _ := strings.Cut(id, "/")
+		_, err := os.Stat(filepath.Join(state, "mailboxes", mailbox, "sent", sid+".md"))
+		if err != nil && !inJournal[id] {
+			t.Errorf("sent copy %s is neither in the restored mailbox nor in the restored queue", id)
+		}
+	}
+}

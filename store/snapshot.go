@@ -1,0 +1,196 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MailboxSnapshot says what SnapshotMailbox linked.
+type MailboxSnapshot struct {
+	UID, GID uint32
+	// Messages counts the .md files linked; Files every file (raw copies
+	// and attachments too); Bytes their sizes.
+	Messages, Files int
+	Bytes           int64
+	// Skipped counts entries left out: not a committed message's file, not
+	// a regular file, or not owned by the mailbox's owner.
+	Skipped int
+}
+
+// SnapshotMailbox hard-links the committed messages of mailbox name (their
+// .md, raw copy and attachments) into dst/<folder>/, a directory only root
+// can reach on the store's file system, while every folder of the mailbox
+// is locked against moves, rewrites and purges. The links keep the files
+// as they were even when the store replaces or removes them afterwards
+// (the store never writes into an existing file), so the snapshot costs a
+// link per file under the locks and can be read at leisure after.
+//
+// A message is in the snapshot once: a move holds the locks of both its
+// folders. A delivery in progress (its .md, the commit point, not yet in
+// place) is left out with its raw copy and attachments. What the owner put
+// in the mailbox that is not a regular file of theirs is left out too.
+func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) {
+	var out MailboxSnapshot
+	mb, err := s.openMailbox(name)
+	if err != nil {
+		return out, err
+	}
+	defer mb.close()
+	out.UID, out.GID = uint32(mb.uid), uint32(mb.gid)
+	names, err := mb.dir.Names()
+	if err != nil {
+		return out, err
+	}
+	type opened struct {
+		name string
+		d    *Dir
+	}
+	var folders []opened
+	defer func() {
+		for _, f := range folders {
+			f.d.Close()
+		}
+	}()
+	for _, n := range names {
+		if ValidFolder(n) != nil {
+			out.Skipped++
+			continue
+		}
+		d, err := mb.folder(n, false)
+		if err != nil {
+			out.Skipped++ // a file, a symlink, or another owner's directory
+			continue
+		}
+		folders = append(folders, opened{n, d})
+	}
+	// The index locks in name order, the order Move takes its two in.
+	slices.SortFunc(folders, func(a, b opened) int { return strings.Compare(a.name, b.name) })
+	// Every index first, then the locks: s.index takes the store's lock,
+	// which is never taken while one of these is held.
+	fis := make([]*folderIndex, len(folders))
+	for i, f := range folders {
+		fis[i] = s.index(name, f.name)
+	}
+	for _, fi := range fis {
+		fi.mu.Lock()
+		defer fi.mu.Unlock()
+	}
+	for _, f := range folders {
+		to, err := dst.MkdirOwned(f.name, 0o700, -1, -1)
+		if err != nil {
+			return out, err
+		}
+		err = snapshotFolder(f.d, to, mb.uid, &out)
+		to.Close()
+		if err != nil {
+			return out, fmt.Errorf("snapshot of %s/%s: %w", name, f.name, err)
+		}
+	}
+	return out, nil
+}
+
+// snapshotFolder links the committed messages of folder d into to.
+func snapshotFolder(d, to *Dir, uid int, out *MailboxSnapshot) error {
+	names, err := d.Names()
+	if err != nil {
+		return err
+	}
+	committed := map[string]bool{}
+	for _, n := range names {
+		if id, ok := strings.CutSuffix(n, ".md"); ok {
+			committed[id] = true
+		}
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") { // temporary files, legacy index files
+			out.Skipped++
+			continue
+		}
+		if id, ok := strings.CutSuffix(n, ".md"); ok && ValidID(id) == nil {
+			if linked, err := linkOwned(d, to, n, uid, out); err != nil {
+				return err
+			} else if linked {
+				out.Messages++
+			}
+			continue
+		}
+		if id, ok := strings.CutSuffix(n, ".eml"); ok && committed[id] {
+			if _, err := linkOwned(d, to, n, uid, out); err != nil {
+				return err
+			}
+			continue
+		}
+		if id, ok := strings.CutSuffix(n, attSuffix); ok && committed[id] {
+			if err := snapshotAttachments(d, to, n, uid, out); err != nil {
+				return err
+			}
+			continue
+		}
+		out.Skipped++
+	}
+	return nil
+}
+
+// snapshotAttachments links the files of a message's attachment folder.
+func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot) error {
+	src, err := d.OpenDir(name)
+	if err != nil {
+		out.Skipped++ // a symlink or a file where the folder should be
+		return nil
+	}
+	defer src.Close()
+	if st, err := src.Stat(); err != nil || int(st.Uid) != uid {
+		out.Skipped++
+		return nil
+	}
+	sub, err := to.MkdirOwned(name, 0o700, -1, -1)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	names, err := src.Names()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") {
+			out.Skipped++
+			continue
+		}
+		if _, err := linkOwned(src, sub, n, uid, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linkOwned hard-links d/name to to/name when it is a regular file of uid.
+// The link is checked after it is made, so an entry the owner swaps for a
+// symlink or another file meanwhile is caught on the link, which the owner
+// cannot reach, and removed.
+func linkOwned(d, to *Dir, name string, uid int, out *MailboxSnapshot) (bool, error) {
+	if err := unix.Linkat(d.fd, name, to.fd, name, 0); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
+			// Gone meanwhile (moved by the owner), or a directory.
+			out.Skipped++
+			return false, nil
+		}
+		return false, &os.LinkError{Op: "link", Old: d.join(name), New: to.join(name), Err: err}
+	}
+	st, err := to.Lstat(name)
+	if err != nil {
+		return false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid {
+		out.Skipped++
+		return false, to.Remove(name)
+	}
+	out.Files++
+	out.Bytes += st.Size
+	return true, nil
+}
