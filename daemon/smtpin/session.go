@@ -200,15 +200,11 @@ func (ss *session) readMessage(r io.Reader) (m message, release func(), err erro
 	// as bytes arrive instead, so a slow but steady sender is not cut off.
 	ss.tc.dataDeadline.Store(int64(ss.s.lim.CommandTimeout))
 	defer ss.tc.dataDeadline.Store(0)
-	raw, done := rawData(r)
-	defer func() {
-		if done() {
-			// A line over the limit was read ahead: go-smtp would have
-			// refused it and closed, and so do we, after this reply.
-			ss.tc.closeAfter.Store(true)
-		}
-	}()
-	budget.r = raw
+	// r is go-smtp's DATA reader: it ends at <CRLF>.<CRLF> only and
+	// unstuffs leading dots. Its one blind spot, "<CRLF>.<CR>x", loses the
+	// dot and the CR; every other bare CR or LF reaches checkBody, which
+	// refuses the message (docs/go-smtp.md).
+	budget.r = r
 	if !budget.take(int64(len(hdr))) {
 		return message{}, release, errNoMemory
 	}
