@@ -1,5 +1,8 @@
 # Shared by the bench scripts; sourced, not run.
 
+# Everything is built as it ships: static, pure Go.
+export CGO_ENABLED=0
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
 TCK=$(getconf CLK_TCK)

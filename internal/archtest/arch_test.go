@@ -101,3 +101,36 @@ func TestRuleCatchesForbiddenEdge(t *testing.T) {
 		}
 	}
 }
+
+// TestPureGo: no package of the module uses cgo or unsafe, so the binary is
+// static and pure Go (CGO_ENABLED=0 builds it, test/e2e
+// TestBinaryIsStaticPureGo checks the result), and nothing reaches into
+// another package's memory behind its API.
+func TestPureGo(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{len .CgoFiles}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		pkgs++
+		if f[1] != "0" {
+			t.Errorf("%s has cgo files", f[0])
+		}
+		for _, imp := range f[2:] {
+			if imp == "unsafe" || imp == "C" {
+				t.Errorf("%s imports %s", f[0], imp)
+			}
+		}
+	}
+	if pkgs < 10 {
+		t.Fatalf("go list saw %d packages; the check would pass vacuously", pkgs)
+	}
+}
