@@ -315,7 +315,7 @@ SECTION=$(
 Measured by \`sudo bench/outbound.sh\` on $(date -u +%Y-%m-%d): $MSGS messages of $LEN bytes to one
 remote recipient, delivered to Postfix's \`smtp-sink\` on loopback, $SESSIONS concurrent submitters,
 $REPS runs each (after a $WARM-message warm-up), median and (min–max), each measurement ${SETTLE:-61} s after the
-one before, synced. $(bench_fs_line)
+one before, synced, and the files of every measurement kept until the whole run ends (see settle). $(bench_fs_line)
 
 | sender | queued msg/s (submission answered) | delivered msg/s (all at the sink) | CPU ms per message | mailctl delivered rate ÷ this | mailctl CPU ÷ this |
 | --- | --- | --- | --- | --- | --- |
