@@ -23,7 +23,7 @@ import (
 // Message-ID: a Message-ID is chosen by the sender, so anyone can reuse
 // another message's. DeliverOnce de-duplicates repeats of one delivery.
 func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
-	id, err = s.deliver(mailbox, folder, m, body, raw, atts)
+	id, err = s.deliver(mailbox, folder, m, body, rawOf(raw), atts)
 	return id, false, err
 }
 
@@ -50,6 +50,14 @@ const (
 // repeat arriving while the first copy is still being written waits for its
 // outcome, and is stored itself if that write failed.
 func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
+	return s.DeliverOnceFrom(key, mailbox, folder, m, body, rawOf(raw), atts)
+}
+
+// DeliverOnceFrom is DeliverOnce with the raw message streamed from raw, for
+// a message too large to hold in memory (its large attachments are Spills).
+// Spills among atts are spent when it returns a new message, and left to the
+// caller to discard otherwise.
+func (s *Store) DeliverOnceFrom(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData) (id string, dup bool, err error) {
 	k := recentKey{mailbox: mailbox, folder: folder, key: key}
 	for {
 		prev, mine := s.recent.claim(k, s.now())
@@ -92,7 +100,7 @@ func (s *Store) Has(mailbox, folder, id string) bool {
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
-func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, err error) {
+func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData) (id string, err error) {
 	// A new message needs no deferred one written first: its id is chosen
 	// past them (allocate).
 	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
@@ -121,18 +129,18 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 
 // fillDefaults sets the arrival time and size of a message being stored
 // when its caller left them out.
-func fillDefaults(m *Message, raw []byte) {
+func fillDefaults(m *Message, raw RawSource) {
 	if m.ReceivedAt.IsZero() {
 		m.ReceivedAt = time.Now().UTC()
 	}
-	if m.SizeBytes == 0 {
-		m.SizeBytes = int64(len(raw))
+	if m.SizeBytes == 0 && raw != nil {
+		m.SizeBytes = raw.Size()
 	}
 }
 
 // reserve fills in m's defaults, loads the folder's index if needed and
 // reserves a free id for m.
-func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message, raw []byte) (*folderIndex, string, error) {
+func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message, raw RawSource) (*folderIndex, string, error) {
 	fillDefaults(m, raw)
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
@@ -151,7 +159,7 @@ func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message,
 // of it behind: the id is the caller's, so these are its own files (the .md
 // too, if only the final directory fsync failed: the caller reports a
 // failure, so the message must not stay).
-func writeWhole(d *Dir, mb *mailbox, dirSync *groupSync, id, mailbox string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+func writeWhole(d *Dir, mb *mailbox, dirSync *groupSync, id, mailbox string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
 	m.ID = id
 	m.Mailbox = mailbox
 	m.Attachments = nil
@@ -269,7 +277,7 @@ func taken(d *Dir, id string) bool {
 // writeMessage writes the files of message id. With dirSync, each file is
 // fsynced and one directory fsync, shared with concurrent deliveries to the
 // folder, then covers the names; with none, nothing is fsynced.
-func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
 	mode := syncFile
 	if dirSync == nil {
 		mode = syncNone
@@ -283,7 +291,7 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 	// renamed into place; one directory fsync, shared with concurrent
 	// deliveries to this folder, then makes both names durable.
 	if raw != nil {
-		if err := d.writeFile(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
+		if err := d.writeFileFrom(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
 			return err
 		}
 	}
@@ -341,12 +349,12 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 	if s.deferredHas(mailbox, folder, id) {
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
 	}
-	return s.createUnsynced(mailbox, folder, id, m, body, raw, atts)
+	return s.createUnsynced(mailbox, folder, id, m, body, rawOf(raw), atts)
 }
 
 // createUnsynced is CreateUnsynced past the checks, without writing the
 // folder's deferred messages first (it is how they are written).
-func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
 	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
 	if err != nil {
 		return err

@@ -190,6 +190,12 @@ const (
 )
 
 func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int, mode syncMode) error {
+	return d.writeFileFrom(name, rawBytes(data), perm, uid, gid, mode)
+}
+
+// writeFileFrom is writeFile with the content written by src, which a
+// large message streams instead of holding.
+func (d *Dir) writeFileFrom(name string, src io.WriterTo, perm os.FileMode, uid, gid int, mode syncMode) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -205,7 +211,7 @@ func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int
 			unix.Unlinkat(d.fd, tmp, 0)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if _, err := src.WriteTo(f); err != nil {
 		return err
 	}
 	if uid >= 0 || gid >= 0 {

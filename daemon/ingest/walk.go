@@ -25,8 +25,10 @@ type node struct {
 	params   map[string]string
 	disp     string
 	dparams  map[string]string
-	body     []byte // decoded leaf body; nil for containers
-	tooBig   bool   // body exceeded the attachment bound and was dropped
+	body     []byte // decoded leaf body (of a spilled one, the start); nil for containers
+	spill    *store.Spill
+	tooBig   bool // body exceeded the attachment bound and was dropped
+	cut      bool // a text part cut short (readText)
 	children []*node
 }
 
@@ -44,6 +46,12 @@ type walker struct {
 	names    map[string]int
 	dsn      *DSN
 	notes    []string
+	// textLeft is what text parts may still hold, of maxTextBytes;
+	// truncated is set when a text part shown was cut short by it or by
+	// MaxBodyChars.
+	textLeft  int
+	truncated bool
+	spills    []*store.Spill // every spill made, for discardSpills
 }
 
 // read builds the tree below e. Every part counts against MaxParts; nesting
@@ -81,11 +89,13 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 		// Too deep: keep the undecoded body as one part.
 		n.ctype = "application/octet-stream"
 	}
-	limit := w.opts.MaxAttachmentBytes
-	inlineText := isText(n) && n.disp != "attachment" && filenameOf(n) == ""
-	if inlineText {
-		// A UTF-8 character is at most 4 bytes: this is enough for the body.
-		limit = int64(w.opts.MaxBodyChars)*4 + 4
+	if !isAttachment(n) {
+		// Text shown in the body: only as much as a body holds is kept.
+		var err error
+		if n.body, n.cut, err = w.readText(e.Body, n.ctype == "text/html"); err != nil {
+			w.note("part of the message was damaged and may be incomplete")
+		}
+		return n
 	}
 	hint := int64(0)
 	if depth == 0 {
@@ -93,22 +103,110 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 		// raw message. A part of a multipart has no such bound of its own.
 		hint = w.sizeHint
 	}
-	body, err := readPart(e.Body, limit+1, hint)
-	if int64(len(body)) > limit {
+	limit := w.opts.MaxAttachmentBytes
+	first := limit
+	if w.opts.Spill != nil {
+		first = min(limit, SpillAt)
+	}
+	body, err := readPart(e.Body, first+1, hint)
+	if int64(len(body)) > first && first < limit {
+		// Larger than SpillAt: the rest streams into a spill.
+		body, err = w.spillPart(n, body, e.Body, limit)
+	}
+	if int64(len(body)) > limit || n.tooBig {
 		_, _ = io.Copy(io.Discard, e.Body)
-		if inlineText {
-			// Keep the start; body() cuts it at MaxBodyChars and says so.
-			body = body[:limit]
-		} else {
-			n.tooBig = true
-			body = nil
-		}
+		n.tooBig = true
+		body = nil
 	} else if err != nil {
 		// Broken base64 or quoted-printable: keep what decoded.
 		w.note("part of the message was damaged and may be incomplete")
 	}
 	n.body = body
 	return n
+}
+
+// spillPart writes an attachment larger than SpillAt into a spill: start,
+// what was read of it, then the rest of r, up to limit bytes. It returns
+// the part's start for the report parsers (a delivery status, the header of
+// a returned message); the attachment is the spill. Over the limit, or when
+// no spill can be made, the part is dropped (n.tooBig).
+func (w *walker) spillPart(n *node, start []byte, r io.Reader, limit int64) ([]byte, error) {
+	sp, err := w.opts.Spill()
+	if err != nil {
+		w.note("an attachment could not be stored: " + err.Error())
+		n.tooBig = true
+		return nil, nil
+	}
+	w.spills = append(w.spills, sp)
+	if _, err := sp.Write(start); err != nil {
+		n.tooBig = true
+		return nil, nil
+	}
+	_, err = io.Copy(sp, io.LimitReader(r, limit+1-int64(len(start))))
+	if sp.Size() > limit {
+		n.tooBig = true
+		sp.Discard()
+		return nil, nil
+	}
+	n.spill = sp
+	return start[:SpillAt], err
+}
+
+// discardSpills discards the spills made but for those of keep.
+func (w *walker) discardSpills(keep []store.AttachmentData) {
+	for _, sp := range w.spills {
+		if !slices.ContainsFunc(keep, func(a store.AttachmentData) bool { return a.File == sp }) {
+			sp.Discard()
+		}
+	}
+}
+
+// readText reads a text part that is shown in the body: as many characters
+// as MaxBodyChars (CRs not counted, as CRLF becomes LF) and one more, so that
+// the body knows it was cut, or for HTML as many bytes as the converter is
+// given and one more (render cuts and says so), and never more than the
+// text budget left. cut says the part was cut short.
+func (w *walker) readText(r io.Reader, html bool) (body []byte, cut bool, err error) {
+	var buf bytes.Buffer
+	chunk := make([]byte, 32<<10)
+	chars, budget := 0, min(w.textLeft, maxHTMLBytes+1)
+	if !html {
+		budget = w.textLeft
+	}
+	for {
+		var k int
+		k, err = r.Read(chunk)
+		if k > 0 {
+			c := chunk[:k]
+			if !html {
+				// Characters are the bytes that start one; cut once over.
+				for i, b := range c {
+					if b != '\r' && b&0xC0 != 0x80 {
+						if chars++; chars > w.opts.MaxBodyChars {
+							c = c[:i+1]
+							break
+						}
+					}
+				}
+			}
+			buf.Write(c)
+			if (!html && chars > w.opts.MaxBodyChars) || buf.Len() >= budget {
+				buf.Truncate(min(buf.Len(), budget))
+				cut = !html || buf.Len() < maxHTMLBytes+1
+				_, _ = io.Copy(io.Discard, r)
+				err = nil
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	w.textLeft -= buf.Len()
+	return buf.Bytes(), cut, err
 }
 
 func (w *walker) note(s string) {
@@ -163,6 +261,7 @@ func (w *walker) render(n *node) {
 			n = &c
 			w.note("the HTML part was cut at 1 MiB before conversion; the raw message has all of it")
 		}
+		w.truncated = w.truncated || n.cut
 		w.addText(leafText(n))
 	}
 }
@@ -342,7 +441,11 @@ func (w *walker) body(maxChars int) string {
 			_, size := utf8.DecodeRuneInString(s[cut:])
 			cut += size
 		}
-		s = strings.TrimRight(s[:cut], " \t\r\n") + "\n\n> mailctl: body truncated; the raw message has the rest"
+		s = s[:cut]
+		w.truncated = true
+	}
+	if w.truncated {
+		s = strings.TrimRight(s, " \t\r\n") + "\n\n> mailctl: body truncated; the raw message has the rest"
 	}
 	for _, n := range w.notes {
 		if s != "" {
@@ -372,7 +475,14 @@ func (w *walker) attach(n *node) {
 		// go-message decoded the text to UTF-8.
 		ct += "; charset=utf-8"
 	}
-	w.atts = append(w.atts, store.AttachmentData{Filename: name, ContentType: ct, Data: n.body})
+	a := store.AttachmentData{Filename: name, ContentType: ct, Data: n.body}
+	if n.spill != nil {
+		if slices.ContainsFunc(w.atts, func(b store.AttachmentData) bool { return b.File == n.spill }) {
+			return // one file, one attachment
+		}
+		a.Data, a.File = nil, n.spill
+	}
+	w.atts = append(w.atts, a)
 }
 
 // unique makes names distinct within one message: "a.txt", "a-2.txt".
