@@ -263,13 +263,36 @@ LEN=${LEN#*x}
 MSGS=$(msgs_for "$LEN")
 source_cmd
 
-# One message of BIG bytes to a fresh daemon: its peak RSS (VmHWM) against
-# the message's size, and the RSS at rest before it.
+# One message of about BIG bytes to a fresh daemon: its peak RSS (VmHWM)
+# against the message's size, and the RSS at rest before it. Three messages:
+# plain text without a declared size (smtp-source), plain text with one, and
+# a multipart message whose attachment is most of it (Python's smtplib,
+# which declares the size with MAIL FROM SIZE= as MTAs do).
 BIG_OUT=""
 if ((BIG > 0)); then
-	echo "bench: one message of $BIG bytes" >&2
-	big_rss() { # big_rss HOW: one message of BIG bytes to a fresh daemon, sent as HOW says
-		local bdir=$WORK/mailctl-big-$1 bport bpid rest bhwm bstored
+	echo "bench: one message of $BIG bytes, three ways" >&2
+	# The messages, written once: plain text, and text with an attachment
+	# of random bytes whose base64 brings the message to BIG.
+	/usr/bin/python3 - "$BIG" "$WORK/big-plain.eml" "$WORK/big-attachment.eml" <<'PY'
+import os, sys
+from email import policy
+from email.mime.application import MIMEApplication
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+big = int(sys.argv[1])
+with open(sys.argv[2], "wb") as f:
+    f.write(b"From: from@bench.example\r\nSubject: big\r\n\r\n" + (b"x" * 74 + b"\r\n") * ((big - 64) // 76))
+m = MIMEMultipart()
+m["From"], m["Subject"] = "from@bench.example", "big, with an attachment"
+m.attach(MIMEText("The attachment is most of this message.\n"))
+att = MIMEApplication(os.urandom(int((big - 4096) / 1.37)), Name="big.bin")  # base64 in 76-character lines
+att["Content-Disposition"] = 'attachment; filename="big.bin"'
+m.attach(att)
+with open(sys.argv[3], "wb") as f:
+    f.write(m.as_bytes(policy=policy.SMTP))
+PY
+	big_rss() { # big_rss HOW FILE: FILE to a fresh daemon, sent as HOW says
+		local bdir=$WORK/mailctl-big-$1 bport bpid rest bhwm bstored size
 		bport=$(free_port)
 		mkdir -p "$bdir"
 		mailctl_config "$bdir" "$bport" $((BIG + (1 << 20)))
@@ -281,27 +304,32 @@ if ((BIG > 0)); then
 			sleep 0.1
 		done
 		rest=$(awk '/VmRSS/ {print $2}' "/proc/$bpid/status")
-		if [[ $1 == size ]]; then
-			# Python's smtplib declares the size (MAIL FROM SIZE=), as MTAs do.
-			/usr/bin/python3 -c "import smtplib, sys
-body = b'Subject: big\r\n\r\n' + (b'x' * 74 + b'\r\n') * ($BIG // 76)
-s = smtplib.SMTP('127.0.0.1', $bport); s.sendmail('from@bench.example', ['$USER_NAME@bench.test'], body); s.quit()"
-		else
+		if [[ $1 == nosize ]]; then
+			size=$BIG
 			smtp-source -s 1 -m 1 -l "$BIG" -f from@bench.example -t "$USER_NAME@bench.test" "127.0.0.1:$bport"
+		else
+			size=$(stat -c %s "$2")
+			/usr/bin/python3 -c "import smtplib, sys
+s = smtplib.SMTP('127.0.0.1', $bport); s.sendmail('from@bench.example', ['$USER_NAME@bench.test'], open(sys.argv[1], 'rb').read()); s.quit()" "$2"
 		fi
 		bhwm=$(awk '/VmHWM/ {print $2}' "/proc/$bpid/status")
 		bstored=$(find "$bdir/state/mailboxes/$USER_NAME/inbox" -name '*.eml' | wc -l)
 		kill "$bpid"
 		wait "$bpid" 2>/dev/null || true
-		[[ $bstored == 1 ]] || die "mailctl did not store the $BIG-byte message (log: $bdir/log)"
+		[[ $bstored == 1 ]] || die "mailctl did not store the $size-byte message (log: $bdir/log)"
+		if [[ $1 == attachment ]] && [[ $(find "$bdir/state/mailboxes/$USER_NAME/inbox" -path '*.attachments/big.bin' -size +$(((BIG * 7 / 10) / 1024))k | wc -l) != 1 ]]; then
+			die "mailctl did not store the attachment (log: $bdir/log)"
+		fi
 		rm -rf "$bdir"
-		awk -v big="$BIG" -v hwm="$bhwm" -v rest="$rest" 'BEGIN { printf "%.1f MiB, %.2f× the message (%.1f MiB at rest before it)", hwm / 1024, hwm * 1024 / big, rest / 1024 }'
+		awk -v size="$size" -v hwm="$bhwm" -v rest="$rest" 'BEGIN { printf "| %.1f MiB | %.1f MiB | %.1f MiB | %.2f× |", size / 1048576, rest / 1024, hwm / 1024, hwm * 1024 / size }'
 	}
-	BIG_OUT="Peak RSS (VmHWM) of a fresh daemon ingesting one $(awk -v b="$BIG" 'BEGIN { printf "%.1f", b / 1048576 }') MiB message: $(big_rss nosize) from \`smtp-source -s 1 -m 1 -l $BIG\`, which declares no size"
-	if [[ -x /usr/bin/python3 ]]; then
-		BIG_OUT="$BIG_OUT; $(big_rss size) from Python's smtplib, which declares it with \`MAIL FROM SIZE=\` as MTAs do (the message is then read into place)"
-	fi
-	BIG_OUT="$BIG_OUT."
+	BIG_OUT="Peak RSS (VmHWM) of a fresh daemon taking one large message (\`BIG=$BIG\`), against the message's size:
+
+| message | size | RSS at rest before it | peak RSS | peak ÷ size |
+| --- | --- | --- | --- | --- |
+| plain text, no size declared (\`smtp-source -s 1 -m 1 -l $BIG\`) $(big_rss nosize)
+| plain text, \`MAIL FROM SIZE=\` (Python's smtplib) $(big_rss plain "$WORK/big-plain.eml")
+| text and an attachment of $(awk -v b="$BIG" 'BEGIN { printf "%.1f", (b - 4096) / 1.37 / 1048576 }') MiB in base64 (multipart/mixed), \`MAIL FROM SIZE=\` (Python's smtplib) $(big_rss attachment "$WORK/big-attachment.eml")"
 fi
 
 # spread FILE COLUMN: "median (min–max)" of a column.

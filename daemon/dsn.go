@@ -93,7 +93,8 @@ func (d *Daemon) deliverReport(mailbox, from string, raw []byte) error {
 	env := smtpin.Envelope{Helo: d.cfg().Hostname, Rcpts: []string{rcpt}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, parsed, res, withHeader(ar, nil, raw), len(ar))
+	c := &copySource{msg: smtpin.NewMessage(raw, 0), ar: ar, messageID: newMessageID(d.cfg().Hostname), parsed: parsed, stored: withHeader(ar, nil, raw)}
+	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, c, res)
 }
 
 // isReport reports whether raw's top-level Content-Type is a delivery status

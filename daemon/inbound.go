@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -98,36 +101,45 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 	return err
 }
 
-// Deliver authenticates the message once, parses it once, then stores a copy
-// in each distinct mailbox the recipients lead to.
-func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, raw []byte) []error {
-	return b.deliver(ctx, env, raw, "")
+// Deliver authenticates the message once, parses it once (a message held in
+// memory) or as each copy is stored (a spooled one, so that it is never
+// held), then stores a copy in each distinct mailbox the recipients lead to.
+func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.Message) []error {
+	return b.deliver(ctx, env, msg, "")
 }
 
 // deliver is Deliver; submitter names the local mailbox when the daemon
 // composed and signed the message itself for one of its own domains: its From
 // is then authenticated by the sending mailbox's uid (trust.LocalSubmission)
 // rather than by DNS. It is "" for mail from the network.
-func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, submitter string) []error {
+func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.Message, submitter string) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
-	res := b.checker.Check(ctx, trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: raw})
+	in := trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: msg.Bytes()}
+	if in.Raw == nil {
+		in.Read = msg.Open
+	}
+	res := b.checker.Check(ctx, in)
 	if submitter != "" {
 		trust.LocalSubmission(&res, submitter, d.cfg().IsLocalDomain(res.FromDomain))
 	}
-	parsed, err := ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes})
-	if err != nil {
-		for i := range errs {
-			errs[i] = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message could not be parsed"}
+	// A message held in memory is parsed here, once; a spooled one as each
+	// copy is stored, its attachments decoded into that mailbox's folder.
+	var parsed *ingest.Parsed
+	if raw := msg.Bytes(); raw != nil {
+		var err error
+		if parsed, err = ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes}); err != nil {
+			for i := range errs {
+				errs[i] = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message could not be parsed"}
+			}
+			return errs
 		}
-		return errs
-	}
-	if parsed.Msg.MessageID == "" {
-		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
 	}
 	ar := res.AuthenticationResults(d.cfg().Hostname)
-	stored := withHeader(ar, env.Headroom, raw)
-	traceLen := len(ar) + min(max(env.TraceLen, 0), len(raw))
+	c := &copySource{msg: msg, ar: ar, messageID: newMessageID(d.cfg().Hostname), parsed: parsed}
+	if raw := msg.Bytes(); raw != nil {
+		c.stored = withHeader(ar, msg.Headroom, raw)
+	}
 
 	type target struct {
 		rcpts []int
@@ -159,7 +171,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 			for _, i := range t.rcpts {
 				rcpts = append(rcpts, env.Rcpts[i])
 			}
-			err := b.store(ctx, name, t.rt, env, rcpts, parsed, res, stored, traceLen)
+			err := b.store(ctx, name, t.rt, env, rcpts, c, res)
 			for _, i := range t.rcpts {
 				errs[i] = err
 			}
@@ -169,10 +181,71 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	return errs
 }
 
+// copySource is what every mailbox's copy of one message is made from.
+type copySource struct {
+	msg       *smtpin.Message
+	ar        string // our Authentication-Results header, before the message
+	messageID string // for a message without one
+	parsed    *ingest.Parsed
+	stored    []byte // ar and the message, when held in memory
+}
+
+// Size is the size of the copy stored (store.RawSource).
+func (c *copySource) Size() int64 { return int64(len(c.ar)) + c.msg.Size() }
+
+// WriteTo writes the copy stored, ar and then the message (store.RawSource).
+func (c *copySource) WriteTo(w io.Writer) (int64, error) {
+	if c.stored != nil {
+		n, err := w.Write(c.stored)
+		return int64(n), err
+	}
+	n, err := io.WriteString(w, c.ar)
+	if err != nil {
+		return int64(n), err
+	}
+	k, err := io.Copy(w, c.msg.Open())
+	return int64(n) + k, err
+}
+
+// client reads the bytes the client handed in, below our trace headers.
+func (c *copySource) client() io.Reader {
+	return io.NewSectionReader(readerAt{c.msg}, int64(c.msg.Trace), c.msg.Size()-int64(c.msg.Trace))
+}
+
+// parse is the message parsed for mailbox: the one parse of a message held
+// in memory, or, for a spooled one, a parse whose attachments are decoded
+// into spills in that mailbox's inbox (Discard them if it is not stored).
+func (c *copySource) parse(d *Daemon, mailbox string) (*ingest.Parsed, error) {
+	if c.parsed != nil {
+		return c.parsed, nil
+	}
+	return ingest.ParseFrom(c.msg.Open, c.msg.Size(), ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes,
+		Spill: func() (*store.Spill, error) { return d.store.NewSpill(mailbox, protocol.FolderInbox) }})
+}
+
+// readerAt reads a message at an offset, held or spooled.
+type readerAt struct{ m *smtpin.Message }
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if sp := r.m.Spool(); sp != nil {
+		return sp.ReadAt(p, off)
+	}
+	return bytes.NewReader(r.m.Bytes()).ReadAt(p, off)
+}
+
 // store writes one mailbox's copy and announces it.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, res trust.Result, raw []byte, traceLen int) error {
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, c *copySource, res trust.Result) error {
 	d := b.d
+	p, err := c.parse(d, mailbox)
+	if err != nil {
+		d.log.Error("parsing inbound message failed", "mailbox", mailbox, "err", err)
+		return errTemp
+	}
+	if c.parsed == nil {
+		defer p.Discard() // the spills not stored
+	}
 	m := p.Msg // a copy per mailbox
+	m.MessageID = cmp.Or(m.MessageID, c.messageID)
 	m.To = append([]string(nil), p.Msg.To...)
 	m.DeliveredTo = rcpts[0]
 	m.Tag = rt.Tag
@@ -180,7 +253,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	if env.RemoteIP != nil {
 		m.ReceivedFromIP = env.RemoteIP.String()
 	}
-	m.SizeBytes = int64(len(raw))
+	m.SizeBytes = c.Size()
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
 	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))
@@ -188,7 +261,12 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
-	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], env.MailFrom, rcpts, &m), mailbox, protocol.FolderInbox, &m, p.Body, raw, p.Attachments)
+	key, err := deliveryKey(c.client(), env.MailFrom, rcpts, &m)
+	if err != nil {
+		d.log.Error("reading inbound message failed", "mailbox", mailbox, "err", err)
+		return errTemp
+	}
+	id, dup, err := d.store.DeliverOnceFrom(key, mailbox, protocol.FolderInbox, &m, p.Body, c, p.Attachments)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -244,7 +322,7 @@ func withHeader(hdr string, headroom, raw []byte) []byte {
 // nothing, since any sender can reuse another message's, and the same
 // bytes sent to another address of the mailbox (a bounce to its return
 // path after a forged copy to its plain address) are another delivery.
-func deliveryKey(client []byte, mailFrom string, rcpts []string, m *store.Message) store.DeliveryKey {
+func deliveryKey(client io.Reader, mailFrom string, rcpts []string, m *store.Message) (store.DeliveryKey, error) {
 	h := sha256.New()
 	to := make([]string, len(rcpts))
 	for i, r := range rcpts {
@@ -258,10 +336,12 @@ func deliveryKey(client []byte, mailFrom string, rcpts []string, m *store.Messag
 	for _, v := range verdict {
 		fmt.Fprintf(h, "%d:%s,", len(v), v)
 	}
-	h.Write(client)
 	var k store.DeliveryKey
+	if _, err := io.Copy(h, client); err != nil {
+		return k, err
+	}
 	h.Sum(k[:0])
-	return k
+	return k, nil
 }
 
 func newMessageID(host string) string {

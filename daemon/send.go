@@ -250,7 +250,7 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 			}
 		}
 	}
-	errs := d.inbound.deliver(ctx, env, data, submitter)
+	errs := d.inbound.deliver(ctx, env, smtpin.NewMessage(data, 0), submitter)
 	for i, err := range errs {
 		if err == nil {
 			continue
