@@ -48,6 +48,9 @@ func TestImportEdges(t *testing.T) {
 			}
 			return d == module+"/protocol" || d == module+"/hooks" || d == module+"/internal/safeio"
 		}, "hooks may use protocol types and the durable-write leaf at most"},
+		{"internal/wal", func(d string) bool {
+			return d == module+"/internal/wal" || d == module+"/internal/safeio"
+		}, "the journal file both queues keep is a standard-library leaf"},
 	}
 	for _, r := range rules {
 		for _, d := range deps(t, r.pkg) {
