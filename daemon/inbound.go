@@ -25,6 +25,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -195,6 +196,17 @@ func (c *copySource) Size() int64 { return int64(len(c.ar)) + c.msg.Size() }
 
 // WriteTo writes the copy stored, ar and then the message (store.RawSource).
 func (c *copySource) WriteTo(w io.Writer) (int64, error) {
+	if c.stored != nil && crashpoint.Armed() {
+		// In two halves, for a test to kill the daemon between them.
+		half := len(c.stored) / 2
+		n, err := w.Write(c.stored[:half])
+		if err != nil {
+			return int64(n), err
+		}
+		crashpoint.Hit("inbound-raw-half")
+		k, err := w.Write(c.stored[half:])
+		return int64(n + k), err
+	}
 	if c.stored != nil {
 		n, err := w.Write(c.stored)
 		return int64(n), err
@@ -203,8 +215,16 @@ func (c *copySource) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return int64(n), err
 	}
-	k, err := io.Copy(w, c.msg.Open())
-	return int64(n) + k, err
+	r := c.msg.Open()
+	var half int64
+	if crashpoint.Armed() {
+		if half, err = io.CopyN(w, r, c.msg.Size()/2); err != nil {
+			return int64(n) + half, err
+		}
+		crashpoint.Hit("inbound-raw-half")
+	}
+	k, err := io.Copy(w, r)
+	return int64(n) + half + k, err
 }
 
 // client reads the bytes the client handed in, below our trace headers.
@@ -266,7 +286,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		d.log.Error("reading inbound message failed", "mailbox", mailbox, "err", err)
 		return errTemp
 	}
-	id, dup, err := d.store.DeliverOnceFrom(key, mailbox, protocol.FolderInbox, &m, p.Body, c, p.Attachments)
+	id, dup, err := b.storeCopy(key, mailbox, &m, p, c)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -283,12 +303,21 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	d.metrics.received.WithLabelValues("stored").Inc()
 	d.log.Info("message stored", "mailbox", mailbox, "id", id, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
+	b.announce(mailbox, rt.Tag, id, &m, p)
+	return nil
+}
+
+// announce tells about a copy stored: the new-mail event, the delivery
+// report it is (if any) to the sent message it reports on, and the
+// on_receive hooks.
+func (b *inbound) announce(mailbox, tag, id string, mp *store.Message, p *ingest.Parsed) {
+	d, m := b.d, *mp
 	sum := summaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
 	d.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
-	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
-		d.onDSN(mailbox, rt.Tag, p.DSN)
+	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(tag, bounce.TagPrefix) {
+		d.onDSN(mailbox, tag, p.DSN)
 	}
 	dkim := make([]string, 0, len(m.DKIM))
 	for _, r := range m.DKIM {
@@ -300,7 +329,6 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		DKIM: strings.Join(dkim, ","), SPF: trust.Summary(m.SPF), DMARC: trust.Summary(m.DMARC),
 		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
 	d.fireHooks(protocol.EventOnReceive, mailbox, f, func() []byte { return store.Render(&m, p.Body) })
-	return nil
 }
 
 // withHeader is hdr followed by raw. When the server left room before raw

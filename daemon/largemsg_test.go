@@ -5,7 +5,6 @@ package daemon
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,12 +27,8 @@ func attachmentMessage(size int) (msg, att []byte) {
 	b.WriteString("Message-ID: <big-attachment@sender.example>\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n")
 	b.WriteString("--b\r\nContent-Type: text/plain\r\n\r\nThe attachment is most of this message.\r\n")
 	b.WriteString("--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=big.bin\r\nContent-Transfer-Encoding: base64\r\n\r\n")
-	enc := base64.StdEncoding.EncodeToString(att)
-	for len(enc) > 76 {
-		b.WriteString(enc[:76] + "\r\n")
-		enc = enc[76:]
-	}
-	b.WriteString(enc + "\r\n--b--\r\n")
+	writeBase64(&b, att)
+	b.WriteString("--b--\r\n")
 	return b.Bytes(), att
 }
 

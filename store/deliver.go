@@ -23,7 +23,7 @@ import (
 // Message-ID: a Message-ID is chosen by the sender, so anyone can reuse
 // another message's. DeliverOnce de-duplicates repeats of one delivery.
 func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
-	id, err = s.deliver(mailbox, folder, m, body, rawOf(raw), atts)
+	id, err = s.deliver(mailbox, folder, m, body, rawOf(raw), atts, nil)
 	return id, false, err
 }
 
@@ -58,6 +58,21 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 // Spills among atts are spent when it returns a new message, and left to the
 // caller to discard otherwise.
 func (s *Store) DeliverOnceFrom(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData) (id string, dup bool, err error) {
+	return s.deliverOnce(key, mailbox, folder, m, body, raw, atts, nil)
+}
+
+// DeliverOnceJournaled is DeliverOnceFrom for a caller that makes the
+// delivery durable in a journal of its own: once the message's id is chosen
+// (and m's defaults filled in), journal(id) records the message under that
+// id and makes the record durable; then the files are written without an
+// fsync, and the caller's checkpoint (Sync) makes them durable before it
+// forgets the record. When journal fails, nothing is written; when the
+// write fails after it, the caller must forget the record.
+func (s *Store) DeliverOnceJournaled(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, dup bool, err error) {
+	return s.deliverOnce(key, mailbox, folder, m, body, raw, atts, journal)
+}
+
+func (s *Store) deliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, dup bool, err error) {
 	k := recentKey{mailbox: mailbox, folder: folder, key: key}
 	for {
 		prev, mine := s.recent.claim(k, s.now())
@@ -66,7 +81,7 @@ func (s *Store) DeliverOnceFrom(key DeliveryKey, mailbox, folder string, m *Mess
 				err = testHookBeforeWrite(mailbox, folder)
 			}
 			if err == nil {
-				id, err = s.deliver(mailbox, folder, m, body, raw, atts)
+				id, err = s.deliver(mailbox, folder, m, body, raw, atts, journal)
 			}
 			s.recent.finish(mine, id, err)
 			return id, false, err
@@ -100,7 +115,7 @@ func (s *Store) Has(mailbox, folder, id string) bool {
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
-func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData) (id string, err error) {
+func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, err error) {
 	// A new message needs no deferred one written first: its id is chosen
 	// past them (allocate).
 	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
@@ -121,7 +136,14 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw Raw
 		fi.mu.Unlock()
 	}()
 
-	if err = writeWhole(d, mb, &fi.dirSync, newID, mailbox, m, body, raw, atts); err != nil {
+	dirSync := &fi.dirSync
+	if journal != nil {
+		if err = journal(newID); err != nil {
+			return "", err
+		}
+		dirSync = nil // durable in the journal: no fsync
+	}
+	if err = writeWhole(d, mb, dirSync, newID, mailbox, m, body, raw, atts); err != nil {
 		return "", fmt.Errorf("deliver to %s/%s: %w", mailbox, folder, err)
 	}
 	return newID, nil
@@ -350,6 +372,43 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
 	}
 	return s.createUnsynced(mailbox, folder, id, m, body, rawOf(raw), atts)
+}
+
+// ReplaceUnsynced writes message id into the folder as createUnsynced does,
+// replacing whatever files of that id are there: those of an earlier write
+// of the same message that a crash interrupted, or that a power loss may
+// have left empty. It is for a caller writing a message again from its own
+// journal, which chose the id before the crash; nothing is fsynced.
+func (s *Store) ReplaceUnsynced(mailbox, folder, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	if err := s.removeLeftovers(mailbox, folder, id); err != nil {
+		return fmt.Errorf("replace %s/%s/%s: %w", mailbox, folder, id, err)
+	}
+	return s.createUnsynced(mailbox, folder, id, m, body, raw, atts)
+}
+
+// removeLeftovers removes whatever files of message id the folder has.
+func (s *Store) removeLeftovers(mailbox, folder, id string) error {
+	_, d, done, err := s.openFolderNow(mailbox, folder, true)
+	if err != nil {
+		return err
+	}
+	defer done()
+	fi := s.index(mailbox, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	for _, f := range []string{id + ".md", id + ".eml"} {
+		if err := d.Remove(f); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+	}
+	if err := d.RemoveAll(id + attSuffix); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	fi.remove(id)
+	return nil
 }
 
 // createUnsynced is CreateUnsynced past the checks, without writing the
