@@ -190,7 +190,7 @@ func fallback(open func() io.Reader, size int64, opts Options) *Parsed {
 	// No header to thread by: a thread of its own, keyed by the content.
 	h := sha256.New()
 	r := io.TeeReader(open(), h)
-	text, cut, _ := w.readText(r, false)
+	text, cut, _ := w.readText(r, false, size)
 	w.truncated = cut
 	io.Copy(io.Discard, r) // the rest, for the hash
 	w.addText(string(text))

@@ -162,3 +162,40 @@ func FuzzParseFromMatchesParse(f *testing.F) {
 		}
 	})
 }
+
+// TestTextCutAtMaxBodyChars: a long text part is cut at MaxBodyChars
+// characters, counted as the Markdown has them (multi-byte characters are
+// one, a CRLF is one line end), and says so; one that fits is whole.
+func TestTextCutAtMaxBodyChars(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		cut        bool
+	}{
+		{"ascii", strings.Repeat("a", 150), true},
+		{"two-byte", strings.Repeat("ü", 150), true},
+		{"four-byte", strings.Repeat("😀", 150), true},
+		{"crlf lines", strings.Repeat("ab\r\n", 60), true},
+		{"fits", strings.Repeat("ü", 99), false},
+		{"crlf fits", strings.Repeat("a\r\n", 50), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			raw := "Content-Type: text/plain; charset=utf-8\r\n\r\n" + c.text
+			p, err := Parse([]byte(raw), Options{MaxBodyChars: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, note, _ := strings.Cut(p.Body, "\n\n> mailctl: body truncated")
+			want := strings.ReplaceAll(c.text, "\r\n", "\n")
+			if c.cut {
+				want = string([]rune(want)[:100])
+			}
+			want = strings.TrimRight(want, "\n")
+			if got := strings.TrimRight(text, "\n"); got != want {
+				t.Errorf("body %q, want %q", got, want)
+			}
+			if (note != "") != c.cut {
+				t.Errorf("truncated note %v, want %v: %q", note != "", c.cut, p.Body)
+			}
+		})
+	}
+}

@@ -91,8 +91,12 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 	}
 	if !isAttachment(n) {
 		// Text shown in the body: only as much as a body holds is kept.
+		hint := int64(0)
+		if depth == 0 {
+			hint = w.sizeHint // a single-part message: no larger than the message
+		}
 		var err error
-		if n.body, n.cut, err = w.readText(e.Body, n.ctype == "text/html"); err != nil {
+		if n.body, n.cut, err = w.readText(e.Body, n.ctype == "text/html", hint); err != nil {
 			w.note("part of the message was damaged and may be incomplete")
 		}
 		return n
@@ -165,38 +169,43 @@ func (w *walker) discardSpills(keep []store.AttachmentData) {
 // as MaxBodyChars (CRs not counted, as CRLF becomes LF) and one more, so that
 // the body knows it was cut, or for HTML as many bytes as the converter is
 // given and one more (render cuts and says so), and never more than the
-// text budget left. cut says the part was cut short.
-func (w *walker) readText(r io.Reader, html bool) (body []byte, cut bool, err error) {
-	var buf bytes.Buffer
-	chunk := make([]byte, 32<<10)
-	chars, budget := 0, min(w.textLeft, maxHTMLBytes+1)
-	if !html {
-		budget = w.textLeft
+// text budget left. cut says the part was cut short. hint, when not 0, is
+// a bound on the part's size (a single-part message's), so that the body is
+// read into one array.
+func (w *walker) readText(r io.Reader, html bool, hint int64) (body []byte, cut bool, err error) {
+	budget := w.textLeft
+	if html {
+		budget = min(budget, maxHTMLBytes+1)
 	}
+	max := w.opts.MaxBodyChars
+	body = make([]byte, 0, min(int64(budget), max64(hint+bytes.MinRead, 4<<10)))
+	chars, counted := 0, 0 // characters in body[:counted]
 	for {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, min(len(body), budget-len(body)+1))
+		}
 		var k int
-		k, err = r.Read(chunk)
-		if k > 0 {
-			c := chunk[:k]
-			if !html {
-				// Characters are the bytes that start one; cut once over.
-				for i, b := range c {
-					if b != '\r' && b&0xC0 != 0x80 {
-						if chars++; chars > w.opts.MaxBodyChars {
-							c = c[:i+1]
-							break
-						}
+		k, err = r.Read(body[len(body):min(cap(body), budget)])
+		body = body[:len(body)+k]
+		over := len(body) >= budget
+		if !html && len(body) > max {
+			// Past max bytes there may be more than max characters:
+			// count them (the bytes that start one), up to the cut.
+			for counted < len(body) {
+				if b := body[counted]; b != '\r' && b&0xC0 != 0x80 {
+					if chars++; chars > max {
+						body, over = body[:counted+1], true
+						break
 					}
 				}
+				counted++
 			}
-			buf.Write(c)
-			if (!html && chars > w.opts.MaxBodyChars) || buf.Len() >= budget {
-				buf.Truncate(min(buf.Len(), budget))
-				cut = !html || buf.Len() < maxHTMLBytes+1
-				_, _ = io.Copy(io.Discard, r)
-				err = nil
-				break
-			}
+		}
+		if over {
+			cut = !html || len(body) < maxHTMLBytes+1
+			_, _ = io.Copy(io.Discard, r)
+			err = nil
+			break
 		}
 		if err != nil {
 			break
@@ -205,8 +214,15 @@ func (w *walker) readText(r io.Reader, html bool) (body []byte, cut bool, err er
 	if err == io.EOF {
 		err = nil
 	}
-	w.textLeft -= buf.Len()
-	return buf.Bytes(), cut, err
+	w.textLeft -= len(body)
+	return body, cut, err
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 func (w *walker) note(s string) {

@@ -199,10 +199,26 @@ func Record(payload ...[]byte) []byte {
 	return b
 }
 
+// bigPart is the size past which a record's last part is written as it is
+// rather than copied into the record.
+const bigPart = 64 << 10
+
 // Append writes a record of the payload given in parts at the end and
 // returns the append's number, for Commit, and where its payload is.
 func (l *Log) Append(payload ...[]byte) (uint64, Loc, error) {
-	rec := Record(payload...)
+	// A large last part (a message) is written from where it is.
+	var last []byte
+	if k := len(payload); k > 0 && len(payload[k-1]) > bigPart {
+		last = payload[k-1]
+		payload = payload[:k-1]
+	}
+	head := Record(payload...)
+	if last != nil {
+		n := binary.BigEndian.Uint32(head[:4]) + uint32(len(last))
+		sum := crc32.Update(binary.BigEndian.Uint32(head[4:8]), crcTable, last)
+		binary.BigEndian.PutUint32(head[:4], n)
+		binary.BigEndian.PutUint32(head[4:8], sum)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -212,14 +228,19 @@ func (l *Log) Append(payload ...[]byte) (uint64, Loc, error) {
 		return 0, Loc{}, l.err
 	}
 	at := l.size
-	if _, err := l.f.WriteAt(rec, at); err != nil {
+	_, err := l.f.WriteAt(head, at)
+	if err == nil && last != nil {
+		_, err = l.f.WriteAt(last, at+int64(len(head)))
+	}
+	if err != nil {
 		// Whatever part reached the file is past l.size: the next append
 		// overwrites it, and a restart cuts it as a partial record.
 		return 0, Loc{}, fmt.Errorf("appending to %s: %w", l.path, err)
 	}
-	l.size += int64(len(rec))
+	n := int64(len(head) + len(last))
+	l.size += n
 	l.written++
-	return l.written, Loc{Off: at + Header, N: int64(len(rec) - Header)}, nil
+	return l.written, Loc{Off: at + Header, N: n - Header}, nil
 }
 
 // Commit returns once append w is durable, sharing fsyncs with concurrent

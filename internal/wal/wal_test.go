@@ -57,6 +57,28 @@ func TestReplayAndRead(t *testing.T) {
 	}
 }
 
+// TestLargePartIsWrittenAsIs: a record whose last part is large (written
+// without being copied into the record) reads back and replays whole.
+func TestLargePartIsWrittenAsIs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	l, _ := open(t, path)
+	big := bytes.Repeat([]byte("large part "), bigPart/5)
+	w, at, err := l.Append([]byte("head "), big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Commit(w)
+	if p, err := l.Read(at); err != nil || !bytes.Equal(p, append([]byte("head "), big...)) {
+		t.Fatalf("Read: %d bytes, %v", len(p), err)
+	}
+	l.Close()
+	if l, got := open(t, path); len(got) != 1 || len(got[0]) != 5+len(big) {
+		t.Fatalf("replayed %d records", len(got))
+	} else {
+		l.Close()
+	}
+}
+
 // TestTornTailIsCutAndKept: a record cut short at the end (a crash mid
 // append) or damaged ends the replay; the tail is copied aside, the file is
 // cut, and appends go on after the last whole record.
