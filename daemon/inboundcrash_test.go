@@ -187,7 +187,7 @@ func TestKillNineInbound(t *testing.T) {
 				n = 6
 			}
 			point := tc.point
-			acked := map[int]bool{}
+			var acked map[int]bool
 			if strings.HasPrefix(point, "inbound-replayed") {
 				// First a crash that leaves copies for the restart to write,
 				// then a crash in that restart.
