@@ -43,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mailctl/mailctl/internal/crashpoint"
@@ -113,7 +114,7 @@ type Journal struct {
 	active    *segment
 	spare     []*segment
 	spools    map[string]*Spool // spool files in use, by name
-	nextSeq   uint64
+	nextSeq   atomic.Uint64
 	nextSpool uint64
 	written   []*Ticket // written copies waiting for a checkpoint
 	closed    bool
@@ -155,7 +156,8 @@ func Open(dir string, o Options) (*Journal, []*Pending, error) {
 		return nil, nil, fmt.Errorf("inbound journal: %w", err)
 	}
 	j := &Journal{dir: dir, o: o, boot: bootID(), segs: map[int]*segment{}, spools: map[string]*Spool{},
-		nextSeq: 1, nextSpool: 1, kick: make(chan struct{}, 1)}
+		nextSpool: 1, kick: make(chan struct{}, 1)}
+	j.nextSeq.Store(1)
 	r := &replay{j: j, msgs: map[uint64]*replayed{}, done: map[uint64]bool{}}
 	names, err := filepath.Glob(filepath.Join(dir, segPrefix+"*"))
 	if err != nil {
@@ -235,7 +237,9 @@ func (r *replay) apply(seg *segment, p []byte, at wal.Loc) error {
 			return fmt.Errorf("copy %d: %d bytes of message, the record says %d", rec.Seq, inline, rec.Size)
 		}
 		r.msgs[rec.Seq] = &replayed{rec: rec, seg: seg, at: at, data: 5 + n}
-		r.j.nextSeq = max(r.j.nextSeq, rec.Seq+1)
+		if rec.Seq >= r.j.nextSeq.Load() {
+			r.j.nextSeq.Store(rec.Seq + 1)
+		}
 	case 'W':
 		if len(p) < 9 {
 			return errors.New("short written record")
@@ -388,17 +392,15 @@ func (j *Journal) Add(e *Entry, data []byte, sp *Spool) (*Ticket, error) {
 		}
 		rec.Spool, rec.Size, data = sp.name, sp.size, nil
 	}
+	rec.Seq = j.nextSeq.Add(1) - 1
+	js, err := json.Marshal(&rec)
+	if err != nil {
+		return nil, err
+	}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
 		return nil, errors.New("the inbound journal is closed")
-	}
-	rec.Seq = j.nextSeq
-	j.nextSeq++
-	js, err := json.Marshal(&rec)
-	if err != nil {
-		j.mu.Unlock()
-		return nil, err
 	}
 	seg := j.active
 	w, _, err := seg.log.Append(binary.BigEndian.AppendUint32([]byte{'M'}, uint32(len(js))), js, data)
