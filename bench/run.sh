@@ -84,7 +84,8 @@ msgs_for() {
 source_cmd() { SMTP_SOURCE=(smtp-source -s "$SESSIONS" -m "$MSGS" -l "$LEN" -f from@bench.example); }
 source_cmd
 
-# mailctl_config DIR PORT [MAX_MESSAGE_BYTES]: the daemon's configuration.
+# mailctl_config DIR PORT [MAX_MESSAGE_BYTES [METRICS_PORT]]: the daemon's
+# configuration.
 mailctl_config() {
 	local dir=$1 port=$2
 	cat >"$dir/config.toml" <<EOF
@@ -105,15 +106,26 @@ trusted_senders = ["*@bench.example"]
 name = "$USER_NAME"
 owner = "$USER_NAME"
 EOF
+	if [[ -n ${4:-} ]]; then
+		printf '[metrics]\nlisten = "127.0.0.1:%s"\n' "$4" >>"$dir/config.toml"
+	fi
+}
+
+# journal_fsyncs PORT: the daemon's inbound journal fsyncs so far (metrics).
+journal_fsyncs() {
+	python3 -c 'import sys, urllib.request
+for line in urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1]).read().decode().splitlines():
+    if line.startswith("mailctl_inbound_journal_fsyncs_total "): print(int(float(line.split()[1])))' "$1"
 }
 
 # run_mailctl DIR: start a fresh daemon with its files in DIR, send, record
-# rate, CPU and VmHWM.
+# rate, CPU, VmHWM and the journal's fsyncs per message.
 run_mailctl() {
-	local dir=$1 port
+	local dir=$1 port mport
 	port=$(free_port)
+	mport=$(free_port)
 	mkdir -p "$dir"
-	mailctl_config "$dir" "$port"
+	mailctl_config "$dir" "$port" 26214400 "$mport"
 	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
@@ -121,7 +133,8 @@ run_mailctl() {
 		grep -q "inbound listeners up" "$dir/log" && break
 		sleep 0.1
 	done
-	local c0 t0 t1 c1
+	local c0 t0 t1 c1 f0 f1
+	f0=$(journal_fsyncs "$mport")
 	c0=$(cpu_ticks "$pid")
 	t0=$(now)
 	"${SMTP_SOURCE[@]}" -t "$USER_NAME@bench.test" "127.0.0.1:$port"
@@ -133,14 +146,15 @@ run_mailctl() {
 		sleep 0.05
 	done
 	c1=$(cpu_ticks "$pid")
+	f1=$(journal_fsyncs "$mport")
 	local hwm stored
 	hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 	stored=$(find "$dir/state/mailboxes/$USER_NAME/inbox" -name '*.md' | wc -l)
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	[[ $stored == "$MSGS" ]] || die "mailctl stored $stored of $MSGS messages (log: $dir/log)"
-	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v tck="$TCK" -v hwm="$hwm" \
-		'BEGIN { printf "%.1f %.1f %.3f %d\n", n / (t1 - t0), n / (t1 - t0), c / tck * 1000 / n, hwm }'
+	awk -v n="$MSGS" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v tck="$TCK" -v hwm="$hwm" -v f="$((f1 - f0))" \
+		'BEGIN { printf "%.1f %.1f %.3f %d %.3f\n", n / (t1 - t0), n / (t1 - t0), c / tck * 1000 / n, hwm, f / n }'
 }
 
 # The private Postfix: its own config, queue and data directories, smtpd on
@@ -360,6 +374,11 @@ rows() { # rows SERVER VARIANT CASE LABEL: compared with mailctl's medians in th
 		"$(ratio "$m_acc" "$(median "$f" 1)") / $(ratio "$m_acc" "$(median "$f" 2)")" \
 		"$(ratio "$m_cpu" "$(median "$f" 3)")"
 }
+FSYNCS=$(for c in $CASES; do
+	for variant in $VARIANTS; do
+		printf '%s × %s %s: %s; ' "${c%%x*}" "$(human "${c#*x}")" "$(variant_label "$variant")" "$(spread "$WORK/mailctl-$variant-$c.txt" 5)"
+	done
+done | sed 's/; $//')
 TABLE=$(for c in $CASES; do
 	for variant in $VARIANTS; do
 		rows mailctl "$variant" "$c" "mailctl serve, all checks on ($(msgs_for "${c#*x}") messages)"
@@ -463,6 +482,9 @@ measurement starts, as on a server that purges, expires or delivers on.
 $TABLE
 
 mailctl's peak RSS (VmHWM, per run of $FIRST, fresh daemon): $HWM.
+
+mailctl's inbound journal fsyncs per message (from the daemon's \`mailctl_inbound_journal_fsyncs_total\`, the fsyncs that
+made the messages durable before their 250; no strace; median and (min–max)): $FSYNCS.
 
 $BIG_OUT
 
