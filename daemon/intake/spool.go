@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/internal/safeio"
 )
 
@@ -47,6 +48,7 @@ func (j *Journal) NewSpool() (*Spool, error) {
 
 // Write appends p.
 func (sp *Spool) Write(p []byte) (int, error) {
+	crashpoint.Hit("intake-spooling")
 	n, err := sp.f.Write(p)
 	sp.size += int64(n)
 	return n, err
