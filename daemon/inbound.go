@@ -229,6 +229,9 @@ func (c *copySource) WriteTo(w io.Writer) (int64, error) {
 
 // client reads the bytes the client handed in, below our trace headers.
 func (c *copySource) client() io.Reader {
+	if raw := c.msg.Bytes(); raw != nil {
+		return bytes.NewReader(raw[c.msg.Trace:]) // a WriterTo: hashed without a copy
+	}
 	return io.NewSectionReader(readerAt{c.msg}, int64(c.msg.Trace), c.msg.Size()-int64(c.msg.Trace))
 }
 
