@@ -30,6 +30,7 @@
 package intake
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -109,15 +110,17 @@ type Journal struct {
 	o    Options
 	boot string
 
-	mu        sync.Mutex
-	segs      map[int]*segment // by number
-	active    *segment
-	spare     []*segment
-	spools    map[string]*Spool // spool files in use, by name
-	nextSeq   atomic.Uint64
-	nextSpool uint64
-	written   []*Ticket // written copies waiting for a checkpoint
-	closed    bool
+	mu     sync.Mutex
+	segs   map[int]*segment // by number
+	active *segment
+	spare  []*segment
+	spools map[string]*Spool // spool files in use, by name
+	// freeSpools are emptied spool files kept for reuse.
+	freeSpools []string
+	nextSeq    atomic.Uint64
+	nextSpool  uint64
+	written    []*Ticket // written copies waiting for a checkpoint
+	closed     bool
 
 	ckMu sync.Mutex // one checkpoint at a time
 	kick chan struct{}
@@ -286,7 +289,7 @@ func (r *replay) pending() []*Pending {
 			}
 			t.spool = sp
 			sp.refs++
-			p.read = func() io.Reader { return io.NewSectionReader(sp.f, 0, x.rec.Size) }
+			p.read = func() io.Reader { return bufio.NewReaderSize(io.NewSectionReader(sp.f, 0, x.rec.Size), 64<<10) }
 		}
 		out = append(out, p)
 	}
@@ -314,18 +317,33 @@ func (r *replay) spool(name string, size int64) (*Spool, error) {
 	return sp, nil
 }
 
-// removeStraySpools removes the spool files no pending copy needs: those of
-// copies written, or of messages refused or cut off before they were
-// recorded.
+// removeStraySpools empties the spool files no pending copy needs (those
+// of copies written, or of messages refused or cut off before they were
+// recorded) and keeps maxFreeSpools of them for reuse.
 func (r *replay) removeStraySpools() {
-	names, _ := os.ReadDir(filepath.Join(r.j.dir, spoolDir))
+	dir := filepath.Join(r.j.dir, spoolDir)
+	names, _ := os.ReadDir(dir)
 	for _, e := range names {
-		if r.j.spools[e.Name()] == nil {
-			os.Remove(filepath.Join(r.j.dir, spoolDir, e.Name()))
-		}
-		if n, err := strconv.ParseUint(e.Name(), 10, 64); err == nil {
+		name := e.Name()
+		if n, err := strconv.ParseUint(strings.TrimPrefix(name, freePrefix), 10, 64); err == nil {
 			r.j.nextSpool = max(r.j.nextSpool, n+1)
 		}
+		if r.j.spools[name] != nil {
+			continue
+		}
+		if len(r.j.freeSpools) < maxFreeSpools && os.Truncate(filepath.Join(dir, name), 0) == nil {
+			free := name
+			if !strings.HasPrefix(name, freePrefix) {
+				free = freePrefix + name
+				if os.Rename(filepath.Join(dir, name), filepath.Join(dir, free)) != nil {
+					os.Remove(filepath.Join(dir, name))
+					continue
+				}
+			}
+			r.j.freeSpools = append(r.j.freeSpools, free)
+			continue
+		}
+		os.Remove(filepath.Join(dir, name))
 	}
 }
 

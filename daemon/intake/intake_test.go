@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -102,9 +103,7 @@ func TestRecordedCopiesComeBack(t *testing.T) {
 	if st := j.Stats(); st.Spools != 0 {
 		t.Errorf("%d spools kept after every copy was written and synced", st.Spools)
 	}
-	if spools, _ := os.ReadDir(filepath.Join(dir, spoolDir)); len(spools) != 0 {
-		t.Errorf("spool files left: %v", spools)
-	}
+	checkNoSpool(t, dir)
 	j.Close()
 	if _, pending = open(t, dir, s); len(pending) != 0 {
 		t.Fatalf("%d copies pending after a checkpoint", len(pending))
@@ -205,24 +204,45 @@ func TestSegmentsAreReused(t *testing.T) {
 	}
 }
 
+// checkNoSpool fails if a spool file holds anything: only emptied ones,
+// kept for reuse, may be there.
+func checkNoSpool(t *testing.T, dir string) {
+	t.Helper()
+	spools, _ := os.ReadDir(filepath.Join(dir, spoolDir))
+	for _, e := range spools {
+		st, err := os.Stat(filepath.Join(dir, spoolDir, e.Name()))
+		if !strings.HasPrefix(e.Name(), freePrefix) || err != nil || st.Size() != 0 {
+			t.Errorf("spool file %s left (%v)", e.Name(), err)
+		}
+	}
+	if len(spools) > maxFreeSpools {
+		t.Errorf("%d spool files kept, at most %d", len(spools), maxFreeSpools)
+	}
+}
+
 // TestSpoolsGo: a spool closed without a copy recorded (a refused message),
-// and spool files no recorded copy names (a crash mid-message), are removed.
+// and spool files no recorded copy names (a crash mid-message), are emptied;
+// the next spool reuses such a file rather than making one.
 func TestSpoolsGo(t *testing.T) {
 	dir := t.TempDir()
 	j, _ := open(t, dir, &syncs{})
 	sp, _ := j.NewSpool()
 	sp.Write([]byte("refused"))
+	before, _ := sp.f.Stat()
 	sp.Close()
-	sp2, _ := j.NewSpool()
-	sp2.Write([]byte("cut off by a crash"))
-	if spools, _ := os.ReadDir(filepath.Join(dir, spoolDir)); len(spools) != 1 {
-		t.Fatalf("spool files: %v, want the one still open", spools)
+	checkNoSpool(t, dir)
+	reused, _ := j.NewSpool()
+	after, _ := reused.f.Stat()
+	if !os.SameFile(before, after) || reused.size != 0 {
+		t.Errorf("a new spool did not reuse the emptied file")
 	}
+	if st, _ := reused.f.Stat(); st.Size() != 0 {
+		t.Errorf("a reused spool starts with %d bytes", st.Size())
+	}
+	reused.Write([]byte("cut off by a crash"))
 	j.Close()
 	open(t, dir, &syncs{})
-	if spools, _ := os.ReadDir(filepath.Join(dir, spoolDir)); len(spools) != 0 {
-		t.Fatalf("stray spool files after a restart: %v", spools)
-	}
+	checkNoSpool(t, dir)
 }
 
 // TestConcurrentAddsShareFsyncs: copies recorded at once by many sessions

@@ -13,7 +13,13 @@ import (
 
 // Spool is a message too large to hold in memory, written to a file of its
 // own as it arrives (an smtpin.Spool). The file goes once the server closed
-// the spool and every copy recorded from it is written and synced.
+// the spool and every copy recorded from it is written and synced: emptied
+// and kept under a free name for a later spool (up to maxFreeSpools), since
+// on some file systems creating a file costs more the more were deleted
+// lately.
+//
+// A spool's name is new for every message, so that a record naming it can
+// never read another message's bytes.
 type Spool struct {
 	j    *Journal
 	name string
@@ -25,7 +31,13 @@ type Spool struct {
 	synced bool
 }
 
-// NewSpool starts a spool file.
+// maxFreeSpools bounds the emptied spool files kept for reuse.
+const maxFreeSpools = 8
+
+// freePrefix names an emptied spool file kept for reuse.
+const freePrefix = "free."
+
+// NewSpool starts a spool file: an emptied one renamed, or a new one.
 func (j *Journal) NewSpool() (*Spool, error) {
 	j.mu.Lock()
 	if j.closed {
@@ -34,8 +46,19 @@ func (j *Journal) NewSpool() (*Spool, error) {
 	}
 	name := strconv.FormatUint(j.nextSpool, 10)
 	j.nextSpool++
+	var free string
+	if n := len(j.freeSpools); n > 0 {
+		free, j.freeSpools = j.freeSpools[n-1], j.freeSpools[:n-1]
+	}
 	j.mu.Unlock()
-	f, err := os.OpenFile(filepath.Join(j.dir, spoolDir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	path := filepath.Join(j.dir, spoolDir, name)
+	var f *os.File
+	var err error
+	if free != "" && os.Rename(filepath.Join(j.dir, spoolDir, free), path) == nil {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_TRUNC, 0o600)
+	} else {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -72,9 +95,19 @@ func (sp *Spool) unrefLocked() {
 	if sp.refs--; sp.refs > 0 {
 		return
 	}
+	j := sp.j
+	delete(j.spools, sp.name)
+	path := filepath.Join(j.dir, spoolDir, sp.name)
+	if len(j.freeSpools) < maxFreeSpools && sp.f.Truncate(0) == nil {
+		free := freePrefix + sp.name
+		if os.Rename(path, filepath.Join(j.dir, spoolDir, free)) == nil {
+			sp.f.Close()
+			j.freeSpools = append(j.freeSpools, free)
+			return
+		}
+	}
 	sp.f.Close()
-	os.Remove(filepath.Join(sp.j.dir, spoolDir, sp.name))
-	delete(sp.j.spools, sp.name)
+	os.Remove(path)
 }
 
 // sync makes the spool's bytes and its name durable, once: a record naming

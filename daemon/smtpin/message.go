@@ -1,6 +1,7 @@
 package smtpin
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -31,8 +32,10 @@ type Message struct {
 }
 
 // SpoolOver is the size past which a message goes to a Spool as it arrives
-// instead of being held in memory.
-const SpoolOver = 1 << 20
+// instead of being held in memory. Mail is mostly far smaller; the in-flight
+// budget (Limits.MaxInFlightBytes) bounds how many such messages are held at
+// once.
+const SpoolOver = 2 << 20
 
 // spoolChunk is how much of a spooled message is read at a time.
 const spoolChunk = 256 << 10
@@ -52,12 +55,14 @@ func (m *Message) Bytes() []byte { return m.raw }
 // Spool is where a spooled message is, else nil.
 func (m *Message) Spool() Spool { return m.spool }
 
-// Open reads the message from its start.
+// Open reads the message from its start. A spooled one is read through a
+// buffer large enough that the readers above it (MIME, DKIM) keep it
+// instead of adding a small one of their own.
 func (m *Message) Open() io.Reader {
 	if m.spool == nil {
 		return bytes.NewReader(m.raw)
 	}
-	return io.NewSectionReader(m.spool, 0, m.size)
+	return bufio.NewReaderSize(io.NewSectionReader(m.spool, 0, m.size), 64<<10)
 }
 
 func (m *Message) close() {

@@ -15,10 +15,10 @@ func bigBody(n int) string {
 
 // TestLargeMessageIsSpooled: a message larger than SpoolOver goes to a
 // spool as it arrives, with or without a declared size, and is delivered
-// byte for byte; it holds so little memory that a message six times the
+// byte for byte; it holds so little memory that a message four times the
 // in-flight budget is taken, and the budget is given back.
 func TestLargeMessageIsSpooled(t *testing.T) {
-	ts := startServer(t, Limits{MaxInFlightBytes: 3 << 20}, nil, false)
+	ts := startServer(t, Limits{MaxInFlightBytes: 2*SpoolOver + 1<<20}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
 	msg := bigBody(20 << 20)
@@ -56,15 +56,15 @@ func TestSpooledMessageLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name, msg, reply string
 	}{
-		{"bare LF deep inside", bigBody(3<<20) + "bare\nlf\r\n", "554 5.6.0"},
-		{"bare CR deep inside", bigBody(3<<20) + "bare\rcr", "554 5.6.0"},
+		{"bare LF deep inside", bigBody(SpoolOver+1<<20) + "bare\nlf\r\n", "554 5.6.0"},
+		{"bare CR deep inside", bigBody(SpoolOver+1<<20) + "bare\rcr", "554 5.6.0"},
 		{"too big", bigBody(9 << 20), "552 5.3.4"},
 	} {
 		c.pipelineEnvelope()
 		c.send(tc.msg + "\r\n.\r\n")
 		c.expect(tc.reply)
 	}
-	last := bigBody(3<<20) + "bare cr\r"
+	last := bigBody(SpoolOver+1<<20) + "bare cr\r"
 	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
 	c.cmd("RCPT TO:<b@example.com>", "250 ")
 	c.send(fmt.Sprintf("BDAT %d LAST\r\n%s", len(last), last))
@@ -83,7 +83,7 @@ func TestSpooledBDATEndsInCRLF(t *testing.T) {
 	ts := startServer(t, Limits{}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	msg := bigBody(2<<20) + "no end"
+	msg := bigBody(SpoolOver+1<<20) + "no end"
 	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
 	c.cmd("RCPT TO:<b@example.com>", "250 ")
 	c.send(fmt.Sprintf("BDAT %d LAST\r\n%s", len(msg), msg))
@@ -124,16 +124,16 @@ func (b *spoolingBackend) NewSpool() (Spool, error) {
 // message in one of its own, and each is closed once the server is done
 // with it, delivered or refused.
 func TestBackendSpools(t *testing.T) {
-	ts := startServer(t, Limits{MaxMessageBytes: 4 << 20}, nil, false)
+	ts := startServer(t, Limits{MaxMessageBytes: SpoolOver + 2<<20}, nil, false)
 	be := &spoolingBackend{fakeBackend: ts.be}
 	ts.Server.b = be
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
 	c.pipelineEnvelope()
-	c.send(bigBody(2<<20) + ".\r\n")
+	c.send(bigBody(SpoolOver+1<<20) + ".\r\n")
 	c.expect("250 ")
 	c.pipelineEnvelope()
-	c.send(bigBody(5<<20) + ".\r\n")
+	c.send(bigBody(SpoolOver+3<<20) + ".\r\n")
 	c.expect("552 ")
 	c.cmd("QUIT", "221 ")
 	be.mu.Lock()
