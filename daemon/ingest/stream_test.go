@@ -199,3 +199,22 @@ func TestTextCutAtMaxBodyChars(t *testing.T) {
 		})
 	}
 }
+
+// FuzzTextChars: counting characters eight bytes at a time says what
+// counting them one by one says.
+func FuzzTextChars(f *testing.F) {
+	f.Add([]byte("ascii only, with CRLF\r\n"))
+	f.Add([]byte("ünïcödé 😀 and \r alone"))
+	f.Add([]byte{0xff, 0x80, 0xc0, '\r', 'a'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := 0
+		for _, c := range b {
+			if c != '\r' && c&0xC0 != 0x80 {
+				want++
+			}
+		}
+		if got := textChars(b); got != want {
+			t.Fatalf("textChars(%q) = %d, want %d", b, got, want)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"mime"
@@ -190,15 +191,23 @@ func (w *walker) readText(r io.Reader, html bool, hint int64) (body []byte, cut 
 		over := len(body) >= budget
 		if !html && len(body) > max {
 			// Past max bytes there may be more than max characters:
-			// count them (the bytes that start one), up to the cut.
+			// count them (the bytes that start one), a block at a time,
+			// and byte by byte in the block where the cut is.
 			for counted < len(body) {
-				if b := body[counted]; b != '\r' && b&0xC0 != 0x80 {
-					if chars++; chars > max {
-						body, over = body[:counted+1], true
-						break
+				end := min(counted+4096, len(body))
+				if n := textChars(body[counted:end]); chars+n <= max {
+					chars, counted = chars+n, end
+					continue
+				}
+				for ; counted < end; counted++ {
+					if textChars(body[counted:counted+1]) == 1 {
+						if chars++; chars > max {
+							body, over = body[:counted+1], true
+							break
+						}
 					}
 				}
-				counted++
+				break
 			}
 		}
 		if over {
@@ -216,6 +225,29 @@ func (w *walker) readText(r io.Reader, html bool, hint int64) (body []byte, cut 
 	}
 	w.textLeft -= len(body)
 	return body, cut, err
+}
+
+// textChars is how many characters b holds as the body counts them: the
+// bytes that start a UTF-8 sequence, but CRs (CRLF becomes LF). ASCII text,
+// most of mail, is counted eight bytes at a time.
+func textChars(b []byte) int {
+	n := len(b) - bytes.Count(b, []byte{'\r'})
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			for _, c := range b[:8] {
+				if c&0xC0 == 0x80 {
+					n--
+				}
+			}
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c&0xC0 == 0x80 {
+			n--
+		}
+	}
+	return n
 }
 
 func max64(a, b int64) int64 {
