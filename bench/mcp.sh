@@ -87,10 +87,10 @@ $COUNT repeats where there are several.
 | \`email_list\` (\`message.list\`, 50 rows) on a 1k-message mailbox, index warm | $L1K |
 | \`email_list\` (\`message.list\`, 50 rows) on a 100k-message mailbox, index warm | $L100K |
 | 100k ÷ 1k | $RATIO |
-| first \`message.list\` after a restart (index file read, checked against the folder), 1k messages | $R1K |
-| first \`message.list\` after a restart (index file read, checked against the folder), 100k messages | $R100K |
-| first \`message.list\` of the first start (no index file: every message parsed), 1k messages | $B1K |
-| first \`message.list\` of the first start (no index file: every message parsed), 100k messages | $B100K |
+| first \`message.list\` after a restart (the index read, checked against the folder), 1k messages | $R1K |
+| first \`message.list\` after a restart (the index read, checked against the folder), 100k messages | $R100K |
+| first \`message.list\` of the first start (no index: every message read into it), 1k messages | $B1K |
+| first \`message.list\` of the first start (no index: every message read into it), 100k messages | $B100K |
 
 - Spawn: \`BenchmarkSpawnToolsList\` (test/mcp) builds \`mailctl\`, then per iteration starts
   \`mailctl mcp --socket …\` with the go-sdk \`CommandTransport\`, initializes, lists the tools
@@ -109,8 +109,9 @@ $COUNT repeats where there are several.
 - \`email_list\`: \`BenchmarkMessageList\` (daemon/bench_test.go) starts a real daemon, writes
   the mailbox's Markdown files and lets them settle for a second (as a mailbox at rest: files
   changed within the last second are checked again on every call), times the first
-  \`message.list\` (no index file yet), restarts the daemon on the same state and times its
-  first call (the index file the first start wrote), then times $LISTS calls through the
+  \`message.list\` (no index yet; calls answered unavailable while the start-up indexing reads
+  the folder are made again, timed from the first), restarts the daemon on the same state and times its
+  first call (the index the first start wrote), then times $LISTS calls through the
   control socket, 50 rows each, every other one filtered to unread (whose total the folder
   keeps between calls while nothing changes).
 - Machine: $(nproc) CPUs ($MODEL), $MEM RAM, Linux $(uname -r), $FS, $(go version | awk '{print $3}').

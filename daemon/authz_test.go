@@ -8,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/internal/testusers"
@@ -113,7 +113,7 @@ func twoUsers(t *testing.T, prefix string) (td *testDaemon, c1, c2 *clientProc) 
 // principals left out do not make it.
 type matrixRow struct {
 	verb string
-	acc  access // the access the verb table must declare for verb
+	acc  control.Access // the access the verb table must declare for verb
 	args any
 	want map[string]string
 }
@@ -169,6 +169,21 @@ cmd = ["/bin/true"]
 		t.Fatalf("owner send (held): %+v", o)
 	}
 	queueID := outbound.QueueID("secretbox", sent.ID)
+
+	// Bulk queue verbs reach only the caller's items: another user dropping
+	// or flushing everything matches nothing, and the owner's item stays.
+	for _, name := range []string{"other", "ghost"} {
+		for _, verb := range []string{protocol.VerbQueueDropMatching, protocol.VerbQueueFlush} {
+			var res protocol.QueueBulkResult
+			if o := clients[name].do(t, verb, protocol.QueueFilter{All: true}); o.Code != "" || json.Unmarshal(o.Data, &res) != nil || res.Matched != 0 || res.Changed != 0 {
+				t.Fatalf("%s as %s: %+v %+v, want nothing matched", verb, name, o, res)
+			}
+		}
+	}
+	var bulk protocol.QueueBulkResult
+	if o := own.do(t, protocol.VerbQueueFlush, protocol.QueueFilter{Mailbox: "secretbox"}); o.Code != "" || json.Unmarshal(o.Data, &bulk) != nil || bulk.Matched != 1 || bulk.Held != 1 || bulk.Changed != 0 {
+		t.Fatalf("owner flushing its held item: %+v %+v, want it matched, counted held and left held", o, bulk)
+	}
 
 	rows := matrixRows(matrixFixture{owner: owner.Name, messageID: id, sentID: sent.ID, queueID: queueID})
 	checkMatrixCoversVerbs(t, rows)
@@ -249,50 +264,65 @@ func matrixRows(fx matrixFixture) []matrixRow {
 	}
 	denied := map[string]string{"root": "", "owner": "", "other": "not_found", "ghost": "not_found"}
 	return []matrixRow{
-		{protocol.VerbVersion, accAny, nil, all("")},
-		{protocol.VerbStatus, accAny, nil, all("")},
-		{protocol.VerbMailboxList, accAny, nil, all("")},
-		{protocol.VerbMailboxShow, accRead, protocol.NameArgs{Name: "secretbox"}, denied},
-		{protocol.VerbMessageList, accRead, protocol.MessageListArgs{Mailbox: "secretbox"}, denied},
-		{protocol.VerbMessageRead, accRead, protocol.MessageReadArgs{Mailbox: "secretbox", ID: fx.messageID}, denied},
-		{protocol.VerbMessageMark, accWrite, protocol.MessageMarkArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}, Read: true}, denied},
-		{protocol.VerbMessageLabel, accWrite, protocol.MessageLabelArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}, Add: []string{"x"}, Star: ptrTo(true)}, denied},
+		{protocol.VerbVersion, control.AccessAny, nil, all("")},
+		{protocol.VerbStatus, control.AccessAny, nil, all("")},
+		{protocol.VerbMailboxList, control.AccessAny, nil, all("")},
+		{protocol.VerbMailboxShow, control.AccessRead, protocol.NameArgs{Name: "secretbox"}, denied},
+		{protocol.VerbMessageList, control.AccessRead, protocol.MessageListArgs{Mailbox: "secretbox"}, denied},
+		{protocol.VerbMessageRead, control.AccessRead, protocol.MessageReadArgs{Mailbox: "secretbox", ID: fx.messageID}, denied},
+		{protocol.VerbMessageMark, control.AccessWrite, protocol.MessageMarkArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}, Read: true}, denied},
+		{protocol.VerbMessageLabel, control.AccessWrite, protocol.MessageLabelArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}, Add: []string{"x"}, Star: ptrTo(true)}, denied},
 		// The message is in the inbox: purging it from trash finds nothing.
-		{protocol.VerbMessagePurge, accWrite, protocol.MessagePurgeArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbMessagePurge, accWrite, protocol.MessagePurgeArgs{Mailbox: "secretbox", Before: ptrTo(time.Now().Add(time.Hour))}, denied},
-		{protocol.VerbHookList, accRead, protocol.HookListArgs{Mailbox: "secretbox"}, denied},
-		{protocol.VerbHookList, accRead, nil, all("")},
-		{protocol.VerbHookCreate, accWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "after_send", Cmd: []string{"/bin/true"}}, denied},
-		{protocol.VerbMailboxDelete, accManage, protocol.MailboxDeleteArgs{Name: "secretbox"}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbHookDelete, accWrite, protocol.NameArgs{Name: "ownhook"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "forother", Owner: fx.owner}, map[string]string{"other": "forbidden", "ghost": "forbidden"}},
-		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "secretbox"}, map[string]string{"other": "conflict", "ghost": "forbidden"}},
-		{protocol.VerbMailboxCreate, accAny, protocol.MailboxCreateArgs{Name: "byroot", Owner: fx.owner}, map[string]string{"root": ""}},
-		{protocol.VerbMailboxDelete, accManage, protocol.MailboxDeleteArgs{Name: "ops"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
+		{protocol.VerbMessagePurge, control.AccessWrite, protocol.MessagePurgeArgs{Mailbox: "secretbox", IDs: []string{fx.messageID}}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMessagePurge, control.AccessWrite, protocol.MessagePurgeArgs{Mailbox: "secretbox", Before: ptrTo(time.Now().Add(time.Hour))}, denied},
+		{protocol.VerbHookList, control.AccessRead, protocol.HookListArgs{Mailbox: "secretbox"}, denied},
+		{protocol.VerbHookList, control.AccessRead, nil, all("")},
+		{protocol.VerbHookCreate, control.AccessWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "after_send", Cmd: []string{"/bin/true"}}, denied},
+		{protocol.VerbMailboxDelete, control.AccessManage, protocol.MailboxDeleteArgs{Name: "secretbox"}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbHookDelete, control.AccessWrite, protocol.NameArgs{Name: "ownhook"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMailboxCreate, control.AccessAny, protocol.MailboxCreateArgs{Name: "forother", Owner: fx.owner}, map[string]string{"other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbMailboxCreate, control.AccessAny, protocol.MailboxCreateArgs{Name: "secretbox"}, map[string]string{"other": "conflict", "ghost": "forbidden"}},
+		{protocol.VerbMailboxCreate, control.AccessAny, protocol.MailboxCreateArgs{Name: "byroot", Owner: fx.owner}, map[string]string{"root": ""}},
+		{protocol.VerbMailboxPrune, control.AccessRoot, protocol.MailboxPruneArgs{Mailbox: "secretbox", DryRun: true}, map[string]string{"root": "", "owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbMailboxDelete, control.AccessManage, protocol.MailboxDeleteArgs{Name: "ops"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
 		// Owners may set their display name by default, their trusted
 		// senders only where the operator allows it; config-declared
 		// mailboxes change only in the config.
-		{protocol.VerbMailboxUpdate, accManage, protocol.MailboxUpdateArgs{Name: "secretbox", DisplayName: ptrTo("Secret Box")}, denied},
-		{protocol.VerbMailboxUpdate, accManage, protocol.MailboxUpdateArgs{Name: "secretbox", TrustedSenders: &[]string{"*@x.test"}}, map[string]string{"owner": "forbidden", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbMailboxUpdate, accManage, protocol.MailboxUpdateArgs{Name: "ops", DisplayName: ptrTo("Ops")}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
-		{protocol.VerbHookDelete, accWrite, protocol.NameArgs{Name: "opshook"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
-		{protocol.VerbHookCreate, accWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, FireOnUntrusted: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
-		{protocol.VerbWatch, accRead, protocol.WatchArgs{Mailboxes: []string{"secretbox"}}, denied},
-		{protocol.VerbMessageMove, accWrite, protocol.MessageMoveArgs{Mailbox: "secretbox", ID: fx.messageID, To: "archive"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbHookRuns, accAny, protocol.HookRunsArgs{}, all("")},
-		{protocol.VerbSend, accWrite, protocol.SendArgs{FromMailbox: "secretbox", To: []string{"x@remote.test"}, Subject: "s", Body: "b", DryRun: true}, denied},
-		{protocol.VerbSendStatus, accRead, protocol.SendStatusArgs{Mailbox: "secretbox", ID: fx.sentID}, denied},
-		{protocol.VerbQueueList, accAny, nil, all("")},
-		{protocol.VerbQueueShow, accRead, protocol.QueueIDArgs{ID: fx.queueID}, denied},
-		{protocol.VerbQueueRetry, accWrite, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbQueueApprove, accRoot, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
-		{protocol.VerbQueueApprove, accRoot, protocol.QueueIDArgs{ID: "secretbox.nosuchitem"}, map[string]string{"root": "not_found"}},
-		{protocol.VerbQueueReschedule, accWrite, protocol.QueueRescheduleArgs{ID: fx.queueID, SendAt: time.Now().Add(time.Hour)}, denied},
-		{protocol.VerbDraftCreate, accWrite, protocol.DraftArgs{Mailbox: "secretbox", Subject: "draft"}, denied},
-		{protocol.VerbDraftUpdate, accWrite, protocol.DraftUpdateArgs{Mailbox: "secretbox", ID: "nosuchdraft", Subject: ptrTo("x")}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbDraftSend, accWrite, protocol.DraftSendArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbDraftDelete, accWrite, protocol.DraftIDArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
-		{protocol.VerbQueueDrop, accWrite, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"other": "not_found", "ghost": "not_found", "owner": ""}},
+		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", DisplayName: ptrTo("Secret Box")}, denied},
+		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", TrustedSenders: &[]string{"*@x.test"}}, map[string]string{"owner": "forbidden", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "ops", DisplayName: ptrTo("Ops")}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
+		// Only root sets a quota, even on the owner's own mailbox.
+		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", QuotaBytes: ptrTo(int64(1 << 30))}, map[string]string{"root": "", "owner": "forbidden", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbMailboxUpdate, control.AccessManage, protocol.MailboxUpdateArgs{Name: "secretbox", InheritQuota: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
+		{protocol.VerbHookDelete, control.AccessWrite, protocol.NameArgs{Name: "opshook"}, map[string]string{"owner": "forbidden", "other": "not_found", "root": "forbidden"}},
+		{protocol.VerbHookCreate, control.AccessWrite, protocol.HookCreateArgs{Mailbox: "secretbox", Event: "on_receive", Cmd: []string{"/bin/true"}, FireOnUntrusted: true}, map[string]string{"owner": "forbidden", "other": "not_found"}},
+		{protocol.VerbWatch, control.AccessRead, protocol.WatchArgs{Mailboxes: []string{"secretbox"}}, denied},
+		{protocol.VerbMessageMove, control.AccessWrite, protocol.MessageMoveArgs{Mailbox: "secretbox", ID: fx.messageID, To: "archive"}, map[string]string{"other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbHookRuns, control.AccessAny, protocol.HookRunsArgs{}, all("")},
+		{protocol.VerbSend, control.AccessWrite, protocol.SendArgs{FromMailbox: "secretbox", To: []string{"x@remote.test"}, Subject: "s", Body: "b", DryRun: true}, denied},
+		{protocol.VerbSendStatus, control.AccessRead, protocol.SendStatusArgs{Mailbox: "secretbox", ID: fx.sentID}, denied},
+		{protocol.VerbQueueList, control.AccessAny, nil, all("")},
+		{protocol.VerbQueueShow, control.AccessRead, protocol.QueueIDArgs{ID: fx.queueID}, denied},
+		{protocol.VerbQueueRetry, control.AccessWrite, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"root": "conflict", "owner": "conflict", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbQueueApprove, control.AccessRoot, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbQueueApprove, control.AccessRoot, protocol.QueueIDArgs{ID: "secretbox.nosuchitem"}, map[string]string{"root": "not_found", "owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbIndexRebuild, control.AccessRoot, protocol.Empty{}, map[string]string{"root": "", "owner": "forbidden", "other": "forbidden", "ghost": "forbidden"}},
+		{protocol.VerbQueueReschedule, control.AccessWrite, protocol.QueueRescheduleArgs{ID: fx.queueID, SendAt: time.Now().Add(time.Hour)}, denied},
+		{protocol.VerbDraftCreate, control.AccessWrite, protocol.DraftArgs{Mailbox: "secretbox", Subject: "draft"}, denied},
+		{protocol.VerbDraftUpdate, control.AccessWrite, protocol.DraftUpdateArgs{Mailbox: "secretbox", ID: "nosuchdraft", Subject: ptrTo("x")}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbDraftSend, control.AccessWrite, protocol.DraftSendArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		{protocol.VerbDraftDelete, control.AccessWrite, protocol.DraftIDArgs{Mailbox: "secretbox", ID: "nosuchdraft"}, map[string]string{"root": "not_found", "owner": "not_found", "other": "not_found", "ghost": "not_found"}},
+		// Bulk verbs: naming another's mailbox reads as not found; without
+		// one they match only the caller's items (the owner's held item
+		// survives the others' drop: the queue.drop row below needs it).
+		{protocol.VerbQueueFlush, control.AccessWrite, protocol.QueueFilter{Mailbox: "secretbox"}, denied},
+		{protocol.VerbQueueFlush, control.AccessWrite, protocol.QueueFilter{Domain: "remote.test", State: "held"}, all("")},
+		{protocol.VerbQueueDropMatching, control.AccessWrite, protocol.QueueFilter{Mailbox: "secretbox", OlderThan: "1000d"}, denied},
+		{protocol.VerbQueueDropMatching, control.AccessWrite, protocol.QueueFilter{Domain: "remote.test"}, map[string]string{"other": "", "ghost": ""}},
+		{protocol.VerbQueueDropMatching, control.AccessWrite, protocol.QueueFilter{}, all("invalid_input")},
+		{protocol.VerbQueueSummary, control.AccessRead, protocol.QueueSummaryArgs{QueueFilter: protocol.QueueFilter{Mailbox: "secretbox"}}, denied},
+		{protocol.VerbQueueSummary, control.AccessRead, nil, all("")},
+		{protocol.VerbQueueDrop, control.AccessWrite, protocol.QueueIDArgs{ID: fx.queueID}, map[string]string{"other": "not_found", "ghost": "not_found", "owner": ""}},
 	}
 }
 
@@ -310,22 +340,17 @@ func checkMatrixCoversVerbs(t *testing.T, rows []matrixRow) {
 	t.Helper()
 	covered := map[string]bool{}
 	for _, r := range rows {
-		rt, ok := verbTable[r.verb]
+		acc, ok := control.VerbAccess(r.verb)
 		if !ok {
 			t.Errorf("matrix row for %s, which the daemon does not register", r.verb)
 			continue
 		}
-		if rt.access != r.acc {
-			t.Errorf("verb %s declares access %s; the matrix expects %s: update both together", r.verb, rt.access, r.acc)
+		if acc != r.acc {
+			t.Errorf("verb %s declares access %s; the matrix expects %s: update both together", r.verb, acc, r.acc)
 		}
 		covered[r.verb] = true
 	}
-	verbs := make([]string, 0, len(verbTable))
-	for v := range verbTable {
-		verbs = append(verbs, v)
-	}
-	sort.Strings(verbs)
-	for _, v := range verbs {
+	for _, v := range control.Verbs() {
 		if !covered[v] {
 			t.Errorf("verb %s has no row in TestAuthorizationMatrix: add one for root, the owner, another user and a uid without a passwd entry", v)
 		}

@@ -122,7 +122,7 @@ func TestIdleControlConnectionsClose(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("an idle connection stayed open")
 	}
-	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x1"}, "")
+	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x1"}, "")
 	select {
 	case ev := <-events:
 		if ev.ID != "x1" {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -119,7 +120,7 @@ func TestKillNineDuringWrites(t *testing.T) {
 
 		// Nothing partial is visible: every registry entry parses, every
 		// mailbox folder is complete, and no temp file survives a restart.
-		reg, problems, err := OpenRegistry(filepath.Join(filepath.Dir(filepath.Dir(socket)), "state", "registry"))
+		reg, problems, err := registry.Open(filepath.Join(filepath.Dir(filepath.Dir(socket)), "state", "registry"))
 		if err != nil || len(problems) > 0 {
 			t.Fatalf("registry after crash: %v %v", err, problems)
 		}

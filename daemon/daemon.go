@@ -1,26 +1,28 @@
-// Package daemon is mailctl's root service: the control socket and its
-// authorization, the mailbox registry, inbound and outbound mail, and hooks.
+// Package daemon is mailctl's root service and the place its parts are
+// wired together: New builds them from a config (the store, the registry,
+// the control API, inbound SMTP/LMTP, the send pipeline and its queue, the
+// hook runner, metrics), Run serves until the context ends, and Reload
+// applies a changed config. The control socket's API is daemon/control;
+// what mail does on its way in and out lives in the daemon/ packages it
+// names (smtpin, ingest, trust, outbound).
 package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/intake"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/logsum"
@@ -48,6 +50,12 @@ type Options struct {
 	// Clock replaces the wall clock of the queue and of send_at checks
 	// (tests of scheduled sends).
 	Clock func() time.Time
+	// Statfs replaces the store filesystem's free-space query of the disk
+	// reserve (tests).
+	Statfs func(path string) (free uint64, err error)
+	// ChangedAt replaces reading when a file in a mailbox last changed
+	// (when a message came to trash), for tests that move Clock.
+	ChangedAt func(mailboxDir, rel string) (time.Time, error)
 }
 
 // Daemon is one running mailctl service.
@@ -56,8 +64,8 @@ type Daemon struct {
 	log     *slog.Logger
 	state   atomic.Pointer[state]
 	store   *store.Store
-	reg     *Registry
-	events  *hub
+	reg     *registry.Registry
+	ctl     *control.Server
 	started time.Time
 
 	smtp     *smtpService
@@ -73,15 +81,20 @@ type Daemon struct {
 	// questions message after message. A test's resolver is asked every
 	// time, so a test can change its answers. Doctor asks resolver.
 	lookups resolver.Resolver
-	onDSN   func(mailbox, tag string, dsn *ingest.DSN) bool
+	dsn     *reportHandler // bounces to our return paths; nil without sending
 
 	hookLog *hooks.RunLog
 	runner  *hooks.Runner
 	now     func() time.Time
+	reserve *diskReserve // reserve.go
+	// usageCount is each mailbox's usage against its quota (usage.go).
+	usageCount usageCounter
+	changedAt  func(mailboxDir, rel string) (time.Time, error) // retention.go
 
-	lock    *os.File   // the daemon's lock, held from New to the end of Run
-	mu      sync.Mutex // serializes mailbox and hook creation and deletion
-	wg      sync.WaitGroup
+	// lastReload is the outcome of the last Reload, for `mailctl reload`.
+	lastReload atomic.Pointer[protocol.ReloadStatus]
+
+	lock    *os.File // the daemon's lock, held from New to the end of Run
 	closing chan struct{}
 	// logSum counts repeated log lines (identical requests, refusals) so a
 	// flood costs one line per kind and window; see logRepeats.
@@ -92,20 +105,9 @@ type Daemon struct {
 // state is what a reload replaces at once.
 type state struct {
 	cfg      *config.Config
-	declared map[string]*mailboxInfo // operator-declared mailboxes with resolved owners
-	problems []string                // declarations that could not be honoured
-	pending  []string                // config keys changed in the file that wait for a restart
-}
-
-// mailboxInfo is a mailbox as the daemon knows it, from either source.
-type mailboxInfo struct {
-	// ID is the mailbox's identity, never reused by another mailbox of the
-	// same name: hooks, their runs and events are bound to it.
-	ID       string
-	Name     string
-	UID, GID uint32
-	Source   string // "config" or "registry"
-	Aliases  []string
+	declared map[string]*registry.Mailbox // operator-declared mailboxes with resolved owners
+	problems []string                     // declarations that could not be honoured
+	pending  []string                     // config keys changed in the file that wait for a restart
 }
 
 // service is a part of the daemon with its own lifetime (a listener, the queue).
@@ -125,6 +127,11 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	}
 	if err := hooks.CloseOnExecAbove2(); err != nil {
 		return nil, fmt.Errorf("marking inherited descriptors close-on-exec: %w", err)
+	}
+	// Every secret the config names is checked before anything starts;
+	// the readers check again on the descriptors they read.
+	if err := cfg.CheckSecrets(); err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
 	}
 	setMemoryLimit(cfg)
 	lock, err := acquireLock(cfg.Paths.Socket)
@@ -162,18 +169,26 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
-	st, err := store.Open(cfg.Paths.MailboxesDir())
+	st, err := store.OpenIndexed(cfg.Paths.MailboxesDir(), cfg.Paths.IndexFile())
 	if err != nil {
 		return nil, fmt.Errorf("opening the mailbox store: %w", err)
 	}
-	reg, problems, err := OpenRegistry(cfg.Paths.RegistryDir())
+	reg, problems, err := registry.Open(cfg.Paths.RegistryDir())
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, events: newHub(), started: time.Now(),
+	d := &Daemon{opts: opts, log: opts.Logger, store: st, reg: reg, started: time.Now(),
 		closing: make(chan struct{}), now: time.Now, lock: lock}
 	if opts.Clock != nil {
 		d.now = opts.Clock
+	}
+	d.reserve = &diskReserve{d: d, statfs: statfsFree}
+	if opts.Statfs != nil {
+		d.reserve.statfs = opts.Statfs
+	}
+	d.changedAt = changedAt
+	if opts.ChangedAt != nil {
+		d.changedAt = opts.ChangedAt
 	}
 	if n, err := st.Sweep(); err != nil {
 		d.log.Error("sweeping crash leftovers from the store", "removed", n, "err", err)
@@ -193,6 +208,9 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.resolver = resolver.New(cfg.DNS.Resolver, 0)
 		d.lookups = resolver.NewCache(d.resolver)
 	}
+	if opts.Dev {
+		d.lookups = withDevKeyRecords(d.lookups, cfg)
+	}
 	d.dialer = opts.Dial
 	d.metrics = newMetrics(d)
 	if cfg.Metrics.Listen != "" {
@@ -210,7 +228,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		return nil, err
 	}
 	d.out = out
-	d.extras = append(d.extras, out)
+	d.extras = append(d.extras, out, &pruneService{d: d})
 	if len(cfg.SMTP.Listen) > 0 || cfg.SMTP.LMTPSocket != "" || len(cfg.LMTP.ListenTCP) > 0 {
 		svc, err := d.newSMTPService()
 		if err != nil {
@@ -219,6 +237,8 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.smtp = svc
 		d.extras = append(d.extras, svc)
 	}
+	d.ctl = control.New(control.Options{Version: opts.Version, Dev: opts.Dev, Capture: opts.Capture, Logger: d.log, Now: d.now, Started: d.started,
+		Store: st, Registry: reg, Backend: backend{d}, Requests: d.metrics.requests, LogSum: &d.logSum})
 	d.ensureDeclared(s)
 	return d, nil
 }
@@ -227,14 +247,14 @@ func (d *Daemon) cfg() *config.Config { return d.state.Load().cfg }
 
 // buildState resolves operator-declared mailboxes' owners.
 func (d *Daemon) buildState(cfg *config.Config) *state {
-	s := &state{cfg: cfg, declared: map[string]*mailboxInfo{}}
+	s := &state{cfg: cfg, declared: map[string]*registry.Mailbox{}}
 	for _, m := range cfg.Mailboxes {
-		uid, gid, err := resolveUser(m.Owner)
+		uid, gid, err := registry.ResolveUser(m.Owner)
 		if err != nil {
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: owner %q: %v", m.Name, m.Owner, err))
 			continue
 		}
-		s.declared[m.Name] = &mailboxInfo{ID: configMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: "config", Aliases: m.Aliases}
+		s.declared[m.Name] = &registry.Mailbox{ID: registry.ConfigMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: registry.SourceConfig, Aliases: m.Aliases}
 	}
 	for _, p := range s.problems {
 		d.log.Error("config mailbox not served", "problem", p)
@@ -256,14 +276,25 @@ func (d *Daemon) ensureDeclared(s *state) {
 // fixed when the daemon started (listeners, SMTP limits, delivery, relay,
 // resolvers: restartKeys) keep their running values and are named in the log
 // and, until a restart, in the status findings `mailctl doctor` shows. DKIM
-// keys are read again.
+// keys and the TLS certificate and key are read again.
 func (d *Daemon) Reload(path string) error {
+	count := 1
+	if last := d.lastReload.Load(); last != nil {
+		count = last.Count + 1
+	}
 	file, err := config.Load(path)
+	if err == nil {
+		err = file.CheckSecrets()
+	}
 	if err != nil {
 		d.log.Error("reload refused, keeping the running config", "err", err)
+		d.lastReload.Store(&protocol.ReloadStatus{Count: count, At: d.now().UTC(), Error: err.Error()})
 		return err
 	}
 	cfg, applied, pending := applyReload(file, d.cfg())
+	if d.smtp != nil && d.smtp.certs != nil {
+		d.smtp.certs.Reload() // a refused pair is logged; the one in use stays
+	}
 	if d.out != nil {
 		if err := d.out.loadKeys(); err != nil {
 			d.log.Error("reload: DKIM keys not reloaded", "err", err)
@@ -275,6 +306,7 @@ func (d *Daemon) Reload(path string) error {
 	d.state.Store(s)
 	d.ensureDeclared(s)
 	d.log.Info("config reloaded", "file", path, "applied", strings.Join(applied, ","), "need_restart", strings.Join(pending, ","))
+	d.lastReload.Store(&protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending})
 	if len(pending) > 0 {
 		d.log.Warn("config keys changed that take effect only at the next restart", "keys", strings.Join(pending, ","))
 	}
@@ -282,24 +314,20 @@ func (d *Daemon) Reload(path string) error {
 }
 
 // lookupMailbox finds a mailbox by name in either source.
-func (d *Daemon) lookupMailbox(name string) (*mailboxInfo, bool) {
+func (d *Daemon) lookupMailbox(name string) (*registry.Mailbox, bool) {
 	if m, ok := d.state.Load().declared[name]; ok {
 		return m, true
 	}
 	if r, ok := d.reg.Mailbox(name); ok {
-		return registryMailbox(r), true
+		return r.Mailbox(), true
 	}
 	return nil, false
 }
 
-func registryMailbox(r *registeredMailbox) *mailboxInfo {
-	return &mailboxInfo{ID: r.ID, Name: r.Name, UID: r.OwnerUID, GID: r.OwnerGID, Source: "registry"}
-}
-
 // allMailboxes lists every mailbox, sorted by name.
-func (d *Daemon) allMailboxes() []*mailboxInfo {
+func (d *Daemon) allMailboxes() []*registry.Mailbox {
 	s := d.state.Load()
-	var out []*mailboxInfo
+	var out []*registry.Mailbox
 	for _, m := range s.declared {
 		out = append(out, m)
 	}
@@ -307,47 +335,18 @@ func (d *Daemon) allMailboxes() []*mailboxInfo {
 		if _, dup := s.declared[r.Name]; dup {
 			continue
 		}
-		out = append(out, registryMailbox(r))
+		out = append(out, r.Mailbox())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-// resolveUser turns a user name or numeric uid into uid and primary gid. A
-// numeric uid must have a passwd entry: mailboxes and hooks need a real user.
-func resolveUser(s string) (uint32, uint32, error) {
-	var u *user.User
-	var err error
-	if _, nerr := strconv.ParseUint(s, 10, 32); nerr == nil {
-		u, err = user.LookupId(s)
-	} else {
-		u, err = user.Lookup(s)
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("no such user")
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return 0, 0, errors.New("user has a non-numeric id")
-	}
-	return uint32(uid), uint32(gid), nil
-}
-
-// userName returns the login name of uid, or the number when it has none.
-func userName(uid uint32) string {
-	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
-		return u.Username
-	}
-	return strconv.FormatUint(uint64(uid), 10)
 }
 
 // Run serves until ctx ends, then drains: in-flight requests get a grace period.
 func (d *Daemon) Run(ctx context.Context) error {
 	cfg := d.cfg()
 	defer d.lock.Close()
-	srv, err := d.listenControl(cfg.Paths.Socket)
-	if err != nil {
+	srv := d.ctl
+	if err := srv.Listen(cfg.Paths.Socket); err != nil {
 		return err
 	}
 	for _, ex := range d.extras {
@@ -360,6 +359,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.opts.Ready != nil {
 		d.opts.Ready()
 	}
+	var err error
+	d.ctl.IndexInBackground("start")
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
 	go d.logRepeats()
@@ -380,21 +381,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.runner.Shutdown(drain); err != nil {
 		d.log.Warn("hooks still running at shutdown", "err", err)
 	}
-	done := make(chan struct{})
-	go func() { d.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-drain.Done():
+	if !srv.Wait(drain) {
 		d.log.Warn("shutdown grace ended with requests still running")
 	}
+	// The index writer writes what it holds (or the next start reads it
+	// from the files).
+	d.store.Close()
 	d.log.Info("mailctl daemon stopped")
 	return err
 }
 
 // Version is the daemon's build version.
 func (d *Daemon) Version() string { return d.opts.Version }
-
-var errClosing = protocol.Errorf(protocol.CodeUnavailable, "the daemon is shutting down; retry in a moment")
 
 // logRepeats writes, every window until the daemon closes, the counts of
 // lines the summarizer held back, so a burst that stops is still reported.
@@ -414,3 +412,7 @@ func (d *Daemon) logRepeats() {
 func (d *Daemon) logRepeat(kind string, n int) {
 	d.log.Info("repeats not logged one by one", "kind", kind, "count", n)
 }
+
+// Watchers is the number of watch streams open now; tests of clients wait
+// for it before causing the event they expect a stream to carry.
+func (d *Daemon) Watchers() int { return d.ctl.Watchers() }

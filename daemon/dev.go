@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,10 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/daemon/setup"
+	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -44,7 +50,7 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 		SMTP:  config.SMTP{Listen: []string{o.SMTP}},
 		Trust: config.Trust{TrustedSenders: o.Trusted},
 	}
-	cert, key, err := EnsureSelfSigned(filepath.Join(dir, "tls"), "localhost", "127.0.0.1", "::1", o.Domain)
+	cert, key, err := setup.EnsureSelfSigned(filepath.Join(dir, "tls"), "localhost", "127.0.0.1", "::1", o.Domain)
 	if err != nil {
 		return nil, fmt.Errorf("dev certificate: %w", err)
 	}
@@ -69,7 +75,7 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 }
 
 func configText(c *config.Config) ([]byte, error) {
-	return []byte(fmt.Sprintf(`# Written by mailctl dev at %s; rewritten from its flags at every start.
+	return []byte(fmt.Sprintf(protocol.DevConfigHeader+` at %s; rewritten from its flags at every start.
 hostname = %q
 domains = [%q]
 
@@ -104,22 +110,7 @@ func quoteList(l []string) string {
 // EnsureMailbox creates a registry mailbox for uid if it does not exist yet
 // (used by `mailctl dev` for the current user's mailbox).
 func (d *Daemon) EnsureMailbox(name string, uid, gid uint32) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if m, ok := d.lookupMailbox(name); ok {
-		if m.UID != uid {
-			return fmt.Errorf("mailbox %q exists with another owner (uid %d)", name, m.UID)
-		}
-		_, err := d.store.Create(name, int(uid), int(gid))
-		return err
-	}
-	if err := store.ValidMailboxName(name); err != nil {
-		return err
-	}
-	if _, err := d.store.Create(name, int(uid), int(gid)); err != nil {
-		return err
-	}
-	return d.reg.AddMailbox(&registeredMailbox{Name: name, OwnerUID: uid, OwnerGID: gid, CreatedAt: time.Now().UTC(), CreatedBy: uid})
+	return d.ctl.EnsureMailbox(name, uid, gid)
 }
 
 // Address is the mail address of a mailbox on this daemon's primary domain.
@@ -131,9 +122,12 @@ func (d *Daemon) SetReady(f func()) { d.opts.Ready = f }
 // EnsureDevKeys generates an Ed25519 and an RSA DKIM key in dir unless keys
 // are already there, so dev mail is signed the way production mail is.
 func EnsureDevKeys(dir string) error {
-	keys, _ := dkim.LoadKeys(dir)
+	keys, err := dkim.LoadKeys(dir)
 	if len(keys) > 0 {
 		return nil
+	}
+	if _, bad := errors.AsType[*safeio.SecretError](err); bad {
+		return fmt.Errorf("dev DKIM key: %w", err)
 	}
 	for _, k := range []struct{ sel, alg string }{{"dev-ed25519", "ed25519"}, {"dev-rsa", "rsa"}} {
 		if _, err := dkim.GenerateKey(dir, k.sel, k.alg); err != nil {
@@ -141,4 +135,39 @@ func EnsureDevKeys(dir string) error {
 		}
 	}
 	return nil
+}
+
+// devKeyRecords answers the DKIM key records of a dev instance's domains
+// from its own keys, and asks r everything else. A dev instance has no DNS of
+// its own, so without them its signatures on mail between its own mailboxes
+// read as permerror (no key) while that mail is trusted, submitted over the
+// socket by a mailbox whose owner the daemon knows by uid: the checks now
+// find what they find on a host whose records are published (dkim=pass,
+// aligned).
+type devKeyRecords struct {
+	resolver.Resolver
+	txt map[string]string // selector._domainkey.domain → the record
+}
+
+func (r devKeyRecords) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	if v, ok := r.txt[strings.ToLower(strings.TrimSuffix(name, "."))]; ok {
+		return []string{v}, nil
+	}
+	return r.Resolver.LookupTXT(ctx, name)
+}
+
+// withDevKeyRecords is r answering the records of the keys in cfg's DKIM
+// directory for each of cfg's domains; r itself when there are none.
+func withDevKeyRecords(r resolver.Resolver, cfg *config.Config) resolver.Resolver {
+	keys, err := dkim.LoadKeys(cfg.Paths.DKIMDir)
+	if err != nil || len(keys) == 0 {
+		return r
+	}
+	txt := map[string]string{}
+	for _, dom := range cfg.Domains {
+		for _, k := range keys {
+			txt[strings.ToLower(k.Selector+"._domainkey."+dom)] = k.TXTValue()
+		}
+	}
+	return devKeyRecords{Resolver: r, txt: txt}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -76,6 +77,51 @@ func (o *outboundService) bounceToSender(mailbox, sentID string, res protocol.Se
 	log.Info("bounce delivered to the sender", "recipients", len(rep.Recipients), "message_id", mid)
 }
 
+// delayWarning puts a delay warning (RFC 3464, action "delayed") in the
+// sending mailbox's inbox for the recipients of a sent message still being
+// retried (queue.DelayWarner, through the Recorder). It is made like the
+// final bounce and carries only the daemon's words; its Message-ID is
+// derived from the message and the recipients, so a warning made again
+// after a crash (before the queue recorded it) is not stored twice.
+func (o *outboundService) delayWarning(mailbox, sentID, messageID string, waiting []protocol.RecipientStatus, until time.Time) error {
+	if len(waiting) == 0 {
+		return nil
+	}
+	d := o.d
+	m, _, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
+	if err != nil {
+		// No sent copy to link to (its owner removed it): the sender is
+		// still told, from what the queue knows.
+		m = &store.Message{MessageID: messageID}
+	}
+	raw, err := d.store.Raw(mailbox, protocol.FolderSent, sentID, maxReturnedRaw)
+	if err != nil {
+		raw = sentHeaders(m)
+	}
+	if m.IsDSN || isReport(raw) {
+		return nil // loop protection, as for bounces
+	}
+	cfg := d.cfg()
+	rep := bounce.Report{ReportingMTA: cfg.Hostname, From: "MAILER-DAEMON@" + cfg.PrimaryDomain(), To: d.Address(mailbox),
+		Date: d.now(), Original: raw, OriginalMessageID: strings.Trim(cmp.Or(m.MessageID, messageID), "<>"), ArrivalDate: m.Date,
+		Delayed: true, RetryUntil: until}
+	for _, r := range waiting {
+		rep.Recipients = append(rep.Recipients, bounce.Failed{Address: r.Address, Code: r.Code, Detail: r.Detail})
+	}
+	mid := rep.MessageID()
+	for _, id := range []string{mid, "<" + mid + ">"} {
+		if _, ok := d.store.FindByMessageID(mailbox, protocol.FolderInbox, id); ok {
+			return nil
+		}
+	}
+	if err := d.deliverReport(mailbox, rep.From, rep.Bytes()); err != nil {
+		return err
+	}
+	d.metrics.ops.delayWarnings.Inc()
+	d.log.Info("delay warning delivered to the sender", "part", "bounce", "mailbox", mailbox, "id", sentID, "recipients", len(waiting), "message_id", mid)
+	return nil
+}
+
 // deliverReport stores a message the daemon wrote itself in mailbox's inbox
 // through the inbound path (events, on_receive hooks), recorded as what it
 // is: generated here, with no checks run and none invented.
@@ -93,8 +139,9 @@ func (d *Daemon) deliverReport(mailbox, from string, raw []byte) error {
 	env := smtpin.Envelope{Helo: d.cfg().Hostname, Rcpts: []string{rcpt}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := &copySource{msg: smtpin.NewMessage(raw, 0), ar: ar, messageID: newMessageID(d.cfg().Hostname), parsed: parsed, stored: withHeader(ar, nil, raw)}
-	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, c, res)
+	// The daemon's own report reaches no return path: nothing to apply.
+	c := &copySource{msg: smtpin.NewMessage(raw, 0), ar: ar, messageID: newMessageID(d.cfg().Hostname), parsed: parsed, stored: withHeader(ar, nil, raw), head: raw}
+	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, c, res, "")
 }
 
 // isReport reports whether raw's top-level Content-Type is a delivery status

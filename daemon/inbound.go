@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,7 +22,10 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/bounce"
+	"github.com/mailctl/mailctl/daemon/certs"
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/hooks"
@@ -90,7 +94,7 @@ type inbound struct {
 }
 
 func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
-	_, err := b.d.route(rcpt)
+	rt, err := b.d.route(rcpt)
 	switch err {
 	case errRelay:
 		b.d.metrics.rejected.WithLabelValues("relay").Inc()
@@ -98,6 +102,11 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 		b.d.metrics.rejected.WithLabelValues("unknown_user").Inc()
 	case errBadAddr:
 		b.d.metrics.rejected.WithLabelValues("bad_address").Inc()
+	case nil:
+		if err := b.d.checkReserve(); err != nil {
+			return err
+		}
+		return b.d.checkQuota(rt.Mailbox, 0)
 	}
 	return err
 }
@@ -116,6 +125,14 @@ func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.Message, submitter string) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
+	if err := d.checkReserve(); err != nil {
+		// The space may have gone since RCPT: nothing is stored, and the
+		// sender (or the queue, for local delivery) retries.
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	in := trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: msg.Bytes()}
 	if in.Raw == nil {
 		in.Read = msg.Open
@@ -136,11 +153,39 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 			return errs
 		}
 	}
+	act, why := b.enforcement().Decide(env.RemoteIP, res)
+	if act == trust.Reject {
+		// RFC 7489 §6.6: refused at the end of DATA, nothing stored.
+		reply := &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Message rejected by the " + why}
+		for i := range errs {
+			errs[i] = reply
+		}
+		d.metrics.received.WithLabelValues("rejected").Inc()
+		d.log.Info("message rejected: DMARC policy", "from", env.MailFrom, "header_from", res.FromAddress, "dmarc", res.DMARC.Detail,
+			"rcpts", len(env.Rcpts), "session", env.Session, "remote", remoteString(env))
+		return errs
+	}
+	junk := env.Screen.Junk // a client the DNS lists name below the threshold
+	switch {
+	case act == trust.Quarantine:
+		junk = why
+	case why != "":
+		d.log.Info("DMARC policy not applied", "reason", why, "header_from", res.FromAddress, "session", env.Session)
+	}
 	ar := res.AuthenticationResults(d.cfg().Hostname)
 	c := &copySource{msg: msg, ar: ar, messageID: newMessageID(d.cfg().Hostname), parsed: parsed}
 	if raw := msg.Bytes(); raw != nil {
 		c.stored = withHeader(ar, msg.Headroom, raw)
 	}
+	head, err := c.clientHead()
+	if err != nil {
+		d.log.Error("reading inbound message failed", "err", err, "session", env.Session)
+		for i := range errs {
+			errs[i] = errTemp
+		}
+		return errs
+	}
+	c.head = head
 
 	type target struct {
 		rcpts []int
@@ -148,11 +193,15 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 	}
 	byMailbox := map[string]*target{}
 	var order []string
+	reports := d.tlsReportsTo(c.head)
 	for i, rcpt := range env.Rcpts {
 		rt, err := d.route(rcpt)
 		if err != nil {
 			errs[i] = err
 			continue
+		}
+		if reports != "" {
+			rt = route{Mailbox: reports}
 		}
 		t := byMailbox[rt.Mailbox]
 		if t == nil {
@@ -172,7 +221,12 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 			for _, i := range t.rcpts {
 				rcpts = append(rcpts, env.Rcpts[i])
 			}
-			err := b.store(ctx, name, t.rt, env, rcpts, c, res)
+			// The quota again, with the message's size: the mailbox may
+			// have filled since RCPT, or this message would pass it.
+			err := d.checkQuota(name, c.Size())
+			if err == nil {
+				err = b.store(ctx, name, t.rt, env, rcpts, c, res, junk)
+			}
 			for _, i := range t.rcpts {
 				errs[i] = err
 			}
@@ -182,6 +236,14 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 	return errs
 }
 
+// enforcement is the operator's DMARC policy as the config says now.
+func (b *inbound) enforcement() trust.Enforcement {
+	t := b.d.cfg().Trust
+	// Validated when the config was loaded; entries are few.
+	fw, _ := trust.ParseForwarders(t.Forwarders)
+	return trust.Enforcement{Enabled: *t.DMARCEnforce, Forwarders: fw}
+}
+
 // copySource is what every mailbox's copy of one message is made from.
 type copySource struct {
 	msg       *smtpin.Message
@@ -189,6 +251,22 @@ type copySource struct {
 	messageID string // for a message without one
 	parsed    *ingest.Parsed
 	stored    []byte // ar and the message, when held in memory
+	// head is the start of what the client handed in (below our trace
+	// headers), enough for its header block: what tells a TLS report.
+	head []byte
+}
+
+// maxHeadRead bounds head for a spooled message: tlsReportLabel reads a
+// header block of at most 64 KiB.
+const maxHeadRead = 64<<10 + 4
+
+// clientHead is what head holds: the client's bytes, all of them for a
+// message held in memory (no copy), the first maxHeadRead of a spooled one.
+func (c *copySource) clientHead() ([]byte, error) {
+	if raw := c.msg.Bytes(); raw != nil {
+		return raw[c.msg.Trace:], nil
+	}
+	return io.ReadAll(io.LimitReader(c.client(), maxHeadRead))
 }
 
 // Size is the size of the copy stored (store.RawSource).
@@ -235,15 +313,16 @@ func (c *copySource) client() io.Reader {
 	return io.NewSectionReader(readerAt{c.msg}, int64(c.msg.Trace), c.msg.Size()-int64(c.msg.Trace))
 }
 
-// parse is the message parsed for mailbox: the one parse of a message held
-// in memory, or, for a spooled one, a parse whose attachments are decoded
-// into spills in that mailbox's inbox (Discard them if it is not stored).
-func (c *copySource) parse(d *Daemon, mailbox string) (*ingest.Parsed, error) {
+// parse is the message parsed for a mailbox's folder: the one parse of a
+// message held in memory, or, for a spooled one, a parse whose attachments
+// are decoded into spills in that folder (Discard them if it is not
+// stored).
+func (c *copySource) parse(d *Daemon, mailbox, folder string) (*ingest.Parsed, error) {
 	if c.parsed != nil {
 		return c.parsed, nil
 	}
 	return ingest.ParseFrom(c.msg.Open, c.msg.Size(), ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes,
-		Spill: func() (*store.Spill, error) { return d.store.NewSpill(mailbox, protocol.FolderInbox) }})
+		Spill: func() (*store.Spill, error) { return d.store.NewSpill(mailbox, folder) }})
 }
 
 // readerAt reads a message at an offset, held or spooled.
@@ -256,16 +335,35 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 	return bytes.NewReader(r.m.Bytes()).ReadAt(p, off)
 }
 
-// store writes one mailbox's copy and announces it.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, c *copySource, res trust.Result) error {
+// store writes one mailbox's copy and announces it. A message with a junk
+// reason goes to the junk folder, silently: no event, no hook. A delivery
+// report that reached one of the mailbox's return paths is applied to the
+// sent copy it names; one applied already is a replay and changes nothing.
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, c *copySource, res trust.Result, junk string) error {
 	d := b.d
-	p, err := c.parse(d, mailbox)
+	folder := protocol.FolderInbox
+	if junk != "" {
+		folder = protocol.FolderJunk
+	}
+	p, err := c.parse(d, mailbox, folder)
 	if err != nil {
 		d.log.Error("parsing inbound message failed", "mailbox", mailbox, "err", err)
 		return errTemp
 	}
 	if c.parsed == nil {
 		defer p.Discard() // the spills not stored
+	}
+	rep := reportOf(p) // before a Message-ID is made up for it
+	if rep != nil && d.dsn != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
+		done, replay := d.dsn.begin(mailbox, rt.Tag, *rep)
+		defer done()
+		if replay {
+			d.metrics.received.WithLabelValues("duplicate").Inc()
+			d.log.Info("bounce report already applied: not stored again", "mailbox", mailbox, "from", env.MailFrom, "remote", remoteString(env))
+			return nil
+		}
+	} else {
+		rep = nil
 	}
 	m := p.Msg // a copy per mailbox
 	m.MessageID = cmp.Or(m.MessageID, c.messageID)
@@ -278,18 +376,24 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	m.SizeBytes = c.Size()
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
+	m.DNSBL = env.Screen.Listed
+	m.Labels = slices.Clone(p.Msg.Labels)
+	if d.tlsReportLabel(c.head) != "" {
+		m.Labels = append(m.Labels, tlsReportLabel)
+	}
 	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))
 	if p.DSN != nil {
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
+	m.Junk = junk
 	key, err := deliveryKey(c.client(), env.MailFrom, rcpts, &m)
 	if err != nil {
 		d.log.Error("reading inbound message failed", "mailbox", mailbox, "err", err)
 		return errTemp
 	}
-	id, dup, err := b.storeCopy(key, mailbox, &m, p, c)
+	id, dup, err := b.storeCopy(key, mailbox, folder, &m, p, c)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -303,25 +407,35 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		d.log.Info("repeated delivery stored once", "mailbox", mailbox, "id", id)
 		return nil
 	}
+	// A report that came back to one of our return paths is about our
+	// message whatever else it is: the tag proves it.
+	if rep != nil {
+		d.dsn.apply(mailbox, rt.Tag, *rep)
+	}
+	if junk != "" {
+		d.metrics.received.WithLabelValues("junk").Inc()
+		d.log.Info("message stored in junk", "mailbox", mailbox, "id", id, "from", env.MailFrom, "reason", junk,
+			"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
+		return nil
+	}
 	d.metrics.received.WithLabelValues("stored").Inc()
-	d.log.Info("message stored", "mailbox", mailbox, "id", id, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
+	d.log.Info("message stored", "mailbox", mailbox, "id", id, "message_id", m.MessageID, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
-	b.announce(mailbox, rt.Tag, id, &m, p)
+	b.announce(mailbox, id, &m, p)
 	return nil
 }
 
-// announce tells about a copy stored: the new-mail event, the delivery
-// report it is (if any) to the sent message it reports on, and the
-// on_receive hooks.
-func (b *inbound) announce(mailbox, tag, id string, mp *store.Message, p *ingest.Parsed) {
+// announce tells about a copy stored in the inbox: its size to the
+// mailbox's usage, the new-mail event and the on_receive hooks.
+func (b *inbound) announce(mailbox, id string, mp *store.Message, p *ingest.Parsed) {
 	d, m := b.d, *mp
-	sum := summaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
+	// The raw copy and about as much again for the Markdown and the
+	// attachments, until the next count from the files.
+	d.addUsage(mailbox, 2*m.SizeBytes, 1)
+	sum := control.SummaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
-	d.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
-	if p.DSN != nil && d.onDSN != nil && strings.HasPrefix(tag, bounce.TagPrefix) {
-		d.onDSN(mailbox, tag, p.DSN)
-	}
+	d.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Message: &sum}, "")
 	dkim := make([]string, 0, len(m.DKIM))
 	for _, r := range m.DKIM {
 		dkim = append(dkim, trust.Summary(r))
@@ -389,6 +503,7 @@ type smtpService struct {
 	lns   []net.Listener
 	wg    sync.WaitGroup
 	addrs []string
+	certs *certs.Holder // nil without smtp.tls_cert
 }
 
 func (d *Daemon) newInbound() *inbound {
@@ -398,26 +513,46 @@ func (d *Daemon) newInbound() *inbound {
 func (d *Daemon) newSMTPService() (*smtpService, error) {
 	cfg := d.cfg()
 	var tlsCfg *tls.Config
+	var holder *certs.Holder
 	if cfg.SMTP.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey)
+		// A renewed pair is in use from the next handshake (certs.Holder).
+		h, err := certs.NewHolder(cfg.SMTP.TLSCert, cfg.SMTP.TLSKey, d.log.With("part", "tls"), d.now)
 		if err != nil {
 			return nil, fmt.Errorf("loading the STARTTLS certificate: %w", err)
 		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		holder = h
+		tlsCfg = &tls.Config{GetCertificate: h.GetCertificate, MinVersion: tls.VersionTLS12}
 	}
 	s := cfg.SMTP
 	b := d.inbound
 	var xfwd []uint32
 	for _, u := range s.LMTPXForwardUsers {
-		if uid, _, err := resolveUser(u); err == nil {
+		if uid, _, err := registry.ResolveUser(u); err == nil {
 			xfwd = append(xfwd, uid)
 		} else if s.LMTPSocket != "" {
 			d.log.Info("smtp.lmtp_xforward_users: no such user, skipped", "user", u)
 		}
 	}
+	screener, err := d.newScreener(cfg)
+	if err != nil {
+		return nil, err
+	}
 	srv := smtpin.NewServer(smtpin.Config{Hostname: cfg.Hostname, TLS: tlsCfg, Logger: d.log.With("part", "smtp"), XForwardUIDs: xfwd, Summarizer: &d.logSum,
-		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s)}, b)
-	return &smtpService{d: d, srv: srv}, nil
+		LMTPAllowFrom: cfg.LMTP.AllowPrefixes(), Limits: smtpin.LimitsFrom(s), Screener: screener, PregreetWait: s.PregreetWait.Duration}, b)
+	return &smtpService{d: d, srv: srv, certs: holder}, nil
+}
+
+// servedCertificate is the certificate the next STARTTLS handshake gets
+// (doctor compares it with the file); nil without TLS.
+func (d *Daemon) servedCertificate(context.Context) (*x509.Certificate, error) {
+	if d.smtp == nil || d.smtp.certs == nil {
+		return nil, nil
+	}
+	c, err := d.smtp.certs.GetCertificate(nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Leaf, nil
 }
 
 func (s *smtpService) Start(context.Context) error {

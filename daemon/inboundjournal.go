@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/mailctl/mailctl/daemon/bounce"
 	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/intake"
 	"github.com/mailctl/mailctl/daemon/smtpin"
@@ -20,20 +23,21 @@ import (
 // them durable (syncfs) before the record goes. The crash points named here
 // (internal/crashpoint) let a test kill the daemon between these steps.
 
-// storeCopy stores one mailbox's copy of a message: recorded in the inbound
-// journal under the id the store chose, then written into the folder, then
-// marked written for the next checkpoint. A repeat of a delivery stored
-// lately is not stored again (dup).
-func (b *inbound) storeCopy(key store.DeliveryKey, mailbox string, m *store.Message, p *ingest.Parsed, c *copySource) (id string, dup bool, err error) {
+// storeCopy stores one mailbox's copy of a message in folder: recorded in
+// the inbound journal under the id the store chose (with its delivery key,
+// so that a restart that writes it again remembers the delivery too), then
+// written into the folder, then marked written for the next checkpoint. A
+// repeat of a delivery stored lately is not stored again (dup).
+func (b *inbound) storeCopy(key store.DeliveryKey, mailbox, folder string, m *store.Message, p *ingest.Parsed, c *copySource) (id string, dup bool, err error) {
 	d := b.d
 	sp, err := journalSpool(c.msg)
 	if err != nil {
 		return "", false, err
 	}
 	var t *intake.Ticket
-	id, dup, err = d.store.DeliverOnceJournaled(key, mailbox, protocol.FolderInbox, m, p.Body, c, p.Attachments, func(id string) error {
+	id, dup, err = d.store.DeliverOnceJournaled(key, mailbox, folder, m, p.Body, c, p.Attachments, func(id string) error {
 		crashpoint.Hit("inbound-reserved")
-		e := &intake.Entry{Mailbox: mailbox, Folder: protocol.FolderInbox, ID: id, Msg: *m, Prefix: c.ar}
+		e := &intake.Entry{Mailbox: mailbox, Folder: folder, ID: id, Msg: *m, Prefix: c.ar, Key: hex.EncodeToString(key[:])}
 		var err error
 		if t, err = d.intake.Add(e, c.msg.Bytes(), sp); err != nil {
 			return fmt.Errorf("recording the message in the inbound journal: %w", err)
@@ -116,7 +120,10 @@ func (s *intakeService) Start(context.Context) error {
 }
 
 // replay writes one copy again, replacing what a crash left of it, and
-// announces it.
+// does what its first write did after the files: it remembers the delivery
+// (so that the sender's retry of a message it never saw answered is known
+// as a repeat), applies the delivery report it is to the sent message, and
+// announces it. The listeners are not open yet: no retry comes first.
 func (s *intakeService) replay(p *intake.Pending) {
 	d := s.d
 	parsed, err := ingest.ParseFrom(p.Open, p.Size, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes,
@@ -136,10 +143,26 @@ func (s *intakeService) replay(p *intake.Pending) {
 		d.log.Error("writing a message from the inbound journal failed; it stays there for the next start", "mailbox", p.Mailbox, "id", p.ID, "err", err)
 		return
 	}
+	if key, err := hex.DecodeString(p.Key); err == nil && len(key) == len(store.DeliveryKey{}) {
+		if err := d.store.RememberDelivery(store.DeliveryKey(key), p.Mailbox, p.Folder, p.ID); err != nil {
+			// A repeat is then stored again: a duplicate, never a loss.
+			d.log.Warn("a message from the inbound journal is not remembered as delivered", "mailbox", p.Mailbox, "id", p.ID, "err", err)
+		}
+	}
 	crashpoint.Hit("inbound-replayed")
 	p.Written()
-	d.log.Info("message stored from the inbound journal", "mailbox", p.Mailbox, "id", p.ID, "from", m.From, "size", m.SizeBytes)
-	d.inbound.announce(p.Mailbox, m.Tag, p.ID, &m, parsed)
+	if rep := reportOf(parsed); rep != nil && d.dsn != nil && strings.HasPrefix(m.Tag, bounce.TagPrefix) {
+		// Applied at most once: its first write may have got that far.
+		done, applied := d.dsn.begin(p.Mailbox, m.Tag, *rep)
+		if !applied {
+			d.dsn.apply(p.Mailbox, m.Tag, *rep)
+		}
+		done()
+	}
+	d.log.Info("message stored from the inbound journal", "mailbox", p.Mailbox, "folder", p.Folder, "id", p.ID, "from", m.From, "size", m.SizeBytes)
+	if p.Folder == protocol.FolderInbox {
+		d.inbound.announce(p.Mailbox, p.ID, &m, parsed)
+	}
 }
 
 func (s *intakeService) Stop(ctx context.Context) error {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -51,7 +52,7 @@ func TestMailboxUpdateDisplayName(t *testing.T) {
 	}
 
 	// The registry keeps it on disk.
-	reg, _, err := OpenRegistry(td.cfg.Paths.RegistryDir())
+	reg, _, err := registry.Open(td.cfg.Paths.RegistryDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,4 +101,43 @@ func (td *testDaemon) trustedSendersOf(t *testing.T, mailbox string) []string {
 	t.Helper()
 	p, _ := td.trustedSenders(mailbox)
 	return p
+}
+
+// A display name is checked as a reader's software may show it: the
+// fullwidth and small forms of < @ > (which NFKC folds to them) are refused
+// over the socket like the ASCII ones, so no signed From can read
+// `"Boss ＜ceo＠bank.example＞" <alice@…>`. A name stored before the check
+// grew is not put on outgoing mail.
+func TestMailboxUpdateDisplayNameFoldsToAnAddress(t *testing.T) {
+	td := startDaemon(t, "")
+	td.ensureMine(t, "alice")
+	td.ensureMine(t, "bob")
+	for _, c := range []struct{ name, char string }{
+		{"Boss \uff1cceo\uff20bank.example\uff1e", "U+FF1C"},
+		{"ceo\ufe6bbank.example", "U+FE6B"},
+		{"Boss \u2039ceo\u203a", "U+2039"},
+		{"line\u2028break", "U+2028"},
+	} {
+		err := td.call(t, protocol.VerbMailboxUpdate, protocol.MailboxUpdateArgs{Name: "alice", DisplayName: &c.name}, nil)
+		if protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), c.char) {
+			t.Errorf("display name %q: %v, want invalid_input naming %s", c.name, err, c.char)
+		}
+	}
+	var mb protocol.Mailbox
+	if err := td.call(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "alice"}, &mb); err != nil || mb.DisplayName != "" {
+		t.Fatalf("after the refusals: display_name %q, %v", mb.DisplayName, err)
+	}
+
+	// As if set by an earlier version: kept in the registry, left off the From.
+	if _, err := td.reg.UpdateMailbox("alice", td.currentID("alice"), func(r *registry.Record) { r.DisplayName = "Boss \uff1cceo\uff20bank.example\uff1e" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"bob@example.test"}, Subject: "named", Body: "b"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var l protocol.MessageList
+	td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "bob"}, &l)
+	if len(l.Messages) != 1 || strings.Contains(l.Messages[0].From, "\uff1c") || strings.Contains(l.Messages[0].From, "ceo") {
+		t.Fatalf("bob's inbox: %+v", l.Messages)
+	}
 }

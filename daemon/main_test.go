@@ -20,6 +20,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
 )
 
 // TestMain lets the test binary double as a socket client run under another
@@ -222,6 +223,9 @@ func (td *testDaemon) call(t testing.TB, verb string, args, out any) error {
 
 // daemonMain runs a daemon from a config file until killed (crash tests).
 func daemonMain(path string) int {
+	if os.Getenv("MAILCTL_TEST_HOLD_INDEX") != "" {
+		store.HoldIndexWrites()
+	}
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -17,10 +17,11 @@ import (
 type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec // verb, code
-	received  *prometheus.CounterVec // result: stored, duplicate, failed
+	received  *prometheus.CounterVec // result: stored, junk, rejected (DMARC), duplicate, failed
 	rejected  *prometheus.CounterVec // reason: relay, unknown_user, bad_address
 	delivered *prometheus.CounterVec // status of each recipient update
 	hookRuns  *prometheus.CounterVec // event
+	ops       *opsMetrics            // metrics_ops.go
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -54,6 +55,7 @@ func newMetrics(d *Daemon) *metrics {
 		})
 	m.reg.MustRegister(m.requests, m.received, m.rejected, m.delivered, m.hookRuns, queueDepth, journalSyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registerOps(d)
 	return m
 }
 

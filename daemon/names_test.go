@@ -145,8 +145,8 @@ func TestWatchIsBoundToTheMailboxNotItsName(t *testing.T) {
 	}
 	// Events reach one watch in order: the sentinel's comes first only if
 	// the new mailbox's was not sent.
-	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "w", ID: "of-the-new-mailbox"}, "")
-	td.emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "sentinel", ID: "sentinel"}, "")
+	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "w", ID: "of-the-new-mailbox"}, "")
+	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "sentinel", ID: "sentinel"}, "")
 	select {
 	case ev := <-events:
 		if ev.ID != "sentinel" {

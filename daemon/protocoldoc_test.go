@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -28,7 +29,7 @@ func TestProtocolREADMEExamples(t *testing.T) {
 		t.Fatalf("found only %d example lines in protocol/README.md", len(lines))
 	}
 	verbs := map[string]bool{}
-	for v := range verbTable {
+	for _, v := range control.Verbs() {
 		verbs[v] = false
 	}
 	td := startDaemon(t, "")

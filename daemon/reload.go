@@ -15,7 +15,7 @@ import (
 // the hook runner are built. A key is named by its TOML path; a prefix ending
 // in "." stands for its whole table.
 var restartKeys = []string{
-	"hostname", "paths.", "smtp.", "lmtp.", "delivery.", "relay.", "dns.", "trust.resolver", "metrics.",
+	"hostname", "paths.", "smtp.", "lmtp.", "delivery.", "relay.", "dns.", "trust.resolver", "metrics.", "tlsrpt.",
 	"hook_rules.max_concurrent",
 }
 

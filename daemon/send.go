@@ -13,15 +13,18 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/bounce"
-	"github.com/mailctl/mailctl/daemon/ingest"
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
+	"github.com/mailctl/mailctl/daemon/outbound/tlsrpt"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -37,8 +40,11 @@ type outboundService struct {
 	keys    atomic.Pointer[[]*dkim.Key]
 	// bounceKey makes and checks the return paths of sent messages.
 	bounceKey *bounce.Key
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// reports counts TLS sessions and sends the daily reports; nil when
+	// [tlsrpt] enabled is false.
+	reports *tlsrpt.Recorder
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 func (d *Daemon) newOutbound() (*outboundService, error) {
@@ -58,24 +64,32 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		Local: d, IsLocal: func(dom string) bool { return d.opts.Capture != "" || d.cfg().IsLocalDomain(dom) }, Logger: d.log.With("part", "delivery"),
 		Dial: d.dial,
 	}
+	if err := o.wireTLSPolicies(mx, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Relay.Host != "" {
 		relay := cfg.Relay
 		mx.Relay = &relay
 		if relay.PasswordFile != "" {
-			pw, err := os.ReadFile(relay.PasswordFile)
+			pw, err := safeio.ReadSecret(relay.PasswordFile)
 			if err != nil {
-				return nil, fmt.Errorf("relay password: %w", err)
+				return nil, fmt.Errorf("relay.password_file: %w", err)
 			}
-			mx.RelayPassword = strings.TrimSpace(string(pw))
+			if mx.RelayPassword = strings.TrimSpace(string(pw)); mx.RelayPassword == "" {
+				return nil, fmt.Errorf("relay.password_file: %s is empty: write the relay password into it", relay.PasswordFile)
+			}
+		}
+		if mx.RelayRootCAs, err = relay.CertPool(); err != nil {
+			return nil, err
 		}
 	}
 	// The queue reports to the recorder of sent copies; the service sits
 	// on both. Each is complete when built.
 	rec := &outbound.Recorder{Store: d.store, Clock: d.now, Logger: d.log.With("part", "send"),
-		OnUpdated: o.updated, OnSettled: o.settled, CurrentID: d.currentID}
+		OnUpdated: o.updated, OnSettled: o.settled, OnDelayed: o.delayWarning, CurrentID: d.currentID}
 	q, err := queue.Open(cfg.Paths.QueueDir(), mx, rec, queue.Options{Clock: d.now,
 		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent, Logger: d.log.With("part", "queue"),
-		Flush: rec.Flush})
+		Flush: rec.Flush, DelayWarning: cfg.Delivery.DelayWarning.Duration, Observe: d.observeAttempt})
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)
 	}
@@ -99,16 +113,15 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
 		},
 	}
-	d.onDSN = func(mailbox, tag string, dsn *ingest.DSN) bool {
-		var rs []outbound.DSNRecipient
-		for _, r := range dsn.Recipients {
-			rs = append(rs, outbound.DSNRecipient{Address: r.Address, Action: r.Action, Status: r.Status, Diagnostic: r.Diagnostic})
-		}
-		// Only a report that came back to the sent message's own return
-		// path is about our message; anyone can mail a DSN-shaped message.
-		return o.svc.ApplyDSN(mailbox, dsn.OriginalMessageID, rs, func(sentID string) bool {
-			return o.bounceKey.Valid(tag, d.currentID(mailbox), sentID)
-		})
+	d.dsn = &reportHandler{
+		apply: func(mailbox, tag string, rep outbound.Report) bool {
+			// Only a report that came back to the sent message's own return
+			// path is about our message; anyone can mail a DSN-shaped message.
+			return o.svc.ApplyDSN(mailbox, rep, func(sentID string) bool { return o.bounceKey.Valid(tag, d.currentID(mailbox), sentID) })
+		},
+		applied: func(mailbox, tag string, rep outbound.Report) bool {
+			return o.svc.ReportApplied(mailbox, rep, func(sentID string) bool { return o.bounceKey.Valid(tag, d.currentID(mailbox), sentID) })
+		},
 	}
 	return o, nil
 }
@@ -130,10 +143,37 @@ func (o *outboundService) loadKeys() error {
 	return nil
 }
 
+// Send, Status, RateUsage and Queue are the send pipeline as the control
+// API uses it (control.Outbound).
+func (o *outboundService) Send(ctx context.Context, req outbound.SendRequest) (protocol.SendResult, error) {
+	if !req.Args.DryRun {
+		if err := o.d.sendReserveError(); err != nil {
+			return protocol.SendResult{}, err
+		}
+		if err := o.d.sendQuotaError(req.Mailbox); err != nil {
+			return protocol.SendResult{}, err
+		}
+	}
+	return o.svc.Send(ctx, req)
+}
+
+func (o *outboundService) Status(mailbox, id string, header outbound.HeaderReader) (protocol.SendResult, error) {
+	return o.svc.StatusRead(mailbox, id, header)
+}
+
+func (o *outboundService) RateUsage(mailbox string, p config.SendPolicy) []protocol.SendRate {
+	return o.limiter.Usage(mailbox, p)
+}
+
+func (o *outboundService) Queue() control.Queue { return o.queue }
+
 func (o *outboundService) Start(ctx context.Context) error {
 	ctx, o.cancel = context.WithCancel(context.Background())
 	go func() {
 		defer close(o.done)
+		if o.reports != nil {
+			go o.reports.Run(ctx)
+		}
 		o.queue.Run(ctx)
 	}()
 	return nil
@@ -143,6 +183,9 @@ func (o *outboundService) Stop(ctx context.Context) error {
 	o.cancel()
 	select {
 	case <-o.done:
+		if o.reports != nil {
+			o.reports.Flush()
+		}
 		o.mx.Close() // say QUIT on the cached sessions
 		o.limiter.Close()
 		o.queue.Close()
@@ -156,7 +199,7 @@ func (o *outboundService) updated(mailbox, sentID string, res protocol.SendResul
 	for _, r := range res.Recipients {
 		o.d.metrics.delivered.WithLabelValues(r.Status).Inc()
 	}
-	o.d.emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res}, "")
+	o.d.ctl.Emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res}, "")
 }
 
 // settled fires after_send hooks once every recipient's outcome is final.
@@ -190,23 +233,6 @@ func (d *Daemon) currentID(name string) string {
 		return m.ID
 	}
 	return ""
-}
-
-// dropQueued drops the queued mail of a mailbox being deleted, so that
-// none of it is sent, or bounces, after the name may have a new owner.
-// An item in the middle of an attempt is left to finish; its outcome is
-// then only logged, as the mailbox it belongs to is gone.
-func (d *Daemon) dropQueued(mailboxID string) {
-	if d.out == nil || mailboxID == "" {
-		return
-	}
-	for _, it := range d.out.queue.List() {
-		if it.MailboxID == mailboxID && !it.Settled() {
-			if err := d.out.queue.Drop(it.ID); err != nil {
-				d.log.Warn("queued mail of a deleted mailbox not dropped", "id", it.ID, "err", err)
-			}
-		}
-	}
 }
 
 // dial is the outbound dialer; tests replace it to reach fake MX servers.
@@ -247,6 +273,7 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 			env.Rcpts[i] = r
 			if _, dom, ok := strings.Cut(r, "@"); !ok || !d.cfg().IsLocalDomain(dom) {
 				env.Rcpts[i] = d.Address(d.opts.Capture)
+				out[i].Captured = d.opts.Capture
 			}
 		}
 	}
@@ -264,167 +291,4 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 		}
 	}
 	return out
-}
-
-func (d *Daemon) sender() (*outboundService, error) {
-	if d.out == nil {
-		return nil, protocol.Errorf(protocol.CodeUnavailable, "sending is not available on this daemon")
-	}
-	return d.out, nil
-}
-
-func handleSend(ctx context.Context, d *Daemon, c *call, a *protocol.SendArgs) (any, error) {
-	return d.sendFrom(ctx, c.box(), a)
-}
-
-// sendFrom sends a as mailbox m, which the caller was checked to own: the
-// one path of every send (the send verb and a draft's).
-func (d *Daemon) sendFrom(ctx context.Context, m *mailboxInfo, a *protocol.SendArgs) (protocol.SendResult, error) {
-	o, err := d.sender()
-	if err != nil {
-		return protocol.SendResult{}, err
-	}
-	if !a.AllowEmpty && a.ReplyToID == "" && strings.TrimSpace(a.Subject) == "" && strings.TrimSpace(a.Body) == "" && strings.TrimSpace(a.HTMLBody) == "" && len(a.Attachments) == 0 {
-		return protocol.SendResult{}, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment: give a subject or a body, or set allow_empty if an empty message is really meant")
-	}
-	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, FromAddress: d.Address(m.Name), FromName: d.displayName(m.Name), Policy: d.cfg().EffectiveSend(m.Name), Args: *a}
-	if a.ReplyToID != "" {
-		parent, err := d.replyParent(m.Name, a.ReplyToID)
-		if err != nil {
-			return protocol.SendResult{}, err
-		}
-		req.Parent = parent
-		replyToOwn(&req.Args, parent)
-	}
-	return o.svc.Send(ctx, req)
-}
-
-// replyParent is the stored message of mailbox that reply_to_id names: one
-// it received (in its inbox or archive) or one it sent.
-func (d *Daemon) replyParent(mailbox, id string) (*store.Message, error) {
-	if err := store.ValidID(id); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "reply_to_id %q: %v", id, err)
-	}
-	for _, f := range []string{protocol.FolderInbox, protocol.FolderArchive, protocol.FolderSent} {
-		if p, _, err := d.store.Get(mailbox, f, id); err == nil {
-			return p, nil
-		}
-	}
-	return nil, protocol.Errorf(protocol.CodeNotFound, "no message %q in %s to reply to", id, mailbox)
-}
-
-// replyToOwn addresses a reply to one of the mailbox's own sent messages as
-// any mail client does: to that message's recipients (and, with reply_all,
-// its Cc), not to its sender, which is the mailbox itself. Recipients the
-// caller named win.
-func replyToOwn(a *protocol.SendArgs, parent *store.Message) {
-	if !parent.Outbound || len(a.To) > 0 {
-		return
-	}
-	a.To = append([]string(nil), parent.To...)
-	if a.ReplyAll {
-		a.Cc = append(append([]string(nil), a.Cc...), parent.Cc...)
-		a.ReplyAll = false // the parent's To and Cc are already the recipients
-	}
-}
-
-func handleSendStatus(_ context.Context, d *Daemon, c *call, a *protocol.SendStatusArgs) (any, error) {
-	if err := store.ValidID(a.ID); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "id %q: %v", a.ID, err)
-	}
-	o, err := d.sender()
-	if err != nil {
-		return nil, err
-	}
-	res, err := o.svc.Status(a.Mailbox, a.ID)
-	return res, storeErr(err, "sent message "+a.ID)
-}
-
-func noQueueItem(id string) error {
-	return protocol.Errorf(protocol.CodeNotFound, "no queue item %q among yours: list the queue to see yours", id)
-}
-
-// queueTarget is the mailbox a queue item was sent from. Another user's item
-// reads as missing; root may still act on mail queued by a mailbox since
-// deleted. An orphan (an item without a mailbox identity) is root's alone.
-func queueTarget(d *Daemon, _ *call, a *protocol.QueueIDArgs) (target, error) {
-	o, err := d.sender()
-	if err != nil {
-		return target{}, err
-	}
-	it, err := o.queue.Get(a.ID)
-	if err != nil {
-		return target{}, noQueueItem(a.ID)
-	}
-	t := target{mailboxes: []string{it.Mailbox}, missing: noQueueItem(a.ID), goneOK: true, boundID: it.MailboxID}
-	if orphanItem(it) {
-		t.rootOnly = noQueueItem(a.ID)
-	}
-	return t, nil
-}
-
-// orphanItem reports whether it carries no mailbox identity: it was queued
-// before items recorded one (2e01477), so nothing proves which owner of its
-// mailbox name queued it. The name may have changed hands since, so only
-// root sees and steers it, and its outcome changes no sent copy.
-func orphanItem(it *queue.Item) bool { return it.MailboxID == "" }
-
-// ownsItem reports whether the caller may see queue item it: root any,
-// others the items of their mailboxes as they are now (never an orphan).
-func (d *Daemon) ownsItem(c *call, it *queue.Item) bool {
-	if c.caller.Root() {
-		return true
-	}
-	if orphanItem(it) {
-		return false
-	}
-	m, ok := d.lookupMailbox(it.Mailbox)
-	return ok && c.visible(m) && it.MailboxID == m.ID
-}
-
-func handleQueueList(_ context.Context, d *Daemon, c *call, _ *protocol.Empty) (any, error) {
-	o, err := d.sender()
-	if err != nil {
-		return nil, err
-	}
-	out := protocol.QueueList{Items: []protocol.QueueItem{}}
-	for _, it := range o.queue.List() {
-		if d.ownsItem(c, it) {
-			out.Items = append(out.Items, it.QueueItem())
-		}
-	}
-	return out, nil
-}
-
-func handleQueueShow(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
-	it, err := d.out.queue.Get(a.ID)
-	if err != nil {
-		return nil, noQueueItem(a.ID)
-	}
-	return it.QueueItem(), nil
-}
-
-// queueAction applies act to an item the access check let through and
-// answers with the item as it is afterwards.
-func queueAction(d *Daemon, a *protocol.QueueIDArgs, act func(q *queue.Queue, id string) error) (any, error) {
-	if err := act(d.out.queue, a.ID); err != nil {
-		return nil, err
-	}
-	it, err := d.out.queue.Get(a.ID)
-	if err != nil {
-		return protocol.QueueItem{ID: a.ID}, nil
-	}
-	return it.QueueItem(), nil
-}
-
-func handleQueueRetry(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
-	return queueAction(d, a, (*queue.Queue).Retry)
-}
-
-func handleQueueDrop(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
-	return queueAction(d, a, (*queue.Queue).Drop)
-}
-
-func handleQueueApprove(_ context.Context, d *Daemon, _ *call, a *protocol.QueueIDArgs) (any, error) {
-	return queueAction(d, a, (*queue.Queue).Approve)
 }

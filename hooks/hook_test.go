@@ -67,6 +67,8 @@ func TestNormalize(t *testing.T) {
 		{name: "name starts with dot", in: protocol.Hook{Name: ".hidden", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
 		{name: "name with slash", in: protocol.Hook{Name: "a/b", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
 		{name: "name with newline", in: protocol.Hook{Name: "a\n", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
+		{name: "fullwidth name", in: protocol.Hook{Name: "\uff57\uff41\uff4b\uff45", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
+		{name: "name with a line separator", in: protocol.Hook{Name: "a\u2028b", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
 		{name: "name too long", in: protocol.Hook{Name: strings.Repeat("a", 65), Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
 	}
 	for _, tt := range tests {

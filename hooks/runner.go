@@ -51,6 +51,9 @@ type Runner struct {
 	// Logger receives one line per run; slog.Default() when nil. Message
 	// data is never logged, only hook, mailbox and message ids.
 	Logger *slog.Logger
+	// OnRun, when set, hears of every run as it is recorded, refused and
+	// dropped ones included (for metrics). It must not block.
+	OnRun func(run protocol.HookRun)
 
 	once     sync.Once
 	sem      chan struct{}
@@ -196,6 +199,9 @@ func (r *Runner) record(run protocol.HookRun) {
 	}
 	log := cmp.Or(r.Logger, slog.Default())
 	log.Info("hook run", attrs...)
+	if r.OnRun != nil {
+		r.OnRun(run)
+	}
 	if r.Log != nil {
 		if err := r.Log.Append(run); err != nil {
 			log.Warn("hook run log", slog.String("hook", run.Hook), slog.Any("err", err))

@@ -30,9 +30,9 @@ type attachmentArgs struct {
 	Mailbox  string `json:"mailbox"`
 	ID       string `json:"id"`
 	Folder   string `json:"folder,omitempty"`
-	Index    int    `json:"index,omitempty" jsonschema:"position in the message's attachment_list, from 0"`
-	Filename string `json:"filename,omitempty" jsonschema:"pick the attachment by file name instead of index"`
-	Mode     string `json:"mode,omitempty" jsonschema:"auto (default: text for text types, otherwise path), text, path or base64 (at most 1 MiB)"`
+	Index    int    `json:"index,omitempty" jsonschema:"in attachment_list, from 0"`
+	Filename string `json:"filename,omitempty" jsonschema:"instead of index"`
+	Mode     string `json:"mode,omitempty" jsonschema:"default auto: text for text types, else path"`
 	MaxChars int    `json:"max_chars,omitempty" jsonschema:"text window, default 20000"`
 }
 
@@ -52,9 +52,8 @@ type AttachmentData struct {
 
 func (s *Server) toolEmailAttachment() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_attachment",
-		Description: "Read an attachment of a message: text types as text (windowed), others as a path you can open, or base64 up to 1 MiB. " +
-			"The file is read with your own rights from your mailbox folder. Text from untrusted senders is fenced.",
+		Name:        "email_attachment",
+		Description: "Read a message's attachment: text as text (windowed), others as a path to open or base64 (up to 1 MiB). Untrusted text is fenced.",
 		Annotations: annotations("Read attachment", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["mode"].Enum = []any{"auto", "text", "path", "base64"}
@@ -179,7 +178,8 @@ func (s *Server) mailboxDir(ctx context.Context, name string) (string, error) {
 			return mb.Path, nil
 		}
 	}
-	return "", fail(protocol.CodeNotFound, "mailbox %s not found", name)
+	return "", &protocol.Error{Code: protocol.CodeNotFound, Missing: protocol.MissingMailbox,
+		Message: fmt.Sprintf("no mailbox %q among yours: list your mailboxes to see the ones you own", name)}
 }
 
 // attachmentRel turns an attachment path from the daemon (absolute, or relative

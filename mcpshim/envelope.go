@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -130,7 +129,7 @@ func errorResult(err error, start time.Time) *mcp.CallToolResult {
 		er.NextAction = te.next
 	}
 	if er.NextAction == nil {
-		er.NextAction = defaultNext(pe.Code)
+		er.NextAction = defaultNext(pe)
 	}
 	raw, _ := marshal(er)
 	return toolResult(raw, true)
@@ -143,18 +142,40 @@ func toolResult(raw []byte, isError bool) *mcp.CallToolResult {
 		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}
 }
 
-func defaultNext(code string) *NextAction {
-	switch code {
+func defaultNext(pe *protocol.Error) *NextAction {
+	switch pe.Code {
 	case protocol.CodeUnavailable:
 		return &NextAction{Instruction: "Ask the user to start the mailctl daemon (see the message), then retry the same call."}
 	case protocol.CodeRateLimited:
 		return &NextAction{Instruction: "Wait retry_after_ms (or a minute) and retry the same call."}
 	case protocol.CodeNotFound:
-		// Names an agent got wrong are found with the list tools; tools
-		// that know better (hook_delete, email_read) give their own.
-		return &NextAction{Instruction: "Check the name: mailbox_list shows your mailboxes, email_list the messages of one, hook_list your hooks.", Tool: "mailbox_list"}
+		return notFoundNext(pe, "", "")
 	}
 	return nil
+}
+
+// notFoundNext is the shim's one next step for a not_found: the tool that
+// lists what the daemon did not find (Error.Missing), on the mailbox and
+// folder the call named when it named them. The daemon's message names what
+// was missing and where; this names the tool.
+func notFoundNext(pe *protocol.Error, mailbox, folder string) *NextAction {
+	switch pe.Missing {
+	case protocol.MissingMailbox:
+		return &NextAction{Instruction: "No such mailbox among yours: list them to find the right name.", Tool: "mailbox_list"}
+	case protocol.MissingHook:
+		return &NextAction{Instruction: "List the hooks to find the right name.", Tool: "hook_list"}
+	case protocol.MissingMessage, protocol.MissingDraft, protocol.MissingFolder:
+		if pe.Missing == protocol.MissingDraft {
+			folder = protocol.FolderDrafts
+		}
+		var args map[string]any
+		if mailbox != "" {
+			args = withArgs(map[string]any{"mailbox": mailbox}, map[string]string{"folder": folder})
+		}
+		return &NextAction{Instruction: "No message with that id there: list the messages to find the right id (or the folder it moved to).", Tool: "email_list", Arguments: args}
+	}
+	// Names an agent got wrong are found with the list tools.
+	return &NextAction{Instruction: "Check the name: mailbox_list shows your mailboxes, email_list the messages of one, hook_list your hooks.", Tool: "mailbox_list"}
 }
 
 func firstLine(s string) string {
@@ -210,101 +231,6 @@ func splitAddresses(s string) []string {
 	return parts
 }
 
-var schemaOptions = &jsonschema.ForOptions{
-	TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[stringOrList](): {
-			AnyOf: []*jsonschema.Schema{
-				{Type: "string"},
-				{Type: "array", Items: &jsonschema.Schema{Type: "string"}},
-			},
-		},
-		reflect.TypeFor[time.Time](): {Type: "string"},
-	},
-}
-
-// schemaFor derives a JSON schema and lets the caller refine it (enums,
-// bounds) before it is resolved.
-func schemaFor[T any](refine func(*jsonschema.Schema)) (*jsonschema.Schema, *jsonschema.Resolved) {
-	s, err := jsonschema.For[T](schemaOptions)
-	if err != nil {
-		panic(fmt.Sprintf("schema for %T: %v", *new(T), err))
-	}
-	if refine != nil {
-		refine(s)
-	}
-	normalizeParams(s)
-	r, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
-	if err != nil {
-		panic(fmt.Sprintf("resolving schema for %T: %v", *new(T), err))
-	}
-	return s, r
-}
-
-// paramDocs describes the parameters many tools share, wherever a tool's own
-// field tag does not.
-var paramDocs = map[string]string{
-	"mailbox":         "name of one of your mailboxes (mailbox_list shows them)",
-	"from_mailbox":    "one of your mailboxes; the From address is built from it",
-	"id":              "a message id, as email_list returns it (the file name without extension)",
-	"ids":             "several message ids at once",
-	"folder":          "inbox (default), sent, archive, trash or drafts",
-	"offset":          "rows to skip (prefer cursor)",
-	"thread_id":       "only messages of this thread (thread_id of a row)",
-	"unread":          "true: only unread messages; false: only read ones",
-	"trusted":         "true: only messages from trusted senders; false: only the others",
-	"subject":         "the subject line",
-	"body":            "Markdown (rendered to safe HTML with the Markdown as the text part) unless text_only or html_body",
-	"text_only":       "send body as plain text only",
-	"html_body":       "your own HTML part; body becomes the text fallback. Not with text_only",
-	"cc":              "one address or a list",
-	"bcc":             "one address or a list; not shown to the other recipients",
-	"attachments":     "paths of files to attach, read with your own rights",
-	"dry_run":         "validate and report the envelope and size without sending",
-	"idempotency_key": "repeat a call with the same key to get the first call's result instead of a second message",
-}
-
-// normalizeParams fills missing parameter descriptions from paramDocs and
-// drops the "null" the schema package adds to slices and pointers: a null
-// argument is treated as absent before validation, so a client need never
-// send one, and a required list must not advertise null.
-func normalizeParams(s *jsonschema.Schema) {
-	for name, p := range s.Properties {
-		if p.Description == "" {
-			p.Description = paramDocs[name]
-		}
-		if len(p.Types) > 0 {
-			var types []string
-			for _, t := range p.Types {
-				if t != "null" {
-					types = append(types, t)
-				}
-			}
-			if len(types) == 1 {
-				p.Type, p.Types = types[0], nil
-			} else {
-				p.Types = types
-			}
-		}
-	}
-}
-
-// allowErrors widens a result schema so that error results validate too:
-// strict clients (the TypeScript SDK) check structuredContent against the
-// output schema even when isError is set. data is present on success; code,
-// message and retryable on errors.
-func allowErrors(sc *jsonschema.Schema) {
-	sc.Required = []string{"summary", "meta"}
-	codes := make([]any, len(protocol.Codes))
-	for i, c := range protocol.Codes {
-		codes[i] = c
-	}
-	sc.Properties["code"] = &jsonschema.Schema{Type: "string", Enum: codes, Description: "error code (errors only)"}
-	sc.Properties["message"] = &jsonschema.Schema{Type: "string", Description: "what went wrong and what to do (errors only)"}
-	sc.Properties["retryable"] = &jsonschema.Schema{Type: "boolean", Description: "whether retrying the same call may succeed (errors only)"}
-	sc.Properties["retry_after_ms"] = &jsonschema.Schema{Type: "integer"}
-	sc.PropertyOrder = append(sc.PropertyOrder, "code", "message", "retryable", "retry_after_ms")
-}
-
 // newTool wraps a typed handler into an MCP tool whose arguments are
 // validated against its schema and decoded strictly, and whose results and
 // errors all follow the envelope.
@@ -314,6 +240,7 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 	if err != nil {
 		panic(fmt.Sprintf("output schema of %s: %v", t.Name, err))
 	}
+	leanEnvelope(out)
 	allowErrors(out)
 	// Marshalled once: the schema package's MarshalJSON is costly and
 	// tools/list would otherwise redo it for every client.

@@ -95,6 +95,10 @@ func trustWhy(m *protocol.Message) string {
 	switch {
 	case m.Outbound:
 		return "sent by this mailbox"
+	case m.SubmittedBy == "mailer-daemon" && m.Trusted.IsTrusted():
+		return "written by this mail system itself (a delivery report)"
+	case m.SubmittedBy != "" && m.Trusted.IsTrusted():
+		return "submitted on this host by the mailbox " + m.SubmittedBy + ", whose owner the daemon knows by uid, from this host's own address, which is on this mailbox's trusted senders (authenticated by the submission, whatever DKIM says)"
 	case m.Trusted.IsTrusted():
 		return "the sender's domain is authenticated (aligned DKIM or SPF) and the sender is on this mailbox's trusted senders"
 	case m.Trusted == protocol.NoPolicy || m.Trusted == "":

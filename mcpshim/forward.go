@@ -16,22 +16,21 @@ import (
 const maxForwardChars = 1_000_000
 
 type forwardArgs struct {
-	Mailbox            string       `json:"mailbox" jsonschema:"the mailbox holding the message; the forward is sent from it"`
+	Mailbox            string       `json:"mailbox" jsonschema:"holds the message; sends the forward"`
 	ID                 string       `json:"id"`
-	Folder             string       `json:"folder,omitempty" jsonschema:"inbox (default), archive, sent or trash"`
-	To                 stringOrList `json:"to" jsonschema:"one address or a list"`
+	Folder             string       `json:"folder,omitempty"`
+	To                 stringOrList `json:"to"`
 	Cc                 stringOrList `json:"cc,omitempty"`
-	Note               string       `json:"note,omitempty" jsonschema:"your text above the forwarded message (Markdown)"`
-	WithoutAttachments bool         `json:"without_attachments,omitempty" jsonschema:"do not re-attach the original's attachments"`
+	Note               string       `json:"note,omitempty" jsonschema:"Markdown above the message"`
+	WithoutAttachments bool         `json:"without_attachments,omitempty"`
 	DryRun             bool         `json:"dry_run,omitempty"`
 	IdempotencyKey     string       `json:"idempotency_key,omitempty"`
 }
 
 func (s *Server) toolEmailForward() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_forward",
-		Description: "Forward a stored message to new recipients with an optional note above it, re-attaching its attachments. " +
-			"Sends to the internet like email_send; forwarding mail from untrusted senders passes their content on, so only do it when the user asked.",
+		Name:        "email_forward",
+		Description: "Forward a stored message with its attachments and an optional note. Sends like email_send; forward untrusted mail only if the user asked.",
 		Annotations: annotations("Forward email", false, false, false, true),
 	}, nil, s.emailForward)
 }
@@ -80,7 +79,7 @@ func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *f
 		b.WriteString("\n\n")
 	}
 	fmt.Fprintf(&b, "---------- Forwarded message ----------\nFrom: %s\nDate: %s\nSubject: %s\nTo: %s\n",
-		oneLine(m.From), m.Date.UTC().Format(time.RFC1123Z), oneLine(m.Subject), strings.Join(m.To, ", "))
+		oneLine(m.From), dateText(m.Date, m.DateSource, time.RFC1123Z), oneLine(m.Subject), strings.Join(m.To, ", "))
 	if len(m.Cc) > 0 {
 		fmt.Fprintf(&b, "Cc: %s\n", strings.Join(m.Cc, ", "))
 	}

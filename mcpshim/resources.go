@@ -129,16 +129,15 @@ func resourceErr(err error, uri string) error {
 	return rpc
 }
 
-// resourceNext is the call that finds what a not_found resource URI missed:
-// the message ids of its mailbox folder, or, when the mailbox itself is
-// missing, the caller's mailboxes.
+// resourceNext is the call that finds what a not_found resource URI missed
+// (notFoundNext on the URI's mailbox and folder).
 func resourceNext(uri string, pe *protocol.Error) *NextAction {
-	name, rest, ok := parseMailboxURI(uri)
-	if !ok || len(rest) < 2 || strings.HasPrefix(pe.Message, "no mailbox ") {
-		return &NextAction{Instruction: "No such mailbox among yours: list them to find the right name.", Tool: "mailbox_list"}
+	name, rest, _ := parseMailboxURI(uri)
+	folder := ""
+	if len(rest) > 0 {
+		folder = rest[0]
 	}
-	return &NextAction{Instruction: "No message with that id there: list the messages to find the right id.", Tool: "email_list",
-		Arguments: map[string]any{"mailbox": name, "folder": rest[0]}}
+	return notFoundNext(pe, name, folder)
 }
 
 // badURI is the error for a URI that names no resource of this server.
@@ -157,7 +156,7 @@ func inboxMarkdown(name string, list *protocol.MessageList) string {
 	fmt.Fprintf(&b, "# %s/inbox\n\n%d message(s), newest first.\n\n| id | from | subject | date | read | trusted |\n|---|---|---|---|---|---|\n", name, list.Total)
 	for _, m := range list.Messages {
 		r := listRow(name, m, f)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %t | %s |\n", r.ID, cell(r.From), cell(r.Subject), r.Date, r.Read, r.Trusted)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %t | %s |\n", r.ID, cell(r.From), cell(r.Subject), dateText(m.Date, m.DateSource, time.RFC3339), r.Read, r.Trusted)
 	}
 	if l := f.label(); l != nil {
 		fmt.Fprintf(&b, "\n%s\n", l.Note)
@@ -172,7 +171,7 @@ func messageMarkdown(m *protocol.Message) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", oneLine(d.Subject))
 	fmt.Fprintf(&b, "- id: %s\n- folder: %s\n- from: %s\n- to: %s\n- date: %s\n- message_id: %s\n- thread_id: %s\n",
-		d.ID, d.Folder, oneLine(d.From), strings.Join(d.To, ", "), d.Date.UTC().Format(time.RFC3339), d.MessageID, d.ThreadID)
+		d.ID, d.Folder, oneLine(d.From), strings.Join(d.To, ", "), dateText(d.Date, d.DateSource, time.RFC3339), d.MessageID, d.ThreadID)
 	fmt.Fprintf(&b, "- trusted: %s (dkim: %s; spf: %s; dmarc: %s)\n", d.Trust.Trusted, orNone(d.Trust.DKIM), orNone(d.Trust.SPF), orNone(d.Trust.DMARC))
 	for _, a := range d.AttachmentList {
 		fmt.Fprintf(&b, "- attachment: %s (%s, %d bytes)\n", a.Filename, a.ContentType, a.Size)

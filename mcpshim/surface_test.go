@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -65,11 +66,13 @@ func lineDiff(a, b string) string {
 	return strings.Join(out, "\n")
 }
 
-// Every parameter tells a model what it is, and no parameter advertises null:
-// a required list (hook_create.cmd) typed ["null","array"] invites a model to
-// send null for it.
+// Every parameter but the self-explanatory ones tells a model what it is, and
+// no parameter advertises null: a required list (hook_create.cmd) typed
+// ["null","array"] invites a model to send null for it. In results, null is
+// advertised only where a field is always present and Go may encode a nil:
+// an optional field is left out instead.
 func TestEveryParameterDescribedAndTyped(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(o *Options) { o.Tools = []string{"all"} })
 	res, err := e.cs.ListTools(e.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +89,7 @@ func TestEveryParameterDescribedAndTyped(t *testing.T) {
 		json.Unmarshal(b, &sc)
 		for name, p := range sc.Properties {
 			n++
-			if strings.TrimSpace(p.Description) == "" {
+			if strings.TrimSpace(p.Description) == "" && !slices.Contains(selfExplanatory, name) {
 				t.Errorf("%s.%s has no description", tool.Name, name)
 			}
 			if strings.Contains(fmt.Sprint(p.Type), "null") {
@@ -96,6 +99,29 @@ func TestEveryParameterDescribedAndTyped(t *testing.T) {
 	}
 	if n < 90 {
 		t.Fatalf("only %d parameters seen", n)
+	}
+	for _, tool := range res.Tools {
+		b, _ := json.Marshal(tool.OutputSchema)
+		var sc map[string]any
+		json.Unmarshal(b, &sc)
+		optionalNulls(t, tool.Name, sc)
+	}
+}
+
+// optionalNulls reports every optional property of sc (and of the objects
+// in it) that is typed to allow null.
+func optionalNulls(t *testing.T, path string, sc map[string]any) {
+	props, _ := sc["properties"].(map[string]any)
+	required, _ := sc["required"].([]any)
+	for name, p := range props {
+		ps, _ := p.(map[string]any)
+		if types, ok := ps["type"].([]any); ok && slices.Contains(types, any("null")) && !slices.Contains(required, any(name)) {
+			t.Errorf("%s.%s is optional yet typed %v", path, name, types)
+		}
+		optionalNulls(t, path+"."+name, ps)
+		if items, ok := ps["items"].(map[string]any); ok {
+			optionalNulls(t, path+"."+name+"[]", items)
+		}
 	}
 }
 
@@ -285,4 +311,71 @@ func BenchmarkToolsList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The instructions and the prompts name only tools the server serves, under
+// every preset and the default set: a model told to call a tool it does not
+// have wastes a turn on "unknown tool" (TestPrimerNamesServedTools checks
+// the agent's primer the same way).
+func TestPromptsNameOnlyServedTools(t *testing.T) {
+	toolRE := regexp.MustCompile(`\b(?:mailbox|email|hook)_[a-z_]+\b`)
+	sets := map[string][]string{"default": nil}
+	for name := range Presets() {
+		sets[name] = []string{name}
+	}
+	for name, tools := range sets {
+		t.Run(name, func(t *testing.T) {
+			s := New(Options{SocketPath: noDaemon(t), Tools: tools})
+			defer s.Close()
+			st, ct := mcp.NewInMemoryTransports()
+			ctx := context.Background()
+			ss, err := s.mcp.Connect(ctx, st, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ss.Close()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			served := map[string]bool{}
+			tl, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tool := range tl.Tools {
+				served[tool.Name] = true
+			}
+			if got := s.Tools(); len(got) != len(served) {
+				t.Errorf("Tools() = %v, tools/list has %d", got, len(served))
+			}
+			texts := map[string]string{"instructions": cs.InitializeResult().Instructions}
+			pl, err := cs.ListPrompts(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pl.Prompts {
+				args := map[string]string{}
+				for _, a := range p.Arguments {
+					args[a.Name] = "x"
+				}
+				gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p.Name, Arguments: args})
+				if err != nil {
+					t.Fatal(err)
+				}
+				texts[p.Name] = p.Description + "\n" + gp.Messages[0].Content.(*mcp.TextContent).Text
+			}
+			for where, text := range texts {
+				for _, named := range toolRE.FindAllString(text, -1) {
+					if slices.Contains(allTools, named) && !served[named] {
+						t.Errorf("%s names %s, which this server does not serve", where, named)
+					}
+				}
+			}
+			if served["email_list"] && texts["triage_inbox"] == "" {
+				t.Error("triage_inbox missing though email_list is served")
+			}
+		})
+	}
 }

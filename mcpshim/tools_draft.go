@@ -13,20 +13,20 @@ import (
 )
 
 type emailDraftArgs struct {
-	Action            string             `json:"action" jsonschema:"create, update, send or delete. List drafts with email_list and read one with email_read, folder drafts"`
-	Mailbox           string             `json:"mailbox" jsonschema:"one of your mailboxes"`
-	ID                string             `json:"id,omitempty" jsonschema:"the draft's id (update, send, delete)"`
-	To                *stringOrList      `json:"to,omitempty" jsonschema:"one address or a list; on update, replaces the draft's"`
+	Action            string             `json:"action"`
+	Mailbox           string             `json:"mailbox"`
+	ID                string             `json:"id,omitempty" jsonschema:"the draft (not for create)"`
+	To                *stringOrList      `json:"to,omitempty"`
 	Cc                *stringOrList      `json:"cc,omitempty"`
 	Bcc               *stringOrList      `json:"bcc,omitempty"`
 	Subject           *string            `json:"subject,omitempty"`
-	Body              *string            `json:"body,omitempty" jsonschema:"Markdown, as email_send's body"`
-	Attachments       []string           `json:"attachments,omitempty" jsonschema:"paths of files to attach, read with your own rights; on update, replace the draft's"`
-	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty" jsonschema:"files given inline: filename, content_type (optional) and base64 data"`
-	ReplyToID         string             `json:"reply_to_id,omitempty" jsonschema:"create only: id of a stored message (inbox, archive or sent) the draft answers; fills the thread, recipients and Re: subject"`
-	SendAt            string             `json:"send_at,omitempty" jsonschema:"RFC 3339 time the message goes out once sent (a scheduled send), e.g. 2026-12-01T09:00:00Z; at most a year ahead"`
-	ClearSendAt       bool               `json:"clear_send_at,omitempty" jsonschema:"update only: remove the draft's send_at"`
-	DryRun            bool               `json:"dry_run,omitempty" jsonschema:"send only: validate the draft as it would go out without sending"`
+	Body              *string            `json:"body,omitempty" jsonschema:"Markdown"`
+	Attachments       []string           `json:"attachments,omitempty"`
+	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty" jsonschema:"files inline"`
+	ReplyToID         string             `json:"reply_to_id,omitempty" jsonschema:"create: the message answered; sets recipients, subject, thread"`
+	SendAt            string             `json:"send_at,omitempty"`
+	ClearSendAt       bool               `json:"clear_send_at,omitempty"`
+	DryRun            bool               `json:"dry_run,omitempty"`
 }
 
 // DraftData is email_draft's data: the draft after create and update, the
@@ -60,10 +60,8 @@ func deref[T any](p *T) T {
 
 func (s *Server) toolEmailDraft() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_draft",
-		Description: "Write a message for a person to review before it goes: create a draft, update it, send it, or delete it. A draft is a file in the mailbox's drafts folder " +
-			"that a person may edit by hand; send reads it as it is then and sends it like email_send (policy, DKIM, queue), and the draft becomes the sent copy. " +
-			"send_at schedules the send.",
+		Name:        "email_draft",
+		Description: "Create, update, send or delete a draft: a file in drafts a person may edit; send sends it as it is then.",
 		Annotations: annotations("Draft email", false, true, false, true),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["action"].Enum = []any{"create", "update", "send", "delete"}

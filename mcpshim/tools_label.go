@@ -13,30 +13,35 @@ import (
 
 type labelArgs struct {
 	Mailbox string   `json:"mailbox"`
-	ID      string   `json:"id,omitempty" jsonschema:"one message id"`
-	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids at once"`
-	Folder  string   `json:"folder,omitempty" jsonschema:"where the messages are: inbox (default), sent, archive, trash or drafts"`
-	Add     []string `json:"labels_add,omitempty" jsonschema:"labels to put on the messages, e.g. [\"invoices\"] (1-64 bytes, no comma; compared ignoring case)"`
-	Remove  []string `json:"labels_remove,omitempty" jsonschema:"labels to take off the messages"`
-	Star    *bool    `json:"star,omitempty" jsonschema:"true stars the messages, false unstars them; leave out to keep the star as it is"`
+	ID      string   `json:"id,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	Folder  string   `json:"folder,omitempty"`
+	Add     []string `json:"labels_add,omitempty" jsonschema:"1-64 bytes, no comma; case-insensitive"`
+	Remove  []string `json:"labels_remove,omitempty"`
+	Star    *bool    `json:"star,omitempty" jsonschema:"true stars, false unstars; omit to keep"`
 }
 
 // LabelData is email_label's data.
 type LabelData struct {
 	Changed  []string `json:"changed" jsonschema:"the ids whose labels or star changed"`
 	NotFound []string `json:"not_found,omitempty"`
-	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found"`
+	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found or could not be changed"`
 	Issues   []Issue  `json:"issues,omitempty"`
 }
 
 // partial is the status of a change to several messages and an issue for
-// each id that was not found.
-func partial(stage string, notFound []string) (status string, issues []Issue) {
-	if len(notFound) == 0 {
+// each id that was not found or could not be changed (its file damaged or
+// too large: the daemon's message names the file).
+func partial(stage string, notFound []string, failed []protocol.ItemFailure) (status string, issues []Issue) {
+	if len(notFound)+len(failed) == 0 {
 		return "ok", nil
 	}
 	for _, id := range notFound {
 		issues = append(issues, Issue{Code: protocol.CodeNotFound, Stage: stage, Message: "no such message", ID: id})
+	}
+	for _, f := range failed {
+		issues = append(issues, Issue{Code: f.Code, Stage: stage, Message: f.Message, ID: f.ID,
+			Retryable: f.Code == protocol.CodeRateLimited || f.Code == protocol.CodeTimeout || f.Code == protocol.CodeUnavailable})
 	}
 	return "partial", issues
 }
@@ -52,9 +57,8 @@ func idList(id string, ids []string) []string {
 
 func (s *Server) toolEmailLabel() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_label",
-		Description: "Add or remove labels and star or unstar one message (id) or several (ids). Labels and the star are kept in the message's file, " +
-			"and email_list filters by them (label, starred).",
+		Name:        "email_label",
+		Description: "Label, unlabel, star or unstar one message (id) or several (ids); email_list filters by label and starred.",
 		Annotations: annotations("Label messages", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["ids"].MaxItems = new(500)
@@ -74,7 +78,7 @@ func (s *Server) toolEmailLabel() toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageLabel, args, &out); err != nil {
 			return "", LabelData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		status, issues := partial("label", out.NotFound)
+		status, issues := partial("label", out.NotFound, out.Failed)
 		data := LabelData{Changed: orEmpty(out.Changed), NotFound: out.NotFound, Status: status, Issues: issues}
 		return fmt.Sprintf("changed %d of %d message(s)", len(data.Changed), len(ids)), data, nil, nil
 	})
@@ -82,9 +86,9 @@ func (s *Server) toolEmailLabel() toolSpec {
 
 type purgeArgs struct {
 	Mailbox string   `json:"mailbox"`
-	ID      string   `json:"id,omitempty" jsonschema:"one message id in trash"`
-	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids in trash"`
-	Before  string   `json:"before,omitempty" jsonschema:"instead of ids: every message of trash received before this RFC 3339 time or YYYY-MM-DD date"`
+	ID      string   `json:"id,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	Before  string   `json:"before,omitempty" jsonschema:"instead of ids: all received before this RFC 3339 time or YYYY-MM-DD"`
 }
 
 // PurgeData is email_purge's data.
@@ -92,13 +96,13 @@ type PurgeData struct {
 	Mailbox  string   `json:"mailbox"`
 	Purged   []string `json:"purged" jsonschema:"the ids removed for good"`
 	NotFound []string `json:"not_found,omitempty" jsonschema:"ids that are not in trash (only trash can be purged)"`
+	Issues   []Issue  `json:"issues,omitempty" jsonschema:"messages that could not be removed, each with the reason"`
 }
 
 func (s *Server) toolEmailPurge() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_purge",
-		Description: "Delete messages from trash for good (the message, its raw copy and attachments): by id or ids, or every message of trash " +
-			"received before a date. Only trash can be purged: move a message there first with email_move. This cannot be undone.",
+		Name:        "email_purge",
+		Description: "Delete messages in trash for good (raw copies and attachments too); cannot be undone. Move mail to trash first with email_move.",
 		Annotations: annotations("Purge trash", false, true, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["ids"].MaxItems = new(500)
@@ -118,10 +122,14 @@ func (s *Server) toolEmailPurge() toolSpec {
 		if err := s.call(ctx, protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: in.Mailbox, IDs: ids, Before: before}, &out); err != nil {
 			return "", PurgeData{}, nil, messageHint(err, in.Mailbox, protocol.FolderTrash)
 		}
-		data := PurgeData{Mailbox: in.Mailbox, Purged: orEmpty(out.Purged), NotFound: out.NotFound}
+		_, issues := partial("purge", nil, out.Failed)
+		data := PurgeData{Mailbox: in.Mailbox, Purged: orEmpty(out.Purged), NotFound: out.NotFound, Issues: issues}
 		sum := fmt.Sprintf("purged %d message(s) from %s/trash", len(data.Purged), in.Mailbox)
 		if len(out.NotFound) > 0 {
 			sum += "; not in trash: " + strings.Join(out.NotFound, ", ")
+		}
+		if len(out.Failed) > 0 {
+			sum += fmt.Sprintf("; %d could not be removed (see issues)", len(out.Failed))
 		}
 		return sum, data, nil, nil
 	})

@@ -26,34 +26,33 @@ const MaxAttachBytes = 25 << 20
 type base64Attachment struct {
 	Filename    string `json:"filename"`
 	ContentType string `json:"content_type,omitempty"`
-	Data        string `json:"data" jsonschema:"the file content, base64 (standard alphabet)"`
+	Data        string `json:"data"`
 }
 
 type emailSendArgs struct {
-	FromMailbox       string             `json:"from_mailbox" jsonschema:"one of your mailboxes; the From address is built from it"`
-	To                stringOrList       `json:"to" jsonschema:"one address or a list"`
+	FromMailbox       string             `json:"from_mailbox"`
+	To                stringOrList       `json:"to"`
 	Cc                stringOrList       `json:"cc,omitempty"`
 	Bcc               stringOrList       `json:"bcc,omitempty"`
 	Subject           string             `json:"subject"`
-	Body              string             `json:"body" jsonschema:"Markdown (rendered to safe HTML with the Markdown as the text part) unless text_only or html_body"`
-	TextOnly          bool               `json:"text_only,omitempty" jsonschema:"send body as plain text only"`
-	HTMLBody          string             `json:"html_body,omitempty" jsonschema:"your own HTML part; body becomes the text fallback. Not with text_only"`
-	Attachments       []string           `json:"attachments,omitempty" jsonschema:"paths of files to attach, read with your own rights"`
-	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty" jsonschema:"files to attach given inline: filename, content_type (optional) and base64 data"`
-	ReplyTo           string             `json:"reply_to,omitempty" jsonschema:"Message-ID of the message being answered (sets In-Reply-To and References); NOT an address: for the Reply-To header use reply_to_address"`
-	ReplyToAddress    stringOrList       `json:"reply_to_address,omitempty" jsonschema:"one address or a list: where answers to this message should go (the Reply-To header)"`
-	References        stringOrList       `json:"references,omitempty" jsonschema:"Message-IDs of the thread, only with reply_to"`
-	DryRun            bool               `json:"dry_run,omitempty" jsonschema:"validate and report the envelope and size without sending"`
-	IdempotencyKey    string             `json:"idempotency_key,omitempty" jsonschema:"repeat a call with the same key to get the first call's result instead of a second message"`
-	AllowEmpty        bool               `json:"allow_empty,omitempty" jsonschema:"send even with an empty subject and body and no attachment (refused otherwise, as a likely mistake)"`
-	SendAt            string             `json:"send_at,omitempty" jsonschema:"RFC 3339 time to send at (a scheduled send), e.g. 2026-12-01T09:00:00Z; at most a year ahead. The queue holds the message until then"`
+	Body              string             `json:"body"`
+	TextOnly          bool               `json:"text_only,omitempty"`
+	HTMLBody          string             `json:"html_body,omitempty"`
+	Attachments       []string           `json:"attachments,omitempty"`
+	AttachmentsBase64 []base64Attachment `json:"attachments_base64,omitempty" jsonschema:"files inline"`
+	ReplyTo           string             `json:"reply_to,omitempty" jsonschema:"Message-ID answered (not an address)"`
+	ReplyToAddress    stringOrList       `json:"reply_to_address,omitempty"`
+	References        stringOrList       `json:"references,omitempty" jsonschema:"with reply_to: the thread's Message-IDs"`
+	DryRun            bool               `json:"dry_run,omitempty"`
+	IdempotencyKey    string             `json:"idempotency_key,omitempty"`
+	AllowEmpty        bool               `json:"allow_empty,omitempty"`
+	SendAt            string             `json:"send_at,omitempty"`
 }
 
 func (s *Server) toolEmailSend() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_send",
-		Description: "Send an email from one of your mailboxes to anyone on the internet. The daemon signs it (DKIM), queues it durably and waits briefly for the first delivery attempt; " +
-			"the result says queued, delivered, deferred, failed, held or dry_run per recipient. Use dry_run to check first and idempotency_key to make retries safe.",
+		Name:        "email_send",
+		Description: "Send mail from your mailbox: signed, queued and tried at once; returns each recipient's status.",
 		Annotations: annotations("Send email", false, false, false, true),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailSendArgs) (string, SendData, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {
@@ -132,7 +131,11 @@ func (s *Server) send(ctx context.Context, args protocol.SendArgs) (string, prot
 	if err := s.call(ctx, protocol.VerbSend, args, &out); err != nil {
 		return "", out, nil, err
 	}
-	summary := fmt.Sprintf("%s: message %s to %s", out.Status, out.MessageID, sentTo(&out))
+	status := out.Status
+	if status == "delivered" && len(out.Recipients) > 0 && !slices.ContainsFunc(out.Recipients, func(r protocol.RecipientStatus) bool { return !r.Captured }) {
+		status = "captured, not sent (mailctl dev keeps outbound mail in a local mailbox)"
+	}
+	summary := fmt.Sprintf("%s: message %s to %s", status, out.MessageID, sentTo(&out))
 	if out.Duplicate {
 		summary += " (answered from the earlier call with the same idempotency_key)"
 	}
@@ -203,23 +206,21 @@ func contentType(name string, data []byte) string {
 
 type emailReplyArgs struct {
 	Mailbox        string   `json:"mailbox"`
-	ID             string   `json:"id" jsonschema:"id of the message being answered (inbox, archive or sent)"`
+	ID             string   `json:"id" jsonschema:"the message answered (inbox, archive or sent)"`
 	Body           string   `json:"body"`
 	TextOnly       bool     `json:"text_only,omitempty"`
 	HTMLBody       string   `json:"html_body,omitempty"`
-	ReplyAll       bool     `json:"reply_all,omitempty" jsonschema:"also answer the other To and Cc recipients"`
-	Attachments    []string `json:"attachments,omitempty" jsonschema:"paths of files to attach, read with your own rights"`
-	AutoReply      bool     `json:"auto_reply,omitempty" jsonschema:"mark the reply Auto-Submitted: auto-replied (for replies no person wrote)"`
+	ReplyAll       bool     `json:"reply_all,omitempty" jsonschema:"also To and Cc of the original"`
+	Attachments    []string `json:"attachments,omitempty"`
+	AutoReply      bool     `json:"auto_reply,omitempty" jsonschema:"mark it Auto-Submitted: auto-replied (no person wrote it)"`
 	DryRun         bool     `json:"dry_run,omitempty"`
 	IdempotencyKey string   `json:"idempotency_key,omitempty"`
 }
 
 func (s *Server) toolEmailReply() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_reply",
-		Description: "Answer a stored message: the recipient, \"Re:\" subject, In-Reply-To and References come from the original. " +
-			"reply_all also answers its other recipients. Replying to one of your own sent messages writes to its recipients (as any mail client does), not to yourself. " +
-			"Sends to the internet like email_send.",
+		Name:        "email_reply",
+		Description: "Answer a stored message: recipients, Re: subject and threading come from it. Sends like email_send.",
 		Annotations: annotations("Reply to email", false, false, false, true),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailReplyArgs) (string, protocol.SendResult, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {
@@ -239,16 +240,16 @@ func (s *Server) toolEmailReply() toolSpec {
 
 type markArgs struct {
 	Mailbox string   `json:"mailbox"`
-	ID      string   `json:"id,omitempty" jsonschema:"one message id"`
-	IDs     []string `json:"ids,omitempty" jsonschema:"several message ids at once"`
-	Folder  string   `json:"folder,omitempty" jsonschema:"inbox (default)"`
+	ID      string   `json:"id,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	Folder  string   `json:"folder,omitempty"`
 }
 
 // MarkData is the data of email_mark_read and email_mark_unread.
 type MarkData struct {
 	Changed  []string `json:"changed"`
 	NotFound []string `json:"not_found,omitempty"`
-	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found"`
+	Status   string   `json:"status" jsonschema:"ok, or partial when some ids were not found or could not be changed"`
 	Issues   []Issue  `json:"issues,omitempty"`
 }
 
@@ -259,7 +260,7 @@ func (s *Server) toolMark(read bool) toolSpec {
 	}
 	return newTool(&mcp.Tool{
 		Name:        name,
-		Description: fmt.Sprintf("Mark one message (id) or several (ids) as %s.", what),
+		Description: fmt.Sprintf("Mark one message (id) or several (ids) %s.", what),
 		Annotations: annotations(title, false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["ids"].MaxItems = new(500)
@@ -272,10 +273,7 @@ func (s *Server) toolMark(read bool) toolSpec {
 		if err := s.call(ctx, protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: in.Mailbox, Folder: in.Folder, IDs: ids, Read: read}, &out); err != nil {
 			return "", MarkData{}, nil, messageHint(err, in.Mailbox, in.Folder)
 		}
-		if len(out.NotFound) == len(ids) {
-			return "", MarkData{}, nil, messageHint(fail(protocol.CodeNotFound, "no message %s in %s", strings.Join(out.NotFound, ", "), in.Mailbox), in.Mailbox, in.Folder)
-		}
-		status, issues := partial("mark", out.NotFound)
+		status, issues := partial("mark", out.NotFound, out.Failed)
 		data := MarkData{Changed: orEmpty(out.Changed), NotFound: out.NotFound, Status: status, Issues: issues}
 		return fmt.Sprintf("marked %d message(s) %s", len(out.Changed), what), data, nil, nil
 	})
@@ -284,8 +282,8 @@ func (s *Server) toolMark(read bool) toolSpec {
 type moveArgs struct {
 	Mailbox string `json:"mailbox"`
 	ID      string `json:"id"`
-	Action  string `json:"action" jsonschema:"archive (inbox to archive), trash (to trash) or restore (back to inbox)"`
-	Folder  string `json:"folder,omitempty" jsonschema:"where the message is now; default inbox, or trash for restore"`
+	Action  string `json:"action" jsonschema:"restore: back to the inbox"`
+	Folder  string `json:"folder,omitempty" jsonschema:"where it is; default inbox (trash for restore; junk to restore from junk)"`
 }
 
 // MoveData is email_move's data.
@@ -299,10 +297,10 @@ type MoveData struct {
 func (s *Server) toolEmailMove() toolSpec {
 	return newTool(&mcp.Tool{
 		Name:        "email_move",
-		Description: "Archive a message, move it to trash, or restore it to the inbox. Nothing is deleted: trash can be restored.",
+		Description: "Archive a message, move it to trash or junk, or restore it to the inbox. Nothing is deleted.",
 		Annotations: annotations("Move message", false, false, true, false),
 	}, func(sc *jsonschema.Schema) {
-		sc.Properties["action"].Enum = []any{"archive", "trash", "restore"}
+		sc.Properties["action"].Enum = []any{"archive", "trash", "junk", "restore"}
 		sc.Properties["folder"].Enum = folderEnum
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *moveArgs) (string, MoveData, *NextAction, error) {
 		from, to := cmp.Or(in.Folder, protocol.FolderInbox), ""
@@ -311,6 +309,8 @@ func (s *Server) toolEmailMove() toolSpec {
 			to = protocol.FolderArchive
 		case "trash":
 			to = protocol.FolderTrash
+		case "junk":
+			to = protocol.FolderJunk
 		case "restore":
 			to = protocol.FolderInbox
 			from = cmp.Or(in.Folder, protocol.FolderTrash)

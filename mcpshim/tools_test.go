@@ -629,6 +629,24 @@ func TestTrustWhy(t *testing.T) {
 			t.Errorf("%s from %s (sign %v %s): why %q, want %q", c.mailbox, c.m.From, c.m.Sign, c.m.SignAs, m.Trust.Why, c.want)
 		}
 	}
+	// Mail one local mailbox sends another is trusted as a submission on
+	// this host, and why says so rather than crediting DKIM.
+	d.Mailbox(t, "boss")
+	var sent SendData
+	e.ok("email_send", map[string]any{"from_mailbox": "boss", "to": "agent@" + testdaemon.Domain, "subject": "local", "body": "b"}, &sent)
+	if sent.Status != "delivered" { // the answer waits for the first attempt, which stores it
+		t.Fatalf("local send: %+v", sent.SendResult)
+	}
+	var l EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent", "subject": "local"}, &l)
+	if len(l.Messages) != 1 {
+		t.Fatalf("the local message: %+v", l.Messages)
+	}
+	var local EmailReadData
+	e.ok("email_read", map[string]any{"mailbox": "agent", "id": l.Messages[0].ID}, &local)
+	if !strings.Contains(local.Trust.Why, "submitted on this host by the mailbox boss") || local.SubmittedBy != "boss" {
+		t.Errorf("local submission: why %q, submitted_by %q", local.Trust.Why, local.SubmittedBy)
+	}
 	// A mailbox that trusts no one says so in its row: trusted_senders is
 	// there, empty, not left out.
 	var list MailboxListData

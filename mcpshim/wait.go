@@ -23,9 +23,9 @@ type emailWaitArgs struct {
 	From        string `json:"from,omitempty" jsonschema:"substring of the sender"`
 	Subject     string `json:"subject,omitempty" jsonschema:"substring of the subject"`
 	Text        string `json:"text,omitempty" jsonschema:"substring of the body"`
-	Since       string `json:"since,omitempty" jsonschema:"also accept a matching unread message already received after this RFC 3339 time (covers mail that arrived before the call)"`
-	TimeoutSecs int    `json:"timeout_secs,omitempty" jsonschema:"how long to wait, default 120, at most 600"`
-	MaxChars    int    `json:"max_chars,omitempty" jsonschema:"body window of the returned message, default 20000"`
+	Since       string `json:"since,omitempty" jsonschema:"RFC 3339 time: also take unread mail received since"`
+	TimeoutSecs int    `json:"timeout_secs,omitempty" jsonschema:"default 120"`
+	MaxChars    int    `json:"max_chars,omitempty" jsonschema:"body window, default 20000"`
 }
 
 // EmailWaitData is email_wait's data.
@@ -38,9 +38,8 @@ type EmailWaitData struct {
 
 func (s *Server) toolEmailWait() toolSpec {
 	return newTool(&mcp.Tool{
-		Name: "email_wait",
-		Description: "Wait until a message matching the filters arrives in a mailbox's inbox (up to timeout_secs, at most 600) and return it with extracted one-time codes and links. " +
-			"Links are never opened. Sends progress notifications while waiting. Use since to also accept one that arrived just before the call.",
+		Name:        "email_wait",
+		Description: "Wait for a matching message in a mailbox's inbox and return it with its one-time codes and links (never opened).",
 		Annotations: annotations("Wait for email", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["timeout_secs"].Minimum = new(0.0)
@@ -121,7 +120,7 @@ func (w *waiter) lookBack(ctx context.Context, since *time.Time) (string, EmailW
 	err := w.s.call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: in.Mailbox, Folder: protocol.FolderInbox,
 		Limit: 20, Unread: &unread, From: in.From, Subject: in.Subject, Since: since}, &list)
 	if err != nil {
-		return "", EmailWaitData{}, false, mailboxHint(err)
+		return "", EmailWaitData{}, false, mailboxHint(err, in.Mailbox)
 	}
 	for _, m := range slices.Backward(list.Messages) { // oldest first: the one the caller was waiting for
 		if w.match(&m) {

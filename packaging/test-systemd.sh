@@ -8,7 +8,12 @@
 # restarted by systemd, the hardened unit writing every path the daemon must
 # (store, queue, registry, a new DKIM key), and `systemctl stop` draining: an
 # SMTP DATA in progress when stop is issued completes with 250 and is on disk,
-# and a queued outbound item is still queued after the restart.
+# and a queued outbound item is still queued after the restart; root's doctor
+# reports a config key waiting for a restart, the certbot deploy hook of
+# docs/setup.md renews the certificate into use (doctor's probes leaving no
+# WARN), docs/operations.md's debug drop-in turns DEBUG on and a message is
+# followed through the journal by its queue id, and dpkg -P leaves no unit
+# link behind.
 # Runs as root; needs debootstrap, systemd-nspawn and Debian's mirror.
 # ROOTFS=DIR reuses a root made earlier by debootstrap (a copy is booted;
 # without sudo in it, runuser stands in for `sudo -u`).
@@ -23,7 +28,7 @@ fail() {
 	exit 1
 }
 [ "$(id -u)" = 0 ] || fail "run as root"
-for c in debootstrap systemd-nspawn nsenter; do
+for c in debootstrap systemd-nspawn nsenter openssl; do
 	command -v $c >/dev/null || fail "$c not found"
 done
 
@@ -154,6 +159,48 @@ inside systemctl reload mailctl >"$log" 2>&1 || fail "systemctl reload: $(cat "$
 wait_for 50 inside mailctl mailboxes show declared || fail "the reloaded config was not applied"
 [ "$(inside systemctl show -P MainPID mailctl)" = "$pid_before" ] || fail "reload restarted the daemon"
 
+# Root's doctor reads the files, so what the running daemon has not applied
+# comes from the daemon: a key that needs a restart.
+step="doctor reports a key waiting for a restart"
+log=$tmp/pending.log
+inside sh -c 'printf "\n[delivery]\nretry_for = \"4d\"\n" >>/etc/mailctl/config.toml'
+inside systemctl reload mailctl >"$log" 2>&1 || fail "systemctl reload: $(cat "$log")"
+pending() { inside mailctl doctor 2>&1 | grep -q 'config.restart_pending .*delivery.retry_for'; }
+wait_for 50 pending || fail "root's doctor does not report config.restart_pending: $(inside mailctl doctor 2>&1 | head -n 20)"
+
+# docs/setup.md's certbot deploy hook, as the page writes it, run the way
+# certbot runs it after a renewal (RENEWED_LINEAGE, live/ links into
+# archive/): the daemon serves the new certificate, same main PID.
+step="certificate renewal with the certbot deploy hook"
+log=$tmp/renew.log
+t0=$(date +%s)
+served_fp() { inside mailctl doctor --json 2>/dev/null | grep -o 'SHA-256 [0-9a-f]*' | head -n 1 | cut -d' ' -f2; }
+before=$(served_fp || true)
+[ -n "$before" ] || fail "doctor names no served certificate: $(inside mailctl doctor 2>&1 | grep tls)"
+le=$root/etc/letsencrypt
+mkdir -p "$le/archive/mx.example.test" "$le/live/mx.example.test" "$le/renewal-hooks/deploy"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 90 -subj /CN=mx.example.test \
+	-addext subjectAltName=DNS:mx.example.test -keyout "$le/archive/mx.example.test/privkey1.pem" \
+	-out "$le/archive/mx.example.test/fullchain1.pem" >"$log" 2>&1 || fail "openssl req"
+for f in fullchain privkey; do ln -s "../../archive/mx.example.test/${f}1.pem" "$le/live/mx.example.test/$f.pem"; done
+new=$(openssl x509 -in "$le/archive/mx.example.test/fullchain1.pem" -outform DER | sha256sum | cut -d' ' -f1)
+hook=$le/renewal-hooks/deploy/mailctl
+awk '/^```sh$/ { b = 1; buf = ""; next } b && /^```$/ { if (buf ~ /renewal-hooks\/deploy\/mailctl/) printf "%s", buf; b = 0; next } b { buf = buf $0 "\n" }' \
+	docs/setup.md | sed 's/mx\.example\.com/mx.example.test/g' >"$hook"
+grep -q 'systemctl reload mailctl' "$hook" || fail "docs/setup.md has no deploy hook that reloads"
+chmod 755 "$hook"
+inside env RENEWED_LINEAGE=/etc/letsencrypt/live/mx.example.test /etc/letsencrypt/renewal-hooks/deploy/mailctl >>"$log" 2>&1 ||
+	fail "the deploy hook: $(tail -n 5 "$log")"
+renewed() { [ "$(served_fp)" = "$new" ]; }
+wait_for 50 renewed || fail "the daemon serves $(served_fp), not the renewed $new (before: $before)"
+[ "$(inside systemctl show -P MainPID mailctl)" = "$pid_before" ] || fail "the renewal restarted the daemon"
+inside journalctl -u mailctl --no-pager >"$log" 2>&1
+grep -q "TLS certificate now in use.*fingerprint=$new" "$log" || fail "no log line puts $new into use"
+# Doctor's probes (SMTP and STARTTLS) end with QUIT: nothing at WARN since
+# t0 but the restart-pending reminder each reload repeats.
+warn=$(inside journalctl -u mailctl --since "@$t0" --no-pager 2>&1 | grep 'level=WARN' | grep -v 'take effect only at the next restart' || true)
+[ -z "$warn" ] || fail "WARN lines while doctor ran: $warn"
+
 step="crash restart"
 inside sh -c "kill -SEGV $pid_before" # the shell's kill: minbase has no procps
 restarted() {
@@ -221,4 +268,32 @@ inside mailctl queue list 2>>"$log" | grep -q someone@example.org || fail "the q
 inside systemctl stop mailctl >>"$log" 2>&1 || fail "systemctl stop"
 [ "$(inside systemctl show -P Result mailctl)" = success ] || fail "the second stop did not end cleanly"
 
-echo "test-systemd: ok $(basename "$deb"): booted systemd as PID 1, installed, setup started the notify unit, doctor clean but for DNS, mailbox created with sudo -u agent, agents setup, store/queue/registry/DKIM writable, reload applied, crash restarted, stop drained an SMTP DATA in progress (250, on disk), the queue survived the restart"
+# docs/operations.md's debug drop-in, run as the page writes it (sudo
+# dropped where the root has none), then one message followed by its queue
+# id with the page's journalctl filter.
+step="debug logs with the drop-in of docs/operations.md"
+log=$tmp/debug.log
+t1=$(date +%s)
+awk '/^### Debug logs/ { s = 1 } s && /^```$/ { if (b) exit; b = 1; next } b' docs/operations.md >"$tmp/debug.sh"
+grep -q 'serve --debug' "$tmp/debug.sh" || fail "no debug drop-in in docs/operations.md"
+inside test -x /usr/bin/sudo || sed -i 's/sudo //g' "$tmp/debug.sh"
+cp "$tmp/debug.sh" "$root/root/debug.sh"
+inside sh -e /root/debug.sh >"$log" 2>&1 || fail "the drop-in lines: $(tail -n 3 "$log")"
+inside systemctl is-active --quiet mailctl || fail "the unit did not come back with --debug"
+inside mailctl send --from postmaster --to agent@example.test --subject debug --body "followed" >>"$log" 2>&1 || fail "send with debug on"
+item=$(inside journalctl -u mailctl --since "@$t1" --no-pager -g 'msg="message queued"' 2>/dev/null | grep -o 'item=[^ ]*' | tail -n 1 | cut -d= -f2)
+[ -n "$item" ] || fail "no queued line with its item= since the drop-in"
+followed() { inside journalctl -u mailctl --no-pager -g "item=$item" 2>/dev/null | grep -q 'msg="recipient result"'; }
+wait_for 50 followed || fail "journalctl -g 'item=$item' finds no recipient result"
+inside journalctl -u mailctl --since "@$t1" --no-pager 2>/dev/null | grep -q 'level=DEBUG msg="delivery attempt"' ||
+	fail "no DEBUG line in the journal with the drop-in"
+inside sh -c 'rm /etc/systemd/system/mailctl.service.d/debug.conf && systemctl daemon-reload && systemctl stop mailctl' >>"$log" 2>&1 || fail "removing the drop-in"
+
+# Purge removes the unit's enablement with the unit: no link left dangling.
+step="dpkg -P"
+log=$tmp/purge.log
+inside dpkg -P mailctl >"$log" 2>&1 || fail "dpkg -P"
+left=$(inside find /etc/systemd/system -path '*.wants/mailctl.service' 2>&1)
+[ -z "$left" ] || fail "dpkg -P left $left"
+
+echo "test-systemd: ok $(basename "$deb"): booted systemd as PID 1, installed, setup started the notify unit, doctor clean but for DNS, mailbox created with sudo -u agent, agents setup, store/queue/registry/DKIM writable, reload applied, root's doctor saw the key waiting for a restart, the certbot deploy hook's renewal served after reload (same PID, no WARN from doctor), crash restarted, stop drained an SMTP DATA in progress (250, on disk), the queue survived the restart, the debug drop-in logged DEBUG and a message was followed by its queue id, purge left no unit link"

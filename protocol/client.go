@@ -41,8 +41,7 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, &Error{Code: CodeUnavailable, Retryable: true, Message: fmt.Sprintf(
-			"the mailctl daemon is not answering at %s (%v): start it with `sudo systemctl start mailctl`, or run `mailctl dev` and set MAILCTL_SOCKET to the socket it prints",
-			path, errors.Unwrap(err))}
+			"the mailctl daemon is not answering at %s (%v): %s", path, errors.Unwrap(err), startAdvice(path))}
 	}
 	c := &Client{conn: conn, pending: map[uint64]chan *Response{}, streams: map[uint64]bool{}, done: make(chan struct{})}
 	fr := NewFrameReader(conn, MaxFrame)

@@ -16,8 +16,9 @@ type MessageLabelArgs struct {
 }
 
 // MessageLabeled answers VerbMessageLabel: the ids whose labels or star
-// changed, and the ids not in the folder.
+// changed, the ids not in the folder and those that could not be changed.
 type MessageLabeled struct {
-	Changed  []string `json:"changed"`
-	NotFound []string `json:"not_found,omitempty"`
+	Changed  []string      `json:"changed"`
+	NotFound []string      `json:"not_found,omitempty"`
+	Failed   []ItemFailure `json:"failed,omitempty"`
 }

@@ -91,7 +91,21 @@ type Error struct {
 	Message      string `json:"message"`
 	Retryable    bool   `json:"retryable,omitempty"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	// Missing says what a not_found did not find (one of the Missing*
+	// values), so that a client can name its own way to list them
+	// without reading the message.
+	Missing string `json:"missing,omitempty"`
 }
+
+// What a not_found error did not find (Error.Missing).
+const (
+	MissingMailbox   = "mailbox"
+	MissingMessage   = "message"
+	MissingDraft     = "draft"
+	MissingHook      = "hook"
+	MissingQueueItem = "queue_item"
+	MissingFolder    = "folder"
+)
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 

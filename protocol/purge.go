@@ -17,6 +17,7 @@ type MessagePurgeArgs struct {
 
 // MessagePurged answers VerbMessagePurge.
 type MessagePurged struct {
-	Purged   []string `json:"purged"`
-	NotFound []string `json:"not_found,omitempty"`
+	Purged   []string      `json:"purged"`
+	NotFound []string      `json:"not_found,omitempty"`
+	Failed   []ItemFailure `json:"failed,omitempty"`
 }

@@ -27,7 +27,15 @@ const (
 	VerbQueueDrop     = "queue.drop"
 	VerbQueueApprove  = "queue.approve"
 	VerbWatch         = "watch"
+	VerbIndexRebuild  = "index.rebuild"
 )
+
+// IndexRebuild answers VerbIndexRebuild: the index was thrown away and is
+// being read again from the mailboxes' files, in the background.
+type IndexRebuild struct {
+	Mailboxes int  `json:"mailboxes"`
+	Started   bool `json:"started"`
+}
 
 // VersionInfo answers VerbVersion.
 type VersionInfo struct {
@@ -36,6 +44,27 @@ type VersionInfo struct {
 	Server          string `json:"server"`
 	CallerUID       uint32 `json:"caller_uid"`
 	CallerGID       uint32 `json:"caller_gid"`
+	// PID is the daemon's process id; Reload the outcome of its last
+	// config reload (nil before the first), which `mailctl reload`
+	// waits for to say whether the daemon reloaded.
+	PID    int           `json:"pid,omitempty"`
+	Reload *ReloadStatus `json:"reload,omitempty"`
+	// Dev is true for a `mailctl dev` instance; Capture names its mailbox
+	// that takes outbound mail instead of the recipients' servers.
+	Dev     bool   `json:"dev,omitempty"`
+	Capture string `json:"capture,omitempty"`
+}
+
+// ReloadStatus is the outcome of the daemon's last config reload. Error and
+// the keys are shown to root and to the daemon's own user (who can read
+// the config file); others see the count and whether it worked.
+type ReloadStatus struct {
+	Count   int       `json:"count"` // reloads since the daemon started, refused ones included
+	At      time.Time `json:"at"`
+	OK      bool      `json:"ok"`
+	Error   string    `json:"error,omitempty"`   // why the file was refused; the running config is kept
+	Applied []string  `json:"applied,omitempty"` // keys the reload changed
+	Pending []string  `json:"pending,omitempty"` // keys changed that wait for a restart
 }
 
 // Empty is the argument of verbs that take none.
@@ -68,6 +97,26 @@ type MailboxUpdateArgs struct {
 	DisplayName           *string   `json:"display_name,omitempty"`
 	TrustedSenders        *[]string `json:"trusted_senders,omitempty"`
 	InheritTrustedSenders bool      `json:"inherit_trusted_senders,omitempty"`
+	// QuotaBytes and QuotaMessages set the mailbox's own quota (0: none);
+	// InheritQuota drops it for the default. Root only.
+	QuotaBytes    *int64 `json:"quota_bytes,omitempty"`
+	QuotaMessages *int64 `json:"quota_messages,omitempty"`
+	InheritQuota  bool   `json:"inherit_quota,omitempty"`
+}
+
+// MailboxUsage is what a mailbox's files take and its quota. A zero quota
+// means none. Over a quota, mail to the mailbox is deferred (452 4.2.2) and
+// its sends are refused until mail is removed or the quota raised.
+type MailboxUsage struct {
+	Bytes         int64 `json:"bytes"`
+	Messages      int64 `json:"messages"`
+	QuotaBytes    int64 `json:"quota_bytes"`
+	QuotaMessages int64 `json:"quota_messages"`
+	// QuotaSource says where the quota is set: "default" ([storage]),
+	// "config" (the mailbox's table) or "mailbox" (set by root with
+	// mailbox.update).
+	QuotaSource string `json:"quota_source"`
+	OverQuota   bool   `json:"over_quota"`
 }
 
 // MaxDisplayNameLen bounds a mailbox's display name, in characters.
@@ -92,6 +141,8 @@ type Mailbox struct {
 	// instead of probing with failures.
 	Trust *TrustPolicy `json:"trust,omitempty"`
 	Send  *SendLimits  `json:"send,omitempty"`
+	// Usage is what the mailbox's files take against its quota.
+	Usage *MailboxUsage `json:"usage,omitempty"`
 	// Filled by mailbox.show only.
 	Hooks []Hook `json:"hooks,omitempty"`
 }
@@ -156,7 +207,15 @@ const (
 	FolderArchive = "archive"
 	FolderTrash   = "trash"
 	FolderDrafts  = "drafts"
+	// FolderJunk holds mail the daemon judged unwanted (a DMARC quarantine
+	// policy, a blocklisted client): no hook fires and no new_mail event is
+	// sent for it, and lists show it only when asked for by name.
+	FolderJunk = "junk"
 )
+
+// DateReceived is MessageSummary.DateSource for a message listed with the
+// time it was received, having no Date header of its own.
+const DateReceived = "received"
 
 // MessageListArgs selects messages of one folder, newest first.
 type MessageListArgs struct {
@@ -175,6 +234,11 @@ type MessageListArgs struct {
 	Until    *time.Time `json:"until,omitempty"`
 	Label    string     `json:"label,omitempty"`   // messages carrying this label (ignoring case)
 	Starred  *bool      `json:"starred,omitempty"` // starred (true) or unstarred (false) messages
+	// Query is a search in Gmail's language (from:, to:, subject:, label:,
+	// is:, has:attachment, in:, before:, after:, older_than:, newer_than:,
+	// "phrases", -negation, OR, parentheses; protocol/README.md). One that
+	// names folders (in:) searches the whole mailbox, whatever Folder says.
+	Query string `json:"query,omitempty"`
 }
 
 // MessageSummary is one row of a message list.
@@ -187,6 +251,7 @@ type MessageSummary struct {
 	To             []string  `json:"to"`
 	Subject        string    `json:"subject"`
 	Date           time.Time `json:"date"`
+	DateSource     string    `json:"date_source,omitempty"` // DateReceived when Date is when it was received (no Date header); empty: the header's
 	Read           bool      `json:"read"`
 	Trusted        Verdict   `json:"trusted"`
 	Attachments    int       `json:"attachments"`
@@ -239,6 +304,10 @@ type RecipientStatus struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	UpdatedAt   time.Time `json:"updated_at,omitzero"`
 	TLS         string    `json:"tls,omitempty"` // verified, unverified, none
+	// Captured is true when a delivered message went to the capture
+	// mailbox of `mailctl dev` instead of the recipient's server: it was
+	// not sent.
+	Captured bool `json:"captured,omitempty"`
 }
 
 // Message is one message with a window of its body.
@@ -283,11 +352,22 @@ type MessageMarkArgs struct {
 
 // MessageMarked answers VerbMessageMark.
 type MessageMarked struct {
-	Changed  []string `json:"changed"`
-	NotFound []string `json:"not_found,omitempty"`
+	Changed  []string      `json:"changed"`
+	NotFound []string      `json:"not_found,omitempty"`
+	Failed   []ItemFailure `json:"failed,omitempty"`
 }
 
-// MessageMoveArgs moves a message between folders (inbox, archive, trash).
+// ItemFailure is one message of a batch (message.mark, message.label,
+// message.purge) that could not be changed while the others were: its id,
+// a code as an error would carry and a message that names the file and
+// says what to do.
+type ItemFailure struct {
+	ID      string `json:"id"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// MessageMoveArgs moves a message between folders (inbox, archive, trash, junk).
 type MessageMoveArgs struct {
 	Mailbox string `json:"mailbox"`
 	ID      string `json:"id"`
@@ -456,6 +536,11 @@ type QueueItem struct {
 	// while the item waits for it.
 	SendAt    *time.Time `json:"send_at,omitempty"`
 	Scheduled bool       `json:"scheduled,omitempty"`
+	// State is one of QueueStates.
+	State string `json:"state"`
+	// DelayWarnedAt is when the sender was told the message is delayed
+	// (RFC 3464 action "delayed"); it is told once.
+	DelayWarnedAt *time.Time `json:"delay_warned_at,omitempty"`
 }
 
 // QueueIDArgs names one queue item.

@@ -158,7 +158,7 @@ func TestDraftAttachmentsPlanted(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatalf("ReadAttachments hangs on a planted %s", name)
 			}
-			if err := s.Rewrite("agent", "drafts", id, func(m *Message, b string) (string, error) { return b + "!", nil }, []AttachmentData{}); err != nil {
+			if err := s.Rewrite("agent", "drafts", id, func(m *Message) (*string, error) { b := "rewritten!"; return &b, nil }, []AttachmentData{}); err != nil {
 				t.Errorf("Rewrite over a planted %s: %v", name, err)
 			}
 			if err := s.RemoveMessage("agent", "drafts", id); err != nil {

@@ -103,3 +103,22 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse
 }
+
+// BenchmarkIndexRebuild indexes a folder of 10k messages from its files
+// into an empty index (a first start, or a reindex).
+func BenchmarkIndexRebuild(b *testing.B) {
+	const n = 10000
+	s := listFixture(b, n)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fresh, err := Open(s.Root())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p, err := fresh.List("agent", "inbox", Query{}); err != nil || p.Total != n {
+			b.Fatalf("total %d, %v", p.Total, err)
+		}
+		fresh.Close()
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "msgs/s")
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,20 +34,17 @@ func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []b
 // to two aliases of a mailbox.
 type DeliveryKey [sha256.Size]byte
 
-// Bounds of the de-duplication memory: a delivery is recognised again for
-// DedupWindow after it arrived, and at most dedupMax deliveries are
-// remembered (the oldest are forgotten first). Past either bound a repeat is
+// DedupWindow is how long a delivery is recognised again after it arrived
+// (see deliveriesDB for the bound on how many are). Past it a repeat is
 // stored a second time: a duplicate, never a loss.
-const (
-	DedupWindow = time.Hour
-	dedupMax    = 20000
-)
+const DedupWindow = time.Hour
 
 // DeliverOnce is Deliver for a delivery identified by key. When the same key
-// was stored in the same folder within DedupWindow and that message is still
-// there, nothing is written: dup is true and id is the earlier message's. A
-// repeat arriving while the first copy is still being written waits for its
-// outcome, and is stored itself if that write failed.
+// was stored in the same folder within DedupWindow (by this process or, as
+// the store remembers deliveries on disk, an earlier one) and that message
+// is still there, nothing is written: dup is true and id is the earlier
+// message's. A repeat arriving while the first copy is still being written
+// waits for its outcome, and is stored itself if that write failed.
 func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
 	return s.DeliverOnceFrom(key, mailbox, folder, m, body, rawOf(raw), atts)
 }
@@ -77,11 +73,22 @@ func (s *Store) deliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 	for {
 		prev, mine := s.recent.claim(k, s.now())
 		if mine != nil {
+			// A repeat of a delivery an earlier run of the daemon stored.
+			if prevID, ok := s.deliveredBefore(k); ok {
+				s.recent.finish(mine, prevID, nil)
+				return prevID, true, nil
+			}
 			if testHookBeforeWrite != nil {
 				err = testHookBeforeWrite(mailbox, folder)
 			}
 			if err == nil {
 				id, err = s.deliver(mailbox, folder, m, body, raw, atts, journal)
+			}
+			if err == nil {
+				// Remembered on disk before the sender is answered. Failing
+				// that, a repeat after a restart is stored again: a
+				// duplicate, never a loss.
+				s.rememberDelivery(k, id)
 			}
 			s.recent.finish(mine, id, err)
 			return id, false, err
@@ -94,6 +101,19 @@ func (s *Store) deliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 		// this delivery is stored after all.
 		s.recent.forget(k, prev)
 	}
+}
+
+// RememberDelivery records that the delivery key to the folder was stored
+// as message id, as DeliverOnce does once it has written a message: for a
+// caller that wrote the message again from a journal of its own after a
+// crash (ReplaceUnsynced), so that a repeat of the delivery (the sender
+// retrying, having never seen the answer) is recognised and not stored a
+// second time. It is durable against a crash of the process when it returns.
+func (s *Store) RememberDelivery(key DeliveryKey, mailbox, folder, id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	return s.rememberDelivery(recentKey{mailbox: mailbox, folder: folder, key: key}, id)
 }
 
 // testHookBeforeWrite, when set (by tests only), runs before DeliverOnce
@@ -160,18 +180,14 @@ func fillDefaults(m *Message, raw RawSource) {
 	}
 }
 
-// reserve fills in m's defaults, loads the folder's index if needed and
-// reserves a free id for m.
+// reserve fills in m's defaults and reserves a free id for m.
 func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message, raw RawSource) (*folderIndex, string, error) {
 	fillDefaults(m, raw)
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
-	if !fi.loaded {
-		if err := fi.sync(d, mb); err != nil {
-			return nil, "", err
-		}
-	}
+	// The folder's index need not be read first: a free id is one no
+	// file has (allocate asks the folder).
 	deferred := func(id string) bool { return s.deferredHas(mailbox, folder, id) }
 	id, err := fi.allocate(d, NewID(m.ReceivedAt, m.Subject), m.MessageID, deferred)
 	return fi, id, err
@@ -200,45 +216,48 @@ type recentKey struct {
 	key             DeliveryKey
 }
 
-// recentDelivery is a delivery being written or written lately. done is
-// closed once id and err are set.
+// recentDelivery is a delivery being written. done is closed once id and
+// err are set.
 type recentDelivery struct {
 	key  recentKey
-	at   time.Time
 	done chan struct{}
 	id   string
 	err  error
 }
 
-// recentDeliveries remembers deliveries for DedupWindow, oldest first.
+// recentDeliveries holds the deliveries being written, so that a repeat
+// arriving meanwhile waits for the outcome. Once written, a delivery is
+// remembered on disk (rememberDelivery) and leaves memory: what is held is
+// bounded by the deliveries in flight.
 type recentDeliveries struct {
 	mu    sync.Mutex
 	byKey map[recentKey]*recentDelivery
-	order []*recentDelivery
 }
 
-// claim returns the remembered delivery of k, or, when there is none,
+// claim returns the delivery of k in flight, or, when there is none,
 // records a new one for the caller to write and finish.
-func (r *recentDeliveries) claim(k recentKey, now time.Time) (prev, mine *recentDelivery) {
+func (r *recentDeliveries) claim(k recentKey, _ time.Time) (prev, mine *recentDelivery) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.expire(now)
 	if e := r.byKey[k]; e != nil {
 		return e, nil
 	}
 	if r.byKey == nil {
 		r.byKey = map[recentKey]*recentDelivery{}
 	}
-	e := &recentDelivery{key: k, at: now, done: make(chan struct{})}
+	e := &recentDelivery{key: k, done: make(chan struct{})}
 	r.byKey[k] = e
-	r.order = append(r.order, e)
 	return nil, e
 }
 
-// finish records the outcome of a claimed delivery and wakes its waiters.
+// finish records the outcome of a claimed delivery, forgets it and wakes
+// its waiters.
 func (r *recentDeliveries) finish(e *recentDelivery, id string, err error) {
 	r.mu.Lock()
 	e.id, e.err = id, err
+	if r.byKey[e.key] == e {
+		delete(r.byKey, e.key)
+	}
 	r.mu.Unlock()
 	close(e.done)
 }
@@ -252,21 +271,6 @@ func (r *recentDeliveries) forget(k recentKey, e *recentDelivery) {
 	}
 }
 
-// expire forgets deliveries older than DedupWindow and, to make room under
-// dedupMax, the oldest. A delivery still being written may be forgotten too: its waiters
-// hold it, and a later repeat is then stored again.
-func (r *recentDeliveries) expire(now time.Time) {
-	n := 0
-	for n < len(r.order) && (len(r.order)-n >= dedupMax || now.Sub(r.order[n].at) > DedupWindow) {
-		e := r.order[n]
-		if r.byKey[e.key] == e {
-			delete(r.byKey, e.key)
-		}
-		n++
-	}
-	r.order = slices.Delete(r.order, 0, n)
-}
-
 // allocate reserves a free id based on base: base, base-2, base-3...
 // Called with fi.mu held.
 func (fi *folderIndex) allocate(d *Dir, base, messageID string, deferred func(id string) bool) (string, error) {
@@ -275,9 +279,8 @@ func (fi *folderIndex) allocate(d *Dir, base, messageID string, deferred func(id
 		if n > 1 {
 			id = base + "-" + strconv.Itoa(n)
 		}
-		_, indexed := fi.entries[id]
 		_, reserved := fi.reserved[id]
-		if indexed || reserved || taken(d, id) || deferred(id) {
+		if reserved || taken(d, id) || deferred(id) {
 			continue
 		}
 		fi.reserved[id] = messageID
@@ -313,7 +316,7 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 	// renamed into place; one directory fsync, shared with concurrent
 	// deliveries to this folder, then makes both names durable.
 	if raw != nil {
-		if err := d.writeFileFrom(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
+		if err := d.writeFileTo(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
 			return err
 		}
 	}
@@ -426,7 +429,7 @@ func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body stri
 	// The files are written outside the folder's lock.
 	fi.mu.Lock()
 	wait, busy := fi.creating[id]
-	if _, indexed := fi.entries[id]; busy || indexed || taken(d, id) {
+	if busy || taken(d, id) {
 		fi.mu.Unlock()
 		if busy {
 			<-wait

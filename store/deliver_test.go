@@ -152,15 +152,79 @@ func TestDeliverOnceWaitsForTheCopyInFlight(t *testing.T) {
 	}
 }
 
-// TestDeliverOnceMemoryIsBounded remembers at most dedupMax deliveries.
+// TestDeliverOnceMemoryIsBounded: deliveries leave memory once written
+// (the store remembers them on disk); only those in flight are held.
 func TestDeliverOnceMemoryIsBounded(t *testing.T) {
 	var r recentDeliveries
 	now := time.Now()
-	for i := range dedupMax + 10 {
-		_, e := r.claim(recentKey{mailbox: "m", folder: "inbox", key: sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)})}, now)
+	var inFlight *recentDelivery
+	for i := range 1000 {
+		_, e := r.claim(recentKey{mailbox: "m", folder: "inbox", key: sha256.Sum256([]byte{byte(i), byte(i >> 8)})}, now)
+		if i == 500 {
+			inFlight = e
+			continue
+		}
 		r.finish(e, "x", nil)
 	}
-	if len(r.byKey) > dedupMax || len(r.order) > dedupMax+1 {
-		t.Errorf("remembering %d (%d in order), bound %d", len(r.byKey), len(r.order), dedupMax)
+	if len(r.byKey) != 1 || r.byKey[inFlight.key] != inFlight {
+		t.Errorf("holding %d deliveries, want the one in flight", len(r.byKey))
+	}
+}
+
+// Deliveries are remembered across a restart of the store.
+func TestDeliverOnceAcrossRestart(t *testing.T) {
+	s := newTestStore(t)
+	key := sha256.Sum256([]byte("before the restart"))
+	id1, _, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s)
+	if id, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "a", []byte("x"), nil); err != nil || !dup || id != id1 {
+		t.Errorf("repeat after a restart = %q %v %v, want %q true nil", id, dup, err, id1)
+	}
+	if got := listIDs(t, s, "inbox"); len(got) != 1 {
+		t.Errorf("inbox %v", got)
+	}
+}
+
+// The filter in front of the deliveries database never forgets a delivery
+// (one it lost would be stored twice) and lets few others through to the
+// database; reopened, it holds what the database holds.
+func TestDeliveriesFilter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), DeliveriesFile)
+	x, err := openDeliveriesDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) DeliveryKey { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
+	for i := range 20000 {
+		x.add("agent", "inbox", key(i))
+	}
+	if err := x.remember(&dedupRec{mailbox: "agent", folder: "inbox", identity: "x", key: key(7), id: "a", at: time.Now().UnixNano()}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20000 {
+		if !x.mayHave("agent", "inbox", key(i)) {
+			t.Fatalf("delivery %d forgotten", i)
+		}
+	}
+	through := 0
+	for i := 20000; i < 40000; i++ {
+		if x.mayHave("agent", "inbox", key(i)) {
+			through++
+		}
+	}
+	if through > 200 || x.mayHave("agent", "archive", key(7)) && x.mayHave("other", "inbox", key(7)) {
+		t.Errorf("%d of 20000 unseen deliveries pass the filter", through)
+	}
+	x.close()
+	x, err = openDeliveriesDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.close()
+	if !x.mayHave("agent", "inbox", key(7)) {
+		t.Error("reopened, the filter forgot a remembered delivery")
 	}
 }

@@ -5,7 +5,6 @@
 // Layout under the store root (default /var/lib/mailctl/mailboxes, root 0711):
 //
 //	<mailbox>/                         owner 0700
-//	  .mailctl-index.<folder>          owner 0600, the folder's persisted index (a cache)
 //	  inbox/ sent/ archive/ trash/ drafts/   owner 0700
 //	    2025-04-15-143022-hello.md       frontmatter + body, written last (the commit point)
 //	    2025-04-15-143022-hello.eml      the raw message, the truth
@@ -27,10 +26,11 @@
 // directory) instead of writing into them. A message is durable once Deliver
 // returns.
 //
-// Listing goes through an index per folder, a cache that re-syncs when the
-// folder changes and re-validates the rows it returns, so that files the
-// owner adds, removes or edits are noticed. Its rows are logged to the
-// folder's index file beside it, so a restart does not parse every message
-// and memory holds only a small skeleton per message, for at most
-// IndexCacheMessages messages across folders (indexfile.go).
+// Listing and search go through the index, a SQLite database outside every
+// mailbox (in a directory only root can enter: OpenIndexed) that holds a row
+// and the full text of every message. It is derived from the files: a
+// folder whose directory changed is scanned again, the rows a listing
+// returns are checked against their files, and a damaged, deleted or older
+// index is rebuilt from them (indexdb.go). Its memory is SQLite's page
+// cache, bounded, whatever the number of messages.
 package store

@@ -1,11 +1,8 @@
 package store
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"path"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,21 +10,30 @@ import (
 // MaxDraftAttachmentBytes bounds what ReadAttachments reads of one message.
 const MaxDraftAttachmentBytes = 64 << 20
 
-// Rewrite replaces a message's frontmatter and body with what fn makes of
-// them, atomically. When atts is not nil, the message's attachments are
-// replaced by atts (an empty, non-nil slice removes them). It is how a draft
-// is edited; m.ID and m.Mailbox stay what the file name and mailbox say.
-func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body string) (string, error), atts []AttachmentData) error {
+// Rewrite replaces a message's frontmatter with what fn makes of it, and
+// its body with the one fn returns (nil keeps the body, which is then
+// copied from the old file without being read into memory), atomically.
+// When atts is not nil, the message's attachments are replaced by atts (an
+// empty, non-nil slice removes them). It is how a draft is edited; m.ID and
+// m.Mailbox stay what the file name and mailbox say.
+func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message) (body *string, err error), atts []AttachmentData) error {
+	return s.Charged(nil).Rewrite(mailbox, folder, id, fn, atts)
+}
+
+// Rewrite is Store.Rewrite with the reading of the old file charged.
+func (c Charged) Rewrite(mailbox, folder, id string, fn func(m *Message) (body *string, err error), atts []AttachmentData) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
+	return c.s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
 		d, mb := f.d, f.mb
-		m, body, err := readMessage(d, id, mb.uid)
+		mf, err := d.openMessage(id, mb.uid, c.take)
 		if err != nil {
 			return err
 		}
-		body, err = fn(m, body)
+		defer mf.Close()
+		m := mf.m
+		body, err := fn(m)
 		if err != nil {
 			return err
 		}
@@ -56,10 +62,15 @@ func (s *Store) Rewrite(mailbox, folder, id string, fn func(m *Message, body str
 				}
 			}
 		}
-		if err := d.WriteFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid); err != nil {
+		head, rest := []byte(nil), mf.rest()
+		snippet := mf.bodyHead()
+		if body != nil {
+			head, rest, snippet = []byte(*body), nil, *body
+		}
+		if err := d.writeFileFrom(id+".md", append(Render(m, ""), head...), rest, MaxMessageFile, FileMode, mb.uid, mb.gid, syncAll); err != nil {
 			return fmt.Errorf("rewrite message %s: %w", id, err)
 		}
-		f.fi.entryAfterWrite(mb, d, id, m, body)
+		f.fi.entryAfterWrite(mb, d, id, m, snippet)
 		return nil
 	})
 }
@@ -96,7 +107,7 @@ func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []At
 
 // ReadAttachments reads the attachments a message's frontmatter lists, from
 // its own attachment folder only (a hand-edited path elsewhere is refused),
-// at most MaxDraftAttachmentBytes in all.
+// at most MaxDraftAttachmentBytes in all, as fstat says before any is read.
 func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]AttachmentData, error) {
 	if len(m.Attachments) == 0 {
 		return nil, nil
@@ -106,26 +117,12 @@ func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]Attac
 		return nil, err
 	}
 	defer done()
-	ad, err := d.OpenDir(id + attSuffix)
+	atts, err := openAttachments(d, mb.uid, id, m, MaxDraftAttachmentBytes)
 	if err != nil {
-		return nil, notFound("attachments of "+id, err)
+		return nil, err
 	}
-	defer ad.Close()
-	var out []AttachmentData
-	left := int64(MaxDraftAttachmentBytes)
-	for _, a := range m.Attachments {
-		dir, name := path.Split(a.Path)
-		if dir != id+attSuffix+"/" || name == "" || strings.HasPrefix(name, ".") {
-			return nil, fmt.Errorf("attachment %q: its path must be %s/<file>", a.Path, id+attSuffix)
-		}
-		data, err := ad.readOwned(name, left, mb.uid)
-		if err != nil {
-			return nil, fmt.Errorf("attachment %q: %w", a.Path, err)
-		}
-		left -= int64(len(data))
-		out = append(out, AttachmentData{Filename: cmp.Or(a.Filename, name), ContentType: a.ContentType, Data: data})
-	}
-	return out, nil
+	defer atts.close()
+	return atts.read()
 }
 
 // RemoveMessage deletes a message for good: its attachments, raw copy and
@@ -150,7 +147,6 @@ func removeMessage(f openedFolder, id string) error {
 	d.Remove(id + ".eml")
 	d.RemoveAll(id + attSuffix)
 	fi.remove(id)
-	fi.count()
 	return d.Sync()
 }
 

@@ -190,12 +190,42 @@ const (
 )
 
 func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int, mode syncMode) error {
-	return d.writeFileFrom(name, rawBytes(data), perm, uid, gid, mode)
+	return d.writeFileTo(name, rawBytes(data), perm, uid, gid, mode)
 }
 
-// writeFileFrom is writeFile with the content written by src, which a
-// large message streams instead of holding.
-func (d *Dir) writeFileFrom(name string, src io.WriterTo, perm os.FileMode, uid, gid int, mode syncMode) error {
+// writeFileFrom is writeFile of data followed by what rest holds, copied
+// without being held in memory, at most restMax bytes of it (more is
+// ErrTooLarge, and nothing is replaced).
+func (d *Dir) writeFileFrom(name string, data []byte, rest io.Reader, restMax int64, perm os.FileMode, uid, gid int, mode syncMode) error {
+	return d.writeFileTo(name, headRest{head: data, rest: rest, max: restMax, path: d.join(name)}, perm, uid, gid, mode)
+}
+
+// headRest writes head, then at most max bytes of rest; more is ErrTooLarge.
+type headRest struct {
+	head []byte
+	rest io.Reader
+	max  int64
+	path string
+}
+
+func (h headRest) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(h.head)
+	if err != nil || h.rest == nil {
+		return int64(n), err
+	}
+	m, err := io.Copy(w, io.LimitReader(h.rest, h.max+1))
+	if err != nil {
+		return int64(n) + m, err
+	}
+	if m > h.max {
+		return int64(n) + m, &os.PathError{Op: "copy", Path: h.path, Err: ErrTooLarge}
+	}
+	return int64(n) + m, nil
+}
+
+// writeFileTo is writeFile with the content written by src, which a large
+// message streams instead of holding.
+func (d *Dir) writeFileTo(name string, src io.WriterTo, perm os.FileMode, uid, gid int, mode syncMode) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -276,17 +306,26 @@ func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
 }
 
 // readOwned is ReadFile for a file that must be owned by uid (-1: anyone).
+// What the file is (regular, whose, how large) is checked on the opened
+// descriptor before a byte is read.
 func (d *Dir) readOwned(name string, max int64, uid int) ([]byte, error) {
-	data, st, err := d.readFileHead(name, max, max, nil)
-	if err == nil {
-		err = checkOwner(&st, uid)
+	f, err := d.openOwned(name, max, uid)
+	if err != nil {
+		return nil, err
 	}
-	return data, err
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return readUpTo(f, nil, st.Size(), max, d.join(name))
 }
 
 // readFileHead reads like ReadFile, but stops after the first head bytes if
-// enough says they suffice (the index needs the frontmatter, not a 10 MB body).
-func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) bool) ([]byte, unix.Stat_t, error) {
+// enough says they suffice (the index needs the frontmatter, not a 10 MB
+// body), and reads no more than limit bytes in all: a file longer than that
+// comes back cut.
+func (d *Dir) readFileHead(name string, max, head, limit int64, enough func([]byte) bool) ([]byte, unix.Stat_t, error) {
 	f, st, err := d.openFile(name)
 	if err != nil {
 		return nil, st, err
@@ -307,11 +346,25 @@ func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) boo
 			return data, st, nil
 		}
 	}
-	// The file may grow between fstat and read: read at most max+1 bytes,
-	// into a buffer sized from fstat so that it rarely grows. (A head was
-	// read only when it is shorter than both.)
-	buf := slices.Grow(data, int(min(st.Size, max)+1)-len(data))
-	r := io.LimitReader(f, max+1-int64(len(data)))
+	if st.Size > limit {
+		data = slices.Grow(data, int(limit)-len(data))
+		n, err := io.ReadFull(f, data[len(data):limit])
+		if err != nil && err != io.ErrUnexpectedEOF {
+			return nil, st, err
+		}
+		return data[:len(data)+n], st, nil
+	}
+	data, err = readUpTo(f, data, st.Size, max, d.join(name))
+	return data, st, err
+}
+
+// readUpTo reads the rest of f after the bytes already read (have) and
+// refuses a file of more than max bytes in all. size is what fstat said:
+// the buffer is sized from it, so it rarely grows, and a file that grows
+// past max meanwhile is refused after max+1 bytes.
+func readUpTo(f *os.File, have []byte, size, max int64, path string) ([]byte, error) {
+	buf := slices.Grow(have, int(min(size, max)+1)-len(have))
+	r := io.LimitReader(f, max+1-int64(len(have)))
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -322,13 +375,13 @@ func (d *Dir) readFileHead(name string, max, head int64, enough func([]byte) boo
 			break
 		}
 		if err != nil {
-			return nil, st, err
+			return nil, err
 		}
 	}
 	if int64(len(buf)) > max {
-		return nil, st, &os.PathError{Op: "read", Path: d.join(name), Err: ErrTooLarge}
+		return nil, &os.PathError{Op: "read", Path: path, Err: ErrTooLarge}
 	}
-	return buf, st, nil
+	return buf, nil
 }
 
 // openFile opens name for reading, refusing anything but a regular file (a

@@ -1,16 +1,12 @@
 package store
 
 import (
-	"bufio"
-	"cmp"
-	"encoding/binary"
+	"database/sql"
 	"errors"
-	"hash/maphash"
-	"maps"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,14 +16,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The index is a cache of the summaries of one folder's messages, so that
-// listing never parses every file. The owner may add, remove or edit files at
-// any time, so it is re-synced when the folder's mtime changes and the rows it
-// returns are re-validated with fstatat. File systems stamp times with a coarse
-// clock, so a change made within racyWindow of a sync may carry the same
-// mtime as what was seen: such "racy" directories and files are re-checked
-// until they have been quiet for longer than the window. (A variable for
-// tests that need a folder at rest at once.)
+// The index holds a row per message (what a listing shows and what a query
+// filters on, with the file's stamp) and its full text, in the index
+// database (indexdb.go). The owner may add, remove or edit files at any
+// time, so a folder is scanned again when its directory's stamp changes, and
+// the rows a listing returns are checked with fstatat. File systems stamp
+// times with a coarse clock, so a change made within racyWindow of a scan
+// may carry the same mtime as what was seen: such "racy" directories and
+// files are checked again until they have been quiet for longer than the
+// window. (A variable for tests that need a folder at rest at once.)
 var racyWindow = time.Second
 
 // snippetLen is the number of characters of body kept per message.
@@ -36,22 +33,13 @@ const snippetLen = 160
 // MaxMessageFile bounds the size of a message's .md file that the store reads.
 var MaxMessageFile int64 = 64 << 20
 
-// entry is what the index keeps in memory of one message: enough to order,
-// count and pre-select rows. The row itself (sender, subject, snippet...) is
-// in the folder's index file at off, or in sum when it could not be written
-// there.
-type entry struct {
-	id       string
-	sortKey  int64    // ReceivedAt (or Date) in Unix nanoseconds
-	stamp    uint64   // hash of the file's fileStamp
-	mid, tid uint64   // hashes of the Message-ID and the thread id
-	off      int64    // offset of the row's record in the index file
-	sum      *Summary // the row, when it is not in the index file
-	read     bool
-	trusted  bool
-	starred  bool
-	racy     bool
-}
+// maxIndexedBody bounds how much of a body the full-text index holds; the
+// rest of a longer body is not searchable.
+const maxIndexedBody = 1 << 20
+
+// indexHead is how much of a message file a scan reads when the frontmatter
+// fits in it: the body beyond maxIndexedBody is not indexed.
+const indexHead = maxIndexedBody + 64<<10
 
 // fileStamp identifies a version of a file without reading it. An atomic
 // replace changes the inode, an in-place edit the size, mtime or ctime.
@@ -60,16 +48,6 @@ type fileStamp struct {
 	size  int64
 	mtime int64
 	ctime int64
-}
-
-// hash condenses a stamp for the in-memory index, which only compares them.
-func (st fileStamp) hash() uint64 {
-	var b [32]byte
-	binary.LittleEndian.PutUint64(b[0:], st.ino)
-	binary.LittleEndian.PutUint64(b[8:], uint64(st.size))
-	binary.LittleEndian.PutUint64(b[16:], uint64(st.mtime))
-	binary.LittleEndian.PutUint64(b[24:], uint64(st.ctime))
-	return maphash.Bytes(hashSeed, b[:])
 }
 
 func stampOf(st *unix.Stat_t) fileStamp {
@@ -82,154 +60,367 @@ func (st fileStamp) racy(now time.Time) bool {
 	return now.Sub(time.Unix(0, st.mtime)) < racyWindow || now.Sub(time.Unix(0, st.ctime)) < racyWindow
 }
 
-// folderIndex is the index of one folder of one mailbox. mu also serializes
-// the store's own read-modify-write operations in the folder.
+// folderIndex is the store's handle on one folder of one mailbox: the lock
+// that serializes the store's read-modify-write operations in it, the ids
+// being written, and what the index database said of the folder when last
+// asked. It holds nothing per message.
 type folderIndex struct {
 	mu       sync.Mutex
-	loaded   bool
-	dirStamp fileStamp
-	dirRacy  bool
-	entries  map[string]*entry        // by id
-	sorted   []*entry                 // newest first; nil when it must be rebuilt
+	x        *indexDB
+	mailbox  string
+	folder   string
+	loaded   bool                     // attached to the database and scanned once in this process
 	reserved map[string]string        // ids being delivered -> their Message-ID
 	creating map[string]chan struct{} // ids CreateUnsynced is writing; closed when done
 	cleaned  bool
 	dirSync  groupSync // shared directory fsyncs of concurrent deliveries
 
-	folder   string
-	log      *indexLog // the folder's index file; nil: rows stay in memory
-	logTried bool      // the index file was opened (or could not be)
-	uid, gid int       // the owner, for the index file
+	gen      uint64 // the database generation row belongs to
+	row      folderRow
+	attached bool
 
-	// version changes with every change to entries; totals holds the
-	// number of rows that matched filters that need no row (flags, dates)
-	// at a version, so that a page of such a listing stops at its window.
-	version uint64
-	totals  map[totalKey]totalAt
-
-	// For the store's bound on what is held in memory.
-	held    atomic.Int64 // entries held
-	lastUse atomic.Int64
-	total   *atomic.Int64 // the store's sum of held
+	// building is closed when IndexAll has read the folder's files into
+	// the index, and read counts them; nil when it is not reading them. A
+	// listing meanwhile waits for it a while (buildWait), then answers
+	// ErrIndexing rather than wait for the whole folder.
+	building atomic.Pointer[chan struct{}]
+	read     atomic.Int64
+	inAll    bool // the sync is IndexAll's (set with mu held)
 }
 
-func newFolderIndex(folder string, total *atomic.Int64) *folderIndex {
-	return &folderIndex{folder: folder, entries: map[string]*entry{}, reserved: map[string]string{}, creating: map[string]chan struct{}{}, total: total}
+// buildWait is how long a listing waits for IndexAll to finish reading its
+// folder before it answers ErrIndexing: well within a request's deadline.
+var buildWait = 10 * time.Second
+
+// claim marks the folder as being built by the caller, unless someone is
+// building it already; release ends the caller's mark.
+func (fi *folderIndex) claim() (chan struct{}, bool) {
+	built := make(chan struct{})
+	if !fi.building.CompareAndSwap(nil, &built) {
+		return nil, false
+	}
+	fi.read.Store(0)
+	return built, true
 }
 
-// count publishes how many entries the index holds.
-func (fi *folderIndex) count() {
-	fi.version++
-	n := int64(len(fi.entries))
-	if old := fi.held.Swap(n); old != n && fi.total != nil {
-		fi.total.Add(n - old)
+func (fi *folderIndex) release(built chan struct{}) {
+	fi.building.Store(nil)
+	close(built)
+}
+
+// waitBuilt waits, at most buildWait, for IndexAll to finish reading the
+// folder's files, and reports whether it has (or was not reading them).
+func (fi *folderIndex) waitBuilt() bool {
+	ch := fi.building.Load()
+	if ch == nil {
+		return true
+	}
+	t := time.NewTimer(buildWait)
+	defer t.Stop()
+	select {
+	case <-*ch:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
-// openLog reads the folder's index file back, if the index holds nothing
-// yet: the rows it logged become entries, and a logged scan whose stamp the
-// folder still has spares the next sync from looking at every file.
-func (fi *folderIndex) openLog(mb *mailbox) {
-	fi.logTried = true
-	fi.uid, fi.gid = mb.uid, mb.gid
-	var scan *scanRec
-	l := openIndexLog(mb.dir, indexFile(fi.folder), mb.uid, mb.gid, func(e *entry) {
-		fi.entries[e.id] = e
-	}, func(s scanRec) {
-		scan = &s
-	})
-	fi.log = l
-	fi.sorted = nil
-	if l != nil && scan != nil {
-		fi.loaded = true
-		fi.dirStamp, fi.dirRacy = scan.stamp, scan.racy
-	}
-	fi.count()
+func newFolderIndex(x *indexDB, mailbox, folder string) *folderIndex {
+	return &folderIndex{x: x, mailbox: mailbox, folder: folder, reserved: map[string]string{}, creating: map[string]chan struct{}{}}
 }
 
-// drop forgets everything the index holds in memory and closes its file;
-// the next use reads the file back.
-func (fi *folderIndex) drop() {
-	fi.log.close()
-	fi.log, fi.logTried, fi.loaded = nil, false, false
-	fi.entries = map[string]*entry{}
-	fi.sorted = nil
-	fi.count()
+// attach makes sure the folder has its row in the database of this
+// generation, for the mailbox as it is now.
+func (fi *folderIndex) attach(mb *mailbox) error {
+	_, gen := fi.x.handle()
+	if fi.attached && fi.gen == gen {
+		return nil
+	}
+	r, err := fi.x.ensureFolder(gen, fi.mailbox, fi.folder, identityOf(mb))
+	if err != nil {
+		return fi.x.damaged(gen, err)
+	}
+	fi.gen, fi.row, fi.attached = gen, r, true
+	return nil
 }
 
-// rebuild throws the index file away (it no longer says what the store
-// wrote) and the index with it: the next sync parses the folder anew.
-func (fi *folderIndex) rebuild(mb *mailbox) {
-	if fi.log != nil {
-		unix.Unlinkat(mb.dir.fd, indexFile(fi.folder), 0)
-	}
-	fi.drop()
+// forget drops what fi knows of the database: the next use attaches again.
+func (fi *folderIndex) forget() {
+	fi.attached, fi.loaded = false, false
 }
 
-// summary returns the row of e.
-func (fi *folderIndex) summary(e *entry) (Summary, error) {
-	if e.sum != nil {
-		return *e.sum, nil
-	}
-	if fi.log == nil {
-		return Summary{}, errIndexStale
-	}
-	return fi.log.readSummary(e)
-}
-
-// sync brings the index up to date with the directory d of mailbox mb. It
-// reads only files whose stamp changed.
+// sync brings the folder's rows up to date with the directory d of mailbox
+// mb. It reads only files whose stamp changed.
 func (fi *folderIndex) sync(d *Dir, mb *mailbox) error {
-	if !fi.loaded && !fi.logTried {
-		fi.openLog(mb)
+	for try := 0; ; try++ {
+		err := fi.trySync(d, mb)
+		if err == nil || try > 0 || !(errors.Is(err, errStaleGen) || isDamage(err)) {
+			return err
+		}
+		fi.forget()
+	}
+}
+
+func (fi *folderIndex) trySync(d *Dir, mb *mailbox) error {
+	if err := fi.attach(mb); err != nil {
+		return err
+	}
+	if !fi.loaded {
+		removeLegacyIndex(mb.dir, mb.uid)
+	}
+	// Rows queued for the database land first: the scan compares with them.
+	if err := fi.x.w.flush(); err != nil && !errors.Is(err, errStaleGen) {
+		return fi.x.damaged(fi.gen, err)
 	}
 	dst, err := d.Stat()
 	if err != nil {
 		return err
 	}
 	stamp := stampOf(&dst)
-	if fi.loaded && stamp == fi.dirStamp && !fi.dirRacy {
+	_, lost := fi.x.w.lost.LoadAndDelete(fi.row.fid)
+	if fi.row.scanned && stamp == fi.row.stamp && !fi.row.racy && !lost {
+		fi.loaded = true
 		return nil
 	}
 	if !fi.cleaned {
+		// Stale temporary files and orphans can only have come with a
+		// change of the directory; the daemon's start-up sweep took the
+		// rest.
 		CleanTemps(d)
 		cleanOrphans(d)
 		fi.cleaned = true
 	}
-	names, err := d.Names()
+	now := time.Now()
+	if fi.inAll && testHookBuilding != nil {
+		testHookBuilding(fi.folder)
+	}
+	if err := fi.scan(d, mb, now); err != nil {
+		if lost {
+			fi.x.w.lost.Store(fi.row.fid, true)
+		}
+		return fi.x.damaged(fi.gen, err)
+	}
+	racy := stamp.racy(now)
+	err = fi.x.write(fi.gen, func(tx *sql.Tx) error {
+		_, err := tx.Exec("UPDATE folders SET dir_ino = ?, dir_size = ?, dir_mtime = ?, dir_ctime = ?, racy = ?, scanned = 1 WHERE fid = ?",
+			int64(stamp.ino), stamp.size, stamp.mtime, stamp.ctime, racy, fi.row.fid)
+		return err
+	})
+	if err != nil {
+		return fi.x.damaged(fi.gen, err)
+	}
+	fi.row.stamp, fi.row.racy, fi.row.scanned = stamp, racy, true
+	fi.loaded = true
+	return nil
+}
+
+// ErrIndexing is returned by a listing of a folder whose files IndexAll is
+// reading into the index (after a start with no index, or a reindex).
+var ErrIndexing = errors.New("the folder's index is being built from its files")
+
+// testHookBuilding, when set (by tests only), runs when IndexAll starts
+// reading a folder's files, with the folder marked as being built.
+var testHookBuilding func(folder string)
+
+// scanChunk is how many directory entries a scan handles at a time, and
+// scanBatch how many bytes of files it reads before writing their rows: the
+// scan's memory is bounded by them, not by the size of the folder.
+const (
+	scanChunk = 1024
+	scanBatch = 8 << 20
+)
+
+// scanned is a file a scan read: its row, or why it is not a message.
+type scanned struct {
+	id string
+	loadResult
+}
+
+// scan compares every message file of d with its row and writes the rows of
+// files that changed; rows whose file is gone are removed. Files are read
+// and parsed while the rows of the ones before are written.
+func (fi *folderIndex) scan(d *Dir, mb *mailbox, now time.Time) error {
+	db, _ := fi.x.handle()
+	var maxRid int64
+	if err := db.QueryRow("SELECT coalesce(max(rid), 0) FROM messages WHERE fid = ?", fi.row.fid).Scan(&maxRid); err != nil {
+		return err
+	}
+	seen := make([]uint64, maxRid/64+1) // rows whose file is there
+	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: d.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+
+	batches := make(chan []scanned, 1)
+	written := make(chan error, 1)
+	var failed atomic.Bool
+	go func() {
+		var err error
+		for b := range batches {
+			if err == nil {
+				if err = fi.writeScanned(b); err != nil {
+					failed.Store(true)
+				}
+			}
+		}
+		written <- err
+	}()
+	err = func() error {
+		defer close(batches)
+		for !failed.Load() {
+			names, rerr := f.Readdirnames(scanChunk)
+			var ids []string
+			for _, n := range names {
+				if id, ok := mdID(n); ok {
+					ids = append(ids, id)
+				}
+			}
+			if err := fi.scanIDs(db, d, mb, ids, seen, now, batches); err != nil {
+				return err
+			}
+			if rerr != nil {
+				return nil
+			}
+		}
+		return nil
+	}()
+	if werr := <-written; err == nil {
+		err = werr
+	}
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	seen := make(map[string]bool, len(names))
+	// Rows whose file was not seen: removed by the owner.
+	rows, err := db.Query("SELECT rid, id FROM messages WHERE fid = ?", fi.row.fid)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for rows.Next() {
+		var rid int64
+		var id string
+		if err := rows.Scan(&rid, &id); err != nil {
+			rows.Close()
+			return err
+		}
+		// Rows past maxRid were written by this scan.
+		if rid <= maxRid && seen[rid/64]&(1<<(rid%64)) == 0 {
+			gone = append(gone, id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
+		return writeRows(tx, func(w *rowWriter) error {
+			for _, id := range gone {
+				if err := w.remove(fi.row.fid, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// writeScanned writes the rows of files a scan read, and removes those of
+// files that turned out not to be messages.
+func (fi *folderIndex) writeScanned(b []scanned) error {
+	return fi.x.write(fi.gen, func(tx *sql.Tx) error {
+		return writeRows(tx, func(w *rowWriter) error {
+			for _, r := range b {
+				var err error
+				if r.err != nil {
+					// Unparsable or foreign files are not messages. The
+					// error can quote file contents, so it is not logged.
+					err = w.remove(fi.row.fid, r.id)
+				} else {
+					err = w.put(fi.row.fid, fi.row.mid, r.row)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// scanIDs handles one chunk of a scan: it marks the rows whose file is
+// there, and reads the files that are new or changed, handing them to the
+// writer in batches of at most scanBatch bytes.
+func (fi *folderIndex) scanIDs(db *sql.DB, d *Dir, mb *mailbox, ids []string, seen []uint64, now time.Time, out chan<- []scanned) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	type have struct {
+		rid   int64
+		stamp fileStamp
+		racy  bool
+	}
+	known := make(map[string]have, len(ids))
+	q := "SELECT rid, id, ino, size, mtime, ctime, racy FROM messages WHERE fid = ? AND id IN (?" + strings.Repeat(",?", len(ids)-1) + ")"
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, fi.row.fid)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var h have
+		var id string
+		var ino int64
+		if err := rows.Scan(&h.rid, &id, &ino, &h.stamp.size, &h.stamp.mtime, &h.stamp.ctime, &h.racy); err != nil {
+			rows.Close()
+			return err
+		}
+		h.stamp.ino = uint64(ino)
+		known[id] = h
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
 	var load []string
-	for _, name := range names {
-		id, ok := mdID(name)
-		if !ok {
-			continue
+	bytes := int64(0)
+	flush := func() {
+		if len(load) == 0 {
+			return
 		}
-		seen[id] = true
-		if l, _ := fi.check(d, id); l {
+		b := make([]scanned, len(load))
+		for i, r := range loadRows(d, load, mb.uid, now) {
+			b[i] = scanned{id: load[i], loadResult: r}
+		}
+		fi.read.Add(int64(len(b)))
+		out <- b
+		load, bytes = nil, 0
+	}
+	for _, id := range ids {
+		h, ok := known[id]
+		st, err := d.Lstat(id + ".md")
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue // not a message (any row goes as unseen)
+		}
+		if ok && h.rid < int64(len(seen))*64 {
+			seen[h.rid/64] |= 1 << (h.rid % 64)
+		}
+		if !ok || h.stamp != stampOf(&st) || h.racy {
 			load = append(load, id)
+			if bytes += min(st.Size, indexHead); bytes >= scanBatch {
+				flush()
+			}
 		}
 	}
-	for i, r := range loadEntries(d, load, mb.uid, now) {
-		fi.apply(load[i], r)
-	}
-	for id := range fi.entries {
-		if !seen[id] {
-			delete(fi.entries, id)
-			fi.sorted = nil
-		}
-	}
-	fi.loaded = true
-	fi.dirStamp = stamp
-	fi.dirRacy = stamp.racy(now)
-	if fi.log != nil {
-		fi.log.append(encodeScan(scanRec{stamp: fi.dirStamp, racy: fi.dirRacy}))
-	}
-	fi.maybeCompact(mb)
-	fi.count()
+	flush()
 	return nil
 }
 
@@ -243,64 +434,17 @@ func mdID(name string) (string, bool) {
 	return id, true
 }
 
-// refresh re-reads id if its file changed since it was indexed and reports
-// whether the index changed.
-func (fi *folderIndex) refresh(d *Dir, id string, uid int, now time.Time) bool {
-	load, changed := fi.check(d, id)
-	if !load {
-		return changed
-	}
-	return fi.apply(id, loadEntry(d, id, uid, now))
-}
-
-// check reports whether the file of id must be (re)loaded. An entry whose
-// file is gone or is no longer a regular file is dropped (changed is true).
-func (fi *folderIndex) check(d *Dir, id string) (load, changed bool) {
-	e := fi.entries[id]
-	st, err := d.Lstat(id + ".md")
-	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		if e != nil {
-			fi.remove(id)
-		}
-		return false, e != nil
-	}
-	return e == nil || e.stamp != stampOf(&st).hash() || e.racy, false
-}
-
-// apply stores the result of loading id and reports whether the index
-// changed.
-func (fi *folderIndex) apply(id string, r loadResult) bool {
-	e := fi.entries[id]
-	if r.err != nil {
-		// Unparsable or foreign files are not messages. The error can
-		// quote file contents, so it is not logged.
-		if e != nil {
-			fi.remove(id)
-		}
-		return e != nil
-	}
-	changed := true
-	if e != nil && e.sortKey == r.e.sortKey {
-		if old, err := fi.summary(e); err == nil {
-			changed = !summaryEqual(&old, r.e.sum)
-		}
-	}
-	fi.put(r.e, r.st)
-	return changed
-}
-
 type loadResult struct {
-	e   *entry
-	st  fileStamp
+	row *indexRow
 	err error
 }
 
-// loadEntries loads many files, in parallel when there are many: a first
+// loadRows loads many files, in parallel when there are many: a first
 // listing of a large folder is bound by parsing and by I/O latency.
-func loadEntries(d *Dir, ids []string, uid int, now time.Time) []loadResult {
+func loadRows(d *Dir, ids []string, uid int, now time.Time) []loadResult {
 	out := make([]loadResult, len(ids))
-	workers := min(2*runtime.GOMAXPROCS(0), 8)
-	if len(ids) < 64 {
+	workers := min(2*runtime.GOMAXPROCS(0), 4)
+	if len(ids) < 16 {
 		workers = 1
 	}
 	var next atomic.Int64
@@ -314,7 +458,7 @@ func loadEntries(d *Dir, ids []string, uid int, now time.Time) []loadResult {
 				if i >= len(ids) {
 					return
 				}
-				out[i] = loadEntry(d, ids[i], uid, now)
+				out[i] = loadRow(d, ids[i], uid, now)
 			}
 		}()
 	}
@@ -322,117 +466,18 @@ func loadEntries(d *Dir, ids []string, uid int, now time.Time) []loadResult {
 	return out
 }
 
-// put installs e, whose row is in e.sum and whose file has stamp st. The row
-// goes to the index file when there is one, and leaves memory.
-func (fi *folderIndex) put(e *entry, st fileStamp) {
-	if fi.log != nil && e.sum != nil {
-		if off, err := fi.log.append(encodePut(e, st, e.sum)); err == nil {
-			e.off, e.sum = off, nil
-		}
-	}
-	old := fi.entries[e.id]
-	if old == nil || old.sortKey != e.sortKey {
-		fi.sorted = nil
-	} else if fi.sorted != nil {
-		// Same place in the order: swap the row in place.
-		if i, ok := slices.BinarySearchFunc(fi.sorted, old, less); ok && fi.sorted[i] == old {
-			fi.sorted[i] = e
-		} else {
-			fi.sorted = nil
-		}
-	}
-	fi.entries[e.id] = e
-	fi.version++
-}
-
-func (fi *folderIndex) remove(id string) {
-	fi.version++
-	if _, ok := fi.entries[id]; ok {
-		delete(fi.entries, id)
-		fi.sorted = nil
-	}
-}
-
-// maybeCompact rewrites the index file when most of its records are
-// superseded rows and scans.
-func (fi *folderIndex) maybeCompact(mb *mailbox) {
-	if fi.log == nil || fi.log.records <= 2*len(fi.entries)+1024 {
-		return
-	}
-	// On failure the old file still serves; a later sync tries again.
-	fi.compact(mb.dir)
-}
-
-// compact writes the live rows to a new index file and puts it in place of
-// the old one. Rows the old file no longer holds as written make it fail.
-func (fi *folderIndex) compact(d *Dir) error {
-	tmp, fd, err := d.createTemp(unix.O_RDWR)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), d.join(tmp))
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			unix.Unlinkat(d.fd, tmp, 0)
-		}
-	}()
-	if (fi.uid >= 0 || fi.gid >= 0) && f.Chown(fi.uid, fi.gid) != nil {
-		return errIndexStale
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	w.Write(indexMagic[:])
-	pos := int64(len(indexMagic))
-	offs := make(map[*entry]int64, len(fi.entries))
-	for _, e := range fi.order() {
-		if e.sum != nil {
-			continue
-		}
-		rec, err := fi.log.readRecord(e.off)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(frame(rec)); err != nil {
-			return err
-		}
-		offs[e] = pos
-		pos += 8 + int64(len(rec))
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if err := unix.Renameat(d.fd, tmp, d.fd, indexFile(fi.folder)); err != nil {
-		return err
-	}
-	ok = true
-	fi.log.close()
-	fi.log = &indexLog{f: f, end: pos, records: len(offs)}
-	for e, off := range offs {
-		e.off = off
-	}
-	return nil
-}
-
 // filesParsed counts the message files the index has parsed, for tests and
-// benchmarks that show what the index file spares.
+// benchmarks that show what the index spares.
 var filesParsed atomic.Int64
 
-// indexHead is how much of a message file the index reads when the
-// frontmatter and the start of the body fit in it.
-const indexHead = 64 << 10
-
-// hasFrontmatter reports whether a file's head holds its whole frontmatter
-// and enough of the body for a snippet.
-func hasFrontmatter(head []byte) bool {
-	_, body, err := split(head)
-	return err == nil && len(body) >= 4*snippetLen
-}
-
-// loadEntry reads and parses one message file of d (its head if that is
-// enough: a cut body still makes the same snippet).
-func loadEntry(d *Dir, id string, uid int, now time.Time) loadResult {
-	data, st, err := d.readFileHead(id+".md", MaxMessageFile, indexHead, hasFrontmatter)
+// loadRow reads and parses one message file of d: at most indexHead bytes
+// of it when its frontmatter fits there (the body past maxIndexedBody is
+// not indexed).
+func loadRow(d *Dir, id string, uid int, now time.Time) loadResult {
+	data, st, err := d.readFileHead(id+".md", MaxMessageFile, indexHead, MaxFrontmatter+indexHead, func(head []byte) bool {
+		_, _, err := split(head)
+		return err == nil
+	})
 	if err != nil {
 		return loadResult{err: err}
 	}
@@ -441,11 +486,14 @@ func loadEntry(d *Dir, id string, uid int, now time.Time) loadResult {
 	}
 	filesParsed.Add(1)
 	m, body, err := parseForIndex(data)
+	if errors.Is(err, ErrNoFrontmatter) && int64(len(data)) < st.Size {
+		err = &os.PathError{Op: "read", Path: d.join(id + ".md"), Err: fmt.Errorf("frontmatter: %w", ErrTooLarge)}
+	}
 	if err != nil {
 		return loadResult{err: err}
 	}
 	stamp := stampOf(&st)
-	return loadResult{newEntry(id, m, body, stamp, stamp.racy(now)), stamp, nil}
+	return loadResult{row: newRow(id, m, body, stamp, stamp.racy(now))}
 }
 
 // errForeign is returned for a file in a mailbox that its owner does not own:
@@ -482,63 +530,32 @@ func checkOwner(st *unix.Stat_t, uid int) error {
 	return nil
 }
 
-// newEntry builds the index row of a message stored under id, in a file
-// with stamp st. The id is the file name, whatever the frontmatter says.
-func newEntry(id string, m *Message, body string, st fileStamp, racy bool) *entry {
-	t := m.ReceivedAt
-	if t.IsZero() {
-		t = m.Date
+// entryAfterWrite hands the row of a message the store just wrote (its
+// files visible) to the index writer; the caller does not wait for it.
+// Called with fi.mu held.
+func (fi *folderIndex) entryAfterWrite(mb *mailbox, d *Dir, id string, m *Message, body string) {
+	if !fi.attached {
+		if fi.attach(mb) != nil {
+			return // the next sync reads the file
+		}
 	}
-	// Clones: the decoder's strings may share the memory of the whole
-	// file, which the index must not keep alive.
-	sum := &Summary{
-		ID:             strings.Clone(id),
-		MessageID:      strings.Clone(m.MessageID),
-		ThreadID:       strings.Clone(m.ThreadID),
-		From:           strings.Clone(m.From),
-		To:             cloneStrings(m.To),
-		Subject:        strings.Clone(m.Subject),
-		Date:           m.Date,
-		ReceivedAt:     m.ReceivedAt,
-		Read:           m.Read,
-		Trusted:        strings.Clone(m.Trusted),
-		Attachments:    len(m.Attachments),
-		Snippet:        Snippet(body, snippetLen),
-		DeliveryStatus: strings.Clone(m.DeliveryStatus),
-		Labels:         cloneStrings(m.Labels),
-		Starred:        m.Starred,
+	st, err := d.Lstat(id + ".md")
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		fi.remove(id)
+		return
 	}
-	return &entry{
-		id:      sum.ID,
-		sortKey: UnixNano(t),
-		stamp:   st.hash(),
-		racy:    racy,
-		mid:     hashString(sum.MessageID),
-		tid:     hashString(sum.ThreadID),
-		read:    sum.Read,
-		starred: sum.Starred,
-		trusted: sum.Trusted == TrustedValue,
-		sum:     sum,
-	}
+	stamp := stampOf(&st)
+	r := newRow(id, m, body, stamp, true)
+	fi.x.w.add(&indexOp{gen: fi.gen, fid: fi.row.fid, mid: fi.row.mid, row: r, size: r.size()})
 }
 
-func cloneStrings(s []string) []string {
-	if len(s) == 0 {
-		return nil
+// remove hands the removal of a message's row to the index writer. Called
+// with fi.mu held.
+func (fi *folderIndex) remove(id string) {
+	if !fi.attached {
+		return // not attached: the next sync finds the file gone
 	}
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = strings.Clone(v)
-	}
-	return out
-}
-
-func summaryEqual(a, b *Summary) bool {
-	return a.ID == b.ID && a.MessageID == b.MessageID && a.ThreadID == b.ThreadID && a.From == b.From &&
-		slices.Equal(a.To, b.To) && a.Subject == b.Subject && a.Date.Equal(b.Date) &&
-		a.ReceivedAt.Equal(b.ReceivedAt) && a.Read == b.Read && a.Trusted == b.Trusted &&
-		a.Attachments == b.Attachments && a.Snippet == b.Snippet &&
-		a.DeliveryStatus == b.DeliveryStatus && slices.Equal(a.Labels, b.Labels) && a.Starred == b.Starred
+	fi.x.w.add(&indexOp{gen: fi.gen, fid: fi.row.fid, del: id, size: 64 + len(id)})
 }
 
 // Snippet returns the first n characters of body with runs of white space
@@ -568,105 +585,6 @@ func Snippet(body string, n int) string {
 		count++
 	}
 	return b.String()
-}
-
-// less orders newest first: by time, then by id.
-func less(a, b *entry) int {
-	if c := cmp.Compare(b.sortKey, a.sortKey); c != 0 {
-		return c
-	}
-	return strings.Compare(b.id, a.id)
-}
-
-func (fi *folderIndex) order() []*entry {
-	if fi.sorted == nil {
-		fi.sorted = slices.SortedFunc(maps.Values(fi.entries), less)
-	}
-	return fi.sorted
-}
-
-// list syncs the index with d, computes the page and re-validates its rows,
-// recomputing when a row turned out to be stale. An index file that no
-// longer reads back as written is rebuilt from the folder.
-func (fi *folderIndex) list(d *Dir, mb *mailbox, folder string, q Query) (p Page, err error) {
-	err = fi.synced(d, mb, func() error {
-		for attempt := 0; ; attempt++ {
-			var rows []*entry
-			p, rows, err = fi.page(q, folder)
-			if err != nil || attempt == 3 {
-				return err
-			}
-			changed := false
-			now := time.Now()
-			for _, e := range rows {
-				if fi.refresh(d, e.id, mb.uid, now) {
-					changed = true
-				}
-			}
-			if !changed {
-				return nil
-			}
-		}
-	})
-	return p, err
-}
-
-// synced runs fn with the index synced with d. When the index file no
-// longer reads back as written, the index is rebuilt from the folder and fn
-// runs once more.
-func (fi *folderIndex) synced(d *Dir, mb *mailbox, fn func() error) error {
-	for try := 0; ; try++ {
-		err := fi.sync(d, mb)
-		if err == nil {
-			err = fn()
-		}
-		if try > 0 || !errors.Is(err, errIndexStale) {
-			return err
-		}
-		fi.rebuild(mb)
-	}
-}
-
-// findMessageID returns the newest message with the Message-ID, or one
-// being delivered.
-func (fi *folderIndex) findMessageID(messageID string) (string, bool, error) {
-	for id, mid := range fi.reserved {
-		if mid == messageID {
-			return id, true, nil
-		}
-	}
-	h := hashString(messageID)
-	for _, e := range fi.order() {
-		if e.mid != h {
-			continue
-		}
-		s, err := fi.summary(e)
-		if err != nil {
-			return "", false, err
-		}
-		if s.MessageID == messageID {
-			return e.id, true, nil
-		}
-	}
-	return "", false, nil
-}
-
-// entryAfterWrite indexes a message the store just wrote, when the index
-// is loaded (otherwise its next sync reads the file).
-func (fi *folderIndex) entryAfterWrite(mb *mailbox, d *Dir, id string, m *Message, body string) {
-	if !fi.loaded {
-		return
-	}
-	st, err := d.Lstat(id + ".md")
-	if err != nil {
-		fi.remove(id)
-		fi.count()
-		return
-	}
-	stamp := stampOf(&st)
-	fi.put(newEntry(id, m, body, stamp, true), stamp)
-	fi.maybeCompact(mb)
-	fi.count()
 }
 
 // TrustedValue is how the frontmatter spells the verdict protocol.Trusted;

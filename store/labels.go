@@ -7,6 +7,10 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/mailctl/mailctl/internal/identtext"
 )
 
 // Label limits. Labels are words an owner or its agent puts on messages
@@ -22,8 +26,11 @@ const (
 var ErrTooManyLabels = errors.New("too many labels")
 
 // ValidLabel reports whether l can be a label: 1 to 64 bytes of valid UTF-8,
-// no control or formatting characters, no leading or trailing space, and no
-// comma (a comma separates labels on the command line).
+// no control, formatting or line-separating characters, no leading or
+// trailing space, no comma (a comma separates labels on the command line),
+// no compatibility character (ＩＮＶＯＩＣＥＳ or ﹐ fold under NFKC to
+// another label, or a comma, where another program shows them) and only
+// composed characters (NFC), so that one word is one label.
 func ValidLabel(l string) error {
 	switch {
 	case l == "":
@@ -38,9 +45,17 @@ func ValidLabel(l string) error {
 		return fmt.Errorf("label %q contains a comma: give several labels separately", l)
 	}
 	for _, r := range l {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return fmt.Errorf("label %q contains a control or formatting character", l)
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return fmt.Errorf("label %q contains a control, formatting or line-separating character (%U)", l, r)
 		}
+	}
+	if r, folded, ok := identtext.CompatibilityChar(l); ok {
+		return fmt.Errorf("label %q holds %U, a compatibility form of %q: write plain characters (it reads as %q)", l, r, folded, norm.NFKC.String(l))
+	}
+	// Two spellings of one word (é, or e and a combining accent) would be
+	// two labels that look the same.
+	if !norm.NFC.IsNormalString(l) {
+		return fmt.Errorf("label %q is spelled with combining characters: write it composed, %q", l, norm.NFC.String(l))
 	}
 	return nil
 }
@@ -55,12 +70,17 @@ func HasLabel(labels []string, l string) bool {
 // or unstars messages. It returns the ids whose frontmatter changed and the
 // ids that are not in the folder.
 func (s *Store) Relabel(mailbox, folder string, ids, add, remove []string, star *bool) (changed, notFoundIDs []string, err error) {
+	return s.Charged(nil).Relabel(mailbox, folder, ids, add, remove, star)
+}
+
+// Relabel is Store.Relabel with each file's reading charged.
+func (c Charged) Relabel(mailbox, folder string, ids, add, remove []string, star *bool) (changed, notFoundIDs []string, err error) {
 	for _, l := range slices.Concat(add, remove) {
 		if err := ValidLabel(l); err != nil {
 			return nil, nil, err
 		}
 	}
-	res, err := s.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
+	res, err := c.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
 		return relabel(m, add, remove, star)
 	}, syncAll)
 	if err != nil {
@@ -99,6 +119,7 @@ func relabel(m *Message, add, remove []string, star *bool) (bool, error) {
 // the ids not found; any other error about one message is returned.
 func collect(ids []string, res map[string]updateResult) (changed, notFoundIDs []string, err error) {
 	seen := map[string]bool{}
+	var failed []Failure
 	for _, id := range ids {
 		if seen[id] {
 			continue
@@ -108,10 +129,15 @@ func collect(ids []string, res map[string]updateResult) (changed, notFoundIDs []
 		case errors.Is(r.err, ErrNotFound), r.err != nil && ValidID(id) != nil:
 			notFoundIDs = append(notFoundIDs, id)
 		case r.err != nil:
-			return changed, notFoundIDs, r.err
+			// One message that cannot be changed (damaged, too large,
+			// refused) fails alone: the batch goes on, and says which.
+			failed = append(failed, Failure{ID: id, Err: r.err})
 		case r.changed:
 			changed = append(changed, id)
 		}
 	}
-	return changed, notFoundIDs, nil
+	if len(failed) > 0 {
+		err = &BatchError{Failed: failed}
+	}
+	return changed, notFoundIDs, err
 }

@@ -40,16 +40,28 @@ type Message struct {
 	Starred     bool       `toml:"starred,omitempty"` // flagged by the owner or its agent
 	IsDSN       bool       `toml:"is_dsn,omitempty"`  // a delivery status notification
 	DSNFor      string     `toml:"dsn_for,omitempty"` // Message-ID of the sent message a DSN reports on
+	// Junk says why the message was put in the junk folder (a DMARC
+	// quarantine policy, a blocklist listing); empty otherwise.
+	Junk string `toml:"junk,omitempty"`
+	// DNSBL names the DNS lists that listed the sending client at connect,
+	// with their answers ("bl.example=127.0.0.2 weight 1").
+	DNSBL []string `toml:"dnsbl,omitempty"`
 
 	// Sent copies only.
-	Outbound        bool              `toml:"outbound,omitempty"`
-	DeliveryStatus  string            `toml:"delivery_status,omitempty"` // pending, delivered, deferred, failed, partial, held
-	DeliveredAt     *time.Time        `toml:"delivered_at,omitempty"`
+	Outbound       bool       `toml:"outbound,omitempty"`
+	DeliveryStatus string     `toml:"delivery_status,omitempty"` // pending, delivered, deferred, failed, partial, held
+	DeliveredAt    *time.Time `toml:"delivered_at,omitempty"`
+	// BounceReports are the keys of the delivery reports applied to the
+	// copy (the last MaxBounceReports): a report it holds is a replay.
+	BounceReports   []string          `toml:"bounce_reports,omitempty"`
 	DeliveryDetails []RecipientStatus `toml:"delivery_details,omitempty"`
 
 	// Drafts only: when the draft, once sent, goes out.
 	SendAt *time.Time `toml:"send_at,omitempty"`
 }
+
+// MaxBounceReports bounds the report keys a sent copy keeps.
+const MaxBounceReports = 64
 
 // Attachment describes one attachment file stored beside the message.
 type Attachment struct {

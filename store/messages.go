@@ -73,7 +73,7 @@ func (s *Store) UpdateUnsynced(mailbox, folder, id string, fn func(*Message) err
 }
 
 func (s *Store) updateOne(mailbox, folder, id string, fn func(*Message) error, mode syncMode) error {
-	res, err := s.update(mailbox, folder, []string{id}, func(_ string, m *Message) (bool, error) {
+	res, err := s.Charged(nil).update(mailbox, folder, []string{id}, func(_ string, m *Message) (bool, error) {
 		return true, fn(m)
 	}, mode)
 	if err != nil {
@@ -94,9 +94,15 @@ func (s *Store) Sync() error {
 }
 
 // SetRead marks messages read (with read_at = now) or unread. It returns the
-// ids whose flag changed and the ids that are not in the folder.
+// ids whose flag changed and the ids that are not in the folder; a message
+// that could not be changed is in a *BatchError, and the others are done.
 func (s *Store) SetRead(mailbox, folder string, ids []string, read bool, now time.Time) (changed, notFoundIDs []string, err error) {
-	res, err := s.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
+	return s.Charged(nil).SetRead(mailbox, folder, ids, read, now)
+}
+
+// SetRead is Store.SetRead with each file's reading charged.
+func (c Charged) SetRead(mailbox, folder string, ids []string, read bool, now time.Time) (changed, notFoundIDs []string, err error) {
+	res, err := c.update(mailbox, folder, ids, func(id string, m *Message) (bool, error) {
 		if m.Read == read {
 			return false, nil
 		}
@@ -120,9 +126,9 @@ type updateResult struct {
 
 // update applies fn to each message and replaces the files fn changed. Errors
 // about one message are returned per id.
-func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error), mode syncMode) (map[string]updateResult, error) {
+func (c Charged) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error), mode syncMode) (map[string]updateResult, error) {
 	res := make(map[string]updateResult, len(ids))
-	err := s.inFolder(mailbox, folder, among(ids), func(f openedFolder) error {
+	err := c.s.inFolder(mailbox, folder, among(ids), func(f openedFolder) error {
 		// Each file is synced as it is replaced; one directory fsync at
 		// the end then makes all the new names durable.
 		fileMode := mode
@@ -135,7 +141,7 @@ func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Me
 				continue // listed twice
 			}
 			r := updateResult{}
-			r.changed, r.err = updateOne(f.d, f.mb, f.fi, id, fn, fileMode)
+			r.changed, r.err = updateOne(f.d, f.mb, f.fi, id, fn, fileMode, c.take)
 			res[id] = r
 			changed = changed || r.changed
 		}
@@ -150,28 +156,40 @@ func (s *Store) update(mailbox, folder string, ids []string, fn func(string, *Me
 	return res, nil
 }
 
-func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, *Message) (bool, error), mode syncMode) (bool, error) {
+// updateOne changes one message's frontmatter: it reads the frontmatter
+// only, and the new file gets the body copied from the old one, so what it
+// holds in memory does not grow with the body.
+func updateOne(d *Dir, mb *mailbox, fi *folderIndex, id string, fn func(string, *Message) (bool, error), mode syncMode, take func(int64) (func(), error)) (bool, error) {
 	if err := ValidID(id); err != nil {
 		return false, err
 	}
-	m, body, err := readMessage(d, id, mb.uid)
+	mf, err := d.openMessage(id, mb.uid, take)
 	if err != nil {
 		return false, err
 	}
+	defer mf.Close()
+	m := mf.m
 	changed, err := fn(id, m)
 	if err != nil || !changed {
 		return false, err
 	}
-	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, mode); err != nil {
+	head := mf.bodyHead()
+	if err := d.writeFileFrom(id+".md", Render(m, ""), mf.rest(), MaxMessageFile, FileMode, mb.uid, mb.gid, mode); err != nil {
 		return false, fmt.Errorf("update message %s: %w", id, err)
 	}
-	fi.entryAfterWrite(mb, d, id, m, body)
+	fi.entryAfterWrite(mb, d, id, m, head)
 	return true, nil
 }
 
 // Move moves a message (its .md, .eml and attachments) from one folder of
 // the mailbox to another, keeping its id. ErrExists if the id is taken there.
 func (s *Store) Move(mailbox, id, from, to string) error {
+	return s.Charged(nil).Move(mailbox, id, from, to)
+}
+
+// Move is Store.Move with the reading of the message's frontmatter charged.
+func (c Charged) Move(mailbox, id, from, to string) error {
+	s := c.s
 	if err := ValidID(id); err != nil {
 		return err
 	}
@@ -202,10 +220,12 @@ func (s *Store) Move(mailbox, id, from, to string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
-	m, body, err := readMessage(src, id, mb.uid)
+	mf, err := src.openMessage(id, mb.uid, c.take)
 	if err != nil {
 		return err
 	}
+	defer mf.Close()
+	m, body := mf.m, mf.bodyHead()
 	if _, pending := fdst.reserved[id]; pending || taken(dst, id) {
 		return fmt.Errorf("move %s to %s: %w", id, to, ErrExists)
 	}

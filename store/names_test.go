@@ -28,6 +28,12 @@ func TestValidMailboxName(t *testing.T) {
 		{"a..b", `".."`},
 		{"..", "dot"},
 		{"a\x00", "only a-z"},
+		// Compatibility forms that NFKC folds to a name (fullwidth
+		// ｐｏｓｔｍａｓｔｅｒ, the ﬁ ligature, a circled letter) are not names.
+		{"\uff50\uff4f\uff53\uff54\uff4d\uff41\uff53\uff54\uff45\uff52", "only a-z"},
+		{"\ufb01nance", "only a-z"},
+		{"\u24d0dmin", "only a-z"},
+		{"a\u2028b", "only a-z"},
 	}
 	for _, tt := range tests {
 		err := ValidMailboxName(tt.name)

@@ -33,13 +33,17 @@ func (s *Store) PurgeBefore(mailbox, folder string, t time.Time) (purged []strin
 	// Those not found were removed by the owner meanwhile.
 	purged, _, err = s.purge(mailbox, folder, func(fi *folderIndex) []string {
 		var ids []string
-		before := UnixNano(t)
-		order := fi.order()
-		for i := len(order) - 1; i >= 0 && len(ids) < MaxPurge; i-- {
-			if order[i].sortKey >= before {
-				break
+		db, _ := fi.x.handle()
+		rows, err := db.Query("SELECT id FROM messages WHERE fid = ? AND sort_key < ? ORDER BY sort_key, id LIMIT ?", fi.row.fid, UnixNano(t), MaxPurge)
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				ids = append(ids, id)
 			}
-			ids = append(ids, order[i].id)
 		}
 		return ids
 	})
@@ -48,11 +52,12 @@ func (s *Store) PurgeBefore(mailbox, folder string, t time.Time) (purged []strin
 
 // purge removes the messages that pick chooses (with the folder's index
 // synced and locked) and returns those it removed and those it did not
-// find. Any other error stops it.
+// find; one it could not remove is in a *BatchError, and the purge goes on.
 func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) []string) (purged, notFoundIDs []string, err error) {
 	if folder != PurgeFolder {
 		return nil, nil, fmt.Errorf("purge %s: %w", folder, ErrNotTrash)
 	}
+	var failed []Failure
 	err = s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
 		if err := f.fi.sync(f.d, f.mb); err != nil {
 			return err
@@ -70,15 +75,20 @@ func (s *Store) purge(mailbox, folder string, pick func(*folderIndex) []string) 
 			case errors.Is(err, ErrNotFound):
 				notFoundIDs = append(notFoundIDs, id)
 			default:
-				return err
+				// Its Markdown file may be gone already: the index no
+				// longer shows it either way, and the purge goes on.
+				failed = append(failed, Failure{ID: id, Err: err})
+				f.fi.remove(id)
 			}
 		}
-		if len(purged) > 0 {
-			f.fi.count()
+		if len(purged)+len(failed) > 0 {
 			return f.d.Sync()
 		}
 		return nil
 	})
+	if err == nil && len(failed) > 0 {
+		err = &BatchError{Failed: failed}
+	}
 	return purged, notFoundIDs, err
 }
 

@@ -1,25 +1,28 @@
 package store
 
 import (
+	"database/sql"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Listing: the query a caller asks, the page it gets, and how the index
-// finds the page (with the rows it reads from the index file when a filter
-// needs them).
+// database finds the page.
 
 // Query selects and pages the messages of a folder. Zero values select
-// everything. Text matches case-insensitively in subject, sender and snippet;
-// From and Subject match case-insensitive substrings; Since and Until bound
-// the received time (Since inclusive, Until exclusive). Label selects the
-// messages carrying that label (ignoring case); Starred selects starred (or,
-// false, unstarred) messages.
+// everything. Text matches words of the whole message (subject, sender,
+// recipients, body, attachment names; each word as a prefix) or a
+// case-insensitive substring of the subject or sender; From and Subject
+// match case-insensitive substrings; Since and Until bound the received time
+// (Since inclusive, Until exclusive). Label selects the messages carrying
+// that label (ignoring case); Starred selects starred (or, false, unstarred)
+// messages. Search is a query in the search language (ParseSearch); one
+// that names folders (in:) searches the whole mailbox.
 type Query struct {
 	Limit, Offset       int
 	Cursor              string
@@ -29,6 +32,7 @@ type Query struct {
 	From, Subject, Text string
 	ThreadID            string
 	Since, Until        *time.Time
+	Search              string
 }
 
 // Summary is one row of a listing.
@@ -64,338 +68,595 @@ const (
 // ErrInvalidCursor is returned for a cursor the store did not hand out.
 var ErrInvalidCursor = errors.New("invalid cursor")
 
-func encodeCursor(e *entry) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(e.sortKey, 10) + "|" + e.id))
+// cursorAt is the position of a row in the order of a listing: newest
+// first, then by id, then by folder.
+type cursorAt struct {
+	sortKey int64
+	id      string
+	fid     int64
+}
+
+func encodeCursor(c cursorAt) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.sortKey, 10) + "|" + strconv.FormatInt(c.fid, 10) + "|" + c.id))
 }
 
 // decodeCursor returns the row a cursor continues after.
-func decodeCursor(s string) (*entry, error) {
+func decodeCursor(s string) (cursorAt, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, ErrInvalidCursor
+		return cursorAt{}, ErrInvalidCursor
 	}
-	k, id, ok := strings.Cut(string(b), "|")
-	n, err := strconv.ParseInt(k, 10, 64)
-	if !ok || err != nil || ValidID(id) != nil {
-		return nil, ErrInvalidCursor
+	parts := strings.SplitN(string(b), "|", 3)
+	if len(parts) != 3 {
+		return cursorAt{}, ErrInvalidCursor
 	}
-	return &entry{sortKey: n, id: id}, nil
+	k, err1 := strconv.ParseInt(parts[0], 10, 64)
+	f, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || ValidID(parts[2]) != nil {
+		return cursorAt{}, ErrInvalidCursor
+	}
+	return cursorAt{sortKey: k, fid: f, id: parts[2]}, nil
 }
 
-// matcher is a compiled Query filter.
-type matcher struct {
-	q                   Query
-	from, subject, text string
-	tid                 uint64
-	none                bool            // everything matches
-	rows                bool            // the filter needs the rows, not only the entries
-	pre                 map[*entry]bool // the entries whose rows pass, when read ahead
+// listScope is what a listing searches: one folder, or (mid set) every
+// folder of a mailbox.
+type listScope struct {
+	gen     uint64
+	mid     int64 // the mailbox, when the listing spans its folders
+	fid     int64 // the folder, otherwise
+	folders map[string]int64
+	names   map[int64]string
 }
 
-func newMatcher(q Query) matcher {
-	m := matcher{q: q, from: strings.ToLower(q.From), subject: strings.ToLower(q.Subject), text: strings.ToLower(q.Text), tid: hashString(q.ThreadID)}
-	m.rows = q.From != "" || q.Subject != "" || q.Text != "" || q.ThreadID != "" || q.Label != ""
-	m.none = !m.rows && q.Unread == nil && q.Trusted == nil && q.Starred == nil && q.Since == nil && q.Until == nil
+// token is the full-text term that selects the scope's rows
+// (scopeTerms).
+func (sc *listScope) token() string {
+	if sc.mid != 0 {
+		return fmt.Sprintf(`"%sm%d"`, scopeMark, sc.mid)
+	}
+	return fmt.Sprintf(`"%sf%d"`, scopeMark, sc.fid)
+}
+
+// filtered reports whether the query has filters besides its search.
+func (q *Query) filtered() bool {
+	return q.Unread != nil || q.Trusted != nil || q.Starred != nil || q.Label != "" || q.From != "" || q.Subject != "" ||
+		q.Text != "" || q.ThreadID != "" || q.Since != nil || q.Until != nil
+}
+
+// driveMax is how many full-text matches may drive a query; past it the
+// folder's order drives it.
+const driveMax = 4000
+
+// where compiles the query's filters into SQL over messages m. With
+// drive, the rows the search's full text matches drive the query (looked
+// up by rowid): the unary + keeps the engine from walking the whole
+// folder's index instead, which it does otherwise (checking each row
+// against the matches), the better plan when they are many.
+func (q *Query) where(sc *listScope, search *searchNode, drive bool) (string, []any) {
+	b := &sqlBuilder{folders: sc.folders, scope: sc.token()}
+	var parts []string
+	scope := "m."
+	if drive {
+		scope = "+m."
+	}
+	if sc.mid != 0 {
+		parts = append(parts, scope+"mid = ?")
+		b.args = append(b.args, sc.mid)
+	} else {
+		parts = append(parts, scope+"fid = ?")
+		b.args = append(b.args, sc.fid)
+	}
+	flag := func(col string, v *bool) {
+		if v != nil {
+			parts = append(parts, col+" = ?")
+			b.args = append(b.args, *v)
+		}
+	}
+	if q.Unread != nil {
+		parts = append(parts, "m.read = ?")
+		b.args = append(b.args, !*q.Unread)
+	}
+	flag("m.trusted_ok", q.Trusted)
+	flag("m.starred", q.Starred)
+	if q.Label != "" {
+		parts = append(parts, "instr(m.labels_fold, ?) > 0")
+		b.args = append(b.args, listSep+fold(q.Label)+listSep)
+	}
+	if q.From != "" {
+		parts = append(parts, "instr(m.from_fold, ?) > 0")
+		b.args = append(b.args, fold(q.From))
+	}
+	if q.Subject != "" {
+		parts = append(parts, "instr(m.subj_fold, ?) > 0")
+		b.args = append(b.args, fold(q.Subject))
+	}
+	if q.ThreadID != "" {
+		parts = append(parts, "m.thread_id = ?")
+		b.args = append(b.args, q.ThreadID)
+	}
+	if q.Since != nil {
+		parts = append(parts, "m.sort_key >= ?")
+		b.args = append(b.args, UnixNano(*q.Since))
+	}
+	if q.Until != nil {
+		parts = append(parts, "m.sort_key < ?")
+		b.args = append(b.args, UnixNano(*q.Until))
+	}
+	if q.Text != "" {
+		t := fold(q.Text)
+		var words []string
+		for _, w := range strings.Fields(q.Text) {
+			if hasWord(w) {
+				words = append(words, ftsQuote(w)+"*")
+			}
+		}
+		alt := "instr(m.subj_fold, ?) > 0 OR instr(m.from_fold, ?) > 0"
+		if len(words) > 0 {
+			alt = b.match(strings.Join(words, " AND ")) + " OR " + alt
+		}
+		parts = append(parts, "("+alt+")")
+		b.args = append(b.args, t, t)
+	}
+	if search != nil {
+		parts = append(parts, b.expr(search))
+	}
+	return strings.Join(parts, " AND "), b.args
+}
+
+// matchSQL selects the rows whose full text matches a parameter.
+const matchSQL = "m.rid IN (SELECT rowid FROM fts WHERE fts MATCH ?)"
+
+// sqlBuilder compiles a search tree.
+type sqlBuilder struct {
+	args    []any
+	folders map[string]int64
+	scope   string // the full-text term of the listing's folder or mailbox
+}
+
+// match selects the rows of the scope whose full text matches expr.
+func (b *sqlBuilder) match(expr string) string {
+	b.args = append(b.args, "("+expr+") AND "+b.scope)
+	return matchSQL
+}
+
+func (b *sqlBuilder) expr(n *searchNode) string {
+	if f, ok := ftsExpr(n); ok {
+		return b.match(f)
+	}
+	switch n.op {
+	case opNot:
+		return "NOT " + b.expr(n.kids[0])
+	case opOr:
+		parts := make([]string, len(n.kids))
+		for i, k := range n.kids {
+			parts[i] = b.expr(k)
+		}
+		return "(" + strings.Join(parts, " OR ") + ")"
+	case opAnd:
+		// The full-text terms become one MATCH: the engine intersects
+		// them far faster than SQL would.
+		var pos, neg, parts []string
+		for _, k := range n.kids {
+			if f, ok := ftsExpr(k); ok {
+				pos = append(pos, "("+f+")")
+			} else if f, ok := notFTS(k); ok {
+				neg = append(neg, "("+f+")")
+			}
+		}
+		if len(pos) > 0 {
+			parts = append(parts, b.match(joinFTS(pos, neg)))
+		}
+		for _, k := range n.kids {
+			_, isPos := ftsExpr(k)
+			_, isNeg := notFTS(k)
+			if isPos || isNeg && len(pos) > 0 {
+				continue
+			}
+			parts = append(parts, b.expr(k))
+		}
+		return "(" + strings.Join(parts, " AND ") + ")"
+	}
+	switch n.field {
+	case "is":
+		switch n.value {
+		case "unread":
+			return "m.read = 0"
+		case "read":
+			return "m.read = 1"
+		}
+		return "m.starred = 1"
+	case "has":
+		return "m.attachments > 0"
+	case "in":
+		if n.value == "anywhere" {
+			return "1"
+		}
+		b.args = append(b.args, b.folders[n.value]) // 0, matching nothing, for a folder the mailbox lacks
+		return "m.fid = ?"
+	case "label":
+		b.args = append(b.args, listSep+fold(n.value)+listSep)
+		return "instr(m.labels_fold, ?) > 0"
+	case "after", "newer_than":
+		b.args = append(b.args, n.when)
+		return "m.sort_key >= ?"
+	case "before", "older_than":
+		b.args = append(b.args, n.when)
+		return "m.sort_key < ?"
+	}
+	panic("store: search term " + n.field + " not compiled")
+}
+
+// ftsColumn is the full-text column each text operator searches.
+var ftsColumn = map[string]string{"from": "sender", "to": "recipients", "cc": "cc", "subject": "subject", "filename": "attachments"}
+
+// ftsExpr compiles n into one full-text expression, when n is made of
+// full-text terms only (a negation needs a positive term beside it).
+func ftsExpr(n *searchNode) (string, bool) {
+	switch n.op {
+	case opTerm:
+		if n.field == "" {
+			return ftsQuote(n.value), true
+		}
+		if col, ok := ftsColumn[n.field]; ok {
+			return col + " : " + ftsQuote(n.value), true
+		}
+		return "", false
+	case opOr:
+		parts := make([]string, len(n.kids))
+		for i, k := range n.kids {
+			f, ok := ftsExpr(k)
+			if !ok {
+				return "", false
+			}
+			parts[i] = "(" + f + ")"
+		}
+		return strings.Join(parts, " OR "), true
+	case opAnd:
+		var pos, neg []string
+		for _, k := range n.kids {
+			if f, ok := ftsExpr(k); ok {
+				pos = append(pos, "("+f+")")
+			} else if f, ok := notFTS(k); ok {
+				neg = append(neg, "("+f+")")
+			} else {
+				return "", false
+			}
+		}
+		if len(pos) == 0 {
+			return "", false
+		}
+		return joinFTS(pos, neg), true
+	}
+	return "", false
+}
+
+// joinFTS is the full-text expression of terms that must all match and
+// terms that must not.
+func joinFTS(pos, neg []string) string {
+	m := strings.Join(pos, " AND ")
+	for _, f := range neg {
+		m += " NOT " + f
+	}
 	return m
 }
 
-// containsFold reports whether s contains lowSub (already lower case),
-// ignoring case. ASCII text, the common case, is compared without allocating.
-func containsFold(s, lowSub string) bool {
-	if lowSub == "" {
-		return true
+// topFTS is the full-text expression every row a search finds must match,
+// if there is one: the search's own, or that of the full-text terms of its
+// top conjunction.
+func topFTS(n *searchNode) (string, bool) {
+	if n == nil {
+		return "", false
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return strings.Contains(strings.ToLower(s), lowSub)
+	if f, ok := ftsExpr(n); ok {
+		return f, true
+	}
+	if n.op != opAnd {
+		return "", false
+	}
+	var pos, neg []string
+	for _, k := range n.kids {
+		if f, ok := ftsExpr(k); ok {
+			pos = append(pos, "("+f+")")
+		} else if f, ok := notFTS(k); ok {
+			neg = append(neg, "("+f+")")
 		}
 	}
-	for i := 0; i+len(lowSub) <= len(s); i++ {
-		j := 0
-		for ; j < len(lowSub); j++ {
-			c := s[i+j]
-			if c >= 'A' && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != lowSub[j] {
-				break
-			}
-		}
-		if j == len(lowSub) {
-			return true
-		}
+	if len(pos) == 0 {
+		return "", false
 	}
-	return false
+	return joinFTS(pos, neg), true
 }
 
-// match reports whether e matches, reading its row only when the entry
-// alone cannot decide.
-func (m *matcher) match(fi *folderIndex, e *entry) (bool, error) {
-	if m.none {
-		return true, nil
+// notFTS compiles the inside of a negated full-text term.
+func notFTS(n *searchNode) (string, bool) {
+	if n.op != opNot {
+		return "", false
 	}
-	q := &m.q
-	switch {
-	case q.Unread != nil && *q.Unread == e.read:
-		return false, nil
-	case q.Trusted != nil && *q.Trusted != e.trusted:
-		return false, nil
-	case q.Starred != nil && *q.Starred != e.starred:
-		return false, nil
-	case q.ThreadID != "" && m.tid != e.tid:
-		return false, nil
-	case q.Since != nil && e.sortKey < UnixNano(*q.Since):
-		return false, nil
-	case q.Until != nil && e.sortKey >= UnixNano(*q.Until):
-		return false, nil
-	case !m.rows:
-		return true, nil
-	case m.pre != nil:
-		return m.pre[e], nil
-	}
-	s, err := fi.summary(e)
-	if err != nil {
-		return false, err
-	}
-	return m.rowOK(&s), nil
+	return ftsExpr(n.kids[0])
 }
 
-// rowOK applies the filters that need the row.
-func (m *matcher) rowOK(s *Summary) bool {
-	q := &m.q
-	switch {
-	case q.ThreadID != "" && q.ThreadID != s.ThreadID:
-		return false
-	case !containsFold(s.From, m.from), !containsFold(s.Subject, m.subject):
-		return false
-	case q.Label != "" && !HasLabel(s.Labels, q.Label):
-		return false
-	}
-	return m.text == "" || containsFold(s.Subject, m.text) || containsFold(s.From, m.text) || containsFold(s.Snippet, m.text)
+// ftsQuote makes s one phrase of the full-text query language: the engine
+// splits it into words as it split the text. Control characters (a NUL
+// would end the engine's string) and scopeMark separate words, as they do
+// in the text.
+func ftsQuote(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || string(r) == scopeMark {
+			return ' '
+		}
+		return r
+	}, s)
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
 
-// readAhead is how many rows a filter must read before they are read in one
-// pass over the index file rather than one by one.
-var readAhead = 256
+// rowCols are the columns a page reads, in the order scanRow expects.
+const rowCols = `m.fid, m.id, m.sort_key, m.ino, m.size, m.mtime, m.ctime, m.racy, m.read, m.starred, m.message_id,
+	m.thread_id, m.sender, m.recipients, m.subject, m.date, m.received, m.trusted, m.attachments, m.snippet, m.status, m.labels`
 
-// rowsMatching reads every row in one pass over the index file and returns
-// the entries whose rows pass m's row filters.
-func (fi *folderIndex) rowsMatching(m *matcher) (map[*entry]bool, error) {
-	out := map[*entry]bool{}
-	want := 0
-	for _, e := range fi.entries {
-		if e.sum != nil {
-			if m.rowOK(e.sum) {
-				out[e] = true
-			}
-		} else {
-			want++
-		}
-	}
-	if want == 0 {
-		return out, nil
-	}
-	if fi.log == nil {
-		return nil, errIndexStale
-	}
-	seen := 0
-	err := fi.log.each(func(off int64, rec []byte) bool {
-		id, ok := recordID(rec)
-		if !ok {
-			return false
-		}
-		e := fi.entries[string(id)]
-		if e == nil || e.sum != nil || e.off != off {
-			return true // superseded
-		}
-		s, ok := decodeSummary(rec)
-		if !ok || s.ID != e.id {
-			return false
-		}
-		seen++
-		if m.rowOK(&s) {
-			out[e] = true
-		}
-		return true
-	})
-	if err == nil && seen != want {
-		err = errIndexStale
-	}
-	return out, err
+// pageRow is one row of a page as read from the database.
+type pageRow struct {
+	fid     int64
+	sortKey int64
+	stamp   fileStamp
+	racy    bool
+	sum     Summary
 }
 
-// page computes one page of the index (which must be synced).
-func (fi *folderIndex) page(q Query, folder string) (Page, []*entry, error) {
-	w := pageWindow{limit: min(q.Limit, MaxLimit), skip: max(q.Offset, 0)}
-	if w.limit <= 0 {
-		w.limit = DefaultLimit
+func scanRow(rows *sql.Rows) (pageRow, error) {
+	var r pageRow
+	var ino int64
+	var to, date, received, labels string
+	s := &r.sum
+	err := rows.Scan(&r.fid, &s.ID, &r.sortKey, &ino, &r.stamp.size, &r.stamp.mtime, &r.stamp.ctime, &r.racy, &s.Read, &s.Starred,
+		&s.MessageID, &s.ThreadID, &s.From, &to, &s.Subject, &date, &received, &s.Trusted, &s.Attachments, &s.Snippet,
+		&s.DeliveryStatus, &labels)
+	r.stamp.ino = uint64(ino)
+	s.To, s.Labels = splitList(to), splitList(labels)
+	s.Date, s.ReceivedAt = parseTimeText(date), parseTimeText(received)
+	return r, err
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, listSep)
+}
+
+// page reads one page of the scope from the database.
+func (s *Store) page(sc *listScope, q Query, search *searchNode) (Page, []pageRow, error) {
+	limit := min(q.Limit, MaxLimit)
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	db, gen := s.idx.handle()
+	if gen != sc.gen {
+		return Page{}, nil, errStaleGen
+	}
+	var p Page
+	drive, counted := false, false
+	if top, ok := topFTS(search); ok {
+		// The engine counts a search's matches in the scope alone; when
+		// the search is all there is, that is the total.
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM fts WHERE fts MATCH ?", "("+top+") AND "+sc.token()).Scan(&n); err != nil {
+			return Page{}, nil, err
+		}
+		drive = n <= driveMax
+		if _, pure := ftsExpr(search); pure && !q.filtered() {
+			p.Total, counted = n, true
+		}
+	}
+	where, args := q.where(sc, search, drive)
+	if !counted {
+		if err := db.QueryRow("SELECT count(*) FROM messages m WHERE "+where, args...).Scan(&p.Total); err != nil {
+			return Page{}, nil, err
+		}
 	}
 	if q.Cursor != "" {
-		var err error
-		if w.pivot, err = decodeCursor(q.Cursor); err != nil {
-			return Page{}, nil, err
-		}
-	}
-	rows := fi.order()
-	m := newMatcher(q)
-	var p Page
-	var sel []*entry
-	if m.none {
-		sel, p.Total, p.HasMore = w.ofAll(rows)
-	} else {
-		if m.rows && len(rows) > readAhead {
-			pre, err := fi.rowsMatching(&m)
-			if err != nil {
-				return Page{}, nil, err
-			}
-			m.pre = pre
-		}
-		key, counted := m.totalKey()
-		w.total = -1
-		if counted {
-			w.total = fi.knownTotal(key)
-		}
-		var err error
-		if sel, p.Total, p.HasMore, err = w.ofMatches(rows, func(e *entry) (bool, error) { return m.match(fi, e) }); err != nil {
-			return Page{}, nil, err
-		}
-		if counted && w.total < 0 {
-			fi.keepTotal(key, p.Total)
-		}
-	}
-	p.Items = make([]Summary, len(sel))
-	for i, e := range sel {
-		sum, err := fi.summary(e)
+		c, err := decodeCursor(q.Cursor)
 		if err != nil {
 			return Page{}, nil, err
 		}
-		p.Items[i] = sum
-		p.Items[i].Folder = folder
+		where += " AND (m.sort_key < ? OR m.sort_key = ? AND (m.id < ? OR m.id = ? AND m.fid < ?))"
+		args = append(args, c.sortKey, c.sortKey, c.id, c.id, c.fid)
+	}
+	rows, err := db.Query("SELECT "+rowCols+" FROM messages m WHERE "+where+
+		" ORDER BY m.sort_key DESC, m.id DESC, m.fid DESC LIMIT ? OFFSET ?", append(args, limit+1, max(q.Offset, 0))...)
+	if err != nil {
+		return Page{}, nil, err
+	}
+	defer rows.Close()
+	var out []pageRow
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return Page{}, nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, nil, err
+	}
+	if len(out) > limit {
+		out, p.HasMore = out[:limit], true
+	}
+	p.Items = make([]Summary, len(out))
+	for i, r := range out {
+		p.Items[i] = r.sum
+		p.Items[i].Folder = sc.names[r.fid]
 	}
 	if p.HasMore {
-		p.NextCursor = encodeCursor(sel[len(sel)-1])
+		last := out[len(out)-1]
+		p.NextCursor = encodeCursor(cursorAt{sortKey: last.sortKey, id: last.sum.ID, fid: last.fid})
 	}
-	return p, sel, nil
+	return p, out, nil
 }
 
-// pageWindow is the part of a listing a page shows: after pivot (a cursor's
-// row), skip rows, then limit rows. total, when not -1, is the number of
-// rows that match, known already.
-type pageWindow struct {
-	pivot       *entry
-	skip, limit int
-	total       int
-}
-
-// totalKey is a filter that needs no row: flags and date bounds.
-type totalKey struct {
-	unread, trusted, starred int8 // 0: any; 1: true; 2: false
-	since, until             int64
-	hasSince, hasUntil       bool
-}
-
-type totalAt struct {
-	version uint64
-	total   int
-}
-
-// maxTotals bounds the filters whose totals a folder keeps.
-const maxTotals = 64
-
-// knownTotal is the number of rows that match key as the folder is now,
-// or -1 when it is not known.
-func (fi *folderIndex) knownTotal(key totalKey) int {
-	if at, ok := fi.totals[key]; ok && at.version == fi.version {
-		return at.total
-	}
-	return -1
-}
-
-// keepTotal records total as the number of rows that match key now.
-func (fi *folderIndex) keepTotal(key totalKey, total int) {
-	if len(fi.totals) >= maxTotals {
-		clear(fi.totals)
-	}
-	if fi.totals == nil {
-		fi.totals = map[totalKey]totalAt{}
-	}
-	fi.totals[key] = totalAt{version: fi.version, total: total}
-}
-
-// totalKey is m's filter as a totalKey, when it needs no row.
-func (m *matcher) totalKey() (totalKey, bool) {
-	if m.rows {
-		return totalKey{}, false
-	}
-	tri := func(b *bool) int8 {
-		switch {
-		case b == nil:
-			return 0
-		case *b:
-			return 1
+// List returns one page of the messages of a folder (or, for a search that
+// names folders, of the mailbox), newest first.
+func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
+	var search *searchNode
+	if strings.TrimSpace(q.Search) != "" {
+		var err error
+		if search, err = ParseSearch(q.Search, s.now()); err != nil {
+			return Page{}, err
 		}
-		return 2
 	}
-	k := totalKey{unread: tri(m.q.Unread), trusted: tri(m.q.Trusted), starred: tri(m.q.Starred)}
-	if m.q.Since != nil {
-		k.since, k.hasSince = UnixNano(*m.q.Since), true
+	if q.Cursor != "" {
+		if _, err := decodeCursor(q.Cursor); err != nil {
+			return Page{}, err
+		}
 	}
-	if m.q.Until != nil {
-		k.until, k.hasUntil = UnixNano(*m.q.Until), true
+	folders := []string{folder}
+	if search.usesFolders() {
+		folders = Folders
 	}
-	return k, true
-}
-
-// start is the position of the first row after the pivot.
-func (w pageWindow) start(rows []*entry) int {
-	if w.pivot == nil {
-		return 0
-	}
-	i, found := slices.BinarySearchFunc(rows, w.pivot, less)
-	if found {
-		i++
-	}
-	return i
-}
-
-// ofAll finds the window by position when every row matches.
-func (w pageWindow) ofAll(rows []*entry) (sel []*entry, total int, more bool) {
-	start := min(w.start(rows)+w.skip, len(rows))
-	end := min(start+w.limit, len(rows))
-	return rows[start:end], len(rows), end < len(rows) && end > start
-}
-
-// ofMatches counts the matching rows and keeps the window in one pass,
-// without building the filtered list. When the total is known it starts at
-// the pivot and stops at the first match past the window instead.
-func (w pageWindow) ofMatches(rows []*entry, match func(*entry) (bool, error)) (sel []*entry, total int, more bool, err error) {
-	known := w.total >= 0
-	if known {
-		rows = rows[w.start(rows):]
-	}
-	skip := w.skip
-	for _, e := range rows {
-		ok, err := match(e)
+	for attempt := 0; ; attempt++ {
+		sc, err := s.syncScope(mailbox, folders, len(folders) > 1)
 		if err != nil {
-			return nil, 0, false, err
+			return Page{}, err
 		}
-		switch {
-		case !ok:
+		p, rows, err := s.page(sc, q, search)
+		if (errors.Is(err, errStaleGen) || isDamage(err)) && attempt < 3 {
+			s.idx.damaged(sc.gen, err)
 			continue
-		case w.pivot != nil && less(e, w.pivot) <= 0:
-		case skip > 0:
-			skip--
-		case len(sel) < w.limit:
-			sel = append(sel, e)
-		case known:
-			return sel, w.total, len(sel) > 0, nil
-		default:
-			more = true
 		}
-		total++
+		if err != nil {
+			return Page{}, err
+		}
+		changed, err := s.recheck(mailbox, sc, rows)
+		if err != nil || !changed || attempt >= 3 {
+			return p, err
+		}
 	}
-	if known {
-		return sel, w.total, false, nil
+}
+
+// syncScope syncs the folders a listing reads and returns its scope.
+func (s *Store) syncScope(mailbox string, folders []string, multi bool) (*listScope, error) {
+	sc := &listScope{folders: map[string]int64{}, names: map[int64]string{}}
+	for _, f := range folders {
+		var row folderRow
+		var gen uint64
+		err := s.syncFolder(mailbox, f, func(fi *folderIndex) { row, gen = fi.row, fi.gen })
+		if err == nil {
+			if sc.gen != 0 && sc.gen != gen {
+				err = errStaleGen
+			}
+			sc.gen, sc.mid = gen, row.mid
+			sc.fid = row.fid
+			sc.folders[f], sc.names[row.fid] = row.fid, f
+		}
+		if multi && errors.Is(err, ErrNotFound) && !errors.Is(err, errForeign) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return sel, total, more && len(sel) > 0, nil
+	if !multi {
+		sc.mid = 0
+	} else if sc.gen == 0 {
+		return nil, ErrNotFound
+	}
+	return sc, nil
+}
+
+// syncFolder brings a folder's index up to date for a listing and calls got
+// with it (its lock held). It syncs in a goroutine of its own, marked as
+// building the folder: a sync that turns into a long scan (a first start,
+// files changed by the thousand) goes on after the listing has waited
+// buildWait and answered ErrIndexing, and later listings wait for it, not
+// for the folder's lock.
+func (s *Store) syncFolder(mailbox, folder string, got func(fi *folderIndex)) error {
+	fi := s.index(mailbox, folder)
+	for {
+		built, mine := fi.claim()
+		if !mine {
+			if !fi.waitBuilt() {
+				return fmt.Errorf("%s/%s: %w (%d read so far); retry in a few seconds", mailbox, folder, ErrIndexing, fi.read.Load())
+			}
+			continue
+		}
+		res := make(chan error, 1)
+		go func() {
+			defer fi.release(built)
+			res <- s.inFolder(mailbox, folder, nil, func(of openedFolder) error {
+				if err := of.fi.sync(of.d, of.mb); err != nil {
+					return err
+				}
+				got(of.fi)
+				return nil
+			})
+		}()
+		t := time.NewTimer(buildWait)
+		defer t.Stop()
+		select {
+		case err := <-res:
+			return err
+		case <-t.C:
+			return fmt.Errorf("%s/%s: %w (%d read so far); retry in a few seconds", mailbox, folder, ErrIndexing, fi.read.Load())
+		}
+	}
+}
+
+// recheck compares the rows of a page with their files, and brings the
+// index up to date with those that changed. It reports whether any did.
+func (s *Store) recheck(mailbox string, sc *listScope, rows []pageRow) (bool, error) {
+	changed := false
+	byFolder := map[int64][]pageRow{}
+	for _, r := range rows {
+		byFolder[r.fid] = append(byFolder[r.fid], r)
+	}
+	names := make([]int64, 0, len(byFolder))
+	for fid := range byFolder {
+		names = append(names, fid)
+	}
+	slices.Sort(names)
+	for _, fid := range names {
+		err := s.inFolder(mailbox, sc.names[fid], nil, func(of openedFolder) error {
+			if !of.fi.attached || of.fi.row.fid != fid {
+				changed = true
+				return nil
+			}
+			now := time.Now()
+			queued := false
+			for _, r := range byFolder[fid] {
+				st, err := of.d.Lstat(r.sum.ID + ".md")
+				if err == nil && st.Mode&0o170000 == 0o100000 && stampOf(&st) == r.stamp && !r.racy {
+					continue
+				}
+				res := loadRow(of.d, r.sum.ID, of.mb.uid, now)
+				if res.err != nil {
+					of.fi.remove(r.sum.ID)
+					changed, queued = true, true
+					continue
+				}
+				n := res.row
+				if n.sortKey != r.sortKey || !summaryEqual(&n.sum, &r.sum) {
+					changed = true
+				}
+				if n.sortKey != r.sortKey || !summaryEqual(&n.sum, &r.sum) || n.stamp != r.stamp || n.racy != r.racy {
+					of.fi.x.w.add(&indexOp{gen: of.fi.gen, fid: fid, mid: of.fi.row.mid, row: n, size: n.size()})
+					queued = true
+				}
+			}
+			if queued {
+				return of.fi.x.w.flush()
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+func summaryEqual(a, b *Summary) bool {
+	return a.ID == b.ID && a.MessageID == b.MessageID && a.ThreadID == b.ThreadID && a.From == b.From &&
+		slices.Equal(a.To, b.To) && a.Subject == b.Subject && a.Date.Equal(b.Date) &&
+		a.ReceivedAt.Equal(b.ReceivedAt) && a.Read == b.Read && a.Trusted == b.Trusted &&
+		a.Attachments == b.Attachments && a.Snippet == b.Snippet &&
+		a.DeliveryStatus == b.DeliveryStatus && slices.Equal(a.Labels, b.Labels) && a.Starred == b.Starred
 }

@@ -14,7 +14,10 @@ import (
 // and arrays of tables after the other keys, omitempty fields left out
 // when empty, strings repaired to UTF-8 and quoted, times the TOML can
 // carry. Every message written goes through here, and the reflective
-// encoder was most of what writing a sent copy cost in CPU.
+// encoder was most of what writing a sent copy cost in CPU. The struct's
+// tags stay the one source of the schema: the tests fill every field of
+// Message by reflection (TestEveryFieldIsWritten, FuzzRenderMatches), so a
+// field added there and not here fails them.
 func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w := fmWriter{b: b}
 	w.str("id", m.ID)
@@ -49,9 +52,16 @@ func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w.boolOmit("starred", m.Starred)
 	w.boolOmit("is_dsn", m.IsDSN)
 	w.strOmit("dsn_for", m.DSNFor)
+	w.strOmit("junk", m.Junk)
+	if len(m.DNSBL) > 0 {
+		w.strs("dnsbl", m.DNSBL)
+	}
 	w.boolOmit("outbound", m.Outbound)
 	w.strOmit("delivery_status", m.DeliveryStatus)
 	w.timePtr("delivered_at", m.DeliveredAt)
+	if len(m.BounceReports) > 0 {
+		w.strs("bounce_reports", m.BounceReports)
+	}
 	w.timePtr("send_at", m.SendAt)
 
 	w.indent = "  "

@@ -1,15 +1,13 @@
 package store
 
 import (
-	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +22,7 @@ var (
 )
 
 // Folders are the folders every mailbox has.
-var Folders = []string{"inbox", "sent", "archive", "trash", "drafts"}
+var Folders = []string{"inbox", "sent", "archive", "trash", "drafts", "junk"}
 
 // Modes of what the store writes in a mailbox, owned by the mailbox owner.
 const (
@@ -42,19 +40,25 @@ type Store struct {
 	root     *Dir
 	rootPath string
 
-	mu      sync.Mutex // guards folders and uses; serializes Create and Delete
+	mu      sync.Mutex // guards folders; serializes Create and Delete
 	folders map[string]*folderIndex
-	uses    int64        // clock of folder uses, for evicting the least recent
-	indexed atomic.Int64 // entries held in memory by all folder indexes
+	idx     *indexDB
+	dedup   *deliveriesDB
 
 	recent   recentDeliveries // for DeliverOnce
 	deferred deferredSet      // for CreateDeferred
 	now      func() time.Time // tests move the clock
 }
 
-// Open opens the store rooted at root, creating it (mode 0711) if missing.
-// What an interrupted process left behind is removed by Sweep.
-func Open(root string) (*Store, error) {
+// Open opens the store rooted at root, creating it (mode 0711) if missing,
+// with its index in a new temporary directory removed at Close. What an
+// interrupted process left behind is removed by Sweep.
+func Open(root string) (*Store, error) { return OpenIndexed(root, "") }
+
+// OpenIndexed is Open with the index database at indexPath (IndexFile in a
+// directory only root can enter, which it creates; never inside the
+// store). The index is kept from one run to the next.
+func OpenIndexed(root, indexPath string) (*Store, error) {
 	root = filepath.Clean(root)
 	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -74,20 +78,43 @@ func Open(root string) (*Store, error) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 	}
-	return &Store{root: d, rootPath: root, folders: map[string]*folderIndex{}, now: time.Now}, nil
+	temp := ""
+	if indexPath == "" {
+		if temp, err = os.MkdirTemp("", "mailctl-idx-"); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		indexPath = filepath.Join(temp, IndexFile)
+	}
+	idx, err := openIndexDB(indexPath)
+	if err != nil {
+		d.Close()
+		if temp != "" {
+			os.RemoveAll(temp)
+		}
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	dedup, err := openDeliveriesDB(deliveriesPath(indexPath))
+	if err != nil {
+		idx.close()
+		d.Close()
+		if temp != "" {
+			os.RemoveAll(temp)
+		}
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	idx.temp = temp
+	return &Store{root: d, rootPath: root, folders: map[string]*folderIndex{}, idx: idx, dedup: dedup, now: time.Now}, nil
 }
 
 // Close releases the store's root directory.
 func (s *Store) Close() error {
 	s.settleMailbox("")
 	s.mu.Lock()
-	for _, fi := range s.folders {
-		fi.mu.Lock()
-		fi.drop()
-		fi.mu.Unlock()
-	}
 	s.folders = map[string]*folderIndex{}
 	s.mu.Unlock()
+	s.dedup.close()
+	s.idx.close()
 	return s.root.Close()
 }
 
@@ -98,65 +125,84 @@ func (s *Store) Root() string { return s.rootPath }
 // itself never opens paths).
 func (s *Store) Path(mailbox string) string { return filepath.Join(s.rootPath, mailbox) }
 
-// IndexCacheMessages bounds how many messages' index entries the store keeps
-// in memory across all folders (about 0.2 KiB each). Past it, the folders
-// used least recently are dropped from memory; their index files stay on
-// disk and are read back when they are used again. A folder larger than the
-// bound is held while it is in use.
-var IndexCacheMessages int64 = 200_000
-
 func (s *Store) index(mailbox, folder string) *folderIndex {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := mailbox + "/" + folder
 	fi := s.folders[k]
 	if fi == nil {
-		fi = newFolderIndex(folder, &s.indexed)
+		fi = newFolderIndex(s.idx, mailbox, folder)
 		s.folders[k] = fi
-	}
-	s.uses++
-	fi.lastUse.Store(s.uses)
-	if s.indexed.Load() > IndexCacheMessages {
-		s.evictLocked(fi)
 	}
 	return fi
 }
 
-// evictLocked drops the least recently used folder indexes from memory
-// until what is held fits IndexCacheMessages again, sparing keep and any
-// index in use. Called with s.mu held.
-func (s *Store) evictLocked(keep *folderIndex) {
-	var cs []*folderIndex
-	for _, fi := range s.folders {
-		if fi != keep && fi.held.Load() > 0 {
-			cs = append(cs, fi)
-		}
-	}
-	// lastUse only changes under s.mu, which is held.
-	slices.SortFunc(cs, func(a, b *folderIndex) int { return cmp.Compare(a.lastUse.Load(), b.lastUse.Load()) })
-	for _, fi := range cs {
-		if s.indexed.Load() <= IndexCacheMessages {
-			return
-		}
-		if fi.mu.TryLock() {
-			fi.drop()
-			fi.mu.Unlock()
-		}
-	}
-}
-
+// dropIndexes forgets a mailbox that was deleted: its folders' handles and
+// its rows. Called with s.mu held.
 func (s *Store) dropIndexes(mailbox string) {
-	for k, fi := range s.folders {
+	for k := range s.folders {
 		if strings.HasPrefix(k, mailbox+"/") {
 			delete(s.folders, k)
-			// An index in use is closed when its user is done with it
-			// and the garbage collector finds its file.
-			if fi.mu.TryLock() {
-				fi.drop()
-				fi.mu.Unlock()
+		}
+	}
+	s.idx.forgetMailbox(mailbox)
+}
+
+// Reindex throws the whole index away: every folder is read again from its
+// files when it is next used (or by IndexAll).
+func (s *Store) Reindex() error {
+	if err := s.idx.rebuild(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.folders = map[string]*folderIndex{}
+	s.mu.Unlock()
+	return nil
+}
+
+// IndexAll brings the index of every folder of every mailbox up to date
+// with the files, one folder at a time, and returns how many messages the
+// index then holds. It stops early when ctx ends.
+func (s *Store) IndexAll(ctx context.Context) (messages int, err error) {
+	names, err := s.Mailboxes()
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range names {
+		for _, f := range Folders {
+			if ctx.Err() != nil {
+				return messages, ctx.Err()
+			}
+			// Marked before its lock is taken: a listing then waits for
+			// the mark, a while, rather than for the lock, however long.
+			fi := s.index(name, f)
+			built, mine := fi.claim()
+			for !mine {
+				if ch := fi.building.Load(); ch != nil {
+					<-*ch // a listing's sync of the folder
+				}
+				built, mine = fi.claim()
+			}
+			err := s.inFolder(name, f, nil, func(of openedFolder) error {
+				of.fi.inAll = true
+				err := of.fi.sync(of.d, of.mb)
+				of.fi.inAll = false
+				if err != nil {
+					return err
+				}
+				db, _ := s.idx.handle()
+				var n int
+				err = db.QueryRow("SELECT count(*) FROM messages WHERE fid = ?", of.fi.row.fid).Scan(&n)
+				messages += n
+				return err
+			})
+			fi.release(built)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return messages, fmt.Errorf("index %s/%s: %w", name, f, err)
 			}
 		}
 	}
+	return messages, nil
 }
 
 // openFolder opens a mailbox and one of its folders; done closes both. Of
@@ -530,15 +576,13 @@ func (s *Store) Counts(name string) (Counts, error) {
 		fi.mu.Lock()
 		err = fi.sync(d, mb)
 		if err == nil {
+			db, _ := s.idx.handle()
+			var total, unread int
+			err = db.QueryRow("SELECT count(*), coalesce(sum(read = 0), 0) FROM messages WHERE fid = ?", fi.row.fid).Scan(&total, &unread)
 			if f == "inbox" {
-				c.Total = len(fi.entries)
-				for _, e := range fi.entries {
-					if !e.read {
-						c.Unread++
-					}
-				}
+				c.Total, c.Unread = total, unread
 			} else {
-				c.Sent = len(fi.entries)
+				c.Sent = total
 			}
 		}
 		fi.mu.Unlock()
@@ -550,15 +594,6 @@ func (s *Store) Counts(name string) (Counts, error) {
 	return c, nil
 }
 
-// List returns one page of the messages of a folder, newest first.
-func (s *Store) List(mailbox, folder string, q Query) (p Page, err error) {
-	err = s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
-		p, err = f.fi.list(f.d, f.mb, folder, q)
-		return err
-	})
-	return p, err
-}
-
 // FindByMessageID returns the id of the message of the folder with the given
 // Message-ID.
 func (s *Store) FindByMessageID(mailbox, folder, messageID string) (id string, ok bool) {
@@ -566,10 +601,20 @@ func (s *Store) FindByMessageID(mailbox, folder, messageID string) (id string, o
 		return "", false
 	}
 	s.inFolder(mailbox, folder, nil, func(f openedFolder) error {
-		return f.fi.synced(f.d, f.mb, func() (err error) {
-			id, ok, err = f.fi.findMessageID(messageID)
+		for rid, mid := range f.fi.reserved {
+			if mid == messageID {
+				id, ok = rid, true
+				return nil
+			}
+		}
+		if err := f.fi.sync(f.d, f.mb); err != nil {
 			return err
-		})
+		}
+		db, _ := s.idx.handle()
+		err := db.QueryRow("SELECT id FROM messages WHERE fid = ? AND message_id = ? ORDER BY sort_key DESC, id DESC LIMIT 1",
+			f.fi.row.fid, messageID).Scan(&id)
+		ok = err == nil
+		return nil
 	})
 	return id, ok
 }

@@ -17,7 +17,8 @@ import (
 // owned by the current user.
 func newTestStore(t testing.TB) *Store {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "mailboxes"))
+	dir := t.TempDir()
+	s, err := OpenIndexed(filepath.Join(dir, "mailboxes"), filepath.Join(dir, "index", IndexFile))
 	if err != nil {
 		t.Fatal(err)
 	}

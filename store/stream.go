@@ -127,7 +127,7 @@ func (sp *Spill) place(d, ad *Dir, name string, uid, gid int, mode syncMode) err
 			return err
 		}
 		defer sp.Discard()
-		return ad.writeFileFrom(name, readerTo{io.LimitReader(sp.f, sp.size)}, FileMode, uid, gid, mode)
+		return ad.writeFileTo(name, readerTo{io.LimitReader(sp.f, sp.size)}, FileMode, uid, gid, mode)
 	}
 	if uid >= 0 || gid >= 0 {
 		if err := sp.f.Chown(uid, gid); err != nil {

@@ -30,29 +30,29 @@ type Window struct {
 // (<id>.eml). Whatever the size of the files, it holds in memory only the
 // frontmatter, the window and a read buffer: the rest is streamed.
 func (s *Store) GetWindow(mailbox, folder, id string, off, n int, raw bool) (*Message, Window, error) {
+	return s.Charged(nil).GetWindow(mailbox, folder, id, off, n, raw)
+}
+
+// GetWindow is Store.GetWindow with the reading of the frontmatter charged.
+func (c Charged) GetWindow(mailbox, folder, id string, off, n int, raw bool) (*Message, Window, error) {
 	if err := ValidID(id); err != nil {
 		return nil, Window{}, err
 	}
 	if off < 0 || n < 0 {
 		return nil, Window{}, errors.New("window offset and length must not be negative")
 	}
-	mb, d, done, err := s.openFolder(mailbox, folder, nil)
+	mb, d, done, err := c.s.openFolder(mailbox, folder, nil)
 	if err != nil {
 		return nil, Window{}, err
 	}
 	defer done()
-	f, err := d.openOwned(id+".md", MaxMessageFile, mb.uid)
+	mf, err := d.openMessage(id, mb.uid, c.take)
 	if err != nil {
-		return nil, Window{}, notFound("message "+id, err)
+		return nil, Window{}, err
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	m, err := readFrontmatter(br)
-	if err != nil {
-		return nil, Window{}, fmt.Errorf("message %s: %w", id, err)
-	}
-	m.ID = id
-	text := io.Reader(br)
+	defer mf.Close()
+	m := mf.m
+	text := mf.rest()
 	if raw {
 		rf, err := d.openOwned(id+".eml", MaxMessageFile, mb.uid)
 		if err != nil {
@@ -118,7 +118,7 @@ func readFrontmatter(br *bufio.Reader) (*Message, error) {
 			return nil, err
 		}
 	}
-	m, _, err := Parse(head.Bytes())
+	m, _, err := parseForIndex(head.Bytes())
 	if err != nil {
 		return nil, err
 	}

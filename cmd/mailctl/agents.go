@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -64,19 +65,78 @@ func mcpServer(socket string) agentcfg.Server {
 	return s
 }
 
-// goRunBuild reports whether path is a binary that `go run` built in a
-// temporary work directory ($TMPDIR/go-build*/.../exe/NAME).
-func goRunBuild(path string) bool {
-	dir, exe := filepath.Split(filepath.Dir(path))
-	if exe != "exe" {
-		return false
+// goBuildDirs are where the go command keeps binaries it may delete: its
+// build cache (`go env GOCACHE`, emptied by go clean -cache, where go run
+// keeps what it builds) and the temporary work directories of go run
+// ($GOTMPDIR, else the system's temporary directory).
+func goBuildDirs(goEnv func(key string) string) []string {
+	var dirs []string
+	if c := goEnv("GOCACHE"); c != "" && c != "off" {
+		dirs = append(dirs, c)
 	}
-	for d := filepath.Clean(dir); d != "/" && d != "."; d = filepath.Dir(d) {
-		if strings.HasPrefix(filepath.Base(d), "go-build") {
+	return append(dirs, cmp.Or(goEnv("GOTMPDIR"), os.TempDir()))
+}
+
+// goRunBuild reports whether path is a binary the go command may delete: one
+// in its build cache, or the one go run builds in a go-build* work directory
+// under its temporary directory (.../go-build*/bNNN/exe/NAME). A harness
+// wired to it would fail once it is gone.
+func goRunBuild(path string, goEnv func(key string) string) bool {
+	path = filepath.Clean(path)
+	for i, dir := range goBuildDirs(goEnv) {
+		rel, err := filepath.Rel(filepath.Clean(dir), path)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if i == 0 && goEnv("GOCACHE") != "" && goEnv("GOCACHE") != "off" {
+			return true // anything in the build cache
+		}
+		if strings.HasPrefix(strings.Split(rel, "/")[0], "go-build") && filepath.Base(filepath.Dir(path)) == "exe" {
 			return true
 		}
 	}
 	return false
+}
+
+// goEnv is what the go command says of key (go env KEY), for the go
+// command that would build this binary; the variable, or Go's default, when
+// there is no go command.
+func goEnv(key string) string {
+	if v, err := exec.Command("go", "env", key).Output(); err == nil {
+		return strings.TrimSpace(string(v))
+	}
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	switch key {
+	case "GOCACHE":
+		if d, err := os.UserCacheDir(); err == nil {
+			return filepath.Join(d, "go-build")
+		}
+	case "GOPATH":
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, "go")
+		}
+	}
+	return ""
+}
+
+// installedPath is where `go install ./cmd/mailctl` puts the binary.
+func installedPath(goEnv func(key string) string) string {
+	if b := goEnv("GOBIN"); b != "" {
+		return filepath.Join(b, "mailctl")
+	}
+	gopath, _, _ := strings.Cut(goEnv("GOPATH"), string(os.PathListSeparator))
+	return filepath.Join(cmp.Or(gopath, "$HOME/go"), "bin", "mailctl")
+}
+
+// servedTools are the tools the wired server serves, asked of the server
+// itself: harnesses start `mailctl mcp` without --tools, so its default set,
+// and the primer names no tool an agent would call in vain.
+func servedTools() []string {
+	s := mcpshim.New(mcpshim.Options{})
+	defer s.Close()
+	return s.Tools()
 }
 
 func configHome(home string) string {
@@ -97,14 +157,15 @@ func agentsSetup(args []string) int {
 		return usageError(cf.fs, "%v", err)
 	}
 	srv := mcpServer(cf.socket)
-	if goRunBuild(srv.Command) {
-		return failure(cf.fs, fmt.Errorf("this binary (%s) is a temporary `go run` build, deleted when it exits; a harness wired to it would fail. Run the copy `mailctl dev` keeps (.mailctl-dev/bin/mailctl agents setup), or `go install ./cmd/mailctl` and run the installed one", srv.Command))
+	if goRunBuild(srv.Command, goEnv) {
+		return failure(cf.fs, fmt.Errorf("this binary (%s) is a `go run` build, which the go command deletes (go clean -cache, or when it exits); a harness wired to it would fail. Install it and run the installed one:\n\n    go install ./cmd/mailctl && %s\n\nor run the copy mailctl dev keeps: .mailctl-dev/bin/mailctl agents setup",
+			srv.Command, shellQuote(installedPath(goEnv))+" "+strings.Join(append([]string{"agents", "setup"}, args...), " ")))
 	}
 	if *printOnly {
 		return printSnippets(hs, srv)
 	}
 	if os.Geteuid() == 0 {
-		fmt.Fprintln(os.Stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
+		fmt.Fprintln(stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
 		return 4
 	}
 	home, err := os.UserHomeDir()
@@ -116,19 +177,19 @@ func agentsSetup(args []string) int {
 		path, changed, err := agentcfg.Setup(home, h, srv)
 		switch {
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "  %-12s %v\n", h.Name, err)
+			fmt.Fprintf(stderr, "  %-12s %v\n", h.Name, err)
 			failed = true
 		case changed:
-			fmt.Printf("  %-12s wired in %s\n", h.Name, path)
+			fmt.Fprintf(stdout, "  %-12s wired in %s\n", h.Name, path)
 		default:
-			fmt.Printf("  %-12s already wired in %s\n", h.Name, path)
+			fmt.Fprintf(stdout, "  %-12s already wired in %s\n", h.Name, path)
 		}
 	}
-	primer, err := agentcfg.WritePrimer(configHome(home), mcpshim.ToolNames())
+	primer, err := agentcfg.WritePrimer(configHome(home), servedTools())
 	if err != nil {
 		return failure(cf.fs, fmt.Errorf("writing the primer: %w", err))
 	}
-	fmt.Printf("\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
+	fmt.Fprintf(stdout, "\nPrimer for your agents: %s\nPoint their instructions at it, e.g. add the line `@%s` to ~/.claude/CLAUDE.md,\nor paste it into AGENTS.md / GEMINI.md / .goosehints.\n", primer, primer)
 	if failed {
 		return 1
 	}
@@ -178,16 +239,16 @@ func printSnippets(hs []*agentcfg.Harness, srv agentcfg.Server) int {
 	for i, h := range hs {
 		doc, err := h.Snippet(srv)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "mailctl agents: %s: %v\n", h.Name, err)
+			fmt.Fprintf(stderr, "mailctl agents: %s: %v\n", h.Name, err)
 			return 1
 		}
 		if len(hs) > 1 {
 			if i > 0 {
-				fmt.Println()
+				fmt.Fprintln(stdout)
 			}
-			fmt.Printf("# %s: merge into ~/%s\n", h.Title, h.Rel)
+			fmt.Fprintf(stdout, "# %s: merge into ~/%s\n", h.Title, h.Rel)
 		}
-		os.Stdout.Write(doc)
+		stdout.Write(doc)
 	}
 	return 0
 }
@@ -209,7 +270,7 @@ func agentsRemove(args []string) int {
 			}
 		}
 		if len(names) == 0 {
-			fmt.Println("no harness wires mailctl")
+			fmt.Fprintln(stdout, "no harness wires mailctl")
 			return 0
 		}
 	}
@@ -222,12 +283,12 @@ func agentsRemove(args []string) int {
 		path, changed, err := agentcfg.Remove(home, h)
 		switch {
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "  %-12s %v\n", h.Name, err)
+			fmt.Fprintf(stderr, "  %-12s %v\n", h.Name, err)
 			failed = true
 		case changed:
-			fmt.Printf("  %-12s removed from %s (the original is kept as %s%s)\n", h.Name, path, path, agentcfg.BackupSuffix)
+			fmt.Fprintf(stdout, "  %-12s removed from %s (the original is kept as %s%s)\n", h.Name, path, path, agentcfg.BackupSuffix)
 		default:
-			fmt.Printf("  %-12s not wired in %s\n", h.Name, path)
+			fmt.Fprintf(stdout, "  %-12s not wired in %s\n", h.Name, path)
 		}
 	}
 	if failed {

@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,19 +94,91 @@ func TestPrimerListsEveryTool(t *testing.T) {
 	}
 }
 
-// `go run` binaries live in a temporary directory that is deleted when they
-// exit: agents setup refuses to wire one into a harness.
+// `go run` binaries live where the go command deletes them: a temporary
+// work directory gone when they exit, or the build cache, emptied by go
+// clean -cache (where go run keeps what it builds since Go 1.24): agents
+// setup refuses to wire one into a harness.
 func TestGoRunBuildIsNotWired(t *testing.T) {
-	for path, want := range map[string]bool{
-		"/tmp/go-build1234/b001/exe/mailctl": true,
-		"/home/u/.mailctl-dev/bin/mailctl":   false,
-		"/usr/bin/mailctl":                   false,
-		"/tmp/x/go-build99/b001/exe/mailctl": true,
-		"/home/u/go/bin/mailctl":             false,
-		"/home/u/src/exe/mailctl":            false,
-	} {
-		if got := goRunBuild(path); got != want {
-			t.Errorf("goRunBuild(%s) = %v, want %v", path, got, want)
+	env := map[string]string{"GOCACHE": "/home/u/.cache/go-build"}
+	goEnv := func(k string) string { return env[k] }
+	check := func(path string, want bool) {
+		t.Helper()
+		if got := goRunBuild(path, goEnv); got != want {
+			t.Errorf("goRunBuild(%s) with %v = %v, want %v", path, env, got, want)
 		}
+	}
+	tmp := os.TempDir()
+	for path, want := range map[string]bool{
+		tmp + "/go-build1234/b001/exe/mailctl":                true,
+		"/home/u/.cache/go-build/1f/1fe3d2ad933af6-d/mailctl": true,
+		"/home/u/.mailctl-dev/bin/mailctl":                    false,
+		"/usr/bin/mailctl":                                    false,
+		"/home/u/go/bin/mailctl":                              false,
+		"/home/u/src/exe/mailctl":                             false,
+		"/home/u/.cache/go-build-not/mailctl":                 false,
+		tmp + "/mine/mailctl":                                 false,
+		tmp + "/go-build1234/b001/mailctl.test":               false, // go test's own binary, running these tests
+	} {
+		check(path, want)
+	}
+	env["GOTMPDIR"] = "/var/tmp/gowork"
+	check("/var/tmp/gowork/go-build99/b001/exe/mailctl", true)
+	check(tmp+"/go-build1234/b001/exe/mailctl", false) // not where this go builds
+	env["GOCACHE"] = "off"
+	check("/home/u/.cache/go-build/1f/x-d/mailctl", false)
+	if got := installedPath(func(k string) string { return map[string]string{"GOPATH": "/home/u/go:/opt/go"}[k] }); got != "/home/u/go/bin/mailctl" {
+		t.Errorf("installedPath = %s", got)
+	}
+}
+
+// The go command at hand: what `go run ./cmd/mailctl agents setup` is, is
+// refused with the exact command that installs it and wires the installed
+// binary.
+func TestGoRunAgentsSetupIsRefused(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go not on PATH")
+	}
+	// A copy of this binary where go run keeps its builds: in the build
+	// cache that `go env GOCACHE` names for the command.
+	cache := t.TempDir()
+	bin := filepath.Join(cache, "1f", "1fe3d2ad933af6-d", "mailctl")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	if err := copyFile(os.Args[0], bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "agents", "setup", "claude-code", "--print")
+	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1", "GOCACHE="+cache)
+	t.Setenv("GOCACHE", cache) // for installedPath below, as the command sees it
+	out, err := cmd.CombinedOutput()
+	want := "go install ./cmd/mailctl && " + shellQuote(installedPath(goEnv)) + " agents setup claude-code --print"
+	if err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), `"command"`) {
+		t.Fatalf("agents setup from the build cache: %v\n%s\nwant %s", err, out, want)
+	}
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
+}
+
+// The primer agents setup writes names exactly the tools the wired server
+// serves: not email_draft or email_purge, which `mailctl mcp` without
+// --tools does not offer.
+func TestPrimerNamesServedTools(t *testing.T) {
+	served := servedTools()
+	if slices.Contains(served, "email_draft") || slices.Contains(served, "email_purge") || !slices.Contains(served, "email_send") {
+		t.Fatalf("served tools %v: want the default set", served)
+	}
+	p := agentcfg.Primer(served)
+	for _, n := range mcpshim.ToolNames() {
+		if named := strings.Contains(p, "`"+n+"`"); named != slices.Contains(served, n) {
+			t.Errorf("primer names %s: %v, served: %v", n, named, !named)
+		}
+	}
+	if p := agentcfg.Primer([]string{"email_read"}); strings.Contains(p, "mailbox_list") {
+		t.Errorf("a primer for email_read alone names mailbox_list:\n%s", p)
 	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +21,9 @@ type clientFlags struct {
 	fs     *flag.FlagSet
 	socket string
 	json   bool
+	// place is the mailbox and folder the command acts on, when it acts on
+	// one: a not_found's next step lists what is there.
+	place func() (mailbox, folder string)
 }
 
 // newClientFlags makes a flag set for a client command. usageLine is shown
@@ -54,7 +59,7 @@ func newFlagSet(name, usageLine, about string) *flag.FlagSet {
 // parse parses args; it returns (exit code, false) when the command should stop
 // (help asked, or bad flags).
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(stderr)
 	if err := fs.Parse(interleave(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
@@ -178,11 +183,68 @@ func (cf *clientFlags) fail(err error) int {
 		pe = &protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}
 	}
 	if cf != nil && cf.json {
-		json.NewEncoder(os.Stdout).Encode(map[string]any{"error": pe})
+		b, _ := json.Marshal(map[string]any{"error": pe})
+		os.Stdout.Write(append(jsonInert(b), '\n'))
 	} else {
-		fmt.Fprintf(os.Stderr, "mailctl: %s (%s)\n", pe.Message, pe.Code)
+		// The message may quote a remote server or a file name.
+		fmt.Fprintf(stderr, "mailctl: %s (%s)\n", inert(pe.Message), inert(pe.Code))
+		if next := cf.notFoundNext(pe); next != "" {
+			fmt.Fprintf(stderr, "mailctl: to see them: %s\n", inert(next))
+		}
 	}
 	return exitCode(pe.Code)
+}
+
+// missingIDs reports the ids of a batch that the daemon did not find, having
+// acted on the others, in the words of the daemon's not_found, with the
+// next step; it returns the exit code of a not_found.
+func (cf *clientFlags) missingIDs(ids []string, mailbox, folder string) int {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = strconv.Quote(inert(id))
+	}
+	saved := cf.place
+	defer func() { cf.place = saved }()
+	cf.place = func() (string, string) { return mailbox, folder }
+	return cf.fail(&protocol.Error{Code: protocol.CodeNotFound, Missing: protocol.MissingMessage,
+		Message: fmt.Sprintf("no message %s in %s/%s: list the folder to see its messages", strings.Join(q, ", "), mailbox, folder)})
+}
+
+// notFoundNext is the CLI's one next step for a not_found: the command that
+// lists what the daemon did not find (Error.Missing), on the mailbox and
+// folder the command named. The daemon's message says what was missing and
+// where, in words for any client; this names the command.
+func (cf *clientFlags) notFoundNext(pe *protocol.Error) string {
+	if pe.Code != protocol.CodeNotFound {
+		return ""
+	}
+	var mailbox, folder string
+	if cf != nil && cf.place != nil {
+		mailbox, folder = cf.place()
+	}
+	switch pe.Missing {
+	case protocol.MissingMailbox:
+		return "mailctl mailboxes list"
+	case protocol.MissingHook:
+		return "mailctl hooks list"
+	case protocol.MissingQueueItem:
+		return "mailctl queue list"
+	case protocol.MissingDraft:
+		return "mailctl drafts list " + cmp.Or(mailbox, "MAILBOX")
+	case protocol.MissingMessage, protocol.MissingFolder:
+		if folder == protocol.FolderDrafts {
+			return "mailctl drafts list " + cmp.Or(mailbox, "MAILBOX")
+		}
+		cmd := "mailctl mail list"
+		if mailbox != "" {
+			cmd += " --mailbox " + mailbox
+		}
+		if folder != "" && folder != protocol.FolderInbox {
+			cmd += " --folder " + folder
+		}
+		return cmd
+	}
+	return ""
 }
 
 // exitCode maps protocol codes to process exit codes so scripts can branch.
@@ -203,33 +265,23 @@ func exitCode(code string) int {
 	}
 }
 
-func printJSON(v any) int {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		fmt.Fprintln(os.Stderr, "mailctl:", err)
-		return 1
-	}
-	return 0
-}
-
 // failure prints err as the failure of the command fs parses for and
 // returns exit code 1.
 func failure(fs *flag.FlagSet, err error) int {
-	fmt.Fprintf(os.Stderr, "mailctl %s: %v\n", fs.Name(), err)
+	fmt.Fprintf(stderr, "mailctl %s: %v\n", fs.Name(), err)
 	return 1
 }
 
 // table starts aligned columns on stdout under header; Flush ends them.
 func table(header string) *tabwriter.Writer {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	return tw
 }
 
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "mailctl %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fmt.Fprintf(os.Stderr, "Run `mailctl %s --help` for usage.\n", fs.Name())
+	fmt.Fprintf(stderr, "mailctl %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(stderr, "Run `mailctl %s --help` for usage.\n", fs.Name())
 	return 2
 }
 
@@ -238,7 +290,7 @@ func usageError(fs *flag.FlagSet, format string, args ...any) int {
 // asked for, 2 when no subcommand was given or args[0] is none.
 func dispatch(name, help string, args []string, subs map[string]func([]string) int) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(help)
+		fmt.Fprintln(stdout, help)
 		if len(args) == 0 {
 			return 2
 		}
@@ -247,6 +299,6 @@ func dispatch(name, help string, args []string, subs map[string]func([]string) i
 	if run, ok := subs[args[0]]; ok {
 		return run(args[1:])
 	}
-	fmt.Fprintf(os.Stderr, "mailctl %s: unknown subcommand %q\n\n%s\n", name, args[0], help)
+	fmt.Fprintf(stderr, "mailctl %s: unknown subcommand %q\n\n%s\n", name, args[0], help)
 	return 2
 }

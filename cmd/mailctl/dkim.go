@@ -95,11 +95,11 @@ func dkimKeygen(args []string) int {
 	if err != nil {
 		return failure(fs, err)
 	}
-	fmt.Printf("created %s (%s, selector %s)\n", k.Path, k.Algorithm, k.Selector)
+	fmt.Fprintf(stdout, "created %s (%s, selector %s)\n", k.Path, k.Algorithm, k.Selector)
 	if len(cfg.Domains) > 0 {
-		fmt.Println("\nPublish this record before the daemon starts signing with the key:")
+		fmt.Fprintln(stdout, "\nPublish this record before the daemon starts signing with the key:")
 		for _, d := range cfg.Domains {
-			fmt.Println(dkim.TXTRecord(d, k))
+			fmt.Fprintln(stdout, dkim.TXTRecord(d, k))
 		}
 	}
 	return 0
@@ -113,7 +113,7 @@ func dkimList(args []string) int {
 		return code
 	}
 	if len(keys) == 0 {
-		fmt.Printf("no keys in %s: create them with `sudo mailctl dkim keygen --algorithm ed25519` and `--algorithm rsa`\n", cfg.Paths.DKIMDir)
+		fmt.Fprintf(stdout, "no keys in %s: create them with `sudo mailctl dkim keygen --algorithm ed25519` and `--algorithm rsa`\n", cfg.Paths.DKIMDir)
 		return 0
 	}
 	tw := table("SELECTOR\tALGORITHM\tFILE\tMODIFIED")
@@ -148,7 +148,7 @@ func dkimDNS(args []string) int {
 	}
 	for _, d := range domains {
 		for _, k := range keys {
-			fmt.Println(dkim.TXTRecord(d, k))
+			fmt.Fprintln(stdout, dkim.TXTRecord(d, k))
 		}
 	}
 	return 0

@@ -20,12 +20,15 @@ func init() {
 }
 
 func cmdDoctor(args []string) int {
-	cf := newClientFlags("doctor", "doctor [--config PATH] [--json] [--socket PATH]", `Checks the config, DKIM keys, owners and modes of every path, the daemon and its
-version, the SMTP listeners, the published DNS (MX, SPF, DKIM, DMARC) against the
-local keys, the queue and the mailboxes. Each finding has an id, a severity
-(ok, info, warn, fail) and a fix.
+	cf := newClientFlags("doctor", "doctor [--config PATH] [--json] [--socket PATH]", `Checks the config, DKIM keys, the files holding secrets (owner root, mode 0600),
+owners and modes of every path, the daemon and its version, the SMTP listeners,
+the TLS certificate the daemon serves (STARTTLS, compared with the file, and its
+expiry), the published DNS (MX, SPF, DKIM, DMARC) against the local keys, the
+queue and the mailboxes. Each finding has an id, a severity (ok, info, warn,
+fail) and a fix.
 
-As root the checks run here; any other user gets the checks the daemon runs
+As root the checks run here, plus what only the running daemon knows (config
+keys waiting for a restart); any other user gets the checks the daemon runs
 for it (its status verb), so no sudo is needed; root too when given --socket or
 $MAILCTL_SOCKET and no config. A dev instance (mailctl dev) checks what matters
 there, not owners, role addresses or DNS. Exits 1 when a check fails.`).withJSON()
@@ -64,16 +67,21 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 		}
 		server = cfg.DNS.Resolver
 	}
+	// The daemon's status says what only the running daemon knows (keys
+	// waiting for a restart); the files are checked here.
+	var fromDaemon []protocol.Finding
 	env := doctor.Env{
 		Resolver: resolver.New(server, 5*time.Second),
+		DNSSEC:   resolver.NewExchanger(server, 5*time.Second),
 		Root:     true,
 		SocketAnswers: func() (string, error) {
-			var info protocol.VersionInfo
+			var st protocol.Status
 			c := clientFlags{socket: socket}
-			if err := c.callTimeout(protocol.VerbVersion, nil, &info, 5*time.Second); err != nil {
+			if err := c.callTimeout(protocol.VerbStatus, nil, &st, 30*time.Second); err != nil {
 				return "", err
 			}
-			return info.Server, nil
+			fromDaemon = doctor.Runtime(st.Findings)
+			return st.Server, nil
 		},
 		ClientVersion: version,
 		LocalAddrs:    setup.PublicAddrs,
@@ -81,6 +89,8 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, f := doctor.CheckFile(ctx, path, env)
+	f = append(f, fromDaemon...)
+	doctor.Sort(f)
 	return f
 }
 
@@ -119,9 +129,10 @@ func printFindings(f []protocol.Finding, source string) {
 	counts := map[string]int{}
 	for _, x := range f {
 		counts[x.Severity]++
-		fmt.Printf("%-4s  %-24s %s\n", x.Severity, x.ID, x.Message)
+		// Findings quote what the host and DNS hold (records, paths).
+		fmt.Fprintf(stdout, "%-4s  %-24s %s\n", inert(x.Severity), inert(x.ID), inert(x.Message))
 		if x.Fix != "" && x.Severity != doctor.OK {
-			fmt.Printf("      %-24s fix: %s\n", "", x.Fix)
+			fmt.Fprintf(stdout, "      %-24s fix: %s\n", "", inert(x.Fix))
 		}
 	}
 	how := "checked locally"
@@ -131,5 +142,5 @@ func printFindings(f []protocol.Finding, source string) {
 			how = "no daemon to check with"
 		}
 	}
-	fmt.Printf("\n%d fail, %d warn, %d ok (%s)\n", counts[doctor.Fail], counts[doctor.Warn], counts[doctor.OK], how)
+	fmt.Fprintf(stdout, "\n%d fail, %d warn, %d ok (%s)\n", counts[doctor.Fail], counts[doctor.Warn], counts[doctor.OK], how)
 }

@@ -34,7 +34,8 @@ leaves drafts/ and its copy is in sent/.
 Examples:
     mailctl drafts create agent --to bob@example.org --subject "Weekly report" --body "Numbers for review."
     mailctl drafts list agent
-    mailctl drafts send agent 2026-03-01-120000-weekly-report --send-at 2h`
+    DRAFT=$(mailctl drafts list agent --ids | head -n 1)
+    mailctl drafts send agent "$DRAFT" --send-at 2h`
 
 func cmdDrafts(args []string) int {
 	return dispatch("drafts", draftsHelp, args, map[string]func([]string) int{
@@ -50,8 +51,15 @@ func cmdDrafts(args []string) int {
 	})
 }
 
+// draftsPlace is where a drafts command acts: the drafts of its MAILBOX.
+func draftsPlace(cf *clientFlags) func() (string, string) {
+	return func() (string, string) { return cf.fs.Arg(0), protocol.FolderDrafts }
+}
+
 func draftsList(args []string) int {
-	cf := newClientFlags("drafts list", "drafts list MAILBOX [--json]", "Lists the mailbox's drafts, newest first.").withJSON()
+	cf := newClientFlags("drafts list", "drafts list MAILBOX [--ids] [--json]", "Lists the mailbox's drafts, newest first.").withJSON()
+	cf.place = draftsPlace(cf)
+	ids := cf.fs.Bool("ids", false, "print only the drafts' ids, one a line (for scripts)")
 	if code, ok := parseArgs(cf.fs, args, 1, "give the mailbox"); !ok {
 		return code
 	}
@@ -59,8 +67,12 @@ func draftsList(args []string) int {
 	if code, ok := cf.request(protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: cf.fs.Arg(0), Folder: protocol.FolderDrafts, Limit: 200}, &out); !ok {
 		return code
 	}
+	if *ids {
+		printIDs(out.Messages)
+		return 0
+	}
 	if len(out.Messages) == 0 {
-		fmt.Println("no drafts")
+		fmt.Fprintln(stdout, "no drafts")
 		return 0
 	}
 	tw := table("ID\tTO\tSUBJECT\tDATE")
@@ -78,6 +90,7 @@ func readDraftArgs(fs *flag.FlagSet) protocol.MessageReadArgs {
 
 func draftsShow(args []string) int {
 	cf := newClientFlags("drafts show", "drafts show MAILBOX ID [--json]", "Shows one draft: its recipients, subject, schedule and body.").withJSON()
+	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
@@ -87,23 +100,24 @@ func draftsShow(args []string) int {
 	}
 	// Every field may come from a sender (a reply draft copies the
 	// subject and Reply-To it answers) or a hand edit: printed inert.
-	fmt.Printf("id:       %s\nfile:     %s\nto:       %s\n", inert(m.ID), inert(m.Path), inert(strings.Join(m.To, ", ")))
+	fmt.Fprintf(stdout, "id:       %s\nfile:     %s\nto:       %s\n", inert(m.ID), inert(m.Path), inert(strings.Join(m.To, ", ")))
 	if len(m.Cc) > 0 {
-		fmt.Printf("cc:       %s\n", inert(strings.Join(m.Cc, ", ")))
+		fmt.Fprintf(stdout, "cc:       %s\n", inert(strings.Join(m.Cc, ", ")))
 	}
 	if len(m.Bcc) > 0 {
-		fmt.Printf("bcc:      %s\n", inert(strings.Join(m.Bcc, ", ")))
+		fmt.Fprintf(stdout, "bcc:      %s\n", inert(strings.Join(m.Bcc, ", ")))
 	}
-	fmt.Printf("subject:  %s\n", inert(m.Subject))
+	fmt.Fprintf(stdout, "subject:  %s\n", inert(m.Subject))
 	for _, a := range m.AttachmentList {
-		fmt.Printf("attached: %s (%d bytes)\n", inert(a.Filename), a.Size)
+		fmt.Fprintf(stdout, "attached: %s (%d bytes)\n", inert(a.Filename), a.Size)
 	}
-	fmt.Printf("\n%s\n", inertBody(m.Body))
+	fmt.Fprintf(stdout, "\n%s\n", inertBody(m.Body))
 	return 0
 }
 
 func draftsWrite(args []string, update bool) int {
 	cf := newClientFlags(draftsWriteUsage(update)).withJSON()
+	cf.place = draftsPlace(cf)
 	var f draftFlags
 	f.define(cf.fs, update)
 	want, what := 1, "give the mailbox"
@@ -232,14 +246,15 @@ func printDraftWritten(d protocol.Draft, update bool) {
 	if update {
 		verb = "updated"
 	}
-	fmt.Printf("draft %s %s\nfile: %s\n", d.ID, verb, d.Path)
+	fmt.Fprintf(stdout, "draft %s %s\nfile: %s\n", inert(d.ID), verb, inert(d.Path))
 	if d.SendAt != nil {
-		fmt.Printf("send at: %s (once sent)\n", d.SendAt.Local().Format(time.DateTime+" MST"))
+		fmt.Fprintf(stdout, "send at: %s (once sent)\n", d.SendAt.Local().Format(time.DateTime+" MST"))
 	}
 }
 
 func draftsEdit(args []string) int {
 	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights.")
+	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
@@ -260,6 +275,7 @@ func draftsEdit(args []string) int {
 func draftsSend(args []string) int {
 	cf := newClientFlags("drafts send", "drafts send MAILBOX ID [--send-at TIME] [--dry-run] [--json]",
 		"Sends the draft as its file is now, through the same policy, signing and queue as mailctl send. --send-at overrides the draft's own time.").withJSON()
+	cf.place = draftsPlace(cf)
 	var sendAt string
 	var dry bool
 	cf.fs.StringVar(&sendAt, "send-at", "", "send at this time (RFC 3339, or a duration from now such as 2h)")
@@ -284,6 +300,7 @@ func draftsSend(args []string) int {
 
 func draftsDelete(args []string) int {
 	cf := newClientFlags("drafts delete", "drafts delete MAILBOX ID [--json]", "Discards a draft: its file and attachments are removed.").withJSON()
+	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
 	}
@@ -291,6 +308,6 @@ func draftsDelete(args []string) int {
 	if code, ok := cf.request(protocol.VerbDraftDelete, protocol.DraftIDArgs{Mailbox: cf.fs.Arg(0), ID: cf.fs.Arg(1)}, &out); !ok {
 		return code
 	}
-	fmt.Printf("draft %s deleted\n", out.ID)
+	fmt.Fprintf(stdout, "draft %s deleted\n", inert(out.ID))
 	return 0
 }

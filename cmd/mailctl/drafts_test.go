@@ -44,7 +44,7 @@ func TestDraftsCLI(t *testing.T) {
 		t.Fatalf("drafts show does not show the edit:\n%s", show)
 	}
 	run("drafts", "update", "agent", d.ID, "--subject", "Proposal v2")
-	if out := run("drafts", "send", "agent", d.ID); !strings.Contains(out, "delivered") {
+	if out := run("drafts", "send", "agent", d.ID); !strings.Contains(out, "captured, not sent") {
 		t.Fatalf("drafts send:\n%s", out)
 	}
 	if list := run("drafts", "list", "agent"); !strings.Contains(list, "no drafts") {

@@ -59,8 +59,37 @@ func TestErrorsAPersonCanActOn(t *testing.T) {
 		"mailboxes", "list", "--socket", "/etc/passwd")
 	check("dkim without a config", 1, []string{"sudo mailctl setup", "--config"}, nil,
 		"dkim", "list", "--config", filepath.Join(t.TempDir(), "none.toml"))
-	check("runs of no hook", 3, []string{`no hook named "nosuch"`, "hooks list"}, []string{"no runs yet"},
+	check("runs of no hook", 3, []string{`no hook "nosuch" on your mailboxes`, "to see them: mailctl hooks list"}, []string{"no runs yet"},
 		"hooks", "runs", "nosuch")
+	// Every not_found in one wording (the daemon's: what, where, how to
+	// see them), and the command that lists them as the next step.
+	const ghost = "2026-01-01-000000-none"
+	for _, nf := range []struct {
+		name string
+		want []string
+		args []string
+	}{
+		{"read of no message", []string{`no message "` + ghost + `" in agent/inbox: list the folder to see its messages (not_found)`, "to see them: mailctl mail list --mailbox agent\n"},
+			[]string{"mail", "read", ghost, "--mailbox", "agent"}},
+		{"read in archive", []string{`in agent/archive`, "to see them: mailctl mail list --mailbox agent --folder archive"},
+			[]string{"mail", "read", ghost, "--mailbox", "agent", "--folder", "archive"}},
+		{"mark of no message", []string{`no message "` + ghost + `" in agent/inbox`, "to see them: mailctl mail list --mailbox agent"},
+			[]string{"mail", "mark", ghost, "--read", "--mailbox", "agent"}},
+		{"purge of no message", []string{`no message "` + ghost + `" in agent/trash`, "to see them: mailctl mail list --mailbox agent --folder trash"},
+			[]string{"mail", "purge", ghost, "--mailbox", "agent"}},
+		{"no mailbox", []string{`no mailbox "ghost" among yours: list your mailboxes`, "to see them: mailctl mailboxes list"},
+			[]string{"mail", "list", "--mailbox", "ghost"}},
+		{"no draft", []string{`no draft "` + ghost + `" in agent/drafts`, "to see them: mailctl drafts list agent"},
+			[]string{"drafts", "delete", "agent", ghost}},
+		{"show no draft", []string{`no message "` + ghost + `" in agent/drafts`, "to see them: mailctl drafts list agent"},
+			[]string{"drafts", "show", "agent", ghost}},
+		{"no hook", []string{`no hook "ghost" on your mailboxes`, "to see them: mailctl hooks list"},
+			[]string{"hooks", "delete", "ghost"}},
+		{"no queue item", []string{`no queue item "q-ghost" among yours: list the queue to see yours`, "to see them: mailctl queue list"},
+			[]string{"queue", "show", "q-ghost"}},
+	} {
+		check(nf.name, 3, nf.want, nil, nf.args...)
+	}
 	check("usage header", 0, []string{"mailctl is a self-hosted mail exchange"}, []string{"mailctl dev: a self-hosted"}, "--help")
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "script")

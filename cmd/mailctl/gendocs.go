@@ -151,6 +151,12 @@ func (r *cliRef) markdown() []byte {
 	var b strings.Builder
 	b.WriteString("# mailctl command reference\n\n")
 	b.WriteString("Generated from the commands' `--help` by `mailctl gendocs --markdown docs/cli.md`;\ndo not edit by hand.\n\n")
+	b.WriteString("The examples run as written, in the order of this page, against `mailctl dev` and its\n" +
+		"mailbox `agent`: each command's examples make what they use (a message, a draft, a queued\n" +
+		"send) and keep ids in shell variables. They call `mailctl` by name: put it on your PATH\n" +
+		"with `go install ./cmd/mailctl` (it lands in `$(go env GOPATH)/bin`), or use the binary\n" +
+		"path the dev banner prints; and set `MAILCTL_SOCKET` to the socket the banner prints\n" +
+		"(`TestCLIReferenceExamplesRun`).\n\n")
 	b.WriteString("```text\n" + r.overview + "\n```\n")
 	for _, g := range groups {
 		first := true

@@ -82,7 +82,7 @@ set unless the operator allows it.`).withJSON()
 	if code, ok := cf.request(protocol.VerbHookCreate, a, &h); !ok {
 		return code
 	}
-	fmt.Printf("hook %s on %s (%s)\n", h.Name, h.Mailbox, h.Event)
+	fmt.Fprintf(stdout, "hook %s on %s (%s)\n", inert(h.Name), inert(h.Mailbox), inert(h.Event))
 	return 0
 }
 
@@ -97,7 +97,7 @@ func hookList(args []string) int {
 		return code
 	}
 	if len(out.Hooks) == 0 {
-		fmt.Println("no hooks")
+		fmt.Fprintln(stdout, "no hooks")
 		return 0
 	}
 	tw := table("NAME\tMAILBOX\tEVENT\tCMD\tTIMEOUT\tUNTRUSTED\tSOURCE\tLAST RUN")
@@ -106,7 +106,7 @@ func hookList(args []string) int {
 		if h.LastRun != nil {
 			last = fmt.Sprintf("exit %d %s", h.LastRun.ExitCode, h.LastRun.StartedAt.Local().Format(time.DateTime))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%ds\t%v\t%s\t%s\n", h.Name, h.Mailbox, h.Event, strings.Join(h.Cmd, " "), h.TimeoutSecs, h.FireOnUntrusted, h.Source, last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%ds\t%v\t%s\t%s\n", inert(h.Name), inert(h.Mailbox), inert(h.Event), inert(strings.Join(h.Cmd, " ")), h.TimeoutSecs, h.FireOnUntrusted, inert(h.Source), last)
 	}
 	tw.Flush()
 	return 0
@@ -122,7 +122,7 @@ func hookDelete(args []string) int {
 	if code, ok := cf.request(protocol.VerbHookDelete, protocol.HookDeleteArgs{Name: cf.fs.Arg(0), Mailbox: *mailbox}, &out); !ok {
 		return code
 	}
-	fmt.Printf("deleted hook %s\n", out.Name)
+	fmt.Fprintf(stdout, "deleted hook %s\n", inert(out.Name))
 	return 0
 }
 
@@ -141,29 +141,46 @@ func hookRuns(args []string) int {
 		var hl protocol.HookList
 		if err := cf.call(protocol.VerbHookList, protocol.HookListArgs{}, &hl); err == nil {
 			if !slices.ContainsFunc(hl.Hooks, func(h protocol.Hook) bool { return h.Name == a.Name }) {
-				return cf.fail(protocol.Errorf(protocol.CodeNotFound, "no hook named %q on your mailboxes: `mailctl hooks list` shows them", a.Name))
+				return cf.fail(&protocol.Error{Code: protocol.CodeNotFound, Missing: protocol.MissingHook,
+					Message: fmt.Sprintf("no hook %q on your mailboxes: list your hooks to see their names", a.Name)})
 			}
 		}
 	}
 	if len(out.Runs) == 0 {
-		fmt.Println("no runs yet")
+		fmt.Fprintln(stdout, "no runs yet")
 		return 0
 	}
-	tw := table("STARTED\tHOOK\tMAILBOX\tMESSAGE\tEXIT\tDURATION\tTIMED OUT\tERROR")
+	tw := table("STARTED\tHOOK\tMAILBOX\tMESSAGE\tRESULT\tDURATION\tSTDERR")
 	for _, r := range out.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dms\t%v\t%s\n", r.StartedAt.Local().Format(time.DateTime), r.Hook, r.Mailbox, r.MessageID, r.ExitCode, r.DurationMS, r.TimedOut, firstLine(r.Error+" "+r.StderrTail))
+		// The hook's stderr is the hook's (and, through it, a sender's) words.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%dms\t%s\n", r.StartedAt.Local().Format(time.DateTime), inert(r.Hook), inert(r.Mailbox), inert(r.MessageID),
+			runResult(r), r.DurationMS, firstLine(r.StderrTail))
 	}
 	tw.Flush()
 	return 0
 }
 
+// runResult is how a hook run ended, in a word or a line: ok, exit N,
+// timed out, or the daemon's error (not started, killed by a signal). What
+// the hook wrote to stderr is its own column: a hook that succeeds may
+// write there too, and that is no error.
+func runResult(r protocol.HookRun) string {
+	switch {
+	case r.TimedOut:
+		return "timed out"
+	case r.Error != "":
+		return firstLine(r.Error)
+	case r.ExitCode != 0:
+		return fmt.Sprintf("exit %d", r.ExitCode)
+	}
+	return "ok"
+}
+
+// firstLine is the first line of s, made inert and cut to 80 characters.
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return s
+	return fit(inert(s), 80)
 }

@@ -8,9 +8,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -21,7 +21,7 @@ func init() {
 
 const mailHelp = `Usage: mailctl mail SUBCOMMAND [flags]
 
-  list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred]
+  list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--query Q] [--ids]
                                  messages, newest first (* unread; trust + yes, ! no)
   read ID [--mailbox M] [--folder F] [--raw] [--mark-read]
                                  headers, then the Markdown body
@@ -30,25 +30,30 @@ const mailHelp = `Usage: mailctl mail SUBCOMMAND [flags]
   mark ID... --read|--unread [--mailbox M] [--folder F]
                                  mark messages read or unread
   move ID... --to FOLDER [--mailbox M] [--folder F]
-                                 move messages to inbox, archive or trash
+                                 move messages to inbox, archive, trash or junk
   label ID... [--add L] [--remove L] [--star|--unstar] [--mailbox M] [--folder F]
                                  label and star messages (list them with --label, --starred)
   purge ID... | --before DATE [--mailbox M]
                                  delete messages of trash for good
 
---mailbox defaults to your only mailbox when you own exactly one. Owners see
+--mailbox defaults to your only mailbox when you own exactly one (in mailctl
+dev, not counting the mailbox "captured" that holds outbound mail). Owners see
 their own mailboxes, root sees all. Every subcommand takes --json for the
 protocol's types. Text from senders is shown as data: terminal escape
 sequences and control characters are removed before anything is printed.
 
-Examples:
+Examples (a message to yourself first; wait blocks until new mail arrives):
+    mailctl send --from agent --to agent@mailctl.test --subject hello --body "Your code is 123456."
     mailctl mail list --mailbox agent --unread
-    mailctl mail read 2026-03-01-120000-hello --mailbox agent --mark-read
-    mailctl mail wait --mailbox agent --subject code --timeout 5m --json
-    mailctl mail move 2026-03-01-120000-hello --to archive --mailbox agent
-    mailctl mail label 2026-03-01-120000-hello --add invoices --star --mailbox agent
+    ID=$(mailctl mail list --mailbox agent --limit 1 --ids)
+    mailctl mail read "$ID" --mailbox agent --mark-read
+    mailctl mail label "$ID" --add invoices --star --mailbox agent
     mailctl mail list --label invoices --starred --mailbox agent
-    mailctl mail purge --before 2026-02-01 --mailbox agent`
+    mailctl mail move "$ID" --to archive --mailbox agent
+    mailctl mail list --query 'from:alice has:attachment invoice newer_than:30d' --mailbox agent
+    mailctl mail list --query 'in:anywhere "order 1234" -label:done' --mailbox agent
+    mailctl mail purge --before 2026-02-01 --mailbox agent
+    mailctl mail wait --mailbox agent --subject code --timeout 5m --json`
 
 func cmdMail(args []string) int {
 	return dispatch("mail", mailHelp, args, map[string]func([]string) int{
@@ -74,14 +79,16 @@ type mailFlags struct {
 
 func newMailFlags(name, usageLine, about string, folder bool) *mailFlags {
 	mf := &mailFlags{clientFlags: newClientFlags(name, usageLine, about).withJSON()}
-	mf.fs.StringVar(&mf.mailbox, "mailbox", "", "mailbox (default: your only mailbox)")
+	mf.place = func() (string, string) { return mf.mailbox, mf.folder }
+	mf.fs.StringVar(&mf.mailbox, "mailbox", "", "mailbox (default: your only mailbox; in dev, the one that is not captured)")
 	if folder {
-		mf.fs.StringVar(&mf.folder, "folder", protocol.FolderInbox, "folder: inbox, sent, archive, trash or drafts")
+		mf.fs.StringVar(&mf.folder, "folder", protocol.FolderInbox, "folder: inbox, sent, archive, trash, drafts or junk")
 	}
 	return mf
 }
 
-// resolveMailbox fills in --mailbox when the caller owns exactly one.
+// resolveMailbox fills in --mailbox when the caller owns exactly one, not
+// counting the mailbox a `mailctl dev` instance captures outbound mail in.
 func (mf *mailFlags) resolveMailbox() error {
 	if mf.mailbox != "" {
 		return nil
@@ -97,6 +104,19 @@ func (mf *mailFlags) resolveMailbox() error {
 		mf.mailbox = out.Mailboxes[0].Name
 		return nil
 	}
+	var v protocol.VersionInfo
+	if err := mf.call(protocol.VerbVersion, nil, &v); err == nil && v.Capture != "" {
+		var others []string
+		for _, m := range out.Mailboxes {
+			if m.Name != v.Capture {
+				others = append(others, m.Name)
+			}
+		}
+		if len(others) == 1 {
+			mf.mailbox = others[0]
+			return nil
+		}
+	}
 	names := make([]string, 0, len(out.Mailboxes))
 	for _, m := range out.Mailboxes {
 		names = append(names, m.Name)
@@ -108,23 +128,33 @@ func (mf *mailFlags) resolveMailbox() error {
 }
 
 func mailList(args []string) int {
-	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--json]",
+	mf := newMailFlags("mail list", "mail list [--mailbox M] [--folder F] [--limit N] [--unread] [--from X] [--subject X] [--text X] [--label L] [--starred] [--query Q] [--ids] [--json]",
 		`Lists a folder's messages, newest first: a * marks unread mail, and the trust
 column says whether the sender is one the mailbox trusts (+ yes, ! no, blank when
 the mailbox has no trusted senders). Dates are local. Sent mail shows its
-delivery status instead.`, true)
+delivery status instead. Mail judged unwanted (a DMARC quarantine policy, a
+blocklisted sender) is in junk, listed only with --folder junk.
+
+--query searches in Gmail's language: words and "quoted phrases" anywhere
+(subject, sender, recipients, body, attachment names), from: to: cc: subject:
+filename: label: is:unread|read|starred has:attachment
+in:inbox|sent|archive|trash|drafts|junk|anywhere after:2026/01/31 before:2026/01/31
+newer_than:7d older_than:2m (d, m, y), -negation, OR and parentheses. A query
+with in: searches every folder; rows from another folder show it before the id.`, true)
 	limit := mf.fs.Int("limit", 20, "at most this many messages (1-200)")
 	unread := mf.fs.Bool("unread", false, "only unread messages")
 	label := mf.fs.String("label", "", "only messages with this label (see mail label)")
 	starred := mf.fs.Bool("starred", false, "only starred messages")
 	from := mf.fs.String("from", "", "only messages whose sender contains this")
 	subject := mf.fs.String("subject", "", "only messages whose subject contains this")
-	text := mf.fs.String("text", "", "only messages whose body contains this")
+	text := mf.fs.String("text", "", "only messages with these words (each also as a prefix) anywhere, body included")
+	query := mf.fs.String("query", "", "a search: from:alice \"exact phrase\" -label:done in:anywhere ... (see above)")
+	ids := mf.fs.Bool("ids", false, "print only the messages' ids, one a line (for scripts: ID=$(mailctl mail list --limit 1 --ids))")
 	if code, ok := parseFlags(mf.fs, args); !ok {
 		return code
 	}
 	if mf.fs.NArg() != 0 {
-		return usageError(mf.fs, "unexpected argument %q (filters are flags: --from, --subject, --text)", mf.fs.Arg(0))
+		return usageError(mf.fs, "unexpected argument %q (filters are flags: --from, --subject, --text, --query)", mf.fs.Arg(0))
 	}
 	if *limit < 1 || *limit > 200 {
 		return usageError(mf.fs, "--limit must be between 1 and 200")
@@ -132,7 +162,7 @@ delivery status instead.`, true)
 	if err := mf.resolveMailbox(); err != nil {
 		return mf.fail(err)
 	}
-	a := protocol.MessageListArgs{Mailbox: mf.mailbox, Folder: mf.folder, Limit: *limit, From: *from, Subject: *subject, Text: *text, Label: *label}
+	a := protocol.MessageListArgs{Mailbox: mf.mailbox, Folder: mf.folder, Limit: *limit, From: *from, Subject: *subject, Text: *text, Label: *label, Query: *query}
 	if *unread {
 		a.Unread = unread
 	}
@@ -143,15 +173,27 @@ delivery status instead.`, true)
 	if code, ok := mf.request(protocol.VerbMessageList, a, &out); !ok {
 		return code
 	}
-	if len(out.Messages) == 0 {
-		fmt.Printf("no messages in %s/%s\n", mf.mailbox, mf.folder)
+	if *ids {
+		printIDs(out.Messages)
 		return 0
 	}
-	printRows(os.Stdout, mf.folder, out.Messages)
+	if len(out.Messages) == 0 {
+		fmt.Fprintf(stdout, "no messages in %s/%s\n", inert(mf.mailbox), inert(mf.folder))
+		return 0
+	}
+	printRows(stdout, mf.folder, out.Messages)
 	if out.HasMore {
-		fmt.Printf("%d of %d shown: --limit shows more, filters narrow\n", len(out.Messages), out.Total)
+		fmt.Fprintf(stdout, "%d of %d shown: --limit shows more, filters narrow\n", len(out.Messages), out.Total)
 	}
 	return 0
+}
+
+// printIDs prints the messages' ids, one a line and nothing else, for a
+// script to take (none: no output).
+func printIDs(msgs []protocol.MessageSummary) {
+	for _, m := range msgs {
+		fmt.Fprintln(stdout, inert(m.ID))
+	}
 }
 
 // printRows prints message summaries as aligned columns.
@@ -165,6 +207,9 @@ func printRows(w io.Writer, folder string, msgs []protocol.MessageSummary) {
 	}
 	for _, m := range msgs {
 		date := localDate(m.Date)
+		if m.DateSource == protocol.DateReceived {
+			date += " (received)" // no Date header: when it arrived
+		}
 		subj := cmp.Or(fit(inert(m.Subject), 70), "(no subject)")
 		if m.Starred {
 			subj = "(starred) " + subj
@@ -172,15 +217,19 @@ func printRows(w io.Writer, folder string, msgs []protocol.MessageSummary) {
 		if len(m.Labels) > 0 {
 			subj += " [" + fit(inert(strings.Join(m.Labels, ", ")), 40) + "]"
 		}
+		id := inert(m.ID)
+		if m.Folder != "" && m.Folder != folder {
+			id = inert(m.Folder) + "/" + id // a search across folders
+		}
 		if sent {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", inert(m.ID), date, fit(inert(strings.Join(m.To, ", ")), 32), inert(m.DeliveryStatus), subj)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, date, fit(inert(strings.Join(m.To, ", ")), 32), inert(m.DeliveryStatus), subj)
 			continue
 		}
 		mark := " "
 		if !m.Read {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, inert(m.ID), date, trustMark(m.Trusted), fit(inert(m.From), 32), subj)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, id, date, trustMark(m.Trusted), fit(inert(m.From), 32), subj)
 	}
 	tw.Flush()
 }
@@ -193,6 +242,22 @@ func trustMark(v protocol.Verdict) string {
 		return "!"
 	}
 	return ""
+}
+
+// dkimLine is each DKIM signature's result and domain, "" for none.
+func dkimLine(m *protocol.Message) string {
+	var out []string
+	for _, r := range m.DKIM {
+		if r.Result == "" || r.Result == "none" {
+			continue
+		}
+		if r.Domain != "" {
+			out = append(out, r.Result+" ("+r.Domain+")")
+		} else {
+			out = append(out, r.Result)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func trustLine(m *protocol.Message) string {
@@ -223,11 +288,13 @@ func fit(s string, n int) string {
 
 func mailRead(args []string) int {
 	mf := newMailFlags("mail read", "mail read ID [--mailbox M] [--folder F] [--raw] [--mark-read] [--offset N] [--json]",
-		`Prints a message: its headers, then its Markdown body (--raw: the message as
-received). Reading does not mark it read (an agent may be counting on it being
-unread); --mark-read does. A long body is cut at 200000 characters; --offset
-continues.`, true)
-	raw := mf.fs.Bool("raw", false, "print the raw message instead of the Markdown body")
+		`Prints a message: its headers, then its Markdown body. --raw prints the
+stored .eml file, byte for byte and nothing else (as received, with the
+Authentication-Results header the daemon added; as sent and signed for sent
+mail), to pipe into other mail tools. Reading does not mark it read (an agent
+may be counting on it being unread); --mark-read does. A long body is cut at
+200000 characters; --offset continues.`, true)
+	raw := mf.fs.Bool("raw", false, "print the stored .eml file as it is, and nothing else")
 	markRead := mf.fs.Bool("mark-read", false, "mark the message read after printing it")
 	offset := mf.fs.Int("offset", 0, "start the body at this character")
 	if code, ok := parseArgs(mf.fs, args, 1, "give exactly one message id (from `mailctl mail list`)"); !ok {
@@ -236,25 +303,65 @@ continues.`, true)
 	if *offset < 0 {
 		return usageError(mf.fs, "--offset must not be negative")
 	}
+	if *raw && *offset > 0 {
+		return usageError(mf.fs, "--raw prints the whole .eml file: drop --offset")
+	}
 	if err := mf.resolveMailbox(); err != nil {
 		return mf.fail(err)
 	}
 	var m protocol.Message
 	if err := mf.call(protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: mf.mailbox, Folder: mf.folder, ID: mf.fs.Arg(0),
-		MaxChars: 200000, Offset: *offset, Raw: *raw}, &m); err != nil {
+		MaxChars: 200000, Offset: *offset, Raw: *raw && mf.json}, &m); err != nil {
 		return mf.fail(err)
 	}
-	if *markRead && !m.Read {
-		if err := mf.call(protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: mf.mailbox, Folder: mf.folder, IDs: []string{m.ID}, Read: true}, nil); err != nil {
+	if *raw && !mf.json {
+		// The file itself, with the caller's own rights: the protocol
+		// carries text, and a message may hold bytes that are not UTF-8.
+		if err := copyRaw(os.Stdout, m.RawPath); err != nil {
 			return mf.fail(err)
 		}
-		m.Read = true
+		return mf.markRead(&m, *markRead)
+	}
+	if code := mf.markRead(&m, *markRead); code != 0 {
+		return code
 	}
 	if mf.json {
 		return printJSON(m)
 	}
-	printMessage(os.Stdout, &m)
+	printMessage(stdout, &m)
 	return 0
+}
+
+// markRead marks m read when asked to and it is not yet.
+func (mf *mailFlags) markRead(m *protocol.Message, ask bool) int {
+	if !ask || m.Read {
+		return 0
+	}
+	if err := mf.call(protocol.VerbMessageMark, protocol.MessageMarkArgs{Mailbox: mf.mailbox, Folder: mf.folder, IDs: []string{m.ID}, Read: true}, nil); err != nil {
+		return mf.fail(err)
+	}
+	m.Read = true
+	return 0
+}
+
+// copyRaw writes the stored raw message at path to w as it is. The path is
+// the daemon's, inside the caller's own mailbox; it is opened with the
+// caller's rights, never following a symlink planted in its place, and
+// must be a regular file (a FIFO would block).
+func copyRaw(w io.Writer, path string) error {
+	if path == "" {
+		return protocol.Errorf(protocol.CodeInternal, "the daemon named no raw file for this message")
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return fmt.Errorf("reading the raw message: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("reading the raw message: %s is not a regular file", path)
+	}
+	_, err = io.Copy(w, f)
+	return err
 }
 
 // printMessage prints headers, then the body, all made inert.
@@ -270,8 +377,8 @@ func printMessage(w io.Writer, m *protocol.Message) {
 	field("Cc", strings.Join(m.Cc, ", "))
 	field("Reply-To", strings.Join(m.ReplyTo, ", "))
 	field("Subject", m.Subject)
-	if m.Date.IsZero() {
-		field("Received", localDate(m.ReceivedAt))
+	if m.DateSource == protocol.DateReceived {
+		field("Received", localDate(m.Date)+" (the message has no Date header)")
 	} else {
 		field("Date", localDate(m.Date))
 	}
@@ -284,8 +391,11 @@ func printMessage(w io.Writer, m *protocol.Message) {
 	} else {
 		field("Trust", trustLine(m))
 		if m.SubmittedBy != "" {
-			field("Submitted by", m.SubmittedBy)
+			// The From is authenticated by the submission, not by DNS:
+			// say so beside whatever the DKIM check found.
+			field("Submitted by", m.SubmittedBy+", on this host (its owner authenticated by uid: trusted whatever DKIM says)")
 		}
+		field("DKIM", dkimLine(m))
 	}
 	for _, a := range m.AttachmentList {
 		field("Attachment", fmt.Sprintf("%s (%s, %d bytes) %s", a.Filename, a.ContentType, a.Size, a.Path))
@@ -349,7 +459,7 @@ Only mail that arrives after it says "waiting" (on stderr) counts. When
 	if mf.json {
 		return printJSON(m)
 	}
-	printRows(os.Stdout, protocol.FolderInbox, []protocol.MessageSummary{m.MessageSummary})
+	printRows(stdout, protocol.FolderInbox, []protocol.MessageSummary{m.MessageSummary})
 	return 0
 }
 
@@ -367,7 +477,7 @@ func waitForMail(ctx context.Context, mf *mailFlags, from, subject, text string)
 	}
 	// On stderr, so that stdout stays the message alone; from here on,
 	// nothing that arrives is missed.
-	fmt.Fprintf(os.Stderr, "waiting for new mail in %s…\n", mf.mailbox)
+	fmt.Fprintf(stderr, "waiting for new mail in %s…\n", inert(mf.mailbox))
 	for {
 		select {
 		case <-ctx.Done():
@@ -454,12 +564,8 @@ func mailMark(args []string) int {
 	if *unread {
 		state = "unread"
 	}
-	fmt.Printf("marked %d %s\n", len(mf.fs.Args())-len(out.NotFound), state)
-	if len(out.NotFound) > 0 {
-		fmt.Fprintf(os.Stderr, "mailctl: not found in %s/%s: %s\n", mf.mailbox, mf.folder, inert(strings.Join(out.NotFound, ", ")))
-		return exitCode(protocol.CodeNotFound)
-	}
-	return 0
+	fmt.Fprintf(stdout, "marked %d %s\n", len(mf.fs.Args())-len(out.NotFound)-len(out.Failed), state)
+	return mf.reportBatch(mf.mailbox, mf.folder, out.NotFound, out.Failed)
 }
 
 // moved is one message `mail move` moved, as --json prints it.
@@ -470,8 +576,8 @@ type moved struct {
 
 func mailMove(args []string) int {
 	mf := newMailFlags("mail move", "mail move ID... --to FOLDER [--mailbox M] [--folder F] [--json]",
-		"Moves messages from --folder (inbox) to inbox, archive or trash.", true)
-	to := mf.fs.String("to", "", "destination folder: inbox, archive or trash")
+		"Moves messages from --folder (inbox) to inbox, archive, trash or junk; --folder junk --to inbox takes one out of junk.", true)
+	to := mf.fs.String("to", "", "destination folder: inbox, archive, trash or junk")
 	if code, ok := parseFlags(mf.fs, args); !ok {
 		return code
 	}
@@ -484,130 +590,33 @@ func mailMove(args []string) int {
 	if err := mf.resolveMailbox(); err != nil {
 		return mf.fail(err)
 	}
-	var done []moved
+	// One message that cannot be moved (missing, its file damaged or too
+	// large) fails alone, as in the daemon's batches; the daemon gone or
+	// the request refused as a whole stops the command.
+	done, failed := []moved{}, []protocol.ItemFailure(nil)
 	for _, id := range mf.fs.Args() {
 		var out moved
-		if err := mf.call(protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: mf.mailbox, ID: id, From: mf.folder, To: *to}, &out); err != nil {
-			if len(done) > 0 && !mf.json {
-				fmt.Printf("moved %d to %s before the error\n", len(done), *to)
-			}
-			return mf.fail(err)
+		err := mf.call(protocol.VerbMessageMove, protocol.MessageMoveArgs{Mailbox: mf.mailbox, ID: id, From: mf.folder, To: *to}, &out)
+		var pe *protocol.Error
+		switch {
+		case err == nil:
+			done = append(done, out)
+			continue
+		case mf.fs.NArg() > 1 && errors.As(err, &pe) && pe.Code != protocol.CodeUnavailable && pe.Code != protocol.CodeTimeout && pe.Code != protocol.CodeRateLimited:
+			failed = append(failed, protocol.ItemFailure{ID: id, Code: pe.Code, Message: pe.Message})
+			continue
 		}
-		done = append(done, out)
+		if len(done) > 0 && !mf.json {
+			fmt.Fprintf(stdout, "moved %d to %s before the error\n", len(done), inert(*to))
+		}
+		return mf.fail(err)
 	}
 	if mf.json {
-		return printJSON(map[string]any{"moved": done})
-	}
-	fmt.Printf("moved %d to %s\n", len(done), *to)
-	return 0
-}
-
-// inert makes untrusted text safe to print on one line of a terminal:
-// escape sequences (CSI, OSC, DCS and the rest) are removed whole, other
-// control characters and line breaks become spaces, and characters that
-// reorder or hide text (bidirectional overrides, zero-width marks) go.
-func inert(s string) string { return sanitize(s, false) }
-
-// inertBody is inert for a body: newlines and tabs stay.
-func inertBody(s string) string { return sanitize(s, true) }
-
-func sanitize(s string, multiline bool) string {
-	var b strings.Builder
-	rs := []rune(strings.ToValidUTF8(s, "\uFFFD"))
-	for i := 0; i < len(rs); i++ {
-		r := rs[i]
-		switch {
-		case escapeStart(r):
-			i = skipEscape(rs, i)
-		case r == '\n' && multiline, r == '\t' && multiline:
-			b.WriteRune(r)
-		case r == '\r' && multiline:
-			// CR alone would move the cursor back over what was printed.
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			b.WriteRune(' ')
-		case invisible(r):
-		default:
-			b.WriteRune(r)
+		if code := printJSON(map[string]any{"moved": done, "failed": failed}); code != 0 || len(failed) == 0 {
+			return code
 		}
+		return exitCode(failed[0].Code)
 	}
-	return b.String()
-}
-
-// escapeStart reports whether r starts an escape sequence: ESC, or the
-// 8-bit CSI, OSC, DCS, SOS, PM or APC.
-func escapeStart(r rune) bool {
-	switch r {
-	case 0x1b, 0x9b, 0x9d, 0x90, 0x98, 0x9e, 0x9f:
-		return true
-	}
-	return false
-}
-
-// invisible reports whether r is a format character (Unicode category Cf:
-// zero-width marks, bidirectional controls, the soft hyphen, the tag
-// characters that smuggle unseen ASCII to a model) or a line or paragraph
-// separator: each hides, reorders or breaks what is shown around it.
-func invisible(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
-}
-
-// skipEscape returns the index of the last rune of the escape sequence that
-// starts at i.
-func skipEscape(rs []rune, i int) int {
-	kind, i, ok := escapeKind(rs, i)
-	switch {
-	case !ok:
-		return i
-	case kind == '[':
-		return skipCSI(rs, i)
-	case kind == ']' || kind == 'P' || kind == 'X' || kind == '^' || kind == '_':
-		return skipString(rs, i)
-	case kind >= 0x20 && kind <= 0x2f && i+1 < len(rs):
-		// Two- or three-character escapes (ESC ( B, ESC 7, ...).
-		return i + 1
-	}
-	return i
-}
-
-// escapeKind returns what kind of escape starts at i ('[' for CSI, ']' for
-// OSC, 'P' for the other strings, or the character after ESC) and the index
-// of the rune that says so; ok is false for an ESC at the end.
-func escapeKind(rs []rune, i int) (kind rune, at int, ok bool) {
-	switch r := rs[i]; {
-	case r == 0x1b && i+1 < len(rs):
-		return rs[i+1], i + 1, true
-	case r == 0x1b:
-		return 0, i, false
-	case r == 0x9b:
-		return '[', i, true
-	case r == 0x9d:
-		return ']', i, true
-	}
-	return 'P', i, true // DCS, PM, APC, SOS in their 8-bit forms
-}
-
-// skipCSI skips a CSI's parameters and intermediates up to its final byte.
-func skipCSI(rs []rune, i int) int {
-	for i++; i < len(rs); i++ {
-		if rs[i] >= 0x40 && rs[i] <= 0x7e {
-			return i
-		}
-		if rs[i] < 0x20 || rs[i] > 0x7e {
-			return i - 1
-		}
-	}
-	return len(rs) - 1
-}
-
-// skipString skips a control string up to BEL or ST (ESC \ or 0x9c).
-func skipString(rs []rune, i int) int {
-	for i++; i < len(rs); i++ {
-		switch {
-		case rs[i] == 0x07 || rs[i] == 0x9c:
-			return i
-		case rs[i] == 0x1b && i+1 < len(rs) && rs[i+1] == '\\':
-			return i + 1
-		}
-	}
-	return len(rs) - 1
+	fmt.Fprintf(stdout, "moved %d to %s\n", len(done), inert(*to))
+	return mf.reportBatch(mf.mailbox, mf.folder, nil, failed)
 }

@@ -18,6 +18,7 @@ import (
 func TestInertRemovesEscapes(t *testing.T) {
 	for _, c := range []struct{ in, line, body string }{
 		{"plain", "plain", "plain"},
+		{"two\nlines\tand a tab", "two lines and a tab", "two\nlines\tand a tab"},
 		{"\x1b[31mred\x1b[0m", "red", "red"},
 		{"title\x1b]0;pwned\x07 ok", "title ok", "title ok"},
 		{"osc st\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\", "osc stlink", "osc stlink"},
@@ -68,29 +69,8 @@ func TestMailCLIInbox(t *testing.T) {
 	}
 	deliver := func(subject, body string) {
 		t.Helper()
-		msg := "From: Mallory <mallory@elsewhere.test>\r\nTo: agent@mailctl.test\r\nSubject: " + subject +
-			"\r\nDate: Mon, 02 Mar 2026 10:00:00 +0000\r\nMessage-ID: <" + time.Now().Format("150405.000000000") + "@elsewhere.test>\r\n\r\n" + body + "\r\n"
-		// Plain SMTP: the dev server's certificate is its own.
-		c, err := smtp.Dial(smtpAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if err := c.Mail("mallory@elsewhere.test"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Rcpt("agent@mailctl.test"); err != nil {
-			t.Fatal(err)
-		}
-		w, err := c.Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(msg))
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		c.Quit()
+		smtpSend(t, smtpAddr, "From: Mallory <mallory@elsewhere.test>\r\nTo: agent@mailctl.test\r\nSubject: "+subject+
+			"\r\nDate: Mon, 02 Mar 2026 10:00:00 +0000\r\nMessage-ID: <"+time.Now().Format("150405.000000000")+"@elsewhere.test>\r\n\r\n"+body+"\r\n")
 	}
 	run := func(args ...string) string {
 		t.Helper()
@@ -101,10 +81,16 @@ func TestMailCLIInbox(t *testing.T) {
 		return out
 	}
 
-	// Two mailboxes in dev (agent, captured): the CLI asks which.
-	if _, e, code := mailctl(t, env, "mail", "list"); code != 2 || !strings.Contains(e, "--mailbox") || !strings.Contains(e, "agent") {
-		t.Fatalf("list without --mailbox: exit %d: %s", code, e)
+	// Two mailboxes in dev (agent, and captured for outbound mail): the
+	// CLI takes the one that is not captured.
+	if out, e, code := mailctl(t, env, "mail", "list"); code != 0 || !strings.Contains(out, "no messages in agent/inbox") {
+		t.Fatalf("list without --mailbox in dev: exit %d: %s%s", code, out, e)
 	}
+	run("mailboxes", "create", "second")
+	if _, e, code := mailctl(t, env, "mail", "list"); code != 2 || !strings.Contains(e, "--mailbox") || !strings.Contains(e, "agent, captured, second") {
+		t.Fatalf("list without --mailbox with two of one's own: exit %d: %s", code, e)
+	}
+	run("mailboxes", "delete", "second")
 
 	hostile := "Invoice \x1b[2J\x1b]0;owned\x07\x1b[31mURGENT\x1b[0m \u202eexe.pdf"
 	deliver(hostile, "Pay now \x1b[8mhidden\x1b[0m please")
@@ -175,6 +161,18 @@ func TestMailCLIInbox(t *testing.T) {
 	if _, e, code := mailctl(t, env, "mail", "read", id, "--mailbox", "agent"); code != 3 || !strings.Contains(e, "not_found") {
 		t.Errorf("read of a moved message in the inbox: exit %d: %s", code, e)
 	}
+	// junk: listed with --folder junk only, readable there, and taken back out.
+	run("mail", "move", id, "--folder", "archive", "--to", "junk", "--mailbox", "agent")
+	if out := run("mail", "list", "--mailbox", "agent", "--folder", "junk"); !strings.Contains(out, id) {
+		t.Errorf("junk after move:\n%s", out)
+	}
+	if out := run("mail", "read", id, "--mailbox", "agent", "--folder", "junk"); !strings.Contains(out, "Pay now") {
+		t.Errorf("read in junk:\n%s", out)
+	}
+	run("mail", "move", id, "--folder", "junk", "--to", "archive", "--mailbox", "agent")
+	if out := run("mail", "list", "--mailbox", "agent", "--folder", "junk"); strings.Contains(out, id) {
+		t.Errorf("junk after moving out:\n%s", out)
+	}
 
 	// wait: nothing arrives within the timeout (exit 75), then a message
 	// that does not match the filter is passed over for one that does.
@@ -185,28 +183,100 @@ func TestMailCLIInbox(t *testing.T) {
 	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
 	var stdout, stderr testproc.Output
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
+	var wait testproc.Proc
+	if err := wait.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(wait.Kill9)
 	testwait.For(t, "mail wait to start watching", func() bool { return strings.Contains(stderr.String(), "waiting for new mail in agent") })
 	deliver("newsletter", "not this one")
 	deliver("Your code 123456", "code inside")
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var waitErr error
-	testwait.For(t, "mail wait to return the matching message", func() bool {
-		select {
-		case waitErr = <-done:
-			return true
-		default:
-			return false
-		}
-	})
-	if waitErr != nil {
-		t.Fatalf("wait: %v: %s", waitErr, stderr.String())
+	testwait.For(t, "mail wait to return the matching message", wait.Exited)
+	if st := wait.State(); !st.Success() {
+		t.Fatalf("wait: %v: %s", st, stderr.String())
 	}
 	var got protocol.Message
 	if err := json.Unmarshal([]byte(stdout.String()), &got); err != nil || !strings.Contains(got.Subject, "code") {
 		t.Fatalf("wait --json: %v\n%s", err, stdout.String())
 	}
+}
+
+// smtpSend hands msg to the dev SMTP server at addr, for agent@mailctl.test.
+func smtpSend(t *testing.T, addr, msg string) {
+	t.Helper()
+	// Plain SMTP: the dev server's certificate is its own.
+	c, err := smtp.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Mail("mallory@elsewhere.test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rcpt("agent@mailctl.test"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte(msg))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.Quit()
+}
+
+// A message as it came: without a Date header, with a byte that is not
+// UTF-8. `mail list` and `mail read` show when it was received and say so;
+// `mail read --raw` prints the stored .eml, byte for byte and nothing else.
+func TestMailCLIRawAndReceivedDate(t *testing.T) {
+	_, banner, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	smtpAddr := regexp.MustCompile(`127\.0\.0\.1:\d+`).FindString(banner.String())
+	smtpSend(t, smtpAddr, "From: <old@elsewhere.test>\r\nTo: agent@mailctl.test\r\nSubject: no date\r\nMessage-ID: <nodate@elsewhere.test>\r\n\r\ncaf\xe9 au lait\r\n")
+	var list protocol.MessageList
+	testwait.For(t, "the message in the inbox", func() bool {
+		out, _, code := mailctl(t, env, "mail", "list", "--json")
+		return code == 0 && json.Unmarshal([]byte(out), &list) == nil && len(list.Messages) == 1
+	})
+	s := list.Messages[0]
+	if s.DateSource != protocol.DateReceived || s.Date.Year() < 2000 {
+		t.Fatalf("--json row: date %v (%q)", s.Date, s.DateSource)
+	}
+	out, _, _ := mailctl(t, env, "mail", "list")
+	if !strings.Contains(out, localDate(s.Date)+" (received)") {
+		t.Errorf("list does not say the date is when it was received:\n%s", out)
+	}
+	out, _, _ = mailctl(t, env, "mail", "read", s.ID)
+	if !regexp.MustCompile(`(?m)^Received:\s+`+regexp.QuoteMeta(localDate(s.Date))+` \(the message has no Date header\)$`).MatchString(out) || strings.Contains(out, "0001-") {
+		t.Errorf("read does not say when it was received:\n%s", out)
+	}
+	var m protocol.Message
+	if err := json.Unmarshal([]byte(must(mailctl(t, env, "mail", "read", s.ID, "--json"))), &m); err != nil || m.RawPath == "" {
+		t.Fatalf("read --json: %v %+v", err, m)
+	}
+	want, err := os.ReadFile(m.RawPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, e, code := mailctl(t, env, "mail", "read", s.ID, "--raw")
+	if code != 0 || raw != string(want) {
+		t.Fatalf("read --raw: exit %d %s\nprinted %d bytes, the .eml has %d; first difference at %d", code, e, len(raw), len(want), firstDiff(raw, string(want)))
+	}
+	if !strings.Contains(raw, "caf\xe9 au lait") || !strings.HasPrefix(raw, "Authentication-Results:") {
+		t.Errorf("--raw is not the message as stored:\n%q", raw[:min(len(raw), 300)])
+	}
+	if _, e, code := mailctl(t, env, "mail", "read", s.ID, "--raw", "--offset", "5"); code != 2 || !strings.Contains(e, "drop --offset") {
+		t.Errorf("--raw --offset: exit %d %s", code, e)
+	}
+}
+
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

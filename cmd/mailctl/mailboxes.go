@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -25,6 +26,9 @@ const mailboxesHelp = `Usage: mailctl mailboxes SUBCOMMAND [flags]
   show NAME [--json]             one mailbox: address, owner, counts, trust, hooks
   set NAME [--display-name X] [--trusted-senders A,B] [--inherit-trusted-senders]
                                  name a mailbox, choose whom it trusts (as the operator allows)
+      [--quota-bytes N] [--quota-messages N] [--inherit-quota]
+                                 set its quota (root)
+  prune [NAME] [--dry-run]       apply the retention now (root; the daemon also does it hourly)
   delete NAME [--force] [--yes]  delete a mailbox (--force also deletes its mail)
 
 Names match [a-z0-9._-]+ without leading or trailing dots or "..".`
@@ -36,6 +40,7 @@ func cmdMailboxes(args []string) int {
 		"ls":     mailboxList,
 		"show":   mailboxShow,
 		"set":    mailboxSet,
+		"prune":  mailboxPrune,
 		"delete": mailboxDelete,
 		"rm":     mailboxDelete,
 	})
@@ -53,9 +58,9 @@ func mailboxCreate(args []string) int {
 		return code
 	}
 	if out.Created {
-		fmt.Printf("created %s (owner %s)\n", out.Address, out.Owner)
+		fmt.Fprintf(stdout, "created %s (owner %s)\n", inert(out.Address), inert(out.Owner))
 	} else {
-		fmt.Printf("%s already exists (owner %s)\n", out.Address, out.Owner)
+		fmt.Fprintf(stdout, "%s already exists (owner %s)\n", inert(out.Address), inert(out.Owner))
 	}
 	return 0
 }
@@ -70,12 +75,12 @@ func mailboxList(args []string) int {
 		return code
 	}
 	if len(out.Mailboxes) == 0 {
-		fmt.Println("no mailboxes: create one with `mailctl mailboxes create NAME`")
+		fmt.Fprintln(stdout, "no mailboxes: create one with `mailctl mailboxes create NAME`")
 		return 0
 	}
-	tw := table("NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tSOURCE")
+	tw := table("NAME\tADDRESS\tOWNER\tINBOX\tUNREAD\tSENT\tUSAGE\tSOURCE")
 	for _, m := range out.Mailboxes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", m.Name, m.Address, m.Owner, m.Total, m.Unread, m.SentCount, m.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", inert(m.Name), inert(m.Address), inert(m.Owner), m.Total, m.Unread, m.SentCount, usageText(m.Usage), inert(m.Source))
 	}
 	tw.Flush()
 	return 0
@@ -90,38 +95,48 @@ func mailboxShow(args []string) int {
 	if code, ok := cf.request(protocol.VerbMailboxShow, protocol.NameArgs{Name: cf.fs.Arg(0)}, &m); !ok {
 		return code
 	}
-	fmt.Printf("name      %s\naddress   %s\nowner     %s (uid %d)\nsource    %s\npath      %s\ninbox     %d (%d unread)\nsent      %d\n",
-		m.Name, m.Address, m.Owner, m.OwnerUID, m.Source, m.Path, m.Total, m.Unread, m.SentCount)
+	fmt.Fprintf(stdout, "name      %s\naddress   %s\nowner     %s (uid %d)\nsource    %s\npath      %s\ninbox     %d (%d unread)\nsent      %d\n",
+		inert(m.Name), inert(m.Address), inert(m.Owner), m.OwnerUID, inert(m.Source), inert(m.Path), m.Total, m.Unread, m.SentCount)
 	if m.DisplayName != "" {
-		fmt.Printf("from      %q <%s>\n", m.DisplayName, m.Address)
+		fmt.Fprintf(stdout, "from      %q <%s>\n", m.DisplayName, inert(m.Address))
 	}
 	if m.Trust != nil {
 		senders := cmp.Or(strings.Join(m.Trust.TrustedSenders, ", "), "(none: no mail is marked trusted)")
-		fmt.Printf("trusted   %s [%s]\n", senders, m.Trust.Source)
+		fmt.Fprintf(stdout, "trusted   %s [%s]\n", inert(senders), inert(m.Trust.Source))
 	}
 	if len(m.Hooks) == 0 {
-		fmt.Println("hooks     none")
+		fmt.Fprintln(stdout, "hooks     none")
 	}
 	for _, h := range m.Hooks {
-		fmt.Printf("hook      %s %s %q (%s)\n", h.Name, h.Event, h.Cmd, h.Source)
+		fmt.Fprintf(stdout, "hook      %s %s %q (%s)\n", inert(h.Name), inert(h.Event), h.Cmd, inert(h.Source))
 	}
 	return 0
 }
 
 func mailboxSet(args []string) int {
-	cf := newClientFlags("mailboxes set", "mailboxes set NAME [--display-name X] [--trusted-senders A,B | --inherit-trusted-senders] [--json]",
+	cf := newClientFlags("mailboxes set", "mailboxes set NAME [--display-name X] [--trusted-senders A,B | --inherit-trusted-senders] [--quota-bytes N] [--quota-messages N | --inherit-quota] [--json]",
 		"Changes a mailbox you created: the display name outgoing From carries, and whose authenticated mail it trusts. "+
 			"[mailbox_rules] in the config says what owners may change (display name: yes by default; trusted senders: no by default); "+
-			"root may always. Mailboxes declared in the config change only there.").withJSON()
+			"root may always. Only root sets a quota (0: none). Mailboxes declared in the config change only there.").withJSON()
+	quotaBytes := cf.fs.String("quota-bytes", "", "the mailbox's own quota in bytes (suffixes KiB, MiB, GiB; 0: none); root only")
+	quotaMessages := cf.fs.Int64("quota-messages", 0, "the mailbox's own quota in messages (0: none); root only")
+	inheritQuota := cf.fs.Bool("inherit-quota", false, "drop the mailbox's own quota for [storage]'s default; root only")
 	display := cf.fs.String("display-name", "", "the name outgoing From carries (one line, at most 100 characters; \"\" removes it)")
 	senders := cf.fs.String("trusted-senders", "", "comma-separated patterns: alice@example.com, *@example.com, *@*.example.com (\"\" trusts no one)")
 	inherit := cf.fs.Bool("inherit-trusted-senders", false, "drop the mailbox's own list and use [trust] trusted_senders")
 	if code, ok := parseArgs(cf.fs, args, 1, "give exactly one mailbox name"); !ok {
 		return code
 	}
-	a := protocol.MailboxUpdateArgs{Name: cf.fs.Arg(0), InheritTrustedSenders: *inherit}
+	a := protocol.MailboxUpdateArgs{Name: cf.fs.Arg(0), InheritTrustedSenders: *inherit, InheritQuota: *inheritQuota}
+	var badBytes error
 	cf.fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
+		case "quota-bytes":
+			n, err := parseBytes(*quotaBytes)
+			badBytes = err
+			a.QuotaBytes = &n
+		case "quota-messages":
+			a.QuotaMessages = quotaMessages
 		case "display-name":
 			a.DisplayName = display
 		case "trusted-senders":
@@ -130,21 +145,78 @@ func mailboxSet(args []string) int {
 			a.TrustedSenders = (*[]string)(&list)
 		}
 	})
-	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders {
-		return usageError(cf.fs, "nothing to change: give --display-name, --trusted-senders or --inherit-trusted-senders")
+	if badBytes != nil {
+		return usageError(cf.fs, "--quota-bytes: %v", badBytes)
+	}
+	if a.DisplayName == nil && a.TrustedSenders == nil && !a.InheritTrustedSenders && a.QuotaBytes == nil && a.QuotaMessages == nil && !a.InheritQuota {
+		return usageError(cf.fs, "nothing to change: give --display-name, --trusted-senders, --inherit-trusted-senders, --quota-bytes, --quota-messages or --inherit-quota")
 	}
 	var m protocol.Mailbox
 	if code, ok := cf.request(protocol.VerbMailboxUpdate, a, &m); !ok {
 		return code
 	}
-	fmt.Printf("updated %s\n", m.Address)
+	fmt.Fprintf(stdout, "updated %s\n", inert(m.Address))
 	if m.DisplayName != "" {
-		fmt.Printf("from      %q <%s>\n", m.DisplayName, m.Address)
+		fmt.Fprintf(stdout, "from      %q <%s>\n", m.DisplayName, inert(m.Address))
 	}
 	if m.Trust != nil {
-		fmt.Printf("trusted   %s [%s]\n", strings.Join(m.Trust.TrustedSenders, ", "), m.Trust.Source)
+		fmt.Fprintf(stdout, "trusted   %s [%s]\n", inert(strings.Join(m.Trust.TrustedSenders, ", ")), inert(m.Trust.Source))
+	}
+	if m.Usage != nil {
+		fmt.Fprintf(stdout, "usage     %s [%s]\n", usageText(m.Usage), m.Usage.QuotaSource)
 	}
 	return 0
+}
+
+// usageText is a mailbox's usage against its quota: "1.2 MiB/1.0 GiB, 40/-"
+// (bytes, then messages; - where there is no limit).
+func usageText(u *protocol.MailboxUsage) string {
+	if u == nil {
+		return "-"
+	}
+	limit := func(n int64, f func(int64) string) string {
+		if n == 0 {
+			return "-"
+		}
+		return f(n)
+	}
+	s := fmt.Sprintf("%s/%s, %d/%s", humanSize(u.Bytes), limit(u.QuotaBytes, humanSize), u.Messages, limit(u.QuotaMessages, func(n int64) string { return fmt.Sprint(n) }))
+	if u.OverQuota {
+		s += " OVER QUOTA"
+	}
+	return s
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// parseBytes reads a size: a number of bytes, or one with KiB, MiB or GiB.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(v), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size: give bytes, or a number with KiB, MiB or GiB (e.g. 512MiB)", s)
+	}
+	return n * mult, nil
 }
 
 func mailboxDelete(args []string) int {
@@ -160,10 +232,10 @@ func mailboxDelete(args []string) int {
 		if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err != nil {
 			return usageError(cf.fs, "--force deletes %q with its mail and asks to confirm on a terminal; stdin is not one: add --yes to confirm", name)
 		}
-		fmt.Fprintf(os.Stderr, "Delete mailbox %q and all of its mail? Type the name to confirm: ", name)
+		fmt.Fprintf(stderr, "Delete mailbox %q and all of its mail? Type the name to confirm: ", name)
 		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 		if strings.TrimSpace(line) != name {
-			fmt.Fprintln(os.Stderr, "not deleted")
+			fmt.Fprintln(stderr, "not deleted")
 			return 1
 		}
 	}
@@ -179,7 +251,7 @@ func mailboxDelete(args []string) int {
 	if cf.json {
 		return printJSON(out)
 	}
-	fmt.Printf("deleted %s\n", out.Name)
+	fmt.Fprintf(stdout, "deleted %s\n", inert(out.Name))
 	return 0
 }
 
@@ -199,14 +271,48 @@ func cmdVersion(args []string) int {
 		}
 		return printJSON(out)
 	}
-	fmt.Printf("mailctl %s (protocol %s)\n", version, protocol.Version)
+	fmt.Fprintf(stdout, "mailctl %s (protocol %s)\n", version, protocol.Version)
 	if err != nil {
-		fmt.Printf("daemon: not reachable (%v)\n", err)
+		fmt.Fprintf(stdout, "daemon: not reachable (%v)\n", err)
 		return 0
 	}
-	fmt.Printf("daemon: mailctl %s (protocol %s), you are uid %d\n", info.Server, info.ProtocolVersion, info.CallerUID)
+	fmt.Fprintf(stdout, "daemon: mailctl %s (protocol %s), you are uid %d\n", inert(info.Server), inert(info.ProtocolVersion), info.CallerUID)
 	if info.Server != version {
-		fmt.Println("note: client and daemon versions differ; upgrade so both match")
+		fmt.Fprintln(stdout, "note: client and daemon versions differ; upgrade so both match")
 	}
+	return 0
+}
+
+func mailboxPrune(args []string) int {
+	cf := newClientFlags("mailboxes prune", "mailboxes prune [NAME] [--dry-run] [--json]",
+		"Applies the retention in [storage.retention] now, to every mailbox or to NAME (root only): messages past their folder's retention move to trash, "+
+			"and messages in trash past trash's retention (counted from when they came to trash) are removed for good. "+
+			"The daemon does the same every storage.prune_every; --dry-run only says what it would do.").withJSON()
+	dry := cf.fs.Bool("dry-run", false, "say what would be moved and removed, change nothing")
+	if code, ok := parseFlags(cf.fs, args); !ok {
+		return code
+	}
+	if cf.fs.NArg() > 1 {
+		return usageError(cf.fs, "give at most one mailbox name")
+	}
+	var res protocol.PruneResult
+	if code, ok := cf.request(protocol.VerbMailboxPrune, protocol.MailboxPruneArgs{Mailbox: cf.fs.Arg(0), DryRun: *dry}, &res); !ok {
+		return code
+	}
+	verb := map[bool][2]string{false: {"moved to trash", "removed for good"}, true: {"would move to trash", "would remove for good"}}[*dry]
+	if len(res.Rows) == 0 {
+		fmt.Fprintln(stdout, "nothing is past its folder's retention")
+		return 0
+	}
+	tw := table("MAILBOX\tFOLDER\tOLDER THAN\tMESSAGES\tACTION")
+	for _, r := range res.Rows {
+		action := verb[0]
+		if r.Action == "purge" {
+			action = verb[1]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%gd\t%d\t%s\n", r.Mailbox, r.Folder, r.OlderThanDays, r.Count, action)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "%d %s, %d %s\n", res.Moved, verb[0], res.Purged, verb[1])
 	return 0
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -18,8 +16,11 @@ func mailLabel(args []string) int {
 message's frontmatter (labels, starred), compared ignoring case; list them with
 mailctl mail list --label L or --starred.
 
-Example:
-    mailctl mail label 2026-03-01-120000-hello --add invoices,todo --star --mailbox agent`, true)
+Examples:
+    mailctl send --from agent --to agent@mailctl.test --subject "Invoice 42" --body "Due in March."
+    ID=$(mailctl mail list --mailbox agent --subject "Invoice 42" --limit 1 --ids)
+    mailctl mail label "$ID" --add invoices,todo --star --mailbox agent
+    mailctl mail list --label invoices --starred --mailbox agent`, true)
 	var add, remove commaList
 	cf.fs.Var(&add, "add", "labels to add (comma-separated, or repeat the flag)")
 	cf.fs.Var(&remove, "remove", "labels to remove (comma-separated, or repeat the flag)")
@@ -48,12 +49,26 @@ Example:
 	if code, ok := cf.request(protocol.VerbMessageLabel, a, &out); !ok {
 		return code
 	}
-	fmt.Printf("changed %d of %d\n", len(out.Changed), len(cf.fs.Args()))
-	if len(out.NotFound) > 0 {
-		fmt.Fprintf(os.Stderr, "mailctl: not found in %s/%s: %s\n", cf.mailbox, cf.folder, strings.Join(out.NotFound, ", "))
-		return exitCode(protocol.CodeNotFound)
+	fmt.Fprintf(stdout, "changed %d of %d\n", len(out.Changed), len(cf.fs.Args()))
+	return cf.reportBatch(cf.mailbox, cf.folder, out.NotFound, out.Failed)
+}
+
+// reportBatch prints, on stderr, the ids of a batch that failed, each with
+// the daemon's reason (which names the file), and those that were not found
+// (missingIDs, with the command that lists them), and returns the command's
+// exit code: a failure's, else not_found's, else 0.
+func (cf *clientFlags) reportBatch(mailbox, folder string, notFound []string, failed []protocol.ItemFailure) int {
+	for _, f := range failed {
+		fmt.Fprintf(stderr, "mailctl: %s not changed: %s (%s)\n", inert(f.ID), inert(f.Message), inert(f.Code))
 	}
-	return 0
+	code := 0
+	if len(notFound) > 0 {
+		code = cf.missingIDs(notFound, mailbox, folder)
+	}
+	if len(failed) > 0 {
+		return exitCode(failed[0].Code)
+	}
+	return code
 }
 
 func mailPurge(args []string) int {
@@ -64,14 +79,17 @@ Give ids, or --before to purge every message of trash received before a date
 first with mailctl mail move ID --to trash. This cannot be undone.
 
 Examples:
-    mailctl mail move 2026-03-01-120000-hello --to trash --mailbox agent
-    mailctl mail purge 2026-03-01-120000-hello --mailbox agent
+    mailctl send --from agent --to agent@mailctl.test --subject "old news" --body "to be purged"
+    OLD=$(mailctl mail list --mailbox agent --subject "old news" --limit 1 --ids)
+    mailctl mail move "$OLD" --to trash --mailbox agent
+    mailctl mail purge "$OLD" --mailbox agent
     mailctl mail purge --before 2026-02-01 --mailbox agent`, false)
 	before := cf.fs.String("before", "", "purge every message of trash received before this date (YYYY-MM-DD or RFC 3339)")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
 	a := protocol.MessagePurgeArgs{IDs: cf.fs.Args()}
+	cf.folder = protocol.FolderTrash // where a not_found's next step looks
 	if *before != "" {
 		if len(a.IDs) > 0 {
 			return usageError(cf.fs, "give ids or --before, not both")
@@ -92,12 +110,8 @@ Examples:
 	if code, ok := cf.request(protocol.VerbMessagePurge, a, &out); !ok {
 		return code
 	}
-	fmt.Printf("purged %d from %s/trash\n", len(out.Purged), a.Mailbox)
-	if len(out.NotFound) > 0 {
-		fmt.Fprintf(os.Stderr, "mailctl: not in %s/trash: %s\n", a.Mailbox, strings.Join(out.NotFound, ", "))
-		return exitCode(protocol.CodeNotFound)
-	}
-	return 0
+	fmt.Fprintf(stdout, "purged %d from %s/trash\n", len(out.Purged), inert(a.Mailbox))
+	return cf.reportBatch(a.Mailbox, protocol.FolderTrash, out.NotFound, out.Failed)
 }
 
 // parseDate reads a YYYY-MM-DD date (midnight UTC) or an RFC 3339 time.

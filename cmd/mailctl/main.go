@@ -57,10 +57,10 @@ func run(args []string) int {
 	c, ok := commands[args[0]]
 	if !ok {
 		if s := suggest(args[0]); s != "" {
-			fmt.Fprintf(os.Stderr, "mailctl: unknown command %q; did you mean `mailctl %s`?\n", args[0], s)
+			fmt.Fprintf(stderr, "mailctl: unknown command %q; did you mean `mailctl %s`?\n", args[0], s)
 			return 2
 		}
-		fmt.Fprintf(os.Stderr, "mailctl: unknown command %q\n\n", args[0])
+		fmt.Fprintf(stderr, "mailctl: unknown command %q\n\n", args[0])
 		usage(os.Stderr)
 		return 2
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,8 +47,8 @@ func mailctl(t *testing.T, env []string, args ...string) (string, string, int) {
 func freePort(t *testing.T) string { return freeport.TCP(t) }
 
 // startDev runs `mailctl dev` and waits until its socket answers and its
-// banner is out.
-func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *testproc.Output, string) {
+// banner is out. The returned Proc is the process's one waiter.
+func startDev(t *testing.T, dir string, extra ...string) (*testproc.Proc, *testproc.Output, string) {
 	t.Helper()
 	smtp := freePort(t)
 	args := append([]string{"dev", "--dir", dir, "--smtp", smtp}, extra...)
@@ -56,10 +57,11 @@ func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *testproc.O
 	var out, errb testproc.Output
 	cmd.Stdout = &out
 	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
+	p := &testproc.Proc{}
+	if err := p.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(p.Kill9)
 	sock := filepath.Join(dir, "mailctl.sock")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -69,17 +71,17 @@ func startDev(t *testing.T, dir string, extra ...string) (*exec.Cmd, *testproc.O
 				break
 			}
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || p.Exited() {
 			t.Fatalf("mailctl dev did not answer on %s; stderr:\n%s", sock, errb.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return cmd, &out, sock
+	return p, &out, sock
 }
 
 func TestDevSmoke(t *testing.T) {
 	dir := t.TempDir()
-	cmd, banner, sock := startDev(t, dir)
+	dev, banner, sock := startDev(t, dir)
 	env := []string{"MAILCTL_SOCKET=" + sock}
 
 	out, errOut, code := mailctl(t, env, "mailboxes", "list", "--json")
@@ -121,13 +123,11 @@ func TestDevSmoke(t *testing.T) {
 		t.Errorf("second daemon: exit %d, %s", code, e)
 	}
 
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	syscall.Kill(dev.PID(), syscall.SIGTERM)
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("dev exited with %v after SIGTERM", err)
+	case <-dev.Done():
+		if st := dev.State(); !st.Success() {
+			t.Errorf("dev exited with %v after SIGTERM", st)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("dev did not exit after SIGTERM")
@@ -157,6 +157,21 @@ func TestClientWithoutDaemonSaysHowToStart(t *testing.T) {
 	_, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}, "mailboxes", "list")
 	if code != 75 || !strings.Contains(e, "mailctl dev") || !strings.Contains(e, "systemctl start mailctl") {
 		t.Fatalf("exit %d, %q: want exit 75 and the fix", code, e)
+	}
+}
+
+// With a dev instance stopped, its socket's advice is the dev command that
+// starts it again (the banner's binary, its folder and address), never
+// systemctl.
+func TestStoppedDevSaysHowToStartIt(t *testing.T) {
+	dir := t.TempDir()
+	dev, banner, sock := startDev(t, dir)
+	smtpAddr := regexp.MustCompile(`127\.0\.0\.1:\d+`).FindString(banner.String())
+	dev.Stop(10 * time.Second)
+	_, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "mailboxes", "list")
+	want := "start it again with `" + filepath.Join(dir, "bin", "mailctl") + " dev --dir " + dir + " --smtp " + smtpAddr + "`"
+	if code != 75 || !strings.Contains(e, want) || strings.Contains(e, "systemctl") {
+		t.Fatalf("exit %d, %q\nwant exit 75 and %s", code, e, want)
 	}
 }
 

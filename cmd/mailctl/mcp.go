@@ -56,7 +56,7 @@ See docs/mcp.md.`).fs
 		}
 		token, err := mcpshim.ReadTokenFile(*tokenFile)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "mailctl mcp:", err)
+			fmt.Fprintln(stderr, "mailctl mcp:", err)
 			return 2
 		}
 		if err := srv.RunHTTP(ctx, *httpAddr, token); err != nil {

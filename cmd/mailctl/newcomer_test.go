@@ -125,7 +125,8 @@ func (n newcomer) shell(line string) (string, error) {
 
 // readmeDev runs README's first command (with --dir and --smtp appended so
 // that tests do not collide) from the module root, in its own process group.
-func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *testproc.Output) {
+// The returned Proc is the shell's one waiter.
+func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*testproc.Proc, *testproc.Output) {
 	t.Helper()
 	cmd := n.as(exec.Command("/bin/sh", "-c", first+" --dir "+dir+" --smtp "+smtp))
 	cmd.Dir = n.root
@@ -136,32 +137,32 @@ func (n newcomer) readmeDev(t *testing.T, first, dir, smtp string) (*exec.Cmd, *
 	cmd.SysProcAttr.Setpgid = true
 	var out, errb testproc.Output
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
+	p := &testproc.Proc{}
+	if err := p.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
+		<-p.Done()
 	})
 	deadline := time.Now().Add(4 * time.Minute) // go run may build from a cold cache
 	for !strings.Contains(out.String(), "Ctrl-C") {
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || p.Exited() {
 			t.Fatalf("%s printed no banner; stderr:\n%s", first, errb.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return cmd, &out
+	return p, &out
 }
 
-func stopGroup(t *testing.T, cmd *exec.Cmd) {
+// stopGroup stops dev's process group with SIGINT, as Ctrl-C does.
+func stopGroup(t *testing.T, p *testproc.Proc) {
 	t.Helper()
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	syscall.Kill(-p.PID(), syscall.SIGINT)
 	select {
-	case <-done:
+	case <-p.Done():
 	case <-time.After(30 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		syscall.Kill(-p.PID(), syscall.SIGKILL)
 		t.Fatal("dev did not stop on SIGINT")
 	}
 }
@@ -257,6 +258,22 @@ func TestREADMEDevBannerLinesRun(t *testing.T) {
 	}
 }
 
+// README keeps its two commands and says, in prose, how to type plain
+// mailctl as docs/cli.md's examples do.
+func TestREADMESaysHowToPutMailctlOnPath(t *testing.T) {
+	module, err := testbin.ModuleRoot()
+	if err != nil {
+		t.Skip(err)
+	}
+	if cmds := readmeCommands(t, module); len(cmds) != 2 {
+		t.Fatalf("README.md shows %d commands, want the two (dev, tests): %q", len(cmds), cmds)
+	}
+	b, _ := os.ReadFile(filepath.Join(module, "README.md"))
+	if !strings.Contains(string(b), "`go install ./cmd/mailctl`") || !strings.Contains(string(b), "path the banner") {
+		t.Error("README.md does not say how to put mailctl on PATH (go install ./cmd/mailctl) or to use the banner's path")
+	}
+}
+
 // readResponse reads JSON-RPC lines until the one with id.
 func readResponse(t *testing.T, r io.Reader, id int) string {
 	t.Helper()
@@ -340,7 +357,7 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 	woke := filepath.Join(dir, "woke")
 	mustRun("mailboxes", "create", "boss")
 	mustRun("hooks", "create", "--mailbox", "agent", "--event", "on_receive", "--name", "wake",
-		"--cmd", `["/bin/sh","-c","cat > `+woke+`"]`)
+		"--cmd", `["/bin/sh","-c","cat > `+woke+`; echo note from the hook >&2"]`)
 	mustRun("send", "--from", "boss", "--to", "agent@mailctl.test", "--subject", "the task", "--body", "do it")
 
 	var runs protocol.HookRuns
@@ -363,17 +380,54 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 	if b, err := os.ReadFile(woke); err != nil || !strings.Contains(string(b), "the task") {
 		t.Fatalf("hook got no message on stdin: %v %q", err, b)
 	}
+	// A hook that succeeds may write to stderr: that is no error.
+	table := mustRun("hooks", "runs")
+	if strings.Contains(table, "ERROR") || !regexp.MustCompile(`(?m)^STARTED .*RESULT .*STDERR$`).MatchString(table) ||
+		!regexp.MustCompile(`(?m) wake .* ok .* note from the hook$`).MatchString(table) {
+		t.Errorf("hooks runs of a successful hook that wrote to stderr:\n%s", table)
+	}
 
-	// Outbound to another domain is captured, not sent.
+	// The local message is trusted as a submission of boss's owner, and
+	// its DKIM signatures agree: dev's checker knows dev's keys.
+	var inbox protocol.MessageList
+	json.Unmarshal([]byte(mustRun("mail", "list", "--mailbox", "agent", "--json")), &inbox)
+	if len(inbox.Messages) != 1 {
+		t.Fatalf("agent's inbox: %+v", inbox)
+	}
+	read := mustRun("mail", "read", inbox.Messages[0].ID, "--mailbox", "agent")
+	for _, want := range []string{"Trust:        trusted sender", "Submitted by: boss, on this host", "DKIM:         pass (mailctl.test), pass (mailctl.test)"} {
+		if !strings.Contains(read, want) {
+			t.Errorf("read of local mail lacks %q:\n%s", want, read)
+		}
+	}
+
+	// Outbound to another domain is captured, not sent, and says so once.
 	o := mustRun("send", "--from", "agent", "--to", "bob@example.org", "--subject", "outside", "--body", "hi", "--json")
-	if !strings.Contains(o, "delivered") {
-		t.Fatalf("captured send: %s", o)
+	var sent protocol.SendResult
+	if err := json.Unmarshal([]byte(o), &sent); err != nil || sent.Status != "delivered" || len(sent.Recipients) != 1 || !sent.Recipients[0].Captured {
+		t.Fatalf("captured send: %v %s", err, o)
+	}
+	o = mustRun("send", "--from", "agent", "--to", "bob@example.org", "--subject", "outside again", "--body", "hi")
+	if strings.Count(o, "captured, not sent") != 1 || strings.Contains(o, "delivered: delivered") || !strings.Contains(o, `captured in the mailbox "captured"`) {
+		t.Errorf("captured send's lines:\n%s", o)
+	}
+	o = mustRun("send", "--from", "agent", "--to", "bob@example.org", "--subject", "later", "--body", "hi", "--send-at", "2h")
+	if strings.Contains(o, "scheduled: scheduled") || !strings.Contains(o, "scheduled for ") {
+		t.Errorf("scheduled send's lines:\n%s", o)
+	}
+	for _, line := range strings.Split(o, "\n") {
+		if f := strings.Fields(strings.ReplaceAll(line, ":", "")); len(f) > 1 && f[0] == f[1] {
+			t.Errorf("doubled word in %q", line)
+		}
 	}
 	var m protocol.Mailbox
 	if err := json.Unmarshal([]byte(mustRun("mailboxes", "show", "captured", "--json")), &m); err != nil {
 		t.Fatal(err)
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "state", "mailboxes", "captured", "inbox", "*-outside.md"))
+	if capt := mustRun("mail", "read", filepath.Base(strings.TrimSuffix(firstOf(matches), ".md")), "--mailbox", "captured"); !strings.Contains(capt, "DKIM:         pass") {
+		t.Errorf("captured mail's DKIM does not agree with its trust:\n%s", capt)
+	}
 	if len(matches) != 1 {
 		t.Fatalf("captured mailbox holds %v", matches)
 	}
@@ -393,6 +447,13 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 		t.Fatalf("empty send: %v %s", err, o)
 	}
 	mustRun("send", "--from", "agent", "--to", "bob@example.org", "--force")
+}
+
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }
 
 // TestDevPortErrorsCarryTheFix: a taken port names --smtp, a privileged port
@@ -481,33 +542,60 @@ func TestDoctorUnconfiguredHostSaysSetup(t *testing.T) {
 	}
 }
 
-// TestReloadSignalsThePID: the unit's ExecReload is `mailctl reload $MAINPID`,
-// which must deliver SIGHUP without kill(1).
-func TestReloadSignalsThePID(t *testing.T) {
-	sh := exec.Command("/bin/sh", "-c", `trap 'echo reloaded; exit 0' HUP; echo ready; while :; do sleep 0.05; done`)
-	var out testproc.Output
-	sh.Stdout = &out
-	if err := sh.Start(); err != nil {
+// TestReloadReportsWhatTheDaemonDid: `mailctl reload PID` (the unit's
+// ExecReload, and dev's SIGHUP) signals the daemon and reports what it did,
+// exiting 0 only when it reloaded: the keys applied, or why the file was
+// refused. It finds the daemon's socket from PID itself, and signals
+// nothing that is not the daemon answering there.
+func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
+	dir := t.TempDir()
+	dev, _, sock := startDev(t, dir)
+	pid := fmt.Sprint(dev.PID())
+	env := []string{"MAILCTL_SOCKET="} // found from the process, as ExecReload has no variable
+	out, e, code := mailctl(t, env, "reload", pid)
+	if code != 0 || !strings.Contains(out, "reloaded (pid "+pid+"): no setting changed") {
+		t.Fatalf("reload of an unchanged config: exit %d\n%s%s", code, out, e)
+	}
+	cfgFile := filepath.Join(dir, "config.toml")
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { sh.Process.Kill(); sh.Wait() }()
-	for !strings.Contains(out.String(), "ready") {
-		time.Sleep(10 * time.Millisecond)
+	changed := strings.Replace(string(b), `trusted_senders = ["*@mailctl.test"]`, `trusted_senders = ["*@mailctl.test", "boss@example.org"]`, 1)
+	if changed == string(b) {
+		t.Fatalf("dev's config has no trusted_senders line to change:\n%s", b)
 	}
-	if _, e, code := mailctl(t, nil, "reload", fmt.Sprint(sh.Process.Pid)); code != 0 {
-		t.Fatalf("reload: exit %d %s", code, e)
+	os.WriteFile(cfgFile, []byte(changed), 0o600)
+	if out, e, code := mailctl(t, env, "reload", pid); code != 0 || !strings.Contains(out, "applied trust.trusted_senders") {
+		t.Errorf("reload of a changed config: exit %d\n%s%s", code, out, e)
 	}
-	done := make(chan error, 1)
-	go func() { done <- sh.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no SIGHUP arrived")
+	os.WriteFile(cfgFile, []byte(changed+"\nbroken = [\n"), 0o600)
+	if out, e, code := mailctl(t, env, "reload", pid); code != 1 || !strings.Contains(e, "refused the config and keeps running the one it had") || !strings.Contains(e, "config.toml") {
+		t.Errorf("reload of a broken config: exit %d\n%s%s", code, out, e)
 	}
-	if !strings.Contains(out.String(), "reloaded") {
-		t.Fatalf("the process did not get SIGHUP: %q", out.String())
+	// The daemon still runs, on its previous config.
+	var v struct{ Daemon protocol.VersionInfo }
+	if err := json.Unmarshal([]byte(must(mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "version", "--json"))), &v); err != nil ||
+		v.Daemon.PID != dev.PID() || v.Daemon.Reload == nil || v.Daemon.Reload.OK || v.Daemon.Reload.Count != 3 {
+		t.Errorf("version after a refused reload: %v %+v", err, v.Daemon)
+	}
+
+	// A process that is not the daemon answering is not signalled.
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	if out, e, code := mailctl(t, env, "reload", fmt.Sprint(other.Process.Pid)); code != 1 || !strings.Contains(e, "nothing was signalled") {
+		t.Errorf("reload of a process that is no daemon: exit %d\n%s%s", code, out, e)
+	}
+	if out, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "reload", fmt.Sprint(other.Process.Pid)); code != 1 || !strings.Contains(e, "is process "+pid+", not") {
+		t.Errorf("reload of another pid through the dev socket: exit %d\n%s%s", code, out, e)
 	}
 	if _, _, code := mailctl(t, nil, "reload", "1"); code != 2 {
 		t.Errorf("reload 1: exit %d, want a usage error", code)
 	}
 }
+
+// must is the standard output of a mailctl run.
+func must(out, _ string, _ int) string { return out }

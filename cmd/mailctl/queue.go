@@ -10,25 +10,36 @@ import (
 )
 
 func init() {
-	register(&command{name: "queue", group: "operate", summary: "list, inspect, retry, drop or approve outbound mail", run: cmdQueue})
+	register(&command{name: "queue", group: "operate", summary: "list, summarize, inspect, retry, flush, drop or approve outbound mail", run: cmdQueue})
 }
 
 const queueHelp = `Usage: mailctl queue SUBCOMMAND [flags]
 
   list [--json]          messages waiting for delivery, held or deferred
+  summary [FILTERS]      items per destination domain by age (like qshape)
   show ID [--json]       one item with each recipient's state
   retry ID               attempt a deferred item now
+  flush [FILTERS]        attempt every matching item now
   drop ID                remove an item; undelivered recipients become failed
+  drop FILTERS | --all   remove every matching item (or recipient, with --domain)
   approve ID             release an item held for approval (send.hold)
   reschedule ID TIME     move a scheduled send (RFC 3339 or a duration from now)
 
-Queue ids are <mailbox>.<sent id>. Owners may list, show, retry and drop their
-mailboxes' items; root may do everything, and only root approves held mail.
+FILTERS: --domain D, --mailbox M, --state pending|deferred|held|scheduled,
+--older-than AGE (e.g. 90m, 4h, 2d); every one given must match.
 
-Examples:
+Queue ids are <mailbox>.<sent id>. Owners may list, show, retry, flush and drop
+their mailboxes' items; root may do everything, and only root approves held mail.
+
+Examples (a scheduled send first, then the newest item, the last listed):
+    mailctl send --from agent --to bob@example.org --subject "Reminder" --body "Standup in 10 minutes." --send-at 2h
     mailctl queue list
-    mailctl queue reschedule agent.2026-03-01-120000-reminder 30m
-    mailctl queue drop agent.2026-03-01-120000-reminder`
+    mailctl queue summary
+    mailctl queue flush --domain gone.example
+    mailctl queue drop --domain gone.example --older-than 2d
+    Q=$(mailctl queue list --ids | tail -n 1)
+    mailctl queue reschedule "$Q" 30m
+    mailctl queue drop "$Q"`
 
 func cmdQueue(args []string) int {
 	return dispatch("queue", queueHelp, args, map[string]func([]string) int{
@@ -36,14 +47,17 @@ func cmdQueue(args []string) int {
 		"ls":         queueList,
 		"show":       queueShow,
 		"retry":      func(a []string) int { return queueAction(a, "retry", protocol.VerbQueueRetry, "retrying") },
-		"drop":       func(a []string) int { return queueAction(a, "drop", protocol.VerbQueueDrop, "dropped") },
+		"drop":       queueDrop,
+		"flush":      queueFlush,
+		"summary":    queueSummary,
 		"approve":    func(a []string) int { return queueAction(a, "approve", protocol.VerbQueueApprove, "approved") },
 		"reschedule": queueReschedule,
 	})
 }
 
 func queueList(args []string) int {
-	cf := newClientFlags("queue list", "queue list [--json]", "Lists outbound messages still in the queue, oldest first.").withJSON()
+	cf := newClientFlags("queue list", "queue list [--ids] [--json]", "Lists outbound messages still in the queue, oldest first.").withJSON()
+	ids := cf.fs.Bool("ids", false, "print only the items' ids, one a line (for scripts)")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
@@ -51,13 +65,19 @@ func queueList(args []string) int {
 	if code, ok := cf.request(protocol.VerbQueueList, protocol.Empty{}, &out); !ok {
 		return code
 	}
+	if *ids {
+		for _, it := range out.Items {
+			fmt.Fprintln(stdout, inert(it.ID))
+		}
+		return 0
+	}
 	if len(out.Items) == 0 {
-		fmt.Println("queue is empty")
+		fmt.Fprintln(stdout, "queue is empty")
 		return 0
 	}
 	tw := table("ID\tFROM\tRECIPIENTS\tSTATE\tNEXT ATTEMPT\tSIZE")
 	for _, it := range out.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", it.ID, it.MailFrom, rcptSummary(it.Recipients), itemState(it), nextAttempt(it), it.SizeBytes)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", inert(it.ID), inert(it.MailFrom), inert(rcptSummary(it.Recipients)), inert(itemState(it)), nextAttempt(it), it.SizeBytes)
 	}
 	tw.Flush()
 	return 0
@@ -121,11 +141,12 @@ func queueShow(args []string) int {
 	if code, ok := cf.request(protocol.VerbQueueShow, protocol.QueueIDArgs{ID: queueID(cf, cf.fs.Arg(0))}, &it); !ok {
 		return code
 	}
-	fmt.Printf("id:           %s\nmailbox:      %s\nmessage-id:   <%s>\nmail from:    %s\ncreated:      %s\nnext attempt: %s\nsize:         %d bytes\n",
-		it.ID, it.Mailbox, it.MessageID, it.MailFrom, it.CreatedAt.Local().Format(time.DateTime), nextAttempt(it), it.SizeBytes)
+	fmt.Fprintf(stdout, "id:           %s\nmailbox:      %s\nmessage-id:   <%s>\nmail from:    %s\ncreated:      %s\nnext attempt: %s\nsize:         %d bytes\n",
+		inert(it.ID), inert(it.Mailbox), inert(it.MessageID), inert(it.MailFrom), it.CreatedAt.Local().Format(time.DateTime), nextAttempt(it), it.SizeBytes)
 	tw := table("\nRECIPIENT\tSTATUS\tATTEMPTS\tTLS\tDETAIL")
 	for _, r := range it.Recipients {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Address, r.Status, r.Attempts, cmp.Or(r.TLS, "-"), r.Detail)
+		// Detail is the remote server's reply: its words, shown as data.
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", inert(r.Address), inert(r.Status), r.Attempts, inert(cmp.Or(r.TLS, "-")), inert(r.Detail))
 	}
 	tw.Flush()
 	return 0
@@ -164,13 +185,12 @@ func queueAction(args []string, name, verb, done string) int {
 	if code, ok := cf.request(verb, protocol.QueueIDArgs{ID: id}, &it); !ok {
 		return code
 	}
-	fmt.Printf("%s %s\n", done, id)
+	fmt.Fprintf(stdout, "%s %s\n", done, inert(id))
 	return 0
 }
 
 var queueActionAbout = map[string]string{
 	"retry":   "Makes a deferred item due now instead of at its next backoff step.",
-	"drop":    "Removes an item from the queue; recipients not yet delivered are marked failed in the sent copy.",
 	"approve": "Releases an item held by send.hold; it is delivered at once.",
 }
 
@@ -189,6 +209,6 @@ func queueReschedule(args []string) int {
 	if code, ok := cf.request(protocol.VerbQueueReschedule, protocol.QueueRescheduleArgs{ID: id, SendAt: at}, &it); !ok {
 		return code
 	}
-	fmt.Printf("%s now goes out at %s\n", id, at.Local().Format(time.DateTime+" MST"))
+	fmt.Fprintf(stdout, "%s now goes out at %s\n", inert(id), at.Local().Format(time.DateTime+" MST"))
 	return 0
 }

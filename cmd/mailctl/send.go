@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,7 +118,7 @@ func readSendInputs(a *protocol.SendArgs, sendAt, bodyFile, htmlFile string, att
 		a.Body = b
 	}
 	if htmlFile != "" {
-		b, err := os.ReadFile(htmlFile)
+		b, err := readFileBounded(htmlFile)
 		if err != nil {
 			return fmt.Errorf("reading the HTML body: %v", err)
 		}
@@ -135,12 +136,22 @@ func readBodyFile(name string) (string, error) {
 	if name == "-" {
 		b, err = readAllLimited(os.Stdin, protocol.MaxFrame)
 	} else {
-		b, err = os.ReadFile(name)
+		b, err = readFileBounded(name)
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading the body: %v", err)
 	}
 	return string(b), nil
+}
+
+// readFileBounded reads a regular file (not a FIFO or a device, which could
+// block or never end) of at most what a request may carry.
+func readFileBounded(name string) ([]byte, error) {
+	b, full, err := mcpshim.ReadRegularFile(name, protocol.MaxFrame)
+	if err == nil && !full {
+		err = fmt.Errorf("%s is larger than a request may carry (%d MiB)", name, protocol.MaxFrame>>20)
+	}
+	return b, err
 }
 
 // readAttachmentFiles reads files to attach, with the caller's rights.
@@ -182,32 +193,38 @@ func readAllLimited(r io.Reader, max int) ([]byte, error) {
 // command's exit code: 1 when delivery failed.
 func printSendResult(res protocol.SendResult) int {
 	if res.Status == "dry_run" {
-		fmt.Printf("dry run: %d bytes, MAIL FROM:<%s>, RCPT TO: %s\nMessage-ID: <%s>\n", res.SizeBytes, res.Envelope.MailFrom, strings.Join(res.Envelope.RcptTo, ", "), res.MessageID)
+		fmt.Fprintf(stdout, "dry run: %d bytes, MAIL FROM:<%s>, RCPT TO: %s\nMessage-ID: <%s>\n", res.SizeBytes, inert(res.Envelope.MailFrom), inert(strings.Join(res.Envelope.RcptTo, ", ")), inert(res.MessageID))
 		return 0
 	}
 	dup := ""
 	if res.Duplicate {
 		dup = " (answered from an earlier send with the same idempotency key)"
 	}
-	fmt.Printf("%s %s: %s%s\nMessage-ID: <%s>\n", res.ID, res.Status, describeStatus(res.Status), dup, res.MessageID)
-	if res.SendAt != nil {
-		fmt.Printf("send at:    %s\n", res.SendAt.Local().Format(time.DateTime+" MST"))
-	}
+	fmt.Fprintf(stdout, "%s: %s%s\nMessage-ID: <%s>\n", inert(res.ID), inert(describeStatus(res)), dup, inert(res.MessageID))
 	for _, r := range res.Recipients {
-		fmt.Printf("  %-32s %s", r.Address, r.Status)
+		if r.Captured {
+			fmt.Fprintf(stdout, "  %-32s %s\n", inert(r.Address), inert(r.Detail)) // the mailbox it went to
+			continue
+		}
+		what := r.Status
+		if r.Status == "delivered" && strings.HasPrefix(r.Detail, "delivered ") {
+			what = r.Detail // where to: "delivered to mx.example.org", "delivered locally"
+		}
+		fmt.Fprintf(stdout, "  %-32s %s", inert(r.Address), inert(what))
 		if r.TLS != "" {
-			fmt.Printf(" tls=%s", r.TLS)
+			fmt.Fprintf(stdout, " tls=%s", inert(r.TLS))
 		}
 		if r.Status == "deferred" && !r.NextAttempt.IsZero() {
-			fmt.Printf(" next=%s", r.NextAttempt.Local().Format(time.DateTime))
+			fmt.Fprintf(stdout, " next=%s", r.NextAttempt.Local().Format(time.DateTime))
 		}
 		if r.Detail != "" && r.Status != "delivered" {
-			fmt.Printf(" (%s)", r.Detail)
+			// The remote server's reply: its words, shown as data.
+			fmt.Fprintf(stdout, " (%s)", inert(r.Detail))
 		}
-		fmt.Println()
+		fmt.Fprintln(stdout)
 	}
 	if res.DraftKept {
-		fmt.Println("the draft was edited while it was being sent: the version read went out, and the edit is still in drafts/")
+		fmt.Fprintln(stdout, "the draft was edited while it was being sent: the version read went out, and the edit is still in drafts/")
 	}
 	if res.Status == "failed" {
 		return 1
@@ -215,22 +232,34 @@ func printSendResult(res protocol.SendResult) int {
 	return 0
 }
 
-func describeStatus(s string) string {
-	switch s {
+// describeStatus is a send's outcome in words, the status said once:
+// `mailctl dev` captures outbound mail, which is then delivered to a local
+// mailbox and not sent, and says so.
+func describeStatus(res protocol.SendResult) string {
+	switch res.Status {
+	case "delivered":
+		if len(res.Recipients) > 0 && !slices.ContainsFunc(res.Recipients, func(r protocol.RecipientStatus) bool { return !r.Captured }) {
+			return "captured, not sent (mailctl dev keeps outbound mail; --deliver sends it for real)"
+		}
+		return "delivered"
 	case "queued":
-		return "queued, first attempt still running: check with `mailctl queue show`"
+		return "queued, first attempt still running: check with `mailctl queue show " + res.ID + "`"
 	case "deferred":
-		return "a temporary failure; the queue retries with backoff"
+		return "deferred by a temporary failure; the queue retries with backoff"
 	case "held":
-		return "held for operator approval: `sudo mailctl queue approve ID`"
+		return "held for operator approval: `sudo mailctl queue approve " + res.ID + "`"
 	case "scheduled":
-		return "scheduled: the queue holds it until its time (`mailctl queue reschedule` or `drop` to change that)"
+		at := "its time"
+		if res.SendAt != nil {
+			at = res.SendAt.Local().Format(time.DateTime + " MST")
+		}
+		return "scheduled for " + at + ": the queue holds it until then (`mailctl queue reschedule` or `drop` change that)"
 	case "partial":
-		return "some recipients failed"
+		return "partly delivered: some recipients failed"
 	case "failed":
-		return "delivery failed"
+		return "failed"
 	}
-	return s
+	return res.Status
 }
 
 // parseSendAt reads a send time: RFC 3339, or a duration from now ("2h").

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -42,8 +41,10 @@ func newLogger(debug bool) *slog.Logger {
 func cmdServe(args []string) int {
 	fs := newFlagSet("serve", "serve [--config PATH]", `Runs the mailctl daemon in the foreground: the control socket, SMTP and LMTP
 listeners, the outbound queue and hooks. It normally runs as root under systemd
-(systemd/mailctl.service). SIGHUP reloads the config (a bad config is reported
-and the running one kept); SIGTERM drains and exits.`)
+(systemd/mailctl.service). SIGHUP reloads the config, the DKIM keys and the TLS
+certificate (a bad config is reported and the running one kept); a renewed
+certificate is also taken at the next handshake after its files change.
+SIGTERM drains and exits.`)
 	cfgFlag := fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+")")
 	debug := fs.Bool("debug", false, "log at debug level")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -71,9 +72,7 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 	go func() {
 		for s := range sigs {
 			if s == syscall.SIGHUP {
-				if cfgPath != "" {
-					d.Reload(cfgPath)
-				}
+				d.Reload(cfgPath) // logs and records the outcome (mailctl reload reports it)
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
@@ -82,28 +81,8 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 		}
 	}()
 	if err := d.Run(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "mailctl: %v\n", err)
+		fmt.Fprintf(stderr, "mailctl: %v\n", err)
 		return 1
-	}
-	return 0
-}
-
-// cmdReload sends SIGHUP to the daemon, so the unit's ExecReload needs no
-// kill(1) (a minimal system has no procps).
-func cmdReload(args []string) int {
-	fs := newFlagSet("reload", "reload PID", `Makes the daemon with process id PID re-read its config: the same as SIGHUP.
-The systemd unit runs it as ExecReload (mailctl reload $MAINPID), so
-`+"`sudo systemctl reload mailctl`"+` works on any system. A bad config is reported in
-the daemon's log and the running one kept.`)
-	if code, ok := parseArgs(fs, args, 1, "give the daemon's process id (systemd passes $MAINPID)"); !ok {
-		return code
-	}
-	pid, err := strconv.Atoi(fs.Arg(0))
-	if err != nil || pid <= 1 {
-		return usageError(fs, "%q is not a daemon's process id", fs.Arg(0))
-	}
-	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
-		return failure(fs, fmt.Errorf("signalling %d: %w", pid, err))
 	}
 	return 0
 }
@@ -133,7 +112,11 @@ Outbound mail to other domains is captured in the mailbox "captured" (owned by
 you) unless --deliver is given. Mail from senders matching --trust (by default
 this instance's own mailboxes, whose mail the daemon signs) is trusted and fires
 hooks; mail from swaks or the internet is not. A copy of the binary is kept at
-DIR/bin/mailctl so the printed lines work after dev stops.`)
+DIR/bin/mailctl so the printed lines work after dev stops.
+
+SIGHUP, or mailctl reload PID, re-reads DIR/config.toml as serve re-reads its
+config (edit it to try a setting; dev writes it again from its flags at every
+start).`)
 	dir := fs.String("dir", ".mailctl-dev", "folder for all state: config, keys, store, queue, socket, bin/mailctl")
 	smtp := fs.String("smtp", "127.0.0.1:2525", "SMTP listen address")
 	domain := fs.String("domain", "mailctl.test", "mail domain")
@@ -150,7 +133,7 @@ DIR/bin/mailctl so the printed lines work after dev stops.`)
 	}
 	if host, _, err := net.SplitHostPort(*smtp); err == nil {
 		if ip := net.ParseIP(host); (ip == nil && host != "localhost") || (ip != nil && !ip.IsLoopback()) {
-			fmt.Fprintf(os.Stderr, "mailctl dev: warning: --smtp %s is not a loopback address: anyone who can reach it can send mail into this dev server\n", *smtp)
+			fmt.Fprintf(stderr, "mailctl dev: warning: --smtp %s is not a loopback address: anyone who can reach it can send mail into this dev server\n", *smtp)
 		}
 	}
 	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox, Trusted: trusted})
@@ -186,7 +169,7 @@ DIR/bin/mailctl so the printed lines work after dev stops.`)
 	}
 	sq, mq := shellQuote(sock), shellQuote(self)
 	banner := func() {
-		fmt.Printf(`mailctl dev is running (Ctrl-C to stop).
+		fmt.Fprintf(stdout, `mailctl dev is running (Ctrl-C to stop).
 
   mailbox   %s  (owned by you)
   socket    %s
@@ -208,7 +191,9 @@ Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agen
 			sq, mq, *smtp, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
 	}
 	d.SetReady(banner)
-	code := runDaemon(d, "", log)
+	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
+	// its config; dev writes that file from its flags at every start.
+	code := runDaemon(d, cfg.File, log)
 	if code != 0 {
 		devListenHint(*smtp)
 	}
@@ -268,9 +253,9 @@ func devListenHint(addr string) {
 	}
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		fmt.Fprintf(os.Stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp %s\n", addr, freeDevPort())
+		fmt.Fprintf(stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp %s\n", addr, freeDevPort())
 	case errors.Is(err, syscall.EACCES):
-		fmt.Fprintf(os.Stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
+		fmt.Fprintf(stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
 	}
 }
 

@@ -53,15 +53,15 @@ is safe: an existing config and existing keys are kept, missing pieces are added
 	o.Interactive = !*nonInteractive
 	o.In = os.Stdin
 	if o.Root == "" && os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "mailctl setup: run as root (sudo mailctl setup), or give --root DIR to install under a prefix")
+		fmt.Fprintln(stderr, "mailctl setup: run as root (sudo mailctl setup), or give --root DIR to install under a prefix")
 		return 4
 	}
 	if o.Interactive && !isTerminal(os.Stdin) {
-		fmt.Fprintln(os.Stderr, "mailctl setup: stdin is not a terminal; reading answers from it")
+		fmt.Fprintln(stderr, "mailctl setup: stdin is not a terminal; reading answers from it")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := setup.Run(ctx, o, os.Stdout); err != nil {
+	if err := setup.Run(ctx, o, stdout); err != nil {
 		return failure(fs, err)
 	}
 	return 0

@@ -3,6 +3,7 @@ package agentcfg
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -55,7 +56,7 @@ var toolHints = map[string]string{
 	"email_forward":     "forward a message to new recipients.",
 	"email_mark_read":   "mark messages read.",
 	"email_mark_unread": "mark messages unread.",
-	"email_move":        "move a message between inbox, archive, trash.",
+	"email_move":        "move a message between inbox, archive, trash and junk.",
 	"email_wait":        "block until matching mail arrives (up to 10 minutes); prefer it over polling.",
 	"email_attachment":  "fetch one attachment of a message.",
 	"email_label":       "add or remove labels and star messages.",
@@ -67,7 +68,7 @@ var toolHints = map[string]string{
 }
 
 // Primer renders the primer for the given tools (the MCP server's list, in
-// its order).
+// its order); it names no other tool.
 func Primer(tools []string) string {
 	var b strings.Builder
 	for _, t := range tools {
@@ -77,7 +78,11 @@ func Primer(tools []string) string {
 		}
 		b.WriteString("\n")
 	}
-	return strings.Replace(primerTemplate, "{{TOOLS}}\n", b.String(), 1)
+	p := strings.Replace(primerTemplate, "{{TOOLS}}\n", b.String(), 1)
+	if !slices.Contains(tools, "mailbox_list") {
+		p = strings.Replace(p, " (see `mailbox_list` for its path)", "", 1)
+	}
+	return p
 }
 
 // WritePrimer writes the primer for tools under configHome/mailctl and

@@ -44,6 +44,11 @@ type Report struct {
 	OriginalMessageID string    // without angle brackets
 	ArrivalDate       time.Time // when the message was queued
 	Recipients        []Failed
+	// Delayed makes the report a delay warning (action "delayed"): the
+	// recipients are not delivered yet and retries go on until
+	// RetryUntil. Its Message-ID differs from the final report's.
+	Delayed    bool
+	RetryUntil time.Time
 }
 
 // maxOriginal bounds the returned header section.
@@ -58,7 +63,11 @@ func (r *Report) MessageID() string {
 		addrs[i] = strings.ToLower(f.Address)
 	}
 	sort.Strings(addrs)
-	sum := sha256.Sum256([]byte(r.OriginalMessageID + "\x00" + strings.Join(addrs, "\x00")))
+	key := r.OriginalMessageID + "\x00" + strings.Join(addrs, "\x00")
+	if r.Delayed {
+		key = "delayed\x00" + key
+	}
+	sum := sha256.Sum256([]byte(key))
 	host := r.ReportingMTA
 	if host == "" {
 		host = "localhost"
@@ -87,6 +96,28 @@ func (f Failed) Status() string {
 	return "5.0.0"
 }
 
+// status is Status, or for a delay warning a 4.x.x code (RFC 3464 §2.3.4:
+// a delayed recipient's status is transient).
+func (f Failed) status(delayed bool) string {
+	st := f.Status()
+	if delayed && !strings.HasPrefix(st, "4.") {
+		return "4.0.0"
+	}
+	return st
+}
+
+// explain says in the daemon's words why the recipient failed, or for a
+// delay warning why it is not delivered yet.
+func (f Failed) explain(delayed bool) string {
+	if delayed {
+		if f.Code >= 400 && f.Code < 500 {
+			return fmt.Sprintf("the receiving server has not accepted it yet (%d, status %s)", f.Code, f.status(true))
+		}
+		return "no receiving server has accepted it yet (status " + f.status(true) + ")"
+	}
+	return f.explanation()
+}
+
 // explanation says in the daemon's words why the recipient failed.
 func (f Failed) explanation() string {
 	st := f.Status()
@@ -112,6 +143,10 @@ func (r *Report) Bytes() []byte {
 	rand.Read(nonce)
 	boundary := "dsn-" + hex.EncodeToString(nonce)
 	subject := "Undelivered mail returned to sender"
+	action := "failed"
+	if r.Delayed {
+		subject, action = "Delayed mail (still being retried)", "delayed"
+	}
 	hdr := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
 	hdr("From", "Mail Delivery System <"+oneLine(r.From, 320)+">")
 	hdr("To", "<"+oneLine(r.To, 320)+">")
@@ -129,10 +164,19 @@ func (r *Report) Bytes() []byte {
 
 	fmt.Fprintf(&b, "--%s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n", boundary)
 	fmt.Fprintf(&b, "This is the mail system at %s.\r\n\r\n", oneLine(r.ReportingMTA, 255))
-	b.WriteString("Your message could not be delivered to the recipients below. What\r\n")
-	b.WriteString("the receiving servers answered is in the sent copy's delivery status.\r\n\r\n")
+	if r.Delayed {
+		b.WriteString("Your message has not been delivered yet to the recipients below.\r\n")
+		if !r.RetryUntil.IsZero() {
+			fmt.Fprintf(&b, "The mail system keeps trying until %s; you need do nothing\r\n", r.RetryUntil.UTC().Format(time.RFC1123Z))
+			b.WriteString("unless the message is urgent. If it fails for good, a second report\r\nfollows.")
+		}
+		b.WriteString(" What the receiving servers answered is in the\r\nsent copy's delivery status.\r\n\r\n")
+	} else {
+		b.WriteString("Your message could not be delivered to the recipients below. What\r\n")
+		b.WriteString("the receiving servers answered is in the sent copy's delivery status.\r\n\r\n")
+	}
 	for _, f := range r.Recipients {
-		fmt.Fprintf(&b, "<%s>: %s\r\n", oneLine(f.Address, 320), f.explanation())
+		fmt.Fprintf(&b, "<%s>: %s\r\n", oneLine(f.Address, 320), f.explain(r.Delayed))
 	}
 	b.WriteString("\r\n")
 
@@ -144,10 +188,13 @@ func (r *Report) Bytes() []byte {
 	for _, f := range r.Recipients {
 		b.WriteString("\r\n")
 		fmt.Fprintf(&b, "Final-Recipient: rfc822; %s\r\n", oneLine(f.Address, 320))
-		b.WriteString("Action: failed\r\n")
-		fmt.Fprintf(&b, "Status: %s\r\n", f.Status())
+		fmt.Fprintf(&b, "Action: %s\r\n", action)
+		fmt.Fprintf(&b, "Status: %s\r\n", f.status(r.Delayed))
 		if f.Code >= 200 && f.Code <= 599 {
-			fmt.Fprintf(&b, "Diagnostic-Code: smtp; %d %s\r\n", f.Code, f.Status())
+			fmt.Fprintf(&b, "Diagnostic-Code: smtp; %d %s\r\n", f.Code, f.status(r.Delayed))
+		}
+		if r.Delayed && !r.RetryUntil.IsZero() {
+			fmt.Fprintf(&b, "Will-Retry-Until: %s\r\n", r.RetryUntil.Format(time.RFC1123Z))
 		}
 	}
 	b.WriteString("\r\n")

@@ -77,3 +77,34 @@ func FuzzReportParses(f *testing.F) {
 		}
 	})
 }
+
+// A delay warning is an RFC 3464 report with action "delayed", a 4.x.x
+// status and Will-Retry-Until; it parses as a DSN and has a Message-ID of
+// its own, so the final report on the same recipients is not taken for it.
+func TestDelayedReport(t *testing.T) {
+	until := time.Date(2026, 3, 6, 12, 0, 0, 0, time.UTC)
+	r := Report{ReportingMTA: "mx.example.com", From: "MAILER-DAEMON@example.com", To: "alice@example.com", Date: time.Unix(0, 0),
+		Original: []byte("Message-ID: <m1@example.com>\r\n\r\n"), OriginalMessageID: "m1@example.com",
+		Recipients: []Failed{{Address: "a@b.example", Code: 451, Detail: "451 4.2.1 mailbox busy"}, {Address: "c@d.example", Detail: "dial tcp: connection refused"}},
+		Delayed:    true, RetryUntil: until}
+	out := r.Bytes()
+	p, err := ingest.Parse(out, ingest.Options{})
+	if err != nil || p.DSN == nil || len(p.DSN.Recipients) != 2 {
+		t.Fatalf("does not parse as a DSN: %v %+v\n%s", err, p, out)
+	}
+	for i, want := range []string{"4.2.1", "4.0.0"} {
+		if got := p.DSN.Recipients[i]; got.Action != "delayed" || got.Status != want {
+			t.Errorf("recipient %d: %+v, want delayed %s", i, got, want)
+		}
+	}
+	for _, want := range []string{"Will-Retry-Until: Fri, 06 Mar 2026 12:00:00 +0000", "Subject: Delayed mail (still being retried)", "Auto-Submitted: auto-replied"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the warning lacks %q:\n%s", want, out)
+		}
+	}
+	final := r
+	final.Delayed = false
+	if final.MessageID() == r.MessageID() {
+		t.Error("the warning and the final report share a Message-ID: the final one would be taken for a copy")
+	}
+}

@@ -16,8 +16,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -47,11 +45,13 @@ type Config struct {
 	Send      SendPolicy `toml:"send"`
 	Relay     Relay      `toml:"relay"`
 	Delivery  Delivery   `toml:"delivery"`
+	TLSRPT    TLSRPT     `toml:"tlsrpt"`
 	HookRules HookRules  `toml:"hook_rules"`
 	// MailboxRules say what owners may set on their own mailboxes.
 	MailboxRules MailboxRules    `toml:"mailbox_rules"`
 	Control      Control         `toml:"control"`
 	Metrics      Metrics         `toml:"metrics"`
+	Storage      Storage         `toml:"storage"`
 	Mailboxes    []MailboxConfig `toml:"mailboxes"`
 	Hooks        []HookConfig    `toml:"hooks"`
 
@@ -61,13 +61,17 @@ type Config struct {
 
 // Paths are the daemon's directories and its socket.
 type Paths struct {
-	StateDir string `toml:"state_dir"` // registry, mailboxes, queue, hook runs
-	Socket   string `toml:"socket"`
-	DKIMDir  string `toml:"dkim_dir"`
+	StateDir string `toml:"state_dir" secret:"none"` // registry, mailboxes, queue, hook runs
+	Socket   string `toml:"socket" secret:"none"`
+	DKIMDir  string `toml:"dkim_dir" secret:"dir:*.key"`
 }
 
 // MailboxesDir is where mailbox folders live.
 func (p Paths) MailboxesDir() string { return filepath.Join(p.StateDir, "mailboxes") }
+
+// IndexFile is the message index database: in a directory of the state
+// directory only root can enter, never inside a mailbox.
+func (p Paths) IndexFile() string { return filepath.Join(p.StateDir, "index", "index.db") }
 
 // RegistryDir holds mailboxes and hooks created over the socket.
 func (p Paths) RegistryDir() string { return filepath.Join(p.StateDir, "registry") }
@@ -81,13 +85,13 @@ func (p Paths) InboundDir() string { return filepath.Join(p.StateDir, "inbound")
 
 // SMTP configures the inbound listeners and their limits.
 type SMTP struct {
-	Listen     []string `toml:"listen"`      // SMTP listen addresses
-	LMTPSocket string   `toml:"lmtp_socket"` // optional LMTP Unix socket
+	Listen     []string `toml:"listen"`                    // SMTP listen addresses
+	LMTPSocket string   `toml:"lmtp_socket" secret:"none"` // optional LMTP Unix socket
 	// LMTPXForwardUsers may pass on their client's address with XFORWARD
 	// over the LMTP socket (the front MTA's user; root may anyway).
 	LMTPXForwardUsers   []string `toml:"lmtp_xforward_users"`
-	TLSCert             string   `toml:"tls_cert"`
-	TLSKey              string   `toml:"tls_key"`
+	TLSCert             string   `toml:"tls_cert" secret:"none"`
+	TLSKey              string   `toml:"tls_key" secret:"file"`
 	MaxMessageBytes     int64    `toml:"max_message_bytes"`
 	MaxRecipients       int      `toml:"max_recipients"`
 	MaxLineLength       int      `toml:"max_line_length"`
@@ -97,6 +101,20 @@ type SMTP struct {
 	MaxConnectionsPerIP int      `toml:"max_connections_per_ip"`
 	MaxErrors           int      `toml:"max_errors"`
 	MaxReceivedHeaders  int      `toml:"max_received_headers"`
+	// PregreetWait holds the greeting back; a client that talks before it
+	// is refused (as postscreen's pregreet test). 0 turns the wait off; the
+	// check still runs while DNS lists are asked.
+	PregreetWait Duration `toml:"pregreet_wait"`
+	// DNSBL are the DNS block- and allow-lists asked about each client at
+	// connect; none by default.
+	DNSBL []DNSList `toml:"dnsbl"`
+	// DNSBLThreshold: a client whose lists' weights add up to this or more
+	// is refused at connect with 554 5.7.1; a listed one below it has its
+	// mail marked and put in junk.
+	DNSBLThreshold int `toml:"dnsbl_threshold"`
+	// DNSBLTimeout bounds each list's answer; a list that has not answered
+	// counts as not listing the client.
+	DNSBLTimeout Duration `toml:"dnsbl_timeout"`
 }
 
 // LMTP configures LMTP over TCP, for a tier of front MTAs on other hosts
@@ -149,6 +167,17 @@ type Trust struct {
 	TrustedSenders []string `toml:"trusted_senders"`
 	// Resolver is the former name of [dns] resolver, still read.
 	Resolver string `toml:"resolver"`
+	// DMARCEnforce applies the From domain's DMARC policy to mail that
+	// fails DMARC (RFC 7489 §6.6): p=reject is refused with 550 5.7.1 at
+	// the end of DATA, p=quarantine is stored in the junk folder. On by
+	// default.
+	DMARCEnforce *bool `toml:"dmarc_enforce"`
+	// Forwarders are networks (CIDR or address) and domains whose mail is
+	// exempt from DMARC enforcement: mailing lists and forwarders that pass
+	// on mail which then fails DMARC for its original From. A domain counts
+	// when it authenticated the message (DKIM pass for it or a subdomain,
+	// or SPF pass for the envelope sender).
+	Forwarders []string `toml:"forwarders"`
 }
 
 // DNS configures the lookups of every part of the daemon: SPF, DKIM and DMARC
@@ -156,6 +185,10 @@ type Trust struct {
 type DNS struct {
 	// Resolver is a DNS server "host:port"; empty uses the system resolver.
 	Resolver string `toml:"resolver"`
+	// DNSSECProbe is a DNSSEC-signed name doctor asks the resolver about:
+	// a validating resolver answers it with the AD bit. Default "." (the
+	// root zone, signed since 2010).
+	DNSSECProbe string `toml:"dnssec_probe"`
 }
 
 // SendPolicy governs outbound mail; the global one is the default of every
@@ -177,10 +210,18 @@ type SendPolicy struct {
 
 // Relay sends all outbound mail through a smarthost instead of MX delivery.
 type Relay struct {
-	Host         string `toml:"host"`
-	Port         int    `toml:"port"` // 587 (STARTTLS) or 465 (implicit TLS)
+	Host string `toml:"host"`
+	// Port defaults to 465 with implicit TLS, else 587.
+	Port int `toml:"port"`
+	// TLS is how TLS starts: RelayImplicitTLS from the first byte, or
+	// RelayStartTLS after the greeting. Load fills it in from the port
+	// (465 implicit, any other STARTTLS).
+	TLS          string `toml:"tls"`
 	Username     string `toml:"username"`
-	PasswordFile string `toml:"password_file"` // root-only file holding the password
+	PasswordFile string `toml:"password_file" secret:"file"` // root-only file holding the password
+	// CAFile is a PEM bundle of the certificate authorities the relay's
+	// certificate must chain to, instead of the system's (a private CA).
+	CAFile string `toml:"ca_file" secret:"none"`
 	// SplitDomains says the local domains' mailboxes are spread over
 	// several mailctl hosts behind one MTA tier (docs/scale.md): mail from
 	// here to a local address with no mailbox on this host goes to the
@@ -197,6 +238,19 @@ type Delivery struct {
 	TransactionTimeout Duration `toml:"transaction_timeout"`
 	MaxConcurrent      int      `toml:"max_concurrent"`
 	Port               int      `toml:"port"` // remote SMTP port, 25 except in tests
+	// DelayWarning is how long after a message became due its sender gets
+	// one "delayed" report (RFC 3464) while retries go on; "0s" sends none.
+	DelayWarning *Duration `toml:"delay_warning"`
+	// MTASTS honours recipient domains' MTA-STS policies (RFC 8461).
+	MTASTS *bool `toml:"mta_sts"`
+	// DANE honours TLSA records the resolver validated (RFC 7672).
+	DANE *bool `toml:"dane"`
+	// CAFile is a PEM file of certificates that verify MX hosts and
+	// MTA-STS policy hosts instead of the system roots (a private CA, tests).
+	CAFile string `toml:"ca_file" secret:"none"`
+	// MTASTSPort is the HTTPS port MTA-STS policies are fetched from; 443
+	// except in tests.
+	MTASTSPort int `toml:"mta_sts_port"`
 }
 
 // HookRules are the operator's limits on hooks.
@@ -236,9 +290,35 @@ type Control struct {
 	RequestMemoryPerUID int64 `toml:"request_memory_per_uid"`
 }
 
+// Storage sets the limits of the mail store.
+type Storage struct {
+	// DiskReserveBytes is the free space on the store's filesystem below
+	// which new mail is answered 452 4.3.1 and sends are refused, so that
+	// what is under way can finish before the disk is full. 0 disables.
+	DiskReserveBytes *int64 `toml:"disk_reserve_bytes"`
+	// QuotaBytes and QuotaMessages are every mailbox's quota unless its
+	// own is set ([[mailboxes]], or root's mailbox.update). 0: none.
+	QuotaBytes    int64 `toml:"quota_bytes"`
+	QuotaMessages int64 `toml:"quota_messages"`
+	// Retention is how long messages stay in a folder, by folder name
+	// ("0s": forever). Past it, a message moves to trash; past trash's
+	// own, counted from when it came to trash, it is removed for good.
+	// Defaults: trash 30 days, sent 365 days, the other folders forever.
+	Retention map[string]Duration `toml:"retention"`
+	// PruneEvery is how often the daemon applies Retention.
+	PruneEvery Duration `toml:"prune_every"`
+}
+
+// RetentionFolders are the folders a retention may name.
+var RetentionFolders = []string{"inbox", "sent", "archive", "drafts", "trash"}
+
 // Metrics configures the optional Prometheus endpoint.
 type Metrics struct {
 	Listen string `toml:"listen"` // loopback address, e.g. "127.0.0.1:9325"; empty disables
+	// DestinationDomains are the domains that get a label of their own in
+	// the delivery metrics; every other destination is local, relay or
+	// remote, so a label never takes a value from outside this list.
+	DestinationDomains []string `toml:"destination_domains"`
 }
 
 // MailboxConfig declares a mailbox in the config. Such mailboxes cannot be
@@ -250,6 +330,10 @@ type MailboxConfig struct {
 	DisplayName    string      `toml:"display_name"` // the name outgoing From carries
 	TrustedSenders []string    `toml:"trusted_senders"`
 	Send           *SendPolicy `toml:"send"`
+	// QuotaBytes and QuotaMessages replace [storage]'s default quota for
+	// this mailbox (0: none).
+	QuotaBytes    *int64 `toml:"quota_bytes"`
+	QuotaMessages *int64 `toml:"quota_messages"`
 }
 
 // HookConfig declares an operator hook.
@@ -309,6 +393,8 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	setDefault(&c.DNS.Resolver, c.Trust.Resolver)
+	setDefault(&c.Trust.DMARCEnforce, new(true))
+	setDefault(&c.DNS.DNSSECProbe, ".")
 	setDefault(&c.Paths.StateDir, "/var/lib/mailctl")
 	setDefault(&c.Paths.Socket, protocol.DefaultSocket)
 	setDefault(&c.Paths.DKIMDir, "/etc/mailctl/dkim")
@@ -328,6 +414,11 @@ func (c *Config) applyDefaults() {
 	setDefault(&s.MaxConnectionsPerIP, 20)
 	setDefault(&s.MaxErrors, 10)
 	setDefault(&s.MaxReceivedHeaders, 50)
+	setDefault(&s.DNSBLThreshold, 1)
+	setDefault(&s.DNSBLTimeout, Duration{2 * time.Second})
+	for i := range s.DNSBL {
+		setDefault(&s.DNSBL[i].Weight, 1)
+	}
 	p := &c.Send
 	setDefault(&p.Enabled, new(true))
 	setDefault(&p.DryRunOnly, new(false))
@@ -347,6 +438,23 @@ func (c *Config) applyDefaults() {
 	setDefault(&d.TransactionTimeout, Duration{10 * time.Minute})
 	setDefault(&d.MaxConcurrent, 8)
 	setDefault(&d.Port, 25)
+	setDefault(&d.DelayWarning, &Duration{4 * time.Hour})
+	setDefault(&c.Storage.DiskReserveBytes, new(int64(256<<20)))
+	setDefault(&c.Storage.PruneEvery, Duration{time.Hour})
+	if c.Storage.Retention == nil {
+		c.Storage.Retention = map[string]Duration{}
+	}
+	for folder, keep := range map[string]time.Duration{"trash": 30 * 24 * time.Hour, "sent": 365 * 24 * time.Hour} {
+		if _, set := c.Storage.Retention[folder]; !set {
+			c.Storage.Retention[folder] = Duration{keep}
+		}
+	}
+	setDefault(&d.MTASTS, new(true))
+	setDefault(&d.DANE, new(true))
+	setDefault(&d.MTASTSPort, 443)
+	setDefault(&c.TLSRPT.Enabled, new(true))
+	setDefault(&c.TLSRPT.Mailbox, "postmaster")
+	setDefault(&c.TLSRPT.Organization, c.Hostname)
 	setDefault(&c.HookRules.MaxConcurrent, 4)
 	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, new(true))
 	setDefault(&c.Control.MaxConnections, 512)
@@ -356,10 +464,23 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Control.RequestTimeout, Duration{30 * time.Second})
 	setDefault(&c.Control.RequestMemory, 512<<20)
 	setDefault(&c.Control.RequestMemoryPerUID, 224<<20)
-	if c.Relay.Host != "" {
-		setDefault(&c.Relay.Port, 587)
+	if r := &c.Relay; r.Host != "" {
+		if r.TLS == RelayImplicitTLS {
+			setDefault(&r.Port, 465)
+		}
+		setDefault(&r.Port, 587)
+		if r.Port == 465 {
+			setDefault(&r.TLS, RelayImplicitTLS)
+		}
+		setDefault(&r.TLS, RelayStartTLS)
 	}
 }
+
+// The values of relay.tls.
+const (
+	RelayStartTLS    = "starttls"
+	RelayImplicitTLS = "implicit"
+)
 
 // setDefault sets *p to v when the file left it unset (the zero value).
 func setDefault[T comparable](p *T, v T) { *p = cmp.Or(*p, v) }
@@ -423,8 +544,8 @@ func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for _, check := range []func(complain){
-		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics,
-		c.validateRelay, c.validateDNS, c.validateMailboxes, c.validateAliases, c.validateHooks,
+		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics, c.validateStorage,
+		c.validateRelay, c.validateTLSRPT, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
 	} {
 		check(bad)
 	}
@@ -468,6 +589,7 @@ func (c *Config) validateSMTP(bad complain) {
 	if (s.TLSCert == "") != (s.TLSKey == "") {
 		bad("smtp.tls_cert and smtp.tls_key must be set together")
 	}
+	c.validateDNSBL(bad)
 	if s.MaxMessageBytes < 1024 || s.MaxRecipients < 1 || s.MaxLineLength < 1000 ||
 		s.MaxConnections < 1 || s.MaxConnectionsPerIP < 1 || s.MaxErrors < 1 || s.MaxReceivedHeaders < 1 {
 		bad("smtp: limits must be positive (max_message_bytes >= 1024, max_line_length >= 1000 as RFC 5321 requires)")
@@ -550,8 +672,44 @@ func (c *Config) validateControl(bad complain) {
 	}
 }
 
+// validateStorage refuses a negative reserve.
+func (c *Config) validateStorage(bad complain) {
+	if r := c.Storage.DiskReserveBytes; r != nil && *r < 0 {
+		bad("storage.disk_reserve_bytes: %d is negative; give bytes to keep free (e.g. 268435456 for 256 MiB), or 0 for no reserve", *r)
+	}
+	for folder := range c.Storage.Retention {
+		if !slices.Contains(RetentionFolders, folder) {
+			bad("storage.retention: %q is not a folder; use %s", folder, strings.Join(RetentionFolders, ", "))
+		}
+	}
+	if c.Storage.PruneEvery.Duration < time.Minute {
+		bad("storage.prune_every: %s is too often; give a minute or more (default 1h)", c.Storage.PruneEvery.Duration)
+	}
+	if c.Storage.QuotaBytes < 0 || c.Storage.QuotaMessages < 0 {
+		bad("storage.quota_bytes and quota_messages: give a limit, or 0 for none")
+	}
+	for _, m := range c.Mailboxes {
+		if m.QuotaBytes != nil && *m.QuotaBytes < 0 || m.QuotaMessages != nil && *m.QuotaMessages < 0 {
+			bad("mailbox %q: quota_bytes and quota_messages: give a limit, or 0 for none", m.Name)
+		}
+	}
+}
+
+// maxDestinationDomains bounds metrics.destination_domains, and so the
+// series of the delivery metrics.
+const maxDestinationDomains = 50
+
 // validateMetrics keeps the metrics endpoint on loopback: it is unauthenticated.
 func (c *Config) validateMetrics(bad complain) {
+	if len(c.Metrics.DestinationDomains) > maxDestinationDomains {
+		bad("metrics.destination_domains: %d domains; at most %d get labels of their own", len(c.Metrics.DestinationDomains), maxDestinationDomains)
+	}
+	for i, dom := range c.Metrics.DestinationDomains {
+		if dom == "" || dom != strings.ToLower(dom) || strings.ContainsAny(dom, "@ \t") || strings.HasSuffix(dom, ".") {
+			bad("metrics.destination_domains: %q is not a lower-case domain name such as gmail.com", dom)
+		}
+		c.Metrics.DestinationDomains[i] = dom
+	}
 	if c.Metrics.Listen == "" {
 		return
 	}
@@ -562,8 +720,20 @@ func (c *Config) validateMetrics(bad complain) {
 }
 
 func (c *Config) validateRelay(bad complain) {
-	if c.Relay.Host != "" && c.Relay.Username != "" && c.Relay.PasswordFile == "" {
+	r := c.Relay
+	if r.Host != "" && r.Username != "" && r.PasswordFile == "" {
 		bad("relay.password_file is required with relay.username")
+	}
+	if r.TLS != "" && r.TLS != RelayStartTLS && r.TLS != RelayImplicitTLS {
+		bad("relay.tls: %q is neither %q (TLS from the first byte, as on port 465) nor %q (STARTTLS after the greeting, as on port 587)", r.TLS, RelayImplicitTLS, RelayStartTLS)
+	}
+	if r.Host == "" && (r.TLS != "" || r.CAFile != "" || r.Username != "" || r.PasswordFile != "") {
+		bad("relay.tls, relay.ca_file, relay.username and relay.password_file need relay.host: set the relay's host name, or remove them")
+	}
+	for _, p := range []struct{ key, v string }{{"relay.password_file", r.PasswordFile}, {"relay.ca_file", r.CAFile}} {
+		if p.v != "" && !filepath.IsAbs(p.v) {
+			bad("%s: %q must be an absolute path", p.key, p.v)
+		}
 	}
 	if c.Relay.SplitDomains && c.Relay.Host == "" {
 		bad("relay.split_domains needs relay.host: the mail for local addresses this host does not have goes to the relay (the MTA tier that knows every host)")
@@ -698,35 +868,4 @@ func (c *Config) validateAliases(bad complain) {
 			owner[a] = m.Name
 		}
 	}
-}
-
-// ValidDisplayName says why s cannot be a mailbox's display name, or nil: it
-// goes into the From header of every message the mailbox sends, so it is
-// one line of printable text, at most protocol.MaxDisplayNameLen characters.
-func ValidDisplayName(s string) error {
-	if !utf8.ValidString(s) {
-		return errors.New("display_name is not valid UTF-8")
-	}
-	if n := utf8.RuneCountInString(s); n > protocol.MaxDisplayNameLen {
-		return fmt.Errorf("display_name has %d characters; at most %d", n, protocol.MaxDisplayNameLen)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("display_name holds a control character (%U): one line of text only", r)
-		}
-		// Line and paragraph separators break a line for a reader; format
-		// characters (bidi overrides, zero-width) show other text than is sent.
-		if unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf) {
-			return fmt.Errorf("display_name holds an invisible or line-breaking character (%U): plain text only", r)
-		}
-	}
-	// A name that reads as an address, or as encoded text, makes the From
-	// show another sender than the one it carries ("boss@bank.example" <agent@ours>).
-	if strings.ContainsAny(s, "@<>") || strings.Contains(s, "=?") {
-		return errors.New("display_name holds @, < or > or =?: a name must not read as an address or as encoded text")
-	}
-	if s != strings.TrimSpace(s) {
-		return errors.New("display_name starts or ends with a space")
-	}
-	return nil
 }

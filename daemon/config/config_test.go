@@ -60,6 +60,10 @@ func TestValidation(t *testing.T) {
 		{"[[mailboxes]]\nname = \"a\"\n", "owner is required"},
 		{"[[hooks]]\nmailbox = \"a\"\n", "required"},
 		{"[delivery]\nretry_for = \"soon\"\n", "bad duration"},
+		{"[delivery]\ndelay_warning = \"later\"\n", "bad duration"},
+		{"domains = [\"a.test\"]\n[storage]\ndisk_reserve_bytes = -1\n", "negative"},
+		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"Gmail.com\"]\n", "lower-case domain"},
+		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"x@gmail.com\"]\n", "lower-case domain"},
 		{"domains = [\"a.test\", \"A.test\"]\n", "twice"},
 		{"[trust]\nresolver = \"127.0.0.1:53\"\n[dns]\nresolver = \"127.0.0.2:53\"\n", "former name"},
 		{"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\naliases = [\"sales\"]\n[[mailboxes]]\nname = \"b\"\nowner = \"root\"\naliases = [\"Sales\"]\n", "both claim the alias"},
@@ -127,6 +131,13 @@ func TestDocumentedExampleParses(t *testing.T) {
 		c.Send.MaxAttachments != d.Send.MaxAttachments {
 		t.Errorf("documented values drifted from the defaults")
 	}
+	if c.SMTP.PregreetWait != d.SMTP.PregreetWait || c.SMTP.DNSBLThreshold != d.SMTP.DNSBLThreshold || c.SMTP.DNSBLTimeout != d.SMTP.DNSBLTimeout ||
+		len(c.SMTP.DNSBL) != 0 || *c.Trust.DMARCEnforce != *d.Trust.DMARCEnforce || len(c.Trust.Forwarders) != 0 ||
+		*c.Delivery.MTASTS != *d.Delivery.MTASTS || *c.Delivery.DANE != *d.Delivery.DANE || c.Delivery.MTASTSPort != d.Delivery.MTASTSPort ||
+		c.Delivery.CAFile != d.Delivery.CAFile || *c.TLSRPT.Enabled != *d.TLSRPT.Enabled || c.TLSRPT.Mailbox != d.TLSRPT.Mailbox ||
+		c.TLSRPT.Contact != d.TLSRPT.Contact || c.DNS.DNSSECProbe != d.DNS.DNSSECProbe {
+		t.Errorf("documented values of the transport-policy keys drifted from the defaults")
+	}
 }
 
 func FuzzParse(f *testing.F) {
@@ -173,6 +184,37 @@ func TestDNSResolverAndItsFormerName(t *testing.T) {
 		}
 		if c.DNS.Resolver != want {
 			t.Errorf("%q: dns.resolver %q, want %q", text, c.DNS.Resolver, want)
+		}
+	}
+}
+
+// delivery.delay_warning defaults to four hours; "0s" turns the warnings off
+// (a zero that is not the default).
+func TestDelayWarningDefaultAndOff(t *testing.T) {
+	c, err := Parse([]byte("domains = [\"a.test\"]\n"))
+	if err != nil || c.Delivery.DelayWarning.Duration != 4*time.Hour {
+		t.Fatalf("default: %v %v", c.Delivery.DelayWarning, err)
+	}
+	c, err = Parse([]byte("domains = [\"a.test\"]\n[delivery]\ndelay_warning = \"0s\"\n"))
+	if err != nil || c.Delivery.DelayWarning.Duration != 0 {
+		t.Fatalf("off: %v %v", c.Delivery.DelayWarning, err)
+	}
+}
+
+// TestTrustDMARCKeys: enforcement is on unless turned off, and forwarders
+// must be networks, addresses or domains, never every address.
+func TestTrustDMARCKeys(t *testing.T) {
+	c, err := Parse(nil)
+	if err != nil || !*c.Trust.DMARCEnforce || len(c.Trust.Forwarders) != 0 {
+		t.Fatalf("defaults: %v %+v", err, c.Trust)
+	}
+	c, err = Parse([]byte("[trust]\ndmarc_enforce = false\nforwarders = [\"192.0.2.0/24\", \"2001:db8::/32\", \"198.51.100.7\", \"lists.example.org\"]\n"))
+	if err != nil || *c.Trust.DMARCEnforce || len(c.Trust.Forwarders) != 4 {
+		t.Fatalf("set: %v %+v", err, c.Trust)
+	}
+	for _, bad := range []string{"0.0.0.0/0", "::/0", "::ffff:0.0.0.0/96", "localhost", "not a domain", "10.0.0.0/33"} {
+		if _, err := Parse([]byte("[trust]\nforwarders = [\"" + bad + "\"]\n")); err == nil || !strings.Contains(err.Error(), "trust.forwarders") {
+			t.Errorf("forwarders = [%q]: %v, want an error naming trust.forwarders", bad, err)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/resolver"
@@ -192,5 +194,34 @@ func checkPTR(ctx context.Context, f *findings, r resolver.Resolver, host string
 			continue
 		}
 		f.add("dns.ptr", OK, "", "reverse DNS of %s is %s", ip.IP, host)
+	}
+}
+
+// checkDNSSEC says whether the configured resolver validates DNSSEC, which
+// DANE needs: it asks for the SOA of a signed name (dns.dnssec_probe) and
+// looks at the AD bit of the answer. mailctl does not validate itself.
+func checkDNSSEC(ctx context.Context, f *findings, cfg *config.Config, env Env) {
+	if env.DNSSEC == nil {
+		return
+	}
+	if !*cfg.Delivery.DANE {
+		f.add("dns.dnssec", Info, "", "DANE is off (delivery.dane = false): the resolver's DNSSEC validation is not needed")
+		return
+	}
+	name := cfg.DNS.DNSSECProbe
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := env.DNSSEC.Exchange(ctx, name, dns.TypeSOA)
+	fix := "run a validating resolver on this host (e.g. `apt install unbound`) and set dns.resolver = \"127.0.0.1:53\"; see docs/outbound.md"
+	switch {
+	case err != nil:
+		f.add("dns.dnssec", Warn, "check dns.resolver and retry", "asking the resolver about %q to see whether it validates DNSSEC failed: %v", name, err)
+	case m.Rcode != dns.RcodeSuccess:
+		f.add("dns.dnssec", Warn, fix+"; or set dns.dnssec_probe to a signed name it can resolve",
+			"the resolver answered %s for the signed name %q: it does not validate, or the name is not reachable; DANE is not applied", dns.RcodeToString[m.Rcode], name)
+	case !m.AuthenticatedData:
+		f.add("dns.dnssec", Warn, fix, "the resolver does not validate DNSSEC (no AD bit for the signed name %q): DANE (RFC 7672) is never applied", name)
+	default:
+		f.add("dns.dnssec", OK, "", "the resolver validates DNSSEC (AD set for %q): DANE is applied to MX hosts with TLSA records", name)
 	}
 }

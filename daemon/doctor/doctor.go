@@ -9,6 +9,7 @@ package doctor
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -38,6 +39,9 @@ const (
 type Env struct {
 	// Resolver answers DNS; nil skips the DNS checks.
 	Resolver resolver.Resolver
+	// DNSSEC asks the configured resolver whole questions, to see whether
+	// it validates (the AD bit); nil skips that check.
+	DNSSEC resolver.Exchanger
 	// Root reports whether the checks may read root-only files (keys, queue,
 	// owners); the daemon passes true, a non-root CLI never calls Check.
 	Root bool
@@ -47,8 +51,12 @@ type Env struct {
 	// ClientVersion is this binary's version, compared with the daemon's.
 	ClientVersion string
 	// Port25Listening reports whether SMTP answers; nil dials every configured
-	// listen address on loopback.
+	// listen address on loopback (and says QUIT).
 	Port25Listening func() bool
+	// ServedCertificate returns the certificate the daemon serves for
+	// STARTTLS; nil fetches it with STARTTLS from the first listener that
+	// answers.
+	ServedCertificate func(context.Context) (*x509.Certificate, error)
 	// Now is the clock (certificate expiry); nil is time.Now.
 	Now func() time.Time
 	// LocalAddrs lists this host's public addresses, to compare with the
@@ -80,8 +88,9 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 	if !env.Dev {
 		checkPaths(&f, cfg, env)
 	}
+	checkSecrets(&f, cfg)
 	keys := checkKeys(&f, cfg, env)
-	checkTLS(&f, cfg, env)
+	checkTLS(ctx, &f, cfg, env)
 	checkMailboxes(&f, cfg, env)
 	if !env.Dev {
 		checkRoleAddresses(&f, cfg)
@@ -93,6 +102,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 		f.add("dev.instance", Info, "", "a mailctl dev instance: owners, role addresses and DNS are checked on a host (sudo mailctl setup), not here")
 	case env.Resolver != nil:
 		checkDNS(ctx, &f, cfg, env, keys)
+		checkDNSSEC(ctx, &f, cfg, env)
 	default:
 		f.add("dns.skipped", Info, "", "DNS checks skipped: no resolver")
 	}
@@ -126,6 +136,26 @@ func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []pro
 	f = append(f, slices.DeleteFunc(Check(ctx, def, env), func(r protocol.Finding) bool { return r.ID == "config.domains" })...)
 	Sort(f)
 	return nil, f
+}
+
+// RuntimeIDs are the findings only the running daemon can make: about what
+// it runs rather than what the files hold. Root's doctor checks the files
+// itself and takes these from the daemon's status.
+var RuntimeIDs = []string{RestartPending}
+
+// RestartPending is the finding of config keys changed in the file that the
+// running daemon applies only at a restart.
+const RestartPending = "config.restart_pending"
+
+// Runtime keeps the findings of f that RuntimeIDs names.
+func Runtime(f []protocol.Finding) []protocol.Finding {
+	var out []protocol.Finding
+	for _, x := range f {
+		if slices.Contains(RuntimeIDs, x.ID) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 var sevRank = map[string]int{Fail: 0, Warn: 1, Info: 2, OK: 3}
@@ -254,21 +284,8 @@ func checkListeners(ctx context.Context, f *findings, cfg *config.Config, env En
 	listening := env.Port25Listening
 	if listening == nil {
 		listening = func() bool {
-			for _, a := range cfg.SMTP.Listen {
-				host, port, err := net.SplitHostPort(a)
-				if err != nil {
-					continue
-				}
-				if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-					host = "127.0.0.1"
-					if ip != nil && ip.To4() == nil {
-						host = "::1"
-					}
-				}
-				d := net.Dialer{Timeout: time.Second}
-				c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
-				if err == nil {
-					c.Close()
+			for _, a := range probeAddrs(cfg) {
+				if _, err := probeSMTP(ctx, a, cfg.Hostname, false); err == nil {
 					return true
 				}
 			}

@@ -1,8 +1,11 @@
 package doctor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,6 +23,8 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/setup"
+	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -137,6 +142,14 @@ func newInstall(t *testing.T) *install {
 		Port25Listening: func() bool { return true },
 		Now:             func() time.Time { return time.Now() },
 		LocalAddrs:      func() ([]net.IP, error) { return []net.IP{net.ParseIP("192.0.2.10")}, nil },
+		// A daemon serving what the files hold, read when asked.
+		ServedCertificate: func(context.Context) (*x509.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(in.cfg.SMTP.TLSCert, in.cfg.SMTP.TLSKey)
+			if err != nil {
+				return nil, err
+			}
+			return x509.ParseCertificate(pair.Certificate[0])
+		},
 	}
 	return in
 }
@@ -203,7 +216,31 @@ func TestSeededFaults(t *testing.T) {
 	}{
 		{"wrong key mode", false, func(t *testing.T, in *install) {
 			os.Chmod(keyOf(in, "ed25519").Path, 0o644)
-		}, "dkim.key_mode", Fail},
+		}, "secret.insecure", Fail},
+		{"readable relay password", false, func(t *testing.T, in *install) {
+			pw := filepath.Join(in.root, "etc/mailctl/relay.pw")
+			os.WriteFile(pw, []byte("s3cret"), 0o644)
+			appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nusername = \"u\"\npassword_file = %q\n", pw))
+		}, "secret.insecure", Fail},
+		{"missing relay password", false, func(t *testing.T, in *install) {
+			appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nusername = \"u\"\npassword_file = %q\n", filepath.Join(in.root, "nope")))
+		}, "secret.missing", Fail},
+		{"relay CA file without a certificate", false, func(t *testing.T, in *install) {
+			ca := filepath.Join(in.root, "etc/mailctl/ca.pem")
+			os.WriteFile(ca, []byte("junk"), 0o644)
+			appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nca_file = %q\n", ca))
+		}, "relay.ca_file", Fail},
+		{"key of another user", true, func(t *testing.T, in *install) {
+			os.Chown(keyOf(in, "rsa").Path, 65534, 65534)
+		}, "secret.insecure", Fail},
+		{"key as a link into a directory anyone can write in", false, func(t *testing.T, in *install) {
+			k := keyOf(in, "rsa").Path
+			open := filepath.Join(filepath.Dir(k), "open")
+			os.Mkdir(open, 0o700)
+			os.Chmod(open, 0o777)
+			os.Rename(k, filepath.Join(open, "real.key"))
+			os.Symlink(filepath.Join(open, "real.key"), k)
+		}, "secret.insecure", Fail},
 		{"missing mailbox folder", false, func(t *testing.T, in *install) {
 			os.Remove(filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "sent"))
 		}, "mailbox.folder_missing", Warn},
@@ -230,9 +267,10 @@ func TestSeededFaults(t *testing.T) {
 		{"orphaned mailbox", false, func(t *testing.T, in *install) {
 			os.Mkdir(filepath.Join(in.cfg.Paths.MailboxesDir(), "ghost"), 0o700)
 		}, "mailbox.orphaned", Warn},
-		{"corrupt queue item", false, func(t *testing.T, in *install) {
-			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "q1.json"), []byte("{not json"), 0o600)
-		}, "queue.corrupt", Fail},
+		{"damaged queue journal", false, func(t *testing.T, in *install) {
+			os.MkdirAll(in.cfg.Paths.QueueDir(), 0o700)
+			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "journal"), []byte("{not a journal"), 0o600)
+		}, "queue.damaged", Fail},
 		{"set-aside queue items", false, func(t *testing.T, in *install) {
 			os.MkdirAll(filepath.Join(in.cfg.Paths.QueueDir(), "corrupt"), 0o700)
 			os.WriteFile(filepath.Join(in.cfg.Paths.QueueDir(), "corrupt", "q2.json"), nil, 0o600)
@@ -268,7 +306,7 @@ func TestSeededFaults(t *testing.T) {
 		{"no reverse DNS", false, func(t *testing.T, in *install) { in.dns.PTR = nil }, "dns.ptr", Warn},
 		{"A record elsewhere", false, func(t *testing.T, in *install) { in.dns.SetIP("mx.example.test", "198.51.100.1") }, "dns.host_address", Warn},
 		{"no A record", false, func(t *testing.T, in *install) { in.dns.IP = nil }, "dns.host", Fail},
-		{"readable TLS key", false, func(t *testing.T, in *install) { os.Chmod(in.cfg.SMTP.TLSKey, 0o644) }, "tls.key_mode", Fail},
+		{"readable TLS key", false, func(t *testing.T, in *install) { os.Chmod(in.cfg.SMTP.TLSKey, 0o644) }, "secret.insecure", Fail},
 		{"expired certificate", false, func(t *testing.T, in *install) {
 			in.env.Now = func() time.Time { return time.Now().AddDate(11, 0, 0) }
 		}, "tls.expired", Fail},
@@ -363,12 +401,27 @@ func TestMissingConfig(t *testing.T) {
 	}
 }
 
+// TestListenerDial: the listener probe is an SMTP session that ends with
+// QUIT, so the daemon logs it as a short session, not a reset connection.
 func TestListenerDial(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	said := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("220 mx.example.test ESMTP\r\n"))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Write([]byte("221 bye\r\n"))
+		said <- line
+	}()
 	in := newInstall(t)
 	in.env.Port25Listening = nil
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -377,6 +430,9 @@ func TestListenerDial(t *testing.T) {
 	checkListeners(context.Background(), &f, in.cfg, in.env)
 	if f[0].Severity != OK {
 		t.Errorf("listening port reported %+v", f[0])
+	}
+	if line := <-said; line != "QUIT\r\n" {
+		t.Errorf("the probe said %q, want QUIT", line)
 	}
 	ln.Close()
 	f = nil
@@ -408,4 +464,82 @@ func FuzzTagValue(f *testing.F) {
 			t.Errorf("value %q keeps whitespace", v)
 		}
 	})
+}
+
+// TestSecretFindingNamesFileAndFix: doctor reports a readable relay
+// password as the daemon refuses it: the key, the file and the chmod.
+func TestSecretFindingNamesFileAndFix(t *testing.T) {
+	in := newInstall(t)
+	pw := filepath.Join(in.root, "etc/mailctl/relay.pw")
+	os.WriteFile(pw, []byte("s3cret"), 0o644)
+	appendFile(t, in.cfg.File, fmt.Sprintf("\n[relay]\nhost = \"smtp.relay.test\"\nusername = \"u\"\npassword_file = %q\n", pw))
+	var got []protocol.Finding
+	for _, x := range in.check(t) {
+		if x.ID == "secret.insecure" {
+			got = append(got, x)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("secret findings %+v, want one", got)
+	}
+	chmod := "chmod 600 " + pw
+	if os.Geteuid() == 0 {
+		chmod = "sudo " + chmod
+	}
+	if !strings.Contains(got[0].Message, "relay.password_file: "+pw+" has mode 0644") || got[0].Fix != "run `"+chmod+"`" {
+		t.Errorf("finding %q, fix %q; want the key, the file, its mode and `%s`", got[0].Message, got[0].Fix, chmod)
+	}
+}
+
+// TestServedCertificate: doctor judges the certificate the daemon serves,
+// fetched with STARTTLS from the listener (root's doctor), against the
+// file: a renewal the daemon did not take into use is a failure, and the
+// expiry is the served certificate's.
+func TestServedCertificate(t *testing.T) {
+	in := newInstall(t)
+	fileCert, err := tls.LoadX509KeyPair(in.cfg.SMTP.TLSCert, in.cfg.SMTP.TLSKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := testcert.NewCA(t)
+	stale := ca.Issue(t, "mx.example.test")
+	in.env.Now = func() time.Time { return stale.Leaf.NotAfter.Add(-24 * time.Hour) } // the served one expires tomorrow
+	in.env.ServedCertificate = nil
+	for _, tc := range []struct {
+		name     string
+		serve    tls.Certificate
+		want     []string // finding ids
+		inMsg    string
+		severity string
+	}{
+		{"the file's", fileCert, []string{"tls.cert"}, "served on 127.0.0.1:", OK},
+		{"another", stale, []string{"tls.served_differs", "tls.expiring"}, "other than the one in " + in.cfg.SMTP.TLSCert, Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mx := fakemx.New(t, "127.0.0.1", &tls.Config{Certificates: []tls.Certificate{tc.serve}})
+			_, port, _ := net.SplitHostPort(mx.Addr)
+			in.cfg.SMTP.Listen = []string{"0.0.0.0:" + port}
+			var f findings
+			checkTLS(context.Background(), &f, in.cfg, in.env)
+			var ids []string
+			for _, x := range f {
+				ids = append(ids, x.ID)
+			}
+			if strings.Join(ids, ",") != strings.Join(tc.want, ",") || f[0].Severity != tc.severity || !strings.Contains(f[0].Message, tc.inMsg) {
+				t.Fatalf("findings %+v, want %v, the first %s saying %q", f, tc.want, tc.severity, tc.inMsg)
+			}
+			if mx.Conns() != 1 {
+				t.Errorf("%d probe connections, want 1", mx.Conns())
+			}
+		})
+	}
+	// A listener that answers but whose STARTTLS fails is a finding.
+	mx := fakemx.New(t, "127.0.0.1", &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, errors.New("no") }})
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	in.cfg.SMTP.Listen = []string{"127.0.0.1:" + port}
+	var f findings
+	checkTLS(context.Background(), &f, in.cfg, in.env)
+	if f[0].ID != "tls.starttls" || f[0].Severity != Fail {
+		t.Fatalf("a failing STARTTLS: %+v", f)
+	}
 }

@@ -1,9 +1,7 @@
 package doctor
 
 import (
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +14,9 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -24,6 +25,9 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 	dir := cfg.Paths.DKIMDir
 	keys, err := dkim.LoadKeys(dir)
 	if err != nil {
+		if _, insecure := errors.AsType[*safeio.SecretError](err); insecure {
+			return nil // checkSecrets names the key file and its fix
+		}
 		if errors.Is(err, fs.ErrPermission) {
 			f.add("dkim.unreadable", Info, "run doctor as root", "cannot read the DKIM keys in %s", dir)
 			return nil
@@ -35,20 +39,7 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 		f.add("dkim.missing", Fail, "sudo mailctl setup (generates an Ed25519 and an RSA key)", "no DKIM key in %s: outbound mail is unsigned and will be rejected or junked", dir)
 		return nil
 	}
-	before := len(*f)
-	for _, k := range keys {
-		fi, err := os.Lstat(k.Path)
-		if err != nil {
-			continue
-		}
-		if m := fi.Mode().Perm(); m != 0o600 {
-			f.add("dkim.key_mode", Fail, fmt.Sprintf("sudo chmod 0600 %s", k.Path), "DKIM key %s has mode %04o: a private key must be 0600", k.Path, m)
-		}
-		if uid, ok := owner(fi); ok && env.Root && !env.Dev && uid != 0 {
-			f.add("dkim.key_owner", Fail, "sudo chown root:root "+k.Path, "DKIM key %s belongs to uid %d, expected root", k.Path, uid)
-		}
-	}
-	if len(*f) == before {
+	{
 		var sels []string
 		for _, k := range keys {
 			sels = append(sels, k.Selector+" ("+k.Algorithm+")")
@@ -58,41 +49,23 @@ func checkKeys(f *findings, cfg *config.Config, env Env) []*dkim.Key {
 	return keys
 }
 
-func checkTLS(f *findings, cfg *config.Config, env Env) {
-	if cfg.SMTP.TLSCert == "" {
-		f.add("tls.none", Warn, "set smtp.tls_cert and smtp.tls_key (or `mailctl setup --self-signed` on a fresh host)", "no TLS certificate: STARTTLS is not offered and senders deliver in clear text")
-		return
+// checkSecrets holds every file a secret-bearing config key names to the
+// rule the daemon enforces at start and reload (config.SecretFiles): the
+// same finding, with the command that fixes it.
+func checkSecrets(f *findings, cfg *config.Config) {
+	for _, p := range cfg.SecretProblems() {
+		se, insecure := errors.AsType[*safeio.SecretError](p.Err)
+		switch {
+		case insecure:
+			f.add("secret.insecure", Fail, se.Fix, "%s: %s %s: the daemon refuses to start or reload until it is fixed", p.Key, p.Path, se.Problem)
+		case errors.Is(p.Err, fs.ErrNotExist):
+			f.add("secret.missing", Fail, "create "+p.Path+" (owned by root, mode 0600) or fix "+p.Key+" in the config", "%s: %s does not exist: the daemon cannot start", p.Key, p.Path)
+		default:
+			f.add("secret.unreadable", Fail, "check "+p.Path, "%s: %v", p.Key, p.Err)
+		}
 	}
-	if fi, err := os.Stat(cfg.SMTP.TLSKey); err != nil {
-		f.add("tls.key", Fail, "fix smtp.tls_key in the config", "cannot read the TLS key: %v", err)
-	} else if fi.Mode().Perm()&0o077 != 0 {
-		f.add("tls.key_mode", Fail, "sudo chmod 0600 "+cfg.SMTP.TLSKey, "the TLS private key %s has mode %04o: other users can read it", cfg.SMTP.TLSKey, fi.Mode().Perm())
-	}
-	data, err := os.ReadFile(cfg.SMTP.TLSCert)
-	if err != nil {
-		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "cannot read the TLS certificate: %v", err)
-		return
-	}
-	blk, _ := pem.Decode(data)
-	if blk == nil {
-		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "%s holds no PEM certificate", cfg.SMTP.TLSCert)
-		return
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "%s: %v", cfg.SMTP.TLSCert, err)
-		return
-	}
-	now := env.Now()
-	switch {
-	case now.After(cert.NotAfter):
-		f.add("tls.expired", Fail, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate expired on %s", cert.NotAfter.Format("2006-01-02"))
-	case cert.NotAfter.Sub(now) < 14*24*time.Hour:
-		f.add("tls.expiring", Warn, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate expires on %s", cert.NotAfter.Format("2006-01-02"))
-	case cert.VerifyHostname(cfg.Hostname) != nil:
-		f.add("tls.hostname", Warn, "get a certificate for "+cfg.Hostname, "the TLS certificate does not name %s", cfg.Hostname)
-	default:
-		f.add("tls.cert", OK, "", "TLS certificate for %s valid until %s", cfg.Hostname, cert.NotAfter.Format("2006-01-02"))
+	if _, err := cfg.Relay.CertPool(); err != nil {
+		f.add("relay.ca_file", Fail, "point relay.ca_file at a PEM file of the relay's certificate authority", "%v", err)
 	}
 }
 
@@ -211,52 +184,46 @@ func checkFolder(f *findings, name, path, folder string, got, want uint32, known
 	}
 }
 
-// checkQueue looks for queue items the daemon set aside or cannot load.
+// checkQueue reads the queue journal as a reader (without the daemon's
+// lock, while it may be appending): how many items, by state, how old the
+// oldest, and any damage the daemon would set aside at its next start.
 func checkQueue(f *findings, cfg *config.Config, env Env) {
 	dir := cfg.Paths.QueueDir()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrPermission) {
-			f.add("queue.unreadable", Info, "run doctor as root", "cannot read the queue")
-		}
+	in, err := queue.Inspect(dir)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		f.add("queue.unreadable", Info, "run doctor as root", "cannot read the queue")
+		return
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case err != nil:
+		f.add("queue.unreadable", Warn, "check "+dir, "cannot read the queue journal: %v", err)
 		return
 	}
-	items, before := 0, len(*f)
-	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() && name == "corrupt" {
-			if c, _ := os.ReadDir(filepath.Join(dir, name)); len(c) > 0 {
-				f.add("queue.corrupt", Warn, "inspect and remove the files in "+filepath.Join(dir, name),
-					"%d file(s) in %s: queue items that could not be loaded were set aside there", len(c), filepath.Join(dir, name))
-			}
-			continue
-		}
-		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
-			continue
-		}
-		items++
-		id := strings.TrimSuffix(name, ".json")
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		var it struct {
-			ID string `json:"id"`
-		}
-		if err == nil {
-			err = json.Unmarshal(data, &it)
-		}
-		if err == nil && it.ID != id {
-			err = fmt.Errorf("it names item %q", it.ID)
-		}
-		if err == nil {
-			if _, serr := os.Stat(filepath.Join(dir, id+".eml")); serr != nil {
-				err = errors.New("its message (.eml) is missing")
-			}
-		}
-		if err != nil {
-			f.add("queue.corrupt", Fail, "sudo systemctl restart mailctl (the daemon sets broken items aside), then inspect "+filepath.Join(dir, "corrupt"),
-				"queue item %s cannot be delivered: %v", id, err)
-		}
+	before := len(*f)
+	if in.Damaged != "" {
+		f.add("queue.damaged", Fail, "back up "+filepath.Join(dir, "journal")+", then `sudo systemctl restart mailctl`: the daemon sets the damaged part aside in "+filepath.Join(dir, "corrupt")+" and delivers the rest",
+			"the queue journal is damaged: %s", in.Damaged)
+	}
+	if in.Skipped > 0 {
+		f.add("queue.damaged", Warn, "report it with the journal attached: the daemon skips these records",
+			"%d record(s) of the queue journal are not understood", in.Skipped)
+	}
+	if in.SetAside > 0 {
+		f.add("queue.corrupt", Warn, "inspect and remove the files in "+filepath.Join(dir, "corrupt"),
+			"%d file(s) in %s: parts of the queue that could not be loaded were set aside there", in.SetAside, filepath.Join(dir, "corrupt"))
 	}
 	if len(*f) == before {
-		f.add("queue.ok", OK, "", "%d item(s) in the queue", items)
+		msg := fmt.Sprintf("%d item(s) in the queue", in.Items)
+		var parts []string
+		for _, st := range protocol.QueueStates {
+			if n := in.ByState[st]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, st))
+			}
+		}
+		if len(parts) > 0 {
+			msg += ": " + strings.Join(parts, ", ") + "; the oldest queued " + env.Now().Sub(in.Oldest).Round(time.Minute).String() + " ago"
+		}
+		f.add("queue.ok", OK, "", "%s", msg)
 	}
 }

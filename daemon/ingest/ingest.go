@@ -9,7 +9,6 @@ package ingest
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -196,7 +195,7 @@ func fallback(open func() io.Reader, size int64, opts Options) *Parsed {
 	w.addText(string(text))
 	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
 	p.Msg.SizeBytes = size
-	p.Msg.ThreadID = ThreadID(hex.EncodeToString(h.Sum(nil)), nil, "", "", time.Time{}, "")
+	p.Msg.ThreadID = store.ThreadID(hex.EncodeToString(h.Sum(nil)), nil, "", "", time.Time{}, "")
 	return p
 }
 
@@ -217,31 +216,12 @@ func fillHeader(m *store.Message, h gomail.Header) {
 	m.References = msgIDs(h.Get("References"), maxReferences)
 	m.ListID = cleanText(decodeText(h.Header, "List-Id"), 512)
 	m.AutoSubmitted = cleanText(h.Get("Auto-Submitted"), 128)
-	m.ThreadID = ThreadID(m.MessageID, m.References, m.InReplyTo, m.From, m.Date, m.Subject)
+	m.ThreadID = store.ThreadID(m.MessageID, m.References, m.InReplyTo, m.From, m.Date, m.Subject)
 }
 
 // maxReferences bounds the References list kept; the root (first) entry is
 // what threading needs and it is always kept.
 const maxReferences = 100
-
-// ThreadID derives the thread identifier: the first 16 hex characters of the
-// SHA-256 of the thread's root Message-ID, which is the first References
-// entry, else In-Reply-To, else the message's own Message-ID. A message with
-// none of them hashes from, date and subject so that it still gets a stable
-// id of its own.
-func ThreadID(messageID string, references []string, inReplyTo, from string, date time.Time, subject string) string {
-	var firstRef string
-	if len(references) > 0 {
-		firstRef = references[0]
-	}
-	root := cmp.Or(firstRef, inReplyTo, messageID)
-	if root == "" {
-		inner := sha256.Sum256([]byte(from + "\x00" + date.UTC().Format(time.RFC3339) + "\x00" + subject))
-		root = hex.EncodeToString(inner[:])
-	}
-	sum := sha256.Sum256([]byte(root))
-	return hex.EncodeToString(sum[:])[:16]
-}
 
 // addresses returns the addresses of a header field formatted as
 // "Name <addr>" or "addr". A field that does not parse as an address list is

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mailctl/mailctl/store"
 )
 
 func load(t testing.TB, name string) []byte {
@@ -154,7 +156,7 @@ func TestParse(t *testing.T) {
 			}
 			check("InReplyTo", m.InReplyTo, tt.inReplyTo)
 			check("References", m.References, tt.refs)
-			check("ThreadID", m.ThreadID, ThreadID(tt.threadRoot, nil, "", "", time.Time{}, ""))
+			check("ThreadID", m.ThreadID, store.ThreadID(tt.threadRoot, nil, "", "", time.Time{}, ""))
 			check("ListID", m.ListID, tt.listID)
 			check("AutoSubmitted", m.AutoSubmitted, tt.auto)
 			check("SizeBytes", m.SizeBytes, int64(len(raw)))
@@ -239,25 +241,9 @@ func TestDSNWithReturnedMessage(t *testing.T) {
 	}
 }
 
-func TestThreadID(t *testing.T) {
-	d := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	a := ThreadID("x@h", []string{"root@h", "mid@h"}, "mid@h", "", d, "")
-	if a != ThreadID("root@h", nil, "", "other", d, "s") {
-		t.Error("thread id must come from the first References entry")
-	}
-	if ThreadID("x@h", nil, "parent@h", "", d, "") != ThreadID("parent@h", nil, "", "", d, "") {
-		t.Error("thread id must fall back to In-Reply-To")
-	}
-	if len(a) != 16 || strings.Trim(a, "0123456789abcdef") != "" {
-		t.Errorf("thread id %q is not 16 hex characters", a)
-	}
-	// Without ids the hash is stable and depends on from, date and subject.
-	n1 := ThreadID("", nil, "", "a@h", d, "s")
-	if n1 != ThreadID("", nil, "", "a@h", d, "s") || n1 == ThreadID("", nil, "", "a@h", d, "t") {
-		t.Error("id-less thread id not derived from from+date+subject")
-	}
+func TestThreadIDOfAMessageWithoutIDs(t *testing.T) {
 	p, _ := Parse(load(t, "no-ids.eml"), Options{})
-	if p.Msg.MessageID != "" || p.Msg.ThreadID != ThreadID("", nil, "", "someone@example.org", p.Msg.Date, "no ids") {
+	if p.Msg.MessageID != "" || p.Msg.ThreadID != store.ThreadID("", nil, "", "someone@example.org", p.Msg.Date, "no ids") {
 		t.Errorf("no-ids: MessageID=%q ThreadID=%q", p.Msg.MessageID, p.Msg.ThreadID)
 	}
 }

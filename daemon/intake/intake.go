@@ -82,6 +82,9 @@ type Entry struct {
 	// Prefix is written before the message in the raw copy (our
 	// Authentication-Results header).
 	Prefix string `json:"prefix"`
+	// Key is the delivery's key (store.DeliveryKey) in hex, remembered
+	// again when the copy is written again; "" for none.
+	Key string `json:"key,omitempty"`
 }
 
 // mrec is the JSON of an 'M' record.

@@ -125,10 +125,23 @@ type memStore struct {
 	msgs             map[string]*store.Message // mailbox/id
 	raw              map[string][]byte
 	body             map[string]string
+	// deferred are the copies CreateDeferred holds unwritten: as in the
+	// store, the first read or update writes them, once.
+	deferred map[string]bool
 }
 
 func newMemStore() *memStore {
-	return &memStore{msgs: map[string]*store.Message{}, raw: map[string][]byte{}, body: map[string]string{}}
+	return &memStore{msgs: map[string]*store.Message{}, raw: map[string][]byte{}, body: map[string]string{}, deferred: map[string]bool{}}
+}
+
+// settle writes the deferred copy k, if it is one; s.mu is held.
+func (s *memStore) settle(k string) bool {
+	if !s.deferred[k] {
+		return false
+	}
+	delete(s.deferred, k)
+	s.creates++
+	return true
 }
 
 func (s *memStore) Reserve(mailbox, folder string, m *store.Message) (string, func(), error) {
@@ -154,7 +167,14 @@ func (s *memStore) CreateUnsynced(mailbox, folder, id string, m *store.Message, 
 }
 
 func (s *memStore) CreateDeferred(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData, _ time.Duration) error {
-	return s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts)
+	if err := s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.creates--
+	s.deferred[mailbox+"/"+folder+"/"+id] = true
+	return nil
 }
 
 func (s *memStore) Has(mailbox, folder, id string) bool {
@@ -176,7 +196,9 @@ func (s *memStore) Update(mailbox, folder, id string, fn func(*store.Message) er
 	if err := fn(&c); err != nil {
 		return err
 	}
-	s.updates++
+	if !s.settle(mailbox + "/" + folder + "/" + id) {
+		s.updates++
+	}
 	s.msgs[mailbox+"/"+folder+"/"+id] = &c
 	return nil
 }
@@ -195,8 +217,14 @@ func (s *memStore) Get(mailbox, folder, id string) (*store.Message, string, erro
 	if !ok {
 		return nil, "", protocol.Errorf(protocol.CodeNotFound, "no %s", id)
 	}
+	s.settle(k)
 	c := *m
 	return &c, s.body[k], nil
+}
+
+func (s *memStore) Header(mailbox, folder, id string) (*store.Message, error) {
+	m, _, err := s.Get(mailbox, folder, id)
+	return m, err
 }
 
 func (s *memStore) FindByMessageID(mailbox, folder, mid string) (string, bool) {

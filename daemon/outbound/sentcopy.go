@@ -12,14 +12,16 @@ import (
 	"github.com/mailctl/mailctl/store"
 )
 
-// The sent copy is written once, with the state the message has when it is
-// written: by the Recorder when the first attempt's outcome comes before
-// the send is answered (the usual case), or by the Service just before it
-// answers. Until then its content travels in the queue's journal, in the
-// same durable record as the signed message (queue.Item.Copy), so that a
-// crash at any point leaves an item whose sent copy the next start writes
-// (Recorder.Restore). The file is written without fsync; the queue forgets
-// an item only after a checkpoint has made the sent copies durable.
+// The sent copy has one writer, the Recorder, which follows the queue: its
+// content travels in the queue's journal, in the same durable record as the
+// signed message (queue.Item.Copy). When the queue announces a new item
+// (Queued) the Recorder hands the copy to the store, which writes it once,
+// with the first attempt's outcome when that comes soon (the usual case);
+// when an attempt changes the state (Updated) it updates the copy, writing
+// it from the journal if it is missing; and when the queue starts (Restore)
+// it writes the copy of an item a crash left without one. The Service only
+// queues and waits. The file is written without fsync; the queue forgets an
+// item only after a checkpoint has made the sent copies durable.
 
 // sentCopy is the content of a sent copy as the journal keeps it.
 type sentCopy struct {

@@ -89,7 +89,9 @@ func TestSentCopyWrittenAfterCrashBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := []byte("From: bot@example.com\r\nTo: bob@remote.test\r\nSubject: crash\r\n\r\nfrom the journal\r\n")
-	q1, err := queue.Open(qdir, w.d, &Recorder{Store: st}, queue.Options{})
+	// The process dies once the journal record is durable, before the
+	// Recorder hears of the item: its notifier does nothing.
+	q1, err := queue.Open(qdir, w.d, diedBeforeCopy{}, queue.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +124,14 @@ func TestSentCopyWrittenAfterCrashBeforeIt(t *testing.T) {
 	}
 }
 
+// diedBeforeCopy is the notifier of a process that dies as soon as an item
+// is queued.
+type diedBeforeCopy struct{}
+
+func (diedBeforeCopy) Queued(*queue.Item)  {}
+func (diedBeforeCopy) Updated(*queue.Item) {}
+func (diedBeforeCopy) Settled(*queue.Item) {}
+
 // lateAttempt sends with wait_ms 1 to an MX that holds DATA until the test
 // lets it go, so the send is answered before its first attempt ends. It
 // returns the store, the answer, the MX's gate and a channel that receives
@@ -141,8 +151,8 @@ func lateAttempt(t *testing.T) (*store.Store, protocol.SendResult, chan<- struct
 	w.r.SetIP("mx.remote.test", "127.0.0.74")
 	gate := w.mx(t, "127.0.0.74").Gate()
 	states := make(chan string, 8)
-	rec := &Recorder{Store: st, OnUpdated: func(_, _ string, res protocol.SendResult) { states <- res.Status }}
-	svc := w.pipeline(t, rec, &Service{FirstAttemptWait: 10 * time.Second, SentCopyDelay: time.Hour}, queue.Options{})
+	rec := &Recorder{Store: st, OnUpdated: func(_, _ string, res protocol.SendResult) { states <- res.Status }, SentCopyDelay: time.Hour}
+	svc := w.pipeline(t, rec, &Service{FirstAttemptWait: 10 * time.Second}, queue.Options{})
 	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", Policy: defaultPolicy(),
 		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "late", Body: "hello", WaitMS: 1}})
 	if err != nil || res.Status == queue.StatusDelivered {

@@ -5,16 +5,13 @@
 package outbound
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound/compose"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
@@ -42,8 +39,14 @@ type SentStore interface {
 	UpdateUnsynced(mailbox, folder, id string, fn func(*store.Message) error) error
 	Sync() error
 	Get(mailbox, folder, id string) (*store.Message, string, error)
+	// Header reads a message's frontmatter only, whatever its body.
+	Header(mailbox, folder, id string) (*store.Message, error)
 	FindByMessageID(mailbox, folder, messageID string) (id string, ok bool)
 }
+
+// HeaderReader reads a message's frontmatter: the store's Header, or one
+// whose reads are charged to a caller (store.Charged.Header).
+type HeaderReader func(mailbox, folder, id string) (*store.Message, error)
 
 // Service is the whole send pipeline. It is built after the queue and the
 // Recorder the queue reports to; nothing is patched in afterwards.
@@ -54,12 +57,7 @@ type Service struct {
 	Queue            *queue.Queue
 	Limiter          *policy.RateLimiter
 	FirstAttemptWait time.Duration // default 10s
-	// SentCopyDelay is how long the sent copy of a send answered before
-	// its first attempt ended may wait to be written (default 1s): the
-	// attempt usually ends within it, and the copy is then written once,
-	// with the outcome. Reads through the store see it meanwhile.
-	SentCopyDelay time.Duration
-	Logger        *slog.Logger
+	Logger           *slog.Logger
 	// ReturnPath, when set, gives a sent message its envelope sender from
 	// its From address, its mailbox's identity and its sent id (a bounce
 	// address only this daemon can make).
@@ -156,28 +154,10 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 		return protocol.SendResult{}, fmt.Errorf("queueing: %w", err)
 	}
 	s.rememberKey(req, sentID, msg.MessageID, now)
-	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)
+	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "item", it.ID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)
 	res, err := s.waitFirst(ctx, req, it.ID)
-	s.writeSentCopy(it, c, msg.signed)
 	answered(res)
 	return res, err
-}
-
-// writeSentCopy hands the sent copy to the store before the send is
-// answered, with the queue's state now, unless the Recorder wrote it
-// already (the first attempt has ended: the store answers ErrExists). A
-// failure is logged: the queue's journal still holds the copy, and the next
-// start writes it.
-func (s *Service) writeSentCopy(queued *queue.Item, c sentCopy, raw []byte) {
-	it, err := s.Queue.Get(queued.ID)
-	if err != nil {
-		it = queued // settled and forgotten already: its Recorder wrote the copy
-	}
-	applyState(c.Message, it, s.now())
-	err = s.Sent.Store.CreateDeferred(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments, cmp.Or(s.SentCopyDelay, time.Second))
-	if err != nil && !errors.Is(err, store.ErrExists) {
-		s.log().Error("cannot write the sent copy", "mailbox", queued.Mailbox, "id", queued.SentID, "err", err)
-	}
 }
 
 // build composes the message and signs it with every active key.
@@ -250,7 +230,7 @@ func (s *Service) sentMessage(req SendRequest, msg *signedMessage, rcpts []proto
 		DeliveryStatus: aggregate(rcpts), DeliveryDetails: toStoreDetails(rcpts),
 		// The inbound side's derivation, so that replies join the thread;
 		// a composed message always has a Message-ID to fall back on.
-		ThreadID: ingest.ThreadID(msg.MessageID, msg.References, msg.InReplyTo, "", time.Time{}, ""),
+		ThreadID: store.ThreadID(msg.MessageID, msg.References, msg.InReplyTo, "", time.Time{}, ""),
 	}
 }
 
@@ -290,13 +270,19 @@ func (s *Service) waitFirst(ctx context.Context, req SendRequest, id string) (pr
 // Status reports the state of an earlier send from the queue while it is
 // there, then from the sent copy (which also records later bounces).
 func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
+	return s.StatusRead(mailbox, id, s.Sent.Store.Header)
+}
+
+// StatusRead is Status reading the sent copy's frontmatter (never its
+// body) with header.
+func (s *Service) StatusRead(mailbox, id string, header HeaderReader) (protocol.SendResult, error) {
 	it, err := s.Queue.Get(QueueID(mailbox, id))
 	// An earlier mailbox's item under the same id is not this message.
 	queued := err == nil && s.Sent.current(it)
 	if queued && !it.Settled() {
 		return resultOf(it), nil
 	}
-	m, _, err := s.Sent.Store.Get(mailbox, protocol.FolderSent, id)
+	m, err := header(mailbox, protocol.FolderSent, id)
 	if err != nil || !m.Outbound {
 		if queued {
 			return resultOf(it), nil
@@ -318,15 +304,23 @@ func (s *Service) Status(mailbox, id string) (protocol.SendResult, error) {
 // report marks failed becomes "bounced" with the reason in the sent copy.
 // authentic must confirm the report came back to the sent message it
 // names (its return path); otherwise nothing changes. It reports whether
-// the report was applied.
-func (s *Service) ApplyDSN(mailbox string, originalMessageID string, recipients []DSNRecipient, authentic func(sentID string) bool) bool {
-	id, changed, ok := s.Sent.applyDSN(mailbox, originalMessageID, recipients, authentic)
+// the report was applied. Watchers hear of it only when a recipient's state
+// changed.
+func (s *Service) ApplyDSN(mailbox string, rep Report, authentic func(sentID string) bool) bool {
+	id, changed, ok := s.Sent.applyDSN(mailbox, rep, authentic)
 	if changed && s.Sent.OnUpdated != nil {
 		if res, err := s.Status(mailbox, id); err == nil {
 			s.Sent.OnUpdated(mailbox, id, res)
 		}
 	}
 	return ok
+}
+
+// ReportApplied reports whether rep, reaching the sent message's own return
+// path, has been applied to it already (its key is on the sent copy): a
+// replay, from whatever sender, that is not to be stored or applied again.
+func (s *Service) ReportApplied(mailbox string, rep Report, authentic func(sentID string) bool) bool {
+	return s.Sent.reportApplied(mailbox, rep, authentic)
 }
 
 // Bounds of send_at: a time up to SendAtSkew in the past (a caller's clock

@@ -211,7 +211,7 @@ func TestServiceDSNMarksBounced(t *testing.T) {
 	if err != nil || res.Status != queue.StatusDelivered {
 		t.Fatalf("%+v %v", res, err)
 	}
-	sw.svc.ApplyDSN("bot", "<"+res.MessageID+">", []DSNRecipient{{Address: "Carol@remote.test", Action: "failed", Status: "5.2.2", Diagnostic: "smtp; 552 mailbox full"}}, func(string) bool { return true })
+	sw.svc.ApplyDSN("bot", Report{OriginalMessageID: "<" + res.MessageID + ">", Recipients: []DSNRecipient{{Address: "Carol@remote.test", Action: "failed", Status: "5.2.2", Diagnostic: "smtp; 552 mailbox full"}}}, func(string) bool { return true })
 	st, err := sw.svc.Status("bot", res.ID)
 	if err != nil {
 		t.Fatal(err)

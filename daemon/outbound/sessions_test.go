@@ -42,7 +42,7 @@ func TestFiftyMessagesShareFewConnections(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range n {
-		if errs[i] != nil || results[i].Status != queue.StatusDelivered || results[i].Recipients[0].TLS != delivery.TLSUnverified {
+		if errs[i] != nil || results[i].Status != queue.StatusDelivered || results[i].Recipients[0].TLS != delivery.TLSOpportunistic {
 			t.Fatalf("message %d: %+v %v", i, results[i], errs[i])
 		}
 	}

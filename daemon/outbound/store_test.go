@@ -58,7 +58,7 @@ func TestServiceWithRealStore(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(raw), "DKIM-Signature:") {
 		t.Fatalf("raw sent copy is not the signed message: %v %.40q", err, raw)
 	}
-	svc.ApplyDSN("bot", res.MessageID, []DSNRecipient{{Address: "carol@remote.test", Action: "failed", Status: "5.1.1", Diagnostic: "smtp; 550 no such user"}}, func(string) bool { return true })
+	svc.ApplyDSN("bot", Report{OriginalMessageID: res.MessageID, Recipients: []DSNRecipient{{Address: "carol@remote.test", Action: "failed", Status: "5.1.1", Diagnostic: "smtp; 550 no such user"}}}, func(string) bool { return true })
 	m, _, _ = st.Get("bot", protocol.FolderSent, res.ID)
 	if m.DeliveryStatus != "partial" {
 		t.Fatalf("after the bounce: %q %+v", m.DeliveryStatus, m.DeliveryDetails)

@@ -75,7 +75,8 @@ func renderConfig(o *Options) string {
 	if cert != "" {
 		fmt.Fprintf(&b, "tls_cert = %s\ntls_key = %s\n", tomlString(cert), tomlString(key))
 	} else {
-		b.WriteString("# tls_cert = \"/etc/letsencrypt/live/HOST/fullchain.pem\"\n# tls_key = \"/etc/letsencrypt/live/HOST/privkey.pem\"\n")
+		b.WriteString("# A copy of the certificate and key (certbot's deploy hook in docs/setup.md keeps it current):\n")
+		b.WriteString("# tls_cert = \"/etc/mailctl/tls/cert.pem\"\n# tls_key = \"/etc/mailctl/tls/key.pem\"\n")
 	}
 	b.WriteString("\n[trust]\n")
 	b.WriteString("# Authenticated mail from these senders is marked trusted; hooks fire on it.\n")
@@ -194,7 +195,9 @@ func makeDirs(cfg *config.Config, root string, st step) error {
 }
 
 // ensureTLS generates the self-signed certificate the config names when it is
-// missing. A certificate the operator supplied is only checked for presence.
+// missing. A certificate the operator supplied is checked for presence, and
+// its key against the rule the daemon holds secrets to (a link, or a key
+// others can read, would stop the daemon from starting).
 func ensureTLS(o *Options, cfg *config.Config, st step) error {
 	cert, key := cfg.SMTP.TLSCert, cfg.SMTP.TLSKey
 	if cert == "" {
@@ -202,8 +205,11 @@ func ensureTLS(o *Options, cfg *config.Config, st step) error {
 		return nil
 	}
 	_, errC := os.Stat(cert)
-	_, errK := os.Stat(key)
+	_, errK := os.Lstat(key)
 	if errC == nil && errK == nil {
+		if err := safeio.CheckSecret(key); err != nil {
+			return fmt.Errorf("smtp.tls_key: %w", err)
+		}
 		st.kept("%s", cert)
 		return nil
 	}
@@ -347,6 +353,7 @@ func ensureCatchAll(ctx context.Context, o *Options, cfg *config.Config, st step
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	created, err := s.Create(name, uid, gid)
 	if err != nil {
 		return fmt.Errorf("creating the catch-all mailbox: %w", err)

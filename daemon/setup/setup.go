@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -218,6 +219,13 @@ func validate(o *Options) error {
 	}
 	if o.SelfSigned && o.TLSCert != "" {
 		return errors.New("choose either --self-signed or --tls-cert/--tls-key")
+	}
+	if o.TLSKey != "" {
+		// The daemon would refuse to start with it; say so before
+		// writing anything.
+		if err := safeio.CheckSecret(o.TLSKey); err != nil {
+			return fmt.Errorf("--tls-key: %w", err)
+		}
 	}
 	if o.CatchAll != "" {
 		if err := store.ValidMailboxName(o.CatchAll); err != nil {

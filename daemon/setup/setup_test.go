@@ -482,3 +482,38 @@ func TestCrashLeftoversAreNotAConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSuppliedKeyHeldToTheSecretRule: a --tls-key that the daemon would
+// refuse (others can read it, named itself or through a link) stops setup
+// before it writes anything, with the fix.
+func TestSuppliedKeyHeldToTheSecretRule(t *testing.T) {
+	src := t.TempDir()
+	cert, key := filepath.Join(src, "cert.pem"), filepath.Join(src, "key.pem")
+	certPEM, keyPEM, err := SelfSigned(time.Now(), "mx.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cert, certPEM, 0o644)
+	os.WriteFile(key, keyPEM, 0o644)
+	link := filepath.Join(src, "privkey.pem")
+	os.Symlink(key, link)
+	for k, want := range map[string]string{key: "chmod 600 " + key, link: "chmod 600 " + link} {
+		root := t.TempDir()
+		o := baseOpts(root)
+		o.SelfSigned, o.TLSCert, o.TLSKey = false, cert, k
+		err := Run(context.Background(), o, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "--tls-key: "+k) || !strings.Contains(err.Error(), want) {
+			t.Errorf("--tls-key %s: %v, want it refused saying %q", k, err, want)
+		}
+		if _, err := os.Stat(ConfigPath(root)); err == nil {
+			t.Error("a config was written despite the refused key")
+		}
+	}
+	os.Chmod(key, 0o600)
+	root := t.TempDir()
+	o := baseOpts(root)
+	o.SelfSigned, o.TLSCert, o.TLSKey = false, cert, key
+	if err := Run(context.Background(), o, &bytes.Buffer{}); err != nil {
+		t.Fatalf("a private key: %v", err)
+	}
+}

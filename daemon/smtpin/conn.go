@@ -135,6 +135,12 @@ type trackedConn struct {
 	// nil everywhere else.
 	xfwd *xforward
 
+	// screenFirst is set on an SMTP connection whose greeting waits for
+	// the pregreet check and the Screener; the first Write (the greeting)
+	// runs them. screen is their verdict.
+	screenFirst bool
+	screen      Screening
+
 	errors     atomic.Int32
 	closeAfter atomic.Bool // close once the current reply is written
 	closeOnce  sync.Once
@@ -149,7 +155,8 @@ func (s *Server) track(c net.Conn, ip, capIP net.IP, proto string, front bool) *
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id, capIP: capIP}
+	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id, capIP: capIP,
+		screenFirst: proto == "smtp" && (s.cfg.PregreetWait > 0 || s.cfg.Screener != nil && ip != nil)}
 	tc.log = s.log.With("session", id, "proto", proto, "remote", ipString(ip))
 	if uid, ok := peerUID(c); front || ok && proto == "lmtp" && s.mayForward(uid) {
 		tc.xfwd = &xforward{maxLine: s.lim.MaxLineLength}
@@ -253,6 +260,13 @@ func (c *trackedConn) readConn(b []byte) (int, error) {
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
+	if c.screenFirst {
+		// The first write is go-smtp's greeting.
+		c.screenFirst = false
+		if !c.screenBeforeGreeting() {
+			return 0, net.ErrClosed
+		}
+	}
 	out := b
 	if c.xfwd != nil {
 		out = c.xfwd.rewrite(out)

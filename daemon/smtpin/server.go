@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -21,6 +22,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -40,6 +42,9 @@ type Envelope struct {
 	// Forwarded is what a front MTA said about its client (LMTP with
 	// XFORWARD); RemoteIP and Helo are then that client's.
 	Forwarded *Forwarded
+	// Screen is what the Screener said about the client at connect (SMTP
+	// only): the lists that listed it, and whether its mail goes to junk.
+	Screen Screening
 	// Session names the connection in the server's log lines, so the one
 	// line a stored message gets can be tied to its session.
 	Session string
@@ -61,6 +66,25 @@ type Backend interface {
 	// stored). msg is the message as received, with our Received header
 	// already prepended; it is the server's again once Deliver returns.
 	Deliver(ctx context.Context, env Envelope, msg *Message) []error
+}
+
+// Screener judges an SMTP client at connect, before the greeting (DNS
+// block- and allow-lists). It must return within its own deadline; the
+// greeting waits for it.
+type Screener interface {
+	Screen(ctx context.Context, ip net.IP) Screening
+}
+
+// Screening is a Screener's verdict on a client.
+type Screening struct {
+	// Refuse, when set, is the text of the 554 5.7.1 the client gets
+	// instead of the greeting; the connection is then closed.
+	Refuse string
+	// Listed says what the lists answered, for the stored message.
+	Listed []string
+	// Junk, when set, sends every message of the session to the junk
+	// folder; it says why.
+	Junk string
 }
 
 // Limits bounds what one client can make the server do. Zero fields take
@@ -139,6 +163,12 @@ type Config struct {
 	// Summarizer, when set, counts repeated refusals from one address
 	// instead of logging each; its owner flushes the counts.
 	Summarizer *logsum.Summarizer
+	// Screener, when set, judges each SMTP client before the greeting.
+	Screener Screener
+	// PregreetWait holds the SMTP greeting back this long; a client that
+	// talks before it (pregreet) is refused. During a Screener's lookups
+	// the same check runs whatever the wait. Zero: no wait.
+	PregreetWait time.Duration
 }
 
 // Server is an SMTP and LMTP receiver sharing one backend and one set of
@@ -305,15 +335,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// errorLog adapts go-smtp's internal error log to slog.
+// errorLog adapts go-smtp's internal error log to slog. A client that
+// hangs up mid-session (a reset, a broken pipe: port probes, scanners,
+// impatient senders) is the client's business: that is DEBUG, so WARN stays
+// for what an operator should look at; the session's own INFO line
+// ("connection closed") still records it.
 type errorLog struct{ l *slog.Logger }
 
 func (e errorLog) Printf(format string, v ...any) {
-	e.l.Warn("smtp server", "detail", fmt.Sprintf(format, v...))
+	e.l.Log(context.Background(), level(v), "smtp server", "detail", fmt.Sprintf(format, v...))
 }
 
 func (e errorLog) Println(v ...any) {
-	e.l.Warn("smtp server", "detail", fmt.Sprint(v...))
+	e.l.Log(context.Background(), level(v), "smtp server", "detail", fmt.Sprint(v...))
+}
+
+func level(v []any) slog.Level {
+	for _, a := range v {
+		if err, ok := a.(error); ok && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)) {
+			return slog.LevelDebug
+		}
+	}
+	return slog.LevelWarn
 }
 
 func smtpErr(code int, enh smtp.EnhancedCode, msg string) *smtp.SMTPError {

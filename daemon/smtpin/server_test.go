@@ -1,10 +1,13 @@
 package smtpin
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"reflect"
 	"strings"
@@ -647,3 +650,49 @@ func TestLongLineLimitInData(t *testing.T) {
 		t.Errorf("%d messages delivered, want the one at the limit only", len(got))
 	}
 }
+
+// TestClientResetIsNotAWarning: a client that resets the connection (a port
+// probe, a scanner) leaves no WARN line: that level is for what the
+// operator should look at. The session's INFO line still records it.
+func TestClientResetIsNotAWarning(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) })
+	ts := startServer(t, Limits{}, nil, false, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	for range 3 {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(c)
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "220 ") {
+			t.Fatalf("greeting %q %v", line, err)
+		}
+		// After the EHLO reply the server waits in a read, which the
+		// reset ends with ECONNRESET.
+		c.Write([]byte("EHLO probe.test\r\n"))
+		for line := ""; !strings.HasPrefix(line, "250 "); {
+			var err error
+			if line, err = r.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.(*net.TCPConn).SetLinger(0) // close with a reset
+		c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ts.Shutdown(ctx) // every session's lines are out once it returns
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "level=WARN") || strings.Count(logs.String(), "connection closed") != 3 {
+		t.Fatalf("three reset sessions logged:\n%s\nwant three INFO \"connection closed\" lines and no WARN", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

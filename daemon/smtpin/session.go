@@ -141,7 +141,8 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 
 // deliver calls the backend and always returns one entry per recipient.
 func (ss *session) deliver(m *Message) []error {
-	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), Session: ss.tc.id}
+	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), Session: ss.tc.id,
+		Screen: ss.tc.screen}
 	if f := ss.fwd; f != nil {
 		env.Forwarded = f
 		if f.Addr != nil {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -97,8 +98,14 @@ type Result struct {
 	// an aligned DKIM pass or an aligned SPF pass.
 	Aligned bool
 	// Policy is the DMARC policy that applies to the From domain (none,
-	// quarantine, reject) when a record exists.
+	// quarantine, reject) when a record exists: p=, or sp= when the record
+	// was found at the organizational domain of a subdomain From.
 	Policy string
+	// Disposition is what the DMARC policy asks of this message (RFC 7489
+	// §6.6.4): the Policy when DMARC failed and the message fell in the
+	// pct= sample, the next less strict policy when it did not, "" when
+	// DMARC did not fail. Whether it is applied is the Enforcement's call.
+	Disposition string
 	// SubmittedBy is the local mailbox that submitted the message over the
 	// daemon's socket (see LocalSubmission); empty for network mail.
 	SubmittedBy string
@@ -148,6 +155,9 @@ type Checker struct {
 	Resolver      resolver.Resolver
 	Timeout       time.Duration // the whole check; default 10s
 	MaxSignatures int           // DKIM signatures verified; default 10
+	// Roll picks the number pct= sampling compares with: uniform in
+	// [0, 100). Nil uses math/rand; tests give a fixed one.
+	Roll func() int
 }
 
 // Lookup budgets per stage. SPF has its own RFC 7208 limits (10 terms that
@@ -182,8 +192,35 @@ func (c *Checker) Check(ctx context.Context, in Input) Result {
 	res.DKIM = c.checkDKIM(ctx, r, in, h)
 	wg.Wait()
 
-	res.DMARC, res.Aligned, res.Policy = checkDMARC(ctx, r, f, res.SPF, res.DKIM)
+	var pct int
+	res.DMARC, res.Aligned, res.Policy, pct = checkDMARC(ctx, r, f, res.SPF, res.DKIM)
+	if res.DMARC.Result == "fail" {
+		roll := c.Roll
+		if roll == nil {
+			roll = func() int { return rand.IntN(100) }
+		}
+		res.Disposition = sample(res.Policy, pct, roll)
+		if res.Disposition != res.Policy {
+			res.DMARC.Detail += fmt.Sprintf(" pct=%d (not sampled: %s)", pct, res.Disposition)
+		}
+	}
 	return res
+}
+
+// sample applies pct= (RFC 7489 §6.6.4): a message outside the sample gets
+// the next less strict policy, reject becoming quarantine and quarantine
+// none. roll is uniform in [0, 100).
+func sample(policy string, pct int, roll func() int) string {
+	if pct >= 100 || policy == "none" || policy == "" {
+		return policy
+	}
+	if pct > 0 && roll() < pct {
+		return policy
+	}
+	if policy == string(dmarc.PolicyReject) {
+		return string(dmarc.PolicyQuarantine)
+	}
+	return string(dmarc.PolicyNone)
 }
 
 func checkSPF(ctx context.Context, r resolver.Resolver, in Input) (store.AuthResult, string) {
@@ -301,13 +338,17 @@ func sigTags(v string) map[string]string {
 	return tags
 }
 
-func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.AuthResult, dkimRes []store.AuthResult) (store.AuthResult, bool, string) {
+// checkDMARC evaluates DMARC for the From domain. It returns the result,
+// whether the From is authenticated with alignment, the policy that applies
+// (p=, or sp= for a subdomain) and the record's pct= (100 when absent).
+func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.AuthResult, dkimRes []store.AuthResult) (store.AuthResult, bool, string, int) {
 	out := store.AuthResult{Domain: clean(f.domain)}
+	pct := 100
 	if f.err != nil {
 		// RFC 7489 §6.6.1: without exactly one usable From address there is
 		// nothing to align with.
 		out.Result, out.Detail = "permerror", shortReason(f.err.Error())
-		return out, false, ""
+		return out, false, "", pct
 	}
 
 	b := newBudget(ctx, r, dmarcLookups)
@@ -330,10 +371,14 @@ func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.A
 		strictDKIM = rec.DKIMAlignment == dmarc.AlignmentStrict
 		strictSPF = rec.SPFAlignment == dmarc.AlignmentStrict
 		policy = rec.Policy
+		out.Result, out.Detail = "fail", "p="+string(policy)
 		if fromOrg && rec.SubdomainPolicy != "" {
 			policy = rec.SubdomainPolicy
+			out.Detail += " sp=" + string(policy)
 		}
-		out.Result, out.Detail = "fail", "p="+string(policy)
+		if rec.Percent != nil {
+			pct = min(max(*rec.Percent, 0), 100)
+		}
 	case errors.Is(err, dmarc.ErrNoPolicy):
 		strictDKIM, strictSPF = false, false
 		out.Result, out.Detail = "none", "no DMARC record"
@@ -350,7 +395,7 @@ func checkDMARC(ctx context.Context, r resolver.Resolver, f from, spfRes store.A
 	if ok && err == nil {
 		out.Result = "pass"
 	}
-	return out, ok, string(policy)
+	return out, ok, string(policy), pct
 }
 
 // clean keeps a value safe to store and to put in a header: no control

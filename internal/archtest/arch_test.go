@@ -1,9 +1,11 @@
-// Package archtest guards the import edges of DESIGN.md §2: a forbidden edge
+// Package archtest guards the import edges docs/architecture.md lists: a forbidden edge
 // fails the build's tests, not a code review.
 package archtest
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,8 +42,8 @@ func TestImportEdges(t *testing.T) {
 			return strings.HasPrefix(d, "github.com/BurntSushi/toml") ||
 				strings.HasPrefix(d, "golang.org/x/sys") || d == module+"/store" ||
 				d == "golang.org/x/text/unicode/norm" || d == "golang.org/x/text/transform" ||
-				d == module+"/internal/tomlkeys" || d == module+"/internal/safeio"
-		}, "store depends on the standard library, toml, x/sys, x/text's normalization and its internal leaves only"},
+				d == module+"/internal/tomlkeys" || d == module+"/internal/safeio" || d == module+"/internal/identtext" || indexEngine(d)
+		}, "store depends on the standard library, toml, x/sys, x/text's normalization, the index engine (modernc.org/sqlite) and its internal leaves only"},
 		{"hooks", func(d string) bool {
 			if !strings.HasPrefix(d, module+"/") {
 				return strings.HasPrefix(d, "golang.org/x/sys")
@@ -61,6 +63,43 @@ func TestImportEdges(t *testing.T) {
 			}
 		}
 	}
+	// The registry is a store of files: it knows protocol's hook type and the
+	// durable-write leaf, nothing of the daemon around it.
+	for _, d := range deps(t, "daemon/registry") {
+		if strings.HasPrefix(d, module+"/") && d != module+"/daemon/registry" && d != module+"/protocol" && d != module+"/internal/safeio" {
+			t.Errorf("daemon/registry imports %s: the registry may use protocol and internal/safeio only", d)
+		}
+	}
+	// The inbound journal knows the store it writes into and its leaves,
+	// nothing of the SMTP server or the daemon that feed it.
+	for _, d := range deps(t, "daemon/intake") {
+		if strings.HasPrefix(d, module+"/") && !slices.Contains([]string{"daemon/intake", "store", "internal/wal", "internal/crashpoint",
+			"internal/safeio", "internal/tomlkeys", "internal/identtext"}, strings.TrimPrefix(d, module+"/")) {
+			t.Errorf("daemon/intake imports %s: the inbound journal may use store and its internal leaves only", d)
+		}
+	}
+	// The control API asks the daemon for health checks, listeners and the
+	// send pipeline through its Backend; it never reaches into the inbound
+	// path, the SMTP client, doctor or setup itself.
+	for _, d := range deps(t, "daemon/control") {
+		for _, bad := range []string{"daemon", "daemon/smtpin", "daemon/ingest", "daemon/doctor", "daemon/setup", "daemon/outbound/remote"} {
+			if d == module+"/"+bad {
+				t.Errorf("daemon/control imports %s: the control API reaches the rest of the daemon through control.Backend", d)
+			}
+		}
+	}
+	// The send pipeline and the receive pipeline meet only in the daemon's
+	// wiring and in what both take from store: outbound never reaches into
+	// the inbound parser or the SMTP server.
+	for _, pkg := range []string{"daemon/outbound", "daemon/outbound/queue", "daemon/outbound/remote", "daemon/outbound/compose"} {
+		for _, d := range deps(t, pkg) {
+			for _, bad := range []string{module + "/daemon/ingest", module + "/daemon/smtpin", module + "/daemon/trust"} {
+				if d == bad {
+					t.Errorf("%s imports %s: outbound and inbound share code through store, not through each other", pkg, d)
+				}
+			}
+		}
+	}
 	// Key tools and the queue stay clear of the SMTP client and of the
 	// Markdown renderer: a tool that only reads or writes DKIM keys must not
 	// carry a mail client, and the queue only sees delivery results.
@@ -73,6 +112,14 @@ func TestImportEdges(t *testing.T) {
 			}
 		}
 	}
+}
+
+// indexEngine reports whether d is the index engine, modernc.org/sqlite, or
+// one of the packages it brings.
+func indexEngine(d string) bool {
+	return strings.HasPrefix(d, "modernc.org/") || d == "github.com/dustin/go-humanize" ||
+		d == "github.com/google/uuid" || d == "github.com/remyoudompheng/bigfft" ||
+		d == "github.com/mattn/go-isatty" || d == "github.com/ncruces/go-strftime"
 }
 
 // heavy are the send pipeline's parts that only sending needs.
@@ -137,5 +184,31 @@ func TestPureGo(t *testing.T) {
 	}
 	if pkgs < 10 {
 		t.Fatalf("go list saw %d packages; the check would pass vacuously", pkgs)
+	}
+}
+
+// TestArchitecturePageNamesEveryPackage keeps docs/architecture.md, the page
+// a newcomer reads first, from drifting: every product package of the module
+// (not the test helpers, end-to-end suites or benchmarks) has its row there.
+func TestArchitecturePageNamesEveryPackage(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH")
+	}
+	page, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		if rel == "" || strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "test/") || strings.HasPrefix(rel, "bench/") {
+			continue
+		}
+		if !strings.Contains(string(page), "`"+rel+"`") {
+			t.Errorf("docs/architecture.md has no row for package %s: say what it owns and what it may import", rel)
+		}
 	}
 }

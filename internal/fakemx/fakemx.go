@@ -55,9 +55,26 @@ func New(t testing.TB, ip string, tlsCfg *tls.Config) *Server {
 	return Serve(t, ln, tlsCfg)
 }
 
+// NewImplicit starts a server on ip that speaks TLS from the first byte
+// (implicit TLS, as on port 465) with tlsCfg. Unlike Serve on a TLS
+// listener, its sessions know they run over TLS, so AUTH works and
+// Received.TLS is true.
+func NewImplicit(t testing.TB, ip string, tlsCfg *tls.Config) *Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	return serve(t, ln, nil, tlsCfg)
+}
+
 // Serve serves on ln (a TLS listener for implicit TLS) until the test ends;
 // tlsCfg, when set, is offered with STARTTLS.
 func Serve(t testing.TB, ln net.Listener, tlsCfg *tls.Config) *Server {
+	return serve(t, ln, tlsCfg, nil)
+}
+
+func serve(t testing.TB, ln net.Listener, tlsCfg, implicit *tls.Config) *Server {
 	f := &Server{Addr: ln.Addr().String(), rcptErr: map[string]*smtp.SMTPError{}, live: map[net.Conn]bool{}}
 	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		// go-smtp makes a new session after STARTTLS: connections are
@@ -68,7 +85,7 @@ func Serve(t testing.TB, ln net.Listener, tlsCfg *tls.Config) *Server {
 	s.TLSConfig = tlsCfg
 	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
 	s.ErrorLog = discardLogger{}
-	go s.Serve(&countingListener{Listener: ln, f: f})
+	go s.Serve(&countingListener{Listener: ln, f: f, implicit: implicit})
 	// Not s.Close: go-smtp's Close reads a connection field that a
 	// STARTTLS in progress writes. Closing the listener and the TCP
 	// connections underneath ends every handler as well.
@@ -87,10 +104,12 @@ func Serve(t testing.TB, ln net.Listener, tlsCfg *tls.Config) *Server {
 	return f
 }
 
-// countingListener counts the TCP connections and those open now.
+// countingListener counts the TCP connections and those open now, and
+// with implicit set hands them on as TLS server connections.
 type countingListener struct {
 	net.Listener
-	f *Server
+	f        *Server
+	implicit *tls.Config
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -106,6 +125,9 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	f.maxOpen = max(f.maxOpen, f.open)
 	cc := &countedConn{Conn: c, f: f}
 	f.live[cc] = true
+	if l.implicit != nil {
+		return tls.Server(cc, l.implicit), nil
+	}
 	return cc, nil
 }
 

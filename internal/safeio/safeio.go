@@ -7,6 +7,9 @@
 // TempPrefix followed by the final name. Loaders skip such names and
 // CleanTemps removes the leftovers of a crash. The store's fd-relative,
 // no-follow writer shares the same prefix.
+//
+// It also reads the files that hold secrets (ReadSecret), with the one rule
+// every secret the daemon reads is held to.
 package safeio
 
 import (

@@ -224,6 +224,9 @@ type Message struct {
 	MessageID   string // without brackets; default a random one
 	InReplyTo   string // without brackets
 	Date        time.Time
+	// NoDate leaves the Date header out (RFC 5322 requires one; some
+	// senders do not send it).
+	NoDate bool
 	// Sign DKIM-signs the message for its From domain with a key DNS
 	// publishes: from TrustedDomain it makes the message trusted.
 	Sign bool
@@ -302,7 +305,7 @@ func (d *Daemon) prepare(tb testing.TB, rcpt string, m *Message) (string, []byte
 		rand.Read(b)
 		m.MessageID = hex.EncodeToString(b) + "@testdaemon"
 	}
-	if m.Date.IsZero() {
+	if m.Date.IsZero() && !m.NoDate {
 		m.Date = time.Now()
 	}
 	from, err := mail.ParseAddress(m.From)
@@ -369,7 +372,9 @@ func compose(tb testing.TB, m Message) []byte {
 	h("From", fold(m.From))
 	h("To", strings.Join(m.To, ",\r\n "))
 	h("Subject", fold(m.Subject))
-	h("Date", m.Date.Format(time.RFC1123Z))
+	if !m.NoDate {
+		h("Date", m.Date.Format(time.RFC1123Z))
+	}
 	h("Message-ID", "<"+m.MessageID+">")
 	if m.InReplyTo != "" {
 		h("In-Reply-To", "<"+m.InReplyTo+">")

@@ -5,6 +5,7 @@ package testproc
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -56,6 +57,30 @@ func (p *Proc) current() (*exec.Cmd, chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cmd, p.done
+}
+
+// Done is closed when the process started last has ended and been reaped
+// (its cmd.ProcessState is then set). Proc is the one waiter of the
+// process: a test that waits on its own uses Done, never cmd.Wait (two
+// Waits at once can leave one blocked for ever on the result of the
+// output's copy, which exec.Cmd hands out once).
+func (p *Proc) Done() <-chan struct{} {
+	_, done := p.current()
+	return done
+}
+
+// State is how the process started last ended; nil while it runs.
+func (p *Proc) State() *os.ProcessState {
+	cmd, done := p.current()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return cmd.ProcessState
+	default:
+		return nil
+	}
 }
 
 // Exited reports whether the process started last has ended.

@@ -63,3 +63,22 @@ func TestKill9(t *testing.T) {
 		t.Fatal("Kill9 returned before the process was gone")
 	}
 }
+
+// Done lets a test wait for the process with a deadline of its own while
+// Proc stays its one waiter: a test that gives up (a kill in its cleanup)
+// does not wait a second time.
+func TestDoneClosesOnExit(t *testing.T) {
+	var p Proc
+	if err := p.Start(exec.Command("sh", "-c", "exit 3")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed after the process exited")
+	}
+	p.Kill9() // after the end: returns at once
+	if st := p.State(); !p.Exited() || st == nil || st.ExitCode() != 3 {
+		t.Fatalf("after Done: exited %v, state %v; want exit status 3", p.Exited(), st)
+	}
+}

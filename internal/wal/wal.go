@@ -132,34 +132,75 @@ func (l *Log) create() error {
 	return safeio.SyncDir(l.dir)
 }
 
-// readRecords applies the records r holds after the magic, up to the first
-// that is cut short or fails its checksum, and returns the offset where the
-// whole records end. size is the file's size, which no record may reach
-// past.
+// Stop is why a replay or a Scan stopped.
+type Stop int
+
+const (
+	// StopEnd is the end of the last whole record.
+	StopEnd Stop = iota
+	// StopPartial is a record that runs past the end: an append cut
+	// short, or under way as a reader read the file.
+	StopPartial
+	// StopDamaged is a record that cannot be right: a bad length or
+	// checksum.
+	StopDamaged
+)
+
+// readRecords applies the records r holds after the magic (Scan), logging
+// why it stopped, and returns the offset where the whole records end.
 func (l *Log) readRecords(r io.Reader, size int64, apply func(p []byte, at Loc) error) int64 {
-	off := int64(len(l.o.Magic))
+	off, stop := Scan(r, len(l.o.Magic), size, l.o.MaxRecord, func(p []byte, at Loc) error {
+		err := apply(p, at)
+		if err != nil {
+			l.o.Logf("journal record not understood: skipped", "file", l.path, "offset", at.Off-Header, "err", err)
+		}
+		return nil
+	})
+	switch stop {
+	case StopPartial:
+		l.o.Logf("journal ends in a partial record: cut", "file", l.path, "offset", off)
+	case StopDamaged:
+		l.o.Logf("journal record fails its checks: it and what follows are set aside", "file", l.path, "offset", off)
+	}
+	return off
+}
+
+// Scan reads the records r holds, r being positioned just past a magic of
+// magicLen bytes in a file of size bytes, and gives each whole record's
+// payload to apply, up to the first that is cut short or cannot be right.
+// It returns the offset where the whole records end and why it stopped.
+// An error from apply skips that record. Scan takes no lock: a reader
+// (mailctl queue inspect) may scan a file the daemon appends to, and sees
+// an append under way as StopPartial.
+func Scan(r io.Reader, magicLen int, size, maxRecord int64, apply func(p []byte, at Loc) error) (int64, Stop) {
+	if maxRecord <= 0 {
+		maxRecord = 1 << 30
+	}
+	off := int64(magicLen)
 	var hdr [Header]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if err != io.EOF {
-				l.o.Logf("journal ends in a partial record: cut", "file", l.path, "offset", off)
+				return off, StopPartial
 			}
-			return off
+			return off, StopEnd
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[:4]))
 		sum := binary.BigEndian.Uint32(hdr[4:])
-		if n == 0 || n > l.o.MaxRecord || off+Header+n > size {
-			l.o.Logf("journal ends in a partial record: cut", "file", l.path, "offset", off)
-			return off
+		switch {
+		case n == 0:
+			// Zeros: what a crash can leave past the last whole record.
+			return off, StopPartial
+		case n > maxRecord:
+			return off, StopDamaged
+		case off+Header+n > size:
+			return off, StopPartial
 		}
 		payload := make([]byte, n)
 		if _, err := io.ReadFull(r, payload); err != nil || crc32.Checksum(payload, crcTable) != sum {
-			l.o.Logf("journal record fails its checksum: it and what follows are set aside", "file", l.path, "offset", off)
-			return off
+			return off, StopDamaged
 		}
-		if err := apply(payload, Loc{Off: off + Header, N: n}); err != nil {
-			l.o.Logf("journal record not understood: skipped", "file", l.path, "offset", off, "err", err)
-		}
+		_ = apply(payload, Loc{Off: off + Header, N: n})
 		off += Header + n
 	}
 }

@@ -69,6 +69,7 @@ func needTool(t *testing.T, path, pkg string) string {
 type options struct {
 	Resolver       string   // [dns] resolver; empty means a port nothing answers on
 	TrustedSenders []string // [trust] trusted_senders
+	TrustExtra     string   // more [trust] lines, verbatim
 	LMTP           bool     // also serve LMTP on dir/lmtp.sock
 	MaxConns       int      // [smtp] max_connections (0: default)
 	MaxConnsPerIP  int      // [smtp] max_connections_per_ip (0: default)
@@ -153,7 +154,7 @@ func startDaemon(t *testing.T, o options) *daemon {
 	if o.MaxConnsPerIP > 0 {
 		fmt.Fprintf(&b, "max_connections_per_ip = %d\n", o.MaxConnsPerIP)
 	}
-	fmt.Fprintf(&b, "\n[dns]\nresolver = %q\n[trust]\ntrusted_senders = %s\n", o.Resolver, quoteList(o.TrustedSenders))
+	fmt.Fprintf(&b, "\n[dns]\nresolver = %q\n[trust]\ntrusted_senders = %s\n%s\n", o.Resolver, quoteList(o.TrustedSenders), o.TrustExtra)
 	fmt.Fprintf(&b, "\n[[mailboxes]]\nname = %q\nowner = %q\n", mailbox, ownerName)
 	b.WriteString(strings.ReplaceAll(o.Extra, "DIR", dir))
 	if err := os.WriteFile(d.cfgPath, []byte(b.String()), 0o640); err != nil {

@@ -151,7 +151,10 @@ func TestFaultMidData(t *testing.T) {
 func TestFaultDiskFull(t *testing.T) {
 	l := newLab(t)
 	client := l.addHost("c")
-	r := l.newMailHost("r", "r.test", hostOptions{Mailboxes: []string{"agent"}, BeforeStart: func(h *mailHost) {
+	// The disk reserve is off: this is the filesystem filling up under the
+	// daemon (another writer, or a reserve set too small), which must
+	// still lose nothing. The reserve itself: daemon TestDiskReserve.
+	r := l.newMailHost("r", "r.test", hostOptions{Mailboxes: []string{"agent"}, Extra: "[storage]\ndisk_reserve_bytes = 0\n", BeforeStart: func(h *mailHost) {
 		dir := filepath.Join(h.State, "mailboxes")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)

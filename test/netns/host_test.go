@@ -2,6 +2,7 @@ package netns
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -13,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
@@ -26,7 +27,9 @@ import (
 type hostOptions struct {
 	Mailboxes      []string // declared mailboxes, all owned by the host's throwaway user
 	TrustedSenders []string
+	Forwarders     []string // [trust] forwarders
 	Resolver       string   // [dns] resolver; default the lab's DNS server
+	DNS            string   // extra [dns] lines
 	Hooks          []string // raw [[hooks]] tables; {HOME} is the owner's home, {SOCK} the control socket
 	Hold           bool     // [send] hold
 	SMTP           string   // extra [smtp] lines
@@ -35,7 +38,12 @@ type hostOptions struct {
 	Delivery       string   // extra [delivery] lines
 	Extra          string   // more top-level tables, before the mailboxes
 	BeforeStart    func(h *mailHost)
-	Env            []string // extra environment of mailctl serve ("SSL_CERT_FILE=...")
+	Env            []string // extra environment of mailctl serve
+	Domains        []string // more domains the host receives for (their DNS records are the test's)
+	Hostname       string   // hostname; default mx.<domain>
+	// Listen replaces the SMTP listeners ([ip]:25); an empty list means
+	// none (the host is then ready when its control socket answers).
+	Listen *[]string
 }
 
 // mailHost is one `mailctl serve` in its own namespace, answering for one
@@ -52,6 +60,7 @@ type mailHost struct {
 	Owner  testusers.User
 	Logs   *testproc.Output
 	env    []string
+	noSMTP bool // no SMTP listener to wait for at start
 
 	proc testproc.Proc
 }
@@ -83,7 +92,7 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	if !o.NoPublish {
 		l.publishDomain(domain, ns.IP, map[string]string{key.Selector: key.TXTValue()})
 	}
-	cert, keyPath, err := daemon.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
+	cert, keyPath, err := setup.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +102,20 @@ func (l *lab) newMailHostIn(ns *nsHost, domain string, o hostOptions) *mailHost 
 	if len(o.Mailboxes) == 0 {
 		o.Mailboxes = []string{"agent"}
 	}
+	listen := []string{ns.IP + ":25"}
+	if o.Listen != nil {
+		listen = *o.Listen
+	}
+	h.noSMTP = len(listen) == 0
 	var b strings.Builder
-	fmt.Fprintf(&b, "hostname = %q\ndomains = [%q]\n\n", "mx."+domain, domain)
+	fmt.Fprintf(&b, "hostname = %q\ndomains = %s\n\n", cmp.Or(o.Hostname, "mx."+domain), quoteList(append([]string{domain}, o.Domains...)))
 	fmt.Fprintf(&b, "[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n\n", h.State, h.Sock, dkimDir)
-	fmt.Fprintf(&b, "[smtp]\nlisten = [%q]\ntls_cert = %q\ntls_key = %q\n%s\n", ns.IP+":25", cert, keyPath, o.SMTP)
-	fmt.Fprintf(&b, "[dns]\nresolver = %q\n[trust]\ntrusted_senders = %s\n\n", o.Resolver, quoteList(o.TrustedSenders))
+	fmt.Fprintf(&b, "[smtp]\nlisten = %s\ntls_cert = %q\ntls_key = %q\n%s\n", quoteList(listen), cert, keyPath, o.SMTP)
+	fmt.Fprintf(&b, "[dns]\nresolver = %q\n%s\n[trust]\ntrusted_senders = %s\n", o.Resolver, o.DNS, quoteList(o.TrustedSenders))
+	if len(o.Forwarders) > 0 {
+		fmt.Fprintf(&b, "forwarders = %s\n", quoteList(o.Forwarders))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "[send]\nper_minute = 10000\nper_hour = 100000\nper_day = 1000000\nhold = %t\n\n", o.Hold)
 	fmt.Fprintf(&b, "[delivery]\nconnect_timeout = \"5s\"\ntransaction_timeout = \"30s\"\nfirst_attempt_wait = \"15s\"\n%s\n\n", o.Delivery)
 	if o.Control != "" {
@@ -137,7 +155,9 @@ func (h *mailHost) Addr() string { return h.IP + ":25" }
 // PID is the daemon's process id (`ip netns exec` execs into it).
 func (h *mailHost) PID() int { return h.proc.PID() }
 
-// start runs the daemon inside the namespace and waits until SMTP greets.
+// start runs the daemon inside the namespace and waits until SMTP greets
+// (or, for a host without SMTP listeners, until its control socket
+// answers).
 func (h *mailHost) start() {
 	t := h.t
 	t.Helper()
@@ -152,7 +172,11 @@ func (h *mailHost) start() {
 		if h.proc.Exited() {
 			t.Fatalf("mailctl serve in %s exited at start:\n%s", h.NS, h.Logs)
 		}
-		if c, err := dialIn(h.NS, h.Addr(), time.Second); err == nil {
+		if h.noSMTP {
+			if h.call(protocol.VerbVersion, nil, nil) == nil {
+				return
+			}
+		} else if c, err := dialIn(h.NS, h.Addr(), time.Second); err == nil {
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			line, _ := bufio.NewReader(c).ReadString('\n')
 			c.Close()
@@ -163,7 +187,7 @@ func (h *mailHost) start() {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mailctl serve in %s did not greet on %s in time:\n%s", h.NS, h.Addr(), h.Logs)
+			t.Fatalf("mailctl serve in %s did not greet on %s (or answer on %s) in time:\n%s", h.NS, h.Addr(), h.Sock, h.Logs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

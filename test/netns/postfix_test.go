@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/testpostfix"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
@@ -80,7 +80,7 @@ func (l *lab) newPostfixIn(ns *nsHost, domain string, mainCF ...string) *postfix
 	}
 	os.Chown(filepath.Join(dir, "data"), pfUID, -1)
 	os.Chown(p.Maildirs, int(owner.UID), int(owner.GID))
-	cert, key, err := daemon.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
+	cert, key, err := setup.EnsureSelfSigned(filepath.Join(dir, "tls"), "mx."+domain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,13 @@ func TestPostfix(t *testing.T) {
 	if in.Meta.SPF.Result != "pass" || in.Meta.DMARC.Result != "pass" || in.Meta.Trusted != "true" {
 		t.Errorf("relayed by Postfix: spf=%+v dmarc=%+v trusted=%q, want pass/pass/true (SPF-aligned sender listed)", in.Meta.SPF, in.Meta.DMARC, in.Meta.Trusted)
 	}
-	if !strings.Contains(p.log(), "relay=mx.a.test["+a.IP+"]:25") || !strings.Contains(p.log(), "status=sent") {
+	// Postfix logs the delivery once it has our 250, which may be after
+	// the message is in the inbox.
+	delivered := func() bool {
+		l := p.log()
+		return strings.Contains(l, "relay=mx.a.test["+a.IP+"]:25") && strings.Contains(l, "status=sent")
+	}
+	if !waitFor(15*time.Second, delivered) {
 		t.Errorf("Postfix did not log a delivery to a.test's MX:\n%s", p.log())
 	}
 	summary(t, "2-postfix", "mailctl→Postfix delivered tls=%s, DKIM-Signature kept, ESMTPS; Postfix→mailctl via MX stored spf=%s dmarc=%s trusted=%s",

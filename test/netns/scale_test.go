@@ -9,20 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
+	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
 
-// TestScaleOut runs the layout of docs/scale.md: a Postfix MX tier in front
-// of two mailctl hosts for one domain. Mail for agent@ and bob@ arrives at
-// the Postfix front over SMTP; its transport map sends the domain to host a
-// and bob@ to host b over LMTP/TCP, each host stores only its own mailbox's
-// mail, and SPF is judged on the original client's address, which Postfix
-// passes on with XFORWARD. Mail from agent@ to bob@ leaves host a through
-// the tier (relay.split_domains) and reaches host b. A client that is not
-// the front is refused at the hosts' LMTP port.
+// TestScaleOut runs the layout of docs/scale.md, built from the page's own
+// configuration blocks (readScaleDoc) with the lab's names and addresses put
+// in: a Postfix MX tier in front of two mailctl hosts for one domain. Mail
+// for agent@ and bob@ arrives at the Postfix front over SMTP; its transport
+// map sends the domain to host a and bob@ to host b over LMTP/TCP, each host
+// stores only its own mailbox's mail, and SPF is judged on the original
+// client's address, which Postfix passes on with XFORWARD. Mail from agent@
+// to bob@ leaves host a through the tier (relay.split_domains) and reaches
+// host b. A bounce of bob's mail comes back to bob's return path on host b.
+// A client that is not the front is refused at the hosts' LMTP port.
 func TestScaleOut(t *testing.T) {
+	doc := readScaleDoc(t)
 	l := newLab(t)
 	const domain = "s.test"
 	frontNS, aNS, bNS := l.addHost("front"), l.addHost("a"), l.addHost("b")
@@ -35,32 +38,49 @@ func TestScaleOut(t *testing.T) {
 		"_dmarc."+domain+" TXT v=DMARC1; p=reject; adkim=r; aspf=r")
 	l.publish("sender.test TXT v=spf1 ip4:"+client.IP+" -all", "mx.sender.test A "+client.IP)
 
-	// The tier's certificate, which the hosts' relay client verifies.
-	cert, key, err := daemon.EnsureSelfSigned(filepath.Join(testusers.SharedDir(t), "tls"), "mx."+domain)
+	// The tier's certificate, which the hosts' relay client verifies: it
+	// is its own authority, named by relay.ca_file.
+	cert, key, err := setup.EnsureSelfSigned(filepath.Join(testusers.SharedDir(t), "tls"), "mx."+domain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostCfg := func(ns *nsHost) string {
-		return fmt.Sprintf("[lmtp]\nlisten_tcp = [%q]\nallow_from = [%q]\n\n[relay]\nhost = %q\nport = 25\nsplit_domains = true",
-			ns.IP+":24", frontNS.IP+"/32", "mx."+domain)
+	transport := filepath.Join(testusers.SharedDir(t), "transport")
+	// The page's names and addresses in the lab. The page's tier network
+	// (10.0.0.0/24) is the two hosts here: the lab's outside client shares
+	// the lab's one subnet and must not relay.
+	lab := func(host *nsHost) docToLab {
+		return docToLab{
+			{"/etc/ssl/mx.example.com.pem", cert}, {"/etc/ssl/mx.example.com.key", key},
+			{"hash:/etc/postfix/transport", "texthash:" + transport},
+			{"lmtp:inet:mailctl-a.internal:24", "lmtp:inet:[" + aNS.IP + "]:24"},
+			{"lmtp:inet:mailctl-b.internal:24", "lmtp:inet:[" + bNS.IP + "]:24"},
+			{"mailctl-a.example.com", host.Name + "." + domain},
+			{"10.0.0.0/24", aNS.IP + "/32 " + bNS.IP + "/32"},
+			{"10.0.0.5", host.IP}, {"10.0.0.1", frontNS.IP},
+			{"example.com", domain},
+		}
 	}
 	env := []string{"SSL_CERT_FILE=" + cert}
-	a := l.newMailHostIn(aNS, domain, hostOptions{Mailboxes: []string{"agent"}, NoPublish: true, Extra: hostCfg(aNS), Env: env})
-	b := l.newMailHostIn(bNS, domain, hostOptions{Mailboxes: []string{"bob"}, NoPublish: true, Extra: hostCfg(bNS), Env: env})
+	hostFromDoc := func(ns *nsHost, mailbox string) *mailHost {
+		hostname, listen, forwarders, tables := doc.hostConfig(t, lab(ns))
+		return l.newMailHostIn(ns, domain, hostOptions{Mailboxes: []string{mailbox}, NoPublish: true, Hostname: hostname, Listen: &listen, Forwarders: forwarders,
+			Extra: tables, Env: env})
+	}
+	a := hostFromDoc(aNS, "agent")
+	b := hostFromDoc(bNS, "bob")
 
-	transport := filepath.Join(testusers.SharedDir(t), "transport")
-	if err := os.WriteFile(transport, []byte(fmt.Sprintf("%s lmtp:inet:[%s]:24\nbob@%s lmtp:inet:[%s]:24\n", domain, a.IP, domain, b.IP)), 0o644); err != nil {
+	var tmap strings.Builder
+	for _, e := range doc.transport {
+		fmt.Fprintf(&tmap, "%s %s\n", lab(frontNS).str(e[0]), lab(frontNS).str(e[1]))
+	}
+	if err := os.WriteFile(transport, []byte(tmap.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	front := l.newPostfixIn(frontNS, domain,
-		"myhostname = front."+domain,
-		"virtual_mailbox_domains =",
-		"relay_domains = "+domain,
-		"transport_maps = texthash:"+transport,
-		"lmtp_send_xforward_command = yes",
-		"smtpd_tls_cert_file = "+cert,
-		"smtpd_tls_key_file = "+key,
-	)
+	mainCF := []string{"myhostname = front." + domain, "virtual_mailbox_domains ="} // the lab's Postfix is also a Maildir host
+	for _, line := range doc.mainCF {
+		mainCF = append(mainCF, lab(frontNS).str(line))
+	}
+	front := l.newPostfixIn(frontNS, domain, mainCF...)
 
 	mids := map[string]string{}
 	for _, rcpt := range []string{"agent", "bob"} {
@@ -108,6 +128,23 @@ func TestScaleOut(t *testing.T) {
 		t.Errorf("agent's mail on host b: SPF %+v from %q, want pass from host a %s", across.Meta.SPF, across.Meta.ReceivedFromIP, a.IP)
 	}
 
+	// bob@ on host b writes to an address no host has. The tier takes it
+	// (the hosts relay through it), routes it by the domain to host a,
+	// which refuses it, and bounces it to bob's return path,
+	// bob+bounce-<tag>@: with recipient_delimiter that follows bob@'s
+	// route to host b, and the report marks the recipient bounced.
+	lost := b.send(protocol.SendArgs{FromMailbox: "bob", To: []string{"nobody@" + domain}, Subject: "to no one", Body: "hello?"})
+	if !waitFor(60*time.Second, func() bool {
+		for _, m := range b.folder("bob", "sent") {
+			if m.ID == lost.ID && len(m.Meta.DeliveryDetails) == 1 && m.Meta.DeliveryDetails[0].Status == "bounced" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("bob's sent copy %s was not marked bounced (send answered %q %+v); maillog:\n%s", lost.ID, lost.Status, lost.Recipients, front.log())
+	}
+
 	// Anyone else on the network is refused at the hosts' LMTP port.
 	c, err := dialIn(client.NS, a.IP+":24", 5*time.Second)
 	if err != nil {
@@ -122,6 +159,6 @@ func TestScaleOut(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return strings.Contains(a.Logs.String(), "not in lmtp.allow_from") }) {
 		t.Errorf("host a did not log the refused LMTP client")
 	}
-	summary(t, "scale", "Postfix front → LMTP/TCP: agent@ stored on a, bob@ on b, spf=pass on the client %s via XFORWARD; agent@a → bob@b through the tier spf=%s; others refused %q",
+	summary(t, "scale", "Postfix front (docs/scale.md's config) → LMTP/TCP: agent@ stored on a, bob@ on b, spf=pass on the client %s via XFORWARD; agent@a → bob@b through the tier spf=%s; a bounce to bob's return path reaches b; others refused %q",
 		client.IP, across.Meta.SPF.Result, strings.TrimSpace(refusal))
 }

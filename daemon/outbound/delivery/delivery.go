@@ -10,11 +10,19 @@ import (
 	"strings"
 )
 
-// TLS outcomes recorded per recipient.
+// The TLS recorded per recipient: the transport policy that applied to
+// the MX delivery, "none" when the message went in plaintext, "verified"
+// for the relay (its certificate always must verify).
 const (
-	TLSVerified   = "verified"
+	TLSDANE          = "dane"            // the certificate matched the MX host's DNSSEC-validated TLSA records
+	TLSMTASTSEnforce = "mta-sts enforce" // a policy MX host, TLS with a certificate valid for its name
+	TLSMTASTSTesting = "mta-sts testing" // TLS as it could be had, failures reported, not enforced
+	TLSOpportunistic = "opportunistic"   // no policy: STARTTLS when offered, certificate checked but not required
+	TLSNone          = "none"            // plaintext (no policy, or local delivery)
+	TLSVerified      = "verified"        // the relay's route: TLS whose certificate verified
+	// TLSUnverified is the state of a handshake whose certificate did not
+	// verify, before a policy names it.
 	TLSUnverified = "unverified"
-	TLSNone       = "none"
 )
 
 // Error is the one error type for delivery outcomes: temporary (retry later)
@@ -25,6 +33,9 @@ type Error struct {
 	Enhanced  string
 	Message   string
 	Host      string
+	// TLS is what a failure before MAIL (an EHLO or AUTH refused) had
+	// negotiated with Host; empty when it came before TLS.
+	TLS string
 }
 
 func (e *Error) Error() string {
@@ -47,8 +58,11 @@ func (e *Error) Error() string {
 type Result struct {
 	Rcpt string
 	Err  *Error // nil: delivered
-	TLS  string // verified, unverified or none
+	TLS  string // the policy that applied (TLSDANE, …, TLSNone)
 	Host string // the host that answered; "local" for the daemon's own mailboxes
+	// Captured names the local mailbox that took the message instead of
+	// the recipient's server (`mailctl dev` captures outbound mail).
+	Captured string
 }
 
 // Deliverer performs one delivery attempt for some recipients of a message
@@ -58,11 +72,12 @@ type Deliverer interface {
 	Deliver(ctx context.Context, from string, rcpts []string, data []byte) []Result
 }
 
-// AllFailed is the same failure for every recipient, before any TLS.
+// AllFailed is the same failure for every recipient, with the TLS the
+// failure came after (err.TLS).
 func AllFailed(rcpts []string, err *Error) []Result {
 	out := make([]Result, len(rcpts))
 	for i, r := range rcpts {
-		out[i] = Result{Rcpt: r, Err: err, Host: err.Host}
+		out[i] = Result{Rcpt: r, Err: err, Host: err.Host, TLS: err.TLS}
 	}
 	return out
 }

@@ -113,7 +113,8 @@ func newKey(selector, path string, signer crypto.Signer) (*Key, error) {
 // LoadKeys reads every <selector>.key in dir, sorted by selector. A directory
 // that does not exist holds no keys; a key that does not parse is an error
 // naming its file, so a broken rotation is noticed instead of silently
-// signing with fewer keys.
+// signing with fewer keys. So is a key others could read or swap, or a link
+// in place of a key (safeio.ReadSecret).
 func LoadKeys(dir string) ([]*Key, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -125,7 +126,7 @@ func LoadKeys(dir string) ([]*Key, error) {
 	var keys []*Key
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || !strings.HasSuffix(name, ".key") || strings.HasPrefix(name, ".") {
+		if e.IsDir() || !strings.HasSuffix(name, ".key") || strings.HasPrefix(name, ".") {
 			continue
 		}
 		k, err := loadKey(filepath.Join(dir, name), strings.TrimSuffix(name, ".key"))
@@ -142,7 +143,9 @@ func loadKey(path, selector string) (*Key, error) {
 	if !ValidSelector(selector) {
 		return nil, fmt.Errorf("%s: file name must be <selector>.key with a selector of letters, digits and '-'", path)
 	}
-	data, err := os.ReadFile(path)
+	// A private key is read as a secret: no link followed, root's alone
+	// (the running user's for `mailctl dev`), bounded.
+	data, err := safeio.ReadSecret(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading DKIM key: %w", err)
 	}

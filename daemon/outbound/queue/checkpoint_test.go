@@ -175,6 +175,8 @@ type blockingNotes struct {
 	settledSeen      chan struct{}
 }
 
+func (b *blockingNotes) Queued(*Item) {}
+
 func (b *blockingNotes) Updated(it *Item) {
 	b.entered <- struct{}{}
 	<-b.release

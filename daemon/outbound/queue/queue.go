@@ -59,6 +59,10 @@ type Item struct {
 	// SendAt is when a scheduled send goes out: no attempt is made before
 	// it, and the retry window counts from it. Zero means at once.
 	SendAt time.Time `json:"send_at,omitzero"`
+	// DelayWarned is when the sender was warned that the item is delayed
+	// (Options.DelayWarning); it is in the journal so that the warning is
+	// made once, restarts included. Zero: not warned.
+	DelayWarned time.Time `json:"delay_warned,omitzero"`
 	// InFlight marks a copy taken while an attempt is under way. The queue
 	// never stores it: it is set on the copies List and Get return.
 	InFlight bool `json:"-"`
@@ -92,7 +96,7 @@ func (it *Item) QueueItem() protocol.QueueItem {
 	return protocol.QueueItem{ID: it.ID, Mailbox: it.Mailbox, MessageID: it.MessageID, MailFrom: it.MailFrom,
 		Recipients: append([]protocol.RecipientStatus(nil), it.Recipients...), CreatedAt: it.Created,
 		NextAttempt: it.NextAttempt, Held: it.Held, SizeBytes: it.Size, Delivering: it.InFlight,
-		SendAt: timePtr(it.SendAt), Scheduled: it.Scheduled()}
+		SendAt: timePtr(it.SendAt), Scheduled: it.Scheduled(), State: it.State(), DelayWarnedAt: timePtr(it.DelayWarned)}
 }
 
 // Scheduled reports whether the item waits for its send_at: no attempt has
@@ -100,6 +104,11 @@ func (it *Item) QueueItem() protocol.QueueItem {
 func (it *Item) Scheduled() bool {
 	return !it.SendAt.IsZero() && it.Attempts == 0 && !it.Settled() && it.NextAttempt.Equal(it.SendAt)
 }
+
+// Due is when the item became due for its first attempt (its send_at for a
+// scheduled send): the retry window, the delay warning and delivery latency
+// count from it.
+func (it *Item) Due() time.Time { return it.start() }
 
 // start is when the item became due for its first attempt; the retry
 // window counts from it.
@@ -124,12 +133,22 @@ func (it *Item) clone() *Item {
 	return &c
 }
 
-// Notifier hears about queue changes. Updated follows every attempt and
-// operator action; Settled follows the Updated that made every recipient final.
+// Notifier hears about queue changes. Queued comes first, once the new
+// item's journal record is durable and before any attempt can start, with
+// the item's Data and Copy set; Updated follows every attempt and operator
+// action; Settled follows the Updated that made every recipient final.
 type Notifier interface {
+	Queued(it *Item)
 	Updated(it *Item)
 	Settled(it *Item)
 }
+
+// unheard is the Notifier of a queue that nobody listens to.
+type unheard struct{}
+
+func (unheard) Queued(*Item)  {}
+func (unheard) Updated(*Item) {}
+func (unheard) Settled(*Item) {}
 
 // Restorer is a Notifier that also hears, when Run starts, of every item
 // the journal held that has not settled, so that it can redo what a crash
@@ -144,7 +163,16 @@ type Options struct {
 	RetryFor      time.Duration   // default 5 days
 	Backoff       []time.Duration // delay after attempt n; the last repeats
 	MaxConcurrent int             // default 8
-	Logger        *slog.Logger
+	// DelayWarning is how long after an item became due its sender is
+	// warned, once, that it is still not delivered, when the Notifier is a
+	// DelayWarner. Zero: never.
+	DelayWarning time.Duration
+	// Observe, when set, hears of every attempt once its outcome is
+	// recorded (for metrics): the item as the attempt left it, the
+	// results, and whether it was the item's first attempt. It must not
+	// block.
+	Observe func(it *Item, results []delivery.Result, first bool)
+	Logger  *slog.Logger
 	// Flush makes durable what the Notifier has written (the sent
 	// copies' delivery status, which it may write without fsync). The
 	// queue forgets a settled item only after a Flush that began after the
@@ -171,6 +199,11 @@ type entry struct {
 	seq     uint64
 	tellMu  sync.Mutex // held while the Notifier hears of a state
 	toldSeq uint64     // the newest state told (with tellMu held)
+	// warning is true while the sender is being warned of the delay: no
+	// attempt starts meanwhile, so the attempt's outcome cannot overwrite
+	// the warning's record. warnAfter holds off a warning that failed.
+	warning   bool
+	warnAfter time.Time
 }
 
 // next numbers a new state of e for the Notifier; call with q.mu held.
@@ -209,6 +242,7 @@ type Queue struct {
 	lastCk    time.Time         // when the last checkpoint began (wall clock)
 	enqueuing map[string]bool   // ids whose files Enqueue is writing
 	kick      chan struct{}
+	warnings  bool // a batch of delay warnings is being made
 }
 
 // maxDone bounds the settled items remembered in memory.
@@ -218,6 +252,7 @@ var itemIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
 
 // Open loads the queue in dir, creating it (0700) if needed. Items that
 // do not load are moved to dir/corrupt and logged; they never stop the queue.
+// A nil n means no one listens.
 func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
@@ -236,6 +271,9 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating queue directory: %w", err)
+	}
+	if n == nil {
+		n = unheard{}
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
 		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, kick: make(chan struct{}, 1)}
@@ -397,6 +435,11 @@ func (q *Queue) Enqueue(it *Item) error {
 	if err == nil {
 		err = q.j.commit(w)
 	}
+	if err == nil {
+		// The item is not among q.items yet, so no attempt (and no
+		// Updated) can come before the Notifier has heard of it.
+		q.n.Queued(q.told(it))
+	}
 	q.mu.Lock()
 	delete(q.enqueuing, it.ID)
 	if err != nil {
@@ -457,6 +500,22 @@ func (q *Queue) Run(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		wait := q.dispatch(ctx, slots, freed, &wg)
+		due, warnWait := q.dueWarnings()
+		if len(due) > 0 {
+			// Off the loop: a warning is stored like inbound mail, and
+			// attempts of other items go on meanwhile. The loop is woken
+			// when the batch is done, for warnings that fell due since.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				q.warn(due)
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		wait = min(wait, warnWait)
 		if q.checkpointDue() == 0 {
 			q.checkpoint()
 		}
@@ -483,7 +542,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 	var due []*entry
 	wait := time.Hour
 	for _, e := range q.items {
-		if e.inflight || e.it.Held {
+		if e.inflight || e.warning || e.it.Held {
 			continue
 		}
 		if d := e.it.NextAttempt.Sub(now); d > 0 {
@@ -589,10 +648,13 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 		switch {
 		case res.Err == nil:
 			r.Status, r.Code = StatusDelivered, 250
-			switch res.Host {
-			case "":
+			r.Captured = res.Captured != ""
+			switch {
+			case r.Captured:
+				r.Detail = fmt.Sprintf("captured in the mailbox %q, not sent", res.Captured)
+			case res.Host == "":
 				r.Detail = "delivered"
-			case "local":
+			case res.Host == "local":
 				r.Detail = "delivered locally"
 			default:
 				r.Detail = "delivered to " + res.Host
@@ -632,6 +694,9 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	}
 	q.mu.Unlock()
 	free()
+	if q.opts.Observe != nil {
+		q.opts.Observe(out.clone(), results, snap.Attempts == 0)
+	}
 	q.notify(e, seq, out, settled)
 }
 

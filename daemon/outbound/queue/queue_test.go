@@ -449,7 +449,9 @@ type notes struct {
 	settled chan *Item
 }
 
-func newNotes() *notes { return &notes{settled: make(chan *Item, 100)} }
+func newNotes() *notes        { return &notes{settled: make(chan *Item, 100)} }
+func (n *notes) Queued(*Item) {}
+
 func (n *notes) Updated(it *Item) {
 	n.mu.Lock()
 	n.updated = append(n.updated, it)

@@ -54,15 +54,28 @@ type Client struct {
 	TransactionTimeout time.Duration
 	Relay              *config.Relay // Host set: all non-local mail goes there
 	RelayPassword      string
-	Local              LocalDeliverer
-	IsLocal            func(domain string) bool
-	Logger             *slog.Logger
+	// RelayRootCAs are the authorities the relay's certificate must chain
+	// to (relay.ca_file); nil: RootCAs.
+	RelayRootCAs *x509.CertPool
+	Local        LocalDeliverer
+	IsLocal      func(domain string) bool
+	Logger       *slog.Logger
 	// PerDestination bounds the transactions in flight to one address
 	// (default 8); MaxIdle the sessions kept open between messages (default
 	// 32), each for at most IdleTimeout (default 5s). Close drops them.
 	PerDestination int
 	MaxIdle        int
 	IdleTimeout    time.Duration
+	// STS finds recipient domains' MTA-STS policies (RFC 8461); nil: none
+	// are honoured.
+	STS PolicySource
+	// DNSSEC asks a validating resolver for MX security and TLSA records
+	// (DANE, RFC 7672); nil: no DANE.
+	DNSSEC resolver.Exchanger
+	// Reports counts TLS sessions per policy domain (RFC 8460); nil: none.
+	Reports SessionRecorder
+	// Clock is the time DANE-TA chains are checked at; nil: time.Now.
+	Clock func() time.Time
 
 	poolOnce sync.Once
 	pool     *pool
@@ -176,8 +189,15 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 	if port == 0 {
 		port = 25
 	}
+	dp := d.domainPolicy(ctx, domain, fallback)
 	var last *delivery.Error
 	for _, host := range hosts {
+		pol, perr := d.hostPolicy(ctx, dp, host, port)
+		if perr != nil {
+			log.Info("MX host not usable under the domain's TLS policy", "host", host, "err", perr)
+			last = perr
+			continue
+		}
 		lctx, cancel := context.WithTimeout(ctx, dnsTimeout)
 		ips, err := d.Resolver.LookupIPAddr(lctx, host)
 		cancel()
@@ -194,7 +214,7 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 			// STARTTLS is always attempted, and an MX whose certificate
 			// does not verify still gets TLS: opportunistic TLS beats
 			// plaintext (see open and verify).
-			res, herr := d.deliverRoute(ctx, route{host: host, addr: addr}, from, rcpts, data)
+			res, herr := d.deliverRoute(ctx, route{host: host, addr: addr, pol: pol}, from, rcpts, data)
 			if herr == nil {
 				return res
 			}
@@ -216,14 +236,15 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 type route struct {
 	host, addr string
 	relay      bool        // TLS required and verified; AUTH when auth is set
-	implicit   bool        // TLS from the first byte (port 465)
+	implicit   bool        // TLS from the first byte (relay.tls = "implicit")
 	auth       sasl.Client // nil: no AUTH
 	authID     string      // who auth logs in as, for the session cache key
+	pol        tlsPolicy   // the MX route's TLS policy (zero for the relay)
 }
 
 // key names the sessions that may carry this route's mail.
 func (r route) key(d *Client) string {
-	return fmt.Sprintf("%s|%s|%t|%t|%s|%p", r.host, r.addr, r.relay, r.implicit, r.authID, d.RootCAs)
+	return fmt.Sprintf("%s|%s|%t|%t|%s|%p|%s", r.host, r.addr, r.relay, r.implicit, r.authID, d.roots(r), r.pol.key())
 }
 
 // deliverRoute holds one of the destination's concurrency slots for the
@@ -348,18 +369,28 @@ func (d *Client) transactionTimeout() time.Duration {
 }
 
 // open connects a new session for rt. A STARTTLS handshake that fails is
-// retried in plaintext when that is allowed (never for a relay).
+// retried in plaintext when that is allowed (never for a relay, never when
+// the route's policy requires TLS). Every TLS negotiation with an MX is
+// counted for the TLS reports.
 func (d *Client) open(ctx context.Context, rt route) (*session, *delivery.Error) {
 	plain := false
 	for {
 		s, herr, tlsErr := d.connect(ctx, rt, plain)
 		if tlsErr == nil {
+			if herr == nil && !plain {
+				d.reportSession(rt, s.tls == delivery.TLSNone, nil)
+			}
 			return s, herr
 		}
+		d.reportSession(rt, false, tlsErr)
 		d.logger().Info("TLS failed", "host", rt.host, "addr", rt.addr, "err", tlsErr)
 		switch {
 		case rt.relay:
 			return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: fmt.Sprintf("TLS with relay %s failed: %v", rt.host, tlsErr)}
+		case rt.pol.required():
+			// Never a downgrade: the message waits for a host that passes.
+			return nil, &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host,
+				Message: fmt.Sprintf("%v; delivery waits (the %s policy of %s forbids anything less)", tlsErr, rt.pol.name(), rt.pol.domain)}
 		case d.AllowPlaintext && !plain:
 			plain = true
 		default:
@@ -405,18 +436,25 @@ func (d *Client) connect(ctx context.Context, rt route, plain bool) (s *session,
 	c := smtp.NewClient(sc)
 	c.CommandTimeout, c.SubmissionTimeout = tt, tt
 	if err := c.Hello(d.hostname()); err != nil {
-		return nil, hostErr(err, rt.host), nil
+		de := hostErr(err, rt.host)
+		de.TLS = state
+		return nil, de, nil
 	}
 	if rt.auth != nil {
 		if err := c.Auth(rt.auth); err != nil {
-			// A credentials problem is the operator's to fix; keep the mail.
+			// A credentials problem is the operator's to fix; keep the
+			// mail. The status says what TLS the password went over.
 			de := hostErr(err, rt.host)
 			de.Message = "relay authentication failed: " + de.Message
+			de.TLS = state
 			return nil, de, nil
 		}
 	}
 	conn.SetDeadline(time.Time{}) // go-smtp sets one per command from here
 	ok = true
+	if !rt.relay && state != delivery.TLSNone {
+		state = rt.pol.kind // the policy the session met
+	}
 	return &session{c: c, conn: conn, host: rt.host, tls: state, key: rt.key(d), born: time.Now()}, nil, nil
 }
 
@@ -444,6 +482,8 @@ func (d *Client) startTLS(ctx context.Context, conn net.Conn, rt route, plain bo
 	_, hasTLS := ext["STARTTLS"]
 	switch {
 	case !plain && hasTLS:
+	case rt.pol.required():
+		return nil, "", nil, errNoSTARTTLS(rt)
 	case rt.relay:
 		return nil, "", &delivery.Error{Temporary: true, Code: 454, Enhanced: "4.7.5", Host: rt.host, Message: rt.host + " does not offer STARTTLS, which this route requires"}, nil
 	case !d.AllowPlaintext:
@@ -481,9 +521,12 @@ func (d *Client) handshake(ctx context.Context, conn net.Conn, rt route) (*tls.C
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, "", err
 	}
-	state := d.verify(tc, rt.host)
+	state, verr := d.verify(tc, rt.host, d.roots(rt))
 	if (rt.relay || rt.implicit) && state != delivery.TLSVerified {
 		return nil, "", fmt.Errorf("the certificate of %s does not verify", rt.host)
+	}
+	if err := d.checkPolicy(tc, rt, verr); err != nil {
+		return nil, "", err
 	}
 	return tc, state, nil
 }
@@ -495,22 +538,31 @@ func (d *Client) tlsConfig(host string) *tls.Config {
 	return &tls.Config{ServerName: host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
 }
 
-// verify checks the peer's chain against RootCAs (the system roots when nil)
-// and the host name.
-func (d *Client) verify(tc *tls.Conn, host string) string {
+// roots are the authorities rt's certificate must chain to: the relay's
+// own (relay.ca_file) for the relay, else RootCAs (nil: the system's).
+func (d *Client) roots(rt route) *x509.CertPool {
+	if rt.relay && d.RelayRootCAs != nil {
+		return d.RelayRootCAs
+	}
+	return d.RootCAs
+}
+
+// verify checks the peer's chain against roots (the system roots when nil)
+// and the host name; the error says why it did not verify.
+func (d *Client) verify(tc *tls.Conn, host string, roots *x509.CertPool) (string, error) {
 	certs := tc.ConnectionState().PeerCertificates
 	if len(certs) == 0 {
-		return delivery.TLSUnverified
+		return delivery.TLSUnverified, errors.New("no certificate")
 	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{DNSName: host, Roots: d.RootCAs, Intermediates: inter}); err != nil {
-		d.logger().Info("certificate does not verify: delivering with unverified TLS", "host", host, "err", err)
-		return delivery.TLSUnverified
+	if _, err := certs[0].Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter}); err != nil {
+		d.logger().Info("certificate does not verify", "host", host, "err", err)
+		return delivery.TLSUnverified, err
 	}
-	return delivery.TLSVerified
+	return delivery.TLSVerified, nil
 }
 
 // command sends one command and reads its reply, which must have code want.
@@ -664,9 +716,10 @@ func classify(err error, host string) *delivery.Error {
 	return &delivery.Error{Temporary: true, Message: clip(err.Error()), Host: host}
 }
 
-// deliverRelay hands everything to the configured smarthost: implicit TLS on
-// port 465, STARTTLS (required) otherwise, certificate always verified, AUTH
-// PLAIN when a username is set.
+// deliverRelay hands everything to the configured smarthost: implicit TLS or
+// STARTTLS (required) as relay.tls says (by default implicit on port 465),
+// certificate always verified (against relay.ca_file when set), AUTH PLAIN
+// when a username is set.
 func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
 	r := d.Relay
 	port := r.Port
@@ -679,7 +732,8 @@ func (d *Client) deliverRelay(ctx context.Context, from string, rcpts []string, 
 	if err != nil || len(ips) == 0 {
 		return delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Code: 451, Enhanced: "4.4.4", Host: r.Host, Message: fmt.Sprintf("cannot resolve relay %s: %v", r.Host, err)})
 	}
-	rt := route{host: r.Host, relay: true, implicit: port == 465}
+	implicit := r.TLS == config.RelayImplicitTLS || r.TLS == "" && port == 465
+	rt := route{host: r.Host, relay: true, implicit: implicit}
 	if r.Username != "" {
 		rt.auth = sasl.NewPlainClient("", r.Username, d.RelayPassword)
 		sum := sha256.Sum256([]byte(r.Username + "\x00" + d.RelayPassword))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -164,9 +165,10 @@ func TestDeliverTLSRecording(t *testing.T) {
 		wantErr   bool
 		fallbacks int
 	}{
-		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, delivery.TLSVerified, false, 0},
-		{"self-signed is unverified", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, delivery.TLSUnverified, false, 0},
-		{"wrong name is unverified", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, delivery.TLSUnverified, false, 0},
+		// Without a policy, any certificate gets the message over TLS.
+		{"verified", &tls.Config{Certificates: []tls.Certificate{cert}}, true, true, delivery.TLSOpportunistic, false, 0},
+		{"self-signed is opportunistic", &tls.Config{Certificates: []tls.Certificate{cert}}, false, true, delivery.TLSOpportunistic, false, 0},
+		{"wrong name is opportunistic", &tls.Config{Certificates: []tls.Certificate{other}}, true, true, delivery.TLSOpportunistic, false, 0},
 		{"handshake failure falls back to plaintext", broken, true, true, delivery.TLSNone, false, 1},
 		{"handshake failure without plaintext defers", broken, true, false, "", true, 0},
 		{"no STARTTLS is plaintext", nil, true, true, delivery.TLSNone, false, 0},
@@ -240,6 +242,10 @@ func TestDeliverRelayWithAuth(t *testing.T) {
 	if de := deliveryErr(t, res[0]); !de.Temporary || !strings.Contains(de.Message, "authentication") {
 		t.Fatalf("want temporary auth failure, got %+v", de)
 	}
+	// The failure says what TLS the password went over.
+	if res[0].TLS != delivery.TLSVerified {
+		t.Fatalf("TLS after an authentication failure: %q, want verified", res[0].TLS)
+	}
 
 	// A relay whose certificate does not verify never gets the password.
 	w.d.RootCAs = nil
@@ -269,6 +275,46 @@ func TestDeliverRelayImplicitTLS(t *testing.T) {
 	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
 	if res[0].Err != nil || res[0].TLS != delivery.TLSVerified || len(f.Messages()) != 1 {
 		t.Fatalf("implicit TLS relay: %+v", res[0])
+	}
+}
+
+// TestRelayTLSBySettingAndItsOwnCA: relay.tls = "implicit" on a port that
+// is not 465, with AUTH, verified against the relay's own CA
+// (RelayRootCAs, from relay.ca_file). That CA is the relay's alone: an MX
+// whose certificate it signed is still unverified.
+func TestRelayTLSBySettingAndItsOwnCA(t *testing.T) {
+	ca := testcert.NewCA(t)
+	w := newWorld(t)
+	w.r.SetIP("smtps.corp.test", "127.0.0.54")
+	f := fakemx.NewImplicit(t, "127.0.0.54", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "smtps.corp.test")}})
+	f.RequireAuth("s3cret")
+	w.dm.Set("127.0.0.54:4650", f.Addr)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM())
+	w.d.RelayRootCAs = pool
+	w.d.Relay = &config.Relay{Host: "smtps.corp.test", Port: 4650, TLS: config.RelayImplicitTLS, Username: "relayuser"}
+	w.d.RelayPassword = "s3cret"
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
+	if res[0].Err != nil || res[0].TLS != delivery.TLSVerified {
+		t.Fatalf("implicit TLS relay on 4650: %+v %v", res[0], res[0].Err)
+	}
+	if msgs := f.Messages(); len(msgs) != 1 || msgs[0].User != "relayuser" || !msgs[0].TLS {
+		t.Fatalf("relay saw %+v", msgs)
+	}
+
+	mxw := newWorld(t)
+	mxw.d.RelayRootCAs = pool
+	mx := mxw.mx(t, "127.0.0.55", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "mx.remote.test")}})
+	mxw.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	mxw.r.SetIP("mx.remote.test", "127.0.0.55")
+	res = mxw.d.Deliver(context.Background(), "a@example.com", []string{"b@remote.test"}, []byte(testMsg))
+	if res[0].Err != nil || res[0].TLS != delivery.TLSOpportunistic || len(mx.Messages()) != 1 {
+		t.Fatalf("MX signed by the relay's CA: %+v, want delivered opportunistically", res[0])
+	}
+	// The status names the policy, not whether the certificate verified:
+	// the roots an MX route is verified against are not the relay's.
+	if mxw.d.roots(route{host: "mx.remote.test"}) == pool {
+		t.Fatal("an MX route is verified against the relay's CA")
 	}
 }
 

@@ -44,7 +44,7 @@ func TestSessionCarriesSeveralMessages(t *testing.T) {
 			}
 			continue
 		}
-		if res[0].Err != nil || res[0].TLS != delivery.TLSUnverified {
+		if res[0].Err != nil || res[0].TLS != delivery.TLSOpportunistic {
 			t.Fatalf("message %d: %+v", i, res[0])
 		}
 	}

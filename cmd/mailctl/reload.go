@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// cmdReload makes a daemon re-read its config and says whether it did: it
+// finds the daemon's control socket, checks that the process answering
+// there is PID, sends SIGHUP (so the unit's ExecReload needs no kill(1)),
+// and waits for the daemon to report the reload it made.
+func cmdReload(args []string) int {
+	fs := newFlagSet("reload", "reload PID [--socket PATH] [--timeout 10s]", `Makes the daemon with process id PID (mailctl serve, or mailctl dev) re-read its
+config, as SIGHUP does, and reports what the daemon did: the keys it applied,
+those that wait for a restart, or why it refused the file (the running config
+is then kept). It exits 0 only when the daemon reloaded. The systemd unit runs
+it as ExecReload (mailctl reload $MAINPID), so `+"`sudo systemctl reload mailctl`"+`
+works on any system and fails when the config does not load.
+
+The daemon's control socket is --socket, else $MAILCTL_SOCKET, else the one
+process PID listens on, else the config's. PID must be the daemon answering
+there: nothing else is signalled.`)
+	socket := fs.String("socket", "", "the daemon's control socket (default: $MAILCTL_SOCKET, then the one PID listens on)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon to report the reload")
+	if code, ok := parseArgs(fs, args, 1, "give the daemon's process id (systemd passes $MAINPID)"); !ok {
+		return code
+	}
+	pid, err := strconv.Atoi(fs.Arg(0))
+	if err != nil || pid <= 1 {
+		return usageError(fs, "%q is not a daemon's process id", fs.Arg(0))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	sock, before, err := daemonOf(ctx, pid, *socket)
+	if err != nil {
+		return failure(fs, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		return failure(fs, fmt.Errorf("signalling %d: %w", pid, err))
+	}
+	seen := 0
+	if before.Reload != nil {
+		seen = before.Reload.Count
+	}
+	for {
+		now, err := versionAt(ctx, sock)
+		if err == nil && now.Reload != nil && now.Reload.Count > seen {
+			return reportReload(pid, now.Reload)
+		}
+		select {
+		case <-ctx.Done():
+			return failure(fs, fmt.Errorf("signalled %d, but it reported no reload within %s (its log may say why)", pid, *timeout))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// reportReload prints what the daemon said of its reload and returns the
+// exit code: 0 only when it reloaded.
+func reportReload(pid int, r *protocol.ReloadStatus) int {
+	if !r.OK {
+		why := cmp.Or(r.Error, "the daemon's log says why")
+		fmt.Fprintf(stderr, "mailctl reload: the daemon (pid %d) refused the config and keeps running the one it had: %s\n", pid, why)
+		return 1
+	}
+	switch {
+	case len(r.Applied) > 0:
+		fmt.Fprintf(stdout, "reloaded (pid %d): applied %s\n", pid, strings.Join(r.Applied, ", "))
+	default:
+		fmt.Fprintf(stdout, "reloaded (pid %d): no setting changed\n", pid)
+	}
+	if len(r.Pending) > 0 {
+		fmt.Fprintf(stdout, "changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", strings.Join(r.Pending, ", "))
+	}
+	return 0
+}
+
+// daemonOf finds the control socket of the daemon with process id pid and
+// its version answer there: the socket named (flag, then $MAILCTL_SOCKET),
+// else the sockets pid listens on, else the config's and the default. The
+// process answering must be pid.
+func daemonOf(ctx context.Context, pid int, named string) (string, protocol.VersionInfo, error) {
+	candidates := []string{cmp.Or(named, os.Getenv("MAILCTL_SOCKET"))}
+	if candidates[0] == "" {
+		candidates = listeningSockets(pid)
+		if cfg, err := config.Load(configPath("")); err == nil {
+			candidates = append(candidates, cfg.Paths.Socket)
+		}
+		candidates = append(candidates, protocol.DefaultSocket)
+	}
+	for _, sock := range candidates {
+		v, err := versionAt(ctx, sock)
+		if err != nil {
+			continue
+		}
+		if v.PID != pid {
+			return "", v, fmt.Errorf("the daemon at %s is process %d, not %d: nothing signalled (give that daemon's process id, or the other daemon's socket with --socket)", sock, v.PID, pid)
+		}
+		return sock, v, nil
+	}
+	return "", protocol.VersionInfo{}, fmt.Errorf("process %d is no mailctl daemon answering at %s, so its reload could not be confirmed and nothing was signalled (name the daemon's socket with --socket)",
+		pid, strings.Join(candidates, " or "))
+}
+
+func versionAt(ctx context.Context, sock string) (protocol.VersionInfo, error) {
+	var v protocol.VersionInfo
+	c, err := protocol.Dial(ctx, sock)
+	if err != nil {
+		return v, err
+	}
+	defer c.Close()
+	err = c.Call(ctx, protocol.VerbVersion, nil, &v)
+	return v, err
+}
+
+// listeningSockets are the paths of the Unix sockets process pid listens
+// on, from its descriptors and /proc/net/unix (readable for one's own
+// processes, and root's).
+func listeningSockets(pid int) []string {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join(fmt.Sprintf("/proc/%d/fd", pid), fd.Name())); err == nil {
+			if in, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(in, "]")] = true
+			}
+		}
+	}
+	f, err := os.Open("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// Num RefCount Protocol Flags Type St Inode Path; Flags 00010000
+		// is a listening socket.
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 8 && fields[3] == "00010000" && inodes[fields[6]] && strings.HasPrefix(fields[7], "/") {
+			out = append(out, fields[7])
+		}
+	}
+	return out
+}

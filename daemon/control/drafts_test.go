@@ -1,0 +1,129 @@
+package control_test
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mailctl/mailctl/daemon/control"
+	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// startSender is a daemon that delivers to a fake MX for remote.test, with
+// the mailbox alice of the user running the test.
+func startSender(t *testing.T) (*testdaemon.Daemon, *fakemx.Server) {
+	t.Helper()
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	td := testdaemon.Start(t, testdaemon.Options{Extra: "[delivery]\nport = " + port + "\n"})
+	td.DNS.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	td.DNS.SetIP("mx.remote.test", "127.0.0.1")
+	td.Mailbox(t, "alice")
+	return td, mx
+}
+
+// The daemon stops after a draft is queued and before it leaves drafts/:
+// sending the unchanged draft again answers with the first send and sends
+// nothing more; an edited draft is a new message.
+func TestDraftSentAgainAfterAStopIsNotSentTwice(t *testing.T) {
+	td, mx := startSender(t)
+	var dr protocol.Draft
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Once", Body: "only once\n"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	keep := control.SwapRemoveDraft(func(*control.Server, string, string, string) (bool, error) {
+		return false, errors.New("stopped before the draft was removed")
+	})
+	var first protocol.SendResult
+	err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &first)
+	control.SwapRemoveDraft(keep)
+	if err != nil || first.Status != "delivered" {
+		t.Fatalf("first send: %+v %v", first, err)
+	}
+	if _, err := os.Stat(dr.Path); err != nil {
+		t.Fatalf("the draft should still be there: %v", err)
+	}
+	var again protocol.SendResult
+	if err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.MessageID != first.MessageID || again.ID != first.ID {
+		t.Fatalf("sending the unchanged draft again: %+v, want the first send (%s)", again, first.MessageID)
+	}
+	if n := len(mx.Messages()); n != 1 {
+		t.Fatalf("the MX got %d messages, want 1", n)
+	}
+	if _, err := os.Stat(dr.Path); !os.IsNotExist(err) {
+		t.Fatalf("the draft is still in drafts after the second call: %v", err)
+	}
+
+	// The same id, edited: a new message.
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Once", Body: "only once\n"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	var third protocol.SendResult
+	if err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &third); err != nil {
+		t.Fatal(err)
+	}
+	if third.Duplicate || third.MessageID == first.MessageID {
+		t.Fatalf("a new draft with the same content was answered as the first: %+v", third)
+	}
+	if n := len(mx.Messages()); n != 2 {
+		t.Fatalf("the MX got %d messages, want 2", n)
+	}
+}
+
+// A person edits the draft while the agent's draft.send is under way:
+// what was read goes out, and the edit is not deleted with the draft but
+// stays in drafts/, and the answer says so.
+func TestDraftEditedDuringSendIsKept(t *testing.T) {
+	td, mx := startSender(t)
+	var dr protocol.Draft
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Plan", Body: "first version\n"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	var keep control.RemoveDraftFunc
+	keep = control.SwapRemoveDraft(func(s *control.Server, mailbox, id, version string) (bool, error) {
+		data, err := os.ReadFile(dr.Path)
+		if err != nil {
+			return false, err
+		}
+		edited := strings.Replace(string(data), "first version", "second version, edited by hand", 1)
+		if err := os.WriteFile(dr.Path, []byte(edited), 0o600); err != nil {
+			return false, err
+		}
+		return keep(s, mailbox, id, version)
+	})
+	var res protocol.SendResult
+	err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &res)
+	control.SwapRemoveDraft(keep)
+	if err != nil || res.Status != "delivered" || !res.DraftKept {
+		t.Fatalf("send: %+v %v (want delivered, draft_kept)", res, err)
+	}
+	got := mx.Messages()
+	if len(got) != 1 || !strings.Contains(string(got[0].Data), "first version") || strings.Contains(string(got[0].Data), "second version") {
+		t.Fatalf("the MX got %d messages; want the version that was read", len(got))
+	}
+	data, err := os.ReadFile(dr.Path)
+	if err != nil || !strings.Contains(string(data), "second version, edited by hand") {
+		t.Fatalf("the edit is gone from drafts: %v", err)
+	}
+	// Without an edit, the draft leaves drafts/ as before.
+	var again protocol.SendResult
+	if err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &again); err != nil || again.DraftKept {
+		t.Fatalf("sending the edit: %+v %v", again, err)
+	}
+	if _, err := os.Stat(dr.Path); !os.IsNotExist(err) {
+		t.Fatalf("the sent edit is still in drafts: %v", err)
+	}
+	if got := mx.Messages(); len(got) != 2 || !strings.Contains(string(got[1].Data), "second version") {
+		t.Fatalf("the MX got %d messages; want the edit second", len(got))
+	}
+}

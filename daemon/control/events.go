@@ -1,0 +1,99 @@
+package control
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// hub fans events out to watch streams. A subscriber that does not keep up
+// loses events rather than slowing delivery.
+type hub struct {
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	caller    Caller
+	mailboxes map[string]string // name -> identity; nil: every mailbox the caller may see
+	ch        chan protocol.Event
+}
+
+func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
+
+// publish sends ev about mailbox m to every subscriber allowed to see it.
+// A subscriber that named its mailboxes gets events of those very mailboxes
+// only, not of one created later under the same name.
+func (h *hub) publish(ev protocol.Event, m *registry.Mailbox) {
+	if ev.At.IsZero() {
+		ev.At = time.Now().UTC()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if !s.caller.Root() && s.caller.UID != m.UID {
+			continue
+		}
+		if s.mailboxes != nil && s.mailboxes[m.Name] != m.ID {
+			continue
+		}
+		select {
+		case s.ch <- ev:
+		default:
+		}
+	}
+}
+
+func (h *hub) add(s *subscriber)    { h.mu.Lock(); h.subs[s] = struct{}{}; h.mu.Unlock() }
+func (h *hub) remove(s *subscriber) { h.mu.Lock(); delete(h.subs, s); h.mu.Unlock() }
+
+// Emit publishes an event about the mailbox with identity id (empty: the
+// mailbox of that name now). An event about a mailbox since deleted is
+// dropped, whoever holds its name now.
+func (s *Server) Emit(ev protocol.Event, id string) {
+	m, ok := s.b.Mailbox(ev.Mailbox)
+	if !ok || (id != "" && m.ID != id) {
+		return
+	}
+	s.events.publish(ev, m)
+}
+
+// handleWatch acknowledges the watch, then streams events on the request's id
+// until the connection ends or the daemon stops.
+func handleWatch(ctx context.Context, s *Server, c *call, a *protocol.WatchArgs) (any, error) {
+	sub := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256)}
+	if len(c.boxes) > 0 {
+		sub.mailboxes = map[string]string{}
+		for _, m := range c.boxes {
+			sub.mailboxes[m.Name] = m.ID
+		}
+	}
+	s.events.add(sub)
+	defer s.events.remove(sub)
+	if err := c.w.send(protocol.Response{ID: c.id, Data: []byte(`{"watching":true}`)}); err != nil {
+		return nil, nil
+	}
+	for {
+		select {
+		case ev := <-sub.ch:
+			if err := c.w.send(protocol.Response{ID: c.id, Event: &ev}); err != nil {
+				return nil, nil
+			}
+		case <-ctx.Done():
+			return nil, nil
+		case <-s.closing:
+			return nil, errClosing
+		}
+	}
+}
+
+// Watchers is the number of watch streams open now; tests of clients wait
+// for it before causing the event they expect a stream to carry.
+func (s *Server) Watchers() int {
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	return len(s.events.subs)
+}

@@ -1,0 +1,13 @@
+package control
+
+// RemoveDraftFunc is the step of draft.send that takes the sent draft out of
+// drafts/.
+type RemoveDraftFunc = func(s *Server, mailbox, id, version string) (bool, error)
+
+// SwapRemoveDraft replaces that step (tests stop the daemon's work, or edit
+// the draft, between queueing and removal) and returns the one it replaced.
+func SwapRemoveDraft(f RemoveDraftFunc) RemoveDraftFunc {
+	old := removeDraft
+	removeDraft = f
+	return old
+}

@@ -1,0 +1,226 @@
+package safeio
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runFix runs the command a SecretError names (without sudo: the test is
+// already the owner or root) and fails when it does not make the file pass.
+func runFix(t *testing.T, e *SecretError) {
+	t.Helper()
+	_, cmd, ok := strings.Cut(e.Fix, "`")
+	cmd, _, _ = strings.Cut(cmd, "`")
+	if !ok || cmd == "" {
+		t.Fatalf("fix %q names no command", e.Fix)
+	}
+	cmd = strings.ReplaceAll(cmd, "sudo ", "")
+	if out, err := exec.Command("sh", "-c", cmd).CombinedOutput(); err != nil {
+		t.Fatalf("the fix %q failed: %v\n%s", cmd, err, out)
+	}
+	if err := CheckSecret(e.Path); err != nil {
+		t.Fatalf("after the fix %q: %v", cmd, err)
+	}
+}
+
+func secretErr(t *testing.T, err error, want ...string) *SecretError {
+	t.Helper()
+	var se *SecretError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v, want a *SecretError", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	return se
+}
+
+func TestReadSecretReadsAPrivateFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, mode := range []os.FileMode{0o600, 0o400} {
+		p := filepath.Join(dir, "pw")
+		os.Remove(p)
+		if err := os.WriteFile(p, []byte("s3cret\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		b, err := ReadSecret(p)
+		if err != nil || string(b) != "s3cret\n" {
+			t.Fatalf("mode %04o: %q, %v", mode, b, err)
+		}
+	}
+}
+
+// TestReadSecretRefusesWhatOthersCanRead: a secret readable (or writable)
+// by the group or by others is refused with the chmod that fixes it, and
+// the fix works.
+func TestReadSecretRefusesWhatOthersCanRead(t *testing.T) {
+	for mode, who := range map[os.FileMode]string{0o644: "group and others", 0o640: "its group", 0o604: "others", 0o620: "its group"} {
+		p := filepath.Join(t.TempDir(), "key.pem")
+		if err := os.WriteFile(p, []byte("secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		b, err := ReadSecret(p)
+		if b != nil {
+			t.Errorf("mode %04o: read %q", mode, b)
+		}
+		se := secretErr(t, err, p, who, "chmod 600 "+p)
+		runFix(t, se)
+	}
+}
+
+// TestReadSecretFollowsATrustedLink: a link that only the secret's owner
+// (or root) could have made, through directories only they can change, is
+// followed, as certbot's live/privkey.pem -> ../../archive/... is.
+func TestReadSecretFollowsATrustedLink(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"archive/x", "live/x"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "archive/x/privkey1.pem"), []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "live/x/privkey.pem")
+	if err := os.Symlink("../../archive/x/privkey1.pem", link); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadSecret(link); err != nil || string(b) != "s3cret" {
+		t.Fatalf("through a trusted link: %q %v", b, err)
+	}
+	if err := CheckSecret(link); err != nil {
+		t.Fatalf("CheckSecret through a trusted link: %v", err)
+	}
+}
+
+// TestReadSecretRefusesAnUntrustedLink: a link that someone else could
+// have made or redirected is not followed: one in a directory others can
+// write in, one whose file is in such a directory, one that belongs to
+// another user, and a chain longer than the kernel would follow. The file
+// it leads to is still read when named itself.
+func TestReadSecretRefusesAnUntrustedLink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real")
+	if err := os.WriteFile(target, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777) // not sticky: anyone could replace a link here
+	link := filepath.Join(open, "pw")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(link string, want ...string) {
+		t.Helper()
+		b, err := ReadSecret(link)
+		if b != nil {
+			t.Fatalf("read %q through %s", b, link)
+		}
+		secretErr(t, err, append([]string{link + " is a"}, want...)...)
+		if CheckSecret(link) == nil {
+			t.Fatalf("CheckSecret passed %s", link)
+		}
+	}
+	refused(link, "symbolic link whose way to its file passes "+open, "others can write in it", "point the config key at the file itself")
+
+	// A trusted link to a file in a directory others can write in.
+	inOpen := filepath.Join(open, "real")
+	if err := os.WriteFile(inOpen, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toOpen := filepath.Join(dir, "to-open")
+	if err := os.Symlink(inOpen, toOpen); err != nil {
+		t.Fatal(err)
+	}
+	refused(toOpen, "passes "+open)
+
+	// A chain of more links than the kernel follows.
+	prev := target
+	for i := range maxLinks + 1 {
+		next := filepath.Join(dir, fmt.Sprintf("chain%d", i))
+		if err := os.Symlink(prev, next); err != nil {
+			t.Fatal(err)
+		}
+		prev = next
+	}
+	refused(prev, fmt.Sprintf("chain of more than %d symbolic links", maxLinks))
+
+	// A link that belongs to another user (root can make one).
+	if os.Geteuid() == 0 {
+		foreign := filepath.Join(dir, "foreign")
+		if err := os.Symlink(target, foreign); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(foreign, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		refused(foreign, "belongs to uid 65534")
+	}
+	if _, err := ReadSecret(target); err != nil {
+		t.Fatalf("the file itself: %v", err)
+	}
+}
+
+// TestReadSecretRefusesOddFiles: a FIFO (which would block a plain open),
+// a directory and a file past the bound are refused without hanging.
+func TestReadSecretRefusesOddFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadSecret(fifo); done <- err }()
+	select {
+	case err := <-done:
+		secretErr(t, err, "not a regular file")
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadSecret blocked on a FIFO")
+	}
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o700)
+	_, err := ReadSecret(sub)
+	secretErr(t, err, "not a regular file")
+
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, MaxSecretBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ReadSecret(big)
+	secretErr(t, err, "larger than")
+	if _, err := ReadSecret(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v, want ErrNotExist", err)
+	}
+}
+
+// TestReadSecretRefusesAnotherOwner: as root, a 0600 file owned by another
+// user is refused (that user could read it or swap it), with the chown
+// that fixes it.
+func TestReadSecretRefusesAnotherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	p := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(p, []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadSecret(p)
+	se := secretErr(t, err, "belongs to uid 65534", "mode 0644", "chown root:root "+p, "chmod 600 "+p)
+	runFix(t, se)
+}

@@ -1,0 +1,70 @@
+package protocol
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// DevConfigHeader starts the config file `mailctl dev` writes beside its
+// socket, which is how a client tells a stopped dev instance from the
+// system's daemon.
+const DevConfigHeader = "# Written by mailctl dev"
+
+// startAdvice says how to start the daemon that should answer at socket: a
+// `mailctl dev` instance, whose config.toml and bin/mailctl sit beside its
+// socket, is started again with its own binary and the same folder and
+// address; any other socket is the system's daemon (or a dev to start).
+func startAdvice(socket string) string {
+	dir := filepath.Dir(socket)
+	if cfg := devConfig(dir); cfg != nil {
+		flags := " dev --dir " + shellQuote(dir)
+		if m := devListenRE.FindSubmatch(cfg); m != nil && string(m[1]) != "127.0.0.1:2525" {
+			flags += " --smtp " + string(m[1])
+		}
+		if m := devDomainRE.FindSubmatch(cfg); m != nil && string(m[1]) != "mailctl.test" {
+			flags += " --domain " + string(m[1])
+		}
+		return "it is the socket of a mailctl dev instance that is not running: start it again with `" +
+			shellQuote(filepath.Join(dir, "bin", "mailctl")) + flags + "` (the binary its banner names), or `go run ./cmd/mailctl" + flags + "` in the source tree"
+	}
+	return "start it with `sudo systemctl start mailctl`, or run `mailctl dev` and set MAILCTL_SOCKET to the socket it prints"
+}
+
+// What advice takes from a dev config: only an address and a domain, in
+// characters that need no quoting.
+var (
+	devListenRE = regexp.MustCompile(`(?m)^listen = \["([0-9A-Za-z.:\[\]-]+)"`)
+	devDomainRE = regexp.MustCompile(`(?m)^domains = \["([0-9A-Za-z.-]+)"`)
+)
+
+// devConfig is the start of dir/config.toml when `mailctl dev` wrote it, or
+// nil. Only a regular file is read, and at most 4 KiB of it.
+func devConfig(dir string) []byte {
+	f, err := os.Open(filepath.Join(dir, "config.toml"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	if !bytes.HasPrefix(b, []byte(DevConfigHeader)) {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bin", "mailctl")); err != nil {
+		return nil
+	}
+	return b
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,229 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+)
+
+// The rows of the index database: what a message's row and full text hold,
+// and how they are written.
+
+// indexRow is what the index keeps of one message.
+type indexRow struct {
+	sum     Summary // Folder unset
+	sortKey int64
+	stamp   fileStamp
+	racy    bool
+	// The full text, by column of the fts table (subject and sender are
+	// in sum).
+	recipients, cc, attachments, body string
+}
+
+// newRow builds the index row of a message stored under id, in a file with
+// stamp st. The id is the file name, whatever the frontmatter says.
+func newRow(id string, m *Message, body string, st fileStamp, racy bool) *indexRow {
+	t := m.ReceivedAt
+	if t.IsZero() {
+		t = m.Date
+	}
+	var names []string
+	for _, a := range m.Attachments {
+		names = append(names, a.Filename)
+	}
+	if len(body) > maxIndexedBody {
+		body = strings.ToValidUTF8(body[:maxIndexedBody], "")
+	}
+	to := m.To
+	if len(m.Bcc) > 0 {
+		to = append(append([]string(nil), m.To...), m.Bcc...)
+	}
+	return &indexRow{
+		sum: Summary{
+			ID: id, MessageID: m.MessageID, ThreadID: m.ThreadID, From: m.From, To: m.To,
+			Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Read: m.Read,
+			Trusted: m.Trusted, Attachments: len(m.Attachments), Snippet: Snippet(body, snippetLen),
+			DeliveryStatus: m.DeliveryStatus, Labels: m.Labels, Starred: m.Starred,
+		},
+		sortKey: UnixNano(t), stamp: st, racy: racy,
+		recipients: strings.Join(to, ", "), cc: strings.Join(m.Cc, ", "), attachments: strings.Join(names, "\n"), body: body,
+	}
+}
+
+// size is roughly the memory the row holds, for the writer's bound.
+func (r *indexRow) size() int {
+	return 512 + len(r.body) + len(r.sum.Subject) + len(r.sum.Snippet) + len(r.recipients) + len(r.cc) + len(r.attachments)
+}
+
+// listSep separates the elements of a list column.
+const listSep = "\x1f"
+
+// fold is the case-insensitive form the index compares structured filters
+// in.
+func fold(s string) string { return strings.ToLower(s) }
+
+// labelsKey is the column label filters search: every label folded, each
+// between separators.
+func labelsKey(labels []string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(listSep)
+	for _, l := range labels {
+		b.WriteString(fold(l))
+		b.WriteString(listSep)
+	}
+	return b.String()
+}
+
+// textHash condenses a row's full text, so that a change of flags alone
+// (read, labels) does not rewrite it.
+func (r *indexRow) textHash() int64 {
+	h := fnv.New64a()
+	for _, s := range []string{r.sum.Subject, r.sum.From, r.recipients, r.cc, r.body, r.attachments} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return int64(h.Sum64())
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+func parseTimeText(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	if _, off := t.Zone(); off == 0 && strings.HasSuffix(s, "Z") {
+		t = t.UTC()
+	}
+	return t
+}
+
+// rowWriter writes rows in one transaction through statements prepared
+// once for it: preparing a statement costs as much as running it.
+type rowWriter struct {
+	tx                                        *sql.Tx
+	find, update, insert, ftsDel, ftsAdd, del *sql.Stmt
+}
+
+func newRowWriter(tx *sql.Tx) (*rowWriter, error) {
+	w := &rowWriter{tx: tx}
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{
+		{&w.find, "SELECT rid, text_hash FROM messages WHERE fid = ? AND id = ?"},
+		{&w.update, `UPDATE messages SET sort_key=?, ino=?, size=?, mtime=?, ctime=?, racy=?, read=?, starred=?, trusted_ok=?,
+			message_id=?, thread_id=?, sender=?, recipients=?, subject=?, date=?, received=?, trusted=?, attachments=?, snippet=?,
+			status=?, labels=?, labels_fold=?, from_fold=?, subj_fold=?, text_hash=? WHERE rid=?`},
+		{&w.insert, `INSERT INTO messages(fid, mid, id, sort_key, ino, size, mtime, ctime, racy, read, starred, trusted_ok,
+			message_id, thread_id, sender, recipients, subject, date, received, trusted, attachments, snippet,
+			status, labels, labels_fold, from_fold, subj_fold, text_hash)
+			VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.ftsDel, "DELETE FROM fts WHERE rowid = ?"},
+		{&w.ftsAdd, "INSERT INTO fts(rowid, subject, sender, recipients, cc, body, attachments, scope) VALUES(?, ?, ?, ?, ?, ?, ?, ?)"},
+		{&w.del, "DELETE FROM messages WHERE rid = ?"},
+	} {
+		st, err := tx.Prepare(p.q)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		*p.st = st
+	}
+	return w, nil
+}
+
+func (w *rowWriter) close() {
+	for _, st := range []*sql.Stmt{w.find, w.update, w.insert, w.ftsDel, w.ftsAdd, w.del} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// writeRows runs fn with a rowWriter on tx.
+func writeRows(tx *sql.Tx, fn func(w *rowWriter) error) error {
+	w, err := newRowWriter(tx)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	return fn(w)
+}
+
+// put writes (inserts or replaces) a message's row and its full text.
+func (w *rowWriter) put(fid, mid int64, r *indexRow) error {
+	s := &r.sum
+	hash := r.textHash()
+	var rid, oldHash int64
+	err := w.find.QueryRow(fid, s.ID).Scan(&rid, &oldHash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	cols := []any{r.sortKey, int64(r.stamp.ino), r.stamp.size, r.stamp.mtime, r.stamp.ctime, r.racy, s.Read, s.Starred,
+		s.Trusted == TrustedValue, s.MessageID, s.ThreadID, s.From, strings.Join(s.To, listSep), s.Subject,
+		timeText(s.Date), timeText(s.ReceivedAt), s.Trusted, s.Attachments, s.Snippet, s.DeliveryStatus,
+		strings.Join(s.Labels, listSep), labelsKey(s.Labels), fold(s.From), fold(s.Subject), hash}
+	if rid != 0 {
+		if _, err := w.update.Exec(append(cols, rid)...); err != nil || oldHash == hash {
+			return err
+		}
+		if _, err := w.ftsDel.Exec(rid); err != nil {
+			return err
+		}
+	} else {
+		res, err := w.insert.Exec(append([]any{fid, mid, s.ID}, cols...)...)
+		if err != nil {
+			return err
+		}
+		if rid, err = res.LastInsertId(); err != nil {
+			return err
+		}
+	}
+	// scope lets the engine select a folder's or a mailbox's rows itself.
+	_, err = w.ftsAdd.Exec(rid, ftsText(s.Subject), ftsText(s.From), ftsText(r.recipients), ftsText(r.cc), ftsText(r.body),
+		ftsText(r.attachments), scopeTerms(fid, mid))
+	return err
+}
+
+// remove deletes a message's row, if there is one.
+func (w *rowWriter) remove(fid int64, id string) error {
+	var rid, hash int64
+	err := w.find.QueryRow(fid, id).Scan(&rid, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := w.ftsDel.Exec(rid); err != nil {
+		return err
+	}
+	_, err = w.del.Exec(rid)
+	return err
+}
+
+// scopeMark starts the full-text index's scope terms. The tokenizer keeps it
+// in a word (tokenchars), and the store takes it out of every text it
+// indexes or searches for (ftsText, ftsQuote; elsewhere it separates words,
+// as it would anyway), so no search term can be or match a scope term.
+const scopeMark = "§"
+
+// scopeTerms are the words that put a row in its folder and its mailbox.
+func scopeTerms(fid, mid int64) string {
+	return fmt.Sprintf("%sf%d %sm%d", scopeMark, fid, scopeMark, mid)
+}
+
+// ftsText is text as the full-text index takes it.
+func ftsText(s string) string { return strings.ReplaceAll(s, scopeMark, " ") }
