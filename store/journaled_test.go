@@ -84,3 +84,36 @@ func TestReplaceUnsynced(t *testing.T) {
 		t.Errorf("inbox lists %v", ids)
 	}
 }
+
+// TestReplacedCopyIsRememberedAcrossRestart: a message a journal writes
+// again after a crash (ReplaceUnsynced) and remembers (RememberDelivery) is
+// recognised as the same delivery when its sender retries, also after the
+// store is reopened: the retry is not stored a second time, and the folder
+// lists the message once. Without the remember, the retry would be a new
+// message; a bad id is refused.
+func TestReplacedCopyIsRememberedAcrossRestart(t *testing.T) {
+	s := newTestStore(t)
+	key := sha256.Sum256([]byte("journaled before the crash"))
+	id := "2025-04-15-143022-message-1"
+	if err := s.ReplaceUnsynced("agent", "inbox", id, testMessage(1), "body", rawOf([]byte("raw")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RememberDelivery(key, "agent", "inbox", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RememberDelivery(key, "agent", "inbox", "../x"); err == nil {
+		t.Error("RememberDelivery took an id that is not one")
+	}
+	s = reopen(t, s)
+	again, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "body", []byte("raw"), nil)
+	if err != nil || !dup || again != id {
+		t.Fatalf("the retry = %q dup %v %v, want the replayed %q as a repeat", again, dup, err, id)
+	}
+	if ids := listIDs(t, s, "inbox"); len(ids) != 1 || ids[0] != id {
+		t.Errorf("inbox lists %v, want [%s]", ids, id)
+	}
+	other := sha256.Sum256([]byte("never remembered"))
+	if _, dup, err := s.DeliverOnce(other, "agent", "inbox", testMessage(1), "body", []byte("raw"), nil); err != nil || dup {
+		t.Errorf("a delivery never remembered: dup %v %v, want it stored", dup, err)
+	}
+}
