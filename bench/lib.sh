@@ -1,5 +1,8 @@
 # Shared by the bench scripts; sourced, not run.
 
+# Everything is built as it ships: static, pure Go.
+export CGO_ENABLED=0
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
 TCK=$(getconf CLK_TCK)
@@ -111,8 +114,9 @@ bench_fs_line() {
 	local dev fs journal=""
 	dev=$(findmnt -n -o SOURCE --target "$WORK")
 	fs=$(findmnt -n -o FSTYPE --target "$WORK")
-	if [[ $fs == ext4 ]] && command -v dumpe2fs >/dev/null && ! dumpe2fs -h "$dev" 2>/dev/null | grep -q has_journal; then
-		journal=" without a journal: its inode allocator reads and skips every inode freed in the last 60 s (360 s while its table block is dirty), so creating a file costs more the more anyone deleted lately. Hence files stay until the whole run ends and measurements start SETTLE s apart"
+	# An ext4 with a journal has /proc/fs/jbd2/<device>-<inode>.
+	if [[ $fs == ext4 ]] && ! compgen -G "/proc/fs/jbd2/${dev##*/}-*" >/dev/null; then
+		journal=" without a journal: its inode allocator reads and skips every inode freed in the last 60 s (360 s while its table block is dirty), so creating a file costs more the more anyone deleted lately"
 	fi
 	echo "Files are in \`${BENCH_DIR:-/var/tmp}\` (BENCH_DIR), on $fs$journal."
 }

@@ -113,7 +113,7 @@ owner = "root"
 EOF
 	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-ed --algorithm ed25519 >/dev/null
 	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-rsa --algorithm rsa >/dev/null
-	MAILCTL_DKIM_LIBCRYPTO=${GO_RSA:+0} "$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
+	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
 	for _ in $(seq 100); do
@@ -223,7 +223,6 @@ run_postfix "$LEN" >/dev/null
 MSGS=$MSGS_SAVED
 
 : >"$WORK/mailctl.txt"
-: >"$WORK/mailctl-gorsa.txt"
 : >"$WORK/postfix.txt"
 : >"$WORK/tuned.txt"
 # settle: an ext4 without a journal does not reuse an inode for 60 s after
@@ -239,10 +238,6 @@ for rep in $(seq "$REPS"); do
 	echo "bench: run $rep/$REPS mailctl" >&2
 	run_mailctl "$rep" >>"$WORK/mailctl.txt"
 	tail -n1 "$WORK/mailctl.txt" >&2
-	settle
-	echo "bench: run $rep/$REPS mailctl, RSA in Go" >&2
-	GO_RSA=1 run_mailctl "gorsa-$rep" >>"$WORK/mailctl-gorsa.txt"
-	tail -n1 "$WORK/mailctl-gorsa.txt" >&2
 	pf_tune stock
 	settle
 	echo "bench: run $rep/$REPS postfix (stock)" >&2
@@ -280,16 +275,11 @@ if [[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null; then
 	PERF_OUT=$(perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
 		awk '
 			BEGIN {
-				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included (but for the RSA signature in libcrypto: see the last row);compose.Build|composing the message;store.(*Dir).createTemp|creating files (temporary file, then rename);syscall.Fsync|fsync;unix.Syncfs|syncfs;queue.(*journal).put|queue state records;queue.(*Queue).Enqueue|enqueueing (journal record and its group fsync);store.(*Store).createUnsynced|sent-folder copy, written once;store.(*Store).UpdateUnsynced|sent-folder status updates (the first writes the copy held since the answer);queue.(*Queue).checkpoint|checkpoints (syncfs, then the settled items dropped);remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
+				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;compose.Build|composing the message;store.(*Dir).createTemp|creating files (temporary file, then rename);syscall.Fsync|fsync;unix.Syncfs|syncfs;queue.(*journal).put|queue state records;queue.(*Queue).Enqueue|enqueueing (journal record and its group fsync);store.(*Store).createUnsynced|sent-folder copy, written once;store.(*Store).UpdateUnsynced|sent-folder status updates (the first writes the copy held since the answer);queue.(*Queue).checkpoint|checkpoints (syncfs, then the settled items dropped);remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
 				for (i = 1; i <= n; i++) { split(rows[i], kv, "|"); key[i] = kv[1]; label[i] = kv[2] }
 			}
 			/^ +[0-9.]+%/ { for (i = 1; i <= n; i++) if (index($0, key[i] " ") || substr($0, length($0) - length(key[i]) + 1) == key[i]) if (!(i in got)) got[i] = $1 }
 			END { for (i = 1; i <= n; i++) printf "| %s (`%s`) | %s |\n", label[i], key[i], (i in got) ? got[i] : "0%" }')
-	# libcrypto's frames do not unwind to their Go caller, so its samples
-	# count in no row above: they are counted by library.
-	LC_SHARE=$(perf report -i "$WORK/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null | awk '/libcrypto/ { print $1; exit }')
-	PERF_OUT="$PERF_OUT
-| the RSA-2048 signature: samples in libcrypto itself (\`libcrypto.so.3\`) | ${LC_SHARE:-0%} |"
 fi
 MSGS=$MSGS_SAVED
 
@@ -309,7 +299,6 @@ rows() { # rows FILE LABEL
 		"$(ratio "$M_DEL" "$(median "$1" 2)")" "$(ratio "$M_CPU" "$(median "$1" 3)")"
 }
 
-LIBCRYPTO=$(openssl version 2>/dev/null | awk '{ print $1, $2 }')
 MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 MEM=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 FS=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
@@ -326,19 +315,18 @@ SECTION=$(
 Measured by \`sudo bench/outbound.sh\` on $(date -u +%Y-%m-%d): $MSGS messages of $LEN bytes to one
 remote recipient, delivered to Postfix's \`smtp-sink\` on loopback, $SESSIONS concurrent submitters,
 $REPS runs each (after a $WARM-message warm-up), median and (min–max), each measurement ${SETTLE:-61} s after the
-one before, synced. $(bench_fs_line)
+one before, synced, and the files of every measurement kept until the whole run ends (see settle). $(bench_fs_line)
 
 | sender | queued msg/s (submission answered) | delivered msg/s (all at the sink) | CPU ms per message | mailctl delivered rate ÷ this | mailctl CPU ÷ this |
 | --- | --- | --- | --- | --- | --- |
-| mailctl serve, Ed25519 + RSA DKIM (RSA through libcrypto) | $(spread "$WORK/mailctl.txt" 1) | $(spread "$WORK/mailctl.txt" 2) | $(spread "$WORK/mailctl.txt" 3) | 1.00× | 1.00× |
-$(rows "$WORK/mailctl-gorsa.txt" "mailctl serve, Ed25519 + RSA DKIM, RSA in Go's crypto/rsa (\`MAILCTL_DKIM_LIBCRYPTO=0\`)")
+| mailctl serve, Ed25519 + RSA DKIM (Go's crypto/ed25519 and crypto/rsa) | $(spread "$WORK/mailctl.txt" 1) | $(spread "$WORK/mailctl.txt" 2) | $(spread "$WORK/mailctl.txt" 3) | 1.00× | 1.00× |
 $(rows "$WORK/postfix.txt" "Postfix relayhost → sink, stock settings, no signing")
 $(rows "$WORK/tuned.txt" "Postfix relayhost → sink, \`in_flow_delay = 0s\`, no signing")
 
 mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
 
-- mailctl: \`mailctl serve\` with a fresh Ed25519 and a fresh RSA-2048 key (\`mailctl dkim keygen\`), the RSA
-  signature made by the host's libcrypto ($LIBCRYPTO) or, in the second row, by Go's crypto/rsa (docs/dkim.md),
+- mailctl: \`mailctl serve\` with a fresh Ed25519 and a fresh RSA-2048 key (\`mailctl dkim keygen\`), both
+  signatures made in Go (docs/dkim.md),
   send limits raised (\`[send] per_minute/per_hour/per_day = 1000000\`; the defaults are 20/200/1000),
   \`[delivery] port\` = the sink's port, MX lookups answered by a local DNS server
   (\`internal/dnstest/cmd/dnstestd\`: MX → a host with A 127.0.0.1). \`bench/sendload\` opens

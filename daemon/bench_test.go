@@ -122,7 +122,7 @@ func BenchmarkInboundDeliver(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				// A new Message-ID each time: the same bytes twice are one delivery.
 				msg := append([]byte(fmt.Sprintf("Message-ID: <%d.%d@example.net>\r\n", i, time.Now().UnixNano())), raw...)
-				if errs := td.inbound.Deliver(context.Background(), env, msg); errs[0] != nil {
+				if errs := td.inbound.Deliver(context.Background(), env, smtpin.NewMessage(msg, 0)); errs[0] != nil {
 					b.Fatal(errs[0])
 				}
 			}

@@ -20,14 +20,9 @@ import (
 )
 
 // startDaemonProcess runs the daemon as a child process on td's config.
-func startDaemonProcess(t *testing.T, cfgPath, socket string) *exec.Cmd {
+func startDaemonProcess(t *testing.T, cfgPath, socket string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "MAILCTL_TEST_DAEMON="+cfgPath)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := spawnDaemon(t, cfgPath, env...)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("unix", socket); err == nil {
@@ -39,6 +34,19 @@ func startDaemonProcess(t *testing.T, cfgPath, socket string) *exec.Cmd {
 	cmd.Process.Kill()
 	t.Fatal("daemon process did not start")
 	return nil
+}
+
+// spawnDaemon starts the daemon as a child process on a config, with env
+// added to its environment, and does not wait for it.
+func spawnDaemon(t *testing.T, cfgPath string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), "MAILCTL_TEST_DAEMON="+cfgPath), env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
 }
 
 // TestKillNineDuringWrites kills the daemon with SIGKILL in the middle of a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/control"
+	"github.com/mailctl/mailctl/daemon/intake"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
@@ -74,6 +75,7 @@ type Daemon struct {
 	metrics  *metrics
 	metricsS *metricsService
 	inbound  *inbound
+	intake   *intake.Journal // accepted inbound copies until their files are durable
 	out      *outboundService
 	dialer   func(ctx context.Context, network, addr string) (net.Conn, error) // tests
 	resolver resolver.Resolver                                                 // [dns] resolver, or Options.Resolver (tests)
@@ -226,6 +228,11 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.extras = append(d.extras, d.metricsS)
 	}
 	d.inbound = d.newInbound()
+	in, err := d.openIntake()
+	if err != nil {
+		return nil, err
+	}
+	d.extras = append(d.extras, in)
 	out, err := d.newOutbound()
 	if err != nil {
 		return nil, err

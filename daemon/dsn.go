@@ -140,7 +140,8 @@ func (d *Daemon) deliverReport(mailbox, from string, raw []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The daemon's own report reaches no return path: nothing to apply.
-	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, parsed, nil, res, withHeader(ar, nil, raw), len(ar), "")
+	c := &copySource{msg: smtpin.NewMessage(raw, 0), ar: ar, messageID: newMessageID(d.cfg().Hostname), parsed: parsed, stored: withHeader(ar, nil, raw), head: raw}
+	return d.inbound.store(ctx, mailbox, route{Mailbox: mailbox}, env, []string{rcpt}, c, res, "")
 }
 
 // isReport reports whether raw's top-level Content-Type is a delivery status

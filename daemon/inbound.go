@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -22,11 +25,11 @@ import (
 	"github.com/mailctl/mailctl/daemon/certs"
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/ingest"
-	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -108,17 +111,18 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 	return err
 }
 
-// Deliver authenticates the message once, parses it once, then stores a copy
-// in each distinct mailbox the recipients lead to.
-func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, raw []byte) []error {
-	return b.deliver(ctx, env, raw, "")
+// Deliver authenticates the message once, parses it once (a message held in
+// memory) or as each copy is stored (a spooled one, so that it is never
+// held), then stores a copy in each distinct mailbox the recipients lead to.
+func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.Message) []error {
+	return b.deliver(ctx, env, msg, "")
 }
 
 // deliver is Deliver; submitter names the local mailbox when the daemon
 // composed and signed the message itself for one of its own domains: its From
 // is then authenticated by the sending mailbox's uid (trust.LocalSubmission)
 // rather than by DNS. It is "" for mail from the network.
-func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, submitter string) []error {
+func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.Message, submitter string) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
 	if err := d.checkReserve(); err != nil {
@@ -129,20 +133,25 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 		}
 		return errs
 	}
-	res := b.checker.Check(ctx, trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: raw})
+	in := trust.Input{RemoteIP: env.RemoteIP, Helo: env.Helo, MailFrom: env.MailFrom, Raw: msg.Bytes()}
+	if in.Raw == nil {
+		in.Read = msg.Open
+	}
+	res := b.checker.Check(ctx, in)
 	if submitter != "" {
 		trust.LocalSubmission(&res, submitter, d.cfg().IsLocalDomain(res.FromDomain))
 	}
-	parsed, err := ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes})
-	if err != nil {
-		for i := range errs {
-			errs[i] = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message could not be parsed"}
+	// A message held in memory is parsed here, once; a spooled one as each
+	// copy is stored, its attachments decoded into that mailbox's folder.
+	var parsed *ingest.Parsed
+	if raw := msg.Bytes(); raw != nil {
+		var err error
+		if parsed, err = ingest.Parse(raw, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes}); err != nil {
+			for i := range errs {
+				errs[i] = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message could not be parsed"}
+			}
+			return errs
 		}
-		return errs
-	}
-	rep := reportOf(parsed) // before a Message-ID is made up for it
-	if parsed.Msg.MessageID == "" {
-		parsed.Msg.MessageID = newMessageID(d.cfg().Hostname)
 	}
 	act, why := b.enforcement().Decide(env.RemoteIP, res)
 	if act == trust.Reject {
@@ -164,8 +173,19 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 		d.log.Info("DMARC policy not applied", "reason", why, "header_from", res.FromAddress, "session", env.Session)
 	}
 	ar := res.AuthenticationResults(d.cfg().Hostname)
-	stored := withHeader(ar, env.Headroom, raw)
-	traceLen := len(ar) + min(max(env.TraceLen, 0), len(raw))
+	c := &copySource{msg: msg, ar: ar, messageID: newMessageID(d.cfg().Hostname), parsed: parsed}
+	if raw := msg.Bytes(); raw != nil {
+		c.stored = withHeader(ar, msg.Headroom, raw)
+	}
+	head, err := c.clientHead()
+	if err != nil {
+		d.log.Error("reading inbound message failed", "err", err, "session", env.Session)
+		for i := range errs {
+			errs[i] = errTemp
+		}
+		return errs
+	}
+	c.head = head
 
 	type target struct {
 		rcpts []int
@@ -173,7 +193,7 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 	}
 	byMailbox := map[string]*target{}
 	var order []string
-	reports := d.tlsReportsTo(raw[min(max(env.TraceLen, 0), len(raw)):])
+	reports := d.tlsReportsTo(c.head)
 	for i, rcpt := range env.Rcpts {
 		rt, err := d.route(rcpt)
 		if err != nil {
@@ -203,9 +223,9 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, raw []byte, 
 			}
 			// The quota again, with the message's size: the mailbox may
 			// have filled since RCPT, or this message would pass it.
-			err := d.checkQuota(name, int64(len(stored)))
+			err := d.checkQuota(name, c.Size())
 			if err == nil {
-				err = b.store(ctx, name, t.rt, env, rcpts, parsed, rep, res, stored, traceLen, junk)
+				err = b.store(ctx, name, t.rt, env, rcpts, c, res, junk)
 			}
 			for _, i := range t.rcpts {
 				errs[i] = err
@@ -224,13 +244,116 @@ func (b *inbound) enforcement() trust.Enforcement {
 	return trust.Enforcement{Enabled: *t.DMARCEnforce, Forwarders: fw}
 }
 
+// copySource is what every mailbox's copy of one message is made from.
+type copySource struct {
+	msg       *smtpin.Message
+	ar        string // our Authentication-Results header, before the message
+	messageID string // for a message without one
+	parsed    *ingest.Parsed
+	stored    []byte // ar and the message, when held in memory
+	// head is the start of what the client handed in (below our trace
+	// headers), enough for its header block: what tells a TLS report.
+	head []byte
+}
+
+// maxHeadRead bounds head for a spooled message: tlsReportLabel reads a
+// header block of at most 64 KiB.
+const maxHeadRead = 64<<10 + 4
+
+// clientHead is what head holds: the client's bytes, all of them for a
+// message held in memory (no copy), the first maxHeadRead of a spooled one.
+func (c *copySource) clientHead() ([]byte, error) {
+	if raw := c.msg.Bytes(); raw != nil {
+		return raw[c.msg.Trace:], nil
+	}
+	return io.ReadAll(io.LimitReader(c.client(), maxHeadRead))
+}
+
+// Size is the size of the copy stored (store.RawSource).
+func (c *copySource) Size() int64 { return int64(len(c.ar)) + c.msg.Size() }
+
+// WriteTo writes the copy stored, ar and then the message (store.RawSource).
+func (c *copySource) WriteTo(w io.Writer) (int64, error) {
+	if c.stored != nil && crashpoint.Armed() {
+		// In two halves, for a test to kill the daemon between them.
+		half := len(c.stored) / 2
+		n, err := w.Write(c.stored[:half])
+		if err != nil {
+			return int64(n), err
+		}
+		crashpoint.Hit("inbound-raw-half")
+		k, err := w.Write(c.stored[half:])
+		return int64(n + k), err
+	}
+	if c.stored != nil {
+		n, err := w.Write(c.stored)
+		return int64(n), err
+	}
+	n, err := io.WriteString(w, c.ar)
+	if err != nil {
+		return int64(n), err
+	}
+	r := c.msg.Open()
+	var half int64
+	if crashpoint.Armed() {
+		if half, err = io.CopyN(w, r, c.msg.Size()/2); err != nil {
+			return int64(n) + half, err
+		}
+		crashpoint.Hit("inbound-raw-half")
+	}
+	k, err := io.Copy(w, r)
+	return int64(n) + half + k, err
+}
+
+// client reads the bytes the client handed in, below our trace headers.
+func (c *copySource) client() io.Reader {
+	if raw := c.msg.Bytes(); raw != nil {
+		return bytes.NewReader(raw[c.msg.Trace:]) // a WriterTo: hashed without a copy
+	}
+	return io.NewSectionReader(readerAt{c.msg}, int64(c.msg.Trace), c.msg.Size()-int64(c.msg.Trace))
+}
+
+// parse is the message parsed for a mailbox's folder: the one parse of a
+// message held in memory, or, for a spooled one, a parse whose attachments
+// are decoded into spills in that folder (Discard them if it is not
+// stored).
+func (c *copySource) parse(d *Daemon, mailbox, folder string) (*ingest.Parsed, error) {
+	if c.parsed != nil {
+		return c.parsed, nil
+	}
+	return ingest.ParseFrom(c.msg.Open, c.msg.Size(), ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes,
+		Spill: func() (*store.Spill, error) { return d.store.NewSpill(mailbox, folder) }})
+}
+
+// readerAt reads a message at an offset, held or spooled.
+type readerAt struct{ m *smtpin.Message }
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if sp := r.m.Spool(); sp != nil {
+		return sp.ReadAt(p, off)
+	}
+	return bytes.NewReader(r.m.Bytes()).ReadAt(p, off)
+}
+
 // store writes one mailbox's copy and announces it. A message with a junk
 // reason goes to the junk folder, silently: no event, no hook. A delivery
-// report (rep) that reached one of the mailbox's return paths is applied to
-// the sent copy it names; one applied already is a replay and changes
-// nothing.
-func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, p *ingest.Parsed, rep *outbound.Report, res trust.Result, raw []byte, traceLen int, junk string) error {
+// report that reached one of the mailbox's return paths is applied to the
+// sent copy it names; one applied already is a replay and changes nothing.
+func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpin.Envelope, rcpts []string, c *copySource, res trust.Result, junk string) error {
 	d := b.d
+	folder := protocol.FolderInbox
+	if junk != "" {
+		folder = protocol.FolderJunk
+	}
+	p, err := c.parse(d, mailbox, folder)
+	if err != nil {
+		d.log.Error("parsing inbound message failed", "mailbox", mailbox, "err", err)
+		return errTemp
+	}
+	if c.parsed == nil {
+		defer p.Discard() // the spills not stored
+	}
+	rep := reportOf(p) // before a Message-ID is made up for it
 	if rep != nil && d.dsn != nil && strings.HasPrefix(rt.Tag, bounce.TagPrefix) {
 		done, replay := d.dsn.begin(mailbox, rt.Tag, *rep)
 		defer done()
@@ -243,6 +366,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		rep = nil
 	}
 	m := p.Msg // a copy per mailbox
+	m.MessageID = cmp.Or(m.MessageID, c.messageID)
 	m.To = append([]string(nil), p.Msg.To...)
 	m.DeliveredTo = rcpts[0]
 	m.Tag = rt.Tag
@@ -250,10 +374,11 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	if env.RemoteIP != nil {
 		m.ReceivedFromIP = env.RemoteIP.String()
 	}
-	m.SizeBytes = int64(len(raw))
+	m.SizeBytes = c.Size()
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
 	m.DNSBL = env.Screen.Listed
-	if d.tlsReportLabel(raw[traceLen:]) != "" {
+	m.Labels = slices.Clone(p.Msg.Labels)
+	if d.tlsReportLabel(c.head) != "" {
 		m.Labels = append(m.Labels, tlsReportLabel)
 	}
 	patterns, _ := d.trustedSenders(mailbox)
@@ -262,11 +387,13 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
-	folder := protocol.FolderInbox
-	if junk != "" {
-		folder, m.Junk = protocol.FolderJunk, junk
+	m.Junk = junk
+	key, err := deliveryKey(c.client(), env.MailFrom, rcpts, &m)
+	if err != nil {
+		d.log.Error("reading inbound message failed", "mailbox", mailbox, "err", err)
+		return errTemp
 	}
-	id, dup, err := d.store.DeliverOnce(deliveryKey(raw[traceLen:], env.MailFrom, rcpts, &m), mailbox, folder, &m, p.Body, raw, p.Attachments)
+	id, dup, err := b.storeCopy(key, mailbox, folder, &m, p, c)
 	if err != nil {
 		d.log.Error("storing inbound message failed", "mailbox", mailbox, "err", err)
 		d.metrics.received.WithLabelValues("failed").Inc()
@@ -292,11 +419,19 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		return nil
 	}
 	d.metrics.received.WithLabelValues("stored").Inc()
-	// The raw copy and about as much again for the Markdown and the
-	// attachments, until the next count from the files.
-	d.addUsage(mailbox, 2*int64(len(raw)), 1)
 	d.log.Info("message stored", "mailbox", mailbox, "id", id, "message_id", m.MessageID, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
+	b.announce(mailbox, id, &m, p)
+	return nil
+}
+
+// announce tells about a copy stored in the inbox: its size to the
+// mailbox's usage, the new-mail event and the on_receive hooks.
+func (b *inbound) announce(mailbox, id string, mp *store.Message, p *ingest.Parsed) {
+	d, m := b.d, *mp
+	// The raw copy and about as much again for the Markdown and the
+	// attachments, until the next count from the files.
+	d.addUsage(mailbox, 2*m.SizeBytes, 1)
 	sum := control.SummaryOf(store.Summary{ID: id, Folder: protocol.FolderInbox, MessageID: m.MessageID, ThreadID: m.ThreadID,
 		From: m.From, To: m.To, Subject: m.Subject, Date: m.Date, ReceivedAt: m.ReceivedAt, Trusted: m.Trusted,
 		Attachments: len(m.Attachments)})
@@ -311,7 +446,6 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		DKIM: strings.Join(dkim, ","), SPF: trust.Summary(m.SPF), DMARC: trust.Summary(m.DMARC),
 		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
 	d.fireHooks(protocol.EventOnReceive, mailbox, f, func() []byte { return store.Render(&m, p.Body) })
-	return nil
 }
 
 // withHeader is hdr followed by raw. When the server left room before raw
@@ -333,7 +467,7 @@ func withHeader(hdr string, headroom, raw []byte) []byte {
 // nothing, since any sender can reuse another message's, and the same
 // bytes sent to another address of the mailbox (a bounce to its return
 // path after a forged copy to its plain address) are another delivery.
-func deliveryKey(client []byte, mailFrom string, rcpts []string, m *store.Message) store.DeliveryKey {
+func deliveryKey(client io.Reader, mailFrom string, rcpts []string, m *store.Message) (store.DeliveryKey, error) {
 	h := sha256.New()
 	to := make([]string, len(rcpts))
 	for i, r := range rcpts {
@@ -347,10 +481,12 @@ func deliveryKey(client []byte, mailFrom string, rcpts []string, m *store.Messag
 	for _, v := range verdict {
 		fmt.Fprintf(h, "%d:%s,", len(v), v)
 	}
-	h.Write(client)
 	var k store.DeliveryKey
+	if _, err := io.Copy(h, client); err != nil {
+		return k, err
+	}
 	h.Sum(k[:0])
-	return k
+	return k, nil
 }
 
 func newMessageID(host string) string {

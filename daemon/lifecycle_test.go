@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -154,6 +155,12 @@ func TestMetricsEndpoint(t *testing.T) {
 	td := startDaemon(t, "[metrics]\nlisten = \"127.0.0.1:0\"\n")
 	td.call(t, protocol.VerbMailboxList, nil, nil)
 	td.call(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "nosuch"}, nil)
+	// One message taken: one fsync of the inbound journal made it durable.
+	td.ensureMine(t, "metrics")
+	env := smtpin.Envelope{Helo: "client.example", MailFrom: "a@sender.example", Rcpts: []string{"metrics@example.test"}}
+	if errs := td.inbound.Deliver(context.Background(), env, smtpin.NewMessage([]byte("Subject: m\r\n\r\nbody\r\n"), 0)); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
 	resp, err := http.Get("http://" + td.metricsS.addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +171,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`mailctl_socket_requests_total{code="ok",verb="mailbox.list"} 1`,
 		`mailctl_socket_requests_total{code="not_found",verb="mailbox.show"} 1`,
 		"mailctl_queue_depth 0",
+		"mailctl_inbound_journal_fsyncs_total 1",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)

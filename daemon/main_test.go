@@ -8,10 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,7 +236,10 @@ func daemonMain(path string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := d.Run(context.Background()); err != nil {
+	// SIGTERM stops it as it stops the real daemon: drained, a clean stop.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

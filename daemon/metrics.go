@@ -45,7 +45,15 @@ func newMetrics(d *Daemon) *metrics {
 			}
 			return float64(len(d.out.queue.List()))
 		})
-	m.reg.MustRegister(m.requests, m.received, m.rejected, m.delivered, m.hookRuns, queueDepth,
+	journalSyncs := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mailctl_inbound_journal_fsyncs_total",
+		Help: "Fsyncs of the inbound journal that made accepted messages durable (shared by the messages waiting for each)."},
+		func() float64 {
+			if d.intake == nil {
+				return 0
+			}
+			return float64(d.intake.Stats().Syncs)
+		})
+	m.reg.MustRegister(m.requests, m.received, m.rejected, m.delivered, m.hookRuns, queueDepth, journalSyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registerOps(d)
 	return m

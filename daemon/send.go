@@ -137,8 +137,7 @@ func (o *outboundService) loadKeys() error {
 		o.d.log.Warn("no DKIM keys: outbound mail will be unsigned and likely rejected; run `mailctl dkim keygen`", "dir", dir)
 	}
 	for _, k := range keys {
-		// Which code signs: libcrypto or Go (docs/dkim.md).
-		o.d.log.Info("DKIM key loaded", "selector", k.Selector, "algorithm", k.Algorithm, "signer", k.Backend())
+		o.d.log.Info("DKIM key loaded", "selector", k.Selector, "algorithm", k.Algorithm)
 	}
 	o.keys.Store(&keys)
 	return nil
@@ -282,7 +281,7 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 			}
 		}
 	}
-	errs := d.inbound.deliver(ctx, env, data, submitter)
+	errs := d.inbound.deliver(ctx, env, smtpin.NewMessage(data, 0), submitter)
 	for i, err := range errs {
 		if err == nil {
 			continue

@@ -39,6 +39,13 @@ deb=$(VERSION=${VERSION:-} ./packaging/build-deb.sh | tail -n 1)
 [ -f "$deb" ] || fail "build-deb.sh did not produce a package"
 version=$(dpkg-deb -f "$deb" Version)
 
+step="one flavour"
+# One static pure-Go binary: nothing to depend on, no libssl to recommend.
+[ -z "$(dpkg-deb -f "$deb" Depends)" ] || fail "the package depends on $(dpkg-deb -f "$deb" Depends)"
+if dpkg-deb -f "$deb" Recommends | grep -qi ssl; then
+	fail "the package recommends $(dpkg-deb -f "$deb" Recommends)"
+fi
+
 step="lintian"
 if command -v lintian >/dev/null; then
 	lintian --tag-display-limit 0 "$deb" >"$tmp/lintian.log" 2>&1 || true
@@ -75,6 +82,21 @@ if [ -d /run/systemd/system ] && systemctl is-enabled --quiet mailctl.service 2>
 fi
 [ "$(stat -c %a /var/lib/mailctl)" = 711 ] || fail "/var/lib/mailctl is not 0711"
 [ "$(stat -c %a /etc/mailctl/dkim)" = 700 ] || fail "/etc/mailctl/dkim is not 0700"
+
+step="static"
+# No ELF interpreter and no dynamic section: the kernel runs it as it is.
+python3 - /usr/bin/mailctl <<'PY' || fail "/usr/bin/mailctl is dynamically linked"
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+assert b[:4] == b"\x7fELF" and b[4] == 2, "not a 64-bit ELF file"
+end = "<" if b[5] == 1 else ">"
+phoff, = struct.unpack_from(end + "Q", b, 0x20)
+phentsize, phnum = struct.unpack_from(end + "HH", b, 0x36)
+for i in range(phnum):
+    ptype, = struct.unpack_from(end + "I", b, phoff + i * phentsize)
+    if ptype in (2, 3):  # PT_DYNAMIC, PT_INTERP
+        sys.exit(1)
+PY
 
 step="version"
 mailctl version >"$tmp/version.out" 2>&1 || fail "mailctl version: $(cat "$tmp/version.out")"

@@ -170,7 +170,7 @@ func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id
 			// with a state as new or newer): that copy stands, and a
 			// change meant for this id is for it, so the caller makes
 			// it on disk.
-			err := s.createUnsynced(mailbox, folder, dm.id, dm.m, dm.body, dm.raw, dm.atts)
+			err := s.createUnsynced(mailbox, folder, dm.id, dm.m, dm.body, rawOf(dm.raw), dm.atts)
 			if errors.Is(err, ErrExists) && dm.id == id {
 				applied, ferr = false, nil
 			}

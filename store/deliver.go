@@ -22,7 +22,7 @@ import (
 // Message-ID: a Message-ID is chosen by the sender, so anyone can reuse
 // another message's. DeliverOnce de-duplicates repeats of one delivery.
 func (s *Store) Deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
-	id, err = s.deliver(mailbox, folder, m, body, raw, atts)
+	id, err = s.deliver(mailbox, folder, m, body, rawOf(raw), atts, nil)
 	return id, false, err
 }
 
@@ -46,6 +46,29 @@ const DedupWindow = time.Hour
 // message's. A repeat arriving while the first copy is still being written
 // waits for its outcome, and is stored itself if that write failed.
 func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, dup bool, err error) {
+	return s.DeliverOnceFrom(key, mailbox, folder, m, body, rawOf(raw), atts)
+}
+
+// DeliverOnceFrom is DeliverOnce with the raw message streamed from raw, for
+// a message too large to hold in memory (its large attachments are Spills).
+// Spills among atts are spent when it returns a new message, and left to the
+// caller to discard otherwise.
+func (s *Store) DeliverOnceFrom(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData) (id string, dup bool, err error) {
+	return s.deliverOnce(key, mailbox, folder, m, body, raw, atts, nil)
+}
+
+// DeliverOnceJournaled is DeliverOnceFrom for a caller that makes the
+// delivery durable in a journal of its own: once the message's id is chosen
+// (and m's defaults filled in), journal(id) records the message under that
+// id and makes the record durable; then the files are written without an
+// fsync, and the caller's checkpoint (Sync) makes them durable before it
+// forgets the record. When journal fails, nothing is written; when the
+// write fails after it, the caller must forget the record.
+func (s *Store) DeliverOnceJournaled(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, dup bool, err error) {
+	return s.deliverOnce(key, mailbox, folder, m, body, raw, atts, journal)
+}
+
+func (s *Store) deliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, dup bool, err error) {
 	k := recentKey{mailbox: mailbox, folder: folder, key: key}
 	for {
 		prev, mine := s.recent.claim(k, s.now())
@@ -59,7 +82,7 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 				err = testHookBeforeWrite(mailbox, folder)
 			}
 			if err == nil {
-				id, err = s.deliver(mailbox, folder, m, body, raw, atts)
+				id, err = s.deliver(mailbox, folder, m, body, raw, atts, journal)
 			}
 			if err == nil {
 				// Remembered on disk before the sender is answered. Failing
@@ -78,6 +101,19 @@ func (s *Store) DeliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 		// this delivery is stored after all.
 		s.recent.forget(k, prev)
 	}
+}
+
+// RememberDelivery records that the delivery key to the folder was stored
+// as message id, as DeliverOnce does once it has written a message: for a
+// caller that wrote the message again from a journal of its own after a
+// crash (ReplaceUnsynced), so that a repeat of the delivery (the sender
+// retrying, having never seen the answer) is recognised and not stored a
+// second time. It is durable against a crash of the process when it returns.
+func (s *Store) RememberDelivery(key DeliveryKey, mailbox, folder, id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	return s.rememberDelivery(recentKey{mailbox: mailbox, folder: folder, key: key}, id)
 }
 
 // testHookBeforeWrite, when set (by tests only), runs before DeliverOnce
@@ -99,7 +135,7 @@ func (s *Store) Has(mailbox, folder, id string) bool {
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
-func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []byte, atts []AttachmentData) (id string, err error) {
+func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, err error) {
 	// A new message needs no deferred one written first: its id is chosen
 	// past them (allocate).
 	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
@@ -120,7 +156,14 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 		fi.mu.Unlock()
 	}()
 
-	if err = writeWhole(d, mb, &fi.dirSync, newID, mailbox, m, body, raw, atts); err != nil {
+	dirSync := &fi.dirSync
+	if journal != nil {
+		if err = journal(newID); err != nil {
+			return "", err
+		}
+		dirSync = nil // durable in the journal: no fsync
+	}
+	if err = writeWhole(d, mb, dirSync, newID, mailbox, m, body, raw, atts); err != nil {
 		return "", fmt.Errorf("deliver to %s/%s: %w", mailbox, folder, err)
 	}
 	return newID, nil
@@ -128,17 +171,17 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw []b
 
 // fillDefaults sets the arrival time and size of a message being stored
 // when its caller left them out.
-func fillDefaults(m *Message, raw []byte) {
+func fillDefaults(m *Message, raw RawSource) {
 	if m.ReceivedAt.IsZero() {
 		m.ReceivedAt = time.Now().UTC()
 	}
-	if m.SizeBytes == 0 {
-		m.SizeBytes = int64(len(raw))
+	if m.SizeBytes == 0 && raw != nil {
+		m.SizeBytes = raw.Size()
 	}
 }
 
 // reserve fills in m's defaults and reserves a free id for m.
-func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message, raw []byte) (*folderIndex, string, error) {
+func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message, raw RawSource) (*folderIndex, string, error) {
 	fillDefaults(m, raw)
 	fi := s.index(mailbox, folder)
 	fi.mu.Lock()
@@ -154,7 +197,7 @@ func (s *Store) reserve(mailbox, folder string, d *Dir, mb *mailbox, m *Message,
 // of it behind: the id is the caller's, so these are its own files (the .md
 // too, if only the final directory fsync failed: the caller reports a
 // failure, so the message must not stay).
-func writeWhole(d *Dir, mb *mailbox, dirSync *groupSync, id, mailbox string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+func writeWhole(d *Dir, mb *mailbox, dirSync *groupSync, id, mailbox string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
 	m.ID = id
 	m.Mailbox = mailbox
 	m.Attachments = nil
@@ -259,7 +302,7 @@ func taken(d *Dir, id string) bool {
 // writeMessage writes the files of message id. With dirSync, each file is
 // fsynced and one directory fsync, shared with concurrent deliveries to the
 // folder, then covers the names; with none, nothing is fsynced.
-func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
 	mode := syncFile
 	if dirSync == nil {
 		mode = syncNone
@@ -273,7 +316,7 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 	// renamed into place; one directory fsync, shared with concurrent
 	// deliveries to this folder, then makes both names durable.
 	if raw != nil {
-		if err := d.writeFile(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
+		if err := d.writeFileTo(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
 			return err
 		}
 	}
@@ -331,12 +374,49 @@ func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body stri
 	if s.deferredHas(mailbox, folder, id) {
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
 	}
+	return s.createUnsynced(mailbox, folder, id, m, body, rawOf(raw), atts)
+}
+
+// ReplaceUnsynced writes message id into the folder as createUnsynced does,
+// replacing whatever files of that id are there: those of an earlier write
+// of the same message that a crash interrupted, or that a power loss may
+// have left empty. It is for a caller writing a message again from its own
+// journal, which chose the id before the crash; nothing is fsynced.
+func (s *Store) ReplaceUnsynced(mailbox, folder, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	if err := s.removeLeftovers(mailbox, folder, id); err != nil {
+		return fmt.Errorf("replace %s/%s/%s: %w", mailbox, folder, id, err)
+	}
 	return s.createUnsynced(mailbox, folder, id, m, body, raw, atts)
+}
+
+// removeLeftovers removes whatever files of message id the folder has.
+func (s *Store) removeLeftovers(mailbox, folder, id string) error {
+	_, d, done, err := s.openFolderNow(mailbox, folder, true)
+	if err != nil {
+		return err
+	}
+	defer done()
+	fi := s.index(mailbox, folder)
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	for _, f := range []string{id + ".md", id + ".eml"} {
+		if err := d.Remove(f); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+	}
+	if err := d.RemoveAll(id + attSuffix); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	fi.remove(id)
+	return nil
 }
 
 // createUnsynced is CreateUnsynced past the checks, without writing the
 // folder's deferred messages first (it is how they are written).
-func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
 	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
 	if err != nil {
 		return err

@@ -87,11 +87,17 @@ func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []At
 	used := map[string]bool{}
 	for _, a := range atts {
 		name := uniqueName(SanitizeFilename(a.Filename), used)
-		if err := ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, mode); err != nil {
+		var err error
+		if a.File != nil {
+			err = a.File.place(d, ad, name, mb.uid, mb.gid, mode)
+		} else {
+			err = ad.writeFile(name, a.Data, FileMode, mb.uid, mb.gid, mode)
+		}
+		if err != nil {
 			return err
 		}
 		m.Attachments = append(m.Attachments, Attachment{Filename: name, ContentType: a.ContentType,
-			Size: int64(len(a.Data)), Path: id + attSuffix + "/" + name})
+			Size: a.size(), Path: id + attSuffix + "/" + name})
 	}
 	if mode == syncNone {
 		return nil

@@ -190,13 +190,42 @@ const (
 )
 
 func (d *Dir) writeFile(name string, data []byte, perm os.FileMode, uid, gid int, mode syncMode) error {
-	return d.writeFileFrom(name, data, nil, 0, perm, uid, gid, mode)
+	return d.writeFileTo(name, rawBytes(data), perm, uid, gid, mode)
 }
 
 // writeFileFrom is writeFile of data followed by what rest holds, copied
 // without being held in memory, at most restMax bytes of it (more is
 // ErrTooLarge, and nothing is replaced).
 func (d *Dir) writeFileFrom(name string, data []byte, rest io.Reader, restMax int64, perm os.FileMode, uid, gid int, mode syncMode) error {
+	return d.writeFileTo(name, headRest{head: data, rest: rest, max: restMax, path: d.join(name)}, perm, uid, gid, mode)
+}
+
+// headRest writes head, then at most max bytes of rest; more is ErrTooLarge.
+type headRest struct {
+	head []byte
+	rest io.Reader
+	max  int64
+	path string
+}
+
+func (h headRest) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(h.head)
+	if err != nil || h.rest == nil {
+		return int64(n), err
+	}
+	m, err := io.Copy(w, io.LimitReader(h.rest, h.max+1))
+	if err != nil {
+		return int64(n) + m, err
+	}
+	if m > h.max {
+		return int64(n) + m, &os.PathError{Op: "copy", Path: h.path, Err: ErrTooLarge}
+	}
+	return int64(n) + m, nil
+}
+
+// writeFileTo is writeFile with the content written by src, which a large
+// message streams instead of holding.
+func (d *Dir) writeFileTo(name string, src io.WriterTo, perm os.FileMode, uid, gid int, mode syncMode) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -212,17 +241,8 @@ func (d *Dir) writeFileFrom(name string, data []byte, rest io.Reader, restMax in
 			unix.Unlinkat(d.fd, tmp, 0)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if _, err := src.WriteTo(f); err != nil {
 		return err
-	}
-	if rest != nil {
-		n, err := io.Copy(f, io.LimitReader(rest, restMax+1))
-		if err != nil {
-			return err
-		}
-		if n > restMax {
-			return &os.PathError{Op: "copy", Path: d.join(name), Err: ErrTooLarge}
-		}
 	}
 	if uid >= 0 || gid >= 0 {
 		if err := f.Chown(uid, gid); err != nil { // fchown(2)

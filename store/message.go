@@ -90,9 +90,11 @@ type RecipientStatus struct {
 	TLS         string     `toml:"tls,omitempty"`
 }
 
-// AttachmentData is an attachment to be written with a new message.
+// AttachmentData is an attachment to be written with a new message: Data,
+// or, for a large one, File, already written in the message's folder.
 type AttachmentData struct {
 	Filename    string // sanitized by the store before use
 	ContentType string
 	Data        []byte
+	File        *Spill
 }

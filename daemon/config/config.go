@@ -83,6 +83,10 @@ func (p Paths) RegistryDir() string { return filepath.Join(p.StateDir, "registry
 // QueueDir holds outbound queue items.
 func (p Paths) QueueDir() string { return filepath.Join(p.StateDir, "queue") }
 
+// InboundDir holds the inbound journal: accepted messages not yet known to
+// be durable in their mailboxes.
+func (p Paths) InboundDir() string { return filepath.Join(p.StateDir, "inbound") }
+
 // SMTP configures the inbound listeners and their limits.
 type SMTP struct {
 	Listen     []string `toml:"listen"`                    // SMTP listen addresses

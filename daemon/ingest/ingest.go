@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"mime"
 	"net/mail"
 	"strings"
@@ -47,7 +48,21 @@ type Options struct {
 	// MaxBodyChars bounds the Markdown body in characters; a longer body is
 	// cut and marked as truncated. Default 1 Mi characters.
 	MaxBodyChars int
+	// Spill, when set, makes each attachment larger than SpillAt bytes: its
+	// decoded bytes are written there as they stream in instead of being
+	// held (a message too large to hold is parsed this way). The spills of
+	// Parsed.Attachments are the caller's (see Parsed.Discard); the others
+	// are discarded by the parse.
+	Spill func() (*store.Spill, error)
 }
+
+// SpillAt is the size past which an attachment goes to Options.Spill.
+const SpillAt = 64 << 10
+
+// maxTextBytes bounds the text held from all text parts together (each is
+// also bounded by MaxBodyChars), so that a message of many long text parts
+// costs no more memory than one.
+const maxTextBytes = 8 << 20
 
 func (o Options) withDefaults() Options {
 	if o.MaxParts <= 0 {
@@ -97,33 +112,47 @@ var ErrEmpty = errors.New("ingest: empty message")
 
 // Parse reads a raw message. It returns an error only when the input holds
 // nothing usable; malformed parts are skipped or kept as opaque attachments.
-func Parse(raw []byte, opts Options) (p *Parsed, err error) {
+func Parse(raw []byte, opts Options) (*Parsed, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, ErrEmpty
 	}
+	return ParseFrom(func() io.Reader { return bytes.NewReader(raw) }, int64(len(raw)), opts)
+}
+
+// ParseFrom is Parse for a message of size bytes that is read, as it is
+// parsed, from open: nothing of it is held but the text of its body (at
+// most MaxBodyChars characters per part) and, unless Options.Spill takes
+// them, its attachments. open is called once, and a second time only when
+// the message has no readable header.
+func ParseFrom(open func() io.Reader, size int64, opts Options) (p *Parsed, err error) {
+	if size == 0 {
+		return nil, ErrEmpty
+	}
 	opts = opts.withDefaults()
+	w := &walker{opts: opts, sizeHint: size, names: map[string]int{}, textLeft: maxTextBytes}
 	defer func() {
 		// The MIME and HTML libraries are large; a bug in them must cost one
 		// message its Markdown view, never the daemon.
 		if r := recover(); r != nil {
-			p = fallback(raw, opts)
+			w.discardSpills(nil)
+			p = fallback(open, size, opts)
 			err = nil
 		}
 	}()
 
-	ent, _ := message.ReadWithOptions(bytes.NewReader(raw), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
+	ent, _ := message.ReadWithOptions(open(), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
 	if ent == nil {
 		// Header could not be parsed at all: keep the bytes as text.
-		return fallback(raw, opts), nil
+		return fallback(open, size, opts), nil
 	}
 
 	p = &Parsed{}
 	fillHeader(&p.Msg, gomail.Header{Header: ent.Header})
-	p.Msg.SizeBytes = int64(len(raw))
+	p.Msg.SizeBytes = size
 
-	w := &walker{opts: opts, sizeHint: int64(len(raw)), names: map[string]int{}}
 	root := w.read(ent, 0)
 	w.render(root)
+	w.discardSpills(w.atts)
 	if w.dsn != nil {
 		p.DSN = w.dsn
 		p.Msg.IsDSN = true
@@ -132,25 +161,41 @@ func Parse(raw []byte, opts Options) (p *Parsed, err error) {
 	p.Body = w.body(opts.MaxBodyChars)
 	p.Attachments = w.atts
 	for _, a := range w.atts {
+		n := int64(len(a.Data))
+		if a.File != nil {
+			n = a.File.Size()
+		}
 		p.Msg.Attachments = append(p.Msg.Attachments, store.Attachment{
 			Filename:    a.Filename,
 			ContentType: a.ContentType,
-			Size:        int64(len(a.Data)),
+			Size:        n,
 		})
 	}
 	return p, nil
 }
 
+// Discard removes the attachments written to spills (Options.Spill) when
+// the message is not stored; after a delivery it does nothing.
+func (p *Parsed) Discard() {
+	for _, a := range p.Attachments {
+		a.File.Discard()
+	}
+}
+
 // fallback is the view of a message whose structure could not be read: the
-// whole input as plain text.
-func fallback(raw []byte, opts Options) *Parsed {
-	w := &walker{opts: opts}
-	w.addText(string(raw))
-	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
-	p.Msg.SizeBytes = int64(len(raw))
+// input as plain text, as much of it as a body holds.
+func fallback(open func() io.Reader, size int64, opts Options) *Parsed {
+	w := &walker{opts: opts, textLeft: maxTextBytes}
 	// No header to thread by: a thread of its own, keyed by the content.
-	sum := sha256.Sum256(raw)
-	p.Msg.ThreadID = store.ThreadID(hex.EncodeToString(sum[:]), nil, "", "", time.Time{}, "")
+	h := sha256.New()
+	r := io.TeeReader(open(), h)
+	text, cut, _ := w.readText(r, false, size)
+	w.truncated = cut
+	io.Copy(io.Discard, r) // the rest, for the hash
+	w.addText(string(text))
+	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
+	p.Msg.SizeBytes = size
+	p.Msg.ThreadID = store.ThreadID(hex.EncodeToString(h.Sum(nil)), nil, "", "", time.Time{}, "")
 	return p
 }
 

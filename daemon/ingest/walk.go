@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"mime"
@@ -25,8 +26,10 @@ type node struct {
 	params   map[string]string
 	disp     string
 	dparams  map[string]string
-	body     []byte // decoded leaf body; nil for containers
-	tooBig   bool   // body exceeded the attachment bound and was dropped
+	body     []byte // decoded leaf body (of a spilled one, the start); nil for containers
+	spill    *store.Spill
+	tooBig   bool // body exceeded the attachment bound and was dropped
+	cut      bool // a text part cut short (readText)
 	children []*node
 }
 
@@ -44,6 +47,12 @@ type walker struct {
 	names    map[string]int
 	dsn      *DSN
 	notes    []string
+	// textLeft is what text parts may still hold, of maxTextBytes;
+	// truncated is set when a text part shown was cut short by it or by
+	// MaxBodyChars.
+	textLeft  int
+	truncated bool
+	spills    []*store.Spill // every spill made, for discardSpills
 }
 
 // read builds the tree below e. Every part counts against MaxParts; nesting
@@ -81,11 +90,17 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 		// Too deep: keep the undecoded body as one part.
 		n.ctype = "application/octet-stream"
 	}
-	limit := w.opts.MaxAttachmentBytes
-	inlineText := isText(n) && n.disp != "attachment" && filenameOf(n) == ""
-	if inlineText {
-		// A UTF-8 character is at most 4 bytes: this is enough for the body.
-		limit = int64(w.opts.MaxBodyChars)*4 + 4
+	if !isAttachment(n) {
+		// Text shown in the body: only as much as a body holds is kept.
+		hint := int64(0)
+		if depth == 0 {
+			hint = w.sizeHint // a single-part message: no larger than the message
+		}
+		var err error
+		if n.body, n.cut, err = w.readText(e.Body, n.ctype == "text/html", hint); err != nil {
+			w.note("part of the message was damaged and may be incomplete")
+		}
+		return n
 	}
 	hint := int64(0)
 	if depth == 0 {
@@ -93,22 +108,153 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 		// raw message. A part of a multipart has no such bound of its own.
 		hint = w.sizeHint
 	}
-	body, err := readPart(e.Body, limit+1, hint)
-	if int64(len(body)) > limit {
+	limit := w.opts.MaxAttachmentBytes
+	first := limit
+	if w.opts.Spill != nil {
+		first = min(limit, SpillAt)
+	}
+	body, err := readPart(e.Body, first+1, hint)
+	if int64(len(body)) > first && first < limit {
+		// Larger than SpillAt: the rest streams into a spill.
+		body, err = w.spillPart(n, body, e.Body, limit)
+	}
+	if int64(len(body)) > limit || n.tooBig {
 		_, _ = io.Copy(io.Discard, e.Body)
-		if inlineText {
-			// Keep the start; body() cuts it at MaxBodyChars and says so.
-			body = body[:limit]
-		} else {
-			n.tooBig = true
-			body = nil
-		}
+		n.tooBig = true
+		body = nil
 	} else if err != nil {
 		// Broken base64 or quoted-printable: keep what decoded.
 		w.note("part of the message was damaged and may be incomplete")
 	}
 	n.body = body
 	return n
+}
+
+// spillPart writes an attachment larger than SpillAt into a spill: start,
+// what was read of it, then the rest of r, up to limit bytes. It returns
+// the part's start for the report parsers (a delivery status, the header of
+// a returned message); the attachment is the spill. Over the limit, or when
+// no spill can be made, the part is dropped (n.tooBig).
+func (w *walker) spillPart(n *node, start []byte, r io.Reader, limit int64) ([]byte, error) {
+	sp, err := w.opts.Spill()
+	if err != nil {
+		w.note("an attachment could not be stored: " + err.Error())
+		n.tooBig = true
+		return nil, nil
+	}
+	w.spills = append(w.spills, sp)
+	if _, err := sp.Write(start); err != nil {
+		n.tooBig = true
+		return nil, nil
+	}
+	_, err = io.Copy(sp, io.LimitReader(r, limit+1-int64(len(start))))
+	if sp.Size() > limit {
+		n.tooBig = true
+		sp.Discard()
+		return nil, nil
+	}
+	n.spill = sp
+	return start[:SpillAt], err
+}
+
+// discardSpills discards the spills made but for those of keep.
+func (w *walker) discardSpills(keep []store.AttachmentData) {
+	for _, sp := range w.spills {
+		if !slices.ContainsFunc(keep, func(a store.AttachmentData) bool { return a.File == sp }) {
+			sp.Discard()
+		}
+	}
+}
+
+// readText reads a text part that is shown in the body: as many characters
+// as MaxBodyChars (CRs not counted, as CRLF becomes LF) and one more, so that
+// the body knows it was cut, or for HTML as many bytes as the converter is
+// given and one more (render cuts and says so), and never more than the
+// text budget left. cut says the part was cut short. hint, when not 0, is
+// a bound on the part's size (a single-part message's), so that the body is
+// read into one array.
+func (w *walker) readText(r io.Reader, html bool, hint int64) (body []byte, cut bool, err error) {
+	budget := w.textLeft
+	if html {
+		budget = min(budget, maxHTMLBytes+1)
+	}
+	max := w.opts.MaxBodyChars
+	body = make([]byte, 0, min(int64(budget), max64(hint+bytes.MinRead, 4<<10)))
+	chars, counted := 0, 0 // characters in body[:counted]
+	for {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, min(len(body), budget-len(body)+1))
+		}
+		var k int
+		k, err = r.Read(body[len(body):min(cap(body), budget)])
+		body = body[:len(body)+k]
+		over := len(body) >= budget
+		if !html && len(body) > max {
+			// Past max bytes there may be more than max characters:
+			// count them (the bytes that start one), a block at a time,
+			// and byte by byte in the block where the cut is.
+			for counted < len(body) {
+				end := min(counted+4096, len(body))
+				if n := textChars(body[counted:end]); chars+n <= max {
+					chars, counted = chars+n, end
+					continue
+				}
+				for ; counted < end; counted++ {
+					if textChars(body[counted:counted+1]) == 1 {
+						if chars++; chars > max {
+							body, over = body[:counted+1], true
+							break
+						}
+					}
+				}
+				break
+			}
+		}
+		if over {
+			cut = !html || len(body) < maxHTMLBytes+1
+			_, _ = io.Copy(io.Discard, r)
+			err = nil
+			break
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	w.textLeft -= len(body)
+	return body, cut, err
+}
+
+// textChars is how many characters b holds as the body counts them: the
+// bytes that start a UTF-8 sequence, but CRs (CRLF becomes LF). ASCII text,
+// most of mail, is counted eight bytes at a time.
+func textChars(b []byte) int {
+	n := len(b) - bytes.Count(b, []byte{'\r'})
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			for _, c := range b[:8] {
+				if c&0xC0 == 0x80 {
+					n--
+				}
+			}
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c&0xC0 == 0x80 {
+			n--
+		}
+	}
+	return n
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 func (w *walker) note(s string) {
@@ -163,6 +309,7 @@ func (w *walker) render(n *node) {
 			n = &c
 			w.note("the HTML part was cut at 1 MiB before conversion; the raw message has all of it")
 		}
+		w.truncated = w.truncated || n.cut
 		w.addText(leafText(n))
 	}
 }
@@ -342,7 +489,11 @@ func (w *walker) body(maxChars int) string {
 			_, size := utf8.DecodeRuneInString(s[cut:])
 			cut += size
 		}
-		s = strings.TrimRight(s[:cut], " \t\r\n") + "\n\n> mailctl: body truncated; the raw message has the rest"
+		s = s[:cut]
+		w.truncated = true
+	}
+	if w.truncated {
+		s = strings.TrimRight(s, " \t\r\n") + "\n\n> mailctl: body truncated; the raw message has the rest"
 	}
 	for _, n := range w.notes {
 		if s != "" {
@@ -372,7 +523,14 @@ func (w *walker) attach(n *node) {
 		// go-message decoded the text to UTF-8.
 		ct += "; charset=utf-8"
 	}
-	w.atts = append(w.atts, store.AttachmentData{Filename: name, ContentType: ct, Data: n.body})
+	a := store.AttachmentData{Filename: name, ContentType: ct, Data: n.body}
+	if n.spill != nil {
+		if slices.ContainsFunc(w.atts, func(b store.AttachmentData) bool { return b.File == n.spill }) {
+			return // one file, one attachment
+		}
+		a.Data, a.File = nil, n.spill
+	}
+	w.atts = append(w.atts, a)
 }
 
 // unique makes names distinct within one message: "a.txt", "a-2.txt".

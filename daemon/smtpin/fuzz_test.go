@@ -88,10 +88,16 @@ func asNetErr(err error, target *net.Error) bool {
 // BenchmarkSMTPDeliver measures whole SMTP transactions (MAIL, RCPT, DATA
 // of a 4 KiB message) against an in-process server with a backend that
 // stores nothing; it prints messages per second.
-func BenchmarkSMTPDeliver(b *testing.B) {
+func BenchmarkSMTPDeliver(b *testing.B) { benchSMTPDeliver(b, 50) }
+
+// BenchmarkSMTPDeliver1MiB is BenchmarkSMTPDeliver with 1 MiB messages,
+// where reading DATA is most of the work.
+func BenchmarkSMTPDeliver1MiB(b *testing.B) { benchSMTPDeliver(b, 13000) }
+
+func benchSMTPDeliver(b *testing.B, lines int) {
 	ts := startServer(b, Limits{MaxConnections: 1000, MaxConnectionsPerIP: 1000}, nil, false)
 	msg := []byte("From: a@sender.example\r\nTo: b@example.com\r\nSubject: bench\r\n\r\n" +
-		strings.Repeat(strings.Repeat("x", 78)+"\r\n", 50))
+		strings.Repeat(strings.Repeat("x", 78)+"\r\n", lines))
 	b.SetBytes(int64(len(msg)))
 	b.SetParallelism(4)
 	start := time.Now()

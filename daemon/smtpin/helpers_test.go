@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -31,8 +32,13 @@ type fakeBackend struct {
 }
 
 type delivery struct {
-	env Envelope
-	raw []byte
+	env     Envelope
+	raw     []byte
+	trace   int  // bytes of our Received header
+	spooled bool // the message came in a Spool
+	// headroom: the message came in memory with Headroom bytes of room
+	// right before it in the same array.
+	headroom bool
 }
 
 func (f *fakeBackend) CheckRecipient(_ context.Context, rcpt string) error {
@@ -52,7 +58,11 @@ func (f *fakeBackend) CheckRecipient(_ context.Context, rcpt string) error {
 	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied"}
 }
 
-func (f *fakeBackend) Deliver(_ context.Context, env Envelope, raw []byte) []error {
+func (f *fakeBackend) Deliver(_ context.Context, env Envelope, msg *Message) []error {
+	raw, err := io.ReadAll(msg.Open())
+	if err != nil || int64(len(raw)) != msg.Size() {
+		panic(fmt.Sprintf("reading the message back: %d of %d bytes, %v", len(raw), msg.Size(), err))
+	}
 	if f.started != nil {
 		f.started <- struct{}{}
 	}
@@ -64,7 +74,9 @@ func (f *fakeBackend) Deliver(_ context.Context, env Envelope, raw []byte) []err
 		errs[i] = f.failFor[r]
 	}
 	f.mu.Lock()
-	f.deliveries = append(f.deliveries, delivery{env, append([]byte(nil), raw...)})
+	h, b := msg.Headroom, msg.Bytes()
+	headroom := len(h) == Headroom && cap(h) >= len(h)+len(b) && len(b) > 0 && &h[:len(h)+1][len(h)] == &b[0]
+	f.deliveries = append(f.deliveries, delivery{env: env, raw: raw, trace: msg.Trace, spooled: msg.Spool() != nil, headroom: headroom})
 	f.mu.Unlock()
 	return errs
 }

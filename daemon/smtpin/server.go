@@ -39,9 +39,6 @@ type Envelope struct {
 	Rcpts      []string
 	TLS        bool
 	TLSVersion string // e.g. "TLS1.3"
-	// TraceLen is how many leading bytes of the message are the Received
-	// header this server prepended; the bytes after it are the client's.
-	TraceLen int
 	// Forwarded is what a front MTA said about its client (LMTP with
 	// XFORWARD); RemoteIP and Helo are then that client's.
 	Forwarded *Forwarded
@@ -51,12 +48,6 @@ type Envelope struct {
 	// Session names the connection in the server's log lines, so the one
 	// line a stored message gets can be tied to its session.
 	Session string
-	// Headroom is spare room directly before raw in the same array:
-	// cap(Headroom) reaches the end of raw. A backend that puts a header
-	// before the message may write it at the end of Headroom and reslice
-	// (Headroom[len(Headroom)-len(h) : len(Headroom)+len(raw)]) instead of
-	// copying the message. Empty when there is none.
-	Headroom []byte
 }
 
 // Headroom is the room left before every message read from SMTP or LMTP,
@@ -72,9 +63,9 @@ type Backend interface {
 	CheckRecipient(ctx context.Context, rcpt string) error
 	// Deliver must make the message durable for every accepted recipient
 	// before returning. It returns one error per env.Rcpts entry (nil =
-	// stored). raw is the message as received, with our Received header
-	// already prepended.
-	Deliver(ctx context.Context, env Envelope, raw []byte) []error
+	// stored). msg is the message as received, with our Received header
+	// already prepended; it is the server's again once Deliver returns.
+	Deliver(ctx context.Context, env Envelope, msg *Message) []error
 }
 
 // Screener judges an SMTP client at connect, before the greeting (DNS
@@ -111,7 +102,8 @@ type Limits struct {
 	// MaxInFlightBytes bounds the message bytes held in memory by all
 	// sessions together (512 MiB); past it DATA gets 452 4.3.1 and the
 	// client retries later. Without it, MaxConnections clients each sending
-	// MaxMessageBytes could exhaust memory.
+	// messages of SpoolOver bytes could exhaust memory. Larger messages
+	// are spooled as they arrive and hold SpoolOver bytes at most.
 	MaxInFlightBytes int64
 }
 

@@ -49,7 +49,7 @@ func TestXForwardOverLMTP(t *testing.T) {
 	if b := body(t, got[0].raw); b != "Subject: forwarded\r\n\r\nXFORWARD ADDR=192.0.2.66\r\nNOOP\r\n" {
 		t.Errorf("message data was rewritten: %q", b)
 	}
-	if rcv := string(got[0].raw[:got[0].env.TraceLen]); !strings.Contains(rcv, "from mail.sender.example (mail.sender.example [2001:db8::7]) via front.example") {
+	if rcv := string(got[0].raw[:got[0].trace]); !strings.Contains(rcv, "from mail.sender.example (mail.sender.example [2001:db8::7]) via front.example") {
 		t.Errorf("Received header %q", rcv)
 	}
 	if env := got[1].env; env.RemoteIP != nil || env.Forwarded != nil || env.Helo != "front.example" {

@@ -10,11 +10,13 @@
 package trust
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -36,7 +38,43 @@ type Input struct {
 	RemoteIP net.IP
 	Helo     string
 	MailFrom string // envelope sender, "" for the null sender
-	Raw      []byte // the message as received
+	Raw      []byte // the message as received, when it is held in memory
+	// Read, when Raw is nil, reads the message as received from its start:
+	// a message too large to hold. Check reads its header, then the whole
+	// message for DKIM, holding neither.
+	Read func() io.Reader
+}
+
+// maxHeaderRead bounds the header Check reads from Input.Read; a longer
+// header is checked as far as this.
+const maxHeaderRead = 1 << 20
+
+// header returns the message's header section (with the blank line after
+// it), or as much of it as maxHeaderRead.
+func (in Input) header() []byte {
+	if in.Raw != nil || in.Read == nil {
+		return in.Raw
+	}
+	var out []byte
+	br := bufio.NewReader(io.LimitReader(in.Read(), maxHeaderRead))
+	for {
+		line, err := br.ReadSlice('\n')
+		out = append(out, line...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil || len(bytes.TrimRight(line, "\r\n")) == 0 {
+			return out
+		}
+	}
+}
+
+// message reads the whole message.
+func (in Input) message() io.Reader {
+	if in.Raw != nil || in.Read == nil {
+		return bytes.NewReader(in.Raw)
+	}
+	return in.Read()
 }
 
 // Result is the outcome of a check.
@@ -146,13 +184,13 @@ func (c *Checker) Check(ctx context.Context, in Input) Result {
 		r = resolver.New("", 0)
 	}
 
-	h := parseHeader(in.Raw)
+	h := parseHeader(in.header())
 	f := parseFrom(h.fields, h.err)
 	res := Result{FromAddress: f.address, FromDomain: f.domain}
 
 	var wg sync.WaitGroup
 	wg.Go(func() { res.SPF, res.SPFScope = checkSPF(ctx, r, in) })
-	res.DKIM = c.checkDKIM(ctx, r, in.Raw, h)
+	res.DKIM = c.checkDKIM(ctx, r, in, h)
 	wg.Wait()
 
 	var pct int
@@ -221,7 +259,7 @@ func checkSPF(ctx context.Context, r resolver.Resolver, in Input) (store.AuthRes
 	return out, scope
 }
 
-func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte, h header) []store.AuthResult {
+func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, in Input, h header) []store.AuthResult {
 	var sigs []map[string]string // the d= and s= tags of each signature
 	for _, f := range h.fields {
 		if strings.EqualFold(f.name, "DKIM-Signature") {
@@ -244,7 +282,7 @@ func (c *Checker) checkDKIM(ctx context.Context, r resolver.Resolver, raw []byte
 		return out
 	}
 	b := newBudget(ctx, r, max)
-	verifs, err := dkim.VerifyWithOptions(bytes.NewReader(raw), &dkim.VerifyOptions{
+	verifs, err := dkim.VerifyWithOptions(in.message(), &dkim.VerifyOptions{
 		LookupTXT:        b.lookupTXT,
 		MaxVerifications: max,
 	})

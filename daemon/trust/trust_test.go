@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/resolver"
@@ -25,10 +28,19 @@ type want struct {
 	fromAddr    string
 }
 
+// check runs Check, and again with the message read as it streams (as a
+// message too large to hold is): both must conclude the same.
 func check(t *testing.T, r resolver.Resolver, in Input) Result {
 	t.Helper()
 	c := &Checker{Resolver: r, Timeout: 5 * time.Second}
-	return c.Check(context.Background(), in)
+	got := c.Check(context.Background(), in)
+	if raw := in.Raw; raw != nil {
+		in.Raw, in.Read = nil, func() io.Reader { return iotest.HalfReader(bytes.NewReader(raw)) }
+		if streamed := c.Check(context.Background(), in); !reflect.DeepEqual(streamed, got) {
+			t.Errorf("read as it streams: %+v\nheld in memory: %+v", streamed, got)
+		}
+	}
+	return got
 }
 
 func assertResult(t *testing.T, got Result, w want) {

@@ -5,6 +5,7 @@ package archtest
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -50,6 +51,11 @@ func TestImportEdges(t *testing.T) {
 			}
 			return d == module+"/protocol" || d == module+"/hooks" || d == module+"/internal/safeio"
 		}, "hooks may use protocol types and the durable-write leaf at most"},
+		{"internal/wal", func(d string) bool {
+			return d == module+"/internal/wal" || d == module+"/internal/safeio"
+		}, "the journal file both queues keep is a standard-library leaf"},
+		{"internal/crashpoint", func(d string) bool { return d == module+"/internal/crashpoint" },
+			"the crash points tests arm are a standard-library leaf"},
 	}
 	for _, r := range rules {
 		for _, d := range deps(t, r.pkg) {
@@ -63,6 +69,14 @@ func TestImportEdges(t *testing.T) {
 	for _, d := range deps(t, "daemon/registry") {
 		if strings.HasPrefix(d, module+"/") && d != module+"/daemon/registry" && d != module+"/protocol" && d != module+"/internal/safeio" {
 			t.Errorf("daemon/registry imports %s: the registry may use protocol and internal/safeio only", d)
+		}
+	}
+	// The inbound journal knows the store it writes into and its leaves,
+	// nothing of the SMTP server or the daemon that feed it.
+	for _, d := range deps(t, "daemon/intake") {
+		if strings.HasPrefix(d, module+"/") && !slices.Contains([]string{"daemon/intake", "store", "internal/wal", "internal/crashpoint",
+			"internal/safeio", "internal/tomlkeys", "internal/identtext"}, strings.TrimPrefix(d, module+"/")) {
+			t.Errorf("daemon/intake imports %s: the inbound journal may use store and its internal leaves only", d)
 		}
 	}
 	// The control API asks the daemon for health checks, listeners and the
@@ -151,6 +165,39 @@ func TestRuleCatchesForbiddenEdge(t *testing.T) {
 		if !seen {
 			t.Errorf("go list -deps of daemon does not show %s; the edge rules would pass vacuously", h)
 		}
+	}
+}
+
+// TestPureGo: no package of the module uses cgo or unsafe, so the binary is
+// static and pure Go (CGO_ENABLED=0 builds it, test/e2e
+// TestBinaryIsStaticPureGo checks the result), and nothing reaches into
+// another package's memory behind its API.
+func TestPureGo(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{len .CgoFiles}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		pkgs++
+		if f[1] != "0" {
+			t.Errorf("%s has cgo files", f[0])
+		}
+		for _, imp := range f[2:] {
+			if imp == "unsafe" || imp == "C" {
+				t.Errorf("%s imports %s", f[0], imp)
+			}
+		}
+	}
+	if pkgs < 10 {
+		t.Fatalf("go list saw %d packages; the check would pass vacuously", pkgs)
 	}
 }
 

@@ -5,6 +5,7 @@
 //	MAILCTL_TEST_BIN=PATH     use this prebuilt mailctl instead of building one
 //	                          (e.g. compiled tests run by a user without Go)
 //	MAILCTL_BUILDFLAGS="..."  extra `go build` flags for mailctl, e.g. "-race"
+//	                          (builds are CGO_ENABLED=0 but for -race)
 //	MAILCTL_COVERDIR=DIR      build mailctl with coverage; CoverEnv points
 //	                          its processes' GOCOVERDIR at DIR
 package testbin
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -88,6 +90,12 @@ func Build(pkg string, flags ...string) (string, error) {
 	bin := filepath.Join(binDir, filepath.Base(pkg))
 	cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, flags...), pkg)...)
 	cmd.Dir = root
+	// The binary under test is the one we ship: static and pure Go. Only
+	// the race detector needs cgo (a -race binary is never shipped).
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if slices.Contains(flags, "-race") {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", pkg, err, out)
 	}

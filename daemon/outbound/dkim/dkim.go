@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 
 	msgdkim "github.com/emersion/go-msgauth/dkim"
 
@@ -34,17 +33,6 @@ type Key struct {
 	Signer    crypto.Signer
 	Path      string
 	Public    []byte // the p= value before base64: raw Ed25519 key or PKIX DER for RSA
-
-	fastOnce sync.Once
-	fast     crypto.Signer
-}
-
-// signer is what signs mail with k: for RSA, libcrypto when the host has it
-// (rsasigner.go), chosen at the first signature so that key tools never
-// load it.
-func (k *Key) signer() crypto.Signer {
-	k.fastOnce.Do(func() { k.fast = fastSigner(k.Signer) })
-	return k.fast
 }
 
 // rsaBits is the RSA key size: 2048 is what every verifier accepts and what
@@ -238,7 +226,7 @@ func Sign(raw []byte, domain string, keys []*Key) ([]byte, error) {
 		s, err := msgdkim.NewSigner(&msgdkim.SignOptions{
 			Domain:                 domain,
 			Selector:               k.Selector,
-			Signer:                 k.signer(),
+			Signer:                 k.Signer,
 			Hash:                   crypto.SHA256,
 			HeaderCanonicalization: msgdkim.CanonicalizationRelaxed,
 			BodyCanonicalization:   msgdkim.CanonicalizationRelaxed,

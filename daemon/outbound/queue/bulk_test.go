@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/internal/testclock"
+	"github.com/mailctl/mailctl/internal/wal"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -187,7 +188,7 @@ func TestInspectJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An append under way: the file ends inside a record.
-	rec := record([]byte{'D'}, []byte("old1"))
+	rec := wal.Record([]byte{'D'}, []byte("old1"))
 	cut := filepath.Join(t.TempDir(), "q")
 	os.MkdirAll(cut, 0o700)
 	os.WriteFile(filepath.Join(cut, journalName), append(slices.Clone(data), rec[:len(rec)-2]...), 0o600)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/wal"
 )
 
 // Inspection is what Inspect finds in a queue directory.
@@ -86,15 +87,16 @@ func Inspect(dir string) (*Inspection, error) {
 	// A journal of its own: replaying fills in only this one's maps.
 	j := &journal{state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{}}
 	items := map[string]replayed{}
-	off, stop := j.readRecords(r, size, items, func(msg string, args ...any) {
-		if msg == "queue journal record not understood: skipped" {
+	off, stop := wal.Scan(r, len(journalMagic), size, maxRecord, func(p []byte, at wal.Loc) error {
+		if err := j.apply(items, p, at); err != nil {
 			in.Skipped++
 		}
+		return nil
 	})
 	switch stop {
-	case stopPartial:
+	case wal.StopPartial:
 		in.Partial = true
-	case stopDamaged:
+	case wal.StopDamaged:
 		in.Damaged = fmt.Sprintf("the record at byte %d fails its checks; it and the %d bytes after it are set aside at the next start", off, size-off)
 	}
 	for _, x := range items {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testwait"
+	"github.com/mailctl/mailctl/internal/wal"
 )
 
 func openTestQueue(t *testing.T, dir string) *Queue {
@@ -62,7 +63,7 @@ func TestJournalTornAppendIsCut(t *testing.T) {
 	q1.Close()
 	path := filepath.Join(dir, journalName)
 	whole, _ := os.ReadFile(path)
-	torn := record([]byte("E"), bytes.Repeat([]byte("x"), 200))[:60]
+	torn := wal.Record([]byte("E"), bytes.Repeat([]byte("x"), 200))[:60]
 	os.WriteFile(path, append(whole, torn...), 0o600)
 
 	q2 := openTestQueue(t, dir)
@@ -145,15 +146,15 @@ func TestJournalCompacts(t *testing.T) {
 	if err := j.commit(last); err != nil {
 		t.Fatal(err)
 	}
-	before := j.size
+	before := j.log.Size()
 	for i := range 110 {
 		j.drop(fmt.Sprintf("m%03d", i))
 	}
-	if j.err != nil {
-		t.Fatal(j.err)
+	if err := j.log.Err(); err != nil {
+		t.Fatal(err)
 	}
-	if j.size >= before/4 {
-		t.Fatalf("journal still %d bytes of %d after 110 of 120 items left", j.size, before)
+	if size := j.log.Size(); size >= before/4 {
+		t.Fatalf("journal still %d bytes of %d after 110 of 120 items left", size, before)
 	}
 	for i := 110; i < 120; i++ {
 		got, err := j.read(fmt.Sprintf("m%03d", i))
@@ -226,13 +227,13 @@ func TestJournalGroupsCommits(t *testing.T) {
 	defer j.close()
 	hold := make(chan struct{})
 	first := true
-	j.fsync = func(f *os.File) error {
+	j.log.SetFsync(func(f *os.File) error {
 		if first {
 			first = false
 			<-hold // the first fsync runs until every append is in
 		}
 		return f.Sync()
-	}
+	})
 	const n = 8
 	errs := make(chan error, n)
 	for i := range n {
@@ -245,15 +246,15 @@ func TestJournalGroupsCommits(t *testing.T) {
 			errs <- err
 		}()
 	}
-	testwait.For(t, "every append written and a sync under way", func() bool { j.mu.Lock(); defer j.mu.Unlock(); return j.written == n && j.syncing })
+	testwait.For(t, "every append written and a sync under way", func() bool { written, syncing := j.log.State(); return written == n && syncing })
 	close(hold)
 	for range n {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	if j.syncs != 2 {
-		t.Fatalf("%d fsyncs for %d concurrent commits, want 2 (the one running, then one for the rest)", j.syncs, n)
+	if syncs := j.log.Syncs(); syncs != 2 {
+		t.Fatalf("%d fsyncs for %d concurrent commits, want 2 (the one running, then one for the rest)", syncs, n)
 	}
 }
 

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
+
+	"github.com/mailctl/mailctl/internal/wal"
 )
 
 // JournalName is the queue journal's file name in the queue directory: what
@@ -24,23 +25,16 @@ const JournalName = journalName
 func (q *Queue) SnapshotJournal(w io.Writer) (int64, error) {
 	j := q.j
 	j.mu.Lock()
-	if j.closed {
-		j.mu.Unlock()
+	closed := j.closed
+	j.mu.Unlock()
+	if closed {
 		return 0, fmt.Errorf("the queue journal is closed")
 	}
-	f, err := os.Open(j.path)
-	size := j.size
-	j.mu.Unlock()
-	if err != nil {
-		return 0, fmt.Errorf("opening the queue journal for a snapshot: %w", err)
-	}
-	defer f.Close()
-	n, err := io.Copy(w, io.NewSectionReader(f, 0, size))
-	if err == nil && n != size {
-		err = fmt.Errorf("the queue journal is %d bytes, %d expected", n, size)
-	}
-	return n, err
+	return j.log.Snapshot(w)
 }
+
+// journalCRC is the checksum the journal's records carry (internal/wal's).
+var journalCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // RewriteJournal copies the journal r holds to w, passing the state of
 // every item (the JSON of its enqueue and state records) through fix, which
@@ -60,7 +54,7 @@ func RewriteJournal(r io.Reader, w io.Writer, fix func(state []byte) ([]byte, er
 	if err != nil {
 		return total, err
 	}
-	var hdr [recHeader]byte
+	var hdr [wal.Header]byte
 	for n := 0; ; n++ {
 		if _, err := io.ReadFull(br, hdr[:]); err == io.EOF {
 			return total, nil
@@ -77,7 +71,7 @@ func RewriteJournal(r io.Reader, w io.Writer, fix func(state []byte) ([]byte, er
 		if err != nil || len(p) != int(size) {
 			return total, fmt.Errorf("queue journal record %d is cut short", n)
 		}
-		if crc32.Checksum(p, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
+		if crc32.Checksum(p, journalCRC) != binary.BigEndian.Uint32(hdr[4:]) {
 			return total, fmt.Errorf("queue journal record %d fails its checksum", n)
 		}
 		var rec []byte
@@ -91,13 +85,14 @@ func RewriteJournal(r io.Reader, w io.Writer, fix func(state []byte) ([]byte, er
 			if err != nil {
 				return total, fmt.Errorf("queue journal record %d: %w", n, err)
 			}
-			rec, _ = enqueueRecord(st, p[end:])
+			payload, _ := enqueuePayload(st, p[end:])
+			rec = wal.Record(payload...)
 		case 'S':
 			st, err := fix(p[1:])
 			if err != nil {
 				return total, fmt.Errorf("queue journal record %d: %w", n, err)
 			}
-			rec = record([]byte{'S'}, st)
+			rec = wal.Record([]byte{'S'}, st)
 		default:
 			rec = append(hdr[:], p...)
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/internal/wal"
 )
 
 // TestSnapshotJournalThenRewrite: a snapshot of a live journal holds every
@@ -90,9 +92,10 @@ func TestRewriteJournalRefusesDamage(t *testing.T) {
 // it holds, the rewrite ends with an error or a journal, never a panic.
 func FuzzRewriteJournal(f *testing.F) {
 	f.Add([]byte(journalMagic))
-	f.Add(append([]byte(journalMagic), record([]byte{'S'}, []byte(`{"id":"a","mailbox":"m","mailbox_id":"c1"}`))...))
+	f.Add(append([]byte(journalMagic), wal.Record([]byte{'S'}, []byte(`{"id":"a","mailbox":"m","mailbox_id":"c1"}`))...))
 	st := []byte(`{"id":"a","mailbox":"m","mailbox_id":"c1","size":3}`)
-	rec, _ := enqueueRecord(st, []byte("abc"))
+	payload, _ := enqueuePayload(st, []byte("abc"))
+	rec := wal.Record(payload...)
 	f.Add(append([]byte(journalMagic), rec...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var out bytes.Buffer

@@ -100,7 +100,7 @@ func TestQueueYearInAMinuteDelayWarnings(t *testing.T) {
 		}
 		// What is durable after a crash is not this test's question (the
 		// journal tests ask it): skipping the fsyncs keeps a year short.
-		q.j.fsync = func(*os.File) error { return nil }
+		q.j.log.SetFsync(func(*os.File) error { return nil })
 		return q
 	}
 	q := open()

@@ -1,0 +1,89 @@
+//go:build !race
+
+package daemon
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/internal/freeport"
+)
+
+// attachmentMessage is a multipart message of about size bytes: a line of
+// text and an attachment of random bytes in base64, most of the message.
+func attachmentMessage(size int) (msg, att []byte) {
+	att = make([]byte, (size-4096)*3/4*76/78)
+	rand.Read(att)
+	var b bytes.Buffer
+	b.WriteString("From: a@sender.example\r\nTo: big@example.test\r\nSubject: big, with an attachment\r\nMIME-Version: 1.0\r\n")
+	b.WriteString("Message-ID: <big-attachment@sender.example>\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n")
+	b.WriteString("--b\r\nContent-Type: text/plain\r\n\r\nThe attachment is most of this message.\r\n")
+	b.WriteString("--b\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=big.bin\r\nContent-Transfer-Encoding: base64\r\n\r\n")
+	writeBase64(&b, att)
+	b.WriteString("--b--\r\n")
+	return b.Bytes(), att
+}
+
+// TestLargeMessagePeakRSS runs the daemon as its own process and sends it,
+// over SMTP, a 25 MB message whose attachment is most of it, and a 25 MB
+// plain-text one. Each is streamed end to end: spooled as it arrives, the
+// attachment decoded into the mailbox's folder as it is parsed, the raw
+// copy written from the spool. The daemon's peak resident set stays under
+// twice the message's size, and both are stored whole.
+func TestLargeMessagePeakRSS(t *testing.T) {
+	addr := freeport.TCP(t)
+	td := startDaemonSMTP(t, "", fmt.Sprintf("listen = [%q]\nmax_message_bytes = %d", addr, 26<<20), Options{})
+	td.ensureMine(t, "big")
+	cfgPath, socket, inbox := td.cfg.File, td.socket, filepath.Join(td.store.Path("big"), "inbox")
+	td.stop()
+
+	multi, att := attachmentMessage(25 << 20)
+	plain := []byte("From: a@sender.example\r\nSubject: big, plain\r\n\r\n" + strings.Repeat(strings.Repeat("x", 74)+"\r\n", (25<<20)/76))
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+	}{{"attachment", multi}, {"plain", plain}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := startDaemonProcess(t, cfgPath, socket)
+			defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+			start := vmHWM(t, cmd.Process.Pid)
+			c, err := smtp.Dial(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.SendMail("a@sender.example", []string{"big@example.test"}, bytes.NewReader(tc.msg)); err != nil {
+				t.Fatal(err)
+			}
+			peak := vmHWM(t, cmd.Process.Pid)
+			t.Logf("peak RSS %d MiB (%d MiB at rest) for a %d MiB message: %.2f×", peak>>20, start>>20, len(tc.msg)>>20, float64(peak)/float64(len(tc.msg)))
+			if peak > 2*int64(len(tc.msg)) {
+				t.Errorf("peak RSS %d MiB, over twice the %d MiB message", peak>>20, len(tc.msg)>>20)
+			}
+		})
+	}
+	files, _ := filepath.Glob(filepath.Join(inbox, "*.attachments", "big.bin"))
+	if len(files) != 1 {
+		t.Fatalf("%d stored attachments, want 1", len(files))
+	}
+	if got, err := os.ReadFile(files[0]); err != nil || !bytes.Equal(got, att) {
+		t.Errorf("stored attachment: %d bytes of %d, %v", len(got), len(att), err)
+	}
+	raws, _ := filepath.Glob(filepath.Join(inbox, "*.eml"))
+	for _, r := range raws {
+		if st, err := os.Stat(r); err != nil || st.Size() < 24<<20 {
+			t.Errorf("raw copy %s: %v", r, err)
+		}
+	}
+	if len(raws) != 2 {
+		t.Errorf("%d raw copies, want 2", len(raws))
+	}
+}

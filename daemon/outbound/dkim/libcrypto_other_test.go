@@ -1,5 +1,0 @@
-//go:build !(cgo && linux)
-
-package dkim
-
-func (*libcryptoKey) idle() int { return 0 }

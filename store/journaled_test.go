@@ -1,0 +1,119 @@
+package store
+
+import (
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestDeliverOnceJournaled: the journal is told the id before any file of
+// the message exists, with the message's defaults filled in; the files come
+// after it, and not at all when the journal fails. A repeat of the same
+// delivery is recognised as DeliverOnce recognises it, without the journal.
+func TestDeliverOnceJournaled(t *testing.T) {
+	s := newTestStore(t)
+	folder := filepath.Join(s.Path("agent"), "inbox")
+	key := sha256.Sum256([]byte("journaled"))
+	m := testMessage(1)
+	m.SizeBytes = 0
+	var journaled string
+	id, dup, err := s.DeliverOnceJournaled(key, "agent", "inbox", m, "body", rawOf([]byte("raw bytes")), nil, func(id string) error {
+		journaled = id
+		if _, err := os.Stat(filepath.Join(folder, id+".eml")); err == nil {
+			t.Error("the raw copy was written before the journal had the message")
+		}
+		if m.SizeBytes != 9 || m.ReceivedAt.IsZero() {
+			t.Errorf("the journal got a message without its defaults: %+v", m)
+		}
+		return nil
+	})
+	if err != nil || dup || id != journaled {
+		t.Fatalf("DeliverOnceJournaled = %q %v %v, journal got %q", id, dup, err, journaled)
+	}
+	if raw, err := os.ReadFile(filepath.Join(folder, id+".eml")); err != nil || string(raw) != "raw bytes" {
+		t.Fatalf("raw copy %q %v", raw, err)
+	}
+	if again, dup, _ := s.DeliverOnceJournaled(key, "agent", "inbox", testMessage(1), "body", rawOf([]byte("raw bytes")), nil, func(string) error {
+		t.Error("a repeat went to the journal")
+		return nil
+	}); !dup || again != id {
+		t.Errorf("repeat: %q dup %v", again, dup)
+	}
+	failed := errors.New("journal full")
+	id2, _, err := s.DeliverOnceJournaled(sha256.Sum256([]byte("other")), "agent", "inbox", testMessage(2), "body", rawOf([]byte("x")), nil, func(string) error { return failed })
+	if !errors.Is(err, failed) || id2 != "" {
+		t.Fatalf("a failed journal: %q %v", id2, err)
+	}
+	if ids := listIDs(t, s, "inbox"); len(ids) != 1 {
+		t.Errorf("inbox holds %v after a failed journal, want the first message only", ids)
+	}
+}
+
+// TestReplaceUnsynced: what an interrupted write left of a message (a raw
+// copy without its Markdown file, a half attachment folder, an empty
+// Markdown file after a power loss) is replaced by the whole message, which
+// the folder then lists once.
+func TestReplaceUnsynced(t *testing.T) {
+	s := newTestStore(t)
+	folder := filepath.Join(s.Path("agent"), "inbox")
+	id := "2025-04-15-143022-message-1"
+	os.WriteFile(filepath.Join(folder, id+".eml"), []byte("half a raw"), 0o600)
+	os.Mkdir(filepath.Join(folder, id+".attachments"), 0o700)
+	os.WriteFile(filepath.Join(folder, id+".attachments", "junk.bin"), []byte("junk"), 0o600)
+	atts := []AttachmentData{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("attached")}}
+	if err := s.ReplaceUnsynced("agent", "inbox", id, testMessage(1), "body", rawOf([]byte("whole raw")), atts); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(folder, id+".md"), nil, 0o600) // as a power loss may leave it
+	if err := s.ReplaceUnsynced("agent", "inbox", id, testMessage(1), "body", rawOf([]byte("whole raw")), atts); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := os.ReadFile(filepath.Join(folder, id+".eml")); string(raw) != "whole raw" {
+		t.Errorf("raw copy %q", raw)
+	}
+	if _, err := os.Stat(filepath.Join(folder, id+".attachments", "junk.bin")); err == nil {
+		t.Error("a leftover attachment survived")
+	}
+	m, body, err := s.Get("agent", "inbox", id)
+	if err != nil || body != "body" || len(m.Attachments) != 1 {
+		t.Fatalf("the message: %+v %q %v", m, body, err)
+	}
+	if ids := listIDs(t, s, "inbox"); len(ids) != 1 || ids[0] != id {
+		t.Errorf("inbox lists %v", ids)
+	}
+}
+
+// TestReplacedCopyIsRememberedAcrossRestart: a message a journal writes
+// again after a crash (ReplaceUnsynced) and remembers (RememberDelivery) is
+// recognised as the same delivery when its sender retries, also after the
+// store is reopened: the retry is not stored a second time, and the folder
+// lists the message once. Without the remember, the retry would be a new
+// message; a bad id is refused.
+func TestReplacedCopyIsRememberedAcrossRestart(t *testing.T) {
+	s := newTestStore(t)
+	key := sha256.Sum256([]byte("journaled before the crash"))
+	id := "2025-04-15-143022-message-1"
+	if err := s.ReplaceUnsynced("agent", "inbox", id, testMessage(1), "body", rawOf([]byte("raw")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RememberDelivery(key, "agent", "inbox", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RememberDelivery(key, "agent", "inbox", "../x"); err == nil {
+		t.Error("RememberDelivery took an id that is not one")
+	}
+	s = reopen(t, s)
+	again, dup, err := s.DeliverOnce(key, "agent", "inbox", testMessage(1), "body", []byte("raw"), nil)
+	if err != nil || !dup || again != id {
+		t.Fatalf("the retry = %q dup %v %v, want the replayed %q as a repeat", again, dup, err, id)
+	}
+	if ids := listIDs(t, s, "inbox"); len(ids) != 1 || ids[0] != id {
+		t.Errorf("inbox lists %v, want [%s]", ids, id)
+	}
+	other := sha256.Sum256([]byte("never remembered"))
+	if _, dup, err := s.DeliverOnce(other, "agent", "inbox", testMessage(1), "body", []byte("raw"), nil); err != nil || dup {
+		t.Errorf("a delivery never remembered: dup %v %v, want it stored", dup, err)
+	}
+}
