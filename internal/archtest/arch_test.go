@@ -75,7 +75,7 @@ func TestImportEdges(t *testing.T) {
 	// nothing of the SMTP server or the daemon that feed it.
 	for _, d := range deps(t, "daemon/intake") {
 		if strings.HasPrefix(d, module+"/") && !slices.Contains([]string{"daemon/intake", "store", "internal/wal", "internal/crashpoint",
-			"internal/safeio", "internal/tomlkeys", "internal/identtext"}, strings.TrimPrefix(d, module+"/")) {
+			"internal/safeio", "internal/tomlkeys", "internal/identtext", "internal/formats"}, strings.TrimPrefix(d, module+"/")) {
 			t.Errorf("daemon/intake imports %s: the inbound journal may use store and its internal leaves only", d)
 		}
 	}
@@ -107,7 +107,7 @@ func TestImportEdges(t *testing.T) {
 	for _, d := range deps(t, "daemon/backup") {
 		switch strings.TrimPrefix(d, module+"/") {
 		case "daemon/backup", "store", "daemon/registry", "daemon/outbound/queue", "daemon/outbound/delivery", "protocol",
-			"internal/safeio", "internal/tomlkeys", "internal/identtext":
+			"internal/safeio", "internal/tomlkeys", "internal/identtext", "internal/formats", "internal/wal":
 			continue
 		}
 		if strings.HasPrefix(d, module+"/") {
