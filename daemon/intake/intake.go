@@ -48,12 +48,13 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/internal/crashpoint"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/wal"
 	"github.com/mailctl/mailctl/store"
 )
 
 const (
-	magic     = "mailctl inbound journal 1\n"
+	magic     = magicPrefix + "1\n" // formats.InboundJournal
 	segPrefix = "journal."
 	spoolDir  = "spool"
 	// maxRecord bounds a record: a message held in memory and its entry.
@@ -214,7 +215,7 @@ type replayed struct {
 
 func (r *replay) segment(n int, path string) error {
 	seg := &segment{n: n}
-	log, err := wal.Open(path, wal.Options{Magic: magic, MaxRecord: maxRecord, Logf: r.j.o.Logf}, func(p []byte, at wal.Loc) error {
+	log, err := wal.Open(path, wal.Options{Magic: magic, MaxRecord: maxRecord, Logf: r.j.o.Logf, Refuse: refuse(path)}, func(p []byte, at wal.Loc) error {
 		return r.apply(seg, p, at)
 	})
 	if err != nil {
@@ -368,7 +369,8 @@ func (j *Journal) newActive() error {
 	for j.segs[n] != nil {
 		n++
 	}
-	log, err := wal.Open(filepath.Join(j.dir, segPrefix+strconv.Itoa(n)), wal.Options{Magic: magic, MaxRecord: maxRecord, Logf: j.o.Logf},
+	log, err := wal.Open(filepath.Join(j.dir, segPrefix+strconv.Itoa(n)), wal.Options{Magic: magic, MaxRecord: maxRecord, Logf: j.o.Logf,
+		Refuse: refuse(filepath.Join(j.dir, segPrefix+strconv.Itoa(n)))},
 		func([]byte, wal.Loc) error { return errors.New("a new segment is not empty") })
 	if err != nil {
 		return fmt.Errorf("inbound journal: %w", err)
@@ -625,4 +627,16 @@ func (j *Journal) Stats() Stats {
 		st.Syncs += s.log.Syncs()
 	}
 	return st
+}
+
+// magicPrefix is the first line of a segment before its version.
+const magicPrefix = "mailctl inbound journal "
+
+// refuse stops the journal from opening a segment a later release wrote
+// (or one whose version is damaged) instead of setting it aside with the
+// copies it holds: the error names both versions and what to run.
+func refuse(path string) func(f io.ReaderAt, size int64) error {
+	return func(f io.ReaderAt, size int64) error {
+		return formats.CheckFirstLine(f, size, magicPrefix, formats.InboundJournal, "the inbound journal", path)
+	}
 }

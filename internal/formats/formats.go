@@ -45,6 +45,9 @@ const (
 	// before the journal kept one <id>.json and <id>.eml per item, which
 	// the daemon moves into the journal.
 	QueueJournal = 1
+	// InboundJournal is the first line of each segment of
+	// state_dir/inbound (the copies accepted and not yet synced).
+	InboundJournal = 1
 	// Index is the user_version of state_dir/index/index.db and of
 	// deliveries.db beside it (derived data: an older one is rebuilt).
 	Index = 1
@@ -232,4 +235,29 @@ func clip(s string) string {
 		return s[:60] + "…"
 	}
 	return s
+}
+
+// CheckFirstLine looks at the first line of a journal file that does not
+// start with its own magic (prefix followed by the version this build
+// reads, then a newline). It is nil when the file is no such journal at
+// all, or its first line is cut short (both are set aside by the caller),
+// a NewerError when a later release wrote it, and a DamagedError when the
+// line is the journal's but its version is not a number. Either error
+// stops the caller, which changes nothing.
+func CheckFirstLine(f io.ReaderAt, size int64, prefix string, reads int, what, path string) error {
+	buf := make([]byte, min(size, 64))
+	n, _ := f.ReadAt(buf, 0)
+	line, _, whole := bytes.Cut(buf[:n], []byte("\n"))
+	v, ok := bytes.CutPrefix(line, []byte(prefix))
+	if !ok || !whole {
+		return nil
+	}
+	version, err := strconv.Atoi(string(v))
+	switch {
+	case err != nil || version < 1 || string(v) != strconv.Itoa(version):
+		return &DamagedError{What: what, Path: path, Problem: fmt.Sprintf("its first line is %q, not %q and a version", line, prefix)}
+	case version > reads:
+		return &NewerError{What: what, Path: path, Found: version, Reads: reads}
+	}
+	return nil
 }

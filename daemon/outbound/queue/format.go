@@ -1,14 +1,12 @@
 package queue
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/mailctl/mailctl/internal/formats"
@@ -27,21 +25,7 @@ const journalPrefix = "mailctl queue journal "
 // formats.DamagedError when the line is a journal's but its version is not
 // a number. The two errors stop the queue from opening, changing nothing.
 func checkHeader(f io.ReaderAt, size int64, path string) error {
-	buf := make([]byte, min(size, 64))
-	n, _ := f.ReadAt(buf, 0)
-	line, _, whole := bytes.Cut(buf[:n], []byte("\n"))
-	v, ok := bytes.CutPrefix(line, []byte(journalPrefix))
-	if !ok || !whole {
-		return nil
-	}
-	version, err := strconv.Atoi(string(v))
-	switch {
-	case err != nil || version < 1 || string(v) != strconv.Itoa(version):
-		return &formats.DamagedError{What: "the queue journal", Path: path, Problem: fmt.Sprintf("its first line is %q, not %q and a version", line, journalPrefix)}
-	case version > formats.QueueJournal:
-		return &formats.NewerError{What: "the queue journal", Path: path, Found: version, Reads: formats.QueueJournal}
-	}
-	return nil
+	return formats.CheckFirstLine(f, size, journalPrefix, formats.QueueJournal, "the queue journal", path)
 }
 
 // JournalVersion reads only the first line of the journal in dir: its
