@@ -427,6 +427,13 @@ func (n *searchNode) usesFolders() bool {
 	return slices.ContainsFunc(n.kids, (*searchNode).usesFolders)
 }
 
+// readsAsSyntax reports whether a word, written alone after a space, would
+// be read as more than a word: one that starts with a minus (taken whole
+// only right after another term) reads as a negation.
+func readsAsSyntax(v string) bool {
+	return len(v) > 1 && v[0] == '-'
+}
+
 // String writes the tree back in a canonical form, for tests.
 func (n *searchNode) String() string {
 	switch n.op {
@@ -444,8 +451,11 @@ func (n *searchNode) String() string {
 		return "(" + strings.Join(parts, sep) + ")"
 	}
 	v := n.value
-	if n.phrase {
-		v = `"` + v + `"` // a phrase holds no quote
+	// A phrase holds no quote. A word the tokenizer took whole though it
+	// reads as syntax on its own ("0"-AA: gives the word -AA:) is written
+	// as a phrase of itself, which searches the same words.
+	if n.phrase || n.field == "" && !strings.Contains(v, `"`) && readsAsSyntax(v) {
+		v = `"` + v + `"`
 	}
 	if n.field != "" {
 		return n.field + ":" + v
