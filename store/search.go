@@ -438,6 +438,11 @@ func readsAsSyntax(v string) bool {
 func (n *searchNode) String() string {
 	switch n.op {
 	case opNot:
+		if n.kids[0].op == opNot {
+			// "--x" reads as the negation of the word "-x": a negation
+			// of a negation keeps its parentheses.
+			return "-(" + n.kids[0].String() + ")"
+		}
 		return "-" + n.kids[0].String()
 	case opAnd, opOr:
 		parts := make([]string, len(n.kids))
