@@ -173,18 +173,7 @@ func ensureSchema(db *sql.DB, path, schema string) error {
 	case version != 0 || app != 0:
 		return fmt.Errorf("%s: not a database of this version", path)
 	}
-	tx, err := db.Begin()
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec(schema); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", indexAppID, IndexVersion)); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return createStamped(db, schema)
 }
 
 func (x *deliveriesDB) close() { x.db.Close() }

@@ -240,18 +240,7 @@ func initSchema(db *sql.DB, path string) error {
 	if n != 0 {
 		return fmt.Errorf("index %s: not a mailctl index", path)
 	}
-	tx, err := db.Begin()
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec(schema); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", indexAppID, IndexVersion)); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return createStamped(db, schema)
 }
 
 // removeDB removes a database file and its journal files.
@@ -487,4 +476,21 @@ func removeLegacyIndex(d *Dir, uid int) {
 			d.Remove(n)
 		}
 	}
+}
+
+// createStamped creates schema in an empty database and stamps it as this
+// version's (application_id and user_version), in one transaction.
+func createStamped(db *sql.DB, schema string) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(schema); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", indexAppID, IndexVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

@@ -35,7 +35,7 @@ const (
 	Config = 1
 	// Mailboxes is the layout of state_dir/mailboxes (folders, Markdown
 	// and .eml files, attachments directories), stamped in StampName
-	// there. Releases before it also kept .mailctl-index.<folder> files in
+	// there. Releases before it also kept a per-folder index file in
 	// each mailbox, which the daemon removes.
 	Mailboxes = 1
 	// Registry is the layout of state_dir/registry (one JSON file per
