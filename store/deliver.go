@@ -271,10 +271,20 @@ func (r *recentDeliveries) forget(k recentKey, e *recentDelivery) {
 	}
 }
 
-// allocate reserves a free id based on base: base, base-2, base-3...
-// Called with fi.mu held.
+// maxIDTries bounds the ids allocate tries for one message.
+const maxIDTries = 10000
+
+// maxIDHints bounds how many id bases a folder remembers the next suffix
+// of; past it the hints start again (ids are still checked one by one).
+const maxIDHints = 64
+
+// allocate reserves a free id based on base: base, base-2, base-3...,
+// starting after the last one it gave for base, so that many messages
+// with one subject in one second cost one look each, not one per earlier
+// message. Called with fi.mu held.
 func (fi *folderIndex) allocate(d *Dir, base, messageID string, deferred func(id string) bool) (string, error) {
-	for n := 1; n < 10000; n++ {
+	start := max(fi.nextN[base], 1)
+	for n := start; n < start+maxIDTries; n++ {
 		id := base
 		if n > 1 {
 			id = base + "-" + strconv.Itoa(n)
@@ -284,6 +294,10 @@ func (fi *folderIndex) allocate(d *Dir, base, messageID string, deferred func(id
 			continue
 		}
 		fi.reserved[id] = messageID
+		if fi.nextN == nil || len(fi.nextN) >= maxIDHints {
+			fi.nextN = map[string]int{}
+		}
+		fi.nextN[base] = n + 1
 		return id, nil
 	}
 	return "", fmt.Errorf("no free id for %s", base)

@@ -75,6 +75,11 @@ type folderIndex struct {
 	creating map[string]chan struct{} // ids CreateUnsynced is writing; closed when done
 	cleaned  bool
 	dirSync  groupSync // shared directory fsyncs of concurrent deliveries
+	// nextN is, per id base allocated lately, the suffix after the last
+	// one given: messages with one subject in one second take base,
+	// base-2, base-3... and each new one starts looking there instead of at
+	// base (which would cost a look at every earlier one's files).
+	nextN map[string]int
 
 	gen      uint64 // the database generation row belongs to
 	row      folderRow

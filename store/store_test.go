@@ -322,10 +322,17 @@ func TestMove(t *testing.T) {
 	if p, _ := s.List("agent", "inbox", Query{}); p.Total != 0 {
 		t.Errorf("inbox listing: %+v", p)
 	}
-	// An id taken in the destination is refused, and nothing moves.
-	id2 := deliver(t, s, "inbox", testMessage(1), "other") // same id again
-	if id2 != id {
-		t.Fatalf("expected the same id, got %q and %q", id, id2)
+	// An id taken in the destination is refused, and nothing moves: the
+	// inbox gets a file of the same id (as its owner may write one), with
+	// another body.
+	archived, err := os.ReadFile(filepath.Join(s.Path("agent"), "archive", id+".md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := bytes.LastIndex(archived, []byte("body"))
+	other := append(archived[:cut:cut], "other"...)
+	if err := os.WriteFile(filepath.Join(s.Path("agent"), "inbox", id+".md"), other, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Move("agent", id, "inbox", "archive"); !errors.Is(err, ErrExists) {
 		t.Errorf("Move onto existing = %v, want ErrExists", err)
@@ -651,5 +658,42 @@ func TestConcurrentMixedOperations(t *testing.T) {
 	archive, _ := s.List("agent", "archive", Query{Limit: MaxLimit})
 	if inbox.Total != 35 || archive.Total != 5 {
 		t.Errorf("inbox %d archive %d, want 35 and 5", inbox.Total, archive.Total)
+	}
+}
+
+// Many messages with one subject in one second take base, base-2, base-3...
+// in order; a name someone else took meanwhile (a file the owner wrote) is
+// passed over, and ids stay unique after a removal.
+func TestSameSubjectInOneSecondGetsTheNextSuffix(t *testing.T) {
+	s := newTestStore(t)
+	m := func(i int) *Message {
+		msg := testMessage(i)
+		msg.Subject, msg.ReceivedAt = "Same subject", t0
+		return msg
+	}
+	base := NewID(t0, "Same subject")
+	seen := map[string]bool{}
+	for i := range 300 {
+		id := deliver(t, s, "inbox", m(i), "body")
+		want := base
+		if i > 0 {
+			want = fmt.Sprintf("%s-%d", base, i+1)
+		}
+		if id != want {
+			t.Fatalf("message %d got id %s, want %s", i, id, want)
+		}
+		seen[id] = true
+	}
+	planted := filepath.Join(s.Root(), "agent", "inbox", base+"-302.md")
+	if err := os.WriteFile(planted, []byte("+++\n+++\nplanted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveMessage("agent", "inbox", base+"-2"); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{base + "-301", base + "-303"} {
+		if id := deliver(t, s, "inbox", m(300+i), "body"); id != want {
+			t.Fatalf("after a planted %s-302.md: got id %s, want %s", base, id, want)
+		}
 	}
 }
