@@ -65,6 +65,7 @@ type deliveriesDB struct {
 	waiters  []chan error
 	running  bool
 	inserted int
+	insert   *sql.Stmt // prepared once: preparing costs as much as running it
 }
 
 func openDeliveriesDB(path string) (*deliveriesDB, error) {
@@ -80,7 +81,12 @@ func openDeliveriesDB(path string) (*deliveriesDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &deliveriesDB{path: path, db: db, seen: make([]uint64, bloomBits/64), seed: maphash.MakeSeed()}
+	insert, err := db.Prepare("INSERT OR REPLACE INTO deliveries(mailbox, folder, key, identity, id, at) VALUES(?, ?, ?, ?, ?, ?)")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	x := &deliveriesDB{path: path, db: db, seen: make([]uint64, bloomBits/64), seed: maphash.MakeSeed(), insert: insert}
 	rows, err := db.Query("SELECT mailbox, folder, key FROM deliveries")
 	if err != nil {
 		db.Close()
@@ -176,7 +182,10 @@ func ensureSchema(db *sql.DB, path, schema string) error {
 	return createStamped(db, schema)
 }
 
-func (x *deliveriesDB) close() { x.db.Close() }
+func (x *deliveriesDB) close() {
+	x.insert.Close()
+	x.db.Close()
+}
 
 // remember records r durably (against a crash of the process) before it
 // returns.
@@ -212,9 +221,9 @@ func (x *deliveriesDB) commit(batch []*dedupRec) error {
 		return err
 	}
 	defer tx.Rollback()
+	insert := tx.Stmt(x.insert)
 	for _, r := range batch {
-		if _, err := tx.Exec("INSERT OR REPLACE INTO deliveries(mailbox, folder, key, identity, id, at) VALUES(?, ?, ?, ?, ?, ?)",
-			r.mailbox, r.folder, r.key[:], r.identity, r.id, r.at); err != nil {
+		if _, err := insert.Exec(r.mailbox, r.folder, r.key[:], r.identity, r.id, r.at); err != nil {
 			return err
 		}
 	}
