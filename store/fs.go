@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -258,7 +260,11 @@ func (d *Dir) writeFileTo(name string, src io.WriterTo, perm os.FileMode, uid, g
 			return err
 		}
 	}
-	if err := unix.Renameat(d.fd, tmp, d.fd, name); err != nil {
+	mu := d.nameLock()
+	mu.Lock()
+	err = unix.Renameat(d.fd, tmp, d.fd, name)
+	mu.Unlock()
+	if err != nil {
 		return &os.LinkError{Op: "rename", Old: d.join(tmp), New: d.join(name), Err: err}
 	}
 	ok = true
@@ -268,12 +274,31 @@ func (d *Dir) writeFileTo(name string, src io.WriterTo, perm os.FileMode, uid, g
 	return nil
 }
 
+// nameLocks serialise, per directory, the creates and renames that add a
+// name to it on the delivery path. The kernel holds the directory's lock
+// through each of them, and its waiters spin on a CPU while the holder
+// works (on an ext4 without a journal, creating a file reads past every
+// inode freed in the last minute): 32 sessions delivering into one folder
+// spent more CPU spinning than writing. Waiting here parks the goroutine
+// instead and leaves the CPU to the rest of the daemon. Directories share
+// the locks by a hash of their path.
+var nameLocks [64]sync.Mutex
+
+var nameSeed = maphash.MakeSeed()
+
+func (d *Dir) nameLock() *sync.Mutex {
+	return &nameLocks[maphash.String(nameSeed, d.path)%uint64(len(nameLocks))]
+}
+
 // createTemp creates a new, empty, private temporary file in d, open with
 // the access mode in flags.
 func (d *Dir) createTemp(flags int) (string, int, error) {
+	mu := d.nameLock()
 	for range 10 {
 		name := tempName("")
+		mu.Lock()
 		fd, err := unix.Openat(d.fd, name, flags|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		mu.Unlock()
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}
