@@ -78,9 +78,13 @@ $TABLE
 - Indexing: the first listing of the big mailbox after a start with no index, which reads,
   parses and indexes its files; \`mailctl reindex\` does the same for every mailbox.
 - Steady ingest: RSS grows by what the collector keeps between cycles and the index's cache
-  filling, not by the messages: see the per-message column at $INGEST messages.
+  filling, not by the messages: see the per-message column at $INGEST messages. The two
+  binaries take turns ($REPS ingests each, each into a fresh mailbox of the same store), so
+  that what the file system did just before weighs on both alike; msg/s is the rate the
+  4 sessions were answered 250, this tree's index writes included (they are batched off the
+  path to the 250, so they cost CPU, not waiting).
 - Machine: $(nproc) CPUs ($MODEL), Linux $(uname -r), $FS, $(go version | awk '{print $3}').
-  The machine was shared with other work while measuring; compare rows of the same run.
+  Compare rows of the same run; the load average above says how busy the machine was.
 
 Reproduce (Go as in go.mod; from the repository root; no root needed):
 

@@ -129,7 +129,9 @@ func main() {
 		check(c.Call(context.Background(), protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: name}, nil))
 	}
 	for i := range bins {
-		check(c.Call(context.Background(), protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: fmt.Sprintf("ingest%d", i)}, nil))
+		for rep := range *reps {
+			check(c.Call(context.Background(), protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: ingestBox(i, rep)}, nil))
+		}
 	}
 	c.Close()
 	d.stop()
@@ -236,34 +238,59 @@ func main() {
 		return
 	}
 	fmt.Println()
-	fmt.Printf("Steady ingest: %d messages over SMTP (4 sessions) into a fresh mailbox of a daemon that has listed every folder once; then a restart listing every folder:\n\n", *ingest)
+	fmt.Printf("Steady ingest: %d messages over SMTP (4 sessions) into a fresh mailbox of a daemon that has listed every folder once; then a restart listing every folder. The binaries take turns, %d times each: median and (min–max):\n\n", *ingest, *reps)
+	var ir results
+	for rep := range *reps {
+		for i, b := range bins {
+			fmt.Fprintf(os.Stderr, "indexmem: %s, ingest %d\n", b.label, rep+1)
+			d := start(b.path, dir)
+			c := dial(d.socket)
+			for _, name := range names {
+				list(c, protocol.MessageListArgs{Mailbox: name})
+			}
+			c.Close()
+			// Two halves: the second shows the growth once caches are warm.
+			rate, rss0, rssHalf := ingestRSS(d, ingestBox(i, rep), *ingest/2, 0)
+			rate2, _, rss1 := ingestRSS(d, ingestBox(i, rep), *ingest/2, *ingest/2)
+			d.stop()
+			d = start(b.path, dir)
+			rss2 := d.rss()
+			c = dial(d.socket)
+			listed := slices.Clone(names)
+			for r := range rep + 1 {
+				listed = append(listed, ingestBox(i, r))
+			}
+			for _, name := range listed {
+				list(c, protocol.MessageListArgs{Mailbox: name})
+			}
+			rss3 := d.rss()
+			c.Close()
+			d.stop()
+			k := b.label + "|"
+			ir.add(k+"rate", (rate+rate2)/2)
+			ir.add(k+"rss0", mib(rss0))
+			ir.add(k+"rssHalf", mib(rssHalf))
+			ir.add(k+"rss1", mib(rss1))
+			ir.add(k+"whole", float64(rss1-rss0)/float64(*ingest))
+			ir.add(k+"second", float64(rss1-rssHalf)/float64(*ingest/2))
+			ir.add(k+"rss2", mib(rss2))
+			ir.add(k+"rss3", mib(rss3))
+			ir.add(k+"stored", float64(rss3-rss2)/float64(total+*ingest*(rep+1)))
+		}
+	}
 	fmt.Println("| binary | msg/s | RSS before | RSS half-way | RSS after | per message, whole run | per message, second half | after a restart: RSS after start | RSS after listing every folder | per stored message |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-	for i, b := range bins {
-		d := start(b.path, dir)
-		c := dial(d.socket)
-		for _, name := range names {
-			list(c, protocol.MessageListArgs{Mailbox: name})
-		}
-		c.Close()
-		// Two halves: the second shows the growth once caches are warm.
-		rate, rss0, rssHalf := ingestRSS(d, fmt.Sprintf("ingest%d", i), *ingest/2, 0)
-		rate2, _, rss1 := ingestRSS(d, fmt.Sprintf("ingest%d", i), *ingest/2, *ingest/2)
-		rate = (rate + rate2) / 2
-		d.stop()
-		d = start(b.path, dir)
-		rss2 := d.rss()
-		c = dial(d.socket)
-		for _, name := range append(slices.Clone(names), fmt.Sprintf("ingest%d", i)) {
-			list(c, protocol.MessageListArgs{Mailbox: name})
-		}
-		rss3 := d.rss()
-		c.Close()
-		d.stop()
-		fmt.Printf("| %s | %.0f | %.1f MiB | %.1f MiB | %.1f MiB | %.0f B | %.0f B | %.1f MiB | %.1f MiB | %.0f B |\n", b.label, rate, mib(rss0), mib(rssHalf), mib(rss1),
-			float64(rss1-rss0)/float64(*ingest), float64(rss1-rssHalf)/float64(*ingest/2), mib(rss2), mib(rss3), float64(rss3-rss2)/float64(total+*ingest))
+	for _, b := range bins {
+		k := b.label + "|"
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", b.label, ir.cell(k+"rate", "", 0),
+			ir.cell(k+"rss0", " MiB", 1), ir.cell(k+"rssHalf", " MiB", 1), ir.cell(k+"rss1", " MiB", 1),
+			ir.cell(k+"whole", " B", 0), ir.cell(k+"second", " B", 0),
+			ir.cell(k+"rss2", " MiB", 1), ir.cell(k+"rss3", " MiB", 1), ir.cell(k+"stored", " B", 0))
 	}
 }
+
+// ingestBox is the mailbox binary i ingests into on repetition rep.
+func ingestBox(i, rep int) string { return fmt.Sprintf("ingest%dr%d", i, rep) }
 
 // ingestRSS sends n messages over SMTP to mailbox, 4 sessions at a time,
 // numbered from first, and returns the rate and the daemon's RSS before
