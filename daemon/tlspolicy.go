@@ -40,7 +40,9 @@ func (o *outboundService) wireTLSPolicies(mx *remote.Client, cfg *config.Config)
 	// A test's in-memory resolver has no DNSSEC to ask; the real one is
 	// asked only for a daemon using the configured resolver.
 	if *cfg.Delivery.DANE && d.opts.Resolver == nil {
-		mx.DNSSEC = resolver.NewExchanger(cfg.DNS.Resolver, 0)
+		// Asked once per message: repeats to one destination are answered
+		// from what the records' TTLs allow to keep.
+		mx.DNSSEC = &resolver.ExchangeCache{E: resolver.NewExchanger(cfg.DNS.Resolver, 0), Now: d.now}
 	}
 	if *cfg.TLSRPT.Enabled {
 		o.reports = &tlsrpt.Recorder{Dir: filepath.Join(cfg.Paths.StateDir, "tlsrpt"), Organization: cfg.TLSRPT.Organization,
