@@ -71,22 +71,31 @@ func lookup[T any](c *Cache, kind, name string, f func() (T, error)) (T, error) 
 		max = 10000
 	}
 	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[cacheKey]cacheEntry{}
-	}
-	if len(c.entries) >= max {
-		for ek, e := range c.entries { // drop the expired, else start over
-			if !now.Before(e.expires) {
-				delete(c.entries, ek)
-			}
-		}
-		if len(c.entries) >= max {
-			c.entries = map[cacheKey]cacheEntry{}
-		}
-	}
+	c.entries = room(c.entries, max, func(e cacheEntry) bool { return !now.Before(e.expires) })
 	c.entries[k] = cacheEntry{val: v, err: err, expires: now.Add(ttl)}
 	c.mu.Unlock()
 	return v, err
+}
+
+// room returns m (a new map when m is nil) with space for one more entry
+// under max: when it is full, the expired entries are dropped, and when
+// that is not enough, all of them.
+func room[K comparable, V any](m map[K]V, max int, expired func(V) bool) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	if len(m) < max {
+		return m
+	}
+	for k, v := range m {
+		if expired(v) {
+			delete(m, k)
+		}
+	}
+	if len(m) >= max {
+		return map[K]V{}
+	}
+	return m
 }
 
 // LookupTXT implements Resolver.

@@ -40,9 +40,6 @@ type exchangeEntry struct {
 	expires time.Time
 }
 
-// NewExchangeCache returns a cache in front of e with the default limits.
-func NewExchangeCache(e Exchanger) *ExchangeCache { return &ExchangeCache{E: e} }
-
 func (c *ExchangeCache) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
@@ -84,19 +81,7 @@ func (c *ExchangeCache) Exchange(ctx context.Context, name string, qtype uint16)
 		max = 4096
 	}
 	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[exchangeKey]exchangeEntry{}
-	}
-	if len(c.entries) >= max {
-		for ek, e := range c.entries { // drop the expired, else start over
-			if !now.Before(e.expires) {
-				delete(c.entries, ek)
-			}
-		}
-		if len(c.entries) >= max {
-			c.entries = map[exchangeKey]exchangeEntry{}
-		}
-	}
+	c.entries = room(c.entries, max, func(e exchangeEntry) bool { return !now.Before(e.expires) })
 	c.entries[k] = exchangeEntry{msg: m.Copy(), stored: now, expires: now.Add(keep)}
 	c.mu.Unlock()
 	return m, nil
