@@ -8,12 +8,15 @@
 #   sudo bench/run.sh                 # measure and rewrite the inbound section of docs/benchmarks.md
 #   sudo bench/run.sh --no-write      # measure and print only
 #
-# Every load is measured in two variants, interleaved, so that no number
-# depends on what the file system went through just before (see settle):
+# Every load is measured in two variants, so that no number depends on what
+# the file system went through just before (see settle):
 #   kept     the files of every measurement stay until the whole run ends,
-#            and each measurement starts SETTLE s after the one before, synced;
+#            no file is deleted before the last kept measurement ends, and
+#            each measurement starts SETTLE s after the one before, synced;
 #   deleted  the files of the measurement before are deleted just before each
 #            measurement, as a server that purges or expires mail does.
+# All kept measurements come first, then all deleted ones; within each the
+# loads, runs and servers are interleaved.
 #
 # Knobs (environment): CASES="8x4096 32x4096 8x102400 8x1048576" (sessions x
 # message bytes) MSGS=2000 MSGS_100K=500 MSGS_1M=100 (messages per run for
@@ -261,19 +264,25 @@ measure() {
 }
 
 mkdir -p "$WORK/kept" "$WORK/deleted"
-for rep in $(seq "$REPS"); do
-	for c in $CASES; do
-		SESSIONS=${c%%x*}
-		LEN=${c#*x}
-		MSGS_SAVED=$MSGS
-		MSGS=$(msgs_for "$LEN")
-		source_cmd
-		for variant in $VARIANTS; do
+# Every kept measurement comes before any deleted one, so that no file is
+# deleted in this run until the last kept measurement has ended; within a
+# variant the runs of each load and the servers are interleaved. The first
+# deleted measurement deletes the warm-up's files, as each later one deletes
+# the files of the one before.
+for variant in $VARIANTS; do
+	[[ $variant == deleted ]] && PREV=$WORK/warm
+	for rep in $(seq "$REPS"); do
+		for c in $CASES; do
+			SESSIONS=${c%%x*}
+			LEN=${c#*x}
+			MSGS_SAVED=$MSGS
+			MSGS=$(msgs_for "$LEN")
+			source_cmd
 			for server in mailctl stock tuned; do
 				measure "$server" "$variant" "$c" "$rep"
 			done
+			MSGS=$MSGS_SAVED
 		done
-		MSGS=$MSGS_SAVED
 	done
 done
 delete_prev
@@ -471,11 +480,13 @@ Measured by \`sudo bench/run.sh\` on $(date -u +%Y-%m-%d): \`smtp-source -s SESS
 over loopback for each load (sessions × message size), $REPS runs each (after a 200-message warm-up of $(human "$LEN")),
 median and (min–max); every row is compared with mailctl's of the same load and variant. $(bench_fs_line)
 
-Each load is measured in two variants, interleaved, so that the comparison does not depend on the
-file system's recent history: **kept**, the files of every measurement stay until the whole run
-ends and each measurement starts ${SETTLE:-61} s after the one before, synced; **deleted before**,
-the files of the measurement before (another server's or its own) are deleted just before each
-measurement starts, as on a server that purges, expires or delivers on.
+Each load is measured in two variants, so that the comparison does not depend on the file
+system's recent history: **kept**, the files of every measurement stay until the whole run ends,
+no file is deleted before the last kept measurement has ended, and each measurement starts
+${SETTLE:-61} s after the one before, synced; **deleted before**, the files of the measurement
+before (another server's or its own) are deleted just before each measurement starts, as on a
+server that purges, expires or delivers on. Every kept measurement runs first, then every deleted
+one; within a variant the loads, runs and servers take turns.
 
 | load | files of earlier runs | server | accepted msg/s (250 to DATA) | delivered msg/s (in the mailbox) | CPU ms per message | mailctl rate ÷ this (accepted / delivered) | mailctl CPU ÷ this |
 | --- | --- | --- | --- | --- | --- | --- | --- |
