@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/backup"
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/intake"
@@ -204,6 +205,11 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.log.Error("sweeping crash leftovers from the store", "removed", n, "err", err)
 	} else if n > 0 {
 		d.log.Info("swept crash leftovers from the store", "removed", n)
+	}
+	if n, err := backup.RemoveStaging(cfg.Paths.StateDir); err != nil {
+		d.log.Error("removing what an interrupted restore left", "removed", n, "err", err)
+	} else if n > 0 {
+		d.log.Info("removed what an interrupted restore left", "removed", n)
 	}
 	for _, p := range problems {
 		d.log.Error("registry entry skipped", "err", p)

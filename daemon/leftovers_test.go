@@ -102,3 +102,26 @@ func TestDeleteMailboxWithDeepTree(t *testing.T) {
 		t.Errorf("creating the name again: %v", err)
 	}
 }
+
+// TestRestartRemovesAKilledRestoresStaging: a restore killed part-way
+// leaves its staging directory in the state directory; the daemon, holding
+// the lock, removes it at start-up and leaves the rest of the state alone.
+func TestRestartRemovesAKilledRestoresStaging(t *testing.T) {
+	td := startDaemon(t, "")
+	td.ensureMine(t, "agent")
+	td.stop()
+	stage := filepath.Join(td.cfg.Paths.StateDir, store.TempPrefix+"restore-123456")
+	if err := os.MkdirAll(filepath.Join(stage, "mailboxes", "agent", "inbox"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stage, "mailboxes", "agent", "inbox", "2026-01-01-000000-a.md"), []byte("+++\n+++\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runTestDaemon(t, td.cfg, td.dir, Options{})
+	if _, err := os.Lstat(stage); !os.IsNotExist(err) {
+		t.Errorf("the staging directory is still there after the restart: %v", err)
+	}
+	if _, err := os.Stat(td.store.Path("agent")); err != nil {
+		t.Errorf("the mailbox: %v", err)
+	}
+}

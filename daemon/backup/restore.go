@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -96,7 +97,10 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 	if err := os.MkdirAll(o.StateDir, 0o711); err != nil {
 		return nil, err
 	}
-	stage, err := os.MkdirTemp(o.StateDir, store.TempPrefix+"restore-")
+	if _, err := RemoveStaging(o.StateDir); err != nil {
+		return nil, fmt.Errorf("removing what an interrupted restore left: %w", err)
+	}
+	stage, err := os.MkdirTemp(o.StateDir, stagingPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +123,36 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// stagingPrefix starts the name of a restore's staging directory, in the
+// state directory beside what it replaces.
+const stagingPrefix = store.TempPrefix + "restore-"
+
+// RemoveStaging removes from stateDir the staging directories of restores
+// that were killed part-way (a restore that finishes or is refused removes
+// its own) and returns how many it removed. Call it only while holding the
+// state's lock, as the daemon at its start and a restore do, so that no
+// restore is running.
+func RemoveStaging(stateDir string) (int, error) {
+	ents, err := os.ReadDir(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), stagingPrefix) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(stateDir, e.Name())); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // resolveOwners finds every mailbox's owner on this host; the mailboxes
@@ -303,6 +337,7 @@ func (rs *restorer) copy(rel string, r io.Reader, uid, gid int) (int64, error) {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	crashpoint.Hit("restore-staged")
 	return n, err
 }
 
