@@ -327,14 +327,14 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 		}
 	}
 	// The .eml and then the .md (the commit point) are each fsynced and
-	// renamed into place; one directory fsync, shared with concurrent
+	// linked into place whole; one directory fsync, shared with concurrent
 	// deliveries to this folder, then makes both names durable.
 	if raw != nil {
-		if err := d.writeFileTo(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
+		if err := d.writeNewFileTo(id+".eml", raw, FileMode, mb.uid, mb.gid, mode); err != nil {
 			return err
 		}
 	}
-	if err := d.writeFile(id+".md", Render(m, body), FileMode, mb.uid, mb.gid, mode); err != nil {
+	if err := d.writeNewFileTo(id+".md", rawBytes(Render(m, body)), FileMode, mb.uid, mb.gid, mode); err != nil {
 		return err
 	}
 	if dirSync == nil {

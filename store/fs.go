@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -273,6 +274,76 @@ func (d *Dir) writeFileTo(name string, src io.WriterTo, perm os.FileMode, uid, g
 	}
 	return nil
 }
+
+// writeNewFileTo is writeFileTo for a name that is new: the content goes
+// into an unnamed file (O_TMPFILE), which is linked under name once whole.
+// The directory changes once instead of three times (a temporary name
+// added, then renamed), the file system allocates the inode outside the
+// directory's lock, and a crash before the link leaves nothing to sweep.
+// Should the name exist after all (a copy written before a crash, written
+// again), it is replaced, as writeFileTo would. Where the file system or
+// the lack of /proc does not allow it, it is writeFileTo.
+func (d *Dir) writeNewFileTo(name string, src io.WriterTo, perm os.FileMode, uid, gid int, mode syncMode) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if !procFDs() {
+		return d.writeFileTo(name, src, perm, uid, gid, mode)
+	}
+	fd, err := unix.Openat(d.fd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			return d.writeFileTo(name, src, perm, uid, gid, mode)
+		}
+		return &os.PathError{Op: "create", Path: d.join(name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.join(name))
+	defer f.Close()
+	if _, err := src.WriteTo(f); err != nil {
+		return err
+	}
+	if uid >= 0 || gid >= 0 {
+		if err := f.Chown(uid, gid); err != nil { // fchown(2)
+			return err
+		}
+	}
+	// fchmod after fchown, which may clear set-id bits.
+	if err := f.Chmod(perm.Perm()); err != nil {
+		return err
+	}
+	if mode != syncNone {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	self := "/proc/self/fd/" + strconv.Itoa(fd)
+	mu := d.nameLock()
+	mu.Lock()
+	err = unix.Linkat(unix.AT_FDCWD, self, d.fd, name, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, unix.EEXIST) {
+		tmp := tempName("")
+		if err = unix.Linkat(unix.AT_FDCWD, self, d.fd, tmp, unix.AT_SYMLINK_FOLLOW); err == nil {
+			if err = unix.Renameat(d.fd, tmp, d.fd, name); err != nil {
+				unix.Unlinkat(d.fd, tmp, 0)
+			}
+		}
+	}
+	mu.Unlock()
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: self, New: d.join(name), Err: err}
+	}
+	if mode == syncAll {
+		return d.Sync()
+	}
+	return nil
+}
+
+// procFDs reports whether /proc shows this process's descriptors, through
+// which writeNewFileTo links an unnamed file.
+var procFDs = sync.OnceValue(func() bool {
+	var st unix.Stat_t
+	return unix.Stat("/proc/self/fd", &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+})
 
 // nameLocks serialise, per directory, the creates and renames that add a
 // name to it on the delivery path. The kernel holds the directory's lock
