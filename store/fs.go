@@ -244,6 +244,26 @@ func (d *Dir) writeFileTo(name string, src io.WriterTo, perm os.FileMode, uid, g
 			unix.Unlinkat(d.fd, tmp, 0)
 		}
 	}()
+	if err := fill(f, src, perm, uid, gid, mode); err != nil {
+		return err
+	}
+	mu := d.nameLock()
+	mu.Lock()
+	err = unix.Renameat(d.fd, tmp, d.fd, name)
+	mu.Unlock()
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: d.join(tmp), New: d.join(name), Err: err}
+	}
+	ok = true
+	if mode == syncAll {
+		return d.Sync()
+	}
+	return nil
+}
+
+// fill writes src into the new file f, then gives it its owner and mode
+// on the descriptor and, unless mode says not to, fsyncs it.
+func fill(f *os.File, src io.WriterTo, perm os.FileMode, uid, gid int, mode syncMode) error {
 	if _, err := src.WriteTo(f); err != nil {
 		return err
 	}
@@ -257,20 +277,7 @@ func (d *Dir) writeFileTo(name string, src io.WriterTo, perm os.FileMode, uid, g
 		return err
 	}
 	if mode != syncNone {
-		if err := f.Sync(); err != nil {
-			return err
-		}
-	}
-	mu := d.nameLock()
-	mu.Lock()
-	err = unix.Renameat(d.fd, tmp, d.fd, name)
-	mu.Unlock()
-	if err != nil {
-		return &os.LinkError{Op: "rename", Old: d.join(tmp), New: d.join(name), Err: err}
-	}
-	ok = true
-	if mode == syncAll {
-		return d.Sync()
+		return f.Sync()
 	}
 	return nil
 }
@@ -299,22 +306,8 @@ func (d *Dir) writeNewFileTo(name string, src io.WriterTo, perm os.FileMode, uid
 	}
 	f := os.NewFile(uintptr(fd), d.join(name))
 	defer f.Close()
-	if _, err := src.WriteTo(f); err != nil {
+	if err := fill(f, src, perm, uid, gid, mode); err != nil {
 		return err
-	}
-	if uid >= 0 || gid >= 0 {
-		if err := f.Chown(uid, gid); err != nil { // fchown(2)
-			return err
-		}
-	}
-	// fchmod after fchown, which may clear set-id bits.
-	if err := f.Chmod(perm.Perm()); err != nil {
-		return err
-	}
-	if mode != syncNone {
-		if err := f.Sync(); err != nil {
-			return err
-		}
 	}
 	self := "/proc/self/fd/" + strconv.Itoa(fd)
 	mu := d.nameLock()

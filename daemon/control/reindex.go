@@ -43,13 +43,13 @@ func (s *Server) IndexInBackground(why string) {
 		start := time.Now()
 		n, err := s.store.IndexAll(ctx)
 		took := time.Since(start)
-		if err != nil && ctx.Err() != nil {
-			// The daemon is closing: the next start goes on from the files.
-			s.log.Info("indexing the mailboxes stopped: the daemon is closing", "why", why, "messages", n)
-			return
-		}
 		if err != nil {
-			s.log.Error("indexing the mailboxes stopped", "why", why, "messages", n, "err", err)
+			if ctx.Err() != nil {
+				// The daemon is closing: the next start goes on from the files.
+				s.log.Info("indexing the mailboxes stopped: the daemon is closing", "why", why, "messages", n)
+			} else {
+				s.log.Error("indexing the mailboxes stopped", "why", why, "messages", n, "err", err)
+			}
 			return
 		}
 		s.log.Info("index up to date with the mailboxes' files", "why", why, "messages", n,
