@@ -88,7 +88,8 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 	rec := &outbound.Recorder{Store: d.store, Clock: d.now, Logger: d.log.With("part", "send"),
 		OnUpdated: o.updated, OnSettled: o.settled, OnDelayed: o.delayWarning, CurrentID: d.currentID}
 	q, err := queue.Open(cfg.Paths.QueueDir(), mx, rec, queue.Options{Clock: d.now,
-		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent, Logger: d.log.With("part", "queue"),
+		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent,
+		MaxPerDestination: cfg.Delivery.MaxPerDestination, Logger: d.log.With("part", "queue"),
 		Flush: rec.Flush, DelayWarning: cfg.Delivery.DelayWarning.Duration, Observe: d.observeAttempt})
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)

@@ -240,7 +240,11 @@ type Delivery struct {
 	ConnectTimeout     Duration `toml:"connect_timeout"`
 	TransactionTimeout Duration `toml:"transaction_timeout"`
 	MaxConcurrent      int      `toml:"max_concurrent"`
-	Port               int      `toml:"port"` // remote SMTP port, 25 except in tests
+	// MaxPerDestination bounds the attempts in flight to one recipient
+	// domain (default: half of max_concurrent), so a few slow destinations
+	// cannot hold every place.
+	MaxPerDestination int `toml:"max_per_destination"`
+	Port              int `toml:"port"` // remote SMTP port, 25 except in tests
 	// DelayWarning is how long after a message became due its sender gets
 	// one "delayed" report (RFC 3464) while retries go on; "0s" sends none.
 	DelayWarning *Duration `toml:"delay_warning"`
@@ -441,6 +445,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&d.ConnectTimeout, Duration{30 * time.Second})
 	setDefault(&d.TransactionTimeout, Duration{10 * time.Minute})
 	setDefault(&d.MaxConcurrent, 8)
+	setDefault(&d.MaxPerDestination, max(d.MaxConcurrent/2, 1))
 	setDefault(&d.Port, 25)
 	setDefault(&d.DelayWarning, &Duration{4 * time.Hour})
 	setDefault(&c.Storage.DiskReserveBytes, new(int64(256<<20)))

@@ -24,7 +24,7 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for _, check := range []func(complain){
 		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics, c.validateStorage,
-		c.validateRelay, c.validateTLSRPT, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
+		c.validateRelay, c.validateDelivery, c.validateTLSRPT, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
 	} {
 		check(bad)
 	}
@@ -72,6 +72,17 @@ func (c *Config) validateSMTP(bad complain) {
 	if s.MaxMessageBytes < 1024 || s.MaxRecipients < 1 || s.MaxLineLength < 1000 ||
 		s.MaxConnections < 1 || s.MaxConnectionsPerIP < 1 || s.MaxErrors < 1 || s.MaxReceivedHeaders < 1 {
 		bad("smtp: limits must be positive (max_message_bytes >= 1024, max_line_length >= 1000 as RFC 5321 requires)")
+	}
+}
+
+// validateDelivery keeps the outbound queue's limits usable.
+func (c *Config) validateDelivery(bad complain) {
+	d := c.Delivery
+	if d.MaxConcurrent < 1 {
+		bad("delivery.max_concurrent must be at least 1")
+	}
+	if d.MaxPerDestination < 1 || d.MaxPerDestination > d.MaxConcurrent {
+		bad("delivery.max_per_destination must be between 1 and delivery.max_concurrent (%d)", d.MaxConcurrent)
 	}
 }
 

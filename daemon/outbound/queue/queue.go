@@ -163,6 +163,11 @@ type Options struct {
 	RetryFor      time.Duration   // default 5 days
 	Backoff       []time.Duration // delay after attempt n; the last repeats
 	MaxConcurrent int             // default 8
+	// MaxPerDestination bounds the attempts in flight to one recipient
+	// domain, so that a few slow or tarpitting destinations cannot hold
+	// every place while mail to others waits. Default: half of
+	// MaxConcurrent (at least 1); never more than MaxConcurrent.
+	MaxPerDestination int
 	// DelayWarning is how long after an item became due its sender is
 	// warned, once, that it is still not delivered, when the Notifier is a
 	// DelayWarner. Zero: never.
@@ -241,6 +246,7 @@ type Queue struct {
 	ckMu      sync.Mutex        // one checkpoint at a time
 	lastCk    time.Time         // when the last checkpoint began (wall clock)
 	enqueuing map[string]bool   // ids whose files Enqueue is writing
+	busy      map[string]int    // attempts in flight per recipient domain
 	kick      chan struct{}
 	warnings  bool // a batch of delay warnings is being made
 }
@@ -266,6 +272,10 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 8
 	}
+	if opts.MaxPerDestination <= 0 {
+		opts.MaxPerDestination = max(opts.MaxConcurrent/2, 1)
+	}
+	opts.MaxPerDestination = min(opts.MaxPerDestination, opts.MaxConcurrent)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -276,7 +286,7 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		n = unheard{}
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
-		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, kick: make(chan struct{}, 1)}
+		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
 	j, replayed, err := openJournal(dir, func(msg string, args ...any) { q.log.Error(msg, args...) })
 	if err != nil {
@@ -499,7 +509,7 @@ func (q *Queue) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		wait := q.dispatch(ctx, slots, freed, &wg)
+		wait, _ := q.dispatch(ctx, slots, freed, &wg)
 		due, warnWait := q.dueWarnings()
 		if len(due) > 0 {
 			// Off the loop: a warning is stored like inbound mail, and
@@ -534,8 +544,8 @@ func (q *Queue) Run(ctx context.Context) {
 }
 
 // dispatch starts attempts for due items while slots are free and returns
-// how long to sleep until the next one is due.
-func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sync.WaitGroup) time.Duration {
+// how long to sleep until the next one is due, and how many it started.
+func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sync.WaitGroup) (time.Duration, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.opts.Clock()
@@ -553,12 +563,24 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 		}
 		due = append(due, e)
 	}
-	sort.Slice(due, func(i, j int) bool { return due[i].it.NextAttempt.Before(due[j].it.NextAttempt) })
+	// Oldest first; ties by id, so the order is the same every time.
+	slices.SortFunc(due, func(a, b *entry) int {
+		return cmp.Or(a.it.NextAttempt.Compare(b.it.NextAttempt), strings.Compare(a.it.ID, b.it.ID))
+	})
+	started := 0
 	for _, e := range due {
+		doms := destinations(e.it)
+		if !q.roomFor(doms) {
+			continue // the destination's attempt that ends signals freed
+		}
 		select {
 		case slots <- struct{}{}:
 		default:
-			return wait // a finishing attempt signals freed
+			return wait, started // a finishing attempt signals freed
+		}
+		started++
+		for _, d := range doms {
+			q.busy[d]++
 		}
 		// Record the next attempt before dialing: if the daemon dies
 		// mid-attempt, the restart waits for it instead of retrying at once.
@@ -583,7 +605,17 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 			default:
 			}
 		}
-		free := sync.OnceFunc(func() { <-slots; wake() })
+		free := sync.OnceFunc(func() {
+			q.mu.Lock()
+			for _, d := range doms {
+				if q.busy[d]--; q.busy[d] <= 0 {
+					delete(q.busy, d)
+				}
+			}
+			q.mu.Unlock()
+			<-slots
+			wake()
+		})
 		go func() {
 			defer wg.Done()
 			defer wake()
@@ -599,7 +631,34 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 			q.attempt(ctx, e, it, free)
 		}()
 	}
-	return wait
+	return wait, started
+}
+
+// destinations are the recipient domains an attempt of it would reach
+// (its recipients not final and not held), lower case, each once.
+func destinations(it *Item) []string {
+	var doms []string
+	for _, r := range it.Recipients {
+		if Final(r.Status) || r.Status == StatusHeld {
+			continue
+		}
+		d := strings.ToLower(r.Address[strings.LastIndexByte(r.Address, '@')+1:])
+		if !slices.Contains(doms, d) {
+			doms = append(doms, d)
+		}
+	}
+	return doms
+}
+
+// roomFor reports whether every one of doms has an attempt's place left
+// under MaxPerDestination. Call with q.mu held.
+func (q *Queue) roomFor(doms []string) bool {
+	for _, d := range doms {
+		if q.busy[d] >= q.opts.MaxPerDestination {
+			return false
+		}
+	}
+	return true
 }
 
 func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) {

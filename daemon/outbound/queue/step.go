@@ -13,8 +13,15 @@ import (
 func (q *Queue) Step() {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 1<<16)
-	q.dispatch(context.Background(), slots, make(chan struct{}, 1), &wg)
-	wg.Wait()
+	// Rounds until none starts: the limit per destination leaves items of
+	// a busy destination for the round after its attempts end.
+	for {
+		_, started := q.dispatch(context.Background(), slots, make(chan struct{}, 1), &wg)
+		wg.Wait()
+		if started == 0 {
+			break
+		}
+	}
 	if due, _ := q.dueWarnings(); len(due) > 0 {
 		q.warn(due)
 	}
