@@ -209,17 +209,14 @@ pf_tune() {
 	sleep 1
 }
 
-# Warm-up (page cache, Postfix's long-running services); the mailctl pass
-# also tells the size of its messages on the wire, which smtp-source then
-# sends to Postfix.
+# Warm-up (page cache); the mailctl pass also tells the size of its messages
+# on the wire, which smtp-source then sends to Postfix.
 echo "bench: warm-up" >&2
 MSGS_SAVED=$MSGS
 WARM=${WARM:-200}
 MSGS=$WARM
 LEN=$(run_mailctl warm | awk '{ print $5 }')
 [[ $LEN -gt 0 ]] || die "no message size from the warm-up"
-pf_tune stock
-run_postfix "$LEN" >/dev/null
 MSGS=$MSGS_SAVED
 
 : >"$WORK/mailctl.txt"
@@ -229,26 +226,38 @@ MSGS=$MSGS_SAVED
 # it is freed, or 360 s while its inode table block is dirty (as it is
 # while files are being created beside it), and its search for a free inode
 # reads past each such one, which slows every file created meanwhile. So
-# that no measurement pays for the deletions of another, mailctl's files
-# are deleted only when the whole run ends, and every measurement starts
-# SETTLE seconds after the one before, synced, for what Postfix deleted.
+# that no measurement pays for the deletions of another server, every
+# mailctl measurement comes before Postfix's first (Postfix deletes its
+# queue files as it delivers; mailctl deletes nothing, and its files stay
+# until the whole run ends), and every measurement starts SETTLE seconds
+# after the one before, synced.
 settle() { sync; sleep "${SETTLE:-61}"; }
 for rep in $(seq "$REPS"); do
 	settle
 	echo "bench: run $rep/$REPS mailctl" >&2
 	run_mailctl "$rep" >>"$WORK/mailctl.txt"
 	tail -n1 "$WORK/mailctl.txt" >&2
-	pf_tune stock
-	settle
-	echo "bench: run $rep/$REPS postfix (stock)" >&2
-	run_postfix "$LEN" >>"$WORK/postfix.txt"
-	tail -n1 "$WORK/postfix.txt" >&2
-	pf_tune tuned
-	settle
-	echo "bench: run $rep/$REPS postfix (in_flow_delay = 0s)" >&2
-	run_postfix "$LEN" >>"$WORK/tuned.txt"
-	tail -n1 "$WORK/tuned.txt" >&2
 done
+if [[ ${POSTFIX:-1} == 1 ]]; then
+	# Postfix's warm-up (its long-running services), after every mailctl
+	# measurement for the reason above.
+	MSGS=$WARM
+	pf_tune stock
+	run_postfix "$LEN" >/dev/null
+	MSGS=$MSGS_SAVED
+	for rep in $(seq "$REPS"); do
+		pf_tune stock
+		settle
+		echo "bench: run $rep/$REPS postfix (stock)" >&2
+		run_postfix "$LEN" >>"$WORK/postfix.txt"
+		tail -n1 "$WORK/postfix.txt" >&2
+		pf_tune tuned
+		settle
+		echo "bench: run $rep/$REPS postfix (in_flow_delay = 0s)" >&2
+		run_postfix "$LEN" >>"$WORK/tuned.txt"
+		tail -n1 "$WORK/tuned.txt" >&2
+	done
+fi
 
 # Where mailctl's time goes: separate, untimed passes of PROBE_MSGS messages,
 # one under strace -c (system calls per message, mailctl and Postfix) and
@@ -258,15 +267,8 @@ TRACE_OUT=""
 PERF_OUT=""
 MSGS_SAVED=$MSGS
 MSGS=$PROBE_MSGS
-if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
-	echo "bench: strace pass" >&2
-	PROBE=strace run_mailctl strace >/dev/null
-	pf_tune stock
-	PROBE=strace run_postfix "$LEN" >/dev/null
-	calls() { awk '$NF ~ /^(fsync|fdatasync|syncfs|renameat2?|rename|link|linkat|unlink|unlinkat|openat|connect|sendto|write|writev|read|getrandom)$/ && $4 ~ /^[0-9]+$/ { print $NF, $4 }' "$1"; }
-	TRACE_OUT=$(join -a1 -a2 -e 0 -o 0,1.2,2.2 <(calls "$WORK/strace-mailctl.txt" | sort) <(calls "$WORK/strace-postfix.txt" | sort) |
-		awk -v n="$PROBE_MSGS" '{ printf "| `%s` | %.2f | %.2f |\n", $1, $2 / n, $3 / n }')
-fi
+# The perf pass first: it is mailctl alone, before the strace pass has
+# Postfix delete files.
 if [[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null; then
 	echo "bench: perf pass" >&2
 	PROBE=perf run_mailctl perf >/dev/null
@@ -275,11 +277,20 @@ if [[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null; then
 	PERF_OUT=$(perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
 		awk '
 			BEGIN {
-				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;compose.Build|composing the message;store.(*Dir).createTemp|creating files (temporary file, then rename);syscall.Fsync|fsync;unix.Syncfs|syncfs;queue.(*journal).put|queue state records;queue.(*Queue).Enqueue|enqueueing (journal record and its group fsync);store.(*Store).createUnsynced|sent-folder copy, written once;store.(*Store).UpdateUnsynced|sent-folder status updates (the first writes the copy held since the answer);queue.(*Queue).checkpoint|checkpoints (syncfs, then the settled items dropped);remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
+				n = split("dkim.NewSigner.func2|DKIM signing, both signatures, body hash included;compose.Build|composing the message;store.(*Dir).writeNewFileTo|creating files (unnamed, then linked whole);syscall.Fsync|fsync;unix.Syncfs|syncfs;queue.(*journal).put|queue state records;queue.(*Queue).Enqueue|enqueueing (journal record and its group fsync);store.(*Store).createUnsynced|sent-folder copy, written once;store.(*Store).UpdateUnsynced|sent-folder status updates (the first writes the copy held since the answer);queue.(*Queue).checkpoint|checkpoints (syncfs, then the settled items dropped);remote.(*Client).Deliver|SMTP delivery to the sink;runtime.gcBgMarkWorker|garbage collector", rows, ";")
 				for (i = 1; i <= n; i++) { split(rows[i], kv, "|"); key[i] = kv[1]; label[i] = kv[2] }
 			}
 			/^ +[0-9.]+%/ { for (i = 1; i <= n; i++) if (index($0, key[i] " ") || substr($0, length($0) - length(key[i]) + 1) == key[i]) if (!(i in got)) got[i] = $1 }
 			END { for (i = 1; i <= n; i++) printf "| %s (`%s`) | %s |\n", label[i], key[i], (i in got) ? got[i] : "0%" }')
+fi
+if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
+	echo "bench: strace pass" >&2
+	PROBE=strace run_mailctl strace >/dev/null
+	pf_tune stock
+	PROBE=strace run_postfix "$LEN" >/dev/null
+	calls() { awk '$NF ~ /^(fsync|fdatasync|syncfs|renameat2?|rename|link|linkat|unlink|unlinkat|openat|connect|sendto|write|writev|read|getrandom)$/ && $4 ~ /^[0-9]+$/ { print $NF, $4 }' "$1"; }
+	TRACE_OUT=$(join -a1 -a2 -e 0 -o 0,1.2,2.2 <(calls "$WORK/strace-mailctl.txt" | sort) <(calls "$WORK/strace-postfix.txt" | sort) |
+		awk -v n="$PROBE_MSGS" '{ printf "| `%s` | %.2f | %.2f |\n", $1, $2 / n, $3 / n }')
 fi
 MSGS=$MSGS_SAVED
 
@@ -315,7 +326,7 @@ SECTION=$(
 Measured by \`sudo bench/outbound.sh\` on $(date -u +%Y-%m-%d): $MSGS messages of $LEN bytes to one
 remote recipient, delivered to Postfix's \`smtp-sink\` on loopback, $SESSIONS concurrent submitters,
 $REPS runs each (after a $WARM-message warm-up), median and (min–max), each measurement ${SETTLE:-61} s after the
-one before, synced, and the files of every measurement kept until the whole run ends (see settle). $(bench_fs_line)
+one before, synced; every mailctl measurement comes before Postfix's first, and mailctl's files are kept until the whole run ends, so that no measurement pays for the other server's deletions (see settle). $(bench_fs_line)
 
 | sender | queued msg/s (submission answered) | delivered msg/s (all at the sink) | CPU ms per message | mailctl delivered rate ÷ this | mailctl CPU ÷ this |
 | --- | --- | --- | --- | --- | --- |
