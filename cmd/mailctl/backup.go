@@ -16,6 +16,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/backup"
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/internal/newfile"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -45,9 +46,10 @@ meanwhile: the daemon links a snapshot together in a moment (each mailbox's
 folders locked while their files are linked), so every message acknowledged
 before the backup began is in it exactly once, with every queued item, and
 nothing half-written. The message index is left out: it is derived, and
-rebuilt when the restored daemon starts. The archive is written to a
-temporary file beside FILE and renamed when whole; with "-" it goes to
-stdout. Root only, with the daemon running. Restore it with
+rebuilt when the restored daemon starts. The archive is written to an
+unnamed file in FILE's directory and named FILE when whole (a temporary
+file beside it where the file system has no unnamed files), so an
+interrupted backup leaves nothing; with "-" it goes to stdout. Root only, with the daemon running. Restore it with
 `+"`mailctl restore`"+`.`)
 	out := fs.String("output", "", "archive to write (\"-\": stdout); an existing file is never replaced")
 	fs.StringVar(out, "o", "", "short for --output")
@@ -69,18 +71,17 @@ stdout. Root only, with the daemon running. Restore it with
 	}
 	compress := *gz || strings.HasSuffix(*out, ".gz") || strings.HasSuffix(*out, ".tgz")
 	var w io.Writer = os.Stdout
-	var tmp *os.File
+	var file *newfile.File
 	if *out != "-" {
-		if _, err := os.Lstat(*out); err == nil {
+		file, err = newfile.Create(*out, 0o600)
+		if errors.Is(err, iofs.ErrExist) {
 			return failure(fs, fmt.Errorf("%s exists: name a new file (a backup never replaces one)", *out))
 		}
-		tmp, err = os.CreateTemp(filepath.Dir(*out), safeio.TempPrefix+filepath.Base(*out)+"-*")
 		if err != nil {
 			return failure(fs, err)
 		}
-		defer os.Remove(tmp.Name())
-		defer tmp.Close()
-		w = tmp
+		defer file.Close()
+		w = file
 	}
 	sock := *socket
 	if sock == "" {
@@ -121,12 +122,8 @@ stdout. Root only, with the daemon running. Restore it with
 	if err == nil && zw != nil {
 		err = zw.Close()
 	}
-	if err == nil && tmp != nil {
-		if err = tmp.Sync(); err == nil {
-			if err = os.Link(tmp.Name(), *out); err == nil {
-				err = safeio.SyncDir(filepath.Dir(*out))
-			}
-		}
+	if err == nil && file != nil {
+		err = file.Publish()
 	}
 	if err != nil {
 		return failure(fs, fmt.Errorf("writing the archive: %w", err))

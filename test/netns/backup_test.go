@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -141,6 +142,15 @@ func TestBackupUnderLoadRestoredElsewhere(t *testing.T) {
 	cutStart := time.Now()
 	out := runDocLine(t, backupLine, work, a.cfg)
 	t.Logf("%s\n%s", backupLine, out)
+	if ents, err := os.ReadDir(work); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, e := range ents {
+			if safeio.IsTemp(e.Name()) {
+				t.Errorf("the backup left %s beside its archive", e.Name())
+			}
+		}
+	}
 	// A few more arrive after the backup, then the senders stop.
 	for range 40 {
 		select {
