@@ -339,7 +339,7 @@ mailctl's peak RSS (VmHWM, per run, fresh daemon): $HWM.
 - mailctl: \`mailctl serve\` with a fresh Ed25519 and a fresh RSA-2048 key (\`mailctl dkim keygen\`), both
   signatures made in Go (docs/dkim.md),
   send limits raised (\`[send] per_minute/per_hour/per_day = 1000000\`; the defaults are 20/200/1000),
-  \`[delivery] port\` = the sink's port, MX lookups answered by a local DNS server
+  \`[delivery] port\` = the sink's port (its other limits as shipped: 8 attempts at once, at most 4 to one domain), MX lookups answered by a local DNS server
   (\`internal/dnstest/cmd/dnstestd\`: MX → a host with A 127.0.0.1). \`bench/sendload\` opens
   $SESSIONS control-socket connections and sends $MSGS \`send\` requests (${BODY}-byte body,
   \`wait_ms: 1\`); each answer means the message is composed, signed twice and durably queued,
