@@ -108,8 +108,33 @@ PY
 # bench_fs NAME: sets WORK to a fresh directory in BENCH_DIR (default
 # /var/tmp) for a run's files, both servers' alike; bench_fs_cleanup removes
 # it. bench_fs_line says, for the docs, what filesystem that is.
-bench_fs() { WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/mailctl-$1.XXXXXX"); }
-bench_fs_cleanup() { rm -rf "$WORK"; }
+#
+# BENCH_FS=ext4 (or another type with a mkfs.TYPE): the files go instead on a
+# file system of that type made for the run with mkfs's defaults (an ext4
+# has a journal), in a sparse image of BENCH_FS_SIZE (default 32G) in
+# BENCH_DIR, loop-mounted; cleanup unmounts it and removes the image.
+FS_IMAGE_DIR=""
+bench_fs() {
+	if [[ -z ${BENCH_FS:-} ]]; then
+		WORK=$(mktemp -d "${BENCH_DIR:-/var/tmp}/mailctl-$1.XXXXXX")
+		return
+	fi
+	command -v "mkfs.$BENCH_FS" >/dev/null || die "BENCH_FS=$BENCH_FS: mkfs.$BENCH_FS not found"
+	FS_IMAGE_DIR=$(mktemp -d "${BENCH_DIR:-/var/tmp}/mailctl-$1-fs.XXXXXX")
+	truncate -s "${BENCH_FS_SIZE:-32G}" "$FS_IMAGE_DIR/image"
+	"mkfs.$BENCH_FS" -q "$FS_IMAGE_DIR/image" >/dev/null || die "mkfs.$BENCH_FS failed"
+	mkdir "$FS_IMAGE_DIR/mnt"
+	mount -o loop "$FS_IMAGE_DIR/image" "$FS_IMAGE_DIR/mnt" || die "cannot loop-mount the $BENCH_FS image"
+	chmod 755 "$FS_IMAGE_DIR" "$FS_IMAGE_DIR/mnt" # the servers' users reach their directories below
+	WORK=$FS_IMAGE_DIR/mnt/work
+	mkdir "$WORK"
+}
+bench_fs_cleanup() {
+	rm -rf "$WORK"
+	if [[ -n $FS_IMAGE_DIR ]]; then
+		umount "$FS_IMAGE_DIR/mnt" && rm -rf "$FS_IMAGE_DIR"
+	fi
+}
 bench_fs_line() {
 	local dev fs journal=""
 	dev=$(findmnt -n -o SOURCE --target "$WORK")
@@ -117,6 +142,11 @@ bench_fs_line() {
 	# An ext4 with a journal has /proc/fs/jbd2/<device>-<inode>.
 	if [[ $fs == ext4 ]] && ! compgen -G "/proc/fs/jbd2/${dev##*/}-*" >/dev/null; then
 		journal=" without a journal: its inode allocator reads and skips every inode freed in the last 60 s (360 s while its table block is dirty), so creating a file costs more the more anyone deleted lately"
+	fi
+	if [[ -n $FS_IMAGE_DIR ]]; then
+		[[ $fs == ext4 && -z $journal ]] && journal=" with a journal"
+		echo "Files are on a file system made for the run: $fs$journal (BENCH_FS=$BENCH_FS: mkfs's defaults, a loop-mounted sparse image in \`${BENCH_DIR:-/var/tmp}\`)."
+		return
 	fi
 	echo "Files are in \`${BENCH_DIR:-/var/tmp}\` (BENCH_DIR), on $fs$journal."
 }

@@ -8,7 +8,8 @@
 #   sudo bench/outbound.sh --no-write      # measure and print only
 #
 # Knobs (environment): MSGS=1000 SESSIONS=8 BODY=2048 REPS=3 WARM=200 SETTLE=61 (seconds
-# between measurements, see settle); BENCH_DIR=/var/tmp (where the files go); KEEP=1
+# between measurements, see settle); BENCH_DIR=/var/tmp (where the files go); BENCH_FS=ext4
+# (the files go on a file system of that type made for the run, see bench/lib.sh); KEEP=1
 # leaves the work directory (logs, Postfix's maillog) in place.
 set -euo pipefail
 

@@ -23,7 +23,8 @@
 # bodies over 8 KiB and over 200 KiB) REPS=3 VARIANTS="kept deleted"
 # GOBENCH=1 BIG=26214400 (the message whose peak RSS is measured; 0 skips it)
 # SETTLE=61 (seconds before a kept measurement) BENCH_DIR=/var/tmp (where the
-# files go) KEEP=1 (leave the work directory in place)
+# files go) BENCH_FS=ext4 (the files go on a file system of that type made for
+# the run, see bench/lib.sh) KEEP=1 (leave the work directory in place)
 set -euo pipefail
 
 CASES=${CASES:-8x4096 32x4096 8x102400 8x1048576}
