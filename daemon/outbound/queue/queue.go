@@ -579,9 +579,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 			return wait, started // a finishing attempt signals freed
 		}
 		started++
-		for _, d := range doms {
-			q.busy[d]++
-		}
+		q.take(doms)
 		// Record the next attempt before dialing: if the daemon dies
 		// mid-attempt, the restart waits for it instead of retrying at once.
 		// The record is appended, not synced: a crash of the daemon keeps
@@ -605,17 +603,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 			default:
 			}
 		}
-		free := sync.OnceFunc(func() {
-			q.mu.Lock()
-			for _, d := range doms {
-				if q.busy[d]--; q.busy[d] <= 0 {
-					delete(q.busy, d)
-				}
-			}
-			q.mu.Unlock()
-			<-slots
-			wake()
-		})
+		free := sync.OnceFunc(func() { q.release(doms); <-slots; wake() })
 		go func() {
 			defer wg.Done()
 			defer wake()
@@ -632,33 +620,6 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 		}()
 	}
 	return wait, started
-}
-
-// destinations are the recipient domains an attempt of it would reach
-// (its recipients not final and not held), lower case, each once.
-func destinations(it *Item) []string {
-	var doms []string
-	for _, r := range it.Recipients {
-		if Final(r.Status) || r.Status == StatusHeld {
-			continue
-		}
-		d := strings.ToLower(r.Address[strings.LastIndexByte(r.Address, '@')+1:])
-		if !slices.Contains(doms, d) {
-			doms = append(doms, d)
-		}
-	}
-	return doms
-}
-
-// roomFor reports whether every one of doms has an attempt's place left
-// under MaxPerDestination. Call with q.mu held.
-func (q *Queue) roomFor(doms []string) bool {
-	for _, d := range doms {
-		if q.busy[d] >= q.opts.MaxPerDestination {
-			return false
-		}
-	}
-	return true
 }
 
 func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) {
