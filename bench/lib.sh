@@ -5,6 +5,17 @@ export CGO_ENABLED=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
+
+# profile_args: sets PROFILE_ARGS to the arguments a started `mailctl serve`
+# takes: with CPU_PROFILE=DIR set (bench/pgo.sh), --cpu-profile DIR, so that
+# the daemon writes its CPU profile to a new file there when it stops;
+# otherwise none.
+profile_args() {
+	PROFILE_ARGS=()
+	if [[ -n ${CPU_PROFILE:-} ]]; then
+		PROFILE_ARGS=(--cpu-profile "$CPU_PROFILE")
+	fi
+}
 TCK=$(getconf CLK_TCK)
 
 # cpu_ticks PID...: utime+stime+cutime+cstime of the processes and all their

@@ -114,7 +114,8 @@ owner = "root"
 EOF
 	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-ed --algorithm ed25519 >/dev/null
 	"$WORK/mailctl" dkim keygen --config "$dir/config.toml" --selector bench-rsa --algorithm rsa >/dev/null
-	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
+	profile_args
+	"$WORK/mailctl" serve --config "$dir/config.toml" "${PROFILE_ARGS[@]}" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
 	for _ in $(seq 100); do

@@ -130,7 +130,8 @@ run_mailctl() {
 	mport=$(free_port)
 	mkdir -p "$dir"
 	mailctl_config "$dir" "$port" 26214400 "$mport"
-	"$WORK/mailctl" serve --config "$dir/config.toml" >"$dir/log" 2>&1 &
+	profile_args
+	"$WORK/mailctl" serve --config "$dir/config.toml" "${PROFILE_ARGS[@]}" >"$dir/log" 2>&1 &
 	local pid=$!
 	PIDS+=($pid)
 	for _ in $(seq 100); do
@@ -326,7 +327,8 @@ PY
 		bport=$(free_port)
 		mkdir -p "$bdir"
 		mailctl_config "$bdir" "$bport" $((BIG + (1 << 20)))
-		"$WORK/mailctl" serve --config "$bdir/config.toml" >"$bdir/log" 2>&1 &
+		profile_args
+		"$WORK/mailctl" serve --config "$bdir/config.toml" "${PROFILE_ARGS[@]}" >"$bdir/log" 2>&1 &
 		bpid=$!
 		PIDS+=($bpid)
 		for _ in $(seq 100); do

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/daemon/config"
@@ -39,16 +40,34 @@ func newLogger(debug bool) *slog.Logger {
 }
 
 func cmdServe(args []string) int {
-	fs := newFlagSet("serve", "serve [--config PATH]", `Runs the mailctl daemon in the foreground: the control socket, SMTP and LMTP
+	fs := newFlagSet("serve", "serve [--config PATH] [--cpu-profile DIR]", `Runs the mailctl daemon in the foreground: the control socket, SMTP and LMTP
 listeners, the outbound queue and hooks. It normally runs as root under systemd
 (systemd/mailctl.service). SIGHUP reloads the config, the DKIM keys and the TLS
 certificate (a bad config is reported and the running one kept); a renewed
 certificate is also taken at the next handshake after its files change.
-SIGTERM drains and exits.`)
+SIGTERM drains and exits.
+
+--cpu-profile writes the daemon's CPU profile, in pprof's format, to a new
+file in DIR (serve-TIME-*.pprof, named on stderr) when it stops: for go tool
+pprof, and for the profile-guided build (bench/pgo.sh makes
+cmd/mailctl/default.pgo from such profiles).`)
 	cfgFlag := fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+")")
 	debug := fs.Bool("debug", false, "log at debug level")
+	cpuProfile := fs.String("cpu-profile", "", "write the CPU profile to a new file in `DIR` when the daemon stops")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if *cpuProfile != "" {
+		file, stop, err := startCPUProfile(*cpuProfile, time.Now())
+		if err != nil {
+			return failure(fs, err)
+		}
+		fmt.Fprintf(stderr, "mailctl serve: the CPU profile goes to %s when the daemon stops\n", file)
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "mailctl serve: cpu profile: %v\n", err)
+			}
+		}()
 	}
 	path := configPath(*cfgFlag)
 	cfg, err := config.Load(path)
