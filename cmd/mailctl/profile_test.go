@@ -148,3 +148,22 @@ func TestServeCPUProfileNeedsADirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultPGOIsTheDaemonsProfile: the profile `go build` optimizes
+// mailctl for (bench/pgo.sh) is a CPU profile of the daemon's inbound and
+// outbound paths, the work it is there to speed up.
+func TestDefaultPGOIsTheDaemonsProfile(t *testing.T) {
+	b := pprofText(t, "default.pgo")
+	for _, want := range []string{
+		"cpu", "nanoseconds",
+		"github.com/emersion/go-smtp.(*dataReader).Read",                    // DATA, inbound
+		"github.com/mailctl/mailctl/daemon/ingest.",                         // checks and parsing
+		"modernc.org/sqlite/lib._sqlite3Fts5",                               // the full-text index
+		"github.com/mailctl/mailctl/daemon/outbound/queue.(*Queue).Enqueue", // sending
+		"github.com/emersion/go-msgauth/dkim.",                              // signing and verifying
+	} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("default.pgo has no samples in %q: remake it with sudo bench/pgo.sh", want)
+		}
+	}
+}
