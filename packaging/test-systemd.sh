@@ -12,8 +12,9 @@
 # reports a config key waiting for a restart, the certbot deploy hook of
 # docs/setup.md renews the certificate into use (doctor's probes leaving no
 # WARN), docs/operations.md's debug drop-in turns DEBUG on and a message is
-# followed through the journal by its queue id, and dpkg -P leaves no unit
-# link behind.
+# followed through the journal by its queue id, its CPU profile drop-in
+# writes a profile go tool pprof reads, and dpkg -P leaves no unit link
+# behind.
 # Runs as root; needs debootstrap, systemd-nspawn and Debian's mirror.
 # ROOTFS=DIR reuses a root made earlier by debootstrap (a copy is booted;
 # without sudo in it, runuser stands in for `sudo -u`).
@@ -289,6 +290,31 @@ inside journalctl -u mailctl --since "@$t1" --no-pager 2>/dev/null | grep -q 'le
 	fail "no DEBUG line in the journal with the drop-in"
 inside sh -c 'rm /etc/systemd/system/mailctl.service.d/debug.conf && systemctl daemon-reload && systemctl stop mailctl' >>"$log" 2>&1 || fail "removing the drop-in"
 
+# docs/operations.md's CPU profile: its two blocks as the page writes them,
+# a message between them; the restart in the second writes the profile,
+# which `go tool pprof -top` reads (here from the host: the Go that built
+# the package).
+step="cpu profile with the drop-in of docs/operations.md"
+log=$tmp/profile.log
+awk '/^### A CPU profile/ { s = 1 } s && /^```$/ { n++; if (n == 2) exit; b = 1; next } s && b' docs/operations.md >"$tmp/profile-on.sh"
+awk '/^### A CPU profile/ { s = 1 } s && /^```$/ { n++; if (n == 4) exit; next } s && n == 3' docs/operations.md >"$tmp/profile-off.sh"
+grep -q 'serve --cpu-profile' "$tmp/profile-on.sh" || fail "no profile drop-in in docs/operations.md"
+grep -q 'rm /etc/systemd/system/mailctl.service.d/profile.conf' "$tmp/profile-off.sh" || fail "no way back in docs/operations.md"
+inside test -x /usr/bin/sudo || sed -i 's/sudo //g' "$tmp/profile-on.sh" "$tmp/profile-off.sh"
+cp "$tmp/profile-on.sh" "$root/root/profile-on.sh"
+cp "$tmp/profile-off.sh" "$root/root/profile-off.sh"
+inside sh -e /root/profile-on.sh >"$log" 2>&1 || fail "the drop-in lines: $(tail -n 3 "$log")"
+inside systemctl is-active --quiet mailctl || fail "the unit did not come back with --cpu-profile"
+inside mailctl send --from postmaster --to agent@example.test --subject profiled --body "profiled" >>"$log" 2>&1 || fail "send with the profile on"
+inside sh -e /root/profile-off.sh >>"$log" 2>&1 || fail "the lines turning it off: $(tail -n 3 "$log")"
+inside systemctl is-active --quiet mailctl || fail "the unit did not come back without the profile"
+inside systemctl cat mailctl 2>/dev/null | grep -q cpu-profile && fail "the drop-in is still in effect"
+set -- "$root"/var/lib/mailctl-profile/serve-*.pprof
+[ $# = 1 ] && [ -s "$1" ] || fail "want one profile in /var/lib/mailctl-profile, found: $*"
+go tool pprof -top "$root/usr/bin/mailctl" "$1" >>"$log" 2>&1 || fail "go tool pprof -top could not read $1"
+grep -q 'flat%' "$log" || fail "go tool pprof -top printed no table"
+inside systemctl stop mailctl >>"$log" 2>&1 || fail "systemctl stop"
+
 # Purge removes the unit's enablement with the unit: no link left dangling.
 step="dpkg -P"
 log=$tmp/purge.log
@@ -296,4 +322,4 @@ inside dpkg -P mailctl >"$log" 2>&1 || fail "dpkg -P"
 left=$(inside find /etc/systemd/system -path '*.wants/mailctl.service' 2>&1)
 [ -z "$left" ] || fail "dpkg -P left $left"
 
-echo "test-systemd: ok $(basename "$deb"): booted systemd as PID 1, installed, setup started the notify unit, doctor clean but for DNS, mailbox created with sudo -u agent, agents setup, store/queue/registry/DKIM writable, reload applied, root's doctor saw the key waiting for a restart, the certbot deploy hook's renewal served after reload (same PID, no WARN from doctor), crash restarted, stop drained an SMTP DATA in progress (250, on disk), the queue survived the restart, the debug drop-in logged DEBUG and a message was followed by its queue id, purge left no unit link"
+echo "test-systemd: ok $(basename "$deb"): booted systemd as PID 1, installed, setup started the notify unit, doctor clean but for DNS, mailbox created with sudo -u agent, agents setup, store/queue/registry/DKIM writable, reload applied, root's doctor saw the key waiting for a restart, the certbot deploy hook's renewal served after reload (same PID, no WARN from doctor), crash restarted, stop drained an SMTP DATA in progress (250, on disk), the queue survived the restart, the debug drop-in logged DEBUG and a message was followed by its queue id, the profile drop-in wrote a CPU profile pprof reads, purge left no unit link"
