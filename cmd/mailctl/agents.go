@@ -156,6 +156,10 @@ func agentsSetup(args []string) int {
 	if err != nil {
 		return usageError(cf.fs, "%v", err)
 	}
+	if !*printOnly && os.Geteuid() == 0 {
+		fmt.Fprintln(stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
+		return 4
+	}
 	srv := mcpServer(cf.socket)
 	if goRunBuild(srv.Command, goEnv) {
 		return failure(cf.fs, fmt.Errorf("this binary (%s) is a `go run` build, which the go command deletes (go clean -cache, or when it exits); a harness wired to it would fail. Install it and run the installed one:\n\n    go install ./cmd/mailctl && %s\n\nor run the copy mailctl dev keeps: .mailctl-dev/bin/mailctl agents setup",
@@ -163,10 +167,6 @@ func agentsSetup(args []string) int {
 	}
 	if *printOnly {
 		return printSnippets(hs, srv)
-	}
-	if os.Geteuid() == 0 {
-		fmt.Fprintln(stderr, "mailctl agents setup: run as the agent's user, not root (agents act as their own user); --print shows the snippets")
-		return 4
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {

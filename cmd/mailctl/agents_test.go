@@ -47,14 +47,20 @@ func TestAgentsSetupRefusesRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("checks the refusal for root")
 	}
-	t.Setenv("HOME", t.TempDir())
+	home := t.TempDir()
+	t.Setenv("HOME", home)
 	var code int
 	out, _ := capture(func(*os.File) { code = agentsSetup([]string{"codex"}) })
 	if code == 0 || !strings.Contains(out, "run as the agent's user") {
 		t.Errorf("root was not refused (exit %d): %s", code, out)
 	}
-	if _, err := os.Stat(os.Getenv("HOME") + "/.codex/config.toml"); err == nil {
+	if _, err := os.Stat(home + "/.codex/config.toml"); err == nil {
 		t.Error("a config was written for root")
+	}
+	// Refused means nothing ran first: a go command asked where this
+	// binary came from would leave its telemetry in HOME.
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("refusing root left %s in HOME", entries[0].Name())
 	}
 }
 
