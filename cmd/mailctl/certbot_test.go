@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
@@ -153,28 +152,10 @@ esac
 	cb.issue(t, first)
 	runHook() // by hand, as docs/setup.md says for the first certificate
 
-	if err := daemon.EnsureDevKeys(filepath.Join(dir, "dkim")); err != nil {
-		t.Fatal(err)
-	}
 	smtpAddr := freePort(t)
 	sock := filepath.Join(dir, "mailctl.sock")
-	cfgPath := filepath.Join(dir, "config.toml")
-	cfgText := fmt.Sprintf(`hostname = "mx.example.com"
-domains = ["example.com"]
-[paths]
-state_dir = %q
-socket = %q
-dkim_dir = %q
-[smtp]
-listen = [%q]
-tls_cert = %q
-tls_key = %q
-[dns]
-resolver = "127.0.0.1:9"
-`, filepath.Join(dir, "state"), sock, filepath.Join(dir, "dkim"), smtpAddr, filepath.Join(tlsDir, "cert.pem"), filepath.Join(tlsDir, "key.pem"))
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := serveConfig(t, dir, smtpAddr,
+		fmt.Sprintf("tls_cert = %q", filepath.Join(tlsDir, "cert.pem")), fmt.Sprintf("tls_key = %q", filepath.Join(tlsDir, "key.pem")))
 	serve := exec.Command(os.Args[0], "serve", "--config", cfgPath)
 	serve.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
 	var logs testproc.Output

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/internal/freeport"
 	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
@@ -45,6 +47,32 @@ func mailctl(t *testing.T, env []string, args ...string) (string, string, int) {
 }
 
 func freePort(t *testing.T) string { return freeport.TCP(t) }
+
+// serveConfig writes the config of a `mailctl serve` with every path under
+// dir, SMTP on smtpAddr (with smtpLines added to its section) and no DNS,
+// and the DKIM keys it loads; it returns the config's path.
+func serveConfig(t *testing.T, dir, smtpAddr string, smtpLines ...string) string {
+	t.Helper()
+	if err := daemon.EnsureDevKeys(filepath.Join(dir, "dkim")); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "config.toml")
+	cfg := fmt.Sprintf(`hostname = "mx.example.com"
+domains = ["example.com"]
+[paths]
+state_dir = %q
+socket = %q
+dkim_dir = %q
+[smtp]
+listen = [%q]
+%s[dns]
+resolver = "127.0.0.1:9"
+`, filepath.Join(dir, "state"), filepath.Join(dir, "mailctl.sock"), filepath.Join(dir, "dkim"), smtpAddr, strings.Join(append(smtpLines, ""), "\n"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath
+}
 
 // startDev runs `mailctl dev` and waits until its socket answers and its
 // banner is out. The returned Proc is the process's one waiter.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,33 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/internal/testproc"
 )
-
-// profileConfig writes a daemon config with every path under dir.
-func profileConfig(t *testing.T, dir string) string {
-	t.Helper()
-	if err := daemon.EnsureDevKeys(filepath.Join(dir, "dkim")); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "config.toml")
-	cfg := fmt.Sprintf(`hostname = "mx.example.com"
-domains = ["example.com"]
-[paths]
-state_dir = %q
-socket = %q
-dkim_dir = %q
-[smtp]
-listen = [%q]
-[dns]
-resolver = "127.0.0.1:9"
-`, filepath.Join(dir, "state"), filepath.Join(dir, "mailctl.sock"), filepath.Join(dir, "dkim"), freePort(t))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return cfgPath
-}
 
 // pprofText is the decompressed profile at path (pprof's gzipped protocol
 // buffer, whose string table is plain text).
@@ -72,7 +46,7 @@ func TestServeCPUProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfgPath := profileConfig(t, dir)
+	cfgPath := serveConfig(t, dir, freePort(t))
 	profDir := filepath.Join(dir, "profiles")
 	if err := os.Mkdir(profDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -120,7 +94,7 @@ func TestServeCPUProfile(t *testing.T) {
 // the daemon can write in stops it before it starts, with the reason.
 func TestServeCPUProfileNeedsADirectory(t *testing.T) {
 	dir := t.TempDir()
-	cfgPath := profileConfig(t, dir)
+	cfgPath := serveConfig(t, dir, freePort(t))
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, []byte("keep\n"), 0o644); err != nil {
 		t.Fatal(err)
