@@ -25,7 +25,8 @@ import (
 
 // storeCopy stores one mailbox's copy of a message in folder: recorded in
 // the inbound journal under the id the store chose (with its delivery key,
-// so that a restart that writes it again remembers the delivery too), then
+// so that a restart remembers the delivery again, whether it writes the
+// copy again or finds it written), then
 // written into the folder, then marked written for the next checkpoint. A
 // repeat of a delivery stored lately is not stored again (dup).
 func (b *inbound) storeCopy(key store.DeliveryKey, mailbox, folder string, m *store.Message, p *ingest.Parsed, c *copySource) (id string, dup bool, err error) {
@@ -90,7 +91,8 @@ type intakeService struct {
 // openIntake opens the inbound journal in the state directory.
 func (d *Daemon) openIntake() (*intakeService, error) {
 	j, pending, err := intake.Open(d.cfg().Paths.InboundDir(), intake.Options{Sync: d.store.Sync,
-		Logf: func(msg string, args ...any) { d.log.Warn(msg, args...) }})
+		Logf:    func(msg string, args ...any) { d.log.Warn(msg, args...) },
+		Written: d.rememberWritten})
 	if err != nil {
 		return nil, fmt.Errorf("opening the inbound journal: %w", err)
 	}
@@ -117,6 +119,22 @@ func (s *intakeService) Start(context.Context) error {
 		d.intake.Run(ctx)
 	}()
 	return nil
+}
+
+// rememberWritten remembers again the delivery of a copy the inbound
+// journal holds as written: the store keeps a journaled delivery in memory
+// until the checkpoint's Sync commits it (store.DeliverOnceJournaled), so
+// one killed before that checkpoint forgot it, and the sender's retry of a
+// message it never saw answered must still be known as a repeat.
+func (d *Daemon) rememberWritten(e intake.Entry) {
+	key, err := hex.DecodeString(e.Key)
+	if err != nil || len(key) != len(store.DeliveryKey{}) {
+		return // recorded without a key: nothing to remember
+	}
+	if err := d.store.RememberDelivery(store.DeliveryKey(key), e.Mailbox, e.Folder, e.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		// A repeat is then stored again: a duplicate, never a loss.
+		d.log.Warn("a message in the inbound journal is not remembered as delivered", "mailbox", e.Mailbox, "id", e.ID, "err", err)
+	}
 }
 
 // replay writes one copy again, replacing what a crash left of it, and

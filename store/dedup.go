@@ -1,12 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"database/sql"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,7 +68,17 @@ type deliveriesDB struct {
 	running  bool
 	inserted int
 	insert   *sql.Stmt // prepared once: preparing costs as much as running it
+
+	// later holds the deliveries remembered in memory only, for callers
+	// whose own journal holds each of them until the next flush commits
+	// them all at once (rememberLater, Store.Sync).
+	laterMu sync.Mutex
+	later   map[recentKey]*dedupRec
 }
+
+// maxLater bounds the deliveries held for the next flush; past it a
+// delivery is committed before its caller goes on, as without a journal.
+var maxLater = 1 << 16
 
 func openDeliveriesDB(path string) (*deliveriesDB, error) {
 	if err := peekDB(deliveriesWhat, path); err != nil {
@@ -187,13 +199,15 @@ func (x *deliveriesDB) close() {
 	x.db.Close()
 }
 
-// remember records r durably (against a crash of the process) before it
-// returns.
-func (x *deliveriesDB) remember(r *dedupRec) error {
-	x.add(r.mailbox, r.folder, r.key)
+// remember records rs durably (against a crash of the process) before it
+// returns: one commit, shared with the concurrent callers.
+func (x *deliveriesDB) remember(rs ...*dedupRec) error {
+	for _, r := range rs {
+		x.add(r.mailbox, r.folder, r.key)
+	}
 	done := make(chan error, 1)
 	x.mu.Lock()
-	x.pending = append(x.pending, r)
+	x.pending = append(x.pending, rs...)
 	x.waiters = append(x.waiters, done)
 	if x.running {
 		x.mu.Unlock()
@@ -213,6 +227,60 @@ func (x *deliveriesDB) remember(r *dedupRec) error {
 	x.running = false
 	x.mu.Unlock()
 	return <-done
+}
+
+// rememberLater records r in memory, for the next flush to commit: the
+// caller's journal holds the delivery until then (see Store.Sync). It
+// reports false, having recorded nothing, when too many wait already.
+func (x *deliveriesDB) rememberLater(r *dedupRec) bool {
+	k := recentKey{mailbox: r.mailbox, folder: r.folder, key: r.key}
+	x.laterMu.Lock()
+	defer x.laterMu.Unlock()
+	if len(x.later) >= maxLater {
+		return false
+	}
+	if x.later == nil {
+		x.later = map[recentKey]*dedupRec{}
+	}
+	x.add(r.mailbox, r.folder, r.key)
+	x.later[k] = r
+	return true
+}
+
+// flush commits what rememberLater holds, in one transaction. What it
+// commits leaves memory; on an error everything stays for the next flush.
+func (x *deliveriesDB) flush() error {
+	x.laterMu.Lock()
+	batch := make([]*dedupRec, 0, len(x.later))
+	for _, r := range x.later {
+		batch = append(batch, r)
+	}
+	x.laterMu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	// Oldest first, as they arrived: commit prunes by the first one's time.
+	slices.SortFunc(batch, func(a, b *dedupRec) int { return cmp.Compare(a.at, b.at) })
+	if err := x.remember(batch...); err != nil {
+		return err
+	}
+	x.laterMu.Lock()
+	for _, r := range batch {
+		k := recentKey{mailbox: r.mailbox, folder: r.folder, key: r.key}
+		if x.later[k] == r {
+			delete(x.later, k)
+		}
+	}
+	x.laterMu.Unlock()
+	return nil
+}
+
+// heldLater returns the delivery rememberLater holds for k, if any.
+func (x *deliveriesDB) heldLater(k recentKey) (*dedupRec, bool) {
+	x.laterMu.Lock()
+	defer x.laterMu.Unlock()
+	r, ok := x.later[k]
+	return r, ok
 }
 
 func (x *deliveriesDB) commit(batch []*dedupRec) error {
@@ -247,7 +315,12 @@ func (x *deliveriesDB) commit(batch []*dedupRec) error {
 func (x *deliveriesDB) lookup(mailbox, folder, identity string, key DeliveryKey, now time.Time) (string, bool) {
 	var id, ident string
 	var at int64
-	err := x.db.QueryRow("SELECT id, identity, at FROM deliveries WHERE mailbox = ? AND folder = ? AND key = ?", mailbox, folder, key[:]).Scan(&id, &ident, &at)
+	var err error
+	if r, ok := x.heldLater(recentKey{mailbox: mailbox, folder: folder, key: key}); ok {
+		id, ident, at = r.id, r.identity, r.at
+	} else {
+		err = x.db.QueryRow("SELECT id, identity, at FROM deliveries WHERE mailbox = ? AND folder = ? AND key = ?", mailbox, folder, key[:]).Scan(&id, &ident, &at)
+	}
 	if err != nil || ident != identity || now.Sub(time.Unix(0, at)) > DedupWindow || ValidID(id) != nil {
 		return "", false
 	}
@@ -288,13 +361,19 @@ func (s *Store) deliveredBefore(k recentKey) (string, bool) {
 }
 
 // rememberDelivery records that the delivery k was stored as id, durably
-// before it returns: the caller answers the sender next.
-func (s *Store) rememberDelivery(k recentKey, id string) error {
+// before it returns: the caller answers the sender next. With later set the
+// caller's own journal holds the delivery until the next Sync, which
+// commits it with every other one remembered so (see Sync).
+func (s *Store) rememberDelivery(k recentKey, id string, later bool) error {
 	mb, err := s.openMailbox(k.mailbox)
 	if err != nil {
 		return err
 	}
 	ident := identityOf(mb).String()
 	mb.close()
-	return s.dedup.remember(&dedupRec{mailbox: k.mailbox, folder: k.folder, identity: ident, key: k.key, id: id, at: s.now().UnixNano()})
+	r := &dedupRec{mailbox: k.mailbox, folder: k.folder, identity: ident, key: k.key, id: id, at: s.now().UnixNano()}
+	if later && s.dedup.rememberLater(r) {
+		return nil
+	}
+	return s.dedup.remember(r)
 }

@@ -63,7 +63,10 @@ func (s *Store) DeliverOnceFrom(key DeliveryKey, mailbox, folder string, m *Mess
 // id and makes the record durable; then the files are written without an
 // fsync, and the caller's checkpoint (Sync) makes them durable before it
 // forgets the record. When journal fails, nothing is written; when the
-// write fails after it, the caller must forget the record.
+// write fails after it, the caller must forget the record. The delivery is
+// remembered (for DeliverOnce's repeats) in memory until that Sync commits
+// it: a caller that restarts with the record still in its journal
+// remembers it again (RememberDelivery), written or not.
 func (s *Store) DeliverOnceJournaled(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, dup bool, err error) {
 	return s.deliverOnce(key, mailbox, folder, m, body, raw, atts, journal)
 }
@@ -85,10 +88,12 @@ func (s *Store) deliverOnce(key DeliveryKey, mailbox, folder string, m *Message,
 				id, err = s.deliver(mailbox, folder, m, body, raw, atts, journal)
 			}
 			if err == nil {
-				// Remembered on disk before the sender is answered. Failing
-				// that, a repeat after a restart is stored again: a
-				// duplicate, never a loss.
-				s.rememberDelivery(k, id)
+				// Remembered on disk before the sender is answered, or,
+				// for a caller with a journal of its own, by the Sync
+				// before that journal lets the delivery go. Failing that,
+				// a repeat after a restart is stored again: a duplicate,
+				// never a loss.
+				s.rememberDelivery(k, id, journal != nil)
 			}
 			s.recent.finish(mine, id, err)
 			return id, false, err
@@ -113,7 +118,7 @@ func (s *Store) RememberDelivery(key DeliveryKey, mailbox, folder, id string) er
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	return s.rememberDelivery(recentKey{mailbox: mailbox, folder: folder, key: key}, id)
+	return s.rememberDelivery(recentKey{mailbox: mailbox, folder: folder, key: key}, id, false)
 }
 
 // testHookBeforeWrite, when set (by tests only), runs before DeliverOnce

@@ -117,3 +117,58 @@ func TestReplacedCopyIsRememberedAcrossRestart(t *testing.T) {
 		t.Errorf("a delivery never remembered: dup %v %v, want it stored", dup, err)
 	}
 }
+
+// TestJournaledDeliveryIsRememberedAtSync: a journaled delivery is
+// remembered in memory at once (a repeat is recognised before any Sync)
+// and committed to deliveries.db by the next Sync, all of them in one
+// transaction, so that a restart recognises it too; past maxLater waiting,
+// a delivery is committed before DeliverOnceJournaled returns.
+func TestJournaledDeliveryIsRememberedAtSync(t *testing.T) {
+	s := newTestStore(t)
+	rows := func(s *Store) int {
+		t.Helper()
+		var n int
+		if err := s.dedup.db.QueryRow("SELECT count(*) FROM deliveries").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deliver := func(s *Store, i int) (string, bool) {
+		t.Helper()
+		id, dup, err := s.DeliverOnceJournaled(sha256.Sum256([]byte{byte(i)}), "agent", "inbox", testMessage(i), "body", rawOf([]byte("raw")), nil, func(string) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, dup
+	}
+	first, _ := deliver(s, 1)
+	deliver(s, 2)
+	if n := rows(s); n != 0 {
+		t.Fatalf("%d deliveries committed before a Sync, want them in memory", n)
+	}
+	if again, dup := deliver(s, 1); !dup || again != first {
+		t.Fatalf("a repeat before the Sync: %q dup %v, want %q", again, dup, first)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(s); n != 2 {
+		t.Fatalf("%d deliveries committed by the Sync, want 2", n)
+	}
+	if _, held := s.dedup.heldLater(recentKey{mailbox: "agent", folder: "inbox", key: sha256.Sum256([]byte{1})}); held {
+		t.Error("a committed delivery is still held in memory")
+	}
+	s = reopen(t, s)
+	if again, dup := deliver(s, 1); !dup || again != first {
+		t.Fatalf("a repeat after a restart: %q dup %v, want %q", again, dup, first)
+	}
+
+	old := maxLater
+	maxLater = 1
+	t.Cleanup(func() { maxLater = old })
+	deliver(s, 3)
+	deliver(s, 4)
+	if n := rows(s); n != 3 {
+		t.Errorf("%d deliveries committed with one held and maxLater 1, want 3", n)
+	}
+}

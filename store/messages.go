@@ -86,7 +86,13 @@ func (s *Store) updateOne(mailbox, folder, id string, fn func(*Message) error, m
 // syncfs(2) on the store's filesystem. One call covers any number of
 // UpdateUnsynced changes. A message CreateDeferred still holds is not
 // written yet, and stays so: its creator keeps its own record of it.
+// First it commits, in one transaction, the deliveries DeliverOnceJournaled
+// remembered since the last Sync, so that the syncfs covers them too when
+// the state directory is on the store's file system. Should that commit
+// fail they stay in memory for the next Sync: a journal that then lets
+// them go costs, at worst, a repeat stored twice after a restart.
 func (s *Store) Sync() error {
+	s.dedup.flush()
 	if err := unix.Syncfs(s.root.fd); err != nil {
 		return &os.PathError{Op: "syncfs", Path: s.rootPath, Err: err}
 	}

@@ -113,6 +113,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	s.folders = map[string]*folderIndex{}
 	s.mu.Unlock()
+	s.dedup.flush() // as Sync does; a repeat is at worst stored twice
 	s.dedup.close()
 	s.idx.close()
 	return s.root.Close()

@@ -106,6 +106,13 @@ type Options struct {
 	Sync func() error
 	// Logf reports what the replay found and what a checkpoint could not do.
 	Logf func(msg string, args ...any)
+	// Written, when set, is called by Open for each copy the journal
+	// still holds that is known to be written (so not returned to write
+	// again), oldest first: its files are there, but what the write did
+	// after them and left to the next checkpoint's Sync (remembering the
+	// delivery's key) may be lost with the process, and the caller does
+	// it again.
+	Written func(e Entry)
 }
 
 // Journal is the inbound journal of one daemon.
@@ -165,7 +172,7 @@ func Open(dir string, o Options) (*Journal, []*Pending, error) {
 	j := &Journal{dir: dir, o: o, boot: bootID(), segs: map[int]*segment{}, spools: map[string]*Spool{},
 		nextSpool: 1, kick: make(chan struct{}, 1)}
 	j.nextSeq.Store(1)
-	r := &replay{j: j, msgs: map[uint64]*replayed{}, done: map[uint64]bool{}}
+	r := &replay{j: j, msgs: map[uint64]*replayed{}, done: map[uint64]bool{}, written: map[uint64]bool{}}
 	names, err := filepath.Glob(filepath.Join(dir, segPrefix+"*"))
 	if err != nil {
 		return nil, nil, err
@@ -181,6 +188,13 @@ func Open(dir string, o Options) (*Journal, []*Pending, error) {
 		}
 	}
 	pending := r.pending()
+	if o.Written != nil {
+		for _, seq := range slices.Sorted(maps.Keys(r.msgs)) {
+			if r.written[seq] {
+				o.Written(r.msgs[seq].rec.Entry)
+			}
+		}
+	}
 	r.removeStraySpools()
 	if err := j.newActive(); err != nil {
 		j.closeAll()
@@ -201,9 +215,10 @@ func bootID() string {
 
 // replay gathers the records of every segment.
 type replay struct {
-	j    *Journal
-	msgs map[uint64]*replayed
-	done map[uint64]bool // trusted 'W' and every 'X'
+	j       *Journal
+	msgs    map[uint64]*replayed
+	done    map[uint64]bool // trusted 'W' and every 'X'
+	written map[uint64]bool // trusted 'W' not undone by an 'R'
 }
 
 type replayed struct {
@@ -253,6 +268,7 @@ func (r *replay) apply(seg *segment, p []byte, at wal.Loc) error {
 		}
 		if boot := string(p[9:]); boot != "" && boot == r.j.boot {
 			r.done[binary.BigEndian.Uint64(p[1:9])] = true
+			r.written[binary.BigEndian.Uint64(p[1:9])] = true
 		}
 	case 'X':
 		if len(p) < 9 {
@@ -264,6 +280,7 @@ func (r *replay) apply(seg *segment, p []byte, at wal.Loc) error {
 			return errors.New("short write-again record")
 		}
 		delete(r.done, binary.BigEndian.Uint64(p[1:9]))
+		delete(r.written, binary.BigEndian.Uint64(p[1:9]))
 	default:
 		return fmt.Errorf("record kind %q", p[0])
 	}

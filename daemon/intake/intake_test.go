@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -261,5 +262,65 @@ func TestConcurrentAddsShareFsyncs(t *testing.T) {
 	wg.Wait()
 	if st := j.Stats(); st.Syncs > n {
 		t.Errorf("%d fsyncs for %d copies", st.Syncs, n)
+	}
+}
+
+// TestWrittenCopiesAreReported: at a restart, Options.Written gets each copy
+// the journal still holds that is known to be written (this boot's 'W'),
+// oldest first, and no other: not one written in another boot (that one is
+// pending), not one given up, not one marked to be written again, and none
+// after a checkpoint let them go.
+func TestWrittenCopiesAreReported(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, &syncs{})
+	var tks []*Ticket
+	for i := range 6 {
+		e := entry(i)
+		e.Key = fmt.Sprintf("%064x", i)
+		tk, err := j.Add(e, []byte("message\r\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tks = append(tks, tk)
+	}
+	tks[4].Written()
+	tks[0].Written()
+	tks[1].Abandon()
+	tks[3].Written()
+	j.mu.Lock()
+	tks[3].markLocked('R', "")
+	j.mu.Unlock()
+	j.boot = "a boot before this one"
+	tks[5].Written()
+	j.Close()
+
+	var got []string
+	reopen := func(s *syncs) (*Journal, []*Pending) {
+		got = nil
+		j, pending, err := Open(dir, Options{Sync: s.sync, Written: func(e Entry) { got = append(got, e.ID+" "+e.Key[60:]) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { j.Close() })
+		return j, pending
+	}
+	j, pending := reopen(&syncs{})
+	if want := []string{entry(0).ID + " 0000", entry(4).ID + " 0004"}; !slices.Equal(got, want) {
+		t.Errorf("reported written: %q, want %q", got, want)
+	}
+	var ids []string
+	for _, p := range pending {
+		ids = append(ids, p.ID)
+		p.Written()
+	}
+	if want := []string{entry(2).ID, entry(3).ID, entry(5).ID}; !slices.Equal(ids, want) {
+		t.Errorf("pending: %q, want %q", ids, want)
+	}
+	if err := j.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if _, pending := reopen(&syncs{}); len(got) != 0 || len(pending) != 0 {
+		t.Errorf("after a checkpoint: %d reported written, %d pending", len(got), len(pending))
 	}
 }
