@@ -76,9 +76,11 @@ type deliveriesDB struct {
 	later   map[recentKey]*dedupRec
 }
 
-// maxLater bounds the deliveries held for the next flush; past it a
-// delivery is committed before its caller goes on, as without a journal.
-var maxLater = 1 << 16
+// maxLater bounds the deliveries held for the next flush (about 200 bytes
+// each); past it a delivery is committed before its caller goes on, as
+// without a journal. The inbound journal checkpoints every second and at
+// 1,024 copies written, so only a flush that keeps failing reaches it.
+var maxLater = 1 << 13
 
 func openDeliveriesDB(path string) (*deliveriesDB, error) {
 	if err := peekDB(deliveriesWhat, path); err != nil {
