@@ -285,6 +285,10 @@ func (x *deliveriesDB) heldLater(k recentKey) (*dedupRec, bool) {
 	return r, ok
 }
 
+// testHookDedupCommit, when set (by tests only), runs in commit before the
+// transaction commits, with its batch.
+var testHookDedupCommit func(batch []*dedupRec)
+
 func (x *deliveriesDB) commit(batch []*dedupRec) error {
 	tx, err := x.db.Begin()
 	if err != nil {
@@ -296,6 +300,9 @@ func (x *deliveriesDB) commit(batch []*dedupRec) error {
 		if _, err := insert.Exec(r.mailbox, r.folder, r.key[:], r.identity, r.id, r.at); err != nil {
 			return err
 		}
+	}
+	if testHookDedupCommit != nil {
+		testHookDedupCommit(batch)
 	}
 	x.inserted += len(batch)
 	if x.inserted >= 1000 {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestDeliverOnceJournaled: the journal is told the id before any file of
@@ -149,8 +151,18 @@ func TestJournaledDeliveryIsRememberedAtSync(t *testing.T) {
 	if again, dup := deliver(s, 1); !dup || again != first {
 		t.Fatalf("a repeat before the Sync: %q dup %v, want %q", again, dup, first)
 	}
-	if err := s.Sync(); err != nil {
-		t.Fatal(err)
+	// Until the commit is done, a repeat is still known from memory.
+	hooked := 0
+	testHookDedupCommit = func(batch []*dedupRec) {
+		hooked += len(batch)
+		if id, ok := s.dedup.lookup("agent", "inbox", batch[0].identity, sha256.Sum256([]byte{1}), time.Now()); !ok || id != first {
+			t.Errorf("during the commit the delivery is %q %v, want %q held", id, ok, first)
+		}
+	}
+	err := s.Sync()
+	testHookDedupCommit = nil
+	if err != nil || hooked != 2 {
+		t.Fatalf("Sync: %v, %d deliveries committed", err, hooked)
 	}
 	if n := rows(s); n != 2 {
 		t.Fatalf("%d deliveries committed by the Sync, want 2", n)
@@ -170,5 +182,64 @@ func TestJournaledDeliveryIsRememberedAtSync(t *testing.T) {
 	deliver(s, 4)
 	if n := rows(s); n != 3 {
 		t.Errorf("%d deliveries committed with one held and maxLater 1, want 3", n)
+	}
+}
+
+// TestJournaledRepeatsRaceTheSync: journaled deliveries of a few keys,
+// each sent many times from many goroutines, race Syncs that commit what
+// is held: each key is stored exactly once, every repeat answers with its
+// id, and once the last Sync is done every key is in deliveries.db and
+// none is held in memory.
+func TestJournaledRepeatsRaceTheSync(t *testing.T) {
+	s := newTestStore(t)
+	const keys, senders, rounds = 4, 8, 10
+	var mu sync.Mutex
+	ids := map[byte]map[string]bool{}
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				k := byte((g + r) % keys)
+				m := testMessage(int(k))
+				id, _, err := s.DeliverOnceJournaled(sha256.Sum256([]byte{k}), "agent", "inbox", m, "body", rawOf([]byte("raw")), nil, func(string) error { return nil })
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r%3 == g%3 {
+					// Syncs interleave with the deliveries of the others.
+					if err := s.Sync(); err != nil {
+						t.Error(err)
+					}
+				}
+				mu.Lock()
+				if ids[k] == nil {
+					ids[k] = map[string]bool{}
+				}
+				ids[k][id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(listIDs(t, s, "inbox")); n != keys {
+		t.Errorf("the inbox holds %d messages, want %d (one a key)", n, keys)
+	}
+	for k := range byte(keys) {
+		if len(ids[k]) != 1 {
+			t.Errorf("key %d answered with ids %v, want one", k, ids[k])
+		}
+		if _, held := s.dedup.heldLater(recentKey{mailbox: "agent", folder: "inbox", key: sha256.Sum256([]byte{k})}); held {
+			t.Errorf("key %d is still held after the last Sync", k)
+		}
+	}
+	var n int
+	if err := s.dedup.db.QueryRow("SELECT count(*) FROM deliveries").Scan(&n); err != nil || n != keys {
+		t.Errorf("deliveries.db holds %d deliveries (%v), want %d", n, err, keys)
 	}
 }
