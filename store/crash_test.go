@@ -24,7 +24,10 @@ func TestCrashChild(t *testing.T) {
 	if root == "" {
 		t.Skip("only runs as the child of TestCrashDuringDelivery")
 	}
-	s, err := Open(root)
+	// The index beside the mailboxes, in the parent's temporary folder:
+	// this process is killed, and Open's own temporary index folder would
+	// outlive it.
+	s, err := OpenIndexed(root, filepath.Join(filepath.Dir(root), "index", IndexFile))
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
