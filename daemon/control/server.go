@@ -148,14 +148,30 @@ func mustFrame(v any) []byte {
 type connWriter struct {
 	mu   sync.Mutex
 	conn net.Conn
+	// broken is the first write error: a write that failed may have sent
+	// part of its frame, so nothing more is written and the connection is
+	// closed. The client sees the connection end, not a frame cut short
+	// and glued to the next one, nor later answers with earlier ones lost.
+	broken error
 }
+
+// writeTimeout is how long one frame may wait for a client that does not
+// read.
+var writeTimeout = 30 * time.Second
 
 func (w *connWriter) send(r protocol.Response) error {
 	frame := mustFrame(r)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if w.broken != nil {
+		return w.broken
+	}
+	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err := w.conn.Write(frame)
+	if err != nil {
+		w.broken = err
+		w.conn.Close()
+	}
 	return err
 }
 
