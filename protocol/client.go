@@ -18,6 +18,10 @@ func SocketPath(flagValue string) string {
 	return cmp.Or(flagValue, os.Getenv("MAILCTL_SOCKET"), DefaultSocket)
 }
 
+// writeTimeout is how long one request may wait for a daemon that does not
+// read.
+var writeTimeout = 30 * time.Second
+
 // Client is a connection to the daemon. It is safe for concurrent use: many
 // requests may be in flight on one connection, and watches stream alongside.
 type Client struct {
@@ -158,8 +162,14 @@ func (c *Client) send(ctx context.Context, verb string, args any, buffer int) (u
 	}
 	frame = append(frame, '\n')
 	c.writeMu.Lock()
-	c.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err = c.conn.Write(frame)
+	if err != nil {
+		// The write may have sent part of the frame: a later one would be
+		// glued to it, so the connection ends here (every request on it
+		// fails as unavailable, and the caller dials again).
+		c.conn.Close()
+	}
 	c.writeMu.Unlock()
 	if err != nil {
 		c.forget(req.ID)

@@ -267,6 +267,9 @@ func (f *FrameReader) Next() ([]byte, error) {
 		}
 		line := bytes.TrimRight(f.buf, "\r\n")
 		if len(line) > f.max {
+			// Up to two bytes over fit the buffer (room for "\r\n"): the
+			// head must still be this frame's, not the last refused one's.
+			f.keepHead(nil)
 			return nil, ErrFrameTooLarge
 		}
 		return line, nil

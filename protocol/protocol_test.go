@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -250,4 +252,91 @@ func FuzzFrameReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A frame one or two bytes over the limit is refused with its own head, not
+// with the head of a frame refused before it (whose id the reply would
+// then carry).
+func TestFrameJustOverMaxHasItsOwnHead(t *testing.T) {
+	const max = 64
+	frame := func(id int, n int) string {
+		pre := fmt.Sprintf(`{"id":%d,"verb":"version","args":{"x":"`, id)
+		post := `"}}`
+		return pre + strings.Repeat("a", n-len(pre)-len(post)) + post
+	}
+	input := frame(5, max+100) + "\n" + frame(6, max+1) + "\n" + frame(7, max+2) + "\r\n"
+	fr := NewFrameReader(strings.NewReader(input), max)
+	for _, want := range []uint64{5, 6, 7} {
+		if _, err := fr.Next(); !errors.Is(err, ErrFrameTooLarge) {
+			t.Fatalf("frame %d: err %v, want ErrFrameTooLarge", want, err)
+		}
+		if got := ProbeID(fr.Head()); got != want {
+			t.Errorf("frame %d refused with the head of id %d", want, got)
+		}
+	}
+}
+
+// A request that cannot be written whole (a daemon that stopped reading)
+// ends the connection: a later request must not be written after the part
+// that went out, where the daemon would read the two glued into one frame.
+func TestClientWriteTimeoutEndsTheConnection(t *testing.T) {
+	old := writeTimeout
+	writeTimeout = 200 * time.Millisecond
+	defer func() { writeTimeout = old }()
+
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	readNow := make(chan struct{})
+	verdict := make(chan string, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			verdict <- err.Error()
+			return
+		}
+		defer conn.Close()
+		conn.Write([]byte(`{"protocol":"` + Name + `","version":"` + Version + `","server":"test"}` + "\n"))
+		<-readNow
+		br := bufio.NewReaderSize(conn, 8<<20)
+		for {
+			line, err := br.ReadBytes('\n')
+			if err == io.EOF {
+				verdict <- "" // what was cut short ends with the connection
+				return
+			}
+			if err != nil {
+				verdict <- err.Error()
+				return
+			}
+			if !json.Valid(line) {
+				verdict <- fmt.Sprintf("the daemon read a torn frame of %d bytes", len(line))
+				return
+			}
+		}
+	}()
+	c, err := Dial(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := map[string]string{"x": strings.Repeat("a", 4<<20)}
+	if err := c.Call(context.Background(), "version", big, nil); CodeOf(err) != CodeUnavailable {
+		t.Fatalf("a 4 MiB request to a daemon that does not read: %v, want unavailable", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection stayed open after a request was cut short")
+	}
+	if err := c.Call(context.Background(), "version", nil, nil); CodeOf(err) != CodeUnavailable {
+		t.Fatalf("a request after the cut: %v, want unavailable", err)
+	}
+	close(readNow)
+	if v := <-verdict; v != "" {
+		t.Fatal(v)
+	}
 }
