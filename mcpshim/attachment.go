@@ -92,8 +92,19 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	data := AttachmentData{Filename: att.Filename, ContentType: att.ContentType, Size: att.Size,
 		Path: filepath.Join(mailboxDir, rel), Trust: trustFacts(m), Mode: attachmentMode(in.Mode, att.ContentType)}
+	// The name, its type and the path that carries the name are the
+	// sender's words: an untrusted sender's stay in the fence, and the
+	// summary names the attachment by its index.
+	var f *fence
+	name := fmt.Sprintf("%s (%s, %d bytes)", att.Filename, att.ContentType, att.Size)
+	if fenced(m) {
+		f = newFence()
+		data.Filename, data.ContentType, data.Path = f.inline(data.Filename), f.inline(data.ContentType), f.inline(data.Path)
+		data.Fence = f.label()
+		name = fmt.Sprintf("%d of the message (%d bytes; its name and path are fenced in data)", idx, att.Size)
+	}
 	if data.Mode == "path" {
-		return fmt.Sprintf("attachment %s (%s, %d bytes) is at %s", att.Filename, att.ContentType, att.Size, data.Path), data, nil, nil
+		return fmt.Sprintf("attachment %s is at the path in data", name), data, nil, nil
 	}
 	limit := int64(MaxAttachmentBase64)
 	maxChars := cmp.Or(in.MaxChars, DefaultAttachmentText) // the schema refuses below 0
@@ -107,15 +118,15 @@ func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in
 	switch data.Mode {
 	case "base64":
 		if !full {
-			return "", zero, nil, withNext(fail(protocol.CodeTooLarge, "attachment %s is larger than %d bytes", att.Filename, MaxAttachmentBase64),
+			return "", zero, nil, withNext(fail(protocol.CodeTooLarge, "attachment %s is larger than %d bytes", name, MaxAttachmentBase64),
 				&NextAction{Instruction: "Open the file at the path instead.", Tool: "email_attachment",
 					Arguments: map[string]any{"mailbox": in.Mailbox, "id": in.ID, "index": idx, "mode": "path"}})
 		}
 		data.Base64 = base64.StdEncoding.EncodeToString(content)
 	case "text":
-		attachmentText(&data, m, content, full, maxChars)
+		attachmentText(&data, f, content, full, maxChars)
 	}
-	return fmt.Sprintf("attachment %s (%s, %d bytes) as %s", att.Filename, att.ContentType, att.Size, data.Mode), data, nil, nil
+	return fmt.Sprintf("attachment %s as %s", name, data.Mode), data, nil, nil
 }
 
 // pickAttachment returns the index of the attachment in asks for, by
@@ -149,8 +160,8 @@ func attachmentMode(mode, contentType string) string {
 }
 
 // attachmentText puts up to maxChars of content into data as text, fenced
-// unless the message is trusted or our own sent copy.
-func attachmentText(data *AttachmentData, m *protocol.Message, content []byte, full bool, maxChars int) {
+// by f unless f is nil (the message is trusted or our own sent copy).
+func attachmentText(data *AttachmentData, f *fence, content []byte, full bool, maxChars int) {
 	if !utf8.Valid(content) && full {
 		content = []byte(strings.ToValidUTF8(string(content), "\uFFFD"))
 	}
@@ -160,8 +171,7 @@ func attachmentText(data *AttachmentData, m *protocol.Message, content []byte, f
 		full = false
 	}
 	data.Truncated = !full
-	if fenced(m) {
-		f := newFence()
+	if f != nil {
 		text = f.block(text)
 		data.Fence = f.label()
 	}

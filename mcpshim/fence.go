@@ -75,6 +75,39 @@ type TrustFacts struct {
 	DMARC   string `json:"dmarc,omitempty"`
 }
 
+// fenceFields fences, in the copy of a message that is not trusted that a
+// response shows, every value beside From, Subject and the body that its
+// sender chose as free text: the addresses with their display names, the
+// envelope recipient (its +tag), the identifiers and list headers, the
+// attachments' names, types and the paths that carry those names. What
+// stays outside is constrained and made here: the id (the time and a slug
+// of at most 40 lowercase ASCII letters, digits and dashes), the message's
+// paths, dates, sizes, and the authentication results. Slices are copied:
+// m shares them with the message the caller still holds.
+func fenceFields(m *protocol.Message, f *fence) {
+	each := func(v []string) []string {
+		if v == nil {
+			return nil
+		}
+		out := make([]string, len(v))
+		for i, s := range v {
+			out[i] = f.inline(s)
+		}
+		return out
+	}
+	m.To, m.Cc, m.Bcc, m.ReplyTo, m.References = each(m.To), each(m.Cc), each(m.Bcc), each(m.ReplyTo), each(m.References)
+	for _, p := range []*string{&m.DeliveredTo, &m.MessageID, &m.InReplyTo, &m.ListID, &m.AutoSubmitted} {
+		*p = f.inline(*p)
+	}
+	if m.AttachmentList != nil {
+		atts := make([]protocol.Attachment, len(m.AttachmentList))
+		for i, a := range m.AttachmentList {
+			atts[i] = protocol.Attachment{Filename: f.inline(a.Filename), ContentType: f.inline(a.ContentType), Size: a.Size, Path: f.inline(a.Path)}
+		}
+		m.AttachmentList = atts
+	}
+}
+
 // fenced reports whether a message's text is fenced: it is neither from a
 // trusted sender nor the mailbox's own sent copy.
 func fenced(m *protocol.Message) bool { return !m.Trusted.IsTrusted() && !m.Outbound }

@@ -174,19 +174,29 @@ func plainAddress(from string) string {
 }
 
 func listRow(mailbox string, m protocol.MessageSummary, f *fence) ListRow {
-	to := m.To
-	if len(to) > listToMax {
-		to = append(append([]string{}, to[:listToMax]...), fmt.Sprintf("(+%d more)", len(m.To)-listToMax))
-	}
-	to = orEmpty(to)
+	untrusted := !m.Trusted.IsTrusted() && m.Folder != protocol.FolderSent
+	to := slices.Clone(m.To[:min(len(m.To), listToMax)])
 	for i := range to {
 		to[i] = clip(to[i], listFieldMax)
+		// An untrusted row names a recipient by its plain address (a
+		// constrained string, as from_address is); a display name, or a
+		// value that is no plain address, is the sender's words.
+		if untrusted {
+			if a := plainAddress(m.To[i]); a != "" {
+				to[i] = a
+			} else {
+				to[i] = f.inline(to[i])
+			}
+		}
 	}
-	row := ListRow{ID: m.ID, Folder: m.Folder, URI: MessageURI(mailbox, m.Folder, m.ID), From: clip(m.From, listFieldMax), FromAddress: plainAddress(m.From), To: to, Subject: clip(m.Subject, listFieldMax),
+	if len(m.To) > listToMax {
+		to = append(to, fmt.Sprintf("(+%d more)", len(m.To)-listToMax))
+	}
+	row := ListRow{ID: m.ID, Folder: m.Folder, URI: MessageURI(mailbox, m.Folder, m.ID), From: clip(m.From, listFieldMax), FromAddress: plainAddress(m.From), To: orEmpty(to), Subject: clip(m.Subject, listFieldMax),
 		Date: m.Date.UTC().Format(time.RFC3339), DateSource: m.DateSource, Read: m.Read, Trusted: orNone(m.Trusted), ThreadID: m.ThreadID,
 		Attachments: m.Attachments, Snippet: clip(oneLine(m.Snippet), listSnippetMax), DeliveryStatus: m.DeliveryStatus,
 		Labels: m.Labels, Starred: m.Starred}
-	if !m.Trusted.IsTrusted() && m.Folder != protocol.FolderSent {
+	if untrusted {
 		row.From = f.inline(row.From)
 		row.Subject = f.inline(row.Subject)
 		row.Snippet = f.inline(row.Snippet)
@@ -342,6 +352,7 @@ func readData(m *protocol.Message, f *fence) EmailReadData {
 		d.From = f.inline(m.From)
 		d.Subject = f.inline(m.Subject)
 		d.Body = f.block(m.Body)
+		fenceFields(&d.Message, f)
 	}
 	d.Fence = f.label()
 	return d

@@ -291,7 +291,7 @@ func TestAttachmentTool(t *testing.T) {
 	}
 	a = AttachmentData{}
 	e.ok("email_attachment", map[string]any{"mailbox": "agent", "id": id, "filename": "pic.png"}, &a)
-	if a.Mode != "path" || a.Path != m.AttachmentList[1].Path || a.Text != "" {
+	if a.Mode != "path" || a.Fence == nil || unfenced(a.Path, a.Fence) != m.AttachmentList[1].Path || a.Text != "" {
 		t.Fatalf("path attachment: %+v", a)
 	}
 	a = AttachmentData{}
