@@ -39,6 +39,14 @@ func DevConfig(o DevOptions) (*config.Config, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
+	// A dev instance already running in dir holds the lock: refuse here,
+	// before the config it re-reads on SIGHUP, its certificate or its keys
+	// are rewritten from this start's flags. (New takes the lock for good.)
+	lock, err := acquireLock(filepath.Join(dir, "mailctl.sock"))
+	if err != nil {
+		return nil, err
+	}
+	lock.Close()
 	c := &config.Config{
 		Hostname: "localhost",
 		Domains:  []string{o.Domain},
