@@ -21,7 +21,7 @@ type Owner struct {
 }
 
 // ErrRootOwner is returned when a hook would run as uid 0.
-var ErrRootOwner = errors.New("hooks never run as root: give the mailbox to an ordinary user (mailctl mailbox create NAME --owner USER)")
+var ErrRootOwner = errors.New("hooks never run as root: give the mailbox to an ordinary user (mailctl mailboxes create NAME --owner USER)")
 
 // passwdPath is a variable so tests can point the shell lookup elsewhere.
 var passwdPath = "/etc/passwd"
