@@ -582,7 +582,7 @@ func mailMove(args []string) int {
 		return code
 	}
 	if *to == "" {
-		return usageError(mf.fs, "name the destination with --to (inbox, archive or trash)")
+		return usageError(mf.fs, "name the destination with --to (inbox, archive, trash or junk)")
 	}
 	if mf.fs.NArg() == 0 {
 		return usageError(mf.fs, "give at least one message id (from `mailctl mail list`)")

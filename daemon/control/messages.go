@@ -180,13 +180,20 @@ func handleMessageMark(_ context.Context, s *Server, c *call, a *protocol.Messag
 	return protocol.MessageMarked{Changed: nonNil(changed), NotFound: notFound, Failed: failed}, nil
 }
 
+// moveDestinations are the folders message.move takes a message to. sent
+// and drafts are written only by sending and by the draft verbs: a received
+// message moved there would pose as a sent copy, or become a draft that
+// draft.send sends.
+var moveDestinations = map[string]bool{protocol.FolderInbox: true, protocol.FolderArchive: true,
+	protocol.FolderTrash: true, protocol.FolderJunk: true}
+
 func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.MessageMoveArgs) (any, error) {
 	from, err := folderOf(a.From)
 	if err != nil {
 		return nil, err
 	}
 	to, err := folderOf(a.To)
-	if err != nil || a.To == "" {
+	if err != nil || a.To == "" || !moveDestinations[to] {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "to: name the destination folder (inbox, archive, trash or junk)")
 	}
 	if from == to {
