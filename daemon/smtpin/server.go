@@ -367,6 +367,8 @@ var (
 	errTempFailure  = smtpErr(451, smtp.EnhancedCode{4, 3, 0}, "Temporary failure, please try again later")
 	errTooBig       = smtpErr(552, smtp.EnhancedCode{5, 3, 4}, "Message too big")
 	errTooManyRcpts = smtpErr(452, smtp.EnhancedCode{4, 5, 3}, "Too many recipients")
+	errBadSender    = smtpErr(501, smtp.EnhancedCode{5, 1, 7}, "Bad sender address syntax: no control characters or surrounding spaces")
+	errBadRcpt      = smtpErr(501, smtp.EnhancedCode{5, 1, 3}, "Bad recipient address syntax: no control characters or surrounding spaces")
 	errLoop         = smtpErr(554, smtp.EnhancedCode{5, 4, 6}, "Too many Received headers: mail loop")
 	errBareEOL      = smtpErr(554, smtp.EnhancedCode{5, 6, 0}, "Bare CR or LF in message: lines must end with CRLF")
 	errEmpty        = smtpErr(554, smtp.EnhancedCode{5, 6, 0}, "Empty message")

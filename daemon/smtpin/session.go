@@ -11,6 +11,8 @@ import (
 	"net"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/emersion/go-smtp"
 )
@@ -73,6 +75,9 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 		ss.log.Info("MAIL refused: declared size too big", "size", opts.Size)
 		return ss.tc.countError(errTooBig)
 	}
+	if !cleanAddress(from) {
+		return ss.tc.countError(errBadSender)
+	}
 	ss.Reset()
 	ss.from, ss.hasFrom = from, true
 	if opts != nil {
@@ -88,6 +93,9 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if len(ss.rcpts) >= ss.s.lim.MaxRecipients {
 		return ss.tc.countError(errTooManyRcpts)
 	}
+	if !cleanAddress(to) {
+		return ss.tc.countError(errBadRcpt)
+	}
 	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.lim.CommandTimeout)
 	defer cancel()
 	if err := ss.s.b.CheckRecipient(ctx, to); err != nil {
@@ -96,6 +104,25 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	}
 	ss.rcpts = append(ss.rcpts, to)
 	return nil
+}
+
+// cleanAddress reports whether an envelope address, as go-smtp parsed it
+// out of its angle brackets (a quoted local part unquoted), holds no
+// control character (C0, DEL, C1), no line or paragraph separator and no
+// space at either end. RFC 5321 allows none of them (a quoted local part
+// takes printable characters and spaces); the address is routed, stored as
+// delivered_to and shown to the mailbox's reader, where such characters
+// would be a terminal's or a model's input.
+func cleanAddress(a string) bool {
+	if strings.TrimSpace(a) != a {
+		return false
+	}
+	for _, r := range a {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 // asReply keeps SMTP replies from the backend and turns any other error
