@@ -270,6 +270,12 @@ func (d *Daemon) buildState(cfg *config.Config) *state {
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: owner %q: %v", m.Name, m.Owner, err))
 			continue
 		}
+		if r, ok := d.reg.Mailbox(m.Name); ok && r.OwnerUID != uid {
+			// A user made it over the socket: serving the declaration would
+			// hand that user's mail and address to the declared owner.
+			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: the name is a mailbox uid %d created; it stays that user's (delete it first to declare the name for %q)", m.Name, r.OwnerUID, m.Owner))
+			continue
+		}
 		s.declared[m.Name] = &registry.Mailbox{ID: registry.ConfigMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: registry.SourceConfig, Aliases: m.Aliases}
 	}
 	for _, p := range s.problems {

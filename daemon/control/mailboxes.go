@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
@@ -142,6 +143,12 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 		}
 		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
 	}
+	if s.isDeclaredAlias(a.Name) {
+		// Mail to the address goes to the mailbox the alias belongs to:
+		// a mailbox of this name would never get it, and replies to its
+		// mail would reach that mailbox's owner.
+		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
+	}
 	created, err := s.store.Create(a.Name, int(uid), int(gid))
 	if err != nil {
 		if errors.Is(err, store.ErrOwnerMismatch) {
@@ -201,6 +208,22 @@ func handleMailboxDelete(_ context.Context, s *Server, c *call, a *protocol.Mail
 	}
 	s.log.Info("mailbox deleted", "mailbox", a.Name, "by_uid", c.caller.UID, "force", a.Force)
 	return protocol.Deleted{Name: a.Name, Deleted: true}, nil
+}
+
+// isDeclaredAlias reports whether an operator-declared mailbox has name as
+// an alias, bare or at one of our domains: routing gives such an address to
+// that mailbox before any mailbox of the name.
+func (s *Server) isDeclaredAlias(name string) bool {
+	cfg := s.cfg()
+	for _, m := range cfg.Mailboxes {
+		for _, a := range m.Aliases {
+			local, domain, full := strings.Cut(strings.ToLower(a), "@")
+			if local == name && (!full || cfg.IsLocalDomain(domain)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // EnsureMailbox creates a registry mailbox for uid if it does not exist yet
