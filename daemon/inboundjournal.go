@@ -38,8 +38,13 @@ func (b *inbound) storeCopy(key store.DeliveryKey, mailbox, folder string, m *st
 	var t *intake.Ticket
 	id, dup, err = d.store.DeliverOnceJournaled(key, mailbox, folder, m, p.Body, c, p.Attachments, func(id string) error {
 		crashpoint.Hit("inbound-reserved")
-		e := &intake.Entry{Mailbox: mailbox, Folder: folder, ID: id, Msg: *m, Prefix: c.ar, Key: hex.EncodeToString(key[:])}
-		var err error
+		// The store holds the mailbox's folder open while it asks for the
+		// record, so the mailbox now under the name is the one written to.
+		ident, err := d.store.MailboxIdentity(mailbox)
+		if err != nil {
+			return fmt.Errorf("recording the message in the inbound journal: %w", err)
+		}
+		e := &intake.Entry{Mailbox: mailbox, Folder: folder, ID: id, Msg: *m, Prefix: c.ar, Key: hex.EncodeToString(key[:]), Identity: ident}
 		if t, err = d.intake.Add(e, c.msg.Bytes(), sp); err != nil {
 			return fmt.Errorf("recording the message in the inbound journal: %w", err)
 		}
@@ -127,6 +132,9 @@ func (s *intakeService) Start(context.Context) error {
 // one killed before that checkpoint forgot it, and the sender's retry of a
 // message it never saw answered must still be known as a repeat.
 func (d *Daemon) rememberWritten(e intake.Entry) {
+	if !d.sameMailbox(e) {
+		return // deleted since, perhaps made again by someone else
+	}
 	key, err := hex.DecodeString(e.Key)
 	if err != nil || len(key) != len(store.DeliveryKey{}) {
 		return // recorded without a key: nothing to remember
@@ -144,6 +152,14 @@ func (d *Daemon) rememberWritten(e intake.Entry) {
 // announces it. The listeners are not open yet: no retry comes first.
 func (s *intakeService) replay(p *intake.Pending) {
 	d := s.d
+	if !d.sameMailbox(p.Entry) {
+		// Deleted after the copy was recorded, and perhaps made again
+		// under the same name by someone else: the copy was the deleted
+		// mailbox's and goes with it.
+		d.log.Warn("a message in the inbound journal is for a mailbox that is gone; dropped", "mailbox", p.Mailbox, "id", p.ID)
+		p.Abandon()
+		return
+	}
 	parsed, err := ingest.ParseFrom(p.Open, p.Size, ingest.Options{MaxAttachmentBytes: d.cfg().SMTP.MaxMessageBytes,
 		Spill: func() (*store.Spill, error) { return d.store.NewSpill(p.Mailbox, p.Folder) }})
 	if err != nil {
@@ -181,6 +197,21 @@ func (s *intakeService) replay(p *intake.Pending) {
 	if p.Folder == protocol.FolderInbox {
 		d.inbound.announce(p.Mailbox, p.ID, &m, parsed)
 	}
+}
+
+// sameMailbox reports whether the mailbox now under the name of a journal
+// record's copy is the one the copy was delivered to. A record from before
+// identities were recorded names its mailbox by name only. A mailbox that
+// is gone is left to the write, which drops the copy.
+func (d *Daemon) sameMailbox(e intake.Entry) bool {
+	if e.Identity == "" {
+		return true
+	}
+	ident, err := d.store.MailboxIdentity(e.Mailbox)
+	if err != nil {
+		return true // gone (the write drops the copy), or unreadable (the write says why)
+	}
+	return ident == e.Identity
 }
 
 func (s *intakeService) Stop(ctx context.Context) error {

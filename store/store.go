@@ -282,6 +282,20 @@ func (s *Store) openMailbox(name string) (*mailbox, error) {
 	return &mailbox{dir: d, uid: int(st.Uid), gid: int(st.Gid)}, nil
 }
 
+// MailboxIdentity names the mailbox now under name: its owner and its
+// directory (device, inode, birth time). A mailbox deleted and made again
+// under the same name, perhaps for another owner, has another identity, so
+// what was recorded about the first (an inbound journal record, say) can be
+// told from what concerns the second.
+func (s *Store) MailboxIdentity(name string) (string, error) {
+	mb, err := s.openMailbox(name)
+	if err != nil {
+		return "", err
+	}
+	defer mb.close()
+	return identityOf(mb).String(), nil
+}
+
 // folder opens a folder of the mailbox. With create, a missing standard
 // folder is recreated. A folder not owned by the mailbox owner is refused:
 // it can only be something moved in from elsewhere.

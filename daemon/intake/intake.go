@@ -86,6 +86,11 @@ type Entry struct {
 	// Key is the delivery's key (store.DeliveryKey) in hex, remembered
 	// again when the copy is written again; "" for none.
 	Key string `json:"key,omitempty"`
+	// Identity is the identity of the mailbox the copy was delivered to
+	// (store.MailboxIdentity), so that a copy is never written again into
+	// a mailbox made later under the same name; "" for a record written
+	// before identities were recorded.
+	Identity string `json:"identity,omitempty"`
 }
 
 // mrec is the JSON of an 'M' record.
