@@ -96,3 +96,27 @@ func TestEmailListQueryErrors(t *testing.T) {
 	}
 	e.fail("email_list", map[string]any{"mailbox": "agent", "query": "friday", "limit": 1, "cursor": first.NextCursor}, protocol.CodeInvalidInput)
 }
+
+// The summary of a search says where it looked: a query naming folders
+// (in:) looks in them, not in the folder of the listing.
+func TestEmailListSummarySaysWhereItLooked(t *testing.T) {
+	e := newEnv(t)
+	searchMailbox(e)
+	for _, c := range []struct{ query, want string }{
+		{"in:anywhere nothingmatchesthis", "0 of 0 matching message(s) in agent (the folders the query names"},
+		{"nothingmatchesthis", "0 of 0 matching message(s) in agent/inbox"},
+		{"", " message(s) in agent/inbox"},
+	} {
+		args := map[string]any{"mailbox": "agent"}
+		if c.query != "" {
+			args["query"] = c.query
+		}
+		res, sc := e.call("email_list", args)
+		if res.IsError {
+			t.Fatal(sc)
+		}
+		if s, _ := sc["summary"].(string); !strings.Contains(s, c.want) || c.query == "" && strings.Contains(s, "matching") {
+			t.Errorf("query %q: summary %q, want %q", c.query, s, c.want)
+		}
+	}
+}

@@ -134,7 +134,15 @@ func (s *Server) toolEmailList() toolSpec {
 			}
 		}
 		data.Fence = f.label()
-		summary := fmt.Sprintf("%d of %d message(s) in %s/%s, %d unread on this page", len(data.Messages), out.Total, in.Mailbox, folder, unread)
+		where := in.Mailbox + "/" + folder
+		if out.AllFolders {
+			where = in.Mailbox + " (the folders the query names; each row carries its folder)"
+		}
+		what := "message(s)"
+		if args.Filtered() {
+			what = "matching message(s)"
+		}
+		summary := fmt.Sprintf("%d of %d %s in %s, %d unread on this page", len(data.Messages), out.Total, what, where, unread)
 		var next *NextAction
 		if out.HasMore {
 			// A cursor is good only with the filters that made it.

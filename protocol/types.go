@@ -241,6 +241,13 @@ type MessageListArgs struct {
 	Query string `json:"query,omitempty"`
 }
 
+// Filtered reports whether the listing keeps only some messages of its
+// folder: any filter or a query is set.
+func (a *MessageListArgs) Filtered() bool {
+	return a.Unread != nil || a.Trusted != nil || a.Starred != nil || a.Since != nil || a.Until != nil ||
+		a.From+a.Subject+a.Text+a.ThreadID+a.Label+a.Query != ""
+}
+
 // MessageSummary is one row of a message list.
 type MessageSummary struct {
 	ID             string    `json:"id"`
@@ -267,6 +274,9 @@ type MessageList struct {
 	Total      int              `json:"total"` // matching messages in the folder
 	NextCursor string           `json:"next_cursor,omitempty"`
 	HasMore    bool             `json:"has_more"`
+	// AllFolders: the query named folders (in:), so the rows come from
+	// those folders, each carrying its own, not from the folder asked.
+	AllFolders bool `json:"all_folders,omitempty"`
 }
 
 // MessageReadArgs reads one message. The body is windowed: MaxChars (default

@@ -58,6 +58,9 @@ type Page struct {
 	Total      int
 	NextCursor string
 	HasMore    bool
+	// AllFolders is set when the search named folders (in:): the items
+	// come from the folders it names, each with its own.
+	AllFolders bool
 }
 
 // Listing limits.
@@ -550,6 +553,7 @@ func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
 		if err != nil {
 			return Page{}, err
 		}
+		p.AllFolders = len(folders) > 1
 		changed, err := s.recheck(mailbox, sc, rows)
 		if err != nil || !changed || attempt >= 3 {
 			return p, err

@@ -20,3 +20,14 @@ func TestRootOwnerHintNamesARealCommand(t *testing.T) {
 		t.Errorf("the hint's `mailctl %s` is not a command (exit %d):\n%s%s", m[1], code, out, e)
 	}
 }
+
+// The dev banner does not promise hooks to a dev run as root, whose
+// mailboxes' hooks never run.
+func TestDevBannerHooksNote(t *testing.T) {
+	if n := devHooksNote(0); !strings.Contains(n, "never run as root") || strings.Contains(n, "fires hooks") {
+		t.Errorf("as root: %q", n)
+	}
+	if n := devHooksNote(1000); n != "(trusted mail fires hooks)" {
+		t.Errorf("as a user: %q", n)
+	}
+}

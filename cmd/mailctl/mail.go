@@ -178,7 +178,15 @@ with in: searches every folder; rows from another folder show it before the id.`
 		return 0
 	}
 	if len(out.Messages) == 0 {
-		fmt.Fprintf(stdout, "no messages in %s/%s\n", inert(mf.mailbox), inert(mf.folder))
+		where := inert(mf.mailbox) + "/" + inert(mf.folder)
+		if out.AllFolders {
+			where = inert(mf.mailbox) + " (the folders the query names)"
+		}
+		what := "messages"
+		if a.Filtered() {
+			what = "matching messages"
+		}
+		fmt.Fprintf(stdout, "no %s in %s\n", what, where)
 		return 0
 	}
 	printRows(stdout, mf.folder, out.Messages)

@@ -86,6 +86,14 @@ func TestMailCLIInbox(t *testing.T) {
 	if out, e, code := mailctl(t, env, "mail", "list"); code != 0 || !strings.Contains(out, "no messages in agent/inbox") {
 		t.Fatalf("list without --mailbox in dev: exit %d: %s%s", code, out, e)
 	}
+	// An empty search says so, and where it looked: a query naming
+	// folders looks in them, not in the folder of the listing.
+	if out := run("mail", "list", "--query", "in:anywhere nothingmatches"); !strings.Contains(out, "no matching messages in agent (the folders the query names)") {
+		t.Fatalf("an empty search in:anywhere: %s", out)
+	}
+	if out := run("mail", "list", "--from", "nobody@nowhere.test"); !strings.Contains(out, "no matching messages in agent/inbox") {
+		t.Fatalf("an empty filtered listing: %s", out)
+	}
 	run("mailboxes", "create", "second")
 	if _, e, code := mailctl(t, env, "mail", "list"); code != 2 || !strings.Contains(e, "--mailbox") || !strings.Contains(e, "agent, captured, second") {
 		t.Fatalf("list without --mailbox with two of one's own: exit %d: %s", code, e)
@@ -134,7 +142,7 @@ func TestMailCLIInbox(t *testing.T) {
 	if out := run("mail", "read", id, "--mailbox", "agent", "--mark-read"); !regexp.MustCompile(`(?m)^State:\s+read$`).MatchString(out) {
 		t.Errorf("read --mark-read:\n%s", out)
 	}
-	if unread := run("mail", "list", "--mailbox", "agent", "--unread"); !strings.Contains(unread, "no messages") {
+	if unread := run("mail", "list", "--mailbox", "agent", "--unread"); !strings.Contains(unread, "no matching messages") {
 		t.Errorf("--unread after read --mark-read:\n%s", unread)
 	}
 	run("mail", "mark", id, "--unread", "--mailbox", "agent")
@@ -142,7 +150,7 @@ func TestMailCLIInbox(t *testing.T) {
 		t.Errorf("--unread after mark --unread:\n%s", unread)
 	}
 	run("mail", "mark", id, "--read", "--mailbox", "agent")
-	if unread := run("mail", "list", "--mailbox", "agent", "--unread"); !strings.Contains(unread, "no messages") {
+	if unread := run("mail", "list", "--mailbox", "agent", "--unread"); !strings.Contains(unread, "no matching messages") {
 		t.Errorf("--unread after mark --read:\n%s", unread)
 	}
 	if _, e, code := mailctl(t, env, "mail", "mark", id, "--mailbox", "agent"); code != 2 || !strings.Contains(e, "--read") {

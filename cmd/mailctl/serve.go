@@ -196,7 +196,7 @@ start).`)
   state     %s
   binary    %s  (a copy that outlives this run)
   outbound  %s
-  trusted   %s  (trusted mail fires hooks)
+  trusted   %s  %s
 
 Try it (each line works on its own, in any shell):
   MAILCTL_SOCKET=%s %s mailboxes list
@@ -206,7 +206,7 @@ Try it (each line works on its own, in any shell):
 
 Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):
   MAILCTL_SOCKET=%s %s agents setup claude-code
-`, d.Address(*mailbox), sock, *smtp, root, self, outbound, strings.Join(trusted, " "),
+`, d.Address(*mailbox), sock, *smtp, root, self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
 			sq, mq, *smtp, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
 	}
 	d.SetReady(banner)
@@ -217,6 +217,15 @@ Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agen
 		devListenHint(*smtp)
 	}
 	return code
+}
+
+// devHooksNote says on the banner's trusted line what trusted mail does:
+// fire hooks, unless dev runs as root, whose mailboxes' hooks never run.
+func devHooksNote(euid int) string {
+	if euid == 0 {
+		return "(hooks never run as root, so none fires here: run mailctl dev as an ordinary user for hooks)"
+	}
+	return "(trusted mail fires hooks)"
 }
 
 // stableCopy copies the running binary to dst (atomically) unless it is dst,

@@ -84,7 +84,7 @@ func handleMessageList(_ context.Context, s *Server, c *call, a *protocol.Messag
 		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))
 	}
 	out := protocol.MessageList{Messages: make([]protocol.MessageSummary, 0, len(page.Items)), Total: page.Total,
-		NextCursor: sealCursor(page.NextCursor, a.Mailbox, folder, a), HasMore: page.HasMore}
+		NextCursor: sealCursor(page.NextCursor, a.Mailbox, folder, a), HasMore: page.HasMore, AllFolders: page.AllFolders}
 	for _, s := range page.Items {
 		out.Messages = append(out.Messages, SummaryOf(s))
 	}
