@@ -271,10 +271,6 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 	if c.xfwd != nil {
 		out = c.xfwd.rewrite(out)
 	}
-	// The EHLO reply gets the limit we mean, not go-smtp's.
-	if i := bytes.Index(out, c.s.goSize); i >= 0 {
-		out = slices.Concat(out[:i], c.s.exactSize, out[i+len(c.s.goSize):])
-	}
 	rewritten := !bytes.Equal(out, b)
 	n, err := c.Conn.Write(out)
 	if rewritten {

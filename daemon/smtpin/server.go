@@ -174,16 +174,12 @@ type Config struct {
 // Server is an SMTP and LMTP receiver sharing one backend and one set of
 // connection limits.
 type Server struct {
-	cfg  Config
-	lim  Limits
-	b    Backend
-	log  *slog.Logger
-	smtp *smtp.Server
-	lmtp *smtp.Server
-	// The SIZE line go-smtp advertises (it is configured one byte over the
-	// limit, see newSMTP) and the one the EHLO reply carries instead.
-	goSize, exactSize []byte
-
+	cfg      Config
+	lim      Limits
+	b        Backend
+	log      *slog.Logger
+	smtp     *smtp.Server
+	lmtp     *smtp.Server
 	inFlight atomic.Int64 // message bytes held by all sessions
 
 	mu    sync.Mutex
@@ -213,8 +209,6 @@ func NewServer(cfg Config, b Backend) *Server {
 		perIP:     map[string]int{},
 		listeners: map[net.Listener]bool{},
 	}
-	s.goSize = fmt.Appendf(nil, "SIZE %d\r\n", s.lim.MaxMessageBytes+1)
-	s.exactSize = fmt.Appendf(nil, "SIZE %d\r\n", s.lim.MaxMessageBytes)
 	s.smtp = s.newSMTP(false)
 	s.lmtp = s.newSMTP(true)
 	return s
@@ -236,12 +230,13 @@ func (s *Server) newSMTP(lmtp bool) *smtp.Server {
 	gs.LMTP = lmtp
 	gs.Domain = s.cfg.Hostname
 	gs.MaxRecipients = s.lim.MaxRecipients
-	// go-smtp's DATA reader refuses a message of exactly its limit (it
-	// stops before seeing the terminator), so it gets one byte more and the
-	// exact limit is enforced in Mail (declared SIZE) and Data. go-smtp would
-	// advertise that value; trackedConn.Write puts the real limit in the
-	// EHLO reply.
-	gs.MaxMessageBytes = s.lim.MaxMessageBytes + 1
+	// go-smtp advertises this limit in EHLO, checks a declared SIZE and
+	// BDAT against it, and its DATA reader refuses a message of exactly
+	// the limit (it stops before it sees the terminator): a DATA message
+	// takes one byte less (docs/go-smtp.md, point 5). The EHLO reply
+	// cannot be rewritten to say otherwise: after STARTTLS it is encrypted
+	// above the connection mailctl wraps.
+	gs.MaxMessageBytes = s.lim.MaxMessageBytes
 	gs.MaxLineLength = s.lim.MaxLineLength
 	gs.ReadTimeout = s.lim.CommandTimeout
 	gs.WriteTimeout = s.lim.CommandTimeout

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -124,7 +125,7 @@ func TestSmuggling(t *testing.T) {
 
 func TestSizeLimit(t *testing.T) {
 	const max = 1000
-	ts := startServer(t, Limits{MaxMessageBytes: max}, nil, false)
+	ts := startServer(t, Limits{MaxMessageBytes: max}, serverTLS(t), false)
 	msg := func(n int) string {
 		s := "Subject: size\r\n\r\n"
 		line := strings.Repeat("a", 48) + "\r\n"
@@ -135,11 +136,27 @@ func TestSizeLimit(t *testing.T) {
 		return s + strings.Repeat("b", pad) + "\r\n"
 	}
 	c := dialRaw(t, "tcp", ts.addr)
-	c.hello()
+	c.expect("220 ")
+	if ehlo := c.cmd("EHLO client.example", "250 "); !strings.Contains(ehlo, fmt.Sprintf("SIZE %d\n", max)) {
+		t.Fatalf("EHLO does not advertise SIZE %d: %q", max, ehlo)
+	}
+	// The same after STARTTLS, where the reply is encrypted above the
+	// connection the server wraps.
+	c.cmd("STARTTLS", "220 ")
+	tc := tls.Client(c.c, &tls.Config{InsecureSkipVerify: true})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	c.c, c.r = tc, bufio.NewReader(tc)
+	if ehlo := c.cmd("EHLO client.example", "250 "); !strings.Contains(ehlo, fmt.Sprintf("SIZE %d\n", max)) {
+		t.Fatalf("EHLO after STARTTLS does not advertise SIZE %d: %q", max, ehlo)
+	}
+	// DATA takes one byte less than the limit (go-smtp's reader refuses a
+	// message of exactly its limit; docs/go-smtp.md, point 5).
 	for _, tt := range []struct {
 		size  int
 		reply string
-	}{{max, "250 "}, {max + 1, "552 5.3.4"}, {max - 1, "250 "}, {10 * max, "552 5.3.4"}} {
+	}{{max - 1, "250 "}, {max, "552 5.3.4"}, {max + 1, "552 5.3.4"}, {max - 2, "250 "}, {10 * max, "552 5.3.4"}} {
 		m := msg(tt.size)
 		if len(m) != tt.size {
 			t.Fatalf("test message has %d bytes, want %d", len(m), tt.size)
@@ -148,10 +165,15 @@ func TestSizeLimit(t *testing.T) {
 		c.send(m + ".\r\n")
 		c.expect(tt.reply)
 	}
+	// BDAT and a declared SIZE take exactly the limit.
+	c.cmd(fmt.Sprintf("MAIL FROM:<a@b.example> SIZE=%d", max), "250 ")
+	c.cmd("RCPT TO:<b@example.com>", "250 ")
+	c.send(fmt.Sprintf("BDAT %d LAST\r\n%s", max, msg(max)))
+	c.expect("250 ")
 	// A declared SIZE over the limit is refused at MAIL.
 	c.cmd(fmt.Sprintf("MAIL FROM:<a@b.example> SIZE=%d", max+1), "552 5.3.4")
-	if n := len(ts.be.got()); n != 2 {
-		t.Errorf("%d deliveries, want 2", n)
+	if n := len(ts.be.got()); n != 3 {
+		t.Errorf("%d deliveries, want 3", n)
 	}
 }
 
