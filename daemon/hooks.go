@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"errors"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/mailctl/mailctl/daemon/registry"
@@ -18,8 +20,33 @@ func (d *Daemon) openHookRunner() error {
 	}
 	d.hookLog = log
 	d.runner = &hooks.Runner{MaxConcurrent: cfg.HookRules.MaxConcurrent, Log: log, Logger: d.log.With("part", "hooks"),
-		OnRun: func(run protocol.HookRun) { d.metrics.hookRun(run) }} // d.metrics is made after the runner
+		OnRun: func(run protocol.HookRun) { d.metrics.hookRun(run) }, // d.metrics is made after the runner
+		Check: d.hookStillCurrent}
 	return nil
+}
+
+// hookStillCurrent reports why the run of h as owner, chosen when its event
+// came, must not start now that it has a slot: its mailbox is gone or is
+// another one under the same name (a new identity, perhaps another owner),
+// or the hook is gone or no longer the same (deleted, or a declared hook
+// changed or removed by a reload). Names are not enough: a hook or mailbox
+// made again under the same name is another one.
+func (d *Daemon) hookStillCurrent(h protocol.Hook, owner hooks.Owner, _ hooks.Facts) error {
+	m, ok := d.lookupMailbox(h.Mailbox)
+	if !ok || m.ID != h.MailboxID || m.UID != owner.UID {
+		return errors.New("its mailbox was deleted while the run waited")
+	}
+	for _, cur := range m.Hooks(d.currentHooks()) {
+		if cur.ID != h.ID {
+			continue
+		}
+		if cur.Event != h.Event || !slices.Equal(cur.Cmd, h.Cmd) || cur.TimeoutSecs != h.TimeoutSecs ||
+			cur.FireOnUntrusted != h.FireOnUntrusted || cur.FireOnAuto != h.FireOnAuto || cur.FireOnLists != h.FireOnLists {
+			return errors.New("the hook was changed while the run waited")
+		}
+		return nil
+	}
+	return errors.New("the hook was deleted while the run waited")
 }
 
 // declaredHooks turns the config's hooks into validated hooks bound to the
@@ -43,8 +70,20 @@ func (d *Daemon) declaredHooks() []protocol.Hook {
 }
 
 // allHooks lists operator and registry hooks, operator ones first, then by
-// mailbox and name. A hook's name is unique on its mailbox only.
+// mailbox and name, each with its last run. A hook's name is unique on its
+// mailbox only.
 func (d *Daemon) allHooks() []protocol.Hook {
+	out := d.currentHooks()
+	for i := range out {
+		if d.hookLog != nil {
+			out[i].LastRun = d.hookLog.LastOf(out[i].ID)
+		}
+	}
+	return out
+}
+
+// currentHooks is allHooks without the last runs.
+func (d *Daemon) currentHooks() []protocol.Hook {
 	out := d.declaredHooks()
 	type key struct{ mailbox, name string }
 	taken := map[key]bool{}
@@ -72,11 +111,6 @@ func (d *Daemon) allHooks() []protocol.Hook {
 		}
 		return out[i].Name < out[j].Name
 	})
-	for i := range out {
-		if d.hookLog != nil {
-			out[i].LastRun = d.hookLog.LastOf(out[i].ID)
-		}
-	}
 	return out
 }
 

@@ -54,6 +54,13 @@ type Runner struct {
 	// OnRun, when set, hears of every run as it is recorded, refused and
 	// dropped ones included (for metrics). It must not block.
 	OnRun func(run protocol.HookRun)
+	// Check, when set, is asked once a run has its slot, just before the
+	// hook starts. A run can wait for a slot long after its hook was
+	// chosen, and meanwhile the hook may have been deleted or changed, or
+	// its mailbox deleted and perhaps made again under the same name by
+	// someone else. A non-nil error drops the run: it is recorded as
+	// dropped, with the error, and nothing starts. It must not block.
+	Check func(h protocol.Hook, owner Owner, f Facts) error
 
 	once     sync.Once
 	sem      chan struct{}
@@ -91,8 +98,8 @@ func orDefault[T int | time.Duration](v, def T) T {
 // RunOutput runs h once for the event f as owner, feeding stdin (the
 // message's Markdown) to it, and returns the run record after appending it to
 // Log, and the captured output. It waits for a free slot first (bounded by
-// MaxConcurrent). Cancelling ctx terminates the hook's process group like a
-// timeout does.
+// MaxConcurrent), then asks Check whether h may still run. Cancelling ctx
+// terminates the hook's process group like a timeout does.
 func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (protocol.HookRun, Output) {
 	r.init()
 	notStarted := func() (protocol.HookRun, Output) {
@@ -105,6 +112,12 @@ func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f 
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
 		return notStarted()
+	}
+	if r.Check != nil {
+		if err := r.Check(h, owner, f); err != nil {
+			<-r.sem
+			return r.drop(h, f, "dropped before it started: "+err.Error()), Output{}
+		}
 	}
 	run, out := r.exec(ctx, h, owner, f, stdin)
 	<-r.sem

@@ -2,16 +2,21 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // TestGoSlotsFreedAfterRuns: a run started with Go gives its place back
@@ -169,5 +174,55 @@ func TestRunLogLines(t *testing.T) {
 	r.Run(context.Background(), recvHook("unrecorded", "/bin/true"), owner, recvFacts, nil)
 	if got := lines(); len(got) != 2 || !strings.Contains(got[1], `msg="hook run log"`) || !strings.Contains(got[1], "closed") {
 		t.Errorf("a run the log could not record logged %q, want the run and a warning", got)
+	}
+}
+
+// TestGoRechecksAfterWaitingForASlot: a run that waited for a slot asks
+// Check once it has it, and a hook deleted meanwhile does not start; the
+// run is recorded as dropped. The test holds the only slot itself, so the
+// deletion comes before the slot is free whatever the scheduling.
+func TestGoRechecksAfterWaitingForASlot(t *testing.T) {
+	owner, dir := hookOwner(t)
+	r := testRunner(t)
+	r.MaxConcurrent = 1
+	var mu sync.Mutex
+	deleted := map[string]bool{}
+	r.Check = func(h protocol.Hook, _ Owner, _ Facts) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if deleted[h.ID] {
+			return errors.New("the hook was deleted while the run waited")
+		}
+		return nil
+	}
+	r.init()
+	r.sem <- struct{}{} // every slot busy
+	for _, name := range []string{"kept", "gone"} {
+		h := recvHook(name, "/bin/sh", "-c", "touch "+filepath.Join(dir, name))
+		h.ID = "h-" + name
+		f := recvFacts
+		f.ID = "msg-" + name
+		r.Go(h, owner, f, nil)
+	}
+	mu.Lock()
+	deleted["h-gone"] = true
+	mu.Unlock()
+	<-r.sem // the slot is free: the waiting runs take it in turn
+	r.Wait()
+	byID := map[string]protocol.HookRun{}
+	for _, run := range r.Log.List(nil, 0) {
+		byID[run.MessageID] = run
+	}
+	if run := byID["msg-kept"]; run.ExitCode != 0 || run.Error != "" {
+		t.Errorf("the kept hook's run: %+v, want a run that exited 0", run)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kept")); err != nil {
+		t.Errorf("the kept hook did not run: %v", err)
+	}
+	if run := byID["msg-gone"]; run.ExitCode != -1 || run.Error != "dropped before it started: the hook was deleted while the run waited" {
+		t.Errorf("the deleted hook's run: %+v, want it dropped", run)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gone")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the deleted hook ran after its slot came free (stat: %v)", err)
 	}
 }
