@@ -99,10 +99,16 @@ func (cp *clientProc) must(t *testing.T, verb string, args any) json.RawMessage 
 // new users named prefix1 and prefix2, each with a client.
 func twoUsers(t *testing.T, prefix string) (td *testDaemon, c1, c2 *clientProc) {
 	t.Helper()
+	return twoUsersWith(t, prefix, "")
+}
+
+// twoUsersWith is twoUsers with more keys for its config's [send] table.
+func twoUsersWith(t *testing.T, prefix, send string) (td *testDaemon, c1, c2 *clientProc) {
+	t.Helper()
 	testusers.RequireRoot(t)
 	u1 := testusers.Create(t, prefix+"1")
 	u2 := testusers.Create(t, prefix+"2")
-	td = startDaemonWith(t, "[send]\nhold = true\n", Options{Resolver: &resolver.Map{}})
+	td = startDaemonWith(t, "[send]\nhold = true\n"+send, Options{Resolver: &resolver.Map{}})
 	bin := testusers.Executable(t)
 	c1 = startClient(t, bin, td.socket, principal{"u1", u1.UID, u1.GID})
 	c2 = startClient(t, bin, td.socket, principal{"u2", u2.UID, u2.GID})

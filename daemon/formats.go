@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/safeio"
@@ -19,10 +20,10 @@ import (
 // anything at start, so that state a later release wrote is refused whole
 // (formats.NewerError) rather than half taken over. The config's is checked
 // by config.Load, the index databases' by the store as it opens them, the
-// queue journal's first line here and again by the queue. The registry and
-// the mailbox tree carry a stamp file (formats.StampName), written once
-// they are open: a directory without one was written by a release before
-// stamps and is version 1.
+// first lines of the queue journal and the rate-limit log here and again as
+// they open. The registry and the mailbox tree carry a stamp file
+// (formats.StampName), written once they are open: a directory without one
+// was written by a release before stamps and is version 1.
 
 // stampedDir is a directory whose format a stamp file says.
 type stampedDir struct {
@@ -52,8 +53,9 @@ func stampedDirs(p config.Paths) []*stampedDir {
 	}
 }
 
-// checkFormats reads the stamps and the queue journal's first line, and
-// refuses a newer or damaged one. It changes nothing.
+// checkFormats reads the stamps and the first lines of the queue journal and
+// the rate-limit log, and refuses a newer or damaged one. It changes
+// nothing.
 func checkFormats(p config.Paths, release string) (*startFormats, error) {
 	sf := &startFormats{dirs: stampedDirs(p)}
 	for _, s := range sf.dirs {
@@ -77,6 +79,9 @@ func checkFormats(p config.Paths, release string) (*startFormats, error) {
 		}
 	}
 	if _, err := queue.JournalVersion(p.QueueDir()); err != nil {
+		return nil, sf.named(err)
+	}
+	if _, err := policy.LogVersion(rateLimitLog(p)); err != nil {
 		return nil, sf.named(err)
 	}
 	return sf, nil

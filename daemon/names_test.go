@@ -117,6 +117,46 @@ func TestQueueAndIdempotencyCarryNoHistory(t *testing.T) {
 	}
 }
 
+// TestRateLimitsCarryNoHistory: a user sends up to its per-minute limit
+// from mailbox "rl" (one send scheduled) and deletes it. Created again by
+// the same user, "rl" keeps its counts: deleting a mailbox does not reset
+// its owner's limit. Created by another user, it starts at zero: mailbox.show
+// counts no sends and both of the newcomer's sends go through.
+func TestRateLimitsCarryNoHistory(t *testing.T) {
+	_, c1, c2 := twoUsersWith(t, "mcr", "per_minute = 2\n")
+	later := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	send := protocol.SendArgs{FromMailbox: "rl", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}
+	scheduled := send
+	scheduled.SendAt = &later
+	c2.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "rl"})
+	c2.must(t, protocol.VerbSend, send)
+	c2.must(t, protocol.VerbSend, scheduled)
+	c2.must(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "rl", Force: true})
+
+	c2.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "rl"})
+	if o := c2.do(t, protocol.VerbSend, send); o.Code != protocol.CodeRateLimited {
+		t.Errorf("u2's send from its re-created mailbox: %q %s, want rate_limited", o.Code, o.Msg)
+	}
+	c2.must(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "rl", Force: true})
+
+	c1.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "rl"})
+	var mb protocol.Mailbox
+	json.Unmarshal(c1.must(t, protocol.VerbMailboxShow, protocol.NameArgs{Name: "rl"}), &mb)
+	if mb.Send == nil || len(mb.Send.Rate) == 0 {
+		t.Fatalf("mailbox.show as u1 has no send rates: %+v", mb.Send)
+	}
+	for _, r := range mb.Send.Rate {
+		if r.Used != 0 || r.Remaining != r.Limit {
+			t.Errorf("mailbox.show as u1 counts u2's sends: %+v", r)
+		}
+	}
+	for i := range 2 {
+		if o := c1.do(t, protocol.VerbSend, send); o.Code != "" {
+			t.Errorf("u1's send %d from its new mailbox: %q %s", i+1, o.Code, o.Msg)
+		}
+	}
+}
+
 // TestWatchIsBoundToTheMailboxNotItsName: a watch on a mailbox gets no
 // event of a mailbox created later under the same name.
 func TestWatchIsBoundToTheMailboxNotItsName(t *testing.T) {

@@ -35,7 +35,8 @@ type outboundService struct {
 	svc   *outbound.Service
 	queue *queue.Queue
 	mx    *remote.Client
-	// limiter counts sends per mailbox; its file outlives restarts.
+	// limiter counts sends per mailbox and owner; its file outlives
+	// restarts.
 	limiter *policy.RateLimiter
 	keys    atomic.Pointer[[]*dkim.Key]
 	// bounceKey makes and checks the return paths of sent messages.
@@ -95,7 +96,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		return nil, fmt.Errorf("opening the queue: %w", err)
 	}
 	o.queue, o.mx = q, mx
-	limiter, err := policy.OpenRateLimiter(filepath.Join(cfg.Paths.StateDir, "ratelimit.log"), d.now, d.log.With("part", "send"))
+	limiter, err := policy.OpenRateLimiter(rateLimitLog(cfg.Paths), d.now, d.ownerUID, d.log.With("part", "send"))
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +163,8 @@ func (o *outboundService) Status(mailbox, id string, header outbound.HeaderReade
 	return o.svc.StatusRead(mailbox, id, header)
 }
 
-func (o *outboundService) RateUsage(mailbox string, p config.SendPolicy) []protocol.SendRate {
-	return o.limiter.Usage(mailbox, p)
+func (o *outboundService) RateUsage(mailbox string, uid uint32, p config.SendPolicy) []protocol.SendRate {
+	return o.limiter.Usage(mailbox, uid, p)
 }
 
 func (o *outboundService) Queue() control.Queue { return o.queue }
@@ -231,6 +232,17 @@ func (o *outboundService) afterSend(mailbox, sentID string, res protocol.SendRes
 		SendStatus: res.Status, Recipients: res.Recipients}
 	d.fireHooks(protocol.EventAfterSend, mailbox, f, func() []byte { return store.Render(m, body) })
 }
+
+// ownerUID is the uid of the owner of the mailbox named name now.
+func (d *Daemon) ownerUID(name string) (uint32, bool) {
+	if m, ok := d.lookupMailbox(name); ok {
+		return m.UID, true
+	}
+	return 0, false
+}
+
+// rateLimitLog is the send rate limiter's file.
+func rateLimitLog(p config.Paths) string { return filepath.Join(p.StateDir, "ratelimit.log") }
 
 // currentID is the identity of the mailbox named name now, "" when none.
 func (d *Daemon) currentID(name string) string {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/safeio"
@@ -24,8 +25,8 @@ import (
 // format stamps wrote (testdata/store-v1.tar.gz): the mailbox, its hook, its
 // messages and both queue items are there; the per-item queue files are in
 // the journal and gone; the mailbox's old index file is gone; the registry
-// and the mailbox tree are stamped with their versions; the journal and the
-// index databases keep theirs.
+// and the mailbox tree are stamped with their versions; the rate-limit log
+// is in its current format; the journal and the index databases keep theirs.
 func TestUpgradeFixtureStore(t *testing.T) {
 	dir := newFixtureDir(t)
 	state := extractFixture(t, dir, os.Getuid(), os.Getgid())
@@ -89,6 +90,9 @@ func TestUpgradeFixtureStore(t *testing.T) {
 	if v, err := queue.JournalVersion(filepath.Join(state, "queue")); err != nil || v != formats.QueueJournal {
 		t.Errorf("journal version %d, %v", v, err)
 	}
+	if v, err := policy.LogVersion(filepath.Join(state, "ratelimit.log")); err != nil || v != formats.RateLimitLog {
+		t.Errorf("rate-limit log version %d, %v", v, err)
+	}
 	td.stop()
 	for _, db := range []string{store.IndexFile, store.DeliveriesFile} {
 		if v, err := store.DatabaseVersion(filepath.Join(state, "index", db)); err != nil || v != formats.Index {
@@ -141,6 +145,9 @@ func TestNewerFormatIsRefused(t *testing.T) {
 			[]string{"the index ", "is format version 2", "run mailctl 9.1.0", "or remove it (the index is rebuilt from the mail)"}, formats.ErrNewer},
 		{"deliveries", []func(*testing.T, string){setVersion("index/deliveries.db", 2)},
 			[]string{"the deliveries record ", "is format version 2", "or remove it"}, formats.ErrNewer},
+		{"rate-limit log", []func(*testing.T, string){laterRegistry, func(t *testing.T, state string) {
+			os.WriteFile(filepath.Join(state, "ratelimit.log"), []byte("mailctl ratelimit log 3\n1 0 \"agent\"\n"), 0o600)
+		}}, []string{"the rate-limit log ", "is format version 3", "reads versions up to 2", "run mailctl 9.1.0 (which wrote it) or later"}, formats.ErrNewer},
 		{"damaged stamp", []func(*testing.T, string){stamp("mailboxes", "mailctl mailboxes format banana\n")},
 			[]string{"the format stamp of the mailboxes", "is damaged", "restore it from the backup"}, formats.ErrDamaged},
 	}

@@ -69,5 +69,5 @@ func (o fakeOutbound) Status(string, string, outbound.HeaderReader) (protocol.Se
 	return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "this test sent nothing")
 }
 
-func (o fakeOutbound) RateUsage(string, config.SendPolicy) []protocol.SendRate { return nil }
-func (o fakeOutbound) Queue() Queue                                            { return o.q }
+func (o fakeOutbound) RateUsage(string, uint32, config.SendPolicy) []protocol.SendRate { return nil }
+func (o fakeOutbound) Queue() Queue                                                    { return o.q }

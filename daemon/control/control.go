@@ -69,8 +69,9 @@ type Outbound interface {
 	// Status reads the sent copy's frontmatter with header, which charges
 	// the caller.
 	Status(mailbox, id string, header outbound.HeaderReader) (protocol.SendResult, error)
-	// RateUsage is how much of its send rate limits a mailbox has used.
-	RateUsage(mailbox string, p config.SendPolicy) []protocol.SendRate
+	// RateUsage is how much of its send rate limits a mailbox, owned by
+	// uid, has used.
+	RateUsage(mailbox string, uid uint32, p config.SendPolicy) []protocol.SendRate
 	Queue() Queue
 }
 

@@ -38,7 +38,7 @@ func (s *Server) describe(m *registry.Mailbox) protocol.Mailbox {
 	pol := cfg.EffectiveSend(m.Name)
 	mb.Send = sendLimits(pol)
 	if o := s.b.Outbound(); o != nil {
-		mb.Send.Rate = o.RateUsage(m.Name, pol)
+		mb.Send.Rate = o.RateUsage(m.Name, m.UID, pol)
 	}
 	u := s.b.Usage(m.Name)
 	mb.Usage = &u

@@ -78,6 +78,9 @@ type SendRequest struct {
 	Policy    config.SendPolicy
 	Args      protocol.SendArgs
 	Parent    *store.Message
+	// OwnerUID is the uid of the mailbox's owner: the rate limits count
+	// per mailbox name and owner.
+	OwnerUID uint32
 }
 
 // maxWait caps how long a caller may ask to wait for the first attempt.
@@ -193,7 +196,7 @@ func (s *Service) admit(req SendRequest, msg *signedMessage) error {
 	if req.Args.DryRun || s.Limiter == nil {
 		return nil
 	}
-	return s.Limiter.Allow(req.Mailbox, pol, 1)
+	return s.Limiter.Allow(req.Mailbox, req.OwnerUID, pol, 1)
 }
 
 func dryRunResult(msg *signedMessage) protocol.SendResult {

@@ -48,6 +48,11 @@ const (
 	// InboundJournal is the first line of each segment of
 	// state_dir/inbound (the copies accepted and not yet synced).
 	InboundJournal = 1
+	// RateLimitLog is the first line of state_dir/ratelimit.log, whose
+	// lines name each send's mailbox and its owner's uid. Version 1 had no
+	// first line and named the mailbox only; the daemon counts its sends
+	// for each name's owner at start.
+	RateLimitLog = 2
 	// Index is the user_version of state_dir/index/index.db and of
 	// deliveries.db beside it (derived data: an older one is rebuilt).
 	Index = 1

@@ -87,21 +87,21 @@ func TestAllowCountsEachSend(t *testing.T) {
 	clk := testclock.New()
 	r := NewRateLimiter(clk.Now)
 	p := config.SendPolicy{PerMinute: 5}
-	if err := r.Allow("bot", p, 3); err != nil {
+	if err := r.Allow("bot", 0, p, 3); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Usage("bot", p)[0]; got.Used != 3 || got.Remaining != 2 {
+	if got := r.Usage("bot", 0, p)[0]; got.Used != 3 || got.Remaining != 2 {
 		t.Fatalf("after sending 3: %+v, want 3 used, 2 left", got)
 	}
 	for _, n := range []int{0, -4} {
-		if err := r.Allow("bot", p, n); err != nil {
+		if err := r.Allow("bot", 0, p, n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := r.Usage("bot", p)[0]; got.Used != 5 || got.Remaining != 0 {
+	if got := r.Usage("bot", 0, p)[0]; got.Used != 5 || got.Remaining != 0 {
 		t.Fatalf("after two more sends of n <= 0: %+v, want 5 used", got)
 	}
-	if err := r.Allow("bot", p, 0); protocol.CodeOf(err) != protocol.CodeRateLimited {
+	if err := r.Allow("bot", 0, p, 0); protocol.CodeOf(err) != protocol.CodeRateLimited {
 		t.Fatalf("a sixth send in the minute: %v, want rate_limited", err)
 	}
 }
@@ -113,17 +113,17 @@ func TestRateLimitTieNamesShorterWindow(t *testing.T) {
 	clk := testclock.New()
 	r := NewRateLimiter(clk.Now)
 	p := config.SendPolicy{PerMinute: 1, PerHour: 2}
-	if err := r.Allow("bot", p, 1); err != nil {
+	if err := r.Allow("bot", 0, p, 1); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(59 * time.Minute)
-	if err := r.Allow("bot", p, 1); err != nil {
+	if err := r.Allow("bot", 0, p, 1); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(10 * time.Second)
 	// The minute frees when the second send is a minute old, the hour when
 	// the first is an hour old: both in 50s.
-	err := r.Allow("bot", p, 1)
+	err := r.Allow("bot", 0, p, 1)
 	pe, ok := err.(*protocol.Error)
 	if !ok || pe.Code != protocol.CodeRateLimited || pe.RetryAfterMS != 50_000 {
 		t.Fatalf("third send: %v, want rate_limited for 50s", err)

@@ -3,6 +3,7 @@
 package policy
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -88,12 +89,28 @@ func since(ts []time.Time, start time.Time) []time.Time {
 	return ts[i:]
 }
 
-// RateLimiter counts sends per mailbox in sliding windows of a minute, an
-// hour and a day. Opened on a file (OpenRateLimiter), it survives restarts.
+// sender is what the rate limits count per: a mailbox name and the uid of
+// its owner. A user who deletes a mailbox and creates it again keeps its
+// counts; another user who creates the name starts at zero.
+type sender struct {
+	mailbox string
+	uid     uint32
+}
+
+func (a sender) compare(b sender) int {
+	if c := strings.Compare(a.mailbox, b.mailbox); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.uid, b.uid)
+}
+
+// RateLimiter counts sends per mailbox and owner in sliding windows of a
+// minute, an hour and a day. Opened on a file (OpenRateLimiter), it
+// survives restarts.
 type RateLimiter struct {
 	clock func() time.Time
 	mu    sync.Mutex
-	sent  map[string][]time.Time // per mailbox, oldest first, last 24h
+	sent  map[sender][]time.Time // oldest first, last 24h
 	log   *sendLog               // nil: in memory only
 }
 
@@ -103,21 +120,22 @@ func NewRateLimiter(clock func() time.Time) *RateLimiter {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &RateLimiter{clock: clock, sent: map[string][]time.Time{}}
+	return &RateLimiter{clock: clock, sent: map[sender][]time.Time{}}
 }
 
-// Allow records n sends for mailbox if all three windows have room, and
-// otherwise returns a rate_limited error whose RetryAfterMS says when the
-// tightest window frees enough room.
-func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
+// Allow records n sends for mailbox, owned by uid, if all three windows have
+// room, and otherwise returns a rate_limited error whose RetryAfterMS says
+// when the tightest window frees enough room.
+func (r *RateLimiter) Allow(mailbox string, uid uint32, p config.SendPolicy, n int) error {
 	if n <= 0 {
 		n = 1
 	}
+	key := sender{mailbox, uid}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
 	// Forget sends older than the longest window.
-	ts := since(r.sent[mailbox], now.Add(-24*time.Hour))
+	ts := since(r.sent[key], now.Add(-24*time.Hour))
 	var wait time.Duration
 	var which string
 	var limit int
@@ -139,28 +157,29 @@ func (r *RateLimiter) Allow(mailbox string, p config.SendPolicy, n int) error {
 		}
 	}
 	if wait > 0 {
-		r.sent[mailbox] = ts
+		r.sent[key] = ts
 		e := protocol.Errorf(protocol.CodeRateLimited, "this mailbox may send %d messages per %s (%s): try again in %s", limit, strings.TrimPrefix(which, "send.per_"), which, wait.Round(time.Second))
 		e.RetryAfterMS = max(wait.Milliseconds(), 1)
 		return e
 	}
 	ts = append(ts, slices.Repeat([]time.Time{now}, n)...)
-	r.sent[mailbox] = ts
+	r.sent[key] = ts
 	if r.log != nil {
-		r.log.record(mailbox, now, n, r.sent)
+		r.log.record(key, now, n, r.sent)
 	}
 	return nil
 }
 
-// Usage reports, for each window p limits, how many sends mailbox made in it
-// and how many it has left, so that an owner can plan instead of probing with
-// failures. It records nothing. Windows without a limit are left out.
-func (r *RateLimiter) Usage(mailbox string, p config.SendPolicy) []protocol.SendRate {
+// Usage reports, for each window p limits, how many sends mailbox, owned by
+// uid, made in it and how many it has left, so that an owner can plan
+// instead of probing with failures. It records nothing. Windows without a
+// limit are left out.
+func (r *RateLimiter) Usage(mailbox string, uid uint32, p config.SendPolicy) []protocol.SendRate {
 	out := []protocol.SendRate{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
-	ts := r.sent[mailbox]
+	ts := r.sent[sender{mailbox, uid}]
 	for _, w := range rateWindows(p) {
 		if w.limit <= 0 {
 			continue

@@ -84,12 +84,12 @@ func TestRateLimiter(t *testing.T) {
 	r := NewRateLimiter(clk.Now)
 	p := config.SendPolicy{PerMinute: 2, PerHour: 3}
 	for i := range 2 {
-		if err := r.Allow("bot", p, 1); err != nil {
+		if err := r.Allow("bot", 0, p, 1); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 		clk.Advance(10 * time.Second)
 	}
-	err := r.Allow("bot", p, 1)
+	err := r.Allow("bot", 0, p, 1)
 	if protocol.CodeOf(err) != protocol.CodeRateLimited {
 		t.Fatalf("third send in a minute: %v", err)
 	}
@@ -98,15 +98,15 @@ func TestRateLimiter(t *testing.T) {
 	if pe.RetryAfterMS != 40_000 || !pe.Retryable {
 		t.Fatalf("retry after %dms retryable=%v, want 40000ms", pe.RetryAfterMS, pe.Retryable)
 	}
-	if err := r.Allow("other", p, 1); err != nil {
+	if err := r.Allow("other", 0, p, 1); err != nil {
 		t.Fatalf("limits are per mailbox: %v", err)
 	}
 	clk.Advance(40 * time.Second)
-	if err := r.Allow("bot", p, 1); err != nil {
+	if err := r.Allow("bot", 0, p, 1); err != nil {
 		t.Fatalf("after the window: %v", err)
 	}
 	clk.Advance(2 * time.Minute)
-	err = r.Allow("bot", p, 1)
+	err = r.Allow("bot", 0, p, 1)
 	if protocol.CodeOf(err) != protocol.CodeRateLimited || !strings.Contains(err.Error(), "per_hour") {
 		t.Fatalf("hour limit: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestRateLimiter(t *testing.T) {
 		t.Fatalf("retry after %dms, want %d", got, (time.Hour - 180*time.Second).Milliseconds())
 	}
 	clk.Advance(time.Hour)
-	if err := r.Allow("bot", p, 1); err != nil {
+	if err := r.Allow("bot", 0, p, 1); err != nil {
 		t.Fatalf("after an hour: %v", err)
 	}
 }
@@ -128,24 +128,24 @@ func TestRateLimiterUsage(t *testing.T) {
 	r := NewRateLimiter(clk.Now)
 	p := config.SendPolicy{PerMinute: 2, PerDay: 10}
 	want := []protocol.SendRate{{Window: "minute", Limit: 2, Remaining: 2}, {Window: "day", Limit: 10, Remaining: 10}}
-	if got := r.Usage("bot", p); !slices.Equal(got, want) {
+	if got := r.Usage("bot", 0, p); !slices.Equal(got, want) {
 		t.Fatalf("unused: %+v, want %+v", got, want)
 	}
-	r.Allow("bot", p, 1)
+	r.Allow("bot", 0, p, 1)
 	clk.Advance(20 * time.Second)
-	r.Allow("bot", p, 1)
+	r.Allow("bot", 0, p, 1)
 	want = []protocol.SendRate{{Window: "minute", Limit: 2, Used: 2, NextFreeMS: 40_000}, {Window: "day", Limit: 10, Used: 2, Remaining: 8}}
-	if got := r.Usage("bot", p); !slices.Equal(got, want) {
+	if got := r.Usage("bot", 0, p); !slices.Equal(got, want) {
 		t.Fatalf("full minute: %+v, want %+v", got, want)
 	}
-	if err := r.Allow("bot", p, 1); err.(*protocol.Error).RetryAfterMS != 40_000 {
+	if err := r.Allow("bot", 0, p, 1); err.(*protocol.Error).RetryAfterMS != 40_000 {
 		t.Fatalf("Allow disagrees with Usage: %v", err)
 	}
 	clk.Advance(40 * time.Second)
-	if got := r.Usage("bot", p)[0]; got != (protocol.SendRate{Window: "minute", Limit: 2, Used: 1, Remaining: 1}) {
+	if got := r.Usage("bot", 0, p)[0]; got != (protocol.SendRate{Window: "minute", Limit: 2, Used: 1, Remaining: 1}) {
 		t.Fatalf("after the first send left the minute: %+v", got)
 	}
-	if got := r.Usage("bot", config.SendPolicy{}); len(got) != 0 {
+	if got := r.Usage("bot", 0, config.SendPolicy{}); len(got) != 0 {
 		t.Fatalf("no limits: %+v, want none", got)
 	}
 }

@@ -12,27 +12,68 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/safeio"
 )
 
-// sendLog keeps the sends a RateLimiter counted in an append-only file, one
-// line per send ("<unix nanoseconds> <quoted mailbox>"), so the limits hold
-// across restarts. Each line is a single write(2) without fsync: it reaches
-// the kernel before the send is answered, so it survives the daemon being
-// killed; only a power loss can forget the last seconds of sends, which errs
-// on the side of letting mail through once. The file is rewritten with the
-// last day's sends when it opens and whenever it holds many more lines than
-// that.
+// sendLog keeps the sends a RateLimiter counted in an append-only file, so
+// the limits hold across restarts. Its first line is logMagic, whose number
+// is formats.RateLimitLog; then one line per send, "<unix nanoseconds>
+// <owner uid> <quoted mailbox>". Version 1 had no first line and no uid
+// ("<unix nanoseconds> <quoted mailbox>"): its sends are counted for the
+// name's owner when the file is opened, and dropped if the name has none.
+// Each line is a single write(2) without fsync: it reaches the kernel
+// before the send is answered, so it survives the daemon being killed; only
+// a power loss can forget the last seconds of sends, which errs on the side
+// of letting mail through once. The file is rewritten with the last day's
+// sends when it opens and whenever it holds many more lines than that.
 type sendLog struct {
 	path  string
 	f     *os.File
-	lines int
+	lines int // send lines, the first line left out
 	log   *slog.Logger
+}
+
+const logPrefix = "mailctl ratelimit log "
+
+var logMagic = logPrefix + strconv.Itoa(formats.RateLimitLog) + "\n"
+
+// logVersion is the version of the send log whose content starts with
+// head, and the error that refuses one a later release wrote (or whose
+// first line is the log's with a version that is not a number).
+func logVersion(head []byte, path string) (int, error) {
+	if bytes.HasPrefix(head, []byte(logMagic)) {
+		return formats.RateLimitLog, nil
+	}
+	if err := formats.CheckFirstLine(bytes.NewReader(head), int64(len(head)), logPrefix, formats.RateLimitLog, "the rate-limit log", path); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// LogVersion reads the first line of the send log at path: its format
+// version (1 when it has none, 0 when there is no file), or the error
+// OpenRateLimiter would refuse it with. The daemon asks before it changes
+// anything else at start.
+func LogVersion(path string) (int, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("opening the send log: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, 64)
+	n, _ := f.ReadAt(head, 0)
+	return logVersion(head[:n], path)
 }
 
 // OpenRateLimiter returns a limiter whose sends are kept in the file at
 // path (created 0600 if missing). Lines that do not parse are skipped.
-func OpenRateLimiter(path string, clock func() time.Time, logger *slog.Logger) (*RateLimiter, error) {
+// owner finds the uid that owns a mailbox now, for the sends of a version
+// 1 file; nil finds none.
+func OpenRateLimiter(path string, clock func() time.Time, owner func(mailbox string) (uint32, bool), logger *slog.Logger) (*RateLimiter, error) {
 	r := NewRateLimiter(clock)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -41,22 +82,48 @@ func OpenRateLimiter(path string, clock func() time.Time, logger *slog.Logger) (
 	if err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("reading the send log: %w", err)
 	}
+	version, err := logVersion(data, path)
+	if err != nil {
+		return nil, err
+	}
+	if version == formats.RateLimitLog {
+		data = data[len(logMagic):]
+	}
+	if owner == nil {
+		owner = func(string) (uint32, bool) { return 0, false }
+	}
 	cutoff := r.clock().Add(-24 * time.Hour)
-	bad := 0
+	bad, unowned := 0, 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		mailbox, t, ok := parseSendLine(sc.Text())
+		var key sender
+		var t time.Time
+		ok, owned := false, true
+		if version == formats.RateLimitLog {
+			key, t, ok = parseSendLine(sc.Text())
+		} else if key.mailbox, t, ok = parseV1Line(sc.Text()); ok {
+			// Format 1 named no owner: the send counts for the name's
+			// owner now, so that no one gains sends by the upgrade.
+			key.uid, owned = owner(key.mailbox)
+		}
+		if !owned {
+			unowned++
+			continue
+		}
 		if !ok {
 			bad++
 			continue
 		}
 		if t.After(cutoff) {
-			r.sent[mailbox] = append(r.sent[mailbox], t)
+			r.sent[key] = append(r.sent[key], t)
 		}
 	}
 	if bad > 0 {
 		logger.Warn("send log lines skipped", "path", path, "lines", bad)
+	}
+	if version != formats.RateLimitLog && len(data) > 0 {
+		logger.Info("send log of format 1 read: its sends count for each mailbox's current owner", "path", path, "dropped_no_owner", unowned)
 	}
 	for _, ts := range r.sent {
 		slices.SortFunc(ts, time.Time.Compare)
@@ -68,7 +135,21 @@ func OpenRateLimiter(path string, clock func() time.Time, logger *slog.Logger) (
 	return r, nil
 }
 
-func parseSendLine(line string) (string, time.Time, bool) {
+// parseSendLine reads a line of the current format.
+func parseSendLine(line string) (sender, time.Time, bool) {
+	ns, rest, _ := strings.Cut(line, " ")
+	us, q, _ := strings.Cut(rest, " ") // a missing field: q is "", which does not unquote
+	n, err := strconv.ParseInt(ns, 10, 64)
+	uid, uerr := strconv.ParseUint(us, 10, 32)
+	mailbox, qerr := strconv.Unquote(q)
+	if err != nil || uerr != nil || qerr != nil || mailbox == "" {
+		return sender{}, time.Time{}, false
+	}
+	return sender{mailbox, uint32(uid)}, time.Unix(0, n), true
+}
+
+// parseV1Line reads a line of format 1, which has no owner.
+func parseV1Line(line string) (string, time.Time, bool) {
 	ns, q, _ := strings.Cut(line, " ") // no space: q is "", which does not unquote
 	n, err := strconv.ParseInt(ns, 10, 64)
 	mailbox, qerr := strconv.Unquote(q)
@@ -78,16 +159,17 @@ func parseSendLine(line string) (string, time.Time, bool) {
 	return mailbox, time.Unix(0, n), true
 }
 
-func sendLine(mailbox string, t time.Time) string {
-	return strconv.FormatInt(t.UnixNano(), 10) + " " + strconv.Quote(mailbox) + "\n"
+func sendLine(s sender, t time.Time) string {
+	return strconv.FormatInt(t.UnixNano(), 10) + " " + strconv.FormatUint(uint64(s.uid), 10) + " " + strconv.Quote(s.mailbox) + "\n"
 }
 
 // rewrite replaces the file with the sends in sent and reopens it for
 // appending. Call with the limiter's lock held.
-func (l *sendLog) rewrite(sent map[string][]time.Time) error {
+func (l *sendLog) rewrite(sent map[sender][]time.Time) error {
 	var b strings.Builder
+	b.WriteString(logMagic)
 	n := 0
-	for _, m := range slices.Sorted(maps.Keys(sent)) {
+	for _, m := range slices.SortedFunc(maps.Keys(sent), sender.compare) {
 		for _, t := range sent[m] {
 			b.WriteString(sendLine(m, t))
 			n++
@@ -107,10 +189,10 @@ func (l *sendLog) rewrite(sent map[string][]time.Time) error {
 	return nil
 }
 
-// record appends n sends of mailbox at t; sent is the limiter's state after
+// record appends n sends of s at t; sent is the limiter's state after
 // them, used when the file is due for a rewrite. Call with the limiter's
 // lock held. A failed write is logged: the limit still holds in memory.
-func (l *sendLog) record(mailbox string, t time.Time, n int, sent map[string][]time.Time) {
+func (l *sendLog) record(s sender, t time.Time, n int, sent map[sender][]time.Time) {
 	if l.f == nil {
 		return // closed
 	}
@@ -124,7 +206,7 @@ func (l *sendLog) record(mailbox string, t time.Time, n int, sent map[string][]t
 		}
 		return // the rewrite holds these sends
 	}
-	line := strings.Repeat(sendLine(mailbox, t), n)
+	line := strings.Repeat(sendLine(s, t), n)
 	if _, err := l.f.WriteString(line); err != nil {
 		l.log.Error("cannot record a send in the send log: the rate limit holds until the next restart only", "err", err)
 		return

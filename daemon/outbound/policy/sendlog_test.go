@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -21,23 +23,23 @@ func TestRateLimitSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
 	p := config.SendPolicy{PerMinute: 2, PerDay: 3}
-	r, err := OpenRateLimiter(path, clk.Now, nil)
+	r, err := OpenRateLimiter(path, clk.Now, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := r.Allow("bot", p, 1); err != nil {
+		if err := r.Allow("bot", 0, p, 1); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 		clk.Advance(10 * time.Second)
 	}
 	// No Close: a killed daemon never closes its files.
-	r2, err := OpenRateLimiter(path, clk.Now, nil)
+	r2, err := OpenRateLimiter(path, clk.Now, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r2.Close()
-	err = r2.Allow("bot", p, 1)
+	err = r2.Allow("bot", 0, p, 1)
 	if protocol.CodeOf(err) != protocol.CodeRateLimited {
 		t.Fatalf("after a restart the minute's two sends were forgotten: %v", err)
 	}
@@ -45,29 +47,29 @@ func TestRateLimitSurvivesRestart(t *testing.T) {
 	if got := err.(*protocol.Error).RetryAfterMS; got != 40_000 {
 		t.Fatalf("retry after %dms, want 40000", got)
 	}
-	if err := r2.Allow("other", p, 1); err != nil {
+	if err := r2.Allow("other", 0, p, 1); err != nil {
 		t.Fatalf("limits are per mailbox: %v", err)
 	}
 	clk.Advance(time.Minute)
-	if err := r2.Allow("bot", p, 1); err != nil {
+	if err := r2.Allow("bot", 0, p, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Allow("bot", p, 1); protocol.CodeOf(err) != protocol.CodeRateLimited {
+	if err := r2.Allow("bot", 0, p, 1); protocol.CodeOf(err) != protocol.CodeRateLimited {
 		t.Fatalf("the day's fourth send across a restart: %v", err)
 	}
 	// A day later everything before has left every window, and the file
 	// is rewritten without it at the next start.
 	clk.Advance(25 * time.Hour)
 	r2.Close()
-	r3, err := OpenRateLimiter(path, clk.Now, nil)
+	r3, err := OpenRateLimiter(path, clk.Now, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r3.Close()
-	if data, _ := os.ReadFile(path); len(data) != 0 {
+	if data, _ := os.ReadFile(path); string(data) != logMagic {
 		t.Fatalf("sends older than a day kept: %q", data)
 	}
-	if err := r3.Allow("bot", p, 1); err != nil {
+	if err := r3.Allow("bot", 0, p, 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,19 +77,19 @@ func TestRateLimitSurvivesRestart(t *testing.T) {
 func TestSendLogSkipsDamageAndStaysBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
-	good := sendLine("bot", clk.Now().Add(-time.Second))
-	os.WriteFile(path, []byte("garbage\n12 \"unterminated\n"+good+"99999999999999999999999 \"x\"\n1 \"\"\n"+good[:10]), 0o600)
-	r, err := OpenRateLimiter(path, clk.Now, nil)
+	good := sendLine(sender{"bot", 0}, clk.Now().Add(-time.Second))
+	os.WriteFile(path, []byte(logMagic+"garbage\n12 0 \"unterminated\n"+good+"99999999999999999999999 0 \"x\"\n1 0 \"\"\n"+good[:10]), 0o600)
+	r, err := OpenRateLimiter(path, clk.Now, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if err := r.Allow("bot", config.SendPolicy{PerMinute: 1}, 1); protocol.CodeOf(err) != protocol.CodeRateLimited {
+	if err := r.Allow("bot", 0, config.SendPolicy{PerMinute: 1}, 1); protocol.CodeOf(err) != protocol.CodeRateLimited {
 		t.Fatalf("the one good line was not counted: %v", err)
 	}
 	// Sends over two days with no limit: the file holds about the last day.
 	for range 3000 {
-		if err := r.Allow("bot", config.SendPolicy{}, 1); err != nil {
+		if err := r.Allow("bot", 0, config.SendPolicy{}, 1); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Minute)
@@ -124,7 +126,7 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // TestSendLogRejectsEachKindOfBadLine: a line is kept only when its time
-// parses, its mailbox unquotes and is not empty. A bad time with a good
+// and its owner's uid parse, its mailbox unquotes and is not empty. A bad time with a good
 // mailbox, or a good time with an empty mailbox, would otherwise count a
 // send (one in 2262, which no window ever lets go of) or keep a line the next
 // rewrite carries on. The warning says how many lines were skipped.
@@ -132,43 +134,47 @@ func TestSendLogRejectsEachKindOfBadLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
 	recent := strconv.FormatInt(clk.Now().Add(-time.Second).UnixNano(), 10)
-	good := sendLine("bot", clk.Now().Add(-time.Second))
+	good := sendLine(sender{"bot", 0}, clk.Now().Add(-time.Second))
 	bad := []string{
-		"99999999999999999999999 \"bot\"", // out of range: ParseInt returns the largest int64
-		"12x \"bot\"",
-		recent + " \"\"",
-		recent + " \"bot",
-		recent + " bot",
+		"99999999999999999999999 0 \"bot\"", // out of range: ParseInt returns the largest int64
+		"12x 0 \"bot\"",
+		recent + " 0 \"\"",
+		recent + " 0 \"bot",
+		recent + " 0 bot",
+		recent + " \"bot\"", // format 1's line, with no uid
+		recent + " -1 \"bot\"",
+		recent + " 4294967296 \"bot\"",
+		recent + " 1x \"bot\"",
 		"garbage",
 	}
-	os.WriteFile(path, []byte(strings.Join(bad, "\n")+"\n"+good+recent), 0o600) // the last line is cut
+	os.WriteFile(path, []byte(logMagic+strings.Join(bad, "\n")+"\n"+good+recent), 0o600) // the last line is cut
 	var logged recordLogger
-	r, err := OpenRateLimiter(path, clk.Now, logged.logger())
+	r, err := OpenRateLimiter(path, clk.Now, nil, logged.logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if data, _ := os.ReadFile(path); string(data) != good {
-		t.Errorf("the rewritten send log holds %q, want only %q", data, good)
+	if data, _ := os.ReadFile(path); string(data) != logMagic+good {
+		t.Errorf("the rewritten send log holds %q, want only %q", data, logMagic+good)
 	}
 	want := "lines=" + strconv.Itoa(len(bad)+1)
 	if got := logged.all(); len(got) != 1 || !strings.Contains(got[0], "send log lines skipped") || !strings.Contains(got[0], want) {
 		t.Errorf("logged %q, want one warning with %s", got, want)
 	}
 	p := config.SendPolicy{PerMinute: 2}
-	if got := r.Usage("bot", p)[0]; got.Used != 1 {
+	if got := r.Usage("bot", 0, p)[0]; got.Used != 1 {
 		t.Errorf("bot's sends after loading: %+v, want the one good line", got)
 	}
 
 	// A clean file logs nothing.
 	r.Close()
 	logged = recordLogger{}
-	r2, err := OpenRateLimiter(path, clk.Now, logged.logger())
+	r2, err := OpenRateLimiter(path, clk.Now, nil, logged.logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r2.Close()
-	if err := r2.Allow("bot", p, 1); err != nil {
+	if err := r2.Allow("bot", 0, p, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := logged.all(); len(got) != 0 {
@@ -183,9 +189,9 @@ func TestSendLogRejectsEachKindOfBadLine(t *testing.T) {
 func TestSendLogCompactsAtItsBound(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
-	os.WriteFile(path, []byte(sendLine("bot", clk.Now().Add(-14*time.Hour))+sendLine("bot", clk.Now().Add(-time.Hour))), 0o600)
+	os.WriteFile(path, []byte(logMagic+sendLine(sender{"bot", 0}, clk.Now().Add(-14*time.Hour))+sendLine(sender{"bot", 0}, clk.Now().Add(-time.Hour))), 0o600)
 	var logged recordLogger
-	r, err := OpenRateLimiter(path, clk.Now, logged.logger())
+	r, err := OpenRateLimiter(path, clk.Now, nil, logged.logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +201,11 @@ func TestSendLogCompactsAtItsBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return bytes.Count(data, []byte("\n"))
+		return bytes.Count(data, []byte("\n")) - 1 // the first line is no send
 	}
 	const bound = 2*2 + 1024
 	for range bound - 2 {
-		if err := r.Allow("bot", config.SendPolicy{}, 1); err != nil {
+		if err := r.Allow("bot", 0, config.SendPolicy{}, 1); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(13 * time.Hour)
@@ -207,7 +213,7 @@ func TestSendLogCompactsAtItsBound(t *testing.T) {
 	if n := lines(); n != bound {
 		t.Fatalf("the file holds %d lines, want all %d (not compacted before its bound)", n, bound)
 	}
-	if err := r.Allow("bot", config.SendPolicy{}, 1); err != nil {
+	if err := r.Allow("bot", 0, config.SendPolicy{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if n := lines(); n != 2 {
@@ -215,7 +221,7 @@ func TestSendLogCompactsAtItsBound(t *testing.T) {
 	}
 	// The appends go on after the rewrite, to the new file.
 	clk.Advance(time.Minute)
-	if err := r.Allow("bot", config.SendPolicy{}, 1); err != nil {
+	if err := r.Allow("bot", 0, config.SendPolicy{}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if n := lines(); n != 3 {
@@ -250,12 +256,12 @@ func openHandles(t *testing.T, path string) int {
 func TestSendLogKeepsOneHandle(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
-	r, err := OpenRateLimiter(path, clk.Now, nil)
+	r, err := OpenRateLimiter(path, clk.Now, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 * 1030 { // three rewrites, one send live at a time
-		if err := r.Allow("bot", config.SendPolicy{}, 1); err != nil {
+		if err := r.Allow("bot", 0, config.SendPolicy{}, 1); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(25 * time.Hour)
@@ -274,5 +280,115 @@ func TestSendLogKeepsOneHandle(t *testing.T) {
 	}
 	if err := NewRateLimiter(clk.Now).Close(); err != nil {
 		t.Errorf("Close of an in-memory limiter: %v", err)
+	}
+}
+
+// TestRateLimitsCountPerOwner: the sends of a mailbox name count per owner's
+// uid, in memory and across a restart. A new owner of the name starts at
+// zero; its owner, creating it again, does not.
+func TestRateLimitsCountPerOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ratelimit.log")
+	clk := testclock.New()
+	p := config.SendPolicy{PerMinute: 1}
+	r, err := OpenRateLimiter(path, clk.Now, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Allow("bot", 1001, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	r2, err := OpenRateLimiter(path, clk.Now, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if err := r2.Allow("bot", 1001, p, 1); protocol.CodeOf(err) != protocol.CodeRateLimited {
+		t.Errorf("the owner's second send after a restart: %v, want rate_limited", err)
+	}
+	if got := r2.Usage("bot", 1002, p)[0]; got.Used != 0 {
+		t.Errorf("another owner of the name: %+v, want no sends", got)
+	}
+	if err := r2.Allow("bot", 1002, p, 1); err != nil {
+		t.Errorf("another owner's first send: %v", err)
+	}
+	want := logMagic + sendLine(sender{"bot", 1001}, clk.Now()) + sendLine(sender{"bot", 1002}, clk.Now())
+	if data, _ := os.ReadFile(path); string(data) != want {
+		t.Errorf("the send log holds %q, want %q", data, want)
+	}
+}
+
+// TestSendLogFormat1CountsForTheCurrentOwner: a send log from before owners
+// were recorded (no first line, no uids) is read: each send counts for the
+// uid that owns the name when the file opens, so no one gains sends by the
+// upgrade, and sends of a name no one owns are dropped. The file is
+// rewritten in the current format.
+func TestSendLogFormat1CountsForTheCurrentOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ratelimit.log")
+	clk := testclock.New()
+	at := clk.Now().Add(-time.Second)
+	v1 := func(mailbox string) string {
+		return strconv.FormatInt(at.UnixNano(), 10) + " " + strconv.Quote(mailbox) + "\n"
+	}
+	os.WriteFile(path, []byte(v1("bot")+v1("bot")+v1("gone")+"garbage\n"), 0o600)
+	owner := func(mailbox string) (uint32, bool) { return 1001, mailbox == "bot" }
+	if v, err := LogVersion(path); v != 1 || err != nil {
+		t.Errorf("LogVersion of a file without a first line: %d, %v; want 1", v, err)
+	}
+	var logged recordLogger
+	r, err := OpenRateLimiter(path, clk.Now, owner, logged.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := config.SendPolicy{PerMinute: 2}
+	if got := r.Usage("bot", 1001, p)[0]; got.Used != 2 {
+		t.Errorf("the current owner of bot: %+v, want its 2 sends", got)
+	}
+	if got := r.Usage("bot", 1002, p)[0]; got.Used != 0 {
+		t.Errorf("another uid: %+v, want no sends", got)
+	}
+	if got := r.Usage("gone", 1001, p)[0]; got.Used != 0 {
+		t.Errorf("a name no one owned: %+v, want its sends dropped", got)
+	}
+	want := logMagic + strings.Repeat(sendLine(sender{"bot", 1001}, at), 2)
+	if data, _ := os.ReadFile(path); string(data) != want {
+		t.Errorf("the rewritten send log holds %q, want %q", data, want)
+	}
+	if v, err := LogVersion(path); v != formats.RateLimitLog || err != nil {
+		t.Errorf("LogVersion after the rewrite: %d, %v", v, err)
+	}
+	got := strings.Join(logged.all(), "\n")
+	if !strings.Contains(got, "lines=1") || !strings.Contains(got, "dropped_no_owner=1") {
+		t.Errorf("logged %q, want the skipped line and the dropped send", got)
+	}
+}
+
+// TestSendLogNewerIsRefused: a send log a later release wrote, or whose
+// first line is the log's with no version, stops the limiter from opening
+// and is left as it was; LogVersion, which the daemon asks at start, says
+// the same. No file is version 0.
+func TestSendLogNewerIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	clk := testclock.New()
+	if v, err := LogVersion(filepath.Join(dir, "none")); v != 0 || err != nil {
+		t.Errorf("LogVersion of no file: %d, %v", v, err)
+	}
+	for _, c := range []struct {
+		head string
+		want error
+	}{{logPrefix + strconv.Itoa(formats.RateLimitLog+1) + "\n", formats.ErrNewer}, {logPrefix + "x\n", formats.ErrDamaged}} {
+		path := filepath.Join(dir, "ratelimit.log")
+		content := c.head + "1 2 \"bot\"\n"
+		os.WriteFile(path, []byte(content), 0o600)
+		if _, err := OpenRateLimiter(path, clk.Now, nil, nil); !errors.Is(err, c.want) {
+			t.Errorf("%q: OpenRateLimiter: %v, want %v", c.head, err, c.want)
+		}
+		if _, err := LogVersion(path); !errors.Is(err, c.want) {
+			t.Errorf("%q: LogVersion: %v, want %v", c.head, err, c.want)
+		}
+		if data, _ := os.ReadFile(path); string(data) != content {
+			t.Errorf("%q: the refused file was changed: %q", c.head, data)
+		}
 	}
 }
