@@ -276,7 +276,18 @@ func (d *Daemon) buildState(cfg *config.Config) *state {
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: the name is a mailbox uid %d created; it stays that user's (delete it first to declare the name for %q)", m.Name, r.OwnerUID, m.Owner))
 			continue
 		}
-		s.declared[m.Name] = &registry.Mailbox{ID: registry.ConfigMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: registry.SourceConfig, Aliases: m.Aliases}
+		// An alias that is the name of a mailbox another user created would
+		// take that user's mail (routing gives aliases first): not served.
+		var aliases []string
+		for _, a := range m.Aliases {
+			local, domain, full := strings.Cut(strings.ToLower(a), "@")
+			if r, ok := d.reg.Mailbox(local); ok && r.OwnerUID != uid && (!full || cfg.IsLocalDomain(domain)) {
+				s.problems = append(s.problems, fmt.Sprintf("mailbox %q: alias %q is the name of a mailbox uid %d created; the alias is not served (the mail stays that user's)", m.Name, a, r.OwnerUID))
+				continue
+			}
+			aliases = append(aliases, a)
+		}
+		s.declared[m.Name] = &registry.Mailbox{ID: registry.ConfigMailboxID(m.Name, uid), Name: m.Name, UID: uid, GID: gid, Source: registry.SourceConfig, Aliases: aliases}
 	}
 	for _, p := range s.problems {
 		d.log.Error("config mailbox not served", "problem", p)

@@ -53,3 +53,39 @@ func TestDeclarationDoesNotTakeAUsersMailbox(t *testing.T) {
 		t.Errorf("u1's mail in taken: %v %+v", err, l.Messages)
 	}
 }
+
+// TestDeclaredAliasDoesNotTakeAUsersMailbox: the operator declares, on
+// another user's mailbox, an alias that is the name of a mailbox a user
+// created. Routing gives aliases first, so serving it would divert that
+// user's mail; the alias is not served (and logged), the rest is.
+func TestDeclaredAliasDoesNotTakeAUsersMailbox(t *testing.T) {
+	testusers.RequireRoot(t)
+	u1 := testusers.Create(t, "mcda1")
+	u2 := testusers.Create(t, "mcda2")
+	td := startDaemon(t, "")
+	if err := td.EnsureMailbox("usersbox", u1.UID, u1.GID); err != nil {
+		t.Fatal(err)
+	}
+	path := td.cfg.File
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = append(text, fmt.Sprintf("\n[[mailboxes]]\nname = \"opsbox\"\nowner = %q\naliases = [\"usersbox\", \"UsersBox@example.test\", \"help\"]\n", u2.Name)...)
+	if err := os.WriteFile(path, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]string{"usersbox@example.test": "usersbox", "usersbox+tag@example.test": "usersbox", "help@example.test": "opsbox", "opsbox@example.test": "opsbox"} {
+		if rt, err := td.route(addr); err != nil || rt.Mailbox != want {
+			t.Errorf("%s routes to %+v, %v; want %s", addr, rt, err, want)
+		}
+	}
+	deliverTo(t, td, "usersbox", "u1 private subject", td.now(), nil)
+	var l protocol.MessageList
+	if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "usersbox"}, &l); err != nil || len(l.Messages) != 1 {
+		t.Errorf("u1's mail in usersbox: %v %+v", err, l.Messages)
+	}
+}
