@@ -130,9 +130,15 @@ func (d *Daemon) hasHooks(event, mailbox string) bool {
 
 // fireHooks runs the hooks of mailbox for event whose gate opens, as the
 // mailbox owner, asynchronously (never delaying SMTP or a sender).
-func (d *Daemon) fireHooks(event, mailbox string, f hooks.Facts, render func() []byte) {
+func (d *Daemon) fireHooks(event, mailbox, mailboxID string, f hooks.Facts, render func() []byte) {
 	m, ok := d.lookupMailbox(mailbox)
 	if !ok || d.runner == nil {
+		return
+	}
+	if mailboxID != "" && m.ID != mailboxID {
+		// Deleted and made again under the name (perhaps by another user)
+		// since the message was routed: its hooks are not this message's.
+		d.log.Info("hooks not run: the mailbox was made again while the message was delivered", "mailbox", mailbox, "id", f.ID)
 		return
 	}
 	// The hook's stdin is the whole message file: made once, and only when

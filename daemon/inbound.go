@@ -38,6 +38,10 @@ import (
 type route struct {
 	Mailbox string
 	Tag     string
+	// ID is the routed mailbox's registry id, so that what follows the
+	// delivery (its hooks) can tell the mailbox from one deleted and made
+	// again under the name meanwhile; "" when not known.
+	ID string
 }
 
 var (
@@ -69,18 +73,18 @@ func (d *Daemon) route(addr string) (route, error) {
 		for _, a := range m.Aliases {
 			a = strings.ToLower(a)
 			if a == base || a == full {
-				return route{Mailbox: m.Name, Tag: tag}, nil
+				return route{Mailbox: m.Name, Tag: tag, ID: m.ID}, nil
 			}
 		}
 	}
 	if store.ValidMailboxName(base) == nil {
-		if _, ok := d.lookupMailbox(base); ok {
-			return route{Mailbox: base, Tag: tag}, nil
+		if mb, ok := d.lookupMailbox(base); ok {
+			return route{Mailbox: base, Tag: tag, ID: mb.ID}, nil
 		}
 	}
 	if cfg.CatchAll != "" {
-		if _, ok := d.lookupMailbox(cfg.CatchAll); ok {
-			return route{Mailbox: cfg.CatchAll, Tag: local}, nil
+		if mb, ok := d.lookupMailbox(cfg.CatchAll); ok {
+			return route{Mailbox: cfg.CatchAll, Tag: local, ID: mb.ID}, nil
 		}
 	}
 	return route{}, errNoUser
@@ -421,13 +425,13 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	d.metrics.received.WithLabelValues("stored").Inc()
 	d.log.Info("message stored", "mailbox", mailbox, "id", id, "message_id", m.MessageID, "from", env.MailFrom, "trusted", m.Trusted, "dmarc", m.DMARC.Result,
 		"size", m.SizeBytes, "session", env.Session, "remote", remoteString(env))
-	b.announce(mailbox, id, &m, p)
+	b.announce(mailbox, rt.ID, id, &m, p)
 	return nil
 }
 
 // announce tells about a copy stored in the inbox: its size to the
 // mailbox's usage, the new-mail event and the on_receive hooks.
-func (b *inbound) announce(mailbox, id string, mp *store.Message, p *ingest.Parsed) {
+func (b *inbound) announce(mailbox, mailboxID, id string, mp *store.Message, p *ingest.Parsed) {
 	d, m := b.d, *mp
 	// The raw copy and about as much again for the Markdown and the
 	// attachments, until the next count from the files.
@@ -445,7 +449,7 @@ func (b *inbound) announce(mailbox, id string, mp *store.Message, p *ingest.Pars
 		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.Verdict(m.Trusted),
 		DKIM: strings.Join(dkim, ","), SPF: trust.Summary(m.SPF), DMARC: trust.Summary(m.DMARC),
 		AutoSubmitted: m.AutoSubmitted, ListID: m.ListID}
-	d.fireHooks(protocol.EventOnReceive, mailbox, f, func() []byte { return store.Render(&m, p.Body) })
+	d.fireHooks(protocol.EventOnReceive, mailbox, mailboxID, f, func() []byte { return store.Render(&m, p.Body) })
 }
 
 // withHeader is hdr followed by raw. When the server left room before raw

@@ -195,7 +195,7 @@ func (s *intakeService) replay(p *intake.Pending) {
 	}
 	d.log.Info("message stored from the inbound journal", "mailbox", p.Mailbox, "folder", p.Folder, "id", p.ID, "from", m.From, "size", m.SizeBytes)
 	if p.Folder == protocol.FolderInbox {
-		d.inbound.announce(p.Mailbox, p.ID, &m, parsed)
+		d.inbound.announce(p.Mailbox, "", p.ID, &m, parsed)
 	}
 }
 

@@ -24,7 +24,7 @@ func TestNamesCarryNoHistory(t *testing.T) {
 	c2.must(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "shared"})
 	c2.must(t, protocol.VerbHookCreate, protocol.HookCreateArgs{Mailbox: "shared", Event: "on_receive", Name: "h",
 		Cmd: []string{"/bin/sh", "-c", "echo u2-secret-stderr >&2; exit 3"}})
-	td.fireHooks(protocol.EventOnReceive, "shared", hooks.Facts{Event: protocol.EventOnReceive, Mailbox: "shared",
+	td.fireHooks(protocol.EventOnReceive, "shared", "", hooks.Facts{Event: protocol.EventOnReceive, Mailbox: "shared",
 		ID: "2026-01-01-000000-u2-private-subject", Subject: "u2 private subject", Trusted: "true"}, func() []byte { return []byte("x") })
 	td.runner.Wait()
 	if runs := c2.must(t, protocol.VerbHookRuns, protocol.HookRunsArgs{}); !strings.Contains(string(runs), "u2-secret-stderr") {

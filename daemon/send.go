@@ -230,7 +230,7 @@ func (o *outboundService) afterSend(mailbox, sentID string, res protocol.SendRes
 		File: d.store.Path(mailbox) + "/" + protocol.FolderSent + "/" + sentID + ".md", From: m.From, To: m.To,
 		Subject: m.Subject, MessageID: m.MessageID, ThreadID: m.ThreadID, Trusted: protocol.NoPolicy,
 		SendStatus: res.Status, Recipients: res.Recipients}
-	d.fireHooks(protocol.EventAfterSend, mailbox, f, func() []byte { return store.Render(m, body) })
+	d.fireHooks(protocol.EventAfterSend, mailbox, "", f, func() []byte { return store.Render(m, body) })
 }
 
 // ownerUID is the uid of the owner of the mailbox named name now.
