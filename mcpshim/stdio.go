@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,12 +33,29 @@ var _ [protocol.MaxFrame - MaxRequestBytes]struct{}
 // line over Max bytes or one that is not a JSON-RPC message is answered with a
 // JSON-RPC error and the session goes on (the SDK's transport ends it without
 // a word). Batches are not accepted (MCP dropped them in 2025-06-18).
+//
+// When In ends (EOF, or a read error), the transport stops reading but tells
+// the SDK only once every request it has read is answered, or after Drain:
+// the SDK cancels the requests in flight as soon as its reader ends and
+// refuses to write their answers, so a client that writes its requests and
+// closes stdin would lose the last answers (all of them, if the first is
+// still being handled).
 type LineTransport struct {
 	In  io.ReadCloser
 	Out io.Writer
 	// Max bounds one inbound line; 0 means MaxRequestBytes.
 	Max int
+	// Drain bounds how long requests already read may run once In has
+	// ended; 0 means DrainTimeout.
+	Drain time.Duration
 }
+
+// DrainTimeout is how long the requests already read may still run once
+// stdin has ended: the longest a tool waits on its own (email_wait's
+// MaxWaitSecs) plus a minute, the 660 s tool timeout docs/mcp.md gives the
+// harnesses. Requests still running then are cancelled unanswered and the
+// session ends with an error.
+const DrainTimeout = MaxWaitSecs*time.Second + time.Minute
 
 // StdioTransport serves on the process's standard input and output.
 func StdioTransport() *LineTransport {
@@ -50,8 +68,12 @@ func (t *LineTransport) Connect(context.Context) (mcp.Connection, error) {
 	if max <= 0 {
 		max = MaxRequestBytes
 	}
-	c := &lineConn{in: t.In, out: t.Out, msgs: make(chan readResult), closed: make(chan struct{})}
-	go c.readLoop(max)
+	drain := t.Drain
+	if drain <= 0 {
+		drain = DrainTimeout
+	}
+	c := &lineConn{in: t.In, out: t.Out, msgs: make(chan readResult), closed: make(chan struct{}), pending: map[jsonrpc.ID]bool{}}
+	go c.readLoop(max, drain)
 	return c, nil
 }
 
@@ -68,6 +90,13 @@ type lineConn struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// pending holds the ids of the calls handed to the SDK and not yet
+	// answered. Once the input has ended, idle is closed when it is empty.
+	pmu      sync.Mutex
+	pending  map[jsonrpc.ID]bool
+	idle     chan struct{}
+	idleDone bool
 }
 
 func (c *lineConn) SessionID() string { return "" }
@@ -84,6 +113,9 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if r, ok := msg.(*jsonrpc.Response); ok {
+		defer c.answered(r.ID) // once the line is out
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -141,8 +173,67 @@ func (c *lineConn) Close() error {
 	return err
 }
 
-// readLoop hands each line to Read, answering bad lines itself.
-func (c *lineConn) readLoop(max int) {
+// track records a call about to be handed to the SDK, which answers every
+// call it reads (errors included) through Write.
+func (c *lineConn) track(msg jsonrpc.Message) {
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+		c.pmu.Lock()
+		c.pending[r.ID] = true
+		c.pmu.Unlock()
+	}
+}
+
+// answered marks the call id as answered.
+func (c *lineConn) answered(id jsonrpc.ID) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	delete(c.pending, id)
+	c.checkIdle()
+}
+
+// inputEnded returns a channel closed once every call read is answered.
+func (c *lineConn) inputEnded() <-chan struct{} {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	c.idle = make(chan struct{})
+	c.checkIdle()
+	return c.idle
+}
+
+func (c *lineConn) checkIdle() {
+	if c.idle != nil && !c.idleDone && len(c.pending) == 0 {
+		c.idleDone = true
+		close(c.idle)
+	}
+}
+
+func (c *lineConn) unanswered() int {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return len(c.pending)
+}
+
+// endInput reports the end of the input (err) to Read once the calls already
+// read are answered, or after drain, when the SDK cancels those still running.
+func (c *lineConn) endInput(err error, drain time.Duration) {
+	idle := c.inputEnded()
+	t := time.NewTimer(drain)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+		if n := c.unanswered(); n > 0 {
+			err = fmt.Errorf("input ended (%v) with %d request(s) unanswered after %v: cancelled them", err, n, drain)
+		}
+	case <-c.closed:
+		return
+	}
+	c.deliver(readResult{err: err})
+}
+
+// readLoop hands each line to Read, answering bad lines itself. At the end
+// of the input it stops reading and lets the requests read finish first.
+func (c *lineConn) readLoop(max int, drain time.Duration) {
 	br := bufio.NewReaderSize(c.in, 64<<10)
 	for {
 		line, over, err := readLine(br, max)
@@ -155,12 +246,13 @@ func (c *lineConn) readLoop(max int) {
 				c.answerBad(line, derr)
 				break
 			}
+			c.track(msg)
 			if !c.deliver(readResult{msg: msg}) {
 				return
 			}
 		}
 		if err != nil {
-			c.deliver(readResult{err: err})
+			c.endInput(err, drain)
 			return
 		}
 	}

@@ -31,12 +31,29 @@ type rawSession struct {
 // startRaw serves s on a LineTransport with the given line limit and
 // initializes the session.
 func startRaw(t testing.TB, s *Server, max int) *rawSession {
+	r := serveRaw(t, s, &LineTransport{Max: max})
+	r.send(initializeLine)
+	if m := r.reply(t, "init"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	r.send(initializedLine)
+	return r
+}
+
+const (
+	initializeLine  = `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	initializedLine = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+// serveRaw serves s on lt, its In and Out set to pipes the session drives.
+func serveRaw(t testing.TB, s *Server, lt *LineTransport) *rawSession {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
+	lt.In, lt.Out = inR, outW
 	r := &rawSession{in: inW, lines: make(chan map[string]any, 16), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		r.done <- s.Run(ctx, &LineTransport{In: inR, Out: outW, Max: max})
+		r.done <- s.Run(ctx, lt)
 		outW.Close()
 	}()
 	go func() {
@@ -57,11 +74,6 @@ func startRaw(t testing.TB, s *Server, max int) *rawSession {
 		for range r.lines {
 		}
 	})
-	r.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if m := r.reply(t, "init"); m["result"] == nil {
-		t.Fatalf("initialize: %v", m)
-	}
-	r.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return r
 }
 

@@ -1,0 +1,111 @@
+package mcpshim
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testwait"
+)
+
+// untilEnd collects the answers (by id) the server writes until it closes its
+// output, and returns them with what Run returned.
+func (r *rawSession) untilEnd(t testing.TB) (map[string]map[string]any, error) {
+	t.Helper()
+	answers := map[string]map[string]any{}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case m, ok := <-r.lines:
+			if !ok {
+				return answers, <-r.done
+			}
+			if _, isReq := m["method"]; !isReq {
+				answers[fmt.Sprint(m["id"])] = m
+			}
+		case <-timeout:
+			t.Fatalf("the server did not end after stdin closed; answers so far: %v", answers)
+		}
+	}
+}
+
+// Regression: a client that wrote its requests and closed stdin lost the
+// answers not yet written (all of them, when initialize was still running):
+// the SDK cancels what is in flight as soon as its reader ends.
+func TestStdinEOFAnswersEveryRequest(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	r := serveRaw(t, New(Options{SocketPath: d.Socket}), &LineTransport{})
+	r.send(initializeLine + "\n" + initializedLine + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mailbox_list","arguments":{}}}`)
+	r.in.Close()
+	answers, err := r.untilEnd(t)
+	if err != nil {
+		t.Fatalf("Run after stdin closed: %v", err)
+	}
+	if answers["init"]["result"] == nil {
+		t.Fatalf("initialize: no answer after stdin closed: %v", answers)
+	}
+	res, _ := answers["2"]["result"].(map[string]any)
+	if res == nil || res["isError"] == true || !strings.Contains(fmt.Sprint(res["structuredContent"]), "agent") {
+		t.Fatalf("mailbox_list: want its result after stdin closed, got %v", answers["2"])
+	}
+}
+
+// A wait already read when stdin closes runs to its end and is answered (the
+// client may still be reading stdout); the server ends after it.
+func TestStdinEOFFinishesAWait(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	r := serveRaw(t, New(Options{SocketPath: d.Socket}), &LineTransport{})
+	r.send(initializeLine + "\n" + initializedLine + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","subject":"after eof","timeout_secs":60}}}`)
+	r.in.Close()
+	testwait.For(t, "the wait's watch", func() bool { return d.Watchers() > 0 })
+	d.Deliver(t, "agent", testdaemon.Message{From: "noreply@service.test", Subject: "Sent after EOF", Body: "Your code is 739204."})
+	answers, err := r.untilEnd(t)
+	if err != nil {
+		t.Fatalf("Run after stdin closed: %v", err)
+	}
+	res, _ := answers["3"]["result"].(map[string]any)
+	if res == nil || res["isError"] == true || !strings.Contains(fmt.Sprint(res["structuredContent"]), "739204") {
+		t.Fatalf("email_wait: want the message after stdin closed, got %v", answers["3"])
+	}
+}
+
+// What still runs after Drain is cancelled: the server ends, with an error
+// counting the requests left unanswered, and the wait's watch is closed.
+func TestStdinEOFDrainIsBounded(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	r := serveRaw(t, New(Options{SocketPath: d.Socket}), &LineTransport{Drain: 50 * time.Millisecond})
+	r.send(initializeLine + "\n" + initializedLine + "\n" +
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","timeout_secs":600}}}`)
+	r.in.Close()
+	answers, err := r.untilEnd(t)
+	if err == nil || !strings.Contains(err.Error(), "request(s) unanswered") {
+		t.Fatalf("Run: want an error counting the unanswered wait, got %v", err)
+	}
+	if m, ok := answers["4"]; ok {
+		t.Fatalf("email_wait answered within 50ms with no mail: %v", m)
+	}
+	testwait.For(t, "the wait's watch to end", func() bool { return d.Watchers() == 0 })
+}
+
+// A client that wants a call stopped rather than finished cancels it before
+// closing stdin; the server then ends at once.
+func TestStdinEOFAfterCancel(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	r := serveRaw(t, New(Options{SocketPath: d.Socket}), &LineTransport{})
+	r.send(initializeLine + "\n" + initializedLine + "\n" +
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","timeout_secs":600}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}`)
+	r.in.Close()
+	if _, err := r.untilEnd(t); err != nil {
+		t.Fatalf("Run after a cancel and stdin closed: %v", err)
+	}
+	testwait.For(t, "the wait's watch to end", func() bool { return d.Watchers() == 0 })
+}
