@@ -392,7 +392,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 		m.DSNFor = p.DSN.OriginalMessageID
 	}
 	m.Junk = junk
-	key, err := deliveryKey(c.client(), env.MailFrom, rcpts, &m)
+	key, err := deliveryKey(c.client(), env.MailFrom, rcpts, &m, p.Msg.MessageID == "")
 	if err != nil {
 		d.log.Error("reading inbound message failed", "mailbox", mailbox, "err", err)
 		return errTemp
@@ -471,8 +471,18 @@ func withHeader(hdr string, headroom, raw []byte) []byte {
 // nothing, since any sender can reuse another message's, and the same
 // bytes sent to another address of the mailbox (a bounce to its return
 // path after a forged copy to its plain address) are another delivery.
-func deliveryKey(client io.Reader, mailFrom string, rcpts []string, m *store.Message) (store.DeliveryKey, error) {
+func deliveryKey(client io.Reader, mailFrom string, rcpts []string, m *store.Message, unique bool) (store.DeliveryKey, error) {
 	h := sha256.New()
+	if unique {
+		// A message without a Message-ID: the same bytes sent twice (a
+		// script's alert, say) cannot be told from a sender's retry, so
+		// the key is this delivery's alone and nothing is taken for a
+		// repeat. A retry after a lost 250 is then stored twice: a
+		// duplicate, never a loss.
+		var nonce [16]byte
+		rand.Read(nonce[:])
+		h.Write(nonce[:])
+	}
 	to := make([]string, len(rcpts))
 	for i, r := range rcpts {
 		to[i] = strings.ToLower(r)

@@ -69,3 +69,31 @@ trusted_senders = ["boss@trusted.test"]
 		t.Fatalf("hook input %q: want the trusted message exactly once", got)
 	}
 }
+
+// TestSameBytesWithoutMessageIDAreBothKept: a script that mails the same
+// alert twice, with no Message-ID (and no Date) for the two to differ by,
+// gets both stored: without a Message-ID a second delivery of the same
+// bytes cannot be told from a retry, and a duplicate is the lesser harm. With
+// a Message-ID, the same bytes again are the sender's retry, stored once.
+func TestSameBytesWithoutMessageIDAreBothKept(t *testing.T) {
+	td, addr, _ := startInbound(t, "")
+	td.ensureMine(t, "agent")
+	alert := "From: cron@host.test\r\nTo: agent@example.test\r\nSubject: disk full\r\n\r\n/var is 100% full\r\n"
+	retried := "From: cron@host.test\r\nTo: agent@example.test\r\nSubject: retried\r\nMessage-ID: <once@host.test>\r\n\r\nonce\r\n"
+	for _, data := range []string{alert, alert, retried, retried} {
+		if err := smtp.SendMail(addr, nil, "cron@host.test", []string{"agent@example.test"}, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var l protocol.MessageList
+	if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "agent"}, &l); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, m := range l.Messages {
+		n[m.Subject]++
+	}
+	if n["disk full"] != 2 || n["retried"] != 1 {
+		t.Fatalf("stored %v: want the alert twice and the retried message once", n)
+	}
+}
