@@ -36,15 +36,12 @@ func (b *inbound) storeCopy(key store.DeliveryKey, mailbox, folder string, m *st
 		return "", false, err
 	}
 	var t *intake.Ticket
-	id, dup, err = d.store.DeliverOnceJournaled(key, mailbox, folder, m, p.Body, c, p.Attachments, func(id string) error {
+	id, dup, err = d.store.DeliverOnceJournaled(key, mailbox, folder, m, p.Body, c, p.Attachments, func(id, ident string) error {
 		crashpoint.Hit("inbound-reserved")
-		// The store holds the mailbox's folder open while it asks for the
-		// record, so the mailbox now under the name is the one written to.
-		ident, err := d.store.MailboxIdentity(mailbox)
-		if err != nil {
-			return fmt.Errorf("recording the message in the inbound journal: %w", err)
-		}
+		// ident is the identity of the mailbox the store has open and
+		// writes to, whatever is under its name by now.
 		e := &intake.Entry{Mailbox: mailbox, Folder: folder, ID: id, Msg: *m, Prefix: c.ar, Key: hex.EncodeToString(key[:]), Identity: ident}
+		var err error
 		if t, err = d.intake.Add(e, c.msg.Bytes(), sp); err != nil {
 			return fmt.Errorf("recording the message in the inbound journal: %w", err)
 		}

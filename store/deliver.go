@@ -59,19 +59,20 @@ func (s *Store) DeliverOnceFrom(key DeliveryKey, mailbox, folder string, m *Mess
 
 // DeliverOnceJournaled is DeliverOnceFrom for a caller that makes the
 // delivery durable in a journal of its own: once the message's id is chosen
-// (and m's defaults filled in), journal(id) records the message under that
-// id and makes the record durable; then the files are written without an
+// (and m's defaults filled in), journal(id, mailbox) records the message
+// under that id, for the mailbox of that identity (MailboxIdentity: the
+// one the store has open and writes to), and makes the record durable; then the files are written without an
 // fsync, and the caller's checkpoint (Sync) makes them durable before it
 // forgets the record. When journal fails, nothing is written; when the
 // write fails after it, the caller must forget the record. The delivery is
 // remembered (for DeliverOnce's repeats) in memory until that Sync commits
 // it: a caller that restarts with the record still in its journal
 // remembers it again (RememberDelivery), written or not.
-func (s *Store) DeliverOnceJournaled(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, dup bool, err error) {
+func (s *Store) DeliverOnceJournaled(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id, mailbox string) error) (id string, dup bool, err error) {
 	return s.deliverOnce(key, mailbox, folder, m, body, raw, atts, journal)
 }
 
-func (s *Store) deliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, dup bool, err error) {
+func (s *Store) deliverOnce(key DeliveryKey, mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id, mailbox string) error) (id string, dup bool, err error) {
 	k := recentKey{mailbox: mailbox, folder: folder, key: key}
 	for {
 		prev, mine := s.recent.claim(k, s.now())
@@ -140,7 +141,7 @@ func (s *Store) Has(mailbox, folder, id string) bool {
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
-func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id string) error) (id string, err error) {
+func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw RawSource, atts []AttachmentData, journal func(id, mailbox string) error) (id string, err error) {
 	// A new message needs no deferred one written first: its id is chosen
 	// past them (allocate).
 	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
@@ -163,7 +164,7 @@ func (s *Store) deliver(mailbox, folder string, m *Message, body string, raw Raw
 
 	dirSync := &fi.dirSync
 	if journal != nil {
-		if err = journal(newID); err != nil {
+		if err = journal(newID, identityOf(mb).String()); err != nil {
 			return "", err
 		}
 		dirSync = nil // durable in the journal: no fsync

@@ -20,9 +20,9 @@ func TestDeliverOnceJournaled(t *testing.T) {
 	key := sha256.Sum256([]byte("journaled"))
 	m := testMessage(1)
 	m.SizeBytes = 0
-	var journaled string
-	id, dup, err := s.DeliverOnceJournaled(key, "agent", "inbox", m, "body", rawOf([]byte("raw bytes")), nil, func(id string) error {
-		journaled = id
+	var journaled, ident string
+	id, dup, err := s.DeliverOnceJournaled(key, "agent", "inbox", m, "body", rawOf([]byte("raw bytes")), nil, func(id, mailbox string) error {
+		journaled, ident = id, mailbox
 		if _, err := os.Stat(filepath.Join(folder, id+".eml")); err == nil {
 			t.Error("the raw copy was written before the journal had the message")
 		}
@@ -34,17 +34,20 @@ func TestDeliverOnceJournaled(t *testing.T) {
 	if err != nil || dup || id != journaled {
 		t.Fatalf("DeliverOnceJournaled = %q %v %v, journal got %q", id, dup, err, journaled)
 	}
+	if now, err := s.MailboxIdentity("agent"); err != nil || ident == "" || ident != now {
+		t.Fatalf("the journal got mailbox identity %q, the mailbox has %q (%v)", ident, now, err)
+	}
 	if raw, err := os.ReadFile(filepath.Join(folder, id+".eml")); err != nil || string(raw) != "raw bytes" {
 		t.Fatalf("raw copy %q %v", raw, err)
 	}
-	if again, dup, _ := s.DeliverOnceJournaled(key, "agent", "inbox", testMessage(1), "body", rawOf([]byte("raw bytes")), nil, func(string) error {
+	if again, dup, _ := s.DeliverOnceJournaled(key, "agent", "inbox", testMessage(1), "body", rawOf([]byte("raw bytes")), nil, func(string, string) error {
 		t.Error("a repeat went to the journal")
 		return nil
 	}); !dup || again != id {
 		t.Errorf("repeat: %q dup %v", again, dup)
 	}
 	failed := errors.New("journal full")
-	id2, _, err := s.DeliverOnceJournaled(sha256.Sum256([]byte("other")), "agent", "inbox", testMessage(2), "body", rawOf([]byte("x")), nil, func(string) error { return failed })
+	id2, _, err := s.DeliverOnceJournaled(sha256.Sum256([]byte("other")), "agent", "inbox", testMessage(2), "body", rawOf([]byte("x")), nil, func(string, string) error { return failed })
 	if !errors.Is(err, failed) || id2 != "" {
 		t.Fatalf("a failed journal: %q %v", id2, err)
 	}
@@ -137,7 +140,7 @@ func TestJournaledDeliveryIsRememberedAtSync(t *testing.T) {
 	}
 	deliver := func(s *Store, i int) (string, bool) {
 		t.Helper()
-		id, dup, err := s.DeliverOnceJournaled(sha256.Sum256([]byte{byte(i)}), "agent", "inbox", testMessage(i), "body", rawOf([]byte("raw")), nil, func(string) error { return nil })
+		id, dup, err := s.DeliverOnceJournaled(sha256.Sum256([]byte{byte(i)}), "agent", "inbox", testMessage(i), "body", rawOf([]byte("raw")), nil, func(string, string) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +206,7 @@ func TestJournaledRepeatsRaceTheSync(t *testing.T) {
 			for r := range rounds {
 				k := byte((g + r) % keys)
 				m := testMessage(int(k))
-				id, _, err := s.DeliverOnceJournaled(sha256.Sum256([]byte{k}), "agent", "inbox", m, "body", rawOf([]byte("raw")), nil, func(string) error { return nil })
+				id, _, err := s.DeliverOnceJournaled(sha256.Sum256([]byte{k}), "agent", "inbox", m, "body", rawOf([]byte("raw")), nil, func(string, string) error { return nil })
 				if err != nil {
 					t.Error(err)
 					return
