@@ -586,7 +586,9 @@ func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { other.Process.Kill(); other.Wait() }()
-	if out, e, code := mailctl(t, env, "reload", fmt.Sprint(other.Process.Pid)); code != 1 || !strings.Contains(e, "nothing was signalled") {
+	// (Which message says so depends on whether a daemon answers at the
+	// default socket, as on a host with mailctl installed.)
+	if out, e, code := mailctl(t, env, "reload", fmt.Sprint(other.Process.Pid)); code != 1 || !strings.Contains(e, "nothing was signalled") && !strings.Contains(e, "nothing signalled") {
 		t.Errorf("reload of a process that is no daemon: exit %d\n%s%s", code, out, e)
 	}
 	if out, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "reload", fmt.Sprint(other.Process.Pid)); code != 1 || !strings.Contains(e, "is process "+pid+", not") {
