@@ -330,7 +330,10 @@ func TestSendLogFormat1CountsForTheCurrentOwner(t *testing.T) {
 	v1 := func(mailbox string) string {
 		return strconv.FormatInt(at.UnixNano(), 10) + " " + strconv.Quote(mailbox) + "\n"
 	}
-	os.WriteFile(path, []byte(v1("bot")+v1("bot")+v1("gone")+"garbage\n"), 0o600)
+	ns := strconv.FormatInt(at.UnixNano(), 10)
+	// Lines that do not parse are skipped: no number, no quotes, no name.
+	bad := "garbage\n" + `x "bot"` + "\n" + ns + " bot\n" + ns + ` ""` + "\n"
+	os.WriteFile(path, []byte(v1("bot")+v1("bot")+v1("gone")+bad), 0o600)
 	owner := func(mailbox string) (uint32, bool) { return 1001, mailbox == "bot" }
 	if v, err := LogVersion(path); v != 1 || err != nil {
 		t.Errorf("LogVersion of a file without a first line: %d, %v; want 1", v, err)
@@ -359,7 +362,7 @@ func TestSendLogFormat1CountsForTheCurrentOwner(t *testing.T) {
 		t.Errorf("LogVersion after the rewrite: %d, %v", v, err)
 	}
 	got := strings.Join(logged.all(), "\n")
-	if !strings.Contains(got, "lines=1") || !strings.Contains(got, "dropped_no_owner=1") {
+	if !strings.Contains(got, "lines=4") || !strings.Contains(got, "dropped_no_owner=1") {
 		t.Errorf("logged %q, want the skipped line and the dropped send", got)
 	}
 }
@@ -390,5 +393,23 @@ func TestSendLogNewerIsRefused(t *testing.T) {
 		if data, _ := os.ReadFile(path); string(data) != content {
 			t.Errorf("%q: the refused file was changed: %q", c.head, data)
 		}
+	}
+}
+
+// A limiter that starts with no send log (a new host) says nothing of
+// formats: there was nothing to read.
+func TestSendLogNewFileLogsNoFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ratelimit.log")
+	var logged recordLogger
+	r, err := OpenRateLimiter(path, testclock.New().Now, nil, logged.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if got := strings.Join(logged.all(), "\n"); strings.Contains(got, "format 1") {
+		t.Errorf("a new send log logged %q", got)
+	}
+	if data, _ := os.ReadFile(path); string(data) != logMagic {
+		t.Errorf("a new send log holds %q, want its first line only", data)
 	}
 }
