@@ -139,6 +139,15 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	defer s.mu.Unlock()
 	if m, ok := s.b.Mailbox(a.Name); ok {
 		if m.UID == uid {
+			// Creating it again repairs it: folders removed by hand come
+			// back, with the owner's ownership and mode (doctor's fix for
+			// mailbox.folder_missing).
+			if _, err := s.store.Create(a.Name, int(uid), int(gid)); err != nil {
+				if errors.Is(err, store.ErrOwnerMismatch) {
+					return nil, protocol.Errorf(protocol.CodeConflict, "the folder of %q has another owner than the mailbox; `mailctl doctor` shows it", a.Name)
+				}
+				return nil, err
+			}
 			return protocol.MailboxCreated{Mailbox: s.describe(m), Created: false}, nil
 		}
 		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
