@@ -319,6 +319,12 @@ func (d *Daemon) Reload(path string) error {
 	if err == nil {
 		err = file.CheckSecrets()
 	}
+	if err == nil && d.out != nil {
+		// A key file that does not load would stop the next start: the
+		// reload fails too, so that `systemctl reload` says so now, and the
+		// keys in use stay.
+		err = d.out.loadKeys()
+	}
 	if err != nil {
 		d.log.Error("reload refused, keeping the running config", "err", err)
 		d.lastReload.Store(&protocol.ReloadStatus{Count: count, At: d.now().UTC(), Error: err.Error()})
@@ -327,11 +333,6 @@ func (d *Daemon) Reload(path string) error {
 	cfg, applied, pending := applyReload(file, d.cfg())
 	if d.smtp != nil && d.smtp.certs != nil {
 		d.smtp.certs.Reload() // a refused pair is logged; the one in use stays
-	}
-	if d.out != nil {
-		if err := d.out.loadKeys(); err != nil {
-			d.log.Error("reload: DKIM keys not reloaded", "err", err)
-		}
 	}
 	setMemoryLimit(cfg)
 	s := d.buildState(cfg)
