@@ -77,6 +77,9 @@ func reportReload(pid int, r *protocol.ReloadStatus) int {
 	switch {
 	case len(r.Applied) > 0:
 		fmt.Fprintf(stdout, "reloaded (pid %d): applied %s\n", pid, strings.Join(r.Applied, ", "))
+	case len(r.Pending) > 0:
+		// Settings did change: none of them is one a reload applies.
+		fmt.Fprintf(stdout, "reloaded (pid %d): nothing applied now\n", pid)
 	default:
 		fmt.Fprintf(stdout, "reloaded (pid %d): no setting changed\n", pid)
 	}
