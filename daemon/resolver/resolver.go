@@ -30,7 +30,7 @@ func New(server string, timeout time.Duration) Resolver {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	return &bounded{timeout: timeout, r: &net.Resolver{
+	return &bounded{server: server, timeout: timeout, r: &net.Resolver{
 		PreferGo: true,
 		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			d := net.Dialer{Timeout: timeout}
@@ -43,15 +43,23 @@ func New(server string, timeout time.Duration) Resolver {
 // its timeout and retry count from /etc/resolv.conf even when the operator
 // named another server.
 type bounded struct {
+	server  string
 	timeout time.Duration
 	r       *net.Resolver
 }
 
-// within runs one lookup under the resolver's own deadline.
+// within runs one lookup under the resolver's own deadline. Go's resolver
+// names the servers of /etc/resolv.conf in its errors even though Dial sent
+// the query to b.server: the error is made to name the server asked.
 func within[T any](b *bounded, ctx context.Context, lookup func(context.Context, string) (T, error), name string) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	return lookup(ctx, name)
+	v, err := lookup(ctx, name)
+	var de *net.DNSError
+	if errors.As(err, &de) && de.Server != "" {
+		de.Server = b.server
+	}
+	return v, err
 }
 
 func (b *bounded) LookupTXT(ctx context.Context, name string) ([]string, error) {
