@@ -368,7 +368,14 @@ func Setup(home string, h *Harness, s Server) (string, bool, error) {
 	if bytes.Equal(merged, existing) {
 		return path, false, nil
 	}
-	return path, true, writeAtomic(path, merged, true)
+	// A config kept elsewhere and linked in (dotfiles, stow, home-manager)
+	// is changed where it is: replacing the link with a file would leave
+	// the user's own copy stale and the link gone.
+	target := path
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		target = r
+	}
+	return path, true, writeAtomic(target, merged, true)
 }
 
 // Remove takes mailctl's entry out of h's config under home, keeping the
