@@ -513,8 +513,34 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
+// LoadIgnoringUnknown is Load without the unknown-key check: `mailctl
+// doctor` uses it to check the rest of a file whose fault is a misspelled
+// key against the file's own values rather than the defaults.
+func LoadIgnoringUnknown(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	c, err := parse(data, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.File = path
+	return c, nil
+}
+
+// UnknownKeyError is a config that names keys mailctl does not know (a
+// misspelling, most often): everything else in it may be right.
+type UnknownKeyError struct{ Keys []string }
+
+func (e *UnknownKeyError) Error() string {
+	return fmt.Sprintf("unknown key %s (check the spelling against docs/configuration.md)", strings.Join(e.Keys, ", "))
+}
+
 // Parse decodes and validates config text.
-func Parse(data []byte) (*Config, error) {
+func Parse(data []byte) (*Config, error) { return parse(data, true) }
+
+func parse(data []byte, strict bool) (*Config, error) {
 	var c Config
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
 	if err != nil {
@@ -530,12 +556,12 @@ func Parse(data []byte) (*Config, error) {
 	if err := tomlkeys.Exact(md.Keys(), &c); err != nil {
 		return nil, err
 	}
-	if und := md.Undecoded(); len(und) > 0 {
+	if und := md.Undecoded(); strict && len(und) > 0 {
 		var keys []string
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		return nil, fmt.Errorf("unknown key %s (check the spelling against docs/configuration.md)", strings.Join(keys, ", "))
+		return nil, &UnknownKeyError{Keys: keys}
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {

@@ -122,6 +122,7 @@ func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []pro
 		return cfg, Check(ctx, cfg, env)
 	}
 	var f findings
+	var unknown *config.UnknownKeyError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		f.add("config.missing", Fail, "sudo mailctl setup", "no config at %s", path)
@@ -129,10 +130,20 @@ func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []pro
 		f.add("config.unreadable", Fail, "run doctor as root (sudo mailctl doctor), or without root to ask the daemon", "cannot read %s: %v", path, err)
 	case errors.Is(err, formats.ErrNewer):
 		f.add("format.newer", Fail, formatFix, "%v", err)
-	case strings.Contains(err.Error(), "unknown key"):
+	case errors.As(err, &unknown):
 		f.add("config.unknown_key", Fail, "fix the key's spelling against docs/configuration.md, then `sudo systemctl reload mailctl`", "%v", err)
 	default:
 		f.add("config.parse", Fail, "fix the line named, then `sudo systemctl reload mailctl`", "%v", err)
+	}
+	if unknown != nil {
+		// Only a key is wrong: check the rest against the file's own
+		// values. The defaults would name another host name, no TLS and no
+		// declared mailboxes, and call the file's mailboxes orphans.
+		if lenient, lerr := config.LoadIgnoringUnknown(path); lerr == nil {
+			f = append(f, slices.DeleteFunc(Check(ctx, lenient, env), func(r protocol.Finding) bool { return r.ID == "config.ok" })...)
+			Sort(f)
+			return nil, f
+		}
 	}
 	def := config.Default()
 	def.File, def.Format = path, 0 // the file's own format is not known

@@ -543,3 +543,21 @@ func TestServedCertificate(t *testing.T) {
 		t.Fatalf("a failing STARTTLS: %+v", f)
 	}
 }
+
+// TestMisspelledKeyChecksTheFilesValues: with one unknown key the other
+// checks run on what the file says, not on the defaults, which would report
+// no TLS, missing role mailboxes and the file's mailboxes as orphans.
+func TestMisspelledKeyChecksTheFilesValues(t *testing.T) {
+	in := newInstall(t)
+	appendFile(t, in.cfg.File, "\nsmtp_lisen = 1\n")
+	_, f := CheckFile(context.Background(), in.cfg.File, in.env)
+	if len(f) == 0 || f[0].ID != "config.unknown_key" {
+		t.Fatalf("first finding %+v is not the unknown key", f)
+	}
+	for _, x := range f {
+		switch x.ID {
+		case "tls.none", "mailbox.orphaned", "role.missing", "config.ok":
+			t.Errorf("a misspelled key gave %s: %s", x.ID, x.Message)
+		}
+	}
+}
