@@ -11,6 +11,7 @@ package mcpshim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,6 +59,11 @@ type Server struct {
 	progressEvery time.Duration
 	// dialTimeout bounds connecting to the daemon.
 	dialTimeout time.Duration
+
+	// stopped ends (stop) when Run's context does: every request's context
+	// derives from it (cancelOnStop).
+	stopped context.Context
+	stop    context.CancelFunc
 }
 
 // Instructions are sent to clients at initialize: how to start with the
@@ -102,6 +108,7 @@ func New(opts Options) *Server {
 		progressEvery: 5 * time.Second,
 		dialTimeout:   5 * time.Second,
 	}
+	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.subs = newSubscriptions(s)
 	names := opts.Tools
 	if names == nil {
@@ -124,7 +131,7 @@ func New(opts Options) *Server {
 			Prompts:   &mcp.PromptCapabilities{},
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.logCalls)
+	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop)
 	for _, spec := range s.toolSpecs() {
 		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)
@@ -159,9 +166,32 @@ func (s *Server) logCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// cancelOnStop cancels every request still running when the server stops
+// (Run's context ends: SIGTERM or SIGINT for `mailctl mcp`). The SDK, closing
+// the session, waits for the calls still running without cancelling them, so
+// an email_wait would otherwise hold the process until its own timeout (up
+// to MaxWaitSecs). Their answers are mostly lost (the session is closing);
+// a client that stops the server does not wait for them.
+func (s *Server) cancelOnStop(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		unhook := context.AfterFunc(s.stopped, func() { cancel(errStopped) })
+		defer unhook()
+		return next(ctx, method, req)
+	}
+}
+
+var errStopped = errors.New("the MCP server is stopping")
+
 // Run serves one session on transport until it ends or ctx is cancelled.
+// Cancelling ctx stops the server at once, unlike the end of the input: the
+// requests still running are cancelled (their answers may be lost) and Run
+// returns ctx.Err(), even while the input's end is being drained. A server
+// that stopped so cancels any request it is given later.
 func (s *Server) Run(ctx context.Context, transport mcp.Transport) error {
 	defer s.Close()
+	defer context.AfterFunc(ctx, s.stop)()
 	return s.mcp.Run(ctx, transport)
 }
 

@@ -1,6 +1,8 @@
 package mcpshim
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -108,4 +110,37 @@ func TestStdinEOFAfterCancel(t *testing.T) {
 		t.Fatalf("Run after a cancel and stdin closed: %v", err)
 	}
 	testwait.For(t, "the wait's watch to end", func() bool { return d.Watchers() == 0 })
+}
+
+// Regression: cancelling Run's context (SIGTERM or SIGINT for `mailctl mcp`)
+// left the calls running: the SDK's session close waits for them without
+// cancelling them, so an email_wait held the server until its own timeout.
+// Unlike the end of stdin, a stop cancels them (and closes their watches)
+// and Run returns at once, whether stdin is still open or already closed
+// (its drain is cut short).
+func TestRunCancelStopsAWait(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	for _, closeStdin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stdin closed %v", closeStdin), func(t *testing.T) {
+			r := serveRaw(t, New(Options{SocketPath: d.Socket}), &LineTransport{})
+			r.send(initializeLine + "\n" + initializedLine + "\n" +
+				`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","timeout_secs":600}}}`)
+			if closeStdin {
+				r.in.Close()
+			}
+			testwait.For(t, "the wait's watch", func() bool { return d.Watchers() > 0 })
+			r.stop()
+			select {
+			case err := <-r.done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("Run after a stop: want context.Canceled, got %v", err)
+				}
+			case <-time.After(testwait.Timeout):
+				d.Stop() // ends the wait, so that the test's cleanup does not hang
+				t.Fatalf("Run still running %v after its context was cancelled, held by the wait", testwait.Timeout)
+			}
+			testwait.For(t, "the wait's watch to end", func() bool { return d.Watchers() == 0 })
+		})
+	}
 }

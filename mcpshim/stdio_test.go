@@ -26,6 +26,8 @@ type rawSession struct {
 	in    *io.PipeWriter
 	lines chan map[string]any
 	done  chan error
+	// stop cancels Run's context, as SIGTERM does for `mailctl mcp`.
+	stop context.CancelFunc
 }
 
 // startRaw serves s on a LineTransport with the given line limit and
@@ -50,8 +52,8 @@ func serveRaw(t testing.TB, s *Server, lt *LineTransport) *rawSession {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	lt.In, lt.Out = inR, outW
-	r := &rawSession{in: inW, lines: make(chan map[string]any, 16), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
+	r := &rawSession{in: inW, lines: make(chan map[string]any, 16), done: make(chan error, 1), stop: cancel}
 	go func() {
 		r.done <- s.Run(ctx, lt)
 		outW.Close()
