@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
@@ -61,8 +62,9 @@ func checkFormats(p config.Paths, release string) (*startFormats, error) {
 	for _, s := range sf.dirs {
 		st, err := formats.ReadStamp(s.path(), s.kind)
 		if errors.Is(err, fs.ErrNotExist) {
-			_, err := os.Stat(s.dir)
-			s.before = err == nil
+			// A directory with files and no stamp was written before
+			// stamps; an empty one (made by mailctl setup, say) is new.
+			s.before = holdsFiles(s.dir)
 			continue
 		}
 		if err != nil {
@@ -85,6 +87,27 @@ func checkFormats(p config.Paths, release string) (*startFormats, error) {
 		return nil, sf.named(err)
 	}
 	return sf, nil
+}
+
+// holdsFiles reports whether dir exists and holds an entry besides a
+// crash's leftover temporary stamp.
+func holdsFiles(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(64)
+		for _, n := range names {
+			if !strings.HasPrefix(n, safeio.TempPrefix) {
+				return true
+			}
+		}
+		if err != nil {
+			return false
+		}
+	}
 }
 
 // named adds to a refusal of a newer format the release that last wrote a

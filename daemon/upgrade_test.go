@@ -253,3 +253,31 @@ func TestStampsNameTheLastRelease(t *testing.T) {
 		}
 	}
 }
+
+// Directories mailctl setup made and left empty are new, not written
+// before stamps: the first start stamps them without saying it migrated
+// anything. One that holds files and no stamp is from before stamps.
+func TestEmptyDirsWithoutStampsAreNew(t *testing.T) {
+	p := config.Paths{StateDir: t.TempDir()}
+	for _, d := range []string{p.RegistryDir(), p.MailboxesDir()} {
+		os.Mkdir(d, 0o700)
+	}
+	os.WriteFile(filepath.Join(p.RegistryDir(), safeio.TempPrefix+formats.StampName+"-1"), nil, 0o600)
+	sf, err := checkFormats(p, "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sf.dirs {
+		if s.before {
+			t.Errorf("%s: an empty directory taken for one written before stamps", s.kind)
+		}
+	}
+	p2 := config.Paths{StateDir: t.TempDir()}
+	os.MkdirAll(filepath.Join(p2.MailboxesDir(), "agent"), 0o700)
+	if sf, err = checkFormats(p2, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if s := sf.dirs[1]; s.kind != "mailboxes" || !s.before {
+		t.Errorf("a mailbox tree with a mailbox and no stamp: %+v, want written before stamps", s)
+	}
+}
