@@ -98,6 +98,10 @@ for i in range(phnum):
         sys.exit(1)
 PY
 
+# Every mailctl below is the package's: another one earlier on PATH (a
+# `go install` into ~/go/bin, say) must not stand in for it.
+mailctl() { /usr/bin/mailctl "$@"; }
+
 step="version"
 mailctl version >"$tmp/version.out" 2>&1 || fail "mailctl version: $(cat "$tmp/version.out")"
 grep -qF "mailctl $version " "$tmp/version.out" || fail "version is not $version: $(head -n1 "$tmp/version.out")"
