@@ -280,8 +280,8 @@ func (d *Daemon) buildState(cfg *config.Config) *state {
 		// take that user's mail (routing gives aliases first): not served.
 		var aliases []string
 		for _, a := range m.Aliases {
-			local, domain, full := strings.Cut(strings.ToLower(a), "@")
-			if r, ok := d.reg.Mailbox(local); ok && r.OwnerUID != uid && (!full || cfg.IsLocalDomain(domain)) {
+			local, ours := cfg.AliasLocal(a)
+			if r, ok := d.reg.Mailbox(local); ok && r.OwnerUID != uid && ours {
 				s.problems = append(s.problems, fmt.Sprintf("mailbox %q: alias %q is the name of a mailbox uid %d created; the alias is not served (the mail stays that user's)", m.Name, a, r.OwnerUID))
 				continue
 			}

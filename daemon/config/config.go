@@ -580,6 +580,14 @@ func (c *Config) IsLocalDomain(domain string) bool {
 	return slices.Contains(c.Domains, strings.ToLower(strings.TrimSuffix(domain, ".")))
 }
 
+// AliasLocal is the local part a declared mailbox's alias claims at our
+// domains ("help", or "help@example.org" for one of them), lower-cased;
+// false for an alias at another domain, which claims nothing of ours.
+func (c *Config) AliasLocal(alias string) (string, bool) {
+	local, domain, full := strings.Cut(strings.ToLower(alias), "@")
+	return local, !full || c.IsLocalDomain(domain)
+}
+
 // PrimaryDomain is the first configured domain, or "localhost".
 func (c *Config) PrimaryDomain() string {
 	if len(c.Domains) > 0 {

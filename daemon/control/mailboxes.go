@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
@@ -226,8 +225,7 @@ func (s *Server) isDeclaredAlias(name string) bool {
 	cfg := s.cfg()
 	for _, m := range cfg.Mailboxes {
 		for _, a := range m.Aliases {
-			local, domain, full := strings.Cut(strings.ToLower(a), "@")
-			if local == name && (!full || cfg.IsLocalDomain(domain)) {
+			if local, ours := cfg.AliasLocal(a); ours && local == name {
 				return true
 			}
 		}
