@@ -20,18 +20,20 @@ func TestDisposition(t *testing.T) {
 		roll   int
 		want   string
 		detail string
+		rolls  int // a roll is drawn only when pct= leaves something to chance
 	}{
-		{"reject", "v=DMARC1; p=reject", "boss@trusted.test", 99, "reject", "p=reject"},
-		{"quarantine", "v=DMARC1; p=quarantine", "boss@trusted.test", 0, "quarantine", "p=quarantine"},
-		{"none", "v=DMARC1; p=none", "boss@trusted.test", 0, "none", "p=none"},
-		{"pct sampled in", "v=DMARC1; p=reject; pct=50", "boss@trusted.test", 49, "reject", "p=reject"},
-		{"pct sampled out: reject becomes quarantine", "v=DMARC1; p=reject; pct=50", "boss@trusted.test", 50, "quarantine", "p=reject pct=50 (not sampled: quarantine)"},
-		{"pct sampled out: quarantine becomes none", "v=DMARC1; p=quarantine; pct=10", "boss@trusted.test", 10, "none", "p=quarantine pct=10 (not sampled: none)"},
-		{"pct=0 samples nothing", "v=DMARC1; p=reject; pct=0", "boss@trusted.test", 0, "quarantine", "p=reject pct=0 (not sampled: quarantine)"},
-		{"pct=100 samples everything", "v=DMARC1; p=reject; pct=100", "boss@trusted.test", 99, "reject", "p=reject"},
-		{"sp applies to a subdomain", "v=DMARC1; p=reject; sp=quarantine", "news@news.trusted.test", 0, "quarantine", "p=reject sp=quarantine"},
-		{"sp=none spares a subdomain", "v=DMARC1; p=reject; sp=none", "news@news.trusted.test", 0, "none", "p=reject sp=none"},
-		{"p applies to a subdomain without sp", "v=DMARC1; p=reject", "news@news.trusted.test", 0, "reject", "p=reject"},
+		{"reject", "v=DMARC1; p=reject", "boss@trusted.test", 99, "reject", "p=reject", 0},
+		{"quarantine", "v=DMARC1; p=quarantine", "boss@trusted.test", 0, "quarantine", "p=quarantine", 0},
+		{"none", "v=DMARC1; p=none", "boss@trusted.test", 0, "none", "p=none", 0},
+		{"pct sampled in", "v=DMARC1; p=reject; pct=50", "boss@trusted.test", 49, "reject", "p=reject", 1},
+		{"pct sampled out: reject becomes quarantine", "v=DMARC1; p=reject; pct=50", "boss@trusted.test", 50, "quarantine", "p=reject pct=50 (not sampled: quarantine)", 1},
+		{"pct sampled out: quarantine becomes none", "v=DMARC1; p=quarantine; pct=10", "boss@trusted.test", 10, "none", "p=quarantine pct=10 (not sampled: none)", 1},
+		{"pct=0 samples nothing", "v=DMARC1; p=reject; pct=0", "boss@trusted.test", 0, "quarantine", "p=reject pct=0 (not sampled: quarantine)", 0},
+		{"pct=100 samples everything", "v=DMARC1; p=reject; pct=100", "boss@trusted.test", 99, "reject", "p=reject", 0},
+		{"sp applies to a subdomain", "v=DMARC1; p=reject; sp=quarantine", "news@news.trusted.test", 0, "quarantine", "p=reject sp=quarantine", 0},
+		{"sp=none spares a subdomain", "v=DMARC1; p=reject; sp=none", "news@news.trusted.test", 0, "none", "p=reject sp=none", 0},
+		{"p applies to a subdomain without sp", "v=DMARC1; p=reject", "news@news.trusted.test", 0, "reject", "p=reject", 0},
+		{"p=none draws no sample", "v=DMARC1; p=none; pct=50", "boss@trusted.test", 0, "none", "p=none", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,8 +45,8 @@ func TestDisposition(t *testing.T) {
 			if r.DMARC.Result != "fail" || r.Disposition != tc.want || r.DMARC.Detail != tc.detail {
 				t.Errorf("dmarc %+v disposition %q, want fail, %q, detail %q", r.DMARC, r.Disposition, tc.want, tc.detail)
 			}
-			if rolls > 1 {
-				t.Errorf("rolled %d times for one message", rolls)
+			if rolls != tc.rolls {
+				t.Errorf("rolled %d times for one message, want %d", rolls, tc.rolls)
 			}
 		})
 	}
@@ -85,7 +87,7 @@ func TestParseForwarders(t *testing.T) {
 // signature or a look-alike domain does not count), and local submissions
 // are never judged.
 func TestDecide(t *testing.T) {
-	fw, err := ParseForwarders([]string{"192.0.2.0/24", "lists.example.org", "2001:db8:1::/48"})
+	fw, err := ParseForwarders([]string{"192.0.2.0/24", "lists.example.org", "2001:db8:1::/48", "::ffff:198.51.100.0/120"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +114,8 @@ func TestDecide(t *testing.T) {
 		{"forwarder IPv6 network", on, "2001:db8:1::25", fail("reject"), Deliver},
 		{"IPv4-mapped client in the network", on, "::ffff:192.0.2.9", fail("reject"), Deliver},
 		{"next network is not exempt", on, "192.0.3.1", fail("reject"), Reject},
+		{"network written IPv4-mapped", on, "198.51.100.9", fail("reject"), Deliver},
+		{"next to the network written IPv4-mapped", on, "198.51.101.9", fail("reject"), Reject},
 		{"forwarder DKIM domain", on, "203.0.113.5", with(fail("reject"), func(r *Result) {
 			r.DKIM = []store.AuthResult{{Result: "pass", Domain: "lists.example.org"}}
 		}), Deliver},

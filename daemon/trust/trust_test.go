@@ -449,6 +449,7 @@ func TestMaxSignatures(t *testing.T) {
 }
 
 func TestOverDNSServer(t *testing.T) {
+	t.Parallel() // waits on DNS deadlines or Python; the rest of the package need not wait with it
 	keys(t)
 	srv, addr := dnstest.Start(t,
 		dnstest.Record{Name: "rsa._domainkey.trusted.test", Type: "TXT", Value: dkimTXT(t, rsaKey.Public())},
@@ -491,6 +492,7 @@ func TestOverDNSServer(t *testing.T) {
 }
 
 func TestContextDeadline(t *testing.T) {
+	t.Parallel() // waits on DNS deadlines or Python; the rest of the package need not wait with it
 	keys(t)
 	srv, addr := dnstest.Start(t)
 	srv.Hang("ed._domainkey.trusted.test", true)
@@ -507,5 +509,54 @@ func TestContextDeadline(t *testing.T) {
 	}
 	if got.Aligned || got.SPF.Result != "temperror" || got.DKIM[0].Result != "temperror" {
 		t.Errorf("got %+v; want temperrors and not aligned", got)
+	}
+}
+
+// TestCheckWithoutAMessage: an Input that carries neither the bytes nor a
+// way to read them is checked as an empty message (SPF still runs), not
+// dereferenced.
+func TestCheckWithoutAMessage(t *testing.T) {
+	c := &Checker{Resolver: world(t), Roll: func() int { return 0 }}
+	r := c.Check(context.Background(), Input{RemoteIP: trustedIP, Helo: "mx.trusted.test", MailFrom: "b@trusted.test"})
+	if r.SPF.Result != "pass" || len(r.DKIM) != 1 || r.DKIM[0].Result != "none" || r.FromDomain != "" || r.Aligned {
+		t.Errorf("no message: spf %+v dkim %+v from %q aligned %v", r.SPF, r.DKIM, r.FromDomain, r.Aligned)
+	}
+}
+
+// TestHeaderReadStopsAtTheBlankLine: a message read from disk is read for
+// its header only as far as the line that ends it, however long the body.
+func TestHeaderReadStopsAtTheBlankLine(t *testing.T) {
+	const head = "From: Boss <boss@trusted.test>\r\nSubject: hi\r\n\r\n"
+	body := strings.Repeat("From: evil@evil.test\r\n", 1000)
+	for _, ending := range []string{"\r\n", "\n"} {
+		h := strings.ReplaceAll(head, "\r\n", ending)
+		in := Input{Read: func() io.Reader { return strings.NewReader(h + body) }}
+		if got := string(in.header()); got != h {
+			t.Errorf("header with %q line ends = %d bytes %q..., want the %d bytes up to the blank line", ending, len(got), got[:min(len(got), 80)], len(h))
+		}
+	}
+	in := Input{Read: func() io.Reader { return strings.NewReader("From: a@b.test\r\nSubject: no body") }}
+	if got := string(in.header()); got != "From: a@b.test\r\nSubject: no body" {
+		t.Errorf("header of a message without a body = %q", got)
+	}
+}
+
+// TestDispositionWithTheDefaultRoll: a Checker without an injected roll
+// samples pct= with its own random numbers, giving one of the two
+// dispositions the record allows.
+func TestDispositionWithTheDefaultRoll(t *testing.T) {
+	m := world(t)
+	m.SetTXT("_dmarc.trusted.test", "v=DMARC1; p=reject; pct=50")
+	c := &Checker{Resolver: m}
+	seen := map[string]bool{}
+	for range 200 {
+		r := c.Check(context.Background(), Input{RemoteIP: evilIP, Helo: "evil.test", MailFrom: "x@evil.test", Raw: message("boss@trusted.test")})
+		if r.Disposition != "reject" && r.Disposition != "quarantine" {
+			t.Fatalf("disposition %q, want reject or quarantine", r.Disposition)
+		}
+		seen[r.Disposition] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("200 messages at pct=50 all got %v", seen)
 	}
 }
