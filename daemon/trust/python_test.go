@@ -41,6 +41,7 @@ func pythonDKIM(t *testing.T) string {
 }
 
 func TestIndependentSigner(t *testing.T) {
+	t.Parallel() // waits on DNS deadlines or Python; the rest of the package need not wait with it
 	py := pythonDKIM(t)
 	keys(t)
 	dir := t.TempDir()
@@ -100,6 +101,7 @@ func TestIndependentSigner(t *testing.T) {
 // TestDkimsignCLI signs with Debian's dkimsign command (python3-dkim) using
 // Ed25519, and verifies through a real DNS server.
 func TestDkimsignCLI(t *testing.T) {
+	t.Parallel() // waits on DNS deadlines or Python; the rest of the package need not wait with it
 	pythonDKIM(t)
 	bin, err := exec.LookPath("dkimsign")
 	if err != nil {
