@@ -204,3 +204,48 @@ func TestQueuedMailOfDeletedMailbox(t *testing.T) {
 		t.Errorf("the queue after the delete: %+v, %v", l.Items, err)
 	}
 }
+
+// TestReloadDetailsOnlyForRoot: the outcome of a reload is about the config
+// file and the key folder, which only root reads: another user asking for
+// the version learns that a reload happened and whether it worked, not the
+// keys it changed, why it failed or which DKIM keys sign.
+func TestReloadDetailsOnlyForRoot(t *testing.T) {
+	testusers.RequireRoot(t)
+	u := testusers.Create(t, "mctrl")
+	td := testdaemon.Start(t)
+	bin := testusers.Executable(t)
+	cfgPath := filepath.Join(td.Dir, "config.toml")
+	orig, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(orig), "trusted_senders = [", `trusted_senders = ["secret-partner@example.org", `, 1)
+	if changed == string(orig) {
+		t.Fatalf("the test daemon's config has no trusted_senders to change:\n%s", orig)
+	}
+	if err := os.WriteFile(cfgPath, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Reload(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	var root protocol.VersionInfo
+	td.Call(t, protocol.VerbVersion, nil, &root)
+	if r := root.Reload; r == nil || !r.OK || len(r.Applied) == 0 || len(r.DKIMKeys) == 0 {
+		t.Fatalf("root's version after a reload: %+v", r)
+	}
+	o := callAs(t, bin, td.Socket, u, protocol.VerbVersion, nil)
+	if o.Code != "" {
+		t.Fatalf("version as %s: %s %s", u.Name, o.Code, o.Msg)
+	}
+	var theirs protocol.VersionInfo
+	if err := json.Unmarshal(o.Data, &theirs); err != nil {
+		t.Fatal(err)
+	}
+	if r := theirs.Reload; r == nil || !r.OK || r.Count != root.Reload.Count || r.Applied != nil || r.Pending != nil || r.DKIMKeys != nil || r.Error != "" {
+		t.Errorf("%s's version after a reload: %+v, want the count and outcome only", u.Name, r)
+	}
+	if strings.Contains(string(o.Data), "trust.") || strings.Contains(string(o.Data), "dkim_keys") {
+		t.Errorf("%s's version reply names config keys or DKIM keys: %s", u.Name, o.Data)
+	}
+}

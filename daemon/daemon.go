@@ -340,7 +340,14 @@ func (d *Daemon) Reload(path string) error {
 	d.state.Store(s)
 	d.ensureDeclared(s)
 	d.log.Info("config reloaded", "file", path, "applied", strings.Join(applied, ","), "need_restart", strings.Join(pending, ","))
-	d.lastReload.Store(&protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending})
+	st := &protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending}
+	if d.out != nil {
+		st.DKIMKeys = d.out.keyNames()
+		if st.DKIMKeys == nil {
+			st.DKIMKeys = []string{} // none loaded, said as such: outbound mail goes unsigned
+		}
+	}
+	d.lastReload.Store(st)
 	if len(pending) > 0 {
 		d.log.Warn("config keys changed that take effect only at the next restart", "keys", strings.Join(pending, ","))
 	}

@@ -145,6 +145,18 @@ func (o *outboundService) loadKeys() error {
 	return nil
 }
 
+// keyNames names the DKIM keys in use, "selector (algorithm)" each, in the
+// order they sign.
+func (o *outboundService) keyNames() []string {
+	var out []string
+	if keys := o.keys.Load(); keys != nil {
+		for _, k := range *keys {
+			out = append(out, k.Selector+" ("+k.Algorithm+")")
+		}
+	}
+	return out
+}
+
 // Send, Status, RateUsage and Queue are the send pipeline as the control
 // API uses it (control.Outbound).
 func (o *outboundService) Send(ctx context.Context, req outbound.SendRequest) (protocol.SendResult, error) {

@@ -65,6 +65,10 @@ type ReloadStatus struct {
 	Error   string    `json:"error,omitempty"`   // why the file was refused; the running config is kept
 	Applied []string  `json:"applied,omitempty"` // keys the reload changed
 	Pending []string  `json:"pending,omitempty"` // keys changed that wait for a restart
+	// DKIMKeys names the DKIM keys the reload read, "selector (algorithm)"
+	// each; empty (not absent) when it found none and outbound mail goes
+	// unsigned. Absent from a daemon that sends nothing.
+	DKIMKeys []string `json:"dkim_keys,omitzero"`
 }
 
 // Empty is the argument of verbs that take none.

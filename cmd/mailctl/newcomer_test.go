@@ -553,8 +553,31 @@ func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
 	pid := fmt.Sprint(dev.PID())
 	env := []string{"MAILCTL_SOCKET="} // found from the process, as ExecReload has no variable
 	out, e, code := mailctl(t, env, "reload", pid)
-	if code != 0 || !strings.Contains(out, "reloaded (pid "+pid+"): no setting changed") {
+	if code != 0 || !strings.Contains(out, "reloaded (pid "+pid+"): no setting changed") || !strings.Contains(out, "DKIM keys signing: dev-ed25519 (ed25519), dev-rsa (rsa)\n") {
 		t.Fatalf("reload of an unchanged config: exit %d\n%s%s", code, out, e)
+	}
+	// A key added (as mailctl dkim keygen does) is named by the next
+	// reload; with every key gone the operator is told mail goes unsigned.
+	keyDir := filepath.Join(dir, "dkim")
+	if out, e, code := mailctl(t, nil, "dkim", "keygen", "--config", filepath.Join(dir, "config.toml"), "--selector", "next"); code != 0 {
+		t.Fatalf("dkim keygen: exit %d\n%s%s", code, out, e)
+	}
+	if out, e, code := mailctl(t, env, "reload", pid); code != 0 || !strings.Contains(out, "DKIM keys signing: dev-ed25519 (ed25519), dev-rsa (rsa), next (ed25519)\n") {
+		t.Errorf("reload after a new key: exit %d\n%s%s", code, out, e)
+	}
+	aside := filepath.Join(t.TempDir(), "keys")
+	if err := os.Rename(keyDir, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(keyDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, e, code := mailctl(t, env, "reload", pid); code != 0 || !strings.Contains(out, "DKIM keys: none, so outbound mail goes unsigned") {
+		t.Errorf("reload without keys: exit %d\n%s%s", code, out, e)
+	}
+	os.Remove(keyDir)
+	if err := os.Rename(aside, keyDir); err != nil {
+		t.Fatal(err)
 	}
 	cfgFile := filepath.Join(dir, "config.toml")
 	b, err := os.ReadFile(cfgFile)
@@ -576,7 +599,7 @@ func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
 	// The daemon still runs, on its previous config.
 	var v struct{ Daemon protocol.VersionInfo }
 	if err := json.Unmarshal([]byte(must(mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "version", "--json"))), &v); err != nil ||
-		v.Daemon.PID != dev.PID() || v.Daemon.Reload == nil || v.Daemon.Reload.OK || v.Daemon.Reload.Count != 3 {
+		v.Daemon.PID != dev.PID() || v.Daemon.Reload == nil || v.Daemon.Reload.OK || v.Daemon.Reload.Count != 5 {
 		t.Errorf("version after a refused reload: %v %+v", err, v.Daemon)
 	}
 

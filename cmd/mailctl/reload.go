@@ -23,8 +23,8 @@ import (
 func cmdReload(args []string) int {
 	fs := newFlagSet("reload", "reload PID [--socket PATH] [--timeout 10s]", `Makes the daemon with process id PID (mailctl serve, or mailctl dev) re-read its
 config, as SIGHUP does, and reports what the daemon did: the keys it applied,
-those that wait for a restart, or why it refused the file (the running config
-is then kept). It exits 0 only when the daemon reloaded. The systemd unit runs
+those that wait for a restart and the DKIM keys it signs with now, or why it
+refused the file (the running config is then kept). It exits 0 only when the daemon reloaded. The systemd unit runs
 it as ExecReload (mailctl reload $MAINPID), so `+"`sudo systemctl reload mailctl`"+`
 works on any system and fails when the config does not load.
 
@@ -85,6 +85,13 @@ func reportReload(pid int, r *protocol.ReloadStatus) int {
 	}
 	if len(r.Pending) > 0 {
 		fmt.Fprintf(stdout, "changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", strings.Join(r.Pending, ", "))
+	}
+	switch {
+	case r.DKIMKeys == nil: // a daemon that does not say
+	case len(r.DKIMKeys) == 0:
+		fmt.Fprintln(stdout, "DKIM keys: none, so outbound mail goes unsigned and is likely refused (mailctl dkim keygen, then reload)")
+	default:
+		fmt.Fprintf(stdout, "DKIM keys signing: %s\n", strings.Join(r.DKIMKeys, ", "))
 	}
 	return 0
 }

@@ -91,7 +91,7 @@ func handleVersion(_ context.Context, s *Server, c *call, _ *json.RawMessage) (a
 		if !c.caller.Root() && c.caller.UID != uint32(os.Getuid()) {
 			// The error and the keys are about the config file, which
 			// only root and the daemon's own user may read.
-			rs.Error, rs.Applied, rs.Pending = "", nil, nil
+			rs.Error, rs.Applied, rs.Pending, rs.DKIMKeys = "", nil, nil, nil
 		}
 		out.Reload = &rs
 	}
