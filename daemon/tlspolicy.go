@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"mime"
 	"net/textproto"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
 	"github.com/mailctl/mailctl/daemon/outbound/tlsrpt"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -59,7 +59,7 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 	if path == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(path)
+	pem, err := safeio.ReadInput(path, config.MaxCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("delivery.ca_file: %w", err)
 	}

@@ -3,14 +3,15 @@ package daemon
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/emersion/go-smtp"
+	"golang.org/x/sys/unix"
 
 	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
 )
 
 // Mailbox quotas. The daemon keeps a usage counter per mailbox: built from
@@ -39,34 +40,24 @@ type boxUsage struct {
 var errMailboxFull = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2}, Message: "Mailbox full, try again later"}
 
 // countUsage walks a mailbox's tree: every regular file's size, and every
-// message file (folder/<id>.md). It walks through os.Root, so a symlink or
-// a directory swapped for one by the owner never leads it outside.
+// message file (folder/<id>.md). The owner may plant anything in it, deep
+// trees and FIFOs swapped in for directories included: the store's walk
+// never follows a link, never opens anything but a directory, and does a
+// constant amount of work per entry however deep the tree.
 func countUsage(dir string) (bytes, messages int64, err error) {
-	root, err := os.OpenRoot(dir)
+	d, err := store.OpenDir(dir)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer root.Close()
-	err = fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while counted
-			}
-			return err
+	defer d.Close()
+	err = d.Walk(func(depth int, name string, st *unix.Stat_t) {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return
 		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		bytes += info.Size()
-		name := d.Name()
-		if strings.Count(path, "/") == 1 && strings.HasSuffix(name, ".md") && !strings.HasPrefix(name, ".") {
+		bytes += st.Size
+		if depth == 1 && strings.HasSuffix(name, ".md") && !strings.HasPrefix(name, ".") {
 			messages++
 		}
-		return nil
 	})
 	return bytes, messages, err
 }

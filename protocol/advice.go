@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 )
 
 // DevConfigHeader starts the config file `mailctl dev` writes beside its
@@ -42,9 +43,11 @@ var (
 )
 
 // devConfig is the start of dir/config.toml when `mailctl dev` wrote it, or
-// nil. Only a regular file is read, and at most 4 KiB of it.
+// nil. Only a regular file is read, and at most 4 KiB of it. The folder may
+// be shared (a socket in /tmp), so the open must not wait on a FIFO someone
+// planted there, nor take a terminal.
 func devConfig(dir string) []byte {
-	f, err := os.Open(filepath.Join(dir, "config.toml"))
+	f, err := os.OpenFile(filepath.Join(dir, "config.toml"), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil
 	}

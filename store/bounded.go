@@ -132,12 +132,15 @@ func (s *Store) Header(mailbox, folder, id string) (*Message, error) {
 // LimitError is a file refused for its size before it was read.
 type LimitError struct {
 	Path  string // the file (for attachments: the one that went past the limit)
-	What  string // "file" or "attachments"
-	Size  int64  // its size (attachments: all of them, up to this one)
+	What  string // "file", "attachments" or "attachment count"
+	Size  int64  // its size (attachments: all of them, up to this one; attachment count: how many)
 	Limit int64
 }
 
 func (e *LimitError) Error() string {
+	if e.What == "attachment count" {
+		return fmt.Sprintf("%s lists %d attachments, over the limit of %d", e.Path, e.Size, e.Limit)
+	}
 	if e.What == "attachments" {
 		return fmt.Sprintf("the attachments come to %d bytes with %s, over the %d-byte limit", e.Size, e.Path, e.Limit)
 	}
@@ -146,12 +149,20 @@ func (e *LimitError) Error() string {
 
 func (e *LimitError) Unwrap() error { return ErrTooLarge }
 
-// DraftLimits bound what ReadDraft reads: the Markdown file, and all the
-// attachments together. Zero (no limit set) is the store's own bound,
-// MaxMessageFile and MaxDraftAttachmentBytes.
+// DraftLimits bound what ReadDraft reads: the Markdown file, all the
+// attachments together, and how many attachments it lists. Zero (no limit
+// set) is the store's own bound, MaxMessageFile, MaxDraftAttachmentBytes
+// and MaxDraftAttachments.
 type DraftLimits struct {
 	File, Attachments int64
+	Count             int
 }
+
+// MaxDraftAttachments bounds how many attachments a draft may list. Each is
+// held open until all are sized, so the count is refused before any is
+// opened: a frontmatter listing one empty file thousands of times would
+// otherwise take that many descriptors.
+const MaxDraftAttachments = 1000
 
 // Draft is a message read whole, with its attachments: what sending a
 // draft needs.
@@ -210,7 +221,10 @@ func (c Charged) ReadDraft(mailbox, folder, id string, lim DraftLimits) (dr *Dra
 	if err != nil {
 		return nil, nil, fmt.Errorf("message %s: %w", id, err)
 	}
-	atts, err := openAttachments(d, mb.uid, id, m, min(lim.Attachments, MaxDraftAttachmentBytes))
+	if lim.Count <= 0 {
+		lim.Count = MaxDraftAttachments
+	}
+	atts, err := openAttachments(d, mb.uid, id, m, min(lim.Attachments, MaxDraftAttachmentBytes), min(lim.Count, MaxDraftAttachments))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -253,11 +267,15 @@ type openedAttachments struct {
 
 // openAttachments opens the attachments m lists, from id's attachment
 // folder only (a path elsewhere is refused), each a regular file of uid,
-// and refuses them when together they pass max, before any is read.
-func openAttachments(d *Dir, uid int, id string, m *Message, max int64) (*openedAttachments, error) {
+// and refuses them when together they pass max bytes, before any is read.
+// More than count of them is refused before any is opened.
+func openAttachments(d *Dir, uid int, id string, m *Message, max int64, count int) (*openedAttachments, error) {
 	oa := &openedAttachments{}
 	if len(m.Attachments) == 0 {
 		return oa, nil
+	}
+	if len(m.Attachments) > count {
+		return nil, &LimitError{Path: d.join(id + ".md"), What: "attachment count", Size: int64(len(m.Attachments)), Limit: int64(count)}
 	}
 	ad, err := d.OpenDir(id + attSuffix)
 	if err != nil {

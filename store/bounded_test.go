@@ -155,3 +155,54 @@ func TestIndexReadsAHeadOnly(t *testing.T) {
 		t.Errorf("a frontmatter of %d bytes: %v, want ErrTooLarge", 2*MaxFrontmatter, r.err)
 	}
 }
+
+// TestReadDraftRefusesTooManyAttachmentsBeforeOpeningThem hand-edits a
+// draft's frontmatter to list one empty attachment thousands of times: the
+// bytes stay at zero, but each listed file was opened and held until all
+// were sized, so a few such drafts sent at once took every descriptor the
+// daemon has. The count is refused before any attachment is opened.
+func TestReadDraftRefusesTooManyAttachmentsBeforeOpeningThem(t *testing.T) {
+	s := newTestStore(t)
+	id, _, err := s.Deliver("agent", "drafts", testMessage(1), "body", nil, []AttachmentData{{Filename: "empty", Data: []byte{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, body, err := s.Get("agent", "drafts", id)
+	if err != nil || len(m.Attachments) != 1 {
+		t.Fatalf("draft: %+v %v", m, err)
+	}
+	listed := 4 * MaxDraftAttachments
+	for len(m.Attachments) < listed {
+		m.Attachments = append(m.Attachments, m.Attachments[0])
+	}
+	if err := os.WriteFile(filepath.Join(s.Path("agent"), "drafts", id+".md"), Render(m, body), FileMode); err != nil {
+		t.Fatal(err)
+	}
+	openFDs := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before, most := openFDs(), 0
+	c := s.Charged(func(n int64) (func(), error) {
+		most = max(most, openFDs())
+		return func() {}, nil
+	})
+	for _, lim := range []DraftLimits{{}, {Count: 20}} {
+		most = 0
+		dr, release, err := c.ReadDraft("agent", "drafts", id, lim)
+		if err == nil {
+			release()
+			t.Errorf("limits %+v: read a draft listing %d attachments (%d of them)", lim, listed, len(dr.Attachments))
+		}
+		var le *LimitError
+		if !errors.As(err, &le) || le.What != "attachment count" || !errors.Is(err, ErrTooLarge) {
+			t.Errorf("limits %+v: %v, want a LimitError on the attachment count", lim, err)
+		}
+		if most-before > 16 {
+			t.Errorf("limits %+v: %d descriptors open while the draft was read, %d before", lim, most, before)
+		}
+	}
+}

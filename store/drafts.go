@@ -107,7 +107,8 @@ func writeAttachments(d *Dir, mb *mailbox, id, dir string, m *Message, atts []At
 
 // ReadAttachments reads the attachments a message's frontmatter lists, from
 // its own attachment folder only (a hand-edited path elsewhere is refused),
-// at most MaxDraftAttachmentBytes in all, as fstat says before any is read.
+// at most MaxDraftAttachmentBytes in all, as fstat says before any is read,
+// and at most MaxDraftAttachments of them.
 func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]AttachmentData, error) {
 	if len(m.Attachments) == 0 {
 		return nil, nil
@@ -117,7 +118,7 @@ func (s *Store) ReadAttachments(mailbox, folder, id string, m *Message) ([]Attac
 		return nil, err
 	}
 	defer done()
-	atts, err := openAttachments(d, mb.uid, id, m, MaxDraftAttachmentBytes)
+	atts, err := openAttachments(d, mb.uid, id, m, MaxDraftAttachmentBytes, MaxDraftAttachments)
 	if err != nil {
 		return nil, err
 	}

@@ -340,7 +340,7 @@ func writeAtomic(path string, data []byte, backup bool) error {
 		mode = fi.Mode().Perm()
 		bak := path + BackupSuffix
 		if _, err := os.Stat(bak); backup && errors.Is(err, fs.ErrNotExist) {
-			if old, err := os.ReadFile(path); err == nil {
+			if old, err := safeio.ReadInput(path, MaxConfigBytes); err == nil {
 				if err := safeio.WriteFile(bak, old, safeio.Options{Perm: mode, NoReplace: true}); err != nil {
 					return fmt.Errorf("backing up %s: %w", path, err)
 				}
@@ -353,11 +353,16 @@ func writeAtomic(path string, data []byte, backup bool) error {
 	return safeio.WriteFile(path, data, safeio.Options{Perm: mode})
 }
 
+// MaxConfigBytes bounds a harness config mailctl reads. The agent writes
+// these files: one may have been swapped for a FIFO or a link to a device,
+// which is refused rather than waited on or read forever.
+const MaxConfigBytes = 64 << 20
+
 // Setup wires s into h's config under home. It reports the file and whether
 // it changed.
 func Setup(home string, h *Harness, s Server) (string, bool, error) {
 	path := h.Path(home)
-	existing, err := os.ReadFile(path)
+	existing, err := safeio.ReadInput(path, MaxConfigBytes)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return path, false, err
 	}
@@ -403,7 +408,7 @@ func List(home string) []Status {
 	var out []Status
 	for _, h := range Harnesses {
 		st := Status{Harness: h.Name, Path: h.Path(home)}
-		if data, err := os.ReadFile(st.Path); err == nil {
+		if data, err := safeio.ReadInput(st.Path, MaxConfigBytes); err == nil {
 			st.Exists = true
 			st.Wired, st.Command = h.Wired(data)
 		}

@@ -21,8 +21,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -33,9 +33,9 @@ import (
 	"github.com/mailctl/mailctl/internal/safeio"
 )
 
-// maxChain bounds the certificate file: a leaf and its intermediates in PEM
+// MaxChain bounds the certificate file: a leaf and its intermediates in PEM
 // are a few KiB.
-const maxChain = 1 << 20
+const MaxChain = 1 << 20
 
 // LoadPair reads a PEM certificate chain and its private key and checks
 // that they belong together.
@@ -61,19 +61,11 @@ func LoadPair(certFile, keyFile string) (tls.Certificate, error) {
 }
 
 func readChain(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	b, err := safeio.ReadInput(path, MaxChain)
+	if errors.Is(err, safeio.ErrTooLarge) {
+		return nil, fmt.Errorf("%s is larger than %d KiB: point smtp.tls_cert at the PEM certificate chain", path, MaxChain>>10)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxChain+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxChain {
-		return nil, fmt.Errorf("%s is larger than %d KiB: point smtp.tls_cert at the PEM certificate chain", path, maxChain>>10)
-	}
-	return b, nil
+	return b, err
 }
 
 // Fingerprint is the SHA-256 of a certificate, in hex: how logs and doctor

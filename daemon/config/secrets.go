@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -112,9 +111,9 @@ func (c *Config) CheckSecrets() error {
 	return errors.Join(errs...)
 }
 
-// maxCAFile bounds relay.ca_file: a bundle of every public root is about
-// 200 KiB.
-const maxCAFile = 1 << 20
+// MaxCAFile bounds relay.ca_file and delivery.ca_file: a bundle of every
+// public root is about 200 KiB.
+const MaxCAFile = 1 << 20
 
 // CertPool reads relay.ca_file into the pool the relay's certificate must
 // chain to; nil (and no error) when ca_file is not set: the system's roots.
@@ -122,17 +121,12 @@ func (r Relay) CertPool() (*x509.CertPool, error) {
 	if r.CAFile == "" {
 		return nil, nil
 	}
-	f, err := os.Open(r.CAFile)
+	data, err := safeio.ReadInput(r.CAFile, MaxCAFile)
+	if errors.Is(err, safeio.ErrTooLarge) {
+		return nil, fmt.Errorf("relay.ca_file: %s is larger than %d KiB: point it at a PEM bundle of the relay's certificate authorities", r.CAFile, MaxCAFile>>10)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("relay.ca_file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("relay.ca_file: %w", err)
-	}
-	if len(data) > maxCAFile {
-		return nil, fmt.Errorf("relay.ca_file: %s is larger than %d KiB: point it at a PEM bundle of the relay's certificate authorities", r.CAFile, maxCAFile>>10)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {

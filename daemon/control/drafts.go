@@ -191,7 +191,7 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 	}
 	pol := s.cfg().EffectiveSend(box.Name)
 	dr, release, err := s.reads(c, sendCopies).ReadDraft(box.Name, protocol.FolderDrafts, a.ID,
-		store.DraftLimits{File: pol.MaxMessageBytes, Attachments: pol.MaxAttachmentBytes})
+		store.DraftLimits{File: pol.MaxMessageBytes, Attachments: pol.MaxAttachmentBytes, Count: pol.MaxAttachments})
 	if err != nil {
 		return nil, draftReadErr(box.Name, a.ID, err)
 	}
@@ -258,6 +258,8 @@ func draftReadErr(mailbox, id string, err error) error {
 	switch {
 	case errors.As(err, &pe): // the caller's memory budget
 		return err
+	case errors.As(err, &le) && le.What == "attachment count":
+		return protocol.Errorf(protocol.CodeTooLarge, "draft %s: %v (send.max_attachments): send fewer, or put them in one archive", id, le)
 	case errors.As(err, &le) && le.What == "attachments":
 		return protocol.Errorf(protocol.CodeTooLarge, "draft %s: %v (send.max_attachment_bytes): attach less, or smaller files", id, le)
 	case errors.As(err, &le):

@@ -11,11 +11,12 @@ import (
 	"fmt"
 	"net"
 	"net/textproto"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/certs"
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // checkTLS checks the certificate the daemon serves (the daemon's own
@@ -27,7 +28,7 @@ func checkTLS(ctx context.Context, f *findings, cfg *config.Config, env Env) {
 		f.add("tls.none", Warn, "set smtp.tls_cert and smtp.tls_key (or `mailctl setup --self-signed` on a fresh host)", "no TLS certificate: STARTTLS is not offered and senders deliver in clear text")
 		return
 	}
-	data, err := os.ReadFile(cfg.SMTP.TLSCert)
+	data, err := safeio.ReadInput(cfg.SMTP.TLSCert, certs.MaxChain)
 	if err != nil {
 		f.add("tls.cert", Fail, "fix smtp.tls_cert in the config", "cannot read the TLS certificate: %v", err)
 		return

@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/testwait"
+)
+
+// TestUsageCountNeverOpensAFIFO counts a mailbox whose owner keeps
+// swapping a directory and a FIFO under one name (an atomic exchange, so
+// the name always exists): whichever the count finds when it opens the
+// name, it must not block. An open that waited for a writer would hang the
+// delivery or request that asked for the count, forever.
+func TestUsageCountNeverOpensAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	inbox := filepath.Join(dir, "inbox")
+	if err := os.Mkdir(inbox, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inbox, "2026-01-01-000000-aaaa.md"), []byte("+++\n+++\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(inbox, "swap"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(inbox, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	swapped := make(chan struct{})
+	go func() {
+		defer close(swapped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			unix.Renameat2(unix.AT_FDCWD, filepath.Join(inbox, "swap"), unix.AT_FDCWD, fifo, unix.RENAME_EXCHANGE)
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		for range 3000 {
+			if _, messages, err := countUsage(dir); err != nil || messages != 1 {
+				done <- fmt.Errorf("counted %d messages, want 1: %v", messages, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-swapped
+		// Let a count stuck in open(2) go: opening the FIFO for writing
+		// wakes its reader.
+		for _, n := range []string{"swap", "fifo"} {
+			if fd, err := unix.Open(filepath.Join(inbox, n), unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+				unix.Close(fd)
+			}
+		}
+	})
+	var err error
+	testwait.For(t, "3000 counts of a mailbox with a FIFO swapped in and out (a count blocked opening the FIFO)", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if err != nil {
+		t.Fatalf("count: %v", err)
+	}
+}
+
+// TestUsageCountsEveryDepth counts a file the owner put hundreds of
+// directories deep: no depth hides a file from the quota.
+func TestUsageCountsEveryDepth(t *testing.T) {
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 600 {
+		unix.Mkdirat(fd, "d", 0o700)
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	f, err := unix.Openat(fd, "big", unix.O_CREAT|unix.O_WRONLY, 0o600)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Ftruncate(f, 1<<20)
+	unix.Close(f)
+	bytes, _, err := countUsage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes != 1<<20 {
+		t.Errorf("counted %d bytes, want %d (the file 600 levels down)", bytes, 1<<20)
+	}
+}

@@ -1,0 +1,62 @@
+package safeio
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/testwait"
+)
+
+// TestReadInputRefusesOddFiles points ReadInput at what a hostile writer
+// can put under a name: a FIFO (the read must not wait for a writer), a
+// directory, a link to an endless device, and files at and past the limit.
+func TestReadInputRefusesOddFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			unix.Close(fd)
+		}
+	})
+	zero := filepath.Join(dir, "zero")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	at := filepath.Join(dir, "at")
+	past := filepath.Join(dir, "past")
+	os.WriteFile(at, []byte(strings.Repeat("x", 100)), 0o600)
+	os.WriteFile(past, []byte(strings.Repeat("x", 101)), 0o600)
+	for _, c := range []struct {
+		path string
+		want error
+	}{{fifo, ErrNotRegular}, {dir, ErrNotRegular}, {zero, ErrNotRegular}, {past, ErrTooLarge}} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := ReadInput(c.path, 100)
+			done <- err
+		}()
+		var err error
+		testwait.For(t, "ReadInput of "+filepath.Base(c.path)+" to return", func() bool {
+			select {
+			case err = <-done:
+				return true
+			default:
+				return false
+			}
+		})
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("%s: %v, want %v naming the file", c.path, err, c.want)
+		}
+	}
+	if b, err := ReadInput(at, 100); err != nil || len(b) != 100 {
+		t.Errorf("a file of exactly the limit: %d bytes, %v", len(b), err)
+	}
+}
