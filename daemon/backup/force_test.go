@@ -128,3 +128,44 @@ func TestForceRestoreKeepsWhatItReplaces(t *testing.T) {
 		t.Errorf("ConfigTo %q, want %s.restored", res.ConfigTo, cfg)
 	}
 }
+
+// TestForceRestoresInOneSecondKeepBoth: the pre-restore directory is named
+// by the second; a second restore --force within it must not put what it
+// moves aside over what the first one moved there.
+func TestForceRestoresInOneSecondKeepBoth(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	root := t.TempDir()
+	state := filepath.Join(root, "state")
+	writeFiles(t, state, map[string]string{
+		"bounce.key":                  "first bounce key",
+		"registry/mailboxes/old.json": "first registry entry",
+	})
+	archiveWith := func(n string) []byte {
+		return archive(t, manifestEntry("agent"),
+			entry{name: prefix + nameBounceKey, data: n + " bounce key"},
+			entry{name: prefix + dirMailboxes + "agent/inbox/2026-02-01-000000-a.md", data: n + " message"})
+	}
+	opts := RestoreOptions{StateDir: state, DKIMDir: filepath.Join(root, "dkim"), Force: true,
+		LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil },
+		Now:        func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }}
+	first, err := Restore(bytes.NewReader(archiveWith("second")), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Restore(bytes.NewReader(archiveWith("third")), opts)
+	if err != nil {
+		t.Fatalf("a second restore --force in the same second: %v", err)
+	}
+	if first.MovedAside == second.MovedAside {
+		t.Errorf("both restores moved aside into %s", first.MovedAside)
+	}
+	got := contents(t, root)
+	for _, data := range []string{"first bounce key", "first registry entry", "second bounce key", "second message"} {
+		if p, ok := got[data]; !ok || !strings.HasPrefix(p, filepath.Join(state, "pre-restore-")) {
+			t.Errorf("%q is at %q, want it in a pre-restore directory", data, p)
+		}
+	}
+	if p := got["third message"]; p != filepath.Join(state, "mailboxes/agent/inbox/2026-02-01-000000-a.md") {
+		t.Errorf("the last restore's message is at %q", p)
+	}
+}
