@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -188,6 +190,72 @@ func TestBatchOfRepeatedUnknownIDsIsNotFound(t *testing.T) {
 	} {
 		if err := td.call(t, c.verb, c.args, nil); protocol.CodeOf(err) != protocol.CodeNotFound {
 			t.Errorf("%s of %v: %v, want not_found", c.verb, ids, err)
+		}
+	}
+}
+
+// TestRequestBoundsAreTheDocumentedOnes: docs/security.md's fixed bounds on
+// one request, at their edges: message.label takes 20 label changes and
+// 1,000 ids, not one more; message.read returns 20,000 characters unless
+// asked for more, and never more than 200,000 (protocol/README.md).
+func TestRequestBoundsAreTheDocumentedOnes(t *testing.T) {
+	td := startDaemon(t, "")
+	td.ensureMine(t, "alice")
+	a := deliverTo(t, td, "alice", "bounds", time.Now().UTC(), nil)
+	labels := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("l%d", i))
+		}
+		return out
+	}
+	ids := func(n int) []string {
+		out := []string{a}
+		for i := range n - 1 {
+			out = append(out, fmt.Sprintf("nope%d", i))
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		args protocol.MessageLabelArgs
+		want string // a word of the refusal; "" for success
+	}{
+		{"20 labels", protocol.MessageLabelArgs{Add: labels(10), Remove: []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"}}, ""},
+		{"21 labels", protocol.MessageLabelArgs{Add: labels(11), Remove: []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"}}, "at most 20"},
+		{"1000 ids", protocol.MessageLabelArgs{IDs: ids(1000), Star: ptrTo(true)}, ""},
+		{"1001 ids", protocol.MessageLabelArgs{IDs: ids(1001), Star: ptrTo(true)}, "between 1 and 1000"},
+	} {
+		args := tt.args
+		args.Mailbox = "alice"
+		if args.IDs == nil {
+			args.IDs = []string{a}
+		}
+		var res protocol.MessageLabeled
+		err := td.call(t, protocol.VerbMessageLabel, args, &res)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want == "" && !slices.Equal(res.Changed, []string{a}):
+			t.Errorf("%s: changed %v, want %s", tt.name, res.Changed, a)
+		case tt.want != "" && (protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want invalid_input saying %q", tt.name, err, tt.want)
+		}
+	}
+
+	body := strings.Repeat("é", 250_000)
+	id, _, err := td.store.Deliver("alice", "inbox", &store.Message{MessageID: "<long@example.net>", From: "a@example.net",
+		Subject: "long", ReceivedAt: time.Now().UTC(), Trusted: "none"}, body, []byte("Subject: long\r\n\r\nbody\r\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ ask, want int }{{0, 20_000}, {150_000, 150_000}, {200_000, 200_000}, {300_000, 200_000}} {
+		var m protocol.Message
+		if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", ID: id, MaxChars: tt.ask}, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := utf8.RuneCountInString(m.Body); got != tt.want || !m.Truncated || m.BodyChars < 250_000 {
+			t.Errorf("max_chars %d: %d characters (of %d, truncated %v), want %d", tt.ask, got, m.BodyChars, m.Truncated, tt.want)
 		}
 	}
 }

@@ -476,16 +476,20 @@ func (rs *restorer) finish() error {
 		}
 	}
 	// The point of no return: the old state goes aside, the new comes in.
-	aside := filepath.Join(o.StateDir, "pre-restore-"+o.Now().UTC().Format("20060102T150405Z"))
-	moved := false
+	// The directory is new for each restore: one of an earlier restore in
+	// the same second keeps what that one moved there.
+	aside := ""
 	moveAside := func(path string) error {
 		if _, err := os.Lstat(path); os.IsNotExist(err) {
 			return nil
 		}
-		if err := os.MkdirAll(aside, 0o700); err != nil {
-			return err
+		if aside == "" {
+			d, err := newDir(filepath.Join(o.StateDir, "pre-restore-"+o.Now().UTC().Format("20060102T150405Z")))
+			if err != nil {
+				return err
+			}
+			aside = d
 		}
-		moved = true
 		return os.Rename(path, filepath.Join(aside, strings.ReplaceAll(strings.TrimPrefix(path, o.StateDir+"/"), "/", "-")))
 	}
 	for _, part := range []string{"mailboxes", "registry", "queue", "index", "bounce.key"} {
@@ -534,10 +538,26 @@ func (rs *restorer) finish() error {
 		}
 		rs.res.ConfigTo = to
 	}
-	if moved {
-		rs.res.MovedAside = aside
-	}
+	rs.res.MovedAside = aside
 	return nil
+}
+
+// newDir makes a directory named base, or base-2, base-3, ... when that
+// exists, and returns its path.
+func newDir(base string) (string, error) {
+	for i := 1; ; i++ {
+		name := base
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		err := os.Mkdir(name, 0o700)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
 }
 
 // chownTree gives dir and everything below it (directories and files the

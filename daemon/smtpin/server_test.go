@@ -177,6 +177,42 @@ func TestSizeLimit(t *testing.T) {
 	}
 }
 
+// TestCutDataStaysFramed: a message cut at the size limit right before
+// ".<CRLF>" in the middle of a line, followed by a smuggled transaction.
+// go-smtp's reader stops handing on data at the limit and drains the rest
+// in the state it stopped in, mid-line, so that dot does not end the data
+// and the bytes after it are never taken for commands. The cut is placed
+// on and around the byte where the limit falls.
+func TestCutDataStaysFramed(t *testing.T) {
+	const max = 1000
+	prefix := "Subject: big\r\n\r\n"
+	smuggled := "MAIL FROM:<evil@attacker.example>\r\nRCPT TO:<victim@example.com>\r\nDATA\r\nSubject: smuggled\r\n\r\nx\r\n.\r\n"
+	for _, size := range []int{max - 1, max, max + 1} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			ts := startServer(t, Limits{MaxMessageBytes: max}, nil, false)
+			c := dialRaw(t, "tcp", ts.addr)
+			c.hello()
+			c.pipelineEnvelope()
+			// size bytes of one line, then a "." that ends it: the DATA
+			// really ends with the smuggled text's own end-of-data line.
+			c.send(prefix + strings.Repeat("a", size-len(prefix)) + ".\r\n" + smuggled)
+			c.expect("552 ")
+			c.pipelineEnvelope()
+			c.send("Subject: clean\r\n\r\nclean\r\n.\r\n")
+			c.expect("250 ")
+			got := ts.be.got()
+			for _, d := range got {
+				if d.env.MailFrom != "alice@sender.example" {
+					t.Errorf("smuggled envelope delivered: %+v", d.env)
+				}
+			}
+			if len(got) != 1 {
+				t.Errorf("%d deliveries, want the clean message only", len(got))
+			}
+		})
+	}
+}
+
 func TestTooManyRecipients(t *testing.T) {
 	ts := startServer(t, Limits{}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)

@@ -3,8 +3,11 @@
 package archtest
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -224,5 +227,74 @@ func TestArchitecturePageNamesEveryPackage(t *testing.T) {
 		if !strings.Contains(string(page), "`"+rel+"`") {
 			t.Errorf("docs/architecture.md has no row for package %s: say what it owns and what it may import", rel)
 		}
+	}
+}
+
+// TestDocsNameTestsThatExist: the docs point at the test that shows each
+// claim ("Attacked by `TestX`"); a test renamed or removed leaves the claim
+// with nothing behind it. Every Test, Fuzz or Benchmark name in a Markdown
+// page of the repository is a function in some _test.go file (a name
+// followed by * stands for the tests it begins).
+func TestDocsNameTestsThatExist(t *testing.T) {
+	root := "../.."
+	defined := map[string]bool{}
+	var pages []string
+	funcRE := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w*)\(`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(path, "_test.go"):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range funcRE.FindAllSubmatch(b, -1) {
+				defined[string(m[1])] = true
+			}
+		case strings.HasSuffix(path, ".md"):
+			pages = append(pages, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defined) < 100 || len(pages) < 10 {
+		t.Fatalf("found %d tests and %d pages; the check would pass vacuously", len(defined), len(pages))
+	}
+	nameRE := regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z]\w*\*?`)
+	named := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range nameRE.FindAllString(string(b), -1) {
+			named++
+			if prefix, ok := strings.CutSuffix(name, "*"); ok {
+				found := false
+				for d := range defined {
+					found = found || strings.HasPrefix(d, prefix)
+				}
+				if !found {
+					t.Errorf("%s names %s, but no test begins %s", page, name, prefix)
+				}
+				continue
+			}
+			if !defined[name] {
+				t.Errorf("%s names %s, which no _test.go file defines: name the test that shows the claim now, or write it", page, name)
+			}
+		}
+	}
+	if named == 0 {
+		t.Fatal("no page names a test; the check would pass vacuously")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -12,6 +13,7 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -217,6 +219,20 @@ func TestParseRecord(t *testing.T) {
 	}
 	if m, _, _ := ParseRecord([]string{"v=TLSRPTv1; rua=mailto:bad address@x.test,mailto:@x.test,mailto:evil@x.test%0d%0aBcc:y"}); len(m) != 0 {
 		t.Errorf("bad addresses taken: %q", m)
+	}
+	// A record cannot make one report go to more than 10 addresses
+	// (docs/security.md); an address named twice counts once.
+	var rua []string
+	for i := range 12 {
+		rua = append(rua, fmt.Sprintf("mailto:r%d@x.test", i/2), fmt.Sprintf("mailto:r%d@x.test", i))
+	}
+	m, _, err := ParseRecord([]string{"v=TLSRPTv1; rua=" + strings.Join(rua, ",")})
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("r%d@x.test", i))
+	}
+	if err != nil || !slices.Equal(m, want) {
+		t.Errorf("a record of 12 addresses, each twice: %q, %v; want %q", m, err, want)
 	}
 }
 
