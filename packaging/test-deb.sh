@@ -194,9 +194,23 @@ dpkg -P mailctl >"$tmp/dpkg-p.log" 2>&1 || { cat "$tmp/dpkg-p.log" >&2; fail "dp
 [ "$(cat "$root"/etc/mailctl/dkim/*.key | sha256sum)" = "$keysum" ] || fail "keys changed"
 ls "$inbox"/*.md >/dev/null 2>&1 || fail "mail is gone"
 rm -f /var/lib/mailctl/mailboxes/.test-deb-sentinel /etc/mailctl/dkim/.test-deb-sentinel
+
+step="reinstall after purge"
+reinstalled=""
+# The purge kept /etc/mailctl and took the unit's enablement: installing
+# again must say how to bring the daemon back on the kept config.
+if [ $etc_existed = no ]; then
+	echo '# kept from an earlier install' >/etc/mailctl/config.toml
+	dpkg -i "$deb" >"$tmp/dpkg-i2.log" 2>&1 || { cat "$tmp/dpkg-i2.log" >&2; fail "dpkg -i"; }
+	grep -q "earlier install in /etc/mailctl; run \`sudo mailctl setup\`" "$tmp/dpkg-i2.log" || fail "postinst said nothing of the kept config: $(cat "$tmp/dpkg-i2.log")"
+	grep -q "^# kept from an earlier install" /etc/mailctl/config.toml || fail "installing changed the kept config"
+	dpkg -P mailctl >"$tmp/dpkg-p2.log" 2>&1 || { cat "$tmp/dpkg-p2.log" >&2; fail "dpkg -P"; }
+	rm -f /etc/mailctl/config.toml
+	reinstalled=", reinstalled onto the kept config (told to run setup)"
+fi
 if [ $etc_existed = no ]; then
 	rmdir /etc/mailctl/dkim /etc/mailctl 2>/dev/null || true
 	rmdir /var/lib/mailctl/mailboxes /var/lib/mailctl/registry /var/lib/mailctl/queue /var/lib/mailctl 2>/dev/null || true
 fi
 
-echo "test-deb: ok $(basename "$deb"): installed without starting, version $version, setup twice (keys kept), socket answered, smtp $smtp, mail via $( [ $delivered = yes ] && echo swaks || echo file), doctor ran (root and user), removed and purged with mail and keys kept"
+echo "test-deb: ok $(basename "$deb"): installed without starting, version $version, setup twice (keys kept), socket answered, smtp $smtp, mail via $( [ $delivered = yes ] && echo swaks || echo file), doctor ran (root and user), removed and purged with mail and keys kept$reinstalled"
