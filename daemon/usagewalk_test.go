@@ -45,16 +45,6 @@ func TestUsageCountNeverOpensAFIFO(t *testing.T) {
 			unix.Renameat2(unix.AT_FDCWD, filepath.Join(inbox, "swap"), unix.AT_FDCWD, fifo, unix.RENAME_EXCHANGE)
 		}
 	}()
-	done := make(chan error, 1)
-	go func() {
-		for range 3000 {
-			if _, messages, err := countUsage(dir); err != nil || messages != 1 {
-				done <- fmt.Errorf("counted %d messages, want 1: %v", messages, err)
-				return
-			}
-		}
-		done <- nil
-	}()
 	t.Cleanup(func() {
 		close(stop)
 		<-swapped
@@ -66,14 +56,13 @@ func TestUsageCountNeverOpensAFIFO(t *testing.T) {
 			}
 		}
 	})
-	var err error
-	testwait.For(t, "3000 counts of a mailbox with a FIFO swapped in and out (a count blocked opening the FIFO)", func() bool {
-		select {
-		case err = <-done:
-			return true
-		default:
-			return false
+	err := testwait.Returns(t, "3000 counts of a mailbox with a FIFO swapped in and out (a count blocked opening the FIFO)", func() error {
+		for range 3000 {
+			if _, messages, err := countUsage(dir); err != nil || messages != 1 {
+				return fmt.Errorf("counted %d messages, want 1: %v", messages, err)
+			}
 		}
+		return nil
 	})
 	if err != nil {
 		t.Fatalf("count: %v", err)

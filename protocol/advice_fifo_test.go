@@ -2,10 +2,8 @@ package protocol
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/mailctl/mailctl/internal/testwait"
@@ -19,27 +17,10 @@ import (
 func TestAdviceNeverWaitsOnAFIFO(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.toml")
-	if err := syscall.Mkfifo(cfg, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
-	done := make(chan error, 1)
-	go func() {
+	testwait.FIFO(t, cfg)
+	err := testwait.Returns(t, "dialing a missing daemon beside a FIFO config", func() error {
 		_, err := Dial(context.Background(), filepath.Join(dir, "mailctl.sock"))
-		done <- err
-	}()
-	var err error
-	testwait.For(t, "dialing a missing daemon beside a FIFO config to answer", func() bool {
-		select {
-		case err = <-done:
-			return true
-		default:
-			return false
-		}
+		return err
 	})
 	if pe, ok := err.(*Error); !ok || pe.Code != CodeUnavailable || !strings.Contains(pe.Message, "sudo systemctl start mailctl") {
 		t.Fatalf("FIFO beside the socket: %v", err)

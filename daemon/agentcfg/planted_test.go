@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/testwait"
 )
@@ -22,23 +20,13 @@ func TestPlantedConfigsNeverHang(t *testing.T) {
 		for _, h := range Harnesses {
 			p := h.Path(home)
 			os.MkdirAll(filepath.Dir(p), 0o700)
-			var err error
 			if plant == "fifo" {
-				err = unix.Mkfifo(p, 0o600)
-				t.Cleanup(func() {
-					if fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-						unix.Close(fd)
-					}
-				})
-			} else {
-				err = os.Symlink(plant, p)
-			}
-			if err != nil {
+				testwait.FIFO(t, p)
+			} else if err := os.Symlink(plant, p); err != nil {
 				t.Fatal(err)
 			}
 		}
-		done := make(chan []error, 1)
-		go func() {
+		errs := testwait.Returns(t, "list, setup and remove with a "+plant+" as every harness config", func() []error {
 			var errs []error
 			List(home)
 			for _, h := range Harnesses {
@@ -47,16 +35,7 @@ func TestPlantedConfigsNeverHang(t *testing.T) {
 				_, _, err = Remove(home, h)
 				errs = append(errs, err)
 			}
-			done <- errs
-		}()
-		var errs []error
-		testwait.For(t, "list, setup and remove with a "+plant+" as every harness config", func() bool {
-			select {
-			case errs = <-done:
-				return true
-			default:
-				return false
-			}
+			return errs
 		})
 		for _, err := range errs {
 			if !errors.Is(err, safeio.ErrNotRegular) {

@@ -5,8 +5,6 @@ import (
 	"os"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/internal/testwait"
@@ -19,27 +17,10 @@ func TestCertificateFileThatIsAFIFO(t *testing.T) {
 	_, key := pemOf(t, ca.Issue(t, "mx.example.test"))
 	f := newFiles(t)
 	f.put(t, nil, key)
-	if err := unix.Mkfifo(f.cert, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if fd, err := unix.Open(f.cert, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-			unix.Close(fd)
-		}
-	})
-	done := make(chan error, 1)
-	go func() {
+	testwait.FIFO(t, f.cert)
+	err := testwait.Returns(t, "loading a certificate that is a FIFO", func() error {
 		_, err := LoadPair(f.cert, f.key)
-		done <- err
-	}()
-	var err error
-	testwait.For(t, "loading a certificate that is a FIFO to return", func() bool {
-		select {
-		case err = <-done:
-			return true
-		default:
-			return false
-		}
+		return err
 	})
 	if !errors.Is(err, safeio.ErrNotRegular) {
 		t.Errorf("certificate a FIFO: %v, want it refused as not a regular file", err)

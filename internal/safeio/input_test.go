@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mailctl/mailctl/internal/testwait"
 )
 
@@ -18,14 +16,7 @@ import (
 func TestReadInputRefusesOddFiles(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-			unix.Close(fd)
-		}
-	})
+	testwait.FIFO(t, fifo)
 	zero := filepath.Join(dir, "zero")
 	if err := os.Symlink("/dev/zero", zero); err != nil {
 		t.Fatal(err)
@@ -38,19 +29,9 @@ func TestReadInputRefusesOddFiles(t *testing.T) {
 		path string
 		want error
 	}{{fifo, ErrNotRegular}, {dir, ErrNotRegular}, {zero, ErrNotRegular}, {past, ErrTooLarge}} {
-		done := make(chan error, 1)
-		go func() {
+		err := testwait.Returns(t, "ReadInput of "+filepath.Base(c.path), func() error {
 			_, err := ReadInput(c.path, 100)
-			done <- err
-		}()
-		var err error
-		testwait.For(t, "ReadInput of "+filepath.Base(c.path)+" to return", func() bool {
-			select {
-			case err = <-done:
-				return true
-			default:
-				return false
-			}
+			return err
 		})
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.path) {
 			t.Errorf("%s: %v, want %v naming the file", c.path, err, c.want)

@@ -3,6 +3,7 @@
 package testwait
 
 import (
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,4 +23,39 @@ func For(tb testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Returns runs fn in a goroutine of its own and waits, as For does, for it to
+// return: what a test of a call that must not block (on a FIFO, a lock, a
+// peer that never answers) asserts. It fails tb naming what it waited for
+// when fn has not returned within Timeout, and gives fn's result otherwise.
+func Returns[T any](tb testing.TB, what string, fn func() T) T {
+	tb.Helper()
+	done := make(chan T, 1)
+	go func() { done <- fn() }()
+	var v T
+	For(tb, what+" to return", func() bool {
+		select {
+		case v = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	return v
+}
+
+// FIFO makes a named pipe at path, and when the test ends opens it for
+// writing once, so that a reader a failing test left blocked in open(2)
+// is let go instead of holding the test binary.
+func FIFO(tb testing.TB, path string) {
+	tb.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			syscall.Close(fd)
+		}
+	})
 }
