@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -134,14 +136,14 @@ var notMadeHere = map[string]string{
 	"/var/lib/mailctl/inbound/corrupt/":  "made only when a journal is damaged",
 	"/var/lib/mailctl/queue/corrupt/*":   "made only when a journal is damaged",
 	"/var/lib/mailctl/inbound/corrupt/*": "made only when a journal is damaged",
-	"/var/lib/mailctl/inbound/spool/<n>": "made only for a message too large to hold in memory (tens of MiB)",
 }
 
 // TestFilesOnDiskAreDocumented runs a daemon until every file of
 // docs/architecture.md's "Files on disk" table exists (a mailbox of
-// another user with mail in and out, an attachment, a hook, an
-// idempotency key, a cached MTA-STS policy, TLS report counts), then walks
-// its state directory and the socket's: every file and directory must be
+// another user with mail in and out, an attachment, a message large
+// enough to be spooled, a hook, an idempotency key, a cached MTA-STS
+// policy, TLS report counts), then walks its state directory and the
+// socket's: every file and directory must be
 // one the table names, with the owner and mode it gives, and every path
 // the table names must have been seen. A new file fails it until it is
 // documented.
@@ -195,6 +197,18 @@ func TestFilesOnDiskAreDocumented(t *testing.T) {
 	if err := sendSMTP(t, addr, "a@sender.test", []string{"agent@example.test"}, msg); err != nil {
 		t.Fatal(err)
 	}
+	// A message over 2 MiB is spooled as it arrives; its spool file is
+	// kept, emptied, for the next one once the copy is durable.
+	big := "From: a@sender.test\nTo: agent@example.test\nSubject: large\nMessage-ID: <fod-large@sender.test>\n\n" +
+		strings.Repeat(strings.Repeat("x", 99)+"\n", 30<<10)
+	if err := sendSMTP(t, addr, "a@sender.test", []string{"agent@example.test"}, big); err != nil {
+		t.Fatal(err)
+	}
+	spool := filepath.Join(td.cfg.Paths.StateDir, "inbound", "spool")
+	testwait.For(t, "the large message's spool file to be kept for reuse", func() bool {
+		ents, _ := os.ReadDir(spool)
+		return len(ents) > 0 && strings.HasPrefix(ents[0].Name(), "free.")
+	})
 	var res protocol.SendResult
 	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "agent", To: []string{"friend@remote.test"}, Subject: "out", Body: "hi", IdempotencyKey: "fod-1"}, &res); err != nil {
 		t.Fatal(err)
@@ -213,6 +227,9 @@ func TestFilesOnDiskAreDocumented(t *testing.T) {
 	seen := map[string]bool{}
 	for docRoot, root := range roots {
 		err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -228,7 +245,9 @@ func TestFilesOnDiskAreDocumented(t *testing.T) {
 				doc += "/"
 			}
 			var st syscall.Stat_t
-			if err := syscall.Lstat(path, &st); err != nil {
+			if err := syscall.Lstat(path, &st); errors.Is(err, fs.ErrNotExist) {
+				return nil // gone since the directory was read (a journal segment let go)
+			} else if err != nil {
 				return err
 			}
 			var row *fileRow
