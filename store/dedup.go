@@ -160,6 +160,9 @@ func (x *deliveriesDB) mayHave(mailbox, folder string, key DeliveryKey) bool {
 func openSmallDB(path, schema string) (*sql.DB, error) {
 	dsn := "file:" + path + "?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
 		"&_pragma=busy_timeout(10000)&_pragma=cache_size(-1024)&_pragma=mmap_size(0)"
+	if err := rootOnlyDB(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err

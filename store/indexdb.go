@@ -193,6 +193,9 @@ func openSQL(path string) (*sql.DB, error) {
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)" +
 		fmt.Sprintf("&_pragma=cache_size(-%d)", indexCacheKiB) +
 		"&_pragma=mmap_size(0)&_pragma=temp_store(FILE)&_pragma=secure_delete(OFF)"
+	if err := rootOnlyDB(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -209,6 +212,33 @@ func openSQL(path string) (*sql.DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// rootOnlyDB makes the database at path, and its write-ahead log and
+// shared memory when they exist, root's alone before SQLite opens it:
+// SQLite creates the -wal and -shm files with the database file's mode, so
+// a database it created itself (with the umask's 0644) would have them
+// readable by anyone who can reach the directory. An empty file is a new
+// database to SQLite.
+func rootOnlyDB(path string) error {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+		if suffix == "" {
+			flags |= unix.O_CREAT
+		}
+		fd, err := unix.Open(path+suffix, flags, 0o600)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err == nil {
+			err = unix.Fchmod(fd, 0o600)
+			unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("open %s: %w", path+suffix, err)
+		}
+	}
+	return nil
 }
 
 func initSchema(db *sql.DB, path string) error {
