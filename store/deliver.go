@@ -4,9 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -353,11 +351,8 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 // if already used.
 func uniqueName(name string, used map[string]bool) string {
 	out := name
-	ext := filepath.Ext(name)
-	stem := strings.TrimSuffix(name, ext)
 	for n := 2; used[out]; n++ {
-		suffix := "-" + strconv.Itoa(n)
-		out = truncateUTF8(stem, maxFilenameLen-len(ext)-len(suffix)) + suffix + ext
+		out = NumberedFilename(name, n)
 	}
 	used[out] = true
 	return out

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -242,6 +243,20 @@ func SanitizeFilename(name string) string {
 		}
 	}
 	return name
+}
+
+// NumberedFilename is name, a name SanitizeFilename returned, told apart
+// as its nth copy: "-n" before its extension (of at most 20 bytes), the
+// stem cut so that the whole stays within the bound on names. Cut after the
+// number instead, a long name would come back unchanged and never be told
+// apart. Distinct n give distinct names.
+func NumberedFilename(name string, n int) string {
+	ext := filepath.Ext(name)
+	if len(ext) > 20 || len(ext) >= len(name) {
+		ext = ""
+	}
+	suffix := "-" + strconv.Itoa(n)
+	return truncateUTF8(name[:len(name)-len(ext)], maxFilenameLen-len(ext)-len(suffix)) + suffix + ext
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a character.

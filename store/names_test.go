@@ -165,3 +165,45 @@ func FuzzNewID(f *testing.F) {
 		}
 	})
 }
+
+// A name at the bound, numbered, used to come back unchanged (the number was
+// cut off with the excess), so that a second attachment of the same long
+// name was never told apart; an extension nearly as long as the bound made
+// the stem's length negative.
+func TestNumberedFilename(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+		want string
+	}{
+		{"report.pdf", 2, "report-2.pdf"},
+		{"archive.tar.gz", 3, "archive.tar-3.gz"},
+		{"README", 12, "README-12"},
+		{strings.Repeat("a", 96) + ".pdf", 2, strings.Repeat("a", 94) + "-2.pdf"},
+		{strings.Repeat("a", 96) + ".pdf", 100, strings.Repeat("a", 92) + "-100.pdf"},
+		{strings.Repeat("é", 48) + ".txt", 2, strings.Repeat("é", 47) + "-2.txt"},
+		{"x." + strings.Repeat("e", 98), 10, "x." + strings.Repeat("e", 95) + "-10"},
+	}
+	for _, tt := range tests {
+		if got := NumberedFilename(tt.name, tt.n); got != tt.want {
+			t.Errorf("NumberedFilename(%q, %d) = %q, want %q", tt.name, tt.n, got, tt.want)
+		}
+	}
+	for _, name := range []string{strings.Repeat("a", 100), strings.Repeat("a", 96) + ".pdf", "x." + strings.Repeat("e", 98), strings.Repeat("é", 50)} {
+		seen := map[string]bool{name: true}
+		for n := 2; n <= 2000; n++ {
+			got := NumberedFilename(name, n)
+			if seen[got] || len(got) > 100 || !utf8.ValidString(got) || got != SanitizeFilename(got) {
+				t.Fatalf("NumberedFilename(%q, %d) = %q: repeated, too long or not a safe name", name, n, got)
+			}
+			seen[got] = true
+		}
+	}
+	used := map[string]bool{}
+	for range 12 {
+		uniqueName("x."+strings.Repeat("e", 98), used)
+	}
+	if len(used) != 12 {
+		t.Errorf("12 draft attachments of one long name kept %d names", len(used))
+	}
+}

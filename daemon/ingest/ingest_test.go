@@ -397,3 +397,33 @@ func TestFlowedText(t *testing.T) {
 		}
 	}
 }
+
+// Two attachments of one name at the length bound used to hang the parse:
+// the second was numbered, the number cut off with the excess, and the name,
+// unchanged, was numbered again forever.
+func TestDuplicateLongFilenamesAreToldApart(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Subject: files\r\nContent-Type: multipart/mixed; boundary=x\r\n\r\n")
+	names := []string{strings.Repeat("n", 300) + ".txt", strings.Repeat("n", 96) + ".txt", "x." + strings.Repeat("e", 98)}
+	for _, name := range names {
+		for range 3 {
+			b.WriteString("--x\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=\"" + name + "\"\r\n\r\ndata\r\n")
+		}
+	}
+	b.WriteString("--x--\r\n")
+	p, err := Parse([]byte(b.String()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range p.Attachments {
+		checkName(t, a.Filename)
+		if seen[strings.ToLower(a.Filename)] {
+			t.Errorf("name %q given twice", a.Filename)
+		}
+		seen[strings.ToLower(a.Filename)] = true
+	}
+	if len(p.Attachments) != 3*len(names) {
+		t.Errorf("%d attachments, want %d", len(p.Attachments), 3*len(names))
+	}
+}

@@ -540,13 +540,8 @@ func (w *walker) unique(name string) string {
 	if w.names[key] == 1 {
 		return name
 	}
-	ext := ""
-	if i := strings.LastIndexByte(name, '.'); i > 0 && len(name)-i <= 20 {
-		ext = name[i:]
-	}
-	stem := name[:len(name)-len(ext)]
 	for k := w.names[key]; ; k++ {
-		cand := store.SanitizeFilename(fmt.Sprintf("%s-%d%s", stem, k, ext))
+		cand := store.NumberedFilename(name, k)
 		if w.names[strings.ToLower(cand)] == 0 {
 			w.names[strings.ToLower(cand)] = 1
 			return cand
