@@ -128,7 +128,7 @@ func firstField(v string) string {
 // originalMessageID reads the Message-ID from a returned message or its
 // headers.
 func originalMessageID(body []byte) string {
-	e, _ := message.Read(bytes.NewReader(body))
+	e, _ := message.Read(guardHeaders(bytes.NewReader(body), "", true))
 	if e == nil {
 		return ""
 	}

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/mail"
@@ -33,8 +34,6 @@ const (
 	DefaultMaxBodyChars       = 1 << 20
 	// maxDepth bounds multipart nesting; real mail rarely goes past 5.
 	maxDepth = 16
-	// maxHeaderBytes bounds one header block (top level or part).
-	maxHeaderBytes = 1 << 20
 )
 
 // Options bounds the work and memory Parse spends on one message.
@@ -140,7 +139,7 @@ func ParseFrom(open func() io.Reader, size int64, opts Options) (p *Parsed, err 
 		}
 	}()
 
-	ent, _ := message.ReadWithOptions(open(), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
+	ent, _ := message.ReadWithOptions(guardHeaders(open(), "", true), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
 	if ent == nil {
 		// Header could not be parsed at all: keep the bytes as text.
 		return fallback(open, size, opts), nil
@@ -193,6 +192,7 @@ func fallback(open func() io.Reader, size int64, opts Options) *Parsed {
 	w.truncated = cut
 	io.Copy(io.Discard, r) // the rest, for the hash
 	w.addText(string(text))
+	w.note(fmt.Sprintf("the message could not be read as MIME (its header may have more than %d fields or %d bytes): it is shown as raw text", maxHeaderFields, maxHeaderBytes))
 	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
 	p.Msg.SizeBytes = size
 	p.Msg.ThreadID = store.ThreadID(hex.EncodeToString(h.Sum(nil)), nil, "", "", time.Time{}, "")

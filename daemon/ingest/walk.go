@@ -68,11 +68,20 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 			n.disp = strings.ToLower(strings.TrimSpace(strings.SplitN(d, ";", 2)[0]))
 		}
 	}
+	if depth < maxDepth {
+		// The boundary as go-message's multipart reader takes it.
+		if t, params, _ := e.Header.ContentType(); strings.HasPrefix(t, "multipart/") {
+			e.Body = guardHeaders(e.Body, params["boundary"], false)
+		}
+	}
 	if mr := e.MultipartReader(); mr != nil && depth < maxDepth {
 		for w.parts < w.opts.MaxParts {
 			part, err := mr.NextPart()
 			if err != nil {
-				if err != io.EOF && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
+				switch {
+				case isHeaderTooLarge(err):
+					w.note(fmt.Sprintf("a part's header has more than %d fields or %d bytes: it and the parts after it were skipped; the raw message has them", maxHeaderFields, maxHeaderBytes))
+				case err != io.EOF && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err):
 					w.note("part of the message could not be read")
 				}
 				if part == nil {
