@@ -6,6 +6,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/smtp"
 	"os"
 	"runtime"
@@ -90,5 +91,27 @@ func TestManyHeaderFieldsAreDelivered(t *testing.T) {
 	}
 	if got, err := os.ReadFile(m.RawPath); err != nil || !bytes.HasSuffix(got, raw) {
 		t.Errorf("raw copy: %d bytes, %v", len(got), err)
+	}
+}
+
+// A To of 5,000 addresses used to be kept whole in the frontmatter, the
+// index and every listing of the message; its first 1,000 are kept, read
+// back as they were parsed, and the body says the raw copy has the rest.
+func TestManyAddressesAreDelivered(t *testing.T) {
+	td := testdaemon.Start(t)
+	td.Mailbox(t, "agent")
+	var to []string
+	for i := range 5000 {
+		to = append(to, fmt.Sprintf("\"Rcpt \\\"%d\\\"\" <r%d@rcpt.example>", i, i))
+	}
+	raw := []byte("From: a@sender.example\r\nTo: agent@" + testdaemon.Domain + ",\r\n " + strings.Join(to, ",\r\n ") +
+		"\r\nSubject: crowd\r\nMessage-ID: <crowd@sender.example>\r\n\r\nhello all\r\n")
+	sendRaw(t, td, "agent", raw)
+	m := readMessage(t, td, "agent", td.Find(t, "agent", protocol.FolderInbox, "crowd@sender.example"))
+	if len(m.To) != 1000 || m.To[0] != "agent@"+testdaemon.Domain || m.To[999] != `"Rcpt \"998\"" <r998@rcpt.example>` {
+		t.Errorf("To read back: %d addresses, first %q, last %q", len(m.To), m.To[0], m.To[len(m.To)-1])
+	}
+	if !strings.Contains(m.Body, "hello all") || !strings.Contains(m.Body, "To has more than 1000 addresses") {
+		t.Errorf("body %.300q", m.Body)
 	}
 }

@@ -146,7 +146,9 @@ func ParseFrom(open func() io.Reader, size int64, opts Options) (p *Parsed, err 
 	}
 
 	p = &Parsed{}
-	fillHeader(&p.Msg, gomail.Header{Header: ent.Header})
+	for _, n := range fillHeader(&p.Msg, gomail.Header{Header: ent.Header}) {
+		w.note(n)
+	}
 	p.Msg.SizeBytes = size
 
 	root := w.read(ent, 0)
@@ -200,14 +202,22 @@ func fallback(open func() io.Reader, size int64, opts Options) *Parsed {
 }
 
 // fillHeader sets the frontmatter fields that come from the top-level header.
-func fillHeader(m *store.Message, h gomail.Header) {
+// It returns notes on what of them was not kept.
+func fillHeader(m *store.Message, h gomail.Header) (notes []string) {
 	m.MessageID = firstMsgID(h.Get("Message-Id"))
-	if from := addresses(h, "From"); len(from) > 0 {
+	list := func(key string) []string {
+		out, more := addresses(h, key)
+		if more {
+			notes = append(notes, fmt.Sprintf("%s has more than %d addresses: the first %d are kept; the raw message has them all", key, maxAddresses, maxAddresses))
+		}
+		return out
+	}
+	if from := list("From"); len(from) > 0 {
 		m.From = from[0]
 	}
-	m.To = addresses(h, "To")
-	m.Cc = addresses(h, "Cc")
-	m.ReplyTo = addresses(h, "Reply-To")
+	m.To = list("To")
+	m.Cc = list("Cc")
+	m.ReplyTo = list("Reply-To")
 	m.Subject = decodeText(h.Header, "Subject")
 	if d, err := mail.ParseDate(strings.TrimSpace(h.Get("Date"))); err == nil {
 		m.Date = d
@@ -217,42 +227,51 @@ func fillHeader(m *store.Message, h gomail.Header) {
 	m.ListID = cleanText(decodeText(h.Header, "List-Id"), 512)
 	m.AutoSubmitted = cleanText(h.Get("Auto-Submitted"), 128)
 	m.ThreadID = store.ThreadID(m.MessageID, m.References, m.InReplyTo, m.From, m.Date, m.Subject)
+	return notes
 }
 
 // maxReferences bounds the References list kept; the root (first) entry is
 // what threading needs and it is always kept.
 const maxReferences = 100
 
+// maxAddresses bounds the addresses kept of one field (To, Cc...): every one
+// is a string in the frontmatter, the index and each listing.
+const maxAddresses = 1000
+
 // addresses returns the addresses of a header field formatted as
-// "Name <addr>" or "addr". A field that does not parse as an address list is
-// split on commas and kept as cleaned text so that no recipient is lost.
-func addresses(h gomail.Header, key string) []string {
+// "Name <addr>" or "addr", at most maxAddresses of them; more says there
+// were more. A field that does not parse as an address list is split on
+// commas and kept as cleaned text so that no recipient is lost.
+func addresses(h gomail.Header, key string) (out []string, more bool) {
 	if strings.TrimSpace(h.Get(key)) == "" {
-		return nil
+		return nil, false
 	}
-	var out []string
 	list, err := h.AddressList(key)
 	if err == nil {
 		// Groups such as "undisclosed-recipients:;" parse to no address.
-		for _, a := range list {
+		for _, a := range list[:min(len(list), maxAddresses)] {
 			out = append(out, formatAddress(a.Name, a.Address))
 		}
-		return out
+		return out, len(list) > maxAddresses
 	}
 	// Best effort for broken lists: decode words and split on commas.
 	for part := range strings.SplitSeq(decodeText(h.Header, key), ",") {
 		if part = cleanText(part, 512); part != "" {
+			if len(out) == maxAddresses {
+				return out, true
+			}
 			if a, err := mail.ParseAddress(part); err == nil {
 				part = formatAddress(a.Name, a.Address)
 			}
 			out = append(out, part)
 		}
-		if len(out) >= 1000 {
-			break
-		}
 	}
-	return out
+	return out, false
 }
+
+// quoter escapes a display name put in quotes; built once, as building it
+// costs more than most names it quotes.
+var quoter = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 func formatAddress(name, addr string) string {
 	name = cleanText(name, 256)
@@ -262,7 +281,7 @@ func formatAddress(name, addr string) string {
 	}
 	// Quote names that would otherwise change how the string re-parses.
 	if strings.ContainsAny(name, `"(),.:;<>@[\]`) {
-		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+		name = `"` + quoter.Replace(name) + `"`
 	}
 	return name + " <" + addr + ">"
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -425,5 +426,52 @@ func TestDuplicateLongFilenamesAreToldApart(t *testing.T) {
 	}
 	if len(p.Attachments) != 3*len(names) {
 		t.Errorf("%d attachments, want %d", len(p.Attachments), 3*len(names))
+	}
+}
+
+// TestAddressBound: a field keeps its first maxAddresses addresses, whether
+// it parses as an address list or is split by hand; past the bound the body
+// says so and the raw message has the rest.
+func TestAddressBound(t *testing.T) {
+	list := func(n int, sep string) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteString("\"R\\\"" + strconv.Itoa(i) + "\" <r" + strconv.Itoa(i) + "@rcpt.example>")
+		}
+		return b.String()
+	}
+	for _, tt := range []struct {
+		name string
+		to   string
+		want int
+		more bool
+	}{
+		{"at the bound", list(maxAddresses, ",\r\n "), maxAddresses, false},
+		{"past the bound", list(maxAddresses+1, ",\r\n "), maxAddresses, true},
+		{"far past the bound", list(10*maxAddresses, ","), maxAddresses, true},
+		{"broken list past the bound", strings.Repeat("x,", 2*maxAddresses) + " broken <", maxAddresses, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := "From: a@sender.example\r\nTo: " + tt.to + "\r\nCc: " + tt.to + "\r\nSubject: many\r\n\r\nthe text\r\n"
+			p, err := Parse([]byte(raw), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Msg.To) != tt.want || len(p.Msg.Cc) != tt.want {
+				t.Errorf("To has %d addresses, Cc %d, want %d", len(p.Msg.To), len(p.Msg.Cc), tt.want)
+			}
+			if got := strings.Contains(p.Body, "To has more than 1000 addresses") && strings.Contains(p.Body, "Cc has more than 1000 addresses"); got != tt.more {
+				t.Errorf("notes said (%v) what was not kept: %.300q", got, p.Body)
+			}
+			if !strings.Contains(p.Body, "the text") {
+				t.Errorf("body %.300q", p.Body)
+			}
+			if strings.HasPrefix(tt.to, `"`) && p.Msg.To[maxAddresses-1] != `"R\"999" <r999@rcpt.example>` {
+				t.Errorf("last address kept %q", p.Msg.To[maxAddresses-1])
+			}
+		})
 	}
 }
