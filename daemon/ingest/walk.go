@@ -68,11 +68,12 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 			n.disp = strings.ToLower(strings.TrimSpace(strings.SplitN(d, ";", 2)[0]))
 		}
 	}
-	if depth < maxDepth {
-		// The boundary as go-message's multipart reader takes it.
-		if t, params, _ := e.Header.ContentType(); strings.HasPrefix(t, "multipart/") {
-			e.Body = guardHeaders(e.Body, params["boundary"], false)
-		}
+	// go-message reads as multipart what names a multipart type (checked
+	// first: parsing a leaf's parameters again costs as much as the first
+	// time), with the boundary of its own parse of the field.
+	if depth < maxDepth && strings.HasPrefix(strings.ToLower(strings.TrimSpace(e.Header.Get("Content-Type"))), "multipart/") {
+		_, params, _ := e.Header.ContentType()
+		e.Body = guardHeaders(e.Body, params["boundary"], false)
 	}
 	if mr := e.MultipartReader(); mr != nil && depth < maxDepth {
 		for w.parts < w.opts.MaxParts {
