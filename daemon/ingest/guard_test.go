@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -116,4 +117,56 @@ func FuzzHeaderGuard(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParamBound: a part's Content-Type and Content-Disposition are read to
+// their first maxParams parameters. At the bound the file name after the
+// others is kept; past it the part is still read, under a name of its own,
+// and the body says so. A name split (RFC 2231) into thousands of segments
+// is read from its first ones.
+func TestParamBound(t *testing.T) {
+	part := func(params string) string {
+		return "From: a@sender.example\r\nContent-Type: multipart/mixed; boundary=x\r\n\r\n--x\r\nContent-Type: text/plain\r\n\r\nthe text\r\n" +
+			"--x\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment" + params + "\r\n\r\ndata\r\n--x--\r\n"
+	}
+	junk := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(";\r\n p" + strconv.Itoa(i) + "=v")
+		}
+		return b.String()
+	}
+	segments := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(";\r\n filename*" + strconv.Itoa(i) + "=s" + strconv.Itoa(i))
+		}
+		return b.String()
+	}
+	joined := ""
+	for i := range maxParams {
+		joined += "s" + strconv.Itoa(i)
+	}
+	for _, tt := range []struct {
+		name, params, file string
+		note               bool
+	}{
+		{"at the bound", junk(maxParams-1) + "; filename=report.pdf", "report.pdf", false},
+		{"past the bound", junk(maxParams) + "; filename=report.pdf", "attachment-1.bin", true},
+		{"far past the bound", junk(50000) + "; filename=report.pdf", "attachment-1.bin", true},
+		{"thousands of segments", segments(5000), joined[:100], true}, // cut to 100 bytes as every name
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse([]byte(part(tt.params)), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Attachments) != 1 || p.Attachments[0].Filename != tt.file || string(p.Attachments[0].Data) != "data" {
+				t.Fatalf("attachments %+v, want one named %q", p.Attachments, tt.file)
+			}
+			if got := strings.Contains(p.Body, "more than 100 parameters"); got != tt.note || !strings.Contains(p.Body, "the text") {
+				t.Errorf("body %.300q", p.Body)
+			}
+		})
+	}
 }

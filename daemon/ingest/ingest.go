@@ -379,10 +379,32 @@ func cleanID(s string) string {
 	return b.String()
 }
 
+// maxParams bounds the parameters read of a Content-Type or
+// Content-Disposition. Each is kept in the part's map for the whole parse, at
+// about eight times its size in the field: a message of parts with a
+// megabyte of parameters each held fifteen times its size. RFC 2231 splits a
+// long value into parameters too; a hundred carry a name far longer than
+// the 100 bytes an attachment's keeps.
+const maxParams = 100
+
+// cutParams is v cut before its (maxParams+1)th ';', and whether it was.
+// Semicolons in quoted values count too: a field is never cut to more
+// parameters than the bound, and one cut inside a quoted value parses as a
+// bare type.
+func cutParams(v string) (string, bool) {
+	if strings.Count(v, ";") <= maxParams {
+		return v, false
+	}
+	i := 0
+	for range maxParams + 1 {
+		i += strings.IndexByte(v[i:], ';') + 1
+	}
+	return v[:i-1], true
+}
+
 // mediaType parses a Content-Type, falling back to the RFC 2045 default for
 // a missing field and to application/octet-stream for an unreadable one.
-func mediaType(h message.Header) (string, map[string]string) {
-	v := h.Get("Content-Type")
+func mediaType(v string) (string, map[string]string) {
 	if strings.TrimSpace(v) == "" {
 		return "text/plain", map[string]string{}
 	}

@@ -21,16 +21,18 @@ import (
 // rendered afterwards because choosing among alternatives needs to see all
 // of them, and go-message parts are one-pass streams.
 type node struct {
-	header   message.Header
-	ctype    string
-	params   map[string]string
-	disp     string
-	dparams  map[string]string
-	body     []byte // decoded leaf body (of a spilled one, the start); nil for containers
-	spill    *store.Spill
-	tooBig   bool // body exceeded the attachment bound and was dropped
-	cut      bool // a text part cut short (readText)
-	children []*node
+	// contentID is the part's Content-Id, cleaned; the header itself is
+	// not kept, as a part's header can be as large as the part.
+	contentID string
+	ctype     string
+	params    map[string]string
+	disp      string
+	dparams   map[string]string
+	body      []byte // decoded leaf body (of a spilled one, the start); nil for containers
+	spill     *store.Spill
+	tooBig    bool // body exceeded the attachment bound and was dropped
+	cut       bool // a text part cut short (readText)
+	children  []*node
 }
 
 // maxHTMLBytes bounds the HTML handed to the Markdown converter.
@@ -59,9 +61,14 @@ type walker struct {
 // beyond maxDepth is kept as one opaque part.
 func (w *walker) read(e *message.Entity, depth int) *node {
 	w.parts++
-	n := &node{header: e.Header}
-	n.ctype, n.params = mediaType(e.Header)
-	if d := e.Header.Get("Content-Disposition"); d != "" {
+	n := &node{contentID: cleanID(e.Header.Get("Content-Id"))}
+	ct, cutCT := cutParams(e.Header.Get("Content-Type"))
+	n.ctype, n.params = mediaType(ct)
+	d, cutD := cutParams(e.Header.Get("Content-Disposition"))
+	if cutCT || cutD {
+		w.note(fmt.Sprintf("a part has more than %d parameters in its Content-Type or Content-Disposition: the rest were ignored; the raw message has them", maxParams))
+	}
+	if d != "" {
 		if disp, params, err := mime.ParseMediaType(d); err == nil {
 			n.disp, n.dparams = strings.ToLower(disp), params
 		} else {
@@ -364,7 +371,7 @@ func containsType(n *node, t string) bool {
 // start parameter, else the first part (RFC 2387).
 func relatedRoot(n *node) *node {
 	if start := cleanID(n.params["start"]); start != "" {
-		if i := slices.IndexFunc(n.children, func(c *node) bool { return cleanID(c.header.Get("Content-Id")) == start }); i >= 0 {
+		if i := slices.IndexFunc(n.children, func(c *node) bool { return c.contentID == start }); i >= 0 {
 			return n.children[i]
 		}
 	}
@@ -585,7 +592,7 @@ var mailExts = map[string]string{"message/rfc822": ".eml", "text/plain": ".txt",
 // its position, with an extension for its type.
 func defaultName(n *node, i int) string {
 	stem := fmt.Sprintf("attachment-%d", i)
-	if cid := cleanID(n.header.Get("Content-Id")); cid != "" {
+	if cid := n.contentID; cid != "" {
 		if at := strings.IndexByte(cid, '@'); at > 0 {
 			cid = cid[:at]
 		}
