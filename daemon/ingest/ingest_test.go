@@ -475,3 +475,46 @@ func TestAddressBound(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderTextBounds: the fields a sender writes freely are kept to their
+// bounds however they are spread: the Subject to 4,096 bytes after
+// thousands of encoded-words are decoded, References to their first 100
+// ids (the root, which threading needs, is the first), and a multipart
+// boundary of any length that go-message can match (a delimiter line past
+// its 4 KiB buffer makes the parts unreadable: the body says so).
+func TestHeaderTextBounds(t *testing.T) {
+	subject := "Subject: " + strings.Repeat("=?utf-8?b?w6k=?=\r\n ", 40000) + "end\r\n"
+	p, _ := Parse([]byte("From: a@sender.example\r\n"+subject+"\r\nx\r\n"), Options{})
+	if len(p.Msg.Subject) != 4096 || !strings.HasPrefix(p.Msg.Subject, "ééé") || !utf8.ValidString(p.Msg.Subject) {
+		t.Errorf("Subject of %d bytes: %.40q", len(p.Msg.Subject), p.Msg.Subject)
+	}
+
+	refs := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(" <r" + strconv.Itoa(i) + "@x>\r\n")
+		}
+		return "References:" + b.String()
+	}
+	for _, n := range []int{maxReferences, maxReferences + 1, 50000} {
+		p, _ := Parse([]byte("From: a@sender.example\r\n"+refs(n)+"\r\nx\r\n"), Options{})
+		if len(p.Msg.References) != min(n, maxReferences) || p.Msg.References[0] != "r0@x" || p.Msg.References[len(p.Msg.References)-1] != "r"+strconv.Itoa(min(n, maxReferences)-1)+"@x" {
+			t.Errorf("%d References: kept %d, %q ... %q", n, len(p.Msg.References), p.Msg.References[0], p.Msg.References[len(p.Msg.References)-1])
+		}
+	}
+
+	for _, tt := range []struct {
+		n        int
+		readable bool
+	}{{70, true}, {4000, true}, {5000, false}, {100000, false}} {
+		b := strings.Repeat("b", tt.n)
+		raw := "From: a@sender.example\r\nContent-Type: multipart/mixed; boundary=" + b + "\r\n\r\n--" + b + "\r\nContent-Type: text/plain\r\n\r\nthe text\r\n--" + b + "--\r\n"
+		p, err := Parse([]byte(raw), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(p.Body, "the text"); got != tt.readable || !tt.readable && !strings.Contains(p.Body, "could not be read") {
+			t.Errorf("boundary of %d bytes: body %.200q", tt.n, p.Body)
+		}
+	}
+}
