@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"runtime"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -419,10 +420,20 @@ func lfText(b []byte) string {
 	return sb.String()
 }
 
+// htmlSlots bounds the HTML conversions that run at once to the processors
+// that run them. The converter holds about 120 times the HTML it is given
+// (a tree of every element), 120 MB for the 1 MiB it may be given, so that
+// messages converted side by side, as many as there are SMTP sessions,
+// would hold that many times over; one at a time per processor, they take
+// no longer in all.
+var htmlSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+
 // htmlToMarkdown converts HTML mail to Markdown; links and image references
 // are kept, scripts and styles dropped. A converter failure falls back to
 // the text with tags stripped rather than losing the body.
 func htmlToMarkdown(s string) (out string) {
+	htmlSlots <- struct{}{}
+	defer func() { <-htmlSlots }()
 	defer func() {
 		if r := recover(); r != nil {
 			out = stripTags(s)
