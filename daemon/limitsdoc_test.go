@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/ingest"
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -54,6 +55,13 @@ func TestFixedLimitsAreTheConstants(t *testing.T) {
 		"store.MaxLabels":           count(store.MaxLabels),
 		"store.MaxPurge":            count(store.MaxPurge),
 		"remote.MaxReplyBytes":      bytes(remote.MaxReplyBytes),
+		"ingest.MaxHeaderFields":    count(ingest.MaxHeaderFields),
+		"ingest.MaxHeaderBytes":     bytes(ingest.MaxHeaderBytes),
+		"ingest.MaxParams":          count(ingest.MaxParams),
+		"ingest.DefaultMaxParts":    count(ingest.DefaultMaxParts),
+		"ingest.MaxDepth":           count(ingest.MaxDepth),
+		"ingest.MaxAddresses":       count(ingest.MaxAddresses),
+		"ingest.MaxReferences":      count(ingest.MaxReferences),
 		"config.RoleAddresses":      "",
 		"store.PurgeFolder":         "",
 	}
@@ -70,7 +78,7 @@ func TestFixedLimitsAreTheConstants(t *testing.T) {
 	}
 	para, _, _ = strings.Cut(para, "\n\n")
 	para = strings.Join(strings.Fields(para), " ")
-	names := regexp.MustCompile("`((?:store|protocol|remote|config)\\.[A-Z]\\w*)`(, )?").FindAllStringSubmatchIndex(para, -1)
+	names := regexp.MustCompile("`((?:store|protocol|remote|config|ingest)\\.[A-Z]\\w*)`(, )?").FindAllStringSubmatchIndex(para, -1)
 	if len(names) < len(known) {
 		t.Errorf("the paragraph names %d constants, the test knows %d: has its wording changed?", len(names), len(known))
 	}

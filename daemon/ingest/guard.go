@@ -13,20 +13,22 @@ import (
 // message of short fields in the header of each part cost about 90 times
 // its size (2 GB for 22 MB).
 const (
-	maxHeaderFields = 1000
-	// maxHeaderBytes bounds the header of the message and of each part.
-	maxHeaderBytes = 1 << 20
+	// MaxHeaderFields bounds the fields of the message's header and of
+	// each part's.
+	MaxHeaderFields = 1000
+	// MaxHeaderBytes bounds the header of the message and of each part.
+	MaxHeaderBytes = 1 << 20
 )
 
 // errHeaderTooLarge is what a headerGuard's reader returns, from the header
 // past a bound on.
-var errHeaderTooLarge = fmt.Errorf("a header has more than %d fields or %d bytes", maxHeaderFields, maxHeaderBytes)
+var errHeaderTooLarge = fmt.Errorf("a header has more than %d fields or %d bytes", MaxHeaderFields, MaxHeaderBytes)
 
 // headerGuard passes on what it reads and watches for header blocks in it:
 // the message's header, when it starts in one, and the header of each part
 // of a multipart body with its boundary, found as go-message finds them
 // (the line after a delimiter line, to the first blank line). A header past
-// maxHeaderFields or maxHeaderBytes ends the stream with errHeaderTooLarge,
+// MaxHeaderFields or MaxHeaderBytes ends the stream with errHeaderTooLarge,
 // before go-message reads the field that goes past, so that what it holds
 // stays bounded; the bytes before are passed on, so the part before ends
 // where it ends.
@@ -94,7 +96,7 @@ func (g *headerGuard) scan(p []byte) (int, bool) {
 				g.state = lineStart
 			}
 			if g.inHeader {
-				if left := maxHeaderBytes - g.bytes; end-i > left {
+				if left := MaxHeaderBytes - g.bytes; end-i > left {
 					return i + left, false
 				}
 				g.bytes += end - i
@@ -118,7 +120,7 @@ func (g *headerGuard) scan(p []byte) (int, bool) {
 				i++
 			default:
 				if c != ' ' && c != '\t' {
-					if g.fields++; g.fields > maxHeaderFields {
+					if g.fields++; g.fields > MaxHeaderFields {
 						return i, false
 					}
 				}
@@ -131,7 +133,7 @@ func (g *headerGuard) scan(p []byte) (int, bool) {
 				i++
 				continue
 			}
-			if g.fields++; g.fields > maxHeaderFields {
+			if g.fields++; g.fields > MaxHeaderFields {
 				return i, false
 			}
 			g.state = restOfLine

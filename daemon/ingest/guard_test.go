@@ -20,12 +20,12 @@ func partWithHeader(fields int, field string) string {
 }
 
 // TestHeaderBounds: the message's header and each part's hold at most
-// maxHeaderFields fields and maxHeaderBytes bytes. At the bound the message
+// MaxHeaderFields fields and MaxHeaderBytes bytes. At the bound the message
 // reads whole; past it, a part and those after it are skipped and the body
 // says so, and the message's own header makes it shown as raw text.
 func TestHeaderBounds(t *testing.T) {
 	// Lines of " b\r\n" after these fill the second part's header to the byte bound.
-	fill := (maxHeaderBytes - len("Content-Type: text/plain\r\nX-A: ")) / 4
+	fill := (MaxHeaderBytes - len("Content-Type: text/plain\r\nX-A: ")) / 4
 	long := "X-Long: " + strings.Repeat("v", 998) + "\r\n" // 1008 bytes
 	tests := []struct {
 		name     string
@@ -33,14 +33,14 @@ func TestHeaderBounds(t *testing.T) {
 		want     []string // in the body
 		dontWant []string
 	}{
-		{"part at the field bound", partWithHeader(maxHeaderFields-1, "X-A: b\r\n"), []string{"first part", "second part", "third part"}, []string{"skipped"}},
-		{"part past the field bound", partWithHeader(maxHeaderFields, "X-A: b\r\n"), []string{"first part", "more than 1000 fields"}, []string{"second part", "third part"}},
-		{"folded lines are not fields", partWithHeader(1, "X-A: b\r\n"+strings.Repeat(" folded\r\n", 5*maxHeaderFields)), []string{"second part", "third part"}, []string{"skipped"}},
+		{"part at the field bound", partWithHeader(MaxHeaderFields-1, "X-A: b\r\n"), []string{"first part", "second part", "third part"}, []string{"skipped"}},
+		{"part past the field bound", partWithHeader(MaxHeaderFields, "X-A: b\r\n"), []string{"first part", "more than 1000 fields"}, []string{"second part", "third part"}},
+		{"folded lines are not fields", partWithHeader(1, "X-A: b\r\n"+strings.Repeat(" folded\r\n", 5*MaxHeaderFields)), []string{"second part", "third part"}, []string{"skipped"}},
 		{"part at the byte bound", partWithHeader(1, "X-A: "+strings.Repeat(" b\r\n", fill)), []string{"second part", "third part"}, []string{"skipped"}},
 		{"part past the byte bound", partWithHeader(1, "X-A: "+strings.Repeat(" b\r\n", fill+1)), []string{"first part", "skipped"}, []string{"second part", "third part"}},
-		{"long fields past the byte bound", partWithHeader(maxHeaderBytes/len(long)+1, long), []string{"first part", "skipped"}, []string{"second part"}},
-		{"message at the field bound", "From: a@sender.example\r\n" + strings.Repeat("X-A: b\r\n", maxHeaderFields-1) + "\r\nthe text\r\n", []string{"the text"}, []string{"X-A"}},
-		{"message past the field bound", "From: a@sender.example\r\n" + strings.Repeat("X-A: b\r\n", maxHeaderFields) + "\r\nthe text\r\n", []string{"X-A: b", "the text", "shown as raw text"}, nil},
+		{"long fields past the byte bound", partWithHeader(MaxHeaderBytes/len(long)+1, long), []string{"first part", "skipped"}, []string{"second part"}},
+		{"message at the field bound", "From: a@sender.example\r\n" + strings.Repeat("X-A: b\r\n", MaxHeaderFields-1) + "\r\nthe text\r\n", []string{"the text"}, []string{"X-A"}},
+		{"message past the field bound", "From: a@sender.example\r\n" + strings.Repeat("X-A: b\r\n", MaxHeaderFields) + "\r\nthe text\r\n", []string{"X-A: b", "the text", "shown as raw text"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func FuzzHeaderGuard(f *testing.F) {
 }
 
 // TestParamBound: a part's Content-Type and Content-Disposition are read to
-// their first maxParams parameters. At the bound the file name after the
+// their first MaxParams parameters. At the bound the file name after the
 // others is kept; past it the part is still read, under a name of its own,
 // and the body says so. A name split (RFC 2231) into thousands of segments
 // is read from its first ones.
@@ -144,15 +144,15 @@ func TestParamBound(t *testing.T) {
 		return b.String()
 	}
 	joined := ""
-	for i := range maxParams {
+	for i := range MaxParams {
 		joined += "s" + strconv.Itoa(i)
 	}
 	for _, tt := range []struct {
 		name, params, file string
 		note               bool
 	}{
-		{"at the bound", junk(maxParams-1) + "; filename=report.pdf", "report.pdf", false},
-		{"past the bound", junk(maxParams) + "; filename=report.pdf", "attachment-1.bin", true},
+		{"at the bound", junk(MaxParams-1) + "; filename=report.pdf", "report.pdf", false},
+		{"past the bound", junk(MaxParams) + "; filename=report.pdf", "attachment-1.bin", true},
 		{"far past the bound", junk(50000) + "; filename=report.pdf", "attachment-1.bin", true},
 		{"thousands of segments", segments(5000), joined[:100], true}, // cut to 100 bytes as every name
 	} {

@@ -32,8 +32,8 @@ const (
 	DefaultMaxParts           = 100
 	DefaultMaxAttachmentBytes = 25 << 20
 	DefaultMaxBodyChars       = 1 << 20
-	// maxDepth bounds multipart nesting; real mail rarely goes past 5.
-	maxDepth = 16
+	// MaxDepth bounds multipart nesting; real mail rarely goes past 5.
+	MaxDepth = 16
 )
 
 // Options bounds the work and memory Parse spends on one message.
@@ -139,7 +139,7 @@ func ParseFrom(open func() io.Reader, size int64, opts Options) (p *Parsed, err 
 		}
 	}()
 
-	ent, _ := message.ReadWithOptions(guardHeaders(open(), "", true), &message.ReadOptions{MaxHeaderBytes: maxHeaderBytes})
+	ent, _ := message.ReadWithOptions(guardHeaders(open(), "", true), &message.ReadOptions{MaxHeaderBytes: MaxHeaderBytes})
 	if ent == nil {
 		// Header could not be parsed at all: keep the bytes as text.
 		return fallback(open, size, opts), nil
@@ -194,7 +194,7 @@ func fallback(open func() io.Reader, size int64, opts Options) *Parsed {
 	w.truncated = cut
 	io.Copy(io.Discard, r) // the rest, for the hash
 	w.addText(string(text))
-	w.note(fmt.Sprintf("the message could not be read as MIME (its header may have more than %d fields or %d bytes): it is shown as raw text", maxHeaderFields, maxHeaderBytes))
+	w.note(fmt.Sprintf("the message could not be read as MIME (its header may have more than %d fields or %d bytes): it is shown as raw text", MaxHeaderFields, MaxHeaderBytes))
 	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
 	p.Msg.SizeBytes = size
 	p.Msg.ThreadID = store.ThreadID(hex.EncodeToString(h.Sum(nil)), nil, "", "", time.Time{}, "")
@@ -208,7 +208,7 @@ func fillHeader(m *store.Message, h gomail.Header) (notes []string) {
 	list := func(key string) []string {
 		out, more := addresses(h, key)
 		if more {
-			notes = append(notes, fmt.Sprintf("%s has more than %d addresses: the first %d are kept; the raw message has them all", key, maxAddresses, maxAddresses))
+			notes = append(notes, fmt.Sprintf("%s has more than %d addresses: the first %d are kept; the raw message has them all", key, MaxAddresses, MaxAddresses))
 		}
 		return out
 	}
@@ -223,23 +223,23 @@ func fillHeader(m *store.Message, h gomail.Header) (notes []string) {
 		m.Date = d
 	}
 	m.InReplyTo = firstMsgID(h.Get("In-Reply-To"))
-	m.References = msgIDs(h.Get("References"), maxReferences)
+	m.References = msgIDs(h.Get("References"), MaxReferences)
 	m.ListID = cleanText(decodeText(h.Header, "List-Id"), 512)
 	m.AutoSubmitted = cleanText(h.Get("Auto-Submitted"), 128)
 	m.ThreadID = store.ThreadID(m.MessageID, m.References, m.InReplyTo, m.From, m.Date, m.Subject)
 	return notes
 }
 
-// maxReferences bounds the References list kept; the root (first) entry is
+// MaxReferences bounds the References list kept; the root (first) entry is
 // what threading needs and it is always kept.
-const maxReferences = 100
+const MaxReferences = 100
 
-// maxAddresses bounds the addresses kept of one field (To, Cc...): every one
+// MaxAddresses bounds the addresses kept of one field (To, Cc...): every one
 // is a string in the frontmatter, the index and each listing.
-const maxAddresses = 1000
+const MaxAddresses = 1000
 
 // addresses returns the addresses of a header field formatted as
-// "Name <addr>" or "addr", at most maxAddresses of them; more says there
+// "Name <addr>" or "addr", at most MaxAddresses of them; more says there
 // were more. A field that does not parse as an address list is split on
 // commas and kept as cleaned text so that no recipient is lost.
 func addresses(h gomail.Header, key string) (out []string, more bool) {
@@ -249,15 +249,15 @@ func addresses(h gomail.Header, key string) (out []string, more bool) {
 	list, err := h.AddressList(key)
 	if err == nil {
 		// Groups such as "undisclosed-recipients:;" parse to no address.
-		for _, a := range list[:min(len(list), maxAddresses)] {
+		for _, a := range list[:min(len(list), MaxAddresses)] {
 			out = append(out, formatAddress(a.Name, a.Address))
 		}
-		return out, len(list) > maxAddresses
+		return out, len(list) > MaxAddresses
 	}
 	// Best effort for broken lists: decode words and split on commas.
 	for part := range strings.SplitSeq(decodeText(h.Header, key), ",") {
 		if part = cleanText(part, 512); part != "" {
-			if len(out) == maxAddresses {
+			if len(out) == MaxAddresses {
 				return out, true
 			}
 			if a, err := mail.ParseAddress(part); err == nil {
@@ -379,24 +379,24 @@ func cleanID(s string) string {
 	return b.String()
 }
 
-// maxParams bounds the parameters read of a Content-Type or
+// MaxParams bounds the parameters read of a Content-Type or
 // Content-Disposition. Each is kept in the part's map for the whole parse, at
 // about eight times its size in the field: a message of parts with a
 // megabyte of parameters each held fifteen times its size. RFC 2231 splits a
 // long value into parameters too; a hundred carry a name far longer than
 // the 100 bytes an attachment's keeps.
-const maxParams = 100
+const MaxParams = 100
 
-// cutParams is v cut before its (maxParams+1)th ';', and whether it was.
+// cutParams is v cut before its (MaxParams+1)th ';', and whether it was.
 // Semicolons in quoted values count too: a field is never cut to more
 // parameters than the bound, and one cut inside a quoted value parses as a
 // bare type.
 func cutParams(v string) (string, bool) {
-	if strings.Count(v, ";") <= maxParams {
+	if strings.Count(v, ";") <= MaxParams {
 		return v, false
 	}
 	i := 0
-	for range maxParams + 1 {
+	for range MaxParams + 1 {
 		i += strings.IndexByte(v[i:], ';') + 1
 	}
 	return v[:i-1], true

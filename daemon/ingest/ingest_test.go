@@ -281,7 +281,7 @@ func TestLimits(t *testing.T) {
 		t.Errorf("HTML not bounded: %d bytes of body", len(p.Body))
 	}
 
-	// Deep nesting stops at maxDepth without recursion blow-up.
+	// Deep nesting stops at MaxDepth without recursion blow-up.
 	var deep strings.Builder
 	deep.WriteString("Subject: deep\r\n")
 	for i := 0; i < 200; i++ {
@@ -429,7 +429,7 @@ func TestDuplicateLongFilenamesAreToldApart(t *testing.T) {
 	}
 }
 
-// TestAddressBound: a field keeps its first maxAddresses addresses, whether
+// TestAddressBound: a field keeps its first MaxAddresses addresses, whether
 // it parses as an address list or is split by hand; past the bound the body
 // says so and the raw message has the rest.
 func TestAddressBound(t *testing.T) {
@@ -449,10 +449,10 @@ func TestAddressBound(t *testing.T) {
 		want int
 		more bool
 	}{
-		{"at the bound", list(maxAddresses, ",\r\n "), maxAddresses, false},
-		{"past the bound", list(maxAddresses+1, ",\r\n "), maxAddresses, true},
-		{"far past the bound", list(10*maxAddresses, ","), maxAddresses, true},
-		{"broken list past the bound", strings.Repeat("x,", 2*maxAddresses) + " broken <", maxAddresses, true},
+		{"at the bound", list(MaxAddresses, ",\r\n "), MaxAddresses, false},
+		{"past the bound", list(MaxAddresses+1, ",\r\n "), MaxAddresses, true},
+		{"far past the bound", list(10*MaxAddresses, ","), MaxAddresses, true},
+		{"broken list past the bound", strings.Repeat("x,", 2*MaxAddresses) + " broken <", MaxAddresses, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			raw := "From: a@sender.example\r\nTo: " + tt.to + "\r\nCc: " + tt.to + "\r\nSubject: many\r\n\r\nthe text\r\n"
@@ -469,8 +469,8 @@ func TestAddressBound(t *testing.T) {
 			if !strings.Contains(p.Body, "the text") {
 				t.Errorf("body %.300q", p.Body)
 			}
-			if strings.HasPrefix(tt.to, `"`) && p.Msg.To[maxAddresses-1] != `"R\"999" <r999@rcpt.example>` {
-				t.Errorf("last address kept %q", p.Msg.To[maxAddresses-1])
+			if strings.HasPrefix(tt.to, `"`) && p.Msg.To[MaxAddresses-1] != `"R\"999" <r999@rcpt.example>` {
+				t.Errorf("last address kept %q", p.Msg.To[MaxAddresses-1])
 			}
 		})
 	}
@@ -496,9 +496,9 @@ func TestHeaderTextBounds(t *testing.T) {
 		}
 		return "References:" + b.String()
 	}
-	for _, n := range []int{maxReferences, maxReferences + 1, 50000} {
+	for _, n := range []int{MaxReferences, MaxReferences + 1, 50000} {
 		p, _ := Parse([]byte("From: a@sender.example\r\n"+refs(n)+"\r\nx\r\n"), Options{})
-		if len(p.Msg.References) != min(n, maxReferences) || p.Msg.References[0] != "r0@x" || p.Msg.References[len(p.Msg.References)-1] != "r"+strconv.Itoa(min(n, maxReferences)-1)+"@x" {
+		if len(p.Msg.References) != min(n, MaxReferences) || p.Msg.References[0] != "r0@x" || p.Msg.References[len(p.Msg.References)-1] != "r"+strconv.Itoa(min(n, MaxReferences)-1)+"@x" {
 			t.Errorf("%d References: kept %d, %q ... %q", n, len(p.Msg.References), p.Msg.References[0], p.Msg.References[len(p.Msg.References)-1])
 		}
 	}

@@ -59,7 +59,7 @@ type walker struct {
 }
 
 // read builds the tree below e. Every part counts against MaxParts; nesting
-// beyond maxDepth is kept as one opaque part.
+// beyond MaxDepth is kept as one opaque part.
 func (w *walker) read(e *message.Entity, depth int) *node {
 	w.parts++
 	n := &node{contentID: cleanID(e.Header.Get("Content-Id"))}
@@ -67,7 +67,7 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 	n.ctype, n.params = mediaType(ct)
 	d, cutD := cutParams(e.Header.Get("Content-Disposition"))
 	if cutCT || cutD {
-		w.note(fmt.Sprintf("a part has more than %d parameters in its Content-Type or Content-Disposition: the rest were ignored; the raw message has them", maxParams))
+		w.note(fmt.Sprintf("a part has more than %d parameters in its Content-Type or Content-Disposition: the rest were ignored; the raw message has them", MaxParams))
 	}
 	if d != "" {
 		if disp, params, err := mime.ParseMediaType(d); err == nil {
@@ -79,17 +79,17 @@ func (w *walker) read(e *message.Entity, depth int) *node {
 	// go-message reads as multipart what names a multipart type (checked
 	// first: parsing a leaf's parameters again costs as much as the first
 	// time), with the boundary of its own parse of the field.
-	if depth < maxDepth && strings.HasPrefix(strings.ToLower(strings.TrimSpace(e.Header.Get("Content-Type"))), "multipart/") {
+	if depth < MaxDepth && strings.HasPrefix(strings.ToLower(strings.TrimSpace(e.Header.Get("Content-Type"))), "multipart/") {
 		_, params, _ := e.Header.ContentType()
 		e.Body = guardHeaders(e.Body, params["boundary"], false)
 	}
-	if mr := e.MultipartReader(); mr != nil && depth < maxDepth {
+	if mr := e.MultipartReader(); mr != nil && depth < MaxDepth {
 		for w.parts < w.opts.MaxParts {
 			part, err := mr.NextPart()
 			if err != nil {
 				switch {
 				case isHeaderTooLarge(err):
-					w.note(fmt.Sprintf("a part's header has more than %d fields or %d bytes: it and the parts after it were skipped; the raw message has them", maxHeaderFields, maxHeaderBytes))
+					w.note(fmt.Sprintf("a part's header has more than %d fields or %d bytes: it and the parts after it were skipped; the raw message has them", MaxHeaderFields, MaxHeaderBytes))
 				case err != io.EOF && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err):
 					w.note("part of the message could not be read")
 				}
