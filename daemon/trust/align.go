@@ -36,11 +36,21 @@ const (
 	maxFieldBytes = 128 << 10
 )
 
+// maxFields bounds the fields of a header we interpret. Each field read is
+// kept, and so is each one the DKIM verifier reads: a 2 MB header of short
+// fields cost over 100 MiB to check. Real headers hold a few dozen fields;
+// past this many, the header is malformed to us: no From is read from it
+// (the message is not aligned, so not trusted) and no signature verified.
+const maxFields = 1000
+
+// errTooManyFields marks a header block of more than maxFields fields.
+var errTooManyFields = fmt.Errorf("malformed header (more than %d fields)", maxFields)
+
 // header is the parsed header block of the incoming message.
 type header struct {
 	fields    []field
 	err       error // set when the block is malformed
-	oversized bool  // a field exceeds maxFieldLines or maxFieldBytes
+	oversized bool  // a field exceeds maxFieldLines or maxFieldBytes, or the fields maxFields
 }
 
 // parseHeader splits the header block the way the DKIM verifier does (lines
@@ -77,6 +87,10 @@ func parseHeader(raw []byte) header {
 			continue
 		}
 		flush()
+		if len(h.fields) == maxFields {
+			h.err, h.oversized = errTooManyFields, true
+			return h
+		}
 		name, value, _ := bytes.Cut(line, []byte(":"))
 		h.fields = append(h.fields, field{name: strings.TrimSpace(string(name))})
 		cur.Write(value)

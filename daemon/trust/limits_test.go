@@ -2,7 +2,9 @@ package trust
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -244,5 +246,53 @@ func TestSPFIdentityAndDetail(t *testing.T) {
 				t.Errorf("SPF detail = %q, want %q (any reason: %v)", got.Detail, tc.detail, tc.detailHas)
 			}
 		})
+	}
+}
+
+// TestHeaderOfTooManyFields: a header of more fields than a real one holds
+// is not interpreted: no From is read from it, so the message is not
+// aligned whatever signs it, and no signature is verified. A header of
+// exactly maxFields fields is checked as any other.
+func TestHeaderOfTooManyFields(t *testing.T) {
+	keys(t)
+	c := &Checker{Resolver: world(t), Roll: func() int { return 0 }}
+	check := func(added int) Result {
+		fill := make([]string, added)
+		for i := range fill {
+			fill[i] = fmt.Sprintf("X-Filler-%d: x", i)
+		}
+		raw := sign(t, message("boss@trusted.test", fill...), "trusted.test", "ed", edKey)
+		return c.Check(context.Background(), Input{RemoteIP: evilIP, Helo: "relay.test", MailFrom: "x@relay.test", Raw: raw})
+	}
+	// The signed message's fields: DKIM-Signature, those added, From, To,
+	// Subject, Date and Message-ID.
+	at := check(maxFields - 6)
+	if len(at.DKIM) != 1 || at.DKIM[0].Result != "pass" || !at.Aligned || at.FromDomain != "trusted.test" {
+		t.Errorf("%d fields: dkim %+v aligned %v from %q, want a pass, aligned", maxFields, at.DKIM, at.Aligned, at.FromDomain)
+	}
+	past := check(maxFields - 5)
+	if len(past.DKIM) != 1 || past.DKIM[0].Result != "permerror" || past.Aligned || past.FromDomain != "" || past.DMARC.Result == "pass" {
+		t.Errorf("%d fields: dkim %+v dmarc %+v aligned %v from %q, want not verified, no From, not aligned", maxFields+1, past.DKIM, past.DMARC, past.Aligned, past.FromDomain)
+	}
+
+	// What checking costs stays bounded: 2 MB of short fields after a
+	// signature were kept field by field, by us and by the verifier.
+	var b strings.Builder
+	b.WriteString("DKIM-Signature: v=1; a=ed25519-sha256; d=trusted.test; s=ed; h=from; bh=x; b=x\r\nFrom: boss@trusted.test\r\n")
+	for b.Len() < 2<<20 {
+		b.WriteString("a:b\r\n")
+	}
+	b.WriteString("\r\nbody\r\n")
+	raw := []byte(b.String())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := c.Check(context.Background(), Input{RemoteIP: evilIP, Helo: "relay.test", MailFrom: "x@relay.test", Raw: raw})
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {
+		t.Errorf("checking a %d-byte header of short fields allocated %d MiB", len(raw), got>>20)
+	}
+	if r.Aligned || r.DKIM[0].Result != "permerror" {
+		t.Errorf("2 MB header: dkim %+v aligned %v", r.DKIM, r.Aligned)
 	}
 }
