@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +22,14 @@ import (
 func startDaemonProcess(t *testing.T, cfgPath, socket string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := spawnDaemon(t, cfgPath, env...)
-	deadline := time.Now().Add(15 * time.Second)
+	// The socket takes connections from the moment it listens, before the
+	// SMTP listeners are up; it answers them once the daemon is ready, so
+	// an answer, not a connection, says the daemon is up.
+	// (A restart replays what a crash left before it is ready: the bound
+	// is generous.)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", socket); err == nil {
-			c.Close()
+		if daemonAnswers(socket) {
 			return cmd
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -34,6 +37,18 @@ func startDaemonProcess(t *testing.T, cfgPath, socket string, env ...string) *ex
 	cmd.Process.Kill()
 	t.Fatal("daemon process did not start")
 	return nil
+}
+
+// daemonAnswers reports whether the daemon at socket answers a request.
+func daemonAnswers(socket string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, socket)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	return c.Call(ctx, protocol.VerbVersion, nil, nil) == nil
 }
 
 // spawnDaemon starts the daemon as a child process on a config, with env

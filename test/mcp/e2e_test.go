@@ -92,9 +92,13 @@ func startDev(t *testing.T, bin string) string {
 	sock := filepath.Join(dir, "mailctl.sock")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// The socket takes connections before the SMTP listener is up; the
+		// banner comes once everything is.
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
-			return sock
+			if strings.Contains(devOut.String(), "Ctrl-C") {
+				return sock
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("mailctl dev did not open %s", sock)
