@@ -147,7 +147,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	// Host B: its own config and paths, the mailbox's owner another user.
 	dirB := testusers.SharedDir(t)
 	cfgB := filepath.Join(dirB, "config.toml")
-	os.WriteFile(cfgB, []byte(fmt.Sprintf("hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n"+declared(ownerB.Name)+"[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n",
+	os.WriteFile(cfgB, []byte(fmt.Sprintf("hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n"+declared(ownerB.Name)+"[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n[smtp]\nlisten = [\"127.0.0.1:0\"]\n",
 		filepath.Join(dirB, "state"), filepath.Join(dirB, "run", "mailctl.sock"), filepath.Join(dirB, "dkim"))), 0o600)
 	_, err = backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
 		ConfigFile: cfgB, LookupUser: registry.ResolveUser})

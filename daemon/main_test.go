@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"os/user"
@@ -174,6 +175,7 @@ dkim_dir = %q
 // runTestDaemon runs a daemon on a loaded config until the test ends.
 func runTestDaemon(t testing.TB, cfg *config.Config, dir string, opts Options) *testDaemon {
 	t.Helper()
+	hostPorts(t, cfg)
 	ready := make(chan struct{})
 	if opts.Logger == nil {
 		opts.Logger = quietLogger(t)
@@ -196,6 +198,22 @@ func runTestDaemon(t testing.TB, cfg *config.Config, dir string, opts Options) *
 	os.Chmod(filepath.Dir(td.socket), 0o755)
 	t.Cleanup(td.stop)
 	return td
+}
+
+// hostPorts fails a test whose daemon would listen on a port below 1024 of
+// the host (a config that leaves smtp.listen at its default takes port
+// 25): whether it starts would depend on whatever else runs there, an MTA
+// or another test process, and it would take the port from them.
+func hostPorts(t testing.TB, cfg *config.Config) {
+	t.Helper()
+	addrs := append(append([]string{cfg.Metrics.Listen}, cfg.SMTP.Listen...), cfg.LMTP.ListenTCP...)
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a); err == nil {
+			if n, err := strconv.Atoi(port); err == nil && n > 0 && n < 1024 {
+				t.Fatalf("the test daemon would listen on %s, a port of the host: give the test config a listen address of its own (127.0.0.1:0)", a)
+			}
+		}
+	}
 }
 
 func (td *testDaemon) stop() {
