@@ -73,15 +73,7 @@ func TestDeleteMailboxWithDeepTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 600 {
-		unix.Mkdirat(fd, "d", 0o700)
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
+	fd = nestDirs(t, fd, 600)
 	unix.Close(fd)
 	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "deep", Force: true}, nil); err != nil {
 		t.Fatalf("delete: %v", err)

@@ -77,15 +77,7 @@ func TestUsageCountsEveryDepth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 600 {
-		unix.Mkdirat(fd, "d", 0o700)
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
+	fd = nestDirs(t, fd, 600)
 	f, err := unix.Openat(fd, "big", unix.O_CREAT|unix.O_WRONLY, 0o600)
 	unix.Close(fd)
 	if err != nil {
@@ -100,4 +92,20 @@ func TestUsageCountsEveryDepth(t *testing.T) {
 	if bytes != 1<<20 {
 		t.Errorf("counted %d bytes, want %d (the file 600 levels down)", bytes, 1<<20)
 	}
+}
+
+// nestDirs makes depth directories, each named d, one inside the other
+// below the directory fd, and returns the deepest, open; fd is closed.
+func nestDirs(t *testing.T, fd, depth int) int {
+	t.Helper()
+	for range depth {
+		unix.Mkdirat(fd, "d", 0o700)
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	return fd
 }
