@@ -96,6 +96,17 @@ func withNext(err error, next *NextAction) error {
 
 // asProtocolError finds the code err carries (a toolError unwraps to its
 // own), or gives it one.
+// stoppedError is the answer to a call the server's stop cancelled (err is
+// what the call returned), keeping the call's next action.
+func stoppedError(err error) error {
+	se := fail(protocol.CodeUnavailable, "the MCP server is stopping (its client stopped it) and cancelled this call; call it again once the server is back (check first whether a send or change took effect)")
+	var te *toolError
+	if errors.As(err, &te) && te.next != nil {
+		return withNext(se, te.next)
+	}
+	return se
+}
+
 func asProtocolError(err error) *protocol.Error {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
@@ -269,6 +280,9 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 		}
 		summary, data, next, err := h(ctx, req, &input)
 		if err != nil {
+			if errors.Is(context.Cause(ctx), errStopped) {
+				err = stoppedError(err)
+			}
 			return errorResult(err, start), nil
 		}
 		env := Envelope[Out]{Summary: summary, Data: data, NextAction: next, Meta: nowMeta(start)}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,6 +69,11 @@ func ReadTokenFile(path string) (string, error) {
 
 // HTTPHandler serves the Streamable HTTP transport behind a bearer token check.
 func (s *Server) HTTPHandler(token string) http.Handler {
+	return s.httpHandler(token, new(requestCount))
+}
+
+// httpHandler is HTTPHandler counting the POST requests it serves in posts.
+func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: s.log,
 		MaxRequestBodyBytes: MaxRequestBytes}) // the SDK's 4 MiB default would refuse a 3 MiB attachment
 	want := []byte("Bearer " + token)
@@ -78,8 +84,50 @@ func (s *Server) HTTPHandler(token string) http.Handler {
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
 		}
+		if r.Method == http.MethodPost {
+			posts.add()
+			defer posts.done()
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// requestCount counts requests being served and says when none is.
+type requestCount struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n next reaches 0; nil while nobody waits
+}
+
+func (c *requestCount) add() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *requestCount) done() {
+	c.mu.Lock()
+	c.n--
+	if c.n == 0 && c.zero != nil {
+		close(c.zero)
+		c.zero = nil
+	}
+	c.mu.Unlock()
+}
+
+// idle returns a channel closed once no request is being served.
+func (c *requestCount) idle() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if c.zero == nil {
+		c.zero = make(chan struct{})
+	}
+	return c.zero
 }
 
 // RunHTTP serves Streamable HTTP on a loopback addr until ctx ends.
@@ -90,21 +138,58 @@ func (s *Server) RunHTTP(ctx context.Context, addr, token string) error {
 	if token == "" {
 		return errors.New("a bearer token is required (--token-file)")
 	}
-	defer s.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		s.Close()
 		return err
 	}
-	srv := &http.Server{Handler: s.HTTPHandler(token), ReadHeaderTimeout: 10 * time.Second}
+	return s.serveHTTP(ctx, ln, token)
+}
+
+// httpStopGrace bounds each step of an HTTP server's stop: the calls in
+// flight answering, then the connections closing.
+const httpStopGrace = 5 * time.Second
+
+// serveHTTP serves on ln until ctx ends, then stops: it takes no new
+// connection, cancels every call still running (each answers with an error
+// saying the server is stopping, rather than leaving its client an empty
+// reply), waits for those answers to be written, closes every session (which
+// ends the clients' open event streams) and returns once every connection has
+// closed.
+func (s *Server) serveHTTP(ctx context.Context, ln net.Listener, token string) error {
+	defer s.Close()
+	posts := new(requestCount)
+	srv := &http.Server{Handler: s.httpHandler(token, posts), ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
+		s.stop()
+		sctx, cancelShutdown := context.WithTimeout(context.Background(), 2*httpStopGrace)
+		defer cancelShutdown()
+		shut := make(chan error, 1)
+		go func() { shut <- srv.Shutdown(sctx) }()
+		grace := time.NewTimer(httpStopGrace)
+		defer grace.Stop()
+		select {
+		case <-posts.idle():
+		case <-grace.C:
+		}
+		for ss := range s.mcp.Sessions() {
+			ss.Close()
+		}
+		if <-shut != nil {
+			srv.Close()
+		}
 	}()
 	s.log.Info("serving MCP over HTTP", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	err := srv.Serve(ln)
+	cancel()
+	<-stopped
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
 	}
-	return nil
+	return err
 }

@@ -1,14 +1,21 @@
 package mcpshim
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 func TestCheckLoopback(t *testing.T) {
@@ -131,5 +138,99 @@ func TestHTTPBodyLimit(t *testing.T) {
 	}
 	if code := post(MaxRequestBytes); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("request over MaxRequestBytes: HTTP %d, want 413", code)
+	}
+}
+
+// Regression: stopping `mailctl mcp --http` (SIGTERM or SIGINT) returned at
+// once and left a call in flight an empty reply. A stop now cancels the call,
+// which answers with a retryable error saying the server is stopping, closes
+// its watch and the client's open event stream, and returns once that answer
+// is written. The client here speaks raw HTTP, so that it can hold the
+// session's event stream itself.
+func TestHTTPStopAnswersACallInFlight(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	const token = "0123456789abcdef-stop"
+	s := New(Options{SocketPath: d.Socket})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- s.serveHTTP(ctx, ln, token) }()
+	url := "http://" + ln.Addr().String() + "/"
+	session := ""
+	do := func(method, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: HTTP %d", method, body, resp.StatusCode)
+		}
+		return resp
+	}
+	resp := do("POST", initializeLine)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if session = resp.Header.Get("Mcp-Session-Id"); session == "" {
+		t.Fatal("initialize: no session id")
+	}
+	do("POST", initializedLine).Body.Close()
+	stream := do("GET", "")
+	defer stream.Body.Close()
+	streamEnded := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, stream.Body); streamEnded <- err }()
+	answered := make(chan string, 1)
+	go func() {
+		resp := do("POST", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","subject":"never","timeout_secs":600}}}`)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		answered <- string(b)
+	}()
+	testwait.For(t, "the wait's watch", func() bool { return d.Watchers() > 0 })
+	stop()
+	var answer string
+	select {
+	case answer = <-answered:
+	case <-time.After(testwait.Timeout):
+		d.Stop()
+		t.Fatal("the call in flight was not answered after the stop")
+	}
+	if !strings.Contains(answer, `"isError":true`) || !strings.Contains(answer, "stopping") ||
+		!strings.Contains(answer, `\"code\":\"unavailable\"`) || !strings.Contains(answer, `\"retryable\":true`) {
+		t.Fatalf("the call in flight: want a retryable unavailable error saying the server is stopping, got %q", answer)
+	}
+	select {
+	case err := <-streamEnded:
+		if err != nil {
+			t.Fatalf("the open event stream was cut rather than ended: %v", err)
+		}
+	case <-time.After(testwait.Timeout):
+		t.Fatal("the open event stream did not end after the stop")
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("serveHTTP after the stop: %v", err)
+		}
+	case <-time.After(testwait.Timeout):
+		t.Fatal("serveHTTP did not return after the stop")
+	}
+	testwait.For(t, "the wait's watch to end", func() bool { return d.Watchers() == 0 })
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("still listening after the stop")
 	}
 }
