@@ -518,3 +518,49 @@ func TestHeaderTextBounds(t *testing.T) {
 		}
 	}
 }
+
+// A text attachment's stored charset says what its stored bytes are: UTF-8
+// where they were converted (a charset go-message knows, whatever the text
+// type), the sender's own where they could not be (kept as sent; they were
+// labelled utf-8), none where nothing says.
+func TestTextAttachmentCharsets(t *testing.T) {
+	part := func(ctype, name, body string) string {
+		return "--b\r\nContent-Type: " + ctype + "\r\nContent-Disposition: attachment; filename=" + name + "\r\n\r\n" + body + "\r\n"
+	}
+	raw := "From: a@b.example\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n" +
+		"--b\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n" +
+		part("text/plain; charset=iso-8859-1", "latin1.txt", "\xe9t\xe9") +
+		part("text/csv; charset=windows-1252", "prices.csv", "\x80 5") +
+		part("text/plain; charset=x-no-such-charset", "unknown.txt", "\xe9t\xe9") +
+		part(`text/plain; charset="bad charset\"; x=1"`, "odd.txt", "abc") +
+		part("text/plain", "undeclared-8bit.txt", "\xe9t\xe9") +
+		part("text/plain", "undeclared.txt", "plain") +
+		part("application/pdf", "doc.pdf", "%PDF") +
+		"--b--\r\n"
+	p, err := Parse([]byte(raw), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{
+		"latin1.txt":          {"text/plain; charset=utf-8", "été"},
+		"prices.csv":          {"text/csv; charset=utf-8", "€ 5"},
+		"unknown.txt":         {"text/plain; charset=x-no-such-charset", "\xe9t\xe9"},
+		"odd.txt":             {"text/plain", "abc"},
+		"undeclared-8bit.txt": {"text/plain", "\xe9t\xe9"},
+		"undeclared.txt":      {"text/plain; charset=utf-8", "plain"},
+		"doc.pdf":             {"application/pdf", "%PDF"},
+	}
+	if len(p.Attachments) != len(want) {
+		t.Fatalf("got %d attachments, want %d: %+v", len(p.Attachments), len(want), p.Attachments)
+	}
+	for _, a := range p.Attachments {
+		w, ok := want[a.Filename]
+		if !ok {
+			t.Errorf("unexpected attachment %q", a.Filename)
+			continue
+		}
+		if a.ContentType != w[0] || string(a.Data) != w[1] {
+			t.Errorf("%s: stored as %q %q, want %q %q", a.Filename, a.ContentType, a.Data, w[0], w[1])
+		}
+	}
+}

@@ -546,12 +546,7 @@ func (w *walker) attach(n *node) {
 		w.note(fmt.Sprintf("attachment %q omitted: larger than %d bytes", name, w.opts.MaxAttachmentBytes))
 		return
 	}
-	ct := n.ctype
-	if isText(n) {
-		// go-message decoded the text to UTF-8.
-		ct += "; charset=utf-8"
-	}
-	a := store.AttachmentData{Filename: name, ContentType: ct, Data: n.body}
+	a := store.AttachmentData{Filename: name, ContentType: attachmentType(n), Data: n.body}
 	if n.spill != nil {
 		if slices.ContainsFunc(w.atts, func(b store.AttachmentData) bool { return b.File == n.spill }) {
 			return // one file, one attachment
@@ -559,6 +554,57 @@ func (w *walker) attach(n *node) {
 		a.Data, a.File = nil, n.spill
 	}
 	w.atts = append(w.atts, a)
+}
+
+// attachmentType is the Content-Type an attachment is stored with. A text
+// part's charset says what the stored bytes are: UTF-8 where go-message
+// converted them (a charset it knows, or none declared and the text valid
+// UTF-8), the sender's charset where it could not (the bytes are kept as
+// sent), and none where nothing says.
+func attachmentType(n *node) string {
+	if !strings.HasPrefix(n.ctype, "text/") {
+		return n.ctype
+	}
+	cs := strings.ToLower(strings.TrimSpace(n.params["charset"]))
+	switch {
+	case cs == "":
+		if n.spill == nil && !utf8.Valid(n.body) {
+			return n.ctype
+		}
+	case !knownCharset(cs):
+		if charsetName(cs) {
+			return n.ctype + "; charset=" + cs
+		}
+		return n.ctype
+	}
+	return n.ctype + "; charset=utf-8"
+}
+
+// charsetName says whether cs can be a charset's name (RFC 2978's
+// mime-charset, at most 40 characters), so that it is kept as it came.
+func charsetName(cs string) bool {
+	if cs == "" || len(cs) > 40 {
+		return false
+	}
+	for _, c := range []byte(cs) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'+-^_`{}~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// knownCharset says whether go-message converts text in charset cs (lower
+// case) to UTF-8.
+func knownCharset(cs string) bool {
+	if cs == "utf-8" || cs == "us-ascii" {
+		return true
+	}
+	if message.CharsetReader == nil {
+		return false
+	}
+	_, err := message.CharsetReader(cs, strings.NewReader(""))
+	return err == nil
 }
 
 // unique makes names distinct within one message: "a.txt", "a-2.txt".
