@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,33 @@ func TestFixedLimitsAreTheConstants(t *testing.T) {
 		case want != "" && (m[4] < 0 || !regexp.MustCompile(`^`+regexp.QuoteMeta(want)+`([ ,;)]|$)`).MatchString(para[m[5]:])):
 			t.Errorf("security.md: %s is %s, but the page says %q", name, want, para[m[3]:min(len(para), m[3]+30)])
 		}
+	}
+}
+
+// TestMemoryLimitIsDocumented holds docs/security.md's "aims at this plus
+// N MiB" for control.request_memory to what the daemon sets: the garbage
+// collector's memory limit is request_memory plus memoryHeadroom.
+func TestMemoryLimitIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("\\| `control.request_memory` \\|[^\\n]*aims at this plus (\\d+) MiB").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/security.md's control.request_memory row no longer says what the collector aims at")
+	}
+	if want := fmt.Sprintf("%d", memoryHeadroom>>20); string(m[1]) != want || memoryHeadroom%(1<<20) != 0 {
+		t.Errorf("the page says plus %s MiB; memoryHeadroom is %d bytes", m[1], memoryHeadroom)
+	}
+	t.Setenv("GOMEMLIMIT", "")
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	cfg, err := config.Parse([]byte("hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n[control]\nrequest_memory = 314572800\nrequest_memory_per_uid = 104857600\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setMemoryLimit(cfg)
+	if got, want := debug.SetMemoryLimit(-1), cfg.Control.RequestMemory+memoryHeadroom; got != want {
+		t.Errorf("memory limit %d, want request_memory plus the headroom, %d", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -177,4 +178,49 @@ func docNumber(text string) (int64, error) {
 		return 0, strconv.ErrSyntax
 	}
 	return n << s, nil
+}
+
+// TestSecurityLimitBoundsHold holds the bounds docs/security.md's table
+// gives beside some defaults to what the config accepts: the pregreet wait
+// at most 30s, at most 20 DNS lists. Each is read from the page, accepted at
+// the bound and refused past it.
+func TestSecurityLimitBoundsHold(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := ""
+	for line := range strings.SplitSeq(string(doc), "\n") {
+		if strings.HasPrefix(line, "| `smtp.pregreet_wait`") {
+			row = line
+		}
+	}
+	wait := regexp.MustCompile(`greeting is held back \(at most (\d+)s\)`).FindStringSubmatch(row)
+	lists := regexp.MustCompile(`\(at most (\d+) lists\)`).FindStringSubmatch(row)
+	if wait == nil || lists == nil {
+		t.Fatalf("docs/security.md's pregreet_wait row gives no bound for the wait or the lists: %q", row)
+	}
+	base := "hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n[smtp]\n"
+	accepts := func(what, extra string) bool {
+		_, err := Parse([]byte(base + extra))
+		if err != nil && !strings.Contains(err.Error(), what) {
+			t.Fatalf("%s: refused for something else: %v", extra, err)
+		}
+		return err == nil
+	}
+	secs, _ := strconv.Atoi(wait[1])
+	if !accepts("pregreet_wait", fmt.Sprintf("pregreet_wait = \"%ds\"\n", secs)) || accepts("pregreet_wait", fmt.Sprintf("pregreet_wait = \"%ds\"\n", secs+1)) {
+		t.Errorf("smtp.pregreet_wait: the page says at most %ds; the config does not hold it there", secs)
+	}
+	n, _ := strconv.Atoi(lists[1])
+	zones := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "[[smtp.dnsbl]]\nzone = \"list%d.example.test\"\n", i)
+		}
+		return b.String()
+	}
+	if !accepts("smtp.dnsbl", zones(n)) || accepts("smtp.dnsbl", zones(n+1)) {
+		t.Errorf("smtp.dnsbl: the page says at most %d lists; the config does not hold it there", n)
+	}
 }
