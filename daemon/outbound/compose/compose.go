@@ -493,11 +493,20 @@ func hasRePrefix(s string) bool {
 }
 
 // detectType picks a content type from the file name, then the content.
+// Both say charset=utf-8 for any text (Go's MIME table adds it to every text
+// type): text that is not UTF-8 loses the claim, so that a receiver does not
+// read a Latin-1 file as broken UTF-8.
 func detectType(name string, data []byte) string {
-	if t := mime.TypeByExtension(strings.ToLower(filepath.Ext(name))); t != "" {
+	t := mime.TypeByExtension(strings.ToLower(filepath.Ext(name)))
+	if t == "" {
+		t = http.DetectContentType(data)
+	}
+	mt, params, err := mime.ParseMediaType(t)
+	if err != nil || !strings.HasPrefix(mt, "text/") || !strings.EqualFold(params["charset"], "utf-8") || utf8.Valid(data) {
 		return t
 	}
-	return http.DetectContentType(data)
+	delete(params, "charset")
+	return mime.FormatMediaType(mt, params)
 }
 
 func textHeader(ct string) mail.InlineHeader {

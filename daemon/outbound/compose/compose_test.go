@@ -353,3 +353,27 @@ func FuzzHTMLToText(f *testing.F) {
 		}
 	})
 }
+
+// An attachment's detected type claims UTF-8 only for text that is UTF-8:
+// Go's MIME table and its content sniffing both add charset=utf-8 to any
+// text, which made a receiver read a Latin-1 file as broken UTF-8.
+func TestAttachmentCharsetClaimsOnlyUTF8(t *testing.T) {
+	for _, c := range []struct {
+		name, data, want string
+	}{
+		{"notes.txt", "caf\xc3\xa9", "text/plain; charset=utf-8"},
+		{"notes.txt", "caf\xe9", "text/plain"},
+		{"README", "caf\xe9 au lait\n", "text/plain"},
+		{"README", "café au lait\n", "text/plain; charset=utf-8"},
+		{"page.html", "<p>caf\xe9</p>", "text/html"},
+		{"blob.bin", "\x00\x01\xe9", "application/octet-stream"},
+	} {
+		out, _, err := attachments([]protocol.SendAttachment{{Filename: c.name, Data: []byte(c.data)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out[0].ContentType; got != c.want {
+			t.Errorf("%s %q: content type %q, want %q", c.name, c.data, got, c.want)
+		}
+	}
+}
