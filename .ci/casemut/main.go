@@ -79,15 +79,19 @@ type Mutation struct {
 	Column int    `json:"column"`
 }
 
+// goCmd is the go command the tests run with.
+var goCmd = "go"
+
 func main() {
 	dir := flag.String("dir", "", "package directory, relative to the module root")
 	out := flag.String("o", "", "report to write")
 	workers := flag.Int("workers", 1, "mutants tested at once")
 	coef := flag.Int("timeout-coefficient", 5, "a mutant's test run may take this many times the unmutated run")
 	also := flag.String("also", "", "more packages whose tests run against each mutant, separated by spaces")
+	flag.StringVar(&goCmd, "go", "go", "the go command that runs the tests (by path: `go run` puts Go's own bin first on PATH)")
 	flag.Parse()
 	if *dir == "" || *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: casemut -dir PKGDIR -o REPORT.json [-workers N] [-also PKGS] [FILE...]")
+		fmt.Fprintln(os.Stderr, "usage: casemut -dir PKGDIR -o REPORT.json [-workers N] [-also PKGS] [-go GO] [FILE...]")
 		os.Exit(2)
 	}
 	if err := run(*dir, *out, flag.Args(), *also, *workers, *coef); err != nil {
@@ -123,7 +127,7 @@ func run(dir, out string, files []string, also string, workers, coef int) error 
 	pkg := strings.TrimSpace("./" + filepath.ToSlash(dir) + " " + also)
 	start := time.Now()
 	// The unmutated run shows its output: when it fails, that is what to read.
-	base := exec.Command("go", append([]string{"test", "-count=1"}, strings.Fields(pkg)...)...)
+	base := exec.Command(goCmd, append([]string{"test", "-count=1"}, strings.Fields(pkg)...)...)
 	base.Stdout, base.Stderr = os.Stdout, os.Stderr
 	if err := base.Run(); err != nil {
 		return fmt.Errorf("the tests of %s fail without a mutant: %w", pkg, err)
@@ -233,7 +237,7 @@ func goTest(ctx context.Context, pkg, overlay string) error {
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, strings.Fields(pkg)...)...)
+	cmd := exec.CommandContext(ctx, goCmd, append(args, strings.Fields(pkg)...)...)
 	cmd.WaitDelay = 10 * time.Second
 	return cmd.Run()
 }
