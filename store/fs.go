@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -586,14 +587,7 @@ func (d *Dir) removeTree(top *Dir, name string, depth int, todo *[]string) error
 		unix.Fchown(sub.fd, 0, 0)
 		unix.Fchmod(sub.fd, 0o700)
 	}
-	names, err := sub.Names()
-	if err == nil {
-		for _, n := range names {
-			if err = sub.removeTree(top, n, depth+1, todo); err != nil {
-				break
-			}
-		}
-	}
+	err = sub.EachName(func(n string) error { return sub.removeTree(top, n, depth+1, todo) })
 	sub.Close()
 	if err != nil {
 		return err
@@ -604,7 +598,41 @@ func (d *Dir) removeTree(top *Dir, name string, depth int, todo *[]string) error
 	return nil
 }
 
-// Names lists the entries of the directory (without "." and "..").
+// nameBatch is how many names a directory listing holds at once.
+const nameBatch = 1024
+
+// EachName calls fn with each entry of the directory (without "." and
+// ".."), reading nameBatch names at a time, so that a directory of millions
+// of entries (its owner's to make) costs the daemon no more memory than a
+// small one. fn may remove the entry it is given; entries others add or
+// remove meanwhile may or may not be seen. It stops at fn's first error
+// and returns it.
+func (d *Dir) EachName(fn func(name string) error) error {
+	// A fresh open file description, so that the read offset is our own.
+	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: d.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(nameBatch)
+		for _, n := range names {
+			if ferr := fn(n); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Names lists the entries of the directory (without "." and ".."), all at
+// once: for directories whose size the daemon bounds. EachName reads any.
 func (d *Dir) Names() ([]string, error) {
 	// A fresh open file description, so that the read offset is our own.
 	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -669,31 +697,31 @@ func CleanTemps(d *Dir) { removeTemps(d, time.Now().Add(-StaleTempAge)) }
 // removeTemps removes the temporary entries of d last changed before cutoff
 // and returns how many it removed.
 func removeTemps(d *Dir, cutoff time.Time) (n int, err error) {
-	names, err := d.Names()
-	if err != nil {
-		return 0, err
-	}
-	return removeOlder(d, names, cutoff, func(name string) bool { return strings.HasPrefix(name, TempPrefix) })
+	return removeOlder(d, cutoff, func(name string) bool { return strings.HasPrefix(name, TempPrefix) })
 }
 
-// removeOlder removes the entries of names that pick picks and that were
-// last changed before cutoff, and returns how many it removed.
-func removeOlder(d *Dir, names []string, cutoff time.Time, pick func(name string) bool) (n int, err error) {
-	for _, name := range names {
+// removeOlder removes the entries of d that pick picks and that were last
+// changed before cutoff, and returns how many it removed and the first
+// error met (it goes on past errors).
+func removeOlder(d *Dir, cutoff time.Time, pick func(name string) bool) (n int, err error) {
+	lerr := d.EachName(func(name string) error {
 		if !pick(name) {
-			continue
+			return nil
 		}
 		st, serr := d.Lstat(name)
 		if serr != nil || !time.Unix(st.Mtim.Unix()).Before(cutoff) {
-			continue
+			return nil
 		}
 		if rerr := d.RemoveAll(name); rerr != nil {
-			err = rerr
-			continue
+			if err == nil {
+				err = rerr
+			}
+			return nil
 		}
 		n++
-	}
-	return n, err
+		return nil
+	})
+	return n, cmp.Or(err, lerr)
 }
 
 // cleanOrphans removes the raw copy and attachments of messages whose .md
@@ -705,21 +733,17 @@ func cleanOrphans(d *Dir) { removeOrphans(d, time.Now().Add(-StaleTempAge)) }
 // removeOrphans removes the uncommitted raw copies and attachments of d last
 // changed before cutoff and returns how many it removed.
 func removeOrphans(d *Dir, cutoff time.Time) (n int, err error) {
-	names, err := d.Names()
-	if err != nil {
-		return 0, err
-	}
-	committed := map[string]bool{}
-	for _, name := range names {
-		if id, ok := strings.CutSuffix(name, ".md"); ok {
-			committed[id] = true
-		}
-	}
-	return removeOlder(d, names, cutoff, func(name string) bool {
+	return removeOlder(d, cutoff, func(name string) bool {
 		id, ok := strings.CutSuffix(name, ".eml")
 		if !ok {
 			id, ok = strings.CutSuffix(name, attSuffix)
 		}
-		return ok && !committed[id]
+		return ok && !d.exists(id+".md")
 	})
+}
+
+// exists says whether d has an entry name (of any kind).
+func (d *Dir) exists(name string) bool {
+	_, err := d.Lstat(name)
+	return err == nil
 }

@@ -493,19 +493,16 @@ func legacyIndexName(folder string) string { return ".mailctl-index." + folder }
 // removeLegacyIndex removes a mailbox's leftover index files of the
 // earlier format.
 func removeLegacyIndex(d *Dir, uid int) {
-	names, err := d.Names()
-	if err != nil {
-		return
-	}
-	for _, n := range names {
+	d.EachName(func(n string) error {
 		f, ok := strings.CutPrefix(n, legacyIndexName(""))
 		if !ok || ValidFolder(f) != nil {
-			continue
+			return nil
 		}
 		if st, err := d.Lstat(n); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 && checkOwner(&st, uid) == nil {
 			d.Remove(n)
 		}
-	}
+		return nil
+	})
 }
 
 // createStamped creates schema in an empty database and stamps it as this

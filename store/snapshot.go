@@ -42,10 +42,6 @@ func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) 
 	}
 	defer mb.close()
 	out.UID, out.GID = uint32(mb.uid), uint32(mb.gid)
-	names, err := mb.dir.Names()
-	if err != nil {
-		return out, err
-	}
 	type opened struct {
 		name string
 		d    *Dir
@@ -56,17 +52,21 @@ func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) 
 			f.d.Close()
 		}
 	}()
-	for _, n := range names {
+	err = mb.dir.EachName(func(n string) error {
 		if ValidFolder(n) != nil {
 			out.Skipped++
-			continue
+			return nil
 		}
 		d, err := mb.folder(n, false)
 		if err != nil {
 			out.Skipped++ // a file, a symlink, or another owner's directory
-			continue
+			return nil
 		}
 		folders = append(folders, opened{n, d})
+		return nil
+	})
+	if err != nil {
+		return out, err
 	}
 	// The index locks in name order, the order Move takes its two in.
 	slices.SortFunc(folders, func(a, b opened) int { return strings.Compare(a.name, b.name) })
@@ -94,46 +94,41 @@ func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) 
 	return out, nil
 }
 
-// snapshotFolder links the committed messages of folder d into to.
+// snapshotFolder links the committed messages of folder d into to: first
+// every .md (the commit point), then the raw copy and attachments of each
+// message whose .md the snapshot holds.
 func snapshotFolder(d, to *Dir, uid int, out *MailboxSnapshot) error {
-	names, err := d.Names()
-	if err != nil {
-		return err
-	}
-	committed := map[string]bool{}
-	for _, n := range names {
-		if id, ok := strings.CutSuffix(n, ".md"); ok {
-			committed[id] = true
-		}
-	}
-	for _, n := range names {
-		if strings.HasPrefix(n, ".") { // temporary files, legacy index files
-			out.Skipped++
-			continue
-		}
-		if id, ok := strings.CutSuffix(n, ".md"); ok && ValidID(id) == nil {
+	err := d.EachName(func(n string) error {
+		if id, ok := strings.CutSuffix(n, ".md"); ok && ValidID(id) == nil && !strings.HasPrefix(n, ".") {
 			if linked, err := linkOwned(d, to, n, uid, out); err != nil {
 				return err
 			} else if linked {
 				out.Messages++
 			}
-			continue
 		}
-		if id, ok := strings.CutSuffix(n, ".eml"); ok && committed[id] {
-			if _, err := linkOwned(d, to, n, uid, out); err != nil {
-				return err
-			}
-			continue
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return d.EachName(func(n string) error {
+		if strings.HasPrefix(n, ".") { // temporary files, legacy index files
+			out.Skipped++
+			return nil
 		}
-		if id, ok := strings.CutSuffix(n, attSuffix); ok && committed[id] {
-			if err := snapshotAttachments(d, to, n, uid, out); err != nil {
-				return err
-			}
-			continue
+		if id, ok := strings.CutSuffix(n, ".md"); ok && ValidID(id) == nil {
+			return nil // linked above
+		}
+		if id, ok := strings.CutSuffix(n, ".eml"); ok && to.exists(id+".md") {
+			_, err := linkOwned(d, to, n, uid, out)
+			return err
+		}
+		if id, ok := strings.CutSuffix(n, attSuffix); ok && to.exists(id+".md") {
+			return snapshotAttachments(d, to, n, uid, out)
 		}
 		out.Skipped++
-	}
-	return nil
+		return nil
+	})
 }
 
 // snapshotAttachments links the files of a message's attachment folder.
@@ -153,20 +148,14 @@ func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot)
 		return err
 	}
 	defer sub.Close()
-	names, err := src.Names()
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
+	return src.EachName(func(n string) error {
 		if strings.HasPrefix(n, ".") {
 			out.Skipped++
-			continue
+			return nil
 		}
-		if _, err := linkOwned(src, sub, n, uid, out); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := linkOwned(src, sub, n, uid, out)
+		return err
+	})
 }
 
 // linkOwned hard-links d/name to to/name when it is a regular file of uid.

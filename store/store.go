@@ -387,18 +387,18 @@ func (s *Store) Exists(name string) bool {
 
 // Mailboxes lists the names of the mailboxes on disk.
 func (s *Store) Mailboxes() ([]string, error) {
-	names, err := s.root.Names()
-	if err != nil {
-		return nil, err
-	}
 	var out []string
-	for _, n := range names {
+	err := s.root.EachName(func(n string) error {
 		if ValidMailboxName(n) != nil {
-			continue
+			return nil
 		}
 		if st, err := s.root.Lstat(n); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			out = append(out, n)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -501,11 +501,7 @@ func (s *Store) Sweep() (removed int, err error) {
 		}
 	}
 	everything := time.Unix(1<<62, 0)
-	names, rerr := s.root.Names()
-	if rerr != nil {
-		return 0, rerr
-	}
-	for _, n := range names {
+	rerr := s.root.EachName(func(n string) error {
 		if strings.HasPrefix(n, TempPrefix) {
 			if e := s.root.RemoveTree(n); e != nil {
 				keep(0, e)
@@ -513,6 +509,10 @@ func (s *Store) Sweep() (removed int, err error) {
 				keep(1, nil)
 			}
 		}
+		return nil
+	})
+	if rerr != nil {
+		return removed, rerr
 	}
 	mailboxes, merr := s.Mailboxes()
 	keep(0, merr)
@@ -523,17 +523,16 @@ func (s *Store) Sweep() (removed int, err error) {
 			continue
 		}
 		keep(removeTemps(mb.dir, everything))
-		folders, e := mb.dir.Names()
-		keep(0, e)
-		for _, f := range folders {
+		keep(0, mb.dir.EachName(func(f string) error {
 			d, e := mb.folder(f, false)
 			if e != nil {
-				continue // not a folder of this owner's: left alone
+				return nil // not a folder of this owner's: left alone
 			}
 			keep(removeTemps(d, everything))
 			keep(removeOrphans(d, everything))
 			d.Close()
-		}
+			return nil
+		}))
 		mb.close()
 	}
 	return removed, err
@@ -541,29 +540,22 @@ func (s *Store) Sweep() (removed int, err error) {
 
 // countMessages counts the message files in every folder of a mailbox.
 func countMessages(d *Dir) (int, error) {
-	names, err := d.Names()
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, f := range names {
+	err := d.EachName(func(f string) error {
 		// Only a directory opens: O_DIRECTORY refuses anything else.
 		sub, err := d.OpenDir(f)
 		if err != nil {
-			continue
+			return nil
 		}
-		files, err := sub.Names()
-		sub.Close()
-		if err != nil {
-			return 0, err
-		}
-		for _, file := range files {
+		defer sub.Close()
+		return sub.EachName(func(file string) error {
 			if _, ok := mdID(file); ok {
 				n++
 			}
-		}
-	}
-	return n, nil
+			return nil
+		})
+	})
+	return n, err
 }
 
 // Counts are a mailbox's message counts: Total and Unread in the inbox, Sent

@@ -20,7 +20,11 @@ var ErrMovedDuringWalk = errors.New("a directory was moved while it was walked")
 // amount of work per entry: it goes down with openat and back up through
 // "..", checking that each directory it climbs to is the one it came down
 // from (the owner may move a directory meanwhile); when it is not, the walk
-// ends with ErrMovedDuringWalk rather than going on where it is.
+// ends with ErrMovedDuringWalk rather than going on where it is. It holds
+// the names of each directory on its way down (one descriptor at a time
+// leaves no other place to resume a listing from), so its memory grows with
+// the largest directory it meets; EachName lists one directory in bounded
+// memory.
 func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 	type level struct {
 		names    []string
