@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Directories of more entries than one batch of EachName (an owner makes as
@@ -113,14 +115,7 @@ func TestListingsPastOneBatch(t *testing.T) {
 // 5.6 MB as a list of names) the heap holds under 1 MiB more than before it.
 func TestEachNameHoldsOneBatch(t *testing.T) {
 	const n = 100_000
-	dir := t.TempDir()
-	for i := range n {
-		fd, err := syscall.Open(filepath.Join(dir, fmt.Sprintf("%040d", i)), syscall.O_CREAT|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		syscall.Close(fd)
-	}
+	dir := manyFiles(t, n)
 	d, err := OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -142,5 +137,51 @@ func TestEachNameHoldsOneBatch(t *testing.T) {
 	}
 	if grew := int64(during.HeapAlloc) - int64(before.HeapAlloc); grew > 1<<20 {
 		t.Errorf("halfway through %d entries the heap grew by %d bytes: the listing is held whole", n, grew)
+	}
+}
+
+// manyFiles makes a directory of n empty files of 40-byte names.
+func manyFiles(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		fd, err := syscall.Open(filepath.Join(dir, fmt.Sprintf("%040d", i)), syscall.O_CREAT|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		syscall.Close(fd)
+	}
+	return dir
+}
+
+// Walk (the quota's count) holds only the subdirectories still to go down
+// into: halfway through a folder of 100,000 files, under 1 MiB more heap.
+func TestWalkHoldsOneBatchOfFiles(t *testing.T) {
+	const n = 100_000
+	top := t.TempDir()
+	if err := os.Rename(manyFiles(t, n), filepath.Join(top, "inbox")); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(top, "sent"), 0o700)
+	d, err := OpenDir(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var before, during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	seen := map[int]int{}
+	err = d.Walk(func(depth int, name string, st *unix.Stat_t) {
+		if seen[depth]++; depth == 1 && seen[1] == n/2 {
+			runtime.GC()
+			runtime.ReadMemStats(&during)
+		}
+	})
+	if err != nil || seen[0] != 2 || seen[1] != n {
+		t.Fatalf("Walk: %v entries by depth, %v; want 2 and %d", seen, err, n)
+	}
+	if grew := int64(during.HeapAlloc) - int64(before.HeapAlloc); grew > 1<<20 {
+		t.Errorf("halfway through %d files the heap grew by %d bytes: the walk holds the folder's names", n, grew)
 	}
 }
