@@ -631,18 +631,6 @@ func (d *Dir) EachName(fn func(name string) error) error {
 	}
 }
 
-// Names lists the entries of the directory (without "." and ".."), all at
-// once: for directories whose size the daemon bounds. EachName reads any.
-func (d *Dir) Names() ([]string, error) {
-	// A fresh open file description, so that the read offset is our own.
-	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), d.path)
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
 
 // Rename renames oldName in d to newName in to. With noReplace, an existing
 // newName is an error (ErrExists) instead of being replaced.
