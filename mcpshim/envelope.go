@@ -94,8 +94,6 @@ func withNext(err error, next *NextAction) error {
 	return &toolError{err: asProtocolError(err), next: next}
 }
 
-// asProtocolError finds the code err carries (a toolError unwraps to its
-// own), or gives it one.
 // stoppedError is the answer to a call the server's stop cancelled (err is
 // what the call returned), keeping the call's next action.
 func stoppedError(err error) error {
@@ -107,6 +105,8 @@ func stoppedError(err error) error {
 	return se
 }
 
+// asProtocolError finds the code err carries (a toolError unwraps to its
+// own), or gives it one.
 func asProtocolError(err error) *protocol.Error {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
