@@ -558,9 +558,10 @@ func (w *walker) attach(n *node) {
 
 // attachmentType is the Content-Type an attachment is stored with. A text
 // part's charset says what the stored bytes are: UTF-8 where go-message
-// converted them (a charset it knows, or none declared and the text valid
-// UTF-8), the sender's charset where it could not (the bytes are kept as
-// sent), and none where nothing says.
+// converted them (a charset it knows) or where none was declared and the
+// text is UTF-8 (checked for one held in memory; one spilled to disk is
+// taken to be), the sender's charset where it could not convert them (the
+// bytes are kept as sent), and none where nothing says.
 func attachmentType(n *node) string {
 	if !strings.HasPrefix(n.ctype, "text/") {
 		return n.ctype
