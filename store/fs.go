@@ -631,7 +631,6 @@ func (d *Dir) EachName(fn func(name string) error) error {
 	}
 }
 
-
 // Rename renames oldName in d to newName in to. With noReplace, an existing
 // newName is an error (ErrExists) instead of being replaced.
 func (d *Dir) Rename(oldName string, to *Dir, newName string, noReplace bool) error {
