@@ -160,8 +160,7 @@ func (s *Server) serveHTTP(ctx context.Context, ln net.Listener, token string) e
 	defer s.Close()
 	posts := new(requestCount)
 	srv := &http.Server{Handler: s.httpHandler(token, posts), ReadHeaderTimeout: 10 * time.Second}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancel(ctx) // cancelled once Serve returns, whyever it does
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)

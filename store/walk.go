@@ -17,15 +17,15 @@ var ErrMovedDuringWalk = errors.New("a directory was moved while it was walked")
 // directories, each with O_DIRECTORY and O_NOFOLLOW, so a symlink, FIFO or
 // device swapped in for a directory is skipped, never followed or waited
 // on. It holds one descriptor at a time whatever the depth (two while it
-// reads a directory), and a constant
-// amount of work per entry: it goes down with openat and back up through
-// "..", checking that each directory it climbs to is the one it came down
-// from (the owner may move a directory meanwhile); when it is not, the walk
-// ends with ErrMovedDuringWalk rather than going on where it is. It holds
-// the names of the subdirectories of each directory on its way down (one
-// descriptor at a time leaves no other place to resume from); every entry
-// is given to fn as its directory is read, a batch of names at a time, so a
-// directory of millions of files costs no more memory than a small one.
+// reads a directory), and does a constant amount of work per entry: it goes
+// down with openat and back up through "..", checking that each directory
+// it climbs to is the one it came down from (the owner may move a directory
+// meanwhile); when it is not, the walk ends with ErrMovedDuringWalk rather
+// than going on where it is. Every entry is given to fn as its directory is
+// read, a batch of names at a time, so a directory of millions of files
+// costs no more memory than a small one; what it keeps is the names of the
+// subdirectories still to go down into, on its way down (one descriptor
+// leaves no other place to resume from).
 func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 	type level struct {
 		subdirs  []string // still to go down into
