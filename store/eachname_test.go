@@ -148,8 +148,8 @@ func manyFiles(t *testing.T, n int) string {
 	return dir
 }
 
-// Walk (the quota's count) holds only the subdirectories still to go down
-// into: halfway through a folder of 100,000 files, under 1 MiB more heap.
+// Walk (the quota's count) holds no names: halfway through a folder of
+// 100,000 files, under 1 MiB more heap.
 func TestWalkHoldsOneBatchOfFiles(t *testing.T) {
 	const n = 100_000
 	top := t.TempDir()
@@ -175,6 +175,96 @@ func TestWalkHoldsOneBatchOfFiles(t *testing.T) {
 	}
 	if grew > 1<<20 {
 		t.Errorf("halfway through %d files the heap grew by %d bytes: the walk holds the folder's names", n, grew)
+	}
+}
+
+// Nor for a folder of 100,000 subdirectories, which an owner makes as
+// freely as files: halfway through them, under 1 MiB more heap (their
+// names as a list are about 5.6 MB).
+func TestWalkHoldsNoSubdirectoryNames(t *testing.T) {
+	const n = 100_000
+	top := t.TempDir()
+	inbox := filepath.Join(top, "inbox")
+	os.Mkdir(inbox, 0o700)
+	for i := range n {
+		if err := unix.Mkdir(filepath.Join(inbox, fmt.Sprintf("%040d", i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := OpenDir(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	seen := map[int]int{}
+	grew := heapGrowth(func(halfway func()) {
+		err = d.Walk(func(depth int, name string, st *unix.Stat_t) {
+			if seen[depth]++; depth == 1 && seen[1] == n/2 {
+				halfway()
+			}
+		})
+	})
+	if err != nil || seen[0] != 1 || seen[1] != n {
+		t.Fatalf("Walk: %v entries by depth, %v; want 1 and %d", seen, err, n)
+	}
+	if grew > 1<<20 {
+		t.Errorf("halfway through %d subdirectories the heap grew by %d bytes: the walk holds their names", n, grew)
+	}
+}
+
+// Walk gives every entry of a tree once, at its depth, however files and
+// subdirectories mix in a listing and however many listings' reads a
+// directory takes (long names, thousands of entries, subdirectories
+// between files, empty ones, a deep chain): the same as filepath.WalkDir.
+func TestWalkSeesEveryEntryOnce(t *testing.T) {
+	top := t.TempDir()
+	want := map[string]int{} // "depth/name" -> count
+	var mk func(dir string, depth, width int)
+	mk = func(dir string, depth, width int) {
+		for i := range width {
+			name := fmt.Sprintf("d%d-%0*d", depth, 1+i%200, i)
+			p := filepath.Join(dir, name)
+			if i%7 == 3 && depth < 3 {
+				if err := os.Mkdir(p, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				mk(p, depth+1, width/20)
+			} else if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want[fmt.Sprintf("%d/%s", depth, name)]++
+		}
+	}
+	mk(top, 0, 1500)
+	chain := top
+	for i := range 300 {
+		chain = filepath.Join(chain, fmt.Sprintf("c%d", i))
+		if err := os.Mkdir(chain, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("%d/c%d", i, i)]++
+	}
+	d, err := OpenDir(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got := map[string]int{}
+	if err := d.Walk(func(depth int, name string, st *unix.Stat_t) { got[fmt.Sprintf("%d/%s", depth, name)]++ }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("Walk saw %d entries, want %d", len(got), len(want))
+	}
+	for k, c := range want {
+		if got[k] != c {
+			t.Fatalf("Walk saw %s %d times, want %d", k, got[k], c)
+		}
+	}
+	for k := range got {
+		if want[k] == 0 {
+			t.Fatalf("Walk saw %s, which is not in the tree", k)
+		}
 	}
 }
 

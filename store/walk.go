@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -12,59 +15,45 @@ import (
 // climbing back up did not lead to the directory it came down from.
 var ErrMovedDuringWalk = errors.New("a directory was moved while it was walked")
 
+// walkBuf is the size of the buffer Walk reads directory entries into.
+const walkBuf = 8 << 10
+
 // Walk calls fn with the lstat of every entry below d, however deep the
 // owner's tree goes; depth is 0 for d's own entries. It opens nothing but
 // directories, each with O_DIRECTORY and O_NOFOLLOW, so a symlink, FIFO or
 // device swapped in for a directory is skipped, never followed or waited
-// on. It holds one descriptor at a time whatever the depth (two while it
-// reads a directory), and does a constant amount of work per entry: it goes
-// down with openat and back up through "..", checking that each directory
-// it climbs to is the one it came down from (the owner may move a directory
-// meanwhile); when it is not, the walk ends with ErrMovedDuringWalk rather
-// than going on where it is. Every entry is given to fn as its directory is
-// read, a batch of names at a time, so a directory of millions of files
-// costs no more memory than a small one; what it keeps is the names of the
-// subdirectories still to go down into, on its way down (one descriptor
-// leaves no other place to resume from).
+// on. It holds one descriptor at a time whatever the depth, and does a
+// constant amount of work per entry: it goes down with openat and back up
+// through "..", checking that each directory it climbs to is the one it
+// came down from (the owner may move a directory meanwhile); when it is
+// not, the walk ends with ErrMovedDuringWalk rather than going on where it
+// is. It keeps no names: each entry is given to fn as its directory is
+// read, and for each directory on its way down it keeps only the position
+// in that directory's listing to go on from when it climbs back (the
+// listing's own cookie, which the kernel gives with every entry for this),
+// so a directory of millions of files or subdirectories costs no more
+// memory than a small one. Entries added or removed meanwhile may or may
+// not be seen.
 func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 	type level struct {
-		subdirs  []string // still to go down into
 		dev, ino uint64
+		off      int64 // where this directory's listing goes on
+		done     bool  // its listing is read to the end
 	}
 	cur, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: d.path, Err: err}
 	}
 	defer func() { unix.Close(cur) }()
-	// descend reads the directory cur is, giving fn each entry at depth, and
-	// returns its level with the subdirectories to go down into.
-	descend := func(depth int) (level, error) {
-		var st unix.Stat_t
-		if err := unix.Fstat(cur, &st); err != nil {
-			return level{}, err
-		}
-		l := level{dev: st.Dev, ino: st.Ino}
-		err := (&Dir{fd: cur, path: d.path}).EachName(func(name string) error {
-			var st unix.Stat_t
-			if err := unix.Fstatat(cur, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return nil // removed meanwhile
-			}
-			fn(depth, name, &st)
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				l.subdirs = append(l.subdirs, name)
-			}
-			return nil
-		})
-		return l, err
+	var st unix.Stat_t
+	if err := unix.Fstat(cur, &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: d.path, Err: err}
 	}
-	top, err := descend(0)
-	if err != nil {
-		return err
-	}
-	stack := []level{top}
+	stack := []level{{dev: st.Dev, ino: st.Ino}}
+	buf := make([]byte, walkBuf)
 	for {
 		l := &stack[len(stack)-1]
-		if len(l.subdirs) == 0 {
+		if l.done {
 			if len(stack) == 1 {
 				return nil
 			}
@@ -75,7 +64,6 @@ func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 			unix.Close(cur)
 			cur = up
 			stack = stack[:len(stack)-1]
-			var st unix.Stat_t
 			if err := unix.Fstat(cur, &st); err != nil {
 				return &os.PathError{Op: "fstat", Path: d.path, Err: err}
 			}
@@ -84,18 +72,76 @@ func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 			}
 			continue
 		}
-		name := l.subdirs[0]
-		l.subdirs = l.subdirs[1:]
-		sub, err := unix.Openat(cur, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue // swapped for something else, or removed, meanwhile
+		// Read on from where this directory's listing was left, up to and
+		// including its next subdirectory, then go down into that one.
+		if _, err := unix.Seek(cur, l.off, io.SeekStart); err != nil {
+			return &os.PathError{Op: "seek", Path: d.path, Err: err}
 		}
-		unix.Close(cur)
-		cur = sub
-		next, err := descend(len(stack))
+		n, err := unix.Getdents(cur, buf)
 		if err != nil {
 			return &os.PathError{Op: "readdir", Path: d.path, Err: err}
 		}
-		stack = append(stack, next)
+		if n == 0 {
+			l.done = true
+			continue
+		}
+		sub := -1
+		for b := buf[:n]; len(b) > 0 && sub < 0; {
+			ent, rest, err := nextDirent(b)
+			if err != nil {
+				return &os.PathError{Op: "readdir", Path: d.path, Err: err}
+			}
+			b = rest
+			l.off = ent.off
+			if ent.name == "." || ent.name == ".." {
+				continue
+			}
+			if err := unix.Fstatat(cur, ent.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue // removed meanwhile
+			}
+			fn(len(stack)-1, ent.name, &st)
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			sub, err = unix.Openat(cur, ent.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err != nil {
+				sub = -1 // swapped for something else, or removed, meanwhile
+			}
+		}
+		if sub < 0 {
+			continue
+		}
+		if err := unix.Fstat(sub, &st); err != nil {
+			unix.Close(sub)
+			return &os.PathError{Op: "fstat", Path: d.path, Err: err}
+		}
+		unix.Close(cur)
+		cur = sub
+		stack = append(stack, level{dev: st.Dev, ino: st.Ino})
 	}
+}
+
+// dirent is one entry of a getdents64 listing.
+type dirent struct {
+	name string
+	off  int64 // the listing's position just after this entry
+}
+
+// nextDirent splits the first linux_dirent64 record off b: d_ino (8
+// bytes), d_off (8), d_reclen (2), d_type (1), then the name, ended by a
+// NUL, padded to d_reclen.
+func nextDirent(b []byte) (dirent, []byte, error) {
+	const nameAt = 19
+	if len(b) < nameAt {
+		return dirent{}, nil, errors.New("short directory entry")
+	}
+	reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+	if reclen <= nameAt || reclen > len(b) {
+		return dirent{}, nil, fmt.Errorf("directory entry of %d bytes in %d", reclen, len(b))
+	}
+	name := b[nameAt:reclen]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return dirent{name: string(name), off: int64(binary.NativeEndian.Uint64(b[8:16]))}, b[reclen:], nil
 }
