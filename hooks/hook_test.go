@@ -28,7 +28,7 @@ func TestNormalize(t *testing.T) {
 				if h.TimeoutSecs != DefaultTimeoutSecs {
 					t.Errorf("timeout = %d, want %d", h.TimeoutSecs, DefaultTimeoutSecs)
 				}
-				if want := DerivedName("on_receive", []string{"/usr/bin/true"}, false); h.Name != want {
+				if want := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/usr/bin/true"}}); h.Name != want {
 					t.Errorf("name = %q, want derived %q", h.Name, want)
 				}
 			},
@@ -64,6 +64,8 @@ func TestNormalize(t *testing.T) {
 		{name: "negative timeout", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a"}, TimeoutSecs: -1}, wantErr: "timeout_secs -1 is out of range"},
 		{name: "timeout too long", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a"}, TimeoutSecs: 601}, wantErr: "use 1 to 600"},
 		{name: "fire_on_untrusted on after_send", in: protocol.Hook{Event: "after_send", Cmd: []string{"/a"}, FireOnUntrusted: true}, wantErr: "fire_on_untrusted only applies"},
+		{name: "fire_on_auto_submitted on after_send", in: protocol.Hook{Event: "after_send", Cmd: []string{"/a"}, FireOnAuto: true}, wantErr: "fire_on_auto_submitted only applies"},
+		{name: "fire_on_lists on after_send", in: protocol.Hook{Event: "after_send", Cmd: []string{"/a"}, FireOnLists: true}, wantErr: "fire_on_lists only applies"},
 		{name: "uppercase name", in: protocol.Hook{Name: "Wake", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: `name "Wake" is not allowed`},
 		{name: "name starts with dot", in: protocol.Hook{Name: ".hidden", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
 		{name: "name with slash", in: protocol.Hook{Name: "a/b", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
@@ -104,24 +106,27 @@ func TestNormalize(t *testing.T) {
 
 func TestDerivedName(t *testing.T) {
 	hex12 := regexp.MustCompile(`^[0-9a-f]{12}$`)
-	base := DerivedName("on_receive", []string{"/bin/a", "b"}, false)
+	base := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}})
 	if !hex12.MatchString(base) {
 		t.Fatalf("DerivedName = %q, want 12 lowercase hex", base)
 	}
-	if again := DerivedName("on_receive", []string{"/bin/a", "b"}, false); again != base {
+	if again := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}}); again != base {
 		t.Errorf("not stable: %q then %q", base, again)
 	}
 	// Fixed value: the name is part of stored state, so the encoding must not drift.
-	if got, want := DerivedName("on_receive", []string{"/usr/bin/true"}, false), derivedTrue; got != want {
+	if got, want := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/usr/bin/true"}}), derivedTrue; got != want {
 		t.Errorf("DerivedName(on_receive, [/usr/bin/true]) = %q, want %q", got, want)
 	}
 	others := map[string]string{
-		"event":         DerivedName("after_send", []string{"/bin/a", "b"}, false),
-		"flag":          DerivedName("on_receive", []string{"/bin/a", "b"}, true),
-		"joined args":   DerivedName("on_receive", []string{"/bin/ab"}, false),
-		"split differs": DerivedName("on_receive", []string{"/bin/a", "", "b"}, false),
-		"moved to end":  DerivedName("on_receive", []string{"/bin/a"}, false),
-		"event in cmd":  DerivedName("", []string{"on_receive", "/bin/a", "b"}, false),
+		"event":         DerivedName(protocol.Hook{Event: "after_send", Cmd: []string{"/bin/a", "b"}}),
+		"flag":          DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnUntrusted: true}),
+		"joined args":   DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/ab"}}),
+		"split differs": DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "", "b"}}),
+		"moved to end":  DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a"}}),
+		"event in cmd":  DerivedName(protocol.Hook{Event: "", Cmd: []string{"on_receive", "/bin/a", "b"}}),
+		"auto flag":     DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnAuto: true}),
+		"lists flag":    DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnLists: true}),
+		"both flags":    DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnAuto: true, FireOnLists: true}),
 	}
 	seen := map[string]string{base: "base"}
 	for what, n := range others {

@@ -70,7 +70,7 @@ func handleHookCreate(_ context.Context, s *Server, c *call, a *protocol.HookCre
 		}
 		// Creating the same hook again is idempotent; a different hook under a taken name is not.
 		if ex.Source == registry.SourceRegistry && ex.Event == h.Event && slices.Equal(ex.Cmd, h.Cmd) &&
-			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted {
+			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted && ex.FireOnAuto == h.FireOnAuto && ex.FireOnLists == h.FireOnLists {
 			return ex, nil
 		}
 		return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q; pass another name", m.Name, h.Name)
