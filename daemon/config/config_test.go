@@ -71,6 +71,13 @@ func TestValidation(t *testing.T) {
 		{"domains = [\"a.test\"]\n[delivery]\nmax_concurrent = 4\nmax_per_destination = 5\n", "between 1 and delivery.max_concurrent (4)"},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_per_destination = -2\n", "max_per_destination must be"},
 		{"domains = [\"a.test\"]\n[storage]\ndisk_reserve_bytes = -1\n", "negative"},
+		// Negative limits used to be taken as no limit at all, or the default.
+		{"domains = [\"a.test\"]\n[send]\nper_minute = -1\n", "send.per_minute: -1 is negative"},
+		{"domains = [\"a.test\"]\n[send]\nmax_recipients = -5\n", "send.max_recipients: -5 is negative"},
+		{"domains = [\"a.test\"]\n[[mailboxes]]\nname = \"a\"\nowner = \"root\"\n[mailboxes.send]\nper_hour = -1\n", `mailboxes "a" send.per_hour: -1 is negative`},
+		{"domains = [\"a.test\"]\n[hook_rules]\nmax_concurrent = -1\n", "hook_rules.max_concurrent: -1 is negative"},
+		{"domains = [\"a.test\"]\n[delivery]\nport = 70000\n", "delivery.port: 70000 is not a port"},
+		{"domains = [\"a.test\"]\n[relay]\nhost = \"r.test\"\nport = 70000\n", "relay.port: 70000 is not a port"},
 		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"Gmail.com\"]\n", "lower-case domain"},
 		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"x@gmail.com\"]\n", "lower-case domain"},
 		{"domains = [\"a.test\", \"A.test\"]\n", "twice"},
