@@ -45,4 +45,13 @@ func TestHookCreateWithAnotherGateFlagIsAnotherHook(t *testing.T) {
 	if h, err := create(protocol.HookCreateArgs{Name: "named"}); err != nil || h.Name != "named" {
 		t.Errorf("the same hook again: %+v, %v; want it answered", h, err)
 	}
+	// Unnamed, a definition that exists under another name (as one derived
+	// before the flags counted in it) is that hook, not a second one that
+	// would run beside it.
+	if _, err := create(protocol.HookCreateArgs{Name: "older", TimeoutSecs: 7, FireOnLists: true}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := create(protocol.HookCreateArgs{TimeoutSecs: 7, FireOnLists: true}); err != nil || h.Name != "older" {
+		t.Errorf("the same definition again without a name: %+v, %v; want the hook named older", h, err)
+	}
 }

@@ -129,6 +129,17 @@ func truncateForError(s string) string {
 	return truncateUTF8(s, max) + "..."
 }
 
+// DropUngatedFlags clears fire_on_auto_submitted and fire_on_lists on a hook
+// that is not on_receive. Creating such a hook is refused (Normalize), but
+// releases before that refusal stored them, and a config may still name
+// them: there they never meant anything, so a hook read back keeps running
+// as it did rather than being refused at every run.
+func DropUngatedFlags(h *protocol.Hook) {
+	if h.Event != protocol.EventOnReceive {
+		h.FireOnAuto, h.FireOnLists = false, false
+	}
+}
+
 // DerivedName returns the stable name of a hook that was created without one:
 // 12 lowercase hex characters of a SHA-256 over an unambiguous encoding of its
 // event, its argv and its gate flags. The same definition always gets the same

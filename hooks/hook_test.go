@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -202,5 +203,27 @@ func TestErrorQuotesAreBounded(t *testing.T) {
 	err := Normalize(&protocol.Hook{Event: "on_receive", Cmd: []string{strings.Repeat("r", 200)}})
 	if err == nil || !strings.Contains(err.Error(), strings.Repeat("r", 80)+"...") || strings.Contains(err.Error(), strings.Repeat("r", 81)) {
 		t.Errorf("error for a 200-byte relative cmd[0]: %v", err)
+	}
+}
+
+// TestStoredAfterSendFlagsStillRun: an after_send hook stored with
+// fire_on_auto_submitted or fire_on_lists (which earlier releases took and
+// which never meant anything there) still starts; only creating one is
+// refused.
+func TestStoredAfterSendFlagsStillRun(t *testing.T) {
+	owner := Owner{UID: uint32(os.Getuid())}
+	if owner.UID == 0 {
+		owner.UID = 65534
+	}
+	for _, h := range []protocol.Hook{
+		{Name: "a", Event: protocol.EventAfterSend, Cmd: []string{"/bin/true"}, FireOnLists: true},
+		{Name: "b", Event: protocol.EventAfterSend, Cmd: []string{"/bin/true"}, FireOnAuto: true},
+	} {
+		if err := Normalize(&protocol.Hook{Event: h.Event, Cmd: h.Cmd, FireOnLists: h.FireOnLists, FireOnAuto: h.FireOnAuto}); err == nil {
+			t.Errorf("creating %+v was not refused", h)
+		}
+		if err := startable(&h, owner); err != nil {
+			t.Errorf("stored %+v: %v, want it to start", h, err)
+		}
 	}
 }
