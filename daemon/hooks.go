@@ -56,6 +56,7 @@ func (d *Daemon) declaredHooks() []protocol.Hook {
 	for _, hc := range d.cfg().Hooks {
 		h := protocol.Hook{Name: hc.Name, Mailbox: hc.Mailbox, Event: hc.Event, Cmd: hc.Cmd, TimeoutSecs: hc.TimeoutSecs,
 			FireOnUntrusted: hc.FireOnUntrusted, FireOnAuto: hc.FireOnAuto, FireOnLists: hc.FireOnLists, Source: registry.SourceConfig}
+		hooks.DropUngatedFlags(&h)
 		if err := hooks.Normalize(&h); err != nil {
 			d.log.Error("config hook skipped", "hook", hc.Name, "mailbox", hc.Mailbox, "err", err)
 			continue

@@ -55,13 +55,13 @@ func FuzzNormalize(f *testing.F) {
 		if h.TimeoutSecs < 1 || h.TimeoutSecs > MaxTimeoutSecs {
 			t.Fatalf("accepted timeout %d", h.TimeoutSecs)
 		}
-		if h.FireOnUntrusted && h.Event != protocol.EventOnReceive {
-			t.Fatal("accepted fire_on_untrusted on after_send")
+		if (h.FireOnUntrusted || h.FireOnAuto || h.FireOnLists) && h.Event != protocol.EventOnReceive {
+			t.Fatal("accepted a gate flag on after_send")
 		}
 		if !nameRE.MatchString(h.Name) {
 			t.Fatalf("accepted name %q", h.Name)
 		}
-		if name == "" && h.Name != DerivedName(h.Event, h.Cmd, h.FireOnUntrusted) {
+		if name == "" && h.Name != DerivedName(h) {
 			t.Fatalf("empty name became %q, not the derived name", h.Name)
 		}
 		again := h

@@ -71,11 +71,20 @@ func Normalize(h *protocol.Hook) error {
 	case h.TimeoutSecs < 1 || h.TimeoutSecs > MaxTimeoutSecs:
 		return invalid("timeout_secs %d is out of range: use 1 to %d (0 means the default, %d)", h.TimeoutSecs, MaxTimeoutSecs, DefaultTimeoutSecs)
 	}
-	if h.FireOnUntrusted && h.Event != protocol.EventOnReceive {
-		return invalid("fire_on_untrusted only applies to %q hooks: remove it or change the event", protocol.EventOnReceive)
+	if h.Event != protocol.EventOnReceive {
+		// The gate's flags say which received mail fires the hook; after_send
+		// has no such gate, so a flag there would be silently meaningless.
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{h.FireOnUntrusted, "fire_on_untrusted"}, {h.FireOnAuto, "fire_on_auto_submitted"}, {h.FireOnLists, "fire_on_lists"}} {
+			if f.set {
+				return invalid("%s only applies to %q hooks: remove it or change the event", f.name, protocol.EventOnReceive)
+			}
+		}
 	}
 	if h.Name == "" {
-		h.Name = DerivedName(h.Event, h.Cmd, h.FireOnUntrusted)
+		h.Name = DerivedName(*h)
 	} else if !nameRE.MatchString(h.Name) {
 		return invalid("name %q is not allowed: use 1 to %d characters from a-z, 0-9, '.', '_' and '-', starting with a letter or digit, or leave it empty to derive one", truncateForError(h.Name), MaxNameLen)
 	}
@@ -120,11 +129,25 @@ func truncateForError(s string) string {
 	return truncateUTF8(s, max) + "..."
 }
 
+// DropUngatedFlags clears fire_on_auto_submitted and fire_on_lists on a hook
+// that is not on_receive. Creating such a hook is refused (Normalize), but
+// releases before that refusal stored them, and a config may still name
+// them: there they never meant anything, so a hook read back keeps running
+// as it did rather than being refused at every run.
+func DropUngatedFlags(h *protocol.Hook) {
+	if h.Event != protocol.EventOnReceive {
+		h.FireOnAuto, h.FireOnLists = false, false
+	}
+}
+
 // DerivedName returns the stable name of a hook that was created without one:
-// 12 lowercase hex characters of a SHA-256 over an unambiguous encoding of the
-// event, the argv and the fire_on_untrusted flag. The same definition always
-// gets the same name, so creating it twice conflicts instead of duplicating.
-func DerivedName(event string, cmd []string, fireOnUntrusted bool) string {
+// 12 lowercase hex characters of a SHA-256 over an unambiguous encoding of its
+// event, its argv and its gate flags. The same definition always gets the same
+// name, so creating it twice conflicts instead of duplicating, and hooks that
+// differ only in a flag get different names. fire_on_auto_submitted and
+// fire_on_lists are encoded only when set, so a hook without them keeps the
+// name it had before they existed.
+func DerivedName(hook protocol.Hook) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	field := func(s string) {
@@ -132,15 +155,20 @@ func DerivedName(event string, cmd []string, fireOnUntrusted bool) string {
 		h.Write([]byte(s))
 	}
 	field("mailctl-hook-v1")
-	field(event)
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(cmd)))])
-	for _, a := range cmd {
+	field(hook.Event)
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(hook.Cmd)))])
+	for _, a := range hook.Cmd {
 		field(a)
 	}
-	if fireOnUntrusted {
-		h.Write([]byte{1})
-	} else {
-		h.Write([]byte{0})
+	flag := func(b bool) byte {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	h.Write([]byte{flag(hook.FireOnUntrusted)})
+	if hook.FireOnAuto || hook.FireOnLists {
+		h.Write([]byte{flag(hook.FireOnAuto), flag(hook.FireOnLists)})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestNormalize(t *testing.T) {
 				if h.TimeoutSecs != DefaultTimeoutSecs {
 					t.Errorf("timeout = %d, want %d", h.TimeoutSecs, DefaultTimeoutSecs)
 				}
-				if want := DerivedName("on_receive", []string{"/usr/bin/true"}, false); h.Name != want {
+				if want := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/usr/bin/true"}}); h.Name != want {
 					t.Errorf("name = %q, want derived %q", h.Name, want)
 				}
 			},
@@ -64,6 +65,8 @@ func TestNormalize(t *testing.T) {
 		{name: "negative timeout", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a"}, TimeoutSecs: -1}, wantErr: "timeout_secs -1 is out of range"},
 		{name: "timeout too long", in: protocol.Hook{Event: "on_receive", Cmd: []string{"/a"}, TimeoutSecs: 601}, wantErr: "use 1 to 600"},
 		{name: "fire_on_untrusted on after_send", in: protocol.Hook{Event: "after_send", Cmd: []string{"/a"}, FireOnUntrusted: true}, wantErr: "fire_on_untrusted only applies"},
+		{name: "fire_on_auto_submitted on after_send", in: protocol.Hook{Event: "after_send", Cmd: []string{"/a"}, FireOnAuto: true}, wantErr: "fire_on_auto_submitted only applies"},
+		{name: "fire_on_lists on after_send", in: protocol.Hook{Event: "after_send", Cmd: []string{"/a"}, FireOnLists: true}, wantErr: "fire_on_lists only applies"},
 		{name: "uppercase name", in: protocol.Hook{Name: "Wake", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: `name "Wake" is not allowed`},
 		{name: "name starts with dot", in: protocol.Hook{Name: ".hidden", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
 		{name: "name with slash", in: protocol.Hook{Name: "a/b", Event: "on_receive", Cmd: []string{"/a"}}, wantErr: "is not allowed"},
@@ -104,24 +107,27 @@ func TestNormalize(t *testing.T) {
 
 func TestDerivedName(t *testing.T) {
 	hex12 := regexp.MustCompile(`^[0-9a-f]{12}$`)
-	base := DerivedName("on_receive", []string{"/bin/a", "b"}, false)
+	base := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}})
 	if !hex12.MatchString(base) {
 		t.Fatalf("DerivedName = %q, want 12 lowercase hex", base)
 	}
-	if again := DerivedName("on_receive", []string{"/bin/a", "b"}, false); again != base {
+	if again := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}}); again != base {
 		t.Errorf("not stable: %q then %q", base, again)
 	}
 	// Fixed value: the name is part of stored state, so the encoding must not drift.
-	if got, want := DerivedName("on_receive", []string{"/usr/bin/true"}, false), derivedTrue; got != want {
+	if got, want := DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/usr/bin/true"}}), derivedTrue; got != want {
 		t.Errorf("DerivedName(on_receive, [/usr/bin/true]) = %q, want %q", got, want)
 	}
 	others := map[string]string{
-		"event":         DerivedName("after_send", []string{"/bin/a", "b"}, false),
-		"flag":          DerivedName("on_receive", []string{"/bin/a", "b"}, true),
-		"joined args":   DerivedName("on_receive", []string{"/bin/ab"}, false),
-		"split differs": DerivedName("on_receive", []string{"/bin/a", "", "b"}, false),
-		"moved to end":  DerivedName("on_receive", []string{"/bin/a"}, false),
-		"event in cmd":  DerivedName("", []string{"on_receive", "/bin/a", "b"}, false),
+		"event":         DerivedName(protocol.Hook{Event: "after_send", Cmd: []string{"/bin/a", "b"}}),
+		"flag":          DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnUntrusted: true}),
+		"joined args":   DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/ab"}}),
+		"split differs": DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "", "b"}}),
+		"moved to end":  DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a"}}),
+		"event in cmd":  DerivedName(protocol.Hook{Event: "", Cmd: []string{"on_receive", "/bin/a", "b"}}),
+		"auto flag":     DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnAuto: true}),
+		"lists flag":    DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnLists: true}),
+		"both flags":    DerivedName(protocol.Hook{Event: "on_receive", Cmd: []string{"/bin/a", "b"}, FireOnAuto: true, FireOnLists: true}),
 	}
 	seen := map[string]string{base: "base"}
 	for what, n := range others {
@@ -197,5 +203,27 @@ func TestErrorQuotesAreBounded(t *testing.T) {
 	err := Normalize(&protocol.Hook{Event: "on_receive", Cmd: []string{strings.Repeat("r", 200)}})
 	if err == nil || !strings.Contains(err.Error(), strings.Repeat("r", 80)+"...") || strings.Contains(err.Error(), strings.Repeat("r", 81)) {
 		t.Errorf("error for a 200-byte relative cmd[0]: %v", err)
+	}
+}
+
+// TestStoredAfterSendFlagsStillRun: an after_send hook stored with
+// fire_on_auto_submitted or fire_on_lists (which earlier releases took and
+// which never meant anything there) still starts; only creating one is
+// refused.
+func TestStoredAfterSendFlagsStillRun(t *testing.T) {
+	owner := Owner{UID: uint32(os.Getuid())}
+	if owner.UID == 0 {
+		owner.UID = 65534
+	}
+	for _, h := range []protocol.Hook{
+		{Name: "a", Event: protocol.EventAfterSend, Cmd: []string{"/bin/true"}, FireOnLists: true},
+		{Name: "b", Event: protocol.EventAfterSend, Cmd: []string{"/bin/true"}, FireOnAuto: true},
+	} {
+		if err := Normalize(&protocol.Hook{Event: h.Event, Cmd: h.Cmd, FireOnLists: h.FireOnLists, FireOnAuto: h.FireOnAuto}); err == nil {
+			t.Errorf("creating %+v was not refused", h)
+		}
+		if err := startable(&h, owner); err != nil {
+			t.Errorf("stored %+v: %v, want it to start", h, err)
+		}
 	}
 }

@@ -259,6 +259,7 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 
 // startable checks that h may run as owner from this daemon.
 func startable(h *protocol.Hook, owner Owner) error {
+	DropUngatedFlags(h)
 	if err := Normalize(h); err != nil {
 		return err
 	}

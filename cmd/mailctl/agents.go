@@ -147,7 +147,14 @@ func configHome(home string) string {
 }
 
 func agentsSetup(args []string) int {
-	cf := newClientFlags("agents setup", "agents setup [HARNESS...] [--print] [--socket PATH]", agentsHelp)
+	cf := newClientFlags("agents setup", "agents setup [HARNESS...] [--print] [--socket PATH]",
+		`Wires `+"`mailctl mcp`"+` into each harness named (default: those installed) in the
+harness's own config, merging into an existing file and keeping a copy of the
+original next to it with the suffix `+agentcfg.BackupSuffix+`, and writes the primer
+`+agentcfg.PrimerName+`. Run it as the agent's user, never as root. --print only
+prints the snippets and writes nothing.
+
+Harnesses: `+strings.Join(agentcfg.Names(), ", "))
 	printOnly := cf.fs.Bool("print", false, "print each harness's snippet instead of writing it")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
@@ -254,7 +261,11 @@ func printSnippets(hs []*agentcfg.Harness, srv agentcfg.Server) int {
 }
 
 func agentsRemove(args []string) int {
-	cf := newClientFlags("agents remove", "agents remove [HARNESS...]", agentsHelp)
+	cf := newClientFlags("agents remove", "agents remove [HARNESS...]",
+		`Takes mailctl out of each harness named (default: every wired one), keeping
+everything else in those files.
+
+Harnesses: `+strings.Join(agentcfg.Names(), ", "))
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}

@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/mcpshim"
 )
 
 // TestCLIReferenceIsCurrent fails when a command's help changed without
@@ -81,4 +84,44 @@ func TestReferenceHasSubcommandFlags(t *testing.T) {
 			t.Errorf("completion lacks subcommand flags:\n%s", comp)
 		}
 	}
+}
+
+// TestEachHelpIsItsOwn: a subcommand's --help is its own text, with one usage
+// line; agents setup and remove printed theirs and then the whole group's.
+func TestEachHelpIsItsOwn(t *testing.T) {
+	ref, err := collectHelp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ref.cmds {
+		if n := strings.Count(c.help, "Usage: "); n != 1 {
+			t.Errorf("%s --help has %d usage lines:\n%s", c.name, n, c.help)
+		}
+		for _, s := range c.subs {
+			if n := strings.Count(s.help, "Usage: "); n != 1 {
+				t.Errorf("%s %s --help has %d usage lines:\n%s", c.name, s.name, n, s.help)
+			}
+		}
+	}
+}
+
+// TestMCPHelpNamesEveryPreset: mailctl mcp --help lists every preset
+// --tools accepts (drafts was missing).
+func TestMCPHelpNamesEveryPreset(t *testing.T) {
+	ref, err := collectHelp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ref.cmds {
+		if c.name != "mcp" {
+			continue
+		}
+		for name := range mcpshim.Presets() {
+			if !regexp.MustCompile(`\b` + name + `( \(|\.)`).MatchString(c.help) {
+				t.Errorf("mailctl mcp --help does not name the preset %q:\n%s", name, c.help)
+			}
+		}
+		return
+	}
+	t.Fatal("no mcp command")
 }

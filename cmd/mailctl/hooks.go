@@ -21,7 +21,7 @@ func init() {
 const hooksHelp = `Usage: mailctl hooks SUBCOMMAND [flags]
 
   create --mailbox M --event E --cmd '["/abs/bin","arg"]' [--name N]
-         [--timeout-secs S] [--fire-on-untrusted]
+         [--timeout-secs S] [--fire-on-untrusted] [--fire-on-auto-submitted] [--fire-on-lists]
                                  run a command as the mailbox owner on_receive or after_send
   list [--mailbox M] [--json]    hooks on your mailboxes (root: all)
   delete NAME [--mailbox M]      delete a hook on one of your mailboxes
@@ -41,11 +41,13 @@ func cmdHooks(args []string) int {
 }
 
 func hookCreate(args []string) int {
-	cf := newClientFlags("hooks create", `hooks create --mailbox M --event on_receive|after_send --cmd '["/abs/bin","arg"]' [--name N] [--timeout-secs S] [--fire-on-untrusted]`,
+	cf := newClientFlags("hooks create", `hooks create --mailbox M --event on_receive|after_send --cmd '["/abs/bin","arg"]' [--name N] [--timeout-secs S] [--fire-on-untrusted] [--fire-on-auto-submitted] [--fire-on-lists]`,
 		`Creates a hook. The command runs directly (no shell) as the mailbox owner with the
 message's Markdown on stdin and MAILCTL_* variables in its environment. on_receive
 hooks fire only for trusted mail unless --fire-on-untrusted, which only root may
-set unless the operator allows it.`).withJSON()
+set unless the operator allows it, and skip auto-submitted and mailing-list mail
+unless --fire-on-auto-submitted or --fire-on-lists. The three --fire-on flags are
+for on_receive hooks only.`).withJSON()
 	a := protocol.HookCreateArgs{}
 	var cmdJSON string
 	cf.fs.StringVar(&a.Mailbox, "mailbox", "", "mailbox the hook belongs to")

@@ -25,7 +25,8 @@ touch only the mailboxes you own. Logs go to stderr; stdout carries the protocol
 
 Presets for --tools: basic (`+strings.Join(presets["basic"], ", ")+`),
 readonly (`+strings.Join(presets["readonly"], ", ")+`),
-organize (`+strings.Join(presets["organize"], ", ")+`), all.
+organize (`+strings.Join(presets["organize"], ", ")+`),
+drafts (`+strings.Join(presets["drafts"], ", ")+`), all.
 See docs/mcp.md.`).fs
 	socket := fs.Lookup("socket")
 	tools := fs.String("tools", "", "comma-separated tool names and/or presets (default all but email_purge and email_draft)")

@@ -97,11 +97,12 @@ func queueSummary(args []string) int {
 		"Counts queued items per destination domain in age buckets, like Postfix's qshape: each column counts items queued at most that many minutes ago "+
 			"(and more than the column before); the last holds older ones. An item counts once in each domain it still has an undelivered recipient at.").withJSON()
 	a := &protocol.QueueSummaryArgs{}
-	a.QueueFilter = *queueFilterFlags(cf.fs)
+	f := queueFilterFlags(cf.fs)
 	cf.fs.IntVar(&a.MaxDomains, "max-domains", 50, "domains to list, busiest first; the rest are added up")
 	if code, ok := parseArgs(cf.fs, args, 0, "give filters as flags, not arguments"); !ok {
 		return code
 	}
+	a.QueueFilter = *f // the flags were parsed into f: a copy taken before held none of them
 	if code, ok := checkFilter(cf.fs, &a.QueueFilter); !ok {
 		return code
 	}

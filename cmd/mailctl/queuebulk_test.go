@@ -36,6 +36,14 @@ func TestQueueBulkCLI(t *testing.T) {
 	if out := run("queue", "summary"); !strings.Contains(out, "two.example") || !strings.Contains(out, "1280+") {
 		t.Fatalf("summary table:\n%s", out)
 	}
+	// The summary's filters apply (they were parsed into a copy it never sent).
+	s = protocol.QueueSummary{}
+	if err := json.Unmarshal([]byte(run("queue", "summary", "--json", "--domain", "one.example")), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Total.Items != 1 || len(s.Domains) != 1 || s.Domains[0].Domain != "one.example" {
+		t.Fatalf("summary --domain one.example: %+v", s)
+	}
 	if out := run("queue", "flush", "--domain", "one.example"); !strings.Contains(out, "flushed 1 item(s) (1 recipient(s)) of 1 matched") {
 		t.Fatalf("flush:\n%s", out)
 	}
@@ -44,7 +52,7 @@ func TestQueueBulkCLI(t *testing.T) {
 	}
 	// Nothing to act on without a filter or --all; a bad filter is refused
 	// before the daemon is asked.
-	for _, args := range [][]string{{"queue", "drop"}, {"queue", "flush", "--state", "stuck"}, {"queue", "drop", "--older-than", "soon"}} {
+	for _, args := range [][]string{{"queue", "drop"}, {"queue", "flush", "--state", "stuck"}, {"queue", "drop", "--older-than", "soon"}, {"queue", "summary", "--state", "stuck"}} {
 		if out, e, code := mailctl(t, env, args...); code != 2 {
 			t.Errorf("mailctl %s: exit %d, want 2: %s%s", strings.Join(args, " "), code, out, e)
 		}

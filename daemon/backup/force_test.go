@@ -95,6 +95,19 @@ func TestForceRestoreKeepsWhatItReplaces(t *testing.T) {
 	}
 	os.RemoveAll(emptyState)
 
+	// A host set up in the backup's month has both keys under the archive's
+	// names: the refusal names each one, not only the first.
+	bothDKIM := filepath.Join(root, "dkim-both")
+	writeFiles(t, bothDKIM, map[string]string{"ed202601.key": "new host ed key", "rsa202601.key": "new host rsa key"})
+	_, err = Restore(bytes.NewReader(data), RestoreOptions{StateDir: emptyState, DKIMDir: bothDKIM, ConfigFile: cfg, LookupUser: lookup})
+	for _, k := range []string{"ed202601.key", "rsa202601.key"} {
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(bothDKIM, k)) {
+			t.Errorf("restore over two other DKIM keys: %v, want a refusal naming %s", err, k)
+		}
+	}
+	os.RemoveAll(emptyState)
+	os.RemoveAll(bothDKIM)
+
 	opts.Force = true
 	res, err := Restore(bytes.NewReader(data), opts)
 	if err != nil {

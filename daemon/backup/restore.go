@@ -469,11 +469,19 @@ func (rs *restorer) finish() error {
 		keyNames = append(keyNames, n)
 	}
 	sort.Strings(keyNames)
+	var differ []string // every one, so a host set up in the backup's month learns of both of its keys at once
 	for _, n := range keyNames {
 		have, err := os.ReadFile(filepath.Join(o.DKIMDir, n))
 		if err == nil && !bytes.Equal(have, rs.keys[n]) && !o.Force {
-			return fmt.Errorf("%s differs from the archive's key of that name: restore with --force to move it aside", filepath.Join(o.DKIMDir, n))
+			differ = append(differ, filepath.Join(o.DKIMDir, n))
 		}
+	}
+	switch len(differ) {
+	case 0:
+	case 1:
+		return fmt.Errorf("%s differs from the archive's key of that name: restore with --force to move it aside", differ[0])
+	default:
+		return fmt.Errorf("%s differ from the archive's keys of those names: restore with --force to move them aside", strings.Join(differ, ", "))
 	}
 	// The point of no return: the old state goes aside, the new comes in.
 	// The directory is new for each restore: one of an earlier restore in

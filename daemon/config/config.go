@@ -545,6 +545,13 @@ func parse(data []byte, strict bool) (*Config, error) {
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
 	if err != nil {
 		if pe, ok := errors.AsType[toml.ParseError](err); ok {
+			// A file that is valid TOML failed on one value (a duration, say),
+			// and LastKey is that value's key: name it, as type errors do. In a
+			// syntax error LastKey may be an earlier key or a table, so not there.
+			var plain map[string]any
+			if pe.LastKey != "" && toml.Unmarshal(data, &plain) == nil {
+				return nil, fmt.Errorf("line %d: %s: %s", pe.Position.Line, pe.LastKey, pe.Message)
+			}
 			return nil, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
 		}
 		return nil, err

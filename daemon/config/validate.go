@@ -24,7 +24,7 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for _, check := range []func(complain){
 		c.validateDomains, c.validatePaths, c.validateSMTP, c.validateLMTP, c.validateControl, c.validateMetrics, c.validateStorage,
-		c.validateRelay, c.validateDelivery, c.validateTLSRPT, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
+		c.validateRelay, c.validateDelivery, c.validateSend, c.validateTLSRPT, c.validateDNS, c.validateTrust, c.validateMailboxes, c.validateAliases, c.validateHooks,
 	} {
 		check(bad)
 	}
@@ -83,6 +83,37 @@ func (c *Config) validateDelivery(bad complain) {
 	}
 	if d.MaxPerDestination < 1 || d.MaxPerDestination > d.MaxConcurrent {
 		bad("delivery.max_per_destination must be between 1 and delivery.max_concurrent (%d)", d.MaxConcurrent)
+	}
+	if d.Port < 1 || d.Port > 65535 {
+		bad("delivery.port: %d is not a port", d.Port)
+	}
+	if c.Relay.Port < 0 || c.Relay.Port > 65535 {
+		bad("relay.port: %d is not a port", c.Relay.Port)
+	}
+	if c.HookRules.MaxConcurrent < 0 {
+		bad("hook_rules.max_concurrent: %d is negative; give how many hooks may run at once (default 4)", c.HookRules.MaxConcurrent)
+	}
+}
+
+// validateSend refuses negative send limits, which read as no limit at all;
+// 0 is the way to say none.
+func (c *Config) validateSend(bad complain) {
+	check := func(where string, p *SendPolicy) {
+		for _, l := range []struct {
+			key string
+			v   int64
+		}{{"max_recipients", int64(p.MaxRecipients)}, {"max_message_bytes", p.MaxMessageBytes}, {"max_attachment_bytes", p.MaxAttachmentBytes},
+			{"max_attachments", int64(p.MaxAttachments)}, {"per_minute", int64(p.PerMinute)}, {"per_hour", int64(p.PerHour)}, {"per_day", int64(p.PerDay)}} {
+			if l.v < 0 {
+				bad("%s.%s: %d is negative; give a limit, or 0 for none", where, l.key, l.v)
+			}
+		}
+	}
+	check("send", &c.Send)
+	for _, m := range c.Mailboxes {
+		if m.Send != nil {
+			check(fmt.Sprintf("mailboxes %q send", m.Name), m.Send)
+		}
 	}
 }
 

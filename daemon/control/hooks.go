@@ -64,16 +64,23 @@ func handleHookCreate(_ context.Context, s *Server, c *call, a *protocol.HookCre
 		return nil, err
 	}
 	m := c.box()
+	same := func(ex protocol.Hook) bool {
+		return ex.Source == registry.SourceRegistry && ex.Event == h.Event && slices.Equal(ex.Cmd, h.Cmd) &&
+			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted && ex.FireOnAuto == h.FireOnAuto && ex.FireOnLists == h.FireOnLists
+	}
+	// Creating the same hook again is idempotent; a different hook under a
+	// taken name is not. Without a name, the same definition is the same
+	// hook whatever name it was given: one created before its flags were
+	// part of the derived name has another.
 	for _, ex := range s.hooksOf(m) {
-		if ex.Name != h.Name {
-			continue
-		}
-		// Creating the same hook again is idempotent; a different hook under a taken name is not.
-		if ex.Source == registry.SourceRegistry && ex.Event == h.Event && slices.Equal(ex.Cmd, h.Cmd) &&
-			ex.TimeoutSecs == h.TimeoutSecs && ex.FireOnUntrusted == h.FireOnUntrusted {
+		if (ex.Name == h.Name || a.Name == "") && same(ex) {
 			return ex, nil
 		}
-		return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q; pass another name", m.Name, h.Name)
+	}
+	for _, ex := range s.hooksOf(m) {
+		if ex.Name == h.Name {
+			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q; pass another name", m.Name, h.Name)
+		}
 	}
 	h.ID, h.MailboxID = registry.NewID("h"), m.ID
 	h.CreatedAt = s.now().UTC()

@@ -264,6 +264,14 @@ func TestSeededFaults(t *testing.T) {
 			appendFile(t, in.cfg.File, "\nhostname = \n")
 		}, "config.parse", Fail},
 		{"version drift", false, func(t *testing.T, in *install) { in.env.ClientVersion = "1.3.0" }, "daemon.version_drift", Warn},
+		{"declared mailbox not made yet", false, func(t *testing.T, in *install) {
+			appendFile(t, in.cfg.File, fmt.Sprintf("\n[[mailboxes]]\nname = \"later\"\nowner = %q\n", myUserName(t)))
+		}, "mailbox.missing", Warn},
+		// The daemon does not serve it (its owner is not a user): the fix
+		// is the user, not the reload mailbox.missing suggests.
+		{"declared mailbox of a user who does not exist", false, func(t *testing.T, in *install) {
+			appendFile(t, in.cfg.File, "\n[[mailboxes]]\nname = \"catchall\"\nowner = \"mailctl-no-such-user\"\n")
+		}, "mailbox.owner_unknown", Fail},
 		{"orphaned mailbox", false, func(t *testing.T, in *install) {
 			os.Mkdir(filepath.Join(in.cfg.Paths.MailboxesDir(), "ghost"), 0o700)
 		}, "mailbox.orphaned", Warn},

@@ -96,6 +96,12 @@ func lookupUID(name string) (uint32, bool) {
 	return uint32(n), err == nil
 }
 
+// knownUser reports whether owner, a user name or uid, is an account here.
+func knownUser(owner string) bool {
+	_, ok := lookupUID(owner)
+	return ok
+}
+
 // checkMailboxes checks every mailbox folder: declared or registered, owned by
 // its owner, mode 0700, with every standard folder.
 func checkMailboxes(f *findings, cfg *config.Config, env Env) {
@@ -118,7 +124,12 @@ func checkMailboxes(f *findings, cfg *config.Config, env Env) {
 		checkMailbox(f, cfg, name, filepath.Join(root, name))
 	}
 	for _, m := range cfg.Mailboxes {
-		if !seen[m.Name] {
+		switch {
+		case seen[m.Name]:
+		case !knownUser(m.Owner):
+			// The daemon does not serve it, and a reload would not change that.
+			f.add("mailbox.owner_unknown", Fail, "create the user or fix owner in [[mailboxes]]", "mailbox %s is declared for user %q, who does not exist", m.Name, m.Owner)
+		default:
 			f.add("mailbox.missing", Warn, "sudo systemctl reload mailctl (the daemon creates declared mailboxes)", "declared mailbox %s has no folder yet", m.Name)
 		}
 	}
