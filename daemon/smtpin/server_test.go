@@ -584,6 +584,35 @@ func TestBDAT(t *testing.T) {
 	}
 }
 
+// RFC 3030 lets a client abandon a BDAT transfer with RSET, and go-smtp
+// resets the transaction itself when a chunk takes the message past the
+// limit. Either way the framing is intact: the session goes on, and the
+// abort is neither a refused command nor a reason to hang up. (Each
+// connection aborts one transfer and then sends with DATA: a second BDAT
+// transaction after an abort meets go-smtp's race, docs/go-smtp.md point 6.)
+func TestBDATAbortKeepsTheSession(t *testing.T) {
+	ts := startServer(t, Limits{MaxMessageBytes: 100, MaxErrors: 1}, nil, false)
+	for _, abort := range []struct{ send, reply string }{
+		{"RSET\r\n", "250 "},
+		{fmt.Sprintf("BDAT 95 LAST\r\n%95s", "y"), "552 5.3.4"},
+	} {
+		c := dialRaw(t, "tcp", ts.addr)
+		c.hello()
+		c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+		c.cmd("RCPT TO:<b@example.com>", "250 ")
+		c.send("BDAT 10\r\nSubject: x")
+		c.expect("250 ")
+		c.send(abort.send)
+		c.expect(abort.reply)
+		c.transaction("a@sender.example", "b@example.com", "Subject: kept\r\n\r\nbody\r\n")
+		c.cmd("NOOP", "250 ")
+	}
+	got := ts.be.got()
+	if len(got) != 2 || body(t, got[0].raw) != "Subject: kept\r\n\r\nbody\r\n" || body(t, got[1].raw) != body(t, got[0].raw) {
+		t.Errorf("deliveries %+v, want the two messages sent whole", got)
+	}
+}
+
 func TestInFlightMemoryBudget(t *testing.T) {
 	ts := startServer(t, Limits{MaxInFlightBytes: 600 << 10}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
