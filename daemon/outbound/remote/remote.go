@@ -178,6 +178,15 @@ func (d *Client) mxHosts(ctx context.Context, domain string) (hosts []string, fa
 	return hosts, false, nil
 }
 
+// MaxMXTries bounds what one attempt tries of a domain's MX hosts: the
+// addresses it dials, with a host that cannot be resolved or used counting
+// as one (Postfix's smtp_mx_address_limit is 5 too). Each address may hold
+// the attempt up to the connect and transaction timeouts; without the bound
+// a domain publishing many MX hosts and addresses, tarpits or unroutable,
+// would hold a delivery place for hours at every attempt. What is left is
+// tried at the next attempt, from the first host again.
+const MaxMXTries = 5
+
 func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []string, data []byte) []delivery.Result {
 	log := d.logger().With("domain", domain)
 	hosts, fallback, derr := d.mxHosts(ctx, domain)
@@ -191,7 +200,13 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 	}
 	dp := d.domainPolicy(ctx, domain, fallback)
 	var last *delivery.Error
+	tries := 0
 	for _, host := range hosts {
+		if tries >= MaxMXTries {
+			log.Info("MX tries used up for this attempt", "tries", tries, "hosts", len(hosts))
+			break
+		}
+		tries++ // the host's lookups, or its first address
 		pol, perr := d.hostPolicy(ctx, dp, host, port)
 		if perr != nil {
 			log.Info("MX host not usable under the domain's TLS policy", "host", host, "err", perr)
@@ -209,7 +224,13 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 			log.Info("MX host does not resolve", "host", host, "err", err)
 			continue
 		}
-		for _, ip := range ips {
+		for i, ip := range ips {
+			if i > 0 {
+				if tries >= MaxMXTries {
+					break
+				}
+				tries++
+			}
 			addr := net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
 			// STARTTLS is always attempted, and an MX whose certificate
 			// does not verify still gets TLS: opportunistic TLS beats

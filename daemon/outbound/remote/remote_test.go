@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -115,6 +116,31 @@ func TestDeliverTriesEveryAddressOfAHost(t *testing.T) {
 	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@multi.test"}, []byte(testMsg))
 	if res[0].Err != nil || len(f.Messages()) != 1 {
 		t.Fatalf("want delivered to the second address, got %+v", res[0])
+	}
+}
+
+// A domain can publish any number of MX hosts, each with any number of
+// addresses, all of them tarpits or unroutable: an attempt tries at most
+// MaxMXTries of them (a host that does not resolve counting as one), so
+// that it holds its delivery place for a bounded time, and defers.
+func TestDeliverTriesABoundedNumberOfMXAddresses(t *testing.T) {
+	w := newWorld(t)
+	var mxs []*net.MX
+	for i := range 20 {
+		host := fmt.Sprintf("mx%d.many.test", i)
+		mxs = append(mxs, &net.MX{Host: host, Pref: uint16(i)})
+		if i != 1 { // mx1 does not resolve
+			w.r.SetIP(host, fmt.Sprintf("127.0.1.%d", 2*i), fmt.Sprintf("127.0.1.%d", 2*i+1))
+		}
+	}
+	w.r.SetMX("many.test", mxs...)
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@many.test"}, []byte(testMsg))
+	if de := deliveryErr(t, res[0]); !de.Temporary {
+		t.Errorf("want deferred, got %+v", de)
+	}
+	// mx0's two addresses, mx1's lookup, mx2's two addresses.
+	if n := w.dm.Dials(); n != MaxMXTries-1 {
+		t.Errorf("%d addresses dialed, want %d", n, MaxMXTries-1)
 	}
 }
 
