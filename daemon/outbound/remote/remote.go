@@ -5,6 +5,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -637,7 +639,18 @@ func (d *Client) send(ctx context.Context, s *session, from string, rcpts []stri
 	c, host := s.c, s.host
 	reused := s.uses > 0
 	s.uses++
-	if err := c.Mail(from, nil); err != nil {
+	var opts *smtp.MailOptions
+	if needsSMTPUTF8(from, rcpts, data) {
+		if ok, _ := c.Extension("SMTPUTF8"); !ok {
+			// RFC 6531 §3.4: such a message must not go to a server that
+			// does not offer SMTPUTF8; nothing was sent.
+			reusable = true
+			return nil, &delivery.Error{Code: 553, Enhanced: "5.6.7", Host: host,
+				Message: host + " does not offer SMTPUTF8, which this message needs (a non-ASCII address)"}, true
+		}
+		opts = &smtp.MailOptions{UTF8: true}
+	}
+	if err := c.Mail(from, opts); err != nil {
 		var se *smtp.SMTPError
 		if reused && (!errors.As(err, &se) || se.Code == 421) {
 			return nil, nil, false
@@ -652,6 +665,28 @@ func (d *Client) send(ctx context.Context, s *session, from string, rcpts []stri
 	}
 	reusable = sendData(c, host, data, out, accepted)
 	return out, nil, true
+}
+
+// needsSMTPUTF8 reports whether a transaction needs SMTPUTF8 (RFC 6531): an
+// envelope address, or the message's header section, that is not ASCII.
+func needsSMTPUTF8(from string, rcpts []string, data []byte) bool {
+	if !isASCII(from) || slices.ContainsFunc(rcpts, func(r string) bool { return !isASCII(r) }) {
+		return true
+	}
+	head := data
+	if i := bytes.Index(data, []byte("\r\n\r\n")); i >= 0 {
+		head = data[:i]
+	}
+	return !isASCII(head)
+}
+
+func isASCII[T string | []byte](s T) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // rcptAll offers every recipient. Refusals are per recipient; a lost
