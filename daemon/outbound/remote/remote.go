@@ -28,6 +28,7 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+	"golang.org/x/net/idna"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
@@ -191,6 +192,15 @@ const MaxMXTries = 5
 
 func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []string, data []byte) []delivery.Result {
 	log := d.logger().With("domain", domain)
+	if !isASCII(domain) {
+		// DNS and MTA-STS know an internationalized domain by its A-labels
+		// (RFC 5890); looked up as UTF-8 it would not exist.
+		a, err := idna.Lookup.ToASCII(domain)
+		if err != nil {
+			return delivery.AllFailed(rcpts, &delivery.Error{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s is not a valid internationalized domain name: %v", domain, err)})
+		}
+		domain = a
+	}
 	hosts, fallback, derr := d.mxHosts(ctx, domain)
 	if derr != nil {
 		log.Info("no delivery route", "err", derr)

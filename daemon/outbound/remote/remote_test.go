@@ -184,6 +184,11 @@ func TestDeliverSMTPUTF8(t *testing.T) {
 			t.Errorf("%s to a server without SMTPUTF8: %+v, want permanent 5.6.7", tc.name, de)
 		}
 	}
+	// An internationalized domain is looked up by its A-labels.
+	w.r.SetMX("xn--bcher-kva.test", &net.MX{Host: "mx.utf8.test", Pref: 10})
+	if res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@Bücher.test"}, []byte(testMsg)); res[0].Err != nil {
+		t.Errorf("to an internationalized domain: %+v", res[0].Err)
+	}
 	if n := len(ascii.Messages()); n != 0 {
 		t.Errorf("the server without SMTPUTF8 got %d messages", n)
 	}
