@@ -511,6 +511,33 @@ func TestPerIPLimit(t *testing.T) {
 	}
 }
 
+// An IPv6 client can use any address of its /64: the per-IP cap counts the
+// network, or one client could take every slot. IPv4 addresses, mapped or
+// not, count one by one.
+func TestPerIPLimitCountsIPv6Networks(t *testing.T) {
+	s := NewServer(Config{Hostname: "mx.mailctl.test", Limits: Limits{MaxConnectionsPerIP: 2}, Logger: quietLogger(t)}, &fakeBackend{})
+	for _, tt := range []struct {
+		ip, reason string
+	}{
+		{"2001:db8:1:2::1", ""},
+		{"2001:db8:1:2:aaaa:bbbb:cccc:dddd", ""},
+		{"2001:db8:1:2:ffff::9", "too many connections from this IP"},
+		{"2001:db8:1:3::1", ""},
+		{"192.0.2.1", ""},
+		{"::ffff:192.0.2.1", ""},
+		{"192.0.2.1", "too many connections from this IP"},
+		{"192.0.2.2", ""},
+	} {
+		if got := s.acquire(net.ParseIP(tt.ip)); got != tt.reason {
+			t.Errorf("acquire(%s) = %q, want %q", tt.ip, got, tt.reason)
+		}
+	}
+	s.release(net.ParseIP("2001:db8:1:2::1"))
+	if got := s.acquire(net.ParseIP("2001:db8:1:2::77")); got != "" {
+		t.Errorf("after a release in the /64: %q", got)
+	}
+}
+
 // TestSlotFreeOnceClientSeesClose: a client that read the server's close
 // after QUIT can connect again at once, even at a limit of one connection.
 // The slot is released before the socket closes, so there is no window in
