@@ -56,6 +56,7 @@ func TestFixedLimitsAreTheConstants(t *testing.T) {
 		"store.MaxLabels":           count(store.MaxLabels),
 		"store.MaxPurge":            count(store.MaxPurge),
 		"remote.MaxReplyBytes":      bytes(remote.MaxReplyBytes),
+		"remote.MaxMXTries":         count(remote.MaxMXTries),
 		"ingest.MaxHeaderFields":    count(ingest.MaxHeaderFields),
 		"ingest.MaxHeaderBytes":     bytes(ingest.MaxHeaderBytes),
 		"ingest.MaxParams":          count(ingest.MaxParams),

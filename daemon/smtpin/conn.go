@@ -77,10 +77,11 @@ func (s *Server) acquire(ip net.IP) string {
 		return "too many connections"
 	}
 	if ip != nil {
-		if s.perIP[ip.String()] >= s.lim.MaxConnectionsPerIP {
+		k := capKey(ip)
+		if s.perIP[k] >= s.lim.MaxConnectionsPerIP {
 			return "too many connections from this IP"
 		}
-		s.perIP[ip.String()]++
+		s.perIP[k]++
 	}
 	s.total++
 	return ""
@@ -91,11 +92,24 @@ func (s *Server) release(ip net.IP) {
 	defer s.mu.Unlock()
 	s.total--
 	if ip != nil {
-		k := ip.String()
+		k := capKey(ip)
 		if s.perIP[k]--; s.perIP[k] <= 0 {
 			delete(s.perIP, k)
 		}
 	}
+}
+
+// capKey is what the per-IP cap counts a client by: its IPv4 address, or
+// the /64 network of its IPv6 address. A single host or site is given a
+// whole /64 and can connect from any address in it (privacy addresses
+// change by themselves); counted address by address, one client could
+// take every connection slot. Postfix aggregates IPv6 clients by network
+// in the same way (smtpd_client_ipv6_prefix_length).
+func capKey(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // refuse greets a connection with the reply code and text and closes it.

@@ -287,6 +287,15 @@ func (ss *session) readFailed(err error) error {
 	case errors.Is(err, errNoMemory):
 		ss.log.Warn("DATA refused: in-flight memory budget exhausted")
 		return errNoMemory
+	case errors.Is(err, smtp.ErrDataReset):
+		// The client ended a BDAT transfer with RSET (RFC 3030 allows it),
+		// or go-smtp refused a chunk and reset: the framing is intact and
+		// the session goes on. go-smtp gives no reply for it, except that
+		// it may take this result for the next BDAT transaction's
+		// (docs/go-smtp.md, point 6): temporary, so that the client
+		// retries that one rather than bouncing it.
+		ss.log.Debug("message transfer aborted")
+		return errAborted
 	}
 	// The stream is broken (over-long line, timeout, hang-up): answer
 	// without internal detail and end the connection.

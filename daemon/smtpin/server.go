@@ -371,4 +371,5 @@ var (
 	errLineTooLong  = smtpErr(500, smtp.EnhancedCode{5, 4, 0}, "Line too long, closing connection")
 	errReadTimeout  = smtpErr(421, smtp.EnhancedCode{4, 4, 2}, "Timeout, closing connection")
 	errNoMemory     = smtpErr(452, smtp.EnhancedCode{4, 3, 1}, "Insufficient system resources, try again later")
+	errAborted      = smtpErr(451, smtp.EnhancedCode{4, 3, 0}, "Message transfer aborted, please try again")
 )

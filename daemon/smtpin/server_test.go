@@ -213,15 +213,21 @@ func TestCutDataStaysFramed(t *testing.T) {
 	}
 }
 
+// The recipients past the limit get 452, which tells the client to send
+// them in a later transaction (RFC 5321 §4.5.3.1.10); they are not refused
+// commands: a client that pipelines many more than the limit still gets its
+// transaction through, not a 421 that would lose it at every retry.
 func TestTooManyRecipients(t *testing.T) {
-	ts := startServer(t, Limits{}, nil, false)
+	ts := startServer(t, Limits{MaxErrors: 3}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
 	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
 	for i := 1; i <= 100; i++ {
 		c.cmd(fmt.Sprintf("RCPT TO:<user%d@example.com>", i), "250 ")
 	}
-	c.cmd("RCPT TO:<user101@example.com>", "452 4.5.3")
+	for i := 101; i <= 110; i++ {
+		c.cmd(fmt.Sprintf("RCPT TO:<user%d@example.com>", i), "452 4.5.3")
+	}
 	c.cmd("DATA", "354 ")
 	c.send("Subject: many\r\n\r\nx\r\n.\r\n")
 	c.expect("250 ")
@@ -505,6 +511,33 @@ func TestPerIPLimit(t *testing.T) {
 	}
 }
 
+// An IPv6 client can use any address of its /64: the per-IP cap counts the
+// network, or one client could take every slot. IPv4 addresses, mapped or
+// not, count one by one.
+func TestPerIPLimitCountsIPv6Networks(t *testing.T) {
+	s := NewServer(Config{Hostname: "mx.mailctl.test", Limits: Limits{MaxConnectionsPerIP: 2}, Logger: quietLogger(t)}, &fakeBackend{})
+	for _, tt := range []struct {
+		ip, reason string
+	}{
+		{"2001:db8:1:2::1", ""},
+		{"2001:db8:1:2:aaaa:bbbb:cccc:dddd", ""},
+		{"2001:db8:1:2:ffff::9", "too many connections from this IP"},
+		{"2001:db8:1:3::1", ""},
+		{"192.0.2.1", ""},
+		{"::ffff:192.0.2.1", ""},
+		{"192.0.2.1", "too many connections from this IP"},
+		{"192.0.2.2", ""},
+	} {
+		if got := s.acquire(net.ParseIP(tt.ip)); got != tt.reason {
+			t.Errorf("acquire(%s) = %q, want %q", tt.ip, got, tt.reason)
+		}
+	}
+	s.release(net.ParseIP("2001:db8:1:2::1"))
+	if got := s.acquire(net.ParseIP("2001:db8:1:2::77")); got != "" {
+		t.Errorf("after a release in the /64: %q", got)
+	}
+}
+
 // TestSlotFreeOnceClientSeesClose: a client that read the server's close
 // after QUIT can connect again at once, even at a limit of one connection.
 // The slot is released before the socket closes, so there is no window in
@@ -581,6 +614,35 @@ func TestBDAT(t *testing.T) {
 	got := ts.be.got()
 	if len(got) != 2 || body(t, got[0].raw) != msg || body(t, got[1].raw) != open+"\r\n" {
 		t.Errorf("deliveries %+v", got)
+	}
+}
+
+// RFC 3030 lets a client abandon a BDAT transfer with RSET, and go-smtp
+// resets the transaction itself when a chunk takes the message past the
+// limit. Either way the framing is intact: the session goes on, and the
+// abort is neither a refused command nor a reason to hang up. (Each
+// connection aborts one transfer and then sends with DATA: a second BDAT
+// transaction after an abort meets go-smtp's race, docs/go-smtp.md point 6.)
+func TestBDATAbortKeepsTheSession(t *testing.T) {
+	ts := startServer(t, Limits{MaxMessageBytes: 100, MaxErrors: 1}, nil, false)
+	for _, abort := range []struct{ send, reply string }{
+		{"RSET\r\n", "250 "},
+		{fmt.Sprintf("BDAT 95 LAST\r\n%95s", "y"), "552 5.3.4"},
+	} {
+		c := dialRaw(t, "tcp", ts.addr)
+		c.hello()
+		c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+		c.cmd("RCPT TO:<b@example.com>", "250 ")
+		c.send("BDAT 10\r\nSubject: x")
+		c.expect("250 ")
+		c.send(abort.send)
+		c.expect(abort.reply)
+		c.transaction("a@sender.example", "b@example.com", "Subject: kept\r\n\r\nbody\r\n")
+		c.cmd("NOOP", "250 ")
+	}
+	got := ts.be.got()
+	if len(got) != 2 || body(t, got[0].raw) != "Subject: kept\r\n\r\nbody\r\n" || body(t, got[1].raw) != body(t, got[0].raw) {
+		t.Errorf("deliveries %+v, want the two messages sent whole", got)
 	}
 }
 

@@ -145,6 +145,9 @@ func asReply(err error) error {
 func (ss *session) Data(r io.Reader) error {
 	m, release, err := ss.readMessage(r)
 	defer release()
+	if err == errAborted {
+		return err // the client's own abort, not a refused command
+	}
 	if err != nil {
 		return ss.tc.countError(err)
 	}
@@ -156,7 +159,9 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 	m, release, err := ss.readMessage(r)
 	defer release()
 	if err != nil {
-		ss.tc.countError(err)
+		if err != errAborted {
+			ss.tc.countError(err)
+		}
 		return err
 	}
 	errs := ss.deliver(m)

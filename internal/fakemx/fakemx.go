@@ -26,6 +26,7 @@ type Received struct {
 	TLS   bool
 	Helo  string
 	User  string // authenticated user, relay only
+	UTF8  bool   // MAIL FROM had SMTPUTF8
 }
 
 // Server is a go-smtp server whose answers tests set.
@@ -55,6 +56,16 @@ func New(t testing.TB, ip string, tlsCfg *tls.Config) *Server {
 	return Serve(t, ln, tlsCfg)
 }
 
+// NewSMTPUTF8 is New for a server that offers SMTPUTF8 (RFC 6531).
+func NewSMTPUTF8(t testing.TB, ip string, tlsCfg *tls.Config) *Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	return serve(t, ln, tlsCfg, nil, true)
+}
+
 // NewImplicit starts a server on ip that speaks TLS from the first byte
 // (implicit TLS, as on port 465) with tlsCfg. Unlike Serve on a TLS
 // listener, its sessions know they run over TLS, so AUTH works and
@@ -65,16 +76,16 @@ func NewImplicit(t testing.TB, ip string, tlsCfg *tls.Config) *Server {
 	if err != nil {
 		t.Fatalf("listen on %s: %v", ip, err)
 	}
-	return serve(t, ln, nil, tlsCfg)
+	return serve(t, ln, nil, tlsCfg, false)
 }
 
 // Serve serves on ln (a TLS listener for implicit TLS) until the test ends;
 // tlsCfg, when set, is offered with STARTTLS.
 func Serve(t testing.TB, ln net.Listener, tlsCfg *tls.Config) *Server {
-	return serve(t, ln, tlsCfg, nil)
+	return serve(t, ln, tlsCfg, nil, false)
 }
 
-func serve(t testing.TB, ln net.Listener, tlsCfg, implicit *tls.Config) *Server {
+func serve(t testing.TB, ln net.Listener, tlsCfg, implicit *tls.Config, utf8 bool) *Server {
 	f := &Server{Addr: ln.Addr().String(), rcptErr: map[string]*smtp.SMTPError{}, live: map[net.Conn]bool{}}
 	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		// go-smtp makes a new session after STARTTLS: connections are
@@ -83,6 +94,7 @@ func serve(t testing.TB, ln net.Listener, tlsCfg, implicit *tls.Config) *Server 
 	}))
 	s.Domain = "fake.test"
 	s.TLSConfig = tlsCfg
+	s.EnableSMTPUTF8 = utf8
 	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
 	s.ErrorLog = discardLogger{}
 	go s.Serve(&countingListener{Listener: ln, f: f, implicit: implicit})
@@ -218,13 +230,14 @@ type session struct {
 	f     *Server
 	c     *smtp.Conn
 	from  string
+	utf8  bool
 	rcpts []string
 	user  string
 }
 
-func (s *session) Reset()        { s.from, s.rcpts = "", nil }
+func (s *session) Reset()        { s.from, s.utf8, s.rcpts = "", false, nil }
 func (s *session) Logout() error { return nil }
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
 	if s.f.password != "" && s.user == "" {
@@ -233,7 +246,7 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if s.f.mailErr != nil {
 		return s.f.mailErr
 	}
-	s.from = from
+	s.from, s.utf8 = from, opts != nil && opts.UTF8
 	return nil
 }
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
@@ -265,7 +278,7 @@ func (s *session) Data(r io.Reader) error {
 	_, isTLS := s.c.TLSConnectionState()
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
-	s.f.msgs = append(s.f.msgs, Received{From: s.from, Rcpts: s.rcpts, Data: b, TLS: isTLS, Helo: s.c.Hostname(), User: s.user})
+	s.f.msgs = append(s.f.msgs, Received{From: s.from, Rcpts: s.rcpts, Data: b, TLS: isTLS, Helo: s.c.Hostname(), User: s.user, UTF8: s.utf8})
 	return nil
 }
 func (s *session) AuthMechanisms() []string {

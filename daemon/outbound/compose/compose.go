@@ -125,10 +125,30 @@ func ParseAddress(field, s string) (*mail.Address, error) {
 	if strings.ContainsAny(dom, "[]") || !strings.Contains(dom, ".") && dom != "localhost" {
 		return nil, invalid("%s: %q needs a domain name such as example.com", field, s)
 	}
-	if strings.ContainsAny(a.Address, "<> \t\"") {
-		return nil, invalid("%s: %q is not a plain address", field, s)
+	if strings.ContainsAny(a.Address, "<> \t\"") || !dotAtom(a.Address[:at]) {
+		return nil, invalid("%s: %q is not a plain address (a local part that needs quotes is not supported)", field, s)
 	}
 	return &mail.Address{Name: a.Name, Address: a.Address}, nil
+}
+
+// dotAtom reports whether a local part can be written without quotes (RFC
+// 5322 dot-atom, with RFC 6532's UTF-8). net/mail unquotes a quoted local
+// part, and the address goes into the SMTP envelope as it is: unquoted,
+// "a,b"@example.com would be sent as the malformed <a,b@example.com>, and
+// "x@elsewhere.test"@example.com as <x@elsewhere.test@example.com>.
+func dotAtom(local string) bool {
+	if local == "" || local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, "..") {
+		return false
+	}
+	for _, r := range local {
+		switch {
+		case r >= utf8.RuneSelf, 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		case strings.ContainsRune(".!#$%&'*+-/=?^_`{|}~", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // parseEach parses every entry of in, stopping at the first error.

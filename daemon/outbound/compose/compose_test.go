@@ -66,6 +66,8 @@ func TestComposeRefusesHeaderInjection(t *testing.T) {
 		}},
 		{"bad address", func(a *protocol.SendArgs, _ *Input) { a.To = []string{"not an address"} }},
 		{"address without domain", func(a *protocol.SendArgs, _ *Input) { a.To = []string{"bob@"} }},
+		{"quoted local part", func(a *protocol.SendArgs, _ *Input) { a.To = []string{`"a,b"@remote.test`} }},
+		{"quoted address as local part", func(a *protocol.SendArgs, _ *Input) { a.Cc = []string{`"x@attacker.test"@remote.test`} }},
 		{"no recipient", func(a *protocol.SendArgs, _ *Input) { a.To = nil }},
 		{"html with text_only", func(a *protocol.SendArgs, _ *Input) { a.HTMLBody, a.TextOnly = "<p>x</p>", true }},
 		{"bad parent message id", func(a *protocol.SendArgs, _ *Input) {}},

@@ -5,6 +5,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+	"golang.org/x/net/idna"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
@@ -178,8 +181,26 @@ func (d *Client) mxHosts(ctx context.Context, domain string) (hosts []string, fa
 	return hosts, false, nil
 }
 
+// MaxMXTries bounds what one attempt tries of a domain's MX hosts: the
+// addresses it dials, with a host that cannot be resolved or used counting
+// as one (Postfix's smtp_mx_address_limit is 5 too). Each address may hold
+// the attempt up to the connect and transaction timeouts; without the bound
+// a domain publishing many MX hosts and addresses, tarpits or unroutable,
+// would hold a delivery place for hours at every attempt. What is left is
+// tried at the next attempt, from the first host again.
+const MaxMXTries = 5
+
 func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []string, data []byte) []delivery.Result {
 	log := d.logger().With("domain", domain)
+	if !isASCII(domain) {
+		// DNS and MTA-STS know an internationalized domain by its A-labels
+		// (RFC 5890); looked up as UTF-8 it would not exist.
+		a, err := idna.Lookup.ToASCII(domain)
+		if err != nil {
+			return delivery.AllFailed(rcpts, &delivery.Error{Code: 550, Enhanced: "5.1.2", Message: fmt.Sprintf("%s is not a valid internationalized domain name: %v", domain, err)})
+		}
+		domain = a
+	}
 	hosts, fallback, derr := d.mxHosts(ctx, domain)
 	if derr != nil {
 		log.Info("no delivery route", "err", derr)
@@ -191,7 +212,13 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 	}
 	dp := d.domainPolicy(ctx, domain, fallback)
 	var last *delivery.Error
+	tries := 0
 	for _, host := range hosts {
+		if tries >= MaxMXTries {
+			log.Info("MX tries used up for this attempt", "tries", tries, "hosts", len(hosts))
+			break
+		}
+		tries++ // the host's lookups, or its first address
 		pol, perr := d.hostPolicy(ctx, dp, host, port)
 		if perr != nil {
 			log.Info("MX host not usable under the domain's TLS policy", "host", host, "err", perr)
@@ -209,7 +236,13 @@ func (d *Client) deliverMX(ctx context.Context, domain, from string, rcpts []str
 			log.Info("MX host does not resolve", "host", host, "err", err)
 			continue
 		}
-		for _, ip := range ips {
+		for i, ip := range ips {
+			if i > 0 {
+				if tries >= MaxMXTries {
+					break
+				}
+				tries++
+			}
 			addr := net.JoinHostPort(ip.IP.String(), strconv.Itoa(port))
 			// STARTTLS is always attempted, and an MX whose certificate
 			// does not verify still gets TLS: opportunistic TLS beats
@@ -616,7 +649,18 @@ func (d *Client) send(ctx context.Context, s *session, from string, rcpts []stri
 	c, host := s.c, s.host
 	reused := s.uses > 0
 	s.uses++
-	if err := c.Mail(from, nil); err != nil {
+	var opts *smtp.MailOptions
+	if needsSMTPUTF8(from, rcpts, data) {
+		if ok, _ := c.Extension("SMTPUTF8"); !ok {
+			// RFC 6531 §3.4: such a message must not go to a server that
+			// does not offer SMTPUTF8; nothing was sent.
+			reusable = true
+			return nil, &delivery.Error{Code: 553, Enhanced: "5.6.7", Host: host,
+				Message: host + " does not offer SMTPUTF8, which this message needs (a non-ASCII address)"}, true
+		}
+		opts = &smtp.MailOptions{UTF8: true}
+	}
+	if err := c.Mail(from, opts); err != nil {
 		var se *smtp.SMTPError
 		if reused && (!errors.As(err, &se) || se.Code == 421) {
 			return nil, nil, false
@@ -631,6 +675,28 @@ func (d *Client) send(ctx context.Context, s *session, from string, rcpts []stri
 	}
 	reusable = sendData(c, host, data, out, accepted)
 	return out, nil, true
+}
+
+// needsSMTPUTF8 reports whether a transaction needs SMTPUTF8 (RFC 6531): an
+// envelope address, or the message's header section, that is not ASCII.
+func needsSMTPUTF8(from string, rcpts []string, data []byte) bool {
+	if !isASCII(from) || slices.ContainsFunc(rcpts, func(r string) bool { return !isASCII(r) }) {
+		return true
+	}
+	head := data
+	if i := bytes.Index(data, []byte("\r\n\r\n")); i >= 0 {
+		head = data[:i]
+	}
+	return !isASCII(head)
+}
+
+func isASCII[T string | []byte](s T) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // rcptAll offers every recipient. Refusals are per recipient; a lost

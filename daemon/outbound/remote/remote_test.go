@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -115,6 +116,85 @@ func TestDeliverTriesEveryAddressOfAHost(t *testing.T) {
 	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@multi.test"}, []byte(testMsg))
 	if res[0].Err != nil || len(f.Messages()) != 1 {
 		t.Fatalf("want delivered to the second address, got %+v", res[0])
+	}
+}
+
+// A domain can publish any number of MX hosts, each with any number of
+// addresses, all of them tarpits or unroutable: an attempt tries at most
+// MaxMXTries of them (a host that does not resolve counting as one), so
+// that it holds its delivery place for a bounded time, and defers.
+func TestDeliverTriesABoundedNumberOfMXAddresses(t *testing.T) {
+	w := newWorld(t)
+	var mxs []*net.MX
+	for i := range 20 {
+		host := fmt.Sprintf("mx%d.many.test", i)
+		mxs = append(mxs, &net.MX{Host: host, Pref: uint16(i)})
+		if i != 1 { // mx1 does not resolve
+			w.r.SetIP(host, fmt.Sprintf("127.0.1.%d", 2*i), fmt.Sprintf("127.0.1.%d", 2*i+1))
+		}
+	}
+	w.r.SetMX("many.test", mxs...)
+	res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@many.test"}, []byte(testMsg))
+	if de := deliveryErr(t, res[0]); !de.Temporary {
+		t.Errorf("want deferred, got %+v", de)
+	}
+	// mx0's two addresses, mx1's lookup, mx2's two addresses.
+	if n := w.dm.Dials(); n != MaxMXTries-1 {
+		t.Errorf("%d addresses dialed, want %d", n, MaxMXTries-1)
+	}
+}
+
+// A non-ASCII address (RFC 6531) or header (RFC 6532) goes out with
+// SMTPUTF8 to a server that offers it; a server that does not gets nothing,
+// and the recipients fail at once with 5.6.7 rather than being sent
+// something it may misread or answering a syntax error later.
+func TestDeliverSMTPUTF8(t *testing.T) {
+	w := newWorld(t)
+	w.r.SetMX("utf8.test", &net.MX{Host: "mx.utf8.test", Pref: 10})
+	w.r.SetIP("mx.utf8.test", "127.0.0.51")
+	utf := fakemx.NewSMTPUTF8(t, "127.0.0.51", nil)
+	w.dm.Set("127.0.0.51:25", utf.Addr)
+	w.r.SetMX("ascii.test", &net.MX{Host: "mx.ascii.test", Pref: 10})
+	w.r.SetIP("mx.ascii.test", "127.0.0.52")
+	ascii := w.mx(t, "127.0.0.52", nil)
+	utf8Header := "From: Jörg <jörg@example.com>\r\n" + testMsg
+
+	for _, tc := range []struct {
+		name, from, rcpt, msg string
+		utf8                  bool
+	}{
+		{"ascii", "a@example.com", "b@utf8.test", testMsg, false},
+		{"recipient", "a@example.com", "jörg@utf8.test", testMsg, true},
+		{"sender", "jörg@example.com", "b@utf8.test", testMsg, true},
+		{"header", "a@example.com", "b@utf8.test", utf8Header, true},
+	} {
+		res := w.d.Deliver(context.Background(), tc.from, []string{tc.rcpt}, []byte(tc.msg))
+		msgs := utf.Messages()
+		if res[0].Err != nil || msgs[len(msgs)-1].UTF8 != tc.utf8 {
+			t.Errorf("%s: %+v, SMTPUTF8 %v, want delivered with SMTPUTF8 %v", tc.name, res[0].Err, msgs[len(msgs)-1].UTF8, tc.utf8)
+		}
+	}
+
+	for _, tc := range []struct{ name, from, rcpt, msg string }{
+		{"recipient", "a@example.com", "jörg@ascii.test", testMsg},
+		{"header", "a@example.com", "b@ascii.test", utf8Header},
+	} {
+		res := w.d.Deliver(context.Background(), tc.from, []string{tc.rcpt}, []byte(tc.msg))
+		if de := deliveryErr(t, res[0]); de.Temporary || de.Enhanced != "5.6.7" {
+			t.Errorf("%s to a server without SMTPUTF8: %+v, want permanent 5.6.7", tc.name, de)
+		}
+	}
+	// An internationalized domain is looked up by its A-labels.
+	w.r.SetMX("xn--bcher-kva.test", &net.MX{Host: "mx.utf8.test", Pref: 10})
+	if res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@Bücher.test"}, []byte(testMsg)); res[0].Err != nil {
+		t.Errorf("to an internationalized domain: %+v", res[0].Err)
+	}
+	if n := len(ascii.Messages()); n != 0 {
+		t.Errorf("the server without SMTPUTF8 got %d messages", n)
+	}
+	// Nothing was sent: the session carries the next message.
+	if res := w.d.Deliver(context.Background(), "a@example.com", []string{"b@ascii.test"}, []byte(testMsg)); res[0].Err != nil || ascii.Conns() != 1 {
+		t.Errorf("ASCII message after them: %+v, %d connections", res[0].Err, ascii.Conns())
 	}
 }
 
