@@ -34,10 +34,13 @@ const (
 // the fields before the first run and do not change them afterwards.
 type Runner struct {
 	// MaxConcurrent bounds how many hooks run at once (default 4). Further
-	// runs wait for a slot.
+	// runs wait for a slot. The hooks of one owner take at most all but
+	// one of the slots (OwnerShare), so that a user whose hooks run long
+	// cannot hold back everyone else's.
 	MaxConcurrent int
 	// MaxQueued bounds how many asynchronous runs may wait for a slot
-	// (default 64); Go records a run beyond that as dropped.
+	// (default 64); Go records a run beyond that as dropped, and likewise a
+	// run of an owner whose runs already wait in half of the places.
 	MaxQueued int
 	// OutputCap bounds the bytes kept of each of stdout and stderr per run
 	// (default 32 KiB each). The rest is read and discarded so the hook never
@@ -68,8 +71,58 @@ type Runner struct {
 	cancel   context.CancelFunc
 	mu       sync.Mutex
 	inflight int
+	byOwner  map[uint32]*ownerRuns
 	closed   bool
 	wg       sync.WaitGroup
+}
+
+// ownerRuns are one owner's runs: started with Go and not yet over
+// (running or waiting), and the slots its runs may hold at once.
+type ownerRuns struct {
+	inflight int
+	users    int // RunOutput calls that hold this record
+	sem      chan struct{}
+}
+
+// OwnerShare is what the runs of one owner may hold of a runner with
+// atOnce slots and queued places to wait: all slots but one (at least
+// one), and half the places.
+func OwnerShare(atOnce, queued int) (running, waiting int) {
+	return max(1, atOnce-1), max(1, queued/2)
+}
+
+// owner returns the record of uid's runs, held until release.
+func (r *Runner) owner(uid uint32) *ownerRuns {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ownerLocked(uid)
+}
+
+func (r *Runner) ownerLocked(uid uint32) *ownerRuns {
+	if r.byOwner == nil {
+		r.byOwner = map[uint32]*ownerRuns{}
+	}
+	o := r.byOwner[uid]
+	if o == nil {
+		running, _ := OwnerShare(orDefault(r.MaxConcurrent, DefaultMaxConcurrent), orDefault(r.MaxQueued, DefaultMaxQueued))
+		o = &ownerRuns{sem: make(chan struct{}, running)}
+		r.byOwner[uid] = o
+	}
+	o.users++
+	return o
+}
+
+// release gives up a hold ownerLocked took; the record goes with the last.
+func (r *Runner) release(uid uint32, o *ownerRuns) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releaseLocked(uid, o)
+}
+
+func (r *Runner) releaseLocked(uid uint32, o *ownerRuns) {
+	if o.users--; o.users == 0 {
+		delete(r.byOwner, uid)
+	}
 }
 
 // Output is what a run wrote, within Runner.OutputCap.
@@ -108,6 +161,16 @@ func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f 
 	if ctx.Err() != nil {
 		return notStarted()
 	}
+	// The owner's share first, then a slot: a run waiting for its owner's
+	// share holds no slot another owner could use.
+	o := r.owner(owner.UID)
+	defer r.release(owner.UID, o)
+	select {
+	case o.sem <- struct{}{}:
+	case <-ctx.Done():
+		return notStarted()
+	}
+	defer func() { <-o.sem }()
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -142,6 +205,15 @@ func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
 		r.drop(h, f, fmt.Sprintf("dropped: %d hook runs already running or waiting (%d at once, %d queued)", atOnce+queued, atOnce, queued))
 		return
 	}
+	o := r.ownerLocked(owner.UID)
+	if running, waiting := OwnerShare(atOnce, queued); o.inflight >= running+waiting {
+		r.releaseLocked(owner.UID, o)
+		r.mu.Unlock()
+		r.drop(h, f, fmt.Sprintf("dropped: %d hook runs of uid %d already running or waiting, the most one owner may have (%d at once, %d queued)",
+			running+waiting, owner.UID, running, waiting))
+		return
+	}
+	o.inflight++
 	r.inflight++
 	r.wg.Add(1)
 	r.mu.Unlock()
@@ -150,6 +222,8 @@ func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
 		defer func() {
 			r.mu.Lock()
 			r.inflight--
+			o.inflight--
+			r.releaseLocked(owner.UID, o)
 			r.mu.Unlock()
 		}()
 		r.RunOutput(r.baseCtx, h, owner, f, stdin)

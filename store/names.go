@@ -27,7 +27,7 @@ func ValidMailboxName(name string) error {
 		return errors.New("mailbox name is empty")
 	}
 	if len(name) > MaxMailboxNameLen {
-		return fmt.Errorf("mailbox name is %d characters long, the maximum is %d", len(name), MaxMailboxNameLen)
+		return fmt.Errorf("mailbox name is %d bytes long, the maximum is %d", len(name), MaxMailboxNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -35,7 +35,13 @@ func ValidMailboxName(name string) error {
 			if c >= 'A' && c <= 'Z' {
 				return fmt.Errorf("mailbox name %q has an upper-case letter: use lower case only", name)
 			}
-			return fmt.Errorf("mailbox name %q has the character %q: only a-z, 0-9, '.', '_' and '-' are allowed", name, rune(c))
+			// Name the character, not its first byte: a look-alike
+			// (Cyrillic а, fullwidth ａ) is what the user must find.
+			r, size := utf8.DecodeRuneInString(name[i:])
+			if r == utf8.RuneError && size == 1 {
+				return fmt.Errorf("mailbox name %q has the byte %#x, which is not UTF-8: only a-z, 0-9, '.', '_' and '-' are allowed", name, c)
+			}
+			return fmt.Errorf("mailbox name %q has the character %q: only a-z, 0-9, '.', '_' and '-' are allowed", name, r)
 		}
 	}
 	if name[0] == '.' || name[len(name)-1] == '.' {

@@ -34,6 +34,10 @@ func TestValidMailboxName(t *testing.T) {
 		{"\ufb01nance", "only a-z"},
 		{"\u24d0dmin", "only a-z"},
 		{"a\u2028b", "only a-z"},
+		// The error names the character the user typed, not its first byte.
+		{"\u0430gent", "'а'"},
+		{"\uff41gent", "'ａ'"},
+		{"a\xffb", "byte 0xff"},
 	}
 	for _, tt := range tests {
 		err := ValidMailboxName(tt.name)

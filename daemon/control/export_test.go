@@ -1,5 +1,7 @@
 package control
 
+import "github.com/mailctl/mailctl/store"
+
 // RemoveDraftFunc is the step of draft.send that takes the sent draft out of
 // drafts/.
 type RemoveDraftFunc = func(s *Server, mailbox, id, version string) (bool, error)
@@ -9,5 +11,13 @@ type RemoveDraftFunc = func(s *Server, mailbox, id, version string) (bool, error
 func SwapRemoveDraft(f RemoveDraftFunc) RemoveDraftFunc {
 	old := removeDraft
 	removeDraft = f
+	return old
+}
+
+// SwapRemoveDetached replaces the step of mailbox.delete that removes the
+// deleted mailbox's files and returns the one it replaced.
+func SwapRemoveDetached(f func(*store.Detached) error) func(*store.Detached) error {
+	old := removeDetached
+	removeDetached = f
 	return old
 }

@@ -180,14 +180,35 @@ func handleMailboxDelete(_ context.Context, s *Server, c *call, a *protocol.Mail
 	if m := c.box(); m.Source == registry.SourceConfig {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "mailbox %q is declared in config.toml; remove it there and reload", a.Name)
 	}
+	detached, err := s.detachMailbox(c, a)
+	if err != nil {
+		return nil, err
+	}
+	// Removing the files is not under s.mu: a mailbox its owner filled
+	// with many files would hold every other user's mailbox and hook
+	// changes until the last one is gone.
+	if detached != nil {
+		if err := removeDetached(detached); err != nil {
+			// The mailbox is gone; what is left of its files carries the
+			// store's temporary prefix and the next start-up sweeps it.
+			s.log.Error("mailbox deleted, its files not all removed yet", "mailbox", a.Name, "err", err)
+		}
+	}
+	s.log.Info("mailbox deleted", "mailbox", a.Name, "by_uid", c.caller.UID, "force", a.Force)
+	return protocol.Deleted{Name: a.Name, Deleted: true}, nil
+}
+
+// detachMailbox takes the mailbox a delete names out of the store and the
+// registry, and drops its queued mail. The store's detach is the commit
+// point: until the registry has forgotten the mailbox too it can be put
+// back exactly as it was, and after both, removing its files (the
+// Detached it returns, nil when there were none) cannot undo the delete.
+func (s *Server) detachMailbox(c *call, a *protocol.MailboxDeleteArgs) (*store.Detached, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m, ok := s.b.Mailbox(a.Name); !ok || m.ID != c.box().ID {
 		return nil, notFoundMailbox(a.Name) // deleted, and perhaps created again, since the access check
 	}
-	// The store's detach is the commit point: until the registry has
-	// forgotten the mailbox too it can be put back exactly as it was, and
-	// after both, removing its files cannot undo the delete.
 	detached, err := s.store.Detach(a.Name, a.Force)
 	if err != nil {
 		if errors.Is(err, store.ErrNotEmpty) {
@@ -207,16 +228,12 @@ func handleMailboxDelete(_ context.Context, s *Server, c *call, a *protocol.Mail
 		return nil, err
 	}
 	s.dropQueued(c.box().ID)
-	if detached != nil {
-		if err := detached.Remove(); err != nil {
-			// The mailbox is gone; what is left of its files carries the
-			// store's temporary prefix and the next start-up sweeps it.
-			s.log.Error("mailbox deleted, its files not all removed yet", "mailbox", a.Name, "err", err)
-		}
-	}
-	s.log.Info("mailbox deleted", "mailbox", a.Name, "by_uid", c.caller.UID, "force", a.Force)
-	return protocol.Deleted{Name: a.Name, Deleted: true}, nil
+	return detached, nil
 }
+
+// removeDetached deletes the files of a deleted mailbox (a variable so
+// that a test can hold the removal while it makes other requests).
+var removeDetached = (*store.Detached).Remove
 
 // isDeclaredAlias reports whether an operator-declared mailbox has name as
 // an alias, bare or at one of our domains: routing gives such an address to
