@@ -73,13 +73,13 @@ func (d *Daemon) route(addr string) (route, error) {
 		for _, a := range m.Aliases {
 			a = strings.ToLower(a)
 			if a == base || a == full {
-				return route{Mailbox: m.Name, Tag: tag, ID: m.ID}, nil
+				return d.tagged(route{Mailbox: m.Name, Tag: tag, ID: m.ID})
 			}
 		}
 	}
 	if store.ValidMailboxName(base) == nil {
 		if mb, ok := d.lookupMailbox(base); ok {
-			return route{Mailbox: base, Tag: tag, ID: mb.ID}, nil
+			return d.tagged(route{Mailbox: base, Tag: tag, ID: mb.ID})
 		}
 	}
 	if cfg.CatchAll != "" {
@@ -88,6 +88,17 @@ func (d *Daemon) route(addr string) (route, error) {
 		}
 	}
 	return route{}, errNoUser
+}
+
+// tagged refuses a route whose tag is the return path of a message another
+// mailbox of that name sent, one deleted since: bounces and auto-replies to
+// the first owner's messages quote them, and the address's new owner is
+// someone else (docs/outbound.md).
+func (d *Daemon) tagged(rt route) (route, error) {
+	if d.out != nil && d.out.bounceKey.OtherMailbox(rt.Tag, rt.ID) {
+		return route{}, errNoUser
+	}
+	return rt, nil
 }
 
 // inbound is the SMTP/LMTP backend: it routes, authenticates, parses and

@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	nsmtp "net/smtp"
+	"net/textproto"
 	"strings"
 	"sync"
 	"testing"
@@ -252,5 +255,75 @@ func TestBounceMarksSentRecipient(t *testing.T) {
 	}
 	if st := status(); st.Status != "bounced" || !strings.Contains(st.Detail, "5.1.1") {
 		t.Fatalf("sent copy after the bounce to its return path: %+v", st)
+	}
+}
+
+// TestReturnPathOfADeletedMailboxIsRefused: what comes back to a message's
+// return path (a bounce, an auto-reply, quoting the message) after its
+// mailbox was deleted and the name made again, by anyone, is refused at
+// RCPT: the new mailbox never sees the first one's messages. The new
+// mailbox's own return paths, and those of a mailbox the config declares,
+// work as ever.
+func TestReturnPathOfADeletedMailboxIsRefused(t *testing.T) {
+	mx := startFakeMX(t)
+	_, port, _ := net.SplitHostPort(mx.addr)
+	td, addr, dns := startInbound(t, fmt.Sprintf("[delivery]\nport = %s\n[[mailboxes]]\nname = \"support\"\nowner = %q\naliases = [\"help\"]\n", port, myName(t)))
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	send := func(from string) (protocol.SendResult, string) {
+		t.Helper()
+		var res protocol.SendResult
+		if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: from, To: []string{"gone@remote.test"}, Subject: "hi from " + from, Body: "the first owner's words"}, &res); err != nil {
+			t.Fatal(err)
+		}
+		mx.mu.Lock()
+		defer mx.mu.Unlock()
+		return res, mx.msgs[len(mx.msgs)-1].from
+	}
+	dsn := func(about string) []byte {
+		return []byte("From: MAILER-DAEMON@remote.test\r\nSubject: Undelivered Mail Returned to Sender\r\n" +
+			"Message-ID: <" + about + "-dsn@remote.test>\r\nMIME-Version: 1.0\r\n" +
+			"Content-Type: multipart/report; report-type=delivery-status; boundary=\"b1\"\r\n\r\n" +
+			"--b1\r\nContent-Type: text/plain\r\n\r\nthe first owner's words\r\n" +
+			"--b1\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.remote.test\r\n\r\n" +
+			"Final-Recipient: rfc822; gone@remote.test\r\nAction: failed\r\nStatus: 5.1.1\r\n" +
+			"--b1\r\nContent-Type: text/rfc822-headers\r\n\r\nMessage-ID: <" + about + ">\r\n" +
+			"--b1--\r\n")
+	}
+	bounced := func(mailbox string, res protocol.SendResult) bool {
+		t.Helper()
+		var sent protocol.Message
+		if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: mailbox, Folder: "sent", ID: res.ID}, &sent); err != nil {
+			t.Fatal(err)
+		}
+		return sent.Recipients[0].Status == "bounced"
+	}
+
+	td.ensureMine(t, "alice")
+	first, firstPath := send("alice")
+	res, supportPath := send("support")
+	if err := nsmtp.SendMail(addr, nil, "", []string{supportPath}, dsn(res.MessageID)); err != nil || !bounced("support", res) {
+		t.Fatalf("a bounce to the declared mailbox's return path %s: %v, not applied", supportPath, err)
+	}
+	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "alice", Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	td.ensureMine(t, "alice")
+	err := nsmtp.SendMail(addr, nil, "", []string{firstPath}, dsn(first.MessageID))
+	var se *textproto.Error
+	if !errors.As(err, &se) || se.Code != 550 {
+		t.Fatalf("a bounce to the deleted mailbox's return path %s: %v, want 550 at RCPT", firstPath, err)
+	}
+	var inbox protocol.MessageList
+	if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice"}, &inbox); err != nil || len(inbox.Messages) != 0 {
+		t.Fatalf("the new alice's inbox: %+v, %v; want it empty", inbox.Messages, err)
+	}
+	again, againPath := send("alice")
+	if err := nsmtp.SendMail(addr, nil, "", []string{againPath}, dsn(again.MessageID)); err != nil || !bounced("alice", again) {
+		t.Fatalf("a bounce to the new mailbox's own return path %s: %v, not applied", againPath, err)
+	}
+	// Plain tags, and the mailbox's address, are the new owner's as before.
+	if err := nsmtp.SendMail(addr, nil, "sender@remote.test", []string{"alice+news@example.test", "alice@example.test"}, []byte("Subject: plain\r\n\r\nx\r\n")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -86,11 +86,37 @@ func writeKey(path string, k []byte) error {
 	return safeio.WriteFile(path, k, safeio.Options{NoReplace: true})
 }
 
-// tag is the MAC of one sent message: its mailbox's identity and its id.
-func (k *Key) tag(mailboxID, sentID string) string {
+// boxLen is how many letters of a tag name the mailbox it was made for:
+// 20 bits of a MAC of the mailbox's identity, enough that a tag of a
+// mailbox deleted since is refused for one made again under the name
+// (one in a million passes, and is then ordinary mail, as before).
+const boxLen = 4
+
+// tagLen and legacyTagLen are the lengths of a tag after TagPrefix: the
+// mailbox's letters and the message's MAC, or (return paths given before
+// the mailbox's letters were) the MAC alone.
+const (
+	tagLen       = boxLen + 16
+	legacyTagLen = 16
+)
+
+// mac is the MAC of one sent message: its mailbox's identity and its id.
+func (k *Key) mac(mailboxID, sentID string) string {
 	m := hmac.New(sha256.New, k.k)
 	fmt.Fprintf(m, "mailctl-bounce\x00%s\x00%s", mailboxID, sentID)
-	return TagPrefix + enc.EncodeToString(m.Sum(nil)[:macLen])
+	return enc.EncodeToString(m.Sum(nil)[:macLen])
+}
+
+// box is the letters that name a mailbox's identity in its tags.
+func (k *Key) box(mailboxID string) string {
+	m := hmac.New(sha256.New, k.k)
+	fmt.Fprintf(m, "mailctl-bounce-mailbox\x00%s", mailboxID)
+	return enc.EncodeToString(m.Sum(nil)[:3])[:boxLen]
+}
+
+// tag is one sent message's tag: its mailbox's letters, then its MAC.
+func (k *Key) tag(mailboxID, sentID string) string {
+	return TagPrefix + k.box(mailboxID) + k.mac(mailboxID, sentID)
 }
 
 // ReturnPath is the envelope sender of a sent message: the mailbox's
@@ -107,5 +133,24 @@ func (k *Key) ReturnPath(address, mailboxID, sentID string) string {
 // the one this daemon gave the sent message sentID of the mailbox with
 // identity mailboxID.
 func (k *Key) Valid(tag, mailboxID, sentID string) bool {
-	return hmac.Equal([]byte(strings.ToLower(tag)), []byte(k.tag(mailboxID, sentID)))
+	tag = strings.ToLower(tag)
+	if len(tag) == len(TagPrefix)+legacyTagLen {
+		return hmac.Equal([]byte(tag), []byte(TagPrefix+k.mac(mailboxID, sentID)))
+	}
+	return hmac.Equal([]byte(tag), []byte(k.tag(mailboxID, sentID)))
+}
+
+// OtherMailbox reports whether tag is a return path's tag made for another
+// mailbox than the one with identity mailboxID: one deleted since, whose
+// name someone has made again. Mail to it is refused, so that what comes
+// back for the first owner's messages (bounces, auto-replies, which quote
+// them) never reaches the second. A tag of another shape, or one given
+// before tags named their mailbox, is not known to be another's.
+func (k *Key) OtherMailbox(tag, mailboxID string) bool {
+	tag = strings.ToLower(tag)
+	rest, ok := strings.CutPrefix(tag, TagPrefix)
+	if !ok || len(rest) != tagLen {
+		return false
+	}
+	return !hmac.Equal([]byte(rest[:boxLen]), []byte(k.box(mailboxID)))
 }

@@ -1,6 +1,7 @@
 package bounce
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func TestReturnPathVerifiesOnlyItsOwnMessage(t *testing.T) {
 	rp := k.ReturnPath("alice@example.test", "m1", "2026-01-01-000000-hi")
 	local, domain, _ := strings.Cut(rp, "@")
 	base, tag, _ := strings.Cut(local, "+")
-	if base != "alice" || domain != "example.test" || !strings.HasPrefix(tag, TagPrefix) || len(tag) != len(TagPrefix)+16 {
+	if base != "alice" || domain != "example.test" || !strings.HasPrefix(tag, TagPrefix) || len(tag) != len(TagPrefix)+tagLen {
 		t.Fatalf("return path %q", rp)
 	}
 	if !k.Valid(tag, "m1", "2026-01-01-000000-hi") || !k.Valid(strings.ToUpper(tag), "m1", "2026-01-01-000000-hi") {
@@ -42,5 +43,45 @@ func TestReturnPathVerifiesOnlyItsOwnMessage(t *testing.T) {
 	}
 	if (&Key{k: make([]byte, keyLen)}).Valid(tag, "m1", "2026-01-01-000000-hi") {
 		t.Error("another key verifies the tag")
+	}
+}
+
+// A tag names the mailbox it was made for, so that mail to a tag of a
+// mailbox deleted since can be refused before the new mailbox of the name
+// sees it; tags given before they named their mailbox still verify, and
+// are never taken for another mailbox's.
+func TestTagNamesItsMailbox(t *testing.T) {
+	k, err := LoadKey(filepath.Join(t.TempDir(), "bounce.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := k.ReturnPath("alice@example.test", "m1", "2026-01-01-000000-hi")
+	_, tag, _ := strings.Cut(strings.TrimSuffix(rp, "@example.test"), "+")
+	if k.OtherMailbox(tag, "m1") || k.OtherMailbox(strings.ToUpper(tag), "m1") {
+		t.Errorf("tag %q taken for another mailbox's by its own", tag)
+	}
+	if !k.OtherMailbox(tag, "m2") {
+		t.Errorf("tag %q not taken for another mailbox's by m2", tag)
+	}
+	// Made again, a mailbox gets another identity: one in a million of
+	// its identities' letters matches; none of a thousand do.
+	for i := range 1000 {
+		if !k.OtherMailbox(tag, fmt.Sprintf("m1-again-%d", i)) {
+			t.Fatalf("tag %q passes for mailbox m1-again-%d", tag, i)
+		}
+	}
+	legacy := TagPrefix + k.mac("m1", "2026-01-01-000000-hi")
+	if len(legacy) != len(TagPrefix)+legacyTagLen || !k.Valid(legacy, "m1", "2026-01-01-000000-hi") || k.Valid(legacy, "m2", "2026-01-01-000000-hi") {
+		t.Errorf("a tag given before tags named their mailbox (%q) does not verify as it did", legacy)
+	}
+	for _, other := range []string{legacy, "", "news", TagPrefix, TagPrefix + "x", tag + "x", "x" + tag, tag[:len(tag)-1]} {
+		if k.OtherMailbox(other, "m2") {
+			t.Errorf("%q is taken for another mailbox's tag", other)
+		}
+	}
+	// Only a tag's own mailbox letters and MAC verify it.
+	swapped := TagPrefix + k.box("m2") + tag[len(TagPrefix)+boxLen:]
+	if k.Valid(swapped, "m2", "2026-01-01-000000-hi") || k.Valid(swapped, "m1", "2026-01-01-000000-hi") {
+		t.Errorf("a tag with another mailbox's letters verifies")
 	}
 }
