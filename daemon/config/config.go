@@ -267,6 +267,9 @@ type HookRules struct {
 	// a trigger that runs on attacker mail.
 	AllowUntrustedForUsers bool `toml:"allow_untrusted_for_users"`
 	MaxConcurrent          int  `toml:"max_concurrent"`
+	// MaxPerMailbox bounds the hooks users create on one mailbox over the
+	// socket (default 100); root's and the config's are not counted.
+	MaxPerMailbox int `toml:"max_per_mailbox"`
 }
 
 // MailboxRules are the operator's limits on what an owner may change on its
@@ -279,6 +282,11 @@ type MailboxRules struct {
 	OwnersMaySetTrustedSenders bool `toml:"owners_may_set_trusted_senders"`
 	// OwnersMaySetDisplayName lets owners name their From; on by default.
 	OwnersMaySetDisplayName *bool `toml:"owners_may_set_display_name"`
+	// MaxPerOwner bounds the mailboxes a user may create over the socket
+	// while it owns that many (default 100): each is folders and a registry
+	// file in the daemon's state, and a line of every listing. Root is not
+	// bound by it, and mailboxes the config declares are not counted.
+	MaxPerOwner int `toml:"max_per_owner"`
 }
 
 // Control tunes the control socket.
@@ -465,6 +473,8 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.TLSRPT.Mailbox, "postmaster")
 	setDefault(&c.TLSRPT.Organization, c.Hostname)
 	setDefault(&c.HookRules.MaxConcurrent, 4)
+	setDefault(&c.HookRules.MaxPerMailbox, 100)
+	setDefault(&c.MailboxRules.MaxPerOwner, 100)
 	setDefault(&c.MailboxRules.OwnersMaySetDisplayName, new(true))
 	setDefault(&c.Control.MaxConnections, 512)
 	setDefault(&c.Control.MaxConnectionsPerUID, 64)

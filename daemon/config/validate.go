@@ -90,6 +90,12 @@ func (c *Config) validateDelivery(bad complain) {
 	if c.Relay.Port < 0 || c.Relay.Port > 65535 {
 		bad("relay.port: %d is not a port", c.Relay.Port)
 	}
+	if c.HookRules.MaxPerMailbox < 0 {
+		bad("hook_rules.max_per_mailbox: %d is negative; give how many hooks users may create on one mailbox (default 100)", c.HookRules.MaxPerMailbox)
+	}
+	if c.MailboxRules.MaxPerOwner < 0 {
+		bad("mailbox_rules.max_per_owner: %d is negative; give how many mailboxes one user may create (default 100)", c.MailboxRules.MaxPerOwner)
+	}
 	if c.HookRules.MaxConcurrent < 0 {
 		bad("hook_rules.max_concurrent: %d is negative; give how many hooks may run at once (default 4)", c.HookRules.MaxConcurrent)
 	}

@@ -82,6 +82,18 @@ func handleHookCreate(_ context.Context, s *Server, c *call, a *protocol.HookCre
 			return nil, protocol.Errorf(protocol.CodeConflict, "mailbox %q already has a hook named %q; pass another name", m.Name, h.Name)
 		}
 	}
+	if max := s.cfg().HookRules.MaxPerMailbox; !c.caller.Root() {
+		n := 0
+		for _, ex := range s.hooksOf(m) {
+			if ex.Source == registry.SourceRegistry {
+				n++
+			}
+		}
+		if n >= max {
+			return nil, protocol.Errorf(protocol.CodePolicyBlocked,
+				"mailbox %q has %d hooks, the most users may create on one mailbox on this host (hook_rules.max_per_mailbox = %d); delete one, or ask root", m.Name, n, max)
+		}
+	}
 	h.ID, h.MailboxID = registry.NewID("h"), m.ID
 	h.CreatedAt = s.now().UTC()
 	if err := s.reg.AddHook(h); err != nil {

@@ -157,6 +157,12 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 		// mail would reach that mailbox's owner.
 		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
 	}
+	if max := s.cfg().MailboxRules.MaxPerOwner; !c.caller.Root() {
+		if n := s.ownedMailboxes(uid); n >= max {
+			return nil, protocol.Errorf(protocol.CodePolicyBlocked,
+				"you own %d mailboxes, the most a user may create on this host (mailbox_rules.max_per_owner = %d); delete one you no longer use, or ask root", n, max)
+		}
+	}
 	created, err := s.store.Create(a.Name, int(uid), int(gid))
 	if err != nil {
 		if errors.Is(err, store.ErrOwnerMismatch) {
@@ -174,6 +180,18 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	m, _ := s.b.Mailbox(a.Name)
 	s.log.Info("mailbox created", "mailbox", a.Name, "owner_uid", uid, "by_uid", c.caller.UID)
 	return protocol.MailboxCreated{Mailbox: s.describe(m), Created: true}, nil
+}
+
+// ownedMailboxes counts the mailboxes uid owns in the registry (the
+// config's are the operator's choice, not counted).
+func (s *Server) ownedMailboxes(uid uint32) int {
+	n := 0
+	for _, m := range s.b.Mailboxes() {
+		if m.Source == registry.SourceRegistry && m.UID == uid {
+			n++
+		}
+	}
+	return n
 }
 
 func handleMailboxDelete(_ context.Context, s *Server, c *call, a *protocol.MailboxDeleteArgs) (any, error) {
