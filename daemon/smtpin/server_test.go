@@ -848,3 +848,15 @@ func TestEnvelopeAddressesWithControlsRefused(t *testing.T) {
 		t.Fatalf("deliveries %+v", got)
 	}
 }
+
+// go-smtp refuses RCPT TO:<postmaster> without a domain itself (docs/go-smtp.md,
+// point 7); postmaster@ our domain is an address like any other. When this
+// fails, go-smtp hands the bare name on: route it to the postmaster mailbox.
+func TestUnqualifiedPostmaster(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<postmaster>", "501 5.5.2")
+	c.cmd("RCPT TO:<Postmaster@example.com>", "250 ")
+}
