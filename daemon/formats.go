@@ -34,6 +34,9 @@ type stampedDir struct {
 	// before says the directory was there without a stamp: a release
 	// before stamps wrote it.
 	before bool
+	// records says the directory's entries are in its subdirectories, so
+	// that empty ones (mailctl setup makes the registry's) hold nothing.
+	records bool
 }
 
 func (s *stampedDir) path() string { return filepath.Join(s.dir, formats.StampName) }
@@ -49,7 +52,7 @@ type startFormats struct {
 // stampedDirs are the directories with a stamp file.
 func stampedDirs(p config.Paths) []*stampedDir {
 	return []*stampedDir{
-		{kind: "registry", what: "the registry", dir: p.RegistryDir(), current: formats.Registry},
+		{kind: "registry", what: "the registry", dir: p.RegistryDir(), current: formats.Registry, records: true},
 		{kind: "mailboxes", what: "the mailbox tree", dir: p.MailboxesDir(), current: formats.Mailboxes},
 	}
 }
@@ -64,7 +67,7 @@ func checkFormats(p config.Paths, release string) (*startFormats, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			// A directory with files and no stamp was written before
 			// stamps; an empty one (made by mailctl setup, say) is new.
-			s.before = holdsFiles(s.dir)
+			s.before = holdsFiles(s.dir, s.records)
 			continue
 		}
 		if err != nil {
@@ -90,8 +93,9 @@ func checkFormats(p config.Paths, release string) (*startFormats, error) {
 }
 
 // holdsFiles reports whether dir exists and holds an entry besides a
-// crash's leftover temporary stamp.
-func holdsFiles(dir string) bool {
+// crash's leftover temporary stamp; with records, an empty subdirectory is
+// not one.
+func holdsFiles(dir string, records bool) bool {
 	f, err := os.Open(dir)
 	if err != nil {
 		return false
@@ -100,9 +104,13 @@ func holdsFiles(dir string) bool {
 	for {
 		names, err := f.Readdirnames(64)
 		for _, n := range names {
-			if !strings.HasPrefix(n, safeio.TempPrefix) {
-				return true
+			if strings.HasPrefix(n, safeio.TempPrefix) {
+				continue
 			}
+			if st, err := os.Lstat(filepath.Join(dir, n)); records && err == nil && st.IsDir() && !holdsFiles(filepath.Join(dir, n), false) {
+				continue
+			}
+			return true
 		}
 		if err != nil {
 			return false

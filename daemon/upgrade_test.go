@@ -222,7 +222,7 @@ func fileHash(t *testing.T, path string) string {
 func TestStampsNameTheLastRelease(t *testing.T) {
 	state := t.TempDir()
 	p := config.Paths{StateDir: state}
-	for _, d := range []string{p.RegistryDir(), p.MailboxesDir()} {
+	for _, d := range []string{p.RegistryDir(), p.MailboxesDir(), filepath.Join(p.RegistryDir(), "hooks"), filepath.Join(p.RegistryDir(), "mailboxes")} {
 		os.Mkdir(d, 0o700)
 	}
 	// A crash's leftover of a stamp being written goes.
@@ -254,12 +254,12 @@ func TestStampsNameTheLastRelease(t *testing.T) {
 	}
 }
 
-// Directories mailctl setup made and left empty are new, not written
-// before stamps: the first start stamps them without saying it migrated
+// Directories mailctl setup made and left empty (the registry with its
+// empty subdirectories) are new, not written before stamps: the first start stamps them without saying it migrated
 // anything. One that holds files and no stamp is from before stamps.
 func TestEmptyDirsWithoutStampsAreNew(t *testing.T) {
 	p := config.Paths{StateDir: t.TempDir()}
-	for _, d := range []string{p.RegistryDir(), p.MailboxesDir()} {
+	for _, d := range []string{p.RegistryDir(), p.MailboxesDir(), filepath.Join(p.RegistryDir(), "hooks"), filepath.Join(p.RegistryDir(), "mailboxes")} {
 		os.Mkdir(d, 0o700)
 	}
 	os.WriteFile(filepath.Join(p.RegistryDir(), safeio.TempPrefix+formats.StampName+"-1"), nil, 0o600)
@@ -279,5 +279,13 @@ func TestEmptyDirsWithoutStampsAreNew(t *testing.T) {
 	}
 	if s := sf.dirs[1]; s.kind != "mailboxes" || !s.before {
 		t.Errorf("a mailbox tree with a mailbox and no stamp: %+v, want written before stamps", s)
+	}
+	os.MkdirAll(filepath.Join(p2.RegistryDir(), "mailboxes"), 0o700)
+	os.WriteFile(filepath.Join(p2.RegistryDir(), "mailboxes", "agent.toml"), []byte("x"), 0o600)
+	if sf, err = checkFormats(p2, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if s := sf.dirs[0]; s.kind != "registry" || !s.before {
+		t.Errorf("a registry with a record and no stamp: %+v, want written before stamps", s)
 	}
 }
