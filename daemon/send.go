@@ -90,7 +90,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		OnUpdated: o.updated, OnSettled: o.settled, OnDelayed: o.delayWarning, CurrentID: d.currentID}
 	q, err := queue.Open(cfg.Paths.QueueDir(), mx, rec, queue.Options{Clock: d.now,
 		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent,
-		MaxPerDestination: cfg.Delivery.MaxPerDestination, Logger: d.log.With("part", "queue"),
+		MaxPerDestination: cfg.Delivery.MaxPerDestination, Owner: d.mailboxOwner, Logger: d.log.With("part", "queue"),
 		Flush: rec.Flush, DelayWarning: cfg.Delivery.DelayWarning.Duration, Observe: d.observeAttempt})
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)
@@ -248,6 +248,16 @@ func (o *outboundService) afterSend(mailbox, sentID string, res protocol.SendRes
 // ownerUID is the uid of the owner of the mailbox named name now.
 func (d *Daemon) ownerUID(name string) (uint32, bool) {
 	if m, ok := d.lookupMailbox(name); ok {
+		return m.UID, true
+	}
+	return 0, false
+}
+
+// mailboxOwner is the uid that owns the mailbox named name, when it is still
+// the mailbox with the identity id ("": whichever has the name): the queue
+// shares its delivery places by it.
+func (d *Daemon) mailboxOwner(name, id string) (uint32, bool) {
+	if m, ok := d.lookupMailbox(name); ok && (id == "" || m.ID == id) {
 		return m.UID, true
 	}
 	return 0, false

@@ -36,20 +36,25 @@ func (q *Queue) roomFor(doms []string) bool {
 	return true
 }
 
-// take counts an attempt to each of doms as in flight. Call with q.mu held.
-func (q *Queue) take(doms []string) {
+// take counts an attempt to each of doms, in who's share (shareKey), as
+// in flight. Call with q.mu held.
+func (q *Queue) take(doms []string, who string) {
 	for _, d := range doms {
 		q.busy[d]++
 	}
+	q.sharing[who]++
 }
 
 // release ends the attempt take counted.
-func (q *Queue) release(doms []string) {
+func (q *Queue) release(doms []string, who string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, d := range doms {
 		if q.busy[d]--; q.busy[d] <= 0 {
 			delete(q.busy, d)
 		}
+	}
+	if q.sharing[who]--; q.sharing[who] <= 0 {
+		delete(q.sharing, who)
 	}
 }

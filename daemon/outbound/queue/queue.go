@@ -168,6 +168,16 @@ type Options struct {
 	// every place while mail to others waits. Default: half of
 	// MaxConcurrent (at least 1); never more than MaxConcurrent.
 	MaxPerDestination int
+	// Owner, when set, tells the uid that owns the mailbox named mailbox
+	// with the identity mailboxID ("" on an item from before identities
+	// were recorded: whichever has the name), ok false when it does not
+	// know (no such mailbox now, or another one under its name). The
+	// attempts of one owner's items hold at most OwnerShare(MaxConcurrent)
+	// places at once, so that a user whose mail goes to slow destinations
+	// cannot hold back everyone else's; an item whose owner is not known
+	// counts against its mailbox instead (see shareKey). It is called with
+	// the queue's lock held: it must not block or call the queue.
+	Owner func(mailbox, mailboxID string) (uid uint32, ok bool)
 	// DelayWarning is how long after an item became due its sender is
 	// warned, once, that it is still not delivered, when the Notifier is a
 	// DelayWarner. Zero: never.
@@ -247,6 +257,7 @@ type Queue struct {
 	lastCk    time.Time         // when the last checkpoint began (wall clock)
 	enqueuing map[string]bool   // ids whose files Enqueue is writing
 	busy      map[string]int    // attempts in flight per recipient domain
+	sharing   map[string]int    // attempts in flight per sender (shareKey)
 	kick      chan struct{}
 	warnings  bool // a batch of delay warnings is being made
 }
@@ -286,7 +297,8 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		n = unheard{}
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
-		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{}, kick: make(chan struct{}, 1)}
+		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{},
+		sharing: map[string]int{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
 	j, replayed, err := openJournal(dir, func(msg string, args ...any) { q.log.Error(msg, args...) })
 	if err != nil {
@@ -569,9 +581,16 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 	})
 	started := 0
 	for _, e := range due {
+		// An item whose destination or sender is at its limit is passed
+		// over, not waited on: it keeps its place among the due, and the
+		// attempt of that destination or sender that ends signals freed.
 		doms := destinations(e.it)
 		if !q.roomFor(doms) {
-			continue // the destination's attempt that ends signals freed
+			continue
+		}
+		who := q.shareKey(e.it)
+		if !q.shareLeft(who) {
+			continue
 		}
 		select {
 		case slots <- struct{}{}:
@@ -579,7 +598,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 			return wait, started // a finishing attempt signals freed
 		}
 		started++
-		q.take(doms)
+		q.take(doms, who)
 		// Record the next attempt before dialing: if the daemon dies
 		// mid-attempt, the restart waits for it instead of retrying at once.
 		// The record is appended, not synced: a crash of the daemon keeps
@@ -603,7 +622,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 			default:
 			}
 		}
-		free := sync.OnceFunc(func() { q.release(doms); <-slots; wake() })
+		free := sync.OnceFunc(func() { q.release(doms, who); <-slots; wake() })
 		go func() {
 			defer wg.Done()
 			defer wake()
