@@ -24,23 +24,23 @@ func TestDeliveriesVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.close()
-	if v, err := DatabaseVersion(path); err != nil || v != formats.Index {
+	if v, err := DatabaseVersion(path); err != nil || v != formats.Deliveries {
 		t.Fatalf("DatabaseVersion: %d, %v", v, err)
 	}
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", formats.Index+1)); err != nil {
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", formats.Deliveries+1)); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	_, err = openDeliveriesDB(path)
 	var ne *formats.NewerError
-	if !errors.As(err, &ne) || ne.Found != formats.Index+1 || ne.Reads != formats.Index || !strings.Contains(err.Error(), "remove it (it holds only") {
+	if !errors.As(err, &ne) || ne.Found != formats.Deliveries+1 || ne.Reads != formats.Deliveries || !strings.Contains(err.Error(), "remove it (it holds only") {
 		t.Fatalf("newer deliveries record: %v", err)
 	}
-	if v, err := DatabaseVersion(path); err != nil || v != formats.Index+1 {
+	if v, err := DatabaseVersion(path); err != nil || v != formats.Deliveries+1 {
 		t.Fatalf("the refused database changed: version %d, %v", v, err)
 	}
 
