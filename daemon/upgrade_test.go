@@ -94,8 +94,8 @@ func TestUpgradeFixtureStore(t *testing.T) {
 		t.Errorf("rate-limit log version %d, %v", v, err)
 	}
 	td.stop()
-	for _, db := range []string{store.IndexFile, store.DeliveriesFile} {
-		if v, err := store.DatabaseVersion(filepath.Join(state, "index", db)); err != nil || v != formats.Index {
+	for db, want := range map[string]int{store.IndexFile: formats.Index, store.DeliveriesFile: formats.Deliveries} {
+		if v, err := store.DatabaseVersion(filepath.Join(state, "index", db)); err != nil || v != want {
 			t.Errorf("%s version %d, %v", db, v, err)
 		}
 	}
@@ -141,10 +141,10 @@ func TestNewerFormatIsRefused(t *testing.T) {
 			raw, _ := os.ReadFile(path)
 			os.WriteFile(path, append([]byte("mailctl queue journal 2\n"), raw[len("mailctl queue journal 1\n"):]...), 0o600)
 		}}, []string{"the queue journal ", "is format version 2", "run mailctl 9.1.0 (which wrote it) or later"}, formats.ErrNewer},
-		{"index", []func(*testing.T, string){laterRegistry, setVersion("index/index.db", 2)},
-			[]string{"the index ", "is format version 2", "run mailctl 9.1.0", "or remove it (the index is rebuilt from the mail)"}, formats.ErrNewer},
-		{"deliveries", []func(*testing.T, string){setVersion("index/deliveries.db", 2)},
-			[]string{"the deliveries record ", "is format version 2", "or remove it"}, formats.ErrNewer},
+		{"index", []func(*testing.T, string){laterRegistry, setVersion("index/index.db", formats.Index+1)},
+			[]string{"the index ", fmt.Sprintf("is format version %d", formats.Index+1), "run mailctl 9.1.0", "or remove it (the index is rebuilt from the mail)"}, formats.ErrNewer},
+		{"deliveries", []func(*testing.T, string){setVersion("index/deliveries.db", formats.Deliveries+1)},
+			[]string{"the deliveries record ", fmt.Sprintf("is format version %d", formats.Deliveries+1), "or remove it"}, formats.ErrNewer},
 		{"rate-limit log", []func(*testing.T, string){laterRegistry, func(t *testing.T, state string) {
 			os.WriteFile(filepath.Join(state, "ratelimit.log"), []byte("mailctl ratelimit log 3\n1 0 \"agent\"\n"), 0o600)
 		}}, []string{"the rate-limit log ", "is format version 3", "reads versions up to 2", "run mailctl 9.1.0 (which wrote it) or later"}, formats.ErrNewer},

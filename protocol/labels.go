@@ -5,7 +5,8 @@ package protocol
 const VerbMessageLabel = "message.label"
 
 // MessageLabelArgs changes the labels and star of one or more messages of a
-// folder. Labels compare ignoring case; at least one change must be asked.
+// folder. Labels compare ignoring case (Unicode simple case folding, as
+// strings.EqualFold and store.LabelKey); at least one change must be asked.
 type MessageLabelArgs struct {
 	Mailbox string   `json:"mailbox"`
 	Folder  string   `json:"folder,omitempty"` // default inbox

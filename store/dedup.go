@@ -26,6 +26,11 @@ import (
 // DeliveriesFile is the name of the deliveries database, beside IndexFile.
 const DeliveriesFile = "deliveries.db"
 
+// DeliveriesVersion is the layout of the deliveries database this build
+// writes, recorded in its user_version. An older one is started again
+// empty; a newer one is refused.
+const DeliveriesVersion = formats.Deliveries
+
 // dedupKeep bounds the deliveries remembered on disk (besides DedupWindow).
 const dedupKeep = 200_000
 
@@ -83,7 +88,7 @@ type deliveriesDB struct {
 var maxLater = 1 << 13
 
 func openDeliveriesDB(path string) (*deliveriesDB, error) {
-	if err := peekDB(deliveriesWhat, path); err != nil {
+	if err := peekDB(deliveriesFormat, path); err != nil {
 		return nil, err // not ours to open (see openIndexDB)
 	}
 	db, err := openSmallDB(path, deliveriesSchema)
@@ -187,16 +192,16 @@ func ensureSchema(db *sql.DB, path, schema string) error {
 	if err := db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
 		return err
 	}
-	if err := dbStamp(deliveriesWhat, path, app, version); err != nil {
+	if err := deliveriesFormat.check(path, app, version); err != nil {
 		return err
 	}
 	switch {
-	case version == IndexVersion && app == indexAppID:
+	case version == DeliveriesVersion && app == indexAppID:
 		return nil
 	case version != 0 || app != 0:
 		return fmt.Errorf("%s: not a database of this version", path)
 	}
-	return createStamped(db, schema)
+	return createStamped(db, schema, DeliveriesVersion)
 }
 
 func (x *deliveriesDB) close() {

@@ -32,34 +32,45 @@ func DatabaseVersion(path string) (int, error) {
 		return 0, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if app != indexAppID && (app != 0 || version != 0) {
-		return 0, dbStamp("the database", path, app, version)
+		return 0, foreignDB("the database", path, app, version)
 	}
 	return int(version), nil
 }
 
-// What the errors about the store's databases call them.
-const (
-	indexWhat      = "the index"
-	deliveriesWhat = "the deliveries record"
+// dbFormat is what the store knows of one of its databases' format: what
+// the errors call it, the version this build writes, and the way out a
+// refusal of a newer one offers besides running the newer release.
+type dbFormat struct {
+	what    string
+	current int64
+	orElse  string
+}
+
+// The store's two databases. Their versions are separate: a change of the
+// index's layout rebuilds the index and leaves the deliveries record.
+var (
+	indexFormat      = dbFormat{"the index", IndexVersion, "remove it (the index is rebuilt from the mail)"}
+	deliveriesFormat = dbFormat{"the deliveries record", DeliveriesVersion, "remove it (it holds only which deliveries of the last hour were answered)"}
 )
 
-// dbStamp refuses a database whose stamp (application_id, user_version) is
+// check refuses a database whose stamp (application_id, user_version) is
 // not one this release reads: a later release's (formats.NewerError), or
 // another program's (formats.DamagedError), which is kept rather than
 // rebuilt over.
-func dbStamp(what, path string, app, version int64) error {
+func (f dbFormat) check(path string, app, version int64) error {
 	switch {
 	case app != indexAppID && (app != 0 || version != 0):
-		return &formats.DamagedError{What: what, Path: path,
-			Problem: fmt.Sprintf("its application id is %#x and its version %d: not a mailctl database; move it away and mailctl builds its own", app, version)}
-	case version > IndexVersion:
-		e := &formats.NewerError{What: what, Path: path, Found: int(version), Reads: IndexVersion, Else: "remove it (the index is rebuilt from the mail)"}
-		if what == deliveriesWhat {
-			e.Else = "remove it (it holds only which deliveries of the last hour were answered)"
-		}
-		return e
+		return foreignDB(f.what, path, app, version)
+	case version > f.current:
+		return &formats.NewerError{What: f.what, Path: path, Found: int(version), Reads: int(f.current), Else: f.orElse}
 	}
 	return nil
+}
+
+// foreignDB refuses a database another program wrote.
+func foreignDB(what, path string, app, version int64) error {
+	return &formats.DamagedError{What: what, Path: path,
+		Problem: fmt.Sprintf("its application id is %#x and its version %d: not a mailctl database; move it away and mailctl builds its own", app, version)}
 }
 
 // sqliteHeader starts every SQLite database file; user_version is the
@@ -67,10 +78,10 @@ func dbStamp(what, path string, app, version int64) error {
 const sqliteHeader = "SQLite format 3\x00"
 
 // peekDB reads the stamp in the header of the database file at path,
-// without opening it as a database, and refuses one dbStamp refuses. It is
+// without opening it as a database, and refuses one db.check refuses. It is
 // nil when it cannot tell (no file, no header, or a stamp still in the
 // write-ahead log): opening the database then decides.
-func peekDB(what, path string) error {
+func peekDB(db dbFormat, path string) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
@@ -82,5 +93,5 @@ func peekDB(what, path string) error {
 	}
 	version := int64(int32(binary.BigEndian.Uint32(h[60:])))
 	app := int64(int32(binary.BigEndian.Uint32(h[68:])))
-	return dbStamp(what, path, app, version)
+	return db.check(path, app, version)
 }

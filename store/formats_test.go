@@ -24,23 +24,23 @@ func TestDeliveriesVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.close()
-	if v, err := DatabaseVersion(path); err != nil || v != formats.Index {
+	if v, err := DatabaseVersion(path); err != nil || v != formats.Deliveries {
 		t.Fatalf("DatabaseVersion: %d, %v", v, err)
 	}
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", formats.Index+1)); err != nil {
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", formats.Deliveries+1)); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	_, err = openDeliveriesDB(path)
 	var ne *formats.NewerError
-	if !errors.As(err, &ne) || ne.Found != formats.Index+1 || ne.Reads != formats.Index || !strings.Contains(err.Error(), "remove it (it holds only") {
+	if !errors.As(err, &ne) || ne.Found != formats.Deliveries+1 || ne.Reads != formats.Deliveries || !strings.Contains(err.Error(), "remove it (it holds only") {
 		t.Fatalf("newer deliveries record: %v", err)
 	}
-	if v, err := DatabaseVersion(path); err != nil || v != formats.Index+1 {
+	if v, err := DatabaseVersion(path); err != nil || v != formats.Deliveries+1 {
 		t.Fatalf("the refused database changed: version %d, %v", v, err)
 	}
 
@@ -83,5 +83,38 @@ func TestForeignDatabaseIsKept(t *testing.T) {
 				t.Error("the database changed")
 			}
 		})
+	}
+}
+
+// Both databases' stamps are read before either is opened: a newer
+// deliveries record beside an older index is refused with the index left
+// as it was, not rebuilt first (their versions are separate, so one can be
+// older while the other is newer).
+func TestNewerDeliveriesLeavesOlderIndex(t *testing.T) {
+	s := newTestStore(t)
+	deliver(t, s, "inbox", testMessage(1), "a")
+	allRows(t, s, "inbox", Query{})
+	root, idx := s.Root(), s.idx.path
+	s.Close()
+	for path, v := range map[string]int{idx: 0, deliveriesPath(idx): DeliveriesVersion + 1} {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	before, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenIndexed(root, idx)
+	if !errors.Is(err, formats.ErrNewer) || !strings.Contains(err.Error(), "the deliveries record") {
+		t.Fatalf("a newer deliveries record: %v", err)
+	}
+	if after, _ := os.ReadFile(idx); !bytes.Equal(before, after) {
+		t.Error("the older index was changed before the refusal")
 	}
 }

@@ -145,7 +145,7 @@ func openIndexDB(path string) (*indexDB, error) {
 	x.gen.Store(1)
 	// Opening sets the journal mode, which writes to the file: a
 	// database that is not ours to open is refused before.
-	if err := peekDB(indexWhat, path); err != nil {
+	if err := peekDB(indexFormat, path); err != nil {
 		return nil, err
 	}
 	db, err := openSQL(path)
@@ -249,7 +249,7 @@ func initSchema(db *sql.DB, path string) error {
 	if err := db.QueryRow("PRAGMA application_id").Scan(&app); err != nil {
 		return err
 	}
-	if err := dbStamp(indexWhat, path, app, version); err != nil {
+	if err := indexFormat.check(path, app, version); err != nil {
 		return err
 	}
 	switch {
@@ -270,7 +270,7 @@ func initSchema(db *sql.DB, path string) error {
 	if n != 0 {
 		return fmt.Errorf("index %s: not a mailctl index", path)
 	}
-	return createStamped(db, schema)
+	return createStamped(db, schema, IndexVersion)
 }
 
 // removeDB removes a database file and its journal files.
@@ -505,9 +505,10 @@ func removeLegacyIndex(d *Dir, uid int) {
 	})
 }
 
-// createStamped creates schema in an empty database and stamps it as this
-// version's (application_id and user_version), in one transaction.
-func createStamped(db *sql.DB, schema string) error {
+// createStamped creates schema in an empty database and stamps it as
+// mailctl's at version (application_id and user_version), in one
+// transaction.
+func createStamped(db *sql.DB, schema string, version int64) error {
 	tx, err := db.Begin()
 	if err != nil {
 		return err
@@ -516,7 +517,7 @@ func createStamped(db *sql.DB, schema string) error {
 	if _, err := tx.Exec(schema); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", indexAppID, IndexVersion)); err != nil {
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", indexAppID, version)); err != nil {
 		return err
 	}
 	return tx.Commit()

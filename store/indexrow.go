@@ -65,8 +65,8 @@ const listSep = "\x1f"
 // in.
 func fold(s string) string { return strings.ToLower(s) }
 
-// labelsKey is the column label filters search: every label folded, each
-// between separators.
+// labelsKey is the column label filters search: every label's LabelKey,
+// each between separators.
 func labelsKey(labels []string) string {
 	if len(labels) == 0 {
 		return ""
@@ -74,7 +74,7 @@ func labelsKey(labels []string) string {
 	var b strings.Builder
 	b.WriteString(listSep)
 	for _, l := range labels {
-		b.WriteString(fold(l))
+		b.WriteString(LabelKey(l))
 		b.WriteString(listSep)
 	}
 	return b.String()

@@ -60,12 +60,55 @@ func ValidLabel(l string) error {
 	return nil
 }
 
-// HasLabel reports whether labels holds l, ignoring case.
-func HasLabel(labels []string, l string) bool {
-	return slices.ContainsFunc(labels, func(x string) bool { return strings.EqualFold(x, l) })
+// LabelKey is the one form labels are compared in: two labels are the same
+// label exactly when their keys are equal, which is exactly when
+// strings.EqualFold says they are (Unicode simple case folding). Each
+// character becomes one fixed member of its folding orbit (the orbit's
+// lower case letter where it has one), so Σ, σ and ς key alike, as do K, k
+// and the Kelvin sign, S, s and the long s; İ and ı, which fold to no other
+// letter, key as themselves. The index stores and filters labels by it;
+// a change of it is a change of the index format (formats.Index).
+func LabelKey(l string) string {
+	return strings.Map(foldRune, l)
 }
 
-// Relabel adds and removes labels (compared ignoring case; an added label
+// foldRune maps r to the member of its unicode.SimpleFold orbit that
+// LabelKey keys it by: the lower case of the orbit's smallest member when
+// that is in the orbit, the smallest member otherwise. It depends on the
+// orbit alone, so runes fold alike exactly when they share an orbit.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		// The orbit of an ASCII letter is its two cases, and the Kelvin
+		// sign for k and the long s for s: its smallest member is the
+		// upper case, whose lower case is r's.
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}
+	smallest := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		smallest = min(smallest, f)
+	}
+	lower := unicode.ToLower(smallest)
+	if lower == r {
+		return r
+	}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f == lower {
+			return lower
+		}
+	}
+	return smallest
+}
+
+// HasLabel reports whether labels holds l, ignoring case (LabelKey).
+func HasLabel(labels []string, l string) bool {
+	key := LabelKey(l)
+	return slices.ContainsFunc(labels, func(x string) bool { return LabelKey(x) == key })
+}
+
+// Relabel adds and removes labels (compared ignoring case, by LabelKey; an added label
 // keeps the spelling it was first given) and, when star is not nil, stars
 // or unstars messages. It returns the ids whose frontmatter changed and the
 // ids that are not in the folder.

@@ -86,7 +86,16 @@ func OpenIndexed(root, indexPath string) (*Store, error) {
 		}
 		indexPath = filepath.Join(temp, IndexFile)
 	}
-	idx, err := openIndexDB(indexPath)
+	// Opening one database may rebuild it: both stamps are read first, so
+	// that one refused leaves the other as it was.
+	err = peekDB(indexFormat, indexPath)
+	if err == nil {
+		err = peekDB(deliveriesFormat, deliveriesPath(indexPath))
+	}
+	var idx *indexDB
+	if err == nil {
+		idx, err = openIndexDB(indexPath)
+	}
 	if err != nil {
 		d.Close()
 		if temp != "" {

@@ -73,11 +73,14 @@ func checkFormats(f *findings, cfg *config.Config) {
 		err = fs.ErrNotExist
 	}
 	each("queue journal", v, true, err)
-	for _, db := range []struct{ name, file string }{{"index", store.IndexFile}, {"deliveries", store.DeliveriesFile}} {
+	for _, db := range []struct {
+		name, file string
+		current    int
+	}{{"index", store.IndexFile, formats.Index}, {"deliveries", store.DeliveriesFile, formats.Deliveries}} {
 		path := filepath.Join(filepath.Dir(cfg.Paths.IndexFile()), db.file)
 		v, err := store.DatabaseVersion(path)
 		if err == nil {
-			err = formats.Check("the "+db.name, path, v, formats.Index, "")
+			err = formats.Check("the "+db.name, path, v, db.current, "")
 		}
 		each(db.name, v, true, err)
 	}

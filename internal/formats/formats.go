@@ -53,9 +53,17 @@ const (
 	// first line and named the mailbox only; the daemon counts its sends
 	// for each name's owner at start.
 	RateLimitLog = 2
-	// Index is the user_version of state_dir/index/index.db and of
-	// deliveries.db beside it (derived data: an older one is rebuilt).
-	Index = 1
+	// Index is the user_version of state_dir/index/index.db (derived
+	// data: an older one is rebuilt from the mail). Version 2 keys labels
+	// by store.LabelKey (the case folding strings.EqualFold compares by);
+	// version 1 lowered them, which for some letters (σ and ς, the Kelvin
+	// sign, the long s, İ) filtered otherwise than labels compare.
+	Index = 2
+	// Deliveries is the user_version of state_dir/index/deliveries.db,
+	// beside the index: which deliveries of the last hour were answered.
+	// An older one is started again empty. It was the index's version
+	// until the two were separated, both 1.
+	Deliveries = 1
 )
 
 // StampName is the stamp file's name in a directory it describes. It
