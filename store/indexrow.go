@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"time"
 )
@@ -61,6 +62,27 @@ func (r *indexRow) size() int {
 // listSep separates the elements of a list column.
 const listSep = "\x1f"
 
+// listElem is a list element as a list column holds it: a separator in it
+// (a label or an address written by hand in the frontmatter, which is the
+// owner's input) becomes U+FFFD, so that it is one element, never split
+// into others a filter would find.
+func listElem(s string) string { return strings.ReplaceAll(s, listSep, "\uFFFD") }
+
+// joinList is elems as a list column holds them.
+func joinList(elems []string) string {
+	if !slices.ContainsFunc(elems, func(e string) bool { return strings.Contains(e, listSep) }) {
+		return strings.Join(elems, listSep)
+	}
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		out[i] = listElem(e)
+	}
+	return strings.Join(out, listSep)
+}
+
+// labelFilter is what a label filter looks for in the labels column.
+func labelFilter(label string) string { return listSep + listElem(LabelKey(label)) + listSep }
+
 // fold is the case-insensitive form the index compares structured filters
 // in.
 func fold(s string) string { return strings.ToLower(s) }
@@ -74,7 +96,7 @@ func labelsKey(labels []string) string {
 	var b strings.Builder
 	b.WriteString(listSep)
 	for _, l := range labels {
-		b.WriteString(LabelKey(l))
+		b.WriteString(listElem(LabelKey(l)))
 		b.WriteString(listSep)
 	}
 	return b.String()
@@ -179,9 +201,9 @@ func (w *rowWriter) put(fid, mid int64, r *indexRow, fresh bool) error {
 	s := &r.sum
 	hash := r.textHash()
 	cols := []any{r.sortKey, int64(r.stamp.ino), r.stamp.size, r.stamp.mtime, r.stamp.ctime, r.racy, s.Read, s.Starred,
-		s.Trusted == TrustedValue, s.MessageID, s.ThreadID, s.From, strings.Join(s.To, listSep), s.Subject,
+		s.Trusted == TrustedValue, s.MessageID, s.ThreadID, s.From, joinList(s.To), s.Subject,
 		timeText(s.Date), timeText(s.ReceivedAt), s.Trusted, s.Attachments, s.Snippet, s.DeliveryStatus,
-		strings.Join(s.Labels, listSep), labelsKey(s.Labels), fold(s.From), fold(s.Subject), hash}
+		joinList(s.Labels), labelsKey(s.Labels), fold(s.From), fold(s.Subject), hash}
 	var rid, oldHash int64
 	if fresh {
 		var err error

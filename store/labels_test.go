@@ -315,3 +315,30 @@ func TestIndexOfLoweredLabelsIsRebuilt(t *testing.T) {
 		t.Errorf("index version after the upgrade: %d, %v", v, err)
 	}
 }
+
+// A label or an address written by hand in the frontmatter may hold the
+// index's list separator: it stays one element, found by its own spelling,
+// never split into others a filter would find.
+func TestListSeparatorInAHandWrittenLabel(t *testing.T) {
+	s := newTestStore(t)
+	hand := testMessage(1)
+	hand.Labels = []string{"a\x1fb", "c"}
+	hand.To = []string{"x@example.test\x1fy@example.test"}
+	id := deliver(t, s, "inbox", hand, "hand")
+	for label, want := range map[string][]string{"a": nil, "b": nil, "c": {id}, "a\x1fb": {id}, "A\x1fB": {id}} {
+		p, err := s.List("agent", "inbox", Query{Label: label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := summaryIDs(p.Items); !slices.Equal(got, want) {
+			t.Errorf("label %+q: got %v, want %v", label, got, want)
+		}
+	}
+	p, err := s.List("agent", "inbox", Query{})
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("list: %+v, %v", p, err)
+	}
+	if got := p.Items[0]; len(got.Labels) != 2 || len(got.To) != 1 {
+		t.Errorf("the listing split the hand-written elements: labels %q, to %q", got.Labels, got.To)
+	}
+}

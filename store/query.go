@@ -164,7 +164,7 @@ func (q *Query) where(sc *listScope, search *searchNode, drive bool) (string, []
 	flag("m.starred", q.Starred)
 	if q.Label != "" {
 		parts = append(parts, "instr(m.labels_fold, ?) > 0")
-		b.args = append(b.args, listSep+LabelKey(q.Label)+listSep)
+		b.args = append(b.args, labelFilter(q.Label))
 	}
 	if q.From != "" {
 		parts = append(parts, "instr(m.from_fold, ?) > 0")
@@ -278,7 +278,7 @@ func (b *sqlBuilder) expr(n *searchNode) string {
 		b.args = append(b.args, b.folders[n.value]) // 0, matching nothing, for a folder the mailbox lacks
 		return "m.fid = ?"
 	case "label":
-		b.args = append(b.args, listSep+LabelKey(n.value)+listSep)
+		b.args = append(b.args, labelFilter(n.value))
 		return "instr(m.labels_fold, ?) > 0"
 	case "after", "newer_than":
 		b.args = append(b.args, n.when)
