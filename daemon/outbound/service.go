@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,15 +293,43 @@ func (s *Service) StatusRead(mailbox, id string, header HeaderReader) (protocol.
 		}
 		return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "no sent message %s in mailbox %s", id, mailbox)
 	}
-	res := protocol.SendResult{ID: id, MessageID: m.MessageID, SizeBytes: int(m.SizeBytes), Status: resultStatus(m.DeliveryStatus)}
-	if a, err := compose.ParseAddress("from", m.From); err == nil {
-		res.Envelope.MailFrom = a.Address
+	res := protocol.SendResult{ID: id, MessageID: m.MessageID, SizeBytes: int(m.SizeBytes), Status: resultStatus(m.DeliveryStatus),
+		Envelope: protocol.Envelope{MailFrom: m.MailFrom}}
+	if m.SendAt != nil {
+		res.SendAt = timePtr(*m.SendAt)
+	}
+	older := m.MailFrom == "" // written before the copy recorded its envelope
+	if older {
+		res.Envelope.MailFrom = s.olderReturnPath(mailbox, id, m.From)
 	}
 	for _, d := range m.DeliveryDetails {
+		r := FromStoreDetail(d)
+		if older && r.Status == queue.StatusDelivered && strings.HasPrefix(r.Detail, queue.DetailCaptured) {
+			r.Captured = true // the queue's own words, which older copies kept
+		}
 		res.Envelope.RcptTo = append(res.Envelope.RcptTo, d.Address)
-		res.Recipients = append(res.Recipients, FromStoreDetail(d))
+		res.Recipients = append(res.Recipients, r)
 	}
 	return res, nil
+}
+
+// olderReturnPath is the envelope sender of a sent copy that does not
+// record it (written by a release before mail_from): the return path the
+// daemon gives every message, made again from the mailbox's identity and
+// the sent id; the From address when there is none to make.
+func (s *Service) olderReturnPath(mailbox, id, from string) string {
+	a, err := compose.ParseAddress("from", from)
+	if err != nil {
+		return ""
+	}
+	if s.ReturnPath == nil || s.Sent.CurrentID == nil {
+		return a.Address
+	}
+	mailboxID := s.Sent.CurrentID(mailbox)
+	if mailboxID == "" {
+		return a.Address
+	}
+	return s.ReturnPath(a.Address, mailboxID, id)
 }
 
 // ApplyDSN records a bounce that arrived after delivery: each recipient the
