@@ -114,6 +114,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		ReturnPath: func(from, mailboxID, sentID string) string {
 			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
 		},
+		PendingReturnPath: func(from string) string { return bounce.PendingReturnPath(from, protocol.PendingTag) },
 	}
 	d.dsn = &reportHandler{
 		apply: func(mailbox, tag string, rep outbound.Report) bool {

@@ -63,6 +63,12 @@ type Service struct {
 	// its From address, its mailbox's identity and its sent id (a bounce
 	// address only this daemon can make).
 	ReturnPath func(from, mailboxID, sentID string) string
+	// PendingReturnPath, with ReturnPath, is the envelope sender a dry run
+	// reports: the return path with a placeholder for its tag. The tag is
+	// made from the sent id, which a message gets only when it is stored
+	// (its time, its subject's slug and a suffix against collisions), so
+	// a dry run cannot know it.
+	PendingReturnPath func(from string) string
 
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // idempotency keys being sent
@@ -135,7 +141,7 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 		return protocol.SendResult{}, err
 	}
 	if a.DryRun {
-		return dryRunResult(msg), nil
+		return s.dryRunResult(msg), nil
 	}
 	now := s.now()
 	it := s.newItem(req, msg, now)
@@ -200,8 +206,13 @@ func (s *Service) admit(req SendRequest, msg *signedMessage) error {
 	return s.Limiter.Allow(req.Mailbox, req.OwnerUID, pol, 1)
 }
 
-func dryRunResult(msg *signedMessage) protocol.SendResult {
+// dryRunResult is what a dry run reports: the message as it would be
+// queued, its envelope sender the return path it would go out with.
+func (s *Service) dryRunResult(msg *signedMessage) protocol.SendResult {
 	res := protocol.SendResult{MessageID: msg.MessageID, Envelope: msg.Envelope, SizeBytes: len(msg.signed), Status: "dry_run"}
+	if s.ReturnPath != nil && s.PendingReturnPath != nil {
+		res.Envelope.MailFrom = s.PendingReturnPath(res.Envelope.MailFrom)
+	}
 	for _, r := range msg.Envelope.RcptTo {
 		res.Recipients = append(res.Recipients, protocol.RecipientStatus{Address: r, Status: queue.StatusPending})
 	}
