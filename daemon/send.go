@@ -114,6 +114,10 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		ReturnPath: func(from, mailboxID, sentID string) string {
 			return o.bounceKey.ReturnPath(from, mailboxID, sentID)
 		},
+		PendingReturnPath: func(from string) string { return bounce.PendingReturnPath(from, protocol.PendingTag) },
+		LegacyReturnPath: func(from, mailboxID, sentID string) string {
+			return o.bounceKey.LegacyReturnPath(from, mailboxID, sentID)
+		},
 	}
 	d.dsn = &reportHandler{
 		apply: func(mailbox, tag string, rep outbound.Report) bool {

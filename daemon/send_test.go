@@ -191,8 +191,6 @@ func TestSendFromAnotherUsersMailboxIsRefused(t *testing.T) {
 	}
 }
 
-// TestBounceMarksSentRecipient: a delivery status notification that arrives
-// after a message was accepted marks that recipient bounced in the sent copy.
 // TestBounceMarksSentRecipient: a delivery status notification marks the
 // recipient of a sent message bounced only when it comes back to that
 // message's return path. The same report forged to the mailbox's plain
@@ -325,5 +323,50 @@ func TestReturnPathOfADeletedMailboxIsRefused(t *testing.T) {
 	// Plain tags, and the mailbox's address, are the new owner's as before.
 	if err := nsmtp.SendMail(addr, nil, "sender@remote.test", []string{"alice+news@example.test", "alice@example.test"}, []byte("Subject: plain\r\n\r\nx\r\n")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDryRunReportsTheReturnPath: a dry run, of a send or of a draft,
+// reports the envelope sender the send goes out with: the mailbox's return
+// path, whose tag is made from the sent id, which a message gets only when
+// it is stored; the dry run writes the tag as <tag>. The send then goes
+// from that return path with its tag.
+func TestDryRunReportsTheReturnPath(t *testing.T) {
+	td, mx := startSender(t, Options{})
+	const pending = "alice+bounce-<tag>@example.test"
+	args := protocol.SendArgs{FromMailbox: "alice", To: []string{"friend@remote.test"}, Subject: "s", Body: "b", DryRun: true}
+	var dry protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, args, &dry); err != nil || dry.Status != "dry_run" {
+		t.Fatalf("dry run: %+v %v", dry, err)
+	}
+	if dry.Envelope.MailFrom != pending {
+		t.Errorf("dry run's MAIL FROM %q, want %q", dry.Envelope.MailFrom, pending)
+	}
+	var dr protocol.Draft
+	if err := td.call(t, protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"}, Subject: "d", Body: "b"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.call(t, protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID, DryRun: true}, &dry); err != nil {
+		t.Fatal(err)
+	}
+	if dry.Envelope.MailFrom != pending {
+		t.Errorf("draft dry run's MAIL FROM %q, want %q", dry.Envelope.MailFrom, pending)
+	}
+
+	args.DryRun = false
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, args, &res); err != nil || res.Status != "delivered" {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if len(mx.msgs) != 1 || mx.msgs[0].from != res.Envelope.MailFrom {
+		t.Fatalf("the MX got %d messages; want one from the answer's %q", len(mx.msgs), res.Envelope.MailFrom)
+	}
+	tag, ok := strings.CutPrefix(res.Envelope.MailFrom, "alice+")
+	tag, _, _ = strings.Cut(tag, "@")
+	box, _ := td.reg.Mailbox("alice")
+	if !ok || !strings.HasSuffix(res.Envelope.MailFrom, "@example.test") || !td.out.bounceKey.Valid(tag, box.ID, res.ID) {
+		t.Errorf("the send's MAIL FROM %q is not alice's return path for %s", res.Envelope.MailFrom, res.ID)
 	}
 }

@@ -441,9 +441,18 @@ type SendResult struct {
 
 // Envelope is the SMTP envelope of a message.
 type Envelope struct {
+	// MailFrom is the envelope sender: the mailbox's return path,
+	// name+bounce-TAG@domain, whose tag is made from the message's sent
+	// id. A dry run, whose message gets no id, writes the tag as
+	// PendingTag.
 	MailFrom string   `json:"mail_from"`
 	RcptTo   []string `json:"rcpt_to"`
 }
+
+// PendingTag stands, in a dry run's envelope sender, for the return path's
+// tag, which is made only when the message is sent. It cannot be part of an
+// address, so the envelope sender of a dry run is never mailed to.
+const PendingTag = "<tag>"
 
 // SendStatusArgs asks for the state of an earlier send.
 type SendStatusArgs struct {

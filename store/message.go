@@ -51,12 +51,17 @@ type Message struct {
 	Outbound       bool       `toml:"outbound,omitempty"`
 	DeliveryStatus string     `toml:"delivery_status,omitempty"` // pending, delivered, deferred, failed, partial, held
 	DeliveredAt    *time.Time `toml:"delivered_at,omitempty"`
+	// MailFrom is the envelope sender the message went out with (its
+	// return path, which the From address is not). Copies written before
+	// it was recorded have none.
+	MailFrom string `toml:"mail_from,omitempty"`
 	// BounceReports are the keys of the delivery reports applied to the
 	// copy (the last MaxBounceReports): a report it holds is a replay.
 	BounceReports   []string          `toml:"bounce_reports,omitempty"`
 	DeliveryDetails []RecipientStatus `toml:"delivery_details,omitempty"`
 
-	// Drafts only: when the draft, once sent, goes out.
+	// Drafts: when the draft, once sent, goes out. Sent copies: when the
+	// send was scheduled for (none for one sent at once).
 	SendAt *time.Time `toml:"send_at,omitempty"`
 }
 
@@ -88,6 +93,9 @@ type RecipientStatus struct {
 	NextAttempt *time.Time `toml:"next_attempt,omitempty"`
 	UpdatedAt   *time.Time `toml:"updated_at,omitempty"`
 	TLS         string     `toml:"tls,omitempty"`
+	// Captured: delivered to the capture mailbox of `mailctl dev`, not
+	// sent.
+	Captured bool `toml:"captured,omitempty"`
 }
 
 // AttachmentData is an attachment to be written with a new message: Data,

@@ -59,6 +59,7 @@ func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w.boolOmit("outbound", m.Outbound)
 	w.strOmit("delivery_status", m.DeliveryStatus)
 	w.timePtr("delivered_at", m.DeliveredAt)
+	w.strOmit("mail_from", m.MailFrom)
 	if len(m.BounceReports) > 0 {
 		w.strs("bounce_reports", m.BounceReports)
 	}
@@ -91,6 +92,7 @@ func writeFrontmatter(b *bytes.Buffer, m *Message) {
 		w.timePtr("next_attempt", d.NextAttempt)
 		w.timePtr("updated_at", d.UpdatedAt)
 		w.strOmit("tls", d.TLS)
+		w.boolOmit("captured", d.Captured)
 	}
 }
 

@@ -274,7 +274,8 @@ func draftsEdit(args []string) int {
 
 func draftsSend(args []string) int {
 	cf := newClientFlags("drafts send", "drafts send MAILBOX ID [--send-at TIME] [--dry-run] [--json]",
-		"Sends the draft as its file is now, through the same policy, signing and queue as mailctl send. --send-at overrides the draft's own time.").withJSON()
+		"Sends the draft as its file is now, through the same policy, signing and queue as mailctl send. --send-at overrides the draft's own time. "+
+			"--dry-run prints the size and envelope as mailctl send --dry-run does, the return path's tag as <tag>.").withJSON()
 	cf.place = draftsPlace(cf)
 	var sendAt string
 	var dry bool

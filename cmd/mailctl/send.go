@@ -25,7 +25,10 @@ HTML (raw HTML in it is dropped) with the Markdown as the text part, or as plain
 text with --text-only. The daemon signs it with DKIM, keeps a copy in the
 mailbox's sent folder and delivers it; the command waits a few seconds for the
 first attempt and prints each recipient's status. --dry-run checks policy,
-renders and signs, and prints the size and envelope without sending.
+renders and signs, and prints the size and envelope without sending; the
+envelope sender is the mailbox's return path, name+bounce-<tag>@domain, where
+<tag> stands for the tag the message gets when it is sent (made from the id
+it is stored under, which a dry run does not have).
 --send-at schedules the send: the queue holds the message until then
 (mailctl queue reschedule or drop to change your mind).
 Address flags repeat and also take comma-separated lists. Attachment files are
@@ -194,6 +197,9 @@ func readAllLimited(r io.Reader, max int) ([]byte, error) {
 func printSendResult(res protocol.SendResult) int {
 	if res.Status == "dry_run" {
 		fmt.Fprintf(stdout, "dry run: %d bytes, MAIL FROM:<%s>, RCPT TO: %s\nMessage-ID: <%s>\n", res.SizeBytes, inert(res.Envelope.MailFrom), inert(strings.Join(res.Envelope.RcptTo, ", ")), inert(res.MessageID))
+		if strings.Contains(res.Envelope.MailFrom, protocol.PendingTag) {
+			fmt.Fprintf(stdout, "%s: the return path's tag, made when the message is sent\n", protocol.PendingTag)
+		}
 		return 0
 	}
 	dup := ""

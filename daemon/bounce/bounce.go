@@ -122,11 +122,30 @@ func (k *Key) tag(mailboxID, sentID string) string {
 // ReturnPath is the envelope sender of a sent message: the mailbox's
 // address with the message's tag after a '+'.
 func (k *Key) ReturnPath(address, mailboxID, sentID string) string {
+	return withTag(address, k.tag(mailboxID, sentID))
+}
+
+// LegacyReturnPath is the return path releases before tags named their
+// mailbox gave the message: what a sent copy of theirs, which does not
+// record its envelope, went out with.
+func (k *Key) LegacyReturnPath(address, mailboxID, sentID string) string {
+	return withTag(address, TagPrefix+k.mac(mailboxID, sentID))
+}
+
+// PendingReturnPath is the form of address's return paths with mac in
+// place of a message's MAC: what a dry run reports, since the MAC is of
+// the sent id, which is given only when the message is stored.
+func PendingReturnPath(address, mac string) string {
+	return withTag(address, TagPrefix+mac)
+}
+
+// withTag is address with tag after a '+'.
+func withTag(address, tag string) string {
 	at := strings.LastIndexByte(address, '@')
 	if at < 0 {
 		return address
 	}
-	return address[:at] + "+" + k.tag(mailboxID, sentID) + address[at:]
+	return address[:at] + "+" + tag + address[at:]
 }
 
 // Valid reports whether tag (the +tag of the address a DSN came to) is

@@ -71,6 +71,9 @@ func TestTagNamesItsMailbox(t *testing.T) {
 		}
 	}
 	legacy := TagPrefix + k.mac("m1", "2026-01-01-000000-hi")
+	if rp := k.LegacyReturnPath("alice@example.test", "m1", "2026-01-01-000000-hi"); rp != "alice+"+legacy+"@example.test" {
+		t.Errorf("LegacyReturnPath = %q, want alice+%s@example.test", rp, legacy)
+	}
 	if len(legacy) != len(TagPrefix)+legacyTagLen || !k.Valid(legacy, "m1", "2026-01-01-000000-hi") || k.Valid(legacy, "m2", "2026-01-01-000000-hi") {
 		t.Errorf("a tag given before tags named their mailbox (%q) does not verify as it did", legacy)
 	}

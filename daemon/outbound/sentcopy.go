@@ -43,9 +43,13 @@ func decodeCopy(b []byte) (sentCopy, error) {
 	return c, nil
 }
 
-// applyState sets m's delivery status from the queue item. A bounce that
-// arrived meanwhile outranks "delivered".
+// applyState sets m's delivery status, envelope sender and scheduled time
+// from the queue item, so that the copy answers for the message as the
+// queue did once the item is gone (StatusRead). A bounce that arrived
+// meanwhile outranks "delivered".
 func applyState(m *store.Message, it *queue.Item, now time.Time) {
+	m.MailFrom = it.MailFrom
+	m.SendAt = timePtr(it.SendAt)
 	prev := map[string]store.RecipientStatus{}
 	for _, d := range m.DeliveryDetails {
 		prev[strings.ToLower(d.Address)] = d

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +63,16 @@ type Service struct {
 	// its From address, its mailbox's identity and its sent id (a bounce
 	// address only this daemon can make).
 	ReturnPath func(from, mailboxID, sentID string) string
+	// PendingReturnPath, with ReturnPath, is the envelope sender a dry run
+	// reports: the return path with a placeholder for its tag. The tag is
+	// made from the sent id, which a message gets only when it is stored
+	// (its time, its subject's slug and a suffix against collisions), so
+	// a dry run cannot know it.
+	PendingReturnPath func(from string) string
+	// LegacyReturnPath, when set, is the return path releases before
+	// sent copies recorded their envelope gave a message (whose tag named
+	// no mailbox); ReturnPath stands in for it when it is not set.
+	LegacyReturnPath func(from, mailboxID, sentID string) string
 
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // idempotency keys being sent
@@ -134,7 +145,7 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 		return protocol.SendResult{}, err
 	}
 	if a.DryRun {
-		return dryRunResult(msg), nil
+		return s.dryRunResult(msg), nil
 	}
 	now := s.now()
 	it := s.newItem(req, msg, now)
@@ -199,8 +210,13 @@ func (s *Service) admit(req SendRequest, msg *signedMessage) error {
 	return s.Limiter.Allow(req.Mailbox, req.OwnerUID, pol, 1)
 }
 
-func dryRunResult(msg *signedMessage) protocol.SendResult {
+// dryRunResult is what a dry run reports: the message as it would be
+// queued, its envelope sender the return path it would go out with.
+func (s *Service) dryRunResult(msg *signedMessage) protocol.SendResult {
 	res := protocol.SendResult{MessageID: msg.MessageID, Envelope: msg.Envelope, SizeBytes: len(msg.signed), Status: "dry_run"}
+	if s.ReturnPath != nil && s.PendingReturnPath != nil {
+		res.Envelope.MailFrom = s.PendingReturnPath(res.Envelope.MailFrom)
+	}
 	for _, r := range msg.Envelope.RcptTo {
 		res.Recipients = append(res.Recipients, protocol.RecipientStatus{Address: r, Status: queue.StatusPending})
 	}
@@ -292,15 +308,46 @@ func (s *Service) StatusRead(mailbox, id string, header HeaderReader) (protocol.
 		}
 		return protocol.SendResult{}, protocol.Errorf(protocol.CodeNotFound, "no sent message %s in mailbox %s", id, mailbox)
 	}
-	res := protocol.SendResult{ID: id, MessageID: m.MessageID, SizeBytes: int(m.SizeBytes), Status: resultStatus(m.DeliveryStatus)}
-	if a, err := compose.ParseAddress("from", m.From); err == nil {
-		res.Envelope.MailFrom = a.Address
+	res := protocol.SendResult{ID: id, MessageID: m.MessageID, SizeBytes: int(m.SizeBytes), Status: resultStatus(m.DeliveryStatus),
+		Envelope: protocol.Envelope{MailFrom: m.MailFrom}}
+	if m.SendAt != nil {
+		res.SendAt = timePtr(*m.SendAt)
+	}
+	older := m.MailFrom == "" // written before the copy recorded its envelope
+	if older {
+		res.Envelope.MailFrom = s.olderReturnPath(mailbox, id, m.From)
 	}
 	for _, d := range m.DeliveryDetails {
+		r := FromStoreDetail(d)
+		if older && r.Status == queue.StatusDelivered && strings.HasPrefix(r.Detail, queue.DetailCaptured) {
+			r.Captured = true // the queue's own words, which older copies kept
+		}
 		res.Envelope.RcptTo = append(res.Envelope.RcptTo, d.Address)
-		res.Recipients = append(res.Recipients, FromStoreDetail(d))
+		res.Recipients = append(res.Recipients, r)
 	}
 	return res, nil
+}
+
+// olderReturnPath is the envelope sender of a sent copy that does not
+// record it (written by a release before mail_from): the return path the
+// daemon gives every message, made again from the mailbox's identity and
+// the sent id; the From address when there is none to make.
+func (s *Service) olderReturnPath(mailbox, id, from string) string {
+	a, err := compose.ParseAddress("from", from)
+	if err != nil {
+		return ""
+	}
+	if s.ReturnPath == nil || s.Sent.CurrentID == nil {
+		return a.Address
+	}
+	mailboxID := s.Sent.CurrentID(mailbox)
+	if mailboxID == "" {
+		return a.Address
+	}
+	if s.LegacyReturnPath != nil {
+		return s.LegacyReturnPath(a.Address, mailboxID, id)
+	}
+	return s.ReturnPath(a.Address, mailboxID, id)
 }
 
 // ApplyDSN records a bounce that arrived after delivery: each recipient the

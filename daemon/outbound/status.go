@@ -74,14 +74,14 @@ func toStoreDetails(rs []protocol.RecipientStatus) []store.RecipientStatus {
 	out := make([]store.RecipientStatus, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, store.RecipientStatus{Address: r.Address, Status: r.Status, Detail: r.Detail, Code: r.Code,
-			Attempts: r.Attempts, NextAttempt: timePtr(r.NextAttempt), UpdatedAt: timePtr(r.UpdatedAt), TLS: r.TLS})
+			Attempts: r.Attempts, NextAttempt: timePtr(r.NextAttempt), UpdatedAt: timePtr(r.UpdatedAt), TLS: r.TLS, Captured: r.Captured})
 	}
 	return out
 }
 
 // FromStoreDetail is one recipient's delivery state as the protocol says it.
 func FromStoreDetail(d store.RecipientStatus) protocol.RecipientStatus {
-	r := protocol.RecipientStatus{Address: d.Address, Status: d.Status, Detail: d.Detail, Code: d.Code, Attempts: d.Attempts, TLS: d.TLS}
+	r := protocol.RecipientStatus{Address: d.Address, Status: d.Status, Detail: d.Detail, Code: d.Code, Attempts: d.Attempts, TLS: d.TLS, Captured: d.Captured}
 	if d.NextAttempt != nil {
 		r.NextAttempt = *d.NextAttempt
 	}

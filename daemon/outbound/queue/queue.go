@@ -35,6 +35,10 @@ const (
 // queue: a decision, not a delivery failure, so its sender gets no bounce.
 const DetailDropped = "dropped from the queue by the operator"
 
+// DetailCaptured starts the detail of a recipient captured by `mailctl
+// dev`: the capture mailbox's name follows, quoted, then ", not sent".
+const DetailCaptured = "captured in the mailbox "
+
 // Final reports whether a recipient needs no more attempts.
 func Final(status string) bool {
 	return status == StatusDelivered || status == StatusFailed || status == StatusBounced
@@ -690,7 +694,7 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 			r.Captured = res.Captured != ""
 			switch {
 			case r.Captured:
-				r.Detail = fmt.Sprintf("captured in the mailbox %q, not sent", res.Captured)
+				r.Detail = fmt.Sprintf(DetailCaptured+"%q, not sent", res.Captured)
 			case res.Host == "":
 				r.Detail = "delivered"
 			case res.Host == "local":
