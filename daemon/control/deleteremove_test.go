@@ -26,7 +26,7 @@ func TestMailboxRemovalHoldsNoOneElse(t *testing.T) {
 		}
 		return d.Remove()
 	})
-	defer control.SwapRemoveDetached(keep)
+	defer func() { control.SwapRemoveDetached(keep) }()
 	deleted := make(chan error, 1)
 	go func() {
 		deleted <- td.TryCall(protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "full", Force: true}, nil)
