@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mailctl/mailctl/internal/testwait"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // TestRestoreNeverOpensWhatAnOwnerPlanted: deciding whether the store is
@@ -43,5 +46,50 @@ func TestRestoreNeverOpensWhatAnOwnerPlanted(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(state, "mailboxes", "agent", "inbox", "2026-01-01-000000-a.md")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBackupLeavesOutAnOversizedFileAnOwnerPlanted: a mailbox's owner may
+// swap a message's raw copy for a sparse file larger than a backup holds
+// (it costs them no disk). The backup of every mailbox must not fail for
+// it: that file is left out, with a warning naming it, and everything
+// else is in the archive.
+func TestBackupLeavesOutAnOversizedFileAnOwnerPlanted(t *testing.T) {
+	snap := t.TempDir()
+	id := "2026-01-01-000000-a"
+	writeFiles(t, snap, map[string]string{
+		"mailboxes/agent/inbox/" + id + ".md":                  "+++\n+++\nbody",
+		"mailboxes/agent/inbox/" + id + ".attachments/a.txt":   "attachment",
+		"mailboxes/other/inbox/2026-01-02-000000-b.md":         "+++\n+++\nother",
+		"mailboxes/agent/inbox/" + id + ".attachments/big.bin": "",
+	})
+	for _, p := range []string{"mailboxes/agent/inbox/" + id + ".eml", "mailboxes/agent/inbox/" + id + ".attachments/big.bin"} {
+		f, err := os.OpenFile(filepath.Join(snap, p), os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(MaxFile + 1); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	var out bytes.Buffer
+	st, err := Write(&out, Source{Snapshot: protocol.BackupSnapshot{Dir: snap, Mailboxes: []protocol.BackupMailbox{{Name: "agent", Messages: 1}, {Name: "other", Messages: 1}}}})
+	if err != nil {
+		t.Fatalf("backup with an oversized file planted in one mailbox: %v", err)
+	}
+	names, err := readAllEntries(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		prefix + dirMailboxes + "agent/inbox/" + id + ".attachments/a.txt",
+		prefix + dirMailboxes + "agent/inbox/" + id + ".md",
+		prefix + dirMailboxes + "other/inbox/2026-01-02-000000-b.md"}
+	if !slices.Equal(names, want) {
+		t.Errorf("archive holds\n%v\nwant\n%v", names, want)
+	}
+	if st.Skipped != 2 || len(st.Warnings) != 2 || !strings.Contains(st.Warnings[0], id+".attachments/big.bin") || !strings.Contains(st.Warnings[1], id+".eml") {
+		t.Errorf("skipped %d, warnings %q: want both oversized files named", st.Skipped, st.Warnings)
 	}
 }

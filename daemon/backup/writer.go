@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,7 +39,11 @@ type Stats struct {
 	// Changed counts files that shrank while being read (an owner
 	// rewriting its own file through another link); each is written with
 	// zeros where its end was, and named in Warnings.
-	Changed  int
+	Changed int
+	// Skipped counts a mailbox's files left out: larger than a backup
+	// holds (MaxFile), which the store never writes but an owner can
+	// plant, sparse, at no cost to them. Each is named in Warnings.
+	Skipped  int
 	Warnings []string
 }
 
@@ -132,7 +137,7 @@ func (st *Stats) writeFile(tw *tar.Writer, name, path string, max int64) error {
 		return fmt.Errorf("%s is not a regular file", path)
 	}
 	if fi.Size() > max {
-		return fmt.Errorf("%s is %d bytes, more than a backup holds (%d)", path, fi.Size(), max)
+		return &tooLargeError{path: path, size: fi.Size(), max: max}
 	}
 	size := fi.Size()
 	if err := tw.WriteHeader(header(name, size)); err != nil {
@@ -191,12 +196,30 @@ func (st *Stats) writeTree(tw *tar.Writer, name, dir string, depth int) error {
 				return err
 			}
 		case e.Type().IsRegular() && depth > 0:
-			if err := st.writeFile(tw, name+n, filepath.Join(dir, n), MaxFile); err != nil {
+			err := st.writeFile(tw, name+n, filepath.Join(dir, n), MaxFile)
+			if tl, ok := errors.AsType[*tooLargeError](err); ok {
+				// One owner's planted file must not cost every mailbox
+				// its backup.
+				st.Skipped++
+				st.Warnings = append(st.Warnings, tl.Error()+": left out")
+				continue
+			}
+			if err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// tooLargeError is a file larger than its entry may be.
+type tooLargeError struct {
+	path      string
+	size, max int64
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%s is %d bytes, more than a backup holds (%d)", e.path, e.size, e.max)
 }
 
 type zeros struct{}
