@@ -93,3 +93,47 @@ func TestBackupLeavesOutAnOversizedFileAnOwnerPlanted(t *testing.T) {
 		t.Errorf("skipped %d, warnings %q: want both oversized files named", st.Skipped, st.Warnings)
 	}
 }
+
+// TestBackupOfPlantedNamesRestores: an owner may name a file in a
+// message's attachment folder anything the file system takes (a newline,
+// a backslash, bytes that are not UTF-8), names the store never writes
+// and a restore refuses. The backup leaves such a file out, naming it in
+// a warning, so that the archive it writes restores: one owner's file
+// name must not make every mailbox's backup unrestorable.
+func TestBackupOfPlantedNamesRestores(t *testing.T) {
+	snap := t.TempDir()
+	att := "mailboxes/agent/inbox/2026-01-01-000000-a.attachments/"
+	writeFiles(t, snap, map[string]string{
+		"mailboxes/agent/inbox/2026-01-01-000000-a.md": "+++\n+++\nbody",
+		att + "report.pdf":     "%PDF",
+		att + "new\nline":      "x",
+		att + "back\\slash":    "x",
+		att + "not-utf8-\xff":  "x",
+		att + "escape-\x1b[2J": "x",
+	})
+	var out bytes.Buffer
+	st, err := Write(&out, Source{Snapshot: protocol.BackupSnapshot{Dir: snap, Mailboxes: []protocol.BackupMailbox{{Name: "agent", Messages: 1}}},
+		UserName: func(uint32) string { return "someone" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped != 4 || len(st.Warnings) != 4 {
+		t.Errorf("skipped %d, warnings %q: want the 4 planted names", st.Skipped, st.Warnings)
+	}
+	for _, w := range st.Warnings {
+		if strings.ContainsAny(w, "\n\x1b\xff") {
+			t.Errorf("warning %q carries the planted name as it is", w)
+		}
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	res, err := Restore(bytes.NewReader(out.Bytes()), RestoreOptions{StateDir: state, DKIMDir: filepath.Join(t.TempDir(), "dkim"), LookupUser: selfOwner})
+	if err != nil {
+		t.Fatalf("restore of the backup of a mailbox with planted names: %v", err)
+	}
+	if res.Files != 2 {
+		t.Errorf("restored %d files, want the message and report.pdf", res.Files)
+	}
+	if _, err := os.Stat(filepath.Join(state, att, "report.pdf")); err != nil {
+		t.Error(err)
+	}
+}

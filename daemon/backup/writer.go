@@ -40,9 +40,11 @@ type Stats struct {
 	// rewriting its own file through another link); each is written with
 	// zeros where its end was, and named in Warnings.
 	Changed int
-	// Skipped counts a mailbox's files left out: larger than a backup
-	// holds (MaxFile), which the store never writes but an owner can
-	// plant, sparse, at no cost to them. Each is named in Warnings.
+	// Skipped counts a mailbox's files left out, which the store never
+	// writes but an owner can plant: larger than a backup holds (MaxFile;
+	// sparse, it costs them nothing), or under a name a restore refuses
+	// (a control character, a backslash, bytes that are not UTF-8). Each
+	// is named in Warnings.
 	Skipped  int
 	Warnings []string
 }
@@ -196,6 +198,14 @@ func (st *Stats) writeTree(tw *tar.Writer, name, dir string, depth int) error {
 				return err
 			}
 		case e.Type().IsRegular() && depth > 0:
+			if _, err := classify(prefix+name+n, 0); err != nil {
+				// A name the store never writes (a newline, a backslash,
+				// bytes that are not UTF-8), which its owner planted: in
+				// the archive, it would make a restore refuse it whole.
+				st.Skipped++
+				st.Warnings = append(st.Warnings, fmt.Sprintf("%s: left out (%s)", strconv.Quote(filepath.Join(dir, n)), "not a name a restore accepts"))
+				continue
+			}
 			err := st.writeFile(tw, name+n, filepath.Join(dir, n), MaxFile)
 			if tl, ok := errors.AsType[*tooLargeError](err); ok {
 				// One owner's planted file must not cost every mailbox
