@@ -267,12 +267,24 @@ type restorer struct {
 }
 
 func (rs *restorer) entry(e *Entry, body io.Reader) error {
+	// Like a file written to the staging directory, one kept in memory
+	// is refused the second time: neither copy is restored over the other.
+	twice := fmt.Errorf("the archive holds %s twice", e.Name)
 	switch e.Kind {
 	case KindConfig:
+		if rs.config != nil {
+			return twice
+		}
 		return readAll(&rs.config, body, MaxConfig)
 	case KindBounceKey:
+		if rs.bounce != nil {
+			return twice
+		}
 		return readAll(&rs.bounce, body, MaxKey)
 	case KindDKIM:
+		if _, ok := rs.keys[e.File]; ok {
+			return twice
+		}
 		var b []byte
 		if err := readAll(&b, body, MaxKey); err != nil {
 			return err
