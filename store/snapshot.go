@@ -33,7 +33,8 @@ type MailboxSnapshot struct {
 // A message is in the snapshot once: a move holds the locks of both its
 // folders. A delivery in progress (its .md, the commit point, not yet in
 // place) is left out with its raw copy and attachments. What the owner put
-// in the mailbox that is not a regular file of theirs is left out too.
+// in the mailbox that is not a regular file of theirs is left out too, as
+// is a file of theirs that cannot take one more link.
 func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) {
 	var out MailboxSnapshot
 	mb, err := s.openMailbox(name)
@@ -164,8 +165,11 @@ func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot)
 // cannot reach, and removed.
 func linkOwned(d, to *Dir, name string, uid int, out *MailboxSnapshot) (bool, error) {
 	if err := unix.Linkat(d.fd, name, to.fd, name, 0); err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
-			// Gone meanwhile (moved by the owner), or a directory.
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EMLINK) {
+			// Gone meanwhile (moved by the owner), a directory, or a
+			// file the owner gave as many links as the file system
+			// allows (65000 on ext4): left out, so that what one owner
+			// does to their files never stops the snapshot of the rest.
 			out.Skipped++
 			return false, nil
 		}

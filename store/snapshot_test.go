@@ -1,11 +1,15 @@
 package store
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSnapshotMailboxLinksCommittedMessagesOnly: the snapshot of a mailbox
@@ -82,5 +86,60 @@ func TestSnapshotMailboxLinksCommittedMessagesOnly(t *testing.T) {
 	after, _ := os.ReadFile(filepath.Join(dst, "inbox", ids[0]+".md"))
 	if string(before) != string(after) {
 		t.Error("the snapshot's copy of a message changed when the store rewrote the message")
+	}
+}
+
+// TestSnapshotOfAFileLinkedToTheLimit: an owner can give one of their
+// message files as many hard links as the file system allows (65000 on
+// ext4), in a directory of their mailbox, so that the snapshot's link
+// fails with EMLINK. That message is left out, counted as skipped; the
+// snapshot of everything else, and so every mailbox's backup, goes on.
+func TestSnapshotOfAFileLinkedToTheLimit(t *testing.T) {
+	s := newTestStore(t)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(s.Root(), &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type != unix.EXT4_SUPER_MAGIC {
+		t.Skipf("%s is not on ext2/3/4, whose limit of 65000 links per file this test reaches: set TMPDIR to a directory on one", s.Root())
+	}
+	var ids []string
+	for _, subj := range []string{"hoarded", "kept"} {
+		id, _, err := s.Deliver("agent", "inbox", &Message{Subject: subj, MessageID: "<" + subj + "@x>"}, "body", []byte("Subject: "+subj+"\r\n\r\nbody\r\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	hoard := filepath.Join(s.Path("agent"), "hoard")
+	if err := os.Mkdir(hoard, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(s.Path("agent"), "inbox", ids[0]+".md")
+	for i := 0; ; i++ {
+		err := os.Link(md, filepath.Join(hoard, strconv.Itoa(i)))
+		if errors.Is(err, syscall.EMLINK) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "snap")
+	os.Mkdir(dst, 0o700)
+	d, err := OpenDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	snap, err := s.SnapshotMailbox("agent", d)
+	if err != nil {
+		t.Fatalf("snapshot of a mailbox with a message file linked to the limit: %v", err)
+	}
+	if snap.Messages != 1 || snap.Skipped == 0 {
+		t.Errorf("snapshot: %d messages, %d skipped; want the other message, and the hoarded one skipped", snap.Messages, snap.Skipped)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "inbox", ids[1]+".md")); err != nil {
+		t.Error(err)
 	}
 }

@@ -211,12 +211,16 @@ func TestRestoreNamesMissingOwners(t *testing.T) {
 // refused rather than restoring either copy over the other.
 func TestRestoreRefusesAFileTwice(t *testing.T) {
 	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
-	name := prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md"
-	data := archive(t, manifestEntry("agent"), entry{name: name, data: "one"}, entry{name: name, data: "two"})
-	_, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: filepath.Join(t.TempDir(), "state"),
-		LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
-	if err == nil || !strings.Contains(err.Error(), "twice") {
-		t.Fatalf("restore of a file named twice: %v", err)
+	// Those kept in memory until the end (the config, the keys) as well as
+	// those staged as they come.
+	for _, name := range []string{prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md", prefix + nameConfig, prefix + nameBounceKey, prefix + "dkim/sel.key"} {
+		root := t.TempDir()
+		data := archive(t, manifestEntry("agent"), entry{name: name, data: "one"}, entry{name: name, data: "two"})
+		_, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: filepath.Join(root, "state"), DKIMDir: filepath.Join(root, "dkim"),
+			ConfigFile: filepath.Join(root, "config.toml"), LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+		if err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("restore of %s named twice: %v", name, err)
+		}
 	}
 }
 

@@ -187,20 +187,8 @@ func resolveOwners(m *Manifest, o RestoreOptions) (map[string]owner, error) {
 // replace, or "" when it holds nothing of the kind: mailboxes without a
 // message file, and a queue journal without a record, count as empty.
 func nonEmpty(state string) string {
-	boxes, _ := os.ReadDir(filepath.Join(state, "mailboxes"))
-	for _, b := range boxes {
-		if store.ValidMailboxName(b.Name()) != nil || !b.IsDir() {
-			continue
-		}
-		folders, _ := os.ReadDir(filepath.Join(state, "mailboxes", b.Name()))
-		for _, f := range folders {
-			files, _ := os.ReadDir(filepath.Join(state, "mailboxes", b.Name(), f.Name()))
-			for _, x := range files {
-				if !strings.HasPrefix(x.Name(), ".") {
-					return "mailbox " + b.Name() + " has files"
-				}
-			}
-		}
+	if b := mailboxWithFiles(filepath.Join(state, "mailboxes")); b != "" {
+		return "mailbox " + b + " has files"
 	}
 	for _, sub := range []string{"mailboxes", "hooks"} {
 		ents, _ := os.ReadDir(filepath.Join(state, "registry", sub))
@@ -216,6 +204,46 @@ func nonEmpty(state string) string {
 		}
 	}
 	return ""
+}
+
+// mailboxWithFiles names a mailbox of the store at root that has a file
+// in one of its folders, or is "" when none has. The mailboxes are their
+// owners' to fill: a folder is opened as the store opens one, never
+// following a symlink (which could point anywhere, another user's mailbox
+// or root's directory) nor opening what is not a directory (a FIFO).
+func mailboxWithFiles(root string) string {
+	boxes, err := store.OpenDir(root)
+	if err != nil {
+		return ""
+	}
+	defer boxes.Close()
+	found := errors.New("found")
+	var name string
+	boxes.EachName(func(b string) error {
+		if store.ValidMailboxName(b) != nil {
+			return nil
+		}
+		mb, err := boxes.OpenDir(b)
+		if err != nil {
+			return nil
+		}
+		defer mb.Close()
+		return mb.EachName(func(f string) error {
+			folder, err := mb.OpenDir(f)
+			if err != nil {
+				return nil
+			}
+			defer folder.Close()
+			return folder.EachName(func(x string) error {
+				if strings.HasPrefix(x, ".") {
+					return nil
+				}
+				name = b
+				return found
+			})
+		})
+	})
+	return name
 }
 
 func readHead(path string, n int64) ([]byte, error) {
@@ -239,12 +267,24 @@ type restorer struct {
 }
 
 func (rs *restorer) entry(e *Entry, body io.Reader) error {
+	// Like a file written to the staging directory, one kept in memory
+	// is refused the second time: neither copy is restored over the other.
+	twice := fmt.Errorf("the archive holds %s twice", e.Name)
 	switch e.Kind {
 	case KindConfig:
+		if rs.config != nil {
+			return twice
+		}
 		return readAll(&rs.config, body, MaxConfig)
 	case KindBounceKey:
+		if rs.bounce != nil {
+			return twice
+		}
 		return readAll(&rs.bounce, body, MaxKey)
 	case KindDKIM:
+		if _, ok := rs.keys[e.File]; ok {
+			return twice
+		}
 		var b []byte
 		if err := readAll(&b, body, MaxKey); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,7 +39,13 @@ type Stats struct {
 	// Changed counts files that shrank while being read (an owner
 	// rewriting its own file through another link); each is written with
 	// zeros where its end was, and named in Warnings.
-	Changed  int
+	Changed int
+	// Skipped counts a mailbox's files left out, which the store never
+	// writes but an owner can plant: larger than a backup holds (MaxFile;
+	// sparse, it costs them nothing), or under a name a restore refuses
+	// (a control character, a backslash, bytes that are not UTF-8). Each
+	// is named in Warnings.
+	Skipped  int
 	Warnings []string
 }
 
@@ -132,7 +139,7 @@ func (st *Stats) writeFile(tw *tar.Writer, name, path string, max int64) error {
 		return fmt.Errorf("%s is not a regular file", path)
 	}
 	if fi.Size() > max {
-		return fmt.Errorf("%s is %d bytes, more than a backup holds (%d)", path, fi.Size(), max)
+		return &tooLargeError{path: path, size: fi.Size(), max: max}
 	}
 	size := fi.Size()
 	if err := tw.WriteHeader(header(name, size)); err != nil {
@@ -191,12 +198,38 @@ func (st *Stats) writeTree(tw *tar.Writer, name, dir string, depth int) error {
 				return err
 			}
 		case e.Type().IsRegular() && depth > 0:
-			if err := st.writeFile(tw, name+n, filepath.Join(dir, n), MaxFile); err != nil {
+			if _, err := classify(prefix+name+n, 0); err != nil {
+				// A name the store never writes (a newline, a backslash,
+				// bytes that are not UTF-8), which its owner planted: in
+				// the archive, it would make a restore refuse it whole.
+				st.Skipped++
+				st.Warnings = append(st.Warnings, fmt.Sprintf("%s: left out (%s)", strconv.Quote(filepath.Join(dir, n)), "not a name a restore accepts"))
+				continue
+			}
+			err := st.writeFile(tw, name+n, filepath.Join(dir, n), MaxFile)
+			if tl, ok := errors.AsType[*tooLargeError](err); ok {
+				// One owner's planted file must not cost every mailbox
+				// its backup.
+				st.Skipped++
+				st.Warnings = append(st.Warnings, tl.Error()+": left out")
+				continue
+			}
+			if err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// tooLargeError is a file larger than its entry may be.
+type tooLargeError struct {
+	path      string
+	size, max int64
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%s is %d bytes, more than a backup holds (%d)", e.path, e.size, e.max)
 }
 
 type zeros struct{}
