@@ -88,9 +88,42 @@ func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 			posts.add()
 			defer posts.done()
 		}
-		h.ServeHTTP(w, r)
+		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.httpWriteTimeout}
+		h.ServeHTTP(dw, r)
+		dw.arm() // for what the server writes after the handler: the end of a chunked body
 	})
 }
+
+// HTTPWriteTimeout bounds each write to an HTTP client. The SDK writes
+// every notification (resources/updated to all subscribed sessions, one
+// after another) straight to the client's connection and never gives up, so
+// one client that stopped reading its event stream would stall the
+// notifications of every other session; its writes fail after this instead,
+// which ends its stream. A client that reads never comes near it: a write
+// blocks only once the kernel's buffers for the connection are full.
+const HTTPWriteTimeout = 30 * time.Second
+
+// deadlineWriter sets a fresh write deadline on the connection before each
+// write or flush of the response.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) arm() { d.rc.SetWriteDeadline(time.Now().Add(d.timeout)) }
+
+func (d *deadlineWriter) WriteHeader(code int) { d.arm(); d.ResponseWriter.WriteHeader(code) }
+
+func (d *deadlineWriter) Write(b []byte) (int, error) { d.arm(); return d.ResponseWriter.Write(b) }
+
+// FlushError is what http.ResponseController.Flush calls, which the SDK uses.
+func (d *deadlineWriter) FlushError() error { d.arm(); return d.rc.Flush() }
+
+func (d *deadlineWriter) Flush() { d.FlushError() }
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // requestCount counts requests being served and says when none is.
 type requestCount struct {

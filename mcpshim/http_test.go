@@ -1,7 +1,9 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,4 +236,106 @@ func TestHTTPStopAnswersACallInFlight(t *testing.T) {
 		c.Close()
 		t.Fatal("still listening after the stop")
 	}
+}
+
+// smallBuffers gives each accepted connection a small send buffer, so that
+// a client that does not read blocks the server's writes after a few
+// kilobytes rather than megabytes.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// Regression: the SDK writes resources/updated to every subscribed session
+// in turn, straight to its event stream, and never gave up on one: a client
+// that opened its event stream and stopped reading stalled the
+// notifications of every other session for good, once its connection's
+// buffers were full. Each write now has a deadline (HTTPWriteTimeout),
+// which ends the stuck client's stream.
+func TestHTTPStuckStreamDoesNotStallOthers(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	const token = "0123456789abcdef-stuck"
+	s := New(Options{SocketPath: d.Socket})
+	s.httpWriteTimeout = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.serveHTTP(ctx, smallBuffers{ln}, token) }()
+	defer func() { stop(); <-served }()
+	addr := ln.Addr().String()
+	uri := InboxURI("agent")
+
+	// The stuck client: a session subscribed to the inbox whose event
+	// stream is opened on a raw connection that is never read.
+	session := ""
+	post := func(body string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+addr+"/", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s: HTTP %d", body, resp.StatusCode)
+		}
+		session = cmp.Or(session, resp.Header.Get("Mcp-Session-Id"))
+	}
+	post(initializeLine)
+	post(initializedLine)
+	post(`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`)
+	stuck, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	stuck.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(stuck, "GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n",
+		addr, token, session)
+
+	// The client that reads, subscribed to the same inbox.
+	var got atomic.Int64
+	client := mcp.NewClient(&mcp.Implementation{Name: "reader"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { got.Add(1) }})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/",
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 1000 // about 150 kB of events: far past the stuck connection's buffers
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for range n {
+			s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
+	}()
+	select {
+	case <-sent:
+	case <-time.After(testwait.Timeout):
+		t.Fatal("resources/updated stalled behind a client that does not read its event stream")
+	}
+	testwait.For(t, "every notification to the client that reads", func() bool { return got.Load() == n })
 }

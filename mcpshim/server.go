@@ -59,6 +59,8 @@ type Server struct {
 	progressEvery time.Duration
 	// dialTimeout bounds connecting to the daemon.
 	dialTimeout time.Duration
+	// httpWriteTimeout bounds each write to an HTTP client (tests shorten it).
+	httpWriteTimeout time.Duration
 
 	// stopped ends (stop) when Run's context does: every request's context
 	// derives from it (cancelOnStop).
@@ -107,6 +109,8 @@ func New(opts Options) *Server {
 		socket:        protocol.SocketPath(opts.SocketPath),
 		progressEvery: 5 * time.Second,
 		dialTimeout:   5 * time.Second,
+
+		httpWriteTimeout: HTTPWriteTimeout,
 	}
 	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.subs = newSubscriptions(s)
