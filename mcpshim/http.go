@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -77,7 +78,14 @@ func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: s.log,
 		MaxRequestBodyBytes: MaxRequestBytes}) // the SDK's 4 MiB default would refuse a 3 MiB attachment
 	want := []byte("Bearer " + token)
+	sessions := &sessionUse{max: MaxHTTPSessions, used: map[string]*sessionUsed{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
+			// A web page the user visits must not drive the server
+			// (the SDK checks Host, which catches DNS rebinding).
+			http.Error(w, fmt.Sprintf("Origin %q refused: only pages served from a loopback address may call this server", o), http.StatusForbidden)
+			return
+		}
 		got := []byte(r.Header.Get("Authorization"))
 		if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailctl"`)
@@ -88,10 +96,108 @@ func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 			posts.add()
 			defer posts.done()
 		}
+		id := r.Header.Get("Mcp-Session-Id")
+		if id != "" {
+			sessions.begin(id)
+			defer sessions.end(id)
+		}
 		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.httpWriteTimeout}
 		h.ServeHTTP(dw, r)
 		dw.arm() // for what the server writes after the handler: the end of a chunked body
+		if id == "" {
+			if id = w.Header().Get("Mcp-Session-Id"); id != "" {
+				s.closeSession(sessions.add(id))
+			}
+		}
 	})
+}
+
+// loopbackOrigin reports whether a request's Origin is a page served from a
+// loopback address (a local inspector, say).
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}
+
+// MaxHTTPSessions bounds the sessions an HTTP server keeps. The SDK keeps a
+// session until its client deletes it, and a client that initializes anew
+// for every call and never deletes would grow the server without end; past
+// the bound, a new session closes the one least recently used among those
+// with no request running (an open event stream counts as one). Its client
+// gets 404 on its next request and, as the specification asks, initializes
+// again.
+const MaxHTTPSessions = 100
+
+// sessionUse tracks the HTTP sessions the server created, in order of use.
+type sessionUse struct {
+	mu   sync.Mutex
+	max  int
+	tick uint64
+	used map[string]*sessionUsed
+}
+
+type sessionUsed struct {
+	last    uint64 // tick of the last request's start or end
+	running int
+}
+
+func (u *sessionUse) begin(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if s := u.used[id]; s != nil {
+		u.tick++
+		s.last, s.running = u.tick, s.running+1
+	}
+}
+
+func (u *sessionUse) end(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if s := u.used[id]; s != nil {
+		u.tick++
+		s.last, s.running = u.tick, s.running-1
+	}
+}
+
+// add records a new session and, past the bound, forgets and returns the
+// least recently used idle one, to be closed ("" when none is).
+func (u *sessionUse) add(id string) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.tick++
+	u.used[id] = &sessionUsed{last: u.tick}
+	if len(u.used) <= u.max {
+		return ""
+	}
+	oldest := ""
+	for k, s := range u.used {
+		if k != id && s.running == 0 && (oldest == "" || s.last < u.used[oldest].last) {
+			oldest = k
+		}
+	}
+	delete(u.used, oldest)
+	return oldest
+}
+
+// closeSession closes the session with that id, if it is still open.
+func (s *Server) closeSession(id string) {
+	if id == "" {
+		return
+	}
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() == id {
+			s.log.Info("closing the least recently used HTTP session", "session", id, "max", MaxHTTPSessions)
+			ss.Close()
+			return
+		}
+	}
 }
 
 // HTTPWriteTimeout bounds each write to an HTTP client. The SDK writes

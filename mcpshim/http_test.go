@@ -339,3 +339,114 @@ func TestHTTPStuckStreamDoesNotStallOthers(t *testing.T) {
 	}
 	testwait.For(t, "every notification to the client that reads", func() bool { return got.Load() == n })
 }
+
+// rawHTTP sends one request to an HTTP server with the token, in a session
+// when id is not empty, and returns the response with its body read.
+func rawHTTP(t *testing.T, method, url, token, id, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if id != "" {
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	if host := req.Header.Get("Host"); host != "" {
+		req.Host = host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// Regression: the server kept every session until its client deleted it,
+// so a client that initialized for every call grew the process without end
+// (about 5 kB and a goroutine each). Past MaxHTTPSessions a new session
+// closes the least recently used idle one; one with a request running (an
+// open event stream here) is kept however old.
+func TestHTTPSessionsAreBounded(t *testing.T) {
+	const token = "0123456789abcdef-many"
+	s := New(Options{SocketPath: noDaemon(t)})
+	srv := httptest.NewServer(s.HTTPHandler(token))
+	defer srv.Close()
+	open := func() string {
+		t.Helper()
+		resp, _ := rawHTTP(t, "POST", srv.URL, token, "", initializeLine)
+		id := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != http.StatusOK || id == "" {
+			t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
+		}
+		rawHTTP(t, "POST", srv.URL, token, id, initializedLine)
+		return id
+	}
+	streaming := open()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", streaming)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("event stream: %v %v", err, stream.Status)
+	}
+	defer stream.Body.Close()
+	idle := open()
+	var last string
+	for range MaxHTTPSessions + 20 {
+		last = open()
+	}
+	sessions := func() int {
+		n := 0
+		for range s.mcp.Sessions() {
+			n++
+		}
+		return n
+	}
+	testwait.For(t, fmt.Sprintf("at most %d sessions", MaxHTTPSessions), func() bool { return sessions() <= MaxHTTPSessions })
+	list := `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+	if resp, _ := rawHTTP(t, "POST", srv.URL, token, idle, list); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the least recently used idle session: HTTP %d, want 404 (closed)", resp.StatusCode)
+	}
+	for name, id := range map[string]string{"the session with an open event stream": streaming, "the newest session": last} {
+		if resp, body := rawHTTP(t, "POST", srv.URL, token, id, list); resp.StatusCode != http.StatusOK || !strings.Contains(body, "email_wait") {
+			t.Errorf("%s: HTTP %d %.200s", name, resp.StatusCode, body)
+		}
+	}
+}
+
+// A page in a browser must not reach the server: not one from another
+// origin (Origin), nor one whose name was made to resolve to 127.0.0.1 (DNS
+// rebinding: Host), even holding the token.
+func TestHTTPRefusesForeignPages(t *testing.T) {
+	const token = "0123456789abcdef-origin"
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler(token))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	for _, tc := range []struct {
+		header []string
+		want   int
+	}{
+		{nil, http.StatusOK},
+		{[]string{"Origin", "http://localhost:6274"}, http.StatusOK},
+		{[]string{"Origin", "http://127.0.0.1" + port}, http.StatusOK},
+		{[]string{"Origin", "http://[::1]:3000"}, http.StatusOK},
+		{[]string{"Host", "localhost" + port}, http.StatusOK},
+		{[]string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{[]string{"Origin", "http://127.0.0.1.evil.example" + port}, http.StatusForbidden},
+		{[]string{"Origin", "null"}, http.StatusForbidden},
+		{[]string{"Host", "evil.example" + port}, http.StatusForbidden},
+		{[]string{"Host", "evil.example" + port, "Origin", "http://evil.example" + port}, http.StatusForbidden},
+	} {
+		if resp, body := rawHTTP(t, "POST", srv.URL, token, "", initializeLine, tc.header...); resp.StatusCode != tc.want {
+			t.Errorf("%q: HTTP %d, want %d (%.100s)", tc.header, resp.StatusCode, tc.want, body)
+		}
+	}
+}
