@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,6 +96,7 @@ func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 		if r.Method == http.MethodPost {
 			posts.add()
 			defer posts.done()
+			defer s.postCtx.register(r)()
 		}
 		id := r.Header.Get("Mcp-Session-Id")
 		if id != "" {
@@ -330,4 +332,70 @@ func (s *Server) serveHTTP(ctx context.Context, ln net.Listener, token string) e
 		return nil
 	}
 	return err
+}
+
+// postHeader carries, from the HTTP handler to the calls a POST holds, the
+// key of that POST's context (the SDK hands each call its request's header,
+// not its context). The handler sets it, replacing any a client sent.
+const postHeader = "Mailctl-Post"
+
+// postContexts holds the context of every POST being served.
+type postContexts struct {
+	mu   sync.Mutex
+	next uint64
+	ctx  map[string]context.Context
+}
+
+// register records r's context under a fresh key set in r's header, and
+// returns the function that forgets it.
+func (p *postContexts) register(r *http.Request) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		p.ctx = map[string]context.Context{}
+	}
+	p.next++
+	key := strconv.FormatUint(p.next, 10)
+	p.ctx[key] = r.Context()
+	r.Header.Set(postHeader, key)
+	return func() {
+		p.mu.Lock()
+		delete(p.ctx, key)
+		p.mu.Unlock()
+	}
+}
+
+// lookup returns the context of the POST with that key; ok is false when
+// that POST has ended.
+func (p *postContexts) lookup(key string) (ctx context.Context, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ctx, ok = p.ctx[key]
+	return ctx, ok
+}
+
+var errClientGone = errors.New("the HTTP client closed the request")
+
+// cancelWithPOST cancels a call received over HTTP once the POST that
+// carried it ends unanswered (its client closed the connection or gave
+// up). The SDK keeps such a call running, for a client that resumes the
+// stream, but this server keeps no events to resume from: the answer could
+// never be read, and an email_wait would hold its daemon connection (one of
+// the uid's control.max_connections_per_uid) for up to MaxWaitSecs.
+func (s *Server) cancelWithPOST(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		extra := req.GetExtra()
+		if extra == nil || extra.Header.Get(postHeader) == "" || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req) // not over HTTP, or answered at once (202)
+		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		post, ok := s.postCtx.lookup(extra.Header.Get(postHeader))
+		if !ok {
+			cancel(errClientGone) // the POST ended before the call began
+		} else {
+			defer context.AfterFunc(post, func() { cancel(errClientGone) })()
+		}
+		return next(ctx, method, req)
+	}
 }

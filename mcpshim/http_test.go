@@ -450,3 +450,47 @@ func TestHTTPRefusesForeignPages(t *testing.T) {
 		}
 	}
 }
+
+// Regression: a call whose client went away (closed the connection, or its
+// HTTP client gave up) kept running, since the SDK keeps a call for a client
+// that resumes its stream and this server keeps nothing to resume from. An
+// email_wait so held its daemon connection, one of the uid's
+// control.max_connections_per_uid, for up to 10 minutes: a client that
+// timed out and retried every minute used ten. The call now ends with its
+// POST.
+func TestHTTPClientGoneEndsTheWait(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	const token = "0123456789abcdef-gone"
+	srv := httptest.NewServer(New(Options{SocketPath: d.Socket}).HTTPHandler(token))
+	defer srv.Close()
+	resp, _ := rawHTTP(t, "POST", srv.URL, token, "", initializeLine)
+	id := resp.Header.Get("Mcp-Session-Id")
+	rawHTTP(t, "POST", srv.URL, token, id, initializedLine)
+
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","subject":"never","timeout_secs":600}}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set(postHeader, "1") // a client's own value must not tie the call to another POST
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	testwait.For(t, "the wait's watch", func() bool { return d.Watchers() == 1 })
+	hangUp()
+	<-gone
+	testwait.For(t, "the wait's watch to end with its POST", func() bool { return d.Watchers() == 0 })
+	if resp, body := rawHTTP(t, "POST", srv.URL, token, id, `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`); resp.StatusCode != http.StatusOK || !strings.Contains(body, "email_wait") {
+		t.Fatalf("the session after its client hung up a call: HTTP %d %.200s", resp.StatusCode, body)
+	}
+}

@@ -61,6 +61,8 @@ type Server struct {
 	dialTimeout time.Duration
 	// httpWriteTimeout bounds each write to an HTTP client (tests shorten it).
 	httpWriteTimeout time.Duration
+	// postCtx holds the contexts of the HTTP POSTs being served.
+	postCtx postContexts
 
 	// stopped ends (stop) when Run's context does: every request's context
 	// derives from it (cancelOnStop).
@@ -135,7 +137,7 @@ func New(opts Options) *Server {
 			Prompts:   &mcp.PromptCapabilities{},
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop)
+	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop, s.cancelWithPOST)
 	for _, spec := range s.toolSpecs() {
 		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)
