@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,7 +79,14 @@ func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: s.log,
 		MaxRequestBodyBytes: MaxRequestBytes}) // the SDK's 4 MiB default would refuse a 3 MiB attachment
 	want := []byte("Bearer " + token)
+	sessions := &sessionUse{max: MaxHTTPSessions, used: map[string]*sessionUsed{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
+			// A web page the user visits must not drive the server
+			// (the SDK checks Host, which catches DNS rebinding).
+			http.Error(w, fmt.Sprintf("Origin %q refused: only pages served from a loopback address may call this server", o), http.StatusForbidden)
+			return
+		}
 		got := []byte(r.Header.Get("Authorization"))
 		if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailctl"`)
@@ -87,10 +96,142 @@ func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 		if r.Method == http.MethodPost {
 			posts.add()
 			defer posts.done()
+			defer s.postCtx.register(r)()
 		}
-		h.ServeHTTP(w, r)
+		id := r.Header.Get("Mcp-Session-Id")
+		if id != "" {
+			sessions.begin(id)
+			defer sessions.end(id)
+		}
+		dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.httpWriteTimeout}
+		h.ServeHTTP(dw, r)
+		dw.arm() // for what the server writes after the handler: the end of a chunked body
+		if id == "" {
+			if id = w.Header().Get("Mcp-Session-Id"); id != "" {
+				s.closeSession(sessions.add(id))
+			}
+		}
 	})
 }
+
+// loopbackOrigin reports whether a request's Origin is a page served from a
+// loopback address (a local inspector, say).
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}
+
+// MaxHTTPSessions bounds the sessions an HTTP server keeps. The SDK keeps a
+// session until its client deletes it, and a client that initializes anew
+// for every call and never deletes would grow the server without end; past
+// the bound, a new session closes the one least recently used among those
+// with no request running (an open event stream counts as one). Its client
+// gets 404 on its next request and, as the specification asks, initializes
+// again.
+const MaxHTTPSessions = 100
+
+// sessionUse tracks the HTTP sessions the server created, in order of use.
+type sessionUse struct {
+	mu   sync.Mutex
+	max  int
+	tick uint64
+	used map[string]*sessionUsed
+}
+
+type sessionUsed struct {
+	last    uint64 // tick of the last request's start or end
+	running int
+}
+
+func (u *sessionUse) begin(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if s := u.used[id]; s != nil {
+		u.tick++
+		s.last, s.running = u.tick, s.running+1
+	}
+}
+
+func (u *sessionUse) end(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if s := u.used[id]; s != nil {
+		u.tick++
+		s.last, s.running = u.tick, s.running-1
+	}
+}
+
+// add records a new session and, past the bound, forgets and returns the
+// least recently used idle one, to be closed ("" when none is).
+func (u *sessionUse) add(id string) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.tick++
+	u.used[id] = &sessionUsed{last: u.tick}
+	if len(u.used) <= u.max {
+		return ""
+	}
+	oldest := ""
+	for k, s := range u.used {
+		if k != id && s.running == 0 && (oldest == "" || s.last < u.used[oldest].last) {
+			oldest = k
+		}
+	}
+	delete(u.used, oldest)
+	return oldest
+}
+
+// closeSession closes the session with that id, if it is still open.
+func (s *Server) closeSession(id string) {
+	if id == "" {
+		return
+	}
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() == id {
+			s.log.Info("closing the least recently used HTTP session", "session", id, "max", MaxHTTPSessions)
+			ss.Close()
+			return
+		}
+	}
+}
+
+// HTTPWriteTimeout bounds each write to an HTTP client. The SDK writes
+// every notification (resources/updated to all subscribed sessions, one
+// after another) straight to the client's connection and never gives up, so
+// one client that stopped reading its event stream would stall the
+// notifications of every other session; its writes fail after this instead,
+// which ends its stream. A client that reads never comes near it: a write
+// blocks only once the kernel's buffers for the connection are full.
+const HTTPWriteTimeout = 30 * time.Second
+
+// deadlineWriter sets a fresh write deadline on the connection before each
+// write or flush of the response.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) arm() { d.rc.SetWriteDeadline(time.Now().Add(d.timeout)) }
+
+func (d *deadlineWriter) WriteHeader(code int) { d.arm(); d.ResponseWriter.WriteHeader(code) }
+
+func (d *deadlineWriter) Write(b []byte) (int, error) { d.arm(); return d.ResponseWriter.Write(b) }
+
+// FlushError is what http.ResponseController.Flush calls, which the SDK uses.
+func (d *deadlineWriter) FlushError() error { d.arm(); return d.rc.Flush() }
+
+func (d *deadlineWriter) Flush() { d.FlushError() }
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // requestCount counts requests being served and says when none is.
 type requestCount struct {
@@ -191,4 +332,70 @@ func (s *Server) serveHTTP(ctx context.Context, ln net.Listener, token string) e
 		return nil
 	}
 	return err
+}
+
+// postHeader carries, from the HTTP handler to the calls a POST holds, the
+// key of that POST's context (the SDK hands each call its request's header,
+// not its context). The handler sets it, replacing any a client sent.
+const postHeader = "Mailctl-Post"
+
+// postContexts holds the context of every POST being served.
+type postContexts struct {
+	mu   sync.Mutex
+	next uint64
+	ctx  map[string]context.Context
+}
+
+// register records r's context under a fresh key set in r's header, and
+// returns the function that forgets it.
+func (p *postContexts) register(r *http.Request) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		p.ctx = map[string]context.Context{}
+	}
+	p.next++
+	key := strconv.FormatUint(p.next, 10)
+	p.ctx[key] = r.Context()
+	r.Header.Set(postHeader, key)
+	return func() {
+		p.mu.Lock()
+		delete(p.ctx, key)
+		p.mu.Unlock()
+	}
+}
+
+// lookup returns the context of the POST with that key; ok is false when
+// that POST has ended.
+func (p *postContexts) lookup(key string) (ctx context.Context, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ctx, ok = p.ctx[key]
+	return ctx, ok
+}
+
+var errClientGone = errors.New("the HTTP client closed the request")
+
+// cancelWithPOST cancels a call received over HTTP once the POST that
+// carried it ends unanswered (its client closed the connection or gave
+// up). The SDK keeps such a call running, for a client that resumes the
+// stream, but this server keeps no events to resume from: the answer could
+// never be read, and an email_wait would hold its daemon connection (one of
+// the uid's control.max_connections_per_uid) for up to MaxWaitSecs.
+func (s *Server) cancelWithPOST(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		extra := req.GetExtra()
+		if extra == nil || extra.Header.Get(postHeader) == "" || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req) // not over HTTP, or answered at once (202)
+		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		post, ok := s.postCtx.lookup(extra.Header.Get(postHeader))
+		if !ok {
+			cancel(errClientGone) // the POST ended before the call began
+		} else {
+			defer context.AfterFunc(post, func() { cancel(errClientGone) })()
+		}
+		return next(ctx, method, req)
+	}
 }

@@ -1,7 +1,9 @@
 package mcpshim
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,5 +235,262 @@ func TestHTTPStopAnswersACallInFlight(t *testing.T) {
 	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 		c.Close()
 		t.Fatal("still listening after the stop")
+	}
+}
+
+// smallBuffers gives each accepted connection a small send buffer, so that
+// a client that does not read blocks the server's writes after a few
+// kilobytes rather than megabytes.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// Regression: the SDK writes resources/updated to every subscribed session
+// in turn, straight to its event stream, and never gave up on one: a client
+// that opened its event stream and stopped reading stalled the
+// notifications of every other session for good, once its connection's
+// buffers were full. Each write now has a deadline (HTTPWriteTimeout),
+// which ends the stuck client's stream.
+func TestHTTPStuckStreamDoesNotStallOthers(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	const token = "0123456789abcdef-stuck"
+	s := New(Options{SocketPath: d.Socket})
+	s.httpWriteTimeout = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.serveHTTP(ctx, smallBuffers{ln}, token) }()
+	defer func() { stop(); <-served }()
+	addr := ln.Addr().String()
+	uri := InboxURI("agent")
+
+	// The stuck client: a session subscribed to the inbox whose event
+	// stream is opened on a raw connection that is never read.
+	session := ""
+	post := func(body string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+addr+"/", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s: HTTP %d", body, resp.StatusCode)
+		}
+		session = cmp.Or(session, resp.Header.Get("Mcp-Session-Id"))
+	}
+	post(initializeLine)
+	post(initializedLine)
+	post(`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`)
+	stuck, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	stuck.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(stuck, "GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n",
+		addr, token, session)
+
+	// The client that reads, subscribed to the same inbox.
+	var got atomic.Int64
+	client := mcp.NewClient(&mcp.Implementation{Name: "reader"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { got.Add(1) }})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/",
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 1000 // about 150 kB of events: far past the stuck connection's buffers
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for range n {
+			s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
+	}()
+	select {
+	case <-sent:
+	case <-time.After(testwait.Timeout):
+		t.Fatal("resources/updated stalled behind a client that does not read its event stream")
+	}
+	testwait.For(t, "every notification to the client that reads", func() bool { return got.Load() == n })
+}
+
+// rawHTTP sends one request to an HTTP server with the token, in a session
+// when id is not empty, and returns the response with its body read.
+func rawHTTP(t *testing.T, method, url, token, id, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if id != "" {
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	if host := req.Header.Get("Host"); host != "" {
+		req.Host = host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// Regression: the server kept every session until its client deleted it,
+// so a client that initialized for every call grew the process without end
+// (about 5 kB and a goroutine each). Past MaxHTTPSessions a new session
+// closes the least recently used idle one; one with a request running (an
+// open event stream here) is kept however old.
+func TestHTTPSessionsAreBounded(t *testing.T) {
+	const token = "0123456789abcdef-many"
+	s := New(Options{SocketPath: noDaemon(t)})
+	srv := httptest.NewServer(s.HTTPHandler(token))
+	defer srv.Close()
+	open := func() string {
+		t.Helper()
+		resp, _ := rawHTTP(t, "POST", srv.URL, token, "", initializeLine)
+		id := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != http.StatusOK || id == "" {
+			t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
+		}
+		rawHTTP(t, "POST", srv.URL, token, id, initializedLine)
+		return id
+	}
+	streaming := open()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", streaming)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("event stream: %v %v", err, stream.Status)
+	}
+	defer stream.Body.Close()
+	idle := open()
+	var last string
+	for range MaxHTTPSessions + 20 {
+		last = open()
+	}
+	sessions := func() int {
+		n := 0
+		for range s.mcp.Sessions() {
+			n++
+		}
+		return n
+	}
+	testwait.For(t, fmt.Sprintf("at most %d sessions", MaxHTTPSessions), func() bool { return sessions() <= MaxHTTPSessions })
+	list := `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+	if resp, _ := rawHTTP(t, "POST", srv.URL, token, idle, list); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the least recently used idle session: HTTP %d, want 404 (closed)", resp.StatusCode)
+	}
+	for name, id := range map[string]string{"the session with an open event stream": streaming, "the newest session": last} {
+		if resp, body := rawHTTP(t, "POST", srv.URL, token, id, list); resp.StatusCode != http.StatusOK || !strings.Contains(body, "email_wait") {
+			t.Errorf("%s: HTTP %d %.200s", name, resp.StatusCode, body)
+		}
+	}
+}
+
+// A page in a browser must not reach the server: not one from another
+// origin (Origin), nor one whose name was made to resolve to 127.0.0.1 (DNS
+// rebinding: Host), even holding the token.
+func TestHTTPRefusesForeignPages(t *testing.T) {
+	const token = "0123456789abcdef-origin"
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler(token))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	for _, tc := range []struct {
+		header []string
+		want   int
+	}{
+		{nil, http.StatusOK},
+		{[]string{"Origin", "http://localhost:6274"}, http.StatusOK},
+		{[]string{"Origin", "http://127.0.0.1" + port}, http.StatusOK},
+		{[]string{"Origin", "http://[::1]:3000"}, http.StatusOK},
+		{[]string{"Host", "localhost" + port}, http.StatusOK},
+		{[]string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{[]string{"Origin", "http://127.0.0.1.evil.example" + port}, http.StatusForbidden},
+		{[]string{"Origin", "null"}, http.StatusForbidden},
+		{[]string{"Host", "evil.example" + port}, http.StatusForbidden},
+		{[]string{"Host", "evil.example" + port, "Origin", "http://evil.example" + port}, http.StatusForbidden},
+	} {
+		if resp, body := rawHTTP(t, "POST", srv.URL, token, "", initializeLine, tc.header...); resp.StatusCode != tc.want {
+			t.Errorf("%q: HTTP %d, want %d (%.100s)", tc.header, resp.StatusCode, tc.want, body)
+		}
+	}
+}
+
+// Regression: a call whose client went away (closed the connection, or its
+// HTTP client gave up) kept running, since the SDK keeps a call for a client
+// that resumes its stream and this server keeps nothing to resume from. An
+// email_wait so held its daemon connection, one of the uid's
+// control.max_connections_per_uid, for up to 10 minutes: a client that
+// timed out and retried every minute used ten. The call now ends with its
+// POST.
+func TestHTTPClientGoneEndsTheWait(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	const token = "0123456789abcdef-gone"
+	srv := httptest.NewServer(New(Options{SocketPath: d.Socket}).HTTPHandler(token))
+	defer srv.Close()
+	resp, _ := rawHTTP(t, "POST", srv.URL, token, "", initializeLine)
+	id := resp.Header.Get("Mcp-Session-Id")
+	rawHTTP(t, "POST", srv.URL, token, id, initializedLine)
+
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","subject":"never","timeout_secs":600}}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set(postHeader, "1") // a client's own value must not tie the call to another POST
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	testwait.For(t, "the wait's watch", func() bool { return d.Watchers() == 1 })
+	hangUp()
+	<-gone
+	testwait.For(t, "the wait's watch to end with its POST", func() bool { return d.Watchers() == 0 })
+	if resp, body := rawHTTP(t, "POST", srv.URL, token, id, `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`); resp.StatusCode != http.StatusOK || !strings.Contains(body, "email_wait") {
+		t.Fatalf("the session after its client hung up a call: HTTP %d %.200s", resp.StatusCode, body)
 	}
 }

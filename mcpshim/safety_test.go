@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -439,5 +440,55 @@ func TestNoUntrustedFieldOutsideFences(t *testing.T) {
 	p := unfenced(a.Path, a.Fence)
 	if b, err := os.ReadFile(p); err != nil || strings.TrimSpace(string(b)) != "attached words" {
 		t.Fatalf("the fenced path %q does not lead to the attachment: %q %v", a.Path, b, err)
+	}
+}
+
+// Regression: a wait whose watch the daemon ended (a restart) told the agent
+// to ask the user to start the daemon, which was running again, and gave no
+// way to catch the mail that arrived while no watch was open. Its
+// next_action now waits again with since at the wait's start, and following
+// it returns that mail. The timeout's next_action likewise kept every filter
+// but text, so following it could return a message the text filter had
+// refused (another code).
+func TestEmailWaitNextActionAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "agent")
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := e.cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "email_wait", Arguments: map[string]any{
+			"mailbox": "agent", "subject": "code", "text": "for bob", "timeout_secs": 60}})
+		done <- answer{res, err}
+	}()
+	testwait.For(t, "the wait's watch", func() bool { return e.d.Watchers() == 1 })
+	e.d.Restart(t)
+	a := <-done
+	if a.err != nil || !a.res.IsError {
+		t.Fatalf("the wait across a restart: %v %+v", a.err, a.res)
+	}
+	sc := a.res.StructuredContent.(map[string]any)
+	next, _ := sc["next_action"].(map[string]any)
+	if sc["code"] != protocol.CodeUnavailable || sc["retryable"] != true || next["tool"] != "email_wait" {
+		t.Fatalf("the wait across a restart: want a retryable unavailable error whose next action is email_wait, got %v", sc)
+	}
+	args := next["arguments"].(map[string]any)
+	if args["since"] == nil || args["text"] != "for bob" || args["subject"] != "code" {
+		t.Fatalf("next_action arguments %v: want since and the wait's filters", args)
+	}
+	e.d.Deliver(t, "agent", testdaemon.Message{From: "a@x.test", Subject: "your code", Body: "code 4321 for alice"})
+	e.d.Deliver(t, "agent", testdaemon.Message{From: "a@x.test", Subject: "your code", Body: "code 8765 for bob"})
+	args["timeout_secs"] = 1
+	var d EmailWaitData
+	e.ok("email_wait", args, &d)
+	if !slices.Equal(d.Codes, []string{"8765"}) {
+		t.Fatalf("following next_action: codes %v, want [8765]", d.Codes)
+	}
+
+	sc = e.fail("email_wait", map[string]any{"mailbox": "agent", "subject": "code", "text": "for carol", "timeout_secs": 1}, protocol.CodeTimeout)
+	if args := sc["next_action"].(map[string]any)["arguments"].(map[string]any); args["text"] != "for carol" {
+		t.Fatalf("timeout next_action arguments %v: the text filter is lost", args)
 	}
 }

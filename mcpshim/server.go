@@ -59,6 +59,10 @@ type Server struct {
 	progressEvery time.Duration
 	// dialTimeout bounds connecting to the daemon.
 	dialTimeout time.Duration
+	// httpWriteTimeout bounds each write to an HTTP client (tests shorten it).
+	httpWriteTimeout time.Duration
+	// postCtx holds the contexts of the HTTP POSTs being served.
+	postCtx postContexts
 
 	// stopped ends (stop) when Run's context does: every request's context
 	// derives from it (cancelOnStop).
@@ -107,6 +111,8 @@ func New(opts Options) *Server {
 		socket:        protocol.SocketPath(opts.SocketPath),
 		progressEvery: 5 * time.Second,
 		dialTimeout:   5 * time.Second,
+
+		httpWriteTimeout: HTTPWriteTimeout,
 	}
 	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.subs = newSubscriptions(s)
@@ -131,7 +137,7 @@ func New(opts Options) *Server {
 			Prompts:   &mcp.PromptCapabilities{},
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop)
+	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop, s.cancelWithPOST)
 	for _, spec := range s.toolSpecs() {
 		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)

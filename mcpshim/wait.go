@@ -144,7 +144,7 @@ func (w *waiter) watch(ctx context.Context, events <-chan protocol.Event) (strin
 				if ctx.Err() != nil {
 					return "", EmailWaitData{}, nil, waitTimeout(w.in, w.timeout)
 				}
-				return "", EmailWaitData{}, nil, fail(protocol.CodeUnavailable, "the daemon ended the watch; call email_wait again")
+				return "", EmailWaitData{}, nil, watchEnded(w.in, w.start)
 			}
 			if !w.wanted(ev) {
 				continue
@@ -185,9 +185,19 @@ func (w *waiter) progress(ctx context.Context) {
 
 func waitTimeout(in *emailWaitArgs, timeout time.Duration) error {
 	args := withArgs(map[string]any{"mailbox": in.Mailbox, "since": time.Now().Add(-timeout).UTC().Format(time.RFC3339)},
-		map[string]string{"from": in.From, "subject": in.Subject})
+		map[string]string{"from": in.From, "subject": in.Subject, "text": in.Text})
 	return withNext(fail(protocol.CodeTimeout, "no matching message arrived in %s within %s", in.Mailbox, timeout),
 		&NextAction{Instruction: "Wait again if the mail is still expected (since covers anything that arrived meanwhile).", Tool: "email_wait", Arguments: args})
+}
+
+// watchEnded is the answer when the daemon ends the watch (it restarted):
+// wait again, looking back to the wait's start so that mail that arrived
+// while no watch was open is not missed.
+func watchEnded(in *emailWaitArgs, start time.Time) error {
+	args := withArgs(map[string]any{"mailbox": in.Mailbox, "since": start.UTC().Format(time.RFC3339)},
+		map[string]string{"from": in.From, "subject": in.Subject, "text": in.Text})
+	return withNext(fail(protocol.CodeUnavailable, "the daemon ended the watch (it restarted or is stopping); call email_wait again"),
+		&NextAction{Instruction: "Wait again (since covers anything that arrived meanwhile); if the daemon is down, that call says how to start it.", Tool: "email_wait", Arguments: args})
 }
 
 func containsFold(s, sub string) bool {
