@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -229,13 +230,20 @@ func attachmentRel(mailboxDir, msgPath, p string) (string, error) {
 }
 
 // readInRoot reads at most limit bytes of rel inside dir; os.Root refuses
-// symlinks and ".." that escape dir, so a planted link cannot redirect the read.
+// symlinks and ".." that escape dir, so a planted link cannot redirect the
+// read. A hard link can, where the system does not protect them: the file
+// must belong to whoever owns dir, as the daemon requires of a mailbox's
+// files (the shim may run as root, who reads every mailbox).
 func readInRoot(dir, rel string, limit int64) ([]byte, bool, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, false, fail(protocol.CodeForbidden, "opening the mailbox folder: %v", err)
 	}
 	defer root.Close()
+	dst, err := root.Stat(".")
+	if err != nil {
+		return nil, false, fail(protocol.CodeForbidden, "the mailbox folder: %v", err)
+	}
 	f, err := openRegularIn(root, rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -244,6 +252,13 @@ func readInRoot(dir, rel string, limit int64) ([]byte, bool, error) {
 		return nil, false, fail(protocol.CodeForbidden, "attachment %s: %v", rel, err)
 	}
 	defer f.Close()
+	fst, err := f.Stat()
+	if err != nil {
+		return nil, false, fail(protocol.CodeInternal, "attachment %s: %v", rel, err)
+	}
+	if owner, uid := dst.Sys().(*syscall.Stat_t).Uid, fst.Sys().(*syscall.Stat_t).Uid; uid != owner {
+		return nil, false, fail(protocol.CodeForbidden, "attachment %s belongs to uid %d, not to the mailbox's owner (uid %d): it is not the mailbox's file", rel, uid, owner)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, false, fail(protocol.CodeInternal, "reading attachment: %v", err)

@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -253,7 +255,7 @@ func printDraftWritten(d protocol.Draft, update bool) {
 }
 
 func draftsEdit(args []string) int {
-	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights.")
+	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights; run by root, the editor runs as the mailbox's owner.")
 	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
@@ -266,10 +268,40 @@ func draftsEdit(args []string) int {
 	argv := append(strings.Fields(editor), m.Path)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if os.Geteuid() == 0 {
+		var mb protocol.Mailbox
+		if code, ok := cf.request(protocol.VerbMailboxShow, protocol.NameArgs{Name: cf.fs.Arg(0)}, &mb); !ok {
+			return code
+		}
+		if err := asOwner(cmd, mb.OwnerUID); err != nil {
+			return failure(cf.fs, err)
+		}
+	}
 	if err := cmd.Run(); err != nil {
 		return failure(cf.fs, fmt.Errorf("%s: %w", editor, err))
 	}
 	return 0
+}
+
+// asOwner makes root's editor run as uid, the owner of the draft's
+// mailbox. The draft is a path in a folder its owner controls: once the
+// daemon has read it, the owner may put a symlink to any file there, which
+// an editor with root's rights would open and save.
+func asOwner(cmd *exec.Cmd, uid uint32) error {
+	if uid == 0 {
+		return nil
+	}
+	o, err := hooks.LookupOwner(uid)
+	if err != nil {
+		return fmt.Errorf("the editor runs as the mailbox's owner (uid %d): %v", uid, err)
+	}
+	groups := o.Groups
+	if groups == nil {
+		groups = []uint32{} // drop root's supplementary groups too
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: o.UID, Gid: o.GID, Groups: groups}}
+	cmd.Env = append(os.Environ(), "HOME="+cmp.Or(o.Home, "/"), "USER="+o.Name, "LOGNAME="+o.Name)
+	return nil
 }
 
 func draftsSend(args []string) int {

@@ -32,7 +32,8 @@ it is stored under, which a dry run does not have).
 --send-at schedules the send: the queue holds the message until then
 (mailctl queue reschedule or drop to change your mind).
 Address flags repeat and also take comma-separated lists. Attachment files are
-read by this command with your rights.
+read by this command with your rights, at most 48 MiB together (what one
+request carries; the mailbox's send limits apply too).
 
 Examples:
     mailctl send --from agent --to bob@example.org --subject "Report" --body "**Done.**"
@@ -160,15 +161,22 @@ func readFileBounded(name string) ([]byte, error) {
 // readAttachmentFiles reads files to attach, with the caller's rights.
 func readAttachmentFiles(paths []string) ([]protocol.SendAttachment, error) {
 	var out []protocol.SendAttachment
+	var total int64
 	for _, p := range paths {
-		// Not a FIFO or device: the read must end (protocol.MaxFrame bounds what can go).
-		b, full, err := mcpshim.ReadRegularFile(p, protocol.MaxFrame)
+		// Not a FIFO or device: the read must end. protocol.MaxFrame bounds
+		// the files together, so that a long list of large files is refused
+		// before all of it is in memory.
+		b, full, err := mcpshim.ReadRegularFile(p, protocol.MaxFrame-total)
 		if err != nil {
 			return nil, fmt.Errorf("reading attachment: %v", err)
 		}
-		if !full {
+		if !full && total == 0 {
 			return nil, fmt.Errorf("attachment %s is larger than a request may carry (%d MiB)", p, protocol.MaxFrame>>20)
 		}
+		if !full {
+			return nil, fmt.Errorf("the attachments come to more than a request may carry (%d MiB) with %s: attach fewer or smaller files", protocol.MaxFrame>>20, p)
+		}
+		total += int64(len(b))
 		out = append(out, protocol.SendAttachment{Filename: filepath.Base(p), Data: b})
 	}
 	return out, nil

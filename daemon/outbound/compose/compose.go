@@ -5,6 +5,7 @@ package compose
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/emersion/go-message/charset"
 	"github.com/emersion/go-message/mail"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
@@ -463,21 +465,46 @@ func attachments(in []protocol.SendAttachment) ([]store.AttachmentData, int64, e
 		if strings.TrimSpace(att.Filename) == "" || pathLikeRE.MatchString(att.Filename) {
 			return nil, 0, invalid("attachment filename %q looks like a path: give the file's base name", att.Filename)
 		}
-		ct := att.ContentType
+		ct, data := att.ContentType, att.Data
 		if ct != "" {
 			if err := checkHeaderValue("attachment content_type", ct); err != nil {
 				return nil, 0, err
 			}
-			if _, _, err := mime.ParseMediaType(ct); err != nil {
+			mt, params, err := mime.ParseMediaType(ct)
+			if err != nil {
 				return nil, 0, invalid("attachment %q: content_type %q: %v", att.Filename, ct, err)
+			}
+			// The writer would put a multipart type's bytes in the message
+			// unencoded, as MIME structure: what went out would not be the file.
+			if strings.HasPrefix(mt, "multipart/") {
+				return nil, 0, invalid("attachment %q: content_type %q: an attachment is one file, not a multipart entity: give application/octet-stream, or message/rfc822 for a whole message", att.Filename, ct)
+			}
+			if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+				ct, data = toUTF8(mt, params, data)
 			}
 		} else {
 			ct = detectType(att.Filename, att.Data)
 		}
-		out = append(out, store.AttachmentData{Filename: att.Filename, ContentType: ct, Data: att.Data})
-		total += int64(len(att.Data))
+		out = append(out, store.AttachmentData{Filename: att.Filename, ContentType: ct, Data: data})
+		total += int64(len(data))
 	}
 	return out, total, nil
+}
+
+// toUTF8 converts data, declared in a charset other than UTF-8 or US-ASCII
+// (which the MIME writer refuses), to UTF-8 and says so in the type, as
+// inbound text attachments are stored; a charset it does not know is
+// dropped from the type and the bytes go as they are.
+func toUTF8(mt string, params map[string]string, data []byte) (string, []byte) {
+	cs := params["charset"]
+	delete(params, "charset")
+	if r, err := charset.Reader(cs, bytes.NewReader(data)); err == nil {
+		if conv, err := io.ReadAll(r); err == nil {
+			params["charset"] = "utf-8"
+			data = conv
+		}
+	}
+	return cmp.Or(mime.FormatMediaType(mt, params), mt), data
 }
 
 // body is what the message says, as text and as HTML ("" for text only).
