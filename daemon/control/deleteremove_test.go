@@ -31,7 +31,12 @@ func TestMailboxRemovalHoldsNoOneElse(t *testing.T) {
 	go func() {
 		deleted <- td.TryCall(protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "full", Force: true}, nil)
 	}()
-	<-entered
+	select {
+	case <-entered:
+	case err := <-deleted:
+		// Refused, or done without removing anything: never hang waiting.
+		t.Fatalf("the delete answered before its files' removal began: %v", err)
+	}
 	func() {
 		defer close(release) // whatever happens below, let the delete finish
 		if err := td.TryCall(protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "fresh"}, nil); err != nil {
