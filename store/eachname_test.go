@@ -157,19 +157,7 @@ func TestWalkHoldsOneBatchOfFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Mkdir(filepath.Join(top, "sent"), 0o700)
-	d, err := OpenDir(top)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	seen := map[int]int{}
-	grew := heapGrowth(func(halfway func()) {
-		err = d.Walk(func(depth int, name string, st *unix.Stat_t) {
-			if seen[depth]++; depth == 1 && seen[1] == n/2 {
-				halfway()
-			}
-		})
-	})
+	seen, grew, err := walkHalfway(t, top, n)
 	if err != nil || seen[0] != 2 || seen[1] != n {
 		t.Fatalf("Walk: %v entries by depth, %v; want 2 and %d", seen, err, n)
 	}
@@ -191,19 +179,7 @@ func TestWalkHoldsNoSubdirectoryNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, err := OpenDir(top)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	seen := map[int]int{}
-	grew := heapGrowth(func(halfway func()) {
-		err = d.Walk(func(depth int, name string, st *unix.Stat_t) {
-			if seen[depth]++; depth == 1 && seen[1] == n/2 {
-				halfway()
-			}
-		})
-	})
+	seen, grew, err := walkHalfway(t, top, n)
 	if err != nil || seen[0] != 1 || seen[1] != n {
 		t.Fatalf("Walk: %v entries by depth, %v; want 1 and %d", seen, err, n)
 	}
@@ -266,6 +242,26 @@ func TestWalkSeesEveryEntryOnce(t *testing.T) {
 			t.Fatalf("Walk saw %s, which is not in the tree", k)
 		}
 	}
+}
+
+// walkHalfway walks top, counting entries by depth, and returns how much
+// more heap is live halfway through the n entries at depth 1.
+func walkHalfway(t *testing.T, top string, n int) (seen map[int]int, grew int64, err error) {
+	t.Helper()
+	d, err := OpenDir(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	seen = map[int]int{}
+	grew = heapGrowth(func(halfway func()) {
+		err = d.Walk(func(depth int, name string, st *unix.Stat_t) {
+			if seen[depth]++; depth == 1 && seen[1] == n/2 {
+				halfway()
+			}
+		})
+	})
+	return seen, grew, err
 }
 
 // heapGrowth runs list and returns how much more heap is live when list
