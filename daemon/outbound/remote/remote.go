@@ -5,7 +5,6 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -17,7 +16,6 @@ import (
 	"log/slog"
 	"net"
 	"net/textproto"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -675,28 +673,6 @@ func (d *Client) send(ctx context.Context, s *session, from string, rcpts []stri
 	}
 	reusable = sendData(c, host, data, out, accepted)
 	return out, nil, true
-}
-
-// needsSMTPUTF8 reports whether a transaction needs SMTPUTF8 (RFC 6531): an
-// envelope address, or the message's header section, that is not ASCII.
-func needsSMTPUTF8(from string, rcpts []string, data []byte) bool {
-	if !isASCII(from) || slices.ContainsFunc(rcpts, func(r string) bool { return !isASCII(r) }) {
-		return true
-	}
-	head := data
-	if i := bytes.Index(data, []byte("\r\n\r\n")); i >= 0 {
-		head = data[:i]
-	}
-	return !isASCII(head)
-}
-
-func isASCII[T string | []byte](s T) bool {
-	for i := range len(s) {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // rcptAll offers every recipient. Refusals are per recipient; a lost
