@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/emersion/go-message/mail"
@@ -75,6 +76,40 @@ func sentAttachment(t *testing.T, raw []byte) (string, string) {
 				t.Fatal(err)
 			}
 			return h.Get("Content-Type"), string(b)
+		}
+	}
+}
+
+// TestAttachedMessageGoesUnencoded: RFC 2046 5.2.1 allows a message/rfc822
+// part no encoding but 7bit, 8bit or binary. An attached message in ASCII
+// goes as it is, its line ends made CRLF (a .eml saved with LF is common);
+// one holding 8-bit bytes stays base64, since mailctl does not announce
+// 8BITMIME.
+func TestAttachedMessageGoesUnencoded(t *testing.T) {
+	inner := "From: a@example.net\nSubject: inner\n\nhello\r\nworld\n"
+	for _, c := range []struct {
+		data, wantCTE, wantData string
+	}{
+		{inner, "7bit", strings.ReplaceAll(strings.ReplaceAll(inner, "\r\n", "\n"), "\n", "\r\n")},
+		{"Subject: caf\xc3\xa9\r\n\r\nx\r\n", "base64", "Subject: caf\xc3\xa9\r\n\r\nx\r\n"},
+		{"Subject: s\r\n\r\n" + strings.Repeat("x", 999) + "\r\n", "base64", "Subject: s\r\n\r\n" + strings.Repeat("x", 999) + "\r\n"},
+		{"Subject: s\r\n\r\na\x00b\r\n", "base64", "Subject: s\r\n\r\na\x00b\r\n"},
+	} {
+		a := protocol.SendArgs{To: []string{"bob@example.org"}, Subject: "s", Body: "b",
+			Attachments: []protocol.SendAttachment{{Filename: "fwd.eml", ContentType: "message/rfc822", Data: []byte(c.data)}}}
+		m, err := Build(Input{FromAddress: "agent@example.com", Domain: "example.com", Args: a})
+		if err != nil {
+			t.Fatalf("%q: %v", c.data, err)
+		}
+		if got := m.Attachments[0].Data; string(got) != c.wantData {
+			t.Errorf("%q: the sent copy keeps %q, want %q", c.data, got, c.wantData)
+		}
+		ct, data := sentAttachment(t, m.Raw)
+		if ct != "message/rfc822" || data != c.wantData {
+			t.Errorf("%q: sent as %q %q, want message/rfc822 %q", c.data, ct, data, c.wantData)
+		}
+		if want := "Content-Transfer-Encoding: " + c.wantCTE + "\r\n"; !bytes.Contains(m.Raw, []byte(want)) {
+			t.Errorf("%q: the part is not sent with %q:\n%s", c.data, want, m.Raw)
 		}
 	}
 }

@@ -482,6 +482,9 @@ func attachments(in []protocol.SendAttachment) ([]store.AttachmentData, int64, e
 			if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
 				ct, data = toUTF8(mt, params, data)
 			}
+			if strings.EqualFold(mt, "message/rfc822") {
+				data = canonicalMessage(data)
+			}
 		} else {
 			ct = detectType(att.Filename, att.Data)
 		}
@@ -489,6 +492,53 @@ func attachments(in []protocol.SendAttachment) ([]store.AttachmentData, int64, e
 		total += int64(len(data))
 	}
 	return out, total, nil
+}
+
+// canonicalMessage gives an attached message in ASCII CRLF line ends (a
+// .eml saved with LF is common), so that it can go unencoded as RFC 2046
+// 5.2.1 asks of message/rfc822; a message holding other bytes is left as
+// it is, and goes base64.
+func canonicalMessage(data []byte) []byte {
+	for _, b := range data {
+		if b >= 0x80 || b == 0 {
+			return data
+		}
+	}
+	if !bytes.ContainsAny(data, "\r\n") {
+		return data
+	}
+	s := strings.ReplaceAll(string(data), "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return []byte(strings.ReplaceAll(s, "\n", "\r\n"))
+}
+
+// sevenBit reports whether data can go as a 7bit part: ASCII without NUL,
+// every line end CRLF, no line over 998 bytes (RFC 5322 2.1.1).
+func sevenBit(data []byte) bool {
+	line := 0
+	for i, b := range data {
+		switch {
+		case b >= 0x80 || b == 0:
+			return false
+		case b == '\r':
+			if i+1 >= len(data) || data[i+1] != '\n' {
+				return false
+			}
+		case b == '\n':
+			if i == 0 || data[i-1] != '\r' {
+				return false
+			}
+			line = 0
+			continue
+		}
+		if b != '\r' {
+			line++
+		}
+		if line > 998 {
+			return false
+		}
+	}
+	return true
 }
 
 // toUTF8 converts data, declared in a charset other than UTF-8 or US-ASCII
@@ -652,6 +702,13 @@ func writeAttachment(mw *mail.Writer, a store.AttachmentData) error {
 	// mime.FormatMediaType writes RFC 2231 (filename*=utf-8''...) for
 	// non-ASCII names, which every current client decodes.
 	ah.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename}))
+	// RFC 2046 5.2.1 allows a message/rfc822 part no encoding but 7bit,
+	// 8bit or binary; the writer would otherwise make every attachment
+	// base64. One that cannot go as 7bit still does (clients read it), as
+	// mail to a server without 8BITMIME must stay 7-bit.
+	if mt, _, err := mime.ParseMediaType(a.ContentType); err == nil && mt == "message/rfc822" && sevenBit(a.Data) {
+		ah.Set("Content-Transfer-Encoding", "7bit")
+	}
 	aw, err := mw.CreateAttachment(ah)
 	if err != nil {
 		return err
