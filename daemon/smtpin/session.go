@@ -78,6 +78,9 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 	if !cleanAddress(from) {
 		return ss.tc.countError(errBadSender)
 	}
+	if (opts == nil || !opts.UTF8) && !isASCII(from) {
+		return ss.tc.countError(errNeedsSMTPUTF8)
+	}
 	ss.Reset()
 	ss.from, ss.hasFrom = from, true
 	if opts != nil {
@@ -95,6 +98,9 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	}
 	if !cleanAddress(to) {
 		return ss.tc.countError(errBadRcpt)
+	}
+	if !ss.utf8 && !isASCII(to) {
+		return ss.tc.countError(errNeedsSMTPUTF8)
 	}
 	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.lim.CommandTimeout)
 	defer cancel()
@@ -119,6 +125,17 @@ func cleanAddress(a string) bool {
 	}
 	for _, r := range a {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
+}
+
+// isASCII reports whether an envelope address holds only ASCII, which is
+// all RFC 6531 3.4 lets a transaction opened without SMTPUTF8 carry.
+func isASCII(a string) bool {
+	for i := 0; i < len(a); i++ {
+		if a[i] >= utf8.RuneSelf {
 			return false
 		}
 	}
