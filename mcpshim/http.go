@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -57,17 +58,27 @@ func ReadTokenFile(path string) (string, error) {
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
 		return "", fmt.Errorf("token file %s belongs to uid %d, not to you (uid %d)", path, sys.Uid, os.Getuid())
 	}
-	buf := make([]byte, 4096)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
+	b, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
+	if err != nil {
 		return "", fmt.Errorf("token file %s: %w", path, err)
 	}
-	tok := strings.TrimSpace(string(buf[:n]))
+	if len(b) > MaxTokenFileBytes {
+		return "", fmt.Errorf("token file %s holds more than %d bytes: it must hold the token alone (e.g. openssl rand -hex 32 > %s)", path, MaxTokenFileBytes, path)
+	}
+	tok := strings.TrimSpace(string(b))
 	if len(tok) < 16 {
 		return "", fmt.Errorf("token file %s: the token must be at least 16 characters (e.g. openssl rand -hex 32)", path)
 	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c <= ' ' || c > '~' {
+			return "", fmt.Errorf("token file %s: the token must be one word of printable ASCII (an Authorization header carries nothing else); byte %d is %q", path, i, c)
+		}
+	}
 	return tok, nil
 }
+
+// MaxTokenFileBytes bounds the bearer token file, line end included.
+const MaxTokenFileBytes = 4096
 
 // HTTPHandler serves the Streamable HTTP transport behind a bearer token check.
 func (s *Server) HTTPHandler(token string) http.Handler {

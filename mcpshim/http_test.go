@@ -48,7 +48,19 @@ func TestReadTokenFile(t *testing.T) {
 	if tok, err := ReadTokenFile(good); err != nil || tok != "0123456789abcdef0123" {
 		t.Fatalf("good: %q %v", tok, err)
 	}
+	// The bound takes the line end too: a token that fills it is read
+	// whole, one byte more is refused, never cut short.
+	atBound := strings.Repeat("a", MaxTokenFileBytes-1)
+	if tok, err := ReadTokenFile(write("at-bound", atBound+"\n", 0o600)); err != nil || tok != atBound {
+		t.Errorf("a token file of %d bytes: %d characters, %v", MaxTokenFileBytes, len(tok), err)
+	}
+	if _, err := ReadTokenFile(write("past-bound", atBound+"a\n", 0o600)); err == nil || !strings.Contains(err.Error(), "more than 4096 bytes") {
+		t.Errorf("a token file past the bound: %v", err)
+	}
 	for name, p := range map[string]string{
+		"two lines":      write("two", "0123456789abcdef0123\nsecond-line-here\n", 0o600),
+		"inner space":    write("sp", "0123456789 abcdef0123", 0o600),
+		"not ASCII":      write("na", "0123456789abcdéf0123", 0o600),
 		"group-readable": write("g", "0123456789abcdef0123", 0o640),
 		"world-readable": write("w", "0123456789abcdef0123", 0o644),
 		"short":          write("s", "abc", 0o600),
