@@ -187,20 +187,25 @@ func messageMarkdown(m *protocol.Message) string {
 }
 
 // subscriptions keeps one daemon watch per subscribed mailbox and turns its
-// new-mail events into notifications/resources/updated.
+// new-mail events into notifications/resources/updated. A watch belongs to
+// the sessions subscribed to it (the clients of `mailctl mcp --http` share
+// one server), as the SDK's own record of whom to notify does: a session's
+// unsubscribe lets go of its own subscription only, and a session that ends
+// lets go of all of its, so that the last one to go ends the watch.
 type subscriptions struct {
 	s      *Server
 	mu     sync.Mutex
-	active map[string]*watch // by mailbox
+	active map[string]*watch           // by mailbox
+	ending map[*mcp.ServerSession]bool // sessions whose end is awaited
 }
 
 type watch struct {
-	refs   int
-	cancel context.CancelFunc
+	sessions map[*mcp.ServerSession]bool
+	cancel   context.CancelFunc
 }
 
 func newSubscriptions(s *Server) *subscriptions {
-	return &subscriptions{s: s, active: map[string]*watch{}}
+	return &subscriptions{s: s, active: map[string]*watch{}, ending: map[*mcp.ServerSession]bool{}}
 }
 
 func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
@@ -212,7 +217,8 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if w := ss.active[mailbox]; w != nil {
-		w.refs++
+		w.sessions[req.Session] = true
+		ss.awaitEnd(req.Session)
 		return nil
 	}
 	c, err := ss.s.dial(ctx)
@@ -226,8 +232,9 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 		c.Close()
 		return resourceErr(err, uri)
 	}
-	w := &watch{refs: 1, cancel: func() { cancel(); c.Close() }}
+	w := &watch{sessions: map[*mcp.ServerSession]bool{req.Session: true}, cancel: func() { cancel(); c.Close() }}
 	ss.active[mailbox] = w
+	ss.awaitEnd(req.Session)
 	go func() {
 		for ev := range events {
 			if ev.Type != protocol.EventNewMail && ev.Type != protocol.EventMailboxChanged {
@@ -245,6 +252,38 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	return nil
 }
 
+// awaitEnd lets go of session's subscriptions when it ends, whether or not
+// it unsubscribed. Call with ss.mu held.
+func (ss *subscriptions) awaitEnd(session *mcp.ServerSession) {
+	if session == nil || ss.ending[session] {
+		return
+	}
+	ss.ending[session] = true
+	go func() {
+		_ = session.Wait()
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		delete(ss.ending, session)
+		for mailbox := range ss.active {
+			ss.leave(mailbox, session)
+		}
+	}()
+}
+
+// leave ends session's subscription to mailbox, and the watch with the
+// last one. Call with ss.mu held.
+func (ss *subscriptions) leave(mailbox string, session *mcp.ServerSession) {
+	w := ss.active[mailbox]
+	if w == nil || !w.sessions[session] {
+		return
+	}
+	delete(w.sessions, session)
+	if len(w.sessions) == 0 {
+		w.cancel()
+		delete(ss.active, mailbox)
+	}
+}
+
 func (ss *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	mailbox, ok := subscribable(req.Params.URI)
 	if !ok {
@@ -252,13 +291,7 @@ func (ss *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequ
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if w := ss.active[mailbox]; w != nil {
-		w.refs--
-		if w.refs <= 0 {
-			w.cancel()
-			delete(ss.active, mailbox)
-		}
-	}
+	ss.leave(mailbox, req.Session)
 	return nil
 }
 
