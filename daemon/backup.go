@@ -101,7 +101,7 @@ func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage str
 			return fmt.Errorf("mailbox %s: %w", name, err)
 		}
 		out.Mailboxes = append(out.Mailboxes, protocol.BackupMailbox{Name: name, UID: snap.UID, GID: snap.GID,
-			Messages: snap.Messages, Files: snap.Files, Bytes: snap.Bytes, Skipped: snap.Skipped})
+			Messages: snap.Messages, Files: snap.Files, Bytes: snap.Bytes, Skipped: snap.Skipped, Warnings: snap.Warnings})
 	}
 	return nil
 }

@@ -33,4 +33,7 @@ type BackupMailbox struct {
 	// Skipped counts entries that are not a committed message's regular
 	// files of the owner (deliveries in progress, symlinks, others' files).
 	Skipped int `json:"skipped"`
+	// Warnings name what was left out that an operator may miss (a
+	// mount inside the mailbox).
+	Warnings []string `json:"warnings,omitempty"`
 }

@@ -20,6 +20,10 @@ type MailboxSnapshot struct {
 	// Skipped counts entries left out: not a committed message's file, not
 	// a regular file, or not owned by the mailbox's owner.
 	Skipped int
+	// Warnings name what was left out that an operator may miss: a folder
+	// or file on another file system than the store (a mount), which a
+	// hard link cannot reach.
+	Warnings []string
 }
 
 // SnapshotMailbox hard-links the committed messages of mailbox name (their
@@ -34,7 +38,10 @@ type MailboxSnapshot struct {
 // folders. A delivery in progress (its .md, the commit point, not yet in
 // place) is left out with its raw copy and attachments. What the owner put
 // in the mailbox that is not a regular file of theirs is left out too, as
-// is a file of theirs that cannot take one more link.
+// is a file of theirs that cannot take one more link, and anything on
+// another file system than dst (a mount inside the mailbox), which is named
+// in Warnings: one mount, an owner's or an operator's, must not end the
+// snapshot of every mailbox.
 func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) {
 	var out MailboxSnapshot
 	mb, err := s.openMailbox(name)
@@ -81,12 +88,21 @@ func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) 
 		fi.mu.Lock()
 		defer fi.mu.Unlock()
 	}
+	dstSt, err := dst.Stat()
+	if err != nil {
+		return out, err
+	}
 	for _, f := range folders {
+		if st, err := f.d.Stat(); err != nil || st.Dev != dstSt.Dev {
+			out.Skipped++
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s/%s: on another file system than the store (a mount): left out", name, f.name))
+			continue
+		}
 		to, err := dst.MkdirOwned(f.name, 0o700, -1, -1)
 		if err != nil {
 			return out, err
 		}
-		err = snapshotFolder(f.d, to, mb.uid, &out)
+		err = snapshotFolder(f.d, to, mb.uid, &out, name+"/"+f.name)
 		to.Close()
 		if err != nil {
 			return out, fmt.Errorf("snapshot of %s/%s: %w", name, f.name, err)
@@ -98,10 +114,10 @@ func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) 
 // snapshotFolder links the committed messages of folder d into to: first
 // every .md (the commit point), then the raw copy and attachments of each
 // message whose .md the snapshot holds.
-func snapshotFolder(d, to *Dir, uid int, out *MailboxSnapshot) error {
+func snapshotFolder(d, to *Dir, uid int, out *MailboxSnapshot, where string) error {
 	err := d.EachName(func(n string) error {
 		if id, ok := strings.CutSuffix(n, ".md"); ok && ValidID(id) == nil && !strings.HasPrefix(n, ".") {
-			if linked, err := linkOwned(d, to, n, uid, out); err != nil {
+			if linked, err := linkOwned(d, to, n, uid, out, where); err != nil {
 				return err
 			} else if linked {
 				out.Messages++
@@ -121,11 +137,11 @@ func snapshotFolder(d, to *Dir, uid int, out *MailboxSnapshot) error {
 			return nil // linked above
 		}
 		if id, ok := strings.CutSuffix(n, ".eml"); ok && to.exists(id+".md") {
-			_, err := linkOwned(d, to, n, uid, out)
+			_, err := linkOwned(d, to, n, uid, out, where)
 			return err
 		}
 		if id, ok := strings.CutSuffix(n, attSuffix); ok && to.exists(id+".md") {
-			return snapshotAttachments(d, to, n, uid, out)
+			return snapshotAttachments(d, to, n, uid, out, where)
 		}
 		out.Skipped++
 		return nil
@@ -133,15 +149,21 @@ func snapshotFolder(d, to *Dir, uid int, out *MailboxSnapshot) error {
 }
 
 // snapshotAttachments links the files of a message's attachment folder.
-func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot) error {
+func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot, where string) error {
 	src, err := d.OpenDir(name)
 	if err != nil {
 		out.Skipped++ // a symlink or a file where the folder should be
 		return nil
 	}
 	defer src.Close()
-	if st, err := src.Stat(); err != nil || int(st.Uid) != uid {
+	st, err := src.Stat()
+	if err != nil || int(st.Uid) != uid {
 		out.Skipped++
+		return nil
+	}
+	if dst, err := to.Stat(); err != nil || st.Dev != dst.Dev {
+		out.Skipped++
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%s/%s: on another file system than the store (a mount): left out", where, name))
 		return nil
 	}
 	sub, err := to.MkdirOwned(name, 0o700, -1, -1)
@@ -154,7 +176,7 @@ func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot)
 			out.Skipped++
 			return nil
 		}
-		_, err := linkOwned(src, sub, n, uid, out)
+		_, err := linkOwned(src, sub, n, uid, out, where+"/"+name)
 		return err
 	})
 }
@@ -163,8 +185,15 @@ func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot)
 // The link is checked after it is made, so an entry the owner swaps for a
 // symlink or another file meanwhile is caught on the link, which the owner
 // cannot reach, and removed.
-func linkOwned(d, to *Dir, name string, uid int, out *MailboxSnapshot) (bool, error) {
+func linkOwned(d, to *Dir, name string, uid int, out *MailboxSnapshot, where string) (bool, error) {
 	if err := unix.Linkat(d.fd, name, to.fd, name, 0); err != nil {
+		if errors.Is(err, unix.EXDEV) {
+			// A file mounted over (a bind mount) is on another file
+			// system, which no link reaches.
+			out.Skipped++
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s/%s: on another file system than the store (a mount): left out", where, name))
+			return false, nil
+		}
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EMLINK) {
 			// Gone meanwhile (moved by the owner), a directory, or a
 			// file the owner gave as many links as the file system

@@ -137,3 +137,21 @@ func TestBackupOfPlantedNamesRestores(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestBackupNamesWhatTheSnapshotLeftOut: what the snapshot of a mailbox
+// left out and named (a mount inside it, store TestSnapshotLeavesOutMounts)
+// reaches the operator among the backup's warnings.
+func TestBackupNamesWhatTheSnapshotLeftOut(t *testing.T) {
+	snap := t.TempDir()
+	writeFiles(t, snap, map[string]string{"mailboxes/agent/inbox/2026-01-01-000000-a.md": "+++\n+++\nbody"})
+	left := "agent/archive: on another file system than the store (a mount): left out"
+	var out bytes.Buffer
+	st, err := Write(&out, Source{Snapshot: protocol.BackupSnapshot{Dir: snap,
+		Mailboxes: []protocol.BackupMailbox{{Name: "agent", Messages: 1, Skipped: 1, Warnings: []string{left}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(st.Warnings, left) {
+		t.Errorf("warnings %q, want %q among them", st.Warnings, left)
+	}
+}

@@ -45,7 +45,9 @@ type Stats struct {
 	// sparse, it costs them nothing), or under a name a restore refuses
 	// (a control character, a backslash, bytes that are not UTF-8). Each
 	// is named in Warnings.
-	Skipped  int
+	Skipped int
+	// Warnings name what was left out: the files above, and what the
+	// snapshot of each mailbox left out and named (a mount inside it).
 	Warnings []string
 }
 
@@ -103,6 +105,7 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 		return nil, err
 	}
 	for _, mb := range snap.Mailboxes {
+		st.Warnings = append(st.Warnings, mb.Warnings...)
 		if err := st.writeTree(tw, dirMailboxes+mb.Name+"/", filepath.Join(snap.Dir, "mailboxes", mb.Name), 0); err != nil {
 			return nil, err
 		}
