@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // inMountNamespace runs the calling test again in a private mount
@@ -138,5 +140,34 @@ func TestDraftAttachmentsOnAMountAreRefused(t *testing.T) {
 	got, err := s.ReadAttachments("agent", "drafts", id, m)
 	if err == nil || !strings.Contains(err.Error(), "another file system") || !strings.Contains(err.Error(), id+attSuffix) {
 		t.Fatalf("attachments on a mount: %d read, %v; want refused, naming the folder", len(got), err)
+	}
+}
+
+// TestWalkStaysOnItsFileSystem: the quota's walk of a mailbox gives a
+// mount inside it as an entry but does not go into it: a FUSE file system
+// of the owner's could answer slowly or without end, and what it holds is
+// not on the store's disk.
+func TestWalkStaysOnItsFileSystem(t *testing.T) {
+	if !inMountNamespace(t) {
+		return
+	}
+	top := t.TempDir()
+	mnt := filepath.Join(top, "mnt")
+	os.Mkdir(mnt, 0o700)
+	os.WriteFile(filepath.Join(top, "mine"), []byte("x"), 0o600)
+	mountTmpfs(t, mnt)
+	os.WriteFile(filepath.Join(mnt, "theirs"), []byte("y"), 0o600)
+	d, err := OpenDir(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var seen []string
+	if err := d.Walk(func(depth int, name string, _ *unix.Stat_t) { seen = append(seen, name) }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, []string{"mine", "mnt"}) {
+		t.Errorf("the walk saw %q, want the mount point and not what is in it", seen)
 	}
 }

@@ -33,7 +33,8 @@ const walkBuf = 8 << 10
 // listing's own cookie, which the kernel gives with every entry for this),
 // so a directory of millions of files or subdirectories costs no more
 // memory than a small one. Entries added or removed meanwhile may or may
-// not be seen.
+// not be seen. A directory on another file system than d (a mount) is
+// given to fn but not gone into: what it holds is not d's.
 func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 	type level struct {
 		dev, ino uint64
@@ -100,8 +101,8 @@ func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 				continue // removed meanwhile
 			}
 			fn(len(stack)-1, ent.name, &st)
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				continue
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != stack[0].dev {
+				continue // not a directory, or a mount: not d's tree
 			}
 			sub, err = unix.Openat(cur, ent.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 			if err != nil {
