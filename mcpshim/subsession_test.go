@@ -1,10 +1,15 @@
 package mcpshim
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/internal/testdaemon"
 	"github.com/mailctl/mailctl/internal/testwait"
 )
 
@@ -12,9 +17,11 @@ import (
 // clients of `mailctl mcp --http`) share the daemon watch of an inbox they
 // subscribe to with resources/subscribe (protocol 2025-06-18, where nothing
 // pairs a subscribe with its unsubscribe). A session unsubscribing what it
-// never subscribed, or twice, must not end another's watch; a session that
-// ends without unsubscribing must not keep the watch (one of the uid's
-// daemon connections) once the others let it go.
+// never subscribed, or twice, must not end the watch another session is
+// notified through; a session that ends without unsubscribing (deleted by
+// its client, or closed by the server as the least recently used) must not
+// keep the watch (one of the uid's daemon connections) once the others have
+// gone.
 func TestSubscriptionsBelongToTheirSessions(t *testing.T) {
 	e := newEnv(t)
 	e.d.Mailbox(t, "agent")
@@ -22,6 +29,37 @@ func TestSubscriptionsBelongToTheirSessions(t *testing.T) {
 	const token = "0123456789abcdef-subs"
 	srv := httptest.NewServer(e.s.HTTPHandler(token))
 	defer srv.Close()
+
+	// a reads its notifications and stays subscribed until the end.
+	var updates atomic.Int64
+	client := mcp.NewClient(&mcp.Implementation{Name: "a"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			if r.Params.URI == uri {
+				updates.Add(1)
+			}
+		}})
+	a, err := client.Connect(e.ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Subscribe(e.ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the inbox watch", func() bool { return e.d.Watchers() == 1 })
+	delivered := int64(0)
+	aNotified := func(after string) {
+		t.Helper()
+		// Each delivery is one new_mail event, so one resources/updated.
+		e.d.Deliver(t, "agent", testdaemon.Message{From: "a@x.test", Subject: after})
+		delivered++
+		testwait.For(t, "resources/updated to the session still subscribed, after "+after,
+			func() bool { return updates.Load() == delivered })
+	}
+	aNotified("a's subscribe")
+
+	// The other sessions speak 2025-06-18 over plain requests.
 	open := func() string {
 		t.Helper()
 		resp, _ := rawHTTP(t, "POST", srv.URL, token, "", initializeLine)
@@ -39,38 +77,29 @@ func TestSubscriptionsBelongToTheirSessions(t *testing.T) {
 			t.Fatalf("%s: HTTP %d %s", method, resp.StatusCode, out)
 		}
 	}
-	watching := func() bool {
-		e.s.subs.mu.Lock()
-		defer e.s.subs.mu.Unlock()
-		return e.s.subs.active["agent"] != nil
-	}
 
-	a, b := open(), open()
-	call(b, "unsubscribe") // never subscribed
-	call(a, "subscribe")
+	b := open()
+	call(b, "unsubscribe")
+	aNotified("another session's unsubscribe of what it never subscribed")
 	call(b, "subscribe")
-	testwait.For(t, "one watch for both sessions", func() bool { return e.d.Watchers() == 1 })
 	call(b, "unsubscribe")
 	call(b, "unsubscribe")
-	if !watching() {
-		t.Fatal("a session's second unsubscribe ended the watch of another session still subscribed")
-	}
+	aNotified("another session's second unsubscribe")
 
-	// b subscribes again and ends (DELETE) without unsubscribing: once a
-	// unsubscribes, no one holds the watch.
+	// b ends without unsubscribing, its client deleting it; c the same,
+	// closed by the server as the least recently used session.
 	call(b, "subscribe")
 	if resp, out := rawHTTP(t, "DELETE", srv.URL, token, b, ""); resp.StatusCode >= 300 {
 		t.Fatalf("DELETE session: HTTP %d %s", resp.StatusCode, out)
 	}
-	testwait.For(t, "the ended session to let its subscription go", func() bool {
-		e.s.subs.mu.Lock()
-		defer e.s.subs.mu.Unlock()
-		w := e.s.subs.active["agent"]
-		return w != nil && len(w.sessions) == 1
-	})
-	call(a, "unsubscribe")
-	if watching() {
-		t.Fatal("the watch outlived every session subscribed to it")
+	c := open()
+	call(c, "subscribe")
+	e.s.closeSession(c)
+	aNotified("the end of the other sessions")
+	if n := e.d.Watchers(); n != 1 {
+		t.Errorf("%d daemon watches for one inbox, want 1", n)
 	}
-	testwait.For(t, "the daemon watch to end", func() bool { return e.d.Watchers() == 0 })
+
+	a.Close()
+	testwait.For(t, "the daemon watch to end with the last session subscribed", func() bool { return e.d.Watchers() == 0 })
 }
