@@ -38,7 +38,8 @@ func CheckLoopback(addr string) error {
 }
 
 // ReadTokenFile reads the bearer token from path, refusing a file that other
-// users could read or that belongs to someone else.
+// users could read, that belongs to someone else, or that holds more than
+// MaxTokenFileBytes (refused, never cut short).
 func ReadTokenFile(path string) (string, error) {
 	f, err := openRegular(path)
 	if errors.Is(err, errNotRegular) {
