@@ -4,10 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -27,20 +26,29 @@ const maxPrunePerFolder = store.MaxPurge
 // changedAt is when a file's inode last changed (its ctime): a move into
 // trash is a rename, which sets it, so it says when a message came to
 // trash (or later, never earlier). The path is inside the owner's mailbox:
-// it is read through os.Root, never following a link out.
+// it is read from the store's directory down as the store reads it, never
+// following a link out nor crossing into a mount (store.ErrOtherMount).
 func changedAt(mailboxDir, rel string) (time.Time, error) {
-	root, err := os.OpenRoot(mailboxDir)
+	d, err := store.OpenDir(filepath.Dir(mailboxDir))
 	if err != nil {
 		return time.Time{}, err
 	}
-	defer root.Close()
-	fi, err := root.Lstat(rel)
+	defer func() { d.Close() }()
+	names := append([]string{filepath.Base(mailboxDir)}, strings.Split(filepath.Dir(rel), "/")...)
+	for _, n := range names {
+		if n == "." {
+			continue
+		}
+		sub, err := d.OpenDir(n)
+		if err != nil {
+			return time.Time{}, err
+		}
+		d.Close()
+		d = sub
+	}
+	st, err := d.Lstat(filepath.Base(rel))
 	if err != nil {
 		return time.Time{}, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fi.ModTime(), nil
 	}
 	return time.Unix(st.Ctim.Sec, st.Ctim.Nsec), nil
 }

@@ -50,6 +50,13 @@ func countUsage(dir string) (bytes, messages int64, err error) {
 		return 0, 0, err
 	}
 	defer d.Close()
+	return countUsageOf(d)
+}
+
+// countUsageOf is countUsage of the open mailbox directory d. What is
+// mounted inside it is not the mailbox's, and not counted (the walk never
+// crosses a mount).
+func countUsageOf(d *store.Dir) (bytes, messages int64, err error) {
 	err = d.Walk(func(depth int, name string, st *unix.Stat_t) {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return
@@ -82,8 +89,12 @@ func (d *Daemon) usage(name string) (bytes, messages int64) {
 	}
 	u.mu.Unlock()
 	// Counted outside the lock: a large mailbox does not hold up others.
-	bytes, messages, err := countUsage(d.store.Path(name))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	mb, err := d.store.OpenMailboxDir(name)
+	if err == nil {
+		bytes, messages, err = countUsageOf(mb)
+		mb.Close()
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, store.ErrNotFound) {
 		d.log.Warn("counting a mailbox's usage", "mailbox", name, "err", err)
 	}
 	u.mu.Lock()

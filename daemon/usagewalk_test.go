@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,7 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mailctl/mailctl/internal/testmount"
 	"github.com/mailctl/mailctl/internal/testwait"
+	"github.com/mailctl/mailctl/store"
 )
 
 // TestUsageCountNeverOpensAFIFO counts a mailbox whose owner keeps
@@ -108,4 +111,65 @@ func nestDirs(t *testing.T, fd, depth int) int {
 		fd = next
 	}
 	return fd
+}
+
+// TestUsageCountLeavesOutMounts counts a mailbox with file systems mounted
+// inside it: a disk's worth of files there is not the mailbox's (nor is
+// it what the store writes), and an owner's FUSE file system whose daemon
+// never answers must not hold the count, and with it the delivery that
+// asked for it, forever.
+func TestUsageCountLeavesOutMounts(t *testing.T) {
+	if !testmount.InNamespace(t) {
+		return
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"inbox/disk", "inbox/fuse"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inbox", "2026-01-01-000000-aaaa.md"), []byte("+++\n+++\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testmount.Tmpfs(t, filepath.Join(dir, "inbox", "disk"))
+	if err := os.WriteFile(filepath.Join(dir, "inbox", "disk", "2026-01-01-000000-bbbb.md"), make([]byte, 100000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testmount.DeadFUSE(t, filepath.Join(dir, "inbox", "fuse"), false)
+	type count struct {
+		bytes, messages int64
+		err             error
+	}
+	c := testwait.Returns(t, "a count of a mailbox with a FUSE mount that never answers", func() count {
+		b, m, err := countUsage(dir)
+		return count{b, m, err}
+	})
+	if c.err != nil || c.bytes != 8 || c.messages != 1 {
+		t.Errorf("counted %d bytes, %d messages (%v); want 8 and 1, the mounts left out", c.bytes, c.messages, c.err)
+	}
+}
+
+// TestRetentionNeverAsksAMount: when trash came to hold a message is read
+// from its file's ctime; a file there that is an owner's FUSE mount whose
+// daemon never answers is refused, not waited on.
+func TestRetentionNeverAsksAMount(t *testing.T) {
+	if !testmount.InNamespace(t) {
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "agent")
+	if err := os.MkdirAll(filepath.Join(dir, "trash"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(dir, "trash", "2026-01-01-000000-aaaa.md")
+	if err := os.WriteFile(md, []byte("+++\n+++\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testmount.DeadFUSE(t, md, true)
+	err := testwait.Returns(t, "the ctime of a message file that is a FUSE mount", func() error {
+		_, err := changedAt(dir, "trash/2026-01-01-000000-aaaa.md")
+		return err
+	})
+	if !errors.Is(err, store.ErrOtherMount) {
+		t.Errorf("changedAt: %v, want store.ErrOtherMount", err)
+	}
 }

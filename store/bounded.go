@@ -277,23 +277,14 @@ func openAttachments(d *Dir, uid int, id string, m *Message, max int64, count in
 	if len(m.Attachments) > count {
 		return nil, &LimitError{Path: d.join(id + ".md"), What: "attachment count", Size: int64(len(m.Attachments)), Limit: int64(count)}
 	}
+	// A mount on the attachment folder or on one of its files (an
+	// operator's, or an owner's FUSE file system) is not the message's:
+	// OpenDir and openFile refuse it (ErrOtherMount) without opening it.
 	ad, err := d.OpenDir(id + attSuffix)
 	if err != nil {
 		return nil, notFound("attachments of "+id, err)
 	}
 	oa.dir = ad
-	// A mount on the attachment folder (an operator's, or an owner's FUSE
-	// file system) is not the message's: nothing in it is opened.
-	if ast, err := ad.Stat(); err != nil {
-		oa.close()
-		return nil, err
-	} else if dst, err := d.Stat(); err != nil {
-		oa.close()
-		return nil, err
-	} else if ast.Dev != dst.Dev {
-		oa.close()
-		return nil, fmt.Errorf("attachments of %s: %s is on another file system than its folder (a mount): refused", id, ad.path)
-	}
 	for _, a := range m.Attachments {
 		dir, name, _ := strings.Cut(a.Path, "/")
 		if dir != id+attSuffix || name == "" || strings.ContainsRune(name, '/') || strings.HasPrefix(name, ".") {

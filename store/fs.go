@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,22 +42,127 @@ var StaleTempAge = 10 * time.Minute
 const maxRemoveDepth = 128
 
 // Dir is an open directory. Every operation on it is relative to its
-// descriptor and never follows a symlink in the name it is given.
+// descriptor, never follows a symlink in the name it is given, and never
+// crosses into another mount: what lies below a directory of the store and
+// is not on its file system (a disk mounted there, an owner's FUSE file
+// system) is not the store's, and is refused with ErrOtherMount without
+// being opened, so that no file system but the store's is ever asked
+// anything (a FUSE daemon may never answer).
 type Dir struct {
 	fd   int
 	path string // for messages only, never reopened
+	// dev and mnt say which mount the directory is on (mnt 0 where the
+	// kernel does not say); its entries must be on the same.
+	dev, mnt uint64
 }
+
+// ErrOtherMount is the error for an entry of a directory that is on another
+// file system, or another mount, than the directory: a mount point.
+var ErrOtherMount = errors.New("on another file system than its folder (a mount): not the mailbox's")
 
 // OpenDir opens the directory at path. The last component must not be a
 // symlink; the components above it are trusted (they are root-owned paths
-// such as /var/lib/mailctl).
+// such as /var/lib/mailctl), and it may be a mount point (the store on a
+// disk of its own).
 func OpenDir(path string) (*Dir, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: openErr(err)}
 	}
-	return &Dir{fd: fd, path: path}, nil
+	return newDir(fd, path)
 }
+
+// newDir wraps the open directory fd, learning which mount it is on.
+func newDir(fd int, path string) (*Dir, error) {
+	var sx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &sx); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "statx", Path: path, Err: err}
+	}
+	d := &Dir{fd: fd, path: path, dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor)}
+	if sx.Mask&unix.STATX_MNT_ID != 0 {
+		d.mnt = sx.Mnt_id
+	}
+	return d, nil
+}
+
+// noOpenat2 is set once openat2(2) is found missing (before Linux 5.6) or
+// filtered out.
+var noOpenat2 atomic.Bool
+
+// openat opens name, an entry of d, with flags, refusing with ErrOtherMount
+// a mount point: the kernel refuses to cross it (RESOLVE_NO_XDEV), so its
+// file system is never asked to open anything. Without openat2 the mount
+// is looked for first, which leaves a window an owner racing a mount in
+// could use.
+func (d *Dir) openat(name string, flags int) (int, error) {
+	return openOnMount(d.fd, name, flags, d.dev, d.mnt)
+}
+
+// openOnMount is openat of name in the directory dirfd, which is on the
+// mount dev and mnt.
+func openOnMount(dirfd int, name string, flags int, dev, mnt uint64) (int, error) {
+	if !noOpenat2.Load() {
+		fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_XDEV})
+		switch {
+		case errors.Is(err, unix.EXDEV):
+			return -1, ErrOtherMount
+		case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
+			return fd, err
+		}
+		noOpenat2.Store(true)
+	}
+	if _, same, err := lstatOnMount(dirfd, name, dev, mnt); err == nil && !same {
+		return -1, ErrOtherMount
+	}
+	return unix.Openat(dirfd, name, flags, 0)
+}
+
+// lstat is fstatat(2) of name without following a symlink, with whether
+// name is on d's mount.
+func (d *Dir) lstat(name string) (st unix.Stat_t, same bool, err error) {
+	return lstatOnMount(d.fd, name, d.dev, d.mnt)
+}
+
+// lstatOnMount is lstat of name in the directory dirfd, which is on the
+// mount dev and mnt. It is statx(2) told not to ask a remote or FUSE file
+// system (AT_STATX_DONT_SYNC), so that stating a mount point another file
+// system answers for never waits on it; on the store's own local file
+// system the answer is the same.
+func lstatOnMount(dirfd int, name string, dev, mnt uint64) (st unix.Stat_t, same bool, err error) {
+	var sx unix.Statx_t
+	err = unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC,
+		unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &sx)
+	if err != nil {
+		return st, false, err
+	}
+	st = statOf(&sx)
+	same = st.Dev == dev && (mnt == 0 || sx.Mask&unix.STATX_MNT_ID == 0 || sx.Mnt_id == mnt)
+	return st, same, nil
+}
+
+// statOf gives what stat(2) would of what statx(2) said.
+func statOf(sx *unix.Statx_t) unix.Stat_t {
+	ts := func(t unix.StatxTimestamp) unix.Timespec { return unix.NsecToTimespec(t.Sec*1e9 + int64(t.Nsec)) }
+	st := unix.Stat_t{
+		Dev:    unix.Mkdev(sx.Dev_major, sx.Dev_minor),
+		Ino:    sx.Ino,
+		Mode:   uint32(sx.Mode),
+		Uid:    sx.Uid,
+		Gid:    sx.Gid,
+		Rdev:   unix.Mkdev(sx.Rdev_major, sx.Rdev_minor),
+		Size:   int64(sx.Size),
+		Blocks: int64(sx.Blocks),
+		Atim:   ts(sx.Atime),
+		Mtim:   ts(sx.Mtime),
+		Ctim:   ts(sx.Ctime),
+	}
+	setInt(&st.Nlink, int64(sx.Nlink)) // their widths differ between architectures
+	setInt(&st.Blksize, int64(sx.Blksize))
+	return st
+}
+
+func setInt[T ~int32 | ~int64 | ~uint32 | ~uint64](dst *T, v int64) { *dst = T(v) }
 
 // openErr turns what open(2) says about a symlink under O_NOFOLLOW into an
 // error a person understands, keeping the errno for errors.Is.
@@ -95,11 +201,11 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := d.openat(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: d.join(name), Err: openErr(err)}
 	}
-	return &Dir{fd: fd, path: d.join(name)}, nil
+	return newDir(fd, d.join(name))
 }
 
 // Stat returns the fstat of the directory itself (zero on error).
@@ -111,14 +217,18 @@ func (d *Dir) Stat() (unix.Stat_t, error) {
 	return st, nil
 }
 
-// Lstat returns the fstatat of name without following a symlink.
+// Lstat returns the fstatat of name without following a symlink. A mount
+// point is refused with ErrOtherMount, its file system never asked.
 func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
-	var st unix.Stat_t
 	if err := checkName(name); err != nil {
-		return st, err
+		return unix.Stat_t{}, err
 	}
-	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return st, &os.PathError{Op: "lstat", Path: d.join(name), Err: err}
+	st, same, err := d.lstat(name)
+	if err == nil && !same {
+		err = ErrOtherMount
+	}
+	if err != nil {
+		return unix.Stat_t{}, &os.PathError{Op: "lstat", Path: d.join(name), Err: err}
 	}
 	return st, nil
 }
@@ -482,7 +592,7 @@ func (d *Dir) openFile(name string) (*os.File, unix.Stat_t, error) {
 		return nil, st, err
 	}
 	// O_NONBLOCK: opening a FIFO planted under this name must not hang.
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd, err := d.openat(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
 			err = fmt.Errorf("%w (a symlink)", ErrNotRegular)

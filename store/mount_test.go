@@ -1,51 +1,18 @@
 package store
 
 import (
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/testmount"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
-
-// inMountNamespace runs the calling test again in a private mount
-// namespace of its own (unshare(1)), where it may mount what it likes, and
-// reports whether this is that run. A test calls it first and returns when
-// it says false: the outer run has checked the inner one's result.
-func inMountNamespace(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv("STORE_TEST_MOUNT_NS") == t.Name() {
-		return true
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("mounts inside a mailbox need root (a private mount namespace)")
-	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("unshare(1) is not installed")
-	}
-	if out, err := exec.Command(unshare, "-m", "--propagation", "private", "true").CombinedOutput(); err != nil {
-		t.Skipf("cannot make a mount namespace here: %v: %s", err, out)
-	}
-	cmd := exec.Command(unshare, "-m", "--propagation", "private", os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "STORE_TEST_MOUNT_NS="+t.Name())
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("in a mount namespace: %v\n%s", err, out)
-	}
-	return false
-}
-
-func mountTmpfs(t *testing.T, dir string) {
-	t.Helper()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v: %s", dir, err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-}
 
 // TestSnapshotLeavesOutMounts: a folder, a message's attachment folder or a
 // file of a mailbox that is a mount (an operator's disk, an owner's FUSE
@@ -53,7 +20,7 @@ func mountTmpfs(t *testing.T, dir string) {
 // named, and the snapshot of the rest, this mailbox's and so every other's
 // in a backup, goes on.
 func TestSnapshotLeavesOutMounts(t *testing.T) {
-	if !inMountNamespace(t) {
+	if !testmount.InNamespace(t) {
 		return
 	}
 	s := newTestStore(t)
@@ -70,16 +37,13 @@ func TestSnapshotLeavesOutMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	mb := s.Path("agent")
-	mountTmpfs(t, filepath.Join(mb, "archive"))
-	mountTmpfs(t, filepath.Join(mb, "inbox", ids[0]+attSuffix))
+	testmount.Tmpfs(t, filepath.Join(mb, "archive"))
+	testmount.Tmpfs(t, filepath.Join(mb, "inbox", ids[0]+attSuffix))
 	// A file mounted over the raw copy of the second message.
 	other := filepath.Join(t.TempDir(), "raw")
 	os.WriteFile(other, []byte("Subject: other\r\n\r\n"), 0o600)
 	eml := filepath.Join(mb, "inbox", ids[1]+".eml")
-	if out, err := exec.Command("mount", "--bind", other, eml).CombinedOutput(); err != nil {
-		t.Fatalf("bind mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", eml).Run() })
+	testmount.Bind(t, other, eml)
 
 	dst := filepath.Join(filepath.Dir(mb), "snap")
 	os.Mkdir(dst, 0o700)
@@ -121,7 +85,7 @@ func TestSnapshotLeavesOutMounts(t *testing.T) {
 // is a mount is not the draft's: sending it is refused, naming the folder,
 // and nothing in the mount is opened.
 func TestDraftAttachmentsOnAMountAreRefused(t *testing.T) {
-	if !inMountNamespace(t) {
+	if !testmount.InNamespace(t) {
 		return
 	}
 	s := newTestStore(t)
@@ -135,7 +99,7 @@ func TestDraftAttachmentsOnAMountAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(s.Path("agent"), "drafts", id+attSuffix)
-	mountTmpfs(t, dir)
+	testmount.Tmpfs(t, dir)
 	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("not the draft's"), 0o600)
 	got, err := s.ReadAttachments("agent", "drafts", id, m)
 	if err == nil || !strings.Contains(err.Error(), "another file system") || !strings.Contains(err.Error(), id+attSuffix) {
@@ -143,31 +107,132 @@ func TestDraftAttachmentsOnAMountAreRefused(t *testing.T) {
 	}
 }
 
-// TestWalkStaysOnItsFileSystem: the quota's walk of a mailbox gives a
-// mount inside it as an entry but does not go into it: a FUSE file system
-// of the owner's could answer slowly or without end, and what it holds is
-// not on the store's disk.
-func TestWalkStaysOnItsFileSystem(t *testing.T) {
-	if !inMountNamespace(t) {
+// TestMountsInsideAMailboxAreNeverAsked: an owner's FUSE file system
+// mounted inside a mailbox (on a draft's attachment folder, a message's,
+// a folder, a message's files, or the whole mailbox) whose daemon never
+// answers holds up nothing root runs: each mount is refused or left out
+// without its file system being asked anything, and the rest is read.
+func TestMountsInsideAMailboxAreNeverAsked(t *testing.T) {
+	if !testmount.InNamespace(t) {
 		return
 	}
-	top := t.TempDir()
-	mnt := filepath.Join(top, "mnt")
-	os.Mkdir(mnt, 0o700)
-	os.WriteFile(filepath.Join(top, "mine"), []byte("x"), 0o600)
-	mountTmpfs(t, mnt)
-	os.WriteFile(filepath.Join(mnt, "theirs"), []byte("y"), 0o600)
-	d, err := OpenDir(top)
+	s := newTestStore(t)
+	if _, err := s.Create("bob", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	att := []AttachmentData{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("att")}}
+	draft, _, err := s.Deliver("agent", "drafts", testMessage(0), "draft", nil, att)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm, _, err := s.Get("agent", "drafts", draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 1; i <= 4; i++ {
+		id, _, err := s.Deliver("agent", "inbox", testMessage(i), "body", []byte("Subject: x\r\n\r\nbody\r\n"), att)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if _, _, err := s.Deliver("agent", "archive", testMessage(9), "body", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mb := s.Path("agent")
+	draftAtts := filepath.Join(mb, "drafts", draft+attSuffix)
+	testmount.DeadFUSE(t, draftAtts, false)
+	testmount.DeadFUSE(t, filepath.Join(mb, "archive"), false)
+	testmount.DeadFUSE(t, filepath.Join(mb, "inbox", ids[0]+attSuffix), false)
+	testmount.DeadFUSE(t, filepath.Join(mb, "inbox", ids[1]+".eml"), true)
+	testmount.DeadFUSE(t, filepath.Join(mb, "inbox", ids[2]+".md"), true)
+	testmount.DeadFUSE(t, s.Path("bob"), false)
+
+	err = testwait.Returns(t, "draft.send's read of attachments on a FUSE mount", func() error {
+		_, err := s.ReadAttachments("agent", "drafts", draft, dm)
+		return err
+	})
+	if !errors.Is(err, ErrOtherMount) || !strings.Contains(err.Error(), draftAtts) {
+		t.Errorf("attachments on a FUSE mount: %v; want ErrOtherMount naming %s", err, draftAtts)
+	}
+
+	dst := filepath.Join(filepath.Dir(mb), "snap")
+	snapshot := func(name string) MailboxSnapshot {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dst, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		d, err := OpenDir(filepath.Join(dst, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		type result struct {
+			snap MailboxSnapshot
+			err  error
+		}
+		r := testwait.Returns(t, "the snapshot of "+name, func() result {
+			snap, err := s.SnapshotMailbox(name, d)
+			return result{snap, err}
+		})
+		if r.err != nil {
+			t.Fatalf("snapshot of %s: %v", name, r.err)
+		}
+		slices.Sort(r.snap.Warnings)
+		return r.snap
+	}
+	snap := snapshot("agent")
+	want := []string{"agent/archive", "agent/drafts/" + draft + attSuffix, "agent/inbox/" + ids[0] + attSuffix,
+		"agent/inbox/" + ids[1] + ".eml", "agent/inbox/" + ids[2] + ".md"}
+	slices.Sort(want)
+	if len(snap.Warnings) != len(want) {
+		t.Fatalf("warnings %q, want one for each of %q", snap.Warnings, want)
+	}
+	for i, w := range want {
+		if snap.Warnings[i] != leftOut(w) {
+			t.Errorf("warning %q, want %q", snap.Warnings[i], leftOut(w))
+		}
+	}
+	if snap.Messages != 4 { // the draft and three of the inbox
+		t.Errorf("snapshot holds %d messages, want 4", snap.Messages)
+	}
+	if snap := snapshot("bob"); !slices.Equal(snap.Warnings, []string{leftOut("bob")}) || snap.Messages != 0 {
+		t.Errorf("snapshot of a mailbox that is a mount: %d messages, warnings %q; want none, and it named", snap.Messages, snap.Warnings)
+	}
+
+	if err := testwait.Returns(t, "IndexAll", func() error { _, err := s.IndexAll(t.Context()); return err }); err != nil {
+		t.Errorf("one mount stopped the indexing of every mailbox: %v", err)
+	}
+	list := testwait.Returns(t, "listing the inbox", func() error {
+		p, err := s.List("agent", "inbox", Query{Limit: 10})
+		if err == nil && len(p.Items) != 3 {
+			err = errors.New("not the 3 messages whose .md is not a mount")
+		}
+		return err
+	})
+	if list != nil {
+		t.Errorf("inbox: %v", list)
+	}
+	testwait.Returns(t, "the start-up sweep", func() error { _, err := s.Sweep(); return err })
+
+	d, err := s.OpenMailboxDir("agent")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
 	var seen []string
-	if err := d.Walk(func(depth int, name string, _ *unix.Stat_t) { seen = append(seen, name) }); err != nil {
+	if err := testwait.Returns(t, "a walk of the mailbox", func() error {
+		return d.Walk(func(depth int, name string, st *unix.Stat_t) { seen = append(seen, name) })
+	}); err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(seen)
-	if !slices.Equal(seen, []string{"mine", "mnt"}) {
-		t.Errorf("the walk saw %q, want the mount point and not what is in it", seen)
+	for _, n := range []string{"archive", draft + attSuffix, ids[0] + attSuffix, ids[1] + ".eml", ids[2] + ".md"} {
+		if slices.Contains(seen, n) {
+			t.Errorf("the walk gave %s, a mount", n)
+		}
+	}
+	if !slices.Contains(seen, ids[3]+".md") {
+		t.Errorf("the walk left out %s: saw %q", ids[3]+".md", seen)
 	}
 }

@@ -45,6 +45,15 @@ type MailboxSnapshot struct {
 func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) {
 	var out MailboxSnapshot
 	mb, err := s.openMailbox(name)
+	if errors.Is(err, ErrOtherMount) {
+		// Its owner as the store's directory lists it; its files are not
+		// the store's.
+		st, _, _ := s.root.lstat(name)
+		out.UID, out.GID = st.Uid, st.Gid
+		out.Skipped++
+		out.Warnings = append(out.Warnings, leftOut(name))
+		return out, nil
+	}
 	if err != nil {
 		return out, err
 	}
@@ -68,6 +77,9 @@ func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) 
 		d, err := mb.folder(n, false)
 		if err != nil {
 			out.Skipped++ // a file, a symlink, or another owner's directory
+			if errors.Is(err, ErrOtherMount) {
+				out.Warnings = append(out.Warnings, leftOut(name+"/"+n))
+			}
 			return nil
 		}
 		folders = append(folders, opened{n, d})
@@ -88,16 +100,7 @@ func (s *Store) SnapshotMailbox(name string, dst *Dir) (MailboxSnapshot, error) 
 		fi.mu.Lock()
 		defer fi.mu.Unlock()
 	}
-	dstSt, err := dst.Stat()
-	if err != nil {
-		return out, err
-	}
 	for _, f := range folders {
-		if st, err := f.d.Stat(); err != nil || st.Dev != dstSt.Dev {
-			out.Skipped++
-			out.Warnings = append(out.Warnings, fmt.Sprintf("%s/%s: on another file system than the store (a mount): left out", name, f.name))
-			continue
-		}
 		to, err := dst.MkdirOwned(f.name, 0o700, -1, -1)
 		if err != nil {
 			return out, err
@@ -153,17 +156,14 @@ func snapshotAttachments(d, to *Dir, name string, uid int, out *MailboxSnapshot,
 	src, err := d.OpenDir(name)
 	if err != nil {
 		out.Skipped++ // a symlink or a file where the folder should be
+		if errors.Is(err, ErrOtherMount) {
+			out.Warnings = append(out.Warnings, leftOut(where+"/"+name))
+		}
 		return nil
 	}
 	defer src.Close()
-	st, err := src.Stat()
-	if err != nil || int(st.Uid) != uid {
+	if st, err := src.Stat(); err != nil || int(st.Uid) != uid {
 		out.Skipped++
-		return nil
-	}
-	if dst, err := to.Stat(); err != nil || st.Dev != dst.Dev {
-		out.Skipped++
-		out.Warnings = append(out.Warnings, fmt.Sprintf("%s/%s: on another file system than the store (a mount): left out", where, name))
 		return nil
 	}
 	sub, err := to.MkdirOwned(name, 0o700, -1, -1)
@@ -191,7 +191,7 @@ func linkOwned(d, to *Dir, name string, uid int, out *MailboxSnapshot, where str
 			// A file mounted over (a bind mount) is on another file
 			// system, which no link reaches.
 			out.Skipped++
-			out.Warnings = append(out.Warnings, fmt.Sprintf("%s/%s: on another file system than the store (a mount): left out", where, name))
+			out.Warnings = append(out.Warnings, leftOut(where+"/"+name))
 			return false, nil
 		}
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EMLINK) {
@@ -215,4 +215,10 @@ func linkOwned(d, to *Dir, name string, uid int, out *MailboxSnapshot, where str
 	out.Files++
 	out.Bytes += st.Size
 	return true, nil
+}
+
+// leftOut is the warning for what a snapshot leaves out because it is a
+// mount (ErrOtherMount): what, named from the mailbox down.
+func leftOut(what string) string {
+	return what + ": on another file system than the store (a mount): left out"
 }

@@ -207,7 +207,9 @@ func (s *Store) IndexAll(ctx context.Context) (messages int, err error) {
 				return err
 			})
 			fi.release(built)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			// A folder or mailbox that is a mount (ErrOtherMount) is not
+			// the store's: the others are indexed all the same.
+			if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrOtherMount) {
 				return messages, fmt.Errorf("index %s/%s: %w", name, f, err)
 			}
 		}
@@ -289,6 +291,17 @@ func (s *Store) openMailbox(name string) (*mailbox, error) {
 		return nil, err
 	}
 	return &mailbox{dir: d, uid: int(st.Uid), gid: int(st.Gid)}, nil
+}
+
+// OpenMailboxDir opens the directory of mailbox name as the store opens
+// it: never through a symlink, and never a mount (ErrOtherMount), for a
+// walk of everything in it.
+func (s *Store) OpenMailboxDir(name string) (*Dir, error) {
+	mb, err := s.openMailbox(name)
+	if err != nil {
+		return nil, err
+	}
+	return mb.dir, nil
 }
 
 // MailboxIdentity names the mailbox now under name: its owner and its

@@ -63,7 +63,7 @@ func (s *Store) NewSpill(mailbox, folder string) (*Spill, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "dup", Path: d.path, Err: err}
 	}
-	dir := &Dir{fd: fd, path: d.path}
+	dir := &Dir{fd: fd, path: d.path, dev: d.dev, mnt: d.mnt}
 	st, err := dir.Stat()
 	if err != nil {
 		dir.Close()

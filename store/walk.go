@@ -22,7 +22,9 @@ const walkBuf = 8 << 10
 // owner's tree goes; depth is 0 for d's own entries. It opens nothing but
 // directories, each with O_DIRECTORY and O_NOFOLLOW, so a symlink, FIFO or
 // device swapped in for a directory is skipped, never followed or waited
-// on. It holds one descriptor at a time whatever the depth, and does a
+// on. It never crosses into another mount: an entry that is a mount point
+// (ErrOtherMount) is not given to fn, and its file system is never asked
+// anything. It holds one descriptor at a time whatever the depth, and does a
 // constant amount of work per entry: it goes down with openat and back up
 // through "..", checking that each directory it climbs to is the one it
 // came down from (the owner may move a directory meanwhile); when it is
@@ -33,8 +35,7 @@ const walkBuf = 8 << 10
 // listing's own cookie, which the kernel gives with every entry for this),
 // so a directory of millions of files or subdirectories costs no more
 // memory than a small one. Entries added or removed meanwhile may or may
-// not be seen. A directory on another file system than d (a mount) is
-// given to fn but not gone into: what it holds is not d's.
+// not be seen.
 func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 	type level struct {
 		dev, ino uint64
@@ -97,16 +98,18 @@ func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 			if ent.name == "." || ent.name == ".." {
 				continue
 			}
-			if err := unix.Fstatat(cur, ent.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				continue // removed meanwhile
+			est, same, err := lstatOnMount(cur, ent.name, d.dev, d.mnt)
+			if err != nil || !same {
+				continue // removed meanwhile, or a mount point
 			}
+			st = est
 			fn(len(stack)-1, ent.name, &st)
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != stack[0].dev {
-				continue // not a directory, or a mount: not d's tree
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
 			}
-			sub, err = unix.Openat(cur, ent.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			sub, err = openOnMount(cur, ent.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, d.dev, d.mnt)
 			if err != nil {
-				sub = -1 // swapped for something else, or removed, meanwhile
+				sub = -1 // swapped for something else (a mount point too), or removed, meanwhile
 			}
 		}
 		if sub < 0 {

@@ -224,12 +224,20 @@ func mailboxWithFiles(root string) string {
 			return nil
 		}
 		mb, err := boxes.OpenDir(b)
+		if errors.Is(err, store.ErrOtherMount) {
+			name = b // a mount: what it holds is not looked into
+			return found
+		}
 		if err != nil {
 			return nil
 		}
 		defer mb.Close()
 		return mb.EachName(func(f string) error {
 			folder, err := mb.OpenDir(f)
+			if errors.Is(err, store.ErrOtherMount) {
+				name = b
+				return found
+			}
 			if err != nil {
 				return nil
 			}

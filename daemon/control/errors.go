@@ -27,6 +27,8 @@ func storeFault(err error) *protocol.Error {
 			"move it away (mailctl recreates the folder when it next writes there; the operator's `mailctl doctor` names what is wrong), then retry", err)
 	case errors.Is(err, store.ErrTooLarge):
 		return protocol.Errorf(protocol.CodeTooLarge, "%v: read it in windows (offset, max_chars)", err)
+	case errors.Is(err, store.ErrOtherMount):
+		return protocol.Errorf(protocol.CodeConflict, "%v: mailctl uses only the store's own file system; unmount it (or move your files into the mailbox), then retry", err)
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		// A handler that knows what it looked for answers notFound; this
 		// is the rest. The store's cause (a symlink, a file of another
