@@ -201,6 +201,7 @@ type subscriptions struct {
 
 type watch struct {
 	sessions map[*mcp.ServerSession]bool
+	ctx      context.Context // ended by cancel: the last session let go
 	cancel   context.CancelFunc
 }
 
@@ -221,35 +222,89 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 		ss.awaitEnd(req.Session)
 		return nil
 	}
-	c, err := ss.s.dial(ctx)
-	if err != nil {
-		return resourceErr(err, uri)
-	}
 	wctx, cancel := context.WithCancel(context.Background())
-	events, err := c.Watch(wctx, protocol.WatchArgs{Mailboxes: []string{mailbox}})
+	events, err := ss.watchOnce(ctx, wctx, mailbox)
 	if err != nil {
 		cancel()
-		c.Close()
 		return resourceErr(err, uri)
 	}
-	w := &watch{sessions: map[*mcp.ServerSession]bool{req.Session: true}, cancel: func() { cancel(); c.Close() }}
+	w := &watch{sessions: map[*mcp.ServerSession]bool{req.Session: true}, ctx: wctx, cancel: cancel}
 	ss.active[mailbox] = w
 	ss.awaitEnd(req.Session)
+	go ss.follow(mailbox, w, events)
+	return nil
+}
+
+// watchOnce opens a daemon connection (dialled under dial's context) that
+// watches mailbox until wctx ends, when the connection is closed.
+func (ss *subscriptions) watchOnce(dial, wctx context.Context, mailbox string) (<-chan protocol.Event, error) {
+	c, err := ss.s.dial(dial)
+	if err != nil {
+		return nil, err
+	}
+	events, err := c.Watch(wctx, protocol.WatchArgs{Mailboxes: []string{mailbox}})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	context.AfterFunc(wctx, func() { c.Close() })
 	go func() {
+		// The watch's end without wctx's (the daemon stopped) closes
+		// the connection too.
+		<-c.Done()
+		c.Close()
+	}()
+	return events, nil
+}
+
+// rewatchEvery bounds the wait between attempts to watch a mailbox again
+// after the daemon ended its watch (a restart).
+const rewatchEvery = 5 * time.Second
+
+// follow turns w's events into notifications/resources/updated until the
+// last session lets go of w. A watch the daemon ends (it stopped or
+// restarted) is made again as soon as the daemon answers, and the sessions
+// are told the inbox changed, since mail may have come meanwhile.
+func (ss *subscriptions) follow(mailbox string, w *watch, events <-chan protocol.Event) {
+	uri := InboxURI(mailbox)
+	for {
 		for ev := range events {
 			if ev.Type != protocol.EventNewMail && ev.Type != protocol.EventMailboxChanged {
 				continue
 			}
 			ss.s.log.Debug("mailbox changed", "mailbox", ev.Mailbox, "type", ev.Type)
-			ss.s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: InboxURI(mailbox)})
+			ss.s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
 		}
-		ss.mu.Lock()
-		if ss.active[mailbox] == w {
-			delete(ss.active, mailbox) // the watch ended (daemon restart): a new subscribe starts a new one
+		ss.s.log.Debug("mailbox watch ended; watching again once the daemon answers", "mailbox", mailbox)
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, rewatchEvery) {
+			if w.ctx.Err() != nil {
+				return
+			}
+			var err error
+			if events, err = ss.watchOnce(w.ctx, w.ctx, mailbox); err == nil {
+				break
+			}
+			var refused *protocol.Error
+			if errors.As(err, &refused) && refused.Code != protocol.CodeUnavailable {
+				// The daemon answered and refused (the mailbox is gone,
+				// or not the caller's any more): nothing to wait for.
+				ss.s.log.Info("mailbox watch refused; subscriptions to it end", "mailbox", mailbox, "err", err)
+				ss.mu.Lock()
+				if ss.active[mailbox] == w {
+					delete(ss.active, mailbox)
+				}
+				ss.mu.Unlock()
+				w.cancel()
+				return
+			}
+			select {
+			case <-w.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
-		ss.mu.Unlock()
-	}()
-	return nil
+		ss.s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+	}
 }
 
 // awaitEnd lets go of session's subscriptions when it ends, whether or not

@@ -103,3 +103,27 @@ func TestSubscriptionsBelongToTheirSessions(t *testing.T) {
 	a.Close()
 	testwait.For(t, "the daemon watch to end with the last session subscribed", func() bool { return e.d.Watchers() == 0 })
 }
+
+// TestSubscriptionOutlivesADaemonRestart: a daemon restart (an upgrade,
+// systemctl restart) ends the watch behind an inbox subscription. The
+// shim watches again as soon as the daemon answers, tells the session the
+// inbox changed (mail may have come meanwhile), and goes on notifying it,
+// without the agent subscribing again.
+func TestSubscriptionOutlivesADaemonRestart(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "agent")
+	uri := InboxURI("agent")
+	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the inbox watch", func() bool { return e.d.Watchers() == 1 })
+	e.d.Restart(t)
+	testwait.For(t, "the inbox watched again after the restart", func() bool { return e.d.Watchers() == 1 })
+	testwait.For(t, "resources/updated for what the gap may hold", func() bool { return len(e.updates()) == 1 })
+	e.d.Deliver(t, "agent", testdaemon.Message{From: "a@x.test", Subject: "after the restart"})
+	testwait.For(t, "resources/updated for mail after the restart", func() bool { return len(e.updates()) == 2 })
+	if err := e.cs.Unsubscribe(e.ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the watch to end at the unsubscribe", func() bool { return e.d.Watchers() == 0 })
+}
