@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
@@ -103,25 +106,37 @@ func knownUser(owner string) bool {
 }
 
 // checkMailboxes checks every mailbox folder: declared or registered, owned by
-// its owner, mode 0700, with every standard folder.
+// its owner, mode 0700, with every standard folder. The folders are their
+// owners' to change: they are read as the store reads them, through its
+// directory handles, which never follow a symlink nor cross into a mount
+// (an owner's FUSE file system whose daemon never answers would otherwise
+// hold doctor, and the daemon's request that runs it, forever).
 func checkMailboxes(f *findings, cfg *config.Config, env Env) {
 	root := cfg.Paths.MailboxesDir()
-	ents, err := os.ReadDir(root)
+	boxes, err := store.OpenDir(root)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) { // a missing root is a paths finding
 			f.add("mailbox.unreadable", Info, "run doctor as root", "cannot list %s: %v", root, err)
 		}
 		return
 	}
+	defer boxes.Close()
+	var names []string
+	if err := boxes.EachName(func(name string) error {
+		if !strings.HasPrefix(name, ".") {
+			names = append(names, name)
+		}
+		return nil
+	}); err != nil {
+		f.add("mailbox.unreadable", Info, "run doctor as root", "cannot list %s: %v", root, err)
+		return
+	}
+	slices.Sort(names) // the report in a stable order, as os.ReadDir gave it
 	seen := map[string]bool{}
 	before := len(*f)
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
+	for _, name := range names {
 		seen[name] = true
-		checkMailbox(f, cfg, name, filepath.Join(root, name))
+		checkMailbox(f, cfg, boxes, name)
 	}
 	for _, m := range cfg.Mailboxes {
 		switch {
@@ -138,26 +153,48 @@ func checkMailboxes(f *findings, cfg *config.Config, env Env) {
 	}
 }
 
-// checkMailbox checks one mailbox directory of the store.
-func checkMailbox(f *findings, cfg *config.Config, name, path string) {
-	fi, err := os.Lstat(path)
+// mountFinding names path, a mailbox or a folder of one that is a mount:
+// the store uses only its own file system (docs/security.md).
+func mountFinding(f *findings, path string) {
+	f.add("mailbox.mount", Fail, "unmount it (sudo umount "+path+"), then move what it held into the mailbox if it is mail",
+		"%s is a mount (another file system than the store's): mailctl neither reads nor writes mail there, and backups leave it out", path)
+}
+
+// checkMailbox checks the mailbox directory name of the store's directory
+// boxes.
+func checkMailbox(f *findings, cfg *config.Config, boxes *store.Dir, name string) {
+	path := filepath.Join(boxes.Path(), name)
+	st, err := boxes.Lstat(name)
+	if errors.Is(err, store.ErrOtherMount) {
+		mountFinding(f, path)
+		return
+	}
 	if err != nil {
 		return
 	}
-	if !fi.IsDir() {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		f.add("mailbox.not_dir", Warn, "move "+path+" out of the store", "%s is not a directory", path)
 		return
 	}
 	want, known := expectedOwner(f, cfg, name, path)
-	got, _ := owner(fi)
+	got := st.Uid
 	if known && got != want {
 		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
 	}
-	if m := fi.Mode().Perm(); m != store.DirMode {
+	if m := fs.FileMode(st.Mode).Perm(); m != store.DirMode {
 		f.add("mailbox.mode", Warn, fmt.Sprintf("sudo chmod %04o %s", store.DirMode, path), "mailbox %s has mode %04o, expected %04o", name, m, store.DirMode)
 	}
+	mb, err := boxes.OpenDir(name)
+	if errors.Is(err, store.ErrOtherMount) { // mounted since the lstat
+		mountFinding(f, path)
+		return
+	}
+	if err != nil {
+		return
+	}
+	defer mb.Close()
 	for _, folder := range store.Folders {
-		checkFolder(f, name, path, folder, got, want, known)
+		checkFolder(f, name, mb, folder, got, want, known)
 	}
 }
 
@@ -178,20 +215,23 @@ func expectedOwner(f *findings, cfg *config.Config, name, path string) (want uin
 	return 0, false
 }
 
-// checkFolder checks one standard folder of a mailbox.
-func checkFolder(f *findings, name, path, folder string, got, want uint32, known bool) {
-	fp := filepath.Join(path, folder)
-	ffi, err := os.Lstat(fp)
+// checkFolder checks one standard folder of a mailbox, whose directory is
+// mb.
+func checkFolder(f *findings, name string, mb *store.Dir, folder string, got, want uint32, known bool) {
+	fp := filepath.Join(mb.Path(), folder)
+	st, err := mb.Lstat(folder)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		f.add("mailbox.folder_missing", Warn, fmt.Sprintf("sudo mailctl mailboxes create %s --owner %d (repairs folders)", name, got), "mailbox %s has no %s folder", name, folder)
+	case errors.Is(err, store.ErrOtherMount):
+		mountFinding(f, fp)
 	case err != nil:
 		return
-	case !ffi.IsDir():
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		f.add("mailbox.folder_type", Fail, "move "+fp+" away and repair the mailbox", "%s is not a directory (a symlink or file planted in the mailbox?)", fp)
 	default:
-		if fu, _ := owner(ffi); known && fu != want {
-			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "%s belongs to uid %d, expected uid %d", fp, fu, want)
+		if known && st.Uid != want {
+			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, mb.Path()), "%s belongs to uid %d, expected uid %d", fp, st.Uid, want)
 		}
 	}
 }
