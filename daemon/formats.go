@@ -107,7 +107,13 @@ func holdsFiles(dir string, records bool) bool {
 			if strings.HasPrefix(n, safeio.TempPrefix) {
 				continue
 			}
-			if st, err := os.Lstat(filepath.Join(dir, n)); records && err == nil && st.IsDir() && !holdsFiles(filepath.Join(dir, n), false) {
+			// Only the registry's entries (root's) are looked into: the
+			// mailbox tree's are its owners', one of whom may have mounted a
+			// FUSE file system there whose daemon never answers a stat.
+			if !records {
+				return true
+			}
+			if st, err := os.Lstat(filepath.Join(dir, n)); err == nil && st.IsDir() && !holdsFiles(filepath.Join(dir, n), false) {
 				continue
 			}
 			return true
