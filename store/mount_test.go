@@ -236,3 +236,54 @@ func TestMountsInsideAMailboxAreNeverAsked(t *testing.T) {
 		t.Errorf("the walk left out %s: saw %q", ids[3]+".md", seen)
 	}
 }
+
+// TestDeleteStopsAtAMount: deleting a mailbox with force removes its own
+// files and stops at a mount inside it, naming it, rather than remove what
+// the mount holds (an operator's disk) or wait on an owner's FUSE file
+// system that never answers.
+func TestDeleteStopsAtAMount(t *testing.T) {
+	if !testmount.InNamespace(t) {
+		return
+	}
+	for _, fuse := range []bool{false, true} {
+		s := newTestStore(t)
+		if _, _, err := s.Deliver("agent", "inbox", testMessage(1), "body", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		archive := filepath.Join(s.Path("agent"), "archive")
+		disk := filepath.Join(archive, "on-the-disk")
+		if fuse {
+			testmount.DeadFUSE(t, archive, false)
+		} else {
+			testmount.Tmpfs(t, archive)
+			if err := os.WriteFile(disk, []byte("not the mailbox's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := testwait.Returns(t, "a forced delete of a mailbox holding a mount", func() error { return s.Delete("agent", true) })
+		if !errors.Is(err, ErrOtherMount) || !strings.Contains(err.Error(), "archive") {
+			t.Errorf("delete of a mailbox with a mount on archive (FUSE %v): %v; want ErrOtherMount naming the folder", fuse, err)
+		}
+		// The mount moved with the detached mailbox, whose name the next
+		// start-up sweep tries again.
+		var moved string
+		s.root.EachName(func(n string) error {
+			if strings.HasPrefix(n, TempPrefix+"del-") {
+				moved = filepath.Join(s.root.Path(), n, "archive")
+			}
+			return nil
+		})
+		if moved == "" {
+			t.Fatal("no detached mailbox left")
+		}
+		t.Cleanup(func() { unix.Unmount(moved, unix.MNT_DETACH) })
+		if !fuse {
+			if _, err := os.Stat(filepath.Join(moved, "on-the-disk")); err != nil {
+				t.Errorf("the delete removed a file on the mount: %v", err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(s.Path("agent"))); err == nil {
+			t.Error("the mailbox is still under its name")
+		}
+	}
+}
