@@ -352,6 +352,19 @@ func TestHTTPStuckStreamDoesNotStallOthers(t *testing.T) {
 	testwait.For(t, "every notification to the client that reads", func() bool { return got.Load() == n })
 }
 
+// openRawSession initializes a session of protocol 2025-06-18 over plain
+// requests and returns its id.
+func openRawSession(t *testing.T, url, token string) string {
+	t.Helper()
+	resp, _ := rawHTTP(t, "POST", url, token, "", initializeLine)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
+	}
+	rawHTTP(t, "POST", url, token, id, initializedLine)
+	return id
+}
+
 // rawHTTP sends one request to an HTTP server with the token, in a session
 // when id is not empty, and returns the response with its body read.
 func rawHTTP(t *testing.T, method, url, token, id, body string, header ...string) (*http.Response, string) {
@@ -389,16 +402,7 @@ func TestHTTPSessionsAreBounded(t *testing.T) {
 	s := New(Options{SocketPath: noDaemon(t)})
 	srv := httptest.NewServer(s.HTTPHandler(token))
 	defer srv.Close()
-	open := func() string {
-		t.Helper()
-		resp, _ := rawHTTP(t, "POST", srv.URL, token, "", initializeLine)
-		id := resp.Header.Get("Mcp-Session-Id")
-		if resp.StatusCode != http.StatusOK || id == "" {
-			t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
-		}
-		rawHTTP(t, "POST", srv.URL, token, id, initializedLine)
-		return id
-	}
+	open := func() string { t.Helper(); return openRawSession(t, srv.URL, token) }
 	streaming := open()
 	req, _ := http.NewRequest("GET", srv.URL, nil)
 	req.Header.Set("Authorization", "Bearer "+token)

@@ -60,16 +60,7 @@ func TestSubscriptionsBelongToTheirSessions(t *testing.T) {
 	aNotified("a's subscribe")
 
 	// The other sessions speak 2025-06-18 over plain requests.
-	open := func() string {
-		t.Helper()
-		resp, _ := rawHTTP(t, "POST", srv.URL, token, "", initializeLine)
-		id := resp.Header.Get("Mcp-Session-Id")
-		if resp.StatusCode != http.StatusOK || id == "" {
-			t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
-		}
-		rawHTTP(t, "POST", srv.URL, token, id, initializedLine)
-		return id
-	}
+	open := func() string { t.Helper(); return openRawSession(t, srv.URL, token) }
 	call := func(session, method string) {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":7,"method":"resources/` + method + `","params":{"uri":"` + uri + `"}}`
