@@ -203,12 +203,19 @@ type watch struct {
 	sessions map[*mcp.ServerSession]bool
 	ctx      context.Context // ended by cancel: the last session let go
 	cancel   context.CancelFunc
+	ready    chan struct{} // closed once the first daemon watch is made, or failed (err)
+	err      error
 }
 
 func newSubscriptions(s *Server) *subscriptions {
 	return &subscriptions{s: s, active: map[string]*watch{}, ending: map[*mcp.ServerSession]bool{}}
 }
 
+// subscribe joins the session to mailbox's watch, starting one if there is
+// none, and answers once the daemon has acknowledged it. The daemon is
+// dialled without ss.mu held, so a slow daemon holds up only the subscribes
+// waiting for that watch, never the unsubscribes, session ends and other
+// mailboxes' subscribes of the server.
 func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	mailbox, ok := subscribable(uri)
@@ -216,23 +223,54 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 		return badURI(uri, fmt.Sprintf("only mailbox inboxes (%s) can be subscribed to", templateInbox))
 	}
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if w := ss.active[mailbox]; w != nil {
-		w.sessions[req.Session] = true
-		ss.awaitEnd(req.Session)
-		return nil
+	w := ss.active[mailbox]
+	if w == nil {
+		wctx, cancel := context.WithCancel(context.Background())
+		w = &watch{sessions: map[*mcp.ServerSession]bool{}, ctx: wctx, cancel: cancel, ready: make(chan struct{})}
+		ss.active[mailbox] = w
+		go ss.start(mailbox, w)
 	}
-	wctx, cancel := context.WithCancel(context.Background())
-	events, err := ss.watchOnce(ctx, wctx, mailbox)
-	if err != nil {
-		cancel()
-		return resourceErr(err, uri)
-	}
-	w := &watch{sessions: map[*mcp.ServerSession]bool{req.Session: true}, ctx: wctx, cancel: cancel}
-	ss.active[mailbox] = w
+	already := w.sessions[req.Session]
+	w.sessions[req.Session] = true
 	ss.awaitEnd(req.Session)
-	go ss.follow(mailbox, w, events)
-	return nil
+	ss.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		if w.err != nil {
+			return resourceErr(w.err, uri)
+		}
+		return nil
+	case <-ctx.Done():
+		// The request was cancelled (or its client went) while the daemon
+		// had not answered: it never subscribed, so it lets go, which ends
+		// the watch being made when no one else waits for it.
+		if !already {
+			ss.mu.Lock()
+			ss.leaveWatch(mailbox, w, req.Session)
+			ss.mu.Unlock()
+		}
+		return ctx.Err()
+	}
+}
+
+// start makes w's first daemon watch of mailbox, then follows it. A watch
+// that fails is dropped, so that the next subscribe tries again.
+func (ss *subscriptions) start(mailbox string, w *watch) {
+	events, err := ss.watchOnce(w.ctx, w.ctx, mailbox)
+	if err != nil {
+		ss.mu.Lock()
+		if ss.active[mailbox] == w {
+			delete(ss.active, mailbox)
+		}
+		ss.mu.Unlock()
+		w.cancel()
+		w.err = err
+		close(w.ready)
+		return
+	}
+	close(w.ready)
+	ss.follow(mailbox, w, events)
 }
 
 // watchOnce opens a daemon connection (dialled under dial's context) that
@@ -328,14 +366,23 @@ func (ss *subscriptions) awaitEnd(session *mcp.ServerSession) {
 // leave ends session's subscription to mailbox, and the watch with the
 // last one. Call with ss.mu held.
 func (ss *subscriptions) leave(mailbox string, session *mcp.ServerSession) {
-	w := ss.active[mailbox]
-	if w == nil || !w.sessions[session] {
+	if w := ss.active[mailbox]; w != nil {
+		ss.leaveWatch(mailbox, w, session)
+	}
+}
+
+// leaveWatch takes session out of w, and ends w with its last session.
+// Call with ss.mu held.
+func (ss *subscriptions) leaveWatch(mailbox string, w *watch, session *mcp.ServerSession) {
+	if !w.sessions[session] {
 		return
 	}
 	delete(w.sessions, session)
 	if len(w.sessions) == 0 {
 		w.cancel()
-		delete(ss.active, mailbox)
+		if ss.active[mailbox] == w {
+			delete(ss.active, mailbox)
+		}
 	}
 }
 

@@ -2,8 +2,15 @@ package mcpshim
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -117,4 +124,178 @@ func TestSubscriptionOutlivesADaemonRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, "the watch to end at the unsubscribe", func() bool { return e.d.Watchers() == 0 })
+}
+
+// TestSlowDaemonHoldsUpOnlyItsOwnSubscribe: a subscribe dials the daemon
+// for a new watch, and a daemon that is slow to answer (busy, or starting)
+// must hold up that subscribe only: another session's unsubscribe, and a
+// request given up while it waits, go on; the subscribe succeeds once the
+// daemon answers.
+func TestSlowDaemonHoldsUpOnlyItsOwnSubscribe(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	d.Mailbox(t, "other")
+	p := newHoldingProxy(t, d.Socket)
+	e := connect(t, p.path)
+	e.d = d
+	const token = "0123456789abcdef-slow"
+	srv := httptest.NewServer(e.s.HTTPHandler(token))
+	defer srv.Close()
+	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: InboxURI("agent")}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the agent inbox watch", func() bool { return d.Watchers() == 1 })
+
+	// The daemon stops answering new connections; a second session's
+	// subscribe waits for it.
+	p.hold()
+	subscribe := func(ctx context.Context, session string) error {
+		body := `{"jsonrpc":"2.0","id":9,"method":"resources/subscribe","params":{"uri":"` + InboxURI("other") + `"}}`
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"result"`) {
+			return fmt.Errorf("HTTP %d %s", resp.StatusCode, out)
+		}
+		return nil
+	}
+	second, third := openRawSession(t, srv.URL, token), openRawSession(t, srv.URL, token)
+	subscribed := make(chan error, 1)
+	go func() { subscribed <- subscribe(e.ctx, second) }()
+	testwait.For(t, "the second session's watch to dial the held daemon", func() bool { return p.heldCount() == 1 })
+
+	// A third session joins the watch being made, then its client gives up.
+	gaveUp, giveUp := context.WithCancel(e.ctx)
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- subscribe(gaveUp, third) }()
+	testwait.For(t, "the third session to wait for the same watch", func() bool { return e.s.subs.waiting("other") == 2 })
+	giveUp()
+	if err := <-cancelled; err == nil {
+		t.Error("a subscribe given up before the daemon answered succeeded")
+	}
+	testwait.For(t, "the session that gave up to let go", func() bool { return e.s.subs.waiting("other") == 1 })
+
+	// Meanwhile the first session unsubscribes, and its watch ends.
+	if err := e.cs.Unsubscribe(e.ctx, &mcp.UnsubscribeParams{URI: InboxURI("agent")}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the agent watch to end while another subscribe waits for the daemon", func() bool { return d.Watchers() == 0 })
+	select {
+	case err := <-subscribed:
+		t.Fatalf("the subscribe answered before the daemon did: %v", err)
+	default:
+	}
+
+	// The daemon answers: the waiting subscribe succeeds, and its watch
+	// notifies (the first session joins it to see).
+	p.release()
+	if err := <-subscribed; err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the other inbox watch", func() bool { return d.Watchers() == 1 })
+	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: InboxURI("other")}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "both sessions on the watch", func() bool { return e.s.subs.waiting("other") == 2 })
+	d.Deliver(t, "other", testdaemon.Message{From: "a@x.test", Subject: "after the wait"})
+	testwait.For(t, "resources/updated through the watch that waited", func() bool {
+		return slices.Contains(e.updates(), InboxURI("other"))
+	})
+	if n := d.Watchers(); n != 1 {
+		t.Errorf("%d daemon watches, want 1", n)
+	}
+}
+
+// holdingProxy stands between the shim and the daemon's socket. While held,
+// the connections it accepts are neither read nor forwarded: to the shim, a
+// daemon that is slow to answer.
+type holdingProxy struct {
+	path, target string
+	mu           sync.Mutex
+	held         bool
+	parked       []net.Conn
+	conns        []net.Conn
+}
+
+func newHoldingProxy(t *testing.T, target string) *holdingProxy {
+	p := &holdingProxy{path: filepath.Join(t.TempDir(), "proxy.sock"), target: target}
+	ln, err := net.Listen("unix", p.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c)
+			if p.held {
+				p.parked = append(p.parked, c)
+				p.mu.Unlock()
+				continue
+			}
+			p.mu.Unlock()
+			p.forward(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+func (p *holdingProxy) forward(c net.Conn) {
+	u, err := net.Dial("unix", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, u)
+	p.mu.Unlock()
+	go func() { io.Copy(u, c); u.Close(); c.Close() }()
+	go func() { io.Copy(c, u); u.Close(); c.Close() }()
+}
+
+func (p *holdingProxy) hold() { p.mu.Lock(); p.held = true; p.mu.Unlock() }
+
+func (p *holdingProxy) heldCount() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.parked) }
+
+func (p *holdingProxy) release() {
+	p.mu.Lock()
+	parked := p.parked
+	p.held, p.parked = false, nil
+	p.mu.Unlock()
+	for _, c := range parked {
+		p.forward(c)
+	}
+}
+
+// waiting reports how many sessions mailbox's watch holds.
+func (ss *subscriptions) waiting(mailbox string) int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if w := ss.active[mailbox]; w != nil {
+		return len(w.sessions)
+	}
+	return 0
 }
