@@ -46,8 +46,10 @@ type Server struct {
 	mcp    *mcp.Server
 	socket string
 
-	mu     sync.Mutex
-	client *protocol.Client
+	mu      sync.Mutex
+	client  *protocol.Client
+	dialing *dialing // the shared connection being made, or nil
+	closed  bool
 
 	subs *subscriptions
 
@@ -205,6 +207,7 @@ func (s *Server) Run(ctx context.Context, transport mcp.Transport) error {
 func (s *Server) Close() {
 	s.subs.closeAll()
 	s.mu.Lock()
+	s.closed = true
 	if s.client != nil {
 		s.client.Close()
 		s.client = nil
@@ -212,22 +215,56 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 }
 
+// dialing is one attempt at the shared connection, which every request
+// that needs it meanwhile waits for.
+type dialing struct {
+	done chan struct{}
+	c    *protocol.Client
+	err  error
+}
+
 // conn returns the shared daemon connection, dialing again when the previous
-// one ended (the daemon restarted, say).
+// one ended (the daemon restarted, say). One dial serves every request
+// waiting for it, and each waits only as long as its own context allows:
+// a daemon slow to answer costs concurrent requests one dial timeout, not
+// one each in turn.
 func (s *Server) conn(ctx context.Context) (*protocol.Client, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.client != nil {
 		select {
 		case <-s.client.Done():
 			s.client = nil
 		default:
-			return s.client, nil
+			c := s.client
+			s.mu.Unlock()
+			return c, nil
 		}
 	}
-	var err error
-	s.client, err = s.dial(ctx)
-	return s.client, err
+	d := s.dialing
+	if d == nil {
+		d = &dialing{done: make(chan struct{})}
+		s.dialing = d
+		go func() {
+			// Under no request's context: the others wait for it too.
+			c, err := s.dial(context.Background())
+			s.mu.Lock()
+			if err == nil && s.closed {
+				c.Close()
+				c, err = nil, errors.New("mcp server closed")
+			}
+			s.client, s.dialing = c, nil
+			s.mu.Unlock()
+			d.c, d.err = c, err
+			close(d.done)
+		}()
+	}
+	s.mu.Unlock()
+	select {
+	case <-d.done:
+		return d.c, d.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // dial opens a new connection (watches use their own, so that stopping one

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -218,6 +219,55 @@ func TestSlowDaemonHoldsUpOnlyItsOwnSubscribe(t *testing.T) {
 	}
 }
 
+// TestSlowDaemonHoldsNoCallBeyondItsContext: the tools share one daemon
+// connection, and while it is being made (a daemon slow to answer) every
+// call needing it waits for that one dial, each no longer than its own
+// request allows: a call its client gives up returns at once, and the
+// others succeed on the same connection once the daemon answers.
+func TestSlowDaemonHoldsNoCallBeyondItsContext(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	p := newHoldingProxy(t, d.Socket)
+	p.hold()
+	e := connect(t, p.path)
+	e.d = d
+	e.s.dialTimeout = time.Minute
+	list := func(ctx context.Context) error {
+		res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "mailbox_list", Arguments: map[string]any{}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %+v", res.Content)
+		}
+		return err
+	}
+	first := make(chan error, 1)
+	go func() { first <- list(e.ctx) }()
+	testwait.For(t, "the first call to dial the held daemon", func() bool { return p.heldCount() == 1 })
+
+	// The server's side of a call its client gave up (the client's own
+	// CallTool returns at once whatever the server does).
+	gaveUp, giveUp := context.WithCancel(e.ctx)
+	var returned atomic.Bool
+	go func() {
+		if _, err := e.s.conn(gaveUp); err == nil {
+			t.Error("a call given up before the daemon answered got a connection")
+		}
+		returned.Store(true)
+	}()
+	giveUp()
+	testwait.For(t, "a call given up while the daemon is dialled to return", returned.Load)
+
+	p.release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := list(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.accepted(); n != 1 {
+		t.Errorf("%d connections to the daemon, want the one shared", n)
+	}
+}
+
 // holdingProxy stands between the shim and the daemon's socket. While held,
 // the connections it accepts are neither read nor forwarded: to the shim, a
 // daemon that is slow to answer.
@@ -227,6 +277,7 @@ type holdingProxy struct {
 	held         bool
 	parked       []net.Conn
 	conns        []net.Conn
+	accepts      int
 }
 
 func newHoldingProxy(t *testing.T, target string) *holdingProxy {
@@ -242,6 +293,7 @@ func newHoldingProxy(t *testing.T, target string) *holdingProxy {
 				return
 			}
 			p.mu.Lock()
+			p.accepts++
 			p.conns = append(p.conns, c)
 			if p.held {
 				p.parked = append(p.parked, c)
@@ -279,6 +331,8 @@ func (p *holdingProxy) forward(c net.Conn) {
 func (p *holdingProxy) hold() { p.mu.Lock(); p.held = true; p.mu.Unlock() }
 
 func (p *holdingProxy) heldCount() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.parked) }
+
+func (p *holdingProxy) accepted() int { p.mu.Lock(); defer p.mu.Unlock(); return p.accepts }
 
 func (p *holdingProxy) release() {
 	p.mu.Lock()
