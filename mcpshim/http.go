@@ -82,16 +82,18 @@ func ReadTokenFile(path string) (string, error) {
 const MaxTokenFileBytes = 4096
 
 // HTTPHandler serves the Streamable HTTP transport behind a bearer token check.
+// Its sessions idle for longer than HTTPSessionIdle are closed as new ones
+// are made.
 func (s *Server) HTTPHandler(token string) http.Handler {
-	return s.httpHandler(token, new(requestCount))
+	return s.httpHandler(token, new(requestCount), newSessionUse(s.now))
 }
 
-// httpHandler is HTTPHandler counting the POST requests it serves in posts.
-func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
+// httpHandler is HTTPHandler counting the POST requests it serves in posts
+// and its sessions' use in sessions.
+func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessionUse) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: s.log,
 		MaxRequestBodyBytes: MaxRequestBytes}) // the SDK's 4 MiB default would refuse a 3 MiB attachment
 	want := []byte("Bearer " + token)
-	sessions := &sessionUse{max: MaxHTTPSessions, used: map[string]*sessionUsed{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
 			// A web page the user visits must not drive the server
@@ -120,7 +122,8 @@ func (s *Server) httpHandler(token string, posts *requestCount) http.Handler {
 		dw.arm() // for what the server writes after the handler: the end of a chunked body
 		if id == "" {
 			if id = w.Header().Get("Mcp-Session-Id"); id != "" {
-				s.closeSession(sessions.add(id))
+				s.closeSession(sessions.add(id), "least recently used")
+				s.closeIdle(sessions)
 			}
 		}
 	})
@@ -149,16 +152,32 @@ func loopbackOrigin(origin string) bool {
 // again.
 const MaxHTTPSessions = 100
 
+// HTTPSessionIdle is how long an HTTP session may go with no request
+// running (an open event stream counts as one) and none starting or ending
+// before the server closes it: a client gone without deleting its session
+// (killed, or its machine asleep) would otherwise keep it, with its inbox
+// watches and their daemon connections, until MaxHTTPSessions newer ones
+// pushed it out. A client that keeps its event stream open, even one that
+// only listens for notifications, is never idle.
+const HTTPSessionIdle = 30 * time.Minute
+
 // sessionUse tracks the HTTP sessions the server created, in order of use.
 type sessionUse struct {
 	mu   sync.Mutex
 	max  int
+	idle time.Duration
+	now  func() time.Time
 	tick uint64
 	used map[string]*sessionUsed
 }
 
+func newSessionUse(now func() time.Time) *sessionUse {
+	return &sessionUse{max: MaxHTTPSessions, idle: HTTPSessionIdle, now: now, used: map[string]*sessionUsed{}}
+}
+
 type sessionUsed struct {
-	last    uint64 // tick of the last request's start or end
+	last    uint64    // tick of the last request's start or end
+	at      time.Time // and its time
 	running int
 }
 
@@ -167,7 +186,7 @@ func (u *sessionUse) begin(id string) {
 	defer u.mu.Unlock()
 	if s := u.used[id]; s != nil {
 		u.tick++
-		s.last, s.running = u.tick, s.running+1
+		s.last, s.at, s.running = u.tick, u.now(), s.running+1
 	}
 }
 
@@ -176,7 +195,7 @@ func (u *sessionUse) end(id string) {
 	defer u.mu.Unlock()
 	if s := u.used[id]; s != nil {
 		u.tick++
-		s.last, s.running = u.tick, s.running-1
+		s.last, s.at, s.running = u.tick, u.now(), s.running-1
 	}
 }
 
@@ -186,7 +205,7 @@ func (u *sessionUse) add(id string) string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.tick++
-	u.used[id] = &sessionUsed{last: u.tick}
+	u.used[id] = &sessionUsed{last: u.tick, at: u.now()}
 	if len(u.used) <= u.max {
 		return ""
 	}
@@ -200,14 +219,37 @@ func (u *sessionUse) add(id string) string {
 	return oldest
 }
 
-// closeSession closes the session with that id, if it is still open.
-func (s *Server) closeSession(id string) {
+// expired forgets and returns the sessions idle for longer than u.idle.
+func (u *sessionUse) expired() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.now()
+	var out []string
+	for k, s := range u.used {
+		if s.running == 0 && now.Sub(s.at) > u.idle {
+			out = append(out, k)
+			delete(u.used, k)
+		}
+	}
+	return out
+}
+
+// closeIdle closes the sessions idle for longer than HTTPSessionIdle.
+func (s *Server) closeIdle(u *sessionUse) {
+	for _, id := range u.expired() {
+		s.closeSession(id, "idle")
+	}
+}
+
+// closeSession closes the session with that id, if it is still open; why
+// says why, for the log.
+func (s *Server) closeSession(id, why string) {
 	if id == "" {
 		return
 	}
 	for ss := range s.mcp.Sessions() {
 		if ss.ID() == id {
-			s.log.Info("closing the least recently used HTTP session", "session", id, "max", MaxHTTPSessions)
+			s.log.Info("closing an HTTP session", "session", id, "why", why, "max", MaxHTTPSessions, "idle_after", HTTPSessionIdle)
 			ss.Close()
 			return
 		}
@@ -312,9 +354,24 @@ const httpStopGrace = 5 * time.Second
 func (s *Server) serveHTTP(ctx context.Context, ln net.Listener, token string) error {
 	defer s.Close()
 	posts := new(requestCount)
-	srv := &http.Server{Handler: s.httpHandler(token, posts), ReadHeaderTimeout: 10 * time.Second}
+	sessions := newSessionUse(s.now)
+	srv := &http.Server{Handler: s.httpHandler(token, posts, sessions), ReadHeaderTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(ctx) // cancelled once Serve returns, whyever it does
 	stopped := make(chan struct{})
+	go func() {
+		// Idle sessions are closed as new ones come, and at least
+		// once a minute while none does.
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.closeIdle(sessions)
+			}
+		}
+	}()
 	go func() {
 		defer close(stopped)
 		<-ctx.Done()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testdaemon"
 	"github.com/mailctl/mailctl/internal/testwait"
 )
@@ -434,6 +435,65 @@ func TestHTTPSessionsAreBounded(t *testing.T) {
 	for name, id := range map[string]string{"the session with an open event stream": streaming, "the newest session": last} {
 		if resp, body := rawHTTP(t, "POST", srv.URL, token, id, list); resp.StatusCode != http.StatusOK || !strings.Contains(body, "email_wait") {
 			t.Errorf("%s: HTTP %d %.200s", name, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestHTTPIdleSessionsAreClosed: a client gone without deleting its
+// session (killed, its machine asleep) must not keep it, and the inbox
+// watch it subscribed to, for good. A session with no request running for
+// HTTPSessionIdle is closed; one whose event stream stays open (an agent
+// that only listens) and one used meanwhile are kept.
+func TestHTTPIdleSessionsAreClosed(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	const token = "0123456789abcdef-idle"
+	clock := testclock.New()
+	s := New(Options{SocketPath: d.Socket})
+	s.now = clock.Now
+	defer s.Close()
+	srv := httptest.NewServer(s.HTTPHandler(token))
+	defer srv.Close()
+	open := func() string { t.Helper(); return openRawSession(t, srv.URL, token) }
+	list := `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+	status := func(id string) int {
+		t.Helper()
+		resp, _ := rawHTTP(t, "POST", srv.URL, token, id, list)
+		return resp.StatusCode
+	}
+
+	gone := open()
+	subscribe := `{"jsonrpc":"2.0","id":4,"method":"resources/subscribe","params":{"uri":"` + InboxURI("agent") + `"}}`
+	if resp, body := rawHTTP(t, "POST", srv.URL, token, gone, subscribe); resp.StatusCode != http.StatusOK {
+		t.Fatalf("subscribe: HTTP %d %s", resp.StatusCode, body)
+	}
+	testwait.For(t, "the inbox watch", func() bool { return d.Watchers() == 1 })
+	listening := open()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", listening)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("event stream: %v %v", err, stream.Status)
+	}
+	defer stream.Body.Close()
+	used := open()
+
+	clock.Advance(HTTPSessionIdle - time.Minute)
+	if got := status(used); got != http.StatusOK {
+		t.Fatalf("the session in use: HTTP %d", got)
+	}
+	clock.Advance(2 * time.Minute)
+	open() // a new session closes the idle ones, as the server's minute tick does
+	testwait.For(t, "the idle session's inbox watch to end", func() bool { return d.Watchers() == 0 })
+	if got := status(gone); got != http.StatusNotFound {
+		t.Errorf("the session idle for %v: HTTP %d, want 404 (closed)", HTTPSessionIdle+time.Minute, got)
+	}
+	for name, id := range map[string]string{"the session with an open event stream": listening, "the session used meanwhile": used} {
+		if got := status(id); got != http.StatusOK {
+			t.Errorf("%s: HTTP %d", name, got)
 		}
 	}
 }

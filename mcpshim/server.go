@@ -65,6 +65,8 @@ type Server struct {
 	httpWriteTimeout time.Duration
 	// postCtx holds the contexts of the HTTP POSTs being served.
 	postCtx postContexts
+	// now is the clock HTTP sessions' idleness is measured by (tests set it).
+	now func() time.Time
 
 	// stopped ends (stop) when Run's context does: every request's context
 	// derives from it (cancelOnStop).
@@ -115,6 +117,7 @@ func New(opts Options) *Server {
 		dialTimeout:   5 * time.Second,
 
 		httpWriteTimeout: HTTPWriteTimeout,
+		now:              time.Now,
 	}
 	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.subs = newSubscriptions(s)

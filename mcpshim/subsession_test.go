@@ -93,7 +93,7 @@ func TestSubscriptionsBelongToTheirSessions(t *testing.T) {
 	}
 	c := open()
 	call(c, "subscribe")
-	e.s.closeSession(c)
+	e.s.closeSession(c, "least recently used")
 	aNotified("the end of the other sessions")
 	if n := e.d.Watchers(); n != 1 {
 		t.Errorf("%d daemon watches for one inbox, want 1", n)
