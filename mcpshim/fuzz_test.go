@@ -1,8 +1,12 @@
 package mcpshim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +117,68 @@ func FuzzJSONRPC(f *testing.F) {
 		r.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"ping"}`)
 		if m := r.reply(t, id); m["result"] == nil {
 			t.Fatalf("ping after %q: %v", line, m)
+		}
+	})
+}
+
+// loopbackHost reports whether a Host header names a loopback address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// FuzzHTTP sends arbitrary requests (method, headers, body) to the
+// Streamable HTTP handler, as any local process or web page can: nothing may
+// crash it, and nothing but a request with the bearer token and no foreign
+// Origin may succeed. The handler is shared by the iterations, as a running
+// server's is by its clients.
+func FuzzHTTP(f *testing.F) {
+	const token = "0123456789abcdef-fuzz"
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", initializeLine)
+	f.Add("POST", "Bearer "+token, "http://localhost:6274", "localhost:8765", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	f.Add("POST", "Bearer "+token, "http://evil.example", "127.0.0.1:8765", "", initializeLine)
+	f.Add("POST", "Bearer "+token, "", "evil.example:8765", "", initializeLine)
+	f.Add("GET", "Bearer "+token, "", "127.0.0.1:8765", "nope", "")
+	f.Add("POST", "Bearer 0123456789abcdef-fuzy", "", "127.0.0.1:8765", "", initializeLine)
+	f.Add("DELETE", "Bearer x", "", "[::1]:8765", "nope", "")
+	f.Add("POST", "bearer "+token, "null", "127.0.0.1", "", "{")
+	s := New(Options{SocketPath: "/nonexistent/mailctl-fuzz.sock", Logger: testLogger()})
+	s.dialTimeout = 100 * time.Millisecond
+	f.Cleanup(s.Close)
+	h := s.HTTPHandler(token)
+	f.Fuzz(func(t *testing.T, method, auth, origin, host, session, body string) {
+		// As the server sees every request: on a loopback listener.
+		ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8765})
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, "http://127.0.0.1:8765/", strings.NewReader(body))
+		if err != nil {
+			t.Skip("not a request a client can send")
+		}
+		req.Host = host
+		for k, v := range map[string]string{"Authorization": auth, "Origin": origin, "Mcp-Session-Id": session} {
+			if v != "" {
+				req.Header.Set(k, v)
+			}
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code < 300 && auth != "Bearer "+token {
+			t.Fatalf("HTTP %d without the token (Authorization %q)", rec.Code, auth)
+		}
+		if rec.Code < 300 && origin != "" && !loopbackOrigin(origin) {
+			t.Fatalf("HTTP %d for a page from %q", rec.Code, origin)
+		}
+		if rec.Code < 300 && !loopbackHost(host) {
+			t.Fatalf("HTTP %d for Host %q (a name made to resolve to 127.0.0.1)", rec.Code, host)
 		}
 	})
 }
