@@ -3,11 +3,19 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/daemon/outbound"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
+	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -194,5 +202,50 @@ func TestWatchIsBoundToTheMailboxNotItsName(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no event")
+	}
+}
+
+// TestDeleteDropsMailInFlight: a mailbox is deleted while its message is
+// in the middle of a delivery attempt, which then ends with a temporary
+// failure. The message is not left queued, to be sent for days after the
+// mailbox (and perhaps its name) is gone: it is dropped as soon as the
+// attempt ends.
+func TestDeleteDropsMailInFlight(t *testing.T) {
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	dns := &resolver.Map{}
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	td := startDaemonWith(t, "[delivery]\nport = "+port+"\nfirst_attempt_wait = \"1ms\"\n", Options{Resolver: dns})
+	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "going"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	gate := mx.Gate()
+	mx.SetDataErr(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"})
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "going", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	qid := outbound.QueueID("going", res.ID)
+	testwait.For(t, "the attempt to be held at DATA", func() bool { return mx.Waiting() == 1 })
+	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "going", Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	gate <- struct{}{}
+	queued := func() bool {
+		for _, it := range td.out.queue.List() {
+			if it.ID == qid {
+				return true
+			}
+		}
+		return false
+	}
+	testwait.For(t, "the deleted mailbox's message to leave the queue", func() bool { return !queued() })
+	it, err := td.out.queue.Get(qid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := it.Recipients[0]; r.Status != queue.StatusFailed || r.Detail != queue.DetailDropped || r.Attempts != 1 {
+		t.Errorf("recipient after the attempt: %+v, want failed (dropped) after its one attempt", r)
 	}
 }

@@ -82,6 +82,9 @@ type Queue interface {
 	Get(id string) (*queue.Item, error)
 	Retry(id string) error
 	Drop(id string) error
+	// DropEventually drops an item now, or when the attempt delivering
+	// it right now ends.
+	DropEventually(id string) error
 	Approve(id string) error
 	Reschedule(id string, at time.Time) error
 	FlushMany(ids []string, m queue.Match) protocol.QueueBulkResult

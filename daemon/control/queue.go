@@ -10,8 +10,9 @@ import (
 
 // dropQueued drops the queued mail of a mailbox being deleted, so that
 // none of it is sent, or bounces, after the name may have a new owner.
-// An item in the middle of an attempt is left to finish; its outcome is
-// then only logged, as the mailbox it belongs to is gone.
+// An item in the middle of an attempt is left to finish and dropped when it
+// ends; its outcome is then only logged, as the mailbox it belongs to is
+// gone.
 func (s *Server) dropQueued(mailboxID string) {
 	o := s.b.Outbound()
 	if o == nil || mailboxID == "" {
@@ -19,7 +20,7 @@ func (s *Server) dropQueued(mailboxID string) {
 	}
 	for _, it := range o.Queue().List() {
 		if it.MailboxID == mailboxID && !it.Settled() {
-			if err := o.Queue().Drop(it.ID); err != nil {
+			if err := o.Queue().DropEventually(it.ID); err != nil {
 				s.log.Warn("queued mail of a deleted mailbox not dropped", "id", it.ID, "err", err)
 			}
 		}

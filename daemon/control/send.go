@@ -43,7 +43,11 @@ func (s *Server) sendFrom(ctx context.Context, c *call, m *registry.Mailbox, a *
 		req.Parent = parent
 		replyToOwn(&req.Args, parent)
 	}
-	return o.Send(ctx, req)
+	res, err := o.Send(ctx, req)
+	if errors.Is(err, outbound.ErrMailboxGone) {
+		return res, notFoundMailbox(m.Name) // deleted, and perhaps created again, since the access check
+	}
+	return res, err
 }
 
 // replyParent is the stored message of mailbox that reply_to_id names: one

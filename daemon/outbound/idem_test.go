@@ -127,3 +127,40 @@ func TestDuplicateAnswersAsTheFirstCall(t *testing.T) {
 	}
 	compare("the repeat answered from an older sent copy", first, send(now))
 }
+
+// TestSendFromADeletedMailboxIsNotQueued: the mailbox is deleted (and its
+// queued mail dropped) between the caller's access check and the moment
+// the message is queued. The send answers that the mailbox is gone and its
+// message does not stay in the queue, to go out after the delete.
+func TestSendFromADeletedMailboxIsNotQueued(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	clk := testclock.New()
+	// The mailbox named bot now is not the one the caller was checked on.
+	rec := &Recorder{Store: st, Clock: clk.Now, CurrentID: func(string) string { return "mb2" }}
+	q, err := queue.Open(t.TempDir(), captureAll{}, rec, queue.Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	svc := &Service{Domain: func() string { return "example.com" }, Sent: rec, Queue: q, FirstAttemptWait: 10 * time.Second, ReturnPath: tagged}
+	// Scheduled, so that no attempt can start before the send is answered.
+	at := clk.Now().Add(time.Hour)
+	_, err = svc.Send(context.Background(), SendRequest{Mailbox: "bot", MailboxID: "mb1", FromAddress: "bot@example.com", Policy: defaultPolicy(),
+		Args: protocol.SendArgs{To: []string{"x@remote.test"}, Subject: "s", Body: "b", SendAt: &at}})
+	if err == nil || !strings.Contains(err.Error(), "mailbox was deleted") {
+		t.Errorf("send from a deleted mailbox: %v, want it refused as deleted", err)
+	}
+	if l := q.List(); len(l) != 0 {
+		t.Errorf("the deleted mailbox's message is queued: %+v", l[0])
+	}
+}

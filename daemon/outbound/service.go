@@ -6,6 +6,7 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -94,6 +95,11 @@ type SendRequest struct {
 	OwnerUID uint32
 }
 
+// ErrMailboxGone is a send's answer when its mailbox was deleted between
+// the caller's access check and the message's queueing: the message is
+// dropped, not sent.
+var ErrMailboxGone = errors.New("the mailbox was deleted")
+
 // maxWait caps how long a caller may ask to wait for the first attempt.
 const maxWait = 2 * time.Minute
 
@@ -166,6 +172,16 @@ func (s *Service) Send(ctx context.Context, req SendRequest) (protocol.SendResul
 	if err := s.Queue.Enqueue(it); err != nil {
 		answered(protocol.SendResult{})
 		return protocol.SendResult{}, fmt.Errorf("queueing: %w", err)
+	}
+	if req.MailboxID != "" && !s.Sent.current(it) {
+		// The mailbox was deleted (and perhaps created again) since the
+		// caller's access check. Its delete dropped what was queued
+		// then; this item came after, so it goes the same way.
+		if err := s.Queue.DropEventually(it.ID); err != nil {
+			s.log().Error("cannot drop a message queued for a deleted mailbox", "item", it.ID, "err", err)
+		}
+		answered(protocol.SendResult{})
+		return protocol.SendResult{}, fmt.Errorf("send from %s: %w", req.Mailbox, ErrMailboxGone)
 	}
 	s.rememberKey(req, sentID, msg.MessageID, now)
 	s.log().Info("message queued", "mailbox", req.Mailbox, "id", sentID, "item", it.ID, "message_id", msg.MessageID, "recipients", len(it.Recipients), "size", len(msg.signed), "held", it.Held)

@@ -36,6 +36,7 @@ type Server struct {
 	mu       sync.Mutex
 	rcptErr  map[string]*smtp.SMTPError
 	mailErr  *smtp.SMTPError
+	dataErr  *smtp.SMTPError // non-nil: the end of DATA answers it (after the gate)
 	msgs     []Received
 	password string // non-empty: AUTH PLAIN required with user "relayuser"
 	conns    int
@@ -182,6 +183,14 @@ func (f *Server) SetMailErr(e *smtp.SMTPError) {
 	f.mailErr = e
 }
 
+// SetDataErr makes the end of DATA answer e, once the gate (if any) lets
+// the transaction go (nil: accept). A message so refused is not kept.
+func (f *Server) SetDataErr(e *smtp.SMTPError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dataErr = e
+}
+
 // RequireAuth makes the server demand AUTH PLAIN as "relayuser" with password.
 func (f *Server) RequireAuth(password string) {
 	f.mu.Lock()
@@ -278,6 +287,9 @@ func (s *session) Data(r io.Reader) error {
 	_, isTLS := s.c.TLSConnectionState()
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
+	if s.f.dataErr != nil {
+		return s.f.dataErr
+	}
 	s.f.msgs = append(s.f.msgs, Received{From: s.from, Rcpts: s.rcpts, Data: b, TLS: isTLS, Helo: s.c.Hostname(), User: s.user, UTF8: s.utf8})
 	return nil
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -138,6 +139,33 @@ func (q *Queue) Drop(id string) error {
 		}
 		return nil
 	})
+}
+
+// DropEventually drops an item now, or, when an attempt is delivering it
+// right now, as soon as that attempt ends without settling it: what the
+// attempt delivered stays delivered, and nothing is tried again. An item
+// no longer queued (settled meanwhile) is no error.
+func (q *Queue) DropEventually(id string) error {
+	for {
+		err := q.Drop(id)
+		var pe *protocol.Error
+		if err == nil || !errors.As(err, &pe) || pe.Code != protocol.CodeConflict {
+			return err
+		}
+		q.mu.Lock()
+		e, ok := q.items[id]
+		switch {
+		case !ok:
+			q.mu.Unlock()
+			return nil // settled
+		case e.inflight:
+			e.dropAfter = true
+			q.mu.Unlock()
+			return nil
+		}
+		q.mu.Unlock()
+		// The attempt ended between the two looks: drop it now.
+	}
 }
 
 // Approve releases a held item for delivery now.

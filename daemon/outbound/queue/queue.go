@@ -223,6 +223,9 @@ type entry struct {
 	// the warning's record. warnAfter holds off a warning that failed.
 	warning   bool
 	warnAfter time.Time
+	// dropAfter drops the item as soon as the attempt in flight ends
+	// without settling it (DropEventually).
+	dropAfter bool
 }
 
 // next numbers a new state of e for the Notifier; call with q.mu held.
@@ -735,12 +738,18 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	if settled {
 		q.settle(e)
 	}
+	drop := e.dropAfter && !settled
 	q.mu.Unlock()
 	free()
 	if q.opts.Observe != nil {
 		q.opts.Observe(out.clone(), results, snap.Attempts == 0)
 	}
 	q.notify(e, seq, out, settled)
+	if drop {
+		if err := q.DropEventually(snap.ID); err != nil {
+			log.Error("cannot drop the item after its attempt", "err", err)
+		}
+	}
 }
 
 // tell tells the Notifier of out, e's state number seq, unless it has
