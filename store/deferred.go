@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A deferred message is one CreateDeferred has taken but not yet written.
@@ -39,7 +37,7 @@ type deferredMsg struct {
 	body    string
 	raw     []byte
 	atts    []AttachmentData
-	mailbox unix.Stat_t // the mailbox directory it was made for
+	mailbox mailboxIdentity // the mailbox directory it was made for: owner, device, inode, birth
 }
 
 // deferredFolder is one folder's deferred messages. A message stays in
@@ -92,7 +90,8 @@ func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body stri
 	if err != nil {
 		return err
 	}
-	st, err := mb.dir.Stat()
+	_, err = mb.dir.Stat()
+	ident := identityOf(mb)
 	exists := taken(d, id)
 	done()
 	if err != nil {
@@ -113,7 +112,7 @@ func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body stri
 		ds.mu.Unlock()
 		return s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts)
 	}
-	f.msgs[id] = &deferredMsg{id: id, m: m, body: body, raw: raw, atts: atts, mailbox: st}
+	f.msgs[id] = &deferredMsg{id: id, m: m, body: body, raw: raw, atts: atts, mailbox: ident}
 	ds.total++
 	ds.bytes += size
 	ds.mu.Unlock()
@@ -149,10 +148,12 @@ func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id
 		return false, nil
 	}
 	// The mailbox directory now: a message made for one since replaced
-	// (deleted, perhaps created again by someone else) is dropped.
-	var now unix.Stat_t
+	// (deleted, perhaps created again by someone else) is dropped. The
+	// owner and birth time count as well as the inode, which a file
+	// system gives again to the next directory made once one is removed.
+	var now mailboxIdentity
 	if mb, err := s.openMailbox(mailbox); err == nil {
-		now, _ = mb.dir.Stat()
+		now = identityOf(mb)
 		mb.close()
 	}
 	applied, ferr := false, error(nil)
@@ -161,7 +162,7 @@ func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id
 			applied = true
 			ferr = fn(dm.m)
 		}
-		if now.Ino != 0 && now.Dev == dm.mailbox.Dev && now.Ino == dm.mailbox.Ino {
+		if now.ino != 0 && now == dm.mailbox {
 			// A failure has no one to report to: the creator keeps its
 			// own record (the queue's journal for a sent copy) and
 			// writes it again from there. ErrExists means another

@@ -235,6 +235,30 @@ func TestDeferredMessageIsDroppedWhenItsMailboxIsReplaced(t *testing.T) {
 	}
 }
 
+// A mailbox directory made again with the inode of the one removed (which
+// file systems give out again) is another mailbox: here for another owner,
+// the same directory given to them, as the inode's reuse would look. What
+// was deferred for the first owner is dropped, not written into the
+// second's folder.
+func TestDeferredMessageIsNotWrittenForTheInodesNextOwner(t *testing.T) {
+	requireRoot(t)
+	s := newTestStore(t)
+	id := deferOne(t, s, 1)
+	dir := filepath.Join(s.Root(), "agent")
+	other := os.Getuid() + 4242
+	for _, p := range []string{dir, filepath.Join(dir, "sent")} {
+		if err := os.Chown(p, other, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Get("agent", "sent", id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the first owner's message reached the next owner's folder: %v", err)
+	}
+	if onDisk(s, "agent", "sent", id) || s.deferredHas("agent", "sent", id) {
+		t.Fatal("the dropped message is on disk or still held")
+	}
+}
+
 // A call about one message writes that one only: another held message
 // stays held until its own change comes, and is then written once.
 func TestDeferredMessagesAreWrittenOneByOne(t *testing.T) {
