@@ -242,7 +242,11 @@ func validate(o *Options) error {
 	if o.TLSKey != "" {
 		// The daemon would refuse to start with it; say so before
 		// writing anything.
-		if err := safeio.CheckSecret(o.TLSKey); err != nil {
+		if err := safeio.CheckSecret(o.TLSKey); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("--tls-key %s does not exist: get the certificate first (docs/setup.md, "+
+				"\"Renewing the certificate\", copies certbot's into /etc/mailctl/tls/), or set up with --self-signed "+
+				"and point smtp.tls_cert and smtp.tls_key at a CA certificate later", o.TLSKey)
+		} else if err != nil {
 			return fmt.Errorf("--tls-key: %w", err)
 		}
 	}
