@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -355,6 +356,40 @@ func TestSeededFaults(t *testing.T) {
 				t.Error("Failed() is false")
 			}
 		})
+	}
+}
+
+// TestOwnerWrongFixRuns: the fix doctor names for a mailbox given to
+// another user is a command the operator pastes; run as written (without
+// sudo: the test is root), it gives the mailbox back, and doctor finds
+// nothing more. "chown -R UID:" was refused by chown ("invalid spec").
+func TestOwnerWrongFixRuns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("seeding a wrong owner needs root (chown)")
+	}
+	in := newInstall(t)
+	box := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent")
+	os.Chown(box, 65534, 65534)
+	os.Chown(filepath.Join(box, "inbox"), 65534, 65534)
+	var fixes []string
+	for _, x := range in.check(t) {
+		if x.ID == "mailbox.owner_wrong" {
+			fixes = append(fixes, x.Fix)
+		}
+	}
+	if len(fixes) == 0 {
+		t.Fatal("no mailbox.owner_wrong finding")
+	}
+	for _, fix := range fixes {
+		out, err := exec.Command("sh", "-c", strings.TrimPrefix(fix, "sudo ")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("fix %q: %v: %s", fix, err, out)
+		}
+	}
+	for _, x := range in.check(t) {
+		if x.ID == "mailbox.owner_wrong" {
+			t.Errorf("after the fix: %s: %s", x.Message, x.Fix)
+		}
 	}
 }
 
