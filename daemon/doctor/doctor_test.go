@@ -437,6 +437,39 @@ func TestBadConfigStillChecksTheRest(t *testing.T) {
 	t.Error("other checks did not run after the config failed")
 }
 
+// TestBadValueStillChecksTheFilesValues: operations.md has the operator
+// test a new config with doctor before a reload. A value the config refuses
+// (metrics.listen on a public address) is the one failure: the rest is
+// checked against the file's own paths, socket, certificate and mailboxes,
+// not the defaults, which named a running daemon down, the state and keys
+// missing, no TLS and no postmaster, each with a fix to act on.
+func TestBadValueStillChecksTheFilesValues(t *testing.T) {
+	in := newInstall(t)
+	appendFile(t, in.cfg.File, "\n[metrics]\nlisten = \"0.0.0.0:9325\"\n")
+	cfg, f := CheckFile(context.Background(), in.cfg.File, in.env)
+	if cfg != nil {
+		t.Error("a config that does not load returned a config")
+	}
+	if len(f) == 0 || f[0].ID != "config.parse" || !strings.Contains(f[0].Message, "metrics.listen") {
+		t.Fatalf("first finding %+v does not name the bad value", f)
+	}
+	ids := map[string]bool{}
+	for _, x := range f[1:] {
+		ids[x.ID] = true
+		if x.Severity == Fail || x.Severity == Warn {
+			t.Errorf("%s %s: %s", x.Severity, x.ID, x.Message)
+		}
+	}
+	for _, id := range []string{"daemon.up", "paths.ok", "dkim.keys", "tls.cert", "role.ok"} {
+		if !ids[id] {
+			t.Errorf("no %s finding: the rest was not checked against the file", id)
+		}
+	}
+	if ids["config.ok"] {
+		t.Error("config.ok next to config.parse")
+	}
+}
+
 func TestMissingConfig(t *testing.T) {
 	_, f := CheckFile(context.Background(), filepath.Join(t.TempDir(), "nope.toml"), Env{})
 	if f[0].ID != "config.missing" || f[0].Fix != "sudo mailctl setup" {
