@@ -340,7 +340,7 @@ func (d *Daemon) Reload(path string) error {
 	d.state.Store(s)
 	d.ensureDeclared(s)
 	d.log.Info("config reloaded", "file", path, "applied", strings.Join(applied, ","), "need_restart", strings.Join(pending, ","))
-	st := &protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending}
+	st := &protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending, NotServed: s.problems}
 	if d.out != nil {
 		st.DKIMKeys = d.out.keyNames()
 		if st.DKIMKeys == nil {

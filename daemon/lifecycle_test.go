@@ -365,3 +365,28 @@ func TestWatchEndsWhenTheClientCloses(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadNamesDeclaredMailboxesNotServed: setup.md has the operator
+// declare a mailbox in the config and reload to create it. One the daemon
+// cannot serve (its owner is not a user here) was only an ERROR line in the
+// log, while `mailctl reload` and `systemctl reload` reported success; the
+// reload's report names it and why.
+func TestReloadNamesDeclaredMailboxesNotServed(t *testing.T) {
+	td := startDaemonWith(t, "", Options{})
+	path := td.cfg.File
+	orig, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, append(orig, "\n[[mailboxes]]\nname = \"ops\"\nowner = \"mailctl-no-such-user\"\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	var v protocol.VersionInfo
+	if err := td.call(t, protocol.VerbVersion, nil, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Reload == nil || !v.Reload.OK || len(v.Reload.NotServed) != 1 ||
+		!strings.Contains(v.Reload.NotServed[0], `"ops"`) || !strings.Contains(v.Reload.NotServed[0], "mailctl-no-such-user") {
+		t.Errorf("the reload's report: %+v, want mailbox ops named as not served, with its owner", v.Reload)
+	}
+}

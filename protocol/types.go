@@ -69,6 +69,10 @@ type ReloadStatus struct {
 	// each; empty (not absent) when it found none and outbound mail goes
 	// unsigned. Absent from a daemon that sends nothing.
 	DKIMKeys []string `json:"dkim_keys,omitzero"`
+	// NotServed names each mailbox the config declares that the reloaded
+	// daemon does not serve, and why (its owner is not a user, the name is
+	// another user's): the reload applied, and these wait for a fix.
+	NotServed []string `json:"not_served,omitempty"`
 }
 
 // Empty is the argument of verbs that take none.

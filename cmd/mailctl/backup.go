@@ -193,8 +193,12 @@ index is rebuilt when the daemon starts. Root only.`)
 		defer f.Close()
 		in = f
 	}
+	var declared []string
+	for _, mb := range cfg.Mailboxes {
+		declared = append(declared, mb.Name)
+	}
 	res, err := backup.Restore(in, backup.RestoreOptions{StateDir: cfg.Paths.StateDir, DKIMDir: cfg.Paths.DKIMDir, ConfigFile: cfg.File,
-		Force: *force, MapOwner: mapOwner, LookupUser: registry.ResolveUser})
+		Force: *force, MapOwner: mapOwner, LookupUser: registry.ResolveUser, Declared: declared})
 	if err != nil {
 		return failure(fs, err)
 	}
@@ -215,6 +219,16 @@ index is rebuilt when the daemon starts. Root only.`)
 	}
 	if res.MovedAside != "" {
 		fmt.Fprintf(stdout, "what the state directory held before is in %s\n", res.MovedAside)
+	}
+	if len(res.Undeclared) > 0 {
+		from := "config.toml.restored"
+		if res.ConfigTo != "" {
+			from = res.ConfigTo
+		}
+		fmt.Fprintf(stdout, "mailboxes not served here: %s: the archive's registry has no entry for them and %s does not declare them, "+
+			"so mail to them does not reach them and their queued sends are not recorded in their sent folders; "+
+			"copy their [[mailboxes]] tables from %s into %s before starting the daemon\n",
+			strings.Join(res.Undeclared, ", "), cfg.File, from, cfg.File)
 	}
 	fmt.Fprintln(stdout, "start the daemon (`sudo systemctl start mailctl`): it rebuilds the index from the restored files")
 	return 0

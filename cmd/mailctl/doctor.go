@@ -61,7 +61,10 @@ there, not owners, role addresses or DNS. Exits 1 when a check fails.`).withJSON
 func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 	socket := cf.socket
 	server := ""
-	if cfg, err := config.Load(path); err == nil {
+	// A file with a bad key or value still names the daemon's socket and
+	// resolver: doctor is how an edited config is tested before a reload,
+	// beside the daemon running the one before.
+	if cfg, err := config.LoadForChecks(path); err == nil {
 		if socket == "" && os.Getenv("MAILCTL_SOCKET") == "" {
 			socket = cfg.Paths.Socket
 		}

@@ -12,13 +12,15 @@ func init() {
 
 func cmdReindex(args []string) int {
 	cf := newClientFlags("reindex", "reindex [--json]", `Throws the daemon's message index away and reads every mailbox's files back
-into it, in the background (the daemon logs "index rebuilt from the files"
-with the count and the rate when it is done). The Markdown and .eml files are
-the truth; the index is derived from them and lives in the state directory
-(state_dir/index/), where only root can reach it. The daemon also rebuilds it
-by itself when it finds it damaged, deleted or of an older version, and
-notices files changed by hand without being asked. Listings keep working
-meanwhile: a folder not yet read back is read when it is listed. Root only.`).withJSON()
+into it, in the background (the daemon logs "index up to date with the
+mailboxes' files" with why=reindex, the count and the rate when it is done).
+The Markdown and .eml files are the truth; the index is derived from them and
+lives in the state directory (state_dir/index/), where only root can reach
+it. The daemon also rebuilds it by itself when it finds it damaged, deleted
+or of an older version, and notices files changed by hand without being
+asked. Listings keep working meanwhile: a folder not yet read back is read
+when it is listed, and one that takes longer than 10 seconds answers that it
+is being read (retry in a few seconds). Root only.`).withJSON()
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}

@@ -23,8 +23,8 @@ import (
 func cmdReload(args []string) int {
 	fs := newFlagSet("reload", "reload PID [--socket PATH] [--timeout 10s]", `Makes the daemon with process id PID (mailctl serve, or mailctl dev) re-read its
 config, as SIGHUP does, and reports what the daemon did: the keys it applied,
-those that wait for a restart and the DKIM keys it signs with now, or why it
-refused the file (the running config is then kept). It exits 0 only when the daemon reloaded. The systemd unit runs
+those that wait for a restart, the declared mailboxes it does not serve (and
+why) and the DKIM keys it signs with now, or why it refused the file (the running config is then kept). It exits 0 only when the daemon reloaded. The systemd unit runs
 it as ExecReload (mailctl reload $MAINPID), so `+"`sudo systemctl reload mailctl`"+`
 works on any system and fails when the config does not load.
 
@@ -85,6 +85,9 @@ func reportReload(pid int, r *protocol.ReloadStatus) int {
 	}
 	if len(r.Pending) > 0 {
 		fmt.Fprintf(stdout, "changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", strings.Join(r.Pending, ", "))
+	}
+	for _, p := range r.NotServed {
+		fmt.Fprintf(stdout, "declared in the config but not served: %s; fix its [[mailboxes]] table, then reload\n", inert(p))
 	}
 	switch {
 	case r.DKIMKeys == nil: // a daemon that does not say

@@ -28,3 +28,19 @@ func TestReloadReportNamesPendingKeysOnly(t *testing.T) {
 		t.Errorf("an unchanged reload reported:\n%s", buf.String())
 	}
 }
+
+// TestReloadReportNamesMailboxesNotServed: a declared mailbox the daemon
+// does not serve is said, not only logged.
+func TestReloadReportNamesMailboxesNotServed(t *testing.T) {
+	var buf bytes.Buffer
+	saved := stdout
+	stdout = &buf
+	defer func() { stdout = saved }()
+	problem := `mailbox "ops": owner "nosuch": no such user`
+	if code := reportReload(42, &protocol.ReloadStatus{OK: true, Applied: []string{"mailboxes"}, NotServed: []string{problem}}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(buf.String(), "not served: "+problem) {
+		t.Errorf("the report does not name the mailbox not served:\n%s", buf.String())
+	}
+}

@@ -277,3 +277,25 @@ func TestRestoreLeavesOutARegistryEntryWithoutItsMailbox(t *testing.T) {
 		t.Fatalf("agent's entry: %s (%v), want owner_uid %d and its id kept", b, err, uid)
 	}
 }
+
+// TestRestoreNamesMailboxesThisConfigDoesNotDeclare: a mailbox the old
+// host's config declared has no registry entry, and the new host's config
+// is kept, so the restored mailbox would not be served (its mail not
+// delivered, its sends' outcomes not recorded) without the operator being
+// told; the restore names it, and neither a mailbox of the registry nor one
+// this host declares.
+func TestRestoreNamesMailboxesThisConfigDoesNotDeclare(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	state := filepath.Join(t.TempDir(), "state")
+	data := archive(t, manifestEntry("agent", "postmaster", "research"),
+		entry{name: prefix + dirRegMboxes + "agent.json", data: `{"id":"m1","name":"agent","owner_uid":1234,"owner_gid":1234}`},
+		entry{name: prefix + dirMailboxes + "research/inbox/2026-02-01-000000-r.md", data: "research's message"})
+	res, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, Declared: []string{"postmaster", "abuse"},
+		LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Undeclared) != 1 || res.Undeclared[0] != "research" {
+		t.Fatalf("undeclared %v, want [research]", res.Undeclared)
+	}
+}

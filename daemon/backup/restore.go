@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,10 @@ type RestoreOptions struct {
 	// LookupUser finds a user of this host by name.
 	LookupUser func(name string) (uid, gid uint32, err error)
 	Now        func() time.Time
+	// Declared names the mailboxes this host's config declares
+	// ([[mailboxes]]). A restored mailbox that is neither among them nor
+	// in the archive's registry is not served here: the result names it.
+	Declared []string
 }
 
 // RestoredMailbox is one mailbox a restore wrote, with its owner there
@@ -61,6 +66,11 @@ type RestoreResult struct {
 	// Dropped names registry entries of mailboxes the archive does not
 	// hold (deleted while the backup was taken); they are left out.
 	Dropped []string
+	// Undeclared names the restored mailboxes that the archive's registry
+	// has no entry for and this host's config does not declare (declared
+	// in the archive's config.toml, which is not put in place): the daemon
+	// does not serve them until this host's config declares them.
+	Undeclared []string
 }
 
 // owner is a mailbox's owner on this host.
@@ -106,7 +116,7 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 	}
 	defer os.RemoveAll(stage)
 	res := &RestoreResult{Manifest: m}
-	rs := &restorer{o: o, stage: stage, owners: owners, res: res, files: map[string]int{}, keys: map[string][]byte{}}
+	rs := &restorer{o: o, stage: stage, owners: owners, res: res, files: map[string]int{}, keys: map[string][]byte{}, registered: map[string]bool{}}
 	for {
 		e, body, err := rd.Next()
 		if err == io.EOF {
@@ -272,6 +282,8 @@ type restorer struct {
 	config []byte
 	bounce []byte
 	keys   map[string][]byte
+	// registered holds the mailboxes whose registry entry was restored.
+	registered map[string]bool
 }
 
 func (rs *restorer) entry(e *Entry, body io.Reader) error {
@@ -425,6 +437,7 @@ func (rs *restorer) renumber(kind Kind, file string, data []byte) ([]byte, error
 			json.Unmarshal(doc["created_at"], &created)
 			set("id", registry.DerivedID("m", "registry", name, strconv.FormatUint(uint64(oldUID), 10), created.UTC().Format(time.RFC3339Nano)))
 		}
+		rs.registered[name] = true
 		set("owner_uid", ow.uid)
 		set("owner_gid", ow.gid)
 		if createdBy != 0 {
@@ -503,6 +516,9 @@ func (rs *restorer) finish() error {
 			return err
 		}
 		rs.res.Mailboxes = append(rs.res.Mailboxes, RestoredMailbox{Name: name, From: ow.from, To: ow.to, OldUID: ow.oldUID, NewUID: ow.uid, Files: rs.files[name]})
+		if !rs.registered[name] && !slices.Contains(o.Declared, name) {
+			rs.res.Undeclared = append(rs.res.Undeclared, name)
+		}
 	}
 	if err := os.Chmod(boxes, 0o711); err != nil {
 		return err

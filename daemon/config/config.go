@@ -523,10 +523,12 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// LoadIgnoringUnknown is Load without the unknown-key check: `mailctl
-// doctor` uses it to check the rest of a file whose fault is a misspelled
-// key against the file's own values rather than the defaults.
-func LoadIgnoringUnknown(path string) (*Config, error) {
+// LoadForChecks is Load that goes past unknown keys and past values that
+// Validate refuses (it still normalizes the rest): `mailctl doctor` uses it
+// to check the rest of a file whose fault is a misspelled key or one bad
+// value against the file's own values rather than the defaults. A file that
+// is not TOML, or whose values do not decode, still fails.
+func LoadForChecks(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
@@ -550,6 +552,8 @@ func (e *UnknownKeyError) Error() string {
 // Parse decodes and validates config text.
 func Parse(data []byte) (*Config, error) { return parse(data, true) }
 
+// parse decodes data. Not strict, unknown keys and the values Validate
+// refuses are let through (for doctor's checks, never for a daemon).
 func parse(data []byte, strict bool) (*Config, error) {
 	var c Config
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
@@ -581,7 +585,7 @@ func parse(data []byte, strict bool) (*Config, error) {
 		return nil, &UnknownKeyError{Keys: keys}
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.Validate(); err != nil && strict {
 		return nil, err
 	}
 	return &c, nil

@@ -135,11 +135,12 @@ func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []pro
 	default:
 		f.add("config.parse", Fail, "fix the line named, then `sudo systemctl reload mailctl`", "%v", err)
 	}
-	if unknown != nil {
-		// Only a key is wrong: check the rest against the file's own
-		// values. The defaults would name another host name, no TLS and no
-		// declared mailboxes, and call the file's mailboxes orphans.
-		if lenient, lerr := config.LoadIgnoringUnknown(path); lerr == nil {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, formats.ErrNewer) {
+		// A key or a value is wrong: check the rest against the file's
+		// own values. The defaults would name other paths (the state and
+		// keys missing, a running daemon down), another host name, no TLS
+		// and no declared mailboxes, and call the file's mailboxes orphans.
+		if lenient, lerr := config.LoadForChecks(path); lerr == nil {
 			f = append(f, slices.DeleteFunc(Check(ctx, lenient, env), func(r protocol.Finding) bool { return r.ID == "config.ok" })...)
 			Sort(f)
 			return nil, f

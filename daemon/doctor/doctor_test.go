@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -358,6 +359,40 @@ func TestSeededFaults(t *testing.T) {
 	}
 }
 
+// TestOwnerWrongFixRuns: the fix doctor names for a mailbox given to
+// another user is a command the operator pastes; run as written (without
+// sudo: the test is root), it gives the mailbox back, and doctor finds
+// nothing more. "chown -R UID:" was refused by chown ("invalid spec").
+func TestOwnerWrongFixRuns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("seeding a wrong owner needs root (chown)")
+	}
+	in := newInstall(t)
+	box := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent")
+	os.Chown(box, 65534, 65534)
+	os.Chown(filepath.Join(box, "inbox"), 65534, 65534)
+	var fixes []string
+	for _, x := range in.check(t) {
+		if x.ID == "mailbox.owner_wrong" {
+			fixes = append(fixes, x.Fix)
+		}
+	}
+	if len(fixes) == 0 {
+		t.Fatal("no mailbox.owner_wrong finding")
+	}
+	for _, fix := range fixes {
+		out, err := exec.Command("sh", "-c", strings.TrimPrefix(fix, "sudo ")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("fix %q: %v: %s", fix, err, out)
+		}
+	}
+	for _, x := range in.check(t) {
+		if x.ID == "mailbox.owner_wrong" {
+			t.Errorf("after the fix: %s: %s", x.Message, x.Fix)
+		}
+	}
+}
+
 // noSMTPListen empties smtp.listen in the config file.
 func noSMTPListen(t *testing.T, path string) {
 	t.Helper()
@@ -400,6 +435,39 @@ func TestBadConfigStillChecksTheRest(t *testing.T) {
 		}
 	}
 	t.Error("other checks did not run after the config failed")
+}
+
+// TestBadValueStillChecksTheFilesValues: operations.md has the operator
+// test a new config with doctor before a reload. A value the config refuses
+// (metrics.listen on a public address) is the one failure: the rest is
+// checked against the file's own paths, socket, certificate and mailboxes,
+// not the defaults, which named a running daemon down, the state and keys
+// missing, no TLS and no postmaster, each with a fix to act on.
+func TestBadValueStillChecksTheFilesValues(t *testing.T) {
+	in := newInstall(t)
+	appendFile(t, in.cfg.File, "\n[metrics]\nlisten = \"0.0.0.0:9325\"\n")
+	cfg, f := CheckFile(context.Background(), in.cfg.File, in.env)
+	if cfg != nil {
+		t.Error("a config that does not load returned a config")
+	}
+	if len(f) == 0 || f[0].ID != "config.parse" || !strings.Contains(f[0].Message, "metrics.listen") {
+		t.Fatalf("first finding %+v does not name the bad value", f)
+	}
+	ids := map[string]bool{}
+	for _, x := range f[1:] {
+		ids[x.ID] = true
+		if x.Severity == Fail || x.Severity == Warn {
+			t.Errorf("%s %s: %s", x.Severity, x.ID, x.Message)
+		}
+	}
+	for _, id := range []string{"daemon.up", "paths.ok", "dkim.keys", "tls.cert", "role.ok"} {
+		if !ids[id] {
+			t.Errorf("no %s finding: the rest was not checked against the file", id)
+		}
+	}
+	if ids["config.ok"] {
+		t.Error("config.ok next to config.parse")
+	}
 }
 
 func TestMissingConfig(t *testing.T) {

@@ -99,6 +99,17 @@ func lookupUID(name string) (uint32, bool) {
 	return uint32(n), err == nil
 }
 
+// ownerSpec is the OWNER[:GROUP] argument of a chown that gives a mailbox
+// back to uid: with the user's primary group, which the store gives its
+// files. "UID:" is not it: chown takes a login group from a trailing colon
+// only after a user name, and refuses a number so ("invalid spec").
+func ownerSpec(uid uint32) string {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil && u.Gid != "" {
+		return fmt.Sprintf("%d:%s", uid, u.Gid)
+	}
+	return strconv.FormatUint(uint64(uid), 10)
+}
+
 // knownUser reports whether owner, a user name or uid, is an account here.
 func knownUser(owner string) bool {
 	_, ok := lookupUID(owner)
@@ -179,7 +190,7 @@ func checkMailbox(f *findings, cfg *config.Config, boxes *store.Dir, name string
 	want, known := expectedOwner(f, cfg, name, path)
 	got := st.Uid
 	if known && got != want {
-		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
+		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %s %s", ownerSpec(want), path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
 	}
 	if m := fs.FileMode(st.Mode).Perm(); m != store.DirMode {
 		f.add("mailbox.mode", Warn, fmt.Sprintf("sudo chmod %04o %s", store.DirMode, path), "mailbox %s has mode %04o, expected %04o", name, m, store.DirMode)
@@ -231,7 +242,7 @@ func checkFolder(f *findings, name string, mb *store.Dir, folder string, got, wa
 		f.add("mailbox.folder_type", Fail, "move "+fp+" away and repair the mailbox", "%s is not a directory (a symlink or file planted in the mailbox?)", fp)
 	default:
 		if known && st.Uid != want {
-			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %d: %s", want, mb.Path()), "%s belongs to uid %d, expected uid %d", fp, st.Uid, want)
+			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %s %s", ownerSpec(want), mb.Path()), "%s belongs to uid %d, expected uid %d", fp, st.Uid, want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -161,9 +162,12 @@ func noteIgnoredFlags(opts *Options, cfg *config.Config, cfgPath string, st step
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"--hostname", opts.Hostname != "" && opts.Hostname != cfg.Hostname}, {"--tls-cert", opts.TLSCert != ""},
-		{"--self-signed", opts.SelfSigned && cfg.SMTP.TLSCert == ""}, {"--trusted-sender", len(opts.TrustedSenders) > 0},
-		{"--catch-all", opts.CatchAll != "" && opts.CatchAll != cfg.CatchAll}, {"--smtp-listen", len(opts.SMTPListen) > 0},
+	}{{"--hostname", opts.Hostname != "" && !strings.EqualFold(strings.TrimSuffix(opts.Hostname, "."), cfg.Hostname)},
+		{"--tls-cert", opts.TLSCert != "" && opts.TLSCert != cfg.SMTP.TLSCert}, {"--tls-key", opts.TLSKey != "" && opts.TLSKey != cfg.SMTP.TLSKey},
+		{"--self-signed", opts.SelfSigned && cfg.SMTP.TLSCert == ""},
+		{"--trusted-sender", len(opts.TrustedSenders) > 0 && !sameSet(opts.TrustedSenders, cfg.Trust.TrustedSenders)},
+		{"--catch-all", opts.CatchAll != "" && opts.CatchAll != cfg.CatchAll},
+		{"--smtp-listen", len(opts.SMTPListen) > 0 && !sameSet(opts.SMTPListen, cfg.SMTP.Listen)},
 		{"--socket", opts.Socket != "" && opts.Socket != cfg.Paths.Socket}} {
 		if f.set {
 			ignored = append(ignored, f.name)
@@ -172,6 +176,21 @@ func noteIgnoredFlags(opts *Options, cfg *config.Config, cfgPath string, st step
 	if len(ignored) > 0 {
 		st.note("%s ignored with an existing config: edit %s to change it", strings.Join(ignored, ", "), cfgPath)
 	}
+}
+
+// sameSet reports whether a and b hold the same values, in any order and
+// case: a re-run with the answers the config already has changes nothing,
+// so nothing of it is reported as ignored.
+func sameSet(a, b []string) bool {
+	norm := func(l []string) []string {
+		out := make([]string, len(l))
+		for i, v := range l {
+			out[i] = strings.ToLower(strings.TrimSpace(v))
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	return slices.Equal(norm(a), norm(b))
 }
 
 // newConfig asks for what is missing when interactive, checks the answers
@@ -223,7 +242,11 @@ func validate(o *Options) error {
 	if o.TLSKey != "" {
 		// The daemon would refuse to start with it; say so before
 		// writing anything.
-		if err := safeio.CheckSecret(o.TLSKey); err != nil {
+		if err := safeio.CheckSecret(o.TLSKey); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("--tls-key %s does not exist: get the certificate first (docs/setup.md, "+
+				"\"Renewing the certificate\", copies certbot's into /etc/mailctl/tls/), or set up with --self-signed "+
+				"and point smtp.tls_cert and smtp.tls_key at a CA certificate later", o.TLSKey)
+		} else if err != nil {
 			return fmt.Errorf("--tls-key: %w", err)
 		}
 	}

@@ -198,6 +198,7 @@ func TestRerunChangesNothing(t *testing.T) {
 	// Different answers on the second run must not rewrite anything.
 	o := baseOpts(root)
 	o.Domain, o.SelfSigned = "other.test", false
+	o.TrustedSenders, o.SMTPListen = []string{"boss@example.org"}, []string{"127.0.0.1:25"}
 	out := run(t, o)
 	after := snapshot(t, root)
 	if len(before) != len(after) {
@@ -216,6 +217,24 @@ func TestRerunChangesNothing(t *testing.T) {
 	}
 	if !strings.Contains(out, "--domain other.test ignored") {
 		t.Errorf("ignored --domain not reported:\n%s", out)
+	}
+}
+
+// TestRerunWithTheSameAnswersIgnoresNothing: setup.md's certbot section runs
+// setup again with the --tls-cert and --tls-key the config already names;
+// flags that would change nothing are not reported as ignored, as if the
+// operator's answer had been thrown away.
+func TestRerunWithTheSameAnswersIgnoresNothing(t *testing.T) {
+	root := t.TempDir()
+	run(t, baseOpts(root))
+	o := baseOpts(root)
+	o.SelfSigned = false
+	o.TLSCert, o.TLSKey = filepath.Join(root, "etc/mailctl/tls/cert.pem"), filepath.Join(root, "etc/mailctl/tls/key.pem")
+	o.Hostname = "MX.example.test."
+	o.TrustedSenders = []string{"*@EXAMPLE.test", "boss@example.org"}
+	out := run(t, o)
+	if strings.Contains(out, "ignored") {
+		t.Errorf("a re-run with the config's own answers reports them ignored:\n%s", out)
 	}
 }
 
@@ -515,5 +534,23 @@ func TestSuppliedKeyHeldToTheSecretRule(t *testing.T) {
 	o.SelfSigned, o.TLSCert, o.TLSKey = false, cert, key
 	if err := Run(context.Background(), o, &bytes.Buffer{}); err != nil {
 		t.Fatalf("a private key: %v", err)
+	}
+}
+
+// TestMissingKeySaysWhereToGetIt: setup.md's scripted line names
+// /etc/mailctl/tls/key.pem, which exists only once the certbot section
+// below has run; setup, run first as the page orders it, says so and
+// offers --self-signed rather than a bare "no such file".
+func TestMissingKeySaysWhereToGetIt(t *testing.T) {
+	root := t.TempDir()
+	o := baseOpts(root)
+	o.SelfSigned = false
+	o.TLSCert, o.TLSKey = filepath.Join(root, "tls/cert.pem"), filepath.Join(root, "tls/key.pem")
+	err := Run(context.Background(), o, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "Renewing the certificate") || !strings.Contains(err.Error(), "--self-signed") {
+		t.Errorf("setup with a missing key: %v, want it to say how to get one", err)
+	}
+	if _, err := os.Stat(ConfigPath(root)); err == nil {
+		t.Error("a config was written without the key")
 	}
 }
