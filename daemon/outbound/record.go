@@ -106,12 +106,17 @@ func (r *Recorder) current(it *queue.Item) bool {
 
 // orphaned reports whether it belongs to a mailbox deleted since it was
 // queued, or carries no mailbox identity: its outcome then goes to the log
-// only.
+// only, once for each state the queue reports (Updated; Settled and
+// Delayed, which follow it, say nothing more).
 func (r *Recorder) orphaned(it *queue.Item) bool {
 	if r.current(it) {
 		return false
 	}
-	r.log().Info("queue item of a deleted mailbox, or without a mailbox identity: outcome not recorded", "id", it.ID, "recipients", it.Recipients)
+	rcpts := make([]string, len(it.Recipients))
+	for i, rc := range it.Recipients {
+		rcpts[i] = rc.Address + ": " + rc.Status
+	}
+	r.log().Info("queue item of a deleted mailbox, or without a mailbox identity: outcome not recorded", "id", it.ID, "recipients", strings.Join(rcpts, ", "))
 	return true
 }
 
@@ -169,7 +174,7 @@ func (r *Recorder) Flush() error { return r.Store.Sync() }
 
 // Settled implements queue.Notifier.
 func (r *Recorder) Settled(it *queue.Item) {
-	if r.OnSettled != nil && !r.orphaned(it) {
+	if r.OnSettled != nil && r.current(it) {
 		r.OnSettled(it.Mailbox, it.SentID, resultOf(it))
 	}
 }
@@ -177,7 +182,7 @@ func (r *Recorder) Settled(it *queue.Item) {
 // Delayed implements queue.DelayWarner. An item of a mailbox deleted since
 // warns no one, and counts as warned.
 func (r *Recorder) Delayed(it *queue.Item, until time.Time) error {
-	if r.OnDelayed == nil || r.orphaned(it) {
+	if r.OnDelayed == nil || !r.current(it) {
 		return nil
 	}
 	var waiting []protocol.RecipientStatus

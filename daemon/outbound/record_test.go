@@ -1,6 +1,9 @@
 package outbound
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
@@ -28,7 +31,8 @@ func TestRecorderLeavesItemsWithoutMailboxIDAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		var callbacks int
-		r := &Recorder{Store: st,
+		var logged bytes.Buffer
+		r := &Recorder{Store: st, Logger: slog.New(slog.NewTextHandler(&logged, nil)),
 			CurrentID: func(name string) string {
 				if name == "reused" {
 					return "m-now"
@@ -48,6 +52,15 @@ func TestRecorderLeavesItemsWithoutMailboxIDAlone(t *testing.T) {
 		}
 		if want := map[bool]int{true: 2}[tc.recorded]; callbacks != want {
 			t.Errorf("item of mailbox id %q: %d callbacks, want %d", tc.mailboxID, callbacks, want)
+		}
+		// The outcome left unrecorded is logged once, for the state, with
+		// the recipients readable.
+		lines := strings.Count(logged.String(), "outcome not recorded")
+		if want := map[bool]int{false: 1}[tc.recorded]; lines != want {
+			t.Errorf("item of mailbox id %q: logged %d times, want %d:\n%s", tc.mailboxID, lines, want, logged.String())
+		}
+		if !tc.recorded && !strings.Contains(logged.String(), `recipients="x@remote.test: delivered"`) {
+			t.Errorf("the recipients are not named as address and status:\n%s", logged.String())
 		}
 	}
 }
