@@ -106,7 +106,7 @@ func dkimKeygen(args []string) int {
 }
 
 func dkimList(args []string) int {
-	fs := newFlagSet("dkim list", "dkim list [--config PATH]", "Lists the DKIM keys in paths.dkim_dir: the daemon signs with all of them.")
+	fs := newFlagSet("dkim list", "dkim list [--config PATH]", "Lists the DKIM keys in paths.dkim_dir: the daemon signs with each one from its next start or reload after the key was added.")
 	load := dkimConfig(fs)
 	cfg, keys, code, ok := dkimKeys(fs, args, load)
 	if !ok {
