@@ -366,6 +366,26 @@ func openRawSession(t *testing.T, url, token string) string {
 	return id
 }
 
+// openEventStream opens session's event stream (GET), which stays open
+// until its body is closed.
+func openEventStream(t *testing.T, url, token, session string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("event stream: %v", err)
+	}
+	if stream.StatusCode != http.StatusOK {
+		stream.Body.Close()
+		t.Fatalf("event stream: %s", stream.Status)
+	}
+	return stream
+}
+
 // rawHTTP sends one request to an HTTP server with the token, in a session
 // when id is not empty, and returns the response with its body read.
 func rawHTTP(t *testing.T, method, url, token, id, body string, header ...string) (*http.Response, string) {
@@ -405,16 +425,7 @@ func TestHTTPSessionsAreBounded(t *testing.T) {
 	defer srv.Close()
 	open := func() string { t.Helper(); return openRawSession(t, srv.URL, token) }
 	streaming := open()
-	req, _ := http.NewRequest("GET", srv.URL, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", streaming)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != http.StatusOK {
-		t.Fatalf("event stream: %v %v", err, stream.Status)
-	}
-	defer stream.Body.Close()
+	defer openEventStream(t, srv.URL, token, streaming).Body.Close()
 	idle := open()
 	var last string
 	for range MaxHTTPSessions + 20 {
@@ -469,16 +480,7 @@ func TestHTTPIdleSessionsAreClosed(t *testing.T) {
 	}
 	testwait.For(t, "the inbox watch", func() bool { return d.Watchers() == 1 })
 	listening := open()
-	req, _ := http.NewRequest("GET", srv.URL, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", listening)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != http.StatusOK {
-		t.Fatalf("event stream: %v %v", err, stream.Status)
-	}
-	defer stream.Body.Close()
+	defer openEventStream(t, srv.URL, token, listening).Body.Close()
 	used := open()
 
 	clock.Advance(HTTPSessionIdle - time.Minute)
