@@ -109,11 +109,31 @@ func (w *mxWorld) pipeline(t testing.TB, rec *Recorder, svc *Service, opts queue
 	if svc.Domain == nil {
 		svc.Domain = func() string { return "example.com" }
 	}
+	runQueue(t, q)
+	return svc
+}
+
+// runQueue runs q until the test ends.
+func runQueue(t testing.TB, q *queue.Queue) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return svc
+}
+
+// botStore is a store holding the mailbox bot, owned by the test's user,
+// closed when the test ends.
+func botStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // memStore is an in-memory SentStore.

@@ -3,7 +3,6 @@ package outbound
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -54,14 +53,7 @@ func asJSON(t *testing.T, res protocol.SendResult) string {
 // A sent copy written before it recorded these (an older release's) still
 // answers with the return path and the capture.
 func TestDuplicateAnswersAsTheFirstCall(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
-		t.Fatal(err)
-	}
+	st := botStore(t)
 	clk := testclock.New()
 	settled := make(chan protocol.SendResult, 4)
 	rec := &Recorder{Store: st, Clock: clk.Now, CurrentID: func(string) string { return "mb1" },
@@ -70,10 +62,7 @@ func TestDuplicateAnswersAsTheFirstCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { q.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runQueue(t, q)
 	svc := &Service{Domain: func() string { return "example.com" }, Sent: rec, Queue: q, FirstAttemptWait: 10 * time.Second, ReturnPath: tagged}
 	send := func(a protocol.SendArgs) protocol.SendResult {
 		t.Helper()
@@ -133,14 +122,7 @@ func TestDuplicateAnswersAsTheFirstCall(t *testing.T) {
 // the message is queued. The send answers that the mailbox is gone and its
 // message does not stay in the queue, to go out after the delete.
 func TestSendFromADeletedMailboxIsNotQueued(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
-		t.Fatal(err)
-	}
+	st := botStore(t)
 	clk := testclock.New()
 	// The mailbox named bot now is not the one the caller was checked on.
 	rec := &Recorder{Store: st, Clock: clk.Now, CurrentID: func(string) string { return "mb2" }}
@@ -148,10 +130,7 @@ func TestSendFromADeletedMailboxIsNotQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { q.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runQueue(t, q)
 	svc := &Service{Domain: func() string { return "example.com" }, Sent: rec, Queue: q, FirstAttemptWait: 10 * time.Second, ReturnPath: tagged}
 	// Scheduled, so that no attempt can start before the send is answered.
 	at := clk.Now().Add(time.Hour)

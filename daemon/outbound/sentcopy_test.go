@@ -67,14 +67,7 @@ func TestSentCopyOfHeldSendBeforeAnswer(t *testing.T) {
 // the next start writes the copy from the queue's journal, so the message
 // and its copy cannot part.
 func TestSentCopyWrittenAfterCrashBeforeIt(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
-		t.Fatal(err)
-	}
+	st := botStore(t)
 	qdir := t.TempDir()
 	w := newWorld(t)
 	m := &store.Message{MessageID: "crash@example.com", From: "bot@example.com", To: []string{"bob@remote.test"}, Subject: "crash",
@@ -138,14 +131,7 @@ func (diedBeforeCopy) Settled(*queue.Item) {}
 // each state the Recorder records.
 func lateAttempt(t *testing.T) (*store.Store, protocol.SendResult, chan<- struct{}, <-chan string) {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
-		t.Fatal(err)
-	}
+	st := botStore(t)
 	w := newWorld(t)
 	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
 	w.r.SetIP("mx.remote.test", "127.0.0.74")

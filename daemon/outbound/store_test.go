@@ -3,7 +3,6 @@ package outbound
 import (
 	"context"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,21 +11,13 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/protocol"
-	"github.com/mailctl/mailctl/store"
 )
 
 // TestServiceWithRealStore runs a send against the real mailbox store: the
 // sent copy's frontmatter must carry the delivery state through its TOML
 // round trip, and a later bounce must find it by Message-ID.
 func TestServiceWithRealStore(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
-		t.Fatal(err)
-	}
+	st := botStore(t)
 	w := newWorld(t)
 	w.r.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
 	w.r.SetIP("mx.remote.test", "127.0.0.72")
