@@ -257,12 +257,10 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 // start makes w's first daemon watch of mailbox, then follows it. A watch
 // that fails is dropped, so that the next subscribe tries again.
 func (ss *subscriptions) start(mailbox string, w *watch) {
-	events, err := ss.watchOnce(w.ctx, w.ctx, mailbox)
+	events, err := ss.watchOnce(w.ctx, mailbox)
 	if err != nil {
 		ss.mu.Lock()
-		if ss.active[mailbox] == w {
-			delete(ss.active, mailbox)
-		}
+		ss.forget(mailbox, w)
 		ss.mu.Unlock()
 		w.cancel()
 		w.err = err
@@ -273,10 +271,10 @@ func (ss *subscriptions) start(mailbox string, w *watch) {
 	ss.follow(mailbox, w, events)
 }
 
-// watchOnce opens a daemon connection (dialled under dial's context) that
-// watches mailbox until wctx ends, when the connection is closed.
-func (ss *subscriptions) watchOnce(dial, wctx context.Context, mailbox string) (<-chan protocol.Event, error) {
-	c, err := ss.s.dial(dial)
+// watchOnce opens a daemon connection that watches mailbox until wctx
+// ends, when the connection is closed.
+func (ss *subscriptions) watchOnce(wctx context.Context, mailbox string) (<-chan protocol.Event, error) {
+	c, err := ss.s.dial(wctx)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +317,7 @@ func (ss *subscriptions) follow(mailbox string, w *watch, events <-chan protocol
 				return
 			}
 			var err error
-			if events, err = ss.watchOnce(w.ctx, w.ctx, mailbox); err == nil {
+			if events, err = ss.watchOnce(w.ctx, mailbox); err == nil {
 				break
 			}
 			var refused *protocol.Error
@@ -328,9 +326,7 @@ func (ss *subscriptions) follow(mailbox string, w *watch, events <-chan protocol
 				// or not the caller's any more): nothing to wait for.
 				ss.s.log.Info("mailbox watch refused; subscriptions to it end", "mailbox", mailbox, "err", err)
 				ss.mu.Lock()
-				if ss.active[mailbox] == w {
-					delete(ss.active, mailbox)
-				}
+				ss.forget(mailbox, w)
 				ss.mu.Unlock()
 				w.cancel()
 				return
@@ -380,9 +376,15 @@ func (ss *subscriptions) leaveWatch(mailbox string, w *watch, session *mcp.Serve
 	delete(w.sessions, session)
 	if len(w.sessions) == 0 {
 		w.cancel()
-		if ss.active[mailbox] == w {
-			delete(ss.active, mailbox)
-		}
+		ss.forget(mailbox, w)
+	}
+}
+
+// forget takes w out of the active watches, unless another has taken its
+// place. Call with ss.mu held.
+func (ss *subscriptions) forget(mailbox string, w *watch) {
+	if ss.active[mailbox] == w {
+		delete(ss.active, mailbox)
 	}
 }
 
