@@ -76,6 +76,11 @@ func TestKillNineDuringWrites(t *testing.T) {
 		cmd := startDaemonProcess(t, cfgPath, socket)
 		var mu sync.Mutex
 		acked := map[string]bool{}
+		// The kill comes at a random point after the first acknowledgement,
+		// however slowly the daemon starts taking requests (the race
+		// detector, a loaded machine): before it, there is nothing to check.
+		first := make(chan struct{})
+		var firstOnce sync.Once
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for w := 0; w < 4; w++ {
@@ -98,10 +103,16 @@ func TestKillNineDuringWrites(t *testing.T) {
 					mu.Lock()
 					acked[name] = true
 					mu.Unlock()
+					firstOnce.Do(func() { close(first) })
 				}
 			}(w)
 		}
-		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond)
+		select {
+		case <-first:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("round %d: no mailbox creation was acknowledged in 60 s", round)
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		cancel()
