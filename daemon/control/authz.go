@@ -49,7 +49,7 @@ func init() {
 	handle(protocol.VerbMailboxPrune, on(AccessRoot, func(_ *Server, _ *call, a *protocol.MailboxPruneArgs) (target, error) {
 		return optionalMailbox(a.Mailbox), nil
 	}, handleMailboxPrune))
-	handle(protocol.VerbMailboxDelete, on(AccessManage, named(func(a *protocol.MailboxDeleteArgs) string { return a.Name }), handleMailboxDelete))
+	handle(protocol.VerbMailboxDelete, holding(namesOwn, on(AccessManage, named(func(a *protocol.MailboxDeleteArgs) string { return a.Name }), handleMailboxDelete)))
 
 	handle(protocol.VerbMessageList, on(AccessRead, named(func(a *protocol.MessageListArgs) string { return a.Mailbox }), handleMessageList))
 	handle(protocol.VerbMessageRead, on(AccessRead, named(func(a *protocol.MessageReadArgs) string { return a.Mailbox }), handleMessageRead))
@@ -84,9 +84,9 @@ func init() {
 	handle(protocol.VerbDraftSend, on(AccessWrite, named(func(a *protocol.DraftSendArgs) string { return a.Mailbox }), handleDraftSend))
 	handle(protocol.VerbDraftDelete, on(AccessWrite, named(func(a *protocol.DraftIDArgs) string { return a.Mailbox }), handleDraftDelete))
 
-	handle(protocol.VerbWatch, on(AccessRead, func(_ *Server, _ *call, a *protocol.WatchArgs) (target, error) {
+	handle(protocol.VerbWatch, holding(namesUnheld, on(AccessRead, func(_ *Server, _ *call, a *protocol.WatchArgs) (target, error) {
 		return target{mailboxes: a.Mailboxes}, nil
-	}, handleWatch))
+	}, handleWatch)))
 }
 
 // named targets the one mailbox the request's arguments name.

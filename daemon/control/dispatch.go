@@ -47,6 +47,29 @@ type verbRoute struct {
 	access  Access
 	prepare func(s *Server, c *call) (args any, t target, err error)
 	run     func(ctx context.Context, s *Server, c *call, args any) (any, error)
+	// names is how the request holds the names of the mailboxes it acts on.
+	names nameUse
+}
+
+// nameUse is how a verb holds the mailbox names its request names (nameLocks).
+type nameUse int
+
+const (
+	// namesShared: from before the access check until the handler returns,
+	// so that what was checked is what the handler acts on.
+	namesShared nameUse = iota
+	// namesOwn: the handler takes the name alone itself (it deletes or
+	// creates the mailbox of that name).
+	namesOwn
+	// namesUnheld: the request outlasts any single action (a watch) and
+	// binds what it checked by identity instead.
+	namesUnheld
+)
+
+// holding sets how r holds its request's mailbox names.
+func holding(use nameUse, r verbRoute) verbRoute {
+	r.names = use
+	return r
 }
 
 // on builds a route whose arguments decode strictly into A. find names what
@@ -82,6 +105,10 @@ func handle(verb string, r verbRoute) {
 	verbTable[verb] = r
 }
 
+// gated runs between a request's access check and its handler (a variable
+// so that a test can hold a request there).
+var gated = func(verb string) {}
+
 // handleVersion takes any arguments: every client, of any version, may ask.
 func handleVersion(_ context.Context, s *Server, c *call, _ *json.RawMessage) (any, error) {
 	out := protocol.VersionInfo{Protocol: protocol.Name, ProtocolVersion: protocol.Version, Server: s.version(),
@@ -111,21 +138,29 @@ const (
 // refuses anyone else before it looks anything up, so that its answer is
 // the same whatever the request names: an existing item of another user
 // must not answer otherwise than one that does not exist.
-func (s *Server) gate(r verbRoute, c *call) (any, error) {
+//
+// Unless the route says otherwise, the names of the mailboxes the request
+// acts on are held shared from before the check; the caller lets them go
+// (release, never nil) once the handler has returned.
+func (s *Server) gate(r verbRoute, c *call) (args any, release func(), err error) {
+	release = func() {}
 	if r.access == AccessRoot && !c.caller.Root() {
-		return nil, errRootOnly()
+		return nil, release, errRootOnly()
 	}
 	args, t, err := r.prepare(s, c)
 	c.mailbox = t.concerns()
 	if err != nil {
-		return nil, err
+		return nil, release, err
+	}
+	if r.names == namesShared && len(t.mailboxes) > 0 {
+		release = s.names.share(t.mailboxes)
 	}
 	boxes, err := s.authorize(c, r.access, t)
 	if err != nil {
-		return nil, err
+		return nil, release, err
 	}
 	c.boxes = boxes
-	return args, nil
+	return args, release, nil
 }
 
 func (s *Server) serveRequest(ctx context.Context, caller Caller, req *protocol.Request, w *connWriter) {
@@ -152,11 +187,13 @@ func (s *Server) serveRequest(ctx context.Context, caller Caller, req *protocol.
 			defer cancel()
 		}
 		data, err = s.safeCall(c, func() (any, error) {
-			args, err := s.gate(r, c)
+			args, release, err := s.gate(r, c)
+			defer release()
 			if err != nil {
 				return nil, err
 			}
 			decision = decisionAllow
+			gated(c.verb)
 			return r.run(rctx, s, c, args)
 		})
 		if err != nil && errors.Is(err, context.DeadlineExceeded) {

@@ -21,3 +21,19 @@ func SwapRemoveDetached(f func(*store.Detached) error) func(*store.Detached) err
 	removeDetached = f
 	return old
 }
+
+// SwapGated replaces what runs between a request's access check and its
+// handler and returns the one it replaced.
+func SwapGated(f func(verb string)) func(verb string) {
+	old := gated
+	gated = f
+	return old
+}
+
+// SwapNameWait replaces what is told of each delete or create of a
+// mailbox about to wait for its name, and returns the one it replaced.
+func SwapNameWait(f func(name string)) func(name string) {
+	old := nameWait
+	nameWait = f
+	return old
+}

@@ -134,6 +134,9 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	if err != nil {
 		return nil, err
 	}
+	// A request of the name's earlier owner, checked before that mailbox
+	// was deleted, ends before the new mailbox is made.
+	defer s.names.exclusive(a.Name)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m, ok := s.b.Mailbox(a.Name); ok {
@@ -222,6 +225,7 @@ func handleMailboxDelete(_ context.Context, s *Server, c *call, a *protocol.Mail
 // back exactly as it was, and after both, removing its files (the
 // Detached it returns, nil when there were none) cannot undo the delete.
 func (s *Server) detachMailbox(c *call, a *protocol.MailboxDeleteArgs) (*store.Detached, error) {
+	defer s.names.exclusive(a.Name)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m, ok := s.b.Mailbox(a.Name); !ok || m.ID != c.box().ID {
@@ -271,6 +275,7 @@ func (s *Server) isDeclaredAlias(name string) bool {
 // EnsureMailbox creates a registry mailbox for uid if it does not exist yet
 // (`mailctl dev` makes the current user's mailbox with it).
 func (s *Server) EnsureMailbox(name string, uid, gid uint32) error {
+	defer s.names.exclusive(name)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m, ok := s.b.Mailbox(name); ok {

@@ -64,7 +64,8 @@ func TestQueueItemWithoutMailboxIDIsRootsOnly(t *testing.T) {
 
 	gate := func(who Caller, verb, id string) error {
 		args, _ := json.Marshal(protocol.QueueIDArgs{ID: id})
-		_, err := d.gate(verbTable[verb], &call{caller: who, verb: verb, args: args})
+		_, release, err := d.gate(verbTable[verb], &call{caller: who, verb: verb, args: args})
+		release()
 		return err
 	}
 	for _, verb := range []string{protocol.VerbQueueShow, protocol.VerbQueueRetry, protocol.VerbQueueDrop} {

@@ -1,0 +1,88 @@
+package control
+
+import (
+	"slices"
+	"sync"
+)
+
+// nameLocks keeps what a mailbox name means still while requests use it.
+// A request on a mailbox holds its name shared from before the access check
+// until its handler returns; deleting a mailbox and creating one hold the
+// name alone. So a request checked against one owner's mailbox acts on that
+// mailbox, never on another user's created under the same name meanwhile.
+//
+// Only names in use have an entry; the map does not grow with the names
+// requests make up.
+type nameLocks struct {
+	mu sync.Mutex
+	m  map[string]*nameLock
+}
+
+// nameWait is told of each exclusive hold about to wait (a variable so that
+// a test can see a delete wait).
+var nameWait = func(name string) {}
+
+type nameLock struct {
+	sync.RWMutex
+	users int // requests holding or waiting for it
+}
+
+func (l *nameLocks) get(name string) *nameLock {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]*nameLock{}
+	}
+	n := l.m[name]
+	if n == nil {
+		n = &nameLock{}
+		l.m[name] = n
+	}
+	n.users++
+	return n
+}
+
+func (l *nameLocks) put(name string, n *nameLock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n.users--; n.users == 0 {
+		delete(l.m, name)
+	}
+}
+
+// share holds each of names shared and returns what lets them go. Names are
+// taken in sorted order, once each, so that two requests naming the same
+// mailboxes in another order cannot wait for each other behind a delete.
+func (l *nameLocks) share(names []string) (release func()) {
+	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
+	held := make([]*nameLock, len(sorted))
+	for i, name := range sorted {
+		held[i] = l.get(name)
+		held[i].RLock()
+	}
+	return func() {
+		for i, name := range sorted {
+			held[i].RUnlock()
+			l.put(name, held[i])
+		}
+	}
+}
+
+// exclusive holds name alone: no request on a mailbox of that name is
+// between its access check and its end while it is held.
+func (l *nameLocks) exclusive(name string) (release func()) {
+	n := l.get(name)
+	nameWait(name)
+	n.Lock()
+	return func() {
+		n.Unlock()
+		l.put(name, n)
+	}
+}
+
+// size is the number of names in use, for tests.
+func (l *nameLocks) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}
