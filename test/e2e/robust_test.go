@@ -39,6 +39,7 @@ func TestKill9UnderLoad(t *testing.T) {
 		tried   atomic.Int64
 		stop    atomic.Bool
 		started = make(chan struct{}, senders)
+		enough  = make(chan struct{}) // closed at the 60th 250
 		wg      sync.WaitGroup
 	)
 	for s := range senders {
@@ -87,6 +88,9 @@ func TestKill9UnderLoad(t *testing.T) {
 				}
 				mu.Lock()
 				acked[id] = raw
+				if len(acked) == 60 {
+					close(enough)
+				}
 				mu.Unlock()
 			}
 		}()
@@ -95,14 +99,16 @@ func TestKill9UnderLoad(t *testing.T) {
 		<-started
 	}
 	// Kill at a random moment once a good number of messages got through,
-	// while every sender is busy.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 60 {
-			break
-		}
+	// while every sender is busy (or, should the senders all have stopped
+	// before that, now: the checks below say why).
+	sendersDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(sendersDone)
+	}()
+	select {
+	case <-enough:
+	case <-sendersDone:
 	}
 	time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 	d.kill9()
