@@ -3,13 +3,17 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/resolver"
@@ -248,4 +252,111 @@ func TestDeleteDropsMailInFlight(t *testing.T) {
 	if r := it.Recipients[0]; r.Status != queue.StatusFailed || r.Detail != queue.DetailDropped || r.Attempts != 1 {
 		t.Errorf("recipient after the attempt: %+v, want failed (dropped) after its one attempt", r)
 	}
+}
+
+// TestDeleteDropsMailInFlightAcrossACrash: as TestDeleteDropsMailInFlight,
+// but the daemon is killed (kill -9, power lost) after the delete answered
+// and before the attempt ended. The mark to drop the message was only in
+// memory, so the restart found it queued and retried it for days for a
+// mailbox that is gone; the mark is in the queue journal now, and the
+// restart drops the message without an attempt.
+func TestDeleteDropsMailInFlightAcrossACrash(t *testing.T) {
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	dns := &resolver.Map{}
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	td := startDaemonWith(t, "[delivery]\nport = "+port+"\nfirst_attempt_wait = \"1ms\"\n", Options{Resolver: dns})
+	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "going"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	gate := mx.Gate()
+	mx.SetDataErr(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"})
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "going", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	qid := outbound.QueueID("going", res.ID)
+	testwait.For(t, "the attempt to be held at DATA", func() bool { return mx.Waiting() == 1 })
+	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "going", Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// What a kill -9 now leaves of the journal: every record appended so
+	// far (the kernel holds them), and the drop never made.
+	journal := filepath.Join(td.cfg.Paths.QueueDir(), queue.JournalName)
+	image, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate <- struct{}{}
+	td.stop()
+	if err := os.WriteFile(journal, image, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	td = runTestDaemon(t, td.cfg, td.dir, Options{Resolver: dns})
+	for _, it := range td.out.queue.List() {
+		if it.ID == qid {
+			t.Fatalf("after the restart the deleted mailbox's message is still queued: %+v", it.Recipients)
+		}
+	}
+	it, err := td.out.queue.Get(qid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := it.Recipients[0]; r.Status != queue.StatusFailed || r.Detail != queue.DetailDropped {
+		t.Errorf("recipient after the restart: %+v, want failed (dropped)", r)
+	}
+	if n := len(mx.Messages()); n != 0 {
+		t.Errorf("the MX accepted %d messages", n)
+	}
+}
+
+// TestQueuedMailOfAnUndeclaredMailboxIsKept: a declared mailbox taken out
+// of config.toml is not deleted: across the restart that no longer knows
+// it, its queued mail stays queued and is delivered.
+func TestQueuedMailOfAnUndeclaredMailboxIsKept(t *testing.T) {
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	dns := &resolver.Map{}
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
+	td := startDaemonWith(t, "[delivery]\nport = "+port+"\nfirst_attempt_wait = \"1ms\"\n"+declared, Options{Resolver: dns})
+	mx.SetDataErr(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"})
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "decl", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	qid := outbound.QueueID("decl", res.ID)
+	testwait.For(t, "the first attempt to be deferred", func() bool {
+		it, err := td.out.queue.Get(qid)
+		return err == nil && it.Attempts == 1 && !it.InFlight
+	})
+	td.stop()
+
+	path := filepath.Join(td.dir, "config.toml")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(text), declared, "\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx.SetDataErr(nil)
+	td = runTestDaemon(t, cfg, td.dir, Options{Resolver: dns})
+	if _, ok := td.lookupMailbox("decl"); ok {
+		t.Fatal("decl is still served after its declaration was taken out")
+	}
+	if it, err := td.out.queue.Get(qid); err != nil || it.Settled() {
+		t.Fatalf("after the restart the item is %+v, %v; want it still queued", it, err)
+	}
+	if err := td.out.queue.Retry(qid); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the kept message to be delivered", func() bool { return len(mx.Messages()) == 1 })
 }

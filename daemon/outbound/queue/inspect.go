@@ -85,7 +85,7 @@ func Inspect(dir string) (*Inspection, error) {
 	}
 	in.Version = formats.QueueJournal
 	// A journal of its own: replaying fills in only this one's maps.
-	j := &journal{state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{}}
+	j := newJournal()
 	items := map[string]replayed{}
 	off, stop := wal.Scan(r, len(journalMagic), size, maxRecord, func(p []byte, at wal.Loc) error {
 		if err := j.apply(items, p, at); err != nil {

@@ -24,7 +24,9 @@ import (
 //
 //	'E' an item enqueued: a 4-byte length, the item's JSON, the signed
 //	    message, then the data of its sent copy (copy_size bytes, if any)
-//	'S' an item's new state: its JSON
+//	'S' an item's new state: its JSON. Once an item is marked to be
+//	    dropped (its "dropping" key, see Item.Dropping), every later
+//	    state of it carries the mark, whichever append wrote it.
 //	'A' an item settled and announced (its sent copy written, its
 //	    after_send hooks run): its id. A restart only brings the sent copy
 //	    up to date again, since that write may not have been durable.
@@ -55,9 +57,12 @@ type journal struct {
 	state map[string][]byte // each live item's latest state JSON
 	// announced holds the live items that are settled and announced.
 	announced map[string]bool
-	data      map[string]loc // each live item's message
-	live      int64          // bytes the live items would take rewritten
-	closed    bool
+	// dropping holds the live items marked to be dropped: put keeps
+	// the mark on their states.
+	dropping map[string]bool
+	data     map[string]loc // each live item's message
+	live     int64          // bytes the live items would take rewritten
+	closed   bool
 }
 
 // replayed is an item as the journal holds it at start.
@@ -69,7 +74,7 @@ type replayed struct {
 
 // openJournal opens (creating) the journal in dir and replays it.
 func openJournal(dir string, logf func(msg string, args ...any)) (*journal, map[string]replayed, error) {
-	j := &journal{state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{}}
+	j := newJournal()
 	items := map[string]replayed{}
 	log, err := wal.Open(filepath.Join(dir, journalName), wal.Options{Magic: journalMagic, MaxRecord: maxRecord, Logf: logf,
 		Refuse: func(f io.ReaderAt, size int64) error { return checkHeader(f, size, filepath.Join(dir, journalName)) }},
@@ -82,6 +87,10 @@ func openJournal(dir string, logf func(msg string, args ...any)) (*journal, map[
 	return j, items, nil
 }
 
+func newJournal() *journal {
+	return &journal{state: map[string][]byte{}, data: map[string]loc{}, announced: map[string]bool{}, dropping: map[string]bool{}}
+}
+
 // index fills in the journal's view of the live items replayed: which are
 // announced, where their messages are, and the bytes they would take
 // rewritten.
@@ -89,6 +98,9 @@ func (j *journal) index(items map[string]replayed) {
 	for id, x := range items {
 		if x.announced {
 			j.announced[id] = true
+		}
+		if x.it.Dropping {
+			j.dropping[id] = true
 		}
 		j.data[id] = x.loc
 		j.live += x.loc.n + int64(len(j.state[id])) + 2*wal.Header + 8
@@ -200,7 +212,8 @@ func (j *journal) enqueue(it *Item, data, cp []byte) (uint64, error) {
 	return w, nil
 }
 
-// put appends an item's new state.
+// put appends an item's new state, with the mark to drop it if it has one
+// (markDropping).
 func (j *journal) put(it *Item) (uint64, error) {
 	st, err := json.Marshal(it)
 	if err != nil {
@@ -211,6 +224,15 @@ func (j *journal) put(it *Item) (uint64, error) {
 	if _, ok := j.data[it.ID]; !ok {
 		return 0, fmt.Errorf("queue journal: no item %s", it.ID)
 	}
+	if j.dropping[it.ID] && !it.Dropping {
+		// A state taken before the mark (the attempt's, whose append
+		// may come after it).
+		c := *it
+		c.Dropping = true
+		if st, err = json.Marshal(&c); err != nil {
+			return 0, err
+		}
+	}
 	w, _, err := j.appendLocked([]byte{'S'}, st)
 	if err != nil {
 		return 0, err
@@ -219,6 +241,35 @@ func (j *journal) put(it *Item) (uint64, error) {
 	j.state[it.ID] = st
 	j.maybeCompactLocked()
 	return w, nil
+}
+
+// markDropping appends the item's latest state marked to be dropped
+// (Item.Dropping) and returns the append's number, for commit; ok is false
+// when the journal holds no such item (dropped meanwhile) or it is marked
+// already.
+func (j *journal) markDropping(id string) (w uint64, ok bool, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, live := j.data[id]; !live || j.dropping[id] {
+		return 0, false, nil
+	}
+	var it Item
+	if err := json.Unmarshal(j.state[id], &it); err != nil {
+		return 0, false, err
+	}
+	it.Dropping = true
+	st, err := json.Marshal(&it)
+	if err != nil {
+		return 0, false, err
+	}
+	if w, _, err = j.appendLocked([]byte{'S'}, st); err != nil {
+		return 0, false, err
+	}
+	j.live += int64(len(st) - len(j.state[id]))
+	j.state[id] = st
+	j.dropping[id] = true
+	j.maybeCompactLocked()
+	return w, true, nil
 }
 
 // maybeCompactLocked rewrites the journal once it is mostly dead records. A
@@ -260,6 +311,7 @@ func (j *journal) drop(id string) {
 	delete(j.data, id)
 	delete(j.state, id)
 	delete(j.announced, id)
+	delete(j.dropping, id)
 	j.maybeCompactLocked()
 }
 

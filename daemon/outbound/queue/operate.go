@@ -131,20 +131,28 @@ func (q *Queue) Retry(id string) error {
 // Drop removes an item; its undelivered recipients are marked failed.
 func (q *Queue) Drop(id string) error {
 	return q.change(id, func(it *Item, now time.Time) error {
-		for i := range it.Recipients {
-			r := &it.Recipients[i]
-			if !Final(r.Status) {
-				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, DetailDropped, now, time.Time{}
-			}
-		}
+		dropRecipients(it, now)
 		return nil
 	})
+}
+
+// dropRecipients fails its recipients not yet final as dropped: a
+// decision, not a delivery failure.
+func dropRecipients(it *Item, now time.Time) {
+	for i := range it.Recipients {
+		r := &it.Recipients[i]
+		if !Final(r.Status) {
+			r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, DetailDropped, now, time.Time{}
+		}
+	}
 }
 
 // DropEventually drops an item now, or, when an attempt is delivering it
 // right now, as soon as that attempt ends without settling it: what the
 // attempt delivered stays delivered, and nothing is tried again. An item
-// no longer queued (settled meanwhile) is no error.
+// no longer queued (settled meanwhile) is no error. The mark on an item in
+// flight is durable when it returns: if the daemon dies before the attempt
+// ends, the next start drops the item (Item.Dropping).
 func (q *Queue) DropEventually(id string) error {
 	for {
 		err := q.Drop(id)
@@ -161,7 +169,11 @@ func (q *Queue) DropEventually(id string) error {
 		case e.inflight:
 			e.dropAfter = true
 			q.mu.Unlock()
-			return nil
+			w, ok, err := q.j.markDropping(id)
+			if err != nil || !ok {
+				return err
+			}
+			return q.j.commit(w)
 		}
 		q.mu.Unlock()
 		// The attempt ended between the two looks: drop it now.

@@ -67,6 +67,13 @@ type Item struct {
 	// (Options.DelayWarning); it is in the journal so that the warning is
 	// made once, restarts included. Zero: not warned.
 	DelayWarned time.Time `json:"delay_warned,omitzero"`
+	// Dropping says the item is to be dropped once the attempt delivering
+	// it ends (DropEventually: its mailbox was deleted meanwhile). The
+	// journal keeps it on every later state of the item, so that a crash
+	// before the attempt ends drops the item at the next start instead of
+	// retrying it for days. A release before it ignores the key and
+	// retries the item, as it did.
+	Dropping bool `json:"dropping,omitempty"`
 	// InFlight marks a copy taken while an attempt is under way. The queue
 	// never stores it: it is set on the copies List and Get return.
 	InFlight bool `json:"-"`
@@ -318,6 +325,9 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 	}
 	for id, x := range replayed {
 		it := x.it
+		if it.Dropping && !it.Settled() {
+			q.dropAtStart(it)
+		}
 		if it.Settled() {
 			// Final but perhaps not yet (durably) written to the sent
 			// copy: Run announces it again, or only updates the sent copy
@@ -338,6 +348,20 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 	sort.Slice(q.announced, func(i, k int) bool { return q.announced[i].ID < q.announced[k].ID })
 	q.staggerOverdue()
 	return q, nil
+}
+
+// dropAtStart drops an item that DropEventually marked while an attempt
+// was delivering it, and whose drop the daemon did not live to make: as
+// Drop would have once the attempt ended. Recipients the journal has as
+// delivered stay so, and nothing is tried again. Its failed state is
+// appended without fsync: lost to a power loss, the item comes back marked
+// and is dropped again. Run then tells the Notifier, as after a Drop.
+func (q *Queue) dropAtStart(it *Item) {
+	dropRecipients(it, q.opts.Clock())
+	if _, err := q.j.put(it); err != nil {
+		q.log.Error("cannot record the drop of an item marked to be dropped", "item", it.ID, "err", err)
+	}
+	q.log.Info("queue item dropped at start: it was marked to be dropped when its attempt ended", "item", it.ID, "mailbox", it.Mailbox)
 }
 
 // Close closes the journal. Call it after Run has returned.

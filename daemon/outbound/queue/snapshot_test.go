@@ -97,6 +97,9 @@ func FuzzRewriteJournal(f *testing.F) {
 	payload, _ := enqueuePayload(st, []byte("abc"))
 	rec := wal.Record(payload...)
 	f.Add(append([]byte(journalMagic), rec...))
+	// An item marked to be dropped once its attempt ends (Item.Dropping).
+	marked := wal.Record([]byte{'S'}, []byte(`{"id":"a","mailbox":"m","mailbox_id":"c1","size":3,"dropping":true}`))
+	f.Add(append(append([]byte(journalMagic), rec...), marked...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var out bytes.Buffer
 		_, err := RewriteJournal(bytes.NewReader(data), &out, func(st []byte) ([]byte, error) { return st, nil })
