@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -20,6 +21,9 @@ import (
 type clientFlags struct {
 	fs     *flag.FlagSet
 	socket string
+	// config is the --config of a command that has one: its file's
+	// paths.socket is where the daemon is when no socket is named.
+	config string
 	json   bool
 	// place is the mailbox and folder the command acts on, when it acts on
 	// one: a not_found's next step lists what is there.
@@ -30,7 +34,7 @@ type clientFlags struct {
 // after "Usage: mailctl"; about is the paragraph under it.
 func newClientFlags(name, usageLine, about string) *clientFlags {
 	cf := &clientFlags{fs: newFlagSet(name, usageLine, about)}
-	cf.fs.StringVar(&cf.socket, "socket", "", "control socket (default $MAILCTL_SOCKET, then "+protocol.DefaultSocket+")")
+	cf.fs.StringVar(&cf.socket, "socket", "", "control socket (default $MAILCTL_SOCKET, then the config's paths.socket, then "+protocol.DefaultSocket+")")
 	return cf
 }
 
@@ -133,11 +137,38 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-// dial connects to the daemon named by the flags.
+// daemonSocket is the control socket every client finds the daemon at:
+// named (its --socket), then $MAILCTL_SOCKET, then paths.socket of the
+// config file (cfgFlag, then $MAILCTL_CONFIG, then the default), then
+// protocol.DefaultSocket. A config named by cfgFlag or $MAILCTL_CONFIG
+// that does not load is an error: dialing the default instead would reach
+// another daemon, or say that none runs. The default config is read when
+// it can be (root can; other users are usually left to the default
+// socket). A config with a bad value still names its socket, as doctor
+// reads it.
+func daemonSocket(named, cfgFlag string) (string, error) {
+	if s := cmp.Or(named, os.Getenv("MAILCTL_SOCKET")); s != "" {
+		return s, nil
+	}
+	path := configPath(cfgFlag)
+	cfg, err := config.LoadForChecks(path)
+	if err == nil {
+		return cmp.Or(cfg.Paths.Socket, protocol.DefaultSocket), nil
+	}
+	if cfgFlag != "" || os.Getenv("MAILCTL_CONFIG") != "" {
+		return "", protocol.Errorf(protocol.CodeInvalidInput, "the control socket is the config's paths.socket, and the config did not load: %v (fix the config, or name the socket with --socket or $MAILCTL_SOCKET)", err)
+	}
+	return protocol.DefaultSocket, nil
+}
+
+// dial connects to the daemon the flags find (daemonSocket).
 func (cf *clientFlags) dial(ctx context.Context) (*protocol.Client, error) {
-	path := protocol.SocketPath(cf.socket)
+	path, err := daemonSocket(cf.socket, cf.config)
+	if err != nil {
+		return nil, err
+	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket == 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%s is not a socket: --socket and $MAILCTL_SOCKET name the daemon's control socket (%s, or the one mailctl dev prints)", path, protocol.DefaultSocket)
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%s is not a socket: --socket, $MAILCTL_SOCKET and the config's paths.socket name the daemon's control socket (%s, or the one mailctl dev prints)", path, protocol.DefaultSocket)
 	}
 	return protocol.Dial(ctx, path)
 }

@@ -32,7 +32,8 @@ keys waiting for a restart); any other user gets the checks the daemon runs
 for it (its status verb), so no sudo is needed; root too when given --socket or
 $MAILCTL_SOCKET and no config. A dev instance (mailctl dev) checks what matters
 there, not owners, role addresses or DNS. Exits 1 when a check fails.`).withJSON()
-	cfgFlag := cf.fs.String("config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+"; root only)")
+	cf.fs.StringVar(&cf.config, "config", "", "config file (default $MAILCTL_CONFIG, then "+config.DefaultPath+"; root only)")
+	cfgFlag := &cf.config
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}
@@ -59,15 +60,11 @@ there, not owners, role addresses or DNS. Exits 1 when a check fails.`).withJSON
 }
 
 func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
-	socket := cf.socket
 	server := ""
-	// A file with a bad key or value still names the daemon's socket and
-	// resolver: doctor is how an edited config is tested before a reload,
-	// beside the daemon running the one before.
+	// A file with a bad key or value still names the daemon's socket
+	// (cf.dial reads it so) and resolver: doctor is how an edited config
+	// is tested before a reload, beside the daemon running the one before.
 	if cfg, err := config.LoadForChecks(path); err == nil {
-		if socket == "" && os.Getenv("MAILCTL_SOCKET") == "" {
-			socket = cfg.Paths.Socket
-		}
 		server = cfg.DNS.Resolver
 	}
 	// The daemon's status says what only the running daemon knows (keys
@@ -79,7 +76,7 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 		Root:     true,
 		SocketAnswers: func() (string, error) {
 			var st protocol.Status
-			c := clientFlags{socket: socket}
+			c := clientFlags{socket: cf.socket, config: cf.config}
 			if err := c.callTimeout(protocol.VerbStatus, nil, &st, 30*time.Second); err != nil {
 				return "", err
 			}
@@ -99,6 +96,10 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 
 // doctorRemote asks the daemon, which runs the checks with its own rights.
 func doctorRemote(cf *clientFlags) []protocol.Finding {
+	if _, err := daemonSocket(cf.socket, cf.config); err != nil {
+		return []protocol.Finding{{ID: "daemon.socket", Severity: doctor.Fail, Message: err.Error(),
+			Fix: "name the daemon's socket with --socket or $MAILCTL_SOCKET, or a config you can read"}}
+	}
 	var st protocol.Status
 	err := cf.callTimeout(protocol.VerbStatus, nil, &st, 60*time.Second)
 	if err != nil && protocol.CodeOf(err) != protocol.CodeUnavailable && protocol.CodeOf(err) != protocol.CodeTimeout {

@@ -206,7 +206,7 @@ func (r *cliRef) man() []byte {
 	b.WriteString(".TP\n/var/lib/mailctl/\nregistry, mailboxes and outbound queue\n")
 	b.WriteString(".TP\n/run/mailctl/mailctl.sock\ncontrol socket\n")
 	b.WriteString(".SH ENVIRONMENT\n.TP\nMAILCTL_SOCKET\ncontrol socket clients use when \\-\\-socket is not given\n")
-	b.WriteString(".TP\nMAILCTL_CONFIG\nconfig file of serve and doctor when \\-\\-config is not given\n")
+	b.WriteString(".TP\nMAILCTL_CONFIG\nconfig file of the commands that read one when \\-\\-config is not given; clients dial its paths.socket when neither \\-\\-socket nor MAILCTL_SOCKET is given\n")
 	b.WriteString(".SH SEE ALSO\n.BR systemctl (1),\n.BR journalctl (1)\n")
 	return []byte(b.String())
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -131,5 +132,5 @@ func usage(w *os.File) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\nRun `mailctl COMMAND --help` for a command's flags.\nClients find the daemon at --socket, then $MAILCTL_SOCKET, then %s.\n", protocol.DefaultSocket)
+	fmt.Fprintf(w, "\nRun `mailctl COMMAND --help` for a command's flags.\nClients find the daemon at --socket, then $MAILCTL_SOCKET, then the config's paths.socket\n(--config, then $MAILCTL_CONFIG, then %s, when readable), then %s.\n", config.DefaultPath, protocol.DefaultSocket)
 }

@@ -9,7 +9,6 @@ import (
 	"syscall"
 
 	"github.com/mailctl/mailctl/mcpshim"
-	"github.com/mailctl/mailctl/protocol"
 )
 
 func init() {
@@ -43,8 +42,13 @@ See docs/mcp.md.`).fs
 	if err != nil {
 		return usageError(fs, "%v", err)
 	}
+	sock, err := daemonSocket(socket.Value.String(), "")
+	if err != nil {
+		fmt.Fprintln(stderr, "mailctl mcp:", err)
+		return 2
+	}
 	logger := newLogger(*verbose)
-	srv := mcpshim.New(mcpshim.Options{SocketPath: protocol.SocketPath(socket.Value.String()), Tools: selected, Version: version, Logger: logger})
+	srv := mcpshim.New(mcpshim.Options{SocketPath: sock, Tools: selected, Version: version, Logger: logger})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
