@@ -152,7 +152,9 @@ items is not restored over unless --force is given; then what it held is
 moved aside (to state_dir/pre-restore-TIME), never deleted. This host's
 config (set it up first, with `+"`mailctl setup`"+` or by hand) says where the
 state and the keys go and is kept: the archive's config is written beside it
-as config.toml.restored, to compare. Run it with the daemon stopped; the
+as config.toml.restored, to compare. DKIM keys this host has under other
+selectors are kept beside the archive's, and both sets are named: the
+daemon signs with every key in dkim_dir. Run it with the daemon stopped; the
 index is rebuilt when the daemon starts. Root only.`)
 	force := fs.Bool("force", false, "restore over a store that is not empty, moving what it holds aside")
 	var maps stringList
@@ -229,6 +231,13 @@ index is rebuilt when the daemon starts. Root only.`)
 			"so mail to them does not reach them and their queued sends are not recorded in their sent folders; "+
 			"copy their [[mailboxes]] tables from %s into %s before starting the daemon\n",
 			strings.Join(res.Undeclared, ", "), cfg.File, from, cfg.File)
+	}
+	if len(res.DKIMRestored) > 0 && len(res.DKIMBeside) > 0 {
+		fmt.Fprintf(stdout, "DKIM keys of two hosts in %s: the archive's (selectors %s) beside this host's (selectors %s); "+
+			"the daemon signs every message with every key there, so with both sets, and a signature whose selector your DNS does not publish fails: "+
+			"before starting the daemon, move the .key files of the set your domains' DNS does not publish out of %s "+
+			"(the archive's are those the old host's DNS published), or publish the records of all of them (`sudo mailctl dkim dns`)\n",
+			cfg.Paths.DKIMDir, inert(strings.Join(res.DKIMRestored, ", ")), inert(strings.Join(res.DKIMBeside, ", ")), cfg.Paths.DKIMDir)
 	}
 	fmt.Fprintln(stdout, "start the daemon (`sudo systemctl start mailctl`): it rebuilds the index from the restored files")
 	return 0

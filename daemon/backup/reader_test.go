@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -297,5 +298,43 @@ func TestRestoreNamesMailboxesThisConfigDoesNotDeclare(t *testing.T) {
 	}
 	if len(res.Undeclared) != 1 || res.Undeclared[0] != "research" {
 		t.Fatalf("undeclared %v, want [research]", res.Undeclared)
+	}
+}
+
+// TestRestoreNamesDKIMSelectorsBesideThisHosts: a host set up before the
+// restore has DKIM keys of its own; the archive's are added beside them and
+// the daemon signs with every key in dkim_dir, so with both hosts' keys,
+// without a word at restore time. The restore names both sets (a key the
+// host holds under an archive key's name is the archive's, not beside it).
+func TestRestoreNamesDKIMSelectorsBesideThisHosts(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	dir := t.TempDir()
+	state, keys := filepath.Join(dir, "state"), filepath.Join(dir, "dkim")
+	os.MkdirAll(keys, 0o700)
+	for _, n := range []string{"ed202611.key", "rsa202611.key", "ed202601.key", "README", ".hidden.key"} {
+		os.WriteFile(filepath.Join(keys, n), []byte("KEY "+n), 0o600)
+	}
+	data := archive(t, manifestEntry("agent"),
+		entry{name: prefix + dirDKIM + "ed202601.key", data: "KEY ed202601.key"},
+		entry{name: prefix + dirDKIM + "rsa202601.key", data: "archive's rsa"},
+		entry{name: prefix + dirMailboxes + "agent/inbox/2026-02-01-000000-a.md", data: "a message"})
+	res, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, DKIMDir: keys,
+		LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(res.DKIMRestored, res.DKIMBeside), "[ed202601 rsa202601] [ed202611 rsa202611]"; got != want {
+		t.Errorf("restored and beside: %s, want %s", got, want)
+	}
+
+	// A host whose keys are the archive's has nothing beside them.
+	state2 := filepath.Join(dir, "state2")
+	res, err = Restore(bytes.NewReader(archive(t, manifestEntry(), entry{name: prefix + dirDKIM + "ed202601.key", data: "KEY ed202601.key"})),
+		RestoreOptions{StateDir: state2, DKIMDir: filepath.Join(dir, "fresh"), LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.DKIMBeside) != 0 || fmt.Sprint(res.DKIMRestored) != "[ed202601]" {
+		t.Errorf("restore into an empty dkim_dir: restored %v, beside %v", res.DKIMRestored, res.DKIMBeside)
 	}
 }

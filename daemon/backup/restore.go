@@ -71,6 +71,12 @@ type RestoreResult struct {
 	// in the archive's config.toml, which is not put in place): the daemon
 	// does not serve them until this host's config declares them.
 	Undeclared []string
+	// DKIMRestored are the selectors of the archive's DKIM keys, and
+	// DKIMBeside those of the other keys this host's dkim_dir held (made
+	// by mailctl setup, say), which the restore keeps. The daemon signs
+	// with every key there: with both set, it signs with both hosts' keys,
+	// and DNS publishes the records of one set at most, often.
+	DKIMRestored, DKIMBeside []string
 }
 
 // owner is a mailbox's owner on this host.
@@ -547,6 +553,21 @@ func (rs *restorer) finish() error {
 	default:
 		return fmt.Errorf("%s differ from the archive's keys of those names: restore with --force to move them aside", strings.Join(differ, ", "))
 	}
+	for _, n := range keyNames {
+		if sel, ok := selector(n); ok {
+			rs.res.DKIMRestored = append(rs.res.DKIMRestored, sel)
+		}
+	}
+	if ents, err := os.ReadDir(o.DKIMDir); err == nil && len(rs.res.DKIMRestored) > 0 {
+		for _, e := range ents {
+			if _, restored := rs.keys[e.Name()]; restored || e.IsDir() {
+				continue
+			}
+			if sel, ok := selector(e.Name()); ok {
+				rs.res.DKIMBeside = append(rs.res.DKIMBeside, sel)
+			}
+		}
+	}
 	// The point of no return: the old state goes aside, the new comes in.
 	// The directory is new for each restore: one of an earlier restore in
 	// the same second keeps what that one moved there.
@@ -612,6 +633,13 @@ func (rs *restorer) finish() error {
 	}
 	rs.res.MovedAside = aside
 	return nil
+}
+
+// selector is the selector of the DKIM key file named name, as the daemon
+// finds its keys (dkim.LoadKeys): <selector>.key, not hidden.
+func selector(name string) (string, bool) {
+	sel, ok := strings.CutSuffix(name, ".key")
+	return sel, ok && sel != "" && !strings.HasPrefix(name, ".")
 }
 
 // newDir makes a directory named base, or base-2, base-3, ... when that

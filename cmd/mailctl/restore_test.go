@@ -1,0 +1,85 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/internal/testproc"
+)
+
+// startServe runs `mailctl serve --config cfgPath` until the test ends and
+// returns its log once it is ready.
+func startServe(t *testing.T, cfgPath string) *testproc.Output {
+	t.Helper()
+	serve := exec.Command(os.Args[0], "serve", "--config", cfgPath)
+	serve.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
+	var logs testproc.Output
+	serve.Stderr = &logs
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	waitLog(t, &logs, "mailctl daemon ready", 1)
+	return &logs
+}
+
+// backupOf runs `mailctl backup` of the daemon serving cfgPath and returns
+// the archive's path.
+func backupOf(t *testing.T, cfgPath string) string {
+	t.Helper()
+	archive := filepath.Join(t.TempDir(), "backup.tar.gz")
+	if _, e, code := mailctl(t, []string{"MAILCTL_SOCKET="}, "backup", "--config", cfgPath, "--output", archive); code != 0 {
+		t.Fatalf("backup: exit %d: %s", code, e)
+	}
+	return archive
+}
+
+// TestRestoreSaysTheDaemonSignsWithBothHostsKeys: restored onto a host
+// that `mailctl setup` gave keys of its own, the archive's keys were added
+// beside them and the daemon signed with both sets, one of which DNS does
+// not publish, with nothing said. The restore names both sets of selectors
+// and what to do.
+func TestRestoreSaysTheDaemonSignsWithBothHostsKeys(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("backup and restore are root's")
+	}
+	cfgA := serveConfig(t, t.TempDir(), freePort(t)) // keys dev-ed25519, dev-rsa
+	startServe(t, cfgA)
+	archive := backupOf(t, cfgA)
+
+	dirB := t.TempDir()
+	if _, err := dkim.GenerateKey(filepath.Join(dirB, "dkim"), "ed202611", "ed25519"); err != nil {
+		t.Fatal(err)
+	}
+	cfgB := serveConfig(t, dirB, freePort(t))
+	out, e, code := mailctl(t, nil, "restore", "--config", cfgB, archive)
+	if code != 0 {
+		t.Fatalf("restore: exit %d: %s%s", code, out, e)
+	}
+	keys := filepath.Join(dirB, "dkim")
+	for _, want := range []string{
+		"DKIM keys of two hosts in " + keys + ": the archive's (selectors dev-ed25519, dev-rsa) beside this host's (selectors ed202611)",
+		"signs every message with every key there, so with both sets",
+		"move the .key files of the set your domains' DNS does not publish out of " + keys,
+		"`sudo mailctl dkim dns`",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("restore's report lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Onto a host with no keys of its own, nothing to say.
+	dirC := t.TempDir()
+	cfgC := serveConfig(t, dirC, freePort(t))
+	for _, k := range []string{"dev-ed25519.key", "dev-rsa.key"} {
+		os.Remove(filepath.Join(dirC, "dkim", k))
+	}
+	out, e, code = mailctl(t, nil, "restore", "--config", cfgC, archive)
+	if code != 0 || strings.Contains(out, "two hosts") {
+		t.Errorf("restore onto a host without keys: exit %d:\n%s%s", code, out, e)
+	}
+}
