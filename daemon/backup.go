@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -56,6 +57,18 @@ func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage str
 			return fmt.Errorf("registry: %w", err)
 		}
 	}
+	// The format stamps (written at start, before any request) say which
+	// format the files are in, so that a restore stamps them so and a
+	// release that reads another refuses them, rather than taking them
+	// for files written before stamps.
+	if err := os.MkdirAll(filepath.Join(stage, "mailboxes"), 0o700); err != nil {
+		return err
+	}
+	for _, s := range []struct{ sub, dir string }{{"registry", cfg.Paths.RegistryDir()}, {"mailboxes", cfg.Paths.MailboxesDir()}} {
+		if err := copyRootFile(filepath.Join(s.dir, formats.StampName), filepath.Join(stage, s.sub, formats.StampName)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
 	if err := copyRootFile(filepath.Join(cfg.Paths.StateDir, "bounce.key"), filepath.Join(stage, "bounce.key")); err != nil && !os.IsNotExist(err) {
 		return err
 	}
@@ -78,9 +91,6 @@ func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage str
 	}
 	names, err := d.store.Mailboxes()
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(stage, "mailboxes"), 0o700); err != nil {
 		return err
 	}
 	for _, name := range names {

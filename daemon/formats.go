@@ -52,8 +52,8 @@ type startFormats struct {
 // stampedDirs are the directories with a stamp file.
 func stampedDirs(p config.Paths) []*stampedDir {
 	return []*stampedDir{
-		{kind: "registry", what: "the registry", dir: p.RegistryDir(), current: formats.Registry, records: true},
-		{kind: "mailboxes", what: "the mailbox tree", dir: p.MailboxesDir(), current: formats.Mailboxes},
+		{kind: formats.KindRegistry, what: "the registry", dir: p.RegistryDir(), current: formats.Registry, records: true},
+		{kind: formats.KindMailboxes, what: "the mailbox tree", dir: p.MailboxesDir(), current: formats.Mailboxes},
 	}
 }
 

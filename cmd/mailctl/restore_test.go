@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/testproc"
+	"github.com/mailctl/mailctl/internal/testusers"
 )
 
 // startServe runs `mailctl serve --config cfgPath` until the test ends and
@@ -81,5 +83,50 @@ func TestRestoreSaysTheDaemonSignsWithBothHostsKeys(t *testing.T) {
 	out, e, code = mailctl(t, nil, "restore", "--config", cfgC, archive)
 	if code != 0 || strings.Contains(out, "two hosts") {
 		t.Errorf("restore onto a host without keys: exit %d:\n%s%s", code, out, e)
+	}
+}
+
+// TestRestoredStateCarriesItsFormatStamps: a restore wrote the registry and
+// the mailbox tree without their format stamps, so the restored daemon's
+// first start took them for files written before stamps (and said so in
+// its log), and a release reading another format would have taken them
+// for version 1. The backup carries the stamps of the daemon that took it,
+// the restore writes them, and the restored daemon starts on them.
+func TestRestoredStateCarriesItsFormatStamps(t *testing.T) {
+	owner := testusers.Create(t, "mcfmt")
+	dirA := t.TempDir()
+	cfgA := serveConfig(t, dirA, freePort(t))
+	startServe(t, cfgA)
+	if _, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(dirA, "mailctl.sock")}, "mailboxes", "create", "bk", "--owner", owner.Name); code != 0 {
+		t.Fatalf("mailboxes create: exit %d: %s", code, e)
+	}
+	archive := backupOf(t, cfgA)
+
+	dirB := t.TempDir()
+	cfgB := serveConfig(t, dirB, freePort(t))
+	os.RemoveAll(filepath.Join(dirB, "dkim")) // the archive's keys, alone
+	if out, e, code := mailctl(t, nil, "restore", "--config", cfgB, archive); code != 0 {
+		t.Fatalf("restore: exit %d: %s%s", code, out, e)
+	}
+	checkStamps := func(when string) {
+		t.Helper()
+		for _, s := range []struct {
+			kind, dir string
+			want      int
+		}{{formats.KindRegistry, "registry", formats.Registry}, {formats.KindMailboxes, "mailboxes", formats.Mailboxes}} {
+			st, err := formats.ReadStamp(filepath.Join(dirB, "state", s.dir, formats.StampName), s.kind)
+			if err != nil || st.Version != s.want || st.WrittenBy != version {
+				t.Errorf("%s: the %s stamp is %+v (%v), want version %d written by %s", when, s.kind, st, err, s.want, version)
+			}
+		}
+	}
+	checkStamps("after the restore")
+	logs := startServe(t, cfgB)
+	if strings.Contains(logs.String(), "written before stamps") {
+		t.Errorf("the restored daemon took its state for state written before stamps:\n%s", logs.String())
+	}
+	checkStamps("after the restored daemon's start")
+	if _, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(dirB, "mailctl.sock")}, "mailboxes", "show", "bk"); code != 0 {
+		t.Errorf("the restored daemon does not serve bk: exit %d: %s", code, e)
 	}
 }

@@ -17,10 +17,11 @@ import (
 )
 
 // Format and Version name the archive layout the manifest declares. A
-// reader refuses a newer version, naming both.
+// reader refuses a newer version, naming both. Version 2 added the
+// manifest's formats.
 const (
 	Format  = "mailctl-backup"
-	Version = 1
+	Version = 2
 )
 
 // prefix starts every entry name, so that unpacking an archive by hand
@@ -73,6 +74,19 @@ type Manifest struct {
 	Users      map[string]string `json:"users"`
 	QueueItems int               `json:"queue_items"`
 	QueueBytes int64             `json:"queue_bytes"`
+	// Formats are the format stamps of the state the archive's files were
+	// in, by kind (formats.KindRegistry, formats.KindMailboxes), as the
+	// daemon that took the snapshot had them. A restore stamps the files
+	// so. Missing (a version 1 archive, or a daemon that did not put its
+	// stamps in the snapshot): version 1, see Restore.
+	Formats map[string]FormatStamp `json:"formats,omitempty"`
+}
+
+// FormatStamp is one stamp of Manifest.Formats.
+type FormatStamp struct {
+	Version int `json:"version"`
+	// WrittenBy is the release that wrote the stamp, when known.
+	WrittenBy string `json:"written_by,omitempty"`
 }
 
 // MailboxOwner is one mailbox of the archive and its owner on the host it

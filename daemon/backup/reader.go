@@ -9,6 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/mailctl/mailctl/internal/formats"
 )
 
 // Reader reads a backup archive entry by entry, refusing anything this
@@ -79,6 +84,18 @@ func decodeManifest(r io.Reader) (*Manifest, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("the manifest does not parse: %w", err)
+	}
+	for _, kind := range slices.Sorted(maps.Keys(m.Formats)) {
+		st := m.Formats[kind]
+		if kind != formats.KindRegistry && kind != formats.KindMailboxes || st.Version < 1 {
+			return nil, fmt.Errorf("the manifest's formats name %s version %d: no stamp a mailctl writes", strconv.Quote(kind), st.Version)
+		}
+		// What the restore writes must say what the manifest says: a
+		// writer that is no release's name would be dropped.
+		back, _ := formats.ParseStamp(formats.Stamp{Kind: kind, Version: st.Version, WrittenBy: st.WrittenBy}.Text(), kind)
+		if back.WrittenBy != st.WrittenBy {
+			return nil, fmt.Errorf("the manifest's %s format names its writer %s: not a mailctl release", kind, strconv.Quote(st.WrittenBy))
+		}
 	}
 	seen := map[string]bool{}
 	for _, mb := range m.Mailboxes {

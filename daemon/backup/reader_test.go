@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/internal/formats"
 )
 
 // entry is one tar entry a test archive holds.
@@ -336,5 +338,65 @@ func TestRestoreNamesDKIMSelectorsBesideThisHosts(t *testing.T) {
 	}
 	if len(res.DKIMBeside) != 0 || fmt.Sprint(res.DKIMRestored) != "[ed202601]" {
 		t.Errorf("restore into an empty dkim_dir: restored %v, beside %v", res.DKIMRestored, res.DKIMBeside)
+	}
+}
+
+// TestRestoreStampsTheArchivesFormats: the restored registry and mailbox
+// tree are stamped with the formats the manifest says, written by the
+// release it names, never with this build's own: an archive of version 1,
+// which says none, is of version 1 (every release that wrote one wrote
+// both so), with no writer. A format newer than this build reads is
+// refused before anything is written, and a manifest naming a stamp no
+// mailctl writes is refused.
+func TestRestoreStampsTheArchivesFormats(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	lookup := func(string) (uint32, uint32, error) { return uid, gid, nil }
+	manifest := func(version int, f map[string]FormatStamp) entry {
+		m := Manifest{Format: Format, Version: version, Users: map[string]string{}, Formats: f,
+			Mailboxes: []MailboxOwner{{Name: "agent", Owner: "someone", UID: 1234, GID: 1234}}}
+		b, _ := json.Marshal(m)
+		return entry{name: prefix + nameManifest, data: string(b)}
+	}
+	msg := entry{name: prefix + dirMailboxes + "agent/inbox/2026-02-01-000000-a.md", data: "a message"}
+	stamps := func(state string) string {
+		var out []string
+		for _, k := range []string{formats.KindRegistry, formats.KindMailboxes} {
+			st, err := formats.ReadStamp(filepath.Join(state, k, formats.StampName), k)
+			out = append(out, fmt.Sprintf("%s %d %q %v", k, st.Version, st.WrittenBy, err))
+		}
+		return strings.Join(out, "; ")
+	}
+	for _, tc := range []struct {
+		name     string
+		manifest entry
+		want     string // the stamps, or the refusal
+	}{
+		{"this release's", manifest(Version, map[string]FormatStamp{formats.KindRegistry: {Version: formats.Registry, WrittenBy: "1.6.0"}, formats.KindMailboxes: {Version: formats.Mailboxes, WrittenBy: "1.6.0"}}),
+			fmt.Sprintf(`registry %d "1.6.0" <nil>; mailboxes %d "1.6.0" <nil>`, formats.Registry, formats.Mailboxes)},
+		{"archive version 1", manifest(1, nil), `registry 1 "" <nil>; mailboxes 1 "" <nil>`},
+		{"newer registry", manifest(Version, map[string]FormatStamp{formats.KindRegistry: {Version: formats.Registry + 1, WrittenBy: "9.0.0"}}),
+			fmt.Sprintf("the archive's registry is format version %d, and this mailctl reads versions up to %d: run mailctl 9.0.0 (which wrote it) or later", formats.Registry+1, formats.Registry)},
+		{"unknown kind", manifest(Version, map[string]FormatStamp{"index": {Version: 2}}), `the manifest's formats name "index" version 2`},
+		{"writer no release", manifest(Version, map[string]FormatStamp{formats.KindMailboxes: {Version: 1, WrittenBy: "1.0\nmailctl registry format 1"}}), "not a mailctl release"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "state")
+			_, err := Restore(bytes.NewReader(archive(t, tc.manifest, msg)), RestoreOptions{StateDir: state, LookupUser: lookup})
+			if strings.HasPrefix(tc.want, "registry ") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := stamps(state); got != tc.want {
+					t.Errorf("stamps:\n got %s\nwant %s", got, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("restore: %v, want a refusal saying %q", err, tc.want)
+			}
+			if _, err := os.Stat(state); !os.IsNotExist(err) {
+				t.Errorf("a refused restore made %s (%v)", state, err)
+			}
+		})
 	}
 }

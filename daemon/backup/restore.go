@@ -18,6 +18,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/internal/crashpoint"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -100,6 +101,10 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 		return nil, err
 	}
 	m := rd.Manifest()
+	stamps, err := archiveFormats(m)
+	if err != nil {
+		return nil, err
+	}
 	owners, err := resolveOwners(m, o)
 	if err != nil {
 		return nil, err
@@ -122,7 +127,7 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 	}
 	defer os.RemoveAll(stage)
 	res := &RestoreResult{Manifest: m}
-	rs := &restorer{o: o, stage: stage, owners: owners, res: res, files: map[string]int{}, keys: map[string][]byte{}, registered: map[string]bool{}}
+	rs := &restorer{o: o, stage: stage, owners: owners, res: res, stamps: stamps, files: map[string]int{}, keys: map[string][]byte{}, registered: map[string]bool{}}
 	for {
 		e, body, err := rd.Next()
 		if err == io.EOF {
@@ -139,6 +144,33 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// archiveFormats are the format stamps the restored registry and mailbox
+// tree get: those the manifest says, each a version this build reads (a
+// newer one is refused before anything is written). Without one, stamps
+// of version 1 with no writer: the manifest says none when the archive
+// is of version 1 or the daemon that took it did not put its stamps in
+// the snapshot, and every such release wrote both at version 1. Left
+// without a stamp, the files would be taken for files written before
+// stamps, which is version 1 too; but a stamp of the archive's version
+// keeps a later release from taking another version's files for them.
+func archiveFormats(m *Manifest) ([]formats.Stamp, error) {
+	var out []formats.Stamp
+	for _, s := range []struct {
+		kind, what string
+		current    int
+	}{{formats.KindRegistry, "the archive's registry", formats.Registry}, {formats.KindMailboxes, "the archive's mailbox tree", formats.Mailboxes}} {
+		st, ok := m.Formats[s.kind]
+		if !ok {
+			st = FormatStamp{Version: 1}
+		}
+		if err := formats.Check(s.what, "", st.Version, s.current, st.WrittenBy); err != nil {
+			return nil, err
+		}
+		out = append(out, formats.Stamp{Kind: s.kind, Version: st.Version, WrittenBy: st.WrittenBy})
+	}
+	return out, nil
 }
 
 // stagingPrefix starts the name of a restore's staging directory, in the
@@ -288,6 +320,8 @@ type restorer struct {
 	config []byte
 	bounce []byte
 	keys   map[string][]byte
+	// stamps are the registry's and the mailbox tree's (archiveFormats).
+	stamps []formats.Stamp
 	// registered holds the mailboxes whose registry entry was restored.
 	registered map[string]bool
 }
@@ -531,6 +565,12 @@ func (rs *restorer) finish() error {
 	}
 	for _, d := range []string{"registry/mailboxes", "registry/hooks", "queue"} {
 		if err := os.MkdirAll(filepath.Join(rs.stage, d), 0o700); err != nil {
+			return err
+		}
+	}
+	for _, st := range rs.stamps {
+		dir := map[string]string{formats.KindRegistry: "registry", formats.KindMailboxes: "mailboxes"}[st.Kind]
+		if err := formats.WriteStamp(filepath.Join(rs.stage, dir, formats.StampName), st.Kind, st.Version, st.WrittenBy); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -69,6 +70,19 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 	for _, mb := range snap.Mailboxes {
 		m.Mailboxes = append(m.Mailboxes, MailboxOwner{Name: mb.Name, Owner: name(mb.UID), UID: mb.UID, GID: mb.GID, Messages: mb.Messages})
 		st.Messages += mb.Messages
+	}
+	for _, s := range []struct{ kind, sub string }{{formats.KindRegistry, "registry"}, {formats.KindMailboxes, "mailboxes"}} {
+		st, err := formats.ReadStamp(filepath.Join(snap.Dir, s.sub, formats.StampName), s.kind)
+		if os.IsNotExist(err) {
+			continue // a daemon that does not put its stamps in the snapshot
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Formats == nil {
+			m.Formats = map[string]FormatStamp{}
+		}
+		m.Formats[s.kind] = FormatStamp{Version: st.Version, WrittenBy: st.WrittenBy}
 	}
 	for _, uid := range registryUIDs(filepath.Join(snap.Dir, "registry", "mailboxes")) {
 		if n := name(uid); n != "" {

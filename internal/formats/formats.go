@@ -70,6 +70,13 @@ const (
 // starts with a dot, so no mailbox can be named so.
 const StampName = ".format"
 
+// The kinds of stamp files: the registry's (at Registry) and the mailbox
+// tree's (at Mailboxes).
+const (
+	KindRegistry  = "registry"
+	KindMailboxes = "mailboxes"
+)
+
 // maxStamp bounds what ReadStamp reads.
 const maxStamp = 4096
 
