@@ -26,14 +26,14 @@ func TestRequestActsOnTheMailboxItWasCheckedOn(t *testing.T) {
 					<-release
 				}
 			})
-			defer control.SwapGated(keep)
+			defer func() { control.SwapGated(keep) }()
 			waiting := make(chan struct{}, 4)
 			keepWait := control.SwapNameWait(func(name string) {
 				if name == "reused" {
 					waiting <- struct{}{}
 				}
 			})
-			defer control.SwapNameWait(keepWait)
+			defer func() { control.SwapNameWait(keepWait) }()
 
 			var args any = protocol.DraftArgs{Mailbox: "reused", To: []string{"a@remote.test"}, Subject: "of the first mailbox", Body: "x\n"}
 			if verb == protocol.VerbMessageList {
