@@ -304,10 +304,12 @@ func fraction(b []byte) ([]byte, bool) {
 	return b[n:], n > 1 && n <= 10
 }
 
-// zoneShape reports whether b is Z or ±07:00.
+// zoneShape reports whether b is Z or ±07:00, an offset of at most
+// 23:59 (what the decoder, like RFC 3339's time-numoffset, takes).
 func zoneShape(b []byte) bool {
 	return len(b) == 1 && b[0] == 'Z' ||
-		len(b) == 6 && (b[0] == '+' || b[0] == '-') && b[3] == ':' && isDigits(b[1:3]) && isDigits(b[4:6])
+		len(b) == 6 && (b[0] == '+' || b[0] == '-') && b[3] == ':' && isDigits(b[1:3]) && isDigits(b[4:6]) &&
+			string(b[1:3]) <= "23" && string(b[4:6]) <= "59"
 }
 
 func isDigits(b []byte) bool {
