@@ -43,7 +43,7 @@ func parseSendAt(s string) (*time.Time, error) {
 		return nil, nil
 	}
 	t, err := time.Parse(time.RFC3339, strings.TrimSpace(s))
-	if err != nil {
+	if err != nil || !protocol.CarriesTime(t) {
 		return nil, fail(protocol.CodeInvalidInput, "send_at %q is not an RFC 3339 time such as 2026-12-01T09:00:00Z", s)
 	}
 	return &t, nil

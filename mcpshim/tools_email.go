@@ -86,7 +86,7 @@ func parseWhen(field, v string) (*time.Time, error) {
 		return nil, nil
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.Parse(layout, v); err == nil {
+		if t, err := time.Parse(layout, v); err == nil && protocol.CarriesTime(t) {
 			return &t, nil
 		}
 	}

@@ -621,3 +621,12 @@ type Event struct {
 	Send    *SendResult     `json:"send,omitempty"`
 	At      time.Time       `json:"at"`
 }
+
+// CarriesTime reports whether t can travel in a request: JSON writes a
+// time as RFC 3339, which has years 0 to 9999 and zone offsets up to 23:59,
+// where time.Parse also takes an offset of 24:00 to 24:59. A caller's time
+// outside that is the caller's error, to answer before the request is made.
+func CarriesTime(t time.Time) bool {
+	_, err := t.MarshalText()
+	return err == nil
+}

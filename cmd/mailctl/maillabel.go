@@ -117,6 +117,9 @@ Examples:
 // parseDate reads a YYYY-MM-DD date (midnight UTC) or an RFC 3339 time.
 func parseDate(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if !protocol.CarriesTime(t) {
+			return time.Time{}, fmt.Errorf("time %q: its zone offset is past 23:59", s)
+		}
 		return t, nil
 	}
 	return time.Parse("2006-01-02", s)

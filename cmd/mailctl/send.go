@@ -278,7 +278,7 @@ func describeStatus(res protocol.SendResult) string {
 
 // parseSendAt reads a send time: RFC 3339, or a duration from now ("2h").
 func parseSendAt(v string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
+	if t, err := time.Parse(time.RFC3339, v); err == nil && protocol.CarriesTime(t) {
 		return t, nil
 	}
 	if d, err := time.ParseDuration(v); err == nil && d > 0 {
