@@ -3,10 +3,8 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"testing"
 
-	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -21,15 +19,7 @@ func TestDoctorTestsANewConfigBesideTheRunningDaemon(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfgPath := serveConfig(t, dir, freePort(t))
-	serve := exec.Command(os.Args[0], "serve", "--config", cfgPath)
-	serve.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
-	var logs testproc.Output
-	serve.Stderr = &logs
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	waitLog(t, &logs, "mailctl daemon ready", 1)
+	startServe(t, cfgPath)
 
 	appendTo(t, cfgPath, "[metrics]\nlisten = \"0.0.0.0:9325\"\n")
 	out, e, _ := mailctl(t, []string{"MAILCTL_SOCKET="}, "doctor", "--json", "--config", cfgPath)

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -25,15 +23,7 @@ func TestDraftsEditAsRootRunsTheEditorAsTheOwner(t *testing.T) {
 	owner := testusers.Create(t, "mcedit")
 	dir := testusers.SharedDir(t) // the owner must reach its mailbox folder
 	cfgPath := serveConfig(t, dir, freePort(t))
-	serve := exec.Command(os.Args[0], "serve", "--config", cfgPath)
-	serve.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
-	var logs testproc.Output
-	serve.Stderr = &logs
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	waitLog(t, &logs, "mailctl daemon ready", 1)
+	startServe(t, cfgPath)
 	env := []string{"MAILCTL_SOCKET=" + filepath.Join(dir, "mailctl.sock")}
 	run := func(extra []string, args ...string) string {
 		t.Helper()

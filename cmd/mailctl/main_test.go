@@ -74,6 +74,22 @@ resolver = "127.0.0.1:9"
 	return cfgPath
 }
 
+// startServe runs `mailctl serve --config cfgPath` until the test ends and
+// returns its log once it is ready.
+func startServe(t *testing.T, cfgPath string) *testproc.Output {
+	t.Helper()
+	serve := exec.Command(os.Args[0], "serve", "--config", cfgPath)
+	serve.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
+	var logs testproc.Output
+	serve.Stderr = &logs
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	waitLog(t, &logs, "mailctl daemon ready", 1)
+	return &logs
+}
+
 // startDev runs `mailctl dev` and waits until its socket answers and its
 // banner is out. The returned Proc is the process's one waiter.
 func startDev(t *testing.T, dir string, extra ...string) (*testproc.Proc, *testproc.Output, string) {

@@ -2,32 +2,14 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/internal/formats"
-	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
 )
-
-// startServe runs `mailctl serve --config cfgPath` until the test ends and
-// returns its log once it is ready.
-func startServe(t *testing.T, cfgPath string) *testproc.Output {
-	t.Helper()
-	serve := exec.Command(os.Args[0], "serve", "--config", cfgPath)
-	serve.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
-	var logs testproc.Output
-	serve.Stderr = &logs
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	waitLog(t, &logs, "mailctl daemon ready", 1)
-	return &logs
-}
 
 // backupOf runs `mailctl backup` of the daemon serving cfgPath and returns
 // the archive's path.

@@ -2,12 +2,9 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/mailctl/mailctl/internal/testproc"
 )
 
 // TestClientsFindTheDaemonAtTheConfigsSocket: with MAILCTL_CONFIG naming a
@@ -20,15 +17,7 @@ func TestClientsFindTheDaemonAtTheConfigsSocket(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfgPath := serveConfig(t, dir, freePort(t))
-	serve := exec.Command(os.Args[0], "serve", "--config", cfgPath)
-	serve.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
-	var logs testproc.Output
-	serve.Stderr = &logs
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	waitLog(t, &logs, "mailctl daemon ready", 1)
+	startServe(t, cfgPath)
 
 	env := []string{"MAILCTL_SOCKET=", "MAILCTL_CONFIG=" + cfgPath}
 	for _, args := range [][]string{{"reindex"}, {"queue", "list"}, {"version"}} {
