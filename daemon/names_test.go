@@ -215,26 +215,7 @@ func TestWatchIsBoundToTheMailboxNotItsName(t *testing.T) {
 // mailbox (and perhaps its name) is gone: it is dropped as soon as the
 // attempt ends.
 func TestDeleteDropsMailInFlight(t *testing.T) {
-	mx := fakemx.New(t, "127.0.0.1", nil)
-	_, port, _ := net.SplitHostPort(mx.Addr)
-	dns := &resolver.Map{}
-	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
-	dns.SetIP("mx.remote.test", "127.0.0.1")
-	td := startDaemonWith(t, "[delivery]\nport = "+port+"\nfirst_attempt_wait = \"1ms\"\n", Options{Resolver: dns})
-	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "going"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	gate := mx.Gate()
-	mx.SetDataErr(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"})
-	var res protocol.SendResult
-	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "going", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
-		t.Fatal(err)
-	}
-	qid := outbound.QueueID("going", res.ID)
-	testwait.For(t, "the attempt to be held at DATA", func() bool { return mx.Waiting() == 1 })
-	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "going", Force: true}, nil); err != nil {
-		t.Fatal(err)
-	}
+	td, _, _, qid, gate := deleteInFlight(t)
 	gate <- struct{}{}
 	queued := func() bool {
 		for _, it := range td.out.queue.List() {
@@ -261,26 +242,7 @@ func TestDeleteDropsMailInFlight(t *testing.T) {
 // mailbox that is gone; the mark is in the queue journal now, and the
 // restart drops the message without an attempt.
 func TestDeleteDropsMailInFlightAcrossACrash(t *testing.T) {
-	mx := fakemx.New(t, "127.0.0.1", nil)
-	_, port, _ := net.SplitHostPort(mx.Addr)
-	dns := &resolver.Map{}
-	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
-	dns.SetIP("mx.remote.test", "127.0.0.1")
-	td := startDaemonWith(t, "[delivery]\nport = "+port+"\nfirst_attempt_wait = \"1ms\"\n", Options{Resolver: dns})
-	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "going"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	gate := mx.Gate()
-	mx.SetDataErr(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"})
-	var res protocol.SendResult
-	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "going", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
-		t.Fatal(err)
-	}
-	qid := outbound.QueueID("going", res.ID)
-	testwait.For(t, "the attempt to be held at DATA", func() bool { return mx.Waiting() == 1 })
-	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "going", Force: true}, nil); err != nil {
-		t.Fatal(err)
-	}
+	td, mx, dns, qid, gate := deleteInFlight(t)
 	// What a kill -9 now leaves of the journal: every record appended so
 	// far (the kernel holds them), and the drop never made.
 	journal := filepath.Join(td.cfg.Paths.QueueDir(), queue.JournalName)
@@ -316,14 +278,9 @@ func TestDeleteDropsMailInFlightAcrossACrash(t *testing.T) {
 // of config.toml is not deleted: across the restart that no longer knows
 // it, its queued mail stays queued and is delivered.
 func TestQueuedMailOfAnUndeclaredMailboxIsKept(t *testing.T) {
-	mx := fakemx.New(t, "127.0.0.1", nil)
-	_, port, _ := net.SplitHostPort(mx.Addr)
-	dns := &resolver.Map{}
-	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
-	dns.SetIP("mx.remote.test", "127.0.0.1")
+	mx, dns, delivery := deferringMX(t)
 	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
-	td := startDaemonWith(t, "[delivery]\nport = "+port+"\nfirst_attempt_wait = \"1ms\"\n"+declared, Options{Resolver: dns})
-	mx.SetDataErr(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"})
+	td := startDaemonWith(t, delivery+declared, Options{Resolver: dns})
 	var res protocol.SendResult
 	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "decl", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
 		t.Fatal(err)
@@ -359,4 +316,41 @@ func TestQueuedMailOfAnUndeclaredMailboxIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, "the kept message to be delivered", func() bool { return len(mx.Messages()) == 1 })
+}
+
+// deferringMX is a fake MX for remote.test that answers DATA with 451, the
+// resolver that names it, and the daemon's [delivery] table that sends
+// there at once.
+func deferringMX(t *testing.T) (*fakemx.Server, *resolver.Map, string) {
+	t.Helper()
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	dns := &resolver.Map{}
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	mx.SetDataErr(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"})
+	return mx, dns, "[delivery]\nport = " + port + "\nfirst_attempt_wait = \"1ms\"\n"
+}
+
+// deleteInFlight sends from a new mailbox "going" to a deferringMX, holds
+// the attempt at DATA and deletes the mailbox meanwhile. The attempt goes
+// on (and is deferred) once the test sends on gate.
+func deleteInFlight(t *testing.T) (td *testDaemon, mx *fakemx.Server, dns *resolver.Map, qid string, gate chan<- struct{}) {
+	t.Helper()
+	mx, dns, delivery := deferringMX(t)
+	td = startDaemonWith(t, delivery, Options{Resolver: dns})
+	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "going"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	gate = mx.Gate()
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "going", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	qid = outbound.QueueID("going", res.ID)
+	testwait.For(t, "the attempt to be held at DATA", func() bool { return mx.Waiting() == 1 })
+	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "going", Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return td, mx, dns, qid, gate
 }
