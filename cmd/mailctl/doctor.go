@@ -96,12 +96,14 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 
 // doctorRemote asks the daemon, which runs the checks with its own rights.
 func doctorRemote(cf *clientFlags) []protocol.Finding {
-	if _, err := daemonSocket(cf.socket, cf.config); err != nil {
+	sock, err := daemonSocket(cf.socket, cf.config)
+	if err != nil {
 		return []protocol.Finding{{ID: "daemon.socket", Severity: doctor.Fail, Message: err.Error(),
 			Fix: "name the daemon's socket with --socket or $MAILCTL_SOCKET, or a config you can read"}}
 	}
+	cf.socket = sock // found once: the call below does not read the config again
 	var st protocol.Status
-	err := cf.callTimeout(protocol.VerbStatus, nil, &st, 60*time.Second)
+	err = cf.callTimeout(protocol.VerbStatus, nil, &st, 60*time.Second)
 	if err != nil && protocol.CodeOf(err) != protocol.CodeUnavailable && protocol.CodeOf(err) != protocol.CodeTimeout {
 		return []protocol.Finding{{ID: "daemon.status", Severity: doctor.Fail,
 			Message: fmt.Sprintf("the daemon refused the status request: %v", err),

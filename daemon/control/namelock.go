@@ -79,10 +79,3 @@ func (l *nameLocks) exclusive(name string) (release func()) {
 		l.put(name, n)
 	}
 }
-
-// size is the number of names in use, for tests.
-func (l *nameLocks) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
-}

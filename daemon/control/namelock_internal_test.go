@@ -31,3 +31,10 @@ func TestNameLocksKeepOnlyNamesInUse(t *testing.T) {
 		t.Errorf("%d names in use after every request ended, want 0", n)
 	}
 }
+
+// size is the number of names in use.
+func (l *nameLocks) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}
