@@ -568,9 +568,8 @@ func (rs *restorer) finish() error {
 			return err
 		}
 	}
-	for _, st := range rs.stamps {
-		dir := map[string]string{formats.KindRegistry: "registry", formats.KindMailboxes: "mailboxes"}[st.Kind]
-		if err := formats.WriteStamp(filepath.Join(rs.stage, dir, formats.StampName), st.Kind, st.Version, st.WrittenBy); err != nil {
+	for _, st := range rs.stamps { // a kind is the name of the directory it stamps
+		if err := formats.WriteStamp(filepath.Join(rs.stage, st.Kind, formats.StampName), st.Kind, st.Version, st.WrittenBy); err != nil {
 			return err
 		}
 	}

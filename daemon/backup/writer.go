@@ -71,8 +71,8 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 		m.Mailboxes = append(m.Mailboxes, MailboxOwner{Name: mb.Name, Owner: name(mb.UID), UID: mb.UID, GID: mb.GID, Messages: mb.Messages})
 		st.Messages += mb.Messages
 	}
-	for _, s := range []struct{ kind, sub string }{{formats.KindRegistry, "registry"}, {formats.KindMailboxes, "mailboxes"}} {
-		st, err := formats.ReadStamp(filepath.Join(snap.Dir, s.sub, formats.StampName), s.kind)
+	for _, kind := range []string{formats.KindRegistry, formats.KindMailboxes} { // each the name of the directory it stamps
+		st, err := formats.ReadStamp(filepath.Join(snap.Dir, kind, formats.StampName), kind)
 		if os.IsNotExist(err) {
 			continue // a daemon that does not put its stamps in the snapshot
 		}
@@ -82,7 +82,7 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 		if m.Formats == nil {
 			m.Formats = map[string]FormatStamp{}
 		}
-		m.Formats[s.kind] = FormatStamp{Version: st.Version, WrittenBy: st.WrittenBy}
+		m.Formats[kind] = FormatStamp{Version: st.Version, WrittenBy: st.WrittenBy}
 	}
 	for _, uid := range registryUIDs(filepath.Join(snap.Dir, "registry", "mailboxes")) {
 		if n := name(uid); n != "" {

@@ -71,7 +71,8 @@ const (
 const StampName = ".format"
 
 // The kinds of stamp files: the registry's (at Registry) and the mailbox
-// tree's (at Mailboxes).
+// tree's (at Mailboxes). Each is also the name of the directory it stamps
+// under the state directory, and in a backup's snapshot.
 const (
 	KindRegistry  = "registry"
 	KindMailboxes = "mailboxes"
