@@ -124,8 +124,9 @@ type Server struct {
 
 	// mu serializes the creation and deletion of mailboxes and hooks.
 	mu sync.Mutex
-	// names holds mailbox names still while requests act on them; a
-	// name's lock is always taken before mu.
+	// names holds mailbox names still while requests act on them and
+	// inbound deliveries store into them (HoldNames); a name's lock is
+	// always taken before mu.
 	names nameLocks
 	// wg counts the connections being served, closing closes when the
 	// daemon stops.

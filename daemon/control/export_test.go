@@ -29,11 +29,3 @@ func SwapGated(f func(verb string)) func(verb string) {
 	gated = f
 	return old
 }
-
-// SwapNameWait replaces what is told of each delete or create of a
-// mailbox about to wait for its name, and returns the one it replaced.
-func SwapNameWait(f func(name string)) func(name string) {
-	old := nameWait
-	nameWait = f
-	return old
-}

@@ -5,11 +5,14 @@ import (
 	"sync"
 )
 
-// nameLocks keeps what a mailbox name means still while requests use it.
-// A request on a mailbox holds its name shared from before the access check
-// until its handler returns; deleting a mailbox and creating one hold the
-// name alone. So a request checked against one owner's mailbox acts on that
-// mailbox, never on another user's created under the same name meanwhile.
+// nameLocks keeps what a mailbox name means still while requests and
+// deliveries use it. A request on a mailbox holds its name shared from
+// before the access check until its handler returns, and an inbound
+// delivery from routing until its copy is stored and announced (HoldNames);
+// deleting a mailbox and creating one hold the name alone. So a request
+// checked against one owner's mailbox acts on that mailbox, and a message
+// judged by one owner's trusted senders is stored in that owner's mailbox,
+// never in another user's created under the same name meanwhile.
 //
 // Only names in use have an entry; the map does not grow with the names
 // requests make up.
@@ -18,9 +21,30 @@ type nameLocks struct {
 	m  map[string]*nameLock
 }
 
-// nameWait is told of each exclusive hold about to wait (a variable so that
-// a test can see a delete wait).
+// nameWait is told of each exclusive hold that has to wait, the name being
+// held by others (a variable so that a test can see a delete wait).
 var nameWait = func(name string) {}
+
+// SwapNameWait replaces what is told of each delete or create of a mailbox
+// that has to wait for its name, and returns the one it replaced. It is for
+// tests: the daemon's see a delete wait for a delivery with it.
+func SwapNameWait(f func(name string)) func(name string) {
+	old := nameWait
+	nameWait = f
+	return old
+}
+
+// HoldNames holds each of names shared, as a request on those mailboxes
+// does, and returns what lets them go: deleting or creating a mailbox of
+// one of those names waits until then. The daemon's inbound path holds the
+// names of the mailboxes a message's recipients were routed to while it
+// checks the routes, judges, stores and announces the copies. Hold them
+// all in one call: names are taken in sorted order, and a second call made
+// while a first holds names may wait behind a delete that waits for the
+// first.
+func (s *Server) HoldNames(names ...string) (release func()) {
+	return s.names.share(names)
+}
 
 type nameLock struct {
 	sync.RWMutex
@@ -72,8 +96,10 @@ func (l *nameLocks) share(names []string) (release func()) {
 // between its access check and its end while it is held.
 func (l *nameLocks) exclusive(name string) (release func()) {
 	n := l.get(name)
-	nameWait(name)
-	n.Lock()
+	if !n.TryLock() {
+		nameWait(name)
+		n.Lock()
+	}
 	return func() {
 		n.Unlock()
 		l.put(name, n)
