@@ -202,33 +202,27 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 	}
 	c.head = head
 
-	type target struct {
-		rcpts []int
-		rt    route
+	targets := d.routeAll(env.Rcpts, d.tlsReportsTo(c.head), errs)
+	// The names the copies go to are held until each is stored and
+	// announced, as a request on those mailboxes holds them: a mailbox
+	// deleted meanwhile goes after its copy is in it, and one made again
+	// under the name gets nothing its trusted senders did not judge.
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.rt.Mailbox
 	}
-	byMailbox := map[string]*target{}
-	var order []string
-	reports := d.tlsReportsTo(c.head)
-	for i, rcpt := range env.Rcpts {
-		rt, err := d.route(rcpt)
-		if err != nil {
-			errs[i] = err
+	defer d.ctl.HoldNames(names...)()
+	var wg sync.WaitGroup
+	for _, t := range targets {
+		name := t.rt.Mailbox
+		if !d.stillRouted(t.rt) {
+			// Deleted, perhaps made again by someone else, between the
+			// routing and the hold: the sender's retry is routed afresh.
+			for _, i := range t.rcpts {
+				errs[i] = errTemp
+			}
 			continue
 		}
-		if reports != "" {
-			rt = route{Mailbox: reports}
-		}
-		t := byMailbox[rt.Mailbox]
-		if t == nil {
-			t = &target{rt: rt}
-			byMailbox[rt.Mailbox] = t
-			order = append(order, rt.Mailbox)
-		}
-		t.rcpts = append(t.rcpts, i)
-	}
-	var wg sync.WaitGroup
-	for _, name := range order {
-		t := byMailbox[name]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -249,6 +243,48 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 	}
 	wg.Wait()
 	return errs
+}
+
+// target is the recipients of a message that lead to one mailbox.
+type target struct {
+	rcpts []int // their places in the envelope
+	rt    route
+}
+
+// routeAll routes each of rcpts, or, when reports names one, takes them
+// all to that mailbox; it sets errs[i] for a recipient refused and groups
+// the others by mailbox, in the order their first recipients came.
+func (d *Daemon) routeAll(rcpts []string, reports string, errs []error) []*target {
+	var targets []*target
+	byMailbox := map[string]*target{}
+	for i, rcpt := range rcpts {
+		rt, err := d.route(rcpt)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if reports != "" {
+			rt = route{Mailbox: reports}
+		}
+		t := byMailbox[rt.Mailbox]
+		if t == nil {
+			t = &target{rt: rt}
+			byMailbox[rt.Mailbox] = t
+			targets = append(targets, t)
+		}
+		t.rcpts = append(t.rcpts, i)
+	}
+	return targets
+}
+
+// stillRouted reports whether the mailbox under rt's name is still the one
+// rt was routed to (a route to the TLS reports mailbox names no identity).
+func (d *Daemon) stillRouted(rt route) bool {
+	if rt.ID == "" {
+		return true
+	}
+	mb, ok := d.lookupMailbox(rt.Mailbox)
+	return ok && mb.ID == rt.ID
 }
 
 // enforcement is the operator's DMARC policy as the config says now.
@@ -398,6 +434,7 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	}
 	patterns, _ := d.trustedSenders(mailbox)
 	m.Trusted = string(trust.Trusted(res, patterns))
+	judged(mailbox)
 	if p.DSN != nil {
 		m.IsDSN = true
 		m.DSNFor = p.DSN.OriginalMessageID
@@ -439,6 +476,10 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	b.announce(mailbox, rt.ID, id, &m, p)
 	return nil
 }
+
+// judged is told of each copy whose verdict is made, before it is stored
+// (a variable so that a test can delete the mailbox in between).
+var judged = func(mailbox string) {}
 
 // announce tells about a copy stored in the inbox: its size to the
 // mailbox's usage, the new-mail event and the on_receive hooks.

@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/control"
+	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/daemon/smtpin"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+// TestInboundStoresInTheMailboxThatJudgedIt: a message to "reused" is
+// judged trusted by that mailbox's trusted senders; while it is between
+// that verdict and its store, its owner deletes the mailbox. The delete
+// waits for the delivery, so the message is stored in the mailbox that
+// judged it: a delete without force then finds it there (not empty). Once
+// that mailbox is deleted with its mail and the name made again, trusting
+// no one, the new mailbox has nothing the first one's list judged.
+func TestInboundStoresInTheMailboxThatJudgedIt(t *testing.T) {
+	td := startDaemonWith(t, "[mailbox_rules]\nowners_may_set_trusted_senders = true\n", Options{Resolver: &resolver.Map{}})
+	td.ensureMine(t, "reused")
+	if err := td.call(t, protocol.VerbMailboxUpdate, protocol.MailboxUpdateArgs{Name: "reused", TrustedSenders: &[]string{"boss@example.test"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool // the first copy judged for "reused" waits
+	keep := judged
+	judged = func(mailbox string) {
+		if mailbox == "reused" && !held.Swap(true) {
+			close(entered)
+			<-release
+		}
+	}
+	defer func() { judged = keep }()
+	waiting := make(chan struct{}, 4)
+	keepWait := control.SwapNameWait(func(name string) {
+		if name == "reused" {
+			waiting <- struct{}{}
+		}
+	})
+	defer control.SwapNameWait(keepWait)
+
+	// Submitted locally from an address of ours: aligned, so the list
+	// "reused" has now makes it trusted.
+	raw := "From: boss@example.test\r\nTo: reused@example.test\r\nSubject: judged by the first list\r\nMessage-ID: <judged@example.test>\r\n\r\nrun the deploy\r\n"
+	env := smtpin.Envelope{Helo: "mx.example.test", MailFrom: "boss@example.test", Rcpts: []string{"reused@example.test"}}
+	delivered := make(chan error, 1)
+	go func() {
+		delivered <- td.inbound.deliver(context.Background(), env, smtpin.NewMessage([]byte(raw), 0), "boss")[0]
+	}()
+	<-entered
+
+	deleted := td.deleteAsync("reused", false)
+	select {
+	case <-waiting: // the delete waits for the delivery
+		close(release)
+		if err := <-deleted; protocol.CodeOf(err) != protocol.CodeConflict {
+			t.Errorf("a delete without force that waited for the delivery: %v, want conflict (the message is in the mailbox)", err)
+		}
+		if err := <-delivered; err != nil {
+			t.Fatalf("delivery: %v", err)
+		}
+		if err := <-td.deleteAsync("reused", true); err != nil {
+			t.Fatalf("delete with force: %v", err)
+		}
+		td.ensureMine(t, "reused")
+	case err := <-deleted:
+		t.Errorf("the delete did not wait for a delivery between its verdict and its store (%v)", err)
+		td.ensureMine(t, "reused")
+		close(release)
+		if err := <-delivered; err != nil {
+			t.Fatalf("delivery: %v", err)
+		}
+	}
+
+	var l protocol.MessageList
+	if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "reused", Folder: protocol.FolderInbox}, &l); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range l.Messages {
+		t.Errorf("the name's new mailbox has a message judged by the first one's trusted senders: %q, trusted %q", m.Subject, m.Trusted)
+	}
+}
+
+// deleteAsync deletes mailbox name in a request of its own and gives its
+// answer on the channel.
+func (td *testDaemon) deleteAsync(name string, force bool) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := protocol.Dial(ctx, td.socket)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		done <- c.Call(ctx, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: name, Force: force}, nil)
+	}()
+	return done
+}
