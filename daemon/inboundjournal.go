@@ -149,6 +149,10 @@ func (d *Daemon) rememberWritten(e intake.Entry) {
 // announces it. The listeners are not open yet: no retry comes first.
 func (s *intakeService) replay(p *intake.Pending) {
 	d := s.d
+	// Held as a delivery holds it, so that the mailbox found the copy's
+	// own is the one written into and announced to, whenever the socket
+	// starts taking deletes.
+	defer d.ctl.HoldNames(p.Mailbox)()
 	if !d.sameMailbox(p.Entry) {
 		// Deleted after the copy was recorded, and perhaps made again
 		// under the same name by someone else: the copy was the deleted
