@@ -83,11 +83,20 @@ func (o *outboundService) bounceToSender(mailbox, sentID string, res protocol.Se
 // final bounce and carries only the daemon's words; its Message-ID is
 // derived from the message and the recipients, so a warning made again
 // after a crash (before the queue recorded it) is not stored twice.
-func (o *outboundService) delayWarning(mailbox, sentID, messageID string, waiting []protocol.RecipientStatus, until time.Time) error {
+//
+// It is made holding the mailbox's name, for the mailbox that sent
+// (mailboxID) only: one deleted meanwhile, perhaps made again by someone
+// else, is warned of nothing. The queue holds none of its locks while it
+// asks for a warning, so the hold may wait for a delete.
+func (o *outboundService) delayWarning(mailbox, mailboxID, sentID, messageID string, waiting []protocol.RecipientStatus, until time.Time) error {
 	if len(waiting) == 0 {
 		return nil
 	}
 	d := o.d
+	defer d.ctl.HoldNames(mailbox)()
+	if d.currentID(mailbox) != mailboxID {
+		return nil
+	}
 	m, _, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
 	if err != nil {
 		// No sent copy to link to (its owner removed it): the sender is

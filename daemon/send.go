@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/emersion/go-smtp"
@@ -46,6 +47,9 @@ type outboundService struct {
 	reports *tlsrpt.Recorder
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// later counts the settled items' hooks and bounces waiting for their
+	// mailbox's name (underName); Stop waits for them.
+	later sync.WaitGroup
 }
 
 func (d *Daemon) newOutbound() (*outboundService, error) {
@@ -211,24 +215,72 @@ func (o *outboundService) Stop(ctx context.Context) error {
 		o.mx.Close() // say QUIT on the cached sessions
 		o.limiter.Close()
 		o.queue.Close()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	later := make(chan struct{})
+	go func() { o.later.Wait(); close(later) }()
+	select {
+	case <-later:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-func (o *outboundService) updated(mailbox, sentID string, res protocol.SendResult) {
+// updated tells the watchers of the mailbox that sent (mailboxID; "": the
+// mailbox of that name now) of a change of the message's delivery state.
+// Watchers of a mailbox made under the name since hear nothing of it.
+func (o *outboundService) updated(mailbox, mailboxID, sentID string, res protocol.SendResult) {
 	for _, r := range res.Recipients {
 		o.d.metrics.delivered.WithLabelValues(r.Status).Inc()
 	}
-	o.d.ctl.Emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res}, "")
+	o.d.ctl.Emit(protocol.Event{Type: protocol.EventDeliveryStatus, Mailbox: mailbox, Folder: protocol.FolderSent, ID: sentID, Send: &res}, mailboxID)
 }
 
-// settled fires after_send hooks once every recipient's outcome is final.
-func (o *outboundService) settled(mailbox, sentID string, res protocol.SendResult) {
-	o.afterSend(mailbox, sentID, res)
-	o.bounceToSender(mailbox, sentID, res)
+// settled fires after_send hooks once every recipient's outcome is final,
+// and bounces to the sender what failed after its send was answered. Both
+// act on the mailbox by name: they run holding the name, while it is still
+// the mailbox that sent (mailboxID), so a mailbox deleted meanwhile and
+// perhaps made again by someone else gets neither.
+func (o *outboundService) settled(mailbox, mailboxID, sentID string, res protocol.SendResult) {
+	o.underName(mailbox, mailboxID, func() {
+		o.afterSend(mailbox, sentID, res)
+		o.bounceToSender(mailbox, sentID, res)
+	})
 }
+
+// underName runs f holding name, as a request on the mailbox does, if the
+// mailbox of that name is still the one with identity id. The queue tells
+// of a settled item with the item's own lock held, and deleting a mailbox
+// holds its name alone while it drops the mailbox's items, which takes
+// those locks: so when a delete or a create holds the name or waits for
+// it, f does not wait here but on a goroutine of its own, and runs once
+// the name is free (the mailbox deleted, f finds it gone and does nothing).
+func (o *outboundService) underName(name, id string, f func()) {
+	d := o.d
+	run := func() {
+		if d.currentID(name) == id {
+			f()
+		}
+	}
+	if release, ok := d.ctl.TryHoldName(name); ok {
+		defer release()
+		run()
+		return
+	}
+	settledLater(name)
+	o.later.Add(1)
+	go func() {
+		defer o.later.Done()
+		defer d.ctl.HoldNames(name)()
+		run()
+	}()
+}
+
+// settledLater is told of each settled item whose hooks and bounce wait
+// for its mailbox's name (a variable so that a test can see one wait).
+var settledLater = func(name string) {}
 
 // afterSend fires the mailbox's after_send hooks. The sent copy is read
 // only when the mailbox has such a hook (most have none).

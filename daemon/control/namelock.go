@@ -46,6 +46,14 @@ func (s *Server) HoldNames(names ...string) (release func()) {
 	return s.names.share(names)
 }
 
+// TryHoldName holds name shared, as HoldNames does, unless a delete or a
+// create of a mailbox of that name holds it or waits for it: ok is then
+// false and nothing is held. It is for a caller that must not wait, such as
+// one holding a lock the delete takes.
+func (s *Server) TryHoldName(name string) (release func(), ok bool) {
+	return s.names.tryShare(name)
+}
+
 type nameLock struct {
 	sync.RWMutex
 	users int // requests holding or waiting for it
@@ -90,6 +98,20 @@ func (l *nameLocks) share(names []string) (release func()) {
 			l.put(name, held[i])
 		}
 	}
+}
+
+// tryShare holds name shared if it is free of exclusive holds and of
+// waiters for one.
+func (l *nameLocks) tryShare(name string) (release func(), ok bool) {
+	n := l.get(name)
+	if !n.TryRLock() {
+		l.put(name, n)
+		return nil, false
+	}
+	return func() {
+		n.RUnlock()
+		l.put(name, n)
+	}, true
 }
 
 // exclusive holds name alone: no request on a mailbox of that name is

@@ -57,7 +57,7 @@ func TestDuplicateAnswersAsTheFirstCall(t *testing.T) {
 	clk := testclock.New()
 	settled := make(chan protocol.SendResult, 4)
 	rec := &Recorder{Store: st, Clock: clk.Now, CurrentID: func(string) string { return "mb1" },
-		OnSettled: func(_, _ string, res protocol.SendResult) { settled <- res }}
+		OnSettled: func(_, _, _ string, res protocol.SendResult) { settled <- res }}
 	q, err := queue.Open(t.TempDir(), captureAll{}, rec, queue.Options{Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)

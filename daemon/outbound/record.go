@@ -23,15 +23,17 @@ type Recorder struct {
 	Clock  func() time.Time
 	Logger *slog.Logger
 	// OnUpdated follows every change of a sent message's delivery state,
-	// after the sent copy has been updated (for watch events).
-	OnUpdated func(mailbox, sentID string, res protocol.SendResult)
+	// after the sent copy has been updated (for watch events), with the
+	// identity of the sending mailbox ("": the mailbox of that name now).
+	OnUpdated func(mailbox, mailboxID, sentID string, res protocol.SendResult)
 	// OnSettled follows the update that made every recipient final (for
-	// after_send hooks).
-	OnSettled func(mailbox, sentID string, res protocol.SendResult)
+	// after_send hooks), with the identity of the sending mailbox.
+	OnSettled func(mailbox, mailboxID, sentID string, res protocol.SendResult)
 	// OnDelayed warns the sender that the recipients listed are not
-	// delivered yet and are retried until the time given (queue.DelayWarner).
-	// Nil: the queue makes no warnings.
-	OnDelayed func(mailbox, sentID, messageID string, waiting []protocol.RecipientStatus, until time.Time) error
+	// delivered yet and are retried until the time given (queue.DelayWarner),
+	// with the identity of the sending mailbox. Nil: the queue makes no
+	// warnings.
+	OnDelayed func(mailbox, mailboxID, sentID, messageID string, waiting []protocol.RecipientStatus, until time.Time) error
 	// CurrentID returns the identity of the mailbox named name now ("" when
 	// there is none). An item whose mailbox has since been deleted (and
 	// perhaps created again by someone else), or that carries no mailbox
@@ -151,7 +153,7 @@ func (r *Recorder) Updated(it *queue.Item) {
 		r.log().Error("cannot update the sent copy", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
 	}
 	if r.OnUpdated != nil {
-		r.OnUpdated(it.Mailbox, it.SentID, resultOf(it))
+		r.OnUpdated(it.Mailbox, it.MailboxID, it.SentID, resultOf(it))
 	}
 }
 
@@ -175,7 +177,7 @@ func (r *Recorder) Flush() error { return r.Store.Sync() }
 // Settled implements queue.Notifier.
 func (r *Recorder) Settled(it *queue.Item) {
 	if r.OnSettled != nil && r.current(it) {
-		r.OnSettled(it.Mailbox, it.SentID, resultOf(it))
+		r.OnSettled(it.Mailbox, it.MailboxID, it.SentID, resultOf(it))
 	}
 }
 
@@ -191,7 +193,7 @@ func (r *Recorder) Delayed(it *queue.Item, until time.Time) error {
 			waiting = append(waiting, rc)
 		}
 	}
-	return r.OnDelayed(it.Mailbox, it.SentID, it.MessageID, waiting, until)
+	return r.OnDelayed(it.Mailbox, it.MailboxID, it.SentID, it.MessageID, waiting, until)
 }
 
 // applyDSN marks the recipients a report says failed as bounced in the sent

@@ -39,8 +39,8 @@ func TestRecorderLeavesItemsWithoutMailboxIDAlone(t *testing.T) {
 				}
 				return ""
 			},
-			OnUpdated: func(string, string, protocol.SendResult) { callbacks++ },
-			OnSettled: func(string, string, protocol.SendResult) { callbacks++ },
+			OnUpdated: func(string, string, string, protocol.SendResult) { callbacks++ },
+			OnSettled: func(string, string, string, protocol.SendResult) { callbacks++ },
 		}
 		it := &queue.Item{ID: "reused." + sentID, Mailbox: "reused", MailboxID: tc.mailboxID, SentID: sentID,
 			Recipients: []protocol.RecipientStatus{{Address: "x@remote.test", Status: queue.StatusDelivered}}}

@@ -137,7 +137,7 @@ func lateAttempt(t *testing.T) (*store.Store, protocol.SendResult, chan<- struct
 	w.r.SetIP("mx.remote.test", "127.0.0.74")
 	gate := w.mx(t, "127.0.0.74").Gate()
 	states := make(chan string, 8)
-	rec := &Recorder{Store: st, OnUpdated: func(_, _ string, res protocol.SendResult) { states <- res.Status }, SentCopyDelay: time.Hour}
+	rec := &Recorder{Store: st, OnUpdated: func(_, _, _ string, res protocol.SendResult) { states <- res.Status }, SentCopyDelay: time.Hour}
 	svc := w.pipeline(t, rec, &Service{FirstAttemptWait: 10 * time.Second}, queue.Options{})
 	res, err := svc.Send(context.Background(), SendRequest{Mailbox: "bot", FromAddress: "bot@example.com", Policy: defaultPolicy(),
 		Args: protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "late", Body: "hello", WaitMS: 1}})

@@ -376,7 +376,7 @@ func (s *Service) ApplyDSN(mailbox string, rep Report, authentic func(sentID str
 	id, changed, ok := s.Sent.applyDSN(mailbox, rep, authentic)
 	if changed && s.Sent.OnUpdated != nil {
 		if res, err := s.Status(mailbox, id); err == nil {
-			s.Sent.OnUpdated(mailbox, id, res)
+			s.Sent.OnUpdated(mailbox, "", id, res)
 		}
 	}
 	return ok

@@ -37,7 +37,11 @@ func newSvcWorld(t *testing.T) *svcWorld {
 	w.r.SetIP("mx.remote.test", "127.0.0.71")
 	sw := &svcWorld{st: newMemStore(), mx: w.mx(t, "127.0.0.71"), clk: testclock.New()}
 	rec := &Recorder{Store: sw.st, Clock: sw.clk.Now,
-		OnSettled: func(_, _ string, r protocol.SendResult) { sw.mu.Lock(); sw.settl = append(sw.settl, r); sw.mu.Unlock() }}
+		OnSettled: func(_, _, _ string, r protocol.SendResult) {
+			sw.mu.Lock()
+			sw.settl = append(sw.settl, r)
+			sw.mu.Unlock()
+		}}
 	sw.svc = w.pipeline(t, rec, &Service{Limiter: policy.NewRateLimiter(sw.clk.Now), FirstAttemptWait: 5 * time.Second}, queue.Options{Clock: sw.clk.Now})
 	sw.q = sw.svc.Queue
 	return sw
