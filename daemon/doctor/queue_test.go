@@ -65,3 +65,55 @@ func TestDoctorReadsTheQueueJournal(t *testing.T) {
 		t.Fatalf("damaged journal: %+v", f)
 	}
 }
+
+// blockAll holds every attempt until release is closed.
+type blockAll struct{ started, release chan struct{} }
+
+func (b blockAll) Deliver(ctx context.Context, _ string, rcpts []string, _ []byte) []delivery.Result {
+	close(b.started) // one attempt only
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Code: 451, Message: "later"})
+}
+
+// TestDoctorCountsItemsToBeDroppedApart: an item whose mailbox was deleted
+// while an attempt was delivering it is marked to be dropped when the
+// attempt ends (or at the daemon's next start). doctor used to count it as
+// mail in the queue; it says apart that it is to be dropped.
+func TestDoctorCountsItemsToBeDroppedApart(t *testing.T) {
+	in := newInstall(t)
+	now := time.Now()
+	in.env.Now = func() time.Time { return now }
+	d := blockAll{started: make(chan struct{}), release: make(chan struct{})}
+	q, err := queue.Open(in.cfg.Paths.QueueDir(), d, nil, queue.Options{Clock: func() time.Time { return now.Add(-2 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	defer func() { close(d.release); cancel(); <-done; q.Close() }()
+	for _, id := range []string{"bot.held", "bot.gone"} {
+		it := &queue.Item{ID: id, Mailbox: "bot", MailFrom: "bot@example.test", Held: id == "bot.held", Data: []byte("Subject: x\r\n\r\nx\r\n"),
+			Recipients: []protocol.RecipientStatus{{Address: "a@remote.test"}}}
+		if err := q.Enqueue(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-d.started // bot.gone is being delivered
+	if err := q.DropEventually("bot.gone"); err != nil {
+		t.Fatal(err)
+	}
+	var f *protocol.Finding
+	for _, x := range in.check(t) {
+		if x.ID == "queue.ok" {
+			f = &x
+		}
+	}
+	want := "1 item(s) in the queue: 1 held; the oldest queued 2h0m0s ago; 1 more to be dropped because their mailbox was deleted"
+	if f == nil || !strings.Contains(f.Message, want) {
+		t.Fatalf("queue finding: %+v, want %q", f, want)
+	}
+}

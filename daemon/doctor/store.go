@@ -249,7 +249,8 @@ func checkFolder(f *findings, name string, mb *store.Dir, folder string, got, wa
 
 // checkQueue reads the queue journal as a reader (without the daemon's
 // lock, while it may be appending): how many items, by state, how old the
-// oldest, and any damage the daemon would set aside at its next start.
+// oldest, how many are only waiting to be dropped, and any damage the
+// daemon would set aside at its next start.
 func checkQueue(f *findings, cfg *config.Config, env Env) {
 	dir := cfg.Paths.QueueDir()
 	in, err := queue.Inspect(dir)
@@ -286,6 +287,11 @@ func checkQueue(f *findings, cfg *config.Config, env Env) {
 		}
 		if len(parts) > 0 {
 			msg += ": " + strings.Join(parts, ", ") + "; the oldest queued " + env.Now().Sub(in.Oldest).Round(time.Minute).String() + " ago"
+		}
+		if in.Dropping > 0 {
+			// Not mail waiting to go out: the daemon drops them when their
+			// attempt ends, or at its next start if it is stopped.
+			msg += fmt.Sprintf("; %d more to be dropped because their mailbox was deleted while they were being delivered (when that attempt ends, or at the daemon's next start)", in.Dropping)
 		}
 		f.add("queue.ok", OK, "", "%s", msg)
 	}

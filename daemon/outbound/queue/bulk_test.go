@@ -211,6 +211,35 @@ func TestInspectJournal(t *testing.T) {
 	}
 }
 
+// TestInspectCountsDroppingApart: items marked to be dropped (their
+// mailbox deleted while an attempt was delivering them) are dropped at the
+// daemon's next start if not before; Inspect used to count them as queued
+// mail, by state and for the oldest one's age.
+func TestInspectCountsDroppingApart(t *testing.T) {
+	q, clk, _ := bulkQueue(t)
+	queuedLater := clk.Now() // held, sched and new: old1 and old2 are 26 hours older
+	for _, id := range []string{"old1", "old2"} {
+		w, ok, err := q.j.markDropping(id) // what DropEventually records for an item in flight
+		if err != nil || !ok {
+			t.Fatalf("marking %s: %v %v", id, ok, err)
+		}
+		if err := q.j.commit(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, err := Inspect(q.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"held": 1, "scheduled": 1, "pending": 1}
+	if in.Items != 3 || in.Dropping != 2 || !mapsEqual(in.ByState, want) || in.Damaged != "" {
+		t.Fatalf("inspect: %d items %v, %d dropping (%+v), want 3 items %v, 2 dropping", in.Items, in.ByState, in.Dropping, in, want)
+	}
+	if !in.Oldest.Equal(queuedLater) {
+		t.Errorf("oldest queued %v, want %v: the dropping items are not waiting", in.Oldest, queuedLater)
+	}
+}
+
 // Inspect while the queue appends and compacts: every read sees a whole
 // journal (items counted, never damage).
 func TestInspectDuringAppends(t *testing.T) {

@@ -17,9 +17,15 @@ import (
 type Inspection struct {
 	// Items counts the items not yet settled; ByState splits them by
 	// Item.State (an attempt under way is not visible from outside).
+	// Neither counts the Dropping ones.
 	Items   int
 	ByState map[string]int
-	// Oldest is when the oldest of them was queued (zero: none).
+	// Dropping counts the items not yet settled that are marked to be
+	// dropped (Item.Dropping: their mailbox was deleted while an attempt
+	// was delivering them): dropped when that attempt ends, or at the
+	// daemon's next start. They are not mail waiting to go out.
+	Dropping int
+	// Oldest is when the oldest of Items was queued (zero: none).
 	Oldest time.Time
 	// Damaged says what is wrong when a record cannot be right (bad length
 	// or checksum) or the file is not a journal; the daemon sets that part
@@ -101,6 +107,10 @@ func Inspect(dir string) (*Inspection, error) {
 	}
 	for _, x := range items {
 		if x.it.Settled() {
+			continue
+		}
+		if x.it.Dropping {
+			in.Dropping++
 			continue
 		}
 		in.Items++
