@@ -23,6 +23,7 @@ fi
 tmp=$(mktemp -d)
 serve_pid=""
 cleanup() {
+	trap '' HUP INT TERM # a second signal does not cut the cleanup short
 	if [ -n "$serve_pid" ]; then
 		kill "$serve_pid" 2>/dev/null || true
 		wait "$serve_pid" 2>/dev/null || true
@@ -33,6 +34,13 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A runner aborting the script signals it. Debian's sh (dash) runs no EXIT
+# trap when a signal ends it, so the serve started below went on running and
+# the package stayed installed. Exit as the signal would (128+signo),
+# through cleanup.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 step="build"
 deb=$(VERSION=${VERSION:-} ./packaging/build-deb.sh | tail -n 1)

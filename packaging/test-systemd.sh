@@ -36,6 +36,7 @@ done
 tmp=$(mktemp -d)
 nspawn_pid=""
 cleanup() {
+	trap '' HUP INT TERM # a second signal does not cut the cleanup short
 	if [ -n "$nspawn_pid" ]; then
 		kill "$nspawn_pid" 2>/dev/null || true
 		wait "$nspawn_pid" 2>/dev/null || true
@@ -43,6 +44,12 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A runner aborting the script signals it. Debian's sh (dash) runs no EXIT
+# trap when a signal ends it, so the container booted below went on running.
+# Exit as the signal would (128+signo), through cleanup.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 step="build"
 deb=$(VERSION=${VERSION:-} ./packaging/build-deb.sh | tail -n 1)
