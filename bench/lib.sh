@@ -3,6 +3,18 @@
 # Everything is built as it ships: static, pure Go.
 export CGO_ENABLED=0
 
+# track PID: a process the run started in the background, which
+# stop_tracked (the scripts' cleanup) stops. The list is a file in WORK, not
+# a variable: a daemon started inside a command substitution, as
+# $(big_rss ...) does, runs in a subshell whose variables the script never
+# sees, and a failure there ends the subshell with the daemon running.
+track() { echo "$1" >>"$WORK/started.pids"; }
+stop_tracked() {
+	[[ -f $WORK/started.pids ]] || return 0
+	local p
+	while read -r p; do kill "$p" 2>/dev/null; done <"$WORK/started.pids"
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
 

@@ -32,17 +32,23 @@ done
 
 bench_fs obench
 chmod 755 "$WORK"
-PIDS=()
 SINK_PID=""
 cleanup() {
 	set +e
-	[[ -n $SINK_PID ]] && kill "$SINK_PID" 2>/dev/null
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	trap '' HUP INT TERM # a second signal does not cut the cleanup short
+	stop_tracked
 	[[ -f $WORK/postfix/etc/main.cf ]] && postfix -c "$WORK/postfix/etc" stop >/dev/null 2>&1
 	sleep 0.5
 	if [[ ${KEEP:-0} == 1 ]]; then echo "bench: kept $WORK" >&2; else bench_fs_cleanup; fi
 }
 trap cleanup EXIT
+# A runner aborting the run signals it: stop what it started then too, and
+# exit as the signal would (128+signo). Bash runs the EXIT trap on SIGTERM
+# and SIGHUP by itself, but sent SIGINT alone it carries on unless the
+# command in the foreground died of it too.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 echo "bench: building mailctl, dnstestd and sendload" >&2
 (cd "$ROOT" && go build -o "$WORK/mailctl" ./cmd/mailctl &&
@@ -56,6 +62,7 @@ SINK_PORT=$(free_port)
 start_sink() {
 	smtp-sink -u nobody -c -h sink.bench.test "127.0.0.1:$SINK_PORT" 1000 >"$WORK/sink.out" 2>&1 &
 	SINK_PID=$!
+	track "$SINK_PID"
 	for _ in $(seq 50); do
 		python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$SINK_PORT),1).close()" 2>/dev/null && return
 		sleep 0.1
@@ -82,7 +89,7 @@ sink.example MX 10 mx.sink.example
 mx.sink.example A 127.0.0.1
 EOF
 "$WORK/dnstestd" -listen "127.0.0.1:$DNS_PORT" -zone "$WORK/zone.txt" >/dev/null 2>&1 &
-PIDS+=($!)
+track $!
 RCPT=agent@sink.example
 
 # run_mailctl REP: a fresh daemon with fresh Ed25519 and RSA keys; sendload
@@ -117,7 +124,7 @@ EOF
 	profile_args
 	"$WORK/mailctl" serve --config "$dir/config.toml" "${PROFILE_ARGS[@]}" >"$dir/log" 2>&1 &
 	local pid=$!
-	PIDS+=($pid)
+	track "$pid"
 	for _ in $(seq 100); do
 		grep -q "inbound listeners up" "$dir/log" && [[ -S $dir/mailctl.sock ]] && break
 		sleep 0.1

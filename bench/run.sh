@@ -52,16 +52,23 @@ done
 bench_fs bench
 chmod 755 "$WORK"
 USER_NAME=mcbench$(printf '%04x' $((RANDOM)))
-PIDS=()
 cleanup() {
 	set +e
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	trap '' HUP INT TERM # a second signal does not cut the cleanup short
+	stop_tracked
 	[[ -f $WORK/postfix/etc/main.cf ]] && postfix -c "$WORK/postfix/etc" stop >/dev/null 2>&1
 	sleep 0.5
 	userdel "$USER_NAME" >/dev/null 2>&1
 	[[ ${KEEP:-0} == 1 ]] || bench_fs_cleanup
 }
 trap cleanup EXIT
+# A runner aborting the run signals it: stop what it started then too, and
+# exit as the signal would (128+signo). Bash runs the EXIT trap on SIGTERM
+# and SIGHUP by itself, but sent SIGINT alone it carries on unless the
+# command in the foreground died of it too.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 echo "bench: building mailctl and dnstestd" >&2
 (cd "$ROOT" && go build -o "$WORK/mailctl" ./cmd/mailctl && go build -o "$WORK/dnstestd" ./internal/dnstest/cmd/dnstestd)
@@ -78,7 +85,7 @@ bench.example TXT "v=spf1 ip4:127.0.0.1 -all"
 _dmarc.bench.example TXT "v=DMARC1; p=none"
 EOF
 "$WORK/dnstestd" -listen "127.0.0.1:$DNS_PORT" -zone "$WORK/zone.txt" >/dev/null 2>&1 &
-PIDS+=($!)
+track $!
 
 # msgs_for LEN: how many messages a run sends, fewer for larger bodies.
 msgs_for() {
@@ -133,7 +140,7 @@ run_mailctl() {
 	profile_args
 	"$WORK/mailctl" serve --config "$dir/config.toml" "${PROFILE_ARGS[@]}" >"$dir/log" 2>&1 &
 	local pid=$!
-	PIDS+=($pid)
+	track "$pid"
 	for _ in $(seq 100); do
 		grep -q "inbound listeners up" "$dir/log" && break
 		sleep 0.1
@@ -330,7 +337,7 @@ PY
 		profile_args
 		"$WORK/mailctl" serve --config "$bdir/config.toml" "${PROFILE_ARGS[@]}" >"$bdir/log" 2>&1 &
 		bpid=$!
-		PIDS+=($bpid)
+		track "$bpid"
 		for _ in $(seq 100); do
 			grep -q "inbound listeners up" "$bdir/log" 2>/dev/null && break
 			sleep 0.1
@@ -413,7 +420,7 @@ if [[ ${STRACE:-1} == 1 ]] && command -v strace >/dev/null; then
 	mailctl_config "$tdir" "$tport"
 	"$WORK/mailctl" serve --config "$tdir/config.toml" >"$tdir/log" 2>&1 &
 	tpid=$!
-	PIDS+=($tpid)
+	track "$tpid"
 	for _ in $(seq 100); do
 		grep -q "inbound listeners up" "$tdir/log" && break
 		sleep 0.1
