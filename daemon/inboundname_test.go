@@ -42,7 +42,7 @@ func TestInboundStoresInTheMailboxThatJudgedIt(t *testing.T) {
 			waiting <- struct{}{}
 		}
 	})
-	defer control.SwapNameWait(keepWait)
+	defer func() { control.SwapNameWait(keepWait) }()
 
 	// Submitted locally from an address of ours: aligned, so the list
 	// "reused" has now makes it trusted.

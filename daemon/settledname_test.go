@@ -78,7 +78,7 @@ func TestBounceGoesToTheMailboxThatSent(t *testing.T) {
 			waiting <- struct{}{}
 		}
 	})
-	defer control.SwapNameWait(keepWait)
+	defer func() { control.SwapNameWait(keepWait) }()
 
 	retry()
 	<-entered // the bounce is judged, not yet stored
@@ -114,7 +114,7 @@ func TestSettledWaitsForADeleteOfItsMailbox(t *testing.T) {
 			waiting <- struct{}{}
 		}
 	})
-	defer control.SwapNameWait(keepWait)
+	defer func() { control.SwapNameWait(keepWait) }()
 	later := make(chan struct{}, 4)
 	keepLater := settledLater
 	settledLater = func(name string) {
@@ -184,7 +184,7 @@ func TestDelayWarningGoesToTheMailboxThatSent(t *testing.T) {
 			waiting <- struct{}{}
 		}
 	})
-	defer control.SwapNameWait(keepWait)
+	defer func() { control.SwapNameWait(keepWait) }()
 
 	clk.Advance(time.Hour + time.Minute)
 	td.out.queue.Kick()
