@@ -28,6 +28,10 @@ cleanup() {
 		kill "$serve_pid" 2>/dev/null || true
 		wait "$serve_pid" 2>/dev/null || true
 	fi
+	# Whatever else serves this run's config (the stop step fails on one).
+	if [ -n "${cfg:-}" ]; then
+		pkill -f -- "serve --config $cfg" 2>/dev/null || true
+	fi
 	if dpkg -s mailctl >/dev/null 2>&1; then
 		dpkg -P mailctl >/dev/null 2>&1 || true
 	fi
@@ -133,7 +137,10 @@ mailctl setup --non-interactive --root "$root" --domain example.test >"$tmp/setu
 [ "$(cat "$root"/etc/mailctl/dkim/*.key | sha256sum)" = "$keysum" ] || fail "re-running setup changed the keys"
 
 step="serve"
-mailctl serve --config "$cfg" >"$tmp/serve.log" 2>&1 &
+# The binary itself, not the mailctl function above: a function put in the
+# background runs in a subshell, $! is that shell's, and killing it left the
+# daemon running after the script had ended.
+/usr/bin/mailctl serve --config "$cfg" >"$tmp/serve.log" 2>&1 &
 serve_pid=$!
 answered=no
 i=0
@@ -189,6 +196,10 @@ step="stop"
 kill "$serve_pid"
 wait "$serve_pid" 2>/dev/null || true
 serve_pid=""
+# Nothing this script started serves on: no daemon of this config is left.
+if pgrep -f -- "serve --config $cfg" >/dev/null 2>&1; then
+	fail "a mailctl serve of $cfg still runs after the stop: $(pgrep -af -- "serve --config $cfg")"
+fi
 
 step="remove"
 # Stand-ins for real mail and keys in the system paths the package knows.
