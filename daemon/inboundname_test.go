@@ -26,23 +26,8 @@ func TestInboundStoresInTheMailboxThatJudgedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	var held atomic.Bool // the first copy judged for "reused" waits
-	keep := judged
-	judged = func(mailbox string) {
-		if mailbox == "reused" && !held.Swap(true) {
-			close(entered)
-			<-release
-		}
-	}
-	defer func() { judged = keep }()
-	waiting := make(chan struct{}, 4)
-	keepWait := control.SwapNameWait(func(name string) {
-		if name == "reused" {
-			waiting <- struct{}{}
-		}
-	})
-	defer func() { control.SwapNameWait(keepWait) }()
+	entered, release := pauseJudged(t, "reused")
+	waiting := nameWaits(t, "reused")
 
 	// Submitted locally from an address of ours: aligned, so the list
 	// "reused" has now makes it trusted.
@@ -102,4 +87,33 @@ func (td *testDaemon) deleteAsync(name string, force bool) <-chan error {
 		done <- c.Call(ctx, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: name, Force: force}, nil)
 	}()
 	return done
+}
+
+// pauseJudged holds the first copy judged for mailbox (the judged hook)
+// until release is closed; entered is closed when that copy arrives.
+func pauseJudged(t *testing.T, mailbox string) (entered <-chan struct{}, release chan struct{}) {
+	in, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	keep := judged
+	judged = func(m string) {
+		if m == mailbox && !held.Swap(true) {
+			close(in)
+			<-release
+		}
+	}
+	t.Cleanup(func() { judged = keep })
+	return in, release
+}
+
+// nameWaits tells of each delete or create of a mailbox named name that has
+// to wait for the name.
+func nameWaits(t *testing.T, name string) <-chan struct{} {
+	waiting := make(chan struct{}, 4)
+	keep := control.SwapNameWait(func(n string) {
+		if n == name {
+			waiting <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { control.SwapNameWait(keep) })
+	return waiting
 }

@@ -3,13 +3,11 @@ package daemon
 import (
 	"context"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/internal/fakemx"
@@ -62,23 +60,8 @@ func bounceLater(t *testing.T) (td *testDaemon, inbox func() []protocol.MessageS
 // owner's message.
 func TestBounceGoesToTheMailboxThatSent(t *testing.T) {
 	td, inbox, retry := bounceLater(t)
-	entered, release := make(chan struct{}), make(chan struct{})
-	var held atomic.Bool
-	keep := judged
-	judged = func(mailbox string) {
-		if mailbox == "reused" && !held.Swap(true) {
-			close(entered)
-			<-release
-		}
-	}
-	defer func() { judged = keep }()
-	waiting := make(chan struct{}, 4)
-	keepWait := control.SwapNameWait(func(name string) {
-		if name == "reused" {
-			waiting <- struct{}{}
-		}
-	})
-	defer func() { control.SwapNameWait(keepWait) }()
+	entered, release := pauseJudged(t, "reused")
+	waiting := nameWaits(t, "reused")
 
 	retry()
 	<-entered // the bounce is judged, not yet stored
@@ -108,13 +91,7 @@ func TestBounceGoesToTheMailboxThatSent(t *testing.T) {
 // their own, and find the mailbox gone: nothing is stored, nothing hangs.
 func TestSettledWaitsForADeleteOfItsMailbox(t *testing.T) {
 	td, inbox, retry := bounceLater(t)
-	waiting := make(chan struct{}, 4)
-	keepWait := control.SwapNameWait(func(name string) {
-		if name == "reused" {
-			waiting <- struct{}{}
-		}
-	})
-	defer func() { control.SwapNameWait(keepWait) }()
+	waiting := nameWaits(t, "reused")
 	later := make(chan struct{}, 4)
 	keepLater := settledLater
 	settledLater = func(name string) {
@@ -168,23 +145,8 @@ func TestDelayWarningGoesToTheMailboxThatSent(t *testing.T) {
 	if res.Status != "deferred" {
 		t.Fatalf("first attempt: %+v, want deferred", res)
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var held atomic.Bool
-	keep := judged
-	judged = func(mailbox string) {
-		if mailbox == "reused" && !held.Swap(true) {
-			close(entered)
-			<-release
-		}
-	}
-	defer func() { judged = keep }()
-	waiting := make(chan struct{}, 4)
-	keepWait := control.SwapNameWait(func(name string) {
-		if name == "reused" {
-			waiting <- struct{}{}
-		}
-	})
-	defer func() { control.SwapNameWait(keepWait) }()
+	entered, release := pauseJudged(t, "reused")
+	waiting := nameWaits(t, "reused")
 
 	clk.Advance(time.Hour + time.Minute)
 	td.out.queue.Kick()
