@@ -21,16 +21,7 @@ import (
 // inbox, recorded on the queue item; when the retry window ends the final
 // bounce follows as a report of its own.
 func TestDelayWarningThenBounce(t *testing.T) {
-	clk := testclock.New()
-	clk.Advance(time.Since(clk.Now()))
-	mx := fakemx.New(t, "127.0.0.1", nil)
-	_, port, _ := net.SplitHostPort(mx.Addr)
-	dns := &resolver.Map{}
-	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
-	dns.SetIP("mx.remote.test", "127.0.0.1")
-	td := startDaemonWith(t, "[delivery]\nport = "+port+"\ndelay_warning = \"1h\"\nretry_for = \"3h\"\n", Options{Resolver: dns, Clock: clk.Now})
-	td.ensureMine(t, "alice")
-	mx.SetRcptErr("slow@remote.test", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "mailbox busy"})
+	td, clk := startDelayWarning(t, "alice")
 	var res protocol.SendResult
 	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"slow@remote.test"}, Subject: "Numbers", Body: "b"}, &res); err != nil {
 		t.Fatal(err)
@@ -82,4 +73,22 @@ func TestDelayWarningThenBounce(t *testing.T) {
 	if subjects["Delayed mail (still being retried)"] != 1 || subjects["Undelivered mail returned to sender"] != 1 {
 		t.Fatalf("inbox after the retry window: %v, want one warning and one bounce", subjects)
 	}
+}
+
+// startDelayWarning starts a daemon on a test clock that warns of a delay
+// after an hour and retries for three, with mailbox (the test's user's) and
+// a fake MX for remote.test that defers slow@remote.test.
+func startDelayWarning(t *testing.T, mailbox string) (*testDaemon, *testclock.Clock) {
+	t.Helper()
+	clk := testclock.New()
+	clk.Advance(time.Since(clk.Now()))
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	dns := &resolver.Map{}
+	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	dns.SetIP("mx.remote.test", "127.0.0.1")
+	td := startDaemonWith(t, "[delivery]\nport = "+port+"\ndelay_warning = \"1h\"\nretry_for = \"3h\"\n", Options{Resolver: dns, Clock: clk.Now})
+	td.ensureMine(t, mailbox)
+	mx.SetRcptErr("slow@remote.test", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "mailbox busy"})
+	return td, clk
 }

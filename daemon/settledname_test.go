@@ -2,16 +2,12 @@ package daemon
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/daemon/outbound"
-	"github.com/mailctl/mailctl/daemon/resolver"
-	"github.com/mailctl/mailctl/internal/fakemx"
-	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -128,16 +124,7 @@ func TestSettledWaitsForADeleteOfItsMailbox(t *testing.T) {
 // warning of a delay, which the queue asks for holding none of its locks:
 // the delete waits for the warning, which goes with the mailbox that sent.
 func TestDelayWarningGoesToTheMailboxThatSent(t *testing.T) {
-	clk := testclock.New()
-	clk.Advance(time.Since(clk.Now()))
-	mx := fakemx.New(t, "127.0.0.1", nil)
-	_, port, _ := net.SplitHostPort(mx.Addr)
-	dns := &resolver.Map{}
-	dns.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
-	dns.SetIP("mx.remote.test", "127.0.0.1")
-	td := startDaemonWith(t, "[delivery]\nport = "+port+"\ndelay_warning = \"1h\"\n", Options{Resolver: dns, Clock: clk.Now})
-	td.ensureMine(t, "reused")
-	mx.SetRcptErr("slow@remote.test", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "mailbox busy"})
+	td, clk := startDelayWarning(t, "reused")
 	var res protocol.SendResult
 	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "reused", To: []string{"slow@remote.test"}, Subject: "the first owner's numbers", Body: "q3"}, &res); err != nil {
 		t.Fatal(err)
