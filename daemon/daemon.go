@@ -335,10 +335,17 @@ func (d *Daemon) Reload(path string) error {
 		d.smtp.certs.Reload() // a refused pair is logged; the one in use stays
 	}
 	setMemoryLimit(cfg)
+	// Who owns a declared name is decided and put in place holding the
+	// name alone: a user's create of that name waits, or is seen by
+	// buildState, and a request checked on the name's earlier owner ends
+	// first.
+	release := d.ctl.HoldNamesAlone(append(declaredNames(d.cfg()), declaredNames(cfg)...)...)
 	s := d.buildState(cfg)
 	s.pending = pending
+	reloadBuilt()
 	d.state.Store(s)
 	d.ensureDeclared(s)
+	release()
 	d.log.Info("config reloaded", "file", path, "applied", strings.Join(applied, ","), "need_restart", strings.Join(pending, ","))
 	st := &protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending, NotServed: s.problems}
 	if d.out != nil {
@@ -352,6 +359,26 @@ func (d *Daemon) Reload(path string) error {
 		d.log.Warn("config keys changed that take effect only at the next restart", "keys", strings.Join(pending, ","))
 	}
 	return nil
+}
+
+// reloadBuilt is called by Reload between deciding the declared mailboxes'
+// owners and putting them in place (a variable so that a test can act in
+// between).
+var reloadBuilt = func() {}
+
+// declaredNames are the mailbox names cfg declares, its mailboxes' and its
+// aliases' at our domains.
+func declaredNames(cfg *config.Config) []string {
+	var out []string
+	for _, m := range cfg.Mailboxes {
+		out = append(out, m.Name)
+		for _, a := range m.Aliases {
+			if local, ours := cfg.AliasLocal(a); ours {
+				out = append(out, local)
+			}
+		}
+	}
+	return out
 }
 
 // lookupMailbox finds a mailbox by name in either source.

@@ -74,6 +74,12 @@ func TestInboundStoresInTheMailboxThatJudgedIt(t *testing.T) {
 // deleteAsync deletes mailbox name in a request of its own and gives its
 // answer on the channel.
 func (td *testDaemon) deleteAsync(name string, force bool) <-chan error {
+	return td.callAsync(protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: name, Force: force})
+}
+
+// callAsync makes one request on a connection of its own and gives its
+// answer on the channel.
+func (td *testDaemon) callAsync(verb string, args any) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -84,7 +90,7 @@ func (td *testDaemon) deleteAsync(name string, force bool) <-chan error {
 			return
 		}
 		defer c.Close()
-		done <- c.Call(ctx, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: name, Force: force}, nil)
+		done <- c.Call(ctx, verb, args, nil)
 	}()
 	return done
 }

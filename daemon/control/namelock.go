@@ -46,6 +46,16 @@ func (s *Server) HoldNames(names ...string) (release func()) {
 	return s.names.share(names)
 }
 
+// HoldNamesAlone holds each of names alone, as deleting or creating a
+// mailbox does: it waits until no request on a mailbox of one of those
+// names is between its access check and its end, and no request passes its
+// check until the release. Names are taken in sorted order, once each. The
+// daemon's reload holds the names it declares or stops declaring while it
+// decides who owns them.
+func (s *Server) HoldNamesAlone(names ...string) (release func()) {
+	return s.names.alone(names)
+}
+
 // TryHoldName holds name shared, as HoldNames does, unless a delete or a
 // create of a mailbox of that name holds it or waits for it: ok is then
 // false and nothing is held. It is for a caller that must not wait, such as
@@ -112,6 +122,20 @@ func (l *nameLocks) tryShare(name string) (release func(), ok bool) {
 		n.RUnlock()
 		l.put(name, n)
 	}, true
+}
+
+// alone holds each of names alone, in sorted order, once each.
+func (l *nameLocks) alone(names []string) (release func()) {
+	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
+	held := make([]func(), len(sorted))
+	for i, name := range sorted {
+		held[i] = l.exclusive(name)
+	}
+	return func() {
+		for _, r := range held {
+			r()
+		}
+	}
 }
 
 // exclusive holds name alone: no request on a mailbox of that name is

@@ -32,6 +32,31 @@ func TestNameLocksKeepOnlyNamesInUse(t *testing.T) {
 	}
 }
 
+func TestNamesHeldAloneTogether(t *testing.T) {
+	var l nameLocks
+	release := l.alone([]string{"d", "a", "d", "c"})
+	for _, name := range []string{"a", "c", "d"} {
+		if r, ok := l.tryShare(name); ok {
+			r()
+			t.Errorf("%s is shared while held alone", name)
+		}
+	}
+	if n := l.size(); n != 3 {
+		t.Errorf("%d names in use, want 3 (a name given twice is held once)", n)
+	}
+	release()
+	for _, name := range []string{"a", "c", "d"} {
+		r, ok := l.tryShare(name)
+		if !ok {
+			t.Fatalf("%s is still held after the release", name)
+		}
+		r()
+	}
+	if n := l.size(); n != 0 {
+		t.Errorf("%d names in use after the release, want 0", n)
+	}
+}
+
 // size is the number of names in use.
 func (l *nameLocks) size() int {
 	l.mu.Lock()
