@@ -2,8 +2,10 @@ package store
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"testing"
+	"time"
 )
 
 // An id Reserve gave is not given to a delivery meanwhile, and is free
@@ -79,5 +81,48 @@ func TestCreateUnsyncedOneWriterWins(t *testing.T) {
 	m, _, err := s.Get("agent", "sent", id)
 	if err != nil || len(m.Labels) != n-1 {
 		t.Fatalf("after the race: %+v %v (want %d updates applied)", m, err, n-1)
+	}
+}
+
+// A write bound to a mailbox's identity goes into that mailbox only: once
+// the name is another mailbox's (deleted and made again), the write is
+// refused as not found, and a deferred one is dropped, leaving the new
+// mailbox empty; into the mailbox of that identity both are written.
+func TestCreateInWritesOnlyIntoThatMailbox(t *testing.T) {
+	s := newTestStore(t)
+	first, err := s.MailboxIdentity("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testMessage(1)
+	id, release, err := s.Reserve("agent", "sent", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := s.Delete("agent", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create("agent", os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := s.MailboxIdentity("agent")
+	if now == first {
+		t.Fatalf("the mailbox made again has the first one's identity %q", now)
+	}
+	if err := s.CreateUnsyncedIn(first, "agent", "sent", id, m, "body", []byte("raw\r\n"), nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a write for the deleted mailbox: %v, want ErrNotFound", err)
+	}
+	if err := s.CreateDeferredIn(first, "agent", "sent", id, m, "body", []byte("raw\r\n"), nil, time.Hour); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a deferred write for the deleted mailbox: %v, want ErrNotFound", err)
+	}
+	if s.Has("agent", "sent", id) {
+		t.Fatal("the new mailbox has the deleted one's message")
+	}
+	if err := s.CreateDeferredIn(now, "agent", "sent", id, m, "body", []byte("raw\r\n"), nil, time.Hour); err != nil {
+		t.Fatalf("a deferred write into the mailbox of that identity: %v", err)
+	}
+	if !s.Has("agent", "sent", id) {
+		t.Fatal("the write into the mailbox of that identity is not there")
 	}
 }

@@ -83,10 +83,16 @@ func (s *Store) deferredHas(mailbox, folder, id string) bool {
 // changes what is written, and the message is written once. It answers
 // ErrExists as CreateUnsynced does.
 func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData, within time.Duration) error {
+	return s.CreateDeferredIn("", mailbox, folder, id, m, body, raw, atts, within)
+}
+
+// CreateDeferredIn is CreateDeferred into the mailbox of identity in only,
+// as CreateUnsyncedIn is.
+func (s *Store) CreateDeferredIn(in, mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData, within time.Duration) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
-	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
+	mb, d, done, err := s.openFolderIn(in, mailbox, folder, true)
 	if err != nil {
 		return err
 	}
@@ -110,7 +116,7 @@ func (s *Store) CreateDeferred(mailbox, folder, id string, m *Message, body stri
 	size := len(raw) + len(body)
 	if ds.total >= maxDeferred || ds.bytes+size > maxDeferredBytes {
 		ds.mu.Unlock()
-		return s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts)
+		return s.CreateUnsyncedIn(ident.String(), mailbox, folder, id, m, body, raw, atts)
 	}
 	f.msgs[id] = &deferredMsg{id: id, m: m, body: body, raw: raw, atts: atts, mailbox: ident}
 	ds.total++
@@ -171,7 +177,7 @@ func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id
 			// with a state as new or newer): that copy stands, and a
 			// change meant for this id is for it, so the caller makes
 			// it on disk.
-			err := s.createUnsynced(mailbox, folder, dm.id, dm.m, dm.body, rawOf(dm.raw), dm.atts)
+			err := s.createUnsynced(dm.mailbox.String(), mailbox, folder, dm.id, dm.m, dm.body, rawOf(dm.raw), dm.atts)
 			if errors.Is(err, ErrExists) && dm.id == id {
 				applied, ferr = false, nil
 			}

@@ -107,7 +107,7 @@ func TestDeferredMessageLosingARaceLetsChangesReachTheFile(t *testing.T) {
 	id := deferOne(t, s, 1)
 	other := testMessage(1)
 	other.DeliveryStatus = "deferred"
-	if err := s.createUnsynced("agent", "sent", id, other, "journal body", rawOf([]byte("raw\r\n")), nil); err != nil {
+	if err := s.createUnsynced("", "agent", "sent", id, other, "journal body", rawOf([]byte("raw\r\n")), nil); err != nil {
 		t.Fatal(err)
 	}
 	err := s.UpdateUnsynced("agent", "sent", id, func(m *Message) error { m.DeliveryStatus = "failed"; return nil })

@@ -383,13 +383,23 @@ func (s *Store) Reserve(mailbox, folder string, m *Message) (id string, release 
 // as with UpdateUnsynced, the caller keeps a durable record from which it
 // writes the message again after a power loss, until a Sync.
 func (s *Store) CreateUnsynced(mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
+	return s.CreateUnsyncedIn("", mailbox, folder, id, m, body, raw, atts)
+}
+
+// CreateUnsyncedIn is CreateUnsynced into the mailbox of identity in
+// (MailboxIdentity) only: when the name is now another mailbox's, or
+// none's, it writes nothing and answers ErrNotFound. A caller that checked
+// a mailbox, then writes what it holds of that mailbox by name, takes the
+// identity before the check, so that a mailbox made since under the name
+// never gets it. An empty in is whatever mailbox has the name.
+func (s *Store) CreateUnsyncedIn(in, mailbox, folder, id string, m *Message, body string, raw []byte, atts []AttachmentData) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
 	if s.deferredHas(mailbox, folder, id) {
 		return fmt.Errorf("create %s/%s/%s: %w", mailbox, folder, id, ErrExists)
 	}
-	return s.createUnsynced(mailbox, folder, id, m, body, rawOf(raw), atts)
+	return s.createUnsynced(in, mailbox, folder, id, m, body, rawOf(raw), atts)
 }
 
 // ReplaceUnsynced writes message id into the folder as createUnsynced does,
@@ -404,7 +414,7 @@ func (s *Store) ReplaceUnsynced(mailbox, folder, id string, m *Message, body str
 	if err := s.removeLeftovers(mailbox, folder, id); err != nil {
 		return fmt.Errorf("replace %s/%s/%s: %w", mailbox, folder, id, err)
 	}
-	return s.createUnsynced(mailbox, folder, id, m, body, raw, atts)
+	return s.createUnsynced("", mailbox, folder, id, m, body, raw, atts)
 }
 
 // removeLeftovers removes whatever files of message id the folder has.
@@ -431,8 +441,8 @@ func (s *Store) removeLeftovers(mailbox, folder, id string) error {
 
 // createUnsynced is CreateUnsynced past the checks, without writing the
 // folder's deferred messages first (it is how they are written).
-func (s *Store) createUnsynced(mailbox, folder, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
-	mb, d, done, err := s.openFolderNow(mailbox, folder, true)
+func (s *Store) createUnsynced(in, mailbox, folder, id string, m *Message, body string, raw RawSource, atts []AttachmentData) error {
+	mb, d, done, err := s.openFolderIn(in, mailbox, folder, true)
 	if err != nil {
 		return err
 	}

@@ -228,9 +228,20 @@ func (s *Store) openFolder(mailbox, folder string, want func(id string) bool) (m
 // openFolderNow is openFolder without writing the folder's deferred
 // messages first.
 func (s *Store) openFolderNow(mailbox, folder string, create bool) (mb *mailbox, d *Dir, done func(), err error) {
+	return s.openFolderIn("", mailbox, folder, create)
+}
+
+// openFolderIn is openFolderNow of the mailbox of identity in only
+// (MailboxIdentity; empty: whichever has the name): the one it opens is
+// the one written to.
+func (s *Store) openFolderIn(in, mailbox, folder string, create bool) (mb *mailbox, d *Dir, done func(), err error) {
 	mb, err = s.openMailbox(mailbox)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if in != "" && identityOf(mb).String() != in {
+		mb.close()
+		return nil, nil, nil, fmt.Errorf("mailbox %s: %w (another mailbox has the name now)", mailbox, ErrNotFound)
 	}
 	d, err = mb.folder(folder, create)
 	if err != nil {

@@ -172,9 +172,19 @@ func (s *memStore) Reserve(mailbox, folder string, m *store.Message) (string, fu
 	return id, func() {}, nil
 }
 
-func (s *memStore) CreateUnsynced(mailbox, folder, id string, m *store.Message, body string, raw []byte, _ []store.AttachmentData) error {
+func (s *memStore) CreateUnsynced(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData) error {
+	return s.CreateUnsyncedIn("", mailbox, folder, id, m, body, raw, atts)
+}
+
+// MailboxIdentity is the name: a memStore's mailboxes are never made again.
+func (s *memStore) MailboxIdentity(name string) (string, error) { return name, nil }
+
+func (s *memStore) CreateUnsyncedIn(in, mailbox, folder, id string, m *store.Message, body string, raw []byte, _ []store.AttachmentData) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if in != "" && in != mailbox {
+		return store.ErrNotFound
+	}
 	k := mailbox + "/" + folder + "/" + id
 	if _, ok := s.msgs[k]; ok {
 		return store.ErrExists
@@ -186,8 +196,8 @@ func (s *memStore) CreateUnsynced(mailbox, folder, id string, m *store.Message, 
 	return nil
 }
 
-func (s *memStore) CreateDeferred(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData, _ time.Duration) error {
-	if err := s.CreateUnsynced(mailbox, folder, id, m, body, raw, atts); err != nil {
+func (s *memStore) CreateDeferredIn(in, mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData, _ time.Duration) error {
+	if err := s.CreateUnsyncedIn(in, mailbox, folder, id, m, body, raw, atts); err != nil {
 		return err
 	}
 	s.mu.Lock()

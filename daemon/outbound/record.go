@@ -106,6 +106,20 @@ func (r *Recorder) current(it *queue.Item) bool {
 	return r.CurrentID == nil || (it.MailboxID != "" && r.CurrentID(it.Mailbox) == it.MailboxID)
 }
 
+// dirOf is the identity of the mailbox directory under name now. Taken
+// before current's check, it is where a copy that check allows may be
+// written (store.CreateUnsyncedIn): a mailbox deleted and made again under
+// the name between the check and the write is another directory, and never
+// gets the first one's copy. A name with no directory gives an identity no
+// mailbox has.
+func (r *Recorder) dirOf(name string) string {
+	in, err := r.Store.MailboxIdentity(name)
+	if err != nil {
+		return "none"
+	}
+	return in
+}
+
 // orphaned reports whether it belongs to a mailbox deleted since it was
 // queued, or carries no mailbox identity: its outcome then goes to the log
 // only, once for each state the queue reports (Updated; Settled and
@@ -128,13 +142,17 @@ func (r *Recorder) orphaned(it *queue.Item) bool {
 // first attempt's state changes it. A failure is logged: the journal still
 // holds the copy, and the next Updated or the next start writes it.
 func (r *Recorder) Queued(it *queue.Item) {
-	if len(it.Copy) == 0 || r.orphaned(it) {
+	if len(it.Copy) == 0 {
+		return
+	}
+	in := r.dirOf(it.Mailbox)
+	if r.orphaned(it) {
 		return
 	}
 	c, err := decodeCopy(it.Copy)
 	if err == nil {
 		applyState(c.Message, it, r.now())
-		err = r.Store.CreateDeferred(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, it.Data, c.Attachments, cmp.Or(r.SentCopyDelay, time.Second))
+		err = r.Store.CreateDeferredIn(in, it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, it.Data, c.Attachments, cmp.Or(r.SentCopyDelay, time.Second))
 	}
 	if err != nil && !errors.Is(err, store.ErrExists) {
 		r.log().Error("cannot write the sent copy", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
@@ -146,10 +164,11 @@ func (r *Recorder) Queued(it *queue.Item) {
 // or its owner removed it). The file is replaced without fsync: the queue's
 // journal holds the state until a checkpoint has called Flush.
 func (r *Recorder) Updated(it *queue.Item) {
+	in := r.dirOf(it.Mailbox)
 	if r.orphaned(it) {
 		return
 	}
-	if err := r.update(it); err != nil {
+	if err := r.update(it, in); err != nil {
 		r.log().Error("cannot update the sent copy", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
 	}
 	if r.OnUpdated != nil {
@@ -157,7 +176,9 @@ func (r *Recorder) Updated(it *queue.Item) {
 	}
 }
 
-func (r *Recorder) update(it *queue.Item) error {
+// update brings the sent copy in the mailbox of directory identity in up
+// to date.
+func (r *Recorder) update(it *queue.Item, in string) error {
 	now := r.now()
 	set := func(m *store.Message) error {
 		applyState(m, it, now)
@@ -167,7 +188,7 @@ func (r *Recorder) update(it *queue.Item) error {
 	if !errors.Is(err, store.ErrNotFound) || it.CopySize == 0 {
 		return err
 	}
-	return r.createFromJournal(it)
+	return r.createFromJournal(it, in)
 }
 
 // Flush makes the sent copies' updates durable; it is the queue's

@@ -69,9 +69,10 @@ func applyState(m *store.Message, it *queue.Item, now time.Time) {
 }
 
 // createFromJournal writes the sent copy of it, with its current state,
-// from what the queue's journal holds. It answers store.ErrExists when the
-// copy is already there.
-func (r *Recorder) createFromJournal(it *queue.Item) error {
+// from what the queue's journal holds, into the mailbox of directory
+// identity in (dirOf). It answers store.ErrExists when the copy is already
+// there.
+func (r *Recorder) createFromJournal(it *queue.Item, in string) error {
 	if it.ReadCopy == nil || it.CopySize == 0 {
 		return fmt.Errorf("sent copy %s is missing and the queue holds none to write", it.SentID)
 	}
@@ -88,16 +89,20 @@ func (r *Recorder) createFromJournal(it *queue.Item) error {
 		return err
 	}
 	applyState(c.Message, it, r.now())
-	return r.Store.CreateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments)
+	return r.Store.CreateUnsyncedIn(in, it.Mailbox, protocol.FolderSent, it.SentID, c.Message, c.Body, raw, c.Attachments)
 }
 
 // Restore implements queue.Restorer: at start, it writes the sent copy of
 // a queued item that a crash left without one.
 func (r *Recorder) Restore(it *queue.Item) {
-	if it.CopySize == 0 || !r.current(it) || r.Store.Has(it.Mailbox, protocol.FolderSent, it.SentID) {
+	if it.CopySize == 0 {
 		return
 	}
-	if err := r.createFromJournal(it); err != nil && !errors.Is(err, store.ErrExists) {
+	in := r.dirOf(it.Mailbox)
+	if !r.current(it) || r.Store.Has(it.Mailbox, protocol.FolderSent, it.SentID) {
+		return
+	}
+	if err := r.createFromJournal(it, in); err != nil && !errors.Is(err, store.ErrExists) {
 		r.log().Error("cannot write the sent copy of a queued message", "mailbox", it.Mailbox, "id", it.SentID, "err", err)
 		return
 	}

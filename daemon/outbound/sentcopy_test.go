@@ -201,3 +201,67 @@ func TestSentCopyOfALateAttemptReadMeanwhile(t *testing.T) {
 		t.Fatalf("the sent copy after the attempt: %+v %v", m, err)
 	}
 }
+
+// TestSentCopyGoesOnlyToTheMailboxThatSent: the Recorder checks that an
+// item's mailbox is still the one that queued it, then writes the item's
+// sent copy by name: as a new item's copy (Queued), from the journal when
+// the copy is missing (Updated), or at a restart (Restore). Right after the
+// check, the mailbox is deleted and made again under its name (by anyone).
+// The copy, the first mailbox's mail, must not appear in the new mailbox.
+func TestSentCopyGoesOnlyToTheMailboxThatSent(t *testing.T) {
+	for _, path := range []string{"queued", "updated", "restore"} {
+		st := botStore(t)
+		m := &store.Message{MessageID: path + "@example.com", From: "bot@example.com", To: []string{"bob@remote.test"}, Subject: "the first owner's",
+			Outbound: true, Read: true, Mailbox: "bot", Trusted: string(protocol.NoPolicy)}
+		sentID, release, err := st.Reserve("bot", protocol.FolderSent, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		cp, err := encodeCopy(sentCopy{Message: m, Body: "the first owner's words"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := []byte("From: bot@example.com\r\nTo: bob@remote.test\r\nSubject: the first owner's\r\n\r\nthe first owner's words\r\n")
+		it := &queue.Item{ID: QueueID("bot", sentID), Mailbox: "bot", MailboxID: "bot-first", SentID: sentID, MessageID: m.MessageID,
+			MailFrom: "bot@example.com", Recipients: []protocol.RecipientStatus{{Address: "bob@remote.test", Status: queue.StatusDelivered}},
+			Data: raw, Size: int64(len(raw)), Copy: cp, CopySize: int64(len(cp)),
+			ReadCopy: func() ([]byte, error) { return cp, nil }, ReadMessage: func() ([]byte, error) { return raw, nil }}
+		checked := false
+		r := &Recorder{Store: st, SentCopyDelay: time.Hour, CurrentID: func(name string) string {
+			if name == "bot" && !checked {
+				checked = true
+				// The check passes; then the name changes hands.
+				if err := st.Delete("bot", true); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return "bot-first"
+		}}
+		switch path {
+		case "queued":
+			r.Queued(it)
+		case "updated":
+			r.Updated(it)
+		case "restore":
+			r.Restore(it)
+		}
+		if !checked {
+			t.Fatalf("%s: the mailbox was never checked", path)
+		}
+		// Listing the folder writes what the store holds deferred for it.
+		if st.Has("bot", protocol.FolderSent, sentID) {
+			t.Errorf("%s: the sent copy of the mailbox deleted after the check is in the mailbox made since under its name", path)
+		}
+		l, err := st.List("bot", protocol.FolderSent, store.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range l.Items {
+			t.Errorf("%s: the new mailbox has %q", path, got.Subject)
+		}
+	}
+}

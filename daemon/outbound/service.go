@@ -26,14 +26,18 @@ import (
 // satisfies it.
 type SentStore interface {
 	// Reserve holds an id for a sent copy written later with
-	// CreateUnsynced (ErrExists if it is there already); Has tells
+	// CreateUnsyncedIn (ErrExists if it is there already); Has tells
 	// whether it is.
 	Reserve(mailbox, folder string, m *store.Message) (id string, release func(), err error)
-	CreateUnsynced(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData) error
-	// CreateDeferred is CreateUnsynced within a delay, or earlier when
-	// the folder is read; an UpdateUnsynced meanwhile changes what is
-	// written.
-	CreateDeferred(mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData, within time.Duration) error
+	// CreateUnsyncedIn writes a sent copy into the mailbox of directory
+	// identity in (MailboxIdentity) only, never into another made since
+	// under the name.
+	CreateUnsyncedIn(in, mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData) error
+	// CreateDeferredIn is CreateUnsyncedIn within a delay, or earlier
+	// when the folder is read; an UpdateUnsynced meanwhile changes what
+	// is written.
+	CreateDeferredIn(in, mailbox, folder, id string, m *store.Message, body string, raw []byte, atts []store.AttachmentData, within time.Duration) error
+	MailboxIdentity(name string) (string, error)
 	Has(mailbox, folder, id string) bool
 	Update(mailbox, folder, id string, fn func(*store.Message) error) error
 	// UpdateUnsynced is Update without fsyncs; Sync makes such updates
