@@ -86,8 +86,8 @@ func TestCreateUnsyncedOneWriterWins(t *testing.T) {
 
 // A write bound to a mailbox's identity goes into that mailbox only: once
 // the name is another mailbox's (deleted and made again), the write is
-// refused as not found, and a deferred one is dropped, leaving the new
-// mailbox empty; into the mailbox of that identity both are written.
+// refused as not found, leaving the new mailbox as it was; in the mailbox
+// of that identity they are done.
 func TestCreateInWritesOnlyIntoThatMailbox(t *testing.T) {
 	s := newTestStore(t)
 	first, err := s.MailboxIdentity("agent")
@@ -124,5 +124,18 @@ func TestCreateInWritesOnlyIntoThatMailbox(t *testing.T) {
 	}
 	if !s.Has("agent", "sent", id) {
 		t.Fatal("the write into the mailbox of that identity is not there")
+	}
+	mark := func(m *Message) error { m.DeliveryStatus = "delivered"; return nil }
+	if err := s.UpdateUnsyncedIn(first, "agent", "sent", id, mark); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an update for the deleted mailbox: %v, want ErrNotFound", err)
+	}
+	if got, _, err := s.Get("agent", "sent", id); err != nil || got.DeliveryStatus == "delivered" {
+		t.Errorf("an update for the deleted mailbox changed the new one's message: %+v %v", got, err)
+	}
+	if err := s.UpdateUnsyncedIn(now, "agent", "sent", id, mark); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.Get("agent", "sent", id); err != nil || got.DeliveryStatus != "delivered" {
+		t.Errorf("an update in the mailbox of that identity: %+v %v", got, err)
 	}
 }

@@ -132,6 +132,12 @@ func (s *Store) CreateDeferredIn(in, mailbox, folder, id string, m *Message, bod
 // changes it first and settleSome reports that it did, with fn's error
 // (the message is then written unchanged).
 func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id string, fn func(*Message) error) (bool, error) {
+	return s.settleSomeIn("", mailbox, folder, want, id, fn)
+}
+
+// settleSomeIn is settleSome that changes id with fn only if it was made
+// for the mailbox of identity in (empty: for any).
+func (s *Store) settleSomeIn(in, mailbox, folder string, want func(id string) bool, id string, fn func(*Message) error) (bool, error) {
 	ds := &s.deferred
 	key := mailbox + "/" + folder
 	ds.mu.Lock()
@@ -164,7 +170,7 @@ func (s *Store) settleSome(mailbox, folder string, want func(id string) bool, id
 	}
 	applied, ferr := false, error(nil)
 	for _, dm := range msgs {
-		if dm.id == id && fn != nil {
+		if dm.id == id && fn != nil && (in == "" || dm.mailbox.String() == in) {
 			applied = true
 			ferr = fn(dm.m)
 		}

@@ -66,14 +66,25 @@ func (s *Store) Update(mailbox, folder, id string, fn func(*Message) error) erro
 // writeback). It is for changes the caller can redo from its own durable
 // record, such as a sent copy's delivery status from the queue's journal.
 func (s *Store) UpdateUnsynced(mailbox, folder, id string, fn func(*Message) error) error {
-	if applied, err := s.settleSome(mailbox, folder, is(id), id, fn); applied {
+	return s.UpdateUnsyncedIn("", mailbox, folder, id, fn)
+}
+
+// UpdateUnsyncedIn is UpdateUnsynced in the mailbox of identity in
+// (MailboxIdentity) only, as CreateUnsyncedIn is: a message of that id in
+// another mailbox made since under the name is left as it is (ErrNotFound).
+func (s *Store) UpdateUnsyncedIn(in, mailbox, folder, id string, fn func(*Message) error) error {
+	if applied, err := s.settleSomeIn(in, mailbox, folder, is(id), id, fn); applied {
 		return err
 	}
-	return s.updateOne(mailbox, folder, id, fn, syncNone)
+	return s.updateOneIn(in, mailbox, folder, id, fn, syncNone)
 }
 
 func (s *Store) updateOne(mailbox, folder, id string, fn func(*Message) error, mode syncMode) error {
-	res, err := s.Charged(nil).update(mailbox, folder, []string{id}, func(_ string, m *Message) (bool, error) {
+	return s.updateOneIn("", mailbox, folder, id, fn, mode)
+}
+
+func (s *Store) updateOneIn(in, mailbox, folder, id string, fn func(*Message) error, mode syncMode) error {
+	res, err := s.Charged(nil).updateIn(in, mailbox, folder, []string{id}, func(_ string, m *Message) (bool, error) {
 		return true, fn(m)
 	}, mode)
 	if err != nil {
@@ -133,8 +144,17 @@ type updateResult struct {
 // update applies fn to each message and replaces the files fn changed. Errors
 // about one message are returned per id.
 func (c Charged) update(mailbox, folder string, ids []string, fn func(string, *Message) (bool, error), mode syncMode) (map[string]updateResult, error) {
+	return c.updateIn("", mailbox, folder, ids, fn, mode)
+}
+
+// updateIn is update in the mailbox of identity in only (empty: whichever
+// has the name).
+func (c Charged) updateIn(in, mailbox, folder string, ids []string, fn func(string, *Message) (bool, error), mode syncMode) (map[string]updateResult, error) {
 	res := make(map[string]updateResult, len(ids))
 	err := c.s.inFolder(mailbox, folder, among(ids), func(f openedFolder) error {
+		if in != "" && identityOf(f.mb).String() != in {
+			return fmt.Errorf("mailbox %s: %w (another mailbox has the name now)", mailbox, ErrNotFound)
+		}
 		// Each file is synced as it is replaced; one directory fsync at
 		// the end then makes all the new names durable.
 		fileMode := mode

@@ -233,7 +233,10 @@ func (s *memStore) Update(mailbox, folder, id string, fn func(*store.Message) er
 	return nil
 }
 
-func (s *memStore) UpdateUnsynced(mailbox, folder, id string, fn func(*store.Message) error) error {
+func (s *memStore) UpdateUnsyncedIn(in, mailbox, folder, id string, fn func(*store.Message) error) error {
+	if in != "" && in != mailbox {
+		return store.ErrNotFound
+	}
 	return s.Update(mailbox, folder, id, fn)
 }
 

@@ -184,7 +184,7 @@ func (r *Recorder) update(it *queue.Item, in string) error {
 		applyState(m, it, now)
 		return nil
 	}
-	err := r.Store.UpdateUnsynced(it.Mailbox, protocol.FolderSent, it.SentID, set)
+	err := r.Store.UpdateUnsyncedIn(in, it.Mailbox, protocol.FolderSent, it.SentID, set)
 	if !errors.Is(err, store.ErrNotFound) || it.CopySize == 0 {
 		return err
 	}

@@ -207,9 +207,11 @@ func TestSentCopyOfALateAttemptReadMeanwhile(t *testing.T) {
 // sent copy by name: as a new item's copy (Queued), from the journal when
 // the copy is missing (Updated), or at a restart (Restore). Right after the
 // check, the mailbox is deleted and made again under its name (by anyone).
-// The copy, the first mailbox's mail, must not appear in the new mailbox.
+// The copy, the first mailbox's mail, must not appear in the new mailbox,
+// and the item's state must not change a message of the new mailbox that
+// has the copy's id (its owner may make one).
 func TestSentCopyGoesOnlyToTheMailboxThatSent(t *testing.T) {
-	for _, path := range []string{"queued", "updated", "restore"} {
+	for _, path := range []string{"queued", "updated", "restore", "updated over one of that id"} {
 		st := botStore(t)
 		m := &store.Message{MessageID: path + "@example.com", From: "bot@example.com", To: []string{"bob@remote.test"}, Subject: "the first owner's",
 			Outbound: true, Read: true, Mailbox: "bot", Trusted: string(protocol.NoPolicy)}
@@ -238,6 +240,12 @@ func TestSentCopyGoesOnlyToTheMailboxThatSent(t *testing.T) {
 				if _, err := st.Create("bot", os.Getuid(), os.Getgid()); err != nil {
 					t.Fatal(err)
 				}
+				if path == "updated over one of that id" {
+					own := &store.Message{MessageID: "own@example.com", Subject: "the new owner's", Mailbox: "bot"}
+					if err := st.CreateUnsynced("bot", protocol.FolderSent, sentID, own, "mine", nil, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			return "bot-first"
 		}}
@@ -248,6 +256,13 @@ func TestSentCopyGoesOnlyToTheMailboxThatSent(t *testing.T) {
 			r.Updated(it)
 		case "restore":
 			r.Restore(it)
+		case "updated over one of that id":
+			r.Updated(it)
+			got, _, err := st.Get("bot", protocol.FolderSent, sentID)
+			if err != nil || got.Subject != "the new owner's" || got.DeliveryStatus != "" || len(got.DeliveryDetails) != 0 {
+				t.Errorf("%s: the new mailbox's message of that id changed: %+v %v", path, got, err)
+			}
+			continue
 		}
 		if !checked {
 			t.Fatalf("%s: the mailbox was never checked", path)

@@ -42,7 +42,9 @@ type SentStore interface {
 	Update(mailbox, folder, id string, fn func(*store.Message) error) error
 	// UpdateUnsynced is Update without fsyncs; Sync makes such updates
 	// durable. The queue's journal can redo them until then.
-	UpdateUnsynced(mailbox, folder, id string, fn func(*store.Message) error) error
+	// UpdateUnsyncedIn changes it in the mailbox of directory identity in
+	// only.
+	UpdateUnsyncedIn(in, mailbox, folder, id string, fn func(*store.Message) error) error
 	Sync() error
 	Get(mailbox, folder, id string) (*store.Message, string, error)
 	// Header reads a message's frontmatter only, whatever its body.
