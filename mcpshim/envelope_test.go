@@ -1,8 +1,11 @@
 package mcpshim
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/protocol"
 )
 
 func TestClip(t *testing.T) {
@@ -20,6 +23,33 @@ func TestClip(t *testing.T) {
 	} {
 		if got := clip(tc.in, tc.n); got != tc.want {
 			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestStoppedErrorKeepsTheNextAction: a call the server's stop cancelled
+// answers unavailable; the next action the call had (wait again with
+// since, say) stays, and a call that had none, or failed with a plain
+// error, gets none.
+func TestStoppedErrorKeepsTheNextAction(t *testing.T) {
+	next := &NextAction{Instruction: "wait again", Tool: "email_wait"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want *NextAction
+	}{
+		{"with a next action", withNext(fail(protocol.CodeTimeout, "timed out"), next), next},
+		{"a tool error without one", fail(protocol.CodeTimeout, "timed out"), nil},
+		{"a plain error", errors.New("cancelled"), nil},
+	} {
+		err := stoppedError(tc.err)
+		var te *toolError
+		if !errors.As(err, &te) || te.err.Code != protocol.CodeUnavailable {
+			t.Errorf("%s: %v, want unavailable", tc.name, err)
+			continue
+		}
+		if te.next != tc.want {
+			t.Errorf("%s: next action %+v, want %+v", tc.name, te.next, tc.want)
 		}
 	}
 }

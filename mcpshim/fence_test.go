@@ -38,3 +38,30 @@ func TestTrustWhyAuthentication(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustWhyNamesWhatMadeItTrusted: a trusted message says which of the
+// two ways made it so. A local submission is trusted by the submitting
+// mailbox, a remote message by authentication; a local submission that is
+// not trusted says what failed, never that the submission made it trusted.
+func TestTrustWhyNamesWhatMadeItTrusted(t *testing.T) {
+	tests := []struct {
+		name string
+		m    protocol.Message
+		want string
+	}{
+		{"trusted remote mail",
+			protocol.Message{MessageSummary: protocol.MessageSummary{From: "a@org.test", Trusted: protocol.Trusted}},
+			"the sender's domain is authenticated (aligned DKIM or SPF)"},
+		{"trusted local submission",
+			protocol.Message{MessageSummary: protocol.MessageSummary{From: "bot@here.test", Trusted: protocol.Trusted}, SubmittedBy: "bot"},
+			"submitted on this host by the mailbox bot"},
+		{"untrusted local submission",
+			protocol.Message{MessageSummary: protocol.MessageSummary{From: "bot@here.test", Trusted: protocol.Untrusted}, SubmittedBy: "bot"},
+			"not authenticated"},
+	}
+	for _, tc := range tests {
+		if got := trustWhy(&tc.m); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: why %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
