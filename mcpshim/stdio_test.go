@@ -247,6 +247,14 @@ func TestResourceErrorCodes(t *testing.T) {
 		{r, "resources/read", "mailctl://mailbox/ghost/inbox", -32602, "not_found", "mailbox_list"},
 		{r, "resources/read", "mailctl://mailbox/agent/inbox/nope", -32602, "not_found", "email_list"},
 		{r, "resources/read", "mailctl://mailbox/ghost/inbox/nope", -32602, "not_found", "mailbox_list"},
+		// URIs that name no resource of the server: another scheme, dot
+		// segments, too many segments (the SDK's own answer had no data.code).
+		{r, "resources/read", "file:///etc/passwd", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/../../../etc", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/x/y/z", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/x/notraw", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/..", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/./x/raw", -32602, "invalid_input", ""},
 		{down, "resources/subscribe", "mailctl://mailbox/agent/inbox", -32603, "unavailable", ""},
 		{down, "resources/read", "mailctl://mailboxes", -32603, "unavailable", ""},
 	} {
