@@ -76,7 +76,7 @@ func (s *Server) readTemplated(ctx context.Context, req *mcp.ReadResourceRequest
 	uri := req.Params.URI
 	name, rest, ok := parseMailboxURI(uri)
 	if !ok {
-		return nil, mcp.ResourceNotFoundError(uri)
+		return nil, notOurURI(uri)
 	}
 	switch {
 	case len(rest) == 1 && rest[0] == protocol.FolderInbox:
@@ -100,7 +100,40 @@ func (s *Server) readTemplated(ctx context.Context, req *mcp.ReadResourceRequest
 		}
 		return textResource(uri, "text/markdown", messageMarkdown(m)), nil
 	}
-	return nil, mcp.ResourceNotFoundError(uri)
+	return nil, notOurURI(uri)
+}
+
+// notOurURI is the error for a URI that names no resource of this server
+// (another scheme, a path with empty or dot segments, too many segments):
+// the SDK's own "Resource not found" carries no data.code, and clients match
+// codes.
+func notOurURI(uri string) error {
+	return badURI(uri, fmt.Sprintf("Resource not found: %q is not a mailctl resource; use %s, %s, %s or %s",
+		uri, URIMailboxes, templateInbox, templateMessage, templateMessageRaw))
+}
+
+// resourceURIErrors gives the SDK's answer to a resources/read whose URI
+// matches no resource or template (it never reaches readTemplated) the
+// data.code every other resource error has.
+func (s *Server) resourceURIErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var rpc *jsonrpc.Error
+		if method != "resources/read" || !errors.As(err, &rpc) || rpc.Code != mcp.CodeResourceNotFound {
+			return res, err
+		}
+		var data struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(rpc.Data, &data) == nil && data.Code != "" {
+			return res, err
+		}
+		p, ok := req.GetParams().(*mcp.ReadResourceParams)
+		if !ok || p == nil {
+			return res, err
+		}
+		return nil, notOurURI(p.URI)
+	}
 }
 
 // resourceErr turns a daemon error about uri into the JSON-RPC error MCP

@@ -142,7 +142,7 @@ func New(opts Options) *Server {
 			Prompts:   &mcp.PromptCapabilities{},
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop, s.cancelWithPOST)
+	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop, s.cancelWithPOST, s.resourceURIErrors)
 	for _, spec := range s.toolSpecs() {
 		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,6 +247,14 @@ func TestResourceErrorCodes(t *testing.T) {
 		{r, "resources/read", "mailctl://mailbox/ghost/inbox", -32602, "not_found", "mailbox_list"},
 		{r, "resources/read", "mailctl://mailbox/agent/inbox/nope", -32602, "not_found", "email_list"},
 		{r, "resources/read", "mailctl://mailbox/ghost/inbox/nope", -32602, "not_found", "mailbox_list"},
+		// URIs that name no resource of the server: another scheme, dot
+		// segments, too many segments (the SDK's own answer had no data.code).
+		{r, "resources/read", "file:///etc/passwd", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/../../../etc", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/x/y/z", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/x/notraw", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/inbox/..", -32602, "invalid_input", ""},
+		{r, "resources/read", "mailctl://mailbox/agent/./x/raw", -32602, "invalid_input", ""},
 		{down, "resources/subscribe", "mailctl://mailbox/agent/inbox", -32603, "unavailable", ""},
 		{down, "resources/read", "mailctl://mailboxes", -32603, "unavailable", ""},
 	} {
@@ -265,6 +274,34 @@ func TestResourceErrorCodes(t *testing.T) {
 	r.send(`{"jsonrpc":"2.0","id":"ok","method":"resources/subscribe","params":{"uri":"mailctl://mailbox/agent/inbox"}}`)
 	if m := r.reply(t, "ok"); m["error"] != nil {
 		t.Fatalf("subscribing to an inbox: %v", m)
+	}
+}
+
+// Regression: prompts/get without an argument the prompt declares required
+// answered with a prompt naming empty mailboxes and ids; it is -32602 with
+// data.code invalid_input, and a blank argument counts as missing.
+func TestPromptMissingRequiredArgument(t *testing.T) {
+	r := startRaw(t, New(Options{SocketPath: noDaemon(t)}), 0)
+	for i, c := range []struct {
+		name, args, missing string
+	}{
+		{"triage_inbox", `{}`, "mailbox"},
+		{"triage_inbox", `{"mailbox":" "}`, "mailbox"},
+		{"answer_message", `{"mailbox":"agent"}`, "id"},
+		{"setup_hook_safely", `{"command":"/bin/true"}`, "mailbox"},
+	} {
+		id := fmt.Sprint(200 + i)
+		r.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"prompts/get","params":{"name":"` + c.name + `","arguments":` + c.args + `}}`)
+		m := r.reply(t, id)
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e == nil || e["code"] != float64(-32602) || data["code"] != "invalid_input" || !strings.Contains(fmt.Sprint(e["message"]), strconv.Quote(c.missing)) {
+			t.Errorf("%s %s: want -32602 invalid_input naming %q, got %v", c.name, c.args, c.missing, m)
+		}
+	}
+	r.send(`{"jsonrpc":"2.0","id":"ok","method":"prompts/get","params":{"name":"answer_message","arguments":{"mailbox":"agent","id":"x"}}}`)
+	if m := r.reply(t, "ok"); m["result"] == nil {
+		t.Errorf("a prompt with its required arguments: %v", m)
 	}
 }
 
