@@ -195,17 +195,34 @@ func TestWatchIsBoundToTheMailboxNotItsName(t *testing.T) {
 	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "w"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Events reach one watch in order: the sentinel's comes first only if
-	// the new mailbox's was not sent.
+	// Events reach one watch in order: the deletion of w, then the
+	// sentinel's, which comes next only if the new mailbox's was not sent.
 	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "w", ID: "of-the-new-mailbox"}, "")
 	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "sentinel", ID: "sentinel"}, "")
-	select {
-	case ev := <-events:
-		if ev.ID != "sentinel" {
-			t.Errorf("the watch on the deleted mailbox got %+v", ev)
+	for _, want := range []protocol.Event{{Type: protocol.EventMailboxDeleted, Mailbox: "w"}, {Type: protocol.EventNewMail, Mailbox: "sentinel", ID: "sentinel"}} {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the watch ended before %+v: it still names sentinel", want)
+			}
+			if ev.Type != want.Type || ev.Mailbox != want.Mailbox || ev.ID != want.ID {
+				t.Errorf("the watch on the deleted mailbox got %+v, want %+v", ev, want)
+			}
+		case <-ctx.Done():
+			t.Fatal("no event")
 		}
-	case <-ctx.Done():
-		t.Fatal("no event")
+	}
+
+	// Once the last mailbox it names is deleted, the watch ends.
+	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "sentinel", Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev := range events {
+		got = append(got, ev.Type+" "+ev.Mailbox)
+	}
+	if len(got) != 1 || got[0] != protocol.EventMailboxDeleted+" sentinel" {
+		t.Errorf("the watch's last events: %q, want the deletion of sentinel, then its end", got)
 	}
 }
 

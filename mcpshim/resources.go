@@ -338,7 +338,7 @@ func (ss *subscriptions) follow(mailbox string, w *watch, events <-chan protocol
 	uri := InboxURI(mailbox)
 	for {
 		for ev := range events {
-			if ev.Type != protocol.EventNewMail && ev.Type != protocol.EventMailboxChanged {
+			if ev.Type != protocol.EventNewMail && ev.Type != protocol.EventMailboxChanged && ev.Type != protocol.EventMailboxDeleted {
 				continue
 			}
 			ss.s.log.Debug("mailbox changed", "mailbox", ev.Mailbox, "type", ev.Type)

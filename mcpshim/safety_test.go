@@ -492,3 +492,38 @@ func TestEmailWaitNextActionAfterRestart(t *testing.T) {
 		t.Fatalf("timeout next_action arguments %v: the text filter is lost", args)
 	}
 }
+
+// TestWaitsOnADeletedMailboxEnd: a mailbox is deleted while an email_wait
+// waits for mail in it and a session is subscribed to its inbox. The wait
+// answers at once that the mailbox is gone (not_found), instead of waiting
+// out its time and saying no mail came; the subscription is told the
+// inbox changed (a read of it then says not found) and its watch ends.
+func TestWaitsOnADeletedMailboxEnd(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "gone")
+	uri := InboxURI("gone")
+	if err := e.cs.Subscribe(e.ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the subscription's watch", func() bool { return e.d.Watchers() == 1 })
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := e.cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "email_wait", Arguments: map[string]any{"mailbox": "gone", "timeout_secs": 25}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	testwait.For(t, "the wait's watch", func() bool { return e.d.Watchers() == 2 })
+	e.ok("mailbox_delete", map[string]any{"name": "gone", "force": true}, nil)
+
+	res := <-done
+	if res == nil || !res.IsError {
+		t.Fatalf("the wait on a deleted mailbox: %+v, want an error", res)
+	}
+	if sc := res.StructuredContent.(map[string]any); sc["code"] != protocol.CodeNotFound {
+		t.Errorf("the wait on a deleted mailbox answered %v, want not_found", sc)
+	}
+	testwait.For(t, "resources/updated for the deleted inbox", func() bool { return slices.Contains(e.updates(), uri) })
+	testwait.For(t, "no watch left on the deleted mailbox", func() bool { return e.d.Watchers() == 0 })
+}

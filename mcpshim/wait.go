@@ -146,6 +146,9 @@ func (w *waiter) watch(ctx context.Context, events <-chan protocol.Event) (strin
 				}
 				return "", EmailWaitData{}, nil, watchEnded(w.in, w.start)
 			}
+			if ev.Type == protocol.EventMailboxDeleted && ev.Mailbox == w.in.Mailbox {
+				return "", EmailWaitData{}, nil, fail(protocol.CodeNotFound, "mailbox %s was deleted while this call waited for mail in it", w.in.Mailbox)
+			}
 			if !w.wanted(ev) {
 				continue
 			}

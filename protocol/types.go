@@ -604,11 +604,15 @@ type WatchArgs struct {
 	Mailboxes []string `json:"mailboxes,omitempty"`
 }
 
-// Event kinds streamed by watch.
+// Event kinds streamed by watch. EventMailboxDeleted says the mailbox was
+// deleted: a watch that named it hears nothing more of the name (a mailbox
+// made later under it is another one), and ends after this event when it
+// named no other mailbox still there.
 const (
 	EventNewMail        = "new_mail"
 	EventDeliveryStatus = "delivery_status"
 	EventMailboxChanged = "mailbox_changed"
+	EventMailboxDeleted = "mailbox_deleted"
 )
 
 // Event is one item of a watch stream.

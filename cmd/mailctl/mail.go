@@ -434,7 +434,8 @@ func mailWait(args []string) int {
 		`Blocks until a new message that matches the filters arrives in the mailbox's
 inbox, then prints it as a list row (--json: the whole message) and exits 0.
 Only mail that arrives after it says "waiting" (on stderr) counts. When
---timeout passes first it exits 75; --timeout 0 waits without end.`, false)
+--timeout passes first it exits 75; --timeout 0 waits without end. When the
+mailbox is deleted meanwhile it exits 3 (not found).`, false)
 	from := mf.fs.String("from", "", "only a message whose sender contains this")
 	subject := mf.fs.String("subject", "", "only a message whose subject contains this")
 	text := mf.fs.String("text", "", "only a message whose body contains this")
@@ -493,6 +494,9 @@ func waitForMail(ctx context.Context, mf *mailFlags, from, subject, text string)
 		case ev, ok := <-events:
 			if !ok {
 				return nil, watchEnded(ctx)
+			}
+			if ev.Type == protocol.EventMailboxDeleted && ev.Mailbox == mf.mailbox {
+				return nil, protocol.Errorf(protocol.CodeNotFound, "mailbox %s was deleted while waiting for mail in it", inert(mf.mailbox))
 			}
 			if !mayMatch(ev, mf.mailbox, from, subject) {
 				continue

@@ -207,6 +207,24 @@ func TestMailCLIInbox(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout.String()), &got); err != nil || !strings.Contains(got.Subject, "code") {
 		t.Fatalf("wait --json: %v\n%s", err, stdout.String())
 	}
+
+	// A wait on a mailbox deleted meanwhile ends at once, saying so.
+	run("mailboxes", "create", "brief")
+	cmd = exec.Command(os.Args[0], "mail", "wait", "--mailbox", "brief", "--timeout", "30s")
+	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
+	var gone testproc.Output
+	cmd.Stderr = &gone
+	var waitGone testproc.Proc
+	if err := waitGone.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(waitGone.Kill9)
+	testwait.For(t, "mail wait to start watching brief", func() bool { return strings.Contains(gone.String(), "waiting for new mail in brief") })
+	run("mailboxes", "delete", "brief", "--force", "--yes")
+	testwait.For(t, "mail wait on a deleted mailbox to end", waitGone.Exited)
+	if st := waitGone.State(); st.ExitCode() != 3 || !strings.Contains(gone.String(), "was deleted") {
+		t.Errorf("wait on a deleted mailbox: %v: %s", st, gone.String())
+	}
 }
 
 // smtpSend hands msg to the dev SMTP server at addr, for agent@mailctl.test.

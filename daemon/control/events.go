@@ -20,6 +20,10 @@ type subscriber struct {
 	caller    Caller
 	mailboxes map[string]string // name -> identity; nil: every mailbox the caller may see
 	ch        chan protocol.Event
+	// gone is closed when every mailbox the watch names is deleted
+	// (ended says it is, under the hub's lock): the watch then ends.
+	gone  chan struct{}
+	ended bool
 }
 
 func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
@@ -47,6 +51,36 @@ func (h *hub) publish(ev protocol.Event, m *registry.Mailbox) {
 	}
 }
 
+// deleted tells every subscriber allowed to see m that it was deleted. A
+// watch that named it hears nothing more of that name (a mailbox made
+// later under it is another one), and ends when it named no other mailbox
+// still there; a watch of every mailbox of its caller goes on.
+func (h *hub) deleted(m *registry.Mailbox, at time.Time) {
+	ev := protocol.Event{Type: protocol.EventMailboxDeleted, Mailbox: m.Name, At: at.UTC()}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if !s.caller.Root() && s.caller.UID != m.UID {
+			continue
+		}
+		if s.mailboxes != nil && s.mailboxes[m.Name] != m.ID {
+			continue
+		}
+		select {
+		case s.ch <- ev:
+		default:
+		}
+		if s.mailboxes == nil {
+			continue
+		}
+		delete(s.mailboxes, m.Name)
+		if len(s.mailboxes) == 0 && !s.ended {
+			s.ended = true
+			close(s.gone)
+		}
+	}
+}
+
 func (h *hub) add(s *subscriber)    { h.mu.Lock(); h.subs[s] = struct{}{}; h.mu.Unlock() }
 func (h *hub) remove(s *subscriber) { h.mu.Lock(); delete(h.subs, s); h.mu.Unlock() }
 
@@ -64,7 +98,7 @@ func (s *Server) Emit(ev protocol.Event, id string) {
 // handleWatch acknowledges the watch, then streams events on the request's id
 // until the connection ends or the daemon stops.
 func handleWatch(ctx context.Context, s *Server, c *call, a *protocol.WatchArgs) (any, error) {
-	sub := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256)}
+	sub := &subscriber{caller: c.caller, ch: make(chan protocol.Event, 256), gone: make(chan struct{})}
 	if len(c.boxes) > 0 {
 		sub.mailboxes = map[string]string{}
 		for _, m := range c.boxes {
@@ -81,6 +115,18 @@ func handleWatch(ctx context.Context, s *Server, c *call, a *protocol.WatchArgs)
 		case ev := <-sub.ch:
 			if err := c.w.send(protocol.Response{ID: c.id, Event: &ev}); err != nil {
 				return nil, nil
+			}
+		case <-sub.gone:
+			// What came before, the deletion last; then the watch ends.
+			for {
+				select {
+				case ev := <-sub.ch:
+					if err := c.w.send(protocol.Response{ID: c.id, Event: &ev}); err != nil {
+						return nil, nil
+					}
+				default:
+					return nil, protocol.Errorf(protocol.CodeNotFound, "every mailbox this watch named was deleted")
+				}
 			}
 		case <-ctx.Done():
 			return nil, nil

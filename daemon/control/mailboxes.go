@@ -250,6 +250,7 @@ func (s *Server) detachMailbox(c *call, a *protocol.MailboxDeleteArgs) (*store.D
 		return nil, err
 	}
 	s.dropQueued(c.box().ID)
+	s.events.deleted(c.box(), s.now())
 	return detached, nil
 }
 
