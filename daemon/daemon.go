@@ -11,9 +11,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -343,9 +345,14 @@ func (d *Daemon) Reload(path string) error {
 	s := d.buildState(cfg)
 	s.pending = pending
 	reloadBuilt()
-	d.state.Store(s)
+	old := d.state.Swap(s)
 	d.ensureDeclared(s)
 	release()
+	for _, name := range slices.Sorted(maps.Keys(old.declared)) {
+		if now, ok := s.declared[name]; !ok || now.ID != old.declared[name].ID {
+			d.ctl.MailboxGone(old.declared[name])
+		}
+	}
 	d.log.Info("config reloaded", "file", path, "applied", strings.Join(applied, ","), "need_restart", strings.Join(pending, ","))
 	st := &protocol.ReloadStatus{Count: count, At: d.now().UTC(), OK: true, Applied: applied, Pending: pending, NotServed: s.problems}
 	if d.out != nil {

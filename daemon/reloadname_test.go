@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
@@ -72,5 +75,46 @@ func TestReloadAndCreateOfANameDoNotInterleave(t *testing.T) {
 	}
 	if m.UID != declared.UID {
 		t.Errorf("decl is served to uid %d, want the declared owner's %d", m.UID, declared.UID)
+	}
+}
+
+// TestReloadEndsWatchesOfAMailboxItStopsDeclaring: a mailbox the operator
+// takes out of config.toml is gone as a deleted one is: a watch on it
+// hears so and ends, instead of staying open on a name that may be given
+// to someone else.
+func TestReloadEndsWatchesOfAMailboxItStopsDeclaring(t *testing.T) {
+	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
+	td := startDaemon(t, declared)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	events, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{"decl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := td.dir + "/config.toml"
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(text), declared, "\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := td.lookupMailbox("decl"); ok {
+		t.Fatal("decl is still served after the reload")
+	}
+	var got []string
+	for ev := range events {
+		got = append(got, ev.Type+" "+ev.Mailbox)
+	}
+	if ctx.Err() != nil || len(got) != 1 || got[0] != protocol.EventMailboxDeleted+" decl" {
+		t.Errorf("the watch on decl after the reload: %q (%v), want its deletion, then its end", got, ctx.Err())
 	}
 }

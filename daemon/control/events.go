@@ -81,6 +81,11 @@ func (h *hub) deleted(m *registry.Mailbox, at time.Time) {
 	}
 }
 
+// MailboxGone tells the watches of m that it is gone, as a delete does: the
+// daemon's reload calls it for a declared mailbox it stops serving (taken
+// out of config.toml, or given another owner).
+func (s *Server) MailboxGone(m *registry.Mailbox) { s.events.deleted(m, s.now()) }
+
 func (h *hub) add(s *subscriber)    { h.mu.Lock(); h.subs[s] = struct{}{}; h.mu.Unlock() }
 func (h *hub) remove(s *subscriber) { h.mu.Lock(); delete(h.subs, s); h.mu.Unlock() }
 
