@@ -527,3 +527,20 @@ func TestWaitsOnADeletedMailboxEnd(t *testing.T) {
 	testwait.For(t, "resources/updated for the deleted inbox", func() bool { return slices.Contains(e.updates(), uri) })
 	testwait.For(t, "no watch left on the deleted mailbox", func() bool { return e.d.Watchers() == 0 })
 }
+
+// TestFiltersAreBounded: a filter of email_list or email_wait past 2,048
+// characters is invalid input, as a search query is, never a search the
+// daemon runs.
+func TestFiltersAreBounded(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "agent")
+	long := strings.Repeat("x", MaxFilterLen+1)
+	for _, f := range []string{"from", "subject", "text", "query", "thread_id", "label"} {
+		e.fail("email_list", map[string]any{"mailbox": "agent", f: long}, protocol.CodeInvalidInput)
+	}
+	for _, f := range []string{"from", "subject", "text"} {
+		e.fail("email_wait", map[string]any{"mailbox": "agent", f: long, "timeout_secs": 1}, protocol.CodeInvalidInput)
+	}
+	var l EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent", "text": strings.Repeat("x", MaxFilterLen)}, &l)
+}

@@ -46,7 +46,20 @@ func (s *Server) toolEmailWait() toolSpec {
 		sc.Properties["timeout_secs"].Maximum = new(float64(MaxWaitSecs))
 		sc.Properties["max_chars"].Minimum = new(0.0)
 		sc.Properties["max_chars"].Maximum = new(float64(MaxReadWindow))
+		boundFilters(sc, "from", "subject", "text")
 	}, s.emailWait)
+}
+
+// MaxFilterLen bounds the bytes of a filter or a query, as the daemon does
+// (store.MaxSearchLen).
+const MaxFilterLen = 2048
+
+// boundFilters gives the string properties names of a tool's schema the
+// filters' bound.
+func boundFilters(sc *jsonschema.Schema, names ...string) {
+	for _, n := range names {
+		sc.Properties[n].MaxLength = new(MaxFilterLen)
+	}
 }
 
 func (s *Server) emailWait(ctx context.Context, req *mcp.CallToolRequest, in *emailWaitArgs) (string, EmailWaitData, *NextAction, error) {

@@ -524,6 +524,11 @@ func (s *Store) count(db *sql.DB, version uint64, query string, args ...any) (in
 // List returns one page of the messages of a folder (or, for a search that
 // names folders, of the mailbox), newest first.
 func (s *Store) List(mailbox, folder string, q Query) (Page, error) {
+	for _, f := range []struct{ name, v string }{{"from", q.From}, {"subject", q.Subject}, {"text", q.Text}, {"thread_id", q.ThreadID}, {"label", q.Label}} {
+		if len(f.v) > MaxSearchLen {
+			return Page{}, &SearchError{Reason: fmt.Sprintf("the %s filter is %d bytes long, the maximum is %d", f.name, len(f.v), MaxSearchLen)}
+		}
+	}
 	var search *searchNode
 	if strings.TrimSpace(q.Search) != "" {
 		var err error

@@ -31,8 +31,8 @@ import (
 // ParseSearch turns a query into a tree; an error names the token it could
 // not read.
 
-// MaxSearchLen bounds a query's length, and maxSearchTerms and
-// maxSearchDepth its terms and nesting.
+// MaxSearchLen bounds a query's length, and a filter's (List), and
+// maxSearchTerms and maxSearchDepth a query's terms and nesting.
 const (
 	MaxSearchLen   = 2048
 	maxSearchTerms = 64

@@ -312,3 +312,18 @@ func FuzzParseSearch(f *testing.F) {
 		}
 	})
 }
+
+// A filter longer than a search query may be is refused, not run.
+func TestListFiltersAreBounded(t *testing.T) {
+	s := newTestStore(t)
+	long := strings.Repeat("é", MaxSearchLen/2+1)
+	for _, q := range []Query{{From: long}, {Subject: long}, {Text: long}, {ThreadID: long}, {Label: long}} {
+		var se *SearchError
+		if _, err := s.List("agent", "inbox", q); !errors.As(err, &se) {
+			t.Errorf("%+v: %v, want a SearchError", q, err)
+		}
+	}
+	if _, err := s.List("agent", "inbox", Query{Text: strings.Repeat("x", MaxSearchLen)}); err != nil {
+		t.Errorf("a filter of the most bytes: %v", err)
+	}
+}
