@@ -239,6 +239,24 @@ func (td *testDaemon) call(t testing.TB, verb string, args, out any) error {
 	return c.Call(ctx, verb, args, out)
 }
 
+// watch opens a watch of mailboxes on a connection of its own, which ends
+// with the test or after 10 s; ctx ends then too.
+func (td *testDaemon) watch(t testing.TB, mailboxes ...string) (context.Context, <-chan protocol.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	c, err := protocol.Dial(ctx, td.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	events, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: mailboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, events
+}
+
 // daemonMain runs a daemon from a config file until killed (crash tests).
 func daemonMain(path string) int {
 	if os.Getenv("MAILCTL_TEST_HOLD_INDEX") != "" {

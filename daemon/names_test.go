@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -178,17 +177,7 @@ func TestWatchIsBoundToTheMailboxNotItsName(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := protocol.Dial(ctx, td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	events, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{"w", "sentinel"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, events := td.watch(t, "w", "sentinel")
 	if err := td.call(t, protocol.VerbMailboxDelete, protocol.MailboxDeleteArgs{Name: "w", Force: true}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
@@ -85,17 +83,7 @@ func TestReloadAndCreateOfANameDoNotInterleave(t *testing.T) {
 func TestReloadEndsWatchesOfAMailboxItStopsDeclaring(t *testing.T) {
 	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
 	td := startDaemon(t, declared)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := protocol.Dial(ctx, td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	events, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{"decl"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, events := td.watch(t, "decl")
 	path := td.dir + "/config.toml"
 	text, err := os.ReadFile(path)
 	if err != nil {

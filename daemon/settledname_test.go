@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -180,17 +179,7 @@ func TestDeliveryStatusReachesOnlyTheMailboxThatSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	td.ensureMine(t, "w")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := protocol.Dial(ctx, td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	events, err := c.Watch(ctx, protocol.WatchArgs{Mailboxes: []string{"w", "sentinel"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, events := td.watch(t, "w", "sentinel")
 	// The first mailbox's message changes state (its queue item settles
 	// after the name changed hands); events reach one watch in order, so
 	// the sentinel's comes first only if that one was not sent.

@@ -38,16 +38,23 @@ func (h *hub) publish(ev protocol.Event, m *registry.Mailbox) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		if !s.caller.Root() && s.caller.UID != m.UID {
-			continue
+		if s.hears(m) {
+			s.offer(ev)
 		}
-		if s.mailboxes != nil && s.mailboxes[m.Name] != m.ID {
-			continue
-		}
-		select {
-		case s.ch <- ev:
-		default:
-		}
+	}
+}
+
+// hears reports whether s is told of mailbox m: its caller may see m, and
+// it watches every mailbox of its caller or names that very mailbox.
+func (s *subscriber) hears(m *registry.Mailbox) bool {
+	return (s.caller.Root() || s.caller.UID == m.UID) && (s.mailboxes == nil || s.mailboxes[m.Name] == m.ID)
+}
+
+// offer queues ev for s, or drops it when s does not keep up.
+func (s *subscriber) offer(ev protocol.Event) {
+	select {
+	case s.ch <- ev:
+	default:
 	}
 }
 
@@ -60,16 +67,10 @@ func (h *hub) deleted(m *registry.Mailbox, at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		if !s.caller.Root() && s.caller.UID != m.UID {
+		if !s.hears(m) {
 			continue
 		}
-		if s.mailboxes != nil && s.mailboxes[m.Name] != m.ID {
-			continue
-		}
-		select {
-		case s.ch <- ev:
-		default:
-		}
+		s.offer(ev)
 		if s.mailboxes == nil {
 			continue
 		}
