@@ -58,7 +58,7 @@ func TestOneOwnerCannotTakeEveryHookSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	share := fmt.Sprintf("of uid %d already running or waiting", hog.UID)
+	share := fmt.Sprintf("dropped: %d hook runs of uid %d already running or waiting", running+waiting, hog.UID)
 	dropped := r.Log.List(func(run protocol.HookRun) bool { return strings.Contains(run.Error, share) }, 0)
 	if len(dropped) != extra {
 		t.Errorf("%d of the hog's runs were dropped for its share, want %d: %+v", len(dropped), extra, r.Log.List(nil, 0))

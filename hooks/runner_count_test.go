@@ -1,0 +1,90 @@
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/internal/testwait"
+)
+
+// blockingHook is a hook that says on a FIFO in dir that it started, then
+// runs until the runner stops; started reads one such line. The runner is
+// stopped, its runs killed, when the test ends.
+func blockingHook(t *testing.T, r *Runner, owner Owner, dir string) (hook []string, started func()) {
+	t.Helper()
+	ready := filepath.Join(dir, fmt.Sprintf("ready-%p", r))
+	if err := unix.Mkfifo(ready, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ready, int(owner.UID), int(owner.GID)); err != nil {
+		t.Fatal(err)
+	}
+	// Read and write: neither this open nor the hooks' opens block.
+	fifo, err := os.OpenFile(ready, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, cancel := context.WithCancel(context.Background())
+		cancel() // kill the runs now
+		r.Shutdown(stop)
+		fifo.Close()
+	})
+	return []string{"/bin/sh", "-c", `echo started > "$1"; exec sleep 600`, "sh", ready}, func() {
+		t.Helper()
+		if _, err := io.ReadFull(fifo, make([]byte, len("started\n"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunnerCountsRunsInFlight: the runner counts each run started with Go
+// from its start to its end, in all and for its owner, and keeps an owner's
+// record only while the owner has runs. With one slot and one place to
+// wait, a third run while two are in flight is dropped for the runner's
+// bound; runs that end while another of the same owner still runs give
+// their place back; and once every run is over no record is left.
+func TestRunnerCountsRunsInFlight(t *testing.T) {
+	owner, dir := hookOwner(t)
+
+	r := testRunner(t)
+	r.MaxConcurrent, r.MaxQueued = 1, 1
+	cmd, started := blockingHook(t, r, owner, dir)
+	r.Go(recvHook("running", cmd...), owner, recvFacts, nil)
+	started()
+	r.Go(recvHook("waiting", cmd...), owner, recvFacts, nil)
+	r.Go(recvHook("third", "/bin/true"), owner, recvFacts, nil)
+	want := fmt.Sprintf("dropped: %d hook runs already running or waiting (%d at once, %d queued)", 2, 1, 1)
+	if run := r.Log.Last("third"); run == nil || run.Error != want {
+		t.Errorf("a third run while two are in flight: %+v, want dropped with %q", run, want)
+	}
+
+	r = testRunner(t)
+	r.MaxConcurrent, r.MaxQueued = 3, 4 // an owner's share: 2 running, 2 waiting
+	cmd, started = blockingHook(t, r, owner, dir)
+	r.Go(recvHook("long", cmd...), owner, recvFacts, nil)
+	started()
+	for i := range 6 {
+		name := fmt.Sprintf("short-%d", i)
+		r.Go(recvHook(name, "/bin/true"), owner, recvFacts, nil)
+		testwait.For(t, name+" to end", func() bool { return r.Log.Last(name) != nil })
+		if run := r.Log.Last(name); run.Error != "" || run.ExitCode != 0 {
+			t.Fatalf("%s, after %d runs of its owner ended while another ran: %+v, want it run", name, i, run)
+		}
+	}
+	stop, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.Shutdown(stop)
+	r.mu.Lock()
+	left := len(r.byOwner)
+	r.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d owners' records left after every run ended, want none", left)
+	}
+}
