@@ -528,9 +528,9 @@ func TestWaitsOnADeletedMailboxEnd(t *testing.T) {
 	testwait.For(t, "no watch left on the deleted mailbox", func() bool { return e.d.Watchers() == 0 })
 }
 
-// TestFiltersAreBounded: a filter of email_list or email_wait past 2,048
-// characters is invalid input, as a search query is, never a search the
-// daemon runs.
+// TestFiltersAreBounded: a filter of email_list past 2,048 bytes (the
+// daemon's bound) or of email_wait past 2,048 characters (the tool's
+// schema) is invalid input, as a search query is, never a search run.
 func TestFiltersAreBounded(t *testing.T) {
 	e := newEnv(t)
 	e.d.Mailbox(t, "agent")

@@ -103,7 +103,6 @@ func (s *Server) toolEmailList() toolSpec {
 		sc.Properties["folder"].Enum = folderEnum
 		sc.Properties["limit"].Minimum = new(0.0)
 		sc.Properties["offset"].Minimum = new(0.0)
-		boundFilters(sc, "from", "subject", "text", "query", "thread_id", "label")
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailListArgs) (string, EmailListData, *NextAction, error) {
 		var data EmailListData
 		since, err := parseWhen("since", in.Since)

@@ -50,8 +50,9 @@ func (s *Server) toolEmailWait() toolSpec {
 	}, s.emailWait)
 }
 
-// MaxFilterLen bounds the bytes of a filter or a query, as the daemon does
-// (store.MaxSearchLen).
+// MaxFilterLen bounds a filter, as the daemon bounds email_list's
+// (store.MaxSearchLen): a wait matches its filters itself, and may never
+// ask the daemon to.
 const MaxFilterLen = 2048
 
 // boundFilters gives the string properties names of a tool's schema the
