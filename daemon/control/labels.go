@@ -58,7 +58,7 @@ func checkMessageIDs(ids []string) error {
 	}
 	for _, id := range ids {
 		if err := store.ValidID(id); err != nil {
-			return protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", id, err)
+			return protocol.Errorf(protocol.CodeInvalidInput, "%v", err) // it names the id
 		}
 	}
 	return nil

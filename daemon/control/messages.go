@@ -104,7 +104,7 @@ func handleMessageRead(_ context.Context, s *Server, c *call, a *protocol.Messag
 		return nil, err
 	}
 	if err := store.ValidID(a.ID); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", a.ID, err)
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v", err) // it names the id
 	}
 	if a.MaxChars < 0 || a.Offset < 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "max_chars and offset must not be negative")
@@ -200,7 +200,7 @@ func handleMessageMove(_ context.Context, s *Server, c *call, a *protocol.Messag
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "the message is already in %s", to)
 	}
 	if err := store.ValidID(a.ID); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "message id %q: %v", a.ID, err)
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v", err) // it names the id
 	}
 	if err := s.reads(c, 1).Move(a.Mailbox, a.ID, from, to); err != nil {
 		return nil, storeErr(err, "message "+a.ID, notFoundIn(protocol.MissingMessage, []string{a.ID}, a.Mailbox, from))
