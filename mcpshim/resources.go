@@ -119,7 +119,7 @@ func (s *Server) resourceURIErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		var rpc *jsonrpc.Error
-		if method != "resources/read" || !errors.As(err, &rpc) || rpc.Code != mcp.CodeResourceNotFound {
+		if method != "resources/read" || !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams {
 			return res, err
 		}
 		var data struct {
