@@ -3,7 +3,6 @@ package hooks
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,8 +13,10 @@ import (
 )
 
 // blockingHook is a hook that says on a FIFO in dir that it started, then
-// runs until the runner stops; started reads one such line. The runner is
-// stopped, its runs killed, when the test ends.
+// runs until the runner stops; started waits for one such line. It fails
+// the test at once when no run of r is in flight any more (each was dropped,
+// or ended without saying it started): then no hook is going to start. The
+// runner is stopped, its runs killed, when the test ends.
 func blockingHook(t *testing.T, r *Runner, owner Owner, dir string) (hook []string, started func()) {
 	t.Helper()
 	ready := filepath.Join(dir, fmt.Sprintf("ready-%p", r))
@@ -25,8 +26,9 @@ func blockingHook(t *testing.T, r *Runner, owner Owner, dir string) (hook []stri
 	if err := os.Chown(ready, int(owner.UID), int(owner.GID)); err != nil {
 		t.Fatal(err)
 	}
-	// Read and write: neither this open nor the hooks' opens block.
-	fifo, err := os.OpenFile(ready, os.O_RDWR, 0)
+	// Read and write: neither this open nor the hooks' opens block; and
+	// not blocking, so that a wait for a hook that never starts ends.
+	fifo, err := unix.Open(ready, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,13 +36,29 @@ func blockingHook(t *testing.T, r *Runner, owner Owner, dir string) (hook []stri
 		stop, cancel := context.WithCancel(context.Background())
 		cancel() // kill the runs now
 		r.Shutdown(stop)
-		fifo.Close()
+		unix.Close(fifo)
 	})
 	return []string{"/bin/sh", "-c", `echo started > "$1"; exec sleep 600`, "sh", ready}, func() {
 		t.Helper()
-		if _, err := io.ReadFull(fifo, make([]byte, len("started\n"))); err != nil {
-			t.Fatal(err)
-		}
+		line := make([]byte, len("started\n")) // written at once: a pipe never splits so short a write
+		testwait.For(t, "a blocking hook to start", func() bool {
+			n, err := unix.Read(fifo, line)
+			switch {
+			case err == nil && n == len(line):
+				return true
+			case err == nil:
+				t.Fatalf("read %q from the hooks' FIFO, want a whole line", line[:n])
+			case err != unix.EAGAIN:
+				t.Fatalf("reading the hooks' FIFO: %v", err)
+			}
+			r.mu.Lock()
+			idle := r.inflight == 0
+			r.mu.Unlock()
+			if idle {
+				t.Fatalf("waiting for a blocking hook to start, but no run is in flight any more; the log holds %+v", r.Log.List(nil, 0))
+			}
+			return false
+		})
 	}
 }
 

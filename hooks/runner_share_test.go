@@ -3,14 +3,9 @@ package hooks
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -27,36 +22,16 @@ func TestOneOwnerCannotTakeEveryHookSlot(t *testing.T) {
 	hog, other := newTestUser(t), newTestUser(t)
 	r := testRunner(t)
 	r.MaxConcurrent, r.MaxQueued = 2, 4
-	ready := filepath.Join(hog.Dir, "ready")
-	if err := unix.Mkfifo(ready, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(ready, int(hog.UID), int(hog.GID)); err != nil {
-		t.Fatal(err)
-	}
-	// Read and write: neither this open nor the hooks' opens block.
-	fifo, err := os.OpenFile(ready, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop, cancel := context.WithCancel(context.Background())
-		cancel() // stop the hog's runs now
-		r.Shutdown(stop)
-		fifo.Close()
-	})
-
 	// The hog's hooks say they started, then run until the runner stops.
-	hogHook := recvHook("hog", "/bin/sh", "-c", `echo started > "$1"; exec sleep 600`, "sh", ready)
+	cmd, started := blockingHook(t, r, hog.Owner, hog.Dir)
+	hogHook := recvHook("hog", cmd...)
 	running, waiting := OwnerShare(r.MaxConcurrent, r.MaxQueued)
 	const extra = 3
 	for range running + waiting + extra {
 		r.Go(hogHook, hog.Owner, recvFacts, nil)
 	}
 	for range running {
-		if _, err := io.ReadFull(fifo, make([]byte, len("started\n"))); err != nil {
-			t.Fatal(err)
-		}
+		started()
 	}
 	share := fmt.Sprintf("dropped: %d hook runs of uid %d already running or waiting", running+waiting, hog.UID)
 	dropped := r.Log.List(func(run protocol.HookRun) bool { return strings.Contains(run.Error, share) }, 0)
