@@ -159,34 +159,27 @@ func (s *Store) settleSomeIn(in, mailbox, folder string, want func(id string) bo
 	if len(msgs) == 0 {
 		return false, nil
 	}
-	// The mailbox directory now: a message made for one since replaced
-	// (deleted, perhaps created again by someone else) is dropped. The
-	// owner and birth time count as well as the inode, which a file
-	// system gives again to the next directory made once one is removed.
-	var now mailboxIdentity
-	if mb, err := s.openMailbox(mailbox); err == nil {
-		now = identityOf(mb)
-		mb.close()
-	}
 	applied, ferr := false, error(nil)
 	for _, dm := range msgs {
 		if dm.id == id && fn != nil && (in == "" || dm.mailbox.String() == in) {
 			applied = true
 			ferr = fn(dm.m)
 		}
-		if now.ino != 0 && now == dm.mailbox {
-			// A failure has no one to report to: the creator keeps its
-			// own record (the queue's journal for a sent copy) and
-			// writes it again from there. ErrExists means another
-			// creator wrote the id between CreateDeferred's check and
-			// now (a sent copy's Recorder, writing it from the journal
-			// with a state as new or newer): that copy stands, and a
-			// change meant for this id is for it, so the caller makes
-			// it on disk.
-			err := s.createUnsynced(dm.mailbox.String(), mailbox, folder, dm.id, dm.m, dm.body, rawOf(dm.raw), dm.atts)
-			if errors.Is(err, ErrExists) && dm.id == id {
-				applied, ferr = false, nil
-			}
+		// Written only into the mailbox directory it was made for: one
+		// made for a mailbox since replaced (deleted, perhaps created
+		// again by someone else) is dropped (ErrNotFound). The owner and
+		// birth time count as well as the inode, which a file system
+		// gives again to the next directory made once one is removed.
+		// A failure has no one to report to: the creator keeps its own
+		// record (the queue's journal for a sent copy) and writes it
+		// again from there. ErrExists means another creator wrote the id
+		// between CreateDeferred's check and now (a sent copy's Recorder,
+		// writing it from the journal with a state as new or newer): that
+		// copy stands, and a change meant for this id is for it, so the
+		// caller makes it on disk.
+		err := s.createUnsynced(dm.mailbox.String(), mailbox, folder, dm.id, dm.m, dm.body, rawOf(dm.raw), dm.atts)
+		if errors.Is(err, ErrExists) && dm.id == id {
+			applied, ferr = false, nil
 		}
 		ds.mu.Lock()
 		delete(f.msgs, dm.id)
