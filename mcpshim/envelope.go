@@ -265,7 +265,7 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 		}
 		var generic map[string]any
 		if err := json.Unmarshal(args, &generic); err != nil {
-			return errorResult(fail(protocol.CodeInvalidInput, "arguments must be a JSON object: %v", err), start), nil
+			return errorResult(argumentsError(args, err), start), nil
 		}
 		// Models often send null for an argument they mean to leave out.
 		if dropNulls(generic) {
@@ -293,6 +293,24 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 		return toolResult(raw, false), nil
 	}
 	return toolSpec{tool: t, handler: handler}
+}
+
+// argumentsError says why a call's arguments could not be read: they are not
+// an object, or an object with a value no JSON decoder holds (a number such
+// as 1e400 is out of every range).
+func argumentsError(args []byte, err error) error {
+	if b := bytes.TrimSpace(args); len(b) > 0 && b[0] == '{' {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && strings.HasPrefix(ute.Value, "number ") {
+			num := strings.TrimPrefix(ute.Value, "number ")
+			if len(num) > 40 {
+				num = num[:40] + "…"
+			}
+			return fail(protocol.CodeInvalidInput, "invalid arguments: the number %s is out of range", num)
+		}
+		return fail(protocol.CodeInvalidInput, "invalid arguments: %v", err)
+	}
+	return fail(protocol.CodeInvalidInput, "arguments must be a JSON object: %v", err)
 }
 
 // marshal encodes without HTML escaping: results are read by models, and

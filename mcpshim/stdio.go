@@ -246,6 +246,10 @@ func (c *lineConn) readLoop(max int, drain time.Duration) {
 				c.answerBad(line, derr)
 				break
 			}
+			if nullID(msg, line) {
+				c.answer(nil, jsonrpc.CodeInvalidRequest, "invalid request: the id is null: a request's id is a string or a number (a notification has no id member)", protocol.CodeInvalidInput)
+				break
+			}
 			c.track(msg)
 			if !c.deliver(readResult{msg: msg}) {
 				return
@@ -274,7 +278,11 @@ func (c *lineConn) answerBad(line []byte, err error) {
 		ID json.RawMessage `json:"id"`
 	}
 	if !json.Valid(line) {
-		c.answer(nil, jsonrpc.CodeParseError, "parse error: the line is not JSON: send one JSON-RPC message per line", protocol.CodeInvalidInput)
+		msg := "parse error: the line is not JSON: send one JSON-RPC message per line"
+		if jsonDepth(line) > maxJSONDepth {
+			msg = fmt.Sprintf("parse error: the line nests arrays and objects more than %d deep", maxJSONDepth)
+		}
+		c.answer(nil, jsonrpc.CodeParseError, msg, protocol.CodeInvalidInput)
 		return
 	}
 	if json.Unmarshal(line, &probe) == nil && validID(probe.ID) {
@@ -302,6 +310,52 @@ func (c *lineConn) answer(id json.RawMessage, code int64, msg, mailctlCode strin
 	if err == nil {
 		c.writeLine(b)
 	}
+}
+
+// nullID reports whether msg, which reads as a notification, is a request
+// whose id is null: JSON-RPC's decoding takes a null id for none, and MCP
+// allows no null id, so without this the request would go unanswered.
+func nullID(msg jsonrpc.Message, line []byte) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.IsCall() {
+		return false
+	}
+	var probe struct {
+		ID json.RawMessage `json:"id"`
+	}
+	return json.Unmarshal(line, &probe) == nil && probe.ID != nil
+}
+
+// maxJSONDepth is encoding/json's limit on nesting, which a line past it
+// fails whatever else it holds.
+const maxJSONDepth = 10000
+
+// jsonDepth is the deepest nesting of arrays and objects in b, outside
+// strings, counting brackets as written (b need not be valid JSON).
+func jsonDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // validID reports whether raw is a JSON-RPC id: a string or a number.

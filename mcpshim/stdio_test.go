@@ -189,6 +189,42 @@ func TestOversizedLineAnswered(t *testing.T) {
 	}
 }
 
+// Lines the SDK would misread or misname are answered for what they are: a
+// request with a null id (else taken for a notification, and never
+// answered), nesting past the decoder's depth (valid JSON, else called not
+// JSON), and arguments holding a number out of range (an object, else called
+// not one). The session goes on after each.
+func TestMalformedLinesAnsweredForWhatTheyAre(t *testing.T) {
+	r := startRaw(t, New(Options{SocketPath: noDaemon(t)}), 0)
+	deep := strings.Repeat("[", 200000) + strings.Repeat("]", 200000)
+	for _, c := range []struct{ name, line, id, want string }{
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"ping"}`, "<nil>", "the id is null"},
+		{"deep", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":` + deep + `}}`, "<nil>", "more than 10000 deep"},
+	} {
+		r.send(c.line)
+		m := r.reply(t, c.id)
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e == nil || data["code"] != "invalid_input" || !strings.Contains(fmt.Sprint(e["message"]), c.want) {
+			t.Fatalf("%s: want invalid_input saying %q, got %v", c.name, c.want, m)
+		}
+	}
+	r.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"email_list","arguments":{"mailbox":"agent","limit":1e400}}}`)
+	sc, _ := r.reply(t, "2")["result"].(map[string]any)["structuredContent"].(map[string]any)
+	if sc["code"] != "invalid_input" || !strings.Contains(fmt.Sprint(sc["message"]), "the number 1e400 is out of range") {
+		t.Fatalf("limit 1e400: want invalid_input naming the number, got %v", sc)
+	}
+	r.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"email_list","arguments":["agent"]}}`)
+	sc, _ = r.reply(t, "3")["result"].(map[string]any)["structuredContent"].(map[string]any)
+	if sc["code"] != "invalid_input" || !strings.Contains(fmt.Sprint(sc["message"]), "arguments must be a JSON object") {
+		t.Fatalf("arguments as an array: want invalid_input saying they must be an object, got %v", sc)
+	}
+	r.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if m := r.reply(t, "9"); m["result"] == nil {
+		t.Fatalf("ping after the refusals: %v", m)
+	}
+}
+
 // The default limit carries the documented 25 MiB of attachments: the call
 // reaches the tool (which answers unavailable, with no daemon behind it).
 func TestStdioCarriesMaxAttachments(t *testing.T) {

@@ -3,6 +3,7 @@ package mcpshim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -156,7 +157,7 @@ func (w *waiter) watch(ctx context.Context, events <-chan protocol.Event) (strin
 		case ev, ok := <-events:
 			if !ok {
 				if ctx.Err() != nil {
-					return "", EmailWaitData{}, nil, waitTimeout(w.in, w.timeout)
+					return "", EmailWaitData{}, nil, w.ended(ctx)
 				}
 				return "", EmailWaitData{}, nil, watchEnded(w.in, w.start)
 			}
@@ -172,7 +173,7 @@ func (w *waiter) watch(ctx context.Context, events <-chan protocol.Event) (strin
 		case <-tick.C:
 			w.progress(ctx)
 		case <-ctx.Done():
-			return "", EmailWaitData{}, nil, waitTimeout(w.in, w.timeout)
+			return "", EmailWaitData{}, nil, w.ended(ctx)
 		}
 	}
 }
@@ -200,21 +201,33 @@ func (w *waiter) progress(ctx context.Context) {
 	})
 }
 
-func waitTimeout(in *emailWaitArgs, timeout time.Duration) error {
-	args := withArgs(map[string]any{"mailbox": in.Mailbox, "since": time.Now().Add(-timeout).UTC().Format(time.RFC3339)},
+// ended is the answer when the wait's context ends: its own timeout, or its
+// caller cancelling it (a client's notifications/cancelled, a session that
+// ends), which is no timeout.
+func (w *waiter) ended(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return withNext(fail(protocol.CodeTimeout, "no matching message arrived in %s within %s", w.in.Mailbox, w.timeout),
+			waitAgain(w.in, w.start, "Wait again if the mail is still expected (since covers anything that arrived meanwhile)."))
+	}
+	return withNext(fail(protocol.CodeUnavailable, "the wait for mail in %s was cancelled after %s, before its %s were up",
+		w.in.Mailbox, time.Since(w.start).Round(time.Second), w.timeout),
+		waitAgain(w.in, w.start, "Wait again if the mail is still expected (since covers anything that arrived since this wait began)."))
+}
+
+// waitAgain is the next action of a wait that began at start and ended with
+// no message: the same wait, looking back to start.
+func waitAgain(in *emailWaitArgs, start time.Time, instruction string) *NextAction {
+	args := withArgs(map[string]any{"mailbox": in.Mailbox, "since": start.UTC().Format(time.RFC3339)},
 		map[string]string{"from": in.From, "subject": in.Subject, "text": in.Text})
-	return withNext(fail(protocol.CodeTimeout, "no matching message arrived in %s within %s", in.Mailbox, timeout),
-		&NextAction{Instruction: "Wait again if the mail is still expected (since covers anything that arrived meanwhile).", Tool: "email_wait", Arguments: args})
+	return &NextAction{Instruction: instruction, Tool: "email_wait", Arguments: args}
 }
 
 // watchEnded is the answer when the daemon ends the watch (it restarted):
 // wait again, looking back to the wait's start so that mail that arrived
 // while no watch was open is not missed.
 func watchEnded(in *emailWaitArgs, start time.Time) error {
-	args := withArgs(map[string]any{"mailbox": in.Mailbox, "since": start.UTC().Format(time.RFC3339)},
-		map[string]string{"from": in.From, "subject": in.Subject, "text": in.Text})
 	return withNext(fail(protocol.CodeUnavailable, "the daemon ended the watch (it restarted or is stopping); call email_wait again"),
-		&NextAction{Instruction: "Wait again (since covers anything that arrived meanwhile); if the daemon is down, that call says how to start it.", Tool: "email_wait", Arguments: args})
+		waitAgain(in, start, "Wait again (since covers anything that arrived meanwhile); if the daemon is down, that call says how to start it."))
 }
 
 func containsFold(s, sub string) bool {

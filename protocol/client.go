@@ -215,8 +215,17 @@ func (c *Client) Call(ctx context.Context, verb string, args any, out any) error
 		return nil
 	case <-ctx.Done():
 		c.forget(id)
+		return ended(ctx, verb)
+	}
+}
+
+// ended is the error of a call whose context ended before the daemon's
+// reply: a timeout when its deadline passed, else the caller cancelled it.
+func ended(ctx context.Context, verb string) *Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &Error{Code: CodeTimeout, Retryable: true, Message: fmt.Sprintf("%s: no reply from the daemon in time", verb)}
 	}
+	return &Error{Code: CodeUnavailable, Retryable: true, Message: fmt.Sprintf("%s: cancelled before the daemon replied", verb)}
 }
 
 // Watch starts a watch stream. Events arrive on the returned channel until ctx

@@ -340,3 +340,26 @@ func TestClientWriteTimeoutEndsTheConnection(t *testing.T) {
 		t.Fatal(v)
 	}
 }
+
+// A call whose context ends before the daemon replies is a timeout only when
+// its deadline passed; one its caller cancelled says so.
+func TestCallEndedByItsContext(t *testing.T) {
+	path := fakeServer(t, `{"protocol":"mailctl","version":"1.0","server":"t"}`, func(Request) []Response { return nil })
+	c, err := Dial(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = c.Call(cancelled, "mailbox.show", NameArgs{Name: "x"}, nil)
+	if CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("cancelled call: %v, want unavailable saying it was cancelled", err)
+	}
+	timed, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer stop()
+	err = c.Call(timed, "mailbox.show", NameArgs{Name: "x"}, nil)
+	if CodeOf(err) != CodeTimeout {
+		t.Fatalf("call past its deadline: %v, want timeout", err)
+	}
+}
