@@ -115,6 +115,9 @@ func asProtocolError(err error) *protocol.Error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return protocol.Errorf(protocol.CodeTimeout, "the call took too long: %v", err)
 	}
+	if errors.Is(err, context.Canceled) {
+		return protocol.Errorf(protocol.CodeUnavailable, "the call was cancelled: %v", err)
+	}
 	return protocol.Errorf(protocol.CodeInternal, "%v", err)
 }
 

@@ -1,7 +1,9 @@
 package mcpshim
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -50,6 +52,23 @@ func TestStoppedErrorKeepsTheNextAction(t *testing.T) {
 		}
 		if te.next != tc.want {
 			t.Errorf("%s: next action %+v, want %+v", tc.name, te.next, tc.want)
+		}
+	}
+}
+
+// An error without a code of its own is named for what ended the call: a
+// deadline is a timeout, a cancel is no timeout and no internal fault.
+func TestContextErrorsGetTheirCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("reading: %w", context.DeadlineExceeded), protocol.CodeTimeout},
+		{fmt.Errorf("reading: %w", context.Canceled), protocol.CodeUnavailable},
+		{errors.New("disk on fire"), protocol.CodeInternal},
+	} {
+		if got := asProtocolError(tc.err).Code; got != tc.want {
+			t.Errorf("%v: code %s, want %s", tc.err, got, tc.want)
 		}
 	}
 }
