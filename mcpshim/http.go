@@ -1,8 +1,10 @@
 package mcpshim
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -110,6 +112,10 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 		if r.Method == http.MethodPost {
 			posts.add()
 			defer posts.done()
+			if id := inexactPostID(r); id != nil {
+				http.Error(w, inexactIDMessage(id), http.StatusBadRequest)
+				return
+			}
 			defer s.postCtx.register(r)()
 		}
 		id := r.Header.Get("Mcp-Session-Id")
@@ -127,6 +133,40 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 			}
 		}
 	})
+}
+
+// inexactPostID reads the body of a POST (at most one byte past what the SDK
+// takes, so that it still answers 413 past that) and puts it back for the
+// SDK. It returns the first id, as written, of a call in it that the SDK
+// would answer under another id (see exactID).
+func inexactPostID(r *http.Request) json.RawMessage {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil {
+		return nil // the SDK meets the same error
+	}
+	type call struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	var calls []call
+	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '[' {
+		json.Unmarshal(b, &calls)
+	} else {
+		var one call
+		if json.Unmarshal(b, &one) == nil {
+			calls = append(calls, one)
+		}
+	}
+	for _, c := range calls {
+		if c.Method != "" && !exactID(c.ID) && string(c.ID) != "null" {
+			return c.ID
+		}
+	}
+	return nil
 }
 
 // loopbackOrigin reports whether a request's Origin is a page served from a

@@ -157,6 +157,32 @@ func TestHTTPBodyLimit(t *testing.T) {
 	}
 }
 
+// Regression: over HTTP too, a call with id 1.5 was answered under id 1 and
+// one with 9007199254740993 under 9007199254740992. Such a call, alone or in
+// a batch, is refused with 400 naming the id; whole numbers up to 2^53 are
+// served as before.
+func TestHTTPNumericIDsAnsweredUnderTheSameID(t *testing.T) {
+	const token = "0123456789abcdef"
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler(token))
+	defer srv.Close()
+	session := openRawSession(t, srv.URL, token)
+	for _, c := range []struct {
+		body, want string
+		code       int
+	}{
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "the id 1.5 would not come back", http.StatusBadRequest},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "the id 9007199254740993 would not come back", http.StatusBadRequest},
+		{`[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":2.5,"method":"ping"}]`, "the id 2.5 would not come back", http.StatusBadRequest},
+		{`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`, `"id":9007199254740992,"result":{}`, http.StatusOK},
+		{`{"jsonrpc":"2.0","id":"x","method":"ping"}`, `"id":"x","result":{}`, http.StatusOK},
+	} {
+		resp, body := rawHTTP(t, "POST", srv.URL, token, session, c.body)
+		if resp.StatusCode != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s: HTTP %d %q, want %d with %q", c.body, resp.StatusCode, body, c.code, c.want)
+		}
+	}
+}
+
 // Regression: stopping `mailctl mcp --http` (SIGTERM or SIGINT) returned at
 // once and left a call in flight an empty reply. A stop now cancels the call,
 // which answers with a retryable error saying the server is stopping, closes

@@ -225,6 +225,58 @@ func TestMalformedLinesAnsweredForWhatTheyAre(t *testing.T) {
 	}
 }
 
+// Regression: the SDK reads a numeric id through float64 and int64, so a ping
+// with id 1.5 was answered under id 1 and one with 9007199254740993 under
+// 9007199254740992: answers the client could not match to its calls. Such an
+// id is refused under the id as sent; whole numbers up to 2^53 are served.
+func TestNumericIDsAnsweredUnderTheSameID(t *testing.T) {
+	r := startRaw(t, New(Options{SocketPath: noDaemon(t)}), 0)
+	for _, c := range []struct {
+		id, reply string // reply: the id's text as the test's decoder prints it
+		refused   bool
+	}{
+		{"1.5", "1.5", true},
+		{"-0.25", "-0.25", true},
+		{"9007199254740993", "9.007199254740992e+15", true},
+		{"12345678901234567891", "1.2345678901234567e+19", true},
+		{"1e-7", "1e-07", true},
+		{"9007199254740992", "9.007199254740992e+15", false},
+		{"-42", "-42", false},
+		{"1e3", "1000", false},
+	} {
+		r.send(`{"jsonrpc":"2.0","id":` + c.id + `,"method":"ping"}`)
+		r.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+		// Both answers, in whichever order the server writes them.
+		var answers []map[string]any
+		after := false
+		timeout := time.After(20 * time.Second)
+		for !after || len(answers) == 0 {
+			select {
+			case m := <-r.lines:
+				switch _, isReq := m["method"]; {
+				case isReq:
+				case m["id"] == "after":
+					after = true
+				default:
+					answers = append(answers, m)
+				}
+			case <-timeout:
+				t.Fatalf("id %s: want its answer and the next ping's; got %v (the next: %v)", c.id, answers, after)
+			}
+		}
+		if len(answers) != 1 || fmt.Sprint(answers[0]["id"]) != c.reply {
+			t.Fatalf("id %s: want one answer under id %s, got %v", c.id, c.reply, answers)
+		}
+		e, _ := answers[0]["error"].(map[string]any)
+		if refused := e != nil; refused != c.refused {
+			t.Fatalf("id %s: refused %v, want %v: %v", c.id, refused, c.refused, answers[0])
+		}
+		if c.refused && (e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(fmt.Sprint(e["message"]), "would not come back as it was sent")) {
+			t.Fatalf("id %s: want -32600 saying why, got %v", c.id, e)
+		}
+	}
+}
+
 // The default limit carries the documented 25 MiB of attachments: the call
 // reaches the tool (which answers unavailable, with no daemon behind it).
 func TestStdioCarriesMaxAttachments(t *testing.T) {
