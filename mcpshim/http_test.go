@@ -183,6 +183,18 @@ func TestHTTPNumericIDsAnsweredUnderTheSameID(t *testing.T) {
 	}
 }
 
+// Over HTTP too, a second initialize on a session is -32600, not code 0.
+func TestHTTPSecondInitializeHasRPCCode(t *testing.T) {
+	const token = "0123456789abcdef"
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler(token))
+	defer srv.Close()
+	session := openRawSession(t, srv.URL, token)
+	_, body := rawHTTP(t, "POST", srv.URL, token, session, initializeLine)
+	if !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"data":{"code":"invalid_input"}`) {
+		t.Fatalf("second initialize: want -32600 with data.code invalid_input, got %s", body)
+	}
+}
+
 // Regression: stopping `mailctl mcp --http` (SIGTERM or SIGINT) returned at
 // once and left a call in flight an empty reply. A stop now cancels the call,
 // which answers with a retryable error saying the server is stopping, closes

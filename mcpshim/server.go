@@ -11,6 +11,7 @@ package mcpshim
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -142,7 +144,7 @@ func New(opts Options) *Server {
 			Prompts:   &mcp.PromptCapabilities{},
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.logCalls, s.cancelOnStop, s.cancelWithPOST, s.resourceURIErrors)
+	s.mcp.AddReceivingMiddleware(s.rpcCodes, s.logCalls, s.cancelOnStop, s.cancelWithPOST, s.resourceURIErrors)
 	for _, spec := range s.toolSpecs() {
 		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)
@@ -151,6 +153,36 @@ func New(opts Options) *Server {
 	s.addResources()
 	s.addPrompts()
 	return s
+}
+
+// rpcCodes gives every error a request ends with a JSON-RPC code (see
+// withRPCCode).
+func (s *Server) rpcCodes(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		return res, withRPCCode(err)
+	}
+}
+
+// withRPCCode returns err as a JSON-RPC error. The SDK answers some requests
+// with a plain Go error, which reaches the client under code 0, a code
+// JSON-RPC does not define: a second initialize, or a call before the first.
+// Such errors are about the request in the session's state, so they become
+// -32600 (invalid request), data.code invalid_input; a cancel or a deadline
+// is -32603 with the code asProtocolError names it by (unavailable,
+// timeout); errors that carry a code keep it.
+func withRPCCode(err error) error {
+	var rpc *jsonrpc.Error
+	if err == nil || errors.As(err, &rpc) {
+		return err
+	}
+	code, data := int64(jsonrpc.CodeInvalidRequest), map[string]any{"code": protocol.CodeInvalidInput}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		pe := asProtocolError(err)
+		code, data = jsonrpc.CodeInternalError, map[string]any{"code": pe.Code, "retryable": pe.Retryable}
+	}
+	b, _ := json.Marshal(data)
+	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: b}
 }
 
 // logCalls logs every request at debug level (tool name, duration, outcome),

@@ -116,6 +116,8 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if r, ok := msg.(*jsonrpc.Response); ok {
 		defer c.answered(r.ID) // once the line is out
+		// The SDK refuses some calls before any middleware sees them.
+		r.Error = withRPCCode(r.Error)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -277,6 +277,29 @@ func TestNumericIDsAnsweredUnderTheSameID(t *testing.T) {
 	}
 }
 
+// Regression: the SDK refused a call before initialize, and a second
+// initialize, with a plain error, which reached the client under code 0, a
+// code JSON-RPC does not define. Both are -32600 with data.code.
+func TestSessionStateErrorsHaveRPCCodes(t *testing.T) {
+	r := serveRaw(t, New(Options{SocketPath: noDaemon(t)}), &LineTransport{})
+	check := func(what string, m map[string]any) {
+		t.Helper()
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e["code"] != float64(jsonrpc.CodeInvalidRequest) || data["code"] != "invalid_input" {
+			t.Errorf("%s: want -32600 with data.code invalid_input, got %v", what, m)
+		}
+	}
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	check("tools/list before initialize", r.reply(t, "1"))
+	r.send(initializeLine)
+	if m := r.reply(t, "init"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	r.send(strings.Replace(initializeLine, `"id":"init"`, `"id":"again"`, 1))
+	check("a second initialize", r.reply(t, "again"))
+}
+
 // The default limit carries the documented 25 MiB of attachments: the call
 // reaches the tool (which answers unavailable, with no daemon behind it).
 func TestStdioCarriesMaxAttachments(t *testing.T) {
