@@ -74,6 +74,11 @@ func readNext(in *attachmentArgs) *NextAction {
 
 func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in *attachmentArgs) (string, AttachmentData, *NextAction, error) {
 	var zero AttachmentData
+	if in.Filename != "" && in.Index != 0 {
+		// Either may name another attachment than the other; serving one
+		// would hand the caller a file it did not ask for.
+		return "", zero, nil, fail(protocol.CodeInvalidInput, "give index or filename, not both (index %d, filename %q)", in.Index, in.Filename)
+	}
 	m, err := s.read(ctx, protocol.MessageReadArgs{Mailbox: in.Mailbox, ID: in.ID, Folder: in.Folder, MaxChars: 1})
 	if err != nil {
 		return "", zero, nil, messageHint(err, in.Mailbox, in.Folder)

@@ -309,6 +309,9 @@ func TestAttachmentTool(t *testing.T) {
 	}
 	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id, "index": 9}, protocol.CodeNotFound)
 	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id, "filename": "nope"}, protocol.CodeNotFound)
+	// Regression: index and filename together served the filename's
+	// attachment, whatever the index named.
+	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id, "index": 1, "filename": "note.txt"}, protocol.CodeInvalidInput)
 }
 
 func TestDaemonDownEveryToolUnavailable(t *testing.T) {
