@@ -73,7 +73,7 @@ func (t *LineTransport) Connect(context.Context) (mcp.Connection, error) {
 	if drain <= 0 {
 		drain = DrainTimeout
 	}
-	c := &lineConn{in: t.In, out: t.Out, msgs: make(chan readResult), closed: make(chan struct{}), pending: map[jsonrpc.ID]bool{}}
+	c := &lineConn{in: t.In, out: t.Out, msgs: make(chan readResult), closed: make(chan struct{}), pending: map[jsonrpc.ID]bool{}, running: map[jsonrpc.ID]bool{}}
 	go c.readLoop(max, drain)
 	return c, nil
 }
@@ -94,8 +94,11 @@ type lineConn struct {
 
 	// pending holds the ids of the calls handed to the SDK and not yet
 	// answered. Once the input has ended, idle is closed when it is empty.
+	// running holds the same ids until their answer starts being written,
+	// when the SDK too lets the id go.
 	pmu      sync.Mutex
 	pending  map[jsonrpc.ID]bool
+	running  map[jsonrpc.ID]bool
 	idle     chan struct{}
 	idleDone bool
 }
@@ -116,6 +119,9 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if r, ok := msg.(*jsonrpc.Response); ok {
 		defer c.answered(r.ID) // once the line is out
+		c.pmu.Lock()
+		delete(c.running, r.ID)
+		c.pmu.Unlock()
 		// The SDK refuses some calls before any middleware sees them.
 		r.Error = withRPCCode(r.Error)
 	}
@@ -177,13 +183,21 @@ func (c *lineConn) Close() error {
 }
 
 // track records a call about to be handed to the SDK, which answers every
-// call it reads (errors included) through Write.
-func (c *lineConn) track(msg jsonrpc.Message) {
-	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
-		c.pmu.Lock()
-		c.pending[r.ID] = true
-		c.pmu.Unlock()
+// call it reads (errors included) through Write. It returns false, recording
+// nothing, for a call whose id a call still running holds: the SDK drops
+// such a call without an answer, so its client would wait for good.
+func (c *lineConn) track(msg jsonrpc.Message) bool {
+	r, ok := msg.(*jsonrpc.Request)
+	if !ok || !r.IsCall() {
+		return true
 	}
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.running[r.ID] {
+		return false
+	}
+	c.pending[r.ID], c.running[r.ID] = true, true
+	return true
 }
 
 // answered marks the call id as answered.
@@ -257,7 +271,11 @@ func (c *lineConn) readLoop(max int, drain time.Duration) {
 				c.answer(id, jsonrpc.CodeInvalidRequest, inexactIDMessage(id), protocol.CodeInvalidInput)
 				break
 			}
-			c.track(msg)
+			if !c.track(msg) {
+				id, _ := json.Marshal(msg.(*jsonrpc.Request).ID.Raw())
+				c.answer(id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: the id %s is already in use by a call still running: give each call an id of its own", id), protocol.CodeInvalidInput)
+				break
+			}
 			if !c.deliver(readResult{msg: msg}) {
 				return
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // rawSession is a server on a LineTransport driven line by line, as a
@@ -298,6 +299,31 @@ func TestSessionStateErrorsHaveRPCCodes(t *testing.T) {
 	}
 	r.send(strings.Replace(initializeLine, `"id":"init"`, `"id":"again"`, 1))
 	check("a second initialize", r.reply(t, "again"))
+}
+
+// Regression: a call whose id a call still running held got no answer at
+// all (the SDK drops it), so its client waited for good. It is refused under
+// that id; once the first call is answered, the id is free again.
+func TestReusedIDOfARunningCallAnswered(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	r := startRaw(t, New(Options{SocketPath: d.Socket}), 0)
+	r.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","timeout_secs":600}}}`)
+	testwait.For(t, "the wait's watch", func() bool { return d.Watchers() > 0 })
+	r.send(`{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	m := r.reply(t, "5")
+	e, _ := m["error"].(map[string]any)
+	if e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(fmt.Sprint(e["message"]), "already in use by a call still running") {
+		t.Fatalf("ping reusing the wait's id: want -32600 saying the id is in use, got %v", m)
+	}
+	r.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}`)
+	if m := r.reply(t, "5"); m["result"] == nil {
+		t.Fatalf("the cancelled wait: want its tool result, got %v", m)
+	}
+	r.send(`{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	if m := r.reply(t, "5"); m["result"] == nil {
+		t.Fatalf("ping with the id once the wait was answered: %v", m)
+	}
 }
 
 // The default limit carries the documented 25 MiB of attachments: the call
