@@ -299,6 +299,28 @@ func TestEmailWaitSinceAndTimeout(t *testing.T) {
 	e.fail("email_wait", map[string]any{"mailbox": "ghost", "timeout_secs": 1}, protocol.CodeNotFound)
 }
 
+// Regression: a wait for a service's mail by its address took the first
+// message whose display name held that address, so anyone could hand the
+// agent a code and a link of their own ahead of the service's mail.
+func TestEmailWaitFromIsTheAddressNotTheName(t *testing.T) {
+	e := newEnv(t)
+	before := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	e.deliver("agent", testdaemon.Message{From: `"noreply@service.test" <attacker@evil.test>`, Subject: "your code", Body: "Your code is 111111. https://evil.test/v"})
+	e.deliver("agent", testdaemon.Message{From: "Service Desk <noreply@service.test>", Subject: "your code", Body: "Your code is 222222."})
+	for _, from := range []string{"noreply@service.test", "service.test"} {
+		var d EmailWaitData
+		e.ok("email_wait", map[string]any{"mailbox": "agent", "from": from, "since": before, "timeout_secs": 1}, &d)
+		if len(d.Codes) != 1 || d.Codes[0] != "222222" {
+			t.Fatalf("from %q: want the service's code 222222, got %v (links %v)", from, d.Codes, d.Links)
+		}
+	}
+	var d EmailWaitData
+	e.ok("email_wait", map[string]any{"mailbox": "agent", "from": "Desk", "since": before, "timeout_secs": 1}, &d)
+	if len(d.Codes) != 1 || d.Codes[0] != "222222" {
+		t.Fatalf("from a name: want the message named so, got %v", d.Codes)
+	}
+}
+
 func TestExtractCodes(t *testing.T) {
 	for _, tc := range []struct {
 		text string

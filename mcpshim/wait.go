@@ -101,9 +101,11 @@ type waiter struct {
 	timeout time.Duration
 }
 
-// match applies the filters a message summary can answer.
+// match applies the filters a message summary can answer. A from that names
+// an address or a domain is looked for in the sender's address only, never in
+// the display name the sender typed (protocol.SenderMatches).
 func (w *waiter) match(m *protocol.MessageSummary) bool {
-	return containsFold(m.From, w.in.From) && containsFold(m.Subject, w.in.Subject)
+	return protocol.SenderMatches(m.From, w.in.From) && containsFold(m.Subject, w.in.Subject)
 }
 
 // deliver reads message id and, when its body matches too, returns it; ok is
@@ -114,7 +116,7 @@ func (w *waiter) deliver(ctx context.Context, id string) (sum string, data Email
 	if err != nil {
 		return "", EmailWaitData{}, false, err
 	}
-	if in.Text != "" && !containsFold(m.Body, in.Text) {
+	if !w.match(&m.MessageSummary) || in.Text != "" && !containsFold(m.Body, in.Text) {
 		return "", EmailWaitData{}, false, nil
 	}
 	data = EmailWaitData{Message: readData(m, newFence()), Codes: extractCodes(m.Subject + "\n" + m.Body), Links: extractLinks(m.Body),

@@ -436,7 +436,7 @@ inbox, then prints it as a list row (--json: the whole message) and exits 0.
 Only mail that arrives after it says "waiting" (on stderr) counts. When
 --timeout passes first it exits 75; --timeout 0 waits without end. When the
 mailbox is deleted meanwhile it exits 3 (not found).`, false)
-	from := mf.fs.String("from", "", "only a message whose sender contains this")
+	from := mf.fs.String("from", "", "only a message whose sender contains this (an address or domain: its address)")
 	subject := mf.fs.String("subject", "", "only a message whose subject contains this")
 	text := mf.fs.String("text", "", "only a message whose body contains this")
 	timeout := mf.fs.Duration("timeout", 2*time.Minute, "how long to wait (0: without end)")
@@ -525,7 +525,7 @@ func mayMatch(ev protocol.Event, mailbox, from, subject string) bool {
 	if ev.Type != protocol.EventNewMail || ev.Mailbox != mailbox || (ev.Folder != "" && ev.Folder != protocol.FolderInbox) {
 		return false
 	}
-	return ev.Message == nil || containsFold(ev.Message.From, from) && containsFold(ev.Message.Subject, subject)
+	return ev.Message == nil || protocol.SenderMatches(ev.Message.From, from) && containsFold(ev.Message.Subject, subject)
 }
 
 // readMatching reads the inbox message id and returns it if it matches the
@@ -541,7 +541,7 @@ func readMatching(mf *mailFlags, id, from, subject, text string) (*protocol.Mess
 		}
 		return nil, err
 	}
-	if containsFold(m.From, from) && containsFold(m.Subject, subject) && containsFold(m.Body, text) {
+	if protocol.SenderMatches(m.From, from) && containsFold(m.Subject, subject) && containsFold(m.Body, text) {
 		return &m, nil
 	}
 	return nil, nil
