@@ -14,7 +14,8 @@ import (
 // <attacker@evil.example>` must not pass a wait for the service's mail (its
 // one-time code, its link) while the address, the part SPF, DKIM and DMARC
 // speak for, is the attacker's. Any other filter ("Alice") is looked for in
-// the whole header, name included.
+// the whole header, name included. The store's from filter of a listing
+// (store.addressFilter) keeps the same rule.
 func SenderMatches(from, filter string) bool {
 	if filter == "" {
 		return true

@@ -167,7 +167,11 @@ func (q *Query) where(sc *listScope, search *searchNode, drive bool) (string, []
 		b.args = append(b.args, labelFilter(q.Label))
 	}
 	if q.From != "" {
-		parts = append(parts, "instr(m.from_fold, ?) > 0")
+		col := "m.from_fold"
+		if addressFilter(q.From) {
+			col = fromAddressSQL
+		}
+		parts = append(parts, "instr("+col+", ?) > 0")
 		b.args = append(b.args, fold(q.From))
 	}
 	if q.Subject != "" {
@@ -206,6 +210,20 @@ func (q *Query) where(sc *listScope, search *searchNode, drive bool) (string, []
 	}
 	return strings.Join(parts, " AND "), b.args
 }
+
+// addressFilter reports whether a from filter names an address or a domain
+// (it holds an '@', or is one word with a dot): such a filter is looked for
+// in the sender's address only, never in the display name the sender typed
+// ("noreply@service.example" <attacker@evil.example> is not the service's
+// mail). protocol.SenderMatches, which the waits use, keeps the same rule.
+func addressFilter(f string) bool {
+	return strings.Contains(f, "@") || !strings.ContainsAny(f, " \t") && strings.Contains(f, ".")
+}
+
+// fromAddressSQL is the address part of m.from_fold: what follows its last
+// '<' (rtrim strips every character but '<' from the end), or all of it
+// when it has none (a bare address).
+const fromAddressSQL = "substr(m.from_fold, length(rtrim(m.from_fold, replace(m.from_fold, '<', ''))) + 1)"
 
 // matchSQL selects the rows whose full text matches a parameter.
 const matchSQL = "m.rid IN (SELECT rowid FROM fts WHERE fts MATCH ?)"

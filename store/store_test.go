@@ -386,6 +386,9 @@ func TestListPaging(t *testing.T) {
 			m.Trusted = "true"
 			m.Subject = "Invoice " + m.Subject
 		}
+		if i == 0 {
+			m.From = `"s9@example.com spoof.example" <s0@example.com>`
+		}
 		deliver(t, s, "inbox", m, fmt.Sprintf("body number %d   with\n\nspaces", i))
 	}
 	// Newest first, pages of 10 through the cursor.
@@ -426,6 +429,12 @@ func TestListPaging(t *testing.T) {
 		{"trusted", Query{Trusted: &yes}, 5, "Invoice Message 20"},
 		{"subject", Query{Subject: "invoice"}, 5, "Invoice Message 20"},
 		{"from", Query{From: "S7@EXAMPLE"}, 1, "Message 7"},
+		{"from a name", Query{From: "sender 7"}, 1, "Message 7"},
+		{"from a domain", Query{From: "example.com"}, 25, "Message 24"},
+		// Regression: an address filter matched the display name the
+		// sender typed (Message 0's is "s9@example.com").
+		{"from an address, not the name", Query{From: "s9@example.com"}, 1, "Message 9"},
+		{"from a domain, not the name", Query{From: "spoof.example"}, 0, ""},
 		{"text in snippet", Query{Text: "NUMBER 13 WITH SPACES"}, 1, "Message 13"},
 		{"since until", Query{Since: ptr(t0.Add(10 * time.Minute)), Until: ptr(t0.Add(12 * time.Minute))}, 2, "Message 11"},
 		{"limit clamp", Query{Limit: 1000}, 25, "Message 24"},

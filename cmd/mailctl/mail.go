@@ -145,7 +145,7 @@ with in: searches every folder; rows from another folder show it before the id.`
 	unread := mf.fs.Bool("unread", false, "only unread messages")
 	label := mf.fs.String("label", "", "only messages with this label (see mail label)")
 	starred := mf.fs.Bool("starred", false, "only starred messages")
-	from := mf.fs.String("from", "", "only messages whose sender contains this")
+	from := mf.fs.String("from", "", "only messages whose sender contains this (an address or domain: its address)")
 	subject := mf.fs.String("subject", "", "only messages whose subject contains this")
 	text := mf.fs.String("text", "", "only messages with these words (each also as a prefix) anywhere, body included")
 	query := mf.fs.String("query", "", "a search: from:alice \"exact phrase\" -label:done in:anywhere ... (see above)")
