@@ -220,10 +220,15 @@ func addressFilter(f string) bool {
 	return strings.Contains(f, "@") || !strings.ContainsAny(f, " \t") && strings.Contains(f, ".")
 }
 
-// fromAddressSQL is the address part of m.from_fold: what follows its last
-// '<' (rtrim strips every character but '<' from the end), or all of it
-// when it has none (a bare address).
-const fromAddressSQL = "substr(m.from_fold, length(rtrim(m.from_fold, replace(m.from_fold, '<', ''))) + 1)"
+// fromAddressSQL is the address part of m.from_fold: what follows the last
+// '<' of its last 320 characters (rtrim strips every character but '<' from
+// the end), or all of those when they hold none (a bare address). An address
+// has at most 254 characters; the window keeps rtrim, whose cost grows with
+// its input times its set of characters, cheap on a sender's 10 KB header
+// written to be slow (70 ms a row without it).
+const fromAddressSQL = "substr(" + fromTailSQL + ", length(rtrim(" + fromTailSQL + ", replace(" + fromTailSQL + ", '<', ''))) + 1)"
+
+const fromTailSQL = "substr(m.from_fold, -320)"
 
 // matchSQL selects the rows whose full text matches a parameter.
 const matchSQL = "m.rid IN (SELECT rowid FROM fts WHERE fts MATCH ?)"

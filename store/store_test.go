@@ -386,8 +386,11 @@ func TestListPaging(t *testing.T) {
 			m.Trusted = "true"
 			m.Subject = "Invoice " + m.Subject
 		}
-		if i == 0 {
+		switch i {
+		case 0:
 			m.From = `"s9@example.com spoof.example" <s0@example.com>`
+		case 1:
+			m.From = `"` + strings.Repeat("x <y@z.example> ", 100) + `" <s1@example.com>`
 		}
 		deliver(t, s, "inbox", m, fmt.Sprintf("body number %d   with\n\nspaces", i))
 	}
@@ -435,6 +438,8 @@ func TestListPaging(t *testing.T) {
 		// sender typed (Message 0's is "s9@example.com").
 		{"from an address, not the name", Query{From: "s9@example.com"}, 1, "Message 9"},
 		{"from a domain, not the name", Query{From: "spoof.example"}, 0, ""},
+		{"from an address after a long name", Query{From: "s1@example.com"}, 1, "Message 1"},
+		{"from a domain only a long name holds", Query{From: "z.example"}, 0, ""},
 		{"text in snippet", Query{Text: "NUMBER 13 WITH SPACES"}, 1, "Message 13"},
 		{"since until", Query{Since: ptr(t0.Add(10 * time.Minute)), Until: ptr(t0.Add(12 * time.Minute))}, 2, "Message 11"},
 		{"limit clamp", Query{Limit: 1000}, 25, "Message 24"},
