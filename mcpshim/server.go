@@ -54,6 +54,9 @@ type Server struct {
 	closed  bool
 
 	subs *subscriptions
+	// waits holds a slot for each email_wait running, each of which holds
+	// a daemon connection of its own (MaxWaits).
+	waits chan struct{}
 
 	// tools are the names of the tools registered, in registration order:
 	// the instructions and the prompts name only these.
@@ -121,6 +124,7 @@ func New(opts Options) *Server {
 		httpWriteTimeout: HTTPWriteTimeout,
 		now:              time.Now,
 	}
+	s.waits = make(chan struct{}, MaxWaits)
 	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.subs = newSubscriptions(s)
 	names := opts.Tools

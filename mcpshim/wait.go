@@ -19,6 +19,13 @@ import (
 // MaxWaitSecs bounds email_wait.
 const MaxWaitSecs = 600
 
+// MaxWaits bounds the email_wait calls one server runs at once. Each holds
+// a daemon connection of its own, and the daemon allows a user 64
+// (control.max_connections_per_uid): without a bound, one session's waits
+// could take them all and leave every other call of that user, in any
+// session, refused.
+const MaxWaits = 16
+
 type emailWaitArgs struct {
 	Mailbox     string `json:"mailbox"`
 	From        string `json:"from,omitempty" jsonschema:"substring of the sender"`
@@ -69,6 +76,13 @@ func (s *Server) emailWait(ctx context.Context, req *mcp.CallToolRequest, in *em
 	since, err := parseWhen("since", in.Since)
 	if err != nil {
 		return "", EmailWaitData{}, nil, err
+	}
+	select {
+	case s.waits <- struct{}{}:
+		defer func() { <-s.waits }()
+	default:
+		return "", EmailWaitData{}, nil, fail(protocol.CodeRateLimited,
+			"this MCP server already runs %d email_wait calls, the most at once (each holds a daemon connection): let one end or cancel one, then wait again", MaxWaits)
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()

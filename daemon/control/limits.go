@@ -33,7 +33,7 @@ func (s *connSlots) take(caller Caller, lim config.Control) *protocol.Error {
 			"the daemon holds its maximum of %d control connections (control.max_connections); retry shortly", lim.MaxConnections)}
 	case !caller.Root() && s.byUID[caller.UID] >= lim.MaxConnectionsPerUID:
 		return &protocol.Error{Code: protocol.CodeRateLimited, Retryable: true, Message: fmt.Sprintf(
-			"uid %d already holds %d connections to the daemon, the most one user may (control.max_connections_per_uid): close some (each running `mailctl mcp` holds one or two), or ask the operator to raise the limit",
+			"uid %d already holds %d connections to the daemon, the most one user may (control.max_connections_per_uid): close some (each running `mailctl mcp` holds one, and one more for each `email_wait` it runs, at most 16, and each mailbox it watches for a subscription), or ask the operator to raise the limit",
 			caller.UID, s.byUID[caller.UID])}
 	case !caller.Root() && s.total >= lim.MaxConnections-lim.ReservedForRoot:
 		return &protocol.Error{Code: protocol.CodeRateLimited, Retryable: true, Message: fmt.Sprintf(
