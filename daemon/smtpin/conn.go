@@ -155,6 +155,11 @@ type trackedConn struct {
 	screenFirst bool
 	screen      Screening
 
+	// greeted is set once the greeting is written; tlsStarting once a 220
+	// follows it, go-smtp's go-ahead for STARTTLS, after which the socket
+	// carries a TLS handshake (see Write). Only go-smtp's goroutine writes.
+	greeted, tlsStarting bool
+
 	errors     atomic.Int32
 	closeAfter atomic.Bool // close once the current reply is written
 	closeOnce  sync.Once
@@ -285,6 +290,7 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 	if c.xfwd != nil {
 		out = c.xfwd.rewrite(out)
 	}
+	out = c.watchSTARTTLS(out)
 	rewritten := !bytes.Equal(out, b)
 	n, err := c.Conn.Write(out)
 	if rewritten {
@@ -298,6 +304,39 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 		c.Close()
 	}
 	return n, err
+}
+
+// errHandshake replaces go-smtp's reply to a failed STARTTLS handshake
+// (550 5.0.0 Handshake error), which is permanent and would keep the
+// session open.
+const errHandshake = "421 4.7.0 TLS handshake failed, closing connection\r\n"
+
+// watchSTARTTLS ends the connection after a failed STARTTLS handshake. On
+// failure go-smtp answers in plaintext and goes on reading commands from
+// the raw socket, with the transaction begun before STARTTLS still open,
+// though the handshake consumed an unknown part of what the client sent
+// (so its framing can no longer be trusted, as with any broken stream) and
+// RFC 3207 has the server forget what came before TLS. And a client could
+// start handshake after handshake on one connection, each costing the
+// server its key exchange and signature, none of them counted as an error.
+// While the handshake runs, everything written to the socket is a TLS
+// record (its first byte a content type, 20 to 24); a line starting with a
+// digit is go-smtp's answer to a handshake that failed.
+func (c *trackedConn) watchSTARTTLS(b []byte) []byte {
+	switch {
+	case len(b) == 0:
+	case !c.greeted:
+		c.greeted = true
+	case c.tlsStarting && b[0] >= '0' && b[0] <= '9':
+		c.tlsStarting = false
+		c.errors.Add(1)
+		c.log.Info("STARTTLS handshake failed, closing")
+		c.closeAfter.Store(true)
+		return []byte(errHandshake)
+	case bytes.HasPrefix(b, []byte("220 ")):
+		c.tlsStarting = true
+	}
+	return b
 }
 
 // countError records a refused command; past the limit the reply becomes

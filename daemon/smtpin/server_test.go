@@ -183,6 +183,34 @@ func TestSizeLimit(t *testing.T) {
 // in the state it stopped in, mid-line, so that dot does not end the data
 // and the bytes after it are never taken for commands. The cut is placed
 // on and around the byte where the limit falls.
+// A STARTTLS whose handshake fails ends the connection with a 421. go-smtp
+// itself answers 550 and goes on reading commands in plaintext, from a
+// stream the handshake consumed an unknown part of, with the transaction
+// begun before STARTTLS still open (it was delivered), and lets one
+// connection start handshake after handshake.
+func TestFailedSTARTTLSEndsTheConnection(t *testing.T) {
+	ts := startServer(t, Limits{}, serverTLS(t), false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
+	c.cmd("RCPT TO:<user@example.com>", "250 ")
+	c.cmd("STARTTLS", "220 ")
+	// A TLS record header and five bytes that are no handshake message.
+	c.send("\x16\x03\x01\x00\x05bogus")
+	// The server's TLS alert, then its answer in plaintext.
+	line, err := c.r.ReadString('\n')
+	if err != nil || !strings.Contains(line, "421 4.7.0 ") {
+		t.Fatalf("after a failed handshake: %q, %v; want a 421 4.7.0", line, err)
+	}
+	_, _ = io.WriteString(c.c, "DATA\r\nSubject: after TLS failed\r\n\r\nx\r\n.\r\nQUIT\r\n")
+	if rest, _ := io.ReadAll(c.r); len(rest) > 0 {
+		t.Errorf("the connection went on after a failed handshake: %q", rest)
+	}
+	if got := ts.be.got(); len(got) != 0 {
+		t.Errorf("%d messages delivered on a connection whose handshake failed", len(got))
+	}
+}
+
 func TestCutDataStaysFramed(t *testing.T) {
 	const max = 1000
 	prefix := "Subject: big\r\n\r\n"
