@@ -395,6 +395,18 @@ func (q *Queue) backoff(attempts int) time.Duration {
 	return q.opts.Backoff[min(attempts, len(q.opts.Backoff)-1)]
 }
 
+// nextAttempt is when to try it again after an attempt that starts now: a
+// backoff step later, but no later than the end of its retry window, so
+// that the last retry (the one that gives up on a temporary failure) is
+// made when the window ends and not up to a whole step past it.
+func (q *Queue) nextAttempt(it *Item, now time.Time) time.Time {
+	next := now.Add(q.backoff(it.Attempts))
+	if end := it.start().Add(q.opts.RetryFor); now.Before(end) && next.After(end) {
+		return end
+	}
+	return next
+}
+
 // Run delivers due items until ctx ends, then waits for attempts in flight.
 func (q *Queue) Run(ctx context.Context) {
 	q.mu.Lock()
@@ -516,7 +528,7 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 		// append can run outside the lock: nothing else writes an item
 		// while it is in flight.
 		prev := e.it.NextAttempt
-		e.it.NextAttempt = now.Add(q.backoff(e.it.Attempts))
+		e.it.NextAttempt = q.nextAttempt(e.it, now)
 		e.inflight = true
 		it := e.it.clone()
 		wg.Add(1)

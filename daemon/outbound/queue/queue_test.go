@@ -125,6 +125,42 @@ func TestQueuePermanentFailsAtOnceAndGivesUpAfterRetryFor(t *testing.T) {
 	}
 }
 
+// The last retry is made when the retry window ends, not a backoff step
+// past it: with a 90-minute window and hourly retries, the second attempt
+// schedules the third at 1h30 (it would be 2h), and a 4xx then gives up.
+// Otherwise the bounce comes up to a whole step (16h by default) after
+// delivery.retry_for, and a delay warning's Will-Retry-Until is not the
+// last retry.
+func TestQueueLastRetryIsAtTheEndOfRetryFor(t *testing.T) {
+	f := newScripted()
+	f.set("slow@p.test", &delivery.Error{Temporary: true, Code: 450, Enhanced: "4.2.0", Message: "try later"})
+	clk := testclock.New()
+	start := clk.Now()
+	n := newNotes()
+	q, err := Open(t.TempDir(), f, n, Options{Clock: clk.Now, RetryFor: 90 * time.Minute, Backoff: []time.Duration{time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q)
+	q.Enqueue(testItem("m3", "slow@p.test"))
+	if it, _ := q.WaitFirstAttempt(context.Background(), "m3"); !it.NextAttempt.Equal(start.Add(time.Hour)) {
+		t.Fatalf("after the first attempt: next attempt %v, want %v", it.NextAttempt, start.Add(time.Hour))
+	}
+	clk.Advance(time.Hour)
+	q.Kick()
+	testwait.For(t, "m3's second attempt to end", func() bool { got, _ := q.Get("m3"); return !got.InFlight && got.Attempts == 2 })
+	got, _ := q.Get("m3")
+	if end := start.Add(90 * time.Minute); !got.NextAttempt.Equal(end) || !recipient(got, "slow@p.test").NextAttempt.Equal(end) {
+		t.Fatalf("after the second attempt: next attempt %v, want %v (the end of RetryFor)", got.NextAttempt, end)
+	}
+	clk.Advance(30 * time.Minute)
+	q.Kick()
+	done := n.waitSettled(t)
+	if r := recipient(done, "slow@p.test"); r.Status != StatusFailed || !strings.Contains(r.Detail, "gave up") || r.Attempts != 3 {
+		t.Fatalf("at the end of RetryFor: %+v", r)
+	}
+}
+
 // countingDeliverer counts attempts per recipient and fails temporarily
 // while fail is set.
 type countingDeliverer struct {
