@@ -62,7 +62,9 @@ func (d *Daemon) route(addr string) (route, error) {
 	if at <= 0 || at == len(addr)-1 {
 		return route{}, errBadAddr
 	}
-	local, domain := strings.ToLower(addr[:at]), strings.ToLower(addr[at+1:])
+	// An absolute domain (a final dot) is the same domain, for the aliases
+	// that name it as for the check below.
+	local, domain := strings.ToLower(addr[:at]), strings.TrimSuffix(strings.ToLower(addr[at+1:]), ".")
 	cfg := d.cfg()
 	if !cfg.IsLocalDomain(domain) {
 		return route{}, errRelay

@@ -154,6 +154,35 @@ owner = %[1]q
 	}
 }
 
+// A domain written absolute, with its final dot, is the same domain: an
+// alias that names it reaches its mailbox as the plain form does, rather
+// than the catch-all (which may be another owner's).
+func TestAliasAtAbsoluteDomain(t *testing.T) {
+	td, addr, _ := startInbound(t, fmt.Sprintf(`catch_all = "catchall"
+[[mailboxes]]
+name = "support"
+owner = %[1]q
+aliases = ["contact@example.test"]
+[[mailboxes]]
+name = "catchall"
+owner = %[1]q
+`, myName(t)))
+	for _, rcpt := range []string{"contact@example.test.", "Contact@EXAMPLE.test."} {
+		if err := sendSMTP(t, addr, "s@remote.test", []string{rcpt}, "Subject: to "+rcpt+"\n\nbody\n"); err != nil {
+			t.Fatalf("send to %s: %v", rcpt, err)
+		}
+	}
+	for _, c := range []struct {
+		mailbox string
+		want    int
+	}{{"support", 2}, {"catchall", 0}} {
+		var l protocol.MessageList
+		if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: c.mailbox}, &l); err != nil || len(l.Messages) != c.want {
+			t.Errorf("%s holds %d messages (%v), want %d", c.mailbox, len(l.Messages), err, c.want)
+		}
+	}
+}
+
 func TestInboundUnknownUserWithoutCatchAll(t *testing.T) {
 	_, addr, _ := startInbound(t, "")
 	err := sendSMTP(t, addr, "s@remote.test", []string{"nobody@example.test"}, "Subject: x\n\nbody\n")
