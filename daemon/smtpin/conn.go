@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +31,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		ip := remoteIP(c)
-		capIP, front := ip, false
+		key, front := l.s.peerKey(c, ip), false
 		if l.proto == "lmtp" && ip != nil {
 			if !l.s.mayConnectLMTP(ip) {
 				if ok, n := l.s.summarize("lmtp refused " + ip.String()); ok {
@@ -41,16 +43,16 @@ func (l *limitListener) Accept() (net.Conn, error) {
 				l.s.refuse(c, "554 5.7.1", "LMTP here is open only to the front MTAs in lmtp.allow_from")
 				continue
 			}
-			capIP, front = nil, true // a front MTA carries every sender's mail: only the total applies
+			key, front = "", true // a front MTA carries every sender's mail: only the total applies
 		}
-		if reason := l.s.acquire(capIP); reason != "" {
+		if reason := l.s.acquire(key); reason != "" {
 			if ok, n := l.s.summarize("smtp refused " + ipString(ip) + ": " + reason); ok {
 				l.s.log.Info("connection refused", "proto", l.proto, "remote", ipString(ip), "reason", reason, "repeats", n)
 			}
 			l.s.refuse(c, "421 4.7.0", "Too many connections, try again later")
 			continue
 		}
-		return l.s.track(c, ip, capIP, l.proto, front), nil
+		return l.s.track(c, ip, key, l.proto, front), nil
 	}
 }
 
@@ -68,33 +70,54 @@ func ipString(ip net.IP) string {
 	return ip.String()
 }
 
-// acquire reserves a connection slot; it returns why not when over a cap.
-// Unix-socket peers (nil IP) only count against the total.
-func (s *Server) acquire(ip net.IP) string {
+// peerKey is what a connection counts against in the per-IP cap: its
+// address (capKey) over TCP; on a Unix socket (LMTP) its user, so that a
+// local user who is not the front MTA cannot take every slot, the port's
+// included, as one address could not. The users that may forward (the front
+// MTA's, and root) carry everyone's mail and count against the total only
+// (""), as a front MTA over TCP does.
+func (s *Server) peerKey(c net.Conn, ip net.IP) string {
+	if ip != nil {
+		return capKey(ip)
+	}
+	uid, ok := peerUID(c)
+	switch {
+	case !ok:
+		return "uid unknown"
+	case s.mayForward(uid):
+		return ""
+	}
+	return fmt.Sprintf("uid %d", uid)
+}
+
+// acquire reserves a connection slot counted against key (peerKey; "" for
+// the total only); it returns why not when over a cap.
+func (s *Server) acquire(key string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.total >= s.lim.MaxConnections {
 		return "too many connections"
 	}
-	if ip != nil {
-		k := capKey(ip)
-		if s.perIP[k] >= s.lim.MaxConnectionsPerIP {
+	if key != "" {
+		if s.perIP[key] >= s.lim.MaxConnectionsPerIP {
+			if strings.HasPrefix(key, "uid ") {
+				return "too many connections from this user"
+			}
 			return "too many connections from this IP"
 		}
-		s.perIP[k]++
+		s.perIP[key]++
 	}
 	s.total++
 	return ""
 }
 
-func (s *Server) release(ip net.IP) {
+func (s *Server) release(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total--
-	if ip != nil {
-		k := capKey(ip)
-		if s.perIP[k]--; s.perIP[k] <= 0 {
-			delete(s.perIP, k)
+	if key != "" {
+		if s.perIP[key]--; s.perIP[key] <= 0 {
+			delete(s.perIP, key)
 		}
 	}
 }
@@ -129,10 +152,10 @@ type trackedConn struct {
 	s  *Server
 	ip net.IP
 	id string
-	// capIP is the address the connection counts against in the per-IP
-	// cap: ip, or nil for a front MTA on LMTP over TCP.
-	capIP net.IP
-	log   *slog.Logger
+	// slotKey is what the connection counts against in the per-IP cap
+	// (peerKey), or "" for a front MTA.
+	slotKey string
+	log     *slog.Logger
 
 	timerMu sync.Mutex // the timer's own goroutine may call Close
 	timer   *time.Timer
@@ -166,15 +189,15 @@ type trackedConn struct {
 	msgs       atomic.Uint64
 }
 
-// track wraps an accepted connection whose slot counts against capIP. A
+// track wraps an accepted connection whose slot counts against key. A
 // front MTA (front) and a Unix-socket peer allowed to may send XFORWARD.
 // Everything is set before the session timer starts: the timer closes the
 // connection from another goroutine.
-func (s *Server) track(c net.Conn, ip, capIP net.IP, proto string, front bool) *trackedConn {
+func (s *Server) track(c net.Conn, ip net.IP, key, proto string, front bool) *trackedConn {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id, capIP: capIP,
+	tc := &trackedConn{Conn: c, s: s, ip: ip, id: id, slotKey: key,
 		screenFirst: proto == "smtp" && (s.cfg.PregreetWait > 0 || s.cfg.Screener != nil && ip != nil)}
 	tc.log = s.log.With("session", id, "proto", proto, "remote", ipString(ip))
 	if uid, ok := peerUID(c); front || ok && proto == "lmtp" && s.mayForward(uid) {
@@ -201,7 +224,7 @@ func (c *trackedConn) Close() error {
 		// The slot is free before the peer can see the close: a client
 		// that read EOF may count on it (a new connection is not refused
 		// because of one that is already gone).
-		c.s.release(c.capIP)
+		c.s.release(c.slotKey)
 		err = c.Conn.Close()
 		// A session that delivered mail without errors is told by its
 		// messages' lines; the others (probes, refused or broken clients)

@@ -556,12 +556,12 @@ func TestPerIPLimitCountsIPv6Networks(t *testing.T) {
 		{"192.0.2.1", "too many connections from this IP"},
 		{"192.0.2.2", ""},
 	} {
-		if got := s.acquire(net.ParseIP(tt.ip)); got != tt.reason {
+		if got := s.acquire(capKey(net.ParseIP(tt.ip))); got != tt.reason {
 			t.Errorf("acquire(%s) = %q, want %q", tt.ip, got, tt.reason)
 		}
 	}
-	s.release(net.ParseIP("2001:db8:1:2::1"))
-	if got := s.acquire(net.ParseIP("2001:db8:1:2::77")); got != "" {
+	s.release(capKey(net.ParseIP("2001:db8:1:2::1")))
+	if got := s.acquire(capKey(net.ParseIP("2001:db8:1:2::77"))); got != "" {
 		t.Errorf("after a release in the /64: %q", got)
 	}
 }

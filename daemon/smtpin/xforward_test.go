@@ -1,11 +1,13 @@
 package smtpin
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/internal/testusers"
 )
@@ -122,4 +124,54 @@ func FuzzXForward(f *testing.F) {
 			t.Fatalf("%d replies never paired", len(x.queue))
 		}
 	})
+}
+
+// TestLMTPSocketCapsEachLocalUser: on the LMTP socket a local user who is
+// not the front MTA is one client, held to the per-IP cap by its uid, so it
+// cannot take every connection slot (port 25's included) and stop everyone's
+// inbound mail; the front MTA's users and root count against the total only.
+func TestLMTPSocketCapsEachLocalUser(t *testing.T) {
+	testusers.RequireRoot(t)
+	socat, err := exec.LookPath("socat")
+	if err != nil {
+		t.Skip("socat not installed")
+	}
+	u := testusers.Create(t, "mccap")
+	sock := filepath.Join(testusers.SharedDir(t), "lmtp.sock")
+	startServerLMTPAt(t, sock, func(c *Config) { c.Limits.MaxConnectionsPerIP = 2 })
+	// connect opens a connection as u that stays open until the test ends,
+	// and returns the server's first line.
+	connect := func() string {
+		cmd := testusers.As(exec.Command(socat, "-t5", "-", "UNIX-CONNECT:"+sock), u.UID, u.GID)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Close(); cmd.Wait() })
+		out.(*os.File).SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the greeting as %s: %q, %v", u.Name, line, err)
+		}
+		return line
+	}
+	for i := range 2 {
+		if got := connect(); !strings.HasPrefix(got, "220 ") {
+			t.Fatalf("connection %d of %s: %q", i+1, u.Name, got)
+		}
+	}
+	if got := connect(); !strings.HasPrefix(got, "421 4.7.0") {
+		t.Errorf("a third connection of %s past a cap of 2: %q, want 421 4.7.0", u.Name, got)
+	}
+	for range 3 {
+		c := dialRaw(t, "unix", sock)
+		c.expect("220 ")
+	}
 }
