@@ -183,6 +183,9 @@ type trackedConn struct {
 	// carries a TLS handshake (see Write). Only go-smtp's goroutine writes.
 	greeted, tlsStarting bool
 
+	// bdat holds MAIL back until earlier BDAT transfers have ended.
+	bdat transfers
+
 	errors     atomic.Int32
 	closeAfter atomic.Bool // close once the current reply is written
 	closeOnce  sync.Once

@@ -112,7 +112,10 @@ func (ss *session) readMessage(r io.Reader) (_ *Message, release func(), err err
 		budget.release()
 		m.close()
 	}
-	if !ss.hasFrom || len(ss.rcpts) == 0 {
+	ss.txMu.Lock()
+	open := ss.hasFrom && len(ss.rcpts) > 0
+	ss.txMu.Unlock()
+	if !open {
 		return nil, release, smtpErr(503, smtp.EnhancedCode{5, 5, 1}, "Bad sequence of commands")
 	}
 	hdr := ss.received()
@@ -263,7 +266,9 @@ func sum(chunks [][]byte) int {
 // usable size or the budget cannot pay for it; the caller then reads in
 // chunks.
 func (ss *session) readDeclared(lr io.Reader, budget *budgetReader, hdrLen int) (all []byte, n int, eof bool, err error) {
+	ss.txMu.Lock()
 	hint := ss.sizeHint
+	ss.txMu.Unlock()
 	if hint <= 0 || hint > ss.s.lim.MaxMessageBytes || hint > SpoolOver {
 		return nil, 0, false, nil
 	}

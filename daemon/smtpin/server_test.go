@@ -11,12 +11,15 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 const envelope = "MAIL FROM:<alice@sender.example>\r\nRCPT TO:<bob@example.com>\r\nDATA\r\n"
@@ -672,6 +675,33 @@ func TestBDATAbortKeepsTheSession(t *testing.T) {
 	if len(got) != 2 || body(t, got[0].raw) != "Subject: kept\r\n\r\nbody\r\n" || body(t, got[1].raw) != body(t, got[0].raw) {
 		t.Errorf("deliveries %+v, want the two messages sent whole", got)
 	}
+}
+
+// A BDAT transfer ended without LAST (by RSET, by a chunk past the limit,
+// after an empty first chunk) and another begun after it made go-smtp's
+// goroutine for one of them block for ever on a result slot the other had
+// taken (docs/go-smtp.md, point 6): a client repeating that on a connection
+// leaked a goroutine, and the connection with it, on most tries. Every
+// session's goroutines must end with its connection.
+func TestBDATAbortsLeakNoGoroutines(t *testing.T) {
+	ts := startServer(t, Limits{MaxMessageBytes: 100, MaxErrors: 1000}, nil, false)
+	before := runtime.NumGoroutine()
+	const txn = "MAIL FROM:<a@sender.example>\r\nRCPT TO:<b@example.com>\r\n"
+	for _, abort := range []string{
+		txn + "BDAT 5\r\nxxxxxRSET\r\n",
+		txn + "BDAT 0\r\nRSET\r\n",
+		txn + "BDAT 3\r\nabcBDAT 200\r\n" + strings.Repeat("z", 200),
+	} {
+		for range 10 {
+			c := dialRaw(t, "tcp", ts.addr)
+			c.hello()
+			c.send(strings.Repeat(abort, 50) + "QUIT\r\n")
+			for r := c.reply(); r != "EOF" && !strings.HasPrefix(r, "221 "); r = c.reply() {
+			}
+			c.c.Close()
+		}
+	}
+	testwait.For(t, "the sessions' goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func TestInFlightMemoryBudget(t *testing.T) {

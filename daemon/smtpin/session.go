@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -28,6 +29,10 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// txMu guards the transaction below: go-smtp runs a BDAT transfer's
+	// Data in a goroutine of its own, and resets the transaction from its
+	// connection's when the transfer is aborted, while Data may be reading.
+	txMu    sync.Mutex
 	from    string
 	hasFrom bool
 	utf8    bool
@@ -59,7 +64,9 @@ func tracked(c net.Conn) *trackedConn {
 }
 
 func (ss *session) Reset() {
+	ss.txMu.Lock()
 	ss.from, ss.hasFrom, ss.utf8, ss.rcpts, ss.fwd, ss.sizeHint = "", false, false, nil, nil, 0
+	ss.txMu.Unlock()
 	if ss.tc.xfwd != nil {
 		ss.tc.xfwd.end()
 	}
@@ -71,6 +78,10 @@ func (ss *session) Logout() error {
 }
 
 func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
+	if !ss.tc.bdat.settle(ss.s.lim.CommandTimeout) {
+		ss.log.Warn("MAIL refused: an earlier BDAT transfer has not ended")
+		return errTempFailure
+	}
 	if opts != nil && opts.Size > ss.s.lim.MaxMessageBytes {
 		ss.log.Info("MAIL refused: declared size too big", "size", opts.Size)
 		return ss.tc.countError(errTooBig)
@@ -82,6 +93,8 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 		return ss.tc.countError(errNeedsSMTPUTF8)
 	}
 	ss.Reset()
+	ss.txMu.Lock()
+	defer ss.txMu.Unlock()
 	ss.from, ss.hasFrom = from, true
 	if opts != nil {
 		ss.utf8, ss.sizeHint = opts.UTF8, opts.Size
@@ -108,7 +121,10 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		ss.log.Info("RCPT refused", "rcpt", to, "err", err)
 		return ss.tc.countError(asReply(err))
 	}
+	ss.txMu.Lock()
 	ss.rcpts = append(ss.rcpts, to)
+	ss.txMu.Unlock()
+	ss.tc.bdat.rcpt()
 	return nil
 }
 
@@ -160,6 +176,7 @@ func asReply(err error) error {
 // backend recognises the copies already stored by the bytes below our
 // Received header).
 func (ss *session) Data(r io.Reader) error {
+	defer ss.dataBegun(r)()
 	m, release, err := ss.readMessage(r)
 	defer release()
 	if err == errAborted {
@@ -168,11 +185,12 @@ func (ss *session) Data(r io.Reader) error {
 	if err != nil {
 		return ss.tc.countError(err)
 	}
-	return asReply(cmp.Or(ss.deliver(m)...))
+	return asReply(cmp.Or(ss.deliver(m, ss.envelope())...))
 }
 
 // LMTPData answers each recipient separately (RFC 2033).
 func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
+	defer ss.dataBegun(r)()
 	m, release, err := ss.readMessage(r)
 	defer release()
 	if err != nil {
@@ -181,19 +199,34 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 		}
 		return err
 	}
-	errs := ss.deliver(m)
-	for i, rcpt := range ss.rcpts {
+	env := ss.envelope()
+	errs := ss.deliver(m, env)
+	for i, rcpt := range env.Rcpts {
 		status.SetStatus(rcpt, asReply(errs[i]))
 	}
 	return nil
 }
 
-// deliver calls the backend and always returns one entry per recipient.
-func (ss *session) deliver(m *Message) []error {
-	env := Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), Session: ss.tc.id,
-		Screen: ss.tc.screen}
-	if f := ss.fwd; f != nil {
-		env.Forwarded = f
+// dataBegun records a BDAT transfer's Data as running (see transfers); the
+// function it returns, deferred first, runs as Data returns. go-smtp hands
+// BDAT data through an io.Pipe, DATA through its own reader.
+func (ss *session) dataBegun(r io.Reader) (end func()) {
+	pr, _ := r.(*io.PipeReader)
+	return ss.tc.bdat.begin(pr)
+}
+
+// envelope is the transaction as it stands, for its message.
+func (ss *session) envelope() Envelope {
+	ss.txMu.Lock()
+	defer ss.txMu.Unlock()
+	return Envelope{RemoteIP: ss.tc.ip, Helo: ss.c.Hostname(), MailFrom: ss.from, Rcpts: append([]string(nil), ss.rcpts...), Session: ss.tc.id,
+		Screen: ss.tc.screen, Forwarded: ss.fwd}
+}
+
+// deliver calls the backend with the message and the envelope (envelope)
+// and always returns one entry per recipient.
+func (ss *session) deliver(m *Message, env Envelope) []error {
+	if f := env.Forwarded; f != nil {
 		if f.Addr != nil {
 			env.RemoteIP = f.Addr
 		}
@@ -235,10 +268,13 @@ func (ss *session) deliver(m *Message) []error {
 // received builds our trace header (RFC 5321 section 4.4). Everything the
 // client chose is reduced to safe characters first.
 func (ss *session) received() string {
+	ss.txMu.Lock()
+	utf8, fwd := ss.utf8, ss.fwd
+	ss.txMu.Unlock()
 	proto := "ESMTP"
 	if ss.lmtp {
 		proto = "LMTP"
-	} else if ss.utf8 {
+	} else if utf8 {
 		proto = "UTF8SMTP"
 	}
 	tlsInfo := ""
@@ -250,7 +286,7 @@ func (ss *session) received() string {
 	if ss.tc.ip != nil {
 		from += " ([" + ss.tc.ip.String() + "])"
 	}
-	if f := ss.fwd; f != nil && (f.Addr != nil || f.Helo != "") {
+	if f := fwd; f != nil && (f.Addr != nil || f.Helo != "") {
 		// The front MTA's client, as it told us with XFORWARD.
 		from = safeHelo(f.Helo)
 		if f.Addr != nil {
