@@ -114,13 +114,23 @@ func (t *transfers) settle(limit time.Duration) bool {
 			return false
 		}
 		// The pipe's writer is closed, so reading it never blocks: it says
-		// how the transfer ended until go-smtp closes the reader too.
-		for _, err := tr.r.Read(nil); err != io.ErrClosedPipe; _, err = tr.r.Read(nil) {
+		// how the transfer ended until go-smtp closes the reader too, which
+		// it does right after sending the result. Should that send ever
+		// block, the wait backs off to a millisecond a try rather than
+		// spin a CPU until the deadline.
+		for try := 0; ; try++ {
+			if _, err := tr.r.Read(nil); err == io.ErrClosedPipe {
+				break
+			}
 			if time.Now().After(deadline) {
 				t.keep(running[i:])
 				return false
 			}
-			runtime.Gosched()
+			if try < 64 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(time.Millisecond)
+			}
 		}
 	}
 	return true
