@@ -220,13 +220,19 @@ func addressFilter(f string) bool {
 	return strings.Contains(f, "@") || !strings.ContainsAny(f, " \t") && strings.Contains(f, ".")
 }
 
-// fromAddressSQL is the address part of m.from_fold: what follows the last
-// '<' of its last 320 characters (rtrim strips every character but '<' from
-// the end), or all of those when they hold none (a bare address). An address
-// has at most 254 characters; the window keeps rtrim, whose cost grows with
-// its input times its set of characters, cheap on a sender's 10 KB header
-// written to be slow (70 ms a row without it).
-const fromAddressSQL = "substr(" + fromTailSQL + ", length(rtrim(" + fromTailSQL + ", replace(" + fromTailSQL + ", '<', ''))) + 1)"
+// fromAddressSQL is the address part of m.from_fold, the sender as the
+// store writes it ("Name" <address>, or a bare address): what follows the
+// last '<' of its last 320 characters when they end with '>' (rtrim strips
+// every character but '<' from the end), or all of those when they hold no
+// '<' and no space (a bare address). A sender the store could not parse,
+// written as it came, has no address part: it matches no address filter,
+// as it passes no wait's (protocol.SenderMatches). An address has at most
+// 254 characters; the window keeps rtrim, whose cost grows with its input
+// times its set of characters, cheap on a sender's 10 KB header written to
+// be slow (70 ms a row without it).
+const fromAddressSQL = "(CASE WHEN instr(" + fromTailSQL + ", '<') = 0 THEN (CASE WHEN instr(" + fromTailSQL + ", ' ') = 0 THEN " + fromTailSQL + " ELSE '' END)" +
+	" WHEN substr(m.from_fold, -1) = '>' THEN substr(" + fromTailSQL + ", length(rtrim(" + fromTailSQL + ", replace(" + fromTailSQL + ", '<', ''))) + 1)" +
+	" ELSE '' END)"
 
 const fromTailSQL = "substr(m.from_fold, -320)"
 
@@ -284,6 +290,13 @@ func (b *sqlBuilder) expr(n *searchNode) string {
 		return "(" + strings.Join(parts, " AND ") + ")"
 	}
 	switch n.field {
+	case "from":
+		// An address or a domain: its words in the sender, and its text in
+		// the sender's address, never only in the display name the sender
+		// typed (addressFilter).
+		m := b.match(ftsColumn["from"] + " : " + ftsQuote(n.value))
+		b.args = append(b.args, fold(n.value))
+		return "(" + m + " AND instr(" + fromAddressSQL + ", ?) > 0)"
 	case "is":
 		switch n.value {
 		case "unread":
@@ -323,6 +336,9 @@ func ftsExpr(n *searchNode) (string, bool) {
 	case opTerm:
 		if n.field == "" {
 			return ftsQuote(n.value), true
+		}
+		if n.field == "from" && addressFilter(n.value) {
+			return "", false // also in the address part: b.expr
 		}
 		if col, ok := ftsColumn[n.field]; ok {
 			return col + " : " + ftsQuote(n.value), true

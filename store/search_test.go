@@ -327,3 +327,50 @@ func TestListFiltersAreBounded(t *testing.T) {
 		t.Errorf("a filter of the most bytes: %v", err)
 	}
 }
+
+// Regression: from: with an address or a domain matched the display name the
+// sender typed, so `"noreply@service.example" <attacker@evil.example>` was
+// listed as the service's mail, as the listing's from filter and the waits
+// did before (protocol.SenderMatches keeps the same rule). Such a term is
+// looked for in the sender's address; a word is still looked for in the
+// whole sender, name included. A sender the store could not parse, kept as
+// it came, has no address part.
+func TestSearchFromAddressIsNotTheDisplayName(t *testing.T) {
+	s := newTestStore(t)
+	for i, from := range []string{
+		`"noreply@service.example" <attacker@evil.example>`, // spoof
+		`Service <noreply@service.example>`,                 // real
+		`noreply@service.example`,                           // bare
+		`<noreply@service.example> attacker@evil.example`,   // broken
+	} {
+		m := testMessage(i)
+		m.From, m.Subject = from, []string{"spoof", "real", "bare", "broken"}[i]
+		deliver(t, s, "inbox", m, "body")
+	}
+	for _, tc := range []struct {
+		q    Query
+		want []string
+	}{
+		{Query{Search: "from:noreply@service.example"}, []string{"bare", "real"}},
+		{Query{Search: "from:service.example"}, []string{"bare", "real"}},
+		{Query{Search: "FROM:NOREPLY@Service.Example is:unread"}, []string{"bare", "real"}},
+		{Query{Search: "-from:service.example"}, []string{"broken", "spoof"}},
+		{Query{Search: "from:evil.example OR from:service.example"}, []string{"bare", "real", "spoof"}},
+		{Query{Search: "from:noreply"}, []string{"bare", "broken", "real", "spoof"}},
+		{Query{From: "noreply@service.example"}, []string{"bare", "real"}},
+		{Query{From: "service.example"}, []string{"bare", "real"}},
+	} {
+		p, err := s.List("agent", "inbox", tc.q)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.q, err)
+		}
+		var got []string
+		for _, it := range p.Items {
+			got = append(got, it.Subject)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: got %v, want %v", tc.q, got, tc.want)
+		}
+	}
+}
