@@ -347,7 +347,8 @@ func startable(h *protocol.Hook, owner Owner) error {
 }
 
 // command is the hook's process: as the owner (with only the owner's
-// groups), in a process group of its own, with its output captured.
+// groups), leading a session (and so a process group) of its own, with its
+// output captured.
 func command(h protocol.Hook, owner Owner, f Facts, stdin []byte, capt *capture, grace time.Duration) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:   h.Cmd[0],
@@ -357,11 +358,15 @@ func command(h protocol.Hook, owner Owner, f Facts, stdin []byte, capt *capture,
 		Stdin:  bytes.NewReader(stdin),
 		Stdout: captureWriter{capt, false},
 		Stderr: captureWriter{capt, true},
-		// A process that escaped the group (setsid) may hold the pipes open
-		// after the group is gone; stop reading from them after the grace.
+		// A process that escaped the session (setsid) may hold the pipes
+		// open after the rest is gone; stop reading from them after the grace.
 		WaitDelay: grace,
 		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid: true,
+			// A session, not just a process group: a child may leave the
+			// group (setpgid, as a shell with job control does for every
+			// background job) but stays in the session, where
+			// killSession finds it.
+			Setsid: true,
 		},
 	}
 	if owner.UID != uint32(os.Getuid()) {
@@ -374,9 +379,9 @@ func command(h protocol.Hook, owner Owner, f Facts, stdin []byte, capt *capture,
 	return cmd
 }
 
-// supervise waits for the hook's leader pid to exit, stopping its process
-// group (TERM, then KILL after grace) on timeout or cancellation, and kills
-// whatever the group left behind. It says why it stopped the hook, if it did.
+// supervise waits for the hook's leader pid to exit, stopping its session
+// (TERM, then KILL after grace) on timeout or cancellation, and kills
+// whatever the session left behind. It says why it stopped the hook, if it did.
 func supervise(ctx context.Context, pid int, timeout, grace time.Duration) (stopped string, timedOut bool) {
 	exited := make(chan struct{})
 	go func() {
@@ -395,18 +400,21 @@ func supervise(ctx context.Context, pid int, timeout, grace time.Duration) (stop
 	}
 	if stopped != "" {
 		_ = unix.Kill(-pid, unix.SIGTERM)
+		signalSession(pid, unix.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(grace):
 			stopped += fmt.Sprintf(", then SIGKILL after %v", grace)
 			_ = unix.Kill(-pid, unix.SIGKILL)
+			killSession(pid)
 			<-exited
 		}
 	}
-	// The leader has exited but is not reaped yet, so its pid (the group id)
-	// cannot be reused: whatever it left behind in the group is killed
-	// without risk of hitting an unrelated process.
+	// The leader has exited but is not reaped yet, so its pid (the session
+	// and group id) cannot be reused: whatever it left behind in its session
+	// is killed without risk of hitting an unrelated process.
 	_ = unix.Kill(-pid, unix.SIGKILL)
+	killSession(pid)
 	return stopped, timedOut
 }
 

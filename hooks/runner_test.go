@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,6 +187,52 @@ func TestRunLeftoverChildrenKilledAtExit(t *testing.T) {
 	}
 	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	testwait.For(t, "the background child to disappear", func() bool { return !alive(child) })
+}
+
+// TestRunKillsChildrenThatLeftTheGroup is a hook whose child moves to a
+// process group of its own (setpgid, as a shell with job control does for a
+// background job) before the hook exits or times out: killing the hook's
+// process group alone left the child running as the owner for good.
+func TestRunKillsChildrenThatLeftTheGroup(t *testing.T) {
+	const perl = "/usr/bin/perl"
+	if _, err := os.Stat(perl); err != nil {
+		t.Skip("needs perl to call setpgrp: ", err)
+	}
+	owner, dir := hookOwner(t)
+	r := testRunner(t)
+	// The child writes its pid once it has left the group, then closes the
+	// pipe the hook waits on; it keeps no output pipe open.
+	const script = `pipe(R, W) or die; my $c = fork(); die unless defined $c;
+if ($c == 0) { close R; open(STDOUT, ">/dev/null"); open(STDERR, ">/dev/null"); setpgrp(0, 0) or die;
+  open(F, ">", $ARGV[0]) or die; print F $$; close F; close W; sleep 300; exit 0 }
+close W; <R>; sleep 300 if $ARGV[1] eq "hang"; exit 0`
+	for _, tc := range []struct {
+		name, mode string
+		timedOut   bool
+	}{
+		{"exits", "exit", false},
+		{"times-out", "hang", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidfile := filepath.Join(dir, tc.name+".pid")
+			h := recvHook("leave-group-"+tc.name, perl, "-e", script, pidfile, tc.mode)
+			h.TimeoutSecs = 1
+			run := r.Run(context.Background(), h, owner, recvFacts, nil)
+			if run.TimedOut != tc.timedOut {
+				t.Errorf("run = %+v, want timed out %v", run, tc.timedOut)
+			}
+			b, err := os.ReadFile(pidfile)
+			if err != nil {
+				t.Fatalf("the hook's child did not write its pid: %v (run %+v)", err, run)
+			}
+			child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+			testwait.For(t, "the child that left the hook's process group to disappear", func() bool { return !alive(child) })
+		})
+	}
 }
 
 func TestRunOutputFloodCapped(t *testing.T) {

@@ -1,0 +1,85 @@
+package hooks
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// signalSession sends sig to every live process of the session sid except
+// its leader, and reports how many it signalled. A hook runs as the leader
+// of a session of its own, so this reaches what the hook started, including
+// children that moved to another process group with setpgid (a shell with job
+// control does that for every background job); only a process that started
+// a session of its own with setsid has left.
+//
+// A session id stays taken while any process is in the session, and the
+// leader is not reaped before the session is killed, so a process found here
+// is one the hook started. Each is signalled through a pidfd opened before
+// its session is read again, so a pid that ended and was reused in between is
+// never signalled.
+func signalSession(sid int, sig unix.Signal) int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return 0
+	}
+	defer d.Close()
+	n := 0
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, name := range names {
+			pid, perr := strconv.Atoi(name)
+			if perr != nil || pid == sid {
+				continue
+			}
+			if s, live := sessionOf(pid); !live || s != sid {
+				continue
+			}
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue
+			}
+			if s, live := sessionOf(pid); live && s == sid && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+				n++
+			}
+			unix.Close(fd)
+		}
+		if err != nil {
+			return n
+		}
+	}
+}
+
+// killSession kills every process of the session sid but its leader, again
+// until none is left: a process may fork while it is being looked for. It
+// gives up after a bounded number of rounds.
+func killSession(sid int) {
+	for range 100 {
+		if signalSession(sid, unix.SIGKILL) == 0 {
+			return
+		}
+	}
+}
+
+// sessionOf reads the session id of pid from /proc/pid/stat, and whether the
+// process is live (not a zombie).
+func sessionOf(pid int) (sid int, live bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// "pid (comm) state ppid pgrp session ...": comm may hold anything, so
+	// the fields are counted from its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 4 || string(f[0]) == "Z" || string(f[0]) == "X" {
+		return 0, false
+	}
+	sid, err = strconv.Atoi(string(f[3]))
+	return sid, err == nil
+}
