@@ -24,8 +24,11 @@ import (
 const (
 	DefaultMaxConcurrent = 4
 	DefaultMaxQueued     = 64
-	DefaultOutputCap     = 32 << 10
-	DefaultKillGrace     = 5 * time.Second
+	// DefaultMaxHeldBytes bounds the stdin bytes (the messages) that runs
+	// started with Go hold while they wait or run.
+	DefaultMaxHeldBytes = 256 << 20
+	DefaultOutputCap    = 32 << 10
+	DefaultKillGrace    = 5 * time.Second
 	// StderrTailBytes is how much of the end of stderr a run record keeps.
 	StderrTailBytes = 2048
 )
@@ -42,6 +45,13 @@ type Runner struct {
 	// (default 64); Go records a run beyond that as dropped, and likewise a
 	// run of an owner whose runs already wait in half of the places.
 	MaxQueued int
+	// MaxHeldBytes bounds the bytes of stdin (each run's message, counted
+	// once per run) that runs started with Go and not yet over hold, so
+	// that runs waiting for a slot cannot fill the daemon's memory with
+	// large messages (default DefaultMaxHeldBytes). One owner's runs hold at
+	// most half. A run past either bound is recorded as dropped, unless
+	// nothing is held: a message larger than the bound still runs alone.
+	MaxHeldBytes int64
 	// OutputCap bounds the bytes kept of each of stdout and stderr per run
 	// (default 32 KiB each). The rest is read and discarded so the hook never
 	// blocks on a full pipe. Each stream has its own bound, so what is kept
@@ -71,6 +81,7 @@ type Runner struct {
 	cancel   context.CancelFunc
 	mu       sync.Mutex
 	inflight int
+	held     int64 // stdin bytes of the runs counted in inflight
 	byOwner  map[uint32]*ownerRuns
 	closed   bool
 	wg       sync.WaitGroup
@@ -80,7 +91,8 @@ type Runner struct {
 // (running or waiting), and the slots its runs may hold at once.
 type ownerRuns struct {
 	inflight int
-	users    int // RunOutput calls that hold this record
+	held     int64 // stdin bytes of those runs
+	users    int   // RunOutput calls that hold this record
 	sem      chan struct{}
 }
 
@@ -141,7 +153,7 @@ func (r *Runner) init() {
 
 // orDefault is v when it is set (positive), else def: a field left zero or
 // set out of range takes the default.
-func orDefault[T int | time.Duration](v, def T) T {
+func orDefault[T int | int64 | time.Duration](v, def T) T {
 	if v > 0 {
 		return v
 	}
@@ -213,8 +225,25 @@ func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
 			running+waiting, owner.UID, running, waiting))
 		return
 	}
+	size := int64(len(stdin))
+	maxHeld := orDefault(r.MaxHeldBytes, DefaultMaxHeldBytes)
+	if o.held > 0 && o.held+size > maxHeld/2 {
+		r.releaseLocked(owner.UID, o)
+		r.mu.Unlock()
+		r.drop(h, f, fmt.Sprintf("dropped: hook runs of uid %d already hold %d bytes of messages, and this one has %d (at most %d for one owner)",
+			owner.UID, o.held, size, maxHeld/2))
+		return
+	}
+	if r.held > 0 && r.held+size > maxHeld {
+		r.releaseLocked(owner.UID, o)
+		r.mu.Unlock()
+		r.drop(h, f, fmt.Sprintf("dropped: hook runs already hold %d bytes of messages, and this one has %d (at most %d)", r.held, size, maxHeld))
+		return
+	}
 	o.inflight++
+	o.held += size
 	r.inflight++
+	r.held += size
 	r.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
@@ -222,7 +251,9 @@ func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
 		defer func() {
 			r.mu.Lock()
 			r.inflight--
+			r.held -= size
 			o.inflight--
+			o.held -= size
 			r.releaseLocked(owner.UID, o)
 			r.mu.Unlock()
 		}()

@@ -226,3 +226,68 @@ func TestGoRechecksAfterWaitingForASlot(t *testing.T) {
 		t.Errorf("the deleted hook ran after its slot came free (stat: %v)", err)
 	}
 }
+
+// TestGoBoundsTheMessagesHeld: every run started with Go holds its
+// message (stdin) until it is over, so runs waiting for a slot behind
+// hooks that run long held as many large messages as there are places to
+// wait (68 runs of 25 MiB messages by default). The bytes held are bounded,
+// one owner's to half, and a run past the bound is dropped at once; a run
+// is taken whatever its size when its owner's runs hold nothing.
+func TestGoBoundsTheMessagesHeld(t *testing.T) {
+	r := testRunner(t)
+	r.MaxConcurrent, r.MaxHeldBytes = 1, 1000
+	// No run ever starts: only what Go takes or drops matters here.
+	r.Check = func(protocol.Hook, Owner, Facts) error { return errors.New("not started in this test") }
+	r.init()
+	r.sem <- struct{}{} // every slot busy: whatever Go takes waits
+	a, b, c := Owner{UID: 4000001}, Owner{UID: 4000002}, Owner{UID: 4000003}
+	h := recvHook("big", "/bin/true")
+	for _, step := range []struct {
+		owner Owner
+		id    string
+		size  int
+	}{
+		{a, "a1", 400},  // taken: 400 held
+		{a, "a2", 400},  // dropped: a would hold 800, past half of 1000
+		{b, "b1", 400},  // taken: 800 held
+		{c, "c1", 400},  // dropped: 1200 would be held, past 1000
+		{a, "a3", 100},  // taken: a holds 500, 900 held
+		{c, "c2", 2000}, // dropped: c holds nothing, but 2900 would be held
+	} {
+		f := recvFacts
+		f.ID = step.id
+		r.Go(h, step.owner, f, make([]byte, step.size))
+	}
+	dropped := map[string]string{}
+	for _, run := range r.Log.List(nil, 0) {
+		dropped[run.MessageID] = run.Error
+	}
+	for id, want := range map[string]string{
+		"a2": "dropped: hook runs of uid 4000001 already hold 400 bytes of messages, and this one has 400 (at most 500 for one owner)",
+		"c1": "dropped: hook runs already hold 800 bytes of messages, and this one has 400 (at most 1000)",
+		"c2": "dropped: hook runs already hold 900 bytes of messages, and this one has 2000 (at most 1000)",
+	} {
+		if dropped[id] != want {
+			t.Errorf("run %s: %q, want %q", id, dropped[id], want)
+		}
+	}
+	if len(dropped) != 3 {
+		t.Errorf("recorded before any slot came free: %v, want the three dropped runs only", dropped)
+	}
+	<-r.sem
+	r.Wait()
+	r.mu.Lock()
+	held := r.held
+	r.mu.Unlock()
+	if held != 0 {
+		t.Errorf("%d bytes still counted as held after every run is over", held)
+	}
+	// Alone, a message larger than the bound still runs.
+	f := recvFacts
+	f.ID = "alone"
+	r.Go(h, c, f, make([]byte, 5000))
+	r.Wait()
+	if run := r.Log.Last(h.Name); run == nil || run.MessageID != "alone" || run.Error != "dropped before it started: not started in this test" {
+		t.Errorf("a message larger than the bound, with nothing held: %+v, want it taken", run)
+	}
+}
