@@ -92,7 +92,8 @@ type Runner struct {
 type ownerRuns struct {
 	inflight int
 	held     int64 // stdin bytes of those runs
-	users    int   // RunOutput calls that hold this record
+	starting int   // runs given up on while their process was starting
+	users    int   // RunOutput calls and starting runs that hold this record
 	sem      chan struct{}
 }
 
@@ -225,6 +226,12 @@ func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
 			running+waiting, owner.UID, running, waiting))
 		return
 	}
+	if o.starting > 0 {
+		r.releaseLocked(owner.UID, o)
+		r.mu.Unlock()
+		r.drop(h, f, fmt.Sprintf("dropped: an earlier hook run of uid %d never got its command started and is still waiting for it", owner.UID))
+		return
+	}
 	size := int64(len(stdin))
 	maxHeld := orDefault(r.MaxHeldBytes, DefaultMaxHeldBytes)
 	if o.held > 0 && o.held+size > maxHeld/2 {
@@ -349,17 +356,64 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 		run.Error = "not started: marking the daemon's descriptors close-on-exec: " + err.Error()
 		return run, capt.output()
 	}
-	if err := cmd.Start(); err != nil {
+	timeout := time.Duration(h.TimeoutSecs) * time.Second
+	deadline := time.Now().Add(timeout)
+	if why, err := r.start(ctx, cmd, owner.UID, timeout); why != "" {
+		run.TimedOut = ctx.Err() == nil
+		run.Error = why
+		return run, capt.output()
+	} else if err != nil {
 		run.Error = "not started: " + err.Error()
 		return run, capt.output()
 	}
-	stopped, timedOut := supervise(ctx, cmd.Process.Pid, time.Duration(h.TimeoutSecs)*time.Second, grace)
+	stopped, timedOut := supervise(ctx, cmd.Process.Pid, deadline, timeout, grace)
 	run.TimedOut = timedOut
 	err := cmd.Wait()
 	run.ExitCode, run.Error = outcome(cmd.ProcessState, stopped, err)
 	out = capt.output()
 	run.StderrTail = capt.stderrTail()
 	return run, out
+}
+
+// start starts cmd, giving up when timeout passes or ctx ends first, and
+// says why it gave up. The new process changes to the owner's home and
+// executes cmd[0] before Start returns, and either may wait for ever on a
+// file system that never answers (a FUSE mount of the owner's): the run
+// must not hold its slot, outlast its timeout or hold up a shutdown. The
+// process is then left to finish starting and killed, with its session, as
+// soon as it has; meanwhile the owner's further runs are dropped (Go), so
+// at most one such process per owner is left waiting.
+func (r *Runner) start(ctx context.Context, cmd *exec.Cmd, uid uint32, timeout time.Duration) (gaveUp string, err error) {
+	started := make(chan error, 1)
+	go func() { started <- cmd.Start() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-started:
+		return "", err
+	case <-timer.C:
+		gaveUp = fmt.Sprintf("timed out after %ds before its command started (the owner's home or cmd[0] is on a file system that does not answer); it is killed when it starts", int(timeout/time.Second))
+	case <-ctx.Done():
+		gaveUp = fmt.Sprintf("canceled (%v) before its command started; it is killed when it starts", context.Cause(ctx))
+	}
+	r.mu.Lock()
+	o := r.ownerLocked(uid)
+	o.starting++
+	r.mu.Unlock()
+	go func() {
+		if <-started == nil {
+			pid := cmd.Process.Pid
+			_ = unix.Kill(-pid, unix.SIGKILL)
+			waitExited(pid)
+			killSession(pid)
+			_ = cmd.Wait()
+		}
+		r.mu.Lock()
+		o.starting--
+		r.releaseLocked(uid, o)
+		r.mu.Unlock()
+	}()
+	return gaveUp, nil
 }
 
 // startable checks that h may run as owner from this daemon.
@@ -411,15 +465,16 @@ func command(h protocol.Hook, owner Owner, f Facts, stdin []byte, capt *capture,
 }
 
 // supervise waits for the hook's leader pid to exit, stopping its session
-// (TERM, then KILL after grace) on timeout or cancellation, and kills
+// (TERM, then KILL after grace) at deadline (timeout after the run began) or
+// on cancellation, and kills
 // whatever the session left behind. It says why it stopped the hook, if it did.
-func supervise(ctx context.Context, pid int, timeout, grace time.Duration) (stopped string, timedOut bool) {
+func supervise(ctx context.Context, pid int, deadline time.Time, timeout, grace time.Duration) (stopped string, timedOut bool) {
 	exited := make(chan struct{})
 	go func() {
 		waitExited(pid)
 		close(exited)
 	}()
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case <-exited:
