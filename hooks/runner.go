@@ -358,7 +358,7 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 	}
 	timeout := time.Duration(h.TimeoutSecs) * time.Second
 	deadline := time.Now().Add(timeout)
-	if why, err := r.start(ctx, cmd, owner.UID, timeout); why != "" {
+	if why, err := r.start(ctx, cmd, owner, timeout); why != "" {
 		run.TimedOut = ctx.Err() == nil
 		run.Error = why
 		return run, capt.output()
@@ -375,17 +375,23 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 	return run, out
 }
 
-// start starts cmd, giving up when timeout passes or ctx ends first, and
-// says why it gave up. The new process changes to the owner's home and
+// start starts cmd in the owner's home (see workDir), giving up when
+// timeout passes or ctx ends first, and says why it gave up. The new
+// process changes to the owner's home and
 // executes cmd[0] before Start returns, and either may wait for ever on a
 // file system that never answers (a FUSE mount of the owner's): the run
 // must not hold its slot, outlast its timeout or hold up a shutdown. The
 // process is then left to finish starting and killed, with its session, as
 // soon as it has; meanwhile the owner's further runs are dropped (Go), so
 // at most one such process per owner is left waiting.
-func (r *Runner) start(ctx context.Context, cmd *exec.Cmd, uid uint32, timeout time.Duration) (gaveUp string, err error) {
+func (r *Runner) start(ctx context.Context, cmd *exec.Cmd, owner Owner, timeout time.Duration) (gaveUp string, err error) {
+	uid := owner.UID
 	started := make(chan error, 1)
-	go func() { started <- cmd.Start() }()
+	go func() {
+		// Choosing the directory looks at the home too.
+		cmd.Dir = workDir(owner.Home)
+		started <- cmd.Start()
+	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -439,7 +445,6 @@ func command(h protocol.Hook, owner Owner, f Facts, stdin []byte, capt *capture,
 		Path:   h.Cmd[0],
 		Args:   h.Cmd,
 		Env:    Env(h, f, owner),
-		Dir:    workDir(owner.Home),
 		Stdin:  bytes.NewReader(stdin),
 		Stdout: captureWriter{capt, false},
 		Stderr: captureWriter{capt, true},
