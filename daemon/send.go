@@ -282,6 +282,11 @@ func (o *outboundService) underName(name, id string, f func()) {
 // for its mailbox's name (a variable so that a test can see one wait).
 var settledLater = func(name string) {}
 
+// sentCopySlack is what a sent copy's file may hold beyond the message's
+// bound (send.max_message_bytes), which its body is within: the frontmatter
+// (recipients, their delivery status).
+const sentCopySlack = 1 << 20
+
 // afterSend fires the mailbox's after_send hooks. The sent copy is read
 // only when the mailbox has such a hook (most have none).
 func (o *outboundService) afterSend(mailbox, sentID string, res protocol.SendResult) {
@@ -289,7 +294,10 @@ func (o *outboundService) afterSend(mailbox, sentID string, res protocol.SendRes
 	if !d.hasHooks(protocol.EventAfterSend, mailbox) {
 		return
 	}
-	m, body, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
+	// The sent copy is the owner's file: read it with the bound of what
+	// the daemon wrote there, not the store's bound of any message file.
+	max := d.cfg().EffectiveSend(mailbox).MaxMessageBytes + sentCopySlack
+	m, body, err := d.store.GetUpTo(mailbox, protocol.FolderSent, sentID, max)
 	if err != nil {
 		d.log.Warn("after_send: sent copy unreadable", "mailbox", mailbox, "id", sentID, "err", err)
 		return

@@ -22,8 +22,29 @@ func (s *Store) Get(mailbox, folder, id string) (*Message, string, error) {
 	return readMessage(d, id, mb.uid)
 }
 
+// GetUpTo is Get for a message file of at most max bytes (and at most
+// MaxMessageFile): a larger one is an error wrapping ErrTooLarge, found on
+// the descriptor before anything is read. The daemon reads its own copies
+// (a sent copy) with the bound of what it wrote there, since the owner may
+// have put a larger file in their place.
+func (s *Store) GetUpTo(mailbox, folder, id string, max int64) (*Message, string, error) {
+	if err := ValidID(id); err != nil {
+		return nil, "", err
+	}
+	mb, d, done, err := s.openFolder(mailbox, folder, is(id))
+	if err != nil {
+		return nil, "", err
+	}
+	defer done()
+	return readMessageUpTo(d, id, mb.uid, min(max, MaxMessageFile))
+}
+
 func readMessage(d *Dir, id string, uid int) (*Message, string, error) {
-	data, err := d.readOwned(id+".md", MaxMessageFile, uid)
+	return readMessageUpTo(d, id, uid, MaxMessageFile)
+}
+
+func readMessageUpTo(d *Dir, id string, uid int, max int64) (*Message, string, error) {
+	data, err := d.readOwned(id+".md", max, uid)
 	if err != nil {
 		return nil, "", notFound("message "+id, err)
 	}

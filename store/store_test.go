@@ -711,3 +711,22 @@ func TestSameSubjectInOneSecondGetsTheNextSuffix(t *testing.T) {
 		}
 	}
 }
+
+// GetUpTo reads a message file only within the bound its caller gives (the
+// daemon's own sent copy, which its owner may have replaced with a larger
+// file), checked before a byte is read.
+func TestGetUpToBoundsTheFile(t *testing.T) {
+	s := newTestStore(t)
+	id := deliver(t, s, "inbox", testMessage(1), strings.Repeat("body ", 1000))
+	fi, err := os.Stat(filepath.Join(s.Path("agent"), "inbox", id+".md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GetUpTo("agent", "inbox", id, fi.Size()-1); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a file one byte over the bound: %v, want ErrTooLarge", err)
+	}
+	m, body, err := s.GetUpTo("agent", "inbox", id, fi.Size())
+	if err != nil || m.Subject != "Message 1" || !strings.HasPrefix(body, "body body") {
+		t.Fatalf("a file at the bound: %v %+v %q", err, m, body[:min(len(body), 20)])
+	}
+}
