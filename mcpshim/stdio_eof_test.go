@@ -179,3 +179,28 @@ func TestCancelledWaitIsNoTimeout(t *testing.T) {
 		t.Fatalf("cancelled wait: want unavailable, saying it was cancelled, with a next email_wait; got %v", waitAnswer)
 	}
 }
+
+// TestEmailWaitsAreBounded: each email_wait holds a daemon connection of
+// its own, and the daemon allows a user only so many: one server runs at
+// most MaxWaits at once, and refuses the next one at once, rate_limited,
+// rather than let it take a connection every other call of the user needs.
+func TestEmailWaitsAreBounded(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	r := startRaw(t, New(Options{SocketPath: d.Socket}), 0)
+	const wait = `{"jsonrpc":"2.0","id":"%s","method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","timeout_secs":600}}}`
+	for i := range MaxWaits {
+		r.send(fmt.Sprintf(wait, fmt.Sprint("w", i)))
+	}
+	testwait.For(t, "every wait's watch", func() bool { return d.Watchers() == MaxWaits })
+	r.send(fmt.Sprintf(wait, "over"))
+	m := r.reply(t, "over")
+	res, _ := m["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if sc["code"] != "rate_limited" || !strings.Contains(fmt.Sprint(sc["message"]), "email_wait") {
+		t.Fatalf("a wait past %d at once: %v, want rate_limited naming email_wait", MaxWaits, m)
+	}
+	if n := d.Watchers(); n != MaxWaits {
+		t.Errorf("%d watches open after the refused wait, want %d", n, MaxWaits)
+	}
+}
