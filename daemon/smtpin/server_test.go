@@ -180,12 +180,6 @@ func TestSizeLimit(t *testing.T) {
 	}
 }
 
-// TestCutDataStaysFramed: a message cut at the size limit right before
-// ".<CRLF>" in the middle of a line, followed by a smuggled transaction.
-// go-smtp's reader stops handing on data at the limit and drains the rest
-// in the state it stopped in, mid-line, so that dot does not end the data
-// and the bytes after it are never taken for commands. The cut is placed
-// on and around the byte where the limit falls.
 // A STARTTLS whose handshake fails ends the connection with a 421. go-smtp
 // itself answers 550 and goes on reading commands in plaintext, from a
 // stream the handshake consumed an unknown part of, with the transaction
@@ -214,6 +208,12 @@ func TestFailedSTARTTLSEndsTheConnection(t *testing.T) {
 	}
 }
 
+// TestCutDataStaysFramed: a message cut at the size limit right before
+// ".<CRLF>" in the middle of a line, followed by a smuggled transaction.
+// go-smtp's reader stops handing on data at the limit and drains the rest
+// in the state it stopped in, mid-line, so that dot does not end the data
+// and the bytes after it are never taken for commands. The cut is placed
+// on and around the byte where the limit falls.
 func TestCutDataStaysFramed(t *testing.T) {
 	const max = 1000
 	prefix := "Subject: big\r\n\r\n"
