@@ -42,10 +42,16 @@ func (o *outboundService) bounceToSender(mailbox, sentID string, res protocol.Se
 	}
 	d := o.d
 	log := d.log.With("part", "bounce", "mailbox", mailbox, "id", sentID)
-	m, _, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
+	// The frontmatter only: the sent copy is the owner's file, and its body
+	// (which the owner may have made as large as the store allows) is not
+	// needed.
+	m, err := d.store.Header(mailbox, protocol.FolderSent, sentID)
 	if err != nil {
-		log.Warn("bounce not made: sent copy unreadable", "err", err)
-		return
+		// No sent copy to link to (its owner removed or replaced it): the
+		// sender is still told, from what the queue knows, as a delay
+		// warning is.
+		log.Warn("sent copy unreadable: the bounce names the message by its Message-ID only", "err", err)
+		m = &store.Message{MessageID: res.MessageID}
 	}
 	raw, err := d.store.Raw(mailbox, protocol.FolderSent, sentID, maxReturnedRaw)
 	if err != nil {
@@ -97,7 +103,7 @@ func (o *outboundService) delayWarning(mailbox, mailboxID, sentID, messageID str
 	if d.currentID(mailbox) != mailboxID {
 		return nil
 	}
-	m, _, err := d.store.Get(mailbox, protocol.FolderSent, sentID)
+	m, err := d.store.Header(mailbox, protocol.FolderSent, sentID) // the frontmatter only, as for a bounce
 	if err != nil {
 		// No sent copy to link to (its owner removed it): the sender is
 		// still told, from what the queue knows.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
 )
 
 // A message the remote server deferred (4xx) and then refused (5xx on the
@@ -152,5 +154,45 @@ func TestIsReport(t *testing.T) {
 		if got := isReport([]byte(c.raw)); got != c.want {
 			t.Errorf("isReport(%q) = %v, want %v", c.raw, got, c.want)
 		}
+	}
+}
+
+// The sent copy is its owner's file: one the owner replaced with something
+// the store will not read (here a sparse file past the store's bound, with
+// no frontmatter) still lets the bounce through, naming the message by the
+// Message-ID the queue knows; the daemon reads no body for it.
+func TestBounceWhenTheSentCopyWasReplaced(t *testing.T) {
+	td, mx := startWithRemoteMX(t)
+	td.ensureMine(t, "alice")
+	mx.SetRcptErr("gone@remote.test", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 2, 0}, Message: "mailbox busy"})
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "alice", To: []string{"gone@remote.test"}, Subject: "Numbers", Body: "attached"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "deferred" {
+		t.Fatalf("first attempt: %+v", res)
+	}
+	sent := filepath.Join(td.store.Path("alice"), protocol.FolderSent, res.ID+".md")
+	testwait.For(t, "the sent copy on disk", func() bool { _, err := os.Stat(sent); return err == nil })
+	if err := os.Truncate(sent, store.MaxMessageFile+1); err != nil {
+		t.Fatal(err)
+	}
+	mx.SetRcptErr("gone@remote.test", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"})
+	if err := td.call(t, protocol.VerbQueueRetry, protocol.QueueIDArgs{ID: outbound.QueueID("alice", res.ID)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var l protocol.MessageList
+	testwait.For(t, "the bounce in alice's inbox", func() bool {
+		if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice"}, &l); err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Messages) > 0
+	})
+	var m protocol.Message
+	if err := td.call(t, protocol.VerbMessageRead, protocol.MessageReadArgs{Mailbox: "alice", ID: l.Messages[0].ID}, &m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Body, "gone@remote.test") || m.InReplyTo != res.MessageID {
+		t.Fatalf("bounce: want the recipient, in reply to %s; got in_reply_to %q, %q", res.MessageID, m.InReplyTo, m.Body)
 	}
 }
