@@ -18,7 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // CheckLoopback refuses listen addresses that are not on a loopback interface:
@@ -112,8 +115,12 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 		if r.Method == http.MethodPost {
 			posts.add()
 			defer posts.done()
-			if id := inexactPostID(r); id != nil {
-				http.Error(w, inexactIDMessage(id), http.StatusBadRequest)
+			if id, msg := badPostID(r); msg != "" {
+				// A JSON-RPC error, as the stdio server answers the same.
+				b, _ := errorResponse(id, jsonrpc.CodeInvalidRequest, msg, protocol.CodeInvalidInput)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				w.Write(b)
 				return
 			}
 			defer s.postCtx.register(r)()
@@ -135,18 +142,19 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 	})
 }
 
-// inexactPostID reads the body of a POST (at most one byte past what the SDK
+// badPostID reads the body of a POST (at most one byte past what the SDK
 // takes, so that it still answers 413 past that) and puts it back for the
 // SDK. It returns the first id, as written, of a call in it that the SDK
-// would answer under another id (see exactID).
-func inexactPostID(r *http.Request) json.RawMessage {
+// would answer under another id (see exactID) or take for a notification
+// (a null id, which MCP does not allow), and why it is refused.
+func badPostID(r *http.Request) (json.RawMessage, string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 	if err != nil {
-		return nil // the SDK meets the same error
+		return nil, "" // the SDK meets the same error
 	}
 	type call struct {
 		ID     json.RawMessage `json:"id"`
@@ -162,11 +170,15 @@ func inexactPostID(r *http.Request) json.RawMessage {
 		}
 	}
 	for _, c := range calls {
-		if c.Method != "" && !exactID(c.ID) && string(c.ID) != "null" {
-			return c.ID
+		switch {
+		case c.Method == "":
+		case string(c.ID) == "null":
+			return nil, nullIDMessage
+		case !exactID(c.ID):
+			return c.ID, inexactIDMessage(c.ID)
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 // loopbackOrigin reports whether a request's Origin is a page served from a

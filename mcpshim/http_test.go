@@ -158,7 +158,8 @@ func TestHTTPBodyLimit(t *testing.T) {
 }
 
 // Regression: over HTTP too, a call with id 1.5 was answered under id 1 and
-// one with 9007199254740993 under 9007199254740992. Such a call, alone or in
+// one with 9007199254740993 under 9007199254740992, and one with a null id
+// was taken for a notification and never answered. Such a call, alone or in
 // a batch, is refused with 400 naming the id; whole numbers up to 2^53 are
 // served as before.
 func TestHTTPNumericIDsAnsweredUnderTheSameID(t *testing.T) {
@@ -173,6 +174,10 @@ func TestHTTPNumericIDsAnsweredUnderTheSameID(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "the id 1.5 would not come back", http.StatusBadRequest},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "the id 9007199254740993 would not come back", http.StatusBadRequest},
 		{`[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":2.5,"method":"ping"}]`, "the id 2.5 would not come back", http.StatusBadRequest},
+		// Refusals are JSON-RPC errors under the id as written, as on stdio.
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `"id":1.5,"error":{"code":-32600`, http.StatusBadRequest},
+		// A null id is no notification: answered, under a null id.
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, `"id":null,"error":{"code":-32600,"data":{"code":"invalid_input"},"message":"invalid request: the id is null`, http.StatusBadRequest},
 		{`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`, `"id":9007199254740992,"result":{}`, http.StatusOK},
 		{`{"jsonrpc":"2.0","id":"x","method":"ping"}`, `"id":"x","result":{}`, http.StatusOK},
 	} {

@@ -264,7 +264,7 @@ func (c *lineConn) readLoop(max int, drain time.Duration) {
 				break
 			}
 			if nullID(msg, line) {
-				c.answer(nil, jsonrpc.CodeInvalidRequest, "invalid request: the id is null: a request's id is a string or a number (a notification has no id member)", protocol.CodeInvalidInput)
+				c.answer(nil, jsonrpc.CodeInvalidRequest, nullIDMessage, protocol.CodeInvalidInput)
 				break
 			}
 			if id := inexactID(msg, line); id != nil {
@@ -323,6 +323,14 @@ func (c *lineConn) answerBad(line []byte, err error) {
 // answer writes a JSON-RPC error response. A notification (no id) gets none,
 // except when the id could not be read at all (JSON-RPC's null id).
 func (c *lineConn) answer(id json.RawMessage, code int64, msg, mailctlCode string) {
+	if b, err := errorResponse(id, code, msg, mailctlCode); err == nil {
+		c.writeLine(b)
+	}
+}
+
+// errorResponse is a JSON-RPC error response under id (nil: null) whose
+// data carries the mailctl code, as every transport writes one.
+func errorResponse(id json.RawMessage, code int64, msg, mailctlCode string) ([]byte, error) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
@@ -331,11 +339,11 @@ func (c *lineConn) answer(id json.RawMessage, code int64, msg, mailctlCode strin
 		ID      json.RawMessage `json:"id"`
 		Error   any             `json:"error"`
 	}{"2.0", id, map[string]any{"code": code, "message": msg, "data": map[string]any{"code": mailctlCode}}}
-	b, err := json.Marshal(resp)
-	if err == nil {
-		c.writeLine(b)
-	}
+	return json.Marshal(resp)
 }
+
+// nullIDMessage answers a request whose id is null.
+const nullIDMessage = "invalid request: the id is null: a request's id is a string or a number (a notification has no id member)"
 
 // nullID reports whether msg, which reads as a notification, is a request
 // whose id is null: JSON-RPC's decoding takes a null id for none, and MCP
