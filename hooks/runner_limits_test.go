@@ -253,6 +253,7 @@ func TestGoBoundsTheMessagesHeld(t *testing.T) {
 		{c, "c1", 400},  // dropped: 1200 would be held, past 1000
 		{a, "a3", 100},  // taken: a holds 500, 900 held
 		{c, "c2", 2000}, // dropped: c holds nothing, but 2900 would be held
+		{b, "b2", 100},  // taken: b holds 500, half; 1000 held, the bound
 	} {
 		f := recvFacts
 		f.ID = step.id

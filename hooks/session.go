@@ -18,38 +18,41 @@ import (
 // A session id stays taken while any process is in the session, and the
 // leader is not reaped before the session is killed, so a process found here
 // is one the hook started. Each is signalled through a pidfd opened before
-// its session is read again, so a pid that ended and was reused in between is
+// its session is read, so a pid that ended and was reused in between is
 // never signalled.
 func signalSession(sid int, sig unix.Signal) int {
+	n := 0
+	for _, pid := range listProc() {
+		if pid == sid {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if s, live := sessionOf(pid); live && s == sid && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+			n++
+		}
+		unix.Close(fd)
+	}
+	return n
+}
+
+// listProc lists the pids /proc shows.
+func listProc() []int {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return 0
+		return nil
 	}
 	defer d.Close()
-	n := 0
-	for {
-		names, err := d.Readdirnames(1024)
-		for _, name := range names {
-			pid, perr := strconv.Atoi(name)
-			if perr != nil || pid == sid {
-				continue
-			}
-			if s, live := sessionOf(pid); !live || s != sid {
-				continue
-			}
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue
-			}
-			if s, live := sessionOf(pid); live && s == sid && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
-				n++
-			}
-			unix.Close(fd)
-		}
-		if err != nil {
-			return n
+	names, _ := d.Readdirnames(-1)
+	pids := make([]int, 0, len(names))
+	for _, name := range names {
+		if pid, err := strconv.Atoi(name); err == nil {
+			pids = append(pids, pid)
 		}
 	}
+	return pids
 }
 
 // killSession kills every process of the session sid but its leader, again
@@ -70,8 +73,14 @@ func sessionOf(pid int) (sid int, live bool) {
 	if err != nil {
 		return 0, false
 	}
-	// "pid (comm) state ppid pgrp session ...": comm may hold anything, so
-	// the fields are counted from its last ')'.
+	return parseStat(b)
+}
+
+// parseStat reads the session id from a /proc/pid/stat line, "pid (comm)
+// state ppid pgrp session ...", and whether the process is live (not a
+// zombie or dead). comm may hold anything, so the fields are counted from
+// its last ')'.
+func parseStat(b []byte) (sid int, live bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, false
@@ -80,6 +89,6 @@ func sessionOf(pid int) (sid int, live bool) {
 	if len(f) < 4 || string(f[0]) == "Z" || string(f[0]) == "X" {
 		return 0, false
 	}
-	sid, err = strconv.Atoi(string(f[3]))
+	sid, err := strconv.Atoi(string(f[3]))
 	return sid, err == nil
 }
