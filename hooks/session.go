@@ -17,19 +17,27 @@ import (
 //
 // A session id stays taken while any process is in the session, and the
 // leader is not reaped before the session is killed, so a process found here
-// is one the hook started. Each is signalled through a pidfd opened before
-// its session is read, so a pid that ended and was reused in between is
-// never signalled.
+// is one the hook started. Each is signalled through a pidfd, and its
+// session is read again after the pidfd is open, so a pid that ended and was
+// reused in between is never signalled. Either check alone keeps every
+// process outside the session from being signalled.
 func signalSession(sid int, sig unix.Signal) int {
 	n := 0
 	for _, pid := range listProc() {
 		if pid == sid {
 			continue
 		}
+		// Most processes on the host are not the session's: read the
+		// session first, and open a pidfd only for a member.
+		if s, live := sessionOf(pid); !live || s != sid {
+			continue
+		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
 			continue
 		}
+		// Read it again now that the pidfd holds the process: the pid may
+		// have ended and been reused since the first look.
 		if s, live := sessionOf(pid); live && s == sid && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
 			n++
 		}
