@@ -144,9 +144,8 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 
 // badPostID reads the body of a POST (at most one byte past what the SDK
 // takes, so that it still answers 413 past that) and puts it back for the
-// SDK. It returns the first id, as written, of a call in it that the SDK
-// would answer under another id (see exactID) or take for a notification
-// (a null id, which MCP does not allow), and why it is refused.
+// SDK. It returns what badID finds in the first message of it that it
+// refuses, in a batch too.
 func badPostID(r *http.Request) (json.RawMessage, string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body = struct {
@@ -156,26 +155,15 @@ func badPostID(r *http.Request) (json.RawMessage, string) {
 	if err != nil {
 		return nil, "" // the SDK meets the same error
 	}
-	type call struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 || b[0] != '[' {
+		return badID(b)
 	}
-	var calls []call
-	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '[' {
-		json.Unmarshal(b, &calls)
-	} else {
-		var one call
-		if json.Unmarshal(b, &one) == nil {
-			calls = append(calls, one)
-		}
-	}
-	for _, c := range calls {
-		switch {
-		case c.Method == "":
-		case string(c.ID) == "null":
-			return nil, nullIDMessage
-		case !exactID(c.ID):
-			return c.ID, inexactIDMessage(c.ID)
+	var batch []json.RawMessage
+	json.Unmarshal(b, &batch)
+	for _, m := range batch {
+		if id, why := badID(m); why != "" {
+			return id, why
 		}
 	}
 	return nil, ""

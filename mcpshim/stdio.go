@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"sync"
 	"time"
@@ -263,12 +262,8 @@ func (c *lineConn) readLoop(max int, drain time.Duration) {
 				c.answerBad(line, derr)
 				break
 			}
-			if nullID(msg, line) {
-				c.answer(nil, jsonrpc.CodeInvalidRequest, nullIDMessage, protocol.CodeInvalidInput)
-				break
-			}
-			if id := inexactID(msg, line); id != nil {
-				c.answer(id, jsonrpc.CodeInvalidRequest, inexactIDMessage(id), protocol.CodeInvalidInput)
+			if id, why := badID(line); why != "" {
+				c.answer(id, jsonrpc.CodeInvalidRequest, why, protocol.CodeInvalidInput)
 				break
 			}
 			if !c.track(msg) {
@@ -340,63 +335,6 @@ func errorResponse(id json.RawMessage, code int64, msg, mailctlCode string) ([]b
 		Error   any             `json:"error"`
 	}{"2.0", id, map[string]any{"code": code, "message": msg, "data": map[string]any{"code": mailctlCode}}}
 	return json.Marshal(resp)
-}
-
-// nullIDMessage answers a request whose id is null.
-const nullIDMessage = "invalid request: the id is null: a request's id is a string or a number (a notification has no id member)"
-
-// nullID reports whether msg, which reads as a notification, is a request
-// whose id is null: JSON-RPC's decoding takes a null id for none, and MCP
-// allows no null id, so without this the request would go unanswered.
-func nullID(msg jsonrpc.Message, line []byte) bool {
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || req.IsCall() {
-		return false
-	}
-	var probe struct {
-		ID json.RawMessage `json:"id"`
-	}
-	return json.Unmarshal(line, &probe) == nil && probe.ID != nil
-}
-
-// maxExactID is the largest magnitude of a numeric id the SDK answers under
-// the same id: it reads ids through float64 and then int64, so 1.5 came back
-// as 1 and 9007199254740993 as 9007199254740992, answers a client cannot match
-// (and two calls 1.5 and 1.7 shared one id, cancels included).
-const maxExactID = 1 << 53
-
-// inexactID returns the id of a call, as written, when that id is a number
-// the SDK would answer under another id: one with a fraction or past
-// maxExactID. Nil for any other message.
-func inexactID(msg jsonrpc.Message, line []byte) json.RawMessage {
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() {
-		return nil
-	}
-	var probe struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(line, &probe) != nil || exactID(probe.ID) {
-		return nil
-	}
-	return probe.ID
-}
-
-// exactID reports whether raw, a JSON-RPC id, is a string or a whole number
-// of at most maxExactID in magnitude.
-func exactID(raw json.RawMessage) bool {
-	if len(raw) == 0 || raw[0] == '"' {
-		return true
-	}
-	if len(raw) > 32 { // no whole number up to 2^53 needs more, however written
-		return false
-	}
-	v, ok := new(big.Rat).SetString(string(raw))
-	return ok && v.IsInt() && v.Num().CmpAbs(big.NewInt(maxExactID)) <= 0
-}
-
-func inexactIDMessage(id json.RawMessage) string {
-	return fmt.Sprintf("invalid request: the id %s would not come back as it was sent: use a string, or a whole number of at most 2^53", id)
 }
 
 // maxJSONDepth is encoding/json's limit on nesting, which a line past it

@@ -1,0 +1,60 @@
+package mcpshim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+)
+
+// badID reads one JSON-RPC message as written, before the SDK decodes it,
+// and returns the id of a request that the SDK would mishandle, with why it
+// is refused; why is empty for any other message. Both transports ask it.
+//
+//   - A null id: JSON-RPC's decoding takes it for none, and MCP allows no
+//     null id, so the request would go unanswered (id nil).
+//   - A number the SDK would answer under another id (see exactID).
+//
+// A message with no method (a response, or no JSON-RPC at all) is left to
+// the SDK.
+func badID(msg []byte) (json.RawMessage, string) {
+	var probe struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(msg, &probe) != nil || probe.Method == "" || probe.ID == nil {
+		return nil, ""
+	}
+	if string(probe.ID) == "null" {
+		return nil, nullIDMessage
+	}
+	if !exactID(probe.ID) {
+		return probe.ID, inexactIDMessage(probe.ID)
+	}
+	return nil, ""
+}
+
+// nullIDMessage answers a request whose id is null.
+const nullIDMessage = "invalid request: the id is null: a request's id is a string or a number (a notification has no id member)"
+
+// maxExactID is the largest magnitude of a numeric id the SDK answers under
+// the same id: it reads ids through float64 and then int64, so 1.5 came back
+// as 1 and 9007199254740993 as 9007199254740992, answers a client cannot match
+// (and two calls 1.5 and 1.7 shared one id, cancels included).
+const maxExactID = 1 << 53
+
+// exactID reports whether raw, a JSON-RPC id, is a string or a whole number
+// of at most maxExactID in magnitude.
+func exactID(raw json.RawMessage) bool {
+	if len(raw) == 0 || raw[0] == '"' {
+		return true
+	}
+	if len(raw) > 32 { // no whole number up to 2^53 needs more, however written
+		return false
+	}
+	v, ok := new(big.Rat).SetString(string(raw))
+	return ok && v.IsInt() && v.Num().CmpAbs(big.NewInt(maxExactID)) <= 0
+}
+
+func inexactIDMessage(id json.RawMessage) string {
+	return fmt.Sprintf("invalid request: the id %s would not come back as it was sent: use a string, or a whole number of at most 2^53", id)
+}
