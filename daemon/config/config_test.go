@@ -67,6 +67,17 @@ func TestValidation(t *testing.T) {
 		{"[delivery]\nretry_for = \"soon\"\n", "line 2: delivery.retry_for: bad duration"},
 		{"[delivery]\ndelay_warning = \"later\"\n", "delivery.delay_warning: bad duration"},
 		{"[storage.retention]\ntrash = \"30 days\"\n", "line 2: storage.retention.trash: bad duration \"30 days\""},
+		// Days were read with Sscanf, which stopped at the first character
+		// it could not read and wrapped a count too large for a duration
+		// round to a negative one: "1e20d" kept mail forever and made a
+		// timeout expire at once, "5xd" was 5 days.
+		{"[storage.retention]\ntrash = \"1e20d\"\n", "storage.retention.trash: bad duration \"1e20d\""},
+		{"[delivery]\nretry_for = \"106752d\"\n", "delivery.retry_for: bad duration \"106752d\""},
+		{"[smtp]\ncommand_timeout = \"NaNd\"\n", "smtp.command_timeout: bad duration"},
+		{"[smtp]\nsession_timeout = \"Infd\"\n", "smtp.session_timeout: bad duration"},
+		{"[delivery]\ndelay_warning = \"5xd\"\n", "delivery.delay_warning: bad duration \"5xd\""},
+		{"[storage.retention]\nsent = \"1h5d\"\n", "storage.retention.sent: bad duration \"1h5d\""},
+		{"[storage.retention]\nsent = \"0x10d\"\n", "storage.retention.sent: bad duration \"0x10d\""},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_concurrent = -1\n", "max_concurrent must be at least 1"},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_concurrent = 4\nmax_per_destination = 5\n", "between 1 and delivery.max_concurrent (4)"},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_per_destination = -2\n", "max_per_destination must be"},
@@ -288,6 +299,22 @@ func TestTrustDMARCKeys(t *testing.T) {
 	for _, bad := range []string{"0.0.0.0/0", "::/0", "::ffff:0.0.0.0/96", "localhost", "not a domain", "10.0.0.0/33"} {
 		if _, err := Parse([]byte("[trust]\nforwarders = [\"" + bad + "\"]\n")); err == nil || !strings.Contains(err.Error(), "trust.forwarders") {
 			t.Errorf("forwarders = [%q]: %v, want an error naming trust.forwarders", bad, err)
+		}
+	}
+}
+
+// TestDaysRoundTrip holds the day counts a duration may give to what they
+// say, up to the last day a duration holds.
+func TestDaysRoundTrip(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want time.Duration
+	}{
+		{"0d", 0}, {"5d", 5 * 24 * time.Hour}, {"1.5d", 36 * time.Hour}, {"106751d", 106751 * 24 * time.Hour},
+	} {
+		var d Duration
+		if err := d.UnmarshalText([]byte(tt.text)); err != nil || d.Duration != tt.want {
+			t.Errorf("%q: %v, %v; want %v", tt.text, d.Duration, err, tt.want)
 		}
 	}
 }
