@@ -595,9 +595,23 @@ func parse(data []byte, strict bool) (*Config, error) {
 		}
 		return nil, &UnknownKeyError{Keys: keys}
 	}
+	file := c // as the file has it: applyDefaults fills in the zeros
+	file.SMTP.DNSBL = slices.Clone(c.SMTP.DNSBL)
 	c.applyDefaults()
-	if err := c.Validate(); err != nil && strict {
-		return nil, err
+	err = c.Validate()
+	if !strict {
+		return &c, nil
+	}
+	var errs []string
+	var plain map[string]any
+	if toml.Unmarshal(data, &plain) == nil {
+		zeroesTakenAsDefault(plain, &file, &c, func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) })
+	}
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "; "))
 	}
 	return &c, nil
 }
