@@ -139,6 +139,9 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if err := cfg.CheckSecrets(); err != nil {
 		return nil, fmt.Errorf("refusing to start: %w", err)
 	}
+	if err := checkDeclaredHooks(cfg); err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
 	setMemoryLimit(cfg)
 	lock, err := acquireLock(cfg.Paths.Socket)
 	if err != nil {
@@ -320,6 +323,9 @@ func (d *Daemon) Reload(path string) error {
 	file, err := config.Load(path)
 	if err == nil {
 		err = file.CheckSecrets()
+	}
+	if err == nil {
+		err = checkDeclaredHooks(file)
 	}
 	if err == nil && d.out != nil {
 		// A key file that does not load would stop the next start: the

@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
+	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/protocol"
@@ -47,6 +50,26 @@ func (d *Daemon) hookStillCurrent(h protocol.Hook, owner hooks.Owner, _ hooks.Fa
 		return nil
 	}
 	return errors.New("the hook was deleted while the run waited")
+}
+
+// checkDeclaredHooks refuses a config whose [[hooks]] a run would refuse
+// (an unknown event, a timeout out of range, a cmd that is not an absolute
+// path): such a hook was only logged as skipped, at every delivery, and
+// never ran, while the daemon started or the reload succeeded as if it would.
+func checkDeclaredHooks(cfg *config.Config) error {
+	var errs []string
+	for i, hc := range cfg.Hooks {
+		h := protocol.Hook{Name: hc.Name, Mailbox: hc.Mailbox, Event: hc.Event, Cmd: hc.Cmd, TimeoutSecs: hc.TimeoutSecs,
+			FireOnUntrusted: hc.FireOnUntrusted, FireOnAuto: hc.FireOnAuto, FireOnLists: hc.FireOnLists}
+		hooks.DropUngatedFlags(&h)
+		if err := hooks.Normalize(&h); err != nil {
+			errs = append(errs, fmt.Sprintf("hooks[%d] %q on mailbox %q: %v", i, hc.Name, hc.Mailbox, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // declaredHooks turns the config's hooks into validated hooks bound to the

@@ -8,11 +8,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -366,15 +368,24 @@ type HookConfig struct {
 // Duration is a time.Duration written as "30s", "5m", "5d" in TOML.
 type Duration struct{ time.Duration }
 
-// UnmarshalText accepts Go durations plus a "d" suffix for days.
+// daysRE is the count of days a duration may give: digits, perhaps with a
+// fraction ("1.5d"); not the exponents, hex, NaN or Inf ParseFloat reads.
+var daysRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// UnmarshalText accepts Go durations plus a "d" suffix for days. The
+// number of days is the whole text before the "d": "5xd" or "1h5d" is not
+// read as 5 or 1 days, and a count past what a duration holds (or NaN, Inf)
+// is refused, not wrapped round to a negative duration.
 func (d *Duration) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
-	if strings.HasSuffix(s, "d") {
-		var n float64
-		if _, err := fmt.Sscanf(strings.TrimSuffix(s, "d"), "%g", &n); err != nil || n < 0 {
-			return fmt.Errorf("bad duration %q: use forms like 30s, 5m, 2h or 5d", s)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		// time.Duration ends a little past 106751 days (292 years).
+		ns := n * float64(24*time.Hour)
+		if !daysRE.MatchString(days) || err != nil || ns >= math.MaxInt64 {
+			return fmt.Errorf("bad duration %q: use forms like 30s, 5m, 2h or 5d (at most 106751d)", s)
 		}
-		d.Duration = time.Duration(n * 24 * float64(time.Hour))
+		d.Duration = time.Duration(ns)
 		return nil
 	}
 	v, err := time.ParseDuration(s)
@@ -584,9 +595,23 @@ func parse(data []byte, strict bool) (*Config, error) {
 		}
 		return nil, &UnknownKeyError{Keys: keys}
 	}
+	file := c // as the file has it: applyDefaults fills in the zeros
+	file.SMTP.DNSBL = slices.Clone(c.SMTP.DNSBL)
 	c.applyDefaults()
-	if err := c.Validate(); err != nil && strict {
-		return nil, err
+	err = c.Validate()
+	if !strict {
+		return &c, nil
+	}
+	var errs []string
+	var plain map[string]any
+	if toml.Unmarshal(data, &plain) == nil {
+		zeroesTakenAsDefault(plain, &file, &c, func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) })
+	}
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "; "))
 	}
 	return &c, nil
 }

@@ -67,6 +67,17 @@ func TestValidation(t *testing.T) {
 		{"[delivery]\nretry_for = \"soon\"\n", "line 2: delivery.retry_for: bad duration"},
 		{"[delivery]\ndelay_warning = \"later\"\n", "delivery.delay_warning: bad duration"},
 		{"[storage.retention]\ntrash = \"30 days\"\n", "line 2: storage.retention.trash: bad duration \"30 days\""},
+		// Days were read with Sscanf, which stopped at the first character
+		// it could not read and wrapped a count too large for a duration
+		// round to a negative one: "1e20d" kept mail forever and made a
+		// timeout expire at once, "5xd" was 5 days.
+		{"[storage.retention]\ntrash = \"1e20d\"\n", "storage.retention.trash: bad duration \"1e20d\""},
+		{"[delivery]\nretry_for = \"106752d\"\n", "delivery.retry_for: bad duration \"106752d\""},
+		{"[smtp]\ncommand_timeout = \"NaNd\"\n", "smtp.command_timeout: bad duration"},
+		{"[smtp]\nsession_timeout = \"Infd\"\n", "smtp.session_timeout: bad duration"},
+		{"[delivery]\ndelay_warning = \"5xd\"\n", "delivery.delay_warning: bad duration \"5xd\""},
+		{"[storage.retention]\nsent = \"1h5d\"\n", "storage.retention.sent: bad duration \"1h5d\""},
+		{"[storage.retention]\nsent = \"0x10d\"\n", "storage.retention.sent: bad duration \"0x10d\""},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_concurrent = -1\n", "max_concurrent must be at least 1"},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_concurrent = 4\nmax_per_destination = 5\n", "between 1 and delivery.max_concurrent (4)"},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_per_destination = -2\n", "max_per_destination must be"},
@@ -76,6 +87,15 @@ func TestValidation(t *testing.T) {
 		{"domains = [\"a.test\"]\n[send]\nmax_recipients = -5\n", "send.max_recipients: -5 is negative"},
 		{"domains = [\"a.test\"]\n[[mailboxes]]\nname = \"a\"\nowner = \"root\"\n[mailboxes.send]\nper_hour = -1\n", `mailboxes "a" send.per_hour: -1 is negative`},
 		{"domains = [\"a.test\"]\n[hook_rules]\nmax_concurrent = -1\n", "hook_rules.max_concurrent: -1 is negative"},
+		// A 0 looks unset, so the default filled it in: a limit written as 0
+		// (meant as none, or as nothing at all) silently became the default.
+		{"domains = [\"a.test\"]\n[send]\nper_day = 0\n", "send.per_day = 0 is taken as the default (1000)"},
+		{"domains = [\"a.test\"]\n[smtp]\nmax_recipients = 0\n", "smtp.max_recipients = 0 is taken as the default (100)"},
+		{"domains = [\"a.test\"]\n[smtp]\ncommand_timeout = \"0s\"\n", "smtp.command_timeout = \"0s\" is taken as the default (5m0s)"},
+		{"domains = [\"a.test\"]\n[hook_rules]\nmax_per_mailbox = 0\n", "hook_rules.max_per_mailbox = 0 is taken as the default (100)"},
+		{"domains = [\"a.test\"]\n[control]\nreserved_for_root = 0\n", "control.reserved_for_root = 0 is taken as the default (32)"},
+		{"domains = [\"a.test\"]\n[[smtp.dnsbl]]\nzone = \"l.test\"\nweight = 0\n", "smtp.dnsbl[0].weight = 0 is taken as the default (1)"},
+		{"domains = [\"a.test\"]\n[[mailboxes]]\nname = \"a\"\nowner = \"root\"\n[mailboxes.send]\nmax_recipients = 0\n", `mailboxes "a" send.max_recipients = 0 would be taken as [send]'s max_recipients (50)`},
 		{"domains = [\"a.test\"]\n[delivery]\nport = 70000\n", "delivery.port: 70000 is not a port"},
 		{"domains = [\"a.test\"]\n[relay]\nhost = \"r.test\"\nport = 70000\n", "relay.port: 70000 is not a port"},
 		{"domains = [\"a.test\"]\n[metrics]\ndestination_domains = [\"Gmail.com\"]\n", "lower-case domain"},
@@ -289,5 +309,37 @@ func TestTrustDMARCKeys(t *testing.T) {
 		if _, err := Parse([]byte("[trust]\nforwarders = [\"" + bad + "\"]\n")); err == nil || !strings.Contains(err.Error(), "trust.forwarders") {
 			t.Errorf("forwarders = [%q]: %v, want an error naming trust.forwarders", bad, err)
 		}
+	}
+}
+
+// TestDaysRoundTrip holds the day counts a duration may give to what they
+// say, up to the last day a duration holds.
+func TestDaysRoundTrip(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want time.Duration
+	}{
+		{"0d", 0}, {"5d", 5 * 24 * time.Hour}, {"1.5d", 36 * time.Hour}, {"106751d", 106751 * 24 * time.Hour},
+	} {
+		var d Duration
+		if err := d.UnmarshalText([]byte(tt.text)); err != nil || d.Duration != tt.want {
+			t.Errorf("%q: %v, %v; want %v", tt.text, d.Duration, err, tt.want)
+		}
+	}
+}
+
+// TestZerosThatAreValues keeps the zeros the docs give a meaning of their
+// own: no quota, no disk reserve, a folder kept forever, no delay warning,
+// no pregreet wait.
+func TestZerosThatAreValues(t *testing.T) {
+	c, err := Parse([]byte("domains = [\"a.test\"]\n[storage]\nquota_bytes = 0\nquota_messages = 0\ndisk_reserve_bytes = 0\n" +
+		"[storage.retention]\ntrash = \"0s\"\n[delivery]\ndelay_warning = \"0s\"\n[smtp]\npregreet_wait = \"0s\"\n" +
+		"[[mailboxes]]\nname = \"a\"\nowner = \"root\"\nquota_bytes = 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c.Storage.DiskReserveBytes != 0 || c.Storage.Retention["trash"].Duration != 0 || c.Delivery.DelayWarning.Duration != 0 {
+		t.Errorf("a zero that means none was replaced: reserve %d, trash %v, delay warning %v",
+			*c.Storage.DiskReserveBytes, c.Storage.Retention["trash"], c.Delivery.DelayWarning)
 	}
 }

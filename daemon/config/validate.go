@@ -101,8 +101,8 @@ func (c *Config) validateDelivery(bad complain) {
 	}
 }
 
-// validateSend refuses negative send limits, which read as no limit at all;
-// 0 is the way to say none.
+// validateSend refuses negative send limits, which read as no limit at all
+// (a 0 is refused as the default it would be taken as: zeroesTakenAsDefault).
 func (c *Config) validateSend(bad complain) {
 	check := func(where string, p *SendPolicy) {
 		for _, l := range []struct {
@@ -111,7 +111,7 @@ func (c *Config) validateSend(bad complain) {
 		}{{"max_recipients", int64(p.MaxRecipients)}, {"max_message_bytes", p.MaxMessageBytes}, {"max_attachment_bytes", p.MaxAttachmentBytes},
 			{"max_attachments", int64(p.MaxAttachments)}, {"per_minute", int64(p.PerMinute)}, {"per_hour", int64(p.PerHour)}, {"per_day", int64(p.PerDay)}} {
 			if l.v < 0 {
-				bad("%s.%s: %d is negative; give a limit, or 0 for none", where, l.key, l.v)
+				bad("%s.%s: %d is negative; give a limit", where, l.key, l.v)
 			}
 		}
 	}
