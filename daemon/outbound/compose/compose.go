@@ -564,11 +564,14 @@ type body struct {
 }
 
 // bodies renders the caller's body: Markdown to HTML with the Markdown as the
-// text part, plain text only, or the caller's HTML with a text fallback.
+// text part (text only when rendering it would take too long: renderable),
+// plain text only, or the caller's HTML with a text fallback.
 func bodies(a protocol.SendArgs) (body, error) {
 	b := body{text: a.Body}
 	switch {
 	case a.TextOnly:
+	case a.HTMLBody == "" && !renderable(a.Body):
+		// Markdown goldmark would take too long over goes as text only.
 	case a.HTMLBody != "":
 		b.html = a.HTMLBody
 		if strings.TrimSpace(b.text) == "" {

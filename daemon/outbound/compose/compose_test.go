@@ -2,6 +2,7 @@ package compose
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -377,5 +378,52 @@ func TestAttachmentCharsetClaimsOnlyUTF8(t *testing.T) {
 		if got := out[0].ContentType; got != c.want {
 			t.Errorf("%s %q: content type %q, want %q", c.name, c.data, got, c.want)
 		}
+	}
+}
+
+// Markdown on which goldmark takes time growing with the square of its size
+// goes as text only; ordinary Markdown of the same shapes, not as deep,
+// still gets its HTML part.
+func TestHostileMarkdownGoesAsText(t *testing.T) {
+	indented := func(levels int) string {
+		var b strings.Builder
+		for i := range levels {
+			b.WriteString(strings.Repeat("  ", i) + "- x\n")
+		}
+		return b.String()
+	}
+	digest := func(n int) string {
+		var b strings.Builder
+		b.WriteString("Today's links:\n\n")
+		for i := range n {
+			fmt.Fprintf(&b, "- [Item %d: a title of some length](https://news.example.org/%d) and [its comments](https://news.example.org/c/%d)\n", i, i, i)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name string
+		body string
+		html bool
+	}{
+		{"link openers", strings.Repeat("[a](", 10000), false},
+		{"empty links", strings.Repeat("[](", 12000), false},
+		{"nested brackets", strings.Repeat("[", 10000) + strings.Repeat("]", 10000), false},
+		{"quotes on one line", strings.Repeat(">", 20000) + " x\n", false},
+		{"list markers on one line", strings.Repeat("- ", 10000) + "x\n", false},
+		{"a list indented on each line", indented(300), false},
+		{"a digest of links", digest(3000), true},
+		{"a quoted thread", strings.Repeat("> ", 12) + "the first words\n\n" + strings.Repeat("> ", 11) + "a reply\n", true},
+		{"a nested list", indented(12), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "s", Body: tt.body}, nil)
+			if got := bytes.Contains(c.Raw, []byte("text/html")); got != tt.html {
+				t.Errorf("HTML part: %v, want %v", got, tt.html)
+			}
+			if !bytes.Contains(c.Raw, []byte("text/plain")) || c.Markdown != tt.body {
+				t.Error("the text part or the sent copy's Markdown is missing")
+			}
+		})
 	}
 }
