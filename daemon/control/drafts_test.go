@@ -127,3 +127,24 @@ func TestDraftEditedDuringSendIsKept(t *testing.T) {
 		t.Fatalf("the MX got %d messages; want the edit second", len(got))
 	}
 }
+
+// A reply draft takes the headers of the message it answers, which its
+// sender wrote: an id that is no msg-id and a word too long for a header
+// line are left out or cut, as a reply sent at once has them, instead of
+// refusing the draft.
+func TestReplyDraftToHostileHeaders(t *testing.T) {
+	td, _ := startSender(t)
+	long := strings.Repeat("A", 600)
+	id := td.Deliver(t, "alice", testdaemon.Message{From: "Bob <bob@remote.test>", Subject: "Hi " + long, MessageID: "noatsign", Body: "x"})
+	var dr protocol.Draft
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", ReplyToID: id, Body: "thanks"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Re: Hi " + long[:400]; dr.Subject != want || strings.Join(dr.To, ",") != "Bob <bob@remote.test>" {
+		t.Errorf("draft subject %q to %q, want %q to Bob", dr.Subject, dr.To, want)
+	}
+	var res protocol.SendResult
+	if err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID, DryRun: true}, &res); err != nil {
+		t.Fatalf("sending the draft: %v", err)
+	}
+}

@@ -363,6 +363,10 @@ func threadOf(in Input, p *parties) (thread, error) {
 		if err := replyRecipients(in.Parent, a.ReplyAll, p); err != nil {
 			return th, err
 		}
+		if !hasRePrefix(th.subject) {
+			th.subject = "Re: " + th.subject
+		}
+		return th, nil
 	case a.InReplyTo != "":
 		if th.inReplyTo, err = msgID("in_reply_to", a.InReplyTo); err != nil {
 			return th, err
@@ -383,48 +387,126 @@ func threadOf(in Input, p *parties) (thread, error) {
 }
 
 func replyThread(parent *store.Message, th thread) (thread, error) {
-	var err error
-	if th.inReplyTo, err = msgID("parent message_id", parent.MessageID); err != nil {
-		return th, err
-	}
-	if th.refs, err = parseEach("parent references", parent.References, msgID); err != nil {
-		return th, err
-	}
-	th.refs = append(th.refs, th.inReplyTo)
+	th.inReplyTo, th.refs = ReplyThread(parent)
 	if th.subject == "" {
-		th.subject = parent.Subject
-		if err := checkHeaderValue("parent subject", th.subject); err != nil {
-			return th, err
-		}
+		th.subject = ReplySubject(parent.Subject)
 	}
 	return th, nil
 }
 
-func replyRecipients(parent *store.Message, all bool, p *parties) error {
-	var err error
-	if len(p.to) == 0 {
-		// Answer where the parent asked answers to go.
-		src := parent.ReplyTo
-		if len(src) == 0 {
-			src = []string{parent.From}
+// ReplyThread is what a reply to parent carries in In-Reply-To and
+// References: the parent's Message-ID and its References followed by it.
+// The parent's headers are its sender's: an id among them that could not
+// be written as a msg-id is left out (the parent's own as well, the reply
+// then threading by References alone), never a reason to refuse the reply.
+func ReplyThread(parent *store.Message) (inReplyTo string, refs []string) {
+	for _, r := range parent.References {
+		if id, err := msgID("references", r); err == nil {
+			refs = append(refs, id)
 		}
-		if p.to, err = parseEach("parent sender", src, ParseAddress); err != nil {
+	}
+	if id, err := msgID("message_id", parent.MessageID); err == nil {
+		inReplyTo = id
+		refs = append(refs, id)
+	}
+	return inReplyTo, refs
+}
+
+// ReplySubject is the subject of a reply to a message with subject s: "Re: "
+// before it unless it has one, made to fit a header as the caller's subject
+// must (checkHeaderValue): the parent's sender chose it, and a reply that
+// names none takes it. A line break or NUL becomes a space, bytes that are
+// not UTF-8 become U+FFFD, and a word past MaxHeaderWord bytes is cut there.
+func ReplySubject(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == 0 {
+			return ' '
+		}
+		return r
+	}, s)
+	words := strings.Split(s, " ")
+	for i, w := range words {
+		if len(w) > MaxHeaderWord {
+			cut := MaxHeaderWord
+			for cut > 0 && !utf8.RuneStart(w[cut]) {
+				cut--
+			}
+			words[i] = w[:cut]
+		}
+	}
+	s = strings.Join(words, " ")
+	if !hasRePrefix(s) {
+		s = "Re: " + s
+	}
+	return s
+}
+
+// replySource is where a reply to parent goes when the caller names no
+// one: where the parent asked answers to go, its Reply-To, else its From.
+func replySource(parent *store.Message) []string {
+	if len(parent.ReplyTo) > 0 {
+		return parent.ReplyTo
+	}
+	return []string{parent.From}
+}
+
+// ReplyRecipients is replySource without the addresses a reply cannot be
+// sent to (as the address strings the parent has), or the error of the
+// first when none is left.
+func ReplyRecipients(parent *store.Message) ([]string, error) {
+	var out []string
+	for _, s := range replySource(parent) {
+		if _, err := ParseAddress("parent sender", s); err == nil {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		_, err := usable("parent sender", replySource(parent))
+		return nil, err
+	}
+	return out, nil
+}
+
+func replyRecipients(parent *store.Message, all bool, p *parties) error {
+	if len(p.to) == 0 {
+		var err error
+		if p.to, err = usable("parent sender", replySource(parent)); err != nil {
 			return err
 		}
 	}
 	if !all {
 		return nil
 	}
-	extra, err := parseEach("parent recipients", slices.Concat(parent.To, parent.Cc), ParseAddress)
-	if err != nil {
-		return err
-	}
+	// The parent's other recipients are its sender's list: one address
+	// that cannot be sent to costs the reply that recipient, not the reply.
+	extra, _ := usable("parent recipients", slices.Concat(parent.To, parent.Cc))
 	for _, x := range extra {
 		if !strings.EqualFold(x.Address, p.from.Address) {
 			p.cc = append(p.cc, x)
 		}
 	}
 	return nil
+}
+
+// usable parses the addresses of list a reply may send to, leaving out
+// those it cannot (a local part that needs quotes, no domain, a broken
+// header's fragment); none usable is the first one's error.
+func usable(field string, list []string) ([]*mail.Address, error) {
+	var out []*mail.Address
+	var first error
+	for _, s := range list {
+		a, err := ParseAddress(field, s)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 && first != nil {
+		return nil, first
+	}
+	return out, nil
 }
 
 // header is the top-level header. go-message writes fields last-set first,
@@ -436,8 +518,10 @@ func header(c *Message, p *parties, now time.Time) mail.Header {
 	if c.AutoSubmitted != "" {
 		h.Set("Auto-Submitted", c.AutoSubmitted)
 	}
-	if c.InReplyTo != "" {
+	if len(c.References) > 0 {
 		h.SetMsgIDList("References", c.References)
+	}
+	if c.InReplyTo != "" {
 		h.SetMsgIDList("In-Reply-To", []string{c.InReplyTo})
 	}
 	h.SetMessageID(c.MessageID)

@@ -71,16 +71,12 @@ func TestComposeRefusesHeaderInjection(t *testing.T) {
 		{"quoted address as local part", func(a *protocol.SendArgs, _ *Input) { a.Cc = []string{`"x@attacker.test"@remote.test`} }},
 		{"no recipient", func(a *protocol.SendArgs, _ *Input) { a.To = nil }},
 		{"html with text_only", func(a *protocol.SendArgs, _ *Input) { a.HTMLBody, a.TextOnly = "<p>x</p>", true }},
-		{"bad parent message id", func(a *protocol.SendArgs, _ *Input) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := base
 			in := Input{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now()}
 			tt.mutate(&a, &in)
-			if tt.name == "bad parent message id" {
-				in.Parent = &store.Message{MessageID: "x@y>\r\nX-Evil: 1", From: "bob@remote.test"}
-			}
 			in.Args = a
 			c, err := Build(in)
 			if protocol.CodeOf(err) != protocol.CodeInvalidInput {
@@ -425,5 +421,60 @@ func TestHostileMarkdownGoesAsText(t *testing.T) {
 				t.Error("the text part or the sent copy's Markdown is missing")
 			}
 		})
+	}
+}
+
+// A reply to a stored message takes the parent's headers, which its sender
+// wrote: what of them cannot go into a header is left out or cut, never
+// written, and never a reason to refuse the reply (which has no subject or
+// recipients of its own to give instead).
+func TestReplyToHostileParent(t *testing.T) {
+	long := strings.Repeat("é", 300) // 600 bytes without a space
+	tests := []struct {
+		name        string
+		parent      store.Message
+		all         bool
+		inReplyTo   string
+		refs, rcpts string
+		subject     string
+	}{
+		{"an injected parent Message-ID", store.Message{MessageID: "x@y>\r\nX-Evil: 1", From: "bob@remote.test", Subject: "s"},
+			false, "", "", "bob@remote.test", "Re: s"},
+		{"a parent Message-ID without @", store.Message{MessageID: "noatsign", References: []string{"r@remote.test"}, From: "bob@remote.test", Subject: "s"},
+			false, "", "r@remote.test", "bob@remote.test", "Re: s"},
+		{"malformed References", store.Message{MessageID: "p@remote.test", References: []string{"good@remote.test", "x(y)@z", "noatsign", "a@b>\r\nX-Evil: 1"},
+			From: "bob@remote.test", Subject: "s"}, false, "p@remote.test", "good@remote.test p@remote.test", "bob@remote.test", "Re: s"},
+		{"a subject with an over-long word and a line break", store.Message{MessageID: "p@remote.test", From: "bob@remote.test", Subject: "Hi " + long + "\r\nX-Evil: 1"},
+			false, "p@remote.test", "p@remote.test", "bob@remote.test", "Re: Hi " + long[:400] + "  X-Evil: 1"},
+		{"a Reply-To with an address that needs quotes", store.Message{MessageID: "p@remote.test", From: "bob@remote.test", ReplyTo: []string{`"a,b"@remote.test`, "list@remote.test"}, Subject: "s"},
+			false, "p@remote.test", "p@remote.test", "list@remote.test", "Re: s"},
+		{"reply-all with a broken Cc", store.Message{MessageID: "p@remote.test", From: "bob@remote.test", To: []string{"agent@example.com", "undisclosed"}, Cc: []string{"carol@remote.test", "x@"}, Subject: "s"},
+			true, "p@remote.test", "p@remote.test", "bob@remote.test carol@remote.test", "Re: s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compose(t, protocol.SendArgs{Body: "ok", ReplyAll: tt.all}, &tt.parent)
+			if c.InReplyTo != tt.inReplyTo || strings.Join(c.References, " ") != tt.refs || strings.Join(c.Envelope.RcptTo, " ") != tt.rcpts || c.Subject != tt.subject {
+				t.Errorf("in-reply-to %q references %q rcpts %q subject %q;\nwant %q %q %q %q", c.InReplyTo, c.References, c.Envelope.RcptTo, c.Subject, tt.inReplyTo, tt.refs, tt.rcpts, tt.subject)
+			}
+			h := headerBlock(c.Raw)
+			if strings.Contains(h, "X-Evil") && !strings.Contains(h, "Subject:") || strings.Contains(h, "\r\nX-Evil") {
+				t.Errorf("injected header:\n%s", h)
+			}
+			if tt.inReplyTo == "" && strings.Contains(h, "In-Reply-To") {
+				t.Errorf("In-Reply-To without a parent id:\n%s", h)
+			}
+			for l := range strings.Lines(h) {
+				if len(l) > 1000 {
+					t.Errorf("header line of %d bytes", len(l))
+				}
+			}
+		})
+	}
+	// Nobody left to answer is still refused.
+	_, err := Build(Input{FromAddress: "agent@example.com", Domain: "example.com", Args: protocol.SendArgs{Body: "ok"},
+		Parent: &store.Message{MessageID: "p@remote.test", ReplyTo: []string{`"a,b"@remote.test`}}})
+	if protocol.CodeOf(err) != protocol.CodeInvalidInput {
+		t.Errorf("a reply with no usable address: %v", err)
 	}
 }
