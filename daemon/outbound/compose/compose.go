@@ -83,10 +83,8 @@ func checkHeaderValue(field, v string) error {
 }
 
 // MaxHeaderWord bounds a run of non-space bytes in any header value a
-// caller gives. Such a run can only be folded by cutting it, and with
-// quoting or escaping a word of this size still fits the 998 bytes RFC 5322
-// allows per line.
-const MaxHeaderWord = 400
+// caller gives (protocol.MaxHeaderWord).
+const MaxHeaderWord = protocol.MaxHeaderWord
 
 // longestWord is the length in bytes of the longest run without a space or tab.
 func longestWord(s string) int {
