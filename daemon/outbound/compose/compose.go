@@ -229,6 +229,10 @@ func Build(in Input) (*Message, error) {
 	if err := p.dedupe(); err != nil {
 		return nil, err
 	}
+	th.refs = trimReferences(th.refs)
+	if err := checkFieldSizes(th, p); err != nil {
+		return nil, err
+	}
 	c := &Message{
 		MessageID:  newMessageID(in.Domain),
 		Subject:    th.subject,
@@ -265,6 +269,47 @@ func Build(in Input) (*Message, error) {
 	}
 	c.Raw = out.Bytes()
 	return c, nil
+}
+
+// MaxReferences bounds the ids a message's References carries: the first
+// (the thread's root) and the last ones (the nearest parents), which are
+// what threading readers use. A longer list, the caller's or a parent's,
+// loses the ones in between.
+const MaxReferences = 100
+
+func trimReferences(refs []string) []string {
+	if len(refs) <= MaxReferences {
+		return refs
+	}
+	return append(refs[:1:1], refs[len(refs)-(MaxReferences-1):]...)
+}
+
+// MaxFieldBytes bounds what one header field holds (its addresses, its
+// subject). The MIME writer folds a field in time that grows with the
+// square of its length, before the policy has counted the recipients:
+// a request of a million addresses or a subject of megabytes of short
+// words would hold the daemon for hours. 64 KiB is hundreds of
+// recipients with long names.
+const MaxFieldBytes = 64 << 10
+
+// checkFieldSizes refuses a header field past MaxFieldBytes.
+func checkFieldSizes(th thread, p *parties) error {
+	if n := len(th.subject); n > MaxFieldBytes {
+		return invalid("the subject is %d bytes, over the %d a header may hold", n, MaxFieldBytes)
+	}
+	for _, f := range []struct {
+		name string
+		l    []*mail.Address
+	}{{"to", p.to}, {"cc", p.cc}, {"reply_to", p.replyTo}} {
+		n := 0
+		for _, a := range f.l {
+			n += len(a.Name) + len(a.Address) + 6 // quotes, brackets, comma, space
+		}
+		if n > MaxFieldBytes {
+			return invalid("%s comes to %d bytes with %d addresses, over the %d a header may hold: send to fewer at once", f.name, n, len(f.l), MaxFieldBytes)
+		}
+	}
+	return nil
 }
 
 // parties are the addresses of a message.

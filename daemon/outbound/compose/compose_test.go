@@ -478,3 +478,36 @@ func TestReplyToHostileParent(t *testing.T) {
 		t.Errorf("a reply with no usable address: %v", err)
 	}
 }
+
+// Every header field is bounded before it is written: the MIME writer
+// folds a field in time growing with the square of its length, and the
+// policy counts recipients only after the message is built. References
+// keep the thread's root and the nearest parents.
+func TestHeaderFieldsAreBounded(t *testing.T) {
+	var refs []string
+	for i := range 250 {
+		refs = append(refs, fmt.Sprintf("r%d@remote.test", i))
+	}
+	c := compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "s", Body: "x", InReplyTo: "p@remote.test", References: refs}, nil)
+	if len(c.References) != MaxReferences || c.References[0] != "r0@remote.test" || c.References[1] != "r152@remote.test" || c.References[MaxReferences-1] != "p@remote.test" {
+		t.Errorf("references: %d, %v ... %v", len(c.References), c.References[:2], c.References[len(c.References)-1])
+	}
+	if h := headerBlock(c.Raw); strings.Contains(h, "<r151@remote.test>") || !strings.Contains(h, "<r0@remote.test>") {
+		t.Errorf("References header:\n%s", h)
+	}
+	var many []string
+	for i := range 3000 {
+		many = append(many, fmt.Sprintf("Recipient Number %d <rcpt%d@remote.test>", i, i))
+	}
+	for name, a := range map[string]protocol.SendArgs{
+		"to":       {To: many, Subject: "s", Body: "x"},
+		"cc":       {To: []string{"bob@remote.test"}, Cc: many, Subject: "s", Body: "x"},
+		"reply_to": {To: []string{"bob@remote.test"}, ReplyTo: many, Subject: "s", Body: "x"},
+		"subject":  {To: []string{"bob@remote.test"}, Subject: strings.Repeat("word ", 14000), Body: "x"},
+	} {
+		_, err := Build(Input{FromAddress: "agent@example.com", Domain: "example.com", Args: a})
+		if protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s past %d bytes: %v", name, MaxFieldBytes, err)
+		}
+	}
+}
