@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -146,5 +147,37 @@ func TestReplyDraftToHostileHeaders(t *testing.T) {
 	var res protocol.SendResult
 	if err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID, DryRun: true}, &res); err != nil {
 		t.Fatalf("sending the draft: %v", err)
+	}
+}
+
+// A draft's fields are kept in its frontmatter, which the store reads back
+// only up to a bound: a draft of a quarter of a million recipients was
+// written and then never listed or sent. Each field is refused past what a
+// header may hold, on create and on update.
+func TestDraftFieldsAreBounded(t *testing.T) {
+	td, _ := startSender(t)
+	var many []string
+	for i := range 3000 {
+		many = append(many, fmt.Sprintf("Recipient Number %d <rcpt%d@remote.test>", i, i))
+	}
+	for name, a := range map[string]protocol.DraftArgs{
+		"to":  {Mailbox: "alice", To: many, Subject: "s"},
+		"bcc": {Mailbox: "alice", Bcc: many, Subject: "s"},
+	} {
+		if err := td.TryCall(protocol.VerbDraftCreate, a, nil); protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), name) {
+			t.Errorf("a draft with %d addresses in %s: %v", len(many), name, err)
+		}
+	}
+	var dr protocol.Draft
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"}, Subject: "s"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.TryCall(protocol.VerbDraftUpdate, protocol.DraftUpdateArgs{Mailbox: "alice", ID: dr.ID, Cc: &many}, nil); protocol.CodeOf(err) != protocol.CodeInvalidInput {
+		t.Errorf("an update to %d Cc addresses: %v", len(many), err)
+	}
+	var l protocol.MessageList
+	td.Call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice", Folder: protocol.FolderDrafts}, &l)
+	if len(l.Messages) != 1 || l.Messages[0].ID != dr.ID || len(l.Messages[0].To) != 1 {
+		t.Errorf("%d drafts, want the one draft, unchanged", len(l.Messages))
 	}
 }

@@ -301,15 +301,20 @@ func checkFieldSizes(th thread, p *parties) error {
 		name string
 		l    []*mail.Address
 	}{{"to", p.to}, {"cc", p.cc}, {"reply_to", p.replyTo}} {
-		n := 0
-		for _, a := range f.l {
-			n += len(a.Name) + len(a.Address) + 6 // quotes, brackets, comma, space
-		}
-		if n > MaxFieldBytes {
+		if n := addressBytes(f.l); n > MaxFieldBytes {
 			return invalid("%s comes to %d bytes with %d addresses, over the %d a header may hold: send to fewer at once", f.name, n, len(f.l), MaxFieldBytes)
 		}
 	}
 	return nil
+}
+
+// addressBytes is about what the addresses of l take in a header.
+func addressBytes(l []*mail.Address) int {
+	n := 0
+	for _, a := range l {
+		n += len(a.Name) + len(a.Address) + 6 // quotes, brackets, comma, space
+	}
+	return n
 }
 
 // parties are the addresses of a message.
