@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/emersion/go-message/charset"
@@ -75,6 +76,13 @@ func checkHeaderValue(field, v string) error {
 	}
 	if !utf8.ValidString(v) {
 		return invalid("%s is not valid UTF-8", field)
+	}
+	// Other control characters (an ESC that starts a terminal sequence, a
+	// backspace, C1 controls) end up in the header RFC 2047-encoded, and a
+	// reader shows them as they are.
+	if i := strings.IndexFunc(v, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(v[i:])
+		return invalid("%s holds the control character %U: plain text only", field, r)
 	}
 	if n := longestWord(v); n > MaxHeaderWord {
 		return invalid("%s has a word of %d bytes without a space; at most %d fit a header line (RFC 5322 allows 998 bytes per line)", field, n, MaxHeaderWord)
@@ -593,6 +601,13 @@ func attachments(in []protocol.SendAttachment) ([]store.AttachmentData, int64, e
 		}
 		if len(att.Filename) > MaxFilenameLen {
 			return nil, 0, invalid("attachment filename has %d bytes; at most %d", len(att.Filename), MaxFilenameLen)
+		}
+		// A format character (a bidi override, a zero-width space) shows
+		// another name than the file has: "invoice\u202Efdp.exe" reads as
+		// "invoiceexe.pdf". Received names are stripped of them (store.SanitizeFilename).
+		if i := strings.IndexFunc(att.Filename, func(r rune) bool { return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == '\t' }); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(att.Filename[i:])
+			return nil, 0, invalid("attachment filename %q holds %U, which shows another name than the file has: give the name as it reads", att.Filename, r)
 		}
 		if strings.TrimSpace(att.Filename) == "" || pathLikeRE.MatchString(att.Filename) {
 			return nil, 0, invalid("attachment filename %q looks like a path: give the file's base name", att.Filename)

@@ -56,6 +56,15 @@ func TestComposeRefusesHeaderInjection(t *testing.T) {
 		{"LF in content type", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "a.txt", ContentType: "text/plain\r\nX-Evil: 1", Data: []byte("x")}}
 		}},
+		{"ESC in subject", func(a *protocol.SendArgs, _ *Input) { a.Subject = "hi \x1b[2J\x1b]0;owned\x07" }},
+		{"C1 control in subject", func(a *protocol.SendArgs, _ *Input) { a.Subject = "hi \u0085 there" }},
+		{"backspace in display name", func(a *protocol.SendArgs, _ *Input) { a.To = []string{"\"Bob\b\b\bBoss\" <bob@remote.test>"} }},
+		{"bidi override in filename", func(a *protocol.SendArgs, _ *Input) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "invoice\u202Efdp.exe", Data: []byte("x")}}
+		}},
+		{"zero-width space in filename", func(a *protocol.SendArgs, _ *Input) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "report\u200b.pdf", Data: []byte("x")}}
+		}},
 		{"path filename", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "../../etc/passwd", Data: []byte("x")}}
 		}},
