@@ -1,6 +1,7 @@
 package mcpshim
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -60,5 +61,34 @@ func TestFIFOAttachmentsNeverHang(t *testing.T) {
 		if blocked.Load() {
 			t.Errorf("opening a FIFO %s blocked until the watchdog released it", what)
 		}
+	}
+}
+
+// A file the kernel can poll is refused when it is opened, before a byte is
+// read: /proc/kmsg is a regular file whose read blocks until the kernel
+// logs (and takes the message from the system log), so a shim run by root
+// that read it for email_send would never answer. /proc/self/mountinfo is
+// such a file anyone may open (it never blocks, but is no file of data
+// either).
+func TestPollableKernelFilesAreRefused(t *testing.T) {
+	paths := []string{"/proc/self/mountinfo"}
+	if f, err := os.Open("/proc/kmsg"); err == nil { // root; opening reads nothing
+		f.Close()
+		paths = append(paths, "/proc/kmsg")
+	}
+	for _, p := range paths {
+		f, err := openRegular(p)
+		if err == nil {
+			f.Close()
+			t.Errorf("%s was opened as a file to read", p)
+		} else if !errors.Is(err, errNotRegular) {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	// A file on disk is read as ever.
+	p := filepath.Join(t.TempDir(), "report.txt")
+	os.WriteFile(p, []byte("numbers"), 0o600)
+	if b, full, err := ReadRegularFile(p, 100); err != nil || !full || string(b) != "numbers" {
+		t.Errorf("a file on disk: %q %v %v", b, full, err)
 	}
 }

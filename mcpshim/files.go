@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 )
 
 // errNotRegular refuses a FIFO, device, socket or directory where a file
@@ -40,6 +41,15 @@ func checkRegular(f *os.File, err error) (*os.File, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w (%s)", f.Name(), errNotRegular, st.Mode().Type())
+	}
+	// A file the kernel can poll is a stream dressed as a file, not data
+	// at rest: /proc/kmsg (whose read blocks until the kernel logs, and
+	// takes the message from the system log), a tracing pipe, a sysfs
+	// attribute. A file on disk cannot be polled, so it takes no read
+	// deadline; one that does is refused before a byte is read.
+	if f.SetReadDeadline(time.Time{}) == nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w (a kernel file that can block)", f.Name(), errNotRegular)
 	}
 	return f, nil
 }

@@ -419,6 +419,23 @@ func TestForward(t *testing.T) {
 	e.fail("email_forward", map[string]any{"mailbox": "agent", "id": "nope", "to": "boss@example.test"}, protocol.CodeNotFound)
 }
 
+// The subject of a forward is the original sender's, and email_forward has
+// none to give instead: a word of it too long for a header line is cut,
+// not a reason to refuse the forward.
+func TestForwardOfAnOverlongSubject(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "boss")
+	long := strings.Repeat("A", 600)
+	id := e.deliver("agent", testdaemon.Message{From: "shop@example.org", Subject: "Invoice " + long, Body: "pay"})
+	var res protocol.SendResult
+	e.ok("email_forward", map[string]any{"mailbox": "agent", "id": id, "to": "boss@example.test"}, &res)
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "boss"}, &list)
+	if len(list.Messages) != 1 || !strings.HasPrefix(list.Messages[0].Subject, "Fwd: Invoice AAAA") {
+		t.Fatalf("forward: %+v", list.Messages)
+	}
+}
+
 // Rows say where a message is and how to reach it: thread rows carry their
 // folder (the sent copies of a thread could not be read with the default
 // folder), every row its resource URI, and the sender's plain address sits

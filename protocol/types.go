@@ -130,6 +130,13 @@ type MailboxUsage struct {
 // MaxDisplayNameLen bounds a mailbox's display name, in characters.
 const MaxDisplayNameLen = 100
 
+// MaxHeaderWord bounds a run of bytes without a space in any header value a
+// send gives (a subject, a name, a Message-ID, a content type): such a run
+// can only be folded by cutting it, and at this size, quoted or escaped, it
+// still fits the 998 bytes RFC 5322 allows per line. A longer one is
+// invalid_input.
+const MaxHeaderWord = 400
+
 // Mailbox describes one mailbox as its owner (or root) sees it.
 type Mailbox struct {
 	Name        string `json:"name"`

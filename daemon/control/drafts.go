@@ -81,25 +81,22 @@ func (s *Server) draftReply(c *call, mailbox string, a *protocol.DraftArgs) erro
 	if err != nil {
 		return err
 	}
-	if a.InReplyTo == "" && parent.MessageID != "" {
-		a.InReplyTo = parent.MessageID
-		a.References = append(append([]string(nil), parent.References...), parent.MessageID)
+	// The parent's headers are its sender's, made to fit as a reply's
+	// (compose.ReplyThread and the rest): a malformed id or address among
+	// them is left out, an over-long word of its subject cut.
+	if inReplyTo, refs := compose.ReplyThread(parent); a.InReplyTo == "" && inReplyTo != "" {
+		a.InReplyTo, a.References = inReplyTo, refs
 	}
 	if len(a.To) == 0 {
 		switch {
 		case parent.Outbound:
 			a.To = append([]string(nil), parent.To...)
-		case len(parent.ReplyTo) > 0:
-			a.To = append([]string(nil), parent.ReplyTo...)
-		case parent.From != "":
-			a.To = []string{parent.From}
+		case len(parent.ReplyTo) > 0 || parent.From != "":
+			a.To, _ = compose.ReplyRecipients(parent) // none usable: the draft waits for one
 		}
 	}
 	if a.Subject == "" {
-		a.Subject = parent.Subject
-		if low := strings.ToLower(a.Subject); !strings.HasPrefix(low, "re:") {
-			a.Subject = "Re: " + a.Subject
-		}
+		a.Subject = compose.ReplySubject(parent.Subject)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -125,5 +126,58 @@ func TestDraftEditedDuringSendIsKept(t *testing.T) {
 	}
 	if got := mx.Messages(); len(got) != 2 || !strings.Contains(string(got[1].Data), "second version") {
 		t.Fatalf("the MX got %d messages; want the edit second", len(got))
+	}
+}
+
+// A reply draft takes the headers of the message it answers, which its
+// sender wrote: an id that is no msg-id and a word too long for a header
+// line are left out or cut, as a reply sent at once has them, instead of
+// refusing the draft.
+func TestReplyDraftToHostileHeaders(t *testing.T) {
+	td, _ := startSender(t)
+	long := strings.Repeat("A", 600)
+	id := td.Deliver(t, "alice", testdaemon.Message{From: "Bob <bob@remote.test>", Subject: "Hi " + long, MessageID: "noatsign", Body: "x"})
+	var dr protocol.Draft
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", ReplyToID: id, Body: "thanks"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Re: Hi " + long[:400]; dr.Subject != want || strings.Join(dr.To, ",") != "Bob <bob@remote.test>" {
+		t.Errorf("draft subject %q to %q, want %q to Bob", dr.Subject, dr.To, want)
+	}
+	var res protocol.SendResult
+	if err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID, DryRun: true}, &res); err != nil {
+		t.Fatalf("sending the draft: %v", err)
+	}
+}
+
+// A draft's fields are kept in its frontmatter, which the store reads back
+// only up to a bound: a draft of a quarter of a million recipients was
+// written and then never listed or sent. Each field is refused past what a
+// header may hold, on create and on update.
+func TestDraftFieldsAreBounded(t *testing.T) {
+	td, _ := startSender(t)
+	var many []string
+	for i := range 3000 {
+		many = append(many, fmt.Sprintf("Recipient Number %d <rcpt%d@remote.test>", i, i))
+	}
+	for name, a := range map[string]protocol.DraftArgs{
+		"to":  {Mailbox: "alice", To: many, Subject: "s"},
+		"bcc": {Mailbox: "alice", Bcc: many, Subject: "s"},
+	} {
+		if err := td.TryCall(protocol.VerbDraftCreate, a, nil); protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), name) {
+			t.Errorf("a draft with %d addresses in %s: %v", len(many), name, err)
+		}
+	}
+	var dr protocol.Draft
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"}, Subject: "s"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.TryCall(protocol.VerbDraftUpdate, protocol.DraftUpdateArgs{Mailbox: "alice", ID: dr.ID, Cc: &many}, nil); protocol.CodeOf(err) != protocol.CodeInvalidInput {
+		t.Errorf("an update to %d Cc addresses: %v", len(many), err)
+	}
+	var l protocol.MessageList
+	td.Call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice", Folder: protocol.FolderDrafts}, &l)
+	if len(l.Messages) != 1 || l.Messages[0].ID != dr.ID || len(l.Messages[0].To) != 1 {
+		t.Errorf("%d drafts, want the one draft, unchanged", len(l.Messages))
 	}
 }

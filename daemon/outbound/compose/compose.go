@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/emersion/go-message/charset"
@@ -76,6 +77,13 @@ func checkHeaderValue(field, v string) error {
 	if !utf8.ValidString(v) {
 		return invalid("%s is not valid UTF-8", field)
 	}
+	// Other control characters (an ESC that starts a terminal sequence, a
+	// backspace, C1 controls) end up in the header RFC 2047-encoded, and a
+	// reader shows them as they are.
+	if i := strings.IndexFunc(v, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(v[i:])
+		return invalid("%s holds the control character %U: plain text only", field, r)
+	}
 	if n := longestWord(v); n > MaxHeaderWord {
 		return invalid("%s has a word of %d bytes without a space; at most %d fit a header line (RFC 5322 allows 998 bytes per line)", field, n, MaxHeaderWord)
 	}
@@ -83,10 +91,8 @@ func checkHeaderValue(field, v string) error {
 }
 
 // MaxHeaderWord bounds a run of non-space bytes in any header value a
-// caller gives. Such a run can only be folded by cutting it, and with
-// quoting or escaping a word of this size still fits the 998 bytes RFC 5322
-// allows per line.
-const MaxHeaderWord = 400
+// caller gives (protocol.MaxHeaderWord).
+const MaxHeaderWord = protocol.MaxHeaderWord
 
 // longestWord is the length in bytes of the longest run without a space or tab.
 func longestWord(s string) int {
@@ -231,6 +237,10 @@ func Build(in Input) (*Message, error) {
 	if err := p.dedupe(); err != nil {
 		return nil, err
 	}
+	th.refs = trimReferences(th.refs)
+	if err := checkFieldSizes(th, p); err != nil {
+		return nil, err
+	}
 	c := &Message{
 		MessageID:  newMessageID(in.Domain),
 		Subject:    th.subject,
@@ -267,6 +277,52 @@ func Build(in Input) (*Message, error) {
 	}
 	c.Raw = out.Bytes()
 	return c, nil
+}
+
+// MaxReferences bounds the ids a message's References carries: the first
+// (the thread's root) and the last ones (the nearest parents), which are
+// what threading readers use. A longer list, the caller's or a parent's,
+// loses the ones in between.
+const MaxReferences = 100
+
+func trimReferences(refs []string) []string {
+	if len(refs) <= MaxReferences {
+		return refs
+	}
+	return append(refs[:1:1], refs[len(refs)-(MaxReferences-1):]...)
+}
+
+// MaxFieldBytes bounds what one header field holds (its addresses, its
+// subject). The MIME writer folds a field in time that grows with the
+// square of its length, before the policy has counted the recipients:
+// a request of a million addresses or a subject of megabytes of short
+// words would hold the daemon for hours. 64 KiB is hundreds of
+// recipients with long names.
+const MaxFieldBytes = 64 << 10
+
+// checkFieldSizes refuses a header field past MaxFieldBytes.
+func checkFieldSizes(th thread, p *parties) error {
+	if n := len(th.subject); n > MaxFieldBytes {
+		return invalid("the subject is %d bytes, over the %d a header may hold", n, MaxFieldBytes)
+	}
+	for _, f := range []struct {
+		name string
+		l    []*mail.Address
+	}{{"to", p.to}, {"cc", p.cc}, {"reply_to", p.replyTo}} {
+		if n := addressBytes(f.l); n > MaxFieldBytes {
+			return invalid("%s comes to %d bytes with %d addresses, over the %d a header may hold: send to fewer at once", f.name, n, len(f.l), MaxFieldBytes)
+		}
+	}
+	return nil
+}
+
+// addressBytes is about what the addresses of l take in a header.
+func addressBytes(l []*mail.Address) int {
+	n := 0
+	for _, a := range l {
+		n += len(a.Name) + len(a.Address) + 6 // quotes, brackets, comma, space
+	}
+	return n
 }
 
 // parties are the addresses of a message.
@@ -363,6 +419,10 @@ func threadOf(in Input, p *parties) (thread, error) {
 		if err := replyRecipients(in.Parent, a.ReplyAll, p); err != nil {
 			return th, err
 		}
+		if !hasRePrefix(th.subject) {
+			th.subject = "Re: " + th.subject
+		}
+		return th, nil
 	case a.InReplyTo != "":
 		if th.inReplyTo, err = msgID("in_reply_to", a.InReplyTo); err != nil {
 			return th, err
@@ -383,48 +443,126 @@ func threadOf(in Input, p *parties) (thread, error) {
 }
 
 func replyThread(parent *store.Message, th thread) (thread, error) {
-	var err error
-	if th.inReplyTo, err = msgID("parent message_id", parent.MessageID); err != nil {
-		return th, err
-	}
-	if th.refs, err = parseEach("parent references", parent.References, msgID); err != nil {
-		return th, err
-	}
-	th.refs = append(th.refs, th.inReplyTo)
+	th.inReplyTo, th.refs = ReplyThread(parent)
 	if th.subject == "" {
-		th.subject = parent.Subject
-		if err := checkHeaderValue("parent subject", th.subject); err != nil {
-			return th, err
-		}
+		th.subject = ReplySubject(parent.Subject)
 	}
 	return th, nil
 }
 
-func replyRecipients(parent *store.Message, all bool, p *parties) error {
-	var err error
-	if len(p.to) == 0 {
-		// Answer where the parent asked answers to go.
-		src := parent.ReplyTo
-		if len(src) == 0 {
-			src = []string{parent.From}
+// ReplyThread is what a reply to parent carries in In-Reply-To and
+// References: the parent's Message-ID and its References followed by it.
+// The parent's headers are its sender's: an id among them that could not
+// be written as a msg-id is left out (the parent's own as well, the reply
+// then threading by References alone), never a reason to refuse the reply.
+func ReplyThread(parent *store.Message) (inReplyTo string, refs []string) {
+	for _, r := range parent.References {
+		if id, err := msgID("references", r); err == nil {
+			refs = append(refs, id)
 		}
-		if p.to, err = parseEach("parent sender", src, ParseAddress); err != nil {
+	}
+	if id, err := msgID("message_id", parent.MessageID); err == nil {
+		inReplyTo = id
+		refs = append(refs, id)
+	}
+	return inReplyTo, refs
+}
+
+// ReplySubject is the subject of a reply to a message with subject s: "Re: "
+// before it unless it has one, made to fit a header as the caller's subject
+// must (checkHeaderValue): the parent's sender chose it, and a reply that
+// names none takes it. A line break or NUL becomes a space, bytes that are
+// not UTF-8 become U+FFFD, and a word past MaxHeaderWord bytes is cut there.
+func ReplySubject(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == 0 {
+			return ' '
+		}
+		return r
+	}, s)
+	words := strings.Split(s, " ")
+	for i, w := range words {
+		if len(w) > MaxHeaderWord {
+			cut := MaxHeaderWord
+			for cut > 0 && !utf8.RuneStart(w[cut]) {
+				cut--
+			}
+			words[i] = w[:cut]
+		}
+	}
+	s = strings.Join(words, " ")
+	if !hasRePrefix(s) {
+		s = "Re: " + s
+	}
+	return s
+}
+
+// replySource is where a reply to parent goes when the caller names no
+// one: where the parent asked answers to go, its Reply-To, else its From.
+func replySource(parent *store.Message) []string {
+	if len(parent.ReplyTo) > 0 {
+		return parent.ReplyTo
+	}
+	return []string{parent.From}
+}
+
+// ReplyRecipients is replySource without the addresses a reply cannot be
+// sent to (as the address strings the parent has), or the error of the
+// first when none is left.
+func ReplyRecipients(parent *store.Message) ([]string, error) {
+	var out []string
+	for _, s := range replySource(parent) {
+		if _, err := ParseAddress("parent sender", s); err == nil {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		_, err := usable("parent sender", replySource(parent))
+		return nil, err
+	}
+	return out, nil
+}
+
+func replyRecipients(parent *store.Message, all bool, p *parties) error {
+	if len(p.to) == 0 {
+		var err error
+		if p.to, err = usable("parent sender", replySource(parent)); err != nil {
 			return err
 		}
 	}
 	if !all {
 		return nil
 	}
-	extra, err := parseEach("parent recipients", slices.Concat(parent.To, parent.Cc), ParseAddress)
-	if err != nil {
-		return err
-	}
+	// The parent's other recipients are its sender's list: one address
+	// that cannot be sent to costs the reply that recipient, not the reply.
+	extra, _ := usable("parent recipients", slices.Concat(parent.To, parent.Cc))
 	for _, x := range extra {
 		if !strings.EqualFold(x.Address, p.from.Address) {
 			p.cc = append(p.cc, x)
 		}
 	}
 	return nil
+}
+
+// usable parses the addresses of list a reply may send to, leaving out
+// those it cannot (a local part that needs quotes, no domain, a broken
+// header's fragment); none usable is the first one's error.
+func usable(field string, list []string) ([]*mail.Address, error) {
+	var out []*mail.Address
+	var first error
+	for _, s := range list {
+		a, err := ParseAddress(field, s)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 && first != nil {
+		return nil, first
+	}
+	return out, nil
 }
 
 // header is the top-level header. go-message writes fields last-set first,
@@ -436,8 +574,10 @@ func header(c *Message, p *parties, now time.Time) mail.Header {
 	if c.AutoSubmitted != "" {
 		h.Set("Auto-Submitted", c.AutoSubmitted)
 	}
-	if c.InReplyTo != "" {
+	if len(c.References) > 0 {
 		h.SetMsgIDList("References", c.References)
+	}
+	if c.InReplyTo != "" {
 		h.SetMsgIDList("In-Reply-To", []string{c.InReplyTo})
 	}
 	h.SetMessageID(c.MessageID)
@@ -461,6 +601,13 @@ func attachments(in []protocol.SendAttachment) ([]store.AttachmentData, int64, e
 		}
 		if len(att.Filename) > MaxFilenameLen {
 			return nil, 0, invalid("attachment filename has %d bytes; at most %d", len(att.Filename), MaxFilenameLen)
+		}
+		// A format character (a bidi override, a zero-width space) shows
+		// another name than the file has: "invoice\u202Efdp.exe" reads as
+		// "invoiceexe.pdf". Received names are stripped of them (store.SanitizeFilename).
+		if i := strings.IndexFunc(att.Filename, func(r rune) bool { return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == '\t' }); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(att.Filename[i:])
+			return nil, 0, invalid("attachment filename %q holds %U, which shows another name than the file has: give the name as it reads", att.Filename, r)
 		}
 		if strings.TrimSpace(att.Filename) == "" || pathLikeRE.MatchString(att.Filename) {
 			return nil, 0, invalid("attachment filename %q looks like a path: give the file's base name", att.Filename)
@@ -564,11 +711,14 @@ type body struct {
 }
 
 // bodies renders the caller's body: Markdown to HTML with the Markdown as the
-// text part, plain text only, or the caller's HTML with a text fallback.
+// text part (text only when rendering it would take too long: renderable),
+// plain text only, or the caller's HTML with a text fallback.
 func bodies(a protocol.SendArgs) (body, error) {
 	b := body{text: a.Body}
 	switch {
 	case a.TextOnly:
+	case a.HTMLBody == "" && !renderable(a.Body):
+		// Markdown goldmark would take too long over goes as text only.
 	case a.HTMLBody != "":
 		b.html = a.HTMLBody
 		if strings.TrimSpace(b.text) == "" {

@@ -2,6 +2,7 @@ package compose
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,15 @@ func TestComposeRefusesHeaderInjection(t *testing.T) {
 		{"LF in content type", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "a.txt", ContentType: "text/plain\r\nX-Evil: 1", Data: []byte("x")}}
 		}},
+		{"ESC in subject", func(a *protocol.SendArgs, _ *Input) { a.Subject = "hi \x1b[2J\x1b]0;owned\x07" }},
+		{"C1 control in subject", func(a *protocol.SendArgs, _ *Input) { a.Subject = "hi \u0085 there" }},
+		{"backspace in display name", func(a *protocol.SendArgs, _ *Input) { a.To = []string{"\"Bob\b\b\bBoss\" <bob@remote.test>"} }},
+		{"bidi override in filename", func(a *protocol.SendArgs, _ *Input) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "invoice\u202Efdp.exe", Data: []byte("x")}}
+		}},
+		{"zero-width space in filename", func(a *protocol.SendArgs, _ *Input) {
+			a.Attachments = []protocol.SendAttachment{{Filename: "report\u200b.pdf", Data: []byte("x")}}
+		}},
 		{"path filename", func(a *protocol.SendArgs, _ *Input) {
 			a.Attachments = []protocol.SendAttachment{{Filename: "../../etc/passwd", Data: []byte("x")}}
 		}},
@@ -70,16 +80,12 @@ func TestComposeRefusesHeaderInjection(t *testing.T) {
 		{"quoted address as local part", func(a *protocol.SendArgs, _ *Input) { a.Cc = []string{`"x@attacker.test"@remote.test`} }},
 		{"no recipient", func(a *protocol.SendArgs, _ *Input) { a.To = nil }},
 		{"html with text_only", func(a *protocol.SendArgs, _ *Input) { a.HTMLBody, a.TextOnly = "<p>x</p>", true }},
-		{"bad parent message id", func(a *protocol.SendArgs, _ *Input) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := base
 			in := Input{FromName: "Agent", FromAddress: "agent@example.com", Domain: "example.com", Now: time.Now()}
 			tt.mutate(&a, &in)
-			if tt.name == "bad parent message id" {
-				in.Parent = &store.Message{MessageID: "x@y>\r\nX-Evil: 1", From: "bob@remote.test"}
-			}
 			in.Args = a
 			c, err := Build(in)
 			if protocol.CodeOf(err) != protocol.CodeInvalidInput {
@@ -376,6 +382,141 @@ func TestAttachmentCharsetClaimsOnlyUTF8(t *testing.T) {
 		}
 		if got := out[0].ContentType; got != c.want {
 			t.Errorf("%s %q: content type %q, want %q", c.name, c.data, got, c.want)
+		}
+	}
+}
+
+// Markdown on which goldmark takes time growing with the square of its size
+// goes as text only; ordinary Markdown of the same shapes, not as deep,
+// still gets its HTML part.
+func TestHostileMarkdownGoesAsText(t *testing.T) {
+	indented := func(levels int) string {
+		var b strings.Builder
+		for i := range levels {
+			b.WriteString(strings.Repeat("  ", i) + "- x\n")
+		}
+		return b.String()
+	}
+	digest := func(n int) string {
+		var b strings.Builder
+		b.WriteString("Today's links:\n\n")
+		for i := range n {
+			fmt.Fprintf(&b, "- [Item %d: a title of some length](https://news.example.org/%d) and [its comments](https://news.example.org/c/%d)\n", i, i, i)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name string
+		body string
+		html bool
+	}{
+		{"link openers", strings.Repeat("[a](", 10000), false},
+		{"empty links", strings.Repeat("[](", 12000), false},
+		{"nested brackets", strings.Repeat("[", 10000) + strings.Repeat("]", 10000), false},
+		{"quotes on one line", strings.Repeat(">", 20000) + " x\n", false},
+		{"list markers on one line", strings.Repeat("- ", 10000) + "x\n", false},
+		{"a list indented on each line", indented(300), false},
+		{"a digest of links", digest(3000), true},
+		{"a quoted thread", strings.Repeat("> ", 12) + "the first words\n\n" + strings.Repeat("> ", 11) + "a reply\n", true},
+		{"a nested list", indented(12), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "s", Body: tt.body}, nil)
+			if got := bytes.Contains(c.Raw, []byte("text/html")); got != tt.html {
+				t.Errorf("HTML part: %v, want %v", got, tt.html)
+			}
+			if !bytes.Contains(c.Raw, []byte("text/plain")) || c.Markdown != tt.body {
+				t.Error("the text part or the sent copy's Markdown is missing")
+			}
+		})
+	}
+}
+
+// A reply to a stored message takes the parent's headers, which its sender
+// wrote: what of them cannot go into a header is left out or cut, never
+// written, and never a reason to refuse the reply (which has no subject or
+// recipients of its own to give instead).
+func TestReplyToHostileParent(t *testing.T) {
+	long := strings.Repeat("é", 300) // 600 bytes without a space
+	tests := []struct {
+		name        string
+		parent      store.Message
+		all         bool
+		inReplyTo   string
+		refs, rcpts string
+		subject     string
+	}{
+		{"an injected parent Message-ID", store.Message{MessageID: "x@y>\r\nX-Evil: 1", From: "bob@remote.test", Subject: "s"},
+			false, "", "", "bob@remote.test", "Re: s"},
+		{"a parent Message-ID without @", store.Message{MessageID: "noatsign", References: []string{"r@remote.test"}, From: "bob@remote.test", Subject: "s"},
+			false, "", "r@remote.test", "bob@remote.test", "Re: s"},
+		{"malformed References", store.Message{MessageID: "p@remote.test", References: []string{"good@remote.test", "x(y)@z", "noatsign", "a@b>\r\nX-Evil: 1"},
+			From: "bob@remote.test", Subject: "s"}, false, "p@remote.test", "good@remote.test p@remote.test", "bob@remote.test", "Re: s"},
+		{"a subject with an over-long word and a line break", store.Message{MessageID: "p@remote.test", From: "bob@remote.test", Subject: "Hi " + long + "\r\nX-Evil: 1"},
+			false, "p@remote.test", "p@remote.test", "bob@remote.test", "Re: Hi " + long[:400] + "  X-Evil: 1"},
+		{"a Reply-To with an address that needs quotes", store.Message{MessageID: "p@remote.test", From: "bob@remote.test", ReplyTo: []string{`"a,b"@remote.test`, "list@remote.test"}, Subject: "s"},
+			false, "p@remote.test", "p@remote.test", "list@remote.test", "Re: s"},
+		{"reply-all with a broken Cc", store.Message{MessageID: "p@remote.test", From: "bob@remote.test", To: []string{"agent@example.com", "undisclosed"}, Cc: []string{"carol@remote.test", "x@"}, Subject: "s"},
+			true, "p@remote.test", "p@remote.test", "bob@remote.test carol@remote.test", "Re: s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compose(t, protocol.SendArgs{Body: "ok", ReplyAll: tt.all}, &tt.parent)
+			if c.InReplyTo != tt.inReplyTo || strings.Join(c.References, " ") != tt.refs || strings.Join(c.Envelope.RcptTo, " ") != tt.rcpts || c.Subject != tt.subject {
+				t.Errorf("in-reply-to %q references %q rcpts %q subject %q;\nwant %q %q %q %q", c.InReplyTo, c.References, c.Envelope.RcptTo, c.Subject, tt.inReplyTo, tt.refs, tt.rcpts, tt.subject)
+			}
+			h := headerBlock(c.Raw)
+			if strings.Contains(h, "X-Evil") && !strings.Contains(h, "Subject:") || strings.Contains(h, "\r\nX-Evil") {
+				t.Errorf("injected header:\n%s", h)
+			}
+			if tt.inReplyTo == "" && strings.Contains(h, "In-Reply-To") {
+				t.Errorf("In-Reply-To without a parent id:\n%s", h)
+			}
+			for l := range strings.Lines(h) {
+				if len(l) > 1000 {
+					t.Errorf("header line of %d bytes", len(l))
+				}
+			}
+		})
+	}
+	// Nobody left to answer is still refused.
+	_, err := Build(Input{FromAddress: "agent@example.com", Domain: "example.com", Args: protocol.SendArgs{Body: "ok"},
+		Parent: &store.Message{MessageID: "p@remote.test", ReplyTo: []string{`"a,b"@remote.test`}}})
+	if protocol.CodeOf(err) != protocol.CodeInvalidInput {
+		t.Errorf("a reply with no usable address: %v", err)
+	}
+}
+
+// Every header field is bounded before it is written: the MIME writer
+// folds a field in time growing with the square of its length, and the
+// policy counts recipients only after the message is built. References
+// keep the thread's root and the nearest parents.
+func TestHeaderFieldsAreBounded(t *testing.T) {
+	var refs []string
+	for i := range 250 {
+		refs = append(refs, fmt.Sprintf("r%d@remote.test", i))
+	}
+	c := compose(t, protocol.SendArgs{To: []string{"bob@remote.test"}, Subject: "s", Body: "x", InReplyTo: "p@remote.test", References: refs}, nil)
+	if len(c.References) != MaxReferences || c.References[0] != "r0@remote.test" || c.References[1] != "r152@remote.test" || c.References[MaxReferences-1] != "p@remote.test" {
+		t.Errorf("references: %d, %v ... %v", len(c.References), c.References[:2], c.References[len(c.References)-1])
+	}
+	if h := headerBlock(c.Raw); strings.Contains(h, "<r151@remote.test>") || !strings.Contains(h, "<r0@remote.test>") {
+		t.Errorf("References header:\n%s", h)
+	}
+	var many []string
+	for i := range 3000 {
+		many = append(many, fmt.Sprintf("Recipient Number %d <rcpt%d@remote.test>", i, i))
+	}
+	for name, a := range map[string]protocol.SendArgs{
+		"to":       {To: many, Subject: "s", Body: "x"},
+		"cc":       {To: []string{"bob@remote.test"}, Cc: many, Subject: "s", Body: "x"},
+		"reply_to": {To: []string{"bob@remote.test"}, ReplyTo: many, Subject: "s", Body: "x"},
+		"subject":  {To: []string{"bob@remote.test"}, Subject: strings.Repeat("word ", 14000), Body: "x"},
+	} {
+		_, err := Build(Input{FromAddress: "agent@example.com", Domain: "example.com", Args: a})
+		if protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s past %d bytes: %v", name, MaxFieldBytes, err)
 		}
 	}
 }

@@ -1,0 +1,112 @@
+package compose
+
+import "strings"
+
+// goldmark takes time that grows with the square of the input (or worse)
+// on some Markdown: containers nested deep on one line ("> > > …",
+// "- - - …", a list indented a step more on each line) and a run of link
+// openers in one block ("[a](" repeated, "[[[…]]]"). 40 KB of such text
+// takes it about a second, 800 KB minutes, and it cannot be stopped once
+// started: a caller, or a remote sender whose mail an agent quotes or
+// forwards, would hold the daemon's CPU for as long as it liked. So before
+// rendering, one linear pass estimates both costs, and a body past either
+// bound goes as its text alone (as with text_only), which costs nothing to
+// build and loses no word.
+
+// MaxMarkdownNesting bounds how deep a line of the body may nest block
+// containers (block quotes and list items, counted by their markers and
+// the indentation before them) for the body to be rendered to HTML.
+const MaxMarkdownNesting = 32
+
+// maxLinkWork bounds the sum, over the body's blocks, of the block's link
+// openers ('[') times its length: an estimate of the bytes goldmark may
+// scan looking for where each link ends. Ordinary text, even a list of a
+// thousand links, stays far below it; at the bound goldmark takes about a
+// tenth of a second.
+const maxLinkWork = 100_000_000
+
+// renderable reports whether md can be rendered to HTML in time linear in
+// its size (see above).
+func renderable(md string) bool {
+	var work, blockLen, openers int
+	flush := func() {
+		work += blockLen * openers
+		blockLen, openers = 0, 0
+	}
+	for line := range strings.Lines(md) {
+		depth, marker := nesting(line)
+		if depth > MaxMarkdownNesting {
+			return false
+		}
+		// A block of inline text ends at a blank line or where a line
+		// starts a block of its own (a list item, a quote, a heading, a
+		// table row): goldmark looks for the end of a link within one.
+		if marker || strings.TrimSpace(line) == "" {
+			flush()
+		}
+		blockLen += len(line)
+		openers += strings.Count(line, "[")
+		if work+blockLen*openers > maxLinkWork {
+			return false
+		}
+	}
+	flush()
+	return work <= maxLinkWork
+}
+
+// nesting estimates how deep line nests block containers: each '>' and
+// list marker at its start, and each two columns of indentation before the
+// first (a nested list item is indented past its parent's marker). marker
+// says the line starts a block of its own.
+func nesting(line string) (depth int, marker bool) {
+	indent, i := 0, 0
+	for ; i < len(line); i++ {
+		switch line[i] {
+		case ' ':
+			if !marker {
+				indent++
+			}
+			continue
+		case '\t':
+			if !marker {
+				indent += 4
+			}
+			continue
+		case '>':
+			depth++
+			marker = true
+			continue
+		case '-', '*', '+':
+			if i+1 == len(line) || line[i+1] == ' ' || line[i+1] == '\t' || line[i+1] == '\n' || line[i+1] == '\r' {
+				depth++
+				marker = true
+				continue
+			}
+		case '#', '|':
+			marker = true
+		default:
+			if j := digitsEnd(line, i); j > i && j < len(line) && (line[j] == '.' || line[j] == ')') &&
+				(j+1 == len(line) || line[j+1] == ' ' || line[j+1] == '\t' || line[j+1] == '\n' || line[j+1] == '\r') {
+				depth++
+				marker = true
+				i = j
+				continue
+			}
+		}
+		break
+	}
+	if marker {
+		depth += indent / 2
+	}
+	return depth, marker
+}
+
+// digitsEnd is the index after the run of at most nine digits (a list
+// number, CommonMark's bound) at line[i:].
+func digitsEnd(line string, i int) int {
+	j := i
+	for j < len(line) && j-i < 9 && '0' <= line[j] && line[j] <= '9' {
+		j++
+	}
+	return j
+}
