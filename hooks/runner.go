@@ -85,6 +85,10 @@ type Runner struct {
 	byOwner  map[uint32]*ownerRuns
 	closed   bool
 	wg       sync.WaitGroup
+
+	// started, when set (tests do), is called once a run's command has
+	// started, before the run supervises it.
+	started func()
 }
 
 // ownerRuns are one owner's runs: started with Go and not yet over
@@ -366,6 +370,9 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 		run.Error = "not started: " + err.Error()
 		return run, capt.output()
 	}
+	if r.started != nil {
+		r.started()
+	}
 	stopped, timedOut := supervise(ctx, cmd.Process.Pid, deadline, timeout, grace)
 	run.TimedOut = timedOut
 	err := cmd.Wait()
@@ -398,8 +405,14 @@ func (r *Runner) start(ctx context.Context, cmd *exec.Cmd, owner Owner, timeout 
 	case err := <-started:
 		return "", err
 	case <-timer.C:
+		if err, ok := startedBy(started); ok {
+			return "", err
+		}
 		gaveUp = fmt.Sprintf("timed out after %ds before its command started (the owner's home or cmd[0] is on a file system that does not answer); it is killed when it starts", int(timeout/time.Second))
 	case <-ctx.Done():
+		if err, ok := startedBy(started); ok {
+			return "", err
+		}
 		gaveUp = fmt.Sprintf("canceled (%v) before its command started; it is killed when it starts", context.Cause(ctx))
 	}
 	r.mu.Lock()
@@ -420,6 +433,19 @@ func (r *Runner) start(ctx context.Context, cmd *exec.Cmd, owner Owner, timeout 
 		r.mu.Unlock()
 	}()
 	return gaveUp, nil
+}
+
+// startedBy returns Start's result if it is in already. select picks at
+// random among the cases that are ready: a command that started just as
+// the run's time ran out or its context ended is a started command all the
+// same, to be stopped as one (SIGTERM, then SIGKILL after the grace).
+func startedBy(started <-chan error) (error, bool) {
+	select {
+	case err := <-started:
+		return err, true
+	default:
+		return nil, false
+	}
 }
 
 // startable checks that h may run as owner from this daemon.

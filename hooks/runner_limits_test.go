@@ -128,8 +128,13 @@ func TestStopSignalsTheWholeGroup(t *testing.T) {
 	defer fifo.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The cancel must come once the runner holds the started command: one
+	// that comes while the command is starting kills it with SIGKILL alone.
+	running := make(chan struct{})
+	r.started = func() { close(running) }
 	go func() {
 		io.ReadFull(fifo, make([]byte, len("ready\n")))
+		<-running
 		cancel() // the child's trap is in place: stop the hook
 	}()
 	// The first process ignores SIGTERM before it starts the child, and the
