@@ -72,7 +72,9 @@ func newTestUser(t *testing.T) testUser {
 	}
 	uid := uint32(uid64)
 	t.Cleanup(func() {
-		killUID(uid) // a hook's stray child would keep userdel from working
+		if !killUID(uid) { // a hook's stray child would keep userdel from working
+			t.Errorf("processes of uid %d are left after SIGKILL", uid)
+		}
 		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
 			t.Errorf("userdel %s: %v: %s", name, err, out)
 		}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/internal/testwait"
 )
@@ -188,28 +189,42 @@ func dbEntries(path, prefix string) [][]string {
 	return out
 }
 
-// killUID sends SIGKILL to every process whose real uid is uid: what a
-// throwaway user's hooks left running, which would keep userdel from
-// removing it.
-func killUID(uid uint32) {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(d + "/status")
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-				if f := strings.Fields(rest); len(f) > 0 && f[0] == strconv.FormatUint(uint64(uid), 10) {
-					syscall.Kill(pid, syscall.SIGKILL)
+// killUID sends SIGKILL to every process whose real uid is uid, again until
+// none is left, or until testwait.Timeout has passed, and reports whether
+// none is: what a throwaway user's hooks left running would keep userdel
+// from removing it, and so would a killed one until its parent reaps it.
+func killUID(uid uint32) bool {
+	want := strconv.FormatUint(uint64(uid), 10)
+	deadline := time.Now().Add(testwait.Timeout)
+	for {
+		left := 0
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			pid, err := strconv.Atoi(filepath.Base(d))
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(d + "/status")
+			if err != nil {
+				continue
+			}
+			for line := range strings.SplitSeq(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+					if f := strings.Fields(rest); len(f) > 0 && f[0] == want {
+						syscall.Kill(pid, syscall.SIGKILL)
+						left++
+					}
+					break
 				}
-				break
 			}
 		}
+		if left == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
