@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"bufio"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -42,16 +43,24 @@ func TestParseStat(t *testing.T) {
 // another session is touched.
 func TestSignalSessionReachesTheSessionOnly(t *testing.T) {
 	// The leader starts two children in its group and one in a group of
-	// its own: a session of four processes. Once its children are gone it
-	// becomes a sleep itself, so that it stays.
-	leader := exec.Command("/bin/sh", "-c", `sleep 300 & (set -m; sleep 300 &) ; sleep 300 & wait; exec sleep 300`)
+	// its own (through a subshell, which has ended, and been reaped, when
+	// the leader says it is ready): a session of four processes. Once its
+	// children are gone it becomes a sleep itself, so that it stays.
+	leader := exec.Command("/bin/sh", "-c", `sleep 300 & (set -m; sleep 300 &) ; sleep 300 & echo ready; wait; exec sleep 300`)
 	leader.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	ready, err := leader.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	outsider := exec.Command("/bin/sleep", "300")
 	for _, c := range []*exec.Cmd{leader, outsider} {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	if line, err := bufio.NewReader(ready).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the leader said %q, %v, want ready", line, err)
 	}
 	sid := leader.Process.Pid
 	members := func() int {
@@ -63,7 +72,9 @@ func TestSignalSessionReachesTheSessionOnly(t *testing.T) {
 		}
 		return n
 	}
-	testwait.For(t, "the leader's three children", func() bool { return members() == 3 })
+	if n := members(); n != 3 {
+		t.Fatalf("the session has %d members besides its leader, want its 3 children", n)
+	}
 	if n := signalSession(sid, unix.SIGKILL); n != 3 {
 		t.Errorf("signalSession signalled %d, want the 3 children", n)
 	}
