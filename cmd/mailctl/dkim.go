@@ -92,6 +92,9 @@ func dkimKeygen(args []string) int {
 		*sel = prefix + time.Now().UTC().Format("200601")
 	}
 	k, err := dkim.GenerateKey(cfg.Paths.DKIMDir, *sel, *alg)
+	if errors.Is(err, os.ErrPermission) && os.Geteuid() != 0 {
+		err = fmt.Errorf("%w: the keys in %s are root's: run it with sudo", err, cfg.Paths.DKIMDir)
+	}
 	if err != nil {
 		return failure(fs, err)
 	}

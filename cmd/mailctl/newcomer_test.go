@@ -624,3 +624,34 @@ func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
 
 // must is the standard output of a mailctl run.
 func must(out, _ string, _ int) string { return out }
+
+// TestDKIMKeygenAsAUserSaysSudo: `mailctl dkim keygen` run without root,
+// where the keys are root's, says to run it with sudo rather than only
+// "permission denied".
+func TestDKIMKeygenAsAUserSaysSudo(t *testing.T) {
+	testusers.RequireRoot(t)
+	dir := testusers.SharedDir(t)
+	cfgPath := serveConfig(t, dir, freePort(t))
+	if err := os.Chmod(cfgPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where the user can run it.
+	bin := filepath.Join(dir, "mailctl")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	uid := testusers.UnusedUID(t)
+	cmd := testusers.As(exec.Command(bin, "dkim", "keygen", "--config", cfgPath, "--selector", "user"), uid, uid)
+	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "are root's: run it with sudo") {
+		t.Fatalf("dkim keygen as uid %d: %v\n%s", uid, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dkim", "user.pem")); !os.IsNotExist(err) {
+		t.Errorf("a key was written: %v", err)
+	}
+}
