@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // errNotRegular refuses a FIFO, device, socket or directory where a file
@@ -46,8 +48,19 @@ func checkRegular(f *os.File, err error) (*os.File, error) {
 	// at rest: /proc/kmsg (whose read blocks until the kernel logs, and
 	// takes the message from the system log), a tracing pipe, a sysfs
 	// attribute. A file on disk cannot be polled, so it takes no read
-	// deadline; one that does is refused before a byte is read.
-	if f.SetReadDeadline(time.Time{}) == nil {
+	// deadline; one that does is refused before a byte is read. Every file
+	// of a FUSE file system can be polled (sshfs, a VM's virtiofs share),
+	// data at rest or not, and asking would ask its daemon: those are read.
+	var fs unix.Statfs_t
+	err = errors.New("no descriptor")
+	if rc, cerr := f.SyscallConn(); cerr == nil { // not Fd, which would end the deadlines
+		rc.Control(func(fd uintptr) { err = unix.Fstatfs(int(fd), &fs) })
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	if fs.Type != unix.FUSE_SUPER_MAGIC && f.SetReadDeadline(time.Time{}) == nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w (a kernel file that can block)", f.Name(), errNotRegular)
 	}
