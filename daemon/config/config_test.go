@@ -82,6 +82,11 @@ func TestValidation(t *testing.T) {
 		{"domains = [\"a.test\"]\n[delivery]\nmax_concurrent = 4\nmax_per_destination = 5\n", "between 1 and delivery.max_concurrent (4)"},
 		{"domains = [\"a.test\"]\n[delivery]\nmax_per_destination = -2\n", "max_per_destination must be"},
 		{"domains = [\"a.test\"]\n[storage]\ndisk_reserve_bytes = -1\n", "negative"},
+		// int64's largest, meant as no limit, wrapped to a negative bound
+		// once the daemon added one to it: no message was read.
+		{"domains = [\"a.test\"]\n[smtp]\nmax_message_bytes = 9223372036854775807\n", "smtp.max_message_bytes = 9223372036854775807 is past the largest number"},
+		{"domains = [\"a.test\"]\n[control]\nrequest_memory = 1125899906842625\n", "control.request_memory = 1125899906842625 is past"},
+		{"domains = [\"a.test\"]\n[[mailboxes]]\nname = \"a\"\nowner = \"root\"\n[mailboxes.send]\nmax_message_bytes = 1125899906842625\n", "mailboxes[0].send.max_message_bytes = 1125899906842625 is past"},
 		// Negative limits used to be taken as no limit at all, or the default.
 		{"domains = [\"a.test\"]\n[send]\nper_minute = -1\n", "send.per_minute: -1 is negative"},
 		{"domains = [\"a.test\"]\n[send]\nmax_recipients = -5\n", "send.max_recipients: -5 is negative"},
@@ -341,5 +346,13 @@ func TestZerosThatAreValues(t *testing.T) {
 	if *c.Storage.DiskReserveBytes != 0 || c.Storage.Retention["trash"].Duration != 0 || c.Delivery.DelayWarning.Duration != 0 {
 		t.Errorf("a zero that means none was replaced: reserve %d, trash %v, delay warning %v",
 			*c.Storage.DiskReserveBytes, c.Storage.Retention["trash"], c.Delivery.DelayWarning)
+	}
+}
+
+// The largest number a config takes, 2^50, is taken.
+func TestLargestNumberIsTaken(t *testing.T) {
+	c, err := Parse([]byte("domains = [\"a.test\"]\n[smtp]\nmax_message_bytes = 1125899906842624\n"))
+	if err != nil || c.SMTP.MaxMessageBytes != 1<<50 {
+		t.Fatalf("max_message_bytes = 2^50: %v", err)
 	}
 }
