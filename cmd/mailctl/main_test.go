@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -231,5 +232,24 @@ func TestHelpListsCommands(t *testing.T) {
 	}
 	if _, _, code := mailctl(t, nil, "no-such-command"); code != 2 {
 		t.Errorf("unknown command exit %d, want 2", code)
+	}
+}
+
+// TestDevBannerNamesTheBoundSMTPAddress: with --smtp on port 0 the banner
+// names the port the kernel chose, so its swaks line reaches the server.
+func TestDevBannerNamesTheBoundSMTPAddress(t *testing.T) {
+	_, banner, _ := startDev(t, t.TempDir(), "--smtp", "127.0.0.1:0")
+	m := regexp.MustCompile(`swaks --server (\S+) `).FindStringSubmatch(banner.String())
+	if m == nil || strings.HasSuffix(m[1], ":0") {
+		t.Fatalf("the banner's swaks line names %q:\n%s", m, banner.String())
+	}
+	c, err := net.Dial("tcp", m[1])
+	if err != nil {
+		t.Fatalf("the banner's SMTP address %s: %v", m[1], err)
+	}
+	defer c.Close()
+	greeting, err := bufio.NewReader(c).ReadString('\n')
+	if !strings.HasPrefix(greeting, "220 ") {
+		t.Errorf("%s greeted %q, %v", m[1], greeting, err)
 	}
 }

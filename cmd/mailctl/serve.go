@@ -188,6 +188,11 @@ start).`)
 	}
 	sq, mq := shellQuote(sock), shellQuote(self)
 	banner := func() {
+		// The address bound, which differs from --smtp's for port 0.
+		smtpAddr := *smtp
+		if a := d.SMTPAddrs(); len(a) == 1 {
+			smtpAddr = a[0]
+		}
 		fmt.Fprintf(stdout, `mailctl dev is running (Ctrl-C to stop).
 
   mailbox   %s  (owned by you)
@@ -206,8 +211,8 @@ Try it (each line works on its own, in any shell):
 
 Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):
   MAILCTL_SOCKET=%s %s agents setup claude-code
-`, d.Address(*mailbox), sock, *smtp, root, self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
-			sq, mq, *smtp, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
+`, d.Address(*mailbox), sock, smtpAddr, root, self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
+			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
 	}
 	d.SetReady(banner)
 	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
