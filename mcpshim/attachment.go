@@ -60,7 +60,7 @@ func (s *Server) toolEmailAttachment() toolSpec {
 		sc.Properties["mode"].Enum = []any{"auto", "text", "path", "base64"}
 		sc.Properties["folder"].Enum = folderEnum
 		sc.Properties["index"].Minimum = new(0.0)
-		sc.Properties["max_chars"].Minimum = new(0.0)
+		sc.Properties["max_chars"].Minimum = new(1.0)
 		sc.Properties["max_chars"].Maximum = new(float64(MaxReadWindow))
 	}, s.emailAttachment)
 }

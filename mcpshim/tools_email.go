@@ -101,7 +101,7 @@ func (s *Server) toolEmailList() toolSpec {
 		Annotations: annotations("List messages", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["folder"].Enum = folderEnum
-		sc.Properties["limit"].Minimum = new(0.0)
+		sc.Properties["limit"].Minimum = new(1.0)
 		sc.Properties["offset"].Minimum = new(0.0)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailListArgs) (string, EmailListData, *NextAction, error) {
 		var data EmailListData
@@ -269,7 +269,7 @@ func (s *Server) toolEmailRead() toolSpec {
 		Annotations: annotations("Read message", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
 		sc.Properties["folder"].Enum = folderEnum
-		sc.Properties["max_chars"].Minimum = new(0.0)
+		sc.Properties["max_chars"].Minimum = new(1.0)
 		sc.Properties["max_chars"].Maximum = new(float64(MaxReadWindow))
 		sc.Properties["offset"].Minimum = new(0.0)
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailReadArgs) (string, EmailReadData, *NextAction, error) {

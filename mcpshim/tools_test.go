@@ -200,6 +200,19 @@ func TestListPaging(t *testing.T) {
 	e.ok("email_list", map[string]any{"mailbox": "agent", "limit": 1000}, &page)
 }
 
+// TestZeroIsNoDefault: a count or size of 0 would be taken for the default
+// (a wait of 120 s, 50 rows, 20 000 characters), not for none, so the
+// schemas start at 1 and a 0 is refused.
+func TestZeroIsNoDefault(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "agent")
+	e.fail("email_wait", map[string]any{"mailbox": "agent", "timeout_secs": 0}, protocol.CodeInvalidInput)
+	e.fail("email_wait", map[string]any{"mailbox": "agent", "timeout_secs": 1, "max_chars": 0}, protocol.CodeInvalidInput)
+	e.fail("email_list", map[string]any{"mailbox": "agent", "limit": 0}, protocol.CodeInvalidInput)
+	e.fail("email_read", map[string]any{"mailbox": "agent", "id": "x", "max_chars": 0}, protocol.CodeInvalidInput)
+	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": "x", "max_chars": 0}, protocol.CodeInvalidInput)
+}
+
 func TestHookTools(t *testing.T) {
 	e := newEnv(t)
 	e.d.Mailbox(t, "agent")

@@ -50,9 +50,9 @@ func (s *Server) toolEmailWait() toolSpec {
 		Description: "Wait for a matching message in a mailbox's inbox and return it with its one-time codes and links (never opened).",
 		Annotations: annotations("Wait for email", true, false, true, false),
 	}, func(sc *jsonschema.Schema) {
-		sc.Properties["timeout_secs"].Minimum = new(0.0)
+		sc.Properties["timeout_secs"].Minimum = new(1.0)
 		sc.Properties["timeout_secs"].Maximum = new(float64(MaxWaitSecs))
-		sc.Properties["max_chars"].Minimum = new(0.0)
+		sc.Properties["max_chars"].Minimum = new(1.0)
 		sc.Properties["max_chars"].Maximum = new(float64(MaxReadWindow))
 		boundFilters(sc, "from", "subject", "text")
 	}, s.emailWait)
