@@ -195,7 +195,11 @@ func TestServiceHeldUntilApproved(t *testing.T) {
 	if m, _, _ := sw.st.Get("bot", "sent", res.ID); m.DeliveryStatus != queue.StatusHeld {
 		t.Fatalf("sent copy status %q", m.DeliveryStatus)
 	}
-	time.Sleep(30 * time.Millisecond)
+	// That the queue's loop passes over a held item is the queue's test;
+	// here, the send queued it held.
+	if it, err := sw.q.Get(QueueID("bot", res.ID)); err != nil || !it.Held || it.InFlight || it.Attempts != 0 {
+		t.Fatalf("the held send's queue item: %+v (%v), want held and never attempted", it, err)
+	}
 	if len(sw.mx.Messages()) != 0 {
 		t.Fatal("held message was delivered")
 	}

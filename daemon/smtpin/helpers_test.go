@@ -24,8 +24,8 @@ import (
 type fakeBackend struct {
 	domains []string
 	failFor map[string]error // per-recipient Deliver failures
-	delay   time.Duration
-	started chan struct{} // when set, Deliver sends on it as it starts
+	started chan struct{}    // when set, Deliver sends on it as it starts
+	release chan struct{}    // when set, Deliver then waits for it to close
 
 	mu         sync.Mutex
 	deliveries []delivery
@@ -66,8 +66,8 @@ func (f *fakeBackend) Deliver(_ context.Context, env Envelope, msg *Message) []e
 	if f.started != nil {
 		f.started <- struct{}{}
 	}
-	if f.delay > 0 {
-		time.Sleep(f.delay)
+	if f.release != nil {
+		<-f.release
 	}
 	errs := make([]error, len(env.Rcpts))
 	for i, r := range env.Rcpts {

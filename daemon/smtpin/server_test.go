@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 const envelope = "MAIL FROM:<alice@sender.example>\r\nRCPT TO:<bob@example.com>\r\nDATA\r\n"
@@ -328,8 +330,8 @@ func TestLMTPPerRecipient(t *testing.T) {
 
 func TestShutdownWaitsForSession(t *testing.T) {
 	ts := startServer(t, Limits{}, nil, false)
-	ts.be.delay = 300 * time.Millisecond
 	ts.be.started = make(chan struct{}, 1)
+	ts.be.release = make(chan struct{})
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
 	c.pipelineEnvelope()
@@ -337,10 +339,21 @@ func TestShutdownWaitsForSession(t *testing.T) {
 	<-ts.be.started // Shutdown begins while Deliver runs
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout)
 		defer cancel()
 		done <- ts.Shutdown(ctx)
 	}()
+	testwait.For(t, "the shutdown to begin", func() bool {
+		ts.lmu.Lock()
+		defer ts.lmu.Unlock()
+		return ts.closing
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned while a session was delivering: %v", err)
+	default:
+	}
+	close(ts.be.release)
 	c.expect("250 ")
 	c.cmd("QUIT", "221 ")
 	if err := <-done; err != nil {

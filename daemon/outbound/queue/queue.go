@@ -151,6 +151,7 @@ type Queue struct {
 	sharing   map[string]int    // attempts in flight per sender (shareKey)
 	kick      chan struct{}
 	warnings  bool // a batch of delay warnings is being made
+	passes    int  // dispatch passes begun; tests wait on it to see the loop has looked
 }
 
 // maxDone bounds the settled items remembered in memory.
@@ -480,6 +481,9 @@ func (q *Queue) Run(ctx context.Context) {
 func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sync.WaitGroup) (time.Duration, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	// Counted under the lock the whole pass holds: once a reader sees the
+	// count, the pass is over and what it started is marked in flight.
+	q.passes++
 	now := q.opts.Clock()
 	var due []*entry
 	wait := time.Hour

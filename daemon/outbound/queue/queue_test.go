@@ -35,6 +35,17 @@ func runQueue(t *testing.T, q *Queue) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// lookedAgain wakes q's loop and waits for a pass over its items that began
+// after the call: an attempt that pass did not start, the queue did not
+// find due.
+func lookedAgain(t *testing.T, q *Queue) {
+	t.Helper()
+	passes := func() int { q.mu.Lock(); defer q.mu.Unlock(); return q.passes }
+	before := passes()
+	q.Kick()
+	testwait.For(t, "the queue to look at its items again", func() bool { return passes() > before })
+}
+
 func recipient(it *Item, addr string) protocol.RecipientStatus {
 	for _, r := range it.Recipients {
 		if r.Address == addr {
@@ -69,10 +80,9 @@ func TestQueueTemporaryThenSuccess(t *testing.T) {
 		t.Fatalf("next attempt %v, want %v (first backoff step)", r.NextAttempt, want)
 	}
 	// Not due yet: a kick must not cause a second attempt.
-	q.Kick()
-	time.Sleep(50 * time.Millisecond)
-	if got, _ := q.Get("m1"); got.Attempts != 1 {
-		t.Fatalf("attempted again before the backoff: %d attempts", got.Attempts)
+	lookedAgain(t, q)
+	if got, _ := q.Get("m1"); got.Attempts != 1 || got.InFlight {
+		t.Fatalf("attempted again before the backoff: %d attempts, in flight %v", got.Attempts, got.InFlight)
 	}
 	f.set("b@retry.test", nil)
 	clk.Advance(time.Minute)
@@ -217,7 +227,12 @@ func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
 		t.Fatalf("reloaded %d items, want 4", got)
 	}
 	runQueue(t, q2)
-	time.Sleep(50 * time.Millisecond)
+	lookedAgain(t, q2)
+	for _, id := range []string{"r1", "r2", "r3"} {
+		if got, _ := q2.Get(id); got.InFlight {
+			t.Errorf("%s attempted again right after restart (no burst)", id)
+		}
+	}
 	d.mu.Lock()
 	for _, id := range []string{"r1", "r2", "r3"} {
 		if c := d.count[id+"@remote.test"]; c != 1 {
@@ -230,7 +245,10 @@ func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
 	for range 3 {
 		n.waitSettled(t)
 	}
-	time.Sleep(20 * time.Millisecond)
+	lookedAgain(t, q2)
+	if got, _ := q2.Get("r4"); got.InFlight {
+		t.Error("held item attempted")
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, id := range []string{"r1", "r2", "r3"} {
