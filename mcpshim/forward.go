@@ -72,7 +72,7 @@ func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *f
 	// The subject is the original sender's, and a forward has none of its
 	// own to give instead: a word too long for a header line is cut, as a
 	// reply's is, rather than the forward refused.
-	subject := cutWords(oneLine(m.Subject), protocol.MaxHeaderWord)
+	subject := protocol.CutWords(oneLine(m.Subject), protocol.MaxHeaderWord)
 	if !strings.HasPrefix(strings.ToLower(subject), "fwd:") && !strings.HasPrefix(strings.ToLower(subject), "fw:") {
 		subject = "Fwd: " + subject
 	}
@@ -119,20 +119,4 @@ func (s *Server) readWhole(ctx context.Context, args protocol.MessageReadArgs) (
 		}
 	}
 	return first, body.String(), nil
-}
-
-// cutWords cuts each run of s without a space to at most max bytes (at a
-// character's start).
-func cutWords(s string, max int) string {
-	words := strings.Split(s, " ")
-	for i, w := range words {
-		if len(w) > max {
-			cut := max
-			for cut > 0 && !utf8.RuneStart(w[cut]) {
-				cut--
-			}
-			words[i] = w[:cut]
-		}
-	}
-	return strings.Join(words, " ")
 }

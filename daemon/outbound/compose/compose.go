@@ -481,17 +481,7 @@ func ReplySubject(s string) string {
 		}
 		return r
 	}, s)
-	words := strings.Split(s, " ")
-	for i, w := range words {
-		if len(w) > MaxHeaderWord {
-			cut := MaxHeaderWord
-			for cut > 0 && !utf8.RuneStart(w[cut]) {
-				cut--
-			}
-			words[i] = w[:cut]
-		}
-	}
-	s = strings.Join(words, " ")
+	s = protocol.CutWords(s, MaxHeaderWord)
 	if !hasRePrefix(s) {
 		s = "Re: " + s
 	}
