@@ -445,12 +445,14 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // Envelope addresses with control characters, line separators or spaces at
 // either end (inside the brackets, or in a quoted local part) are refused
 // before routing: they would be stored as delivered_to and shown to the
-// mailbox's reader.
+// mailbox's reader. So is one that starts with a dash, which a program
+// taking addresses as arguments reads as an option.
 func TestEnvelopeAddressesWithControlsRefused(t *testing.T) {
 	ts := startServer(t, Limits{MaxErrors: 100}, nil, false)
 	c := dialRaw(t, "tcp", ts.addr)
 	c.hello()
-	for _, a := range []string{"a\x1b@sender.example", `"a` + "\x07" + `b"@sender.example`, "a@sender.example\r", "a@sender.example\u2028"} {
+	for _, a := range []string{"a\x1b@sender.example", `"a` + "\x07" + `b"@sender.example`, "a@sender.example\r", "a@sender.example\u2028",
+		"-oQ/tmp/x@sender.example", `"-f"@sender.example`} {
 		c.send("MAIL FROM:<" + a + ">\r\n")
 		if rep := c.reply(); !strings.HasPrefix(rep, "5") {
 			t.Errorf("MAIL FROM:<%q>: %q, want a refusal", a, rep)
@@ -458,7 +460,8 @@ func TestEnvelopeAddressesWithControlsRefused(t *testing.T) {
 	}
 	c.cmd("MAIL FROM:<a@sender.example>", "250 ")
 	for _, r := range []string{"c@mailctl.test\r", "\rc@mailctl.test", "c@mailctl.test\v", "c@mailctl.test\f", "c@mailctl.test\u0085",
-		"c@mailctl.test\u2028", `"c+` + "\x1b]0;pwned\x07" + `"@mailctl.test`, " c@mailctl.test"} {
+		"c@mailctl.test\u2028", `"c+` + "\x1b]0;pwned\x07" + `"@mailctl.test`, " c@mailctl.test",
+		"-c@mailctl.test", `"-c"@mailctl.test`} {
 		c.send("RCPT TO:<" + r + ">\r\n")
 		if rep := c.reply(); !strings.HasPrefix(rep, "5") {
 			t.Errorf("RCPT TO:<%q>: %q, want a refusal", r, rep)

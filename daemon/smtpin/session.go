@@ -134,9 +134,11 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // space at either end. RFC 5321 allows none of them (a quoted local part
 // takes printable characters and spaces); the address is routed, stored as
 // delivered_to and shown to the mailbox's reader, where such characters
-// would be a terminal's or a model's input.
+// would be a terminal's or a model's input. Nor may it start with '-' (as
+// Postfix refuses by default, allow_min_user): a hook's script or any
+// program that takes addresses on its command line reads one as an option.
 func cleanAddress(a string) bool {
-	if strings.TrimSpace(a) != a {
+	if strings.TrimSpace(a) != a || strings.HasPrefix(a, "-") {
 		return false
 	}
 	for _, r := range a {
