@@ -31,7 +31,7 @@ const mailboxesHelp = `Usage: mailctl mailboxes SUBCOMMAND [flags]
   prune [NAME] [--dry-run]       apply the retention now (root; the daemon also does it hourly)
   delete NAME [--force] [--yes]  delete a mailbox (--force also deletes its mail)
 
-Names match [a-z0-9._-]+ without leading or trailing dots or "..".`
+Names match [a-z0-9._-]+ without leading or trailing dots, "..", or a leading '-'.`
 
 func cmdMailboxes(args []string) int {
 	return dispatch("mailboxes", mailboxesHelp, args, map[string]func([]string) int{

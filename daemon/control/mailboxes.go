@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
@@ -91,6 +92,12 @@ func sendLimits(p config.SendPolicy) *protocol.SendLimits {
 func mailboxCreateTarget(s *Server, c *call, a *protocol.MailboxCreateArgs) (target, error) {
 	if err := store.ValidMailboxName(a.Name); err != nil {
 		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "%v", err)
+	}
+	if strings.HasPrefix(a.Name, "-") {
+		// An address that starts with a dash is an option to every
+		// program that takes addresses as arguments (sendmail, a hook's
+		// script); the SMTP server refuses such envelope addresses too.
+		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q starts with '-', which programs that take addresses as arguments read as an option; pick another", a.Name)
 	}
 	if reservedNames[a.Name] || a.Name == s.cfg().CatchAll {
 		return target{}, protocol.Errorf(protocol.CodeInvalidInput, "mailbox name %q is reserved; pick another", a.Name)
