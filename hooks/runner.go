@@ -353,7 +353,11 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 	}
 	capt := &capture{limit: orDefault(r.OutputCap, DefaultOutputCap)}
 	grace := orDefault(r.KillGrace, DefaultKillGrace)
-	cmd := command(h, owner, f, stdin, capt, grace)
+	newCmd := func(dir string) *exec.Cmd {
+		cmd := command(h, owner, f, stdin, capt, grace)
+		cmd.Dir = dir
+		return cmd
+	}
 	// A hook gets stdin, stdout and stderr only: no ExtraFiles, and nothing
 	// the daemon inherited.
 	if err := CloseOnExecAbove2(); err != nil {
@@ -362,7 +366,8 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 	}
 	timeout := time.Duration(h.TimeoutSecs) * time.Second
 	deadline := time.Now().Add(timeout)
-	if why, err := r.start(ctx, cmd, owner, timeout); why != "" {
+	cmd, why, err := r.start(ctx, newCmd, owner, timeout)
+	if why != "" {
 		run.TimedOut = ctx.Err() == nil
 		run.Error = why
 		return run, capt.output()
@@ -375,15 +380,16 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 	}
 	stopped, timedOut := supervise(ctx, cmd.Process.Pid, deadline, timeout, grace)
 	run.TimedOut = timedOut
-	err := cmd.Wait()
+	err = cmd.Wait()
 	run.ExitCode, run.Error = outcome(cmd.ProcessState, stopped, err)
 	out = capt.output()
 	run.StderrTail = capt.stderrTail()
 	return run, out
 }
 
-// start starts cmd in the owner's home (see workDir), giving up when
-// timeout passes or ctx ends first, and says why it gave up. The new
+// start starts the command newCmd makes in the owner's home (see startIn),
+// giving up when timeout passes or ctx ends first, and says why it gave
+// up; else it returns the started command or Start's error. The new
 // process changes to the owner's home and
 // executes cmd[0] before Start returns, and either may wait for ever on a
 // file system that never answers (a FUSE mount of the owner's): the run
@@ -391,27 +397,26 @@ func (r *Runner) exec(ctx context.Context, h protocol.Hook, owner Owner, f Facts
 // process is then left to finish starting and killed, with its session, as
 // soon as it has; meanwhile the owner's further runs are dropped (Go), so
 // at most one such process per owner is left waiting.
-func (r *Runner) start(ctx context.Context, cmd *exec.Cmd, owner Owner, timeout time.Duration) (gaveUp string, err error) {
+func (r *Runner) start(ctx context.Context, newCmd func(dir string) *exec.Cmd, owner Owner, timeout time.Duration) (cmd *exec.Cmd, gaveUp string, err error) {
 	uid := owner.UID
-	started := make(chan error, 1)
+	started := make(chan startResult, 1)
 	go func() {
 		// Choosing the directory looks at the home too.
-		cmd.Dir = workDir(owner.Home)
-		started <- cmd.Start()
+		started <- startIn(newCmd, owner.Home)
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case err := <-started:
-		return "", err
+	case res := <-started:
+		return res.cmd, "", res.err
 	case <-timer.C:
-		if err, ok := startedBy(started); ok {
-			return "", err
+		if res, ok := startedBy(started); ok {
+			return res.cmd, "", res.err
 		}
 		gaveUp = fmt.Sprintf("timed out after %ds before its command started (the owner's home or cmd[0] is on a file system that does not answer); it is killed when it starts", int(timeout/time.Second))
 	case <-ctx.Done():
-		if err, ok := startedBy(started); ok {
-			return "", err
+		if res, ok := startedBy(started); ok {
+			return res.cmd, "", res.err
 		}
 		gaveUp = fmt.Sprintf("canceled (%v) before its command started; it is killed when it starts", context.Cause(ctx))
 	}
@@ -420,31 +425,54 @@ func (r *Runner) start(ctx context.Context, cmd *exec.Cmd, owner Owner, timeout 
 	o.starting++
 	r.mu.Unlock()
 	go func() {
-		if <-started == nil {
-			pid := cmd.Process.Pid
+		if res := <-started; res.err == nil {
+			pid := res.cmd.Process.Pid
 			_ = unix.Kill(-pid, unix.SIGKILL)
 			waitExited(pid)
 			killSession(pid)
-			_ = cmd.Wait()
+			_ = res.cmd.Wait()
 		}
 		r.mu.Lock()
 		o.starting--
 		r.releaseLocked(uid, o)
 		r.mu.Unlock()
 	}()
-	return gaveUp, nil
+	return nil, gaveUp, nil
+}
+
+// startResult is a started command, or the error of its start.
+type startResult struct {
+	cmd *exec.Cmd
+	err error
+}
+
+// startIn starts the command newCmd makes in the owner's home, or in "/"
+// when the home is missing or not a directory (workDir) or the owner may
+// not enter it. The child changes directory as the owner, after the switch
+// of uid, and a refusal comes back from Start as a failure of the exec
+// itself would: so on EACCES the command is started once more, in "/",
+// which fails the same way when it was cmd[0] the owner may not run.
+func startIn(newCmd func(dir string) *exec.Cmd, home string) startResult {
+	dir := workDir(home)
+	cmd := newCmd(dir)
+	err := cmd.Start()
+	if err != nil && dir != "/" && errors.Is(err, syscall.EACCES) {
+		cmd = newCmd("/")
+		err = cmd.Start()
+	}
+	return startResult{cmd, err}
 }
 
 // startedBy returns Start's result if it is in already. select picks at
 // random among the cases that are ready: a command that started just as
 // the run's time ran out or its context ended is a started command all the
 // same, to be stopped as one (SIGTERM, then SIGKILL after the grace).
-func startedBy(started <-chan error) (error, bool) {
+func startedBy(started <-chan startResult) (startResult, bool) {
 	select {
-	case err := <-started:
-		return err, true
+	case res := <-started:
+		return res, true
 	default:
-		return nil, false
+		return startResult{}, false
 	}
 }
 

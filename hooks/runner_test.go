@@ -365,3 +365,32 @@ func TestMessageDataNeverInArgv(t *testing.T) {
 		t.Error("the scan did not see the running hook's own argv; it proves nothing")
 	}
 }
+
+// TestRunInAHomeTheOwnerCannotEnter: the change to the owner's home is made
+// as the owner, after the switch of uid, and fails for a home the owner may
+// not search (root's 0700 directory given as the home, a home left mode 000).
+// The hook runs in "/" then, as for a missing home, instead of not at all.
+func TestRunInAHomeTheOwnerCannotEnter(t *testing.T) {
+	if !isRoot() {
+		t.Skip("needs root: a home the hook's owner cannot enter takes another uid")
+	}
+	owner, _ := hookOwner(t)
+	owner.Home = t.TempDir() // root's, mode 0700
+	r := testRunner(t)
+	run, out := r.RunOutput(context.Background(), recvHook("pwd", "/bin/pwd"), owner, recvFacts, nil)
+	if run.ExitCode != 0 || run.Error != "" {
+		t.Fatalf("run = %+v", run)
+	}
+	if got := strings.TrimSpace(string(out.Stdout)); got != "/" {
+		t.Errorf("working directory with a home the owner cannot enter = %q, want /", got)
+	}
+	// A cmd[0] the owner may not run is still refused, not run elsewhere.
+	secret := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(secret, []byte("#!/bin/sh\necho ran\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run, out = r.RunOutput(context.Background(), recvHook("secret", secret), owner, recvFacts, nil)
+	if run.Error == "" || !strings.Contains(run.Error, "permission denied") || len(out.Stdout) != 0 {
+		t.Errorf("a cmd[0] the owner may not run: run = %+v, stdout %q", run, out.Stdout)
+	}
+}
