@@ -50,6 +50,10 @@ var (
 	errBadAddr = &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad recipient address syntax"}
 	errStorage = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "Insufficient system storage, try again later"}
 	errTemp    = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local problem, try again later"}
+	// errHeader refuses a message whose own header is past ingest's bounds:
+	// stored, it would have no From to reply to and no header to judge.
+	errHeader = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4},
+		Message: fmt.Sprintf("Message header too large: more than %d fields or %d bytes", ingest.MaxHeaderFields, ingest.MaxHeaderBytes)}
 )
 
 // route resolves a recipient address to a mailbox: the domain must be ours
@@ -142,6 +146,12 @@ func (b *inbound) Deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.Message, submitter string) []error {
 	d := b.d
 	errs := make([]error, len(env.Rcpts))
+	if err := b.checkHeader(env, msg); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	if err := d.checkReserve(); err != nil {
 		// The space may have gone since RCPT: nothing is stored, and the
 		// sender (or the queue, for local delivery) retries.
@@ -245,6 +255,24 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 	}
 	wg.Wait()
 	return errs
+}
+
+// checkHeader refuses, for good, a message whose own header the parse could
+// not read (ingest.CheckHeader), before anything of it is journaled or
+// stored, so that the sender learns of it. A part's header past the same
+// bounds does not refuse the message: the parse skips that part and the
+// parts after it, says so in the body, and the raw copy keeps them.
+func (b *inbound) checkHeader(env smtpin.Envelope, msg *smtpin.Message) error {
+	switch err := ingest.CheckHeader(msg.Open()); {
+	case errors.Is(err, ingest.ErrHeaderTooLarge):
+		b.d.log.Info("message refused: header too large", "from", env.MailFrom, "rcpts", len(env.Rcpts),
+			"size", msg.Size(), "session", env.Session, "remote", remoteString(env))
+		return errHeader
+	case err != nil:
+		b.d.log.Error("reading inbound message failed", "err", err, "session", env.Session)
+		return errTemp
+	}
+	return nil
 }
 
 // target is the recipients of a message that lead to one mailbox.

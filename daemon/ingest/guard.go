@@ -20,15 +20,16 @@ const (
 	MaxHeaderBytes = 1 << 20
 )
 
-// errHeaderTooLarge is what a headerGuard's reader returns, from the header
-// past a bound on.
-var errHeaderTooLarge = fmt.Errorf("a header has more than %d fields or %d bytes", MaxHeaderFields, MaxHeaderBytes)
+// ErrHeaderTooLarge is what a headerGuard's reader returns, from the header
+// past a bound on, and what CheckHeader returns for a message whose own
+// header is past one.
+var ErrHeaderTooLarge = fmt.Errorf("a header has more than %d fields or %d bytes", MaxHeaderFields, MaxHeaderBytes)
 
 // headerGuard passes on what it reads and watches for header blocks in it:
 // the message's header, when it starts in one, and the header of each part
 // of a multipart body with its boundary, found as go-message finds them
 // (the line after a delimiter line, to the first blank line). A header past
-// MaxHeaderFields or MaxHeaderBytes ends the stream with errHeaderTooLarge,
+// MaxHeaderFields or MaxHeaderBytes ends the stream with ErrHeaderTooLarge,
 // before go-message reads the field that goes past, so that what it holds
 // stays bounded; the bytes before are passed on, so the part before ends
 // where it ends.
@@ -71,7 +72,7 @@ func (g *headerGuard) Read(p []byte) (int, error) {
 	}
 	n, err := g.r.Read(p)
 	if k, ok := g.scan(p[:n]); !ok {
-		g.err = errHeaderTooLarge
+		g.err = ErrHeaderTooLarge
 		if k > 0 {
 			return k, nil
 		}
@@ -179,5 +180,27 @@ func (g *headerGuard) startHeader() {
 	g.state = lineStart
 }
 
+// CheckHeader reads the message's own header from r, as ParseFrom does,
+// and returns ErrHeaderTooLarge when it has more than MaxHeaderFields
+// fields or MaxHeaderBytes bytes: ParseFrom would show such a message as
+// raw text, with no From, Subject or threading. It reads no further than
+// the header's end (and what one read brings past it), and holds nothing
+// of it; the headers of MIME parts are not looked at. Any other error is
+// r's.
+func CheckHeader(r io.Reader) error {
+	g := &headerGuard{r: r, inHeader: true}
+	buf := make([]byte, 16<<10)
+	for g.inHeader {
+		_, err := g.Read(buf)
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
 // isHeaderTooLarge says whether err comes of a header past the bounds.
-func isHeaderTooLarge(err error) bool { return errors.Is(err, errHeaderTooLarge) }
+func isHeaderTooLarge(err error) bool { return errors.Is(err, ErrHeaderTooLarge) }

@@ -67,6 +67,74 @@ func TestHeaderBounds(t *testing.T) {
 	}
 }
 
+// headerOf is a message whose header lines (From first) take exactly n
+// bytes, in fields of about 4 KiB, then a blank line and a body.
+func headerOf(n int) string {
+	h := "From: a@sender.example\r\n"
+	line := "X-L: " + strings.Repeat("v", 4089) + "\r\n"
+	for n-len(h) >= 2*len(line) {
+		h += line
+	}
+	return h + "X-R: " + strings.Repeat("v", n-len(h)-len("X-R: \r\n")) + "\r\n\r\nthe text\r\n"
+}
+
+// TestCheckHeader: CheckHeader refuses a message exactly when its own
+// header is past a bound, which is when ParseFrom cannot read the header
+// (no From) and shows the message as raw text; the header of a part past
+// them is not its concern (the parse skips that part and keeps the
+// message). A header of exactly MaxHeaderBytes used to be read whole by
+// the guard and refused by go-message, which counted its blank line too.
+func TestCheckHeader(t *testing.T) {
+	tests := []struct {
+		name     string
+		raw      string
+		tooLarge bool
+	}{
+		{"ordinary", "From: a@sender.example\r\nSubject: hi\r\n\r\nthe text\r\n", false},
+		{"no body", "From: a@sender.example\r\nSubject: hi\r\n", false},
+		{"bare LF", "From: a@sender.example\nSubject: hi\n\nthe text\n", false},
+		{"at the field bound", "From: a@sender.example\r\n" + strings.Repeat("X-A: b\r\n", MaxHeaderFields-1) + "\r\nthe text\r\n", false},
+		{"past the field bound", "From: a@sender.example\r\n" + strings.Repeat("X-A: b\r\n", MaxHeaderFields) + "\r\nthe text\r\n", true},
+		{"folded lines are not fields", "From: a@sender.example\r\nX-A: b\r\n" + strings.Repeat(" folded\r\n", 2*MaxHeaderFields) + "\r\nthe text\r\n", false},
+		{"at the byte bound", headerOf(MaxHeaderBytes), false},
+		{"past the byte bound", headerOf(MaxHeaderBytes + 1), true},
+		{"part past the field bound", partWithHeader(MaxHeaderFields, "X-A: b\r\n"), false},
+		{"part past the byte bound", partWithHeader(1, "X-A: "+strings.Repeat(" b\r\n", MaxHeaderBytes/4)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, r := range []struct {
+				name string
+				wrap func(io.Reader) io.Reader
+			}{{"whole", func(r io.Reader) io.Reader { return r }}, {"byte by byte", iotest.OneByteReader}} {
+				err := CheckHeader(r.wrap(strings.NewReader(tt.raw)))
+				if got := err == ErrHeaderTooLarge; got != tt.tooLarge || err != nil && !got {
+					t.Errorf("%s: CheckHeader = %v, want too large %v", r.name, err, tt.tooLarge)
+				}
+				p, err := ParseFrom(func() io.Reader { return r.wrap(strings.NewReader(tt.raw)) }, int64(len(tt.raw)), Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if unread := p.Msg.From == ""; unread != tt.tooLarge {
+					t.Errorf("%s: ParseFrom read From %q, want it unread %v", r.name, p.Msg.From, tt.tooLarge)
+				}
+			}
+		})
+	}
+}
+
+// CheckHeader reads no further than the header (and one read past it).
+func TestCheckHeaderStopsAtTheHeader(t *testing.T) {
+	head := "From: a@sender.example\r\n\r\n"
+	r := io.MultiReader(strings.NewReader(head), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if err := CheckHeader(iotest.OneByteReader(r)); err != nil {
+		t.Errorf("CheckHeader read past the header: %v", err)
+	}
+	if err := CheckHeader(iotest.OneByteReader(io.MultiReader(strings.NewReader("From: a@x\r\n"), iotest.ErrReader(io.ErrUnexpectedEOF)))); err != io.ErrUnexpectedEOF {
+		t.Errorf("CheckHeader on a failing read = %v, want its error", err)
+	}
+}
+
 // A message of short header fields in every part used to cost the parse
 // about 90 times its size (go-message keeps each field in a buffer of its
 // own): 2 GB for 22 MB. Now what it allocates is a small part of its size.

@@ -139,7 +139,10 @@ func ParseFrom(open func() io.Reader, size int64, opts Options) (p *Parsed, err 
 		}
 	}()
 
-	ent, _ := message.ReadWithOptions(guardHeaders(open(), "", true), &message.ReadOptions{MaxHeaderBytes: MaxHeaderBytes})
+	// The guard alone decides that the header is too large, as CheckHeader
+	// does: go-message's own bound counts the blank line that ends the
+	// header too, which the guard does not, so it is set past the guard's.
+	ent, _ := message.ReadWithOptions(guardHeaders(open(), "", true), &message.ReadOptions{MaxHeaderBytes: MaxHeaderBytes + 2})
 	if ent == nil {
 		// Header could not be parsed at all: keep the bytes as text.
 		return fallback(open, size, opts), nil
