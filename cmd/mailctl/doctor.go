@@ -96,10 +96,21 @@ func doctorLocal(cf *clientFlags, path string) []protocol.Finding {
 
 // doctorRemote asks the daemon, which runs the checks with its own rights.
 func doctorRemote(cf *clientFlags) []protocol.Finding {
+	// A config named (--config, $MAILCTL_CONFIG) is the one the user
+	// means, not the default: what is said of a config names it. Only
+	// another user than root gets here with one named, and the checks of
+	// the file itself are root's.
+	named := ""
+	if cf.config != "" || os.Getenv("MAILCTL_CONFIG") != "" {
+		named = configPath(cf.config)
+	}
 	sock, err := daemonSocket(cf.socket, cf.config)
 	if err != nil {
-		return []protocol.Finding{{ID: "daemon.socket", Severity: doctor.Fail, Message: err.Error(),
-			Fix: "name the daemon's socket with --socket or $MAILCTL_SOCKET, or a config you can read"}}
+		fix := "name the daemon's socket with --socket or $MAILCTL_SOCKET, or a config you can read"
+		if named != "" {
+			fix += "; the checks of " + named + " itself need root: sudo mailctl doctor --config " + named
+		}
+		return []protocol.Finding{{ID: "daemon.socket", Severity: doctor.Fail, Message: err.Error(), Fix: fix}}
 	}
 	cf.socket = sock // found once: the call below does not read the config again
 	var st protocol.Status
@@ -112,7 +123,12 @@ func doctorRemote(cf *clientFlags) []protocol.Finding {
 	if err != nil {
 		msg := fmt.Sprintf("the daemon did not answer the status request: %v", err)
 		fix := "sudo systemctl start mailctl (logs: journalctl -u mailctl); `sudo mailctl doctor` checks the host without the daemon"
-		if _, serr := os.Stat(configPath("")); errors.Is(serr, fs.ErrNotExist) {
+		if named != "" {
+			// Not the service's default: the daemon of the file named,
+			// which may not be the service's at all.
+			fix = "start the daemon " + named + " configures (sudo mailctl serve --config " + named +
+				", or sudo systemctl start mailctl when it is the service's); `sudo mailctl doctor --config " + named + "` checks it without the daemon"
+		} else if _, serr := os.Stat(configPath("")); errors.Is(serr, fs.ErrNotExist) {
 			// The unit does not start without a config (its
 			// ConditionPathExists): setup comes first, and
 			// `systemctl start` would do nothing.
@@ -144,7 +160,7 @@ func printFindings(f []protocol.Finding, source string) {
 	how := "checked locally"
 	if source == "daemon" {
 		how = "checked by the daemon for you"
-		if len(f) == 1 && f[0].ID == "daemon.down" {
+		if len(f) == 1 && (f[0].ID == "daemon.down" || f[0].ID == "daemon.socket") {
 			how = "no daemon to check with"
 		}
 	}
