@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -306,7 +307,8 @@ func (s *Server) closeSession(id, why string) {
 const HTTPWriteTimeout = 30 * time.Second
 
 // deadlineWriter sets a fresh write deadline on the connection before each
-// write or flush of the response.
+// write or flush of the response. It is the writer the SDK is given, so its
+// Write also gives the SDK's answers of code 0 their JSON-RPC code.
 type deadlineWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
@@ -317,7 +319,54 @@ func (d *deadlineWriter) arm() { d.rc.SetWriteDeadline(time.Now().Add(d.timeout)
 
 func (d *deadlineWriter) WriteHeader(code int) { d.arm(); d.ResponseWriter.WriteHeader(code) }
 
-func (d *deadlineWriter) Write(b []byte) (int, error) { d.arm(); return d.ResponseWriter.Write(b) }
+// Write writes b, an answer given its JSON-RPC code when the SDK left it
+// without one (withRPCCodeSSE).
+func (d *deadlineWriter) Write(b []byte) (int, error) {
+	d.arm()
+	if fixed, ok := withRPCCodeSSE(b); ok {
+		if _, err := d.ResponseWriter.Write(fixed); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return d.ResponseWriter.Write(b)
+}
+
+// withRPCCodeSSE gives an answer of code 0 its JSON-RPC code, as the stdio
+// transport does as it writes one (withRPCCode). The SDK refuses some calls
+// with a plain error before any middleware sees them (a call on a POST
+// without a session, made before initialize) and writes the answer with
+// code 0, a code JSON-RPC does not define. b is what the SDK writes at once:
+// one server-sent event ("data: " and the message on its last line) or a
+// message alone. ok is false when b needs no change.
+func withRPCCodeSSE(b []byte) (fixed []byte, ok bool) {
+	if !bytes.Contains(b, []byte(`"code":0`)) {
+		return nil, false // the common case, found cheaply
+	}
+	start, end := 0, len(b)
+	if b[0] != '{' {
+		i := bytes.LastIndex(b, []byte("\ndata: "))
+		if !bytes.HasPrefix(b, []byte("data: ")) && i < 0 || !bytes.HasSuffix(b, []byte("\n\n")) {
+			return nil, false
+		}
+		start, end = max(i+1, 0)+len("data: "), len(b)-len("\n\n")
+	}
+	msg, err := jsonrpc.DecodeMessage(b[start:end])
+	if err != nil {
+		return nil, false
+	}
+	r, isResp := msg.(*jsonrpc.Response)
+	var rpc *jsonrpc.Error
+	if !isResp || !errors.As(r.Error, &rpc) || rpc.Code != 0 {
+		return nil, false
+	}
+	r.Error = withRPCCode(errors.New(rpc.Message))
+	data, err := jsonrpc.EncodeMessage(r)
+	if err != nil {
+		return nil, false
+	}
+	return slices.Concat(b[:start], data, b[end:]), true
+}
 
 // FlushError is what http.ResponseController.Flush calls, which the SDK uses.
 func (d *deadlineWriter) FlushError() error { d.arm(); return d.rc.Flush() }

@@ -200,6 +200,46 @@ func TestHTTPSecondInitializeHasRPCCode(t *testing.T) {
 	}
 }
 
+// Regression: over HTTP a call made before initialize (a POST without a
+// session) was refused under code 0, which JSON-RPC does not define; it is
+// -32600 with data.code, as on stdio (TestSessionStateErrorsHaveRPCCodes),
+// alone or in a batch. A ping before initialize is still answered.
+func TestHTTPCallBeforeInitializeHasRPCCode(t *testing.T) {
+	const token = "0123456789abcdef"
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler(token))
+	defer srv.Close()
+	for _, c := range []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"method \"tools/list\" is invalid during session initialization","data":{"code":"invalid_input"}}}`},
+		{`[{"jsonrpc":"2.0","id":"b","method":"resources/list"}]`, `{"jsonrpc":"2.0","id":"b","error":{"code":-32600,"message":"method \"resources/list\" is invalid during session initialization","data":{"code":"invalid_input"}}}`},
+		{`{"jsonrpc":"2.0","id":2,"method":"ping"}`, `{"jsonrpc":"2.0","id":2,"result":{}}`},
+	} {
+		resp, body := rawHTTP(t, "POST", srv.URL, token, "", c.body)
+		if resp.StatusCode != http.StatusOK || body != "event: message\ndata: "+c.want+"\n\n" {
+			t.Errorf("%s before initialize: HTTP %d %q, want %s", c.body, resp.StatusCode, body, c.want)
+		}
+	}
+}
+
+// withRPCCodeSSE changes an answer of code 0 only, in an event or alone,
+// and nothing that only looks like one.
+func TestWithRPCCodeSSE(t *testing.T) {
+	const coded = `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"no","data":{"code":"invalid_input"}}}`
+	for _, c := range []struct{ in, want string }{
+		{"event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":0,\"message\":\"no\"}}\n\n", "event: message\nid: 7\ndata: " + coded + "\n\n"},
+		{"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":0,\"message\":\"no\"}}\n\n", "data: " + coded + "\n\n"},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":0,"message":"no"}}`, coded},
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"no\"}}\n\n", ""},
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"error\":{\"code\":0,\"message\":\"a tool's\"}}}\n\n", ""},
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"code\":0}}\n\n", ""},
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":0,\"message\":\"cut\"", ""},
+	} {
+		got, ok := withRPCCodeSSE([]byte(c.in))
+		if ok != (c.want != "") || string(got) != c.want {
+			t.Errorf("%q: got %q, %v; want %q", c.in, got, ok, c.want)
+		}
+	}
+}
+
 // Regression: stopping `mailctl mcp --http` (SIGTERM or SIGINT) returned at
 // once and left a call in flight an empty reply. A stop now cancels the call,
 // which answers with a retryable error saying the server is stopping, closes
