@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,7 +23,7 @@ func zeroesTakenAsDefault(plain map[string]any, file, final *Config, bad complai
 	boxes, _ := plain["mailboxes"].([]map[string]any)
 	for i, box := range boxes {
 		send, _ := box["send"].(map[string]any)
-		for _, key := range sortedKeys(send) {
+		for _, key := range slices.Sorted(maps.Keys(send)) {
 			if isZeroNumber(send[key]) && i < len(final.Mailboxes) {
 				g, ok := fieldByTag(reflect.ValueOf(final.Send), key)
 				if ok && g.CanInt() && g.Int() != 0 {
@@ -36,7 +37,7 @@ func zeroesTakenAsDefault(plain map[string]any, file, final *Config, bad complai
 
 // walkZeroes follows the file's tables through the config's structs.
 func walkZeroes(plain map[string]any, file, final reflect.Value, prefix string, bad complain) {
-	for _, key := range sortedKeys(plain) {
+	for _, key := range slices.Sorted(maps.Keys(plain)) {
 		f, ok := fieldByTag(file, key)
 		if !ok {
 			continue
@@ -92,13 +93,4 @@ func fieldByTag(v reflect.Value, key string) (reflect.Value, bool) {
 		}
 	}
 	return reflect.Value{}, false
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
