@@ -135,6 +135,30 @@ func TestCheckHeaderStopsAtTheHeader(t *testing.T) {
 	}
 }
 
+// FuzzCheckHeader: CheckHeader gives one answer however the reads are cut,
+// and a header it refuses is one the parse could not read either.
+func FuzzCheckHeader(f *testing.F) {
+	f.Add([]byte("From: a@sender.example\r\n" + strings.Repeat("X-A: b\r\n", MaxHeaderFields) + "\r\ntext\r\n"))
+	f.Add([]byte("From: a@sender.example\r\nX-A: b\r\n" + strings.Repeat(" f\r\n", MaxHeaderFields) + "\r\n"))
+	f.Add([]byte("From: a@b\r\n\r\n"))
+	f.Add([]byte("\rX: y\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		err := CheckHeader(bytes.NewReader(in))
+		if err != nil && err != ErrHeaderTooLarge {
+			t.Fatal(err)
+		}
+		if again := CheckHeader(iotest.HalfReader(bytes.NewReader(in))); again != err {
+			t.Fatalf("read in halves: %v, whole: %v", again, err)
+		}
+		if err == nil || len(bytes.TrimSpace(in)) == 0 {
+			return
+		}
+		if p, _ := Parse(in, Options{}); p.Msg.From != "" || !strings.Contains(p.Body, "could not be read as MIME") {
+			t.Fatalf("refused, but the parse read From %q", p.Msg.From)
+		}
+	})
+}
+
 // A message of short header fields in every part used to cost the parse
 // about 90 times its size (go-message keeps each field in a buffer of its
 // own): 2 GB for 22 MB. Now what it allocates is a small part of its size.
