@@ -416,7 +416,13 @@ func threadOf(in Input, p *parties) (thread, error) {
 		if th, err = replyThread(in.Parent, th); err != nil {
 			return th, err
 		}
-		if err := replyRecipients(in.Parent, a.ReplyAll, p); err != nil {
+		if a.AutoReply {
+			to, err := autoReplyTo(in.Parent, a)
+			if err != nil {
+				return th, err
+			}
+			p.to = []*mail.Address{to}
+		} else if err := replyRecipients(in.Parent, a.ReplyAll, p); err != nil {
 			return th, err
 		}
 		if !hasRePrefix(th.subject) {
@@ -533,6 +539,43 @@ func replyRecipients(parent *store.Message, all bool, p *parties) error {
 		}
 	}
 	return nil
+}
+
+// autoReplyTo is the one address an automatic reply to parent goes to
+// (RFC 3834 section 4): the envelope sender the parent came with, never
+// its Reply-To or its other recipients, so that one message naming many
+// addresses cannot make an agent's responder write to each of them. A
+// parent stored before its return path was recorded is answered at the
+// first usable address of its Reply-To, else its From. As section 2 asks,
+// nothing automatic answers a bounce (the null sender) or a message that
+// is itself automatic, whatever a hook was set to fire on.
+func autoReplyTo(parent *store.Message, a protocol.SendArgs) (*mail.Address, error) {
+	const why = "an automatic reply goes to the return path of the message answered and nowhere else (RFC 3834)"
+	switch {
+	case a.ReplyAll:
+		return nil, invalid("auto_reply and reply_all exclude each other: %s", why)
+	case parent.Outbound:
+		return nil, invalid("auto_reply answers mail received, and the message answered is one this mailbox sent: leave out auto_reply")
+	case len(a.To)+len(a.Cc)+len(a.Bcc) > 0:
+		return nil, invalid("auto_reply takes no to, cc or bcc: %s", why)
+	case protocol.IsAutoSubmitted(parent.AutoSubmitted):
+		return nil, invalid("the message answered is itself automatic (its Auto-Submitted is not \"no\"): nothing automatic answers it, so that two responders do not answer each other forever (RFC 3834); leave out auto_reply only if a person wrote this reply")
+	}
+	sender, recorded := parent.EnvelopeSender()
+	switch {
+	case recorded && sender == "", parent.IsDSN:
+		return nil, invalid("the message answered came from the null sender <> (a bounce or another delivery report): nothing automatic answers it (RFC 3834)")
+	case recorded:
+		return ParseAddress("parent return path", sender)
+	}
+	l, err := usable("parent sender", replySource(parent))
+	if err != nil {
+		return nil, err
+	}
+	if len(l) == 0 {
+		return nil, invalid("the message answered names no sender to reply to")
+	}
+	return l[0], nil
 }
 
 // usable parses the addresses of list a reply may send to, leaving out
