@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/emersion/go-message/mail"
 
@@ -105,12 +106,13 @@ func ReplyThread(parent *store.Message) (inReplyTo string, refs []string) {
 // ReplySubject is the subject of a reply to a message with subject s: "Re: "
 // before it unless it has one, made to fit a header as the caller's subject
 // must (checkHeaderValue): the parent's sender chose it, and a reply that
-// names none takes it. A line break or NUL becomes a space, bytes that are
-// not UTF-8 become U+FFFD, and a word past MaxHeaderWord bytes is cut there.
+// names none takes it. Every control character (C0 with the line breaks,
+// NUL and tab, DEL, C1) becomes a space, bytes that are not UTF-8 become
+// U+FFFD, and a word past MaxHeaderWord bytes is cut there.
 func ReplySubject(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' || r == 0 {
+		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
