@@ -455,6 +455,9 @@ func (b *inbound) store(ctx context.Context, mailbox string, rt route, env smtpi
 	if env.RemoteIP != nil {
 		m.ReceivedFromIP = env.RemoteIP.String()
 	}
+	// From the envelope only: a Return-Path header in the message is the
+	// sender's text, and an automatic reply goes where this says.
+	m.ReturnPath = store.ReturnPathOf(env.MailFrom)
 	m.SizeBytes = c.Size()
 	m.SPF, m.DKIM, m.DMARC, m.SubmittedBy = res.SPF, res.DKIM, res.DMARC, res.SubmittedBy
 	m.DNSBL = env.Screen.Listed

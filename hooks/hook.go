@@ -217,10 +217,6 @@ func ShouldFire(h protocol.Hook, f Facts) (bool, string) {
 	return true, ReasonFire
 }
 
-// isAutoSubmitted follows RFC 3834: the field's keyword is compared without
-// case, parameters after ';' are ignored, and only "no" means a human sent it.
-func isAutoSubmitted(v string) bool {
-	v, _, _ = strings.Cut(v, ";")
-	v = strings.TrimSpace(v)
-	return v != "" && !strings.EqualFold(v, "no")
-}
+// isAutoSubmitted follows RFC 3834 as an automatic reply's refusal does
+// (protocol.IsAutoSubmitted): only "no" means a human sent it.
+func isAutoSubmitted(v string) bool { return protocol.IsAutoSubmitted(v) }

@@ -78,12 +78,12 @@ type TrustFacts struct {
 // fenceFields fences, in the copy of a message that is not trusted that a
 // response shows, every value beside From, Subject and the body that its
 // sender chose as free text: the addresses with their display names, the
-// envelope recipient (its +tag), the identifiers and list headers, the
-// attachments' names, types and the paths that carry those names. What
-// stays outside is constrained and made here: the id (the time and a slug
-// of at most 40 lowercase ASCII letters, digits and dashes), the message's
-// paths, dates, sizes, and the authentication results. Slices are copied:
-// m shares them with the message the caller still holds.
+// envelope recipient (its +tag) and sender, the identifiers and list
+// headers, the attachments' names, types and the paths that carry those
+// names. What stays outside is constrained and made here: the id (the time
+// and a slug of at most 40 lowercase ASCII letters, digits and dashes), the
+// message's paths, dates, sizes, and the authentication results. Slices are
+// copied: m shares them with the message the caller still holds.
 func fenceFields(m *protocol.Message, f *fence) {
 	each := func(v []string) []string {
 		if v == nil {
@@ -96,7 +96,7 @@ func fenceFields(m *protocol.Message, f *fence) {
 		return out
 	}
 	m.To, m.Cc, m.Bcc, m.ReplyTo, m.References = each(m.To), each(m.Cc), each(m.Bcc), each(m.ReplyTo), each(m.References)
-	for _, p := range []*string{&m.DeliveredTo, &m.MessageID, &m.InReplyTo, &m.ListID, &m.AutoSubmitted} {
+	for _, p := range []*string{&m.DeliveredTo, &m.ReturnPath, &m.MessageID, &m.InReplyTo, &m.ListID, &m.AutoSubmitted} {
 		*p = f.inline(*p)
 	}
 	if m.AttachmentList != nil {

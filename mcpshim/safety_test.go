@@ -415,7 +415,7 @@ func TestNoUntrustedFieldOutsideFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SendMail("x@evil.test", []string{`"agent+` + words + ` rcpt"@` + testdaemon.Domain}, strings.NewReader(raw)); err != nil {
+	if err := c.SendMail(`"`+words+` sender"@evil.test`, []string{`"agent+` + words + ` rcpt"@` + testdaemon.Domain}, strings.NewReader(raw)); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
@@ -423,7 +423,7 @@ func TestNoUntrustedFieldOutsideFences(t *testing.T) {
 
 	var m EmailReadData
 	e.ok("email_read", map[string]any{"mailbox": "agent", "id": id}, &m)
-	if !m.Trust.Fenced || len(m.AttachmentList) != 1 || !strings.Contains(m.DeliveredTo, words) || len(m.Cc) != 1 || m.ListID == "" || m.AutoSubmitted == "" {
+	if !m.Trust.Fenced || len(m.AttachmentList) != 1 || !strings.Contains(m.DeliveredTo, words) || len(m.Cc) != 1 || m.ListID == "" || m.AutoSubmitted == "" || !strings.Contains(m.ReturnPath, words) {
 		t.Fatalf("the message does not carry the planted fields: %+v", m)
 	}
 	texts := map[string]string{}

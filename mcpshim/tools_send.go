@@ -212,7 +212,7 @@ type emailReplyArgs struct {
 	HTMLBody       string   `json:"html_body,omitempty"`
 	ReplyAll       bool     `json:"reply_all,omitempty" jsonschema:"also To and Cc of the original"`
 	Attachments    []string `json:"attachments,omitempty"`
-	AutoReply      bool     `json:"auto_reply,omitempty" jsonschema:"mark it Auto-Submitted: auto-replied (no person wrote it)"`
+	AutoReply      bool     `json:"auto_reply,omitempty" jsonschema:"no person wrote it: to return_path alone, Auto-Submitted"`
 	DryRun         bool     `json:"dry_run,omitempty"`
 	IdempotencyKey string   `json:"idempotency_key,omitempty"`
 }
@@ -220,7 +220,7 @@ type emailReplyArgs struct {
 func (s *Server) toolEmailReply() toolSpec {
 	return newTool(&mcp.Tool{
 		Name:        "email_reply",
-		Description: "Answer a stored message: recipients, Re: subject and threading come from it. Sends like email_send.",
+		Description: "Answer a stored message: recipients, Re: subject and threading from it. Sends like email_send.",
 		Annotations: annotations("Reply to email", false, false, false, true),
 	}, nil, func(ctx context.Context, _ *mcp.CallToolRequest, in *emailReplyArgs) (string, protocol.SendResult, *NextAction, error) {
 		if in.TextOnly && in.HTMLBody != "" {

@@ -356,6 +356,7 @@ type Message struct {
 	// SubmittedBy is the local mailbox that handed the message in over the
 	// socket (authenticated by its owner's uid); empty for network mail.
 	SubmittedBy    string            `json:"submitted_by,omitempty"`
+	ReturnPath     string            `json:"return_path,omitempty"` // received mail's envelope sender, "<>" for a bounce's
 	AttachmentList []Attachment      `json:"attachment_list,omitempty"`
 	Outbound       bool              `json:"outbound,omitempty"`
 	Recipients     []RecipientStatus `json:"recipients,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // canon returns m as it must come back from Parse(Render(m)): strings repaired
@@ -273,5 +274,34 @@ func TestParseRejectsCaseVariantKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "case-sensitive") {
 			t.Errorf("%q: error %v, want a case-sensitivity error", fm, err)
 		}
+	}
+}
+
+// return_path is optional: a message stored before it was recorded reads
+// as none recorded, which is not the null sender of a bounce ("<>").
+func TestReturnPathRecordedOrNot(t *testing.T) {
+	for _, c := range []struct {
+		name, line, sender string
+		recorded           bool
+	}{
+		{"stored before return_path", "", "", false},
+		{"the null sender", `return_path = "<>"` + "\n", "", true},
+		{"an address", `return_path = "<b@remote.test>"` + "\n", "b@remote.test", true},
+	} {
+		m, _, err := Parse([]byte("+++\nid = \"x\"\nfrom = \"a@remote.test\"\n" + c.line + "+++\n\nbody\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if s, ok := m.EnvelopeSender(); s != c.sender || ok != c.recorded {
+			t.Errorf("%s: sender %q recorded %v, want %q %v", c.name, s, ok, c.sender, c.recorded)
+		}
+	}
+	if got := ReturnPathOf(""); got != "<>" {
+		t.Errorf("null sender recorded as %q", got)
+	}
+	long := strings.Repeat("a", 60) + "@" + strings.Repeat("é", 200) + ".test"
+	got := ReturnPathOf(long)
+	if len(got) > MaxReturnPath+5 || !utf8.ValidString(got) || !strings.HasSuffix(got, "...>") {
+		t.Errorf("a %d-byte sender recorded as %d bytes: %q", len(long), len(got), got)
 	}
 }

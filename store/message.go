@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Message is the TOML frontmatter of a stored message. Field names follow the
 // reference store so agents' existing habits keep working.
@@ -19,6 +22,7 @@ type Message struct {
 	Date           time.Time    `toml:"date"`
 	ReceivedAt     time.Time    `toml:"received_at"`
 	ReceivedFromIP string       `toml:"received_from_ip,omitempty"`
+	ReturnPath     string       `toml:"return_path,omitempty"` // received mail's envelope sender (ReturnPathOf)
 	SizeBytes      int64        `toml:"size_bytes"`
 	Attachments    []Attachment `toml:"attachments"`
 	InReplyTo      string       `toml:"in_reply_to"`
@@ -63,6 +67,34 @@ type Message struct {
 	// Drafts: when the draft, once sent, goes out. Sent copies: when the
 	// send was scheduled for (none for one sent at once).
 	SendAt *time.Time `toml:"send_at,omitempty"`
+}
+
+// MaxReturnPath bounds the envelope sender a received message records, in
+// bytes without its angle brackets: RFC 5321 4.5.3.1.3 allows a path of
+// 256 octets with them.
+const MaxReturnPath = 254
+
+// ReturnPathOf is the ReturnPath of a message received with envelope
+// sender (SMTP MAIL FROM) mailFrom, "" for the null sender: in angle
+// brackets as a Return-Path field writes it, so that a bounce's "<>" is
+// told from none recorded (messages stored before the field, sent copies,
+// drafts). It comes from the envelope only, never from a header. A sender
+// past MaxReturnPath is kept cut, with "..." after the cut: no address can
+// end so, and a reply is not sent to a part of one.
+func ReturnPathOf(mailFrom string) string {
+	if len(mailFrom) > MaxReturnPath {
+		mailFrom = strings.ToValidUTF8(mailFrom[:MaxReturnPath], "") + "..."
+	}
+	return "<" + mailFrom + ">"
+}
+
+// EnvelopeSender is the envelope sender ReturnPath records, without its
+// angle brackets ("" for the null sender), and whether one is recorded.
+func (m *Message) EnvelopeSender() (sender string, recorded bool) {
+	if m.ReturnPath == "" {
+		return "", false
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(m.ReturnPath, "<"), ">"), true
 }
 
 // MaxBounceReports bounds the report keys a sent copy keeps.

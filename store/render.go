@@ -36,6 +36,7 @@ func writeFrontmatter(b *bytes.Buffer, m *Message) {
 	w.time("date", m.Date)
 	w.time("received_at", m.ReceivedAt)
 	w.strOmit("received_from_ip", m.ReceivedFromIP)
+	w.strOmit("return_path", m.ReturnPath)
 	w.int("size_bytes", m.SizeBytes)
 	w.noTables("attachments", m.Attachments != nil && len(m.Attachments) == 0)
 	w.str("in_reply_to", m.InReplyTo)

@@ -138,7 +138,7 @@ func messageOf(m *store.Message, folder, body string) protocol.Message {
 		Attachments: len(m.Attachments), DeliveryStatus: m.DeliveryStatus, Labels: m.Labels, Starred: m.Starred}
 	out := protocol.Message{MessageSummary: sum, Mailbox: m.Mailbox, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo,
 		DeliveredTo: m.DeliveredTo, InReplyTo: m.InReplyTo, References: m.References, ListID: m.ListID,
-		AutoSubmitted: m.AutoSubmitted, ReceivedAt: m.ReceivedAt, ReceivedFromIP: m.ReceivedFromIP, SizeBytes: m.SizeBytes,
+		AutoSubmitted: m.AutoSubmitted, ReceivedAt: m.ReceivedAt, ReceivedFromIP: m.ReceivedFromIP, ReturnPath: m.ReturnPath, SizeBytes: m.SizeBytes,
 		Outbound: m.Outbound, SubmittedBy: m.SubmittedBy}
 	for _, r := range m.DKIM {
 		out.DKIM = append(out.DKIM, protocol.AuthResult{Result: r.Result, Domain: r.Domain})

@@ -520,3 +520,31 @@ func TestHeaderFieldsAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// Regression: a reply's subject made from the parent's kept control
+// characters other than CR, LF and NUL (an ESC that starts a terminal
+// sequence, a backspace, DEL, C1 controls), which a caller's subject may
+// not hold: a subject the daemon builds passes the same check.
+func TestReplySubjectPassesTheHeaderCheck(t *testing.T) {
+	var controls []rune
+	for r := rune(0); r < 0x20; r++ {
+		controls = append(controls, r)
+	}
+	controls = append(controls, 0x7f)
+	for r := rune(0x80); r <= 0x9f; r++ {
+		controls = append(controls, r)
+	}
+	for _, r := range controls {
+		s := ReplySubject("hi" + string(r) + "there")
+		if err := checkHeaderValue("subject", s); err != nil {
+			t.Errorf("%U: reply subject %q: %v", r, s, err)
+		}
+		if s != "Re: hi there" {
+			t.Errorf("%U: reply subject %q, want the control as a space", r, s)
+		}
+	}
+	c := compose(t, protocol.SendArgs{Body: "ok"}, &store.Message{MessageID: "p@remote.test", From: "bob@remote.test", Subject: "hi \x1b[2J\x1b]0;owned\x07"})
+	if err := checkHeaderValue("subject", c.Subject); err != nil {
+		t.Errorf("reply subject %q: %v", c.Subject, err)
+	}
+}
