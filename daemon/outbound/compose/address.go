@@ -82,6 +82,12 @@ func ParseAddress(field, s string) (*mail.Address, error) {
 	if strings.ContainsAny(a.Address, "<> \t\"") || !dotAtom(a.Address[:at]) {
 		return nil, invalid("%s: %q is not a plain address (a local part that needs quotes is not supported)", field, s)
 	}
+	if a.Address[0] == '-' {
+		// Postfix refuses such addresses by default (allow_min_user), as
+		// the SMTP server here does: programs that take addresses as
+		// arguments read them as options.
+		return nil, invalid("%s: %q starts with '-', which mail servers refuse (a program would read it as an option)", field, s)
+	}
 	return &mail.Address{Name: a.Name, Address: a.Address}, nil
 }
 

@@ -291,6 +291,14 @@ func TestHeaderLinesFitEveryLength(t *testing.T) {
 	if _, err := ParseAddress("to", "a@"+strings.Repeat("d", 250)+".test"); protocol.CodeOf(err) != protocol.CodeInvalidInput {
 		t.Errorf("a 257-byte address is accepted: %v", err)
 	}
+	for _, a := range []string{"-bob@r.test", "Bob <-oQ/tmp/x@r.test>"} {
+		if _, err := ParseAddress("to", a); protocol.CodeOf(err) != protocol.CodeInvalidInput || !strings.Contains(err.Error(), "starts with '-'") {
+			t.Errorf("%q: %v, want invalid_input naming the dash", a, err)
+		}
+	}
+	if _, err := ParseAddress("to", "bob-@r.test"); err != nil {
+		t.Errorf("a dash at the end of the local part: %v", err)
+	}
 }
 
 func FuzzCompose(f *testing.F) {
