@@ -70,9 +70,10 @@ func (s *Server) emailForward(ctx context.Context, _ *mcp.CallToolRequest, in *f
 		}
 	}
 	// The subject is the original sender's, and a forward has none of its
-	// own to give instead: a word too long for a header line is cut, as a
-	// reply's is, rather than the forward refused.
-	subject := protocol.CutWords(oneLine(m.Subject), protocol.MaxHeaderWord)
+	// own to give instead: a control character or a word too long for a
+	// header line is mended, as a reply's is, rather than the forward
+	// refused.
+	subject := oneLine(protocol.SubjectOf(m.Subject))
 	if !strings.HasPrefix(strings.ToLower(subject), "fwd:") && !strings.HasPrefix(strings.ToLower(subject), "fw:") {
 		subject = "Fwd: " + subject
 	}

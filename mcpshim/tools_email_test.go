@@ -256,6 +256,35 @@ func TestForwardOfAnOverlongSubject(t *testing.T) {
 	}
 }
 
+// A subject its owner edited into the message's file may hold control
+// characters (received ones are stripped as they are stored): the forward's
+// subject turns them into spaces, as a reply's does, instead of the forward
+// being refused for a subject the caller never wrote.
+func TestForwardOfASubjectWithControls(t *testing.T) {
+	e := newEnv(t)
+	e.d.Mailbox(t, "boss")
+	id := e.deliver("agent", testdaemon.Message{From: "shop@example.org", Subject: "Invoice 42", Body: "pay"})
+	path := filepath.Join(e.d.Mailbox(t, "agent").InboxPath, id+".md")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), `subject = "Invoice 42"`, `subject = "Invoice\u001b[31m 42\u007f\tdue"`, 1)
+	if edited == string(b) {
+		t.Fatalf("no subject line to edit in:\n%s", b)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var res protocol.SendResult
+	e.ok("email_forward", map[string]any{"mailbox": "agent", "id": id, "to": "boss@example.test"}, &res)
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "boss"}, &list)
+	if len(list.Messages) != 1 || !strings.Contains(list.Messages[0].Subject, "Fwd: Invoice [31m 42 due") {
+		t.Fatalf("forward: %+v", list.Messages)
+	}
+}
+
 // Rows say where a message is and how to reach it: thread rows carry their
 // folder (the sent copies of a thread could not be read with the default
 // folder), every row its resource URI, and the sender's plain address sits

@@ -2,8 +2,26 @@ package protocol
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
+
+// SubjectOf is a subject taken from another message (a stored one's, which
+// its owner may have edited) made to head one of ours, as a reply's or a
+// forward's: bytes that are not UTF-8 become U+FFFD, every control
+// character (C0, DEL, C1: a line break, an escape sequence) a space, and
+// each word is cut to MaxHeaderWord bytes, so that it passes the check a
+// caller's subject must.
+func SubjectOf(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return CutWords(s, MaxHeaderWord)
+}
 
 // CutWords cuts each run of s without a space to at most max bytes, at a
 // character's start: what a header value taken from someone else's message

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/emersion/go-message/mail"
 
@@ -110,14 +109,7 @@ func ReplyThread(parent *store.Message) (inReplyTo string, refs []string) {
 // NUL and tab, DEL, C1) becomes a space, bytes that are not UTF-8 become
 // U+FFFD, and a word past MaxHeaderWord bytes is cut there.
 func ReplySubject(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = protocol.CutWords(s, MaxHeaderWord)
+	s = protocol.SubjectOf(s)
 	if !hasRePrefix(s) {
 		s = "Re: " + s
 	}
