@@ -449,14 +449,15 @@ type startResult struct {
 // startIn starts the command newCmd makes in the owner's home, or in "/"
 // when the home is missing or not a directory (workDir) or the owner may
 // not enter it. The child changes directory as the owner, after the switch
-// of uid, and a refusal comes back from Start as a failure of the exec
-// itself would: so on EACCES the command is started once more, in "/",
-// which fails the same way when it was cmd[0] the owner may not run.
+// of uid, and a failure of that (EACCES, or a home gone since it was
+// looked at) comes back from Start as a failure of the exec itself would:
+// so a start that fails in the home is made once more, in "/", which fails
+// the same way when it was cmd[0] that could not be run.
 func startIn(newCmd func(dir string) *exec.Cmd, home string) startResult {
 	dir := workDir(home)
 	cmd := newCmd(dir)
 	err := cmd.Start()
-	if err != nil && dir != "/" && errors.Is(err, syscall.EACCES) {
+	if err != nil && dir != "/" {
 		cmd = newCmd("/")
 		err = cmd.Start()
 	}
