@@ -178,6 +178,9 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
+	if err := backup.CheckIncomplete(cfg.Paths.StateDir); err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
 	sf, err := checkFormats(cfg.Paths, opts.Version) // formats.go
 	if err != nil {
 		return nil, fmt.Errorf("refusing to start: %w", err)

@@ -14,11 +14,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -609,7 +612,15 @@ func (rs *restorer) finish() error {
 	}
 	// The point of no return: the old state goes aside, the new comes in.
 	// The directory is new for each restore: one of an earlier restore in
-	// the same second keeps what that one moved there.
+	// the same second keeps what that one moved there. Until the last part
+	// is in place the state is part old, part restored: the mark says so,
+	// and a daemon start refuses it (CheckIncomplete) instead of serving
+	// it and removing the staged rest.
+	m := rs.res.Manifest
+	mark := fmt.Sprintf("restore of the backup of %s cut at %s, begun %s\n", strconv.Quote(m.Host), m.CutAt.UTC().Format(time.RFC3339), o.Now().UTC().Format(time.RFC3339))
+	if err := safeio.WriteFile(filepath.Join(o.StateDir, IncompleteName), []byte(mark)); err != nil {
+		return err
+	}
 	aside := ""
 	moveAside := func(path string) error {
 		if _, err := os.Lstat(path); os.IsNotExist(err) {
@@ -633,6 +644,7 @@ func (rs *restorer) finish() error {
 		if err := os.Rename(filepath.Join(rs.stage, part), filepath.Join(o.StateDir, part)); err != nil {
 			return err
 		}
+		crashpoint.Hit("restore-swapping")
 	}
 	if rs.bounce != nil {
 		if err := writeNew(filepath.Join(o.StateDir, "bounce.key"), rs.bounce, 0o600); err != nil {
@@ -671,7 +683,43 @@ func (rs *restorer) finish() error {
 		rs.res.ConfigTo = to
 	}
 	rs.res.MovedAside = aside
-	return nil
+	if err := os.Remove(filepath.Join(o.StateDir, IncompleteName)); err != nil {
+		return err
+	}
+	return syncDir(o.StateDir)
+}
+
+// IncompleteName is the file a restore writes in the state directory
+// before it moves the archive's parts in, and removes once all of them,
+// the keys and the config are in place.
+const IncompleteName = "restore-incomplete"
+
+// CheckIncomplete refuses a state directory a restore was stopped in while
+// it put the archive's parts in place: some may be the archive's, some
+// the old state's, some missing, and what the restore had staged is not in
+// place. Running the restore again finishes it.
+func CheckIncomplete(stateDir string) error {
+	data, err := readHead(filepath.Join(stateDir, IncompleteName), 512)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	what, _, _ := strings.Cut(string(data), "\n")
+	if err != nil || what == "" || !utf8.ValidString(what) || strings.ContainsFunc(what, unicode.IsControl) {
+		what = "a restore"
+	}
+	return fmt.Errorf("%s was stopped while it put the archive's state in place in %s (%s is there): "+
+		"the state is part old, part restored; run `sudo mailctl restore --force ARCHIVE` again with the same archive "+
+		"(what is there now is moved aside, nothing is deleted), then start the daemon",
+		what, stateDir, IncompleteName)
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // selector is the selector of the DKIM key file named name, as the daemon
