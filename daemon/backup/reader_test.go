@@ -400,3 +400,48 @@ func TestRestoreStampsTheArchivesFormats(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreChecksTheGzipTrailer: the tar inside a gzip stream ends before
+// the stream does, and the stream's CRC-32 and length come after it. A
+// restore that stops at the tar's end never reads them: a message whose
+// bytes changed on the way (a flipped bit in a stored block decompresses
+// without an error) or an archive cut before its trailer would be restored
+// as if whole. Both are refused, and nothing is put in place.
+func TestRestoreChecksTheGzipTrailer(t *testing.T) {
+	content := strings.Repeat("A", 4096)
+	plain := archive(t, manifestEntry("agent"),
+		entry{name: prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md", data: "+++\n+++\n" + content})
+	plain = append(plain, make([]byte, 1024)...) // the end of the archive, as Write and tar(1) write it
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.NoCompression) // stored blocks: the bytes are as they are
+	zw.Write(plain)
+	zw.Close()
+	whole := buf.Bytes()
+	flipped := bytes.Clone(whole)
+	i := bytes.Index(flipped, []byte(content))
+	if i < 0 {
+		t.Fatal("the message's bytes are not stored as they are")
+	}
+	flipped[i+100] ^= 0x01
+	cases := map[string][]byte{
+		"a flipped bit":      flipped,
+		"cut before the CRC": whole[:len(whole)-8],
+	}
+	if _, err := readAllEntries(whole); err != nil {
+		t.Fatalf("the whole archive: %v", err)
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := readAllEntries(data); err == nil {
+				t.Error("the reader took the damaged archive for whole")
+			}
+			state := filepath.Join(t.TempDir(), "state")
+			if _, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, LookupUser: selfOwner}); err == nil {
+				t.Fatal("restored the damaged archive")
+			}
+			if _, err := os.Stat(filepath.Join(state, "mailboxes")); !os.IsNotExist(err) {
+				t.Errorf("the refused restore put mailboxes in place: %v", err)
+			}
+		})
+	}
+}
