@@ -635,7 +635,10 @@ func (rs *restorer) finish() error {
 		}
 		return os.Rename(path, filepath.Join(aside, strings.ReplaceAll(strings.TrimPrefix(path, o.StateDir+"/"), "/", "-")))
 	}
-	for _, part := range []string{"mailboxes", "registry", "queue", "index", "bounce.key"} {
+	// The inbound journal goes with the mailboxes its copies were for: left
+	// in place, the restored daemon would find their mailboxes gone (the
+	// restored ones are others) and drop what it holds of them.
+	for _, part := range []string{"mailboxes", "registry", "queue", "inbound", "index", "bounce.key"} {
 		if err := moveAside(filepath.Join(o.StateDir, part)); err != nil {
 			return err
 		}
