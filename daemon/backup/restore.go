@@ -534,7 +534,7 @@ func (rs *restorer) mapUID(old, fallback uint32) uint32 {
 // finish completes the mailboxes (folders, owners, modes), checks the DKIM
 // keys against those in place, then moves the old state aside and the
 // restored one in.
-func (rs *restorer) finish() error {
+func (rs *restorer) finish() (err error) {
 	o := rs.o
 	boxes := filepath.Join(rs.stage, "mailboxes")
 	if err := os.MkdirAll(boxes, 0o700); err != nil {
@@ -618,9 +618,16 @@ func (rs *restorer) finish() error {
 	// it and removing the staged rest.
 	m := rs.res.Manifest
 	mark := fmt.Sprintf("restore of the backup of %s cut at %s, begun %s\n", strconv.Quote(m.Host), m.CutAt.UTC().Format(time.RFC3339), o.Now().UTC().Format(time.RFC3339))
-	if err := safeio.WriteFile(filepath.Join(o.StateDir, IncompleteName), []byte(mark)); err != nil {
+	markPath := filepath.Join(o.StateDir, IncompleteName)
+	if err := safeio.WriteFile(markPath, []byte(mark)); err != nil {
 		return err
 	}
+	moved := false
+	defer func() {
+		if err != nil && !moved {
+			os.Remove(markPath) // refused before it moved anything: the state is whole
+		}
+	}()
 	aside := ""
 	moveAside := func(path string) error {
 		if _, err := os.Lstat(path); os.IsNotExist(err) {
@@ -633,7 +640,9 @@ func (rs *restorer) finish() error {
 			}
 			aside = d
 		}
-		return os.Rename(path, filepath.Join(aside, strings.ReplaceAll(strings.TrimPrefix(path, o.StateDir+"/"), "/", "-")))
+		err := os.Rename(path, filepath.Join(aside, strings.ReplaceAll(strings.TrimPrefix(path, o.StateDir+"/"), "/", "-")))
+		moved = moved || err == nil
+		return err
 	}
 	// The inbound journal goes with the mailboxes its copies were for: left
 	// in place, the restored daemon would find their mailboxes gone (the
@@ -647,6 +656,7 @@ func (rs *restorer) finish() error {
 		if err := os.Rename(filepath.Join(rs.stage, part), filepath.Join(o.StateDir, part)); err != nil {
 			return err
 		}
+		moved = true
 		crashpoint.Hit("restore-swapping")
 	}
 	if rs.bounce != nil {
