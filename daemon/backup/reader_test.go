@@ -445,3 +445,25 @@ func TestRestoreChecksTheGzipTrailer(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreNamesMailboxesDeclaredForAnotherOwner: this host's config
+// declares a restored mailbox for another user than the archive's owner of
+// it. The daemon does not serve such a declaration (the folder and its mail
+// are the archive owner's), so the restore names it, with both owners,
+// before the daemon starts refusing its mail; a mailbox of the archive's
+// registry is left out (the registry's owner keeps it, as always), and so is
+// one declared for the same user.
+func TestRestoreNamesMailboxesDeclaredForAnotherOwner(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	data := archive(t, manifestEntry("agent", "ops", "same"),
+		entry{name: prefix + dirRegMboxes + "agent.json", data: `{"id":"m1","name":"agent","owner_uid":1234,"owner_gid":1234}`})
+	res, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state,
+		DeclaredOwners: map[string]uint32{"agent": 4000, "ops": 4000, "same": 1500},
+		LookupUser:     func(string) (uint32, uint32, error) { return 1500, 1500, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.OwnerDiffers) != 1 || !strings.Contains(res.OwnerDiffers[0], "ops") || !strings.Contains(res.OwnerDiffers[0], "4000") || !strings.Contains(res.OwnerDiffers[0], "1500") {
+		t.Fatalf("owner differs %q, want one line naming ops, uid 1500 and uid 4000", res.OwnerDiffers)
+	}
+}

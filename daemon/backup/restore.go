@@ -44,6 +44,11 @@ type RestoreOptions struct {
 	// ([[mailboxes]]). A restored mailbox that is neither among them nor
 	// in the archive's registry is not served here: the result names it.
 	Declared []string
+	// DeclaredOwners are the uids of the owners this host's config
+	// declares its mailboxes for. A restored mailbox declared for another
+	// user than its owner here, and not in the archive's registry, is not
+	// served by the daemon: the result names it.
+	DeclaredOwners map[string]uint32
 }
 
 // RestoredMailbox is one mailbox a restore wrote, with its owner there
@@ -75,6 +80,11 @@ type RestoreResult struct {
 	// in the archive's config.toml, which is not put in place): the daemon
 	// does not serve them until this host's config declares them.
 	Undeclared []string
+	// OwnerDiffers names, with both owners, the restored mailboxes this
+	// host's config declares for another user than their owner here and
+	// the archive's registry has no entry for: the daemon does not serve
+	// them (nor hands their mail to the declared owner).
+	OwnerDiffers []string
 	// DKIMRestored are the selectors of the archive's DKIM keys, and
 	// DKIMBeside those of the other keys this host's dkim_dir held (made
 	// by mailctl setup, say), which the restore keeps. The daemon signs
@@ -561,6 +571,9 @@ func (rs *restorer) finish() (err error) {
 		rs.res.Mailboxes = append(rs.res.Mailboxes, RestoredMailbox{Name: name, From: ow.from, To: ow.to, OldUID: ow.oldUID, NewUID: ow.uid, Files: rs.files[name]})
 		if !rs.registered[name] && !slices.Contains(o.Declared, name) {
 			rs.res.Undeclared = append(rs.res.Undeclared, name)
+		}
+		if uid, ok := o.DeclaredOwners[name]; ok && !rs.registered[name] && uid != ow.uid {
+			rs.res.OwnerDiffers = append(rs.res.OwnerDiffers, fmt.Sprintf("%s (restored for %s, uid %d; declared for uid %d)", name, ow.to, ow.uid, uid))
 		}
 	}
 	if err := os.Chmod(boxes, 0o711); err != nil {
