@@ -178,6 +178,9 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
+	if err := backup.CheckIncomplete(cfg.Paths.StateDir); err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
 	sf, err := checkFormats(cfg.Paths, opts.Version) // formats.go
 	if err != nil {
 		return nil, fmt.Errorf("refusing to start: %w", err)
@@ -279,6 +282,14 @@ func (d *Daemon) buildState(cfg *config.Config) *state {
 			// A user made it over the socket: serving the declaration would
 			// hand that user's mail and address to the declared owner.
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: the name is a mailbox uid %d created; it stays that user's (delete it first to declare the name for %q)", m.Name, r.OwnerUID, m.Owner))
+			continue
+		}
+		if fuid, _, err := d.store.Owner(m.Name); err == nil && uint32(fuid) != uid {
+			// The folder and the mail in it are another user's (a restore
+			// gave them to the archive's owner, or the owner line changed):
+			// serving the declaration would hand them to the declared owner.
+			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: its folder %s belongs to uid %d, not to the declared owner %q (uid %d); not served: "+
+				"declare the owner it has, or give it the folder's mail with chown -R %d:%d %s", m.Name, d.store.Path(m.Name), fuid, m.Owner, uid, uid, gid, d.store.Path(m.Name)))
 			continue
 		}
 		// An alias that is the name of a mailbox another user created would

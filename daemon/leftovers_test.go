@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,5 +116,38 @@ func TestRestartRemovesAKilledRestoresStaging(t *testing.T) {
 	}
 	if _, err := os.Stat(td.store.Path("agent")); err != nil {
 		t.Errorf("the mailbox: %v", err)
+	}
+}
+
+// TestStartRefusesAHalfSwappedRestore: a restore killed while it moved the
+// archive's parts into the state directory leaves its mark there; the
+// daemon refuses to start on that state (part old, part restored) rather
+// than serve it and remove the staged rest of the archive, and says to run
+// the restore again.
+func TestStartRefusesAHalfSwappedRestore(t *testing.T) {
+	td := startDaemon(t, "")
+	td.ensureMine(t, "agent")
+	td.stop()
+	mark := filepath.Join(td.cfg.Paths.StateDir, "restore-incomplete")
+	if err := os.WriteFile(mark, []byte("mailctl-backup.tar.gz\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stage := filepath.Join(td.cfg.Paths.StateDir, store.TempPrefix+"restore-123456", "registry")
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hostPorts(t, td.cfg)
+	d, err := New(td.cfg, Options{Version: "test", Logger: quietLogger(t)})
+	if err == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		d.Run(ctx)
+		t.Fatal("the daemon started on the state of a restore killed half-way")
+	}
+	if !strings.Contains(err.Error(), "mailctl restore") {
+		t.Errorf("refusal %q does not say to run the restore again", err)
+	}
+	if _, err := os.Stat(stage); err != nil {
+		t.Errorf("the refused start removed the restore's staging: %v", err)
 	}
 }

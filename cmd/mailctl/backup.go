@@ -196,11 +196,15 @@ index is rebuilt when the daemon starts. Root only.`)
 		in = f
 	}
 	var declared []string
+	declaredOwners := map[string]uint32{}
 	for _, mb := range cfg.Mailboxes {
 		declared = append(declared, mb.Name)
+		if uid, _, err := registry.ResolveUser(mb.Owner); err == nil {
+			declaredOwners[mb.Name] = uid
+		}
 	}
 	res, err := backup.Restore(in, backup.RestoreOptions{StateDir: cfg.Paths.StateDir, DKIMDir: cfg.Paths.DKIMDir, ConfigFile: cfg.File,
-		Force: *force, MapOwner: mapOwner, LookupUser: registry.ResolveUser, Declared: declared})
+		Force: *force, MapOwner: mapOwner, LookupUser: registry.ResolveUser, Declared: declared, DeclaredOwners: declaredOwners})
 	if err != nil {
 		return failure(fs, err)
 	}
@@ -231,6 +235,12 @@ index is rebuilt when the daemon starts. Root only.`)
 			"so mail to them does not reach them and their queued sends are not recorded in their sent folders; "+
 			"copy their [[mailboxes]] tables from %s into %s before starting the daemon\n",
 			strings.Join(res.Undeclared, ", "), cfg.File, from, cfg.File)
+	}
+	if len(res.OwnerDiffers) > 0 {
+		fmt.Fprintf(stdout, "mailboxes %s declares for another owner: %s: the daemon does not serve them (their folders and mail are the restored owner's), "+
+			"so mail to them is refused; before starting the daemon, change their owner in %s to the restored one, "+
+			"or give the declared owner their mail with `sudo chown -R UID:GID` on each mailbox's folder\n",
+			cfg.File, inert(strings.Join(res.OwnerDiffers, ", ")), cfg.File)
 	}
 	if len(res.DKIMRestored) > 0 && len(res.DKIMBeside) > 0 {
 		fmt.Fprintf(stdout, "DKIM keys of two hosts in %s: the archive's (selectors %s) beside this host's (selectors %s); "+

@@ -62,6 +62,9 @@ func TestForceRestoreKeepsWhatItReplaces(t *testing.T) {
 		"registry/mailboxes/old.json":                 "old registry entry",
 		"queue/journal":                               "mailctl queue journal 1\nold queued item",
 		"bounce.key":                                  "old bounce key",
+		// Copies the old daemon accepted and had not yet synced: the
+		// journal goes with the mailboxes they were for.
+		"inbound/journal.1": "mailctl inbound journal 1\nold accepted copy",
 	}
 	writeFiles(t, state, old)
 	writeFiles(t, dkim, map[string]string{"ed202601.key": "old dkim key", "rsa202601.key": "kept dkim key"})

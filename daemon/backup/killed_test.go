@@ -102,3 +102,51 @@ func TestRemoveStagingLeavesOtherEntries(t *testing.T) {
 		t.Errorf("RemoveStaging of a missing directory = %d, %v", n, err)
 	}
 }
+
+// TestRestoreKilledWhileSwappingIsNotTakenForState kills a restore (SIGKILL,
+// in a child process) after it moved the archive's mailboxes into the state
+// directory and before its registry: the state is part old, part restored.
+// The state says so until a restore finishes, so that a daemon start
+// refuses it rather than serve mailboxes without their registry entries and
+// drop the archive's staged rest; the restore run again puts every part in
+// place and clears the mark.
+func TestRestoreKilledWhileSwappingIsNotTakenForState(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	name := "2026-01-01-000000-a.md"
+	reg := `{"id":"m-1","name":"agent","owner_uid":1234,"owner_gid":1234,"created_at":"2026-01-01T00:00:00Z","created_by":0}`
+	data := archive(t, manifestEntry("agent"),
+		entry{name: prefix + dirRegMboxes + "agent.json", data: reg},
+		entry{name: prefix + dirMailboxes + "agent/inbox/" + name, data: "+++\n+++\n"})
+	arch := filepath.Join(t.TempDir(), "backup.tar")
+	if err := os.WriteFile(arch, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRestoreChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envChildArchive+"="+arch, envChildState+"="+state, crashpoint.Env+"=restore-swapping")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child restore: %v, want killed by SIGKILL\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(state, "mailboxes", "agent", "inbox", name)); err != nil {
+		t.Fatalf("the crash point is not after the mailboxes moved in: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "registry")); !os.IsNotExist(err) {
+		t.Fatalf("the crash point is not before the registry moved in: %v", err)
+	}
+	if err := CheckIncomplete(state); err == nil {
+		t.Fatal("CheckIncomplete = nil after a restore killed half-way through putting its state in place")
+	}
+
+	if _, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, LookupUser: selfOwner, Force: true}); err != nil {
+		t.Fatalf("restore after the killed one: %v", err)
+	}
+	if err := CheckIncomplete(state); err != nil {
+		t.Errorf("CheckIncomplete after a whole restore: %v", err)
+	}
+	for _, p := range []string{"mailboxes/agent/inbox/" + name, "registry/mailboxes/agent.json"} {
+		if _, err := os.Stat(filepath.Join(state, p)); err != nil {
+			t.Errorf("restored file: %v", err)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 // MaxEntries entries, a second manifest.
 type Reader struct {
 	tr       *tar.Reader
+	zr       *gzip.Reader // nil: not compressed
 	manifest *Manifest
 	entries  int
 	keys     int
@@ -44,6 +45,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 		src = zr
 	}
 	rd := &Reader{tr: tar.NewReader(src)}
+	if zr, ok := src.(*gzip.Reader); ok {
+		rd.zr = zr
+	}
 	e, body, err := rd.next()
 	if err == io.EOF {
 		return nil, errors.New("the archive is empty: not a mailctl backup")
@@ -155,7 +159,7 @@ func (r *Reader) next() (*Entry, io.Reader, error) {
 	}
 	h, err := r.tr.Next()
 	if err == io.EOF {
-		return nil, nil, io.EOF
+		return nil, nil, r.end()
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the archive: %w (is it whole?)", err)
@@ -173,6 +177,29 @@ func (r *Reader) next() (*Entry, io.Reader, error) {
 	r.cur = e
 	r.body = &exactReader{r: io.LimitReader(r.tr, h.Size), left: h.Size, name: h.Name}
 	return e, r.body, nil
+}
+
+// maxTrailer bounds what may follow the end of a compressed archive's tar
+// inside its gzip stream: the padding of tar's last record (10 KiB with
+// tar(1)'s default blocking).
+const maxTrailer = 1 << 20
+
+// end is io.EOF once the archive is known whole. The tar ends before a
+// gzip stream does: the stream is read to its end, so that its CRC-32 and
+// length are checked, and an archive changed or cut short after the tar's
+// last entry is refused rather than restored as if whole.
+func (r *Reader) end() error {
+	if r.zr == nil {
+		return io.EOF
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(r.zr, maxTrailer+1))
+	if err != nil {
+		return fmt.Errorf("reading the archive: %w (is it whole?)", err)
+	}
+	if n > maxTrailer {
+		return fmt.Errorf("the archive's gzip stream holds more than %d bytes after the tar's end: not a mailctl backup", maxTrailer)
+	}
+	return io.EOF
 }
 
 // exactReader reports an entry cut short as an error, not a short file.

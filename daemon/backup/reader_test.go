@@ -400,3 +400,70 @@ func TestRestoreStampsTheArchivesFormats(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreChecksTheGzipTrailer: the tar inside a gzip stream ends before
+// the stream does, and the stream's CRC-32 and length come after it. A
+// restore that stops at the tar's end never reads them: a message whose
+// bytes changed on the way (a flipped bit in a stored block decompresses
+// without an error) or an archive cut before its trailer would be restored
+// as if whole. Both are refused, and nothing is put in place.
+func TestRestoreChecksTheGzipTrailer(t *testing.T) {
+	content := strings.Repeat("A", 4096)
+	plain := archive(t, manifestEntry("agent"),
+		entry{name: prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md", data: "+++\n+++\n" + content})
+	plain = append(plain, make([]byte, 1024)...) // the end of the archive, as Write and tar(1) write it
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.NoCompression) // stored blocks: the bytes are as they are
+	zw.Write(plain)
+	zw.Close()
+	whole := buf.Bytes()
+	flipped := bytes.Clone(whole)
+	i := bytes.Index(flipped, []byte(content))
+	if i < 0 {
+		t.Fatal("the message's bytes are not stored as they are")
+	}
+	flipped[i+100] ^= 0x01
+	cases := map[string][]byte{
+		"a flipped bit":      flipped,
+		"cut before the CRC": whole[:len(whole)-8],
+	}
+	if _, err := readAllEntries(whole); err != nil {
+		t.Fatalf("the whole archive: %v", err)
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := readAllEntries(data); err == nil {
+				t.Error("the reader took the damaged archive for whole")
+			}
+			state := filepath.Join(t.TempDir(), "state")
+			if _, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state, LookupUser: selfOwner}); err == nil {
+				t.Fatal("restored the damaged archive")
+			}
+			if _, err := os.Stat(filepath.Join(state, "mailboxes")); !os.IsNotExist(err) {
+				t.Errorf("the refused restore put mailboxes in place: %v", err)
+			}
+		})
+	}
+}
+
+// TestRestoreNamesMailboxesDeclaredForAnotherOwner: this host's config
+// declares a restored mailbox for another user than the archive's owner of
+// it. The daemon does not serve such a declaration (the folder and its mail
+// are the archive owner's), so the restore names it, with both owners,
+// before the daemon starts refusing its mail; a mailbox of the archive's
+// registry is left out (the registry's owner keeps it, as always), and so is
+// one declared for the same user.
+func TestRestoreNamesMailboxesDeclaredForAnotherOwner(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	data := archive(t, manifestEntry("agent", "ops", "same"),
+		entry{name: prefix + dirRegMboxes + "agent.json", data: `{"id":"m1","name":"agent","owner_uid":1234,"owner_gid":1234}`})
+	res, err := Restore(bytes.NewReader(data), RestoreOptions{StateDir: state,
+		DeclaredOwners: map[string]uint32{"agent": 4000, "ops": 4000, "same": 1500},
+		LookupUser:     func(string) (uint32, uint32, error) { return 1500, 1500, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.OwnerDiffers) != 1 || !strings.Contains(res.OwnerDiffers[0], "ops") || !strings.Contains(res.OwnerDiffers[0], "4000") || !strings.Contains(res.OwnerDiffers[0], "1500") {
+		t.Fatalf("owner differs %q, want one line naming ops, uid 1500 and uid 4000", res.OwnerDiffers)
+	}
+}

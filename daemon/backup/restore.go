@@ -14,11 +14,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -41,6 +44,11 @@ type RestoreOptions struct {
 	// ([[mailboxes]]). A restored mailbox that is neither among them nor
 	// in the archive's registry is not served here: the result names it.
 	Declared []string
+	// DeclaredOwners are the uids of the owners this host's config
+	// declares its mailboxes for. A restored mailbox declared for another
+	// user than its owner here, and not in the archive's registry, is not
+	// served by the daemon: the result names it.
+	DeclaredOwners map[string]uint32
 }
 
 // RestoredMailbox is one mailbox a restore wrote, with its owner there
@@ -72,6 +80,11 @@ type RestoreResult struct {
 	// in the archive's config.toml, which is not put in place): the daemon
 	// does not serve them until this host's config declares them.
 	Undeclared []string
+	// OwnerDiffers names, with both owners, the restored mailboxes this
+	// host's config declares for another user than their owner here and
+	// the archive's registry has no entry for: the daemon does not serve
+	// them (nor hands their mail to the declared owner).
+	OwnerDiffers []string
 	// DKIMRestored are the selectors of the archive's DKIM keys, and
 	// DKIMBeside those of the other keys this host's dkim_dir held (made
 	// by mailctl setup, say), which the restore keeps. The daemon signs
@@ -531,7 +544,7 @@ func (rs *restorer) mapUID(old, fallback uint32) uint32 {
 // finish completes the mailboxes (folders, owners, modes), checks the DKIM
 // keys against those in place, then moves the old state aside and the
 // restored one in.
-func (rs *restorer) finish() error {
+func (rs *restorer) finish() (err error) {
 	o := rs.o
 	boxes := filepath.Join(rs.stage, "mailboxes")
 	if err := os.MkdirAll(boxes, 0o700); err != nil {
@@ -558,6 +571,9 @@ func (rs *restorer) finish() error {
 		rs.res.Mailboxes = append(rs.res.Mailboxes, RestoredMailbox{Name: name, From: ow.from, To: ow.to, OldUID: ow.oldUID, NewUID: ow.uid, Files: rs.files[name]})
 		if !rs.registered[name] && !slices.Contains(o.Declared, name) {
 			rs.res.Undeclared = append(rs.res.Undeclared, name)
+		}
+		if uid, ok := o.DeclaredOwners[name]; ok && !rs.registered[name] && uid != ow.uid {
+			rs.res.OwnerDiffers = append(rs.res.OwnerDiffers, fmt.Sprintf("%s (restored for %s, uid %d; declared for uid %d)", name, ow.to, ow.uid, uid))
 		}
 	}
 	if err := os.Chmod(boxes, 0o711); err != nil {
@@ -609,7 +625,22 @@ func (rs *restorer) finish() error {
 	}
 	// The point of no return: the old state goes aside, the new comes in.
 	// The directory is new for each restore: one of an earlier restore in
-	// the same second keeps what that one moved there.
+	// the same second keeps what that one moved there. Until the last part
+	// is in place the state is part old, part restored: the mark says so,
+	// and a daemon start refuses it (CheckIncomplete) instead of serving
+	// it and removing the staged rest.
+	m := rs.res.Manifest
+	mark := fmt.Sprintf("restore of the backup of %s cut at %s, begun %s\n", strconv.Quote(m.Host), m.CutAt.UTC().Format(time.RFC3339), o.Now().UTC().Format(time.RFC3339))
+	markPath := filepath.Join(o.StateDir, IncompleteName)
+	if err := safeio.WriteFile(markPath, []byte(mark)); err != nil {
+		return err
+	}
+	moved := false
+	defer func() {
+		if err != nil && !moved {
+			os.Remove(markPath) // refused before it moved anything: the state is whole
+		}
+	}()
 	aside := ""
 	moveAside := func(path string) error {
 		if _, err := os.Lstat(path); os.IsNotExist(err) {
@@ -622,9 +653,14 @@ func (rs *restorer) finish() error {
 			}
 			aside = d
 		}
-		return os.Rename(path, filepath.Join(aside, strings.ReplaceAll(strings.TrimPrefix(path, o.StateDir+"/"), "/", "-")))
+		err := os.Rename(path, filepath.Join(aside, strings.ReplaceAll(strings.TrimPrefix(path, o.StateDir+"/"), "/", "-")))
+		moved = moved || err == nil
+		return err
 	}
-	for _, part := range []string{"mailboxes", "registry", "queue", "index", "bounce.key"} {
+	// The inbound journal goes with the mailboxes its copies were for: left
+	// in place, the restored daemon would find their mailboxes gone (the
+	// restored ones are others) and drop what it holds of them.
+	for _, part := range []string{"mailboxes", "registry", "queue", "inbound", "index", "bounce.key"} {
 		if err := moveAside(filepath.Join(o.StateDir, part)); err != nil {
 			return err
 		}
@@ -633,6 +669,8 @@ func (rs *restorer) finish() error {
 		if err := os.Rename(filepath.Join(rs.stage, part), filepath.Join(o.StateDir, part)); err != nil {
 			return err
 		}
+		moved = true
+		crashpoint.Hit("restore-swapping")
 	}
 	if rs.bounce != nil {
 		if err := writeNew(filepath.Join(o.StateDir, "bounce.key"), rs.bounce, 0o600); err != nil {
@@ -671,7 +709,43 @@ func (rs *restorer) finish() error {
 		rs.res.ConfigTo = to
 	}
 	rs.res.MovedAside = aside
-	return nil
+	if err := os.Remove(filepath.Join(o.StateDir, IncompleteName)); err != nil {
+		return err
+	}
+	return syncDir(o.StateDir)
+}
+
+// IncompleteName is the file a restore writes in the state directory
+// before it moves the archive's parts in, and removes once all of them,
+// the keys and the config are in place.
+const IncompleteName = "restore-incomplete"
+
+// CheckIncomplete refuses a state directory a restore was stopped in while
+// it put the archive's parts in place: some may be the archive's, some
+// the old state's, some missing, and what the restore had staged is not in
+// place. Running the restore again finishes it.
+func CheckIncomplete(stateDir string) error {
+	data, err := readHead(filepath.Join(stateDir, IncompleteName), 512)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	what, _, _ := strings.Cut(string(data), "\n")
+	if err != nil || what == "" || !utf8.ValidString(what) || strings.ContainsFunc(what, unicode.IsControl) {
+		what = "a restore"
+	}
+	return fmt.Errorf("%s was stopped while it put the archive's state in place in %s (%s is there): "+
+		"the state is part old, part restored; run `sudo mailctl restore --force ARCHIVE` again with the same archive "+
+		"(what is there now is moved aside, nothing is deleted), then start the daemon",
+		what, stateDir, IncompleteName)
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // selector is the selector of the DKIM key file named name, as the daemon

@@ -12,7 +12,9 @@
 // what the 03:00:01 connection gets. A new pair that does not load (the key
 // does not match, a file is missing or unreadable, the certificate has
 // expired, the key breaks the secret rule) is refused with one log line per
-// change of the files, and the pair in use stays.
+// change of the files, and the pair in use stays. Expiry is judged by the
+// clock: a pair refused as expired while the clock was ahead is loaded again
+// at the first handshake after the clock says it is valid.
 package certs
 
 import (
@@ -83,7 +85,12 @@ type Holder struct {
 
 	cur  atomic.Pointer[tls.Certificate]
 	seen atomic.Pointer[stamp] // the files when the pair in use, or a refused one, was read
-	mu   sync.Mutex            // one load at a time
+	// expired is the end of the pair last refused as expired, while its
+	// files stay as they were (nil: none was). Expiry is judged by the
+	// clock, which may have been ahead: once it says the pair is valid,
+	// the next handshake loads it again.
+	expired atomic.Pointer[time.Time]
+	mu      sync.Mutex // one load at a time
 }
 
 // NewHolder loads the pair; the daemon does not start without one. now is
@@ -123,21 +130,24 @@ func (h *Holder) Reload() error { return h.refresh(true) }
 
 func (h *Holder) refresh(force bool) error {
 	st := h.stamp()
-	if !force && st == *h.seen.Load() {
+	if !force && st == *h.seen.Load() && !h.validAgain() {
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !force && st == *h.seen.Load() {
+	if !force && st == *h.seen.Load() && !h.validAgain() {
 		return nil // another handshake loaded it meanwhile
 	}
 	// The stamp is taken before reading: files that change during the
 	// read have another stamp by the next handshake, which reads again.
 	h.seen.Store(&st)
+	h.expired.Store(nil)
 	old := h.cur.Load()
 	pair, err := LoadPair(h.certFile, h.keyFile)
 	if err == nil && h.now().After(pair.Leaf.NotAfter) {
 		err = fmt.Errorf("smtp.tls_cert %s expired on %s", h.certFile, pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		end := pair.Leaf.NotAfter
+		h.expired.Store(&end)
 	}
 	if err != nil {
 		h.log.Error("new TLS certificate refused; the one in use stays", "err", err,
@@ -151,6 +161,13 @@ func (h *Holder) refresh(force bool) error {
 	h.log.Info("TLS certificate now in use", "subject", pair.Leaf.Subject.CommonName, "fingerprint", Fingerprint(pair.Leaf),
 		"not_after", pair.Leaf.NotAfter.UTC().Format(time.RFC3339), "replaces", Fingerprint(old.Leaf))
 	return nil
+}
+
+// validAgain says whether the pair last refused as expired is valid by
+// the clock now: the clock was ahead when it was refused.
+func (h *Holder) validAgain() bool {
+	end := h.expired.Load()
+	return end != nil && !h.now().After(*end)
 }
 
 // stamp is what tells two versions of the files apart without reading

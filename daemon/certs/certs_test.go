@@ -266,3 +266,40 @@ func TestNewHolderRefusesABadPair(t *testing.T) {
 		t.Fatalf("key through a link others could replace: %v", err)
 	}
 }
+
+// TestPairRefusedByAClockAheadIsTakenOnceTheClockIsRight: a renewed pair
+// arrives while the clock is a year ahead, which judges it expired, and it
+// is refused. Once the clock is stepped back it is valid: the next
+// handshake takes it, rather than serve the old pair until the files
+// change again (the next renewal, after the old one has truly expired).
+// While the clock is wrong, handshakes neither load it again nor log.
+func TestPairRefusedByAClockAheadIsTakenOnceTheClockIsRight(t *testing.T) {
+	ca := testcert.NewCA(t)
+	a, b := ca.Issue(t, "mx.example.test"), ca.Issue(t, "mx.example.test")
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	step := func(to time.Time) { mu.Lock(); defer mu.Unlock(); now = to }
+	f := newFiles(t)
+	f.putPair(t, a)
+	var logs logBuf
+	h, err := NewHolder(f.cert, f.key, slog.New(slog.NewTextHandler(&logs, nil)), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := server(t, h)
+	step(b.Leaf.NotAfter.AddDate(1, 0, 0)) // a year past the new pair's end
+	f.putPair(t, b)
+	for range 3 {
+		if got, _ := served(t, addr); !bytes.Equal(got.Raw, a.Leaf.Raw) {
+			t.Fatalf("with the clock ahead: served %s, want the pair in use", Fingerprint(got))
+		}
+	}
+	if n := logs.count("new TLS certificate refused"); n != 1 {
+		t.Fatalf("%d refusal lines with the clock ahead, want 1:\n%s", n, logs.b.String())
+	}
+	step(time.Now())
+	if got, _ := served(t, addr); !bytes.Equal(got.Raw, b.Leaf.Raw) {
+		t.Fatalf("with the clock right again: served %s, want the renewed %s", Fingerprint(got), Fingerprint(b.Leaf))
+	}
+}

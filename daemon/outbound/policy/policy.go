@@ -89,6 +89,19 @@ func since(ts []time.Time, start time.Time) []time.Time {
 	return ts[i:]
 }
 
+// notAfter makes the sends of ts (oldest first) recorded after now count
+// as made now. The wall clock stepped back since they were recorded (an
+// NTP step, a clock set a year ahead and corrected, read back from the log
+// after a restart): they still count, and they leave each window that
+// window's length from now, not once the clock reaches their time again,
+// which would hold the mailbox for as long as the step. It keeps ts in
+// order, so that a send made now goes at its end.
+func notAfter(ts []time.Time, now time.Time) {
+	for i := len(ts) - 1; i >= 0 && ts[i].After(now); i-- {
+		ts[i] = now
+	}
+}
+
 // sender is what the rate limits count per: a mailbox name and the uid of
 // its owner. A user who deletes a mailbox and creates it again keeps its
 // counts; another user who creates the name starts at zero.
@@ -134,6 +147,7 @@ func (r *RateLimiter) Allow(mailbox string, uid uint32, p config.SendPolicy, n i
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
+	notAfter(r.sent[key], now)
 	// Forget sends older than the longest window.
 	ts := since(r.sent[key], now.Add(-24*time.Hour))
 	var wait time.Duration
@@ -180,6 +194,7 @@ func (r *RateLimiter) Usage(mailbox string, uid uint32, p config.SendPolicy) []p
 	defer r.mu.Unlock()
 	now := r.clock()
 	ts := r.sent[sender{mailbox, uid}]
+	notAfter(ts, now)
 	for _, w := range rateWindows(p) {
 		if w.limit <= 0 {
 			continue

@@ -413,3 +413,61 @@ func TestSendLogNewFileLogsNoFormat(t *testing.T) {
 		t.Errorf("a new send log holds %q, want its first line only", data)
 	}
 }
+
+// TestRateLimitAfterTheClockSteps steps the wall clock under the limiter,
+// as an NTP step or a clock set a year ahead and corrected would: sends
+// recorded at a time now in the future count as made now. They still
+// count (no limit is bypassed by the step), and they leave each window
+// a window's length later, not when the clock reaches their time again: a
+// per-minute limit does not hold the mailbox for an hour, a day's sends
+// made in a wrong year do not hold it for a year. Both across a restart
+// (the times read back from the log) and in one process.
+func TestRateLimitAfterTheClockSteps(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		p       config.SendPolicy
+		sends   int
+		ahead   time.Duration // how far the clock was ahead while the sends were made
+		window  time.Duration
+		restart bool
+	}{
+		{"an hour back, across a restart", config.SendPolicy{PerMinute: 2, PerDay: 100}, 2, time.Hour, time.Minute, true},
+		{"an hour back, in one process", config.SendPolicy{PerMinute: 2, PerDay: 100}, 2, time.Hour, time.Minute, false},
+		{"a year ahead and back, across a restart", config.SendPolicy{PerDay: 3}, 3, 365 * 24 * time.Hour, 24 * time.Hour, true},
+		{"a year ahead and back, in one process", config.SendPolicy{PerDay: 3}, 3, 365 * 24 * time.Hour, 24 * time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "ratelimit.log")
+			clk := testclock.New()
+			clk.Advance(tc.ahead)
+			r, err := OpenRateLimiter(path, clk.Now, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.sends {
+				if err := r.Allow("bot", 7, tc.p, 1); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			clk.Advance(-tc.ahead) // the step back
+			if tc.restart {
+				r.Close()
+				if r, err = OpenRateLimiter(path, clk.Now, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer r.Close()
+			err = r.Allow("bot", 7, tc.p, 1)
+			if protocol.CodeOf(err) != protocol.CodeRateLimited {
+				t.Fatalf("the send after the step: %v, want rate_limited: the sends before it count", err)
+			}
+			if got := time.Duration(err.(*protocol.Error).RetryAfterMS) * time.Millisecond; got > tc.window {
+				t.Errorf("retry after %s, want at most the window, %s", got, tc.window)
+			}
+			clk.Advance(tc.window + time.Second)
+			if err := r.Allow("bot", 7, tc.p, 1); err != nil {
+				t.Errorf("a window after the step: %v, want the send allowed", err)
+			}
+		})
+	}
+}

@@ -57,6 +57,11 @@ func (q *Queue) dueWarnings() ([]*entry, time.Duration) {
 		case at.IsZero() || e.inflight:
 		case at.After(now):
 			wait = min(wait, at.Sub(now))
+		case !now.Before(e.it.start().Add(q.opts.RetryFor)):
+			// Its retry window is over (the daemon was down, or the
+			// clock stepped): its next attempt gives up on it, and that
+			// failure is what its sender hears, not a warning promising
+			// retries until a time already past.
 		default:
 			e.warning = true
 			due = append(due, e)

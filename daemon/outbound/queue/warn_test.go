@@ -217,3 +217,47 @@ func TestQueueDelayWarningRecordedInTheJournal(t *testing.T) {
 	q.Close()
 	q2.Close()
 }
+
+// TestNoDelayWarningPastTheRetryWindow: the daemon stopped soon after two
+// messages were first deferred and started again after their retry window
+// had ended. The restart spaces their attempts; the one not yet attempted
+// must not warn its sender that it is still being retried until a time
+// already past: its attempt gives up on it, and the failure is the only
+// report its sender gets.
+func TestNoDelayWarningPastTheRetryWindow(t *testing.T) {
+	dir := t.TempDir()
+	clk := testclock.New()
+	d := &byDomain{clk: clk}
+	n := newWarnNotes()
+	opts := Options{Clock: clk.Now, DelayWarning: 4 * time.Hour}
+	q, err := Open(dir, d, n, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"p1", "p2"} {
+		if err := q.Enqueue(testItem(id, id+"@dead.test")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(q)
+	q.Close()
+	clk.Advance(6 * 24 * time.Hour) // down for longer than the five days of retries
+	q, err = Open(dir, d, n, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for len(q.List()) > 0 {
+		step(q)
+		clk.Advance(restartSpacing)
+	}
+	for _, id := range []string{"p1", "p2"} {
+		it := n.settled[id]
+		if it == nil || it.Recipients[0].Status != StatusFailed {
+			t.Fatalf("%s settled as %+v, want failed", id, it)
+		}
+		if n.warned[id] != 0 {
+			t.Errorf("%s: warned %d times that it is retried until %v, after that time; want only its failure", id, n.warned[id], n.until[id])
+		}
+	}
+}
