@@ -113,7 +113,12 @@ type state struct {
 	cfg      *config.Config
 	declared map[string]*registry.Mailbox // operator-declared mailboxes with resolved owners
 	problems []string                     // declarations that could not be honoured
-	pending  []string                     // config keys changed in the file that wait for a restart
+	// unserved holds the names and aliases (as written, lower case) of
+	// declarations not served for their owner (unknown, or not the owner
+	// of the folder): mail to them waits (4xx) for the operator's fix
+	// rather than bouncing or reaching the catch-all.
+	unserved []string
+	pending  []string // config keys changed in the file that wait for a restart
 }
 
 // service is a part of the daemon with its own lifetime (a listener, the queue).
@@ -273,9 +278,16 @@ func (d *Daemon) cfg() *config.Config { return d.state.Load().cfg }
 func (d *Daemon) buildState(cfg *config.Config) *state {
 	s := &state{cfg: cfg, declared: map[string]*registry.Mailbox{}}
 	for _, m := range cfg.Mailboxes {
+		unserved := func() {
+			s.unserved = append(s.unserved, strings.ToLower(m.Name))
+			for _, a := range m.Aliases {
+				s.unserved = append(s.unserved, strings.ToLower(a))
+			}
+		}
 		uid, gid, err := registry.ResolveUser(m.Owner)
 		if err != nil {
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: owner %q: %v", m.Name, m.Owner, err))
+			unserved()
 			continue
 		}
 		if r, ok := d.reg.Mailbox(m.Name); ok && r.OwnerUID != uid {
@@ -290,6 +302,7 @@ func (d *Daemon) buildState(cfg *config.Config) *state {
 			// serving the declaration would hand them to the declared owner.
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: its folder %s belongs to uid %d, not to the declared owner %q (uid %d); not served: "+
 				"declare the owner it has, or give it the folder's mail with chown -R %d:%d %s", m.Name, d.store.Path(m.Name), fuid, m.Owner, uid, uid, gid, d.store.Path(m.Name)))
+			unserved()
 			continue
 		}
 		// An alias that is the name of a mailbox another user created would

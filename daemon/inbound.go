@@ -45,11 +45,15 @@ type route struct {
 }
 
 var (
-	errRelay   = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied: this host only accepts mail for its own domains"}
-	errNoUser  = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such mailbox here"}
-	errBadAddr = &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad recipient address syntax"}
-	errStorage = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "Insufficient system storage, try again later"}
-	errTemp    = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local problem, try again later"}
+	errRelay  = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied: this host only accepts mail for its own domains"}
+	errNoUser = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such mailbox here"}
+	// errUnserved answers for a mailbox the operator declared and the
+	// daemon does not serve until the declaration is mended: the sender
+	// keeps the mail and tries again.
+	errUnserved = &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "Mailbox temporarily unavailable, try again later"}
+	errBadAddr  = &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad recipient address syntax"}
+	errStorage  = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "Insufficient system storage, try again later"}
+	errTemp     = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local problem, try again later"}
 	// errHeader refuses a message whose own header is past ingest's bounds:
 	// stored, it would have no From to reply to and no header to judge.
 	errHeader = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4},
@@ -75,7 +79,8 @@ func (d *Daemon) route(addr string) (route, error) {
 	}
 	base, tag, _ := strings.Cut(local, "+")
 	full := base + "@" + domain
-	for _, m := range d.state.Load().declared {
+	st := d.state.Load()
+	for _, m := range st.declared {
 		for _, a := range m.Aliases {
 			a = strings.ToLower(a)
 			if a == base || a == full {
@@ -87,6 +92,9 @@ func (d *Daemon) route(addr string) (route, error) {
 		if mb, ok := d.lookupMailbox(base); ok {
 			return d.tagged(route{Mailbox: base, Tag: tag, ID: mb.ID})
 		}
+	}
+	if slices.Contains(st.unserved, base) || slices.Contains(st.unserved, full) {
+		return route{}, errUnserved
 	}
 	if cfg.CatchAll != "" {
 		if mb, ok := d.lookupMailbox(cfg.CatchAll); ok {
@@ -123,6 +131,8 @@ func (b *inbound) CheckRecipient(_ context.Context, rcpt string) error {
 		b.d.metrics.rejected.WithLabelValues("unknown_user").Inc()
 	case errBadAddr:
 		b.d.metrics.rejected.WithLabelValues("bad_address").Inc()
+	case errUnserved:
+		b.d.metrics.rejected.WithLabelValues("unserved").Inc()
 	case nil:
 		if err := b.d.checkReserve(); err != nil {
 			return err

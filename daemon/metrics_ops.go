@@ -216,7 +216,7 @@ func (m *metrics) registerOps(d *Daemon) {
 	for _, st := range []string{queue.StatusPending, queue.StatusDeferred, queue.StatusDelivered, queue.StatusFailed, queue.StatusBounced, queue.StatusHeld} {
 		m.delivered.WithLabelValues(st)
 	}
-	for _, r := range []string{"relay", "unknown_user", "bad_address"} {
+	for _, r := range []string{"relay", "unknown_user", "bad_address", "unserved"} {
 		m.rejected.WithLabelValues(r)
 	}
 }
