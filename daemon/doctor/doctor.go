@@ -98,6 +98,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 	}
 	checkQueue(&f, cfg, env)
 	checkFormats(&f, cfg)
+	checkRestore(&f, cfg)
 	checkListeners(ctx, &f, cfg, env)
 	switch {
 	case env.Dev:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mailctl/mailctl/daemon/backup"
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
@@ -16,6 +17,15 @@ import (
 
 // formatFix is what to do about a format the daemon refuses.
 const formatFix = "run the release the message names, or restore the backup taken before the upgrade (docs/operations.md, \"Upgrading and rolling back\")"
+
+// checkRestore reports a restore stopped while it put the archive's state
+// in place: the daemon refuses to start on that state until the restore is
+// run again.
+func checkRestore(f *findings, cfg *config.Config) {
+	if err := backup.CheckIncomplete(cfg.Paths.StateDir); err != nil {
+		f.add("restore.incomplete", Fail, "run `sudo mailctl restore --force ARCHIVE` again with the same archive, then start the daemon", "%v", err)
+	}
+}
 
 // checkFormats reports, in one line, the version of each format it can
 // read, as the daemon checks them at start: a newer one or a damaged stamp

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/backup"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/protocol"
@@ -75,5 +76,30 @@ func TestDoctorReportsFormatVersions(t *testing.T) {
 	}
 	if got == nil || !strings.Contains(got.Message, "the config "+in.cfg.File+" is format version 5") {
 		t.Fatalf("newer config: %+v", fs)
+	}
+}
+
+// A restore stopped while it put the archive's state in place leaves its
+// mark, and the daemon refuses to start on that state: doctor says so, and
+// what to run, instead of only that the daemon is down.
+func TestDoctorReportsAnIncompleteRestore(t *testing.T) {
+	in := newInstall(t)
+	find := func() *protocol.Finding {
+		for _, f := range in.check(t) {
+			if f.ID == "restore.incomplete" {
+				return &f
+			}
+		}
+		return nil
+	}
+	if f := find(); f != nil {
+		t.Fatalf("a fresh install: %+v", f)
+	}
+	mark := filepath.Join(in.cfg.Paths.StateDir, backup.IncompleteName)
+	if err := os.WriteFile(mark, []byte("restore of x.tar.gz\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f := find(); f == nil || f.Severity != Fail || !strings.Contains(f.Fix, "mailctl restore --force") {
+		t.Fatalf("after a restore stopped half-way: %+v", f)
 	}
 }
