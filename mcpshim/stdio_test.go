@@ -215,6 +215,20 @@ func TestMalformedLinesAnsweredForWhatTheyAre(t *testing.T) {
 	if sc["code"] != "invalid_input" || !strings.Contains(fmt.Sprint(sc["message"]), "the number 1e400 is out of range") {
 		t.Fatalf("limit 1e400: want invalid_input naming the number, got %v", sc)
 	}
+	// The number is named up to 40 characters, and cut after them.
+	for i, n := range []int{40, 41} {
+		num := "1." + strings.Repeat("0", n-6) + "e400"
+		id := fmt.Sprint(20 + i)
+		r.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"email_list","arguments":{"mailbox":"agent","limit":` + num + `}}}`)
+		sc, _ := r.reply(t, id)["result"].(map[string]any)["structuredContent"].(map[string]any)
+		want := "the number " + num + " is out of range"
+		if n > 40 {
+			want = "the number " + num[:40] + "… is out of range"
+		}
+		if msg := fmt.Sprint(sc["message"]); !strings.Contains(msg, want) {
+			t.Fatalf("limit of %d characters: want %q, got %v", n, want, sc)
+		}
+	}
 	r.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"email_list","arguments":["agent"]}}`)
 	sc, _ = r.reply(t, "3")["result"].(map[string]any)["structuredContent"].(map[string]any)
 	if sc["code"] != "invalid_input" || !strings.Contains(fmt.Sprint(sc["message"]), "arguments must be a JSON object") {
