@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -136,14 +135,7 @@ func joinList(items []string, sep string, max int) string {
 // break) becomes a space, and the result is cut to max bytes at a rune
 // boundary.
 func clean(s string, max int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	return truncateUTF8(s, max)
+	return truncateUTF8(protocol.Printable(s), max)
 }
 
 // truncateUTF8 cuts valid UTF-8 s to at most max bytes without splitting a

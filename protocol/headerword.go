@@ -13,14 +13,21 @@ import (
 // each word is cut to MaxHeaderWord bytes, so that it passes the check a
 // caller's subject must.
 func SubjectOf(s string) string {
+	return CutWords(Printable(s), MaxHeaderWord)
+}
+
+// Printable is s with bytes that are not UTF-8 turned into U+FFFD and every
+// control character (C0 with CR, LF, NUL and tab, DEL, and C1 such as
+// U+0085 NEXT LINE, which some programs take for a line break) into a
+// space: one line of text, whatever someone else's message held.
+func Printable(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.Map(func(r rune) rune {
+	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
 	}, s)
-	return CutWords(s, MaxHeaderWord)
 }
 
 // CutWords cuts each run of s without a space to at most max bytes, at a
