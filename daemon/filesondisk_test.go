@@ -132,10 +132,12 @@ func pathPattern(p string) *regexp.Regexp {
 
 // notMadeHere are the table's paths the test does not bring about, and why.
 var notMadeHere = map[string]string{
-	"/var/lib/mailctl/queue/corrupt/":    "made only when a journal is damaged",
-	"/var/lib/mailctl/inbound/corrupt/":  "made only when a journal is damaged",
-	"/var/lib/mailctl/queue/corrupt/*":   "made only when a journal is damaged",
-	"/var/lib/mailctl/inbound/corrupt/*": "made only when a journal is damaged",
+	"/var/lib/mailctl/queue/corrupt/":      "made only when a journal is damaged",
+	"/var/lib/mailctl/inbound/corrupt/":    "made only when a journal is damaged",
+	"/var/lib/mailctl/queue/corrupt/*":     "made only when a journal is damaged",
+	"/var/lib/mailctl/inbound/corrupt/*":   "made only when a journal is damaged",
+	"/var/lib/mailctl/pre-restore-<time>/": "made only by mailctl restore --force",
+	"/var/lib/mailctl/restore-incomplete":  "there only while a restore swaps the state in",
 }
 
 // TestFilesOnDiskAreDocumented runs a daemon until every file of
