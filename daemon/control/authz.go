@@ -40,7 +40,7 @@ func (a Access) String() string { return accessNames[a] }
 // each entry.
 func init() {
 	handle(protocol.VerbVersion, on(AccessAny, nil, handleVersion))
-	handle(protocol.VerbStatus, on(AccessAny, nil, handleStatus))
+	handle(protocol.VerbStatus, unpacedRoute(on(AccessAny, nil, handleStatus)))
 
 	handle(protocol.VerbMailboxList, on(AccessAny, nil, handleMailboxList))
 	handle(protocol.VerbMailboxShow, on(AccessRead, named(func(a *protocol.NameArgs) string { return a.Name }), handleMailboxShow))

@@ -51,7 +51,8 @@ type verbRoute struct {
 	names nameUse
 	// unpaced: the request does not wait for a slot (turns.go): it may wait
 	// a long time for something else (a delivery attempt, a mailbox name
-	// held by others, new mail) and must not hold a slot meanwhile.
+	// held by others, new mail, the host checks' DNS lookups) and must not
+	// hold a slot meanwhile.
 	unpaced bool
 }
 
