@@ -280,7 +280,9 @@ func (s *Server) safeCall(c *call, f func() (any, error)) (data any, err error) 
 // code) within a logsum window are counted instead: the next line of the kind
 // says how many (repeats=), or a "repeats not logged" line does.
 func (s *Server) audit(c Caller, verb, mailbox, decision, code string, dur time.Duration) {
-	ok, n := s.opts.LogSum.Allow(fmt.Sprintf("audit uid=%d verb=%s mailbox=%s decision=%s code=%s", c.UID, verb, mailbox, decision, code))
+	// Kinds are grouped per uid: one uid's flood of distinct requests
+	// folds into its own overflow kind, never another uid's lines.
+	ok, n := s.opts.LogSum.AllowIn(fmt.Sprintf("audit uid=%d", c.UID), fmt.Sprintf("audit uid=%d verb=%s mailbox=%s decision=%s code=%s", c.UID, verb, mailbox, decision, code))
 	if !ok {
 		return
 	}
