@@ -17,7 +17,7 @@ import (
 // free slot.
 const (
 	runSlots    = store.IndexConns
-	perUIDSlots = runSlots - 1
+	perUIDSlots = max(runSlots-1, 1)
 )
 
 // turns hands the slots out: a request of a uid with a slot of its share
