@@ -105,7 +105,11 @@ type Daemon struct {
 	// logSum counts repeated log lines (identical requests, refusals) so a
 	// flood costs one line per kind and window; see logRepeats.
 	logSum logsum.Summarizer
-	extras []service // inbound, outbound, hooks: started with the daemon
+	// auditSum does the same for the control socket's lines, apart: a
+	// flood of SMTP clients from many addresses fills logSum's table, and
+	// must not have the audit lines of local users counted unwritten.
+	auditSum logsum.Summarizer
+	extras   []service // inbound, outbound, hooks: started with the daemon
 }
 
 // state is what a reload replaces at once.
@@ -267,7 +271,7 @@ func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error)
 		d.extras = append(d.extras, svc)
 	}
 	d.ctl = control.New(control.Options{Version: opts.Version, Dev: opts.Dev, Capture: opts.Capture, Logger: d.log, Now: d.now, Started: d.started,
-		Store: st, Registry: reg, Backend: backend{d}, Requests: d.metrics.requests, LogSum: &d.logSum})
+		Store: st, Registry: reg, Backend: backend{d}, Requests: d.metrics.requests, LogSum: &d.auditSum})
 	d.ensureDeclared(s)
 	return d, nil
 }
@@ -475,6 +479,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	close(d.closing)
 	defer d.logSum.FlushAll(d.logRepeat)
+	defer d.auditSum.FlushAll(d.logRepeat)
 	srv.Close()
 	drain, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -510,6 +515,7 @@ func (d *Daemon) logRepeats() {
 			return
 		case <-t.C:
 			d.logSum.Flush(d.logRepeat)
+			d.auditSum.Flush(d.logRepeat)
 		}
 	}
 }

@@ -26,7 +26,7 @@ const maxRunLine = 1 << 20
 
 // RunLog keeps the most recent hook runs in memory and in a JSON-lines file
 // readable by root only (mode 0600). Runs are appended with fsync; when the
-// file holds twice the bound it is rewritten with the newest runs through a
+// file holds twice the bound it is rewritten with the runs kept through a
 // temporary file, fsync, rename and a directory fsync, so a crash leaves the
 // old or the new file, never a mix. It is safe for concurrent use.
 type RunLog struct {
@@ -34,6 +34,7 @@ type RunLog struct {
 	path  string
 	max   int
 	runs  []protocol.HookRun // oldest first, at most max
+	held  map[string]int     // runs kept per mailbox (runKey)
 	lines int                // lines in the file, including skipped ones
 	dirty bool               // the file may end in a partial line: rewrite before appending
 	f     *os.File           // append handle
@@ -123,17 +124,46 @@ func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
 	}
 }
 
+// push keeps run. A full log lets go of the oldest run of the mailbox
+// that holds the most runs (the oldest such run of all, on a tie): the log
+// is shared by every mailbox on the host, and a user whose hooks run, or
+// are dropped, over and over must not push the runs of other users' hooks
+// out of it, nor with them the last run hook_list shows.
 func (l *RunLog) push(run protocol.HookRun) {
+	if l.held == nil {
+		l.held = map[string]int{}
+	}
 	l.runs = append(l.runs, run)
-	if len(l.runs) > 2*l.max {
-		l.runs = append([]protocol.HookRun(nil), l.runs[len(l.runs)-l.max:]...)
+	l.held[runKey(run)]++
+	if len(l.runs) <= l.max {
+		return
+	}
+	most := 0
+	for _, n := range l.held {
+		most = max(most, n)
+	}
+	for i, r := range l.runs {
+		if k := runKey(r); l.held[k] == most {
+			l.runs = append(l.runs[:i], l.runs[i+1:]...)
+			if l.held[k]--; l.held[k] == 0 {
+				delete(l.held, k)
+			}
+			return
+		}
 	}
 }
 
-// kept returns the newest max runs, oldest first.
-func (l *RunLog) kept() []protocol.HookRun {
-	return l.runs[max(0, len(l.runs)-l.max):]
+// runKey is the mailbox a run counts against: its identity, or its name
+// for a run recorded before runs had one.
+func runKey(r protocol.HookRun) string {
+	if r.MailboxID != "" {
+		return "id:" + r.MailboxID
+	}
+	return "name:" + r.Mailbox
 }
+
+// kept returns the runs kept, oldest first.
+func (l *RunLog) kept() []protocol.HookRun { return l.runs }
 
 func (l *RunLog) openAppend() error {
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
@@ -165,7 +195,6 @@ func (l *RunLog) rewrite() error {
 	if err := safeio.WriteFile(l.path, buf.Bytes()); err != nil {
 		return fmt.Errorf("hook run log %s: %w", l.path, err)
 	}
-	l.runs = append([]protocol.HookRun(nil), runs...)
 	l.lines = len(runs)
 	l.dirty = false
 	return nil

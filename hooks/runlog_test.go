@@ -387,3 +387,50 @@ func TestRunLogDefaultBound(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestRunLogOneMailboxCannotPushOutAnothers: the log is shared by every
+// mailbox on the host, so a user whose hook runs (or is dropped) over and
+// over must not push the runs of other users' hooks out of it, and with
+// them the last run hook_list shows. A full log lets go of the oldest run
+// of the mailbox that holds the most, also when it is read again. The two
+// mailboxes have one name (the quiet one was deleted, and another user made
+// one under its name): they are two mailboxes all the same.
+func TestRunLogOneMailboxCannotPushOutAnothers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	l, err := OpenRunLog(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	quiet := func(r protocol.HookRun) bool { return r.MailboxID == "m-quiet" }
+	for i := range 3 {
+		l.Append(protocol.HookRun{Hook: "quiet", HookID: "h-quiet", Mailbox: "shared", MailboxID: "m-quiet", MessageID: "q" + strconv.Itoa(i)})
+	}
+	for i := range 50 {
+		l.Append(protocol.HookRun{Hook: "flood", HookID: "h-flood", Mailbox: "shared", MailboxID: "m-flood", MessageID: "f" + strconv.Itoa(i)})
+	}
+	check := func(l *RunLog, when string) {
+		t.Helper()
+		all := l.List(nil, 0)
+		if len(all) != 10 {
+			t.Errorf("%s: the log keeps %d runs, want its bound, 10", when, len(all))
+		}
+		if got := l.List(quiet, 0); len(got) != 3 {
+			t.Errorf("%s: the quiet mailbox has %d of its 3 runs left after another's flood", when, len(got))
+		}
+		if last := l.LastOf("h-quiet"); last == nil || last.MessageID != "q2" {
+			t.Errorf("%s: the quiet hook's last run is %+v, want the one of q2", when, last)
+		}
+		if last := l.LastOf("h-flood"); last == nil || last.MessageID != "f49" {
+			t.Errorf("%s: the flooding hook's last run is %+v, want the one of f49", when, last)
+		}
+	}
+	check(l, "in memory")
+	l.Close()
+	l2, err := OpenRunLog(path, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	check(l2, "read again")
+}

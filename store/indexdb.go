@@ -49,6 +49,10 @@ const (
 	indexConns    = 3
 )
 
+// IndexConns is how many queries of the index run at once; more wait for
+// one of its connections.
+const IndexConns = indexConns
+
 // ErrIndexVersion is returned when the index database was written by a newer
 // mailctl; the error is a *formats.NewerError.
 var ErrIndexVersion = formats.ErrNewer

@@ -40,16 +40,16 @@ func (a Access) String() string { return accessNames[a] }
 // each entry.
 func init() {
 	handle(protocol.VerbVersion, on(AccessAny, nil, handleVersion))
-	handle(protocol.VerbStatus, on(AccessAny, nil, handleStatus))
+	handle(protocol.VerbStatus, unpacedRoute(on(AccessAny, nil, handleStatus)))
 
 	handle(protocol.VerbMailboxList, on(AccessAny, nil, handleMailboxList))
 	handle(protocol.VerbMailboxShow, on(AccessRead, named(func(a *protocol.NameArgs) string { return a.Name }), handleMailboxShow))
-	handle(protocol.VerbMailboxCreate, on(AccessAny, mailboxCreateTarget, handleMailboxCreate))
+	handle(protocol.VerbMailboxCreate, unpacedRoute(on(AccessAny, mailboxCreateTarget, handleMailboxCreate)))
 	handle(protocol.VerbMailboxUpdate, on(AccessManage, mailboxUpdateTarget, handleMailboxUpdate))
 	handle(protocol.VerbMailboxPrune, on(AccessRoot, func(_ *Server, _ *call, a *protocol.MailboxPruneArgs) (target, error) {
 		return optionalMailbox(a.Mailbox), nil
 	}, handleMailboxPrune))
-	handle(protocol.VerbMailboxDelete, holding(namesOwn, on(AccessManage, named(func(a *protocol.MailboxDeleteArgs) string { return a.Name }), handleMailboxDelete)))
+	handle(protocol.VerbMailboxDelete, unpacedRoute(holding(namesOwn, on(AccessManage, named(func(a *protocol.MailboxDeleteArgs) string { return a.Name }), handleMailboxDelete))))
 
 	handle(protocol.VerbMessageList, on(AccessRead, named(func(a *protocol.MessageListArgs) string { return a.Mailbox }), handleMessageList))
 	handle(protocol.VerbMessageRead, on(AccessRead, named(func(a *protocol.MessageReadArgs) string { return a.Mailbox }), handleMessageRead))
@@ -58,7 +58,7 @@ func init() {
 	handle(protocol.VerbMessageLabel, on(AccessWrite, named(func(a *protocol.MessageLabelArgs) string { return a.Mailbox }), handleMessageLabel))
 	handle(protocol.VerbMessagePurge, on(AccessWrite, named(func(a *protocol.MessagePurgeArgs) string { return a.Mailbox }), handleMessagePurge))
 
-	handle(protocol.VerbSend, on(AccessWrite, named(func(a *protocol.SendArgs) string { return a.FromMailbox }), handleSend))
+	handle(protocol.VerbSend, unpacedRoute(on(AccessWrite, named(func(a *protocol.SendArgs) string { return a.FromMailbox }), handleSend)))
 	handle(protocol.VerbSendStatus, on(AccessRead, named(func(a *protocol.SendStatusArgs) string { return a.Mailbox }), handleSendStatus))
 
 	handle(protocol.VerbHookCreate, on(AccessWrite, hookCreateTarget, handleHookCreate))
@@ -81,12 +81,12 @@ func init() {
 	handle(protocol.VerbQueueSummary, on(AccessRead, queueFilterTarget[protocol.QueueSummaryArgs], handleQueueSummary))
 	handle(protocol.VerbDraftCreate, on(AccessWrite, named(func(a *protocol.DraftArgs) string { return a.Mailbox }), handleDraftCreate))
 	handle(protocol.VerbDraftUpdate, on(AccessWrite, named(func(a *protocol.DraftUpdateArgs) string { return a.Mailbox }), handleDraftUpdate))
-	handle(protocol.VerbDraftSend, on(AccessWrite, named(func(a *protocol.DraftSendArgs) string { return a.Mailbox }), handleDraftSend))
+	handle(protocol.VerbDraftSend, unpacedRoute(on(AccessWrite, named(func(a *protocol.DraftSendArgs) string { return a.Mailbox }), handleDraftSend)))
 	handle(protocol.VerbDraftDelete, on(AccessWrite, named(func(a *protocol.DraftIDArgs) string { return a.Mailbox }), handleDraftDelete))
 
-	handle(protocol.VerbWatch, holding(namesUnheld, on(AccessRead, func(_ *Server, _ *call, a *protocol.WatchArgs) (target, error) {
+	handle(protocol.VerbWatch, unpacedRoute(holding(namesUnheld, on(AccessRead, func(_ *Server, _ *call, a *protocol.WatchArgs) (target, error) {
 		return target{mailboxes: a.Mailboxes}, nil
-	}, handleWatch)))
+	}, handleWatch))))
 }
 
 // named targets the one mailbox the request's arguments name.

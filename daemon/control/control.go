@@ -128,6 +128,8 @@ type Server struct {
 	// inbound deliveries store into them (HoldNames); a name's lock is
 	// always taken before mu.
 	names nameLocks
+	// turns paces users' requests (turns.go).
+	turns turns
 	// wg counts the connections being served, closing closes when the
 	// daemon stops.
 	wg      sync.WaitGroup

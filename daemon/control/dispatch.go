@@ -49,6 +49,17 @@ type verbRoute struct {
 	run     func(ctx context.Context, s *Server, c *call, args any) (any, error)
 	// names is how the request holds the names of the mailboxes it acts on.
 	names nameUse
+	// unpaced: the request does not wait for a slot (turns.go): it may wait
+	// a long time for something else (a delivery attempt, a mailbox name
+	// held by others, new mail, the host checks' DNS lookups) and must not
+	// hold a slot meanwhile.
+	unpaced bool
+}
+
+// unpacedRoute marks r as one that takes no slot.
+func unpacedRoute(r verbRoute) verbRoute {
+	r.unpaced = true
+	return r
 }
 
 // nameUse is how a verb holds the mailbox names its request names (nameLocks).
@@ -133,6 +144,13 @@ const (
 	decisionDeny  = "deny"
 )
 
+// paced says whether caller's requests take a slot to run: every user's
+// but root's and the daemon's own user's (the operator's, and in mailctl
+// dev the one user's).
+func (s *Server) paced(caller Caller) bool {
+	return !caller.Root() && caller.UID != uint32(os.Getuid())
+}
+
 // gate decodes the request, resolves what it acts on and checks the access
 // the route declares. Nothing else decides who may do what. A root-only verb
 // refuses anyone else before it looks anything up, so that its answer is
@@ -193,6 +211,12 @@ func (s *Server) serveRequest(ctx context.Context, caller Caller, req *protocol.
 				return nil, err
 			}
 			decision = decisionAllow
+			if !r.unpaced && s.paced(caller) {
+				if err := s.turns.acquire(rctx, caller.UID); err != nil {
+					return nil, err
+				}
+				defer s.turns.release(caller.UID)
+			}
 			gated(c.verb)
 			return r.run(rctx, s, c, args)
 		})
@@ -256,7 +280,9 @@ func (s *Server) safeCall(c *call, f func() (any, error)) (data any, err error) 
 // code) within a logsum window are counted instead: the next line of the kind
 // says how many (repeats=), or a "repeats not logged" line does.
 func (s *Server) audit(c Caller, verb, mailbox, decision, code string, dur time.Duration) {
-	ok, n := s.opts.LogSum.Allow(fmt.Sprintf("audit uid=%d verb=%s mailbox=%s decision=%s code=%s", c.UID, verb, mailbox, decision, code))
+	// Kinds are grouped per uid: one uid's flood of distinct requests
+	// folds into its own overflow kind, never another uid's lines.
+	ok, n := s.opts.LogSum.AllowIn(fmt.Sprintf("audit uid=%d", c.UID), fmt.Sprintf("audit uid=%d verb=%s mailbox=%s decision=%s code=%s", c.UID, verb, mailbox, decision, code))
 	if !ok {
 		return
 	}

@@ -29,3 +29,11 @@ func SwapGated(f func(verb string)) func(verb string) {
 	gated = f
 	return old
 }
+
+// SwapTurnWait replaces what is told of each request that waits for a slot
+// and returns the one it replaced.
+func SwapTurnWait(f func(uid uint32)) func(uid uint32) {
+	old := turnWait
+	turnWait = f
+	return old
+}

@@ -175,8 +175,19 @@ func handleHookRuns(_ context.Context, s *Server, c *call, a *protocol.HookRunsA
 			mine[m.ID+"/"+m.Name] = true
 		}
 	}
+	// A hook made again under a name is another hook: the runs of the one
+	// before it are not shown to its owner as its runs. Runs of a deleted
+	// hook that nothing replaced stay listed.
+	now := map[string]string{} // mailbox identity and hook name -> hook identity
+	for _, h := range s.b.Hooks() {
+		now[h.MailboxID+"/"+h.Name] = h.ID
+	}
+	replaced := func(r protocol.HookRun) bool {
+		id, ok := now[r.MailboxID+"/"+r.Hook]
+		return ok && r.HookID != "" && id != r.HookID
+	}
 	runs := s.b.HookRuns(func(r protocol.HookRun) bool {
-		return (c.caller.Root() || mine[r.MailboxID+"/"+r.Mailbox]) && (a.Name == "" || r.Hook == a.Name)
+		return (c.caller.Root() || mine[r.MailboxID+"/"+r.Mailbox] && !replaced(r)) && (a.Name == "" || r.Hook == a.Name)
 	}, a.Limit)
 	if runs == nil {
 		runs = []protocol.HookRun{}

@@ -141,6 +141,12 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	if err != nil {
 		return nil, err
 	}
+	// A name another owner holds is refused before the name is held
+	// alone: waiting to hold it would hold up every request on that
+	// owner's mailbox, and every delivery into it, behind the wait.
+	if err := s.nameTaken(a.Name, uid); err != nil {
+		return nil, err
+	}
 	// A request of the name's earlier owner, checked before that mailbox
 	// was deleted, ends before the new mailbox is made.
 	defer s.names.exclusive(a.Name)()
@@ -159,13 +165,9 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 			}
 			return protocol.MailboxCreated{Mailbox: s.describe(m), Created: false}, nil
 		}
-		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
 	}
-	if s.isDeclaredAlias(a.Name) {
-		// Mail to the address goes to the mailbox the alias belongs to:
-		// a mailbox of this name would never get it, and replies to its
-		// mail would reach that mailbox's owner.
-		return nil, protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", a.Name)
+	if err := s.nameTaken(a.Name, uid); err != nil {
+		return nil, err
 	}
 	if max := s.cfg().MailboxRules.MaxPerOwner; !c.caller.Root() {
 		if n := s.ownedMailboxes(uid); n >= max {
@@ -190,6 +192,17 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	m, _ := s.b.Mailbox(a.Name)
 	s.log.Info("mailbox created", "mailbox", a.Name, "owner_uid", uid, "by_uid", c.caller.UID)
 	return protocol.MailboxCreated{Mailbox: s.describe(m), Created: true}, nil
+}
+
+// nameTaken refuses a create of name for uid when the name is another
+// owner's mailbox, or an alias of a declared mailbox: mail to the address
+// goes to the mailbox the alias belongs to, so a mailbox of this name would
+// never get it, and replies to its mail would reach that mailbox's owner.
+func (s *Server) nameTaken(name string, uid uint32) error {
+	if m, ok := s.b.Mailbox(name); (ok && m.UID != uid) || s.isDeclaredAlias(name) {
+		return protocol.Errorf(protocol.CodeConflict, "the name %q is taken; pick another", name)
+	}
+	return nil
 }
 
 // ownedMailboxes counts the mailboxes uid owns in the registry (the

@@ -22,19 +22,30 @@ const DefaultMaxKeys = 4096
 // OverflowKey collects the kinds that found the table full.
 const OverflowKey = "(other)"
 
+// DefaultMaxPerGroup bounds the kinds of one group (AllowIn) remembered at
+// once; past it, the group's new kinds are counted together under the
+// group's own overflow kind, so that one group's flood of distinct kinds
+// (one user naming a new mailbox in each request) cannot fill the table
+// and have every other group's lines counted, unwritten, under OverflowKey.
+const DefaultMaxPerGroup = 64
+
 // Summarizer decides which repeated lines to write.
 type Summarizer struct {
-	Window  time.Duration    // DefaultWindow when zero
-	MaxKeys int              // DefaultMaxKeys when zero
-	Now     func() time.Time // time.Now when nil
+	Window  time.Duration // DefaultWindow when zero
+	MaxKeys int           // DefaultMaxKeys when zero
+	// MaxPerGroup is DefaultMaxPerGroup when zero.
+	MaxPerGroup int
+	Now         func() time.Time // time.Now when nil
 
-	mu   sync.Mutex
-	kind map[string]*entry
+	mu     sync.Mutex
+	kind   map[string]*entry
+	groups map[string]int // kinds remembered per group, its overflow kind not counted
 }
 
 type entry struct {
 	start      time.Time
 	suppressed int
+	group      string // counted in groups; "" for none
 }
 
 func (s *Summarizer) now() time.Time {
@@ -47,28 +58,43 @@ func (s *Summarizer) now() time.Time {
 // Allow reports whether a line of kind key should be written now, and how
 // many lines of the kind were counted instead since the last one written
 // (to be written with it).
-func (s *Summarizer) Allow(key string) (write bool, suppressed int) {
-	window, max := s.Window, s.MaxKeys
+func (s *Summarizer) Allow(key string) (write bool, suppressed int) { return s.AllowIn("", key) }
+
+// AllowIn is Allow for a kind of group ("" for none): a group remembers at
+// most MaxPerGroup kinds at once, and past that its new kinds are counted
+// together under GroupOverflowKey(group).
+func (s *Summarizer) AllowIn(group, key string) (write bool, suppressed int) {
+	window, max, perGroup := s.Window, s.MaxKeys, s.MaxPerGroup
 	if window <= 0 {
 		window = DefaultWindow
 	}
 	if max <= 0 {
 		max = DefaultMaxKeys
 	}
+	if perGroup <= 0 {
+		perGroup = DefaultMaxPerGroup
+	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.kind == nil {
-		s.kind = map[string]*entry{}
+		s.kind, s.groups = map[string]*entry{}, map[string]int{}
 	}
 	e, ok := s.kind[key]
+	if !ok && group != "" && s.groups[group] >= perGroup {
+		key, group = GroupOverflowKey(group), ""
+		e, ok = s.kind[key]
+	}
 	if !ok && len(s.kind) >= max {
-		key = OverflowKey
+		key, group = OverflowKey, ""
 		e, ok = s.kind[key]
 	}
 	switch {
 	case !ok:
-		s.kind[key] = &entry{start: now}
+		s.kind[key] = &entry{start: now, group: group}
+		if group != "" {
+			s.groups[group]++
+		}
 		return true, 0
 	case now.Sub(e.start) >= window:
 		n := e.suppressed
@@ -79,6 +105,9 @@ func (s *Summarizer) Allow(key string) (write bool, suppressed int) {
 		return false, 0
 	}
 }
+
+// GroupOverflowKey is the kind that collects group's kinds past its bound.
+func GroupOverflowKey(group string) string { return group + " " + OverflowKey }
 
 // Flush reports, sorted by key, the kinds whose window has ended with lines
 // counted but not yet written, and forgets every kind whose window has
@@ -109,6 +138,11 @@ func (s *Summarizer) flush(all bool, report func(key string, suppressed int)) {
 			out = append(out, pending{k, e.suppressed})
 		}
 		delete(s.kind, k)
+		if e.group != "" {
+			if s.groups[e.group]--; s.groups[e.group] <= 0 {
+				delete(s.groups, e.group)
+			}
+		}
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })

@@ -82,3 +82,32 @@ func TestManyKindsShareOneOverflowEntry(t *testing.T) {
 		t.Fatalf("overflow counted %d, want 96", n)
 	}
 }
+
+// TestGroupKindsAreBoundedPerGroup: one group's many kinds fold into its
+// own overflow kind past MaxPerGroup and leave room for another group's;
+// once their window ends, the group's room is free again.
+func TestGroupKindsAreBoundedPerGroup(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	s := &Summarizer{MaxKeys: 10, MaxPerGroup: 3, Now: c.now}
+	written := 0
+	for i := range 50 {
+		if ok, _ := s.AllowIn("uid=1", fmt.Sprintf("uid=1 kind %d", i)); ok {
+			written++
+		}
+	}
+	if written != 4 {
+		t.Fatalf("uid=1: %d lines written, want its 3 kinds and its overflow kind", written)
+	}
+	if ok, _ := s.AllowIn("uid=2", "uid=2 kind 0"); !ok {
+		t.Fatal("another group's first line was not written")
+	}
+	c.t = c.t.Add(DefaultWindow)
+	counts := map[string]int{}
+	s.Flush(func(k string, n int) { counts[k] = n })
+	if counts[GroupOverflowKey("uid=1")] != 46 || counts[OverflowKey] != 0 {
+		t.Fatalf("counts after the window: %v; want uid=1's overflow at 46", counts)
+	}
+	if ok, _ := s.AllowIn("uid=1", "uid=1 kind 99"); !ok || s.groups["uid=1"] != 1 {
+		t.Fatalf("after the window uid=1 holds %d kinds; a new kind should be written and counted alone", s.groups["uid=1"])
+	}
+}

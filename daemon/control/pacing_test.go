@@ -1,0 +1,151 @@
+package control_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/control"
+	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/internal/testwait"
+	"github.com/mailctl/mailctl/protocol"
+)
+
+const listerEnv = "MAILCTL_TEST_LISTINGS"
+
+// TestHelperLister is not a test of its own: run as another user, it makes
+// $MAILCTL_TEST_LISTINGS listings of mailbox $MAILCTL_TEST_MAILBOX at once
+// on one connection (or, without a mailbox, as many status requests) and
+// prints how many were answered.
+func TestHelperLister(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv(listerEnv))
+	if n == 0 {
+		t.Skip("a helper process: lists a mailbox as the uid it is started with")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, os.Getenv("MAILCTL_SOCKET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	var firstErr atomic.Value
+	for range n {
+		wg.Go(func() {
+			var err error
+			if mailbox := os.Getenv("MAILCTL_TEST_MAILBOX"); mailbox != "" {
+				err = c.Call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: mailbox}, &protocol.MessageList{})
+			} else {
+				err = c.Call(ctx, protocol.VerbStatus, nil, &protocol.Status{})
+			}
+			if err != nil {
+				firstErr.CompareAndSwap(nil, err.Error())
+				return
+			}
+			ok.Add(1)
+		})
+	}
+	wg.Wait()
+	fmt.Printf("LISTED %d %v\n", ok.Load(), firstErr.Load())
+}
+
+// lister starts n listings of mailbox as u; its result is the line the
+// helper prints.
+func lister(t *testing.T, bin, socket string, u testusers.User, mailbox string, n int) <-chan string {
+	cmd := testusers.As(exec.Command(bin, "-test.run", "^TestHelperLister$", "-test.v"), u.UID, u.GID)
+	cmd.Env = []string{listerEnv + "=" + strconv.Itoa(n), "MAILCTL_SOCKET=" + socket, "MAILCTL_TEST_MAILBOX=" + mailbox}
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		line := "no result"
+		for sc.Scan() {
+			if l, ok := strings.CutPrefix(sc.Text(), "LISTED "); ok {
+				line = l
+			}
+		}
+		cmd.Wait()
+		res <- line
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return res
+}
+
+// TestOneUserCannotRunEveryRequest: a user with many requests in flight
+// runs two of them at once and the rest wait their turn, so another user's
+// listing starts at once instead of queueing behind all of them for the
+// message index (one user's 1,800 listings in flight made another's take
+// ten seconds).
+func TestOneUserCannotRunEveryRequest(t *testing.T) {
+	testusers.RequireRoot(t)
+	hog := testusers.Create(t, "mcph")
+	other := testusers.Create(t, "mcpo")
+	td := testdaemon.Start(t)
+	for _, m := range []struct {
+		name string
+		u    testusers.User
+	}{{"hog", hog}, {"other", other}} {
+		if err := td.EnsureMailbox(m.name, m.u.UID, m.u.GID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var running, waiting atomic.Int32
+	var hold atomic.Bool
+	hold.Store(true)
+	release := make(chan struct{})
+	keep := control.SwapGated(func(v string) {
+		if v == protocol.VerbMessageList && hold.Load() {
+			running.Add(1)
+			<-release
+		}
+	})
+	defer control.SwapGated(keep)
+	keepWait := control.SwapTurnWait(func(uid uint32) {
+		if uid == hog.UID {
+			waiting.Add(1)
+		}
+	})
+	defer control.SwapTurnWait(keepWait)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	bin := testusers.Executable(t)
+	const n = 8
+	hogDone := lister(t, bin, td.Socket, hog, "hog", n)
+	testwait.For(t, "every listing of the hog runs or waits", func() bool { return running.Load()+waiting.Load() == n })
+	if got := running.Load(); got != 2 {
+		t.Fatalf("the hog runs %d listings at once, want 2 (the rest waiting their turn)", got)
+	}
+	hold.Store(false)
+	if got := <-lister(t, bin, td.Socket, other, "other", 1); got != "1 <nil>" {
+		t.Fatalf("another user's listing while the hog's wait: %s", got)
+	}
+	// status, whose host checks may wait on DNS, takes no turn: the hog's
+	// own is answered while its listings hold its slots.
+	if got := <-lister(t, bin, td.Socket, hog, "", 1); got != "1 <nil>" {
+		t.Fatalf("the hog's status while its listings hold its slots: %s", got)
+	}
+	close(release)
+	if got := <-hogDone; got != strconv.Itoa(n)+" <nil>" {
+		t.Fatalf("the hog's listings: %s", got)
+	}
+}
