@@ -130,7 +130,7 @@ func hookDelete(args []string) int {
 
 func hookRuns(args []string) int {
 	cf := newClientFlags("hooks runs", "hooks runs [NAME] [--limit N] [--json]", "Shows recent hook runs on your mailboxes, newest first.").withJSON()
-	limit := cf.fs.Int("limit", 20, "how many runs")
+	limit := cf.fs.Int("limit", 20, "how many runs (at most 500)")
 	if code, ok := parseFlags(cf.fs, args); !ok {
 		return code
 	}

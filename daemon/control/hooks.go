@@ -162,12 +162,20 @@ func handleHookDelete(_ context.Context, s *Server, c *call, a *protocol.HookDel
 	return nil, noHook(a.Name)
 }
 
+// MaxHookRuns is the most runs one hook.runs answers with.
+const MaxHookRuns = 500
+
 // handleHookRuns lists runs of hooks bound to the caller's mailboxes as they
 // are now: runs of a deleted mailbox or hook are never shown through a new
 // one of the same name. Root sees every run.
 func handleHookRuns(_ context.Context, s *Server, c *call, a *protocol.HookRunsArgs) (any, error) {
-	if a.Limit <= 0 || a.Limit > 500 {
+	switch {
+	case a.Limit < 0:
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "limit must not be negative")
+	case a.Limit == 0:
 		a.Limit = 50
+	case a.Limit > MaxHookRuns:
+		a.Limit = MaxHookRuns // as message.list caps its limit: the most there is, not the default
 	}
 	mine := map[string]bool{}
 	for _, m := range s.b.Mailboxes() {
