@@ -130,6 +130,8 @@ type Server struct {
 	names nameLocks
 	// turns paces users' requests (turns.go).
 	turns turns
+	// health shares the host checks among users' status calls (status.go).
+	health healthCache
 	// wg counts the connections being served, closing closes when the
 	// daemon stops.
 	wg      sync.WaitGroup

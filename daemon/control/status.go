@@ -3,7 +3,9 @@ package control
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailctl/mailctl/protocol"
@@ -18,7 +20,15 @@ func handleStatus(ctx context.Context, s *Server, c *call, _ *protocol.Empty) (a
 	cfg := s.cfg()
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	findings := s.b.Health(cctx)
+	var findings []protocol.Finding
+	if c.caller.Root() {
+		findings = s.b.Health(cctx) // the operator checking a fix sees it
+	} else {
+		findings = s.health.get(s.now(), func() ([]protocol.Finding, bool) {
+			f := s.b.Health(cctx)
+			return f, cctx.Err() == nil // checks cut short are this call's alone
+		})
+	}
 	var mine, others []string
 	for _, m := range s.b.Mailboxes() {
 		if c.visible(m) {
@@ -115,4 +125,35 @@ func mentions(text, name string) bool {
 
 func isNameChar(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-' || b == '_' || b == '.'
+}
+
+// healthTTL is how long the findings of the host checks one user's status ran answer the
+// status calls of users after it.
+const healthTTL = 10 * time.Second
+
+// healthCache shares the host checks among users' status calls: they read
+// files, probe listeners and ask DNS (for up to 20 seconds), and status takes
+// no turn (turns.go), so a user calling it in a loop would otherwise run
+// them as often as it liked. At most one run is under way at a time, and
+// its findings answer the calls of the next healthTTL; root's calls run
+// the checks afresh.
+type healthCache struct {
+	mu       sync.Mutex
+	at       time.Time
+	findings []protocol.Finding
+}
+
+func (h *healthCache) get(now time.Time, run func() (findings []protocol.Finding, keep bool)) []protocol.Finding {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.at.IsZero() && now.Sub(h.at) < healthTTL && !now.Before(h.at) {
+		return slices.Clone(h.findings)
+	}
+	f, keep := run()
+	if keep {
+		h.findings, h.at = f, now
+	} else {
+		h.at = time.Time{}
+	}
+	return slices.Clone(f)
 }
