@@ -113,13 +113,13 @@ func TestOneUserCannotRunEveryRequest(t *testing.T) {
 			<-release
 		}
 	})
-	defer control.SwapGated(keep)
+	defer func() { control.SwapGated(keep) }()
 	keepWait := control.SwapTurnWait(func(uid uint32) {
 		if uid == hog.UID {
 			waiting.Add(1)
 		}
 	})
-	defer control.SwapTurnWait(keepWait)
+	defer func() { control.SwapTurnWait(keepWait) }()
 	defer func() {
 		select {
 		case <-release:
