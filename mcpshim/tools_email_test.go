@@ -247,13 +247,18 @@ func TestForwardOfAnOverlongSubject(t *testing.T) {
 	e.d.Mailbox(t, "boss")
 	long := strings.Repeat("A", 600)
 	id := e.deliver("agent", testdaemon.Message{From: "shop@example.org", Subject: "Invoice " + long, Body: "pay"})
+	if got := forwardToBoss(e, id); len(got) != 1 || !strings.HasPrefix(got[0].Subject, "Fwd: Invoice AAAA") {
+		t.Fatalf("forward: %+v", got)
+	}
+}
+
+// forwardToBoss forwards agent's message id to boss and returns boss's inbox.
+func forwardToBoss(e *env, id string) []ListRow {
 	var res protocol.SendResult
 	e.ok("email_forward", map[string]any{"mailbox": "agent", "id": id, "to": "boss@example.test"}, &res)
 	var list EmailListData
 	e.ok("email_list", map[string]any{"mailbox": "boss"}, &list)
-	if len(list.Messages) != 1 || !strings.HasPrefix(list.Messages[0].Subject, "Fwd: Invoice AAAA") {
-		t.Fatalf("forward: %+v", list.Messages)
-	}
+	return list.Messages
 }
 
 // A subject its owner edited into the message's file may hold control
@@ -276,12 +281,8 @@ func TestForwardOfASubjectWithControls(t *testing.T) {
 	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var res protocol.SendResult
-	e.ok("email_forward", map[string]any{"mailbox": "agent", "id": id, "to": "boss@example.test"}, &res)
-	var list EmailListData
-	e.ok("email_list", map[string]any{"mailbox": "boss"}, &list)
-	if len(list.Messages) != 1 || !strings.Contains(list.Messages[0].Subject, "Fwd: Invoice [31m 42 due") {
-		t.Fatalf("forward: %+v", list.Messages)
+	if got := forwardToBoss(e, id); len(got) != 1 || !strings.Contains(got[0].Subject, "Fwd: Invoice [31m 42 due") {
+		t.Fatalf("forward: %+v", got)
 	}
 }
 
