@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/emersion/go-smtp"
 
@@ -225,39 +226,12 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 	c.head = head
 
 	targets := d.routeAll(env.Rcpts, d.tlsReportsTo(c.head), errs)
-	// The names the copies go to are held until each is stored and
-	// announced, as a request on those mailboxes holds them: a mailbox
-	// deleted meanwhile goes after its copy is in it, and one made again
-	// under the name gets nothing its trusted senders did not judge.
-	names := make([]string, len(targets))
-	for i, t := range targets {
-		names[i] = t.rt.Mailbox
-	}
-	defer d.ctl.HoldNames(names...)()
 	var wg sync.WaitGroup
 	for _, t := range targets {
-		name := t.rt.Mailbox
-		if !d.stillRouted(t.rt) {
-			// Deleted, perhaps made again by someone else, between the
-			// routing and the hold: the sender's retry is routed afresh.
-			for _, i := range t.rcpts {
-				errs[i] = errTemp
-			}
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var rcpts []string
-			for _, i := range t.rcpts {
-				rcpts = append(rcpts, env.Rcpts[i])
-			}
-			// The quota again, with the message's size: the mailbox may
-			// have filled since RCPT, or this message would pass it.
-			err := d.checkQuota(name, c.Size())
-			if err == nil {
-				err = b.store(ctx, name, t.rt, env, rcpts, c, res, junk)
-			}
+			err := b.storeTarget(ctx, t, env, c, res, junk)
 			for _, i := range t.rcpts {
 				errs[i] = err
 			}
@@ -265,6 +239,48 @@ func (b *inbound) deliver(ctx context.Context, env smtpin.Envelope, msg *smtpin.
 	}
 	wg.Wait()
 	return errs
+}
+
+// nameWait bounds how long a copy waits for its mailbox's name while a
+// delete or a create of that name holds it or waits for it (a variable so
+// that a test can shorten it).
+var nameWait = 5 * time.Second
+
+// errNameBusy answers a copy for a mailbox whose delete or create did not
+// let its name go within nameWait: the sender retries, and is then routed
+// afresh (to the mailbox made, or refused as unknown).
+var errNameBusy = &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "Mailbox busy, try again later"}
+
+// storeTarget stores the copy of one mailbox. Its name is held until the
+// copy is stored and announced, as a request on that mailbox holds it: a
+// mailbox deleted meanwhile goes after its copy is in it, and one made
+// again under the name gets nothing its trusted senders did not judge.
+// Each copy holds its own name only, so a delete waiting for one mailbox
+// delays no copy for another.
+func (b *inbound) storeTarget(ctx context.Context, t *target, env smtpin.Envelope, c *copySource, res trust.Result, junk string) error {
+	d := b.d
+	name := t.rt.Mailbox
+	release, ok := d.ctl.HoldNameWithin(name, nameWait)
+	if !ok {
+		d.log.Info("copy deferred: its mailbox is being deleted or created", "mailbox", name, "session", env.Session)
+		return errNameBusy
+	}
+	defer release()
+	if !d.stillRouted(t.rt) {
+		// Deleted, perhaps made again by someone else, between the
+		// routing and the hold: the sender's retry is routed afresh.
+		return errTemp
+	}
+	rcpts := make([]string, 0, len(t.rcpts))
+	for _, i := range t.rcpts {
+		rcpts = append(rcpts, env.Rcpts[i])
+	}
+	// The quota again, with the message's size: the mailbox may have
+	// filled since RCPT, or this message would pass it.
+	if err := d.checkQuota(name, c.Size()); err != nil {
+		return err
+	}
+	return b.store(ctx, name, t.rt, env, rcpts, c, res, junk)
 }
 
 // checkHeader refuses, for good, a message whose own header the parse could

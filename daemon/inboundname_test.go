@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/smtpin"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -122,4 +124,48 @@ func nameWaits(t *testing.T, name string) <-chan struct{} {
 	})
 	t.Cleanup(func() { control.SwapNameWait(keep) })
 	return waiting
+}
+
+// TestCopyDoesNotWaitForAnotherMailboxsDelete: a mailbox's delete waits
+// behind a request on it (its owner's long send, here a hold the test
+// keeps). A message for that mailbox and another one is stored in the other
+// at once, and the first's copy is answered "try again" when its wait runs
+// out, instead of the whole message waiting for the delete.
+func TestCopyDoesNotWaitForAnotherMailboxsDelete(t *testing.T) {
+	td := startDaemonWith(t, "", Options{Resolver: &resolver.Map{}})
+	td.ensureMine(t, "leaving")
+	td.ensureMine(t, "staying")
+	keep := nameWait
+	nameWait = 50 * time.Millisecond
+	t.Cleanup(func() { nameWait = keep })
+
+	waiting := nameWaits(t, "leaving")
+	release := sync.OnceFunc(td.ctl.HoldNames("leaving")) // the owner's long request
+	t.Cleanup(release)
+	deleted := td.deleteAsync("leaving", true)
+	<-waiting
+
+	raw := "From: boss@example.test\r\nTo: leaving@example.test, staying@example.test\r\nSubject: for both\r\nMessage-ID: <both@example.test>\r\n\r\nhello\r\n"
+	env := smtpin.Envelope{Helo: "mx.example.test", MailFrom: "boss@example.test", Rcpts: []string{"leaving@example.test", "staying@example.test"}}
+	errs := testwait.Returns(t, "the delivery", func() []error {
+		return td.inbound.deliver(context.Background(), env, smtpin.NewMessage([]byte(raw), 0), "boss")
+	})
+	if errs[0] != errNameBusy {
+		t.Errorf("the copy for the mailbox being deleted: %v, want %v", errs[0], errNameBusy)
+	}
+	if errs[1] != nil {
+		t.Fatalf("the copy for the other mailbox: %v", errs[1])
+	}
+	var l protocol.MessageList
+	if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "staying", Folder: protocol.FolderInbox}, &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Messages) != 1 || l.Messages[0].Subject != "for both" {
+		t.Errorf("the other mailbox holds %+v, want the message", l.Messages)
+	}
+
+	release()
+	if err := testwait.Returns(t, "the delete", func() error { return <-deleted }); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
 }

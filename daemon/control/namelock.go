@@ -3,12 +3,13 @@ package control
 import (
 	"slices"
 	"sync"
+	"time"
 )
 
 // nameLocks keeps what a mailbox name means still while requests and
 // deliveries use it. A request on a mailbox holds its name shared from
 // before the access check until its handler returns, and an inbound
-// delivery from routing until its copy is stored and announced (HoldNames);
+// delivery from routing until its copy is stored and announced (HoldNameWithin);
 // deleting a mailbox and creating one hold the name alone. So a request
 // checked against one owner's mailbox acts on that mailbox, and a message
 // judged by one owner's trusted senders is stored in that owner's mailbox,
@@ -36,12 +37,9 @@ func SwapNameWait(f func(name string)) func(name string) {
 
 // HoldNames holds each of names shared, as a request on those mailboxes
 // does, and returns what lets them go: deleting or creating a mailbox of
-// one of those names waits until then. The daemon's inbound path holds the
-// names of the mailboxes a message's recipients were routed to while it
-// checks the routes, judges, stores and announces the copies. Hold them
-// all in one call: names are taken in sorted order, and a second call made
-// while a first holds names may wait behind a delete that waits for the
-// first.
+// one of those names waits until then. Hold them all in one call: names
+// are taken in sorted order, and a second call made while a first holds
+// names may wait behind a delete that waits for the first.
 func (s *Server) HoldNames(names ...string) (release func()) {
 	return s.names.share(names)
 }
@@ -62,6 +60,17 @@ func (s *Server) HoldNamesAlone(names ...string) (release func()) {
 // one holding a lock the delete takes.
 func (s *Server) TryHoldName(name string) (release func(), ok bool) {
 	return s.names.tryShare(name)
+}
+
+// HoldNameWithin holds name shared, as HoldNames does, waiting at most wait
+// for a delete or a create of a mailbox of that name that holds it or
+// waits for it: ok is false when the wait ran out, and nothing is held.
+// The inbound path holds each copy's name so, one name to a copy: a
+// mailbox whose delete waits behind its owner's long request delays no
+// copy for another mailbox, and its own copy is answered "try again" within
+// wait instead of holding the sender until the delete is done.
+func (s *Server) HoldNameWithin(name string, wait time.Duration) (release func(), ok bool) {
+	return s.names.shareWithin(name, wait)
 }
 
 type nameLock struct {
@@ -117,6 +126,47 @@ func (l *nameLocks) tryShare(name string) (release func(), ok bool) {
 	if !n.TryRLock() {
 		l.put(name, n)
 		return nil, false
+	}
+	return func() {
+		n.RUnlock()
+		l.put(name, n)
+	}, true
+}
+
+// shareWithin holds name shared, waiting at most wait for it. A wait that
+// runs out leaves a goroutine waiting for the lock, which lets it go as
+// soon as it has it.
+func (l *nameLocks) shareWithin(name string, wait time.Duration) (release func(), ok bool) {
+	if release, ok := l.tryShare(name); ok {
+		return release, true
+	}
+	n := l.get(name)
+	var mu sync.Mutex
+	held, gaveUp := false, false
+	got := make(chan struct{})
+	go func() {
+		n.RLock()
+		mu.Lock()
+		defer mu.Unlock()
+		if gaveUp {
+			n.RUnlock()
+			l.put(name, n)
+			return
+		}
+		held = true
+		close(got)
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-got:
+	case <-t.C:
+		mu.Lock()
+		defer mu.Unlock()
+		if !held {
+			gaveUp = true
+			return nil, false
+		}
 	}
 	return func() {
 		n.RUnlock()
