@@ -301,7 +301,7 @@ func (s *Server) mayConnectLMTP(ip net.IP) bool {
 }
 
 // Shutdown stops accepting, lets sessions finish until ctx ends, then closes
-// whatever is left.
+// whatever is left; it returns ctx's error only when sessions were cut.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// Close every listener now, including one whose Serve has not yet
 	// registered it with go-smtp (its Shutdown would miss that one, and
@@ -314,10 +314,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.lmu.Unlock()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
+	cut := make([]bool, 2)
 	for i, gs := range []*smtp.Server{s.smtp, s.lmtp} {
 		wg.Go(func() {
 			err := gs.Shutdown(ctx)
 			if err != nil && ctx.Err() != nil {
+				// ctx ended first (or as the last session did: go-smtp
+				// may then say either): sessions still open are cut.
+				cut[i] = s.open() > 0
 				err = gs.Close()
 			}
 			errs[i] = ignoreClosed(err)
@@ -327,7 +331,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("smtpin: shutdown: %w", err)
 	}
-	return ctx.Err()
+	if cut[0] || cut[1] {
+		return fmt.Errorf("smtpin: shutdown: sessions cut: %w", ctx.Err())
+	}
+	return nil
+}
+
+// open is how many connections are open.
+func (s *Server) open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
 }
 
 // errorLog adapts go-smtp's internal error log to slog. A client that

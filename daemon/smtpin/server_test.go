@@ -488,3 +488,32 @@ func TestUnqualifiedPostmaster(t *testing.T) {
 	c.cmd("RCPT TO:<postmaster>", "501 5.5.2")
 	c.cmd("RCPT TO:<Postmaster@example.com>", "250 ")
 }
+
+// Shutdown reports ctx's end only when it cut sessions: with none open it
+// returns nil however late it is (go-smtp's own Shutdown may then return
+// either), and with one held past ctx it says so.
+func TestShutdownReportsOnlyCutSessions(t *testing.T) {
+	for range 20 {
+		s := NewServer(Config{Hostname: "mx.mailctl.test", Logger: quietLogger(t)}, &fakeBackend{domains: []string{"example.com"}})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatalf("Shutdown with no session open: %v", err)
+		}
+	}
+
+	ts := startServer(t, Limits{}, nil, false)
+	ts.be.started = make(chan struct{}, 1)
+	ts.be.release = make(chan struct{})
+	defer close(ts.be.release)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	c.pipelineEnvelope()
+	c.send("Subject: s\r\n\r\nx\r\n.\r\n")
+	<-ts.be.started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ts.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown that cut a delivering session: %v, want %v", err, context.Canceled)
+	}
+}
