@@ -427,6 +427,12 @@ func TestHostileMarkdownGoesAsText(t *testing.T) {
 		{"a digest of links", digest(3000), true},
 		{"a quoted thread", strings.Repeat("> ", 12) + "the first words\n\n" + strings.Repeat("> ", 11) + "a reply\n", true},
 		{"a nested list", indented(12), true},
+		{"JSON in a fenced block", "The data:\n\n```json\n" + jsonRows(4000) + "```\n\nas asked.\n", true},
+		{"JSON in an indented block", "The data:\n\n" + strings.ReplaceAll("\n"+jsonRows(4000), "\n", "\n    ") + "\n", true},
+		{"brackets after raw HTML that holds a fence", "<pre>\n```\n</pre>\n" + strings.Repeat("[", 10000) + strings.Repeat("]", 10000), false},
+		{"brackets after a list item's fence", "- x\n\n  ```\n" + strings.Repeat("[a](", 10000), false},
+		{"brackets after a quoted fence", "> ```\n" + strings.Repeat("[a](", 10000), false},
+		{"brackets after a fence with a backtick in its info", "``` a`b\n" + strings.Repeat("[a](", 10000), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -439,6 +445,16 @@ func TestHostileMarkdownGoesAsText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jsonRows is n lines of a JSON array of arrays, about 50 bytes and four
+// '[' each.
+func jsonRows(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  [[%d, \"row\"], [%d, [\"a\", \"b\"]], [%d]],\n", i, i, i)
+	}
+	return b.String()
 }
 
 // A reply to a stored message takes the parent's headers, which its sender

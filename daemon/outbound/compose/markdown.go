@@ -1,6 +1,13 @@
 package compose
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/text"
+)
 
 // goldmark takes time that grows with the square of the input (or worse)
 // on some Markdown: containers nested deep on one line ("> > > …",
@@ -26,7 +33,11 @@ const MaxMarkdownNesting = 32
 const maxLinkWork = 100_000_000
 
 // renderable reports whether md can be rendered to HTML in time linear in
-// its size (see above).
+// its size (see above). The line pass counts every '[' of a block of
+// lines; a body past maxLinkWork by that count is read again for its
+// blocks (linkWork), so that brackets goldmark never looks at for links
+// (those of code blocks and raw HTML: a JSON document in a fenced block)
+// do not cost the body its HTML part.
 func renderable(md string) bool {
 	var work, blockLen, openers int
 	flush := func() {
@@ -46,12 +57,40 @@ func renderable(md string) bool {
 		}
 		blockLen += len(line)
 		openers += strings.Count(line, "[")
-		if work+blockLen*openers > maxLinkWork {
-			return false
-		}
 	}
 	flush()
-	return work <= maxLinkWork
+	return work <= maxLinkWork || linkWork(md) <= maxLinkWork
+}
+
+// blocks reads Markdown for its blocks only, with goldmark's own block
+// parsers (those the renderer uses: GFM adds none) and no inline parser
+// or paragraph transformer: which lines goldmark parses for inline text
+// (paragraphs, headings) and which it keeps raw (code, HTML). A table is
+// read as the paragraph it is written as, which counts its cells together.
+var blocks = parser.NewParser(parser.WithBlockParsers(parser.DefaultBlockParsers()...))
+
+// linkWork is the line pass's estimate over the blocks goldmark parses for
+// inline text only: each such block's length times its link openers. It is
+// called only after the line pass, which bounds nesting, the one shape on
+// which the block parse itself takes more than linear time.
+func linkWork(md string) int {
+	src := []byte(md)
+	work := 0
+	ast.Walk(blocks.Parse(text.NewReader(src)), func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering || n.Type() != ast.TypeBlock || n.IsRaw() {
+			return ast.WalkContinue, nil
+		}
+		lines := n.Lines()
+		size, openers := 0, 0
+		for i := range lines.Len() {
+			seg := lines.At(i)
+			size += seg.Len()
+			openers += bytes.Count(seg.Value(src), []byte("["))
+		}
+		work += size * openers
+		return ast.WalkContinue, nil
+	})
+	return work
 }
 
 // nesting estimates how deep line nests block containers: each '>' and
