@@ -291,6 +291,7 @@ func (b *inbound) storeTarget(ctx context.Context, t *target, env smtpin.Envelop
 func (b *inbound) checkHeader(env smtpin.Envelope, msg *smtpin.Message) error {
 	switch err := ingest.CheckHeader(msg.Open()); {
 	case errors.Is(err, ingest.ErrHeaderTooLarge):
+		b.d.metrics.received.WithLabelValues("header_too_large").Inc()
 		b.d.log.Info("message refused: header too large", "from", env.MailFrom, "rcpts", len(env.Rcpts),
 			"size", msg.Size(), "session", env.Session, "remote", remoteString(env))
 		return errHeader

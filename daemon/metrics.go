@@ -17,7 +17,7 @@ import (
 type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec // verb, code
-	received  *prometheus.CounterVec // result: stored, junk, rejected (DMARC), duplicate, failed
+	received  *prometheus.CounterVec // result: stored, junk, rejected (DMARC), header_too_large, duplicate, failed
 	rejected  *prometheus.CounterVec // reason: relay, unknown_user, bad_address
 	delivered *prometheus.CounterVec // status of each recipient update
 	hookRuns  *prometheus.CounterVec // event

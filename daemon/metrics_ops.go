@@ -210,7 +210,7 @@ func (m *metrics) registerOps(d *Daemon) {
 			m.ops.hookFailures.WithLabelValues(ev, r)
 		}
 	}
-	for _, r := range []string{"stored", "duplicate", "failed"} {
+	for _, r := range []string{"stored", "duplicate", "failed", "header_too_large"} {
 		m.received.WithLabelValues(r)
 	}
 	for _, st := range []string{queue.StatusPending, queue.StatusDeferred, queue.StatusDelivered, queue.StatusFailed, queue.StatusBounced, queue.StatusHeld} {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Untrusted text must never escape its fence, whatever it contains.
@@ -148,6 +150,11 @@ func FuzzHTTP(f *testing.F) {
 	f.Add("POST", "Bearer 0123456789abcdef-fuzy", "", "127.0.0.1:8765", "", initializeLine)
 	f.Add("DELETE", "Bearer x", "", "[::1]:8765", "nope", "")
 	f.Add("POST", "bearer "+token, "null", "127.0.0.1", "", "{")
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", "{")
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", "")
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", "\f0") // form feed: white space to Go, not to JSON
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", `{"jsonrpc":"2.0","id":1,"method":"tools/nope"}`)
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", `[{"jsonrpc":"2.0","method":"notifications/nope"},{"jsonrpc":"2.0","id":"a","method":"ping"}]`)
 	s := New(Options{SocketPath: "/nonexistent/mailctl-fuzz.sock", Logger: testLogger()})
 	s.dialTimeout = 100 * time.Millisecond
 	f.Cleanup(s.Close)
@@ -179,6 +186,29 @@ func FuzzHTTP(f *testing.F) {
 		}
 		if rec.Code < 300 && !loopbackHost(host) {
 			t.Fatalf("HTTP %d for Host %q (a name made to resolve to 127.0.0.1)", rec.Code, host)
+		}
+		// What the server refuses itself is a JSON-RPC error a client
+		// can read; a body that is not JSON, the parse error.
+		if rec.Code == http.StatusBadRequest && rec.Header().Get("Content-Type") == "application/json" {
+			var r struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   *struct {
+					Code    int64  `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			err := json.Unmarshal(rec.Body.Bytes(), &r)
+			if err != nil || r.JSONRPC != "2.0" || r.ID == nil || r.Error == nil || r.Error.Code == 0 || r.Error.Message == "" {
+				t.Fatalf("HTTP 400 application/json that is no JSON-RPC error: %q (%v)", rec.Body, err)
+			}
+		}
+		served := method == "POST" && auth == "Bearer "+token && (origin == "" || loopbackOrigin(origin))
+		if served && !json.Valid([]byte(body)) {
+			want := fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":%d,`, jsonrpc.CodeParseError)
+			if rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Type") != "application/json" || !strings.HasPrefix(rec.Body.String(), want) {
+				t.Fatalf("a body that is not JSON: HTTP %d %s %q, want 400 and %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body, want)
+			}
 		}
 	})
 }

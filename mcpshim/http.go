@@ -116,9 +116,9 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 		if r.Method == http.MethodPost {
 			posts.add()
 			defer posts.done()
-			if id, msg := badPostID(r); msg != "" {
+			if bad := refusePost(r); bad != nil {
 				// A JSON-RPC error, as the stdio server answers the same.
-				b, _ := errorResponse(id, jsonrpc.CodeInvalidRequest, msg, protocol.CodeInvalidInput)
+				b, _ := errorResponse(bad.id, bad.code, bad.msg, protocol.CodeInvalidInput)
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
 				w.Write(b)
@@ -143,31 +143,100 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 	})
 }
 
-// badPostID reads the body of a POST (at most one byte past what the SDK
+// postRefusal is what the server answers a POST itself, as a JSON-RPC
+// error with status 400, before the SDK sees it: the SDK would answer a body
+// that is not JSON, or a method no MCP server serves, with a line of text no
+// JSON-RPC client reads, and mishandle the ids badID refuses.
+type postRefusal struct {
+	id   json.RawMessage // nil: null
+	code int64
+	msg  string
+}
+
+// refusePost reads the body of a POST (at most one byte past what the SDK
 // takes, so that it still answers 413 past that) and puts it back for the
-// SDK. It returns what badID finds in the first message of it that it
-// refuses, in a batch too.
-func badPostID(r *http.Request) (json.RawMessage, string) {
+// SDK. It returns the refusal of the body, or of the first message of a
+// batch that is refused, or nil when the SDK is to serve it.
+func refusePost(r *http.Request) *postRefusal {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if err != nil {
-		return nil, "" // the SDK meets the same error
+	if err != nil || len(body) > MaxRequestBytes {
+		return nil // the SDK meets the same error, or answers 413
 	}
-	b := bytes.TrimSpace(body)
-	if len(b) == 0 || b[0] != '[' {
-		return badID(b)
+	return refuseBody(body)
+}
+
+// refuseBody is refusePost on a body read whole.
+func refuseBody(body []byte) *postRefusal {
+	if !json.Valid(body) {
+		msg := "parse error: the body is not JSON: send one JSON-RPC message"
+		if jsonDepth(body) > maxJSONDepth {
+			msg = fmt.Sprintf("parse error: the body nests arrays and objects more than %d deep", maxJSONDepth)
+		}
+		return &postRefusal{code: jsonrpc.CodeParseError, msg: msg}
+	}
+	b := bytes.TrimLeft(body, " \t\r\n") // JSON's white space, not Unicode's
+	if b[0] != '[' {
+		return refuseMessage(b)
 	}
 	var batch []json.RawMessage
 	json.Unmarshal(b, &batch)
 	for _, m := range batch {
-		if id, why := badID(m); why != "" {
-			return id, why
+		if bad := refuseMessage(m); bad != nil {
+			return bad
 		}
 	}
-	return nil, ""
+	return nil
+}
+
+// refuseMessage refuses one JSON-RPC message, valid JSON, whose id badID
+// refuses or whose method is not one a client sends a server. Anything
+// else, a response or no JSON-RPC message at all, is left to the SDK.
+func refuseMessage(msg []byte) *postRefusal {
+	var probe messageProbe
+	if json.Unmarshal(msg, &probe) != nil {
+		return nil
+	}
+	if id, why := probe.badID(); why != "" {
+		return &postRefusal{id: id, code: jsonrpc.CodeInvalidRequest, msg: why}
+	}
+	if probe.Method == nil || clientMethods[*probe.Method] {
+		return nil
+	}
+	var id json.RawMessage
+	if validID(probe.ID) {
+		id = probe.ID // a notification's (no id) is answered under null, as HTTP needs an answer
+	}
+	return &postRefusal{id: id, code: jsonrpc.CodeMethodNotFound,
+		msg: fmt.Sprintf("method not found: %q is not a method of MCP this server serves", *probe.Method)}
+}
+
+// clientMethods are the methods of MCP a client sends a server: the
+// requests and notifications of the specification that the SDK serves
+// (TestHTTPServesEveryClientMethod).
+var clientMethods = map[string]bool{
+	"initialize":                       true,
+	"ping":                             true,
+	"completion/complete":              true,
+	"logging/setLevel":                 true,
+	"prompts/list":                     true,
+	"prompts/get":                      true,
+	"resources/list":                   true,
+	"resources/templates/list":         true,
+	"resources/read":                   true,
+	"resources/subscribe":              true,
+	"resources/unsubscribe":            true,
+	"tools/list":                       true,
+	"tools/call":                       true,
+	"server/discover":                  true,
+	"subscriptions/listen":             true,
+	"notifications/initialized":        true,
+	"notifications/cancelled":          true,
+	"notifications/progress":           true,
+	"notifications/roots/list_changed": true,
 }
 
 // loopbackOrigin reports whether a request's Origin is a page served from a

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -184,6 +186,80 @@ func TestHTTPNumericIDsAnsweredUnderTheSameID(t *testing.T) {
 		resp, body := rawHTTP(t, "POST", srv.URL, token, session, c.body)
 		if resp.StatusCode != c.code || !strings.Contains(body, c.want) {
 			t.Errorf("%s: HTTP %d %q, want %d with %q", c.body, resp.StatusCode, body, c.code, c.want)
+		}
+	}
+}
+
+// Regression: over HTTP a body that is not JSON, and a method no MCP server
+// serves, were refused by the SDK with status 400 and a line of text, which
+// a JSON-RPC client cannot read. They are JSON-RPC errors, as on stdio:
+// -32700 under a null id, -32601 under the request's id (null for a
+// notification, which over HTTP still needs an answer), in a batch too.
+func TestHTTPBadBodyAndUnknownMethodAreRPCErrors(t *testing.T) {
+	const token = "0123456789abcdef"
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler(token))
+	defer srv.Close()
+	session := openRawSession(t, srv.URL, token)
+	parse := `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body is not JSON: send one JSON-RPC message"}}`
+	for _, c := range []struct {
+		session, body, want string
+	}{
+		{session, `{"jsonrpc":"2.0","id":1,"method":"ping"`, parse},
+		{"", `not json`, parse},
+		{session, "", parse},
+		{session, strings.Repeat("[", 10001), `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 10000 deep"}}`},
+		{session, `{"jsonrpc":"2.0","id":7,"method":"tools/nope","params":{}}`, `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"tools/nope\" is not a method of MCP this server serves"}}`},
+		{"", `{"jsonrpc":"2.0","id":"q","method":"sampling/createMessage"}`, `{"jsonrpc":"2.0","id":"q","error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"sampling/createMessage\" is not a method of MCP this server serves"}}`},
+		{session, `{"jsonrpc":"2.0","method":"notifications/nope"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"notifications/nope\" is not a method of MCP this server serves"}}`},
+		{session, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"nope"}]`, `{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"nope\" is not a method of MCP this server serves"}}`},
+	} {
+		resp, body := rawHTTP(t, "POST", srv.URL, token, c.session, c.body)
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || body != c.want {
+			t.Errorf("%.40q: HTTP %d %s %q, want 400 application/json %s", c.body, resp.StatusCode, resp.Header.Get("Content-Type"), body, c.want)
+		}
+	}
+	if resp, body := rawHTTP(t, "POST", srv.URL, token, session, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":3,"result":{}`) {
+		t.Errorf("ping after the refusals: HTTP %d %q", resp.StatusCode, body)
+	}
+}
+
+// Every method clientMethods lets through is one the SDK serves: none is
+// refused as unsupported, so the list takes nothing from a client that the
+// SDK would have answered.
+func TestHTTPServesEveryClientMethod(t *testing.T) {
+	const token = "0123456789abcdef"
+	srv := httptest.NewServer(New(Options{SocketPath: noDaemon(t)}).HTTPHandler(token))
+	defer srv.Close()
+	session := openRawSession(t, srv.URL, token)
+	methods := slices.Sorted(maps.Keys(clientMethods))
+	for i, m := range methods {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, i+100, m)
+		if strings.HasPrefix(m, "notifications/") {
+			body = fmt.Sprintf(`{"jsonrpc":"2.0","method":%q,"params":{}}`, m)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("%s: %v", m, err)
+		}
+		// A method that streams (subscriptions/listen) answers only
+		// its status at once: what follows it is not read.
+		var got string
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			got = string(b)
+		}
+		resp.Body.Close()
+		cancel()
+		if strings.Contains(got, "unsupported") || strings.Contains(got, "-32601") {
+			t.Errorf("%s: the SDK does not serve it: HTTP %d %q", m, resp.StatusCode, got)
 		}
 	}
 }

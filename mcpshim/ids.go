@@ -17,18 +17,29 @@ import (
 // A message with no method (a response, or no JSON-RPC at all) is left to
 // the SDK.
 func badID(msg []byte) (json.RawMessage, string) {
-	var probe struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(msg, &probe) != nil || probe.Method == "" || probe.ID == nil {
+	var p messageProbe
+	if json.Unmarshal(msg, &p) != nil {
 		return nil, ""
 	}
-	if string(probe.ID) == "null" {
+	return p.badID()
+}
+
+// messageProbe is what badID and the HTTP transport read of a message.
+type messageProbe struct {
+	ID     json.RawMessage `json:"id"`
+	Method *string         `json:"method"`
+}
+
+// badID is badID on the message p was read from.
+func (p messageProbe) badID() (json.RawMessage, string) {
+	if p.Method == nil || *p.Method == "" || p.ID == nil {
+		return nil, ""
+	}
+	if string(p.ID) == "null" {
 		return nil, nullIDMessage
 	}
-	if !exactID(probe.ID) {
-		return probe.ID, inexactIDMessage(probe.ID)
+	if !exactID(p.ID) {
+		return p.ID, inexactIDMessage(p.ID)
 	}
 	return nil, ""
 }

@@ -58,7 +58,8 @@ func init() {
 	handle(protocol.VerbMessageLabel, on(AccessWrite, named(func(a *protocol.MessageLabelArgs) string { return a.Mailbox }), handleMessageLabel))
 	handle(protocol.VerbMessagePurge, on(AccessWrite, named(func(a *protocol.MessagePurgeArgs) string { return a.Mailbox }), handleMessagePurge))
 
-	handle(protocol.VerbSend, unpacedRoute(on(AccessWrite, named(func(a *protocol.SendArgs) string { return a.FromMailbox }), handleSend)))
+	handle(protocol.VerbSend, unpacedUnless(func(a *protocol.SendArgs) bool { return a.DryRun },
+		on(AccessWrite, named(func(a *protocol.SendArgs) string { return a.FromMailbox }), handleSend)))
 	handle(protocol.VerbSendStatus, on(AccessRead, named(func(a *protocol.SendStatusArgs) string { return a.Mailbox }), handleSendStatus))
 
 	handle(protocol.VerbHookCreate, on(AccessWrite, hookCreateTarget, handleHookCreate))
@@ -81,7 +82,8 @@ func init() {
 	handle(protocol.VerbQueueSummary, on(AccessRead, queueFilterTarget[protocol.QueueSummaryArgs], handleQueueSummary))
 	handle(protocol.VerbDraftCreate, on(AccessWrite, named(func(a *protocol.DraftArgs) string { return a.Mailbox }), handleDraftCreate))
 	handle(protocol.VerbDraftUpdate, on(AccessWrite, named(func(a *protocol.DraftUpdateArgs) string { return a.Mailbox }), handleDraftUpdate))
-	handle(protocol.VerbDraftSend, unpacedRoute(on(AccessWrite, named(func(a *protocol.DraftSendArgs) string { return a.Mailbox }), handleDraftSend)))
+	handle(protocol.VerbDraftSend, unpacedUnless(func(a *protocol.DraftSendArgs) bool { return a.DryRun },
+		on(AccessWrite, named(func(a *protocol.DraftSendArgs) string { return a.Mailbox }), handleDraftSend)))
 	handle(protocol.VerbDraftDelete, on(AccessWrite, named(func(a *protocol.DraftIDArgs) string { return a.Mailbox }), handleDraftDelete))
 
 	handle(protocol.VerbWatch, unpacedRoute(holding(namesUnheld, on(AccessRead, func(_ *Server, _ *call, a *protocol.WatchArgs) (target, error) {

@@ -49,16 +49,25 @@ type verbRoute struct {
 	run     func(ctx context.Context, s *Server, c *call, args any) (any, error)
 	// names is how the request holds the names of the mailboxes it acts on.
 	names nameUse
-	// unpaced: the request does not wait for a slot (turns.go): it may wait
-	// a long time for something else (a delivery attempt, a mailbox name
-	// held by others, new mail, the host checks' DNS lookups) and must not
-	// hold a slot meanwhile.
-	unpaced bool
+	// unpaced says of a request's arguments that it does not wait for a
+	// slot (turns.go): it may wait a long time for something else (a
+	// delivery attempt, a mailbox name held by others, new mail, the host
+	// checks' DNS lookups) and must not hold a slot meanwhile. nil: every
+	// request of the verb takes one.
+	unpaced func(args any) bool
 }
 
 // unpacedRoute marks r as one that takes no slot.
 func unpacedRoute(r verbRoute) verbRoute {
-	r.unpaced = true
+	r.unpaced = func(any) bool { return true }
+	return r
+}
+
+// unpacedUnless marks r as one that takes no slot unless paced says its
+// arguments, of type A, make a request that waits on nothing else (a dry
+// run of a send: all of its work and no wait for the queue).
+func unpacedUnless[A any](paced func(a *A) bool, r verbRoute) verbRoute {
+	r.unpaced = func(args any) bool { return !paced(args.(*A)) }
 	return r
 }
 
@@ -211,7 +220,7 @@ func (s *Server) serveRequest(ctx context.Context, caller Caller, req *protocol.
 				return nil, err
 			}
 			decision = decisionAllow
-			if !r.unpaced && s.paced(caller) {
+			if (r.unpaced == nil || !r.unpaced(args)) && s.paced(caller) {
 				if err := s.turns.acquire(rctx, caller.UID); err != nil {
 					return nil, err
 				}

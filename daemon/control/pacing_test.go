@@ -22,10 +22,14 @@ import (
 
 const listerEnv = "MAILCTL_TEST_LISTINGS"
 
+// senderEnv makes the lister send instead: "dry" dry runs, "real" sends,
+// from mailbox $MAILCTL_TEST_MAILBOX to itself.
+const senderEnv = "MAILCTL_TEST_SEND"
+
 // TestHelperLister is not a test of its own: run as another user, it makes
 // $MAILCTL_TEST_LISTINGS listings of mailbox $MAILCTL_TEST_MAILBOX at once
-// on one connection (or, without a mailbox, as many status requests) and
-// prints how many were answered.
+// on one connection (or, without a mailbox, as many status requests; with
+// $MAILCTL_TEST_SEND, as many sends) and prints how many were answered.
 func TestHelperLister(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv(listerEnv))
 	if n == 0 {
@@ -44,7 +48,10 @@ func TestHelperLister(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			var err error
-			if mailbox := os.Getenv("MAILCTL_TEST_MAILBOX"); mailbox != "" {
+			if mode, mailbox := os.Getenv(senderEnv), os.Getenv("MAILCTL_TEST_MAILBOX"); mode != "" {
+				err = c.Call(ctx, protocol.VerbSend, protocol.SendArgs{FromMailbox: mailbox, To: []string{mailbox + "@" + testdaemon.Domain},
+					Subject: "paced?", Body: "b", DryRun: mode == "dry"}, &protocol.SendResult{})
+			} else if mailbox != "" {
 				err = c.Call(ctx, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: mailbox}, &protocol.MessageList{})
 			} else {
 				err = c.Call(ctx, protocol.VerbStatus, nil, &protocol.Status{})
@@ -63,8 +70,17 @@ func TestHelperLister(t *testing.T) {
 // lister starts n listings of mailbox as u; its result is the line the
 // helper prints.
 func lister(t *testing.T, bin, socket string, u testusers.User, mailbox string, n int) <-chan string {
+	return helper(t, bin, socket, u, mailbox, n, "")
+}
+
+// sender is lister making sends (send: "dry" or "real") instead.
+func sender(t *testing.T, bin, socket string, u testusers.User, mailbox string, n int, send string) <-chan string {
+	return helper(t, bin, socket, u, mailbox, n, send)
+}
+
+func helper(t *testing.T, bin, socket string, u testusers.User, mailbox string, n int, send string) <-chan string {
 	cmd := testusers.As(exec.Command(bin, "-test.run", "^TestHelperLister$", "-test.v"), u.UID, u.GID)
-	cmd.Env = []string{listerEnv + "=" + strconv.Itoa(n), "MAILCTL_SOCKET=" + socket, "MAILCTL_TEST_MAILBOX=" + mailbox}
+	cmd.Env = []string{listerEnv + "=" + strconv.Itoa(n), "MAILCTL_SOCKET=" + socket, "MAILCTL_TEST_MAILBOX=" + mailbox, senderEnv + "=" + send}
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -147,5 +163,62 @@ func TestOneUserCannotRunEveryRequest(t *testing.T) {
 	close(release)
 	if got := <-hogDone; got != strconv.Itoa(n)+" <nil>" {
 		t.Fatalf("the hog's listings: %s", got)
+	}
+}
+
+// Regression: a dry-run send does all of a send's work (composing,
+// rendering, signing, the policy checks) and waits on no queue, yet took no
+// turn, so one user's flood of dry runs ran all at once and cost another
+// user's listings. A dry run waits its turn like a listing: of eight in
+// flight, two run. A real send, which waits on its first delivery attempt,
+// still takes none: it runs while the dry runs hold the uid's slots.
+func TestDryRunSendsTakeTurns(t *testing.T) {
+	testusers.RequireRoot(t)
+	hog := testusers.Create(t, "mcpd")
+	td := testdaemon.Start(t)
+	if err := td.EnsureMailbox("hog", hog.UID, hog.GID); err != nil {
+		t.Fatal(err)
+	}
+	var running, waiting atomic.Int32
+	release := make(chan struct{})
+	keep := control.SwapGated(func(v string) {
+		if v == protocol.VerbSend {
+			running.Add(1)
+			<-release
+		}
+	})
+	defer func() { control.SwapGated(keep) }()
+	keepWait := control.SwapTurnWait(func(uid uint32) {
+		if uid == hog.UID {
+			waiting.Add(1)
+		}
+	})
+	defer func() { control.SwapTurnWait(keepWait) }()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	bin := testusers.Executable(t)
+	const n = 8
+	dryDone := sender(t, bin, td.Socket, hog, "hog", n, "dry")
+	testwait.For(t, "every dry run of the hog runs or waits", func() bool { return running.Load()+waiting.Load() == n })
+	if got := running.Load(); got != 2 {
+		t.Fatalf("the hog runs %d dry-run sends at once, want 2 (the rest waiting their turn)", got)
+	}
+	realDone := sender(t, bin, td.Socket, hog, "hog", 1, "real")
+	testwait.For(t, "the hog's real send runs beside its dry runs", func() bool { return running.Load() == 3 })
+	if got := waiting.Load(); got != n-2 {
+		t.Fatalf("%d of the hog's requests waited for a turn, want %d (the real send takes none)", got, n-2)
+	}
+	close(release)
+	if got := <-dryDone; got != strconv.Itoa(n)+" <nil>" {
+		t.Fatalf("the hog's dry runs: %s", got)
+	}
+	if got := <-realDone; got != "1 <nil>" {
+		t.Fatalf("the hog's real send: %s", got)
 	}
 }
