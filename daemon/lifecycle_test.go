@@ -167,6 +167,24 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	// Every result and reason is a series before its first event (rate()
+	// and alerts need one).
+	for _, r := range receivedResults {
+		want := fmt.Sprintf(`mailctl_messages_received_total{result=%q} `, r)
+		if r == "stored" {
+			want += "1"
+		} else {
+			want += "0"
+		}
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for _, r := range rejectedReasons {
+		if want := fmt.Sprintf(`mailctl_recipients_rejected_total{reason=%q} 0`, r); !strings.Contains(string(body), want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 	for _, want := range []string{
 		`mailctl_socket_requests_total{code="ok",verb="mailbox.list"} 1`,
 		`mailctl_socket_requests_total{code="not_found",verb="mailbox.show"} 1`,

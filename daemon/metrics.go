@@ -14,11 +14,20 @@ import (
 
 // metrics are the daemon's Prometheus counters. They live in a registry of
 // the daemon's own so that several daemons in one process (tests) never clash.
+// receivedResults are mailctl_messages_received_total's results: a copy
+// stored, or stored as junk; a message refused by a DMARC policy
+// (rejected) or for its header; a copy already stored (duplicate); a copy
+// that could not be stored (failed).
+var receivedResults = []string{"stored", "junk", "rejected", "header_too_large", "duplicate", "failed"}
+
+// rejectedReasons are mailctl_recipients_rejected_total's reasons.
+var rejectedReasons = []string{"relay", "unknown_user", "bad_address", "unserved"}
+
 type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec // verb, code
-	received  *prometheus.CounterVec // result: stored, junk, rejected (DMARC), header_too_large, duplicate, failed
-	rejected  *prometheus.CounterVec // reason: relay, unknown_user, bad_address
+	received  *prometheus.CounterVec // result: receivedResults
+	rejected  *prometheus.CounterVec // reason: rejectedReasons
 	delivered *prometheus.CounterVec // status of each recipient update
 	hookRuns  *prometheus.CounterVec // event
 	ops       *opsMetrics            // metrics_ops.go

@@ -210,13 +210,13 @@ func (m *metrics) registerOps(d *Daemon) {
 			m.ops.hookFailures.WithLabelValues(ev, r)
 		}
 	}
-	for _, r := range []string{"stored", "duplicate", "failed", "header_too_large"} {
+	for _, r := range receivedResults {
 		m.received.WithLabelValues(r)
 	}
 	for _, st := range []string{queue.StatusPending, queue.StatusDeferred, queue.StatusDelivered, queue.StatusFailed, queue.StatusBounced, queue.StatusHeld} {
 		m.delivered.WithLabelValues(st)
 	}
-	for _, r := range []string{"relay", "unknown_user", "bad_address", "unserved"} {
+	for _, r := range rejectedReasons {
 		m.rejected.WithLabelValues(r)
 	}
 }
