@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/text"
+
 	"github.com/mailctl/mailctl/internal/pycheck"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
@@ -571,4 +574,52 @@ func TestReplySubjectPassesTheHeaderCheck(t *testing.T) {
 	if err := checkHeaderValue("subject", c.Subject); err != nil {
 		t.Errorf("reply subject %q: %v", c.Subject, err)
 	}
+}
+
+// FuzzLinkWork: the block-only read that renderable trusts never counts
+// less than the renderer's own parse would: every line the renderer reads
+// for links is in a block linkWork counts, as large. (A table is counted
+// whole as the paragraph it is written as; a link definition the renderer
+// takes out of its paragraph is counted with it.)
+func FuzzLinkWork(f *testing.F) {
+	for _, s := range []string{
+		"a [b](c)\n",
+		"```\n[[[\n```\n[x\n",
+		"<pre>\n```\n</pre>\n[[[\n",
+		"- x\n\n  ```\n[a](\n",
+		"> ```\n[[\n",
+		"``` a`b\n[[\n",
+		"| a | [b |\n| - | - |\n| [c | d |\n",
+		"[x]: /u\n[y\n",
+		"    [code\n  [text\n",
+		"<div>\n[a\n\n[b\n",
+		"1. ~~~\n   [a\n[b\n",
+		"\t```\n[a\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, md string) {
+		if len(md) > 4096 || !renderable(md) {
+			return // bounded, and nesting the line pass refuses before linkWork
+		}
+		src := []byte(md)
+		want := 0
+		ast.Walk(markdown.Parser().Parse(text.NewReader(src)), func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+			if !entering || n.Type() != ast.TypeBlock || n.IsRaw() {
+				return ast.WalkContinue, nil
+			}
+			lines := n.Lines()
+			size, openers := 0, 0
+			for i := range lines.Len() {
+				seg := lines.At(i)
+				size += seg.Len()
+				openers += bytes.Count(seg.Value(src), []byte("["))
+			}
+			want += size * openers
+			return ast.WalkContinue, nil
+		})
+		if got := linkWork(md); got < want {
+			t.Fatalf("linkWork %d, the renderer's blocks %d: %q", got, want, md)
+		}
+	})
 }
