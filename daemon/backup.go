@@ -28,14 +28,19 @@ func (b backend) BackupSnapshot(ctx context.Context) (protocol.BackupSnapshot, e
 //
 //  1. the registry's files (each replaced whole, by rename, when it
 //     changes), so that every mailbox created before the cut is named;
-//  2. the queue journal up to its last whole record: every item queued
-//     before the cut, with its message and its sent copy's data;
-//  3. each mailbox's committed messages, linked with its folders locked.
+//  2. the idempotency records (each replaced whole), then the queue
+//     journal up to its last whole record: every item queued before the
+//     cut, with its message and its sent copy's data;
+//  3. each mailbox's committed messages, linked with its folders locked;
+//  4. the sends the rate limiter counts, from its memory.
 //
-// The journal comes before the mailboxes: an item gone from the journal
-// had its sent copy written durably before it went, so the copy is in the
-// mailbox's snapshot; an item still in the journal writes its sent copy
-// again when the restored daemon starts. Nothing derived (the index, the
+// A send records its idempotency key after its item is queued, so every
+// record taken is of an item the journal taken after it holds, or one gone
+// from it. The journal comes before the mailboxes: an item gone from the
+// journal had its sent copy written durably before it went, so the copy is
+// in the mailbox's snapshot; an item still in the journal writes its sent
+// copy again when the restored daemon starts. A retry after a restore thus
+// finds the message its key made. Nothing derived (the index, the
 // deliveries database, caches, logs) is taken.
 func (d *Daemon) backupSnapshot(ctx context.Context) (protocol.BackupSnapshot, error) {
 	cfg := d.cfg()
@@ -76,6 +81,9 @@ func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage str
 		if err := os.MkdirAll(filepath.Join(stage, "queue"), 0o700); err != nil {
 			return err
 		}
+		if err := copyRootFiles(filepath.Join(cfg.Paths.QueueDir(), queue.IdempotencyDir), filepath.Join(stage, "queue", queue.IdempotencyDir), ".json"); err != nil {
+			return fmt.Errorf("idempotency records: %w", err)
+		}
 		f, err := os.OpenFile(filepath.Join(stage, "queue", queue.JournalName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
@@ -113,7 +121,28 @@ func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage str
 		out.Mailboxes = append(out.Mailboxes, protocol.BackupMailbox{Name: name, UID: snap.UID, GID: snap.GID,
 			Messages: snap.Messages, Files: snap.Files, Bytes: snap.Bytes, Skipped: snap.Skipped, Warnings: snap.Warnings})
 	}
+	if d.out != nil {
+		// Last: every send before the cut counts, and one between the
+		// cut and here counts too, which errs on the side of the limit.
+		if err := writeRootFile(filepath.Join(stage, rateLimitLogName), d.out.limiter.WriteLog); err != nil {
+			return fmt.Errorf("send log: %w", err)
+		}
+	}
 	return nil
+}
+
+// writeRootFile creates path (0600, not there before) with what write
+// writes.
+func writeRootFile(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // maxStateFile bounds a registry file or key the snapshot copies.

@@ -328,7 +328,10 @@ func (d *Daemon) mailboxOwner(name, id string) (uint32, bool) {
 }
 
 // rateLimitLog is the send rate limiter's file.
-func rateLimitLog(p config.Paths) string { return filepath.Join(p.StateDir, "ratelimit.log") }
+func rateLimitLog(p config.Paths) string { return filepath.Join(p.StateDir, rateLimitLogName) }
+
+// rateLimitLogName is the send rate limiter's file in the state directory.
+const rateLimitLogName = "ratelimit.log"
 
 // currentID is the identity of the mailbox named name now, "" when none.
 func (d *Daemon) currentID(name string) string {

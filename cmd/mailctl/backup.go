@@ -40,7 +40,9 @@ func loadHostConfig(flagValue string) (*config.Config, error) {
 func cmdBackup(args []string) int {
 	fs := newFlagSet("backup", "backup --output FILE|- [--gzip] [--config PATH] [--socket PATH]", `Writes an archive (tar; with --gzip, or a FILE ending in .gz or .tgz,
 compressed) of everything needed to rebuild this host's mail: every mailbox's
-messages, the outbound queue, the registry (mailboxes and hooks made over the
+messages, the outbound queue and its idempotency keys (a retry after the
+restore answers with the message its key made), the sends the rate limits
+count (the last day's), the registry (mailboxes and hooks made over the
 socket), the bounce key, the DKIM keys and the config. Mail keeps flowing
 meanwhile: the daemon links a snapshot together in a moment (each mailbox's
 folders locked while their files are linked), so every message acknowledged
@@ -213,6 +215,16 @@ index is rebuilt when the daemon starts. Root only.`)
 		inert(m.Host), m.CutAt.Format(time.RFC3339), cfg.Paths.StateDir, len(res.Mailboxes), res.Files, res.Bytes, res.Journal, m.QueueItems)
 	for _, mb := range res.Mailboxes {
 		fmt.Fprintf(stdout, "  %s: owner %s (uid %d there) -> %s (uid %d here), %d file(s)\n", mb.Name, inert(mb.From), mb.OldUID, inert(mb.To), mb.NewUID, mb.Files)
+	}
+	if res.IdemRecords > 0 {
+		fmt.Fprintf(stdout, "idempotency keys: %d, each answering a retry with the message it made\n", res.IdemRecords)
+	}
+	if res.RateLog {
+		fmt.Fprintf(stdout, "send rate limits: %d send(s) of the last day counted again", res.RateSends)
+		if res.RateUnowned > 0 {
+			fmt.Fprintf(stdout, " (%d of owners that are no users here left out)", res.RateUnowned)
+		}
+		fmt.Fprintln(stdout)
 	}
 	for _, k := range res.Keys {
 		fmt.Fprintf(stdout, "DKIM key written: %s\n", k)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
 )
 
 // writeFiles writes each path (relative to dir) with its content.
@@ -55,6 +57,7 @@ func TestForceRestoreKeepsWhatItReplaces(t *testing.T) {
 	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
 	lookup := func(string) (uint32, uint32, error) { return uid, gid, nil }
 	root := t.TempDir()
+	idemName := queue.IdempotencyFile("agent", "", "k")
 	state, dkim, cfg := filepath.Join(root, "state"), filepath.Join(root, "dkim"), filepath.Join(root, "config.toml")
 	old := map[string]string{
 		"mailboxes/old/inbox/2026-01-01-000000-o.md":  "old message",
@@ -64,7 +67,9 @@ func TestForceRestoreKeepsWhatItReplaces(t *testing.T) {
 		"bounce.key":                                  "old bounce key",
 		// Copies the old daemon accepted and had not yet synced: the
 		// journal goes with the mailboxes they were for.
-		"inbound/journal.1": "mailctl inbound journal 1\nold accepted copy",
+		"inbound/journal.1":             "mailctl inbound journal 1\nold accepted copy",
+		"queue/idempotency/" + idemName: "old idempotency record",
+		"ratelimit.log":                 "mailctl ratelimit log 2\n1 0 \"old\"\n",
 	}
 	writeFiles(t, state, old)
 	writeFiles(t, dkim, map[string]string{"ed202601.key": "old dkim key", "rsa202601.key": "kept dkim key"})
@@ -74,6 +79,8 @@ func TestForceRestoreKeepsWhatItReplaces(t *testing.T) {
 		entry{name: prefix + "dkim/ed202601.key", data: "archive dkim key"},
 		entry{name: prefix + "dkim/rsa202601.key", data: "kept dkim key"},
 		entry{name: prefix + nameBounceKey, data: "archive bounce key"},
+		entry{name: prefix + dirIdem + idemName, data: `{"sent_id":"archive-sent"}`},
+		entry{name: prefix + nameRateLog, data: "mailctl ratelimit log 2\n"},
 		entry{name: prefix + dirMailboxes + "agent/inbox/2026-02-01-000000-a.md", data: "archive message"})
 	opts := RestoreOptions{StateDir: state, DKIMDir: dkim, ConfigFile: cfg, LookupUser: lookup,
 		Now: func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }}
@@ -129,12 +136,14 @@ func TestForceRestoreKeepsWhatItReplaces(t *testing.T) {
 		}
 	}
 	for data, want := range map[string]string{
-		"archive message":    filepath.Join(state, "mailboxes/agent/inbox/2026-02-01-000000-a.md"),
-		"archive bounce key": filepath.Join(state, "bounce.key"),
-		"archive dkim key":   filepath.Join(dkim, "ed202601.key"),
-		"kept dkim key":      filepath.Join(dkim, "rsa202601.key"),
-		"old config":         cfg,
-		"archive config":     cfg + ".restored",
+		"archive message":            filepath.Join(state, "mailboxes/agent/inbox/2026-02-01-000000-a.md"),
+		"archive bounce key":         filepath.Join(state, "bounce.key"),
+		`{"sent_id":"archive-sent"}`: filepath.Join(state, "queue/idempotency", idemName),
+		"mailctl ratelimit log 2\n":  filepath.Join(state, "ratelimit.log"),
+		"archive dkim key":           filepath.Join(dkim, "ed202601.key"),
+		"kept dkim key":              filepath.Join(dkim, "rsa202601.key"),
+		"old config":                 cfg,
+		"archive config":             cfg + ".restored",
 	} {
 		if got[data] != want {
 			t.Errorf("%q is at %q, want %s", data, got[data], want)

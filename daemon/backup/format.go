@@ -1,7 +1,7 @@
 // Package backup reads and writes mailctl's backup archives: a tar file
 // (gzip-compressed or not) holding a manifest, the config, the DKIM keys,
-// the registry, the queue journal, the bounce key and every mailbox's
-// messages, and restores one on another host, mapping mailbox owners by
+// the registry, the queue journal and its idempotency records, the send
+// rate limiter's log, the bounce key and every mailbox's messages, and restores one on another host, mapping mailbox owners by
 // user name. An archive is input like any other: every entry is checked
 // (names, types, sizes) before anything of it is written.
 package backup
@@ -18,10 +18,12 @@ import (
 
 // Format and Version name the archive layout the manifest declares. A
 // reader refuses a newer version, naming both. Version 2 added the
-// manifest's formats.
+// manifest's formats; version 3 the idempotency records and the send log
+// (an archive of an earlier version has neither, and restores without
+// them).
 const (
 	Format  = "mailctl-backup"
-	Version = 2
+	Version = 3
 )
 
 // prefix starts every entry name, so that unpacking an archive by hand
@@ -34,6 +36,8 @@ const (
 	nameConfig    = "config.toml"
 	nameBounceKey = "state/bounce.key"
 	nameJournal   = "state/queue/journal"
+	nameRateLog   = "state/ratelimit.log"
+	dirIdem       = "state/queue/idempotency/"
 	dirDKIM       = "dkim/"
 	dirRegMboxes  = "state/registry/mailboxes/"
 	dirRegHooks   = "state/registry/hooks/"
@@ -49,7 +53,9 @@ const (
 	MaxKeys       = 64
 	MaxRegistry   = 1 << 20
 	MaxJournal    = 64 << 30
-	MaxFile       = 1 << 30 // one message, raw copy or attachment
+	MaxIdemRecord = 64 << 10  // one idempotency record
+	MaxRateLog    = 256 << 20 // the send log: a day of sends
+	MaxFile       = 1 << 30   // one message, raw copy or attachment
 	MaxEntries    = 10_000_000
 	MaxNameLen    = 1024 // a whole entry name
 	maxComponent  = 255
@@ -69,8 +75,8 @@ type Manifest struct {
 	// Mailboxes are every mailbox in the archive with its owner's user
 	// name, by which a restore finds the owner on the new host.
 	Mailboxes []MailboxOwner `json:"mailboxes"`
-	// Users names every uid the registry's files mention (owners,
-	// creators), so that a restore can renumber them.
+	// Users names every uid the registry's files and the send log mention
+	// (owners, creators, senders), so that a restore can renumber them.
 	Users      map[string]string `json:"users"`
 	QueueItems int               `json:"queue_items"`
 	QueueBytes int64             `json:"queue_bytes"`
@@ -121,6 +127,8 @@ const (
 	KindRegistryHook
 	KindJournal
 	KindMailboxFile
+	KindIdempotency
+	KindRateLog
 )
 
 // Entry is one checked archive entry.
@@ -128,7 +136,7 @@ type Entry struct {
 	Kind Kind
 	Name string // the whole entry name
 	Size int64
-	// For KindDKIM and the registry kinds: the file's name. For
+	// For KindDKIM, KindIdempotency and the registry kinds: the file's name. For
 	// KindMailboxFile: the mailbox, and the path below it (folder, then
 	// the file or an attachment folder and its file).
 	File    string
@@ -161,6 +169,13 @@ func classify(name string, size int64) (*Entry, error) {
 		e.Kind, limit = KindBounceKey, MaxKey
 	case rest == nameJournal:
 		e.Kind, limit = KindJournal, MaxJournal
+	case rest == nameRateLog:
+		e.Kind, limit = KindRateLog, MaxRateLog
+	case strings.HasPrefix(rest, dirIdem):
+		e.Kind, limit, e.File = KindIdempotency, MaxIdemRecord, strings.TrimPrefix(rest, dirIdem)
+		if !idemFileName(e.File) {
+			return nil, fmt.Errorf("entry %q: not an idempotency record's name", name)
+		}
 	case strings.HasPrefix(rest, dirDKIM):
 		e.Kind, limit, e.File = KindDKIM, MaxKey, strings.TrimPrefix(rest, dirDKIM)
 		if err := fileName(e.File); err != nil {
@@ -203,6 +218,16 @@ func classify(name string, size int64) (*Entry, error) {
 		return nil, fmt.Errorf("entry %q is %d bytes, the maximum for it is %d", name, size, limit)
 	}
 	return e, nil
+}
+
+// idemFileName accepts the names queue.IdempotencyFile makes: 64 lower-case
+// hex digits and ".json".
+func idemFileName(n string) bool {
+	hex, ok := strings.CutSuffix(n, ".json")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	return strings.Trim(hex, "0123456789abcdef") == ""
 }
 
 // fileName accepts one path component that is not hidden, not a temporary

@@ -62,6 +62,16 @@ type RestoreResult struct {
 	Files     int
 	Bytes     int64
 	Journal   int64
+	// IdemRecords counts the idempotency records restored: a retry with
+	// one of their keys answers with the message it made.
+	IdemRecords int
+	// RateLog is whether the archive held the send log (one made by a
+	// release before backups held it does not, and the send log this
+	// host has, if any, is kept); RateSends counts the sends of it still
+	// in the limits' longest window, restored, and RateUnowned those of
+	// owners that are not users here, left out.
+	RateLog                bool
+	RateSends, RateUnowned int
 	// ConfigTo is where the archive's config went; MovedAside the
 	// directory that now holds what the state directory held before.
 	ConfigTo   string
@@ -97,9 +107,9 @@ type owner struct {
 // Restore reads the archive from r and puts it in place. Nothing of the
 // live state changes until the whole archive has been read and checked:
 // entries are written to a directory beside the state, which replaces the
-// state's parts (mailboxes, registry, queue, bounce key) at the end. The
-// index is not in an archive: the daemon rebuilds it at its start. The
-// daemon must not be running (the caller holds its lock).
+// state's parts (mailboxes, registry, queue, send log, bounce key) at the
+// end. The index is not in an archive: the daemon rebuilds it at its
+// start. The daemon must not be running (the caller holds its lock).
 func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -180,6 +190,9 @@ func archiveFormats(m *Manifest) ([]formats.Stamp, error) {
 	}
 	return out, nil
 }
+
+// rateLogName is the send log's file in the state directory.
+const rateLogName = "ratelimit.log"
 
 // stagingPrefix starts the name of a restore's staging directory, in the
 // state directory beside what it replaces.
@@ -389,6 +402,33 @@ func (rs *restorer) entry(e *Entry, body io.Reader) error {
 			return fmt.Errorf("entry %q: %w", e.Name, err)
 		}
 		return nil
+	case KindIdempotency:
+		var b []byte
+		if err := readAll(&b, body, MaxIdemRecord); err != nil {
+			return err
+		}
+		file, out, err := rs.renumberIdem(e.File, b)
+		if err != nil {
+			return fmt.Errorf("entry %q: %w", e.Name, err)
+		}
+		rs.res.IdemRecords++
+		return rs.write(filepath.Join("queue", queue.IdempotencyDir, file), out, -1, -1)
+	case KindRateLog:
+		pr, pw := io.Pipe()
+		done := make(chan [2]int, 1)
+		go func() {
+			kept, unowned, err := rewriteRateLog(body, pw, rs.o.Now().Add(-rateLogWindow), rs.senderUID)
+			pw.CloseWithError(err)
+			done <- [2]int{kept, unowned}
+		}()
+		_, err := rs.copy(rateLogName, pr, -1, -1)
+		pr.CloseWithError(io.ErrClosedPipe)
+		n := <-done
+		if err != nil {
+			return fmt.Errorf("entry %q: %w", e.Name, err)
+		}
+		rs.res.RateLog, rs.res.RateSends, rs.res.RateUnowned = true, n[0], n[1]
+		return nil
 	case KindMailboxFile:
 		ow := rs.owners[e.Mailbox]
 		n, err := rs.copy(filepath.Join(append([]string{"mailboxes", e.Mailbox}, e.Path...)...), body, int(ow.uid), int(ow.gid))
@@ -517,6 +557,61 @@ func (rs *restorer) renumberItem(state []byte) ([]byte, error) {
 	}
 	doc["mailbox_id"], _ = json.Marshal(registry.ConfigMailboxID(mailbox, ow.uid))
 	return json.Marshal(doc)
+}
+
+// renumberIdem files an idempotency record under the identity its mailbox
+// has here: an operator-declared mailbox's includes its owner's uid, so a
+// record of one whose owner has another uid here moves to the name the
+// key has with the new identity. A record of an older release, which does
+// not say its key, keeps its name: it still answers while the identity is
+// the same.
+func (rs *restorer) renumberIdem(file string, data []byte) (string, []byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return "", nil, fmt.Errorf("not an idempotency record: %w", err)
+	}
+	var sentID, mailbox, id, key string
+	json.Unmarshal(doc["sent_id"], &sentID)
+	json.Unmarshal(doc["mailbox"], &mailbox)
+	json.Unmarshal(doc["mailbox_id"], &id)
+	json.Unmarshal(doc["key"], &key)
+	if sentID == "" {
+		return "", nil, errors.New("not an idempotency record: no sent_id")
+	}
+	ow, ok := rs.owners[mailbox]
+	if !ok || key == "" || id == "" || id != registry.ConfigMailboxID(mailbox, ow.oldUID) || ow.oldUID == ow.uid {
+		return file, data, nil
+	}
+	id = registry.ConfigMailboxID(mailbox, ow.uid)
+	doc["mailbox_id"], _ = json.Marshal(id)
+	out, err := json.Marshal(doc)
+	return queue.IdempotencyFile(mailbox, id, key), out, err
+}
+
+// senderUID renumbers the owner of a send the send log counted: the
+// mailbox's owner here when the send was its owner's, else the user of
+// the same name (Manifest.Users). A send of an owner that is no user here
+// is not counted for anyone.
+func (rs *restorer) senderUID(mailbox string, old uint32) (uint32, bool) {
+	if ow, ok := rs.owners[mailbox]; ok && ow.oldUID == old {
+		return ow.uid, true
+	}
+	// Another mailbox of the same owner: every mailbox of one owner there
+	// has one owner here (--map-owner maps owners, not mailboxes).
+	for _, ow := range rs.owners {
+		if ow.oldUID == old {
+			return ow.uid, true
+		}
+	}
+	name := rs.res.Manifest.Users[strconv.FormatUint(uint64(old), 10)]
+	if mapped, ok := rs.o.MapOwner[name]; ok {
+		name = mapped
+	}
+	if name == "" {
+		return 0, false
+	}
+	uid, _, err := rs.o.LookupUser(name)
+	return uid, err == nil
 }
 
 // mapUID renumbers a uid the archive's registry names by its user name;

@@ -145,12 +145,18 @@ func (rs *restorer) finish() (err error) {
 	// The inbound journal goes with the mailboxes its copies were for: left
 	// in place, the restored daemon would find their mailboxes gone (the
 	// restored ones are others) and drop what it holds of them.
-	for _, part := range []string{"mailboxes", "registry", "queue", "inbound", "index", "bounce.key"} {
+	// The send log goes with the sends it counts when the archive holds
+	// its own; one made before backups held it keeps this host's.
+	parts := []string{"mailboxes", "registry", "queue"}
+	if rs.res.RateLog {
+		parts = append(parts, rateLogName)
+	}
+	for _, part := range append(slices.Clone(parts), "inbound", "index", "bounce.key") {
 		if err := moveAside(filepath.Join(o.StateDir, part)); err != nil {
 			return err
 		}
 	}
-	for _, part := range []string{"mailboxes", "registry", "queue"} {
+	for _, part := range parts {
 		if err := os.Rename(filepath.Join(rs.stage, part), filepath.Join(o.StateDir, part)); err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -53,8 +54,8 @@ type Stats struct {
 }
 
 // Write writes the archive of src to w: the manifest, the config, the
-// DKIM keys, the registry, the bounce key, the queue journal, then every
-// mailbox's files.
+// DKIM keys, the registry, the bounce key, the queue journal and its
+// idempotency records, the send log, then every mailbox's files.
 func Write(w io.Writer, src Source) (*Stats, error) {
 	tw := tar.NewWriter(w)
 	st := &Stats{}
@@ -84,7 +85,13 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 		}
 		m.Formats[kind] = FormatStamp{Version: st.Version, WrittenBy: st.WrittenBy}
 	}
-	for _, uid := range registryUIDs(filepath.Join(snap.Dir, "registry", "mailboxes")) {
+	uids := registryUIDs(filepath.Join(snap.Dir, "registry", "mailboxes"))
+	rateLog := filepath.Join(snap.Dir, "ratelimit.log")
+	logUIDs, err := rateLogUIDs(rateLog)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("the snapshot's send log: %w", err)
+	}
+	for _, uid := range append(uids, logUIDs...) {
 		if n := name(uid); n != "" {
 			m.Users[strconv.FormatUint(uint64(uid), 10)] = n
 		}
@@ -116,6 +123,18 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 		return nil, err
 	}
 	if err := st.writeFile(tw, nameJournal, filepath.Join(snap.Dir, "queue", "journal"), MaxJournal); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	if err := st.writeDir(tw, dirIdem, filepath.Join(snap.Dir, "queue", queue.IdempotencyDir), MaxIdemRecord); err != nil {
+		return nil, err
+	}
+	err = st.writeFile(tw, nameRateLog, rateLog, MaxRateLog)
+	if tl, ok := errors.AsType[*tooLargeError](err); ok {
+		// Counts that help against a flood must not cost the mail its
+		// backup: the restored limits start from what the host sends.
+		st.Skipped++
+		st.Warnings = append(st.Warnings, tl.Error()+": left out, the restored send limits start empty")
+	} else if err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
 	for _, mb := range snap.Mailboxes {
@@ -179,7 +198,7 @@ func (st *Stats) writeFile(tw *tar.Writer, name, path string, max int64) error {
 }
 
 // writeDir writes the regular files directly in dir (sorted; hidden and
-// temporary ones left out).
+// temporary ones, and names not of their kind, left out).
 func (st *Stats) writeDir(tw *tar.Writer, name, dir string, max int64) error {
 	ents, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -191,6 +210,9 @@ func (st *Stats) writeDir(tw *tar.Writer, name, dir string, max int64) error {
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() || fileName(e.Name()) != nil {
 			continue
+		}
+		if _, err := classify(prefix+name+e.Name(), 0); err != nil {
+			continue // a name a restore refuses: none the daemon writes
 		}
 		if err := st.writeFile(tw, name+e.Name(), filepath.Join(dir, e.Name()), max); err != nil {
 			return err

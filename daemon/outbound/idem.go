@@ -2,8 +2,6 @@ package outbound
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,27 +10,29 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
 
-// idemRecord remembers which message an idempotency key produced.
+// idemRecord remembers which message an idempotency key produced. Mailbox,
+// MailboxID and Key say whose key it is (a record of an older release has
+// none), so that a restore that gives a mailbox another identity (an
+// operator-declared mailbox's includes its owner's uid) can file the record
+// under it.
 type idemRecord struct {
 	SentID    string    `json:"sent_id"`
 	MessageID string    `json:"message_id"`
 	Created   time.Time `json:"created"`
+	Mailbox   string    `json:"mailbox,omitempty"`
+	MailboxID string    `json:"mailbox_id,omitempty"`
+	Key       string    `json:"key,omitempty"`
 }
 
-// idemPath is where the record of req's idempotency key is kept. The key
-// is scoped to the mailbox's identity, so that a mailbox created later
-// under the same name never answers with an earlier owner's message.
+// idemPath is where the record of req's idempotency key is kept, scoped to
+// the mailbox's identity (queue.IdempotencyFile).
 func (s *Service) idemPath(req SendRequest) string {
-	owner := req.Mailbox
-	if req.MailboxID != "" {
-		owner = "id:" + req.MailboxID
-	}
-	sum := sha256.Sum256([]byte(owner + "\x00" + req.Args.IdempotencyKey))
-	return filepath.Join(s.Queue.Dir(), "idempotency", hex.EncodeToString(sum[:])+".json")
+	return filepath.Join(s.Queue.Dir(), queue.IdempotencyDir, queue.IdempotencyFile(req.Mailbox, req.MailboxID, req.Args.IdempotencyKey))
 }
 
 // claim serializes sends with the same key: a concurrent retry waits for the

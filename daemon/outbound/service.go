@@ -284,7 +284,8 @@ func (s *Service) rememberKey(req SendRequest, sentID, messageID string, now tim
 	if req.Args.IdempotencyKey == "" {
 		return
 	}
-	if err := s.remember(req, idemRecord{SentID: sentID, MessageID: messageID, Created: now}); err != nil {
+	if err := s.remember(req, idemRecord{SentID: sentID, MessageID: messageID, Created: now,
+		Mailbox: req.Mailbox, MailboxID: req.MailboxID, Key: req.Args.IdempotencyKey}); err != nil {
 		s.log().Error("cannot record idempotency key", "mailbox", req.Mailbox, "id", sentID, "err", err)
 	}
 }

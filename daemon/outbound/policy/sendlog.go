@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -166,16 +167,8 @@ func sendLine(s sender, t time.Time) string {
 // rewrite replaces the file with the sends in sent and reopens it for
 // appending. Call with the limiter's lock held.
 func (l *sendLog) rewrite(sent map[sender][]time.Time) error {
-	var b strings.Builder
-	b.WriteString(logMagic)
-	n := 0
-	for _, m := range slices.SortedFunc(maps.Keys(sent), sender.compare) {
-		for _, t := range sent[m] {
-			b.WriteString(sendLine(m, t))
-			n++
-		}
-	}
-	if err := safeio.WriteFile(l.path, []byte(b.String())); err != nil {
+	text, n := logText(sent)
+	if err := safeio.WriteFile(l.path, []byte(text)); err != nil {
 		return fmt.Errorf("writing the send log: %w", err)
 	}
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0o600)
@@ -187,6 +180,37 @@ func (l *sendLog) rewrite(sent map[sender][]time.Time) error {
 	}
 	l.f, l.lines = f, n
 	return nil
+}
+
+// logText is the send log holding the sends in sent, and how many it holds.
+func logText(sent map[sender][]time.Time) (string, int) {
+	var b strings.Builder
+	b.WriteString(logMagic)
+	n := 0
+	for _, m := range slices.SortedFunc(maps.Keys(sent), sender.compare) {
+		for _, t := range sent[m] {
+			b.WriteString(sendLine(m, t))
+			n++
+		}
+	}
+	return b.String(), n
+}
+
+// WriteLog writes the sends the limiter counts, as its file holds them
+// (first line included), to w: one version of the log, taken under the
+// limiter's lock, for a backup. Sends older than the longest window are
+// left out.
+func (r *RateLimiter) WriteLog(w io.Writer) error {
+	r.mu.Lock()
+	cutoff := r.clock().Add(-24 * time.Hour)
+	live := make(map[sender][]time.Time, len(r.sent))
+	for k, ts := range r.sent {
+		live[k] = since(ts, cutoff) // none left: no line
+	}
+	text, _ := logText(live)
+	r.mu.Unlock()
+	_, err := io.WriteString(w, text)
+	return err
 }
 
 // record appends n sends of s at t; sent is the limiter's state after

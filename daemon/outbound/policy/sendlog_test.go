@@ -471,3 +471,46 @@ func TestRateLimitAfterTheClockSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteLogIsTheLastDaysSends: what a backup takes of the limiter is
+// the send log as the limiter would write it, holding the sends still in
+// the day's window and none older, so that a limiter opened on it counts
+// what this one counts.
+func TestWriteLogIsTheLastDaysSends(t *testing.T) {
+	clk := testclock.New()
+	r, err := OpenRateLimiter(filepath.Join(t.TempDir(), "ratelimit.log"), clk.Now, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := config.SendPolicy{PerDay: 10}
+	r.Allow("bot", 5, p, 1) // 25 hours old when the log is taken
+	clk.Advance(23 * time.Hour)
+	r.Allow("bot", 5, p, 2)
+	r.Allow("other", 6, p, 1)
+	clk.Advance(2 * time.Hour)
+	var buf bytes.Buffer
+	if err := r.WriteLog(&buf); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if lines[0]+"\n" != logMagic || len(lines) != 4 {
+		t.Fatalf("the log taken:\n%s\nwant its first line and the three sends of the last day", buf.String())
+	}
+	path := filepath.Join(t.TempDir(), "ratelimit.log")
+	os.WriteFile(path, buf.Bytes(), 0o600)
+	r2, err := OpenRateLimiter(path, clk.Now, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	for _, c := range []struct {
+		mailbox string
+		uid     uint32
+		want    int
+	}{{"bot", 5, 2}, {"other", 6, 1}} {
+		if got := r2.Usage(c.mailbox, c.uid, p)[0].Used; got != c.want {
+			t.Errorf("%s (uid %d) in a limiter opened on the log taken: %d sends, want %d", c.mailbox, c.uid, got, c.want)
+		}
+	}
+}

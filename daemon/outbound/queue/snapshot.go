@@ -11,7 +11,8 @@ import (
 )
 
 // JournalName is the queue journal's file name in the queue directory: what
-// a backup copies (the rest of the directory is damaged items set aside).
+// a backup copies, with the idempotency records (IdempotencyDir); the rest
+// of the directory is damaged items set aside.
 const JournalName = journalName
 
 // SnapshotJournal writes the journal as it stands now to w: every record

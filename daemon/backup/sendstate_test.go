@@ -1,0 +1,213 @@
+package backup
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/daemon/outbound/policy"
+	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/registry"
+	"github.com/mailctl/mailctl/internal/formats"
+)
+
+// sendStateManifest is an archive's manifest with mailbox agent of
+// "someone" (uid 1234 there) and uid 555 named "other" by the send log.
+func sendStateManifest(version int) entry {
+	m := Manifest{Format: Format, Version: version, Users: map[string]string{"555": "other"},
+		Mailboxes: []MailboxOwner{{Name: "agent", Owner: "someone", UID: 1234, GID: 1234}}}
+	b, _ := json.Marshal(m)
+	return entry{name: prefix + nameManifest, data: string(b)}
+}
+
+// sendStateUsers: someone is uid 2000 here, other 777; nobody else is a user.
+func sendStateUsers(name string) (uint32, uint32, error) {
+	switch name {
+	case "someone":
+		return 2000, 2000, nil
+	case "other":
+		return 777, 777, nil
+	}
+	return 0, 0, errors.New("no such user")
+}
+
+// dayUsed is how many sends of mailbox by uid the daemon's limiter, opened
+// on the send log in state at now, counts in the day window.
+func dayUsed(t *testing.T, state, mailbox string, uid uint32, now time.Time) int {
+	t.Helper()
+	rl, err := policy.OpenRateLimiter(filepath.Join(state, rateLogName), func() time.Time { return now }, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	for _, u := range rl.Usage(mailbox, uid, config.SendPolicy{PerDay: 100}) {
+		if u.Window == "day" {
+			return u.Used
+		}
+	}
+	t.Fatal("no day window")
+	return 0
+}
+
+// TestRestoreCountsTheArchivesSends: the sends of the archive's send log
+// count for their owners as this host numbers them, as the daemon reads
+// the restored file; a send older than the longest window has aged out,
+// and one of an owner who is no user here counts for no one (its uid may
+// be another user's here).
+func TestRestoreCountsTheArchivesSends(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	line := func(ago time.Duration, uid uint32, mailbox string) string {
+		return fmt.Sprintf("%d %d %q\n", now.Add(-ago).UnixNano(), uid, mailbox)
+	}
+	log := "mailctl ratelimit log 2\n" +
+		line(time.Hour, 1234, "agent") + line(2*time.Hour, 1234, "agent") + // agent's owner
+		line(25*time.Hour, 1234, "agent") + // aged out by the restore's time
+		line(time.Hour, 555, "gone") + // a deleted mailbox's, of a user named other
+		line(time.Hour, 999, "agent") + // an owner the archive names no user for
+		"not a send\n"
+	state := filepath.Join(t.TempDir(), "state")
+	res, err := Restore(bytes.NewReader(archive(t, sendStateManifest(Version), entry{name: prefix + nameRateLog, data: log})),
+		RestoreOptions{StateDir: state, LookupUser: sendStateUsers, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.RateLog || res.RateSends != 3 || res.RateUnowned != 1 {
+		t.Errorf("result: send log %v, %d sends, %d unowned; want true, 3, 1", res.RateLog, res.RateSends, res.RateUnowned)
+	}
+	for _, c := range []struct {
+		mailbox string
+		uid     uint32
+		want    int
+	}{{"agent", 2000, 2}, {"agent", 1234, 0}, {"gone", 777, 1}, {"agent", 999, 0}} {
+		if got := dayUsed(t, state, c.mailbox, c.uid, now); got != c.want {
+			t.Errorf("%s by uid %d: %d sends in the day, want %d", c.mailbox, c.uid, got, c.want)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(state, rateLogName), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o777 != 0o600 || st.Uid != uint32(os.Getuid()) {
+		t.Errorf("restored send log: mode %o, uid %d; want 0600 and the restore's own", st.Mode&0o777, st.Uid)
+	}
+}
+
+// TestRestoreRefusesANewerSendLog: a send log a later release wrote is
+// refused, naming both versions, and what this host had is left as it is.
+func TestRestoreRefusesANewerSendLog(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o711)
+	mine := "mailctl ratelimit log 2\n1 0 \"agent\"\n"
+	os.WriteFile(filepath.Join(state, rateLogName), []byte(mine), 0o600)
+	newer := fmt.Sprintf("mailctl ratelimit log %d\n", formats.RateLimitLog+1)
+	_, err := Restore(bytes.NewReader(archive(t, sendStateManifest(Version), entry{name: prefix + nameRateLog, data: newer})),
+		RestoreOptions{StateDir: state, LookupUser: sendStateUsers, Force: true})
+	want := fmt.Sprintf("format version %d, and this mailctl reads versions up to %d", formats.RateLimitLog+1, formats.RateLimitLog)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("restore: %v, want a refusal saying %q", err, want)
+	}
+	if got, _ := os.ReadFile(filepath.Join(state, rateLogName)); string(got) != mine {
+		t.Errorf("the host's send log is now %q, want it kept", got)
+	}
+	if _, err := os.Stat(filepath.Join(state, IncompleteName)); !os.IsNotExist(err) {
+		t.Errorf("a refused restore left %s (%v)", IncompleteName, err)
+	}
+}
+
+// TestRestoreOfAnArchiveWithoutSendState: an archive of a release whose
+// backups held neither the send log nor the idempotency records restores,
+// says it restored none, and keeps this host's send log rather than taking
+// its absence for an empty one.
+func TestRestoreOfAnArchiveWithoutSendState(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(state, 0o711)
+	mine := "mailctl ratelimit log 2\n1 0 \"agent\"\n"
+	os.WriteFile(filepath.Join(state, rateLogName), []byte(mine), 0o600)
+	res, err := Restore(bytes.NewReader(archive(t, sendStateManifest(2),
+		entry{name: prefix + nameJournal, data: "mailctl queue journal 1\n"},
+		entry{name: prefix + dirMailboxes + "agent/inbox/2026-01-01-000000-a.md", data: "+++\n+++\n"})),
+		RestoreOptions{StateDir: state, LookupUser: sendStateUsers, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RateLog || res.RateSends != 0 || res.RateUnowned != 0 || res.IdemRecords != 0 {
+		t.Errorf("result: send log %v, %d sends, %d unowned, %d idempotency records; want none", res.RateLog, res.RateSends, res.RateUnowned, res.IdemRecords)
+	}
+	if got, _ := os.ReadFile(filepath.Join(state, rateLogName)); string(got) != mine {
+		t.Errorf("the host's send log is now %q, want it kept", got)
+	}
+}
+
+// TestRestoreFilesIdempotencyRecordsUnderTheMailboxHere: a record of an
+// operator-declared mailbox, whose identity includes its owner's uid, is
+// filed under the identity the mailbox has for its owner here, where a
+// retry with its key looks; a record of an older release, which does not
+// name its key, keeps its name.
+func TestRestoreFilesIdempotencyRecordsUnderTheMailboxHere(t *testing.T) {
+	there := registry.ConfigMailboxID("agent", 1234)
+	rec := func(key string) string {
+		r := map[string]string{"sent_id": "2026-11-29-120000-a", "message_id": "<a@x>", "mailbox": "agent", "mailbox_id": there, "key": key}
+		b, _ := json.Marshal(r)
+		return string(b)
+	}
+	oldName := queue.IdempotencyFile("agent", there, "old")
+	state := filepath.Join(t.TempDir(), "state")
+	res, err := Restore(bytes.NewReader(archive(t, sendStateManifest(Version),
+		entry{name: prefix + dirIdem + queue.IdempotencyFile("agent", there, "k"), data: rec("k")},
+		entry{name: prefix + dirIdem + oldName, data: `{"sent_id":"2026-11-29-120000-b","message_id":"<b@x>"}`})),
+		RestoreOptions{StateDir: state, LookupUser: sendStateUsers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IdemRecords != 2 {
+		t.Errorf("%d idempotency records restored, want 2", res.IdemRecords)
+	}
+	dir := filepath.Join(state, "queue", queue.IdempotencyDir)
+	here := registry.ConfigMailboxID("agent", 2000)
+	data, err := os.ReadFile(filepath.Join(dir, queue.IdempotencyFile("agent", here, "k")))
+	if err != nil {
+		t.Fatalf("the record is not where a retry from the mailbox here looks: %v", err)
+	}
+	var got map[string]string
+	json.Unmarshal(data, &got)
+	if got["mailbox_id"] != here || got["sent_id"] != "2026-11-29-120000-a" {
+		t.Errorf("the record here is %s, want it bound to %s", data, here)
+	}
+	if _, err := os.Stat(filepath.Join(dir, oldName)); err != nil {
+		t.Errorf("the older release's record: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("%d files in %s, want 2", len(ents), dir)
+	}
+}
+
+// TestRestoreRefusesAnIdempotencyRecordItCannotRead: a record that is not
+// one, or one under a name the daemon never makes, stops the restore
+// before anything is put in place.
+func TestRestoreRefusesAnIdempotencyRecordItCannotRead(t *testing.T) {
+	name := queue.IdempotencyFile("agent", "", "k")
+	for _, tc := range []struct{ name, data, want string }{
+		{name, "not json", "not an idempotency record"},
+		{name, `{"message_id":"<a@x>"}`, "no sent_id"},
+		{strings.ToUpper(strings.TrimSuffix(name, ".json")) + ".json", `{"sent_id":"a"}`, "not an idempotency record's name"},
+		{"../../registry/mailboxes/x.json", `{"sent_id":"a"}`, "not an idempotency record's name"},
+	} {
+		state := filepath.Join(t.TempDir(), "state")
+		_, err := Restore(bytes.NewReader(archive(t, sendStateManifest(Version), entry{name: prefix + dirIdem + tc.name, data: tc.data})),
+			RestoreOptions{StateDir: state, LookupUser: sendStateUsers})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %q: %v, want a refusal saying %q", tc.name, tc.data, err, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(state, "queue")); !os.IsNotExist(err) {
+			t.Errorf("%s %q: a refused restore put the queue in place (%v)", tc.name, tc.data, err)
+		}
+	}
+}
