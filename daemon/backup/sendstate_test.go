@@ -211,3 +211,41 @@ func TestRestoreRefusesAnIdempotencyRecordItCannotRead(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRateLog: an archive's send log, whatever it holds, is rewritten or
+// refused, never more: what the rewrite writes is a log of this build's
+// format whose every line reads back, as many as it says it kept, each
+// inside the window and with the uid the mapping gave.
+func FuzzRateLog(f *testing.F) {
+	head := "mailctl ratelimit log " + fmt.Sprint(formats.RateLimitLog) + "\n"
+	now := time.Unix(1_800_000_000, 0)
+	f.Add(head + fmt.Sprintf("%d 1234 \"agent\"\n%d 555 \"other\"\n", now.Add(-time.Hour).UnixNano(), now.Add(-48*time.Hour).UnixNano()))
+	f.Add(head + "12 x \"a\"\n" + strings.Repeat("9", 5000) + "\n")
+	f.Add("mailctl ratelimit log 99\n1 2 \"a\"\n")
+	f.Add(head + fmt.Sprintf("%d 7 \"unquoted\n", now.UnixNano()))
+	f.Fuzz(func(t *testing.T, log string) {
+		var out bytes.Buffer
+		kept, unowned, err := rewriteRateLog(strings.NewReader(log), &out, now.Add(-rateLogWindow), func(mailbox string, old uint32) (uint32, bool) {
+			return old + 1, old%2 == 0
+		})
+		if err != nil {
+			return
+		}
+		if kept < 0 || unowned < 0 {
+			t.Fatalf("kept %d, unowned %d", kept, unowned)
+		}
+		read := 0
+		if err := readRateLog(&out, func(s rateSend) error {
+			read++
+			if s.at <= now.Add(-rateLogWindow).UnixNano() || s.uid%2 != 1 || s.mailbox == "" {
+				t.Fatalf("a send the rewrite should have left out or mapped: %+v", s)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("the rewritten log does not read back: %v\n%q", err, out.String())
+		}
+		if read != kept {
+			t.Fatalf("the rewrite kept %d sends and wrote %d", kept, read)
+		}
+	})
+}
