@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,10 +141,10 @@ func TestDropMarkSurvivesACrash(t *testing.T) {
 	}
 }
 
-// TestItemOfAnUnknownMailboxIsKept: an item whose mailbox the daemon does
-// not know at start (taken out of config.toml for a moment, say) is not
-// one its mailbox's delete marked: it stays queued across a crash and is
-// delivered.
+// TestItemOfAnUnknownMailboxIsKept: an item whose owner the queue is not
+// told at start is not one its mailbox's delete marked: it stays queued
+// across a crash and is delivered. (Whether its mailbox still sends is
+// Options.Served's to say, before each attempt.)
 func TestItemOfAnUnknownMailboxIsKept(t *testing.T) {
 	dir := t.TempDir()
 	clk := testclock.New()
@@ -182,5 +183,67 @@ func TestItemOfAnUnknownMailboxIsKept(t *testing.T) {
 	q2.Kick()
 	if s := n.waitSettled(t); recipient(s, "x@remote.test").Status != StatusDelivered {
 		t.Errorf("kept settled as %+v, want delivered", s.Recipients)
+	}
+}
+
+// TestItemOfAMailboxThatNoLongerSendsIsDropped: two items wait for a
+// retry; meanwhile the mailbox of one stops sending (its declaration taken
+// out of config.toml, or given another owner). At its retry that item is
+// not delivered: it is dropped as Drop drops it, its failed attempt the
+// only one counted and observed. The other mailbox's item is delivered.
+func TestItemOfAMailboxThatNoLongerSendsIsDropped(t *testing.T) {
+	clk := testclock.New()
+	d := &countingDeliverer{fail: true, count: map[string]int{}}
+	var mu sync.Mutex
+	withdrawn := map[string]bool{}
+	observed := map[string]int{}
+	n := newNotes()
+	q, err := Open(t.TempDir(), d, n, Options{Clock: clk.Now,
+		Served:  func(mailbox, id string) bool { mu.Lock(); defer mu.Unlock(); return !withdrawn[mailbox+" "+id] },
+		Observe: func(it *Item, _ []delivery.Result, _ bool) { mu.Lock(); observed[it.ID]++; mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q)
+	gone, kept := testItem("gone", "x@gone.test"), testItem("kept", "y@kept.test")
+	gone.MailboxID, kept.MailboxID = "box-1", "box-2"
+	for _, it := range []*Item{gone, kept} {
+		if err := q.Enqueue(it); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.WaitFirstAttempt(context.Background(), it.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	withdrawn["bot box-1"] = true
+	mu.Unlock()
+	d.mu.Lock()
+	d.fail = false
+	d.mu.Unlock()
+	clk.Advance(time.Minute)
+	q.Kick()
+	done := map[string]*Item{}
+	for range 2 {
+		it := n.waitSettled(t)
+		done[it.ID] = it
+	}
+	if r := recipient(done["gone"], "x@gone.test"); r.Status != StatusFailed || r.Detail != DetailDropped || done["gone"].Attempts != 1 {
+		t.Errorf("the withdrawn mailbox's item settled as %+v after %d attempts, want dropped after its one", r, done["gone"].Attempts)
+	}
+	if r := recipient(done["kept"], "y@kept.test"); r.Status != StatusDelivered {
+		t.Errorf("the other mailbox's item settled as %+v, want delivered", r)
+	}
+	d.mu.Lock()
+	tries := d.count["x@gone.test"]
+	d.mu.Unlock()
+	mu.Lock()
+	seen := observed["gone"]
+	mu.Unlock()
+	if tries != 1 || seen != 1 {
+		t.Errorf("the withdrawn mailbox's item was tried %d times and observed %d, want its first attempt only", tries, seen)
+	}
+	if l := q.List(); len(l) != 0 {
+		t.Errorf("%d items still queued", len(l))
 	}
 }

@@ -76,6 +76,13 @@ type Options struct {
 	// block.
 	Observe func(it *Item, results []delivery.Result, first bool)
 	Logger  *slog.Logger
+	// Served, when set, tells whether the mailbox named mailbox with the
+	// identity mailboxID still sends: it is asked before each attempt,
+	// and an item whose mailbox does not (deleted, its declaration taken
+	// out of config.toml or given another owner, while the item waited)
+	// is dropped as Drop drops it instead of delivered. It is called
+	// without the queue's lock and must not call the queue.
+	Served func(mailbox, mailboxID string) bool
 	// Flush makes durable what the Notifier has written (the sent
 	// copies' delivery status, which it may write without fsync). The
 	// queue forgets a settled item only after a Flush that began after the
@@ -566,6 +573,10 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 }
 
 func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) {
+	if q.opts.Served != nil && !q.opts.Served(snap.Mailbox, snap.MailboxID) {
+		q.dropUnserved(e, snap, free)
+		return
+	}
 	var rcpts []string
 	for _, r := range snap.Recipients {
 		if !Final(r.Status) && r.Status != StatusHeld {
@@ -667,6 +678,29 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 			log.Error("cannot drop the item after its attempt", "err", err)
 		}
 	}
+}
+
+// dropUnserved drops, in place of an attempt, an item whose mailbox no
+// longer sends (Options.Served): its recipients not yet final fail as
+// dropped, nothing is delivered and no attempt is counted, and the
+// Notifier hears of it as after a Drop. The state is appended without
+// fsync, as an attempt's outcome is: lost to a power loss, the item comes
+// back and is dropped again before its next attempt.
+func (q *Queue) dropUnserved(e *entry, snap *Item, free func()) {
+	it := snap.clone()
+	dropRecipients(it, q.opts.Clock())
+	if _, err := q.j.put(it); err != nil {
+		q.log.Error("cannot record the drop of an item whose mailbox no longer sends", "item", it.ID, "err", err)
+	}
+	q.mu.Lock()
+	e.it = it
+	e.inflight = false
+	seq := e.next()
+	q.settle(e)
+	q.mu.Unlock()
+	free()
+	q.log.Info("queue item dropped: its mailbox no longer sends as the one that queued it", "item", it.ID, "mailbox", it.Mailbox, "message_id", it.MessageID)
+	q.notify(e, seq, it.clone(), true)
 }
 
 // tell tells the Notifier of out, e's state number seq, unless it has
