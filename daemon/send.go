@@ -94,7 +94,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		OnUpdated: o.updated, OnSettled: o.settled, OnDelayed: o.delayWarning, CurrentID: d.currentID}
 	q, err := queue.Open(cfg.Paths.QueueDir(), mx, rec, queue.Options{Clock: d.now,
 		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent,
-		MaxPerDestination: cfg.Delivery.MaxPerDestination, Owner: d.mailboxOwner, Logger: d.log.With("part", "queue"),
+		MaxPerDestination: cfg.Delivery.MaxPerDestination, Owner: d.mailboxOwner, Served: d.stillSends, Logger: d.log.With("part", "queue"),
 		Flush: rec.Flush, DelayWarning: cfg.Delivery.DelayWarning.Duration, Observe: d.observeAttempt})
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)
@@ -325,6 +325,23 @@ func (d *Daemon) mailboxOwner(name, id string) (uint32, bool) {
 		return m.UID, true
 	}
 	return 0, false
+}
+
+// stillSends reports whether the mailbox named name is still served as the
+// mailbox with identity id, the one that queued an item: not deleted, its
+// declaration neither taken out of config.toml nor given another owner
+// (whose declared mailbox has another identity), nor left unserved. The
+// queue asks before each attempt and drops an item whose mailbox does not,
+// as deleting the mailbox would have: mail the operator withdrew is not
+// sent under the name, signed, for days after. An item without an
+// identity (queued before items recorded one) proves no mailbox; as a
+// delete does, this leaves it to root.
+func (d *Daemon) stillSends(name, id string) bool {
+	if id == "" {
+		return true
+	}
+	_, ok := d.mailboxOwner(name, id)
+	return ok
 }
 
 // rateLimitLog is the send rate limiter's file.
