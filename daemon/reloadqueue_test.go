@@ -170,3 +170,33 @@ func TestReloadDropsQueuedMailOfAMailboxGivenAnotherOwner(t *testing.T) {
 		t.Errorf("the MX accepted %q, want the new owner's message alone", got)
 	}
 }
+
+// TestReloadDropsQueuedMailInFlight: the reload that takes a declared
+// mailbox out of config.toml comes while its message is in a delivery
+// attempt, held at DATA, which then ends with a temporary failure. As
+// after a delete, the message is dropped as soon as the attempt ends,
+// never tried again.
+func TestReloadDropsQueuedMailInFlight(t *testing.T) {
+	mx, dns, delivery := deferringMX(t)
+	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
+	td := startDaemonWith(t, delivery+declared, Options{Resolver: dns})
+	gate := mx.Gate()
+	var res protocol.SendResult
+	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "decl", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	qid := outbound.QueueID("decl", res.ID)
+	testwait.For(t, "the attempt to be held at DATA", func() bool { return mx.Waiting() == 1 })
+	if err := td.Reload(rewriteConfig(t, td, declared, "\n")); err != nil {
+		t.Fatal(err)
+	}
+	gate <- struct{}{}
+	testwait.For(t, "the message to leave the queue", func() bool {
+		it, err := td.out.queue.Get(qid)
+		return err == nil && it.Settled()
+	})
+	requireDropped(t, td, qid)
+	if it, _ := td.out.queue.Get(qid); it.Attempts != 1 {
+		t.Errorf("the item was attempted %d times, want the one in flight only", it.Attempts)
+	}
+}
