@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -280,45 +279,46 @@ func TestDeleteDropsMailInFlightAcrossACrash(t *testing.T) {
 	}
 }
 
-// TestQueuedMailOfAnUndeclaredMailboxIsDroppedAtItsAttempt: a declared
+// TestQueuedMailOfAnUndeclaredMailboxIsHeldUntilDeclaredAgain: a declared
 // mailbox is taken out of config.toml while the daemon is down, its mail
-// waiting in the queue. The restart, which never knew the mailbox, does not
-// drop the mail at start (nothing marked it), but neither does it send it,
-// signed, in the name of a mailbox the operator withdrew: the queue asks
-// before the attempt whether the mailbox still sends, and drops the item as
-// a delete would have.
-func TestQueuedMailOfAnUndeclaredMailboxIsDroppedAtItsAttempt(t *testing.T) {
+// waiting in the queue. The restart, which does not serve the mailbox,
+// neither drops the mail (only a delete does) nor sends it, signed, in the
+// name of a mailbox the operator withdrew: its attempt is deferred without
+// a connection to the MX. Once the declaration is back (another restart),
+// the mail goes out: nothing was lost.
+func TestQueuedMailOfAnUndeclaredMailboxIsHeldUntilDeclaredAgain(t *testing.T) {
 	mx, dns, delivery := deferringMX(t)
-	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
-	td := startDaemonWith(t, delivery+declared, Options{Resolver: dns})
+	td := startDaemonWith(t, delivery+declaration(myName(t)), Options{Resolver: dns})
 	qid := sendDeferred(t, td, "decl", "withdrawn")
 	td.stop()
 
-	cfg, err := config.Load(rewriteConfig(t, td, declared, "\n"))
+	cfg, err := config.Load(rewriteConfig(t, td, declaration(myName(t)), undeclared))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mx.SetDataErr(nil)
+	conns := mx.Conns()
 	td = runTestDaemon(t, cfg, td.dir, Options{Resolver: dns})
 	if _, ok := td.lookupMailbox("decl"); ok {
 		t.Fatal("decl is still served after its declaration was taken out")
 	}
-	if it, err := td.out.queue.Get(qid); err != nil || it.Settled() {
-		t.Fatalf("after the restart the item is %+v, %v; want it still queued until its attempt", it, err)
+	retryHeld(t, td, qid)
+	if n, c := len(mx.Messages()), mx.Conns(); n != 0 || c != conns {
+		t.Errorf("the MX accepted %d messages over %d new connections, want none", n, c-conns)
 	}
+	td.stop()
+
+	cfg, err = config.Load(rewriteConfig(t, td, undeclared, declaration(myName(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td = runTestDaemon(t, cfg, td.dir, Options{Resolver: dns})
 	if err := td.out.queue.Retry(qid); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, "the withdrawn message to leave the queue", func() bool {
-		it, err := td.out.queue.Get(qid)
-		return err == nil && it.Settled()
-	})
-	requireDropped(t, td, qid)
-	if it, _ := td.out.queue.Get(qid); it.Attempts != 1 {
-		t.Errorf("the item was attempted %d times, want its first attempt only", it.Attempts)
-	}
-	if n := len(mx.Messages()); n != 0 {
-		t.Errorf("the MX accepted %d messages", n)
+	requireDelivered(t, td, qid)
+	if got := subjects(mx); len(got) != 1 || got[0] != "withdrawn" {
+		t.Errorf("the MX accepted %q, want the held message", got)
 	}
 }
 

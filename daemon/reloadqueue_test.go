@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,59 @@ func sendDeferred(t *testing.T, td *testDaemon, mailbox, subject string) string 
 		return err == nil && it.Attempts == 1 && !it.InFlight && !it.Settled()
 	})
 	return qid
+}
+
+// undeclared stands in config.toml where declaration was, so that the
+// declaration can be put back in its place.
+const undeclared = "\n# decl\n"
+
+// declaration declares the mailbox "decl" for owner.
+func declaration(owner string) string {
+	return fmt.Sprintf("%s[[mailboxes]]\nname = \"decl\"\nowner = %q\n", undeclared, owner)
+}
+
+// retryHeld makes the queue item qid due and waits for that attempt to
+// end; it fails unless the attempt held the item: still queued, each
+// recipient deferred as not served, with a next attempt.
+func retryHeld(t *testing.T, td *testDaemon, qid string) {
+	t.Helper()
+	before, err := td.out.queue.Get(qid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.out.queue.Retry(qid); err != nil {
+		t.Fatal(err)
+	}
+	var it *queue.Item
+	testwait.For(t, "the retry of "+qid+" to end", func() bool {
+		it, err = td.out.queue.Get(qid)
+		return err == nil && it.Attempts > before.Attempts && !it.InFlight
+	})
+	if it.Settled() || !slices.ContainsFunc(td.out.queue.List(), func(l *queue.Item) bool { return l.ID == qid }) {
+		t.Fatalf("%s left the queue: %+v", qid, it.Recipients)
+	}
+	for _, r := range it.Recipients {
+		if r.Status != queue.StatusDeferred || r.Detail != queue.DetailNotServed || r.NextAttempt.IsZero() {
+			t.Errorf("%s: recipient %+v, want deferred as not served, with a next attempt", qid, r)
+		}
+	}
+}
+
+// requireDelivered waits for the queue item qid to settle and fails
+// unless each of its recipients was delivered.
+func requireDelivered(t *testing.T, td *testDaemon, qid string) {
+	t.Helper()
+	var it *queue.Item
+	testwait.For(t, qid+" to settle", func() bool {
+		var err error
+		it, err = td.out.queue.Get(qid)
+		return err == nil && it.Settled()
+	})
+	for _, r := range it.Recipients {
+		if r.Status != queue.StatusDelivered {
+			t.Errorf("%s: recipient %+v, want delivered", qid, r)
+		}
+	}
 }
 
 // requireDropped fails unless the queue item qid has left the queue,

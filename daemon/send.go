@@ -327,15 +327,17 @@ func (d *Daemon) mailboxOwner(name, id string) (uint32, bool) {
 	return 0, false
 }
 
-// stillSends reports whether the mailbox named name is still served as the
-// mailbox with identity id, the one that queued an item: not deleted, its
-// declaration neither taken out of config.toml nor given another owner
-// (whose declared mailbox has another identity), nor left unserved. The
-// queue asks before each attempt and drops an item whose mailbox does not,
-// as deleting the mailbox would have: mail the operator withdrew is not
-// sent under the name, signed, for days after. An item without an
-// identity (queued before items recorded one) proves no mailbox; as a
-// delete does, this leaves it to root.
+// stillSends is the queue's Options.Served: whether the mailbox named name
+// is still served as the mailbox with identity id, the one that queued an
+// item. It is not when the mailbox's declaration was taken out of
+// config.toml, given another owner (whose declared mailbox has another
+// identity), or its owner cannot be resolved now. The queue then holds the
+// item, deferring each attempt without sending anything, until it is
+// served so again: mail is not sent under the name, signed, for an owner
+// who did not write it or for no owner at all, and nothing is lost to a
+// declaration taken out for a while or a directory service not up yet. An
+// item without an identity (queued before items recorded one) proves no
+// mailbox; as a delete does, this leaves it to root.
 func (d *Daemon) stillSends(name, id string) bool {
 	if id == "" {
 		return true

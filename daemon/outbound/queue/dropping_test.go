@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,10 +142,10 @@ func TestDropMarkSurvivesACrash(t *testing.T) {
 	}
 }
 
-// TestItemOfAnUnknownMailboxIsKept: an item whose owner the queue is not
-// told at start is not one its mailbox's delete marked: it stays queued
-// across a crash and is delivered. (Whether its mailbox still sends is
-// Options.Served's to say, before each attempt.)
+// TestItemOfAnUnknownMailboxIsKept: an item whose mailbox the daemon does
+// not know at start (taken out of config.toml for a moment, say) is not
+// one its mailbox's delete marked: it stays queued across a crash and is
+// delivered.
 func TestItemOfAnUnknownMailboxIsKept(t *testing.T) {
 	dir := t.TempDir()
 	clk := testclock.New()
@@ -186,64 +187,82 @@ func TestItemOfAnUnknownMailboxIsKept(t *testing.T) {
 	}
 }
 
-// TestItemOfAMailboxThatNoLongerSendsIsDropped: two items wait for a
-// retry; meanwhile the mailbox of one stops sending (its declaration taken
-// out of config.toml, or given another owner). At its retry that item is
-// not delivered: it is dropped as Drop drops it, its failed attempt the
-// only one counted and observed. The other mailbox's item is delivered.
-func TestItemOfAMailboxThatNoLongerSendsIsDropped(t *testing.T) {
+// TestItemOfAMailboxNotServedIsHeld: while Options.Served says an item's
+// mailbox is not served as the one that queued it, its attempts send
+// nothing and drop nothing: the deliverer is not called, the recipients are
+// deferred with DetailNotServed and a next attempt, and the item stays
+// queued. Served again, its next attempt delivers. An item that stays
+// unserved past its retry window fails there, as after any temporary
+// failure, still without a delivery call. Another mailbox's item goes out
+// meanwhile.
+func TestItemOfAMailboxNotServedIsHeld(t *testing.T) {
 	clk := testclock.New()
-	d := &countingDeliverer{fail: true, count: map[string]int{}}
+	d := &countingDeliverer{count: map[string]int{}}
 	var mu sync.Mutex
-	withdrawn := map[string]bool{}
-	observed := map[string]int{}
+	unserved := map[string]bool{"bot box-1": true, "bot box-3": true}
 	n := newNotes()
-	q, err := Open(t.TempDir(), d, n, Options{Clock: clk.Now,
-		Served:  func(mailbox, id string) bool { mu.Lock(); defer mu.Unlock(); return !withdrawn[mailbox+" "+id] },
-		Observe: func(it *Item, _ []delivery.Result, _ bool) { mu.Lock(); observed[it.ID]++; mu.Unlock() }})
+	q, err := Open(t.TempDir(), d, n, Options{Clock: clk.Now, RetryFor: time.Hour,
+		Served: func(mailbox, id string) bool { mu.Lock(); defer mu.Unlock(); return !unserved[mailbox+" "+id] }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runQueue(t, q)
-	gone, kept := testItem("gone", "x@gone.test"), testItem("kept", "y@kept.test")
-	gone.MailboxID, kept.MailboxID = "box-1", "box-2"
-	for _, it := range []*Item{gone, kept} {
+	tries := func(rcpt string) int { d.mu.Lock(); defer d.mu.Unlock(); return d.count[rcpt] }
+
+	held, other := testItem("held", "x@held.test"), testItem("other", "y@other.test")
+	held.MailboxID, other.MailboxID = "box-1", "box-2"
+	for _, it := range []*Item{held, other} {
 		if err := q.Enqueue(it); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.WaitFirstAttempt(context.Background(), it.ID); err != nil {
-			t.Fatal(err)
-		}
 	}
+	first, err := q.WaitFirstAttempt(context.Background(), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recipient(first, "x@held.test")
+	if r.Status != StatusDeferred || r.Detail != DetailNotServed || r.NextAttempt.IsZero() || first.Settled() {
+		t.Errorf("the unserved item's recipient is %+v after its first attempt, want deferred (not served) with a next attempt", r)
+	}
+	if s := n.waitSettled(t); s.ID != "other" || recipient(s, "y@other.test").Status != StatusDelivered {
+		t.Errorf("settled %s as %+v, want the other mailbox's item delivered", s.ID, s.Recipients)
+	}
+	if l := q.List(); len(l) != 1 || l[0].ID != "held" {
+		t.Errorf("the queue holds %d items, want the unserved one", len(l))
+	}
+	if c := tries("x@held.test"); c != 0 {
+		t.Errorf("the unserved item was handed to the deliverer %d times", c)
+	}
+
 	mu.Lock()
-	withdrawn["bot box-1"] = true
+	delete(unserved, "bot box-1")
 	mu.Unlock()
-	d.mu.Lock()
-	d.fail = false
-	d.mu.Unlock()
 	clk.Advance(time.Minute)
 	q.Kick()
-	done := map[string]*Item{}
-	for range 2 {
-		it := n.waitSettled(t)
-		done[it.ID] = it
+	s := n.waitSettled(t)
+	if s.ID != "held" || recipient(s, "x@held.test").Status != StatusDelivered || s.Attempts != 2 {
+		t.Errorf("settled %s as %+v after %d attempts, want the item delivered at its second", s.ID, s.Recipients, s.Attempts)
 	}
-	if r := recipient(done["gone"], "x@gone.test"); r.Status != StatusFailed || r.Detail != DetailDropped || done["gone"].Attempts != 1 {
-		t.Errorf("the withdrawn mailbox's item settled as %+v after %d attempts, want dropped after its one", r, done["gone"].Attempts)
+	if c := tries("x@held.test"); c != 1 {
+		t.Errorf("the item served again was handed to the deliverer %d times, want once", c)
 	}
-	if r := recipient(done["kept"], "y@kept.test"); r.Status != StatusDelivered {
-		t.Errorf("the other mailbox's item settled as %+v, want delivered", r)
+
+	expiring := testItem("expiring", "z@expiring.test")
+	expiring.MailboxID = "box-3"
+	if err := q.Enqueue(expiring); err != nil {
+		t.Fatal(err)
 	}
-	d.mu.Lock()
-	tries := d.count["x@gone.test"]
-	d.mu.Unlock()
-	mu.Lock()
-	seen := observed["gone"]
-	mu.Unlock()
-	if tries != 1 || seen != 1 {
-		t.Errorf("the withdrawn mailbox's item was tried %d times and observed %d, want its first attempt only", tries, seen)
+	if _, err := q.WaitFirstAttempt(context.Background(), "expiring"); err != nil {
+		t.Fatal(err)
 	}
-	if l := q.List(); len(l) != 0 {
-		t.Errorf("%d items still queued", len(l))
+	clk.Advance(time.Hour + time.Minute)
+	q.Kick()
+	s = n.waitSettled(t)
+	r = recipient(s, "z@expiring.test")
+	if s.ID != "expiring" || r.Status != StatusFailed || !strings.HasPrefix(r.Detail, "gave up after") || !strings.HasSuffix(r.Detail, "last: "+DetailNotServed) {
+		t.Errorf("settled %s as %+v, want its recipient failed at the end of the retry window, last not served", s.ID, r)
+	}
+	if c := tries("z@expiring.test"); c != 0 {
+		t.Errorf("the item never served was handed to the deliverer %d times", c)
 	}
 }

@@ -76,12 +76,16 @@ type Options struct {
 	// block.
 	Observe func(it *Item, results []delivery.Result, first bool)
 	Logger  *slog.Logger
-	// Served, when set, tells whether the mailbox named mailbox with the
-	// identity mailboxID still sends: it is asked before each attempt,
-	// and an item whose mailbox does not (deleted, its declaration taken
-	// out of config.toml or given another owner, while the item waited)
-	// is dropped as Drop drops it instead of delivered. It is called
-	// without the queue's lock and must not call the queue.
+	// Served, when set, tells whether the mailbox named mailbox is still
+	// served as the one with the identity mailboxID that queued the item.
+	// It is asked before each attempt; while it says no (the mailbox's
+	// declaration taken out of config.toml, given another owner, or its
+	// owner not resolvable for now), the attempt sends nothing: every
+	// recipient not yet final gets the temporary failure
+	// DetailNotServed, and backoff, the retry window and the Notifier
+	// take it from there as after any deferral. The item is never
+	// dropped for it. Nil: every mailbox is served. It is called without
+	// the queue's lock and must not call the queue.
 	Served func(mailbox, mailboxID string) bool
 	// Flush makes durable what the Notifier has written (the sent
 	// copies' delivery status, which it may write without fsync). The
@@ -573,10 +577,6 @@ func (q *Queue) dispatch(ctx context.Context, slots, freed chan struct{}, wg *sy
 }
 
 func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) {
-	if q.opts.Served != nil && !q.opts.Served(snap.Mailbox, snap.MailboxID) {
-		q.dropUnserved(e, snap, free)
-		return
-	}
 	var rcpts []string
 	for _, r := range snap.Recipients {
 		if !Final(r.Status) && r.Status != StatusHeld {
@@ -588,8 +588,14 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	// it starts is a DEBUG line.
 	log.Debug("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
 	var results []delivery.Result
-	data, err := q.message(snap)
-	if err != nil {
+	if q.opts.Served != nil && !q.opts.Served(snap.Mailbox, snap.MailboxID) {
+		// Held, not dropped: the mailbox may be served as it was again
+		// (its declaration put back, its owner resolvable again), and
+		// only a delete or root drops queued mail. Until then nothing is
+		// sent under its name, signed, for another owner or for none.
+		log.Warn("queue item held: its mailbox is not served as the one that queued it", "mailbox", snap.Mailbox, "mailbox_id", snap.MailboxID)
+		results = delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Message: DetailNotServed})
+	} else if data, err := q.message(snap); err != nil {
 		// The signed message is gone or damaged: no attempt can succeed.
 		log.Error("queued message unreadable", "err", err)
 		results = delivery.AllFailed(rcpts, &delivery.Error{Code: 554, Enhanced: "5.3.0", Message: "the queued message file is unreadable: " + err.Error()})
@@ -678,29 +684,6 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 			log.Error("cannot drop the item after its attempt", "err", err)
 		}
 	}
-}
-
-// dropUnserved drops, in place of an attempt, an item whose mailbox no
-// longer sends (Options.Served): its recipients not yet final fail as
-// dropped, nothing is delivered and no attempt is counted, and the
-// Notifier hears of it as after a Drop. The state is appended without
-// fsync, as an attempt's outcome is: lost to a power loss, the item comes
-// back and is dropped again before its next attempt.
-func (q *Queue) dropUnserved(e *entry, snap *Item, free func()) {
-	it := snap.clone()
-	dropRecipients(it, q.opts.Clock())
-	if _, err := q.j.put(it); err != nil {
-		q.log.Error("cannot record the drop of an item whose mailbox no longer sends", "item", it.ID, "err", err)
-	}
-	q.mu.Lock()
-	e.it = it
-	e.inflight = false
-	seq := e.next()
-	q.settle(e)
-	q.mu.Unlock()
-	free()
-	q.log.Info("queue item dropped: its mailbox no longer sends as the one that queued it", "item", it.ID, "mailbox", it.Mailbox, "message_id", it.MessageID)
-	q.notify(e, seq, it.clone(), true)
 }
 
 // tell tells the Notifier of out, e's state number seq, unless it has
