@@ -13,6 +13,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
@@ -104,26 +105,6 @@ func requireDelivered(t *testing.T, td *testDaemon, qid string) {
 	}
 }
 
-// requireDropped fails unless the queue item qid has left the queue,
-// its recipients failed as dropped.
-func requireDropped(t *testing.T, td *testDaemon, qid string) {
-	t.Helper()
-	for _, it := range td.out.queue.List() {
-		if it.ID == qid {
-			t.Fatalf("%s is still queued: %+v", qid, it.Recipients)
-		}
-	}
-	it, err := td.out.queue.Get(qid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range it.Recipients {
-		if r.Status != queue.StatusFailed || r.Detail != queue.DetailDropped {
-			t.Errorf("%s: recipient %+v, want failed (dropped)", qid, r)
-		}
-	}
-}
-
 // subjects are the subjects of the messages mx accepted.
 func subjects(mx *fakemx.Server) []string {
 	var out []string
@@ -138,19 +119,20 @@ func subjects(mx *fakemx.Server) []string {
 	return out
 }
 
-// TestReloadDropsQueuedMailOfAMailboxItStopsDeclaring: the operator takes
+// TestReloadHoldsQueuedMailOfAMailboxItStopsDeclaring: the operator takes
 // a declared mailbox out of config.toml and reloads while its mail waits in
 // the queue, one message for a retry and one scheduled for later. Neither
-// is sent, signed in the name of a mailbox the operator withdrew: both are
-// dropped as a delete drops them. Another mailbox's message, waiting
-// beside them, goes out.
-func TestReloadDropsQueuedMailOfAMailboxItStopsDeclaring(t *testing.T) {
+// is sent, signed in the name of a mailbox the operator withdrew: the retry
+// is deferred without a connection to the MX. Neither is dropped either:
+// with the declaration put back and reloaded, both go out. Another
+// mailbox's message, waiting beside them, goes out meanwhile.
+func TestReloadHoldsQueuedMailOfAMailboxItStopsDeclaring(t *testing.T) {
 	mx, dns, delivery := deferringMX(t)
-	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
-	td := startDaemonWith(t, delivery+declared, Options{Resolver: dns})
+	td := startDaemonWith(t, delivery+declaration(myName(t)), Options{Resolver: dns})
 	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "other"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	before, _ := td.lookupMailbox("decl")
 	retried := sendDeferred(t, td, "decl", "withdrawn")
 	kept := sendDeferred(t, td, "other", "unrelated")
 	at := td.now().Add(time.Hour).UTC()
@@ -160,41 +142,68 @@ func TestReloadDropsQueuedMailOfAMailboxItStopsDeclaring(t *testing.T) {
 	}
 	scheduled := outbound.QueueID("decl", res.ID)
 
-	if err := td.Reload(rewriteConfig(t, td, declared, "\n")); err != nil {
+	if err := td.Reload(rewriteConfig(t, td, declaration(myName(t)), undeclared)); err != nil {
 		t.Fatal(err)
 	}
-	requireDropped(t, td, retried)
-	requireDropped(t, td, scheduled)
-
+	if _, ok := td.lookupMailbox("decl"); ok {
+		t.Fatal("decl is still served after its declaration was taken out")
+	}
+	if it, err := td.out.queue.Get(scheduled); err != nil || it.Settled() || !it.Scheduled() {
+		t.Errorf("after the reload the scheduled item is %+v (%v), want it still scheduled", it, err)
+	}
 	mx.SetDataErr(nil)
+	conns := mx.Conns()
+	retryHeld(t, td, retried)
+	if n, c := len(mx.Messages()), mx.Conns(); n != 0 || c != conns {
+		t.Errorf("the MX accepted %d messages over %d new connections, want none", n, c-conns)
+	}
 	if err := td.out.queue.Retry(kept); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, "the other mailbox's message to be delivered", func() bool { return len(mx.Messages()) > 0 })
+	requireDelivered(t, td, kept)
 	if got := subjects(mx); len(got) != 1 || got[0] != "unrelated" {
 		t.Errorf("the MX accepted %q, want the other mailbox's message alone", got)
 	}
+
+	if err := td.Reload(rewriteConfig(t, td, undeclared, declaration(myName(t)))); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := td.lookupMailbox("decl"); !ok || m.ID != before.ID {
+		t.Fatalf("after the declaration is back decl is %+v (%v), want it served as before", m, ok)
+	}
+	for _, qid := range []string{retried, scheduled} {
+		if err := td.out.queue.Retry(qid); err != nil {
+			t.Fatal(err)
+		}
+		requireDelivered(t, td, qid)
+	}
+	got := subjects(mx)
+	slices.Sort(got)
+	if want := []string{"scheduled", "unrelated", "withdrawn"}; !slices.Equal(got, want) {
+		t.Errorf("the MX accepted %q, want %q", got, want)
+	}
 }
 
-// TestReloadDropsQueuedMailOfAMailboxGivenAnotherOwner: the operator
+// TestReloadHoldsQueuedMailOfAMailboxGivenAnotherOwner: the operator
 // declares a mailbox for another user (and gives that user its folder)
 // and reloads while the first owner's mail waits in the queue. The name is
-// served, but for someone else: the first owner's message is dropped, not
-// sent from the new owner's address, and no bounce of it lands in the new
-// owner's inbox. The new owner's own mail goes out.
-func TestReloadDropsQueuedMailOfAMailboxGivenAnotherOwner(t *testing.T) {
+// served, but for someone else: the first owner's message is not sent
+// from the new owner's address but deferred at each attempt, and when the
+// retry window ends it fails, with no delay warning or bounce of it in the
+// new owner's inbox. The new owner's own mail goes out.
+func TestReloadHoldsQueuedMailOfAMailboxGivenAnotherOwner(t *testing.T) {
 	testusers.RequireRoot(t)
 	u1 := testusers.Create(t, "mcrq1")
 	u2 := testusers.Create(t, "mcrq2")
-	declare := func(u testusers.User) string {
-		return fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", u.Name)
-	}
+	clk := testclock.New()
+	clk.Advance(time.Since(clk.Now()))
 	mx, dns, delivery := deferringMX(t)
-	td := startDaemonWith(t, delivery+declare(u1), Options{Resolver: dns})
+	delivery += "delay_warning = \"1h\"\nretry_for = \"3h\"\n"
+	td := startDaemonWith(t, delivery+declaration(u1.Name), Options{Resolver: dns, Clock: clk.Now})
 	before, _ := td.lookupMailbox("decl")
 	qid := sendDeferred(t, td, "decl", "first owner's")
 
-	path := rewriteConfig(t, td, declare(u1), declare(u2))
+	path := rewriteConfig(t, td, declaration(u1.Name), declaration(u2.Name))
 	if err := filepath.WalkDir(td.store.Path("decl"), func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -209,48 +218,44 @@ func TestReloadDropsQueuedMailOfAMailboxGivenAnotherOwner(t *testing.T) {
 	if m, ok := td.lookupMailbox("decl"); !ok || m.UID != u2.UID || m.ID == before.ID {
 		t.Fatalf("after the reload decl is %+v (%v), want served for uid %d under a new identity", m, ok, u2.UID)
 	}
-	requireDropped(t, td, qid)
-	td.out.later.Wait() // the settled item's bounce, had it one
-	if n, err := td.store.Counts("decl"); err != nil || n.Total != 0 {
-		t.Errorf("decl's inbox holds %d messages (%v), want none: the first owner's message is not the new owner's to hear of", n.Total, err)
+	mx.SetDataErr(nil)
+	retryHeld(t, td, qid)
+	if n := len(mx.Messages()); n != 0 {
+		t.Errorf("the MX accepted %d messages, want none", n)
 	}
 
-	mx.SetDataErr(nil)
 	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "decl", To: []string{"x@remote.test"}, Subject: "new owner's", Body: "b"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, "the new owner's message to be delivered", func() bool { return len(mx.Messages()) > 0 })
-	if got := subjects(mx); len(got) != 1 || got[0] != "new owner's" {
-		t.Errorf("the MX accepted %q, want the new owner's message alone", got)
-	}
-}
 
-// TestReloadDropsQueuedMailInFlight: the reload that takes a declared
-// mailbox out of config.toml comes while its message is in a delivery
-// attempt, held at DATA, which then ends with a temporary failure. As
-// after a delete, the message is dropped as soon as the attempt ends,
-// never tried again.
-func TestReloadDropsQueuedMailInFlight(t *testing.T) {
-	mx, dns, delivery := deferringMX(t)
-	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
-	td := startDaemonWith(t, delivery+declared, Options{Resolver: dns})
-	gate := mx.Gate()
-	var res protocol.SendResult
-	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "decl", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
-		t.Fatal(err)
-	}
-	qid := outbound.QueueID("decl", res.ID)
-	testwait.For(t, "the attempt to be held at DATA", func() bool { return mx.Waiting() == 1 })
-	if err := td.Reload(rewriteConfig(t, td, declared, "\n")); err != nil {
-		t.Fatal(err)
-	}
-	gate <- struct{}{}
-	testwait.For(t, "the message to leave the queue", func() bool {
+	// The delay warning falls due, then the retry window ends.
+	clk.Advance(time.Hour + time.Minute)
+	td.out.queue.Kick()
+	testwait.For(t, "the delay warning to be counted as made", func() bool {
 		it, err := td.out.queue.Get(qid)
+		return err == nil && !it.DelayWarned.IsZero()
+	})
+	clk.Advance(3 * time.Hour)
+	td.out.queue.Kick()
+	var it *queue.Item
+	testwait.For(t, "the retry window to end", func() bool {
+		var err error
+		it, err = td.out.queue.Get(qid)
 		return err == nil && it.Settled()
 	})
-	requireDropped(t, td, qid)
-	if it, _ := td.out.queue.Get(qid); it.Attempts != 1 {
-		t.Errorf("the item was attempted %d times, want the one in flight only", it.Attempts)
+	if r := it.Recipients[0]; r.Status != queue.StatusFailed || !strings.HasPrefix(r.Detail, "gave up after") || !strings.HasSuffix(r.Detail, "last: "+queue.DetailNotServed) {
+		t.Errorf("recipient at the end of the retry window: %+v, want failed, last not served", r)
+	}
+	td.out.later.Wait() // the settled item's bounce, had it one
+	var inbox protocol.MessageList
+	if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "decl"}, &inbox); err != nil {
+		t.Fatal(err)
+	}
+	if len(inbox.Messages) != 0 {
+		t.Errorf("decl's inbox holds %+v, want nothing: the first owner's message is not the new owner's to hear of", inbox.Messages)
+	}
+	if got := subjects(mx); len(got) != 1 || got[0] != "new owner's" {
+		t.Errorf("the MX accepted %q, want the new owner's message alone", got)
 	}
 }

@@ -82,14 +82,10 @@ func (h *hub) deleted(m *registry.Mailbox, at time.Time) {
 	}
 }
 
-// MailboxGone does what a delete does beside removing the files: it drops
-// m's queued mail (dropQueued) and tells the watches of m that it is gone.
-// The daemon's reload calls it for a declared mailbox it stops serving
-// (taken out of config.toml, given another owner, or left unserved).
-func (s *Server) MailboxGone(m *registry.Mailbox) {
-	s.dropQueued(m.ID)
-	s.events.deleted(m, s.now())
-}
+// MailboxGone tells the watches of m that it is gone, as a delete does: the
+// daemon's reload calls it for a declared mailbox it stops serving (taken
+// out of config.toml, or given another owner).
+func (s *Server) MailboxGone(m *registry.Mailbox) { s.events.deleted(m, s.now()) }
 
 func (h *hub) add(s *subscriber)    { h.mu.Lock(); h.subs[s] = struct{}{}; h.mu.Unlock() }
 func (h *hub) remove(s *subscriber) { h.mu.Lock(); delete(h.subs, s); h.mu.Unlock() }
