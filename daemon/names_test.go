@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -280,48 +279,47 @@ func TestDeleteDropsMailInFlightAcrossACrash(t *testing.T) {
 	}
 }
 
-// TestQueuedMailOfAnUndeclaredMailboxIsKept: a declared mailbox taken out
-// of config.toml is not deleted: across the restart that no longer knows
-// it, its queued mail stays queued and is delivered.
-func TestQueuedMailOfAnUndeclaredMailboxIsKept(t *testing.T) {
+// TestQueuedMailOfAnUndeclaredMailboxIsHeldUntilDeclaredAgain: a declared
+// mailbox is taken out of config.toml while the daemon is down, its mail
+// waiting in the queue. The restart, which does not serve the mailbox,
+// neither drops the mail (only a delete does) nor sends it, signed, in the
+// name of a mailbox the operator withdrew: its attempt is deferred without
+// a connection to the MX. Once the declaration is back (another restart),
+// the mail goes out: nothing was lost.
+func TestQueuedMailOfAnUndeclaredMailboxIsHeldUntilDeclaredAgain(t *testing.T) {
 	mx, dns, delivery := deferringMX(t)
-	declared := fmt.Sprintf("\n[[mailboxes]]\nname = \"decl\"\nowner = %q\n", myName(t))
-	td := startDaemonWith(t, delivery+declared, Options{Resolver: dns})
-	var res protocol.SendResult
-	if err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: "decl", To: []string{"x@remote.test"}, Subject: "s", Body: "b"}, &res); err != nil {
-		t.Fatal(err)
-	}
-	qid := outbound.QueueID("decl", res.ID)
-	testwait.For(t, "the first attempt to be deferred", func() bool {
-		it, err := td.out.queue.Get(qid)
-		return err == nil && it.Attempts == 1 && !it.InFlight
-	})
+	td := startDaemonWith(t, delivery+declaration(myName(t)), Options{Resolver: dns})
+	qid := sendDeferred(t, td, "decl", "withdrawn")
 	td.stop()
 
-	path := filepath.Join(td.dir, "config.toml")
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(strings.Replace(string(text), declared, "\n", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(rewriteConfig(t, td, declaration(myName(t)), undeclared))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mx.SetDataErr(nil)
+	conns := mx.Conns()
 	td = runTestDaemon(t, cfg, td.dir, Options{Resolver: dns})
 	if _, ok := td.lookupMailbox("decl"); ok {
 		t.Fatal("decl is still served after its declaration was taken out")
 	}
-	if it, err := td.out.queue.Get(qid); err != nil || it.Settled() {
-		t.Fatalf("after the restart the item is %+v, %v; want it still queued", it, err)
+	retryHeld(t, td, qid)
+	if n, c := len(mx.Messages()), mx.Conns(); n != 0 || c != conns {
+		t.Errorf("the MX accepted %d messages over %d new connections, want none", n, c-conns)
 	}
+	td.stop()
+
+	cfg, err = config.Load(rewriteConfig(t, td, undeclared, declaration(myName(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td = runTestDaemon(t, cfg, td.dir, Options{Resolver: dns})
 	if err := td.out.queue.Retry(qid); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, "the kept message to be delivered", func() bool { return len(mx.Messages()) == 1 })
+	requireDelivered(t, td, qid)
+	if got := subjects(mx); len(got) != 1 || got[0] != "withdrawn" {
+		t.Errorf("the MX accepted %q, want the held message", got)
+	}
 }
 
 // deferringMX is a fake MX for remote.test that answers DATA with 451, the

@@ -94,7 +94,7 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		OnUpdated: o.updated, OnSettled: o.settled, OnDelayed: o.delayWarning, CurrentID: d.currentID}
 	q, err := queue.Open(cfg.Paths.QueueDir(), mx, rec, queue.Options{Clock: d.now,
 		RetryFor: cfg.Delivery.RetryFor.Duration, MaxConcurrent: cfg.Delivery.MaxConcurrent,
-		MaxPerDestination: cfg.Delivery.MaxPerDestination, Owner: d.mailboxOwner, Logger: d.log.With("part", "queue"),
+		MaxPerDestination: cfg.Delivery.MaxPerDestination, Owner: d.mailboxOwner, Served: d.stillSends, Logger: d.log.With("part", "queue"),
 		Flush: rec.Flush, DelayWarning: cfg.Delivery.DelayWarning.Duration, Observe: d.observeAttempt})
 	if err != nil {
 		return nil, fmt.Errorf("opening the queue: %w", err)
@@ -325,6 +325,25 @@ func (d *Daemon) mailboxOwner(name, id string) (uint32, bool) {
 		return m.UID, true
 	}
 	return 0, false
+}
+
+// stillSends is the queue's Options.Served: whether the mailbox named name
+// is still served as the mailbox with identity id, the one that queued an
+// item. It is not when the mailbox's declaration was taken out of
+// config.toml, given another owner (whose declared mailbox has another
+// identity), or its owner cannot be resolved now. The queue then holds the
+// item, deferring each attempt without sending anything, until it is
+// served so again: mail is not sent under the name, signed, for an owner
+// who did not write it or for no owner at all, and nothing is lost to a
+// declaration taken out for a while or a directory service not up yet. An
+// item without an identity (queued before items recorded one) proves no
+// mailbox; as a delete does, this leaves it to root.
+func (d *Daemon) stillSends(name, id string) bool {
+	if id == "" {
+		return true
+	}
+	_, ok := d.mailboxOwner(name, id)
+	return ok
 }
 
 // rateLimitLog is the send rate limiter's file.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,5 +184,85 @@ func TestItemOfAnUnknownMailboxIsKept(t *testing.T) {
 	q2.Kick()
 	if s := n.waitSettled(t); recipient(s, "x@remote.test").Status != StatusDelivered {
 		t.Errorf("kept settled as %+v, want delivered", s.Recipients)
+	}
+}
+
+// TestItemOfAMailboxNotServedIsHeld: while Options.Served says an item's
+// mailbox is not served as the one that queued it, its attempts send
+// nothing and drop nothing: the deliverer is not called, the recipients are
+// deferred with DetailNotServed and a next attempt, and the item stays
+// queued. Served again, its next attempt delivers. An item that stays
+// unserved past its retry window fails there, as after any temporary
+// failure, still without a delivery call. Another mailbox's item goes out
+// meanwhile.
+func TestItemOfAMailboxNotServedIsHeld(t *testing.T) {
+	clk := testclock.New()
+	d := &countingDeliverer{count: map[string]int{}}
+	var mu sync.Mutex
+	unserved := map[string]bool{"bot box-1": true, "bot box-3": true}
+	n := newNotes()
+	q, err := Open(t.TempDir(), d, n, Options{Clock: clk.Now, RetryFor: time.Hour,
+		Served: func(mailbox, id string) bool { mu.Lock(); defer mu.Unlock(); return !unserved[mailbox+" "+id] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runQueue(t, q)
+	tries := func(rcpt string) int { d.mu.Lock(); defer d.mu.Unlock(); return d.count[rcpt] }
+
+	held, other := testItem("held", "x@held.test"), testItem("other", "y@other.test")
+	held.MailboxID, other.MailboxID = "box-1", "box-2"
+	for _, it := range []*Item{held, other} {
+		if err := q.Enqueue(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := q.WaitFirstAttempt(context.Background(), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recipient(first, "x@held.test")
+	if r.Status != StatusDeferred || r.Detail != DetailNotServed || r.NextAttempt.IsZero() || first.Settled() {
+		t.Errorf("the unserved item's recipient is %+v after its first attempt, want deferred (not served) with a next attempt", r)
+	}
+	if s := n.waitSettled(t); s.ID != "other" || recipient(s, "y@other.test").Status != StatusDelivered {
+		t.Errorf("settled %s as %+v, want the other mailbox's item delivered", s.ID, s.Recipients)
+	}
+	if l := q.List(); len(l) != 1 || l[0].ID != "held" {
+		t.Errorf("the queue holds %d items, want the unserved one", len(l))
+	}
+	if c := tries("x@held.test"); c != 0 {
+		t.Errorf("the unserved item was handed to the deliverer %d times", c)
+	}
+
+	mu.Lock()
+	delete(unserved, "bot box-1")
+	mu.Unlock()
+	clk.Advance(time.Minute)
+	q.Kick()
+	s := n.waitSettled(t)
+	if s.ID != "held" || recipient(s, "x@held.test").Status != StatusDelivered || s.Attempts != 2 {
+		t.Errorf("settled %s as %+v after %d attempts, want the item delivered at its second", s.ID, s.Recipients, s.Attempts)
+	}
+	if c := tries("x@held.test"); c != 1 {
+		t.Errorf("the item served again was handed to the deliverer %d times, want once", c)
+	}
+
+	expiring := testItem("expiring", "z@expiring.test")
+	expiring.MailboxID = "box-3"
+	if err := q.Enqueue(expiring); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.WaitFirstAttempt(context.Background(), "expiring"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour + time.Minute)
+	q.Kick()
+	s = n.waitSettled(t)
+	r = recipient(s, "z@expiring.test")
+	if s.ID != "expiring" || r.Status != StatusFailed || !strings.HasPrefix(r.Detail, "gave up after") || !strings.HasSuffix(r.Detail, "last: "+DetailNotServed) {
+		t.Errorf("settled %s as %+v, want its recipient failed at the end of the retry window, last not served", s.ID, r)
+	}
+	if c := tries("z@expiring.test"); c != 0 {
+		t.Errorf("the item never served was handed to the deliverer %d times", c)
 	}
 }

@@ -20,6 +20,13 @@ const (
 // queue: a decision, not a delivery failure, so its sender gets no bounce.
 const DetailDropped = "dropped from the queue by the operator"
 
+// DetailNotServed is the temporary failure of each recipient of an item
+// whose mailbox is not served as the one that queued it (Options.Served):
+// nothing was sent.
+const DetailNotServed = "not sent: the mailbox that queued it is not served as it was " +
+	"(its declaration taken out of config.toml, given another owner, or its owner not a user now); " +
+	"it goes out when it is again"
+
 // DetailCaptured starts the detail of a recipient captured by `mailctl
 // dev`: the capture mailbox's name follows, quoted, then ", not sent".
 const DetailCaptured = "captured in the mailbox "

@@ -76,6 +76,17 @@ type Options struct {
 	// block.
 	Observe func(it *Item, results []delivery.Result, first bool)
 	Logger  *slog.Logger
+	// Served, when set, tells whether the mailbox named mailbox is still
+	// served as the one with the identity mailboxID that queued the item.
+	// It is asked before each attempt; while it says no (the mailbox's
+	// declaration taken out of config.toml, given another owner, or its
+	// owner not resolvable for now), the attempt sends nothing: every
+	// recipient not yet final gets the temporary failure
+	// DetailNotServed, and backoff, the retry window and the Notifier
+	// take it from there as after any deferral. The item is never
+	// dropped for it. Nil: every mailbox is served. It is called without
+	// the queue's lock and must not call the queue.
+	Served func(mailbox, mailboxID string) bool
 	// Flush makes durable what the Notifier has written (the sent
 	// copies' delivery status, which it may write without fsync). The
 	// queue forgets a settled item only after a Flush that began after the
@@ -577,8 +588,14 @@ func (q *Queue) attempt(ctx context.Context, e *entry, snap *Item, free func()) 
 	// it starts is a DEBUG line.
 	log.Debug("delivery attempt", "attempt", snap.Attempts+1, "recipients", len(rcpts))
 	var results []delivery.Result
-	data, err := q.message(snap)
-	if err != nil {
+	if q.opts.Served != nil && !q.opts.Served(snap.Mailbox, snap.MailboxID) {
+		// Held, not dropped: the mailbox may be served as it was again
+		// (its declaration put back, its owner resolvable again), and
+		// only a delete or root drops queued mail. Until then nothing is
+		// sent under its name, signed, for another owner or for none.
+		log.Warn("queue item held: its mailbox is not served as the one that queued it", "mailbox", snap.Mailbox, "mailbox_id", snap.MailboxID)
+		results = delivery.AllFailed(rcpts, &delivery.Error{Temporary: true, Message: DetailNotServed})
+	} else if data, err := q.message(snap); err != nil {
 		// The signed message is gone or damaged: no attempt can succeed.
 		log.Error("queued message unreadable", "err", err)
 		results = delivery.AllFailed(rcpts, &delivery.Error{Code: 554, Enhanced: "5.3.0", Message: "the queued message file is unreadable: " + err.Error()})
