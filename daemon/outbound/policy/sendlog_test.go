@@ -514,3 +514,34 @@ func TestWriteLogIsTheLastDaysSends(t *testing.T) {
 		}
 	}
 }
+
+// The log a limiter writes is the same bytes whatever order its sends were
+// made in (a map holds them): by mailbox, then owner, then time. A backup
+// of the same counts is then the same archive.
+func TestSendLogIsInOrder(t *testing.T) {
+	clk := testclock.New()
+	r := NewRateLimiter(clk.Now)
+	p := config.SendPolicy{PerDay: 10}
+	for _, s := range []struct {
+		mailbox string
+		uid     uint32
+	}{{"b", 1}, {"a", 2}, {"a", 1}, {"b", 1}} {
+		r.Allow(s.mailbox, s.uid, p, 1)
+		clk.Advance(time.Second)
+	}
+	var buf bytes.Buffer
+	if err := r.WriteLog(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(buf.String(), logMagic), "\n"), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("line %q", line)
+		}
+		got = append(got, f[2]+"/"+f[1])
+	}
+	if want := []string{`"a"/1`, `"a"/2`, `"b"/1`, `"b"/1`}; !slices.Equal(got, want) {
+		t.Errorf("the log's sends in the order %v, want %v", got, want)
+	}
+}
