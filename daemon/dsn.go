@@ -93,13 +93,21 @@ func (o *outboundService) bounceToSender(mailbox, sentID string, res protocol.Se
 // It is made holding the mailbox's name, for the mailbox that sent
 // (mailboxID) only: one deleted meanwhile, perhaps made again by someone
 // else, is warned of nothing. The queue holds none of its locks while it
-// asks for a warning, so the hold may wait for a delete.
+// asks for a warning, so the hold may wait for a delete, but only as long
+// as a copy of inbound mail waits (nameWait): the queue makes its warnings
+// one after another, and a delete waiting behind its owner's long request
+// must not hold up other mailboxes' warnings. A warning not made for it is
+// made later (the queue tries again).
 func (o *outboundService) delayWarning(mailbox, mailboxID, sentID, messageID string, waiting []protocol.RecipientStatus, until time.Time) error {
 	if len(waiting) == 0 {
 		return nil
 	}
 	d := o.d
-	defer d.ctl.HoldNames(mailbox)()
+	release, ok := d.ctl.HoldNameWithin(mailbox, nameWait)
+	if !ok {
+		return fmt.Errorf("mailbox %q is being deleted or created", mailbox)
+	}
+	defer release()
 	if d.currentID(mailbox) != mailboxID {
 		return nil
 	}

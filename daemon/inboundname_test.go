@@ -169,3 +169,35 @@ func TestCopyDoesNotWaitForAnotherMailboxsDelete(t *testing.T) {
 		t.Fatalf("delete: %v", err)
 	}
 }
+
+// TestDelayWarningDoesNotWaitForADelete: the queue makes its delay
+// warnings one after another, so one for a mailbox whose delete waits
+// behind its owner's long request must not wait for it (every other
+// mailbox's warning would): it gives up within the bound and is made
+// later.
+func TestDelayWarningDoesNotWaitForADelete(t *testing.T) {
+	td := startDaemonWith(t, "", Options{Resolver: &resolver.Map{}})
+	td.ensureMine(t, "leaving")
+	keep := nameWait
+	nameWait = 50 * time.Millisecond
+	t.Cleanup(func() { nameWait = keep })
+
+	waiting := nameWaits(t, "leaving")
+	release := sync.OnceFunc(td.ctl.HoldNames("leaving"))
+	t.Cleanup(release)
+	deleted := td.deleteAsync("leaving", true)
+	<-waiting
+
+	id := td.currentID("leaving")
+	err := testwait.Returns(t, "the delay warning", func() error {
+		return td.out.delayWarning("leaving", id, "2026-01-01-000000-s", "m@example.test",
+			[]protocol.RecipientStatus{{Address: "x@remote.test", Status: "deferred"}}, time.Now().Add(time.Hour))
+	})
+	if err == nil {
+		t.Error("a delay warning for a mailbox whose delete holds its name was made, or given up without an error the queue retries")
+	}
+	release()
+	if err := testwait.Returns(t, "the delete", func() error { return <-deleted }); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+}
