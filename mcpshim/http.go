@@ -101,6 +101,11 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 		MaxRequestBodyBytes: MaxRequestBytes}) // the SDK's 4 MiB default would refuse a 3 MiB attachment
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The header came whole (ReadHeaderTimeout); the body must follow
+		// within httpBodyTimeout. The deadline is lifted once it has, as
+		// the answer may be an event stream that lasts.
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(s.httpBodyTimeout))
 		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
 			// A web page the user visits must not drive the server
 			// (the SDK checks Host, which catches DNS rebinding).
@@ -116,7 +121,18 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 		if r.Method == http.MethodPost {
 			posts.add()
 			defer posts.done()
-			if bad := refusePost(r); bad != nil {
+			bad, err := refusePost(r)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The deadline stays: the connection closes after the answer.
+				b, _ := errorResponse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf(
+					"the request body did not arrive whole within %s of its header: send each message at once", s.httpBodyTimeout), protocol.CodeTimeout)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Connection", "close")
+				w.WriteHeader(http.StatusRequestTimeout)
+				w.Write(b)
+				return
+			}
+			if bad != nil {
 				// A JSON-RPC error, as the stdio server answers the same.
 				b, _ := errorResponse(bad.id, bad.code, bad.msg, protocol.CodeInvalidInput)
 				w.Header().Set("Content-Type", "application/json")
@@ -126,6 +142,7 @@ func (s *Server) httpHandler(token string, posts *requestCount, sessions *sessio
 			}
 			defer s.postCtx.register(r)()
 		}
+		rc.SetReadDeadline(time.Time{})
 		id := r.Header.Get("Mcp-Session-Id")
 		if id != "" {
 			sessions.begin(id)
@@ -156,17 +173,18 @@ type postRefusal struct {
 // refusePost reads the body of a POST (at most one byte past what the SDK
 // takes, so that it still answers 413 past that) and puts it back for the
 // SDK. It returns the refusal of the body, or of the first message of a
-// batch that is refused, or nil when the SDK is to serve it.
-func refusePost(r *http.Request) *postRefusal {
+// batch that is refused, or nil when the SDK is to serve it; and the error
+// that cut the body short, if one did.
+func refusePost(r *http.Request) (*postRefusal, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 	if err != nil || len(body) > MaxRequestBytes {
-		return nil // the SDK meets the same error, or answers 413
+		return nil, err // the SDK meets the same error, or answers 413
 	}
-	return refuseBody(body)
+	return refuseBody(body), nil
 }
 
 // refuseBody is refusePost on a body read whole.
@@ -374,6 +392,13 @@ func (s *Server) closeSession(id, why string) {
 // which ends its stream. A client that reads never comes near it: a write
 // blocks only once the kernel's buffers for the connection are full.
 const HTTPWriteTimeout = 30 * time.Second
+
+// HTTPBodyTimeout bounds how long a request's body may take to arrive once
+// its header has: a POST's body is held in memory until it ends (up to
+// MaxRequestBytes), and a client that sent part of one and stopped would
+// hold it, and its connection, for good. Past it the client is answered
+// 408 and the connection closed.
+const HTTPBodyTimeout = 30 * time.Second
 
 // deadlineWriter sets a fresh write deadline on the connection before each
 // write or flush of the response. It is the writer the SDK is given, so its

@@ -68,6 +68,9 @@ type Server struct {
 	dialTimeout time.Duration
 	// httpWriteTimeout bounds each write to an HTTP client (tests shorten it).
 	httpWriteTimeout time.Duration
+	// httpBodyTimeout bounds how long a request's body may take to arrive
+	// (tests shorten it).
+	httpBodyTimeout time.Duration
 	// postCtx holds the contexts of the HTTP POSTs being served.
 	postCtx postContexts
 	// now is the clock HTTP sessions' idleness is measured by (tests set it).
@@ -122,6 +125,7 @@ func New(opts Options) *Server {
 		dialTimeout:   5 * time.Second,
 
 		httpWriteTimeout: HTTPWriteTimeout,
+		httpBodyTimeout:  HTTPBodyTimeout,
 		now:              time.Now,
 	}
 	s.waits = make(chan struct{}, MaxWaits)

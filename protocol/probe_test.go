@@ -2,6 +2,9 @@ package protocol
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,5 +69,53 @@ func TestFrameReaderReserve(t *testing.T) {
 	fr.Close()
 	if held != 0 {
 		t.Errorf("%d bytes still reserved after Close", held)
+	}
+}
+
+// scriptedReader returns its chunks one per Read, then err.
+type scriptedReader struct {
+	chunks []string
+	err    error
+	reads  int
+}
+
+func (r *scriptedReader) Read(p []byte) (int, error) {
+	r.reads++
+	if len(r.chunks) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.chunks[0])
+	r.chunks = r.chunks[1:]
+	return n, nil
+}
+
+// TestFrameReaderBegin: Begin is called once per frame, once its first byte
+// has been read (already buffered or not) and not before; no frame begins at
+// the end of the stream; a frame a read error cuts short keeps its start
+// for the id.
+func TestFrameReaderBegin(t *testing.T) {
+	cut := errors.New("deadline")
+	sr := &scriptedReader{chunks: []string{`{"id":1}` + "\n" + `{"id":2}` + "\n", `{"id":3,"verb":"se`}, err: cut}
+	fr := NewFrameReader(sr, MaxFrame)
+	var begun []int // the reads done when each frame began
+	fr.Begin = func() { begun = append(begun, sr.reads) }
+	for _, want := range []string{`{"id":1}`, `{"id":2}`} {
+		if line, err := fr.Next(); err != nil || string(line) != want {
+			t.Fatalf("Next: %q %v, want %s", line, err, want)
+		}
+	}
+	if _, err := fr.Next(); err != cut || ProbeID(fr.Head()) != 3 {
+		t.Fatalf("cut frame: %v, head %q", err, fr.Head())
+	}
+	if want := []int{1, 1, 2}; !slices.Equal(begun, want) {
+		t.Errorf("frames began after reads %v, want %v", begun, want)
+	}
+
+	sr = &scriptedReader{err: io.EOF}
+	fr = NewFrameReader(sr, MaxFrame)
+	begun = nil
+	fr.Begin = func() { begun = append(begun, sr.reads) }
+	if _, err := fr.Next(); err != io.EOF || len(begun) != 0 {
+		t.Errorf("empty stream: %v, frames begun %v", err, begun)
 	}
 }

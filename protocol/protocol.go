@@ -142,7 +142,12 @@ type FrameReader struct {
 	Reserve func(n int) bool
 	Release func(n int)
 
-	head []byte // the start of the last refused frame
+	// Begin, when set, is called once the first byte of a frame has been
+	// read (it may already be buffered), before Next waits for the rest:
+	// a server bounds from there how long the frame may take to arrive.
+	Begin func()
+
+	head []byte // the start of the last refused or cut frame
 }
 
 // ErrFrameRefused is returned by Next when Reserve refused to buffer a frame.
@@ -160,7 +165,7 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 const headLen = 256
 
 // Head returns the first bytes of the frame Next last refused as too large
-// or over budget, enough to find its id.
+// or over budget, or that a read error cut short, enough to find its id.
 func (f *FrameReader) Head() []byte { return f.head }
 
 // ProbeID finds the id of a request from the start of its frame, for
@@ -238,6 +243,12 @@ func (f *FrameReader) grow(n int) bool {
 
 func (f *FrameReader) Next() ([]byte, error) {
 	f.buf = f.buf[:0]
+	if f.Begin != nil {
+		if _, err := f.r.Peek(1); err != nil {
+			return nil, err
+		}
+		f.Begin()
+	}
 	tooLarge, refused := false, false
 	for {
 		chunk, err := f.r.ReadSlice('\n')
@@ -257,6 +268,9 @@ func (f *FrameReader) Next() ([]byte, error) {
 		}
 		// A last line without its newline is still a frame.
 		if err != nil && (err != io.EOF || len(f.buf) == 0 || tooLarge || refused) {
+			if len(f.buf) > 0 {
+				f.keepHead(nil)
+			}
 			return nil, err
 		}
 		if tooLarge {

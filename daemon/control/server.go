@@ -197,6 +197,16 @@ func (s *Server) handleConn(conn *net.UnixConn, caller Caller) {
 		return refusedWhy == nil
 	}
 	fr.Release = func(n int) { s.mem.give(caller, int64(n)) }
+	// A frame that has begun must arrive whole within the request timeout
+	// (read as it begins, so a reload applies from the next frame): its
+	// buffer is charged to the caller, and a client that stopped half-way
+	// would otherwise hold it until the idle timeout. Between frames no
+	// deadline runs; the idle timeout closes a connection left unused.
+	var frameTimeout time.Duration
+	fr.Begin = func() {
+		frameTimeout = s.cfg().Control.RequestTimeout.Duration
+		conn.SetReadDeadline(time.Now().Add(frameTimeout))
+	}
 	defer fr.Close()
 	sem := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
@@ -208,6 +218,9 @@ func (s *Server) handleConn(conn *net.UnixConn, caller Caller) {
 	defer idle.stop()
 	for {
 		frame, err := fr.Next()
+		if err == nil || errors.Is(err, protocol.ErrFrameTooLarge) || errors.Is(err, protocol.ErrFrameRefused) {
+			conn.SetReadDeadline(time.Time{})
+		}
 		switch {
 		case errors.Is(err, protocol.ErrFrameTooLarge):
 			s.audit(caller, "", "", decisionDeny, protocol.CodeTooLarge, 0)
@@ -218,7 +231,17 @@ func (s *Server) handleConn(conn *net.UnixConn, caller Caller) {
 			w.send(protocol.Response{ID: protocol.ProbeID(fr.Head()), Error: refusedWhy})
 			fr.Free()
 			continue
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The buffer goes back at once, not when the requests still
+			// in flight end.
+			fr.Close()
+			s.audit(caller, "", "", decisionDeny, protocol.CodeTimeout, 0)
+			w.send(protocol.Response{ID: protocol.ProbeID(fr.Head()), Error: protocol.Errorf(protocol.CodeTimeout,
+				"the request frame did not arrive whole within %s of its first byte (control.request_timeout): the connection is closed; send each request at once", frameTimeout)})
+			cancelWatches()
+			return
 		case err != nil:
+			fr.Close()
 			// The client is gone (or half-closed): requests in flight may
 			// still answer, but a watch would stream to no one and hold
 			// the connection open until its next event.
