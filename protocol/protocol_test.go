@@ -229,24 +229,42 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// FuzzFrameReader: frames never exceed the bound and the reader never panics.
+// FuzzFrameReader: frames never exceed the bound, the reader never panics,
+// and Begin is told of each frame once, as its first byte arrives: once
+// for every frame Next returns or refuses, and for one the input's end
+// cuts short, never for the end itself.
 func FuzzFrameReader(f *testing.F) {
 	f.Add([]byte("a\nb\r\n"), 4)
 	f.Add([]byte(strings.Repeat("x", 50)+"\nshort\n"), 8)
 	f.Add([]byte("\r\r\n\n"), 1)
+	f.Add([]byte("last line without its newline"), 64)
 	f.Fuzz(func(t *testing.T, data []byte, max int) {
 		if max <= 0 || max > 1<<16 {
 			return
 		}
 		fr := NewFrameReader(bytes.NewReader(data), max)
+		begun, frames := 0, 0
+		fr.Begin = func() {
+			if begun != frames {
+				t.Fatalf("a frame began before the one before it ended (%d begun, %d ended)", begun, frames)
+			}
+			begun++
+		}
 		for i := 0; i < len(data)+2; i++ {
 			line, err := fr.Next()
 			if err != nil {
 				if errors.Is(err, ErrFrameTooLarge) {
+					frames++
 					continue
+				}
+				// The input ends between frames, or in one it cut short.
+				ended := len(data) == 0 || data[len(data)-1] == '\n'
+				if begun != frames && (ended || begun != frames+1) {
+					t.Fatalf("the input ended with %d frames begun and %d read", begun, frames)
 				}
 				return
 			}
+			frames++
 			if len(line) > max {
 				t.Fatalf("frame of %d bytes exceeds max %d", len(line), max)
 			}
