@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 )
 
 // metrics are the daemon's Prometheus counters. They live in a registry of
@@ -68,6 +69,14 @@ func newMetrics(d *Daemon) *metrics {
 	return m
 }
 
+// metricsMaxConns bounds the metrics endpoint's open connections: a scraper
+// needs one; past the bound a connection waits to be served.
+const metricsMaxConns = 32
+
+// metricsIdleTimeout closes a metrics connection left unused between
+// requests (a variable so that a test can shorten it).
+var metricsIdleTimeout = 60 * time.Second
+
 // metricsService serves /metrics on a loopback address when configured.
 type metricsService struct {
 	d    *Daemon
@@ -83,9 +92,13 @@ func (s *metricsService) Start(context.Context) error {
 	s.addr = ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.d.metrics.reg, promhttp.HandlerOpts{}))
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Any local user can connect: each connection is bounded in time (a
+	// request's header and body, its answer, the wait for the next one)
+	// and in number, so that none can hold the daemon's file descriptors.
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: metricsIdleTimeout}
 	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(netutil.LimitListener(ln, metricsMaxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.d.log.Error("metrics endpoint stopped", "err", err)
 		}
 	}()
