@@ -393,6 +393,11 @@ func (s *Server) closeSession(id, why string) {
 // blocks only once the kernel's buffers for the connection are full.
 const HTTPWriteTimeout = 30 * time.Second
 
+// HTTPIdleTimeout closes a connection left unused after its last answer:
+// any local user can connect, and one kept alive for good would hold a
+// descriptor of the server's. A client connects again when it needs to.
+const HTTPIdleTimeout = 2 * time.Minute
+
 // HTTPBodyTimeout bounds how long a request's body may take to arrive once
 // its header has: a POST's body is held in memory until it ends (up to
 // MaxRequestBytes), and a client that sent part of one and stopped would
@@ -538,7 +543,7 @@ func (s *Server) serveHTTP(ctx context.Context, ln net.Listener, token string) e
 	defer s.Close()
 	posts := new(requestCount)
 	sessions := newSessionUse(s.now)
-	srv := &http.Server{Handler: s.httpHandler(token, posts, sessions), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.httpHandler(token, posts, sessions), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: s.httpIdleTimeout}
 	ctx, cancel := context.WithCancel(ctx) // cancelled once Serve returns, whyever it does
 	stopped := make(chan struct{})
 	go func() {

@@ -135,3 +135,44 @@ func TestHTTPSteadyBodyIsServed(t *testing.T) {
 		t.Fatalf("a %d-byte body sent steadily: HTTP %d %.200s", len(body), resp.StatusCode, answer)
 	}
 }
+
+// A connection kept alive after its answer, here another user's that was
+// refused for want of the token, is closed once unused for the idle
+// timeout, instead of holding one of the server's descriptors for good.
+func TestHTTPIdleConnectionIsClosed(t *testing.T) {
+	s := New(Options{SocketPath: noDaemon(t)})
+	s.httpIdleTimeout = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.serveHTTP(ctx, ln, "0123456789abcdef-idle") }()
+	defer func() { stop(); <-served }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Close {
+		t.Fatalf("a request without the token: HTTP %d (close %v), want 401 on a connection kept alive", resp.StatusCode, resp.Close)
+	}
+	if err := testwait.Returns(t, "the idle connection to be closed", func() error {
+		_, err := br.ReadByte()
+		return err
+	}); err != io.EOF {
+		t.Errorf("reading the idle connection: %v, want it closed", err)
+	}
+}

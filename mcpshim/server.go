@@ -71,6 +71,9 @@ type Server struct {
 	// httpBodyTimeout bounds how long a request's body may take to arrive
 	// (tests shorten it).
 	httpBodyTimeout time.Duration
+	// httpIdleTimeout closes an HTTP connection unused after its last
+	// answer (tests shorten it).
+	httpIdleTimeout time.Duration
 	// postCtx holds the contexts of the HTTP POSTs being served.
 	postCtx postContexts
 	// now is the clock HTTP sessions' idleness is measured by (tests set it).
@@ -126,6 +129,7 @@ func New(opts Options) *Server {
 
 		httpWriteTimeout: HTTPWriteTimeout,
 		httpBodyTimeout:  HTTPBodyTimeout,
+		httpIdleTimeout:  HTTPIdleTimeout,
 		now:              time.Now,
 	}
 	s.waits = make(chan struct{}, MaxWaits)
