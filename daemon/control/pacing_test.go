@@ -101,6 +101,35 @@ func helper(t *testing.T, bin, socket string, u testusers.User, mailbox string, 
 	return res
 }
 
+// gateVerb holds each request of verb that passes its turn, while hold
+// says so, until release is closed (at the test's end at the latest), and
+// counts them in running; waiting counts the requests of uid that wait for
+// a turn.
+func gateVerb(t *testing.T, verb string, uid uint32, hold func() bool) (running, waiting *atomic.Int32, release chan struct{}) {
+	running, waiting, release = new(atomic.Int32), new(atomic.Int32), make(chan struct{})
+	keep := control.SwapGated(func(v string) {
+		if v == verb && hold() {
+			running.Add(1)
+			<-release
+		}
+	})
+	keepWait := control.SwapTurnWait(func(u uint32) {
+		if u == uid {
+			waiting.Add(1)
+		}
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		control.SwapGated(keep)
+		control.SwapTurnWait(keepWait)
+	})
+	return running, waiting, release
+}
+
 // TestOneUserCannotRunEveryRequest: a user with many requests in flight
 // runs two of them at once and the rest wait their turn, so another user's
 // listing starts at once instead of queueing behind all of them for the
@@ -119,30 +148,9 @@ func TestOneUserCannotRunEveryRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var running, waiting atomic.Int32
 	var hold atomic.Bool
 	hold.Store(true)
-	release := make(chan struct{})
-	keep := control.SwapGated(func(v string) {
-		if v == protocol.VerbMessageList && hold.Load() {
-			running.Add(1)
-			<-release
-		}
-	})
-	defer func() { control.SwapGated(keep) }()
-	keepWait := control.SwapTurnWait(func(uid uint32) {
-		if uid == hog.UID {
-			waiting.Add(1)
-		}
-	})
-	defer func() { control.SwapTurnWait(keepWait) }()
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	running, waiting, release := gateVerb(t, protocol.VerbMessageList, hog.UID, hold.Load)
 
 	bin := testusers.Executable(t)
 	const n = 8
@@ -179,28 +187,7 @@ func TestDryRunSendsTakeTurns(t *testing.T) {
 	if err := td.EnsureMailbox("hog", hog.UID, hog.GID); err != nil {
 		t.Fatal(err)
 	}
-	var running, waiting atomic.Int32
-	release := make(chan struct{})
-	keep := control.SwapGated(func(v string) {
-		if v == protocol.VerbSend {
-			running.Add(1)
-			<-release
-		}
-	})
-	defer func() { control.SwapGated(keep) }()
-	keepWait := control.SwapTurnWait(func(uid uint32) {
-		if uid == hog.UID {
-			waiting.Add(1)
-		}
-	})
-	defer func() { control.SwapTurnWait(keepWait) }()
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	running, waiting, release := gateVerb(t, protocol.VerbSend, hog.UID, func() bool { return true })
 
 	bin := testusers.Executable(t)
 	const n = 8

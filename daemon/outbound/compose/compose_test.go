@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/text"
 
 	"github.com/mailctl/mailctl/internal/pycheck"
@@ -603,21 +602,7 @@ func FuzzLinkWork(f *testing.F) {
 			return // bounded, and nesting the line pass refuses before linkWork
 		}
 		src := []byte(md)
-		want := 0
-		ast.Walk(markdown.Parser().Parse(text.NewReader(src)), func(n ast.Node, entering bool) (ast.WalkStatus, error) {
-			if !entering || n.Type() != ast.TypeBlock || n.IsRaw() {
-				return ast.WalkContinue, nil
-			}
-			lines := n.Lines()
-			size, openers := 0, 0
-			for i := range lines.Len() {
-				seg := lines.At(i)
-				size += seg.Len()
-				openers += bytes.Count(seg.Value(src), []byte("["))
-			}
-			want += size * openers
-			return ast.WalkContinue, nil
-		})
+		want := blockWork(markdown.Parser().Parse(text.NewReader(src)), src)
 		if got := linkWork(md); got < want {
 			t.Fatalf("linkWork %d, the renderer's blocks %d: %q", got, want, md)
 		}

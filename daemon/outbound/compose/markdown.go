@@ -75,8 +75,14 @@ var blocks = parser.NewParser(parser.WithBlockParsers(parser.DefaultBlockParsers
 // which the block parse itself takes more than linear time.
 func linkWork(md string) int {
 	src := []byte(md)
+	return blockWork(blocks.Parse(text.NewReader(src)), src)
+}
+
+// blockWork sums, over the blocks of doc (parsed from src) that are not
+// raw, each block's length times its link openers.
+func blockWork(doc ast.Node, src []byte) int {
 	work := 0
-	ast.Walk(blocks.Parse(text.NewReader(src)), func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+	ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		if !entering || n.Type() != ast.TypeBlock || n.IsRaw() {
 			return ast.WalkContinue, nil
 		}
