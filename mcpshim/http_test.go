@@ -210,7 +210,9 @@ func TestHTTPBadBodyAndUnknownMethodAreRPCErrors(t *testing.T) {
 		{session, `{"jsonrpc":"2.0","id":1,"method":"ping"`, parse},
 		{"", `not json`, parse},
 		{session, "", parse},
-		{session, strings.Repeat("[", 10001), `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 10000 deep"}}`},
+		{session, strings.Repeat("[", 10001), `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 1000 deep"}}`},
+		// Valid JSON past the nesting the SDK's decoder takes.
+		{session, `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":{"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 1000 deep"}}`},
 		{session, `{"jsonrpc":"2.0","id":7,"method":"tools/nope","params":{}}`, `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"tools/nope\" is not a method of MCP this server serves"}}`},
 		{"", `{"jsonrpc":"2.0","id":"q","method":"sampling/createMessage"}`, `{"jsonrpc":"2.0","id":"q","error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"sampling/createMessage\" is not a method of MCP this server serves"}}`},
 		{session, `{"jsonrpc":"2.0","method":"notifications/nope"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"notifications/nope\" is not a method of MCP this server serves"}}`},
