@@ -539,8 +539,8 @@ func (rs *restorer) renumber(kind Kind, file string, data []byte) ([]byte, error
 			set("created_by", rs.mapUID(createdBy, ow.uid))
 		}
 	} else if mb := str("mailbox"); mb != "" {
-		if ow, ok := rs.owners[mb]; ok && str("mailbox_id") == registry.ConfigMailboxID(mb, ow.oldUID) {
-			set("mailbox_id", registry.ConfigMailboxID(mb, ow.uid))
+		if id, ok := rs.rebind(mb, str("mailbox_id")); ok {
+			set("mailbox_id", id)
 		}
 	}
 	return json.MarshalIndent(doc, "", "  ")
@@ -558,12 +558,33 @@ func (rs *restorer) renumberItem(state []byte) ([]byte, error) {
 	var mailbox, id string
 	json.Unmarshal(doc["mailbox"], &mailbox)
 	json.Unmarshal(doc["mailbox_id"], &id)
-	ow, ok := rs.owners[mailbox]
-	if !ok || id == "" || id != registry.ConfigMailboxID(mailbox, ow.oldUID) || ow.oldUID == ow.uid {
+	id, ok := rs.rebind(mailbox, id)
+	if !ok {
 		return state, nil
 	}
-	doc["mailbox_id"], _ = json.Marshal(registry.ConfigMailboxID(mailbox, ow.uid))
+	doc["mailbox_id"], _ = json.Marshal(id)
 	return json.Marshal(doc)
+}
+
+// rebind is the identity here of what the archive binds to id, an identity
+// of mailbox there, and whether it differs. An operator-declared mailbox's
+// identity includes its owner's uid: its owner's identity there becomes
+// its owner's here. An earlier owner's identity there (a queue item held,
+// a hook left dormant since the mailbox was given to its owner) that is
+// the identity the mailbox has here, because the earlier owner's uid
+// there is the owner's uid here, becomes one no mailbox has: else the
+// item would be sent, and the hook run, as the owner's.
+func (rs *restorer) rebind(mailbox, id string) (string, bool) {
+	ow, ok := rs.owners[mailbox]
+	switch {
+	case !ok || id == "" || ow.oldUID == ow.uid:
+		return id, false
+	case id == registry.ConfigMailboxID(mailbox, ow.oldUID):
+		return registry.ConfigMailboxID(mailbox, ow.uid), true
+	case id == registry.ConfigMailboxID(mailbox, ow.uid):
+		return registry.DerivedID("c", "config", mailbox, "earlier owner, uid "+strconv.FormatUint(uint64(ow.uid), 10)+" there"), true
+	}
+	return id, false
 }
 
 // renumberIdem files an idempotency record under the identity its mailbox

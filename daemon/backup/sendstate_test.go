@@ -296,3 +296,56 @@ func TestRestoreLeavesOutAPriorOwnersIdempotencyRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreKeepsAnEarlierOwnersBindingsOffTheOwner: a queue item held and
+// a hook left dormant since an operator-declared mailbox was given to its
+// owner name the earlier owner's identity there. When the earlier owner's
+// uid there is the owner's uid here, that identity is the mailbox's here:
+// the item would be sent, and the hook's command run, as the owner's. Both
+// are bound to an identity no mailbox has instead, and stay as they were;
+// the owner's own are bound to the mailbox here.
+func TestRestoreKeepsAnEarlierOwnersBindingsOffTheOwner(t *testing.T) {
+	there, earlier := registry.ConfigMailboxID("agent", 1234), registry.ConfigMailboxID("agent", 2000)
+	here := registry.ConfigMailboxID("agent", 2000) // someone's uid here
+	hook := func(id string) string {
+		b, _ := json.Marshal(map[string]any{"id": "h" + id, "name": "n", "mailbox": "agent", "mailbox_id": id, "event": "on_receive", "cmd": []string{"/bin/true"}, "source": "registry"})
+		return string(b)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	_, err := Restore(bytes.NewReader(archive(t, sendStateManifest(Version),
+		entry{name: prefix + dirRegHooks + "own.json", data: hook(there)},
+		entry{name: prefix + dirRegHooks + "earlier.json", data: hook(earlier)})),
+		RestoreOptions{StateDir: state, LookupUser: sendStateUsers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := func(data []byte) string {
+		var h struct {
+			MailboxID string `json:"mailbox_id"`
+		}
+		if err := json.Unmarshal(data, &h); err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		return h.MailboxID
+	}
+	for file, wantHere := range map[string]bool{"own.json": true, "earlier.json": false} {
+		data, err := os.ReadFile(filepath.Join(state, "registry", "hooks", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bound(data); (got == here) != wantHere || got == there || got == "" {
+			t.Errorf("hook %s is bound to %q; the mailbox here is %q (want bound to it: %v)", file, got, here, wantHere)
+		}
+	}
+
+	rs := &restorer{owners: map[string]owner{"agent": {oldUID: 1234, uid: 2000, gid: 2000}}}
+	for id, wantHere := range map[string]bool{there: true, earlier: false} {
+		out, err := rs.renumberItem([]byte(`{"id":"q","mailbox":"agent","mailbox_id":"` + id + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bound(out); (got == here) != wantHere || got == there || got == "" {
+			t.Errorf("item of %s is bound to %q; the mailbox here is %q (want bound to it: %v)", id, got, here, wantHere)
+		}
+	}
+}
