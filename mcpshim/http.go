@@ -189,12 +189,13 @@ func refusePost(r *http.Request) (*postRefusal, error) {
 
 // refuseBody is refusePost on a body read whole.
 func refuseBody(body []byte) *postRefusal {
+	if jsonDepth(body) > sdkMaxJSONDepth {
+		// Valid JSON too (encoding/json's limit is 10000): the SDK's
+		// decoder refuses it, with a line of text.
+		return &postRefusal{code: jsonrpc.CodeParseError, msg: fmt.Sprintf("parse error: the body nests arrays and objects more than %d deep", sdkMaxJSONDepth)}
+	}
 	if !json.Valid(body) {
-		msg := "parse error: the body is not JSON: send one JSON-RPC message"
-		if jsonDepth(body) > maxJSONDepth {
-			msg = fmt.Sprintf("parse error: the body nests arrays and objects more than %d deep", maxJSONDepth)
-		}
-		return &postRefusal{code: jsonrpc.CodeParseError, msg: msg}
+		return &postRefusal{code: jsonrpc.CodeParseError, msg: "parse error: the body is not JSON: send one JSON-RPC message"}
 	}
 	b := bytes.TrimLeft(body, " \t\r\n") // JSON's white space, not Unicode's
 	if b[0] != '[' {
@@ -231,6 +232,10 @@ func refuseMessage(msg []byte) *postRefusal {
 	return &postRefusal{id: id, code: jsonrpc.CodeMethodNotFound,
 		msg: fmt.Sprintf("method not found: %q is not a method of MCP this server serves", *probe.Method)}
 }
+
+// sdkMaxJSONDepth is the nesting of arrays and objects past which the
+// SDK's decoder refuses a message, valid JSON or not.
+const sdkMaxJSONDepth = 1000
 
 // clientMethods are the methods of MCP a client sends a server: the
 // requests and notifications of the specification that the SDK serves

@@ -180,6 +180,9 @@ func TestHTTPNumericIDsAnsweredUnderTheSameID(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `"id":1.5,"error":{"code":-32600`, http.StatusBadRequest},
 		// A null id is no notification: answered, under a null id.
 		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, `"id":null,"error":{"code":-32600,"data":{"code":"invalid_input"},"message":"invalid request: the id is null`, http.StatusBadRequest},
+		// The id is the member the SDK reads, spelled "id" exactly.
+		{`{"jsonrpc":"2.0","id":1.5,"ID":1,"method":"ping"}`, `"id":1.5,"error":{"code":-32600`, http.StatusBadRequest},
+		{`{"jsonrpc":"2.0","id":4,"Id":4.5,"method":"ping"}`, `"id":4,"result":{}`, http.StatusOK},
 		{`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`, `"id":9007199254740992,"result":{}`, http.StatusOK},
 		{`{"jsonrpc":"2.0","id":"x","method":"ping"}`, `"id":"x","result":{}`, http.StatusOK},
 	} {
@@ -207,10 +210,14 @@ func TestHTTPBadBodyAndUnknownMethodAreRPCErrors(t *testing.T) {
 		{session, `{"jsonrpc":"2.0","id":1,"method":"ping"`, parse},
 		{"", `not json`, parse},
 		{session, "", parse},
-		{session, strings.Repeat("[", 10001), `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 10000 deep"}}`},
+		{session, strings.Repeat("[", 10001), `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 1000 deep"}}`},
+		// Valid JSON past the nesting the SDK's decoder takes.
+		{session, `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":{"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 1000 deep"}}`},
 		{session, `{"jsonrpc":"2.0","id":7,"method":"tools/nope","params":{}}`, `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"tools/nope\" is not a method of MCP this server serves"}}`},
 		{"", `{"jsonrpc":"2.0","id":"q","method":"sampling/createMessage"}`, `{"jsonrpc":"2.0","id":"q","error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"sampling/createMessage\" is not a method of MCP this server serves"}}`},
 		{session, `{"jsonrpc":"2.0","method":"notifications/nope"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"notifications/nope\" is not a method of MCP this server serves"}}`},
+		// The method is the member the SDK reads, spelled "method" exactly.
+		{session, `{"jsonrpc":"2.0","id":8,"method":"nope","Method":"ping"}`, `{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"nope\" is not a method of MCP this server serves"}}`},
 		{session, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"nope"}]`, `{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"data":{"code":"invalid_input"},"message":"method not found: \"nope\" is not a method of MCP this server serves"}}`},
 	} {
 		resp, body := rawHTTP(t, "POST", srv.URL, token, c.session, c.body)

@@ -30,6 +30,22 @@ type messageProbe struct {
 	Method *string         `json:"method"`
 }
 
+// UnmarshalJSON reads the members "id" and "method" by their exact names,
+// as the SDK's decoder does: encoding/json would also take "ID" or
+// "Method", and a message holding both spellings would be judged by a
+// member the SDK does not read.
+func (p *messageProbe) UnmarshalJSON(b []byte) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return err
+	}
+	*p = messageProbe{ID: members["id"]}
+	if m, ok := members["method"]; ok {
+		return json.Unmarshal(m, &p.Method)
+	}
+	return nil
+}
+
 // badID is badID on the message p was read from.
 func (p messageProbe) badID() (json.RawMessage, string) {
 	if p.Method == nil || *p.Method == "" || p.ID == nil {

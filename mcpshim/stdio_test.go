@@ -258,6 +258,9 @@ func TestNumericIDsAnsweredUnderTheSameID(t *testing.T) {
 		{"9007199254740992", "9.007199254740992e+15", false},
 		{"-42", "-42", false},
 		{"1e3", "1000", false},
+		// The id is the member the SDK reads, spelled "id" exactly.
+		{`1.5,"ID":1`, "1.5", true},
+		{`1,"Id":1.5`, "1", false},
 	} {
 		r.send(`{"jsonrpc":"2.0","id":` + c.id + `,"method":"ping"}`)
 		r.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)

@@ -219,6 +219,9 @@ index is rebuilt when the daemon starts. Root only.`)
 	if res.IdemRecords > 0 {
 		fmt.Fprintf(stdout, "idempotency keys: %d, each answering a retry with the message it made\n", res.IdemRecords)
 	}
+	if res.IdemPrior > 0 {
+		fmt.Fprintf(stdout, "idempotency keys left out: %d, of earlier owners of mailboxes whose owner here has their uid there\n", res.IdemPrior)
+	}
 	if res.RateLog {
 		fmt.Fprintf(stdout, "send rate limits: %d send(s) of the last day counted again", res.RateSends)
 		if res.RateUnowned > 0 {

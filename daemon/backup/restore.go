@@ -63,8 +63,11 @@ type RestoreResult struct {
 	Bytes     int64
 	Journal   int64
 	// IdemRecords counts the idempotency records restored: a retry with
-	// one of their keys answers with the message it made.
-	IdemRecords int
+	// one of their keys answers with the message it made. IdemPrior
+	// counts those left out: records an earlier owner of an
+	// operator-declared mailbox left under the identity the mailbox has
+	// here for its owner now, where they would answer the owner's retries.
+	IdemRecords, IdemPrior int
 	// RateLog is whether the archive held the send log (one made by a
 	// release before backups held it does not, and the send log this
 	// host has, if any, is kept); RateSends counts the sends of it still
@@ -411,6 +414,10 @@ func (rs *restorer) entry(e *Entry, body io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("entry %q: %w", e.Name, err)
 		}
+		if file == "" {
+			rs.res.IdemPrior++
+			return nil
+		}
 		rs.res.IdemRecords++
 		return rs.write(filepath.Join("queue", queue.IdempotencyDir, file), out, -1, -1)
 	case KindRateLog:
@@ -532,8 +539,8 @@ func (rs *restorer) renumber(kind Kind, file string, data []byte) ([]byte, error
 			set("created_by", rs.mapUID(createdBy, ow.uid))
 		}
 	} else if mb := str("mailbox"); mb != "" {
-		if ow, ok := rs.owners[mb]; ok && str("mailbox_id") == registry.ConfigMailboxID(mb, ow.oldUID) {
-			set("mailbox_id", registry.ConfigMailboxID(mb, ow.uid))
+		if id, ok := rs.rebind(mb, str("mailbox_id")); ok {
+			set("mailbox_id", id)
 		}
 	}
 	return json.MarshalIndent(doc, "", "  ")
@@ -551,12 +558,33 @@ func (rs *restorer) renumberItem(state []byte) ([]byte, error) {
 	var mailbox, id string
 	json.Unmarshal(doc["mailbox"], &mailbox)
 	json.Unmarshal(doc["mailbox_id"], &id)
-	ow, ok := rs.owners[mailbox]
-	if !ok || id == "" || id != registry.ConfigMailboxID(mailbox, ow.oldUID) || ow.oldUID == ow.uid {
+	id, ok := rs.rebind(mailbox, id)
+	if !ok {
 		return state, nil
 	}
-	doc["mailbox_id"], _ = json.Marshal(registry.ConfigMailboxID(mailbox, ow.uid))
+	doc["mailbox_id"], _ = json.Marshal(id)
 	return json.Marshal(doc)
+}
+
+// rebind is the identity here of what the archive binds to id, an identity
+// of mailbox there, and whether it differs. An operator-declared mailbox's
+// identity includes its owner's uid: its owner's identity there becomes
+// its owner's here. An earlier owner's identity there (a queue item held,
+// a hook left dormant since the mailbox was given to its owner) that is
+// the identity the mailbox has here, because the earlier owner's uid
+// there is the owner's uid here, becomes one no mailbox has: else the
+// item would be sent, and the hook run, as the owner's.
+func (rs *restorer) rebind(mailbox, id string) (string, bool) {
+	ow, ok := rs.owners[mailbox]
+	switch {
+	case !ok || id == "" || ow.oldUID == ow.uid:
+		return id, false
+	case id == registry.ConfigMailboxID(mailbox, ow.oldUID):
+		return registry.ConfigMailboxID(mailbox, ow.uid), true
+	case id == registry.ConfigMailboxID(mailbox, ow.uid):
+		return registry.DerivedID("c", "config", mailbox, "earlier owner, uid "+strconv.FormatUint(uint64(ow.uid), 10)+" there"), true
+	}
+	return id, false
 }
 
 // renumberIdem files an idempotency record under the identity its mailbox
@@ -564,7 +592,10 @@ func (rs *restorer) renumberItem(state []byte) ([]byte, error) {
 // record of one whose owner has another uid here moves to the name the
 // key has with the new identity. A record of an older release, which does
 // not say its key, keeps its name: it still answers while the identity is
-// the same.
+// the same. A record of an earlier owner of the mailbox whose uid there
+// is the owner's uid here names the identity the mailbox has here: it is
+// left out (file ""), else it would answer the owner's retries with the
+// earlier owner's message.
 func (rs *restorer) renumberIdem(file string, data []byte) (string, []byte, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(data, &doc); err != nil {
@@ -579,7 +610,13 @@ func (rs *restorer) renumberIdem(file string, data []byte) (string, []byte, erro
 		return "", nil, errors.New("not an idempotency record: no sent_id")
 	}
 	ow, ok := rs.owners[mailbox]
-	if !ok || key == "" || id == "" || id != registry.ConfigMailboxID(mailbox, ow.oldUID) || ow.oldUID == ow.uid {
+	if !ok || id == "" || ow.oldUID == ow.uid {
+		return file, data, nil
+	}
+	if id == registry.ConfigMailboxID(mailbox, ow.uid) {
+		return "", nil, nil
+	}
+	if key == "" || id != registry.ConfigMailboxID(mailbox, ow.oldUID) {
 		return file, data, nil
 	}
 	id = registry.ConfigMailboxID(mailbox, ow.uid)

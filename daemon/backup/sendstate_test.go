@@ -249,3 +249,103 @@ func FuzzRateLog(f *testing.F) {
 		}
 	})
 }
+
+// TestRestoreLeavesOutAPriorOwnersIdempotencyRecord: an operator-declared
+// mailbox's identity includes its owner's uid, and a record an earlier
+// owner of the mailbox left there names the identity of that owner's uid
+// there. When the mailbox's owner here has that uid, the record would sit
+// where the owner's retry with the same key looks, and answer it with the
+// earlier owner's message instead of sending; it is left out. With the
+// owner's own record for the key beside it, the restore files the owner's.
+func TestRestoreLeavesOutAPriorOwnersIdempotencyRecord(t *testing.T) {
+	there, prior := registry.ConfigMailboxID("agent", 1234), registry.ConfigMailboxID("agent", 2000)
+	rec := func(id, key, sent string) entry {
+		b, _ := json.Marshal(map[string]string{"sent_id": sent, "message_id": "<" + sent + "@x>", "mailbox": "agent", "mailbox_id": id, "key": key})
+		return entry{name: prefix + dirIdem + queue.IdempotencyFile("agent", id, key), data: string(b)}
+	}
+	here := registry.ConfigMailboxID("agent", 2000) // someone's uid here
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		want    string // the sent_id a retry with "k" finds here, "" for none
+	}{
+		{"the prior owner's alone", []entry{rec(prior, "k", "2026-01-01-000000-prior")}, ""},
+		{"the owner's after the prior owner's", []entry{rec(prior, "k", "2026-01-01-000000-prior"), rec(there, "k", "2026-11-29-120000-own")}, "2026-11-29-120000-own"},
+		{"the owner's before the prior owner's", []entry{rec(there, "k", "2026-11-29-120000-own"), rec(prior, "k", "2026-01-01-000000-prior")}, "2026-11-29-120000-own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "state")
+			res, err := Restore(bytes.NewReader(archive(t, append([]entry{sendStateManifest(Version)}, tc.entries...)...)),
+				RestoreOptions{StateDir: state, LookupUser: sendStateUsers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IdemPrior != 1 || res.IdemRecords != len(tc.entries)-1 {
+				t.Errorf("%d records restored, %d of the earlier owner left out; want %d and 1", res.IdemRecords, res.IdemPrior, len(tc.entries)-1)
+			}
+			data, err := os.ReadFile(filepath.Join(state, "queue", queue.IdempotencyDir, queue.IdempotencyFile("agent", here, "k")))
+			var got struct {
+				SentID string `json:"sent_id"`
+			}
+			if err == nil {
+				json.Unmarshal(data, &got)
+			}
+			if got.SentID != tc.want {
+				t.Errorf("a retry of agent's owner here with key k finds %q (%v), want %q", got.SentID, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestoreKeepsAnEarlierOwnersBindingsOffTheOwner: a queue item held and
+// a hook left dormant since an operator-declared mailbox was given to its
+// owner name the earlier owner's identity there. When the earlier owner's
+// uid there is the owner's uid here, that identity is the mailbox's here:
+// the item would be sent, and the hook's command run, as the owner's. Both
+// are bound to an identity no mailbox has instead, and stay as they were;
+// the owner's own are bound to the mailbox here.
+func TestRestoreKeepsAnEarlierOwnersBindingsOffTheOwner(t *testing.T) {
+	there, earlier := registry.ConfigMailboxID("agent", 1234), registry.ConfigMailboxID("agent", 2000)
+	here := registry.ConfigMailboxID("agent", 2000) // someone's uid here
+	hook := func(id string) string {
+		b, _ := json.Marshal(map[string]any{"id": "h" + id, "name": "n", "mailbox": "agent", "mailbox_id": id, "event": "on_receive", "cmd": []string{"/bin/true"}, "source": "registry"})
+		return string(b)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	_, err := Restore(bytes.NewReader(archive(t, sendStateManifest(Version),
+		entry{name: prefix + dirRegHooks + "own.json", data: hook(there)},
+		entry{name: prefix + dirRegHooks + "earlier.json", data: hook(earlier)})),
+		RestoreOptions{StateDir: state, LookupUser: sendStateUsers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := func(data []byte) string {
+		var h struct {
+			MailboxID string `json:"mailbox_id"`
+		}
+		if err := json.Unmarshal(data, &h); err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		return h.MailboxID
+	}
+	for file, wantHere := range map[string]bool{"own.json": true, "earlier.json": false} {
+		data, err := os.ReadFile(filepath.Join(state, "registry", "hooks", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bound(data); (got == here) != wantHere || got == there || got == "" {
+			t.Errorf("hook %s is bound to %q; the mailbox here is %q (want bound to it: %v)", file, got, here, wantHere)
+		}
+	}
+
+	rs := &restorer{owners: map[string]owner{"agent": {oldUID: 1234, uid: 2000, gid: 2000}}}
+	for id, wantHere := range map[string]bool{there: true, earlier: false} {
+		out, err := rs.renumberItem([]byte(`{"id":"q","mailbox":"agent","mailbox_id":"` + id + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bound(out); (got == here) != wantHere || got == there || got == "" {
+			t.Errorf("item of %s is bound to %q; the mailbox here is %q (want bound to it: %v)", id, got, here, wantHere)
+		}
+	}
+}

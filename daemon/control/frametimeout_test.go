@@ -213,3 +213,33 @@ func TestRequestTimeoutRunsOnlyWithinAFrame(t *testing.T) {
 		t.Fatalf("a request after waiting longer than request_timeout between frames: %+v %+v", r, r.Error)
 	}
 }
+
+// TestIdleTimeoutWaitsForABegunFrame: a frame that has begun is bounded by
+// control.request_timeout alone; the idle timeout, which closes a
+// connection left unused, does not cut it half-way and leave its request
+// unanswered when the frame began just before the connection would have
+// been idle for that long.
+func TestIdleTimeoutWaitsForABegunFrame(t *testing.T) {
+	lim := config.Control{RequestTimeout: config.Duration{Duration: time.Minute}, IdleTimeout: config.Duration{Duration: 200 * time.Millisecond},
+		RequestMemory: 64 << 20, RequestMemoryPerUID: 16 << 20}
+	s := New(Options{Backend: &fakeBackend{cfg: &config.Config{Domains: []string{"example.test"}, Control: lim}}})
+	caller := Caller{UID: 1001, GID: 1001}
+	slow := dialAs(t, s, caller)
+	if _, err := slow.conn.Write([]byte(`{"id":1,`)); err != nil {
+		t.Fatal(err)
+	}
+	// Two connections opened after it, one after the other, closed as idle:
+	// the slow one has been open longer than the idle timeout since.
+	for range 2 {
+		witness := dialAs(t, s, caller)
+		if line, err := witness.r.ReadString('\n'); !errors.Is(err, io.EOF) {
+			t.Fatalf("an unused connection gave %q %v, want it closed", line, err)
+		}
+	}
+	if _, err := slow.conn.Write([]byte(`"verb":"version"}` + "\n")); err != nil {
+		t.Fatalf("the rest of the frame: %v", err)
+	}
+	if r := slow.reply(t); r.ID != 1 || r.Error != nil {
+		t.Fatalf("a frame begun before the idle timeout: %+v %+v", r, r.Error)
+	}
+}

@@ -201,23 +201,32 @@ func (s *Server) handleConn(conn *net.UnixConn, caller Caller) {
 	// (read as it begins, so a reload applies from the next frame): its
 	// buffer is charged to the caller, and a client that stopped half-way
 	// would otherwise hold it until the idle timeout. Between frames no
-	// deadline runs; the idle timeout closes a connection left unused.
-	var frameTimeout time.Duration
-	fr.Begin = func() {
-		frameTimeout = s.cfg().Control.RequestTimeout.Duration
-		conn.SetReadDeadline(time.Now().Add(frameTimeout))
-	}
-	defer fr.Close()
-	sem := make(chan struct{}, maxInFlight)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	// deadline runs; the idle timeout closes a connection left unused,
+	// and a frame that has begun counts as a request in flight for it (its
+	// own deadline bounds it).
 	idle := newIdleCloser(func() time.Duration { return s.cfg().Control.IdleTimeout.Duration }, func() {
 		s.log.Debug("closing an idle control connection", "uid", caller.UID, "pid", caller.PID)
 		conn.Close()
 	})
 	defer idle.stop()
+	var frameTimeout time.Duration
+	framing := false
+	fr.Begin = func() {
+		frameTimeout = s.cfg().Control.RequestTimeout.Duration
+		conn.SetReadDeadline(time.Now().Add(frameTimeout))
+		idle.begin()
+		framing = true
+	}
+	defer fr.Close()
+	sem := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		frame, err := fr.Next()
+		if framing {
+			idle.end()
+			framing = false
+		}
 		if err == nil || errors.Is(err, protocol.ErrFrameTooLarge) || errors.Is(err, protocol.ErrFrameRefused) {
 			conn.SetReadDeadline(time.Time{})
 		}
