@@ -107,7 +107,8 @@ func TestHalfSentFrameGivesItsMemoryBack(t *testing.T) {
 	entered, letGo := make(chan struct{}), make(chan struct{})
 	var enter, once sync.Once
 	release := func() { once.Do(func() { close(letGo) }) }
-	defer SwapGated(SwapGated(func(string) { enter.Do(func() { close(entered) }); <-letGo }))
+	keep := SwapGated(func(string) { enter.Do(func() { close(entered) }); <-letGo })
+	defer func() { SwapGated(keep) }()
 	defer release()
 
 	hog := dialAs(t, s, Caller{UID: hogUID, GID: hogUID})
