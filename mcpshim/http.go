@@ -203,6 +203,9 @@ func refuseBody(body []byte) *postRefusal {
 	}
 	var batch []json.RawMessage
 	json.Unmarshal(b, &batch)
+	if len(batch) == 0 {
+		return &postRefusal{code: jsonrpc.CodeInvalidRequest, msg: "invalid request: an empty batch: send one JSON-RPC message"}
+	}
 	for _, m := range batch {
 		if bad := refuseMessage(m); bad != nil {
 			return bad
@@ -211,13 +214,14 @@ func refuseBody(body []byte) *postRefusal {
 	return nil
 }
 
-// refuseMessage refuses one JSON-RPC message, valid JSON, whose id badID
-// refuses or whose method is not one a client sends a server. Anything
-// else, a response or no JSON-RPC message at all, is left to the SDK.
+// refuseMessage refuses one JSON-RPC message, valid JSON, that is no
+// object, or whose id badID refuses, or whose method is not one a client
+// sends a server. Anything else, a response included, is left to the SDK.
 func refuseMessage(msg []byte) *postRefusal {
 	var probe messageProbe
 	if json.Unmarshal(msg, &probe) != nil {
-		return nil
+		// Valid JSON, and no object: no message of JSON-RPC's.
+		return &postRefusal{code: jsonrpc.CodeInvalidRequest, msg: "invalid request: a JSON-RPC message is a JSON object"}
 	}
 	if id, why := probe.badID(); why != "" {
 		return &postRefusal{id: id, code: jsonrpc.CodeInvalidRequest, msg: why}

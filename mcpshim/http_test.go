@@ -204,12 +204,16 @@ func TestHTTPBadBodyAndUnknownMethodAreRPCErrors(t *testing.T) {
 	defer srv.Close()
 	session := openRawSession(t, srv.URL, token)
 	parse := `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body is not JSON: send one JSON-RPC message"}}`
+	notObject := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"data":{"code":"invalid_input"},"message":"invalid request: a JSON-RPC message is a JSON object"}}`
 	for _, c := range []struct {
 		session, body, want string
 	}{
 		{session, `{"jsonrpc":"2.0","id":1,"method":"ping"`, parse},
 		{"", `not json`, parse},
 		{session, "", parse},
+		{session, `[]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"data":{"code":"invalid_input"},"message":"invalid request: an empty batch: send one JSON-RPC message"}}`},
+		{session, ` 5`, notObject},
+		{session, `[{"jsonrpc":"2.0","id":1,"method":"ping"},"ping"]`, notObject},
 		{session, strings.Repeat("[", 10001), `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 1000 deep"}}`},
 		// Valid JSON past the nesting the SDK's decoder takes.
 		{session, `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":{"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"data":{"code":"invalid_input"},"message":"parse error: the body nests arrays and objects more than 1000 deep"}}`},
