@@ -116,7 +116,7 @@ func TestHalfSentFrameGivesItsMemoryBack(t *testing.T) {
 	if _, err := hog.conn.Write(append(first, '\n')); err != nil {
 		t.Fatal(err)
 	}
-	<-entered
+	testwait.Returns(t, "the first request to be in flight", func() struct{} { <-entered; return struct{}{} })
 	inFlight := requestCost(protocol.VerbVersion, len(first))
 	part := paddedVersion(5, 7<<20)
 	if _, err := hog.conn.Write(part[:len(part)-1]); err != nil { // no end, no newline

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -42,7 +43,7 @@ func TestRequestActsOnTheMailboxItWasCheckedOn(t *testing.T) {
 			var list protocol.MessageList
 			answered := make(chan error, 1)
 			go func() { answered <- td.TryCall(verb, args, &list) }()
-			<-entered
+			testwait.Returns(t, "the request to be between its check and its handler", func() struct{} { <-entered; return struct{}{} })
 
 			recreate := func() {
 				td.Call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "reused"}, nil)
