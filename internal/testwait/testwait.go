@@ -45,6 +45,29 @@ func Returns[T any](tb testing.TB, what string, fn func() T) T {
 	return v
 }
 
+// Recv waits for a value from ch and gives it, or the zero value once ch is
+// closed: a receive that would otherwise block until go test's own timeout
+// when what the test waits for never happens. It fails tb naming what it
+// waited for when nothing has come within Timeout.
+func Recv[T any](tb testing.TB, what string, ch <-chan T) T {
+	tb.Helper()
+	return recv(tb, what, ch, Timeout)
+}
+
+func recv[T any](tb testing.TB, what string, ch <-chan T, bound time.Duration) T {
+	tb.Helper()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		tb.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
 // FIFO makes a named pipe at path, and when the test ends opens it for
 // writing once, so that a reader a failing test left blocked in open(2)
 // is let go instead of holding the test binary.
