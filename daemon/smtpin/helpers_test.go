@@ -18,6 +18,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/internal/testcert"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // fakeBackend accepts recipients at its domains and records deliveries.
@@ -153,7 +154,7 @@ func startServer(t testing.TB, lim Limits, tlsCfg *tls.Config, withLMTP bool, op
 		defer cancel()
 		s.Shutdown(ctx)
 		for i := 0; i < n; i++ {
-			<-done
+			testwait.Recv(t, "the LMTP listeners to stop serving after Shutdown", done)
 		}
 	})
 	return ts

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/internal/testproc"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // startLMTPTCP serves LMTP on 127.0.0.1:0 to the front MTAs in allow.
@@ -32,7 +33,7 @@ func startLMTPTCP(t *testing.T, logs *testproc.Output, allow ...string) (*testSe
 	}
 	done := make(chan struct{})
 	go func() { ts.ServeLMTP(l); close(done) }()
-	t.Cleanup(func() { l.Close(); <-done })
+	t.Cleanup(func() { l.Close(); testwait.Recv(t, "ServeLMTP to return once its listener is closed", done) })
 	return ts, l.Addr().String()
 }
 

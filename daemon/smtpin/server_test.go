@@ -336,7 +336,7 @@ func TestShutdownWaitsForSession(t *testing.T) {
 	c.hello()
 	c.pipelineEnvelope()
 	c.send("Subject: s\r\n\r\nx\r\n.\r\n")
-	<-ts.be.started // Shutdown begins while Deliver runs
+	testwait.Recv(t, "Deliver to begin", ts.be.started) // Shutdown begins while Deliver runs
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout)
@@ -356,7 +356,7 @@ func TestShutdownWaitsForSession(t *testing.T) {
 	close(ts.be.release)
 	c.expect("250 ")
 	c.cmd("QUIT", "221 ")
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, "Shutdown to return once the session ended", done); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
 	if _, err := net.Dial("tcp", ts.addr); err == nil {
@@ -510,7 +510,7 @@ func TestShutdownReportsOnlyCutSessions(t *testing.T) {
 	c.hello()
 	c.pipelineEnvelope()
 	c.send("Subject: s\r\n\r\nx\r\n.\r\n")
-	<-ts.be.started
+	testwait.Recv(t, "Deliver to begin", ts.be.started)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ts.Shutdown(ctx); !errors.Is(err, context.Canceled) {
