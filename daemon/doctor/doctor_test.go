@@ -26,6 +26,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/fakemx"
 	"github.com/mailctl/mailctl/internal/testcert"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -507,7 +508,7 @@ func TestListenerDial(t *testing.T) {
 	if f[0].Severity != OK {
 		t.Errorf("listening port reported %+v", f[0])
 	}
-	if line := <-said; line != "QUIT\r\n" {
+	if line := testwait.Recv(t, "the listener probe to connect and say something", said); line != "QUIT\r\n" {
 		t.Errorf("the probe said %q, want QUIT", line)
 	}
 	ln.Close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -94,7 +95,7 @@ func TestDoctorCountsItemsToBeDroppedApart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
-	defer func() { close(d.release); cancel(); <-done; q.Close() }()
+	defer func() { close(d.release); cancel(); testwait.Recv(t, "the queue to stop", done); q.Close() }()
 	for _, id := range []string{"bot.held", "bot.gone"} {
 		it := &queue.Item{ID: id, Mailbox: "bot", MailFrom: "bot@example.test", Held: id == "bot.held", Data: []byte("Subject: x\r\n\r\nx\r\n"),
 			Recipients: []protocol.RecipientStatus{{Address: "a@remote.test"}}}
@@ -102,7 +103,7 @@ func TestDoctorCountsItemsToBeDroppedApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-d.started // bot.gone is being delivered
+	testwait.Recv(t, "bot.gone to be attempted", d.started) // bot.gone is being delivered
 	if err := q.DropEventually("bot.gone"); err != nil {
 		t.Fatal(err)
 	}
