@@ -16,6 +16,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -118,7 +119,7 @@ func runQueue(t testing.TB, q *queue.Queue) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testwait.Recv(t, "the queue to stop", done) })
 }
 
 // botStore is a store holding the mailbox bot, owned by the test's user,

@@ -10,6 +10,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/testclock"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -81,7 +82,7 @@ func TestDuplicateAnswersAsTheFirstCall(t *testing.T) {
 
 	now := protocol.SendArgs{To: []string{"bob@remote.test", "carol@remote.test"}, Subject: "now", Body: "b", IdempotencyKey: "k-now"}
 	first := send(now)
-	<-settled
+	testwait.Recv(t, "the send to settle", settled)
 	if first.Status != queue.StatusDelivered || first.Envelope.MailFrom != tagged("bot@example.com", "mb1", first.ID) || !first.Recipients[0].Captured {
 		t.Fatalf("first answer: %s", asJSON(t, first))
 	}
@@ -98,7 +99,7 @@ func TestDuplicateAnswersAsTheFirstCall(t *testing.T) {
 	}
 	clk.Advance(time.Hour)
 	q.Kick()
-	out := <-settled
+	out := testwait.Recv(t, "the scheduled send to settle once due", settled)
 	if out.Status != queue.StatusDelivered || out.SendAt == nil {
 		t.Fatalf("the queue's answer once the scheduled send went: %s", asJSON(t, out))
 	}

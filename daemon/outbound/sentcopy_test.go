@@ -106,7 +106,7 @@ func TestSentCopyWrittenAfterCrashBeforeIt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q2.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); testwait.Recv(t, "the queue to stop", done) }()
 	testwait.For(t, "the sent copy written from the journal", func() bool { return st.Has("bot", protocol.FolderSent, sentID) })
 	got, body, err := st.Get("bot", protocol.FolderSent, sentID)
 	if err != nil || got.DeliveryStatus != queue.StatusHeld || got.MessageID != m.MessageID || body != "from the journal" || len(got.Attachments) != 1 {
