@@ -98,7 +98,7 @@ func TestQueueRestartUpdatesAnnouncedItemOnce(t *testing.T) {
 	if err := q1.Enqueue(held); err != nil {
 		t.Fatal(err)
 	}
-	stop := runUntil(q1)
+	stop := runUntil(t, q1)
 	n1.waitSettled(t)
 	stop()
 	q1.Close()
@@ -128,11 +128,11 @@ func TestQueueRestartUpdatesAnnouncedItemOnce(t *testing.T) {
 }
 
 // runUntil runs q until the returned stop is called.
-func runUntil(q *Queue) (stop func()) {
+func runUntil(t testing.TB, q *Queue) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
-	return func() { cancel(); <-done }
+	return func() { cancel(); testwait.Recv(t, "the queue to stop", done) }
 }
 
 // Announcements survive a rewrite of the journal.

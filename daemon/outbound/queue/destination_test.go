@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -77,7 +78,7 @@ func TestSlowDestinationLeavesPlacesForOthers(t *testing.T) {
 	}
 	// Two attempts to the tarpit are under way (and stay so).
 	for range 2 {
-		if got := <-p.entered; got != "x@tarpit.test" {
+		if got := testwait.Recv(t, "an attempt to the tarpit to start", p.entered); got != "x@tarpit.test" {
 			t.Fatalf("attempt to %s, want the tarpit's", got)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/internal/testclock"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // journalImage is what a kill -9 of the daemon leaves of the journal in
@@ -93,7 +94,7 @@ func TestDropMarkSurvivesACrash(t *testing.T) {
 			if err := q1.Enqueue(it); err != nil {
 				t.Fatal(err)
 			}
-			<-started
+			testwait.Recv(t, "the attempt to start", started)
 			if err := q1.DropEventually("gone"); err != nil {
 				t.Fatal(err)
 			}
@@ -109,10 +110,10 @@ func TestDropMarkSurvivesACrash(t *testing.T) {
 				image = journalImage(t, dir)
 			}
 			close(finish)
-			<-observed
+			testwait.Recv(t, "the attempt's outcome to be observed", observed)
 			n1.waitSettled(t) // the first queue dropped it too
 			cancel()
-			<-done
+			testwait.Recv(t, "the queue to stop", done)
 			q1.Close()
 
 			d2 := &countingDeliverer{count: map[string]int{}}
@@ -168,7 +169,7 @@ func TestItemOfAnUnknownMailboxIsKept(t *testing.T) {
 	}
 	image := journalImage(t, dir)
 	cancel()
-	<-done
+	testwait.Recv(t, "the queue to stop", done)
 	q1.Close()
 
 	d.mu.Lock()

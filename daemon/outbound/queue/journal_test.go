@@ -249,7 +249,7 @@ func TestJournalGroupsCommits(t *testing.T) {
 	testwait.For(t, "every append written and a sync under way", func() bool { written, syncing := j.log.State(); return written == n && syncing })
 	close(hold)
 	for range n {
-		if err := <-errs; err != nil {
+		if err := testwait.Recv(t, "a commit to return", errs); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -32,7 +32,7 @@ func runQueue(t *testing.T, q *Queue) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testwait.Recv(t, "the queue to stop", done) })
 }
 
 // lookedAgain wakes q's loop and waits for a pass over its items that began
@@ -214,7 +214,7 @@ func TestQueueRestartResumesOnceWithoutBurst(t *testing.T) {
 	held.Held = true
 	q1.Enqueue(held)
 	cancel() // the daemon stops
-	<-done
+	testwait.Recv(t, "the queue to stop", done)
 
 	// Restarting right away: items wait for their recorded next attempt.
 	d.fail = false
@@ -279,9 +279,9 @@ func TestQueueNextAttemptRecordedBeforeDialing(t *testing.T) {
 	done := make(chan struct{})
 	go func() { q.Run(ctx); close(done) }()
 	q.Enqueue(testItem("c1", "x@remote.test"))
-	it := <-seen
+	it := testwait.Recv(t, "the attempt to start", seen)
 	cancel()
-	<-done
+	testwait.Recv(t, "the queue to stop mid-attempt", done)
 	if want := clk.Now().Add(time.Minute); !it.NextAttempt.Equal(want) {
 		t.Fatalf("on disk during the attempt: next attempt %v, want %v", it.NextAttempt, want)
 	}
@@ -605,14 +605,14 @@ func TestQueueNotifierHearsStatesInOrder(t *testing.T) {
 	n.mu.Unlock()
 	retried := make(chan error, 1)
 	go func() { retried <- q.Retry("r1") }()
-	<-n.entered // the retry's state is being told
+	testwait.Recv(t, "the retry to tell the Notifier", n.entered) // the retry's state is being told
 	q.Kick()
 	testwait.For(t, "the retried attempt to settle in the queue", func() bool {
 		it, err := q.Get("r1")
 		return err == nil && recipient(it, "gone@remote.test").Status == StatusFailed
 	})
 	close(n.release)
-	if err := <-retried; err != nil {
+	if err := testwait.Recv(t, "Retry to return", retried); err != nil {
 		t.Fatal(err)
 	}
 	if r := recipient(n.waitSettled(t), "gone@remote.test"); r.Status != StatusFailed {

@@ -69,7 +69,7 @@ func TestQueueScheduledSurvivesKillAndGoesOutAtItsTime(t *testing.T) {
 	}
 	// kill -9: the loop stops, the journal is never closed or compacted.
 	cancel()
-	<-done
+	testwait.Recv(t, "the queue to stop", done)
 
 	clk.Advance(time.Hour)
 	n := newNotes()
