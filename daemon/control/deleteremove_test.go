@@ -3,9 +3,11 @@ package control_test
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -36,6 +38,9 @@ func TestMailboxRemovalHoldsNoOneElse(t *testing.T) {
 	case err := <-deleted:
 		// Refused, or done without removing anything: never hang waiting.
 		t.Fatalf("the delete answered before its files' removal began: %v", err)
+	case <-time.After(testwait.Timeout):
+		close(release)
+		t.Fatal("the delete neither began removing the mailbox's files nor was answered")
 	}
 	func() {
 		defer close(release) // whatever happens below, let the delete finish
@@ -49,7 +54,7 @@ func TestMailboxRemovalHoldsNoOneElse(t *testing.T) {
 			t.Errorf("deleting a mailbox while another's files are removed: %v", err)
 		}
 	}()
-	if err := <-deleted; err != nil {
+	if err := testwait.Recv(t, "the delete of the full mailbox to be answered", deleted); err != nil {
 		t.Fatalf("deleting the full mailbox: %v", err)
 	}
 	if err := td.TryCall(protocol.VerbMailboxShow, protocol.NameArgs{Name: "full"}, nil); protocol.CodeOf(err) != protocol.CodeNotFound {

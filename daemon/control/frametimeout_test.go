@@ -50,7 +50,7 @@ func dialAs(t *testing.T, s *Server, caller Caller) *frameClient {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); s.handleConn(srv, caller) }()
-	t.Cleanup(func() { conn.Close(); <-done })
+	t.Cleanup(func() { conn.Close(); testwait.Recv(t, "handleConn to return once the client closed", done) })
 	// Only a safety net for a failing test: every read below waits for a
 	// state the server reaches by itself.
 	conn.SetReadDeadline(time.Now().Add(testwait.Timeout))

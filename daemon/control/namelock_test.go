@@ -3,6 +3,7 @@ package control_test
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/internal/testdaemon"
@@ -56,7 +57,7 @@ func TestRequestActsOnTheMailboxItWasCheckedOn(t *testing.T) {
 			select {
 			case <-waiting: // the delete waits for the request
 				close(release)
-				if err := <-deleted; err != nil {
+				if err := testwait.Recv(t, "the delete to be answered once the request ended", deleted); err != nil {
 					t.Fatalf("delete: %v", err)
 				}
 				recreate()
@@ -64,8 +65,11 @@ func TestRequestActsOnTheMailboxItWasCheckedOn(t *testing.T) {
 				t.Errorf("the delete did not wait for a request on the mailbox (%v)", err)
 				recreate()
 				close(release)
+			case <-time.After(testwait.Timeout):
+				close(release)
+				t.Fatal("the delete neither waited for the request on the mailbox nor was answered")
 			}
-			err := <-answered
+			err := testwait.Recv(t, "the request to be answered", answered)
 
 			var drafts protocol.MessageList
 			td.Call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "reused", Folder: protocol.FolderDrafts}, &drafts)

@@ -160,16 +160,16 @@ func TestOneUserCannotRunEveryRequest(t *testing.T) {
 		t.Fatalf("the hog runs %d listings at once, want 2 (the rest waiting their turn)", got)
 	}
 	hold.Store(false)
-	if got := <-lister(t, bin, td.Socket, other, "other", 1); got != "1 <nil>" {
+	if got := testwait.Recv(t, "another user's listing", lister(t, bin, td.Socket, other, "other", 1)); got != "1 <nil>" {
 		t.Fatalf("another user's listing while the hog's wait: %s", got)
 	}
 	// status, whose host checks may wait on DNS, takes no turn: the hog's
 	// own is answered while its listings hold its slots.
-	if got := <-lister(t, bin, td.Socket, hog, "", 1); got != "1 <nil>" {
+	if got := testwait.Recv(t, "the hog's status", lister(t, bin, td.Socket, hog, "", 1)); got != "1 <nil>" {
 		t.Fatalf("the hog's status while its listings hold its slots: %s", got)
 	}
 	close(release)
-	if got := <-hogDone; got != strconv.Itoa(n)+" <nil>" {
+	if got := testwait.Recv(t, "the hog's listings", hogDone); got != strconv.Itoa(n)+" <nil>" {
 		t.Fatalf("the hog's listings: %s", got)
 	}
 }
@@ -202,10 +202,10 @@ func TestDryRunSendsTakeTurns(t *testing.T) {
 		t.Fatalf("%d of the hog's requests waited for a turn, want %d (the real send takes none)", got, n-2)
 	}
 	close(release)
-	if got := <-dryDone; got != strconv.Itoa(n)+" <nil>" {
+	if got := testwait.Recv(t, "the hog's dry runs", dryDone); got != strconv.Itoa(n)+" <nil>" {
 		t.Fatalf("the hog's dry runs: %s", got)
 	}
-	if got := <-realDone; got != "1 <nil>" {
+	if got := testwait.Recv(t, "the hog's real send", realDone); got != "1 <nil>" {
 		t.Fatalf("the hog's real send: %s", got)
 	}
 }

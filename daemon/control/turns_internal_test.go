@@ -33,7 +33,7 @@ func TestTurnsShareTheSlots(t *testing.T) {
 	go func() { thirdGot <- tr.acquire(ctx, third) }()
 	testwait.For(t, "the third uid waits", func() bool { return queued() == 2 })
 	tr.release(other)
-	if err := <-thirdGot; err != nil {
+	if err := testwait.Recv(t, "the third uid's slot once another was released", thirdGot); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -42,7 +42,7 @@ func TestTurnsShareTheSlots(t *testing.T) {
 	default:
 	}
 	tr.release(hog)
-	if err := <-hogGot; err != nil {
+	if err := testwait.Recv(t, "the hog's slot once its own was released", hogGot); err != nil {
 		t.Fatal(err)
 	}
 	// A wait given up leaves the queue and takes nothing.
@@ -51,7 +51,7 @@ func TestTurnsShareTheSlots(t *testing.T) {
 	go func() { gaveUp <- tr.acquire(cctx, other) }()
 	testwait.For(t, "the last request waits", func() bool { return queued() == 1 })
 	cancel()
-	if err := <-gaveUp; err == nil {
+	if err := testwait.Recv(t, "the cancelled wait to give up", gaveUp); err == nil {
 		t.Fatal("a cancelled wait got a slot")
 	}
 	if queued() != 0 {
