@@ -62,7 +62,7 @@ func TestCreateOfATakenNameHoldsNothing(t *testing.T) {
 	})
 	if blocked {
 		release()
-		o := <-answered
+		o := testwait.Recv(t, "the create to be answered once the owner's request ended", answered)
 		t.Fatalf("another user's create of the taken name held up the owner's mailbox until the owner's request ended (then answered %+v)", o)
 	}
 	if got.Code != protocol.CodeConflict {

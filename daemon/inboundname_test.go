@@ -39,19 +39,19 @@ func TestInboundStoresInTheMailboxThatJudgedIt(t *testing.T) {
 	go func() {
 		delivered <- td.inbound.deliver(context.Background(), env, smtpin.NewMessage([]byte(raw), 0), "boss")[0]
 	}()
-	<-entered
+	testwait.Recv(t, "the delivery to be judged", entered)
 
 	deleted := td.deleteAsync("reused", false)
 	select {
 	case <-waiting: // the delete waits for the delivery
 		close(release)
-		if err := <-deleted; protocol.CodeOf(err) != protocol.CodeConflict {
+		if err := testwait.Recv(t, "the delete to be answered once the delivery was stored", deleted); protocol.CodeOf(err) != protocol.CodeConflict {
 			t.Errorf("a delete without force that waited for the delivery: %v, want conflict (the message is in the mailbox)", err)
 		}
-		if err := <-delivered; err != nil {
+		if err := testwait.Recv(t, "the delivery to end", delivered); err != nil {
 			t.Fatalf("delivery: %v", err)
 		}
-		if err := <-td.deleteAsync("reused", true); err != nil {
+		if err := testwait.Recv(t, "the delete with force to be answered", td.deleteAsync("reused", true)); err != nil {
 			t.Fatalf("delete with force: %v", err)
 		}
 		td.ensureMine(t, "reused")
@@ -59,9 +59,12 @@ func TestInboundStoresInTheMailboxThatJudgedIt(t *testing.T) {
 		t.Errorf("the delete did not wait for a delivery between its verdict and its store (%v)", err)
 		td.ensureMine(t, "reused")
 		close(release)
-		if err := <-delivered; err != nil {
+		if err := testwait.Recv(t, "the delivery to end", delivered); err != nil {
 			t.Fatalf("delivery: %v", err)
 		}
+	case <-time.After(testwait.Timeout):
+		close(release)
+		t.Fatal("the delete neither waited for the delivery between its verdict and its store nor was answered")
 	}
 
 	var l protocol.MessageList
@@ -143,7 +146,7 @@ func TestCopyDoesNotWaitForAnotherMailboxsDelete(t *testing.T) {
 	release := sync.OnceFunc(td.ctl.HoldNames("leaving")) // the owner's long request
 	t.Cleanup(release)
 	deleted := td.deleteAsync("leaving", true)
-	<-waiting
+	testwait.Recv(t, "the delete to wait for the name", waiting)
 
 	raw := "From: boss@example.test\r\nTo: leaving@example.test, staying@example.test\r\nSubject: for both\r\nMessage-ID: <both@example.test>\r\n\r\nhello\r\n"
 	env := smtpin.Envelope{Helo: "mx.example.test", MailFrom: "boss@example.test", Rcpts: []string{"leaving@example.test", "staying@example.test"}}
@@ -186,7 +189,7 @@ func TestDelayWarningDoesNotWaitForADelete(t *testing.T) {
 	release := sync.OnceFunc(td.ctl.HoldNames("leaving"))
 	t.Cleanup(release)
 	deleted := td.deleteAsync("leaving", true)
-	<-waiting
+	testwait.Recv(t, "the delete to wait for the name", waiting)
 
 	id := td.currentID("leaving")
 	err := testwait.Returns(t, "the delay warning", func() error {

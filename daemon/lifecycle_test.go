@@ -18,6 +18,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/internal/testproc"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -127,7 +128,7 @@ func TestWatchDeliversOnlyOwnEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x1"}, "")
-	ev := <-events
+	ev := testwait.Recv(t, "the event of mine", events)
 	if ev.Type != protocol.EventNewMail || ev.ID != "x1" || ev.At.IsZero() {
 		t.Fatalf("event %+v", ev)
 	}
@@ -135,7 +136,7 @@ func TestWatchDeliversOnlyOwnEvents(t *testing.T) {
 	td.ensureMine(t, "theirs")
 	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "theirs", ID: "x2"}, "")
 	td.ctl.Emit(protocol.Event{Type: protocol.EventNewMail, Mailbox: "mine", ID: "x3"}, "")
-	if ev := <-events; ev.ID != "x3" {
+	if ev := testwait.Recv(t, "the event of mine after one of theirs", events); ev.ID != "x3" {
 		t.Fatalf("got event for another mailbox: %+v", ev)
 	}
 }

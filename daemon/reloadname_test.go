@@ -5,8 +5,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -43,18 +45,21 @@ func TestReloadAndCreateOfANameDoNotInterleave(t *testing.T) {
 
 	reloaded := make(chan error, 1)
 	go func() { reloaded <- td.Reload(path) }()
-	<-built
+	testwait.Recv(t, "the reload to build its new state", built)
 	created := td.callAsync(protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "decl", Owner: creator.Name})
 	var createErr error
 	select {
 	case <-waiting: // the create waits for the reload
 		close(resume)
-		createErr = <-created
+		createErr = testwait.Recv(t, "the create to be answered once the reload went on", created)
 	case createErr = <-created:
 		t.Errorf("a create of a name a reload is declaring did not wait for the reload (%v)", createErr)
 		close(resume)
+	case <-time.After(testwait.Timeout):
+		close(resume)
+		t.Fatal("the create of a name a reload is declaring neither waited for the reload nor was answered")
 	}
-	if err := <-reloaded; err != nil {
+	if err := testwait.Recv(t, "the reload to return", reloaded); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
 

@@ -59,12 +59,12 @@ func TestBounceGoesToTheMailboxThatSent(t *testing.T) {
 	waiting := nameWaits(t, "reused")
 
 	retry()
-	<-entered // the bounce is judged, not yet stored
+	testwait.Recv(t, "the bounce to be judged", entered) // the bounce is judged, not yet stored
 	deleted := td.deleteAsync("reused", true)
 	select {
 	case <-waiting:
 		close(release)
-		if err := <-deleted; err != nil {
+		if err := testwait.Recv(t, "the delete to be answered once the bounce was stored", deleted); err != nil {
 			t.Fatalf("delete: %v", err)
 		}
 		td.ensureMine(t, "reused")
@@ -73,6 +73,9 @@ func TestBounceGoesToTheMailboxThatSent(t *testing.T) {
 		td.ensureMine(t, "reused")
 		close(release)
 		testwait.For(t, "the bounce to be stored", func() bool { return len(inbox()) > 0 })
+	case <-time.After(testwait.Timeout):
+		close(release)
+		t.Fatal("the delete neither waited for the bounce on its way into the mailbox nor was answered")
 	}
 	for _, m := range inbox() {
 		t.Errorf("the name's new mailbox holds the first owner's bounce: %q", m.Subject)
@@ -99,7 +102,7 @@ func TestSettledWaitsForADeleteOfItsMailbox(t *testing.T) {
 	// A request on the mailbox holds its name; a delete waits behind it.
 	free := td.ctl.HoldNames("reused")
 	deleted := td.deleteAsync("reused", true)
-	<-waiting
+	testwait.Recv(t, "the delete to wait for the name", waiting)
 	retry()
 	select {
 	case <-later:
@@ -108,7 +111,7 @@ func TestSettledWaitsForADeleteOfItsMailbox(t *testing.T) {
 		t.Fatal("the settled message's hooks and bounce did not step aside for the delete waiting for the name")
 	}
 	free()
-	if err := <-deleted; err != nil {
+	if err := testwait.Recv(t, "the delete to be answered once the name was free", deleted); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	td.ensureMine(t, "reused")
@@ -136,7 +139,7 @@ func TestDelayWarningGoesToTheMailboxThatSent(t *testing.T) {
 
 	clk.Advance(time.Hour + time.Minute)
 	td.out.queue.Kick()
-	<-entered // the warning is judged, not yet stored
+	testwait.Recv(t, "the delay warning to be judged", entered) // the warning is judged, not yet stored
 	deleted := td.deleteAsync("reused", true)
 	inbox := func() []protocol.MessageSummary {
 		var l protocol.MessageList
@@ -148,7 +151,7 @@ func TestDelayWarningGoesToTheMailboxThatSent(t *testing.T) {
 	select {
 	case <-waiting:
 		close(release)
-		if err := <-deleted; err != nil {
+		if err := testwait.Recv(t, "the delete to be answered once the warning was stored", deleted); err != nil {
 			t.Fatalf("delete: %v", err)
 		}
 		td.ensureMine(t, "reused")
@@ -157,6 +160,9 @@ func TestDelayWarningGoesToTheMailboxThatSent(t *testing.T) {
 		td.ensureMine(t, "reused")
 		close(release)
 		testwait.For(t, "the warning to be stored", func() bool { return len(inbox()) > 0 })
+	case <-time.After(testwait.Timeout):
+		close(release)
+		t.Fatal("the delete neither waited for the delay warning on its way into the mailbox nor was answered")
 	}
 	for _, m := range inbox() {
 		t.Errorf("the name's new mailbox holds the first owner's delay warning: %q", m.Subject)
