@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 func TestFrameReader(t *testing.T) {
@@ -354,7 +356,7 @@ func TestClientWriteTimeoutEndsTheConnection(t *testing.T) {
 		t.Fatalf("a request after the cut: %v, want unavailable", err)
 	}
 	close(readNow)
-	if v := <-verdict; v != "" {
+	if v := testwait.Recv(t, "the daemon's side to read to the end of the cut connection", verdict); v != "" {
 		t.Fatal(v)
 	}
 }
