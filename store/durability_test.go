@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 func TestGroupSyncConcurrentCallersAllReturn(t *testing.T) {
@@ -57,7 +59,7 @@ func TestGroupSyncNeedsASyncStartedAfterTheCall(t *testing.T) {
 	g.running, g.done = false, 5
 	g.cond.Broadcast()
 	g.mu.Unlock()
-	if err := <-finished; err != nil {
+	if err := testwait.Recv(t, "the waiting sync to return once generation 5 finished", finished); err != nil {
 		t.Fatal(err)
 	}
 	if g.started != 6 || g.done != 6 {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // reopen closes s and opens its root and index again, as a restarted
@@ -371,7 +373,7 @@ func TestListingWhileTheIndexIsBuilt(t *testing.T) {
 		}
 		indexed <- n
 	}()
-	<-reading
+	testwait.Recv(t, "IndexAll to begin reading inbox", reading)
 	old := buildWait
 	buildWait = 0
 	_, err := s.List("agent", "inbox", Query{})
@@ -389,10 +391,10 @@ func TestListingWhileTheIndexIsBuilt(t *testing.T) {
 		listed <- p
 	}()
 	close(release)
-	if n := <-indexed; n != 40 {
+	if n := testwait.Recv(t, "IndexAll to return", indexed); n != 40 {
 		t.Errorf("IndexAll indexed %d", n)
 	}
-	if p := <-listed; p.Total != 40 || len(p.Items) != 40 {
+	if p := testwait.Recv(t, "the listing to be answered once the build ended", listed); p.Total != 40 || len(p.Items) != 40 {
 		t.Errorf("listing after the build: %d of %d", len(p.Items), p.Total)
 	}
 }
