@@ -149,7 +149,7 @@ func TestHTTPIdleConnectionIsClosed(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.serveHTTP(ctx, ln, "0123456789abcdef-idle") }()
-	defer func() { stop(); <-served }()
+	defer func() { stop(); testwait.Recv(t, "serveHTTP to return once stopped", served) }()
 
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

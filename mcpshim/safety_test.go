@@ -256,7 +256,7 @@ func TestEmailWaitWithProgress(t *testing.T) {
 	params := &mcp.CallToolParams{Name: "email_wait", Arguments: map[string]any{"mailbox": "agent", "from": "service.test", "timeout_secs": 10}}
 	params.SetProgressToken("wait-1")
 	res, err := e.cs.CallTool(e.ctx, params)
-	<-delivered
+	testwait.Recv(t, "the two messages to be delivered", delivered)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestEmailWaitNextActionAfterRestart(t *testing.T) {
 	}()
 	testwait.For(t, "the wait's watch", func() bool { return e.d.Watchers() == 1 })
 	e.d.Restart(t)
-	a := <-done
+	a := testwait.Recv(t, "the wait to end once the daemon restarted", done)
 	if a.err != nil || !a.res.IsError {
 		t.Fatalf("the wait across a restart: %v %+v", a.err, a.res)
 	}
@@ -539,7 +539,7 @@ func TestWaitsOnADeletedMailboxEnd(t *testing.T) {
 	testwait.For(t, "the wait's watch", func() bool { return e.d.Watchers() == 2 })
 	e.ok("mailbox_delete", map[string]any{"name": "gone", "force": true}, nil)
 
-	res := <-done
+	res := testwait.Recv(t, "the wait on the deleted mailbox to end", done)
 	if res == nil || !res.IsError {
 		t.Fatalf("the wait on a deleted mailbox: %+v, want an error", res)
 	}

@@ -22,7 +22,7 @@ func (r *rawSession) untilEnd(t testing.TB) (map[string]map[string]any, error) {
 		select {
 		case m, ok := <-r.lines:
 			if !ok {
-				return answers, <-r.done
+				return answers, testwait.Recv(t, "Run to return once its output closed", r.done)
 			}
 			if _, isReq := m["method"]; !isReq {
 				answers[fmt.Sprint(m["id"])] = m

@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // The budgets of the tool list an agent pays for in every session: the whole
@@ -31,7 +33,7 @@ func toolsListBytes(t *testing.T, s *Server) []byte {
 		s.Run(ctx, &LineTransport{In: inR, Out: outW})
 		outW.Close()
 	}()
-	t.Cleanup(func() { cancel(); inW.Close(); <-done })
+	t.Cleanup(func() { cancel(); inW.Close(); testwait.Recv(t, "Run to return once its input closed", done) })
 	lines := make(chan []byte)
 	go func() {
 		defer close(lines)
