@@ -147,7 +147,7 @@ func TestCommitsAreGrouped(t *testing.T) {
 	testwait.For(t, "every append written and an fsync under way", func() bool { w, s := l.State(); return w == n && s })
 	close(hold)
 	for range n {
-		if err := <-errs; err != nil {
+		if err := testwait.Recv(t, "a commit to return", errs); err != nil {
 			t.Fatal(err)
 		}
 	}
