@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -96,7 +97,7 @@ func TestKill9UnderLoad(t *testing.T) {
 		}()
 	}
 	for range senders {
-		<-started
+		testwait.Recv(t, "each sender to have a message accepted", started)
 	}
 	// Kill at a random moment once a good number of messages got through,
 	// while every sender is busy (or, should the senders all have stopped
