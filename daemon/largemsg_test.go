@@ -14,7 +14,6 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailctl/mailctl/internal/freeport"
-	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // TestLargeMessagePeakRSS runs the daemon as its own process and sends it,
@@ -111,7 +110,7 @@ func TestConcurrentHTMLPeakRSS(t *testing.T) {
 		}()
 	}
 	for range sessions {
-		if err := testwait.Recv(t, "a session to send its message", errs); err != nil {
+		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
