@@ -235,9 +235,9 @@ func FuzzRateLog(f *testing.F) {
 			t.Fatalf("kept %d, unowned %d", kept, unowned)
 		}
 		read := 0
-		if err := readRateLog(&out, func(s rateSend) error {
+		if err := readRateLog(&out, func(s policy.LogEntry) error {
 			read++
-			if s.at <= now.Add(-rateLogWindow).UnixNano() || s.uid%2 != 1 || s.mailbox == "" {
+			if !s.At.After(now.Add(-rateLogWindow)) || s.UID%2 != 1 || s.Mailbox == "" {
 				t.Fatalf("a send the rewrite should have left out or mapped: %+v", s)
 			}
 			return nil
