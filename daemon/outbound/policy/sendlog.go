@@ -115,7 +115,8 @@ type LogReader struct {
 // NewLogReader reads the first line of the send log in r, refusing a
 // later release's log or a damaged first line with the error formats
 // gives (what and path name the log in it), and returns a reader of the
-// sends after it whose lines may be maxLine bytes long, newline included.
+// sends after it whose lines may be maxLine bytes long (64 at the least:
+// the first line is read within them), newline included.
 func NewLogReader(r io.Reader, maxLine int, what, path string) (*LogReader, error) {
 	// Wrapped, so that a caller's larger bufio.Reader is not taken as is
 	// and the bound holds.
