@@ -31,16 +31,8 @@ import (
 // restored for another user and started, a daemon has every message, every
 // queued item and the mailbox, owned by that user.
 func TestBackupRestoreRoundTrip(t *testing.T) {
-	testusers.RequireRoot(t)
-	ownerA := testusers.Create(t, "mcbk")
-	ownerB := testusers.Create(t, "mcbk")
-	declared := func(owner string) string {
-		return "[send]\nhold = true\n\n[[mailboxes]]\nname = \"decl\"\nowner = \"" + owner + "\"\n"
-	}
-	td := startDaemonWith(t, declared(ownerA.Name), Options{Resolver: &resolver.Map{}})
-	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "bk", Owner: ownerA.Name}, nil); err != nil {
-		t.Fatal(err)
-	}
+	rt := newBackupRoundTrip(t, "mcbk", "")
+	td, ownerA, ownerB := rt.a, rt.ownerA, rt.ownerB
 	want := map[string]string{} // Message-ID -> folder
 	var sentIDs []string        // mailbox/id of each held send's sent copy
 	for i := range 12 {
@@ -86,37 +78,28 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	os.Chown(filepath.Join(inbox, "fifo.md"), int(ownerA.UID), int(ownerA.GID))
 	os.Chown(filepath.Join(inbox, "orphan.eml"), int(ownerA.UID), int(ownerA.GID))
 
-	snap, err := td.backupSnapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if snap.QueueItems != 4 {
-		t.Errorf("snapshot has %d queued items, want 4", snap.QueueItems)
-	}
-	// A held send's sent copy is written after its first attempt, which
-	// may come before or after the snapshot: the archive holds the 12
-	// received messages and whichever sent copies the snapshot linked.
 	sentInSnap := 0
-	filepath.WalkDir(snap.Dir, func(p string, e fs.DirEntry, err error) error {
-		if err == nil && e.Type().IsRegular() && strings.HasSuffix(p, ".md") && filepath.Base(filepath.Dir(p)) == "sent" {
-			sentInSnap++
+	archive, st := rt.backUp(t, func(snap protocol.BackupSnapshot) {
+		if snap.QueueItems != 4 {
+			t.Errorf("snapshot has %d queued items, want 4", snap.QueueItems)
 		}
-		return nil
+		// A held send's sent copy is written after its first attempt, which
+		// may come before or after the snapshot: the archive holds the 12
+		// received messages and whichever sent copies the snapshot linked.
+		filepath.WalkDir(snap.Dir, func(p string, e fs.DirEntry, err error) error {
+			if err == nil && e.Type().IsRegular() && strings.HasSuffix(p, ".md") && filepath.Base(filepath.Dir(p)) == "sent" {
+				sentInSnap++
+			}
+			return nil
+		})
 	})
 	if sentInSnap > len(sentIDs) {
 		t.Errorf("the snapshot holds %d sent copies, more than the %d sends", sentInSnap, len(sentIDs))
 	}
-	var buf bytes.Buffer
-	st, err := backup.Write(&buf, backup.Source{Snapshot: snap, ConfigFile: td.cfg.File, DKIMDir: td.cfg.Paths.DKIMDir,
-		UserName: func(uid uint32) string { return registry.UserName(uid) }})
-	os.RemoveAll(snap.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if st.Messages != 12+sentInSnap {
 		t.Errorf("archive holds %d messages, want the 12 received and the %d sent copies the snapshot linked", st.Messages, sentInSnap)
 	}
-	rd, err := backup.NewReader(bytes.NewReader(buf.Bytes()))
+	rd, err := backup.NewReader(bytes.NewReader(archive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,26 +125,19 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	td.stop()
 
 	// Host B: its own config and paths, the mailbox's owner another user.
-	dirB := testusers.SharedDir(t)
-	cfgB := filepath.Join(dirB, "config.toml")
-	os.WriteFile(cfgB, []byte(fmt.Sprintf("hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n"+declared(ownerB.Name)+"[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n[smtp]\nlisten = [\"127.0.0.1:0\"]\n",
-		filepath.Join(dirB, "state"), filepath.Join(dirB, "run", "mailctl.sock"), filepath.Join(dirB, "dkim"))), 0o600)
-	_, err = backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
-		ConfigFile: cfgB, LookupUser: registry.ResolveUser})
-	if err != nil {
+	opts := rt.hostB(t)
+	if _, err := backup.Restore(bytes.NewReader(archive), opts); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	// Again, over the restored store: refused without --force.
-	_, err = backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
-		ConfigFile: cfgB, LookupUser: registry.ResolveUser})
+	_, err = backup.Restore(bytes.NewReader(archive), opts)
 	if err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("restore over a restored store: %v, want a refusal saying it is not empty", err)
 	}
-	res, err := backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
-		ConfigFile: cfgB, LookupUser: registry.ResolveUser, Force: true, MapOwner: map[string]string{ownerA.Name: ownerB.Name}})
+	opts.Force, opts.MapOwner = true, map[string]string{ownerA.Name: ownerB.Name}
+	res, err := backup.Restore(bytes.NewReader(archive), opts)
 	if err != nil {
 		t.Fatalf("restore --force --map-owner: %v", err)
 	}
@@ -174,12 +150,8 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	}
 	// Each held send's sent copy is restored: written in its mailbox, or
 	// carried by its queue item, which writes it when the daemon starts.
-	checkSentCopies(t, filepath.Join(dirB, "state"), sentIDs)
-	cfg, err := config.Load(cfgB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := runTestDaemon(t, cfg, dirB, Options{Resolver: &resolver.Map{}})
+	checkSentCopies(t, opts.StateDir, sentIDs)
+	tb := rt.startB(t)
 	got := map[string]string{}
 	for _, folder := range store.Folders {
 		dir := filepath.Join(tb.store.Path("bk"), folder)
@@ -238,6 +210,80 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if mb.OwnerUID != ownerB.UID {
 		t.Errorf("restored mailbox's owner uid is %d, want %d", mb.OwnerUID, ownerB.UID)
 	}
+}
+
+// backupRoundTrip is the setting the backup round-trip tests share: host
+// A, a running daemon that holds its sends and declares mailbox decl for
+// ownerA, where ownerA made mailbox bk over the socket; and host B,
+// another directory whose config is the same but for ownerB.
+type backupRoundTrip struct {
+	ownerA, ownerB testusers.User
+	send           string // more keys of [send]
+	a              *testDaemon
+	dirB, cfgB     string
+}
+
+// newBackupRoundTrip starts host A as root with two new users named after
+// prefix; send is more keys of the config's [send], one a line.
+func newBackupRoundTrip(t *testing.T, prefix, send string) *backupRoundTrip {
+	t.Helper()
+	testusers.RequireRoot(t)
+	rt := &backupRoundTrip{ownerA: testusers.Create(t, prefix), ownerB: testusers.Create(t, prefix), send: send}
+	rt.a = startDaemonWith(t, rt.conf(rt.ownerA.Name), Options{Resolver: &resolver.Map{}})
+	if err := rt.a.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "bk", Owner: rt.ownerA.Name}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// conf is the config both hosts share, with decl's owner.
+func (rt *backupRoundTrip) conf(owner string) string {
+	return "[send]\nhold = true\n" + rt.send + "\n[[mailboxes]]\nname = \"decl\"\nowner = \"" + owner + "\"\n"
+}
+
+// backUp writes host A's archive from a snapshot, as `mailctl backup`
+// does, and stops its daemon; inspect, if not nil, sees the snapshot
+// before it is written.
+func (rt *backupRoundTrip) backUp(t *testing.T, inspect func(protocol.BackupSnapshot)) ([]byte, *backup.Stats) {
+	t.Helper()
+	snap, err := rt.a.backupSnapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inspect != nil {
+		inspect(snap)
+	}
+	var buf bytes.Buffer
+	st, err := backup.Write(&buf, backup.Source{Snapshot: snap, ConfigFile: rt.a.cfg.File, DKIMDir: rt.a.cfg.Paths.DKIMDir,
+		UserName: func(uid uint32) string { return registry.UserName(uid) }})
+	os.RemoveAll(snap.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.a.stop()
+	return buf.Bytes(), st
+}
+
+// hostB makes host B's directory and config, and returns the options of
+// a restore onto it.
+func (rt *backupRoundTrip) hostB(t *testing.T) backup.RestoreOptions {
+	t.Helper()
+	rt.dirB = testusers.SharedDir(t)
+	rt.cfgB = filepath.Join(rt.dirB, "config.toml")
+	os.WriteFile(rt.cfgB, []byte(fmt.Sprintf("hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n"+rt.conf(rt.ownerB.Name)+"[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n[smtp]\nlisten = [\"127.0.0.1:0\"]\n",
+		filepath.Join(rt.dirB, "state"), filepath.Join(rt.dirB, "run", "mailctl.sock"), filepath.Join(rt.dirB, "dkim"))), 0o600)
+	return backup.RestoreOptions{StateDir: filepath.Join(rt.dirB, "state"), DKIMDir: filepath.Join(rt.dirB, "dkim"),
+		ConfigFile: rt.cfgB, LookupUser: registry.ResolveUser}
+}
+
+// startB starts host B's daemon on what was restored there.
+func (rt *backupRoundTrip) startB(t *testing.T) *testDaemon {
+	t.Helper()
+	cfg, err := config.Load(rt.cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runTestDaemon(t, cfg, rt.dirB, Options{Resolver: &resolver.Map{}})
 }
 
 func sortedPairs(m map[string]string) []string {

@@ -2,17 +2,9 @@ package daemon
 
 import (
 	"bytes"
-	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/backup"
-	"github.com/mailctl/mailctl/daemon/config"
-	"github.com/mailctl/mailctl/daemon/registry"
-	"github.com/mailctl/mailctl/daemon/resolver"
-	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -23,16 +15,7 @@ import (
 // its per-day limit when the backup was taken is still at it after the
 // restore, instead of starting with the whole day's quota.
 func TestRestoreKeepsIdempotencyKeysAndSendCounts(t *testing.T) {
-	testusers.RequireRoot(t)
-	ownerA := testusers.Create(t, "mcbs")
-	ownerB := testusers.Create(t, "mcbs")
-	conf := func(owner string) string {
-		return "[send]\nhold = true\nper_day = 2\n\n[[mailboxes]]\nname = \"decl\"\nowner = \"" + owner + "\"\n"
-	}
-	td := startDaemonWith(t, conf(ownerA.Name), Options{Resolver: &resolver.Map{}})
-	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "bk", Owner: ownerA.Name}, nil); err != nil {
-		t.Fatal(err)
-	}
+	rt := newBackupRoundTrip(t, "mcbs", "per_day = 2\n")
 	send := func(td *testDaemon, from, key string) (protocol.SendResult, error) {
 		var res protocol.SendResult
 		err := td.call(t, protocol.VerbSend, protocol.SendArgs{FromMailbox: from, To: []string{"x@remote.test"}, Subject: "report " + key, Body: "b", IdempotencyKey: key}, &res)
@@ -40,45 +23,26 @@ func TestRestoreKeepsIdempotencyKeysAndSendCounts(t *testing.T) {
 	}
 	first := map[string]protocol.SendResult{}
 	for _, s := range []struct{ from, key string }{{"bk", "bk-1"}, {"bk", ""}, {"decl", "decl-1"}} {
-		res, err := send(td, s.from, s.key)
+		res, err := send(rt.a, s.from, s.key)
 		if err != nil {
 			t.Fatalf("send from %s: %v", s.from, err)
 		}
 		first[s.key] = res
 	}
-	if _, err := send(td, "bk", ""); protocol.CodeOf(err) != protocol.CodeRateLimited {
+	if _, err := send(rt.a, "bk", ""); protocol.CodeOf(err) != protocol.CodeRateLimited {
 		t.Fatalf("a third send from bk the same day: %v, want %s", err, protocol.CodeRateLimited)
 	}
-	snap, err := td.backupSnapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = backup.Write(&buf, backup.Source{Snapshot: snap, ConfigFile: td.cfg.File, DKIMDir: td.cfg.Paths.DKIMDir,
-		UserName: func(uid uint32) string { return registry.UserName(uid) }})
-	os.RemoveAll(snap.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	td.stop()
-
-	dirB := testusers.SharedDir(t)
-	cfgB := filepath.Join(dirB, "config.toml")
-	os.WriteFile(cfgB, []byte(fmt.Sprintf("hostname = \"mx.example.test\"\ndomains = [\"example.test\"]\n"+conf(ownerB.Name)+"[paths]\nstate_dir = %q\nsocket = %q\ndkim_dir = %q\n[smtp]\nlisten = [\"127.0.0.1:0\"]\n",
-		filepath.Join(dirB, "state"), filepath.Join(dirB, "run", "mailctl.sock"), filepath.Join(dirB, "dkim"))), 0o600)
-	res, err := backup.Restore(bytes.NewReader(buf.Bytes()), backup.RestoreOptions{StateDir: filepath.Join(dirB, "state"), DKIMDir: filepath.Join(dirB, "dkim"),
-		ConfigFile: cfgB, LookupUser: registry.ResolveUser, MapOwner: map[string]string{ownerA.Name: ownerB.Name}})
+	archive, _ := rt.backUp(t, nil)
+	opts := rt.hostB(t)
+	opts.MapOwner = map[string]string{rt.ownerA.Name: rt.ownerB.Name}
+	res, err := backup.Restore(bytes.NewReader(archive), opts)
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	if res.IdemRecords != 2 || res.RateSends != 3 {
 		t.Errorf("restored %d idempotency records and %d sends, want 2 and 3", res.IdemRecords, res.RateSends)
 	}
-	cfg, err := config.Load(cfgB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := runTestDaemon(t, cfg, dirB, Options{Resolver: &resolver.Map{}})
+	tb := rt.startB(t)
 	queued := len(tb.out.queue.List())
 	for _, s := range []struct{ from, key string }{{"bk", "bk-1"}, {"decl", "decl-1"}} {
 		got, err := send(tb, s.from, s.key)

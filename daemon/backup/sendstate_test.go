@@ -59,7 +59,8 @@ func dayUsed(t *testing.T, state, mailbox string, uid uint32, now time.Time) int
 
 // TestRestoreCountsTheArchivesSends: the sends of the archive's send log
 // count for their owners as this host numbers them, as the daemon reads
-// the restored file; a send older than the longest window has aged out,
+// the restored file (a line ending in a carriage return too, as the
+// daemon reads its own file); a send older than the longest window has aged out,
 // and one of an owner who is no user here counts for no one (its uid may
 // be another user's here).
 func TestRestoreCountsTheArchivesSends(t *testing.T) {
@@ -69,6 +70,7 @@ func TestRestoreCountsTheArchivesSends(t *testing.T) {
 	}
 	log := "mailctl ratelimit log 2\n" +
 		line(time.Hour, 1234, "agent") + line(2*time.Hour, 1234, "agent") + // agent's owner
+		strings.TrimSuffix(line(3*time.Hour, 1234, "agent"), "\n") + "\r\n" + // read as the daemon reads it
 		line(25*time.Hour, 1234, "agent") + // aged out by the restore's time
 		line(time.Hour, 555, "gone") + // a deleted mailbox's, of a user named other
 		line(time.Hour, 999, "agent") + // an owner the archive names no user for
@@ -79,14 +81,14 @@ func TestRestoreCountsTheArchivesSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.RateLog || res.RateSends != 3 || res.RateUnowned != 1 {
-		t.Errorf("result: send log %v, %d sends, %d unowned; want true, 3, 1", res.RateLog, res.RateSends, res.RateUnowned)
+	if !res.RateLog || res.RateSends != 4 || res.RateUnowned != 1 {
+		t.Errorf("result: send log %v, %d sends, %d unowned; want true, 4, 1", res.RateLog, res.RateSends, res.RateUnowned)
 	}
 	for _, c := range []struct {
 		mailbox string
 		uid     uint32
 		want    int
-	}{{"agent", 2000, 2}, {"agent", 1234, 0}, {"gone", 777, 1}, {"agent", 999, 0}} {
+	}{{"agent", 2000, 3}, {"agent", 1234, 0}, {"gone", 777, 1}, {"agent", 999, 0}} {
 		if got := dayUsed(t, state, c.mailbox, c.uid, now); got != c.want {
 			t.Errorf("%s by uid %d: %d sends in the day, want %d", c.mailbox, c.uid, got, c.want)
 		}
@@ -235,9 +237,9 @@ func FuzzRateLog(f *testing.F) {
 			t.Fatalf("kept %d, unowned %d", kept, unowned)
 		}
 		read := 0
-		if err := readRateLog(&out, func(s rateSend) error {
+		if err := readRateLog(&out, func(s policy.LogEntry) error {
 			read++
-			if s.at <= now.Add(-rateLogWindow).UnixNano() || s.uid%2 != 1 || s.mailbox == "" {
+			if !s.At.After(now.Add(-rateLogWindow)) || s.UID%2 != 1 || s.Mailbox == "" {
 				t.Fatalf("a send the rewrite should have left out or mapped: %+v", s)
 			}
 			return nil

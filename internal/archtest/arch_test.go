@@ -105,16 +105,19 @@ func TestImportEdges(t *testing.T) {
 		}
 	}
 	// Backup archives are read by `mailctl restore` with the daemon
-	// stopped: the reader knows the store's names and the registry's
-	// identities, nothing of the running daemon.
+	// stopped: the reader knows the store's names, the registry's
+	// identities and the formats of the queue's journal and the send log
+	// (policy's codec, which brings the config's send policy type),
+	// nothing of the running daemon.
 	for _, d := range deps(t, "daemon/backup") {
 		switch strings.TrimPrefix(d, module+"/") {
-		case "daemon/backup", "store", "daemon/registry", "daemon/outbound/queue", "daemon/outbound/delivery", "protocol",
+		case "daemon/backup", "store", "daemon/registry", "daemon/outbound/queue", "daemon/outbound/delivery",
+			"daemon/outbound/policy", "daemon/config", "protocol",
 			"internal/safeio", "internal/tomlkeys", "internal/identtext", "internal/formats", "internal/wal", "internal/crashpoint":
 			continue
 		}
 		if strings.HasPrefix(d, module+"/") {
-			t.Errorf("daemon/backup imports %s: the archive code may use store, daemon/registry, the queue's journal and protocol only", d)
+			t.Errorf("daemon/backup imports %s: the archive code may use store, daemon/registry, the queue's journal, the send log's codec and protocol only", d)
 		}
 	}
 	// Key tools and the queue stay clear of the SMTP client and of the

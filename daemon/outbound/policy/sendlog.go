@@ -3,6 +3,7 @@ package policy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,17 +40,121 @@ const logPrefix = "mailctl ratelimit log "
 
 var logMagic = logPrefix + strconv.Itoa(formats.RateLimitLog) + "\n"
 
+// maxLogLine bounds a line the limiter reads: past it, the sends after
+// are not read (the rewrite at open then drops them).
+const maxLogLine = 1 << 20
+
+// LogHeader is the first line of the send log this build writes,
+// newline included.
+func LogHeader() string { return logMagic }
+
+// LogEntry is one send as the send log keeps it, on a line of its own:
+// "<unix nanoseconds> <owner uid> <quoted mailbox>".
+type LogEntry struct {
+	At      time.Time // between the years 1678 and 2262, as UnixNano
+	UID     uint32
+	Mailbox string
+}
+
+// ParseLogEntry reads a line of the current format, its newline left out.
+// It reports false for a line that does not parse, which the limiter skips.
+func ParseLogEntry(line string) (LogEntry, bool) {
+	ns, rest, _ := strings.Cut(line, " ")
+	us, q, _ := strings.Cut(rest, " ") // a missing field: q is "", which does not unquote
+	n, err := strconv.ParseInt(ns, 10, 64)
+	uid, uerr := strconv.ParseUint(us, 10, 32)
+	mailbox, qerr := strconv.Unquote(q)
+	if err != nil || uerr != nil || qerr != nil || mailbox == "" {
+		return LogEntry{}, false
+	}
+	return LogEntry{time.Unix(0, n), uint32(uid), mailbox}, true
+}
+
+// parseV1Line reads a line of format 1, which has no owner.
+func parseV1Line(line string) (LogEntry, bool) {
+	ns, q, _ := strings.Cut(line, " ") // no space: q is "", which does not unquote
+	n, err := strconv.ParseInt(ns, 10, 64)
+	mailbox, qerr := strconv.Unquote(q)
+	if err != nil || qerr != nil || mailbox == "" {
+		return LogEntry{}, false
+	}
+	return LogEntry{At: time.Unix(0, n), Mailbox: mailbox}, true
+}
+
+// Line is the entry's line in the send log, newline included.
+func (e LogEntry) Line() string {
+	return strconv.FormatInt(e.At.UnixNano(), 10) + " " + strconv.FormatUint(uint64(e.UID), 10) + " " + strconv.Quote(e.Mailbox) + "\n"
+}
+
 // logVersion is the version of the send log whose content starts with
 // head, and the error that refuses one a later release wrote (or whose
-// first line is the log's with a version that is not a number).
-func logVersion(head []byte, path string) (int, error) {
+// first line is the log's with a version that is not a number); what and
+// path name the log in that error.
+func logVersion(head []byte, what, path string) (int, error) {
 	if bytes.HasPrefix(head, []byte(logMagic)) {
 		return formats.RateLimitLog, nil
 	}
-	if err := formats.CheckFirstLine(bytes.NewReader(head), int64(len(head)), logPrefix, formats.RateLimitLog, "the rate-limit log", path); err != nil {
+	if err := formats.CheckFirstLine(bytes.NewReader(head), int64(len(head)), logPrefix, formats.RateLimitLog, what, path); err != nil {
 		return 0, err
 	}
 	return 1, nil
+}
+
+// ErrLogLineTooLong is what LogReader.Next returns for a line longer than
+// the reader takes.
+var ErrLogLineTooLong = errors.New("a line of the send log is longer than the reader takes")
+
+// LogReader reads a send log of any version the limiter reads.
+type LogReader struct {
+	// Version is the log's format: formats.RateLimitLog, or 1 for a log
+	// without a first line (an empty one included).
+	Version int
+	br      *bufio.Reader
+}
+
+// NewLogReader reads the first line of the send log in r, refusing a
+// later release's log or a damaged first line with the error formats
+// gives (what and path name the log in it), and returns a reader of the
+// sends after it whose lines may be maxLine bytes long (64 at the least:
+// the first line is read within them), newline included.
+func NewLogReader(r io.Reader, maxLine int, what, path string) (*LogReader, error) {
+	// Wrapped, so that a caller's larger bufio.Reader is not taken as is
+	// and the bound holds.
+	br := bufio.NewReaderSize(struct{ io.Reader }{r}, maxLine)
+	head, _ := br.Peek(64)
+	v, err := logVersion(head, what, path)
+	if err != nil {
+		return nil, err
+	}
+	if v == formats.RateLimitLog {
+		br.Discard(len(logMagic))
+	}
+	return &LogReader{Version: v, br: br}, nil
+}
+
+// Next returns the send on the log's next line and true, or false for a
+// line that does not parse (the limiter skips it); a carriage return
+// before the newline is left out, as bufio.ScanLines does. In a log of
+// version 1 the lines name no owner, and UID is 0. After the last line
+// Next returns io.EOF; for a line past the bound, ErrLogLineTooLong.
+func (lr *LogReader) Next() (LogEntry, bool, error) {
+	line, err := lr.br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return LogEntry{}, false, ErrLogLineTooLong
+	}
+	if err != nil && err != io.EOF {
+		return LogEntry{}, false, err
+	}
+	if len(line) == 0 {
+		return LogEntry{}, false, io.EOF
+	}
+	text := string(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")))
+	if lr.Version == formats.RateLimitLog {
+		e, ok := ParseLogEntry(text)
+		return e, ok, nil
+	}
+	e, ok := parseV1Line(text)
+	return e, ok, nil
 }
 
 // LogVersion reads the first line of the send log at path: its format
@@ -67,8 +172,11 @@ func LogVersion(path string) (int, error) {
 	defer f.Close()
 	head := make([]byte, 64)
 	n, _ := f.ReadAt(head, 0)
-	return logVersion(head[:n], path)
+	return logVersion(head[:n], logWhat, path)
 }
+
+// logWhat names the limiter's own log in the errors that refuse it.
+const logWhat = "the rate-limit log"
 
 // OpenRateLimiter returns a limiter whose sends are kept in the file at
 // path (created 0600 if missing). Lines that do not parse are skipped.
@@ -83,27 +191,27 @@ func OpenRateLimiter(path string, clock func() time.Time, owner func(mailbox str
 	if err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("reading the send log: %w", err)
 	}
-	version, err := logVersion(data, path)
+	lr, err := NewLogReader(bytes.NewReader(data), maxLogLine, logWhat, path)
 	if err != nil {
 		return nil, err
-	}
-	if version == formats.RateLimitLog {
-		data = data[len(logMagic):]
 	}
 	if owner == nil {
 		owner = func(string) (uint32, bool) { return 0, false }
 	}
 	cutoff := r.clock().Add(-24 * time.Hour)
 	bad, unowned := 0, 0
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		var key sender
-		var t time.Time
-		ok, owned := false, true
-		if version == formats.RateLimitLog {
-			key, t, ok = parseSendLine(sc.Text())
-		} else if key.mailbox, t, ok = parseV1Line(sc.Text()); ok {
+	for {
+		e, ok, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// Only a line past maxLogLine: what came before it counts.
+			logger.Warn("send log line too long: the sends after it are not read", "path", path, "max_bytes", maxLogLine)
+			break
+		}
+		key, owned := sender{e.Mailbox, e.UID}, true
+		if ok && lr.Version != formats.RateLimitLog {
 			// Format 1 named no owner: the send counts for the name's
 			// owner now, so that no one gains sends by the upgrade.
 			key.uid, owned = owner(key.mailbox)
@@ -116,14 +224,14 @@ func OpenRateLimiter(path string, clock func() time.Time, owner func(mailbox str
 			bad++
 			continue
 		}
-		if t.After(cutoff) {
-			r.sent[key] = append(r.sent[key], t)
+		if e.At.After(cutoff) {
+			r.sent[key] = append(r.sent[key], e.At)
 		}
 	}
 	if bad > 0 {
 		logger.Warn("send log lines skipped", "path", path, "lines", bad)
 	}
-	if version != formats.RateLimitLog && len(data) > 0 {
+	if lr.Version != formats.RateLimitLog && len(data) > 0 {
 		logger.Info("send log of format 1 read: its sends count for each mailbox's current owner", "path", path, "dropped_no_owner", unowned)
 	}
 	for _, ts := range r.sent {
@@ -134,34 +242,6 @@ func OpenRateLimiter(path string, clock func() time.Time, owner func(mailbox str
 		return nil, err
 	}
 	return r, nil
-}
-
-// parseSendLine reads a line of the current format.
-func parseSendLine(line string) (sender, time.Time, bool) {
-	ns, rest, _ := strings.Cut(line, " ")
-	us, q, _ := strings.Cut(rest, " ") // a missing field: q is "", which does not unquote
-	n, err := strconv.ParseInt(ns, 10, 64)
-	uid, uerr := strconv.ParseUint(us, 10, 32)
-	mailbox, qerr := strconv.Unquote(q)
-	if err != nil || uerr != nil || qerr != nil || mailbox == "" {
-		return sender{}, time.Time{}, false
-	}
-	return sender{mailbox, uint32(uid)}, time.Unix(0, n), true
-}
-
-// parseV1Line reads a line of format 1, which has no owner.
-func parseV1Line(line string) (string, time.Time, bool) {
-	ns, q, _ := strings.Cut(line, " ") // no space: q is "", which does not unquote
-	n, err := strconv.ParseInt(ns, 10, 64)
-	mailbox, qerr := strconv.Unquote(q)
-	if err != nil || qerr != nil || mailbox == "" {
-		return "", time.Time{}, false
-	}
-	return mailbox, time.Unix(0, n), true
-}
-
-func sendLine(s sender, t time.Time) string {
-	return strconv.FormatInt(t.UnixNano(), 10) + " " + strconv.FormatUint(uint64(s.uid), 10) + " " + strconv.Quote(s.mailbox) + "\n"
 }
 
 // rewrite replaces the file with the sends in sent and reopens it for
@@ -189,7 +269,7 @@ func logText(sent map[sender][]time.Time) (string, int) {
 	n := 0
 	for _, m := range slices.SortedFunc(maps.Keys(sent), sender.compare) {
 		for _, t := range sent[m] {
-			b.WriteString(sendLine(m, t))
+			b.WriteString(LogEntry{t, m.uid, m.mailbox}.Line())
 			n++
 		}
 	}
@@ -230,7 +310,7 @@ func (l *sendLog) record(s sender, t time.Time, n int, sent map[sender][]time.Ti
 		}
 		return // the rewrite holds these sends
 	}
-	line := strings.Repeat(sendLine(s, t), n)
+	line := strings.Repeat(LogEntry{t, s.uid, s.mailbox}.Line(), n)
 	if _, err := l.f.WriteString(line); err != nil {
 		l.log.Error("cannot record a send in the send log: the rate limit holds until the next restart only", "err", err)
 		return

@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -77,7 +78,7 @@ func TestRateLimitSurvivesRestart(t *testing.T) {
 func TestSendLogSkipsDamageAndStaysBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
-	good := sendLine(sender{"bot", 0}, clk.Now().Add(-time.Second))
+	good := LogEntry{clk.Now().Add(-time.Second), 0, "bot"}.Line()
 	os.WriteFile(path, []byte(logMagic+"garbage\n12 0 \"unterminated\n"+good+"99999999999999999999999 0 \"x\"\n1 0 \"\"\n"+good[:10]), 0o600)
 	r, err := OpenRateLimiter(path, clk.Now, nil, nil)
 	if err != nil {
@@ -134,7 +135,7 @@ func TestSendLogRejectsEachKindOfBadLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
 	recent := strconv.FormatInt(clk.Now().Add(-time.Second).UnixNano(), 10)
-	good := sendLine(sender{"bot", 0}, clk.Now().Add(-time.Second))
+	good := LogEntry{clk.Now().Add(-time.Second), 0, "bot"}.Line()
 	bad := []string{
 		"99999999999999999999999 0 \"bot\"", // out of range: ParseInt returns the largest int64
 		"12x 0 \"bot\"",
@@ -189,7 +190,7 @@ func TestSendLogRejectsEachKindOfBadLine(t *testing.T) {
 func TestSendLogCompactsAtItsBound(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ratelimit.log")
 	clk := testclock.New()
-	os.WriteFile(path, []byte(logMagic+sendLine(sender{"bot", 0}, clk.Now().Add(-14*time.Hour))+sendLine(sender{"bot", 0}, clk.Now().Add(-time.Hour))), 0o600)
+	os.WriteFile(path, []byte(logMagic+LogEntry{clk.Now().Add(-14 * time.Hour), 0, "bot"}.Line()+LogEntry{clk.Now().Add(-time.Hour), 0, "bot"}.Line()), 0o600)
 	var logged recordLogger
 	r, err := OpenRateLimiter(path, clk.Now, nil, logged.logger())
 	if err != nil {
@@ -312,7 +313,7 @@ func TestRateLimitsCountPerOwner(t *testing.T) {
 	if err := r2.Allow("bot", 1002, p, 1); err != nil {
 		t.Errorf("another owner's first send: %v", err)
 	}
-	want := logMagic + sendLine(sender{"bot", 1001}, clk.Now()) + sendLine(sender{"bot", 1002}, clk.Now())
+	want := logMagic + LogEntry{clk.Now(), 1001, "bot"}.Line() + LogEntry{clk.Now(), 1002, "bot"}.Line()
 	if data, _ := os.ReadFile(path); string(data) != want {
 		t.Errorf("the send log holds %q, want %q", data, want)
 	}
@@ -354,7 +355,7 @@ func TestSendLogFormat1CountsForTheCurrentOwner(t *testing.T) {
 	if got := r.Usage("gone", 1001, p)[0]; got.Used != 0 {
 		t.Errorf("a name no one owned: %+v, want its sends dropped", got)
 	}
-	want := logMagic + strings.Repeat(sendLine(sender{"bot", 1001}, at), 2)
+	want := logMagic + strings.Repeat(LogEntry{at, 1001, "bot"}.Line(), 2)
 	if data, _ := os.ReadFile(path); string(data) != want {
 		t.Errorf("the rewritten send log holds %q, want %q", data, want)
 	}
@@ -543,5 +544,87 @@ func TestSendLogIsInOrder(t *testing.T) {
 	}
 	if want := []string{`"a"/1`, `"a"/2`, `"b"/1`, `"b"/1`}; !slices.Equal(got, want) {
 		t.Errorf("the log's sends in the order %v, want %v", got, want)
+	}
+}
+
+// FuzzLogEntry: an entry's line parses back to the entry, on one line,
+// and read from a log by LogReader; a line that parses is written back as
+// one that parses to the same send.
+func FuzzLogEntry(f *testing.F) {
+	f.Add(int64(1_800_000_000_000_000_000), uint32(1001), "bot", `12 0 "bot"`)
+	f.Add(int64(-1), uint32(0), "a\nb\"\\\xff", `-5 4294967295 "\u00e9\n"`)
+	f.Add(int64(0), uint32(7), " ", `1 2 "x" `)
+	f.Add(int64(9), uint32(9), "x", "1 2 `raw`")
+	f.Fuzz(func(t *testing.T, ns int64, uid uint32, mailbox, line string) {
+		if mailbox != "" {
+			e := LogEntry{time.Unix(0, ns), uid, mailbox}
+			l := e.Line()
+			if strings.Count(l, "\n") != 1 || !strings.HasSuffix(l, "\n") {
+				t.Fatalf("%+v is written as %q, not one line", e, l)
+			}
+			got, ok := ParseLogEntry(strings.TrimSuffix(l, "\n"))
+			if !ok || !got.At.Equal(e.At) || got.UID != e.UID || got.Mailbox != e.Mailbox {
+				t.Fatalf("%+v is written as %q, which parses to %+v (%v)", e, l, got, ok)
+			}
+			lr, err := NewLogReader(strings.NewReader(logMagic+l), maxLogLine, logWhat, "log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err = lr.Next()
+			if err != nil || !ok || !got.At.Equal(e.At) || got.UID != e.UID || got.Mailbox != e.Mailbox {
+				t.Fatalf("a log of %q reads %+v, %v, %v", l, got, ok, err)
+			}
+			if _, _, err := lr.Next(); err != io.EOF {
+				t.Fatalf("after the one line of %q: %v, want io.EOF", l, err)
+			}
+		}
+		if e, ok := ParseLogEntry(line); ok {
+			got, ok := ParseLogEntry(strings.TrimSuffix(e.Line(), "\n"))
+			if !ok || !got.At.Equal(e.At) || got.UID != e.UID || got.Mailbox != e.Mailbox || e.Mailbox == "" {
+				t.Fatalf("%q parses to %+v, written back as %q, which parses to %+v (%v)", line, e, e.Line(), got, ok)
+			}
+		}
+	})
+}
+
+// TestSendLogReadsLinesEndingInCRLF: a line whose newline follows a
+// carriage return counts, as bufio.ScanLines reads it; the rewrite at open
+// writes it with a newline alone.
+func TestSendLogReadsLinesEndingInCRLF(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ratelimit.log")
+	clk := testclock.New()
+	good := LogEntry{clk.Now().Add(-time.Second), 5, "bot"}.Line()
+	os.WriteFile(path, []byte(logMagic+strings.TrimSuffix(good, "\n")+"\r\n"+strings.TrimSuffix(good, "\n")+"\r"), 0o600)
+	r, err := OpenRateLimiter(path, clk.Now, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.Usage("bot", 5, config.SendPolicy{PerMinute: 5})[0].Used; got != 2 {
+		t.Errorf("bot's sends: %d, want the 2 lines ending in a carriage return", got)
+	}
+	if data, _ := os.ReadFile(path); string(data) != logMagic+good+good {
+		t.Errorf("the rewritten send log holds %q", data)
+	}
+}
+
+// TestSendLogStopsAtALineTooLong: a line past maxLogLine ends what is
+// read (the sends before it count, those after it do not) and says so.
+func TestSendLogStopsAtALineTooLong(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ratelimit.log")
+	clk := testclock.New()
+	good := LogEntry{clk.Now().Add(-time.Second), 5, "bot"}.Line()
+	os.WriteFile(path, []byte(logMagic+good+strings.Repeat("9", maxLogLine)+"\n"+good), 0o600)
+	var logged recordLogger
+	r, err := OpenRateLimiter(path, clk.Now, nil, logged.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.Usage("bot", 5, config.SendPolicy{PerMinute: 5})[0].Used; got != 1 {
+		t.Errorf("bot's sends: %d, want the 1 before the long line", got)
+	}
+	if got := strings.Join(logged.all(), "\n"); !strings.Contains(got, "send log line too long") {
+		t.Errorf("logged %q, want the long line named", got)
 	}
 }
