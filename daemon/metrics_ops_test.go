@@ -85,9 +85,12 @@ func TestOperationsMetrics(t *testing.T) {
 	clk.Advance(time.Hour + time.Minute)
 	td.out.queue.Kick()
 	var text string
-	testwait.For(t, "the delay warning counted", func() bool {
+	// The kick also starts the deferred item's next attempt: the scrape
+	// that is checked is one taken while no attempt is under way.
+	testwait.For(t, "the delay warning counted and no attempt under way", func() bool {
 		text = scrape(t, td)
-		return strings.Contains(text, "mailctl_delay_warnings_total 1")
+		return strings.Contains(text, "mailctl_delay_warnings_total 1") &&
+			strings.Contains(text, "mailctl_queue_items{state=\"delivering\"} 0\n")
 	})
 	if v := sample(t, text, `mailctl_tls_certificate_expiry_seconds{listener="smtp",name="mx.example.test"}`); v < 29*86400 || v > 30*86400 {
 		t.Errorf("certificate expiry %v s, want about 30 days", v)
