@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -197,4 +198,29 @@ func FuzzProbeJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		checkProbe(t, []byte(s))
 	})
+}
+
+// Regression: reading a message before the SDK decoded it into a map of its
+// members, a second copy of the message: 11 MiB more for a tools/call with
+// 8 MiB of attachments, on both transports.
+func TestProbeDoesNotCopyTheMessage(t *testing.T) {
+	msg := bigToolsCall(4 << 20)
+	for _, c := range []struct {
+		name string
+		read func()
+	}{
+		{"refuseBody", func() { refuseBody(msg) }},
+		{"badID", func() { badID(msg) }},
+	} {
+		const runs = 5
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			c.read()
+		}
+		runtime.ReadMemStats(&after)
+		if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > uint64(len(msg)/8) {
+			t.Errorf("%s allocated %d bytes reading a message of %d", c.name, per, len(msg))
+		}
+	}
 }
