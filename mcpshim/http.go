@@ -189,37 +189,33 @@ func refusePost(r *http.Request) (*postRefusal, error) {
 
 // refuseBody is refusePost on a body read whole.
 func refuseBody(body []byte) *postRefusal {
-	if jsonDepth(body) > sdkMaxJSONDepth {
+	var bad *postRefusal
+	messages := 0
+	valid, tooDeep := probeJSON(body, sdkMaxJSONDepth, true, func(p messageProbe, ok bool) {
+		messages++
+		if bad == nil {
+			bad = refuseMessage(p, ok)
+		}
+	})
+	switch {
+	case tooDeep:
 		// Valid JSON too (encoding/json's limit is 10000): the SDK's
 		// decoder refuses it, with a line of text.
 		return &postRefusal{code: jsonrpc.CodeParseError, msg: fmt.Sprintf("parse error: the body nests arrays and objects more than %d deep", sdkMaxJSONDepth)}
-	}
-	if !json.Valid(body) {
+	case !valid:
 		return &postRefusal{code: jsonrpc.CodeParseError, msg: "parse error: the body is not JSON: send one JSON-RPC message"}
-	}
-	b := bytes.TrimLeft(body, " \t\r\n") // JSON's white space, not Unicode's
-	if b[0] != '[' {
-		return refuseMessage(b)
-	}
-	var batch []json.RawMessage
-	json.Unmarshal(b, &batch)
-	if len(batch) == 0 {
+	case messages == 0: // a body of one value is one message
 		return &postRefusal{code: jsonrpc.CodeInvalidRequest, msg: "invalid request: an empty batch: send one JSON-RPC message"}
 	}
-	for _, m := range batch {
-		if bad := refuseMessage(m); bad != nil {
-			return bad
-		}
-	}
-	return nil
+	return bad
 }
 
-// refuseMessage refuses one JSON-RPC message, valid JSON, that is no
-// object, or whose id badID refuses, or whose method is not one a client
-// sends a server. Anything else, a response included, is left to the SDK.
-func refuseMessage(msg []byte) *postRefusal {
-	var probe messageProbe
-	if json.Unmarshal(msg, &probe) != nil {
+// refuseMessage refuses one JSON-RPC message of a valid body, read as
+// probe (ok false: no object), that is no object, or whose id badID
+// refuses, or whose method is not one a client sends a server. Anything
+// else, a response included, is left to the SDK.
+func refuseMessage(probe messageProbe, ok bool) *postRefusal {
+	if !ok {
 		// Valid JSON, and no object: no message of JSON-RPC's.
 		return &postRefusal{code: jsonrpc.CodeInvalidRequest, msg: "invalid request: a JSON-RPC message is a JSON object"}
 	}

@@ -140,11 +140,7 @@ func TestHTTPBodyLimit(t *testing.T) {
 	post := func(size int) int {
 		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1","pad":"` +
 			strings.Repeat("A", size) + `"}}}`
-		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer 0123456789abcdef")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(rawRequest(context.Background(), "POST", srv.URL, "0123456789abcdef", "", body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,13 +245,7 @@ func TestHTTPServesEveryClientMethod(t *testing.T) {
 			body = fmt.Sprintf(`{"jsonrpc":"2.0","method":%q,"params":{}}`, m)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(rawRequest(ctx, "POST", srv.URL, token, session, body))
 		if err != nil {
 			cancel()
 			t.Fatalf("%s: %v", m, err)
@@ -350,15 +340,7 @@ func TestHTTPStopAnswersACallInFlight(t *testing.T) {
 	session := ""
 	do := func(method, body string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest(method, url, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(rawRequest(context.Background(), method, url, token, session, body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,15 +444,7 @@ func TestHTTPStuckStreamDoesNotStallOthers(t *testing.T) {
 	session := ""
 	post := func(body string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+addr+"/", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(rawRequest(context.Background(), "POST", "http://"+addr+"/", token, session, body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -556,16 +530,16 @@ func openEventStream(t *testing.T, url, token, session string) *http.Response {
 	return stream
 }
 
-// rawHTTP sends one request to an HTTP server with the token, in a session
-// when id is not empty, and returns the response with its body read.
-func rawHTTP(t *testing.T, method, url, token, id, body string, header ...string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+// rawRequest is a request as an MCP client sends it over HTTP: with the
+// token, and in a session when session is not empty. header adds headers in
+// pairs of name and value; a "Host" one sets the request's host.
+func rawRequest(ctx context.Context, method, url, token, session, body string, header ...string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if id != "" {
-		req.Header.Set("Mcp-Session-Id", id)
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
 		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
@@ -574,13 +548,29 @@ func rawHTTP(t *testing.T, method, url, token, id, body string, header ...string
 	if host := req.Header.Get("Host"); host != "" {
 		req.Host = host
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// sendRaw sends rawRequest's request and returns the response with its body
+// read; it needs no testing.T, so a goroutine may call it.
+func sendRaw(ctx context.Context, method, url, token, session, body string, header ...string) (*http.Response, string, error) {
+	resp, err := http.DefaultClient.Do(rawRequest(ctx, method, url, token, session, body, header...))
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// rawHTTP is sendRaw, failing t on an error.
+func rawHTTP(t *testing.T, method, url, token, session, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	resp, b, err := sendRaw(context.Background(), method, url, token, session, body, header...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(b)
+	return resp, b
 }
 
 // Regression: the server kept every session until its client deleted it,
@@ -718,14 +708,9 @@ func TestHTTPClientGoneEndsTheWait(t *testing.T) {
 
 	ctx, hangUp := context.WithCancel(context.Background())
 	defer hangUp()
-	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(
-		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","subject":"never","timeout_secs":600}}}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", id)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	req.Header.Set(postHeader, "1") // a client's own value must not tie the call to another POST
+	req := rawRequest(ctx, "POST", srv.URL, token, id,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"email_wait","arguments":{"mailbox":"agent","subject":"never","timeout_secs":600}}}`,
+		postHeader, "1") // a client's own value must not tie the call to another POST
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)

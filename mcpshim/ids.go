@@ -18,32 +18,21 @@ import (
 // the SDK.
 func badID(msg []byte) (json.RawMessage, string) {
 	var p messageProbe
-	if json.Unmarshal(msg, &p) != nil {
+	var ok bool
+	valid, _ := probeJSON(msg, maxJSONDepth, false, func(q messageProbe, isMsg bool) { p, ok = q, isMsg })
+	if !valid || !ok {
 		return nil, ""
 	}
 	return p.badID()
 }
 
-// messageProbe is what badID and the HTTP transport read of a message.
+// messageProbe is what badID and the HTTP transport read of a message: its
+// members "id" and "method" by their exact names, as the SDK's decoder reads
+// them (encoding/json would also take "ID" or "Method", and a message holding
+// both spellings would be judged by a member the SDK does not read).
 type messageProbe struct {
-	ID     json.RawMessage `json:"id"`
-	Method *string         `json:"method"`
-}
-
-// UnmarshalJSON reads the members "id" and "method" by their exact names,
-// as the SDK's decoder does: encoding/json would also take "ID" or
-// "Method", and a message holding both spellings would be judged by a
-// member the SDK does not read.
-func (p *messageProbe) UnmarshalJSON(b []byte) error {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(b, &members); err != nil {
-		return err
-	}
-	*p = messageProbe{ID: members["id"]}
-	if m, ok := members["method"]; ok {
-		return json.Unmarshal(m, &p.Method)
-	}
-	return nil
+	ID     json.RawMessage // as written; nil: no id member
+	Method *string         // nil: no method member, or null
 }
 
 // badID is badID on the message p was read from.

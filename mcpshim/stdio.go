@@ -297,9 +297,9 @@ func (c *lineConn) answerBad(line []byte, err error) {
 	var probe struct {
 		ID json.RawMessage `json:"id"`
 	}
-	if !json.Valid(line) {
+	if valid, tooDeep := probeJSON(line, maxJSONDepth, false, nil); !valid {
 		msg := "parse error: the line is not JSON: send one JSON-RPC message per line"
-		if jsonDepth(line) > maxJSONDepth {
+		if tooDeep {
 			msg = fmt.Sprintf("parse error: the line nests arrays and objects more than %d deep", maxJSONDepth)
 		}
 		c.answer(nil, jsonrpc.CodeParseError, msg, protocol.CodeInvalidInput)

@@ -152,22 +152,11 @@ func TestSlowDaemonHoldsUpOnlyItsOwnSubscribe(t *testing.T) {
 	p.hold()
 	subscribe := func(ctx context.Context, session string) error {
 		body := `{"jsonrpc":"2.0","id":9,"method":"resources/subscribe","params":{"uri":"` + InboxURI("other") + `"}}`
-		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		resp, err := http.DefaultClient.Do(req)
+		resp, out, err := sendRaw(ctx, "POST", srv.URL, token, session, body)
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		out, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"result"`) {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(out, `"result"`) {
 			return fmt.Errorf("HTTP %d %s", resp.StatusCode, out)
 		}
 		return nil
