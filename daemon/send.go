@@ -23,6 +23,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
 	"github.com/mailctl/mailctl/daemon/outbound/tlsrpt"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/daemon/smtpin"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/safeio"
@@ -50,6 +51,8 @@ type outboundService struct {
 	// later counts the settled items' hooks and bounces waiting for their
 	// mailbox's name (underName); Stop waits for them.
 	later sync.WaitGroup
+	// sweeping is the idempotency records' sweep (sweepKeys).
+	sweeping sync.WaitGroup
 }
 
 func (d *Daemon) newOutbound() (*outboundService, error) {
@@ -122,6 +125,8 @@ func (d *Daemon) newOutbound() (*outboundService, error) {
 		LegacyReturnPath: func(from, mailboxID, sentID string) string {
 			return o.bounceKey.LegacyReturnPath(from, mailboxID, sentID)
 		},
+		KeyWindow: cfg.Delivery.IdempotencyWindow.Duration,
+		Deleted:   d.mailboxDeleted,
 	}
 	d.dsn = &reportHandler{
 		apply: func(mailbox, tag string, rep outbound.Report) bool {
@@ -191,6 +196,7 @@ func (o *outboundService) Queue() control.Queue { return o.queue }
 
 func (o *outboundService) Start(ctx context.Context) error {
 	ctx, o.cancel = context.WithCancel(context.Background())
+	o.sweeping.Go(func() { o.sweepKeys(ctx) })
 	go func() {
 		defer close(o.done)
 		if o.reports != nil {
@@ -207,6 +213,8 @@ func (o *outboundService) Start(ctx context.Context) error {
 
 func (o *outboundService) Stop(ctx context.Context) error {
 	o.cancel()
+	o.sweeping.Wait()
+	o.svc.CloseSweep()
 	select {
 	case <-o.done:
 		if o.reports != nil {
@@ -344,6 +352,21 @@ func (d *Daemon) stillSends(name, id string) bool {
 	}
 	_, ok := d.mailboxOwner(name, id)
 	return ok
+}
+
+// mailboxDeleted is the send pipeline's Service.Deleted: whether the
+// mailbox named name with identity id was deleted. The registry mints a
+// mailbox's identity when it creates it and never gives it again, so one
+// it no longer holds under the name is gone for good. An operator-declared
+// mailbox is never taken for deleted: a declaration taken out of
+// config.toml may come back, and its keys with it (as its queued mail
+// waits for it).
+func (d *Daemon) mailboxDeleted(name, id string) bool {
+	if name == "" || !registry.MintedMailboxID(id) {
+		return false
+	}
+	r, ok := d.reg.Mailbox(name)
+	return !ok || r.ID != id
 }
 
 // rateLimitLog is the send rate limiter's file.

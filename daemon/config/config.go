@@ -260,6 +260,10 @@ type Delivery struct {
 	// MTASTSPort is the HTTPS port MTA-STS policies are fetched from; 443
 	// except in tests.
 	MTASTSPort int `toml:"mta_sts_port"`
+	// IdempotencyWindow is how long a send's idempotency key is
+	// remembered (a retry with it answers with the first message); a
+	// message still queued keeps its key longer.
+	IdempotencyWindow Duration `toml:"idempotency_window"`
 }
 
 // HookRules are the operator's limits on hooks.
@@ -467,6 +471,9 @@ func (c *Config) applyDefaults() {
 	setDefault(&d.MaxPerDestination, max(d.MaxConcurrent/2, 1))
 	setDefault(&d.Port, 25)
 	setDefault(&d.DelayWarning, &Duration{4 * time.Hour})
+	// Never shorter than the retries: a config that raised retry_for
+	// past the default window stays valid.
+	setDefault(&d.IdempotencyWindow, Duration{max(30*24*time.Hour, d.RetryFor.Duration)})
 	setDefault(&c.Storage.DiskReserveBytes, new(int64(256<<20)))
 	setDefault(&c.Storage.PruneEvery, Duration{time.Hour})
 	if c.Storage.Retention == nil {

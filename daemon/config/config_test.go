@@ -356,3 +356,32 @@ func TestLargestNumberIsTaken(t *testing.T) {
 		t.Fatalf("max_message_bytes = 2^50: %v", err)
 	}
 }
+
+// TestIdempotencyWindowBounds: delivery.idempotency_window defaults to
+// 30 days, or to retry_for when that is longer (a file that raised
+// retry_for stays valid); one shorter than a day or than retry_for, or
+// "0s", is refused with the key named.
+func TestIdempotencyWindowBounds(t *testing.T) {
+	for _, tc := range []struct {
+		delivery string
+		want     time.Duration
+		err      string
+	}{
+		{"", 30 * 24 * time.Hour, ""},
+		{"retry_for = \"40d\"\n", 40 * 24 * time.Hour, ""},
+		{"idempotency_window = \"7d\"\n", 7 * 24 * time.Hour, ""},
+		{"idempotency_window = \"12h\"\nretry_for = \"6h\"\n", 0, "delivery.idempotency_window: 12h0m0s is too short"},
+		{"idempotency_window = \"2d\"\n", 0, "at least delivery.retry_for (120h0m0s)"},
+		{"idempotency_window = \"0s\"\n", 0, "delivery.idempotency_window = \"0s\" is taken as the default"},
+	} {
+		c, err := Parse([]byte("domains = [\"a.test\"]\n[delivery]\n" + tc.delivery))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: %v, want an error saying %q", tc.delivery, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.delivery, err)
+		case tc.err == "" && c.Delivery.IdempotencyWindow.Duration != tc.want:
+			t.Errorf("%q: idempotency_window %s, want %s", tc.delivery, c.Delivery.IdempotencyWindow.Duration, tc.want)
+		}
+	}
+}

@@ -75,6 +75,10 @@ func (c *Config) validateSMTP(bad complain) {
 	}
 }
 
+// minIdempotencyWindow is the shortest delivery.idempotency_window: a client that
+// retries after an outage of a day still gets its message back.
+const minIdempotencyWindow = 24 * time.Hour
+
 // validateDelivery keeps the outbound queue's limits usable.
 func (c *Config) validateDelivery(bad complain) {
 	d := c.Delivery
@@ -86,6 +90,10 @@ func (c *Config) validateDelivery(bad complain) {
 	}
 	if d.Port < 1 || d.Port > 65535 {
 		bad("delivery.port: %d is not a port", d.Port)
+	}
+	if k := d.IdempotencyWindow.Duration; k < minIdempotencyWindow || k < d.RetryFor.Duration {
+		bad("delivery.idempotency_window: %s is too short; give at least a day and at least delivery.retry_for (%s), so that a client's retry of a send, and a check of it while its message is retried, is answered with that message (default 30d)",
+			k, d.RetryFor.Duration)
 	}
 	if c.Relay.Port < 0 || c.Relay.Port > 65535 {
 		bad("relay.port: %d is not a port", c.Relay.Port)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
@@ -29,53 +31,157 @@ type idemRecord struct {
 	Key       string    `json:"key,omitempty"`
 }
 
+// DefaultKeyWindow is how long an idempotency key is remembered when
+// Service.KeyWindow is not set.
+const DefaultKeyWindow = 30 * 24 * time.Hour
+
+// maxIdemRecord bounds what is read of one record: a record is a few
+// hundred bytes, and the backup takes none over 64 KiB.
+const maxIdemRecord = 64 << 10
+
 // idemPath is where the record of req's idempotency key is kept, scoped to
 // the mailbox's identity (queue.IdempotencyFile).
 func (s *Service) idemPath(req SendRequest) string {
-	return filepath.Join(s.Queue.Dir(), queue.IdempotencyDir, queue.IdempotencyFile(req.Mailbox, req.MailboxID, req.Args.IdempotencyKey))
+	return filepath.Join(s.idemDir(), queue.IdempotencyFile(req.Mailbox, req.MailboxID, req.Args.IdempotencyKey))
+}
+
+func (s *Service) idemDir() string { return filepath.Join(s.Queue.Dir(), queue.IdempotencyDir) }
+
+func (s *Service) keyWindow() time.Duration {
+	if s.KeyWindow > 0 {
+		return s.KeyWindow
+	}
+	return DefaultKeyWindow
 }
 
 // claim serializes sends with the same key: a concurrent retry waits for the
-// first call to finish and then sees its record.
+// first call to finish and then sees its record. A record past the window
+// (expired) answers nothing: the key makes a new send, whose record
+// replaces it.
 func (s *Service) claim(ctx context.Context, req SendRequest) (release func(), rec *idemRecord, err error) {
 	key := req.Args.IdempotencyKey
 	if len(key) > 200 || strings.ContainsAny(key, "\r\n\x00") {
 		return nil, nil, protocol.Errorf(protocol.CodeInvalidInput, "idempotency_key must be at most 200 characters on one line")
 	}
 	path := s.idemPath(req)
+	release, err = s.hold(ctx, path)
+	if err != nil {
+		return nil, nil, protocol.Errorf(protocol.CodeTimeout, "an earlier send with this idempotency key is still running")
+	}
+	r, _, err := readIdem(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, errNotRecord):
+		return release, nil, nil
+	case err != nil:
+		release()
+		return nil, nil, fmt.Errorf("reading idempotency record: %w", err)
+	case s.expired(req.Mailbox, r, s.now()):
+		return release, nil, nil
+	}
+	release()
+	return func() {}, r, nil
+}
+
+// hold takes path for the caller alone, waiting while a send or the sweep
+// has it: a record is read, written or removed only under its hold.
+func (s *Service) hold(ctx context.Context, path string) (release func(), err error) {
 	s.mu.Lock()
 	for ch, busy := s.inflight[path]; busy; ch, busy = s.inflight[path] {
 		s.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, nil, protocol.Errorf(protocol.CodeTimeout, "an earlier send with this idempotency key is still running")
+			return nil, ctx.Err()
 		}
 		s.mu.Lock()
 	}
-	data, err := os.ReadFile(path)
-	if err == nil {
-		var r idemRecord
-		if json.Unmarshal(data, &r) == nil && r.SentID != "" {
-			s.mu.Unlock()
-			return func() {}, &r, nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		s.mu.Unlock()
-		return nil, nil, fmt.Errorf("reading idempotency record: %w", err)
+	ch := s.take(path)
+	s.mu.Unlock()
+	return s.releaser(path, ch), nil
+}
+
+// tryHold is hold without waiting: false when path is held.
+func (s *Service) tryHold(path string) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, busy := s.inflight[path]; busy {
+		return nil, false
 	}
+	return s.releaser(path, s.take(path)), true
+}
+
+// take marks path held; s.mu is held.
+func (s *Service) take(path string) chan struct{} {
 	if s.inflight == nil {
 		s.inflight = map[string]chan struct{}{}
 	}
 	ch := make(chan struct{})
 	s.inflight[path] = ch
-	s.mu.Unlock()
+	return ch
+}
+
+func (s *Service) releaser(path string, ch chan struct{}) func() {
 	return func() {
 		s.mu.Lock()
 		delete(s.inflight, path)
 		close(ch)
 		s.mu.Unlock()
-	}, nil, nil
+	}
+}
+
+// errNotRecord is a file in the records' directory that is no record this
+// release reads: it answers no key.
+var errNotRecord = errors.New("not an idempotency record")
+
+// readIdem reads the record at path, a regular file of the daemon's own
+// (never through a link), at most maxIdemRecord bytes of it. mtime is the
+// file's modification time, which dates a record that does not say when
+// it was made.
+func readIdem(path string) (rec *idemRecord, mtime time.Time, err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, time.Time{}, errNotRecord
+		}
+		return nil, time.Time{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fi.ModTime(), errNotRecord
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxIdemRecord+1))
+	if err != nil {
+		return nil, fi.ModTime(), err
+	}
+	var r idemRecord
+	if len(data) > maxIdemRecord || json.Unmarshal(data, &r) != nil || r.SentID == "" {
+		return nil, fi.ModTime(), errNotRecord
+	}
+	return &r, fi.ModTime(), nil
+}
+
+// expired reports whether rec, a record of a key used on mailbox, is past
+// the window at now. The window counts from the send; a message still in
+// the queue (scheduled, held or being retried) keeps its key remembered
+// however long that takes, so that no retry of a call can make a second
+// message while the first may still go out.
+func (s *Service) expired(mailbox string, rec *idemRecord, now time.Time) bool {
+	if now.Sub(rec.Created) < s.keyWindow() {
+		return false
+	}
+	if rec.Mailbox != "" {
+		mailbox = rec.Mailbox
+	}
+	if mailbox != "" {
+		if it, err := s.Queue.Get(QueueID(mailbox, rec.SentID)); err == nil && !it.Settled() && it.MailboxID == rec.MailboxID {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Service) remember(req SendRequest, rec idemRecord) error {

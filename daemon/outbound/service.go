@@ -80,10 +80,18 @@ type Service struct {
 	// sent copies recorded their envelope gave a message (whose tag named
 	// no mailbox); ReturnPath stands in for it when it is not set.
 	LegacyReturnPath func(from, mailboxID, sentID string) string
+	// KeyWindow is how long an idempotency key is remembered after its send
+	// (DefaultKeyWindow when 0); a message still queued keeps its key
+	// remembered longer.
+	KeyWindow time.Duration
+	// Deleted, when set, reports whether the mailbox named mailbox with
+	// the identity mailboxID was deleted: the sweep removes its records.
+	Deleted func(mailbox, mailboxID string) bool
 
 	mu       sync.Mutex
-	inflight map[string]chan struct{} // idempotency keys being sent
+	inflight map[string]chan struct{} // idempotency records held by a send or the sweep
 	answers  answers
+	sweep    keySweep
 }
 
 // SendRequest is one send. FromAddress and FromName come from the mailbox the

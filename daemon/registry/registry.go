@@ -281,6 +281,11 @@ func NewID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// MintedMailboxID reports whether id is the identity of a mailbox of the
+// registry (minted by AddMailbox, or derived for one that predates minted
+// ids), not of one declared in config.toml (ConfigMailboxID).
+func MintedMailboxID(id string) bool { return strings.HasPrefix(id, "m") }
+
 // DerivedID is a stable identity for what predates minted ids, or is
 // declared in the config: prefix and 16 hex digits of a hash of the parts.
 func DerivedID(prefix string, parts ...string) string {

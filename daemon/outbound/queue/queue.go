@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -203,6 +204,7 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{},
 		sharing: map[string]int{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
+	safeio.CleanTemps(filepath.Join(dir, IdempotencyDir), "", time.Now())
 	j, replayed, err := openJournal(dir, func(msg string, args ...any) { q.log.Error(msg, args...) })
 	if err != nil {
 		return nil, err

@@ -625,3 +625,23 @@ func TestQueueNotifierHearsStatesInOrder(t *testing.T) {
 		t.Fatalf("the Notifier heard last of %+v: an older state overwrote the outcome", r)
 	}
 }
+
+// TestQueueOpenCleansIdempotencyTemps: a record a crash left half-written
+// (its temporary file) is removed at start, as the queue's own are: the
+// sweep of records never touches temporary files, which may be a write in
+// progress.
+func TestQueueOpenCleansIdempotencyTemps(t *testing.T) {
+	dir := t.TempDir()
+	idem := filepath.Join(dir, IdempotencyDir)
+	os.MkdirAll(idem, 0o700)
+	temp := filepath.Join(idem, safeio.TempPrefix+"abc.json-1")
+	os.WriteFile(temp, []byte("{"), 0o600)
+	q, err := Open(dir, &countingDeliverer{count: map[string]int{}}, newNotes(), Options{Clock: testclock.New().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := os.Stat(temp); err == nil {
+		t.Errorf("a crash's temporary record is left in %s", IdempotencyDir)
+	}
+}
