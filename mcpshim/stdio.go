@@ -294,19 +294,20 @@ func (c *lineConn) deliver(r readResult) bool {
 // answerBad answers a line that is not one JSON-RPC message.
 func (c *lineConn) answerBad(line []byte, err error) {
 	var id json.RawMessage
-	var probe struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if valid, tooDeep := probeJSON(line, maxJSONDepth, false, nil); !valid {
+	valid, tooDeep := probeJSON(line, maxJSONDepth, false, func(p messageProbe, ok bool) {
+		// The member named "id" exactly, as the SDK reads it: a line
+		// with only an "ID" has no id, and is answered under null.
+		if ok && validID(p.ID) {
+			id = p.ID
+		}
+	})
+	if !valid {
 		msg := "parse error: the line is not JSON: send one JSON-RPC message per line"
 		if tooDeep {
 			msg = fmt.Sprintf("parse error: the line nests arrays and objects more than %d deep", maxJSONDepth)
 		}
 		c.answer(nil, jsonrpc.CodeParseError, msg, protocol.CodeInvalidInput)
 		return
-	}
-	if json.Unmarshal(line, &probe) == nil && validID(probe.ID) {
-		id = probe.ID
 	}
 	msg := fmt.Sprintf("invalid request: %v", err)
 	if b := bytes.TrimSpace(line); len(b) > 0 && b[0] == '[' {

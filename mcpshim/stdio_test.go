@@ -480,3 +480,22 @@ func TestEncodeResultMatchesSDK(t *testing.T) {
 		t.Error("an error response took the fast path")
 	}
 }
+
+// TestRefusedLineAnsweredUnderItsExactID: a line the SDK refuses is
+// answered under the member named "id" exactly, the one the SDK and the
+// client mean; a member spelled otherwise ("ID", "Id") is no id, and the
+// answer's id is null.
+func TestRefusedLineAnsweredUnderItsExactID(t *testing.T) {
+	r := startRaw(t, New(Options{SocketPath: noDaemon(t)}), 0)
+	for _, c := range []struct{ line, reply string }{
+		{`{"jsonrpc":"1.0","id":6,"method":"ping"}`, "6"},
+		{`{"jsonrpc":"1.0","ID":5,"method":"ping"}`, "<nil>"},
+		{`{"jsonrpc":"1.0","Id":"x","id":7,"method":"ping"}`, "7"},
+	} {
+		r.send(c.line)
+		m := r.reply(t, c.reply)
+		if e, _ := m["error"].(map[string]any); e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) {
+			t.Fatalf("%s: want -32600 under id %s, got %v", c.line, c.reply, m)
+		}
+	}
+}
