@@ -672,3 +672,20 @@ func TestDKIMKeygenAsAUserSaysSudo(t *testing.T) {
 		t.Errorf("a key was written: %v", err)
 	}
 }
+
+// docs/configuration.md: mail between a dev instance's mailboxes is trusted
+// so hooks fire, and `--trust PATTERN` adds senders (the advice a refused
+// fire_on_untrusted gives in dev). It used to replace *@DOMAIN, so a user
+// who trusted one more sender silenced every hook on their own mail.
+func TestDevTrustAddsSenders(t *testing.T) {
+	_, _, sock := startDev(t, t.TempDir(), "--trust", "*@example.org")
+	out, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "mailboxes", "show", "agent")
+	if code != 0 {
+		t.Fatalf("mailboxes show agent: exit %d\n%s%s", code, out, e)
+	}
+	for _, want := range []string{"*@mailctl.test", "*@example.org"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev --trust '*@example.org': agent's trusted senders lack %s:\n%s", want, out)
+		}
+	}
+}
