@@ -458,6 +458,11 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 		"--cmd", `["/bin/true"]`, "--fire-on-untrusted"); err == nil || !strings.Contains(o, "--trust PATTERN") {
 		t.Fatalf("fire-on-untrusted in dev: %v %s", err, o)
 	}
+	// So is setting trusted senders: the operator's mailbox_rules, which
+	// dev writes again at every start, are no fix there; its flag is.
+	if o, err := run("mailboxes", "set", "agent", "--trusted-senders", "*@example.org"); err == nil || !strings.Contains(o, "--trust PATTERN") {
+		t.Fatalf("trusted senders set by dev's user: %v %s", err, o)
+	}
 
 	// An empty message is refused unless forced.
 	if o, err := run("send", "--from", "agent", "--to", "bob@example.org"); err == nil || !strings.Contains(o, "--force") {
