@@ -151,7 +151,7 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	// folder behind and answer with the failed chown.
 	if self := daemonUID(); self != 0 && uid != self {
 		return nil, protocol.Errorf(protocol.CodeForbidden,
-			"this daemon runs as %s (uid %d), not as root (a mailctl dev instance), so its mailboxes can only belong to that user, not to %s: create %q as that user, without --owner",
+			"this daemon runs as %s (uid %d), not as root (a mailctl dev instance), so its mailboxes can only belong to that user, not to %s: create %q as that user, naming no other owner",
 			registry.UserName(self), self, registry.UserName(uid), a.Name)
 	}
 	// A name another owner holds is refused before the name is held
