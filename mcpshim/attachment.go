@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,20 @@ type attachmentArgs struct {
 	Filename string `json:"filename,omitempty" jsonschema:"instead of index"`
 	Mode     string `json:"mode,omitempty" jsonschema:"default auto: text for text types, else path"`
 	MaxChars int    `json:"max_chars,omitempty" jsonschema:"text window, default 20000"`
+}
+
+// givesIndex reports whether the call names an index, 0 included, which
+// the decoded arguments cannot tell from no index.
+func givesIndex(req *mcp.CallToolRequest) bool {
+	if req == nil || req.Params == nil {
+		return false
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(req.Params.Arguments, &args) != nil {
+		return false
+	}
+	v, ok := args["index"]
+	return ok && string(v) != "null"
 }
 
 // AttachmentData is email_attachment's data.
@@ -72,9 +87,9 @@ func readNext(in *attachmentArgs) *NextAction {
 	return &NextAction{Instruction: "Read the message: its attachment_list names its attachments and their indexes.", Tool: "email_read", Arguments: args}
 }
 
-func (s *Server) emailAttachment(ctx context.Context, _ *mcp.CallToolRequest, in *attachmentArgs) (string, AttachmentData, *NextAction, error) {
+func (s *Server) emailAttachment(ctx context.Context, req *mcp.CallToolRequest, in *attachmentArgs) (string, AttachmentData, *NextAction, error) {
 	var zero AttachmentData
-	if in.Filename != "" && in.Index != 0 {
+	if in.Filename != "" && (in.Index != 0 || givesIndex(req)) {
 		// Either may name another attachment than the other; serving one
 		// would hand the caller a file it did not ask for.
 		return "", zero, nil, fail(protocol.CodeInvalidInput, "give index or filename, not both (index %d, filename %q)", in.Index, in.Filename)

@@ -275,7 +275,7 @@ func newTool[In, Out any](t *mcp.Tool, refine func(*jsonschema.Schema), h handle
 			args, _ = json.Marshal(generic)
 		}
 		if err := inResolved.Validate(generic); err != nil {
-			return errorResult(fail(protocol.CodeInvalidInput, "invalid arguments: %v", err), start), nil
+			return errorResult(argumentsInvalid(t.Name, in, generic, err), start), nil
 		}
 		var input In
 		if err := protocol.DecodeStrict(args, &input); err != nil {

@@ -156,7 +156,7 @@ func New(opts Options) *Server {
 			Prompts:   &mcp.PromptCapabilities{},
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.rpcCodes, s.logCalls, s.cancelOnStop, s.cancelWithPOST, s.resourceURIErrors)
+	s.mcp.AddReceivingMiddleware(s.rpcCodes, s.unknownTool, s.logCalls, s.cancelOnStop, s.cancelWithPOST, s.resourceURIErrors)
 	for _, spec := range s.toolSpecs() {
 		if selected[spec.tool.Name] {
 			s.mcp.AddTool(spec.tool, spec.handler)
@@ -173,6 +173,28 @@ func (s *Server) rpcCodes(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		return res, withRPCCode(err)
+	}
+}
+
+// unknownTool adds the next step to the SDK's answer to a call of a tool
+// this server does not serve (still -32602 "unknown tool"): the tools it
+// serves, and for a tool of mailctl's that --tools left out, how to serve it.
+// A harness with a cached tool list, or a model guessing a name, otherwise
+// learns only that the name is wrong.
+func (s *Server) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var rpc *jsonrpc.Error
+		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+		if method != "tools/call" || !ok || p == nil || !errors.As(err, &rpc) ||
+			rpc.Code != jsonrpc.CodeInvalidParams || !strings.HasPrefix(rpc.Message, "unknown tool") || s.serves(p.Name) {
+			return res, err
+		}
+		msg := fmt.Sprintf("unknown tool %q: this server serves %s (tools/list gives their arguments)", p.Name, strings.Join(s.tools, ", "))
+		if slices.Contains(allTools, p.Name) {
+			msg = fmt.Sprintf("unknown tool %q: not among the tools this server was started with (`mailctl mcp --tools all`, or a --tools list naming it, serves it); it serves %s", p.Name, strings.Join(s.tools, ", "))
+		}
+		return res, &jsonrpc.Error{Code: rpc.Code, Message: msg, Data: rpc.Data}
 	}
 }
 

@@ -216,6 +216,8 @@ func TestAttachmentTool(t *testing.T) {
 	// Regression: index and filename together served the filename's
 	// attachment, whatever the index named.
 	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id, "index": 1, "filename": "note.txt"}, protocol.CodeInvalidInput)
+	// So did index 0, which the decoded arguments cannot tell from none.
+	e.fail("email_attachment", map[string]any{"mailbox": "agent", "id": id, "index": 0, "filename": "pic.png"}, protocol.CodeInvalidInput)
 }
 
 func TestForward(t *testing.T) {

@@ -116,7 +116,7 @@ func (s *Server) toolEmailPurge() toolSpec {
 		case len(ids) == 0 && before == nil:
 			return "", PurgeData{}, nil, fail(protocol.CodeInvalidInput, "give id, ids or before")
 		case len(ids) > 0 && before != nil:
-			return "", PurgeData{}, nil, fail(protocol.CodeInvalidInput, "give ids or before, not both")
+			return "", PurgeData{}, nil, fail(protocol.CodeInvalidInput, "give id (or ids) or before, not both: before purges every message of trash received before it, id only that one")
 		}
 		var out protocol.MessagePurged
 		if err := s.call(ctx, protocol.VerbMessagePurge, protocol.MessagePurgeArgs{Mailbox: in.Mailbox, IDs: ids, Before: before}, &out); err != nil {

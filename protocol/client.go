@@ -44,8 +44,7 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, &Error{Code: CodeUnavailable, Retryable: true, Message: fmt.Sprintf(
-			"the mailctl daemon is not answering at %s (%v): %s", path, errors.Unwrap(err), startAdvice(path))}
+		return nil, dialError(path, err)
 	}
 	c := &Client{conn: conn, pending: map[uint64]chan *Response{}, streams: map[uint64]bool{}, done: make(chan struct{})}
 	fr := NewFrameReader(conn, MaxFrame)
@@ -74,6 +73,22 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	}
 	go c.readLoop(fr)
 	return c, nil
+}
+
+// dialError says why the socket at path could not be reached. A daemon
+// that is not running is told how to start; a socket the caller may not
+// open is not a stopped daemon, and starting one would not help: a dev
+// instance's folder is private to the user who runs it, and a host's socket
+// is open to every user.
+func dialError(path string, err error) *Error {
+	if errors.Is(err, os.ErrPermission) {
+		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+			"cannot reach the mailctl daemon at %s (%v): your user may not open this socket. "+
+				"A mailctl dev instance serves only the user who started it: run your own `mailctl dev`, or use that user's account; "+
+				"a host's socket is open to every user, so there ask the operator to run `mailctl doctor`", path, errors.Unwrap(err))}
+	}
+	return &Error{Code: CodeUnavailable, Retryable: true, Message: fmt.Sprintf(
+		"the mailctl daemon is not answering at %s (%v): %s", path, errors.Unwrap(err), startAdvice(path))}
 }
 
 // Close ends the connection and every request and watch on it.

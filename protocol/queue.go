@@ -121,6 +121,9 @@ type QueueBulkResult struct {
 	// Held items match a flush but wait for approval (queue.approve),
 	// which a flush does not give.
 	Held int `json:"held"`
+	// Scheduled items match a flush but keep their send_at: only a flush
+	// whose state filter is scheduled sends them now.
+	Scheduled int `json:"scheduled,omitempty"`
 	// IDs are the changed items, at most MaxBulkIDs of them.
 	IDs []string `json:"ids"`
 }

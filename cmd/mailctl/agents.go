@@ -169,8 +169,9 @@ Harnesses: `+strings.Join(agentcfg.Names(), ", "))
 	}
 	srv := mcpServer(cf.socket)
 	if goRunBuild(srv.Command, goEnv) {
-		return failure(cf.fs, fmt.Errorf("this binary (%s) is a `go run` build, which the go command deletes (go clean -cache, or when it exits); a harness wired to it would fail. Install it and run the installed one:\n\n    go install ./cmd/mailctl && %s\n\nor run the copy mailctl dev keeps: .mailctl-dev/bin/mailctl agents setup",
-			srv.Command, shellQuote(installedPath(goEnv))+" "+strings.Join(append([]string{"agents", "setup"}, args...), " ")))
+		again := strings.Join(append([]string{"agents", "setup"}, args...), " ")
+		return failure(cf.fs, fmt.Errorf("this binary (%s) is a `go run` build, which the go command deletes (go clean -cache, or when it exits); a harness wired to it would fail. Install it and run the installed one:\n\n    go install ./cmd/mailctl && %s\n\nor run the copy mailctl dev keeps: .mailctl-dev/bin/mailctl %s",
+			srv.Command, shellQuote(installedPath(goEnv))+" "+again, again))
 	}
 	if *printOnly {
 		return printSnippets(hs, srv)

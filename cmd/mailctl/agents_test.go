@@ -160,6 +160,11 @@ func TestGoRunAgentsSetupIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), `"command"`) {
 		t.Fatalf("agents setup from the build cache: %v\n%s\nwant %s", err, out, want)
 	}
+	// The other way out, dev's copy, wires the same harnesses: without
+	// them it would wire every installed one instead.
+	if dev := ".mailctl-dev/bin/mailctl agents setup claude-code --print"; !strings.Contains(string(out), dev) {
+		t.Fatalf("agents setup from the build cache: the dev copy's line lacks the harness:\n%s\nwant %s", out, dev)
+	}
 }
 
 func copyFile(src, dst string) error {

@@ -68,9 +68,28 @@ func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
+		durationHint(fs, err)
 		return 2, false
 	}
 	return 0, true
+}
+
+// durationHint follows the flag package's "parse error" for a duration flag
+// given a bare number (`--timeout 10`, as the MCP tools' timeout_secs would
+// have it) with the form it takes.
+func durationHint(fs *flag.FlagSet, err error) {
+	_, rest, ok := strings.Cut(err.Error(), " for flag -")
+	name, _, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 {
+		return
+	}
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, ok := g.Get().(time.Duration); ok {
+				fmt.Fprintf(stderr, "mailctl %s: --%s takes a duration with its unit, e.g. 30s, 5m or 2h\n", fs.Name(), name)
+			}
+		}
+	}
 }
 
 // parseArgs is parseFlags for a command that takes exactly n arguments;

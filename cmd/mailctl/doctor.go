@@ -115,6 +115,13 @@ func doctorRemote(cf *clientFlags) []protocol.Finding {
 	cf.socket = sock // found once: the call below does not read the config again
 	var st protocol.Status
 	err = cf.callTimeout(protocol.VerbStatus, nil, &st, 60*time.Second)
+	if protocol.CodeOf(err) == protocol.CodeForbidden {
+		// status is open to every user: a refusal is the socket itself
+		// closed to this one (another user's mailctl dev), which the
+		// message says; restarting or upgrading would not change it.
+		return []protocol.Finding{{ID: "daemon.socket", Severity: doctor.Fail, Message: err.Error(),
+			Fix: "name a daemon your user may reach with --socket or $MAILCTL_SOCKET (your own mailctl dev's), or ask the operator: sudo mailctl doctor"}}
+	}
 	if err != nil && protocol.CodeOf(err) != protocol.CodeUnavailable && protocol.CodeOf(err) != protocol.CodeTimeout {
 		return []protocol.Finding{{ID: "daemon.status", Severity: doctor.Fail,
 			Message: fmt.Sprintf("the daemon refused the status request: %v", err),

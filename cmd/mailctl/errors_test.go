@@ -131,3 +131,18 @@ func TestQueueApproveTakesTheSentID(t *testing.T) {
 		t.Fatalf("queue approve %s: exit %d %s %s", res.ID, code, out, e)
 	}
 }
+
+// `mailctl mail wait --timeout 10` (docs/cli.md shows --timeout 5m; the MCP
+// email_wait counts timeout_secs) got only the flag package's "parse error":
+// the error now says the flag takes a unit.
+func TestDurationFlagWithoutUnitSaysTheForm(t *testing.T) {
+	for _, args := range [][]string{{"mail", "wait", "--timeout", "10"}, {"send", "--from", "agent", "--to", "b@example.org", "--send-at", "x"}} {
+		_, e, code := mailctl(t, []string{"MAILCTL_SOCKET=/nonexistent"}, args...)
+		if args[0] == "mail" && (code != 2 || !strings.Contains(e, "--timeout takes a duration with its unit, e.g. 30s, 5m or 2h")) {
+			t.Errorf("mailctl %v: exit %d, want 2 and the duration's form:\n%s", args, code, e)
+		}
+		if args[0] == "send" && strings.Contains(e, "takes a duration") {
+			t.Errorf("mailctl %v: a flag that is no duration got the duration hint:\n%s", args, e)
+		}
+	}
+}

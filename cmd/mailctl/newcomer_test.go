@@ -458,6 +458,11 @@ func TestDevScenarioHookAndCapture(t *testing.T) {
 		"--cmd", `["/bin/true"]`, "--fire-on-untrusted"); err == nil || !strings.Contains(o, "--trust PATTERN") {
 		t.Fatalf("fire-on-untrusted in dev: %v %s", err, o)
 	}
+	// So is setting trusted senders: the operator's mailbox_rules, which
+	// dev writes again at every start, are no fix there; its flag is.
+	if o, err := run("mailboxes", "set", "agent", "--trusted-senders", "*@example.org"); err == nil || !strings.Contains(o, "--trust PATTERN") {
+		t.Fatalf("trusted senders set by dev's user: %v %s", err, o)
+	}
 
 	// An empty message is refused unless forced.
 	if o, err := run("send", "--from", "agent", "--to", "bob@example.org"); err == nil || !strings.Contains(o, "--force") {
@@ -670,5 +675,22 @@ func TestDKIMKeygenAsAUserSaysSudo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "dkim", "user.pem")); !os.IsNotExist(err) {
 		t.Errorf("a key was written: %v", err)
+	}
+}
+
+// docs/configuration.md: mail between a dev instance's mailboxes is trusted
+// so hooks fire, and `--trust PATTERN` adds senders (the advice a refused
+// fire_on_untrusted gives in dev). It used to replace *@DOMAIN, so a user
+// who trusted one more sender silenced every hook on their own mail.
+func TestDevTrustAddsSenders(t *testing.T) {
+	_, _, sock := startDev(t, t.TempDir(), "--trust", "*@example.org")
+	out, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "mailboxes", "show", "agent")
+	if code != 0 {
+		t.Fatalf("mailboxes show agent: exit %d\n%s%s", code, out, e)
+	}
+	for _, want := range []string{"*@mailctl.test", "*@example.org"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev --trust '*@example.org': agent's trusted senders lack %s:\n%s", want, out)
+		}
 	}
 }

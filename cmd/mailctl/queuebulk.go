@@ -34,6 +34,9 @@ func printBulk(verb string, res protocol.QueueBulkResult) {
 	if res.Held > 0 {
 		fmt.Fprintf(stdout, "%d held item(s) left held: release them with `mailctl queue approve ID`\n", res.Held)
 	}
+	if res.Scheduled > 0 {
+		fmt.Fprintf(stdout, "%d scheduled item(s) keep their time: `--state scheduled` sends them now\n", res.Scheduled)
+	}
 	if res.Busy > 0 {
 		fmt.Fprintf(stdout, "%d item(s) were being delivered and were left alone: run the command again in a moment\n", res.Busy)
 	}
@@ -41,7 +44,7 @@ func printBulk(verb string, res protocol.QueueBulkResult) {
 
 func queueFlush(args []string) int {
 	cf := newClientFlags("queue flush", "queue flush [--domain D] [--mailbox M] [--state S] [--older-than AGE] [--json]",
-		"Makes every matching item due now (without a filter: all you may steer), as `queue retry` does one, and says how many. Held items stay held.").withJSON()
+		"Makes every matching item due now (without a filter: all you may steer), as `queue retry` does one, and says how many. Held items stay held; scheduled items keep their time unless --state scheduled names them.").withJSON()
 	f := queueFilterFlags(cf.fs)
 	if code, ok := parseArgs(cf.fs, args, 0, "give filters as flags, not arguments"); !ok {
 		return code

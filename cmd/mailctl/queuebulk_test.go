@@ -10,8 +10,9 @@ import (
 )
 
 // The bulk queue commands against a dev daemon: scheduled sends wait in the
-// queue, the summary counts them per domain, a flush by domain sends one
-// now, a drop by domain removes the other, and each says how many.
+// queue, the summary counts them per domain, a flush by domain leaves a
+// scheduled one its time and says so, the same flush naming scheduled items
+// sends it now, a drop by domain removes the others, and each says how many.
 func TestQueueBulkCLI(t *testing.T) {
 	_, _, sock := startDev(t, t.TempDir())
 	env := []string{"MAILCTL_SOCKET=" + sock}
@@ -44,8 +45,12 @@ func TestQueueBulkCLI(t *testing.T) {
 	if s.Total.Items != 1 || len(s.Domains) != 1 || s.Domains[0].Domain != "one.example" {
 		t.Fatalf("summary --domain one.example: %+v", s)
 	}
-	if out := run("queue", "flush", "--domain", "one.example"); !strings.Contains(out, "flushed 1 item(s) (1 recipient(s)) of 1 matched") {
-		t.Fatalf("flush:\n%s", out)
+	if out := run("queue", "flush", "--domain", "one.example"); !strings.Contains(out, "flushed 0 item(s) (0 recipient(s)) of 1 matched") ||
+		!strings.Contains(out, "1 scheduled item(s) keep their time: `--state scheduled` sends them now") {
+		t.Fatalf("flush of a scheduled item:\n%s", out)
+	}
+	if out := run("queue", "flush", "--domain", "one.example", "--state", "scheduled"); !strings.Contains(out, "flushed 1 item(s) (1 recipient(s)) of 1 matched") {
+		t.Fatalf("flush --state scheduled:\n%s", out)
 	}
 	if out := run("queue", "drop", "--domain", "two.example", "--state", "scheduled"); !strings.Contains(out, "dropped 2 item(s) (2 recipient(s)) of 2 matched") {
 		t.Fatalf("drop:\n%s", out)

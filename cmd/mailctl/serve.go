@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -128,9 +129,9 @@ func cmdDev(args []string) int {
 loopback port and a mailbox for you. No root, DNS or domain needed. Ctrl-C stops it.
 
 Outbound mail to other domains is captured in the mailbox "captured" (owned by
-you) unless --deliver is given. Mail from senders matching --trust (by default
-this instance's own mailboxes, whose mail the daemon signs) is trusted and fires
-hooks; mail from swaks or the internet is not. A copy of the binary is kept at
+you) unless --deliver is given. Mail from this instance's own mailboxes (which
+the daemon signs) and from senders matching --trust is trusted and fires hooks;
+mail from swaks or the internet is not. A copy of the binary is kept at
 DIR/bin/mailctl so the printed lines work after dev stops.
 
 SIGHUP, or mailctl reload PID, re-reads DIR/config.toml as serve re-reads its
@@ -141,14 +142,16 @@ start).`)
 	domain := fs.String("domain", "mailctl.test", "mail domain")
 	mailbox := fs.String("mailbox", "agent", "mailbox to create for the current user")
 	var trusted stringList
-	fs.Var(&trusted, "trust", "trusted sender pattern, repeatable (default *@DOMAIN: mail between this instance's mailboxes)")
+	fs.Var(&trusted, "trust", "trusted sender pattern, repeatable, added to *@DOMAIN (mail between this instance's mailboxes)")
 	deliver := fs.Bool("deliver", false, "deliver outbound mail to the real recipients' MX instead of the captured mailbox")
 	debug := fs.Bool("debug", false, "log at debug level")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if len(trusted) == 0 {
-		trusted = stringList{"*@" + *domain}
+	// --trust adds senders: mail between the dev mailboxes stays trusted,
+	// so the hooks that fire on it keep firing.
+	if own := "*@" + *domain; !slices.Contains(trusted, own) {
+		trusted = append(stringList{own}, trusted...)
 	}
 	if host, _, err := net.SplitHostPort(*smtp); err == nil {
 		if ip := net.ParseIP(host); (ip == nil && host != "localhost") || (ip != nil && !ip.IsLoopback()) {

@@ -37,3 +37,11 @@ func SwapTurnWait(f func(uid uint32)) func(uid uint32) {
 	turnWait = f
 	return old
 }
+
+// SwapDaemonUID replaces what the server takes for its own uid and returns
+// the one it replaced.
+func SwapDaemonUID(f func() uint32) func() uint32 {
+	old := daemonUID
+	daemonUID = f
+	return old
+}

@@ -44,7 +44,7 @@ func hookCreateTarget(s *Server, _ *call, a *protocol.HookCreateArgs) (target, e
 		if s.opts.Dev {
 			// The dev user is the operator, but the gate is the point:
 			// trust the sender instead of opening the hook to anyone.
-			fix = "in mailctl dev, mark the sender trusted instead: restart dev with --trust PATTERN (mail between dev mailboxes is trusted by default)"
+			fix = "in mailctl dev, mark the sender trusted instead: restart dev with --trust PATTERN (mail between dev mailboxes stays trusted)"
 		}
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
 			"fire_on_untrusted is reserved to the operator on this host (a hook that runs on unauthenticated mail can be triggered by anyone); %s", fix)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -118,6 +119,10 @@ func mailboxCreateTarget(s *Server, c *call, a *protocol.MailboxCreateArgs) (tar
 	return t, nil
 }
 
+// daemonUID is the daemon's own uid (a variable so that a test can make a
+// root daemon stand for an unprivileged one).
+var daemonUID = func() uint32 { return uint32(os.Geteuid()) }
+
 // newMailboxOwner resolves who will own a new mailbox: the named owner, or
 // the caller, who must then be a real user (hooks run as the owner and files
 // belong to it).
@@ -140,6 +145,14 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	uid, gid, err := newMailboxOwner(c, a)
 	if err != nil {
 		return nil, err
+	}
+	// A daemon that is not root (mailctl dev) cannot give a folder to
+	// another user: say so before anything is made, rather than leave a
+	// folder behind and answer with the failed chown.
+	if self := daemonUID(); self != 0 && uid != self {
+		return nil, protocol.Errorf(protocol.CodeForbidden,
+			"this daemon runs as %s (uid %d), not as root (a mailctl dev instance), so its mailboxes can only belong to that user, not to %s: create %q as that user, naming no other owner",
+			registry.UserName(self), self, registry.UserName(uid), a.Name)
 	}
 	// A name another owner holds is refused before the name is held
 	// alone: waiting to hold it would hold up every request on that

@@ -52,9 +52,14 @@ func mailboxUpdateTarget(s *Server, _ *call, a *protocol.MailboxUpdateArgs) (tar
 	case quota:
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden, "only the operator (root) sets quotas: ask the operator to raise yours, or remove mail")
 	case (a.TrustedSenders != nil || a.InheritTrustedSenders) && !rules.OwnersMaySetTrustedSenders:
+		fix := "ask the operator to set them for you, or to allow it with mailbox_rules.owners_may_set_trusted_senders"
+		if s.opts.Dev {
+			// dev writes its config again at every start: the flag is
+			// what lasts.
+			fix = "in mailctl dev, restart dev with --trust PATTERN (mail between dev mailboxes stays trusted)"
+		}
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
-			"only the operator sets trusted senders on this host (whose mail is trusted decides what reaches you unfenced and fires hooks): "+
-				"ask the operator to set them for you, or to allow it with mailbox_rules.owners_may_set_trusted_senders")
+			"only the operator sets trusted senders on this host (whose mail is trusted decides what reaches you unfenced and fires hooks): %s", fix)
 	case a.DisplayName != nil && !*rules.OwnersMaySetDisplayName:
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden,
 			"only the operator sets display names on this host: ask the operator to set it for you, or to allow it with mailbox_rules.owners_may_set_display_name")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mailctl/mailctl/internal/testdaemon"
+	"github.com/mailctl/mailctl/mcpshim"
 )
 
 type bearer struct {
@@ -85,5 +88,49 @@ func TestHTTPTransportOfTheBinary(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mailbox_create", Arguments: map[string]any{"name": "web"}})
 	if err != nil || res.IsError {
 		t.Fatalf("tool over HTTP: %v %+v", err, res)
+	}
+}
+
+// The lines of docs/mcp.md that make the token for `mailctl mcp --http` work
+// as written for a user who has never run mailctl: in a home with no
+// ~/.config/mailctl, they make a token file the server accepts.
+func TestDocsTokenLinesRunInAFreshHome(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not installed: the docs' token line uses it")
+	}
+	raw, err := os.ReadFile("../../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, m := range regexp.MustCompile("(?s)```[a-z]*\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		if strings.Contains(m[1], "openssl rand") {
+			block = m[1]
+		}
+	}
+	var script []string
+	tokenFile := ""
+	for _, l := range strings.Split(block, "\n") {
+		switch f := strings.Fields(l); {
+		case len(f) == 0 || f[0] == "#":
+		case f[0] == "mailctl":
+			if i := slices.Index(f, "--token-file"); i >= 0 && i+1 < len(f) {
+				tokenFile = f[i+1]
+			}
+		default:
+			script = append(script, l)
+		}
+	}
+	if len(script) == 0 || !strings.HasPrefix(tokenFile, "~/") {
+		t.Fatalf("docs/mcp.md: no token lines and `mailctl mcp --http … --token-file ~/…` line found in:\n%s", block)
+	}
+	home := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", strings.Join(script, "\n"))
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docs/mcp.md's token lines in a fresh home: %v\n%s", err, out)
+	}
+	if _, err := mcpshim.ReadTokenFile(filepath.Join(home, tokenFile[2:])); err != nil {
+		t.Fatalf("the token file the docs make is refused: %v", err)
 	}
 }

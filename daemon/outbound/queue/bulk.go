@@ -81,11 +81,18 @@ func (m Match) picks(r *protocol.RecipientStatus) bool {
 	return !Final(r.Status) && (m.Domain == "" || atDomain(r.Address, m.Domain))
 }
 
+// Why bulk's fn left an item as it was, when it did so on purpose.
+const (
+	keptNone      = iota
+	keptHeld      // awaiting approval (a flush)
+	keptScheduled // waiting for its send_at (a flush that did not ask for it)
+)
+
 // bulk applies fn to each of ids still queued that m matches, saving every
 // change with one fsync, then tells the Notifier. fn returns how many
-// recipients it changed (0: the item is left as it was) or an error that
-// counts the item as held (flush of an item awaiting approval).
-func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (int, bool)) protocol.QueueBulkResult {
+// recipients it changed (0: the item is left as it was) and why it kept an
+// item as it was, which the result counts (keptHeld, keptScheduled).
+func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (int, int)) protocol.QueueBulkResult {
 	res := protocol.QueueBulkResult{IDs: []string{}}
 	type told struct {
 		e       *entry
@@ -108,9 +115,13 @@ func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (in
 			continue
 		}
 		backup := e.it.clone()
-		n, held := fn(e.it, now)
-		if held {
+		n, kept := fn(e.it, now)
+		switch kept {
+		case keptHeld:
 			res.Held++
+			continue
+		case keptScheduled:
+			res.Scheduled++
 			continue
 		}
 		if n == 0 {
@@ -158,10 +169,16 @@ func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (in
 
 // FlushMany makes the items among ids that m matches due now, as Retry
 // does one. Held items are counted, not released: approval is separate.
+// Scheduled items keep their send_at unless m asks for scheduled items by
+// state: a flush after a destination's outage must not send next week's
+// mail now (retry of the one id, or --state scheduled, does that).
 func (q *Queue) FlushMany(ids []string, m Match) protocol.QueueBulkResult {
-	return q.bulk(ids, m, func(it *Item, now time.Time) (int, bool) {
+	return q.bulk(ids, m, func(it *Item, now time.Time) (int, int) {
 		if it.Held {
-			return 0, true
+			return 0, keptHeld
+		}
+		if it.Scheduled() && m.State != protocol.QueueStateScheduled {
+			return 0, keptScheduled
 		}
 		n := 0
 		for i := range it.Recipients {
@@ -176,7 +193,7 @@ func (q *Queue) FlushMany(ids []string, m Match) protocol.QueueBulkResult {
 		if n > 0 {
 			it.NextAttempt = now
 		}
-		return n, false
+		return n, keptNone
 	})
 }
 
@@ -185,7 +202,7 @@ func (q *Queue) FlushMany(ids []string, m Match) protocol.QueueBulkResult {
 // are marked failed by the operator, and their sender gets no bounce. An
 // item with no recipient left to deliver settles.
 func (q *Queue) DropMany(ids []string, m Match) protocol.QueueBulkResult {
-	return q.bulk(ids, m, func(it *Item, now time.Time) (int, bool) {
+	return q.bulk(ids, m, func(it *Item, now time.Time) (int, int) {
 		n := 0
 		for i := range it.Recipients {
 			r := &it.Recipients[i]
@@ -194,7 +211,7 @@ func (q *Queue) DropMany(ids []string, m Match) protocol.QueueBulkResult {
 				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, DetailDropped, now, time.Time{}
 			}
 		}
-		return n, false
+		return n, keptNone
 	})
 }
 
