@@ -78,7 +78,7 @@ func handleMessageList(_ context.Context, s *Server, c *call, a *protocol.Messag
 		return nil, protocol.Errorf(protocol.CodeUnavailable, "%v", err)
 	}
 	if se := (*store.SearchError)(nil); errors.As(err, &se) {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v (the operators: docs/mcp.md, or mailctl mail list --help)", se)
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "%v (the query operators: email_list in docs/mcp.md)", se)
 	}
 	if err != nil {
 		return nil, storeErr(err, "folder "+folder, noFolder(a.Mailbox, folder))

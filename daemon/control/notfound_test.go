@@ -70,3 +70,19 @@ func TestNotFoundWording(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryErrorNamesNoCLI: a query that does not parse says which token
+// and where its operators are documented, in words for any client: no CLI
+// command (the protocol does not say which client asks).
+func TestQueryErrorNamesNoCLI(t *testing.T) {
+	d := testdaemon.Start(t)
+	d.Mailbox(t, "agent")
+	err := d.TryCall(protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "agent", Query: `from:"unclosed`}, nil)
+	pe, ok := err.(*protocol.Error)
+	if !ok || pe.Code != protocol.CodeInvalidInput {
+		t.Fatalf("a query that does not parse: %v, want invalid_input", err)
+	}
+	if !strings.Contains(pe.Message, "docs/mcp.md") || strings.Contains(pe.Message, "mailctl ") || strings.Contains(pe.Message, "--") {
+		t.Errorf("%q: want the operators' page named, and no CLI command", pe.Message)
+	}
+}
