@@ -2,13 +2,15 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/mailctl/mailctl/daemon/backup"
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
@@ -58,7 +60,7 @@ func (d *Daemon) backupSnapshot(ctx context.Context) (protocol.BackupSnapshot, e
 
 func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage string, out *protocol.BackupSnapshot) error {
 	for _, sub := range []string{"mailboxes", "hooks"} {
-		if err := copyRootFiles(filepath.Join(cfg.Paths.RegistryDir(), sub), filepath.Join(stage, "registry", sub), ".json"); err != nil {
+		if err := copyRootFiles(filepath.Join(cfg.Paths.RegistryDir(), sub), filepath.Join(stage, "registry", sub), ".json", maxStateFile, nil); err != nil {
 			return fmt.Errorf("registry: %w", err)
 		}
 	}
@@ -70,18 +72,24 @@ func (d *Daemon) fillSnapshot(ctx context.Context, cfg *config.Config, stage str
 		return err
 	}
 	for _, s := range []struct{ sub, dir string }{{"registry", cfg.Paths.RegistryDir()}, {"mailboxes", cfg.Paths.MailboxesDir()}} {
-		if err := copyRootFile(filepath.Join(s.dir, formats.StampName), filepath.Join(stage, s.sub, formats.StampName)); err != nil && !os.IsNotExist(err) {
+		if err := copyRootFile(filepath.Join(s.dir, formats.StampName), filepath.Join(stage, s.sub, formats.StampName), maxStateFile); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 	}
-	if err := copyRootFile(filepath.Join(cfg.Paths.StateDir, "bounce.key"), filepath.Join(stage, "bounce.key")); err != nil && !os.IsNotExist(err) {
+	if err := copyRootFile(filepath.Join(cfg.Paths.StateDir, "bounce.key"), filepath.Join(stage, "bounce.key"), maxStateFile); err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	if d.out != nil {
 		if err := os.MkdirAll(filepath.Join(stage, "queue"), 0o700); err != nil {
 			return err
 		}
-		if err := copyRootFiles(filepath.Join(cfg.Paths.QueueDir(), queue.IdempotencyDir), filepath.Join(stage, "queue", queue.IdempotencyDir), ".json"); err != nil {
+		// A record no send made (larger than a record may be, or not a
+		// regular file) answers no key and goes with the sweep: it is left
+		// out, not allowed to cost the mail its backup.
+		leaveOut := func(path string, err error) {
+			d.log.Warn("a damaged idempotency record is left out of the backup", "file", path, "err", err)
+		}
+		if err := copyRootFiles(filepath.Join(cfg.Paths.QueueDir(), queue.IdempotencyDir), filepath.Join(stage, "queue", queue.IdempotencyDir), ".json", backup.MaxIdemRecord, leaveOut); err != nil {
 			return fmt.Errorf("idempotency records: %w", err)
 		}
 		f, err := os.OpenFile(filepath.Join(stage, "queue", queue.JournalName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -149,45 +157,42 @@ func writeRootFile(path string, write func(io.Writer) error) error {
 const maxStateFile = 1 << 20
 
 // copyRootFiles copies the regular files of dir whose names end in suffix
-// into to (created 0700). They are root's own files, replaced whole by
-// rename when they change, so each copy is one version of its file.
-func copyRootFiles(dir, to, suffix string) error {
+// into to (created 0700), listing dir a batch at a time: the idempotency
+// records' directory holds a file for every keyed send of the window,
+// hundreds of thousands on a busy host. They are root's own files,
+// replaced whole by rename when they change, so each copy is one version
+// of its file. A file larger than max, or not a regular file when it is
+// opened, is an error, or, when leaveOut is not nil, given to it and left
+// out.
+func copyRootFiles(dir, to, suffix string, max int64, leaveOut func(path string, err error)) error {
 	if err := os.MkdirAll(to, 0o700); err != nil {
 		return err
 	}
-	ents, err := os.ReadDir(dir)
+	err := safeio.EachEntry(dir, func(e fs.DirEntry) error {
+		n := e.Name()
+		if safeio.IsTemp(n) || !strings.HasSuffix(n, suffix) || !e.Type().IsRegular() {
+			return nil
+		}
+		err := copyRootFile(filepath.Join(dir, n), filepath.Join(to, n), max)
+		if leaveOut != nil && (errors.Is(err, safeio.ErrTooLarge) || errors.Is(err, safeio.ErrNotRegular)) {
+			leaveOut(filepath.Join(dir, n), err)
+			return nil
+		}
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	})
 	if os.IsNotExist(err) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		n := e.Name()
-		if safeio.IsTemp(n) || !strings.HasSuffix(n, suffix) || !e.Type().IsRegular() {
-			continue
-		}
-		if err := copyRootFile(filepath.Join(dir, n), filepath.Join(to, n)); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
-func copyRootFile(from, to string) error {
-	f, err := os.OpenFile(from, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() || st.Size() > maxStateFile {
-		return fmt.Errorf("%s: not a regular file of at most %d bytes", from, maxStateFile)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
+// copyRootFile copies the regular file from (at most max bytes; a FIFO is
+// refused, never waited on) to the new file to.
+func copyRootFile(from, to string, max int64) error {
+	data, err := safeio.ReadRegular(from, max)
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // rateLogWindow is the longest window the limiter counts sends in: a send
@@ -89,15 +88,19 @@ func rewriteRateLog(r io.Reader, w io.Writer, since time.Time, uid func(mailbox 
 	return kept, unowned, bw.Flush()
 }
 
-// rateLogUIDs are the owner uids the send log at path names, sorted.
+// rateLogUIDs are the owner uids the send log at path names, sorted. A
+// log larger than an archive holds names none: Write leaves it out.
 func rateLogUIDs(path string) ([]uint32, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, fi, err := safeio.OpenRegular(path, MaxRateLog)
+	if errors.Is(err, safeio.ErrTooLarge) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	seen := map[uint32]bool{}
-	if err := readRateLog(io.LimitReader(f, MaxRateLog), func(s policy.LogEntry) error {
+	if err := readRateLog(io.LimitReader(f, fi.Size()), func(s policy.LogEntry) error {
 		seen[s.UID] = true
 		return nil
 	}); err != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -207,7 +210,16 @@ const stagingPrefix = store.TempPrefix + "restore-"
 // state's lock, as the daemon at its start and a restore do, so that no
 // restore is running.
 func RemoveStaging(stateDir string) (int, error) {
-	ents, err := os.ReadDir(stateDir)
+	// The names first, then the removals: a directory changed while it is
+	// listed may list an entry twice or not at all. Only staging
+	// directories are kept, one per killed restore.
+	var stages []string
+	err := safeio.EachEntry(stateDir, func(e fs.DirEntry) error {
+		if strings.HasPrefix(e.Name(), stagingPrefix) {
+			stages = append(stages, e.Name())
+		}
+		return nil
+	})
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -215,11 +227,8 @@ func RemoveStaging(stateDir string) (int, error) {
 		return 0, err
 	}
 	n := 0
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), stagingPrefix) {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(stateDir, e.Name())); err != nil {
+	for _, name := range stages {
+		if err := os.RemoveAll(filepath.Join(stateDir, name)); err != nil {
 			return n, err
 		}
 		n++
@@ -263,11 +272,16 @@ func nonEmpty(state string) string {
 		return "mailbox " + b + " has files"
 	}
 	for _, sub := range []string{"mailboxes", "hooks"} {
-		ents, _ := os.ReadDir(filepath.Join(state, "registry", sub))
-		for _, e := range ents {
-			if strings.HasSuffix(e.Name(), ".json") {
-				return "the registry has " + sub
+		found := false
+		safeio.EachEntry(filepath.Join(state, "registry", sub), func(e fs.DirEntry) error {
+			found = strings.HasSuffix(e.Name(), ".json")
+			if found {
+				return safeio.ErrStop
 			}
+			return nil
+		})
+		if found {
+			return "the registry has " + sub
 		}
 	}
 	if data, err := readHead(filepath.Join(state, "queue", "journal"), 4096); err == nil {
@@ -326,8 +340,10 @@ func mailboxWithFiles(root string) string {
 	return name
 }
 
+// readHead reads at most the first n bytes of the regular file at path:
+// a FIFO or a device there is refused, not waited on.
 func readHead(path string, n int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, _, err := safeio.OpenRegular(path, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}

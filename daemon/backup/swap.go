@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,9 +82,8 @@ func (rs *restorer) finish() (err error) {
 	sort.Strings(keyNames)
 	var differ []string // every one, so a host set up in the backup's month learns of both of its keys at once
 	for _, n := range keyNames {
-		have, err := os.ReadFile(filepath.Join(o.DKIMDir, n))
-		if err == nil && !bytes.Equal(have, rs.keys[n]) && !o.Force {
-			differ = append(differ, filepath.Join(o.DKIMDir, n))
+		if p := filepath.Join(o.DKIMDir, n); !o.Force && keyDiffers(p, rs.keys[n]) {
+			differ = append(differ, p)
 		}
 	}
 	switch len(differ) {
@@ -98,15 +98,23 @@ func (rs *restorer) finish() (err error) {
 			rs.res.DKIMRestored = append(rs.res.DKIMRestored, sel)
 		}
 	}
-	if ents, err := os.ReadDir(o.DKIMDir); err == nil && len(rs.res.DKIMRestored) > 0 {
-		for _, e := range ents {
+	if len(rs.res.DKIMRestored) > 0 {
+		// This host's other keys, from the operator's directory listed a
+		// batch at a time: MaxKeys of them (as many as an archive holds)
+		// are enough to say that two hosts' keys are there.
+		safeio.EachEntry(o.DKIMDir, func(e fs.DirEntry) error {
 			if _, restored := rs.keys[e.Name()]; restored || e.IsDir() {
-				continue
+				return nil
 			}
 			if sel, ok := selector(e.Name()); ok {
 				rs.res.DKIMBeside = append(rs.res.DKIMBeside, sel)
 			}
-		}
+			if len(rs.res.DKIMBeside) >= MaxKeys {
+				return safeio.ErrStop
+			}
+			return nil
+		})
+		sort.Strings(rs.res.DKIMBeside)
 	}
 	// The point of no return: the old state goes aside, the new comes in.
 	// The directory is new for each restore: one of an earlier restore in
@@ -175,13 +183,12 @@ func (rs *restorer) finish() (err error) {
 	}
 	for _, n := range keyNames {
 		p := filepath.Join(o.DKIMDir, n)
-		if have, err := os.ReadFile(p); err == nil {
-			if bytes.Equal(have, rs.keys[n]) {
-				continue
-			}
+		if keyDiffers(p, rs.keys[n]) {
 			if err := moveAside(p); err != nil {
 				return err
 			}
+		} else if _, err := os.Lstat(p); err == nil {
+			continue // the same key
 		}
 		if err := writeNew(p, rs.keys[n], 0o600); err != nil {
 			return err
@@ -239,6 +246,18 @@ func syncDir(dir string) error {
 	return f.Sync()
 }
 
+// keyDiffers says whether path holds something other than the key want:
+// another key, or what is no key (a FIFO, a device, a symbolic link, a
+// file larger than a key may be), which is never opened to wait on nor
+// read past MaxKey. Nothing there is no difference.
+func keyDiffers(path string, want []byte) bool {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	have, err := safeio.ReadRegular(path, MaxKey)
+	return err != nil || !bytes.Equal(have, want)
+}
+
 // selector is the selector of the DKIM key file named name, as the daemon
 // finds its keys (dkim.LoadKeys): <selector>.key, not hidden.
 func selector(name string) (string, bool) {
@@ -272,21 +291,17 @@ func chownTree(dir string, uid, gid int) error {
 }
 
 func filepathWalkPost(dir string, fn func(string) error) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
+	// A batch of names at a time: a restored folder holds any number of
+	// messages. Nothing is added or removed while it is listed.
+	err := safeio.EachEntry(dir, func(e fs.DirEntry) error {
 		p := filepath.Join(dir, e.Name())
 		if e.IsDir() {
-			if err := filepathWalkPost(p, fn); err != nil {
-				return err
-			}
-			continue
+			return filepathWalkPost(p, fn)
 		}
-		if err := fn(p); err != nil {
-			return err
-		}
+		return fn(p)
+	})
+	if err != nil {
+		return err
 	}
 	return fn(dir)
 }

@@ -7,16 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -46,7 +48,8 @@ type Stats struct {
 	// writes but an owner can plant: larger than a backup holds (MaxFile;
 	// sparse, it costs them nothing), or under a name a restore refuses
 	// (a control character, a backslash, bytes that are not UTF-8). Each
-	// is named in Warnings.
+	// is named in Warnings. So is an idempotency record larger than a
+	// record may be, or not a regular file: damaged, it answers no key.
 	Skipped int
 	// Warnings name what was left out: the files above, and what the
 	// snapshot of each mailbox left out and named (a mount inside it).
@@ -109,7 +112,15 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 		}
 	}
 	if src.DKIMDir != "" {
-		if err := st.writeDir(tw, dirDKIM, src.DKIMDir, MaxKey); err != nil {
+		keys := 0
+		err := st.eachFile(dirDKIM, src.DKIMDir, func(e fs.DirEntry) error {
+			if keys++; keys > MaxKeys {
+				// A restore refuses an archive of more.
+				return fmt.Errorf("%s holds more than %d files: keep only the DKIM keys there", src.DKIMDir, MaxKeys)
+			}
+			return st.writeFile(tw, dirDKIM+e.Name(), filepath.Join(src.DKIMDir, e.Name()), MaxKey)
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -125,7 +136,7 @@ func Write(w io.Writer, src Source) (*Stats, error) {
 	if err := st.writeFile(tw, nameJournal, filepath.Join(snap.Dir, "queue", "journal"), MaxJournal); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	if err := st.writeDir(tw, dirIdem, filepath.Join(snap.Dir, "queue", queue.IdempotencyDir), MaxIdemRecord); err != nil {
+	if err := st.writeIdem(tw, filepath.Join(snap.Dir, "queue", queue.IdempotencyDir)); err != nil {
 		return nil, err
 	}
 	err = st.writeFile(tw, nameRateLog, rateLog, MaxRateLog)
@@ -162,18 +173,11 @@ func header(name string, size int64) *tar.Header {
 // writeFile writes the regular file at path as entry name, read through a
 // descriptor opened without following a symlink and checked with fstat.
 func (st *Stats) writeFile(tw *tar.Writer, name, path string, max int64) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, fi, err := safeio.OpenRegular(path, math.MaxInt64)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
-	}
 	if fi.Size() > max {
 		return &tooLargeError{path: path, size: fi.Size(), max: max}
 	}
@@ -197,45 +201,74 @@ func (st *Stats) writeFile(tw *tar.Writer, name, path string, max int64) error {
 	return nil
 }
 
-// writeDir writes the regular files directly in dir (sorted; hidden and
-// temporary ones, and names not of their kind, left out).
+// writeDir writes the regular files directly in dir (hidden and
+// temporary ones, and names not of their kind, left out), in the order
+// the directory lists them: a restore takes the entries of a directory in
+// any order, and sorting them would hold every name of a directory that
+// can hold hundreds of thousands (the idempotency records) at once.
 func (st *Stats) writeDir(tw *tar.Writer, name, dir string, max int64) error {
-	ents, err := os.ReadDir(dir)
+	return st.eachFile(name, dir, func(e fs.DirEntry) error {
+		return st.writeFile(tw, name+e.Name(), filepath.Join(dir, e.Name()), max)
+	})
+}
+
+// eachFile calls fn for the regular files of dir that writeDir writes,
+// listing dir a batch at a time. A dir that does not exist has none; fn's
+// error, whatever it is, ends the listing and is returned.
+func (st *Stats) eachFile(name, dir string, fn func(fs.DirEntry) error) error {
+	var fnErr error
+	err := safeio.EachEntry(dir, func(e fs.DirEntry) error {
+		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() || fileName(e.Name()) != nil {
+			return nil
+		}
+		if _, err := classify(prefix+name+e.Name(), 0); err != nil {
+			return nil // a name a restore refuses: none the daemon writes
+		}
+		fnErr = fn(e)
+		return fnErr
+	})
+	if fnErr != nil {
+		return fnErr
+	}
 	if os.IsNotExist(err) {
 		return nil
 	}
-	if err != nil {
+	return err
+}
+
+// writeIdem writes the idempotency records. One the daemon cannot have
+// written (larger than a record may be, or no longer a regular file) is
+// damaged: it answers no key, and the daemon's sweep removes it in time,
+// so it is left out with a warning rather than costing the mail its
+// backup.
+func (st *Stats) writeIdem(tw *tar.Writer, dir string) error {
+	return st.eachFile(dirIdem, dir, func(e fs.DirEntry) error {
+		path := filepath.Join(dir, e.Name())
+		err := st.writeFile(tw, dirIdem+e.Name(), path, MaxIdemRecord)
+		if tl, ok := errors.AsType[*tooLargeError](err); ok {
+			st.Skipped++
+			st.Warnings = append(st.Warnings, tl.Error()+": a damaged idempotency record, left out")
+			return nil
+		}
+		if errors.Is(err, safeio.ErrNotRegular) {
+			st.Skipped++
+			st.Warnings = append(st.Warnings, fmt.Sprintf("%s: not a regular file: a damaged idempotency record, left out", strconv.Quote(path)))
+			return nil
+		}
 		return err
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() || fileName(e.Name()) != nil {
-			continue
-		}
-		if _, err := classify(prefix+name+e.Name(), 0); err != nil {
-			continue // a name a restore refuses: none the daemon writes
-		}
-		if err := st.writeFile(tw, name+e.Name(), filepath.Join(dir, e.Name()), max); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // writeTree writes a mailbox's snapshot: its folders, their files and
-// their messages' attachment folders.
+// their messages' attachment folders, each directory listed a batch at a
+// time and written in the order it lists (a folder can hold any number
+// of messages).
 func (st *Stats) writeTree(tw *tar.Writer, name, dir string, depth int) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-	for _, e := range ents {
+	return safeio.EachEntry(dir, func(e fs.DirEntry) error {
 		n := e.Name()
 		switch {
 		case e.IsDir() && depth < 2:
-			if err := st.writeTree(tw, name+n+"/", filepath.Join(dir, n), depth+1); err != nil {
-				return err
-			}
+			return st.writeTree(tw, name+n+"/", filepath.Join(dir, n), depth+1)
 		case e.Type().IsRegular() && depth > 0:
 			if _, err := classify(prefix+name+n, 0); err != nil {
 				// A name the store never writes (a newline, a backslash,
@@ -243,7 +276,7 @@ func (st *Stats) writeTree(tw *tar.Writer, name, dir string, depth int) error {
 				// the archive, it would make a restore refuse it whole.
 				st.Skipped++
 				st.Warnings = append(st.Warnings, fmt.Sprintf("%s: left out (%s)", strconv.Quote(filepath.Join(dir, n)), "not a name a restore accepts"))
-				continue
+				return nil
 			}
 			err := st.writeFile(tw, name+n, filepath.Join(dir, n), MaxFile)
 			if tl, ok := errors.AsType[*tooLargeError](err); ok {
@@ -251,14 +284,12 @@ func (st *Stats) writeTree(tw *tar.Writer, name, dir string, depth int) error {
 				// its backup.
 				st.Skipped++
 				st.Warnings = append(st.Warnings, tl.Error()+": left out")
-				continue
+				return nil
 			}
-			if err != nil {
-				return err
-			}
+			return err
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // tooLargeError is a file larger than its entry may be.
@@ -278,22 +309,27 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// registryUIDs are the uids the registry's mailbox files name.
+// registryUIDs are the uids the registry's mailbox files name. Each file
+// is read only when it is a regular file of at most MaxRegistry bytes (a
+// FIFO is never opened to wait on), and the directory is listed a batch at
+// a time; what cannot be read names no uid here (writeDir refuses it).
 func registryUIDs(dir string) []uint32 {
-	ents, _ := os.ReadDir(dir)
 	seen := map[uint32]bool{}
 	var out []uint32
-	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil || len(data) > MaxRegistry {
-			continue
+	safeio.EachEntry(dir, func(e fs.DirEntry) error {
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		data, err := safeio.ReadRegular(filepath.Join(dir, e.Name()), MaxRegistry)
+		if err != nil {
+			return nil
 		}
 		var r struct {
 			OwnerUID  *uint32 `json:"owner_uid"`
 			CreatedBy *uint32 `json:"created_by"`
 		}
 		if json.NewDecoder(bytes.NewReader(data)).Decode(&r) != nil {
-			continue
+			return nil
 		}
 		for _, u := range []*uint32{r.OwnerUID, r.CreatedBy} {
 			if u != nil && !seen[*u] {
@@ -301,7 +337,8 @@ func registryUIDs(dir string) []uint32 {
 				out = append(out, *u)
 			}
 		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+		return nil
+	})
+	slices.Sort(out)
 	return out
 }

@@ -28,6 +28,49 @@ func ReadInput(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := checkRegular(f, path, max)
+	if err != nil {
+		return nil, err
+	}
+	return readBounded(f, path, fi.Size(), max)
+}
+
+// OpenRegular opens a file the daemon keeps (its state, a snapshot's
+// copy) for reading the way ReadInput does, and without following a
+// symbolic link as its last component: the descriptor is checked to be a
+// regular file of at most max bytes before anything is read. A symbolic
+// link, a FIFO, a device, a socket or a directory is ErrNotRegular, a
+// larger file ErrTooLarge, each in an *os.PathError naming the path. The
+// caller reads at most the size the FileInfo says (or max).
+func OpenRegular(path string, max int64) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (a symbolic link)", ErrNotRegular)}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := checkRegular(f, path, max)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// ReadRegular reads the file OpenRegular opens, never more than max
+// bytes.
+func ReadRegular(path string, max int64) ([]byte, error) {
+	f, fi, err := OpenRegular(path, max)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, path, fi.Size(), max)
+}
+
+// checkRegular is the fstat every reader here makes before it reads.
+func checkRegular(f *os.File, path string, max int64) (os.FileInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -38,7 +81,13 @@ func ReadInput(path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrTooLarge, fi.Size(), max)}
 	}
-	b := make([]byte, 0, fi.Size()+1)
+	return fi, nil
+}
+
+// readBounded reads f, which fstat said is size bytes, to its end; a file
+// that grows past max meanwhile is refused.
+func readBounded(f *os.File, path string, size, max int64) ([]byte, error) {
+	b := make([]byte, 0, size+1)
 	for {
 		n, err := f.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
