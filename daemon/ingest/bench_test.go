@@ -68,3 +68,23 @@ func TestLargeTextCopiedOnce(t *testing.T) {
 		t.Fatalf("parsing a %d-byte message allocated %d bytes, want at most %d (the text read once and copied once)", len(raw), got, limit)
 	}
 }
+
+// TestAttachmentHeldAtItsSize: an attachment of a multipart message held in
+// memory is kept in an array of about its size until it is stored, not in one
+// grown by doubling (up to twice its size).
+func TestAttachmentHeldAtItsSize(t *testing.T) {
+	p, err := Parse(bigMessage(300<<10), Options{MaxAttachmentBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Attachments) != 1 {
+		t.Fatalf("%d attachments, want 1", len(p.Attachments))
+	}
+	a := p.Attachments[0].Data
+	if want := bytes.Repeat([]byte("attachment bytes "), (300<<10)/17+1)[:300<<10]; !bytes.Equal(a, want) {
+		t.Fatal("attachment bytes differ")
+	}
+	if cap(a) > len(a)+len(a)/16 { // the allocator rounds up a little
+		t.Fatalf("attachment of %d bytes held in an array of %d", len(a), cap(a))
+	}
+}

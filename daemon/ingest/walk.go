@@ -504,8 +504,14 @@ func (w *walker) addText(s []byte) {
 // readPart reads r up to max bytes into a buffer that starts at hint bytes
 // (a bound on the decoded size when one is known: quoted-printable and
 // base64 decode to less than they take), so that a large single-part
-// message is read without regrowing.
+// message is read without regrowing. Without a hint (a part of a
+// multipart) io.ReadAll reads it in growing blocks and copies them once
+// into an array of its size, where a doubling buffer would copy the part
+// at each doubling and keep up to twice its size until the delivery ends.
 func readPart(r io.Reader, max, hint int64) ([]byte, error) {
+	if hint == 0 {
+		return io.ReadAll(io.LimitReader(r, max))
+	}
 	var buf bytes.Buffer
 	buf.Grow(int(min(max, hint+bytes.MinRead)))
 	_, err := buf.ReadFrom(io.LimitReader(r, max))
