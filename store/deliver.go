@@ -338,7 +338,7 @@ func writeMessage(d *Dir, mb *mailbox, dirSync *groupSync, id string, m *Message
 			return err
 		}
 	}
-	if err := d.writeNewFileTo(id+".md", rawBytes(Render(m, body)), FileMode, mb.uid, mb.gid, mode); err != nil {
+	if err := d.writeNewFileTo(id+".md", renderedOf(m, body), FileMode, mb.uid, mb.gid, mode); err != nil {
 		return err
 	}
 	if dirSync == nil {

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -110,15 +111,28 @@ func labelsKey(labels []string) string {
 func (r *indexRow) textHash() int64 {
 	var crc uint32
 	var n int
+	// Each text goes through buf a block at a time: []byte(s) would copy a
+	// body of up to maxIndexedBody into a new array for every row.
+	bp := hashBufs.Get().(*[4096]byte)
+	defer hashBufs.Put(bp)
+	buf := bp[:]
 	for _, s := range []string{r.sum.Subject, r.sum.From, r.recipients, r.cc, r.body, r.attachments} {
-		crc = crc32.Update(crc, castagnoli, []byte(s))
-		crc = crc32.Update(crc, castagnoli, []byte{0})
 		n += len(s) + 1
+		for len(s) > 0 {
+			k := copy(buf, s)
+			crc = crc32.Update(crc, castagnoli, buf[:k])
+			s = s[k:]
+		}
+		buf[0] = 0
+		crc = crc32.Update(crc, castagnoli, buf[:1])
 	}
 	return int64(uint64(crc)<<32 | uint64(uint32(n)))
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// hashBufs are textHash's blocks.
+var hashBufs = sync.Pool{New: func() any { return new([4096]byte) }}
 
 func timeText(t time.Time) string {
 	if t.IsZero() {

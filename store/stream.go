@@ -30,6 +30,35 @@ func (b rawBytes) WriteTo(w io.Writer) (int64, error) {
 
 func (b rawBytes) Size() int64 { return int64(len(b)) }
 
+// copyBodyMax is the largest body renderedOf copies after the frontmatter
+// into one array: past it a second write(2) costs less than the copy.
+const copyBodyMax = 32 << 10
+
+// renderedOf writes what Render(m, body) makes. A large body is not copied
+// into an array with the frontmatter: the frontmatter is written, then the
+// body from the string it is (an *os.File writes a string without a copy).
+func renderedOf(m *Message, body string) io.WriterTo {
+	if len(body) <= copyBodyMax {
+		return rawBytes(Render(m, body))
+	}
+	return rendered{head: Render(m, ""), body: body}
+}
+
+// rendered is a message file as its frontmatter and its body.
+type rendered struct {
+	head []byte
+	body string
+}
+
+func (r rendered) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(r.head)
+	if err != nil {
+		return int64(n), err
+	}
+	k, err := io.WriteString(w, r.body)
+	return int64(n + k), err
+}
+
 // rawOf is b as a RawSource; nil (no raw copy) for nil.
 func rawOf(b []byte) RawSource {
 	if b == nil {

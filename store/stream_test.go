@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -127,5 +128,36 @@ func TestSpillIntoReplacedFolderIsCopied(t *testing.T) {
 	old, _ := os.ReadDir(folder + "-old")
 	if len(old) != 0 {
 		t.Errorf("the old folder keeps %d entries (the spill's temporary file)", len(old))
+	}
+}
+
+// TestLargeBodyWrittenAsRendered: the message file of a large body is
+// written without copying the body after the frontmatter, and holds the
+// very bytes Render makes, on either side of copyBodyMax.
+func TestLargeBodyWrittenAsRendered(t *testing.T) {
+	s := newTestStore(t)
+	for i, n := range []int{10, copyBodyMax, copyBodyMax + 1, 1 << 20} {
+		m := testMessage(i)
+		body := strings.Repeat("ä line of the body\n", n/20+1)[:n]
+		id := deliver(t, s, "inbox", m, body)
+		got, err := os.ReadFile(filepath.Join(s.Path("agent"), "inbox", id+".md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, gotBody, err := Parse(got)
+		if err != nil || gotBody != body {
+			t.Fatalf("%d-byte body: read back %d bytes, %v", n, len(gotBody), err)
+		}
+		if want := Render(stored, body); !bytes.Equal(got, want) {
+			t.Fatalf("%d-byte body: the file is not what Render makes", n)
+		}
+	}
+	body := strings.Repeat("x", 1<<20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	renderedOf(testMessage(9), body).WriteTo(io.Discard)
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+		t.Fatalf("writing a message file of a 1 MiB body allocated %d bytes", got)
 	}
 }

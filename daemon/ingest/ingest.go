@@ -196,7 +196,7 @@ func fallback(open func() io.Reader, size int64, opts Options) *Parsed {
 	text, cut, _ := w.readText(r, false, size)
 	w.truncated = cut
 	io.Copy(io.Discard, r) // the rest, for the hash
-	w.addText(string(text))
+	w.addText(text)
 	w.note(fmt.Sprintf("the message could not be read as MIME (its header may have more than %d fields or %d bytes): it is shown as raw text", MaxHeaderFields, MaxHeaderBytes))
 	p := &Parsed{Body: w.body(opts.MaxBodyChars)}
 	p.Msg.SizeBytes = size

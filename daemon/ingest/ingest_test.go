@@ -360,16 +360,18 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzLFText: the one-copy line-end conversion of text bodies says the same
+// FuzzLFText: the in-place line-end conversion of text bodies says the same
 // as converting to a string and replacing CRLF, for any bytes.
 func FuzzLFText(f *testing.F) {
 	f.Add([]byte("a\r\nb\r\n"))
 	f.Add([]byte("\r\r\n\n\r"))
 	f.Add([]byte("no line ends"))
 	f.Add([]byte("\r\n"))
+	f.Add([]byte("\r\n\r\n\r\r\nx"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := lfText(b), strings.ReplaceAll(string(b), "\r\n", "\n"); got != want {
-			t.Fatalf("lfText(%q) = %q, want %q", b, got, want)
+		in := string(b)
+		if got, want := string(lfInPlace(b)), strings.ReplaceAll(in, "\r\n", "\n"); got != want {
+			t.Fatalf("lfInPlace(%q) = %q, want %q", in, got, want)
 		}
 	})
 }

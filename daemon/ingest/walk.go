@@ -45,7 +45,7 @@ type walker struct {
 	// a single-part message.
 	sizeHint int64
 	parts    int
-	text     []string // body fragments in order
+	text     [][]byte // body fragments in order
 	atts     []store.AttachmentData
 	names    map[string]int
 	dsn      *DSN
@@ -379,45 +379,52 @@ func relatedRoot(n *node) *node {
 	return n.children[0]
 }
 
-// leafText is the Markdown of one inline text part.
-func leafText(n *node) string {
+// leafText is the Markdown of one inline text part. A plain text part's
+// line ends are made LF in its node's own array (rendered once, the node's
+// text is not read again), so that a large body is not copied for it: it
+// is copied once, into the body string.
+func leafText(n *node) []byte {
 	if n.tooBig {
-		return "[text part omitted: too large]"
+		return []byte("[text part omitted: too large]")
 	}
 	body := n.body
 	if !utf8.Valid(body) {
 		body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
 	}
 	if n.ctype == "text/html" {
-		return htmlToMarkdown(string(body))
+		return []byte(htmlToMarkdown(string(body)))
 	}
-	s := lfText(body)
+	b := lfInPlace(body)
 	if strings.EqualFold(n.params["format"], "flowed") {
-		s = unflow(s, strings.EqualFold(n.params["delsp"], "yes"))
+		b = []byte(unflow(string(b), strings.EqualFold(n.params["delsp"], "yes")))
 	}
-	return s
+	return b
 }
 
-// lfText is b as a string with CRLF line ends made LF, copied once (a large
-// body used to be copied for the conversion to a string and again for the
-// line ends).
-func lfText(b []byte) string {
-	if !bytes.Contains(b, []byte("\r\n")) {
-		return string(b)
+// lfInPlace makes b's CRLF line ends LF, moving the bytes after each one
+// back within b's own array, and returns what b then holds.
+func lfInPlace(b []byte) []byte {
+	i := bytes.Index(b, []byte("\r\n"))
+	if i < 0 {
+		return b
 	}
-	var sb strings.Builder
-	sb.Grow(len(b))
-	for len(b) > 0 {
-		i := bytes.Index(b, []byte("\r\n"))
-		if i < 0 {
-			sb.Write(b)
+	out := i
+	for i >= 0 {
+		b[out] = '\n'
+		out++
+		rest := b[i+2:]
+		j := bytes.Index(rest, []byte("\r\n"))
+		end := j
+		if j < 0 {
+			end = len(rest)
+		}
+		out += copy(b[out:], rest[:end])
+		if j < 0 {
 			break
 		}
-		sb.Write(b[:i])
-		sb.WriteByte('\n')
-		b = b[i+2:]
+		i += 2 + j
 	}
-	return sb.String()
+	return b[:out]
 }
 
 // htmlSlots bounds the HTML conversions that run at once to the processors
@@ -481,24 +488,30 @@ func unflow(s string, delsp bool) string {
 	return b.String()
 }
 
-func (w *walker) addText(s string) {
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "")
+func (w *walker) addText(s []byte) {
+	if bytes.IndexByte(s, 0) >= 0 {
+		s = bytes.ReplaceAll(s, []byte{0}, nil)
 	}
-	if !utf8.ValidString(s) { // checked fast; ToValidUTF8 decodes rune by rune
-		s = strings.ToValidUTF8(s, "\uFFFD")
+	if !utf8.Valid(s) { // checked fast; ToValidUTF8 decodes rune by rune
+		s = bytes.ToValidUTF8(s, []byte("\uFFFD"))
 	}
-	if strings.TrimSpace(s) == "" {
+	if len(bytes.TrimSpace(s)) == 0 {
 		return
 	}
-	w.text = append(w.text, strings.TrimRight(s, " \t\r\n"))
+	w.text = append(w.text, bytes.TrimRight(s, " \t\r\n"))
 }
 
 // readPart reads r up to max bytes into a buffer that starts at hint bytes
 // (a bound on the decoded size when one is known: quoted-printable and
 // base64 decode to less than they take), so that a large single-part
-// message is read without regrowing.
+// message is read without regrowing. Without a hint (a part of a
+// multipart) io.ReadAll reads it in growing blocks and copies them once
+// into an array of its size, where a doubling buffer would copy the part
+// at each doubling and keep up to twice its size until the delivery ends.
 func readPart(r io.Reader, max, hint int64) ([]byte, error) {
+	if hint == 0 {
+		return io.ReadAll(io.LimitReader(r, max))
+	}
 	var buf bytes.Buffer
 	buf.Grow(int(min(max, hint+bytes.MinRead)))
 	_, err := buf.ReadFrom(io.LimitReader(r, max))
@@ -508,31 +521,49 @@ func readPart(r io.Reader, max, hint int64) ([]byte, error) {
 // body joins the text fragments, bounds them, and appends the notes about
 // what was skipped (after the cut, so that they are never cut themselves).
 func (w *walker) body(maxChars int) string {
-	s := strings.Join(w.text, "\n\n")
-	// A string of at most maxChars bytes has at most maxChars characters:
+	var s []byte
+	if len(w.text) == 1 {
+		s = w.text[0] // bytes.Join would copy it
+	} else {
+		s = bytes.Join(w.text, []byte("\n\n"))
+	}
+	// A text of at most maxChars bytes has at most maxChars characters:
 	// only a longer one is counted.
-	if len(s) > maxChars && utf8.RuneCountInString(s) > maxChars {
+	if len(s) > maxChars && utf8.RuneCount(s) > maxChars {
 		cut := 0
 		for range maxChars {
-			_, size := utf8.DecodeRuneInString(s[cut:])
+			_, size := utf8.DecodeRune(s[cut:])
 			cut += size
 		}
 		s = s[:cut]
 		w.truncated = true
 	}
+	tail := ""
 	if w.truncated {
-		s = strings.TrimRight(s, " \t\r\n") + "\n\n> mailctl: body truncated; the raw message has the rest"
+		s = bytes.TrimRight(s, " \t\r\n")
+		tail = "\n\n> mailctl: body truncated; the raw message has the rest"
 	}
+	// One copy of the text, into an array of the body's size: adding each
+	// part to s would copy all of it again each time.
+	size := len(s) + len(tail) + 1
 	for _, n := range w.notes {
-		if s != "" {
-			s += "\n\n"
+		size += len("\n\n> mailctl: ") + len(n)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.Write(s)
+	b.WriteString(tail)
+	for _, n := range w.notes {
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
 		}
-		s += "> mailctl: " + n
+		b.WriteString("> mailctl: ")
+		b.WriteString(n)
 	}
-	if s != "" {
-		s += "\n"
+	if b.Len() > 0 {
+		b.WriteByte('\n')
 	}
-	return s
+	return b.String()
 }
 
 // attach stores a leaf as an attachment with a sanitized, unique name.
