@@ -167,8 +167,14 @@ func printFindings(f []protocol.Finding, source string) {
 	how := "checked locally"
 	if source == "daemon" {
 		how = "checked by the daemon for you"
-		if len(f) == 1 && (f[0].ID == "daemon.down" || f[0].ID == "daemon.socket") {
-			how = "no daemon to check with"
+		if len(f) == 1 {
+			switch f[0].ID {
+			case "daemon.down":
+				how = "no daemon to check with"
+			case "daemon.socket":
+				// A daemon may run: this user cannot reach it.
+				how = "no daemon this user can reach"
+			}
 		}
 	}
 	fmt.Fprintf(stdout, "\n%d fail, %d warn, %d ok (%s)\n", counts[doctor.Fail], counts[doctor.Warn], counts[doctor.OK], how)
