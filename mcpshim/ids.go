@@ -15,15 +15,17 @@ import (
 //   - A number the SDK would answer under another id (see exactID).
 //
 // A message with no method (a response, or no JSON-RPC at all) is left to
-// the SDK.
-func badID(msg []byte) (json.RawMessage, string) {
+// the SDK. valid is false when msg is no one JSON text (nor nested within
+// maxJSONDepth), which the SDK, reading only its first value, may yet take.
+func badID(msg []byte) (id json.RawMessage, why string, valid bool) {
 	var p messageProbe
 	var ok bool
-	valid, _ := probeJSON(msg, maxJSONDepth, false, func(q messageProbe, isMsg bool) { p, ok = q, isMsg })
+	valid, _ = probeJSON(msg, maxJSONDepth, false, func(q messageProbe, isMsg bool) { p, ok = q, isMsg })
 	if !valid || !ok {
-		return nil, ""
+		return nil, "", valid
 	}
-	return p.badID()
+	id, why = p.badID()
+	return id, why, true
 }
 
 // messageProbe is what badID and the HTTP transport read of a message: its

@@ -145,10 +145,11 @@ func checkProbe(t *testing.T, b []byte) {
 	if got, want := refusalString(refuseBody(b)), refusalString(oracleRefuseBody(b)); got != want {
 		t.Fatalf("refuseBody(%q):\n got %s\nwant %s", b, got, want)
 	}
-	gotID, gotWhy := badID(b)
+	gotID, gotWhy, gotValid := badID(b)
 	wantID, wantWhy := oracleBadID(b)
-	if !bytes.Equal(gotID, wantID) || (gotID == nil) != (wantID == nil) || gotWhy != wantWhy {
-		t.Fatalf("badID(%q) = %q, %q; want %q, %q", b, gotID, gotWhy, wantID, wantWhy)
+	wantValid := json.Valid(b) && jsonDepth(b) <= maxJSONDepth
+	if !bytes.Equal(gotID, wantID) || (gotID == nil) != (wantID == nil) || gotWhy != wantWhy || gotValid != wantValid {
+		t.Fatalf("badID(%q) = %q, %q, %v; want %q, %q, %v", b, gotID, gotWhy, gotValid, wantID, wantWhy, wantValid)
 	}
 }
 

@@ -33,7 +33,7 @@ func BenchmarkProbeLargeToolsCall(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(msg)))
 		for b.Loop() {
-			if _, why := badID(msg); why != "" {
+			if _, why, _ := badID(msg); why != "" {
 				b.Fatal(why)
 			}
 		}

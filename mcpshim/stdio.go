@@ -258,11 +258,16 @@ func (c *lineConn) readLoop(max int, drain time.Duration) {
 			c.answer(over.id(), jsonrpc.CodeInvalidRequest, fmt.Sprintf("too_large: the message is %d bytes or more, over the limit of %d bytes (%d MiB of attachments in total, in base64): send fewer or smaller attachments, or attach files by path", over.size, max, MaxAttachBytes>>20), protocol.CodeTooLarge)
 		case len(bytes.TrimSpace(line)) > 0:
 			msg, derr := jsonrpc.DecodeMessage(line)
-			if derr != nil {
+			// The SDK decodes the line's first value and ignores what
+			// follows it: a line that is no one JSON text is refused
+			// here, or a message would be served past the check of its id
+			// and a second one on the line dropped unanswered.
+			id, why, valid := badID(line)
+			if derr != nil || !valid {
 				c.answerBad(line, derr)
 				break
 			}
-			if id, why := badID(line); why != "" {
+			if why != "" {
 				c.answer(id, jsonrpc.CodeInvalidRequest, why, protocol.CodeInvalidInput)
 				break
 			}

@@ -499,3 +499,44 @@ func TestRefusedLineAnsweredUnderItsExactID(t *testing.T) {
 		}
 	}
 }
+
+// Regression: the SDK decodes the first JSON value of a line and ignores
+// what follows it, so a line of a message and anything after it was served
+// as that message: a ping with id 1.5 followed by " x" was answered under
+// id 1 (the check of its id read the whole line, found it no JSON and let
+// it by), and a second message on the line went unanswered. Such a line is
+// no JSON text: it is answered with a parse error under no id, and nothing
+// of it is served.
+func TestALineOfMoreThanOneValueIsAParseError(t *testing.T) {
+	r := startRaw(t, New(Options{SocketPath: noDaemon(t)}), 0)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"} x`,
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"} {"jsonrpc":"2.0","id":2,"method":"ping"}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\x00",
+	} {
+		r.send(line)
+		r.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+		var answers []map[string]any
+		after := false
+		timeout := time.After(20 * time.Second)
+		for !after || len(answers) == 0 {
+			select {
+			case m := <-r.lines:
+				switch _, isReq := m["method"]; {
+				case isReq:
+				case m["id"] == "after":
+					after = true
+				default:
+					answers = append(answers, m)
+				}
+			case <-timeout:
+				t.Fatalf("%q: want its answer and the next ping's; got %v (the next: %v)", line, answers, after)
+			}
+		}
+		e, _ := answers[0]["error"].(map[string]any)
+		if len(answers) != 1 || answers[0]["id"] != nil || e == nil || e["code"] != float64(jsonrpc.CodeParseError) {
+			t.Fatalf("%q: want one parse error under no id, got %v", line, answers)
+		}
+	}
+}
