@@ -20,7 +20,8 @@ import (
 func TestDevDaemonKeepsMailboxesForItsUserOnly(t *testing.T) {
 	d := testdaemon.Start(t)
 	const self = 4242424 // neither the test's uid nor root: the daemon's user
-	defer control.SwapDaemonUID(control.SwapDaemonUID(func() uint32 { return self }))
+	keep := control.SwapDaemonUID(func() uint32 { return self })
+	defer func() { control.SwapDaemonUID(keep) }()
 	err := d.TryCall(protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "elsewhere"}, nil)
 	if protocol.CodeOf(err) != protocol.CodeForbidden || !strings.Contains(err.Error(), "not as root (a mailctl dev instance)") ||
 		!strings.Contains(err.Error(), "as that user") {
