@@ -19,6 +19,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound"
 	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
+	"github.com/mailctl/mailctl/daemon/outbound/mtasts"
 	"github.com/mailctl/mailctl/daemon/outbound/policy"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/daemon/outbound/remote"
@@ -51,7 +52,10 @@ type outboundService struct {
 	// later counts the settled items' hooks and bounces waiting for their
 	// mailbox's name (underName); Stop waits for them.
 	later sync.WaitGroup
-	// sweeping is the idempotency records' sweep (sweepKeys).
+	// sts is the MTA-STS policy cache; nil when delivery.mta_sts is off.
+	sts *mtasts.Source
+	// sweeping is the idempotency records' sweep (sweepKeys) and the
+	// MTA-STS cache's prune (pruneSTS).
 	sweeping sync.WaitGroup
 }
 
@@ -197,6 +201,9 @@ func (o *outboundService) Queue() control.Queue { return o.queue }
 func (o *outboundService) Start(ctx context.Context) error {
 	ctx, o.cancel = context.WithCancel(context.Background())
 	o.sweeping.Go(func() { o.sweepKeys(ctx) })
+	if o.sts != nil {
+		o.sweeping.Go(func() { o.pruneSTS(ctx) })
+	}
 	go func() {
 		defer close(o.done)
 		if o.reports != nil {

@@ -11,6 +11,7 @@ import (
 	"net/textproto"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound"
@@ -34,8 +35,9 @@ func (o *outboundService) wireTLSPolicies(mx *remote.Client, cfg *config.Config)
 	}
 	mx.RootCAs, mx.Clock = roots, d.now
 	if *cfg.Delivery.MTASTS {
-		mx.STS = &mtasts.Source{Resolver: d.lookups, Dir: filepath.Join(cfg.Paths.StateDir, "mta-sts"), RootCAs: roots,
+		o.sts = &mtasts.Source{Resolver: d.lookups, Dir: filepath.Join(cfg.Paths.StateDir, "mta-sts"), RootCAs: roots,
 			Dial: d.dial, Port: cfg.Delivery.MTASTSPort, Now: d.now, Logger: d.log.With("part", "mta-sts")}
+		mx.STS = o.sts
 	}
 	// A test's in-memory resolver has no DNSSEC to ask; the real one is
 	// asked only for a daemon using the configured resolver.
@@ -52,6 +54,41 @@ func (o *outboundService) wireTLSPolicies(mx *remote.Client, cfg *config.Config)
 		mx.Reports = o.reports
 	}
 	return nil
+}
+
+// The prune of the MTA-STS cache (mtasts.Source.Prune): the expired
+// policies' files removed, the policies unused for an hour dropped from
+// memory; a pass stsPruneFirst after the start, so that a daemon
+// restarted more often than hourly prunes too, then every stsPruneEvery.
+const (
+	stsPruneFirst = time.Minute
+	stsPruneEvery = time.Hour
+)
+
+// pruneSTS prunes the MTA-STS cache until ctx ends. Its timer is the wall
+// clock's; what has expired, the Source judges on the daemon's clock.
+func (o *outboundService) pruneSTS(ctx context.Context) {
+	wait := stsPruneFirst
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = stsPruneEvery
+		o.pruneSTSOnce()
+	}
+}
+
+func (o *outboundService) pruneSTSOnce() {
+	res, err := o.sts.Prune()
+	if err != nil {
+		o.d.log.Error("pruning the MTA-STS policy cache; the next pass goes on", "removed", res.Removed, "err", err)
+	} else if res.Removed > 0 {
+		o.d.log.Info("expired MTA-STS policies removed", "removed", res.Removed, "examined", res.Examined)
+	}
 }
 
 // loadCAFile reads delivery.ca_file; "" is the system roots (nil).

@@ -57,9 +57,20 @@ type Source struct {
 	Now     func() time.Time
 	Logger  *slog.Logger
 
-	mu      sync.Mutex
-	mem     map[string]*entry
-	fetches map[string]*sync.Mutex // one fetch per domain at a time
+	mu  sync.Mutex
+	mem map[string]*entry
+	// fetches holds one lock per domain being fetched or pruned, and
+	// only while someone holds or waits for it: one fetch per domain at
+	// a time, and no prune of a file a fetch may be replacing.
+	fetches map[string]*domainLock
+	// pruneRead, in tests, is called after Prune read an expired
+	// policy's file and before it removes it.
+	pruneRead func(domain string)
+}
+
+type domainLock struct {
+	sync.Mutex
+	users int // holders and waiters, counted under Source.mu
 }
 
 // entry is one cached policy, as kept on disk.
@@ -70,6 +81,10 @@ type entry struct {
 	Fetched time.Time `json:"fetched"`
 	Expires time.Time `json:"expires"`
 	policy  Policy
+	// used is when a lookup last had it, under Source.mu; stored, that
+	// its file holds it, so Prune may drop it from memory.
+	used   time.Time
+	stored bool
 }
 
 func (s *Source) now() time.Time {
@@ -114,9 +129,8 @@ func (s *Source) Get(ctx context.Context, domain string) Lookup {
 	if cached != nil && cached.ID == id && now.Before(cached.Fetched.Add(refreshAfter(cached.policy.MaxAge))) {
 		return cached.lookup()
 	}
-	lock := s.fetchLock(domain)
-	lock.Lock()
-	defer lock.Unlock()
+	unlock := s.lockDomain(domain)
+	defer unlock()
 	if again := s.cached(domain, now); again != nil && again.ID == id && again != cached {
 		return again.lookup() // fetched meanwhile by another delivery
 	}
@@ -144,24 +158,60 @@ func (e *entry) lookup() Lookup {
 	return l
 }
 
-func (s *Source) fetchLock(domain string) *sync.Mutex {
+// lockDomain takes domain's fetch lock and gives what releases it; the
+// lock leaves the map when its last user releases it, so the map holds
+// the domains being fetched now, not every domain ever fetched.
+func (s *Source) lockDomain(domain string) (unlock func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.fetches == nil {
-		s.fetches = map[string]*sync.Mutex{}
+		s.fetches = map[string]*domainLock{}
 	}
 	l := s.fetches[domain]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = &domainLock{}
 		s.fetches[domain] = l
 	}
-	return l
+	l.users++
+	s.mu.Unlock()
+	l.Lock()
+	return s.unlocker(domain, l)
+}
+
+// tryLockDomain is lockDomain when no one holds or waits for domain's
+// lock, and nil, without waiting, when someone does.
+func (s *Source) tryLockDomain(domain string) (unlock func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fetches[domain] != nil {
+		return nil
+	}
+	if s.fetches == nil {
+		s.fetches = map[string]*domainLock{}
+	}
+	l := &domainLock{users: 1}
+	l.Lock()
+	s.fetches[domain] = l
+	return s.unlocker(domain, l)
+}
+
+func (s *Source) unlocker(domain string, l *domainLock) func() {
+	return func() {
+		l.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.fetches, domain)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // cached is domain's unexpired policy from memory or disk, or nil.
 func (s *Source) cached(domain string, now time.Time) *entry {
 	s.mu.Lock()
 	e := s.mem[domain]
+	if e != nil {
+		e.used = now
+	}
 	s.mu.Unlock()
 	if e == nil && s.Dir != "" {
 		e = s.load(domain)
@@ -170,7 +220,12 @@ func (s *Source) cached(domain string, now time.Time) *entry {
 			if s.mem == nil {
 				s.mem = map[string]*entry{}
 			}
-			s.mem[domain] = e
+			if cur := s.mem[domain]; cur != nil && !cur.Fetched.Before(e.Fetched) {
+				e = cur // a fetch kept a newer one meanwhile
+			} else {
+				s.mem[domain] = e
+			}
+			e.used = now
 			s.mu.Unlock()
 		}
 	}
@@ -183,20 +238,35 @@ func (s *Source) cached(domain string, now time.Time) *entry {
 // load reads a cached policy from Dir; a file that does not parse is
 // ignored (and replaced by the next fetch).
 func (s *Source) load(domain string) *entry {
-	b, err := os.ReadFile(filepath.Join(s.Dir, domain+".json"))
-	if err != nil || len(b) > 2*MaxPolicyBytes {
-		return nil
+	e, _ := readEntry(filepath.Join(s.Dir, domain+".json"), domain)
+	return e
+}
+
+// maxEntryBytes bounds a cached policy's file: the policy and its JSON
+// escaping.
+const maxEntryBytes = 2 * MaxPolicyBytes
+
+// readEntry reads the policy file at path, which must be domain's, without
+// blocking on a FIFO or following a link, and never more than
+// maxEntryBytes.
+func readEntry(path, domain string) (*entry, error) {
+	b, err := safeio.ReadRegular(path, maxEntryBytes)
+	if err != nil {
+		return nil, err
 	}
 	var e entry
-	if json.Unmarshal(b, &e) != nil || e.Domain != domain {
-		return nil
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, err
+	}
+	if e.Domain != domain {
+		return nil, fmt.Errorf("%s holds the policy of %q", path, e.Domain)
 	}
 	p, err := ParsePolicy([]byte(e.Text))
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	e.policy = p
-	return &e
+	e.policy, e.stored = p, true
+	return &e, nil
 }
 
 // keep records e in memory and on disk.
@@ -205,6 +275,7 @@ func (s *Source) keep(e *entry) {
 	if s.mem == nil {
 		s.mem = map[string]*entry{}
 	}
+	e.used = e.Fetched
 	s.mem[e.Domain] = e
 	s.mu.Unlock()
 	if s.Dir == "" {
@@ -216,8 +287,13 @@ func (s *Source) keep(e *entry) {
 		err = safeio.WriteFile(filepath.Join(s.Dir, e.Domain+".json"), b)
 	}
 	if err != nil {
+		// Kept in memory only: Prune leaves it there until it expires.
 		s.log().Warn("MTA-STS policy not kept on disk", "domain", e.Domain, "err", err)
+		return
 	}
+	s.mu.Lock()
+	e.stored = true
+	s.mu.Unlock()
 }
 
 // Result types of RFC 8460 for a policy that could not be had.
