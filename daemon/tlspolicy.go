@@ -65,21 +65,12 @@ const (
 	stsPruneEvery = time.Hour
 )
 
-// pruneSTS prunes the MTA-STS cache until ctx ends. Its timer is the wall
-// clock's; what has expired, the Source judges on the daemon's clock.
+// pruneSTS prunes the MTA-STS cache until ctx ends.
 func (o *outboundService) pruneSTS(ctx context.Context) {
-	wait := stsPruneFirst
-	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = stsPruneEvery
+	periodically(ctx, stsPruneFirst, stsPruneEvery, stsPruneEvery, func() bool {
 		o.pruneSTSOnce()
-	}
+		return false
+	})
 }
 
 func (o *outboundService) pruneSTSOnce() {
