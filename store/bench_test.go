@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -234,6 +235,52 @@ func wordBodies(seed int64) func() string {
 // delivery hands them over, and reports the process's CPU time per row:
 // the index's share of what a delivery costs.
 func BenchmarkIndexWrites(b *testing.B) {
+	next := wordBodies(1)
+	bodies := make([]string, 256)
+	for i := range bodies {
+		bodies[i] = next()
+	}
+	benchIndexWrites(b, bodies)
+}
+
+// BenchmarkIndexWritesLarge is BenchmarkIndexWrites with bodies of 100 KiB:
+// words drawn as wordBodies draws them, or lines of one character after a
+// digit, as Postfix's smtp-source writes them (the inbound benchmark's
+// messages).
+func BenchmarkIndexWritesLarge(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		next func() string
+	}{
+		{"words-100KiB", func() func() string {
+			next := wordBodies(1)
+			return func() string {
+				var body strings.Builder
+				for body.Len() < 100<<10 {
+					body.WriteString(next() + "\n")
+				}
+				return body.String()
+			}
+		}()},
+		{"lines-100KiB", func() string {
+			var body strings.Builder
+			for i := 0; body.Len() < 100<<10; i++ {
+				body.WriteString(strconv.Itoa(i%10) + strings.Repeat("X", 77) + "\n")
+			}
+			return body.String()
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			bodies := make([]string, 16)
+			for i := range bodies {
+				bodies[i] = c.next()
+			}
+			benchIndexWrites(b, bodies)
+		})
+	}
+}
+
+func benchIndexWrites(b *testing.B, bodies []string) {
 	s := newTestStore(b)
 	if _, err := s.List("agent", "inbox", Query{}); err != nil {
 		b.Fatal(err)
@@ -242,11 +289,6 @@ func BenchmarkIndexWrites(b *testing.B) {
 	fi.mu.Lock()
 	gen, fid, mid := fi.gen, fi.row.fid, fi.row.mid
 	fi.mu.Unlock()
-	next := wordBodies(1)
-	bodies := make([]string, 256)
-	for i := range bodies {
-		bodies[i] = next()
-	}
 	b.ResetTimer()
 	cpu0 := cpuTime(b)
 	for i := 0; i < b.N; i++ {

@@ -35,7 +35,8 @@ const snippetLen = 160
 var MaxMessageFile int64 = 64 << 20
 
 // maxIndexedBody bounds how much of a body the full-text index holds; the
-// rest of a longer body is not searchable.
+// rest of a longer body is not searchable. (Past orderedBody it holds the
+// body's words but not their order: bodyText.)
 const maxIndexedBody = 1 << 20
 
 // indexHead is how much of a message file a scan reads when the frontmatter

@@ -267,7 +267,7 @@ func (w *rowWriter) addText(err error, rid, fid, mid int64, r *indexRow) error {
 	}
 	s := &r.sum
 	// scope lets the engine select a folder's or a mailbox's rows itself.
-	_, err = w.ftsAdd.Exec(rid, ftsText(s.Subject), ftsText(s.From), ftsText(r.recipients), ftsText(r.cc), ftsText(r.body),
+	_, err = w.ftsAdd.Exec(rid, ftsText(s.Subject), ftsText(s.From), ftsText(r.recipients), ftsText(r.cc), bodyText(r.body),
 		ftsText(r.attachments), scopeTerms(fid, mid))
 	return err
 }

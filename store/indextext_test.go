@@ -1,0 +1,153 @@
+package store
+
+import (
+	"database/sql"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// longBody is a body of about n bytes: filler words, with head placed at
+// the start, a word that crosses the end of the ordered part, and tail
+// after it.
+func longBody(head, tail string, n int) string {
+	const filler = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
+	var b strings.Builder
+	b.WriteString(head + " ")
+	for b.Len() < orderedBody-5 {
+		b.WriteString(filler[:min(len(filler), orderedBody-5-b.Len())])
+	}
+	b.WriteString(" straddleword ") // from orderedBody-4 on
+	b.WriteString(filler)
+	b.WriteString(tail + " ")
+	for b.Len() < n {
+		b.WriteString(filler)
+	}
+	return b.String()
+}
+
+func TestLongBodyWordsAndPhrases(t *testing.T) {
+	s := newTestStore(t)
+	// echo and foxtrot come one after the other among the tail's new
+	// words, but never side by side in the body.
+	long := deliver(t, s, "inbox", testMessage(1),
+		longBody("alpha bravo", "echo lorem ipsum foxtrot amet charlie delta sit zulu Ünïcode", 100<<10))
+	short := deliver(t, s, "inbox", testMessage(2), "echo foxtrot, and nothing else")
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{`zulu`, []string{long}},                // a word only past the ordered part
+		{`unicode`, []string{long}},             // folded as in the ordered part
+		{`straddleword`, []string{long}},        // a word across its end
+		{`"alpha bravo"`, []string{long}},       // a phrase in the ordered part
+		{`"echo foxtrot"`, []string{short}},     // never a phrase made of two words apart
+		{`echo foxtrot`, []string{short, long}}, // both words
+		{`"charlie delta"`, nil},                // a phrase past the ordered part is not found
+		{`charlie delta`, []string{long}},       // its words are
+		{`"lorem ipsum" zulu`, []string{long}},  // ordered and unordered parts together
+	} {
+		got := searchIDs(t, s, c.query)
+		slices.Sort(got)
+		want := slices.Clone(c.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("search %s: %v, want %v", c.query, got, want)
+		}
+	}
+	rows := allRows(t, s, "inbox", Query{Text: "zul"})
+	if ids := summaryIDs(rows); !slices.Equal(ids, []string{long}) {
+		t.Errorf("text zul: %v, want the long message", ids)
+	}
+}
+
+func TestBodyTextKeepsTheOrderedPartAsItIs(t *testing.T) {
+	body := longBody("first words", "later words", 40<<10)
+	got := bodyText(body)
+	cut := strings.Index(body, "straddleword")
+	if !strings.HasPrefix(got, body[:cut]) || strings.Contains(got[cut:], "lorem ipsum") {
+		t.Fatalf("ordered part not kept, or rest not reduced to its words: %.80q...", got[cut:])
+	}
+	if len(got) > orderedBody+1024 {
+		t.Errorf("%d bytes indexed of a body of %d that repeats a few words", len(got), len(body))
+	}
+	if s := "short body § with a mark"; bodyText(s) != ftsText(s) {
+		t.Errorf("short body changed: %q", bodyText(s))
+	}
+}
+
+// ftsTerms are the terms the engine's tokenizer, as the index configures
+// it, makes of text (without wordGap).
+func ftsTerms(t testing.TB, db *sql.DB, text string) []string {
+	t.Helper()
+	if _, err := db.Exec("DELETE FROM f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO f(x) VALUES(?)", text); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query("SELECT term FROM v WHERE term != ? ORDER BY term", wordGap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// FuzzBodyText checks, against the engine's own tokenizer, that the text
+// bodyText makes of a body holds exactly the words of the body.
+func FuzzBodyText(f *testing.F) {
+	for _, s := range []string{"", "a b a", "Ünïcode  über-wörds, e-mail a_b x.y", "日本語のテキスト と English", "word§mark §f1 §", "\x00a\x01b\xffc\u00a0d\u2014e", "a-a-a-a b.b c'd"} {
+		f.Add(uint8(3), s)
+	}
+	db, err := sql.Open("sqlite", "file::memory:")
+	if err != nil {
+		f.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	if _, err := db.Exec(`CREATE VIRTUAL TABLE f USING fts5(x, tokenize="unicode61 remove_diacritics 2 tokenchars '§'");
+		CREATE VIRTUAL TABLE v USING fts5vocab(f, 'row')`); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, ordered uint8, body string) {
+		if len(body) > 4096 {
+			return
+		}
+		n := int(ordered) % (len(body) + 1)
+		got := bodyTextOrdered(body, n)
+		if want := ftsText(body); !slices.Equal(ftsTerms(t, db, got), ftsTerms(t, db, want)) {
+			t.Fatalf("ordered %d: terms of %q\n  are %q,\n want %q", n, got, ftsTerms(t, db, got), ftsTerms(t, db, want))
+		}
+		if len(body) > n {
+			head, _, _ := strings.Cut(got, " "+wordGap+" ")
+			if len(head) > n || !strings.HasPrefix(ftsText(body), head) {
+				t.Fatalf("ordered %d: ordered part %q is not the body's start", n, head)
+			}
+		}
+	})
+}
+
+// BenchmarkBodyText is the text of a 100 KiB body of words drawn as
+// wordBodies draws them: the store's share of its index writes.
+func BenchmarkBodyText(b *testing.B) {
+	next := wordBodies(1)
+	var body strings.Builder
+	for body.Len() < 100<<10 {
+		body.WriteString(next() + "\n")
+	}
+	s := body.String()
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	for b.Loop() {
+		bodyText(s)
+	}
+}
