@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/smtpin"
+	"github.com/mailctl/mailctl/internal/testmsg"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 	"golang.org/x/sys/unix"
@@ -118,9 +119,9 @@ func BenchmarkInboundDeliver(b *testing.B) {
 		name string
 		raw  []byte
 	}{
-		{"4KiB", benchMessage(4 << 10)},
-		{"100KiB", benchMessage(100 << 10)},
-		{"1024KiB", benchMessage(1 << 20)},
+		{"4KiB", testmsg.Plain(4 << 10)},
+		{"100KiB", testmsg.Plain(100 << 10)},
+		{"1024KiB", testmsg.Plain(1 << 20)},
 		{"multipart-100KiB", benchMultipart(100 << 10)},
 		{"multipart-1024KiB", benchMultipart(1 << 20)},
 	}
@@ -160,17 +161,6 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// benchMessage is a plain-text message of about size bytes in lines of 76.
-func benchMessage(size int) []byte {
-	var b strings.Builder
-	b.WriteString("From: Sender <sender@example.net>\r\nTo: big@example.test\r\nSubject: a large message\r\nDate: Mon, 02 Mar 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
-	line := strings.Repeat("lorem ipsum dolor sit amet ", 3)[:74] + "\r\n"
-	for b.Len() < size {
-		b.WriteString(line)
-	}
-	return []byte(b.String())
 }
 
 // benchMultipart is a message of about size bytes with a short text part

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -71,7 +72,7 @@ func OpenRunLog(path string, max int) (*RunLog, error) {
 // load reads the file and returns how many lines it could not keep as they
 // are (corrupt, too long, or missing the final newline).
 func (l *RunLog) load() (int, error) {
-	f, err := os.OpenFile(l.path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, _, err := safeio.OpenRegular(l.path, math.MaxInt64)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -193,6 +196,20 @@ func TestRunLogRefusesSymlink(t *testing.T) {
 	}
 	if _, err := OpenRunLog(path, 10); err == nil {
 		t.Error("OpenRunLog followed a symlink")
+	}
+}
+
+// TestRunLogRefusesFIFO: a FIFO where the run log is kept is refused, not
+// waited on for a writer (the daemon opens the log at start).
+func TestRunLogRefusesFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	testwait.FIFO(t, path)
+	err := testwait.Returns(t, "OpenRunLog of a FIFO", func() error {
+		_, err := OpenRunLog(path, 10)
+		return err
+	})
+	if !errors.Is(err, safeio.ErrNotRegular) {
+		t.Errorf("OpenRunLog of a FIFO: %v, want it refused as not a regular file", err)
 	}
 }
 

@@ -117,6 +117,38 @@ func (r *rawSession) replyWithin(t testing.TB, want string, d time.Duration) map
 	}
 }
 
+// answersTo sends line, then a ping with the id "after", and gives the
+// answers other than the ping's, collected until it has the ping's and at
+// least one more, in whichever order the server writes them: the ping
+// bounds the wait for what line is answered with, and shows the session
+// still serves after it.
+func (r *rawSession) answersTo(t testing.TB, line string) []map[string]any {
+	t.Helper()
+	r.send(line)
+	r.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+	var answers []map[string]any
+	after := false
+	timeout := time.After(20 * time.Second)
+	for !after || len(answers) == 0 {
+		select {
+		case m, ok := <-r.lines:
+			if !ok {
+				t.Fatalf("%q: the session ended with the answers %v (the next ping's: %v)", line, answers, after)
+			}
+			switch _, isReq := m["method"]; {
+			case isReq:
+			case m["id"] == "after":
+				after = true
+			default:
+				answers = append(answers, m)
+			}
+		case <-timeout:
+			t.Fatalf("%q: want its answer and the next ping's; got %v (the next: %v)", line, answers, after)
+		}
+	}
+	return answers
+}
+
 func noDaemon(t testing.TB) string { return filepath.Join(shortTempDir(t), "none.sock") }
 
 // Regression: a tools/call for a tool the server does not serve panicked in
@@ -262,26 +294,7 @@ func TestNumericIDsAnsweredUnderTheSameID(t *testing.T) {
 		{`1.5,"ID":1`, "1.5", true},
 		{`1,"Id":1.5`, "1", false},
 	} {
-		r.send(`{"jsonrpc":"2.0","id":` + c.id + `,"method":"ping"}`)
-		r.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
-		// Both answers, in whichever order the server writes them.
-		var answers []map[string]any
-		after := false
-		timeout := time.After(20 * time.Second)
-		for !after || len(answers) == 0 {
-			select {
-			case m := <-r.lines:
-				switch _, isReq := m["method"]; {
-				case isReq:
-				case m["id"] == "after":
-					after = true
-				default:
-					answers = append(answers, m)
-				}
-			case <-timeout:
-				t.Fatalf("id %s: want its answer and the next ping's; got %v (the next: %v)", c.id, answers, after)
-			}
-		}
+		answers := r.answersTo(t, `{"jsonrpc":"2.0","id":`+c.id+`,"method":"ping"}`)
 		if len(answers) != 1 || fmt.Sprint(answers[0]["id"]) != c.reply {
 			t.Fatalf("id %s: want one answer under id %s, got %v", c.id, c.reply, answers)
 		}
@@ -515,25 +528,7 @@ func TestALineOfMoreThanOneValueIsAParseError(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"ping"} {"jsonrpc":"2.0","id":2,"method":"ping"}`,
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\x00",
 	} {
-		r.send(line)
-		r.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}`)
-		var answers []map[string]any
-		after := false
-		timeout := time.After(20 * time.Second)
-		for !after || len(answers) == 0 {
-			select {
-			case m := <-r.lines:
-				switch _, isReq := m["method"]; {
-				case isReq:
-				case m["id"] == "after":
-					after = true
-				default:
-					answers = append(answers, m)
-				}
-			case <-timeout:
-				t.Fatalf("%q: want its answer and the next ping's; got %v (the next: %v)", line, answers, after)
-			}
-		}
+		answers := r.answersTo(t, line)
 		e, _ := answers[0]["error"].(map[string]any)
 		if len(answers) != 1 || answers[0]["id"] != nil || e == nil || e["code"] != float64(jsonrpc.CodeParseError) {
 			t.Fatalf("%q: want one parse error under no id, got %v", line, answers)

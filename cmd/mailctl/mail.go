@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -360,14 +361,11 @@ func copyRaw(w io.Writer, path string) error {
 	if path == "" {
 		return protocol.Errorf(protocol.CodeInternal, "the daemon named no raw file for this message")
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, _, err := safeio.OpenRegular(path, math.MaxInt64)
 	if err != nil {
 		return fmt.Errorf("reading the raw message: %w", err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return fmt.Errorf("reading the raw message: %s is not a regular file", path)
-	}
 	_, err = io.Copy(w, f)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"net/smtp"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -305,4 +306,30 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestCopyRawRefusesOddFiles: the raw path the daemon names is read with
+// the caller's rights; a FIFO planted there is refused without waiting for
+// a writer, and a link is refused rather than followed to a file of the
+// caller's that the daemon never named.
+func TestCopyRawRefusesOddFiles(t *testing.T) {
+	dir := t.TempDir()
+	eml := filepath.Join(dir, "m.eml")
+	os.WriteFile(eml, []byte("Subject: s\r\n\r\nb\r\n"), 0o600)
+	fifo, link := filepath.Join(dir, "fifo.eml"), filepath.Join(dir, "link.eml")
+	testwait.FIFO(t, fifo)
+	if err := os.Symlink(eml, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, link} {
+		var out strings.Builder
+		err := testwait.Returns(t, "copyRaw of "+filepath.Base(path), func() error { return copyRaw(&out, path) })
+		if err == nil || out.Len() != 0 {
+			t.Errorf("copyRaw of %s: %v, printed %q; want it refused, nothing printed", path, err, out.String())
+		}
+	}
+	var out strings.Builder
+	if err := copyRaw(&out, eml); err != nil || out.String() != "Subject: s\r\n\r\nb\r\n" {
+		t.Errorf("copyRaw of a regular file: %v, printed %q", err, out.String())
+	}
 }

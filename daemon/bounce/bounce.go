@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/mailctl/mailctl/internal/safeio"
 )
@@ -31,6 +30,10 @@ const (
 	macLen = 10
 )
 
+// maxKeyFile bounds what is read of the key file: more than a key, so
+// that a wrong one is refused with its length.
+const maxKeyFile = 1024
+
 var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // Key signs and checks return paths.
@@ -40,7 +43,7 @@ type Key struct{ k []byte }
 // random bytes when it does not exist. The same key must survive restarts,
 // or bounces of mail sent before one would be taken for ordinary mail.
 func LoadKey(path string) (*Key, error) {
-	data, err := readKey(path)
+	data, err := safeio.ReadRegular(path, maxKeyFile)
 	if errors.Is(err, os.ErrNotExist) {
 		k := make([]byte, keyLen)
 		if _, err := rand.Read(k); err != nil {
@@ -49,7 +52,7 @@ func LoadKey(path string) (*Key, error) {
 		if err := writeKey(path, k); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("bounce key %s: %w", path, err)
 		}
-		data, err = readKey(path) // another process may have won the race
+		data, err = safeio.ReadRegular(path, maxKeyFile) // another process may have won the race
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bounce key %s: %w", path, err)
@@ -58,24 +61,6 @@ func LoadKey(path string) (*Key, error) {
 		return nil, fmt.Errorf("bounce key %s: %d bytes, want %d; remove it to make a new one (bounces of mail already sent are then ordinary mail)", path, len(data), keyLen)
 	}
 	return &Key{k: data}, nil
-}
-
-func readKey(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() || st.Size() > 1024 {
-		return nil, errors.New("not a small regular file")
-	}
-	b := make([]byte, st.Size())
-	_, err = f.ReadAt(b, 0)
-	return b, err
 }
 
 func writeKey(path string, k []byte) error {

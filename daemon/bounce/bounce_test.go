@@ -1,11 +1,15 @@
 package bounce
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 func TestReturnPathVerifiesOnlyItsOwnMessage(t *testing.T) {
@@ -86,5 +90,30 @@ func TestTagNamesItsMailbox(t *testing.T) {
 	swapped := TagPrefix + k.box("m2") + tag[len(TagPrefix)+boxLen:]
 	if k.Valid(swapped, "m2", "2026-01-01-000000-hi") || k.Valid(swapped, "m1", "2026-01-01-000000-hi") {
 		t.Errorf("a tag with another mailbox's letters verifies")
+	}
+}
+
+// TestKeyFileMustBeRegular: a FIFO (whose open must not wait for a
+// writer) or a link where the key is kept is refused, not read through
+// and not replaced by a new key.
+func TestKeyFileMustBeRegular(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.key")
+	if _, err := LoadKey(real); err != nil {
+		t.Fatal(err)
+	}
+	fifo, link := filepath.Join(dir, "fifo.key"), filepath.Join(dir, "link.key")
+	testwait.FIFO(t, fifo)
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, link} {
+		err := testwait.Returns(t, "LoadKey of "+filepath.Base(path), func() error {
+			_, err := LoadKey(path)
+			return err
+		})
+		if !errors.Is(err, safeio.ErrNotRegular) {
+			t.Errorf("LoadKey of %s: %v, want it refused as not a regular file", path, err)
+		}
 	}
 }

@@ -6,19 +6,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-)
 
-// plainMessage is a single-part text/plain message of about size bytes in
-// lines of 76, as the daemon's inbound benchmark sends.
-func plainMessage(size int) []byte {
-	var b strings.Builder
-	b.WriteString("From: Sender <sender@example.net>\r\nTo: big@example.test\r\nSubject: a large message\r\nDate: Mon, 02 Mar 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
-	line := strings.Repeat("lorem ipsum dolor sit amet ", 3)[:74] + "\r\n"
-	for b.Len() < size {
-		b.WriteString(line)
-	}
-	return []byte(b.String())
-}
+	"github.com/mailctl/mailctl/internal/testmsg"
+)
 
 // BenchmarkParse parses a message held in memory, as inbound delivery does:
 // a plain-text one and a multipart one (a short text and a base64
@@ -29,7 +19,7 @@ func BenchmarkParse(b *testing.B) {
 			name string
 			raw  []byte
 		}{
-			{"plain", plainMessage(size)},
+			{"plain", testmsg.Plain(size)},
 			{"multipart", bigMessage(size * 3 / 4)},
 		} {
 			b.Run(fmt.Sprintf("%s-%dKiB", kind.name, size>>10), func(b *testing.B) {
@@ -50,7 +40,7 @@ func BenchmarkParse(b *testing.B) {
 // (it was copied for the line ends and again for the final newline), and
 // the body says the same.
 func TestLargeTextCopiedOnce(t *testing.T) {
-	raw := plainMessage(512 << 10)
+	raw := testmsg.Plain(512 << 10)
 	text := raw[bytes.Index(raw, []byte("\r\n\r\n"))+4:]
 	want := strings.TrimRight(strings.ReplaceAll(string(text), "\r\n", "\n"), " \n") + "\n"
 	var p *Parsed

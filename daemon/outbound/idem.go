@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
@@ -136,29 +134,28 @@ var errNotRecord = errors.New("not an idempotency record")
 // readIdem reads the record at path, a regular file of the daemon's own
 // (never through a link), at most maxIdemRecord bytes of it. mtime is the
 // file's modification time, which dates a record that does not say when
-// it was made.
+// it was made, and a file that is no record.
 func readIdem(path string) (rec *idemRecord, mtime time.Time, err error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, time.Time{}, errNotRecord
+	f, fi, err := safeio.OpenRegular(path, maxIdemRecord)
+	if errors.Is(err, safeio.ErrNotRegular) || errors.Is(err, safeio.ErrTooLarge) {
+		// Refused unopened or unread: dated by the name's own inode.
+		if fi, err := os.Lstat(path); err == nil {
+			mtime = fi.ModTime()
 		}
+		return nil, mtime, errNotRecord
+	}
+	if err != nil {
 		return nil, time.Time{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fi.ModTime(), errNotRecord
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIdemRecord+1))
-	if err != nil {
-		return nil, fi.ModTime(), err
-	}
+	data, err := safeio.ReadOpened(f, fi, maxIdemRecord)
 	var r idemRecord
-	if len(data) > maxIdemRecord || json.Unmarshal(data, &r) != nil || r.SentID == "" {
+	switch {
+	case errors.Is(err, safeio.ErrTooLarge):
+		return nil, fi.ModTime(), errNotRecord
+	case err != nil:
+		return nil, fi.ModTime(), err
+	case json.Unmarshal(data, &r) != nil || r.SentID == "":
 		return nil, fi.ModTime(), errNotRecord
 	}
 	return &r, fi.ModTime(), nil

@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -275,5 +276,43 @@ func TestSendWaitsForTheSweepOfItsKey(t *testing.T) {
 	w.sweep(t, 100)
 	if res := w.send(t, "k", nil); !res.Duplicate || res.ID != second.ID {
 		t.Errorf("a retry of the new send: duplicate %v, id %s; want %s", res.Duplicate, res.ID, second.ID)
+	}
+}
+
+// TestAFilePlantedAsARecordAnswersNoKey: what lies at a key's record path
+// and is no regular file within a record's bound answers no key, and the
+// send with that key is a new one, not an error: a FIFO (its open must not
+// wait for a writer), a link to another key's record (never followed), and
+// that record padded past the bound.
+func TestAFilePlantedAsARecordAnswersNoKey(t *testing.T) {
+	w := newKeyWorld(t)
+	first := w.send(t, "real", nil)
+	real := w.svc.idemPath(w.request("real", nil))
+	data, err := os.ReadFile(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key   string
+		plant func(path string) error
+	}{
+		{"fifo", func(path string) error { testwait.FIFO(t, path); return nil }},
+		{"link", func(path string) error { return os.Symlink(real, path) }},
+		{"large", func(path string) error {
+			return os.WriteFile(path, append(data, bytes.Repeat([]byte(" "), maxIdemRecord)...), 0o600)
+		}},
+	} {
+		path := w.svc.idemPath(w.request(c.key, nil))
+		if err := c.plant(path); err != nil {
+			t.Fatal(err)
+		}
+		var res protocol.SendResult
+		err := testwait.Returns(t, "a send with the key of a "+c.key, func() (err error) {
+			res, err = w.svc.Send(context.Background(), w.request(c.key, nil))
+			return err
+		})
+		if err != nil || res.Duplicate || res.ID == first.ID {
+			t.Errorf("a send with the key of a %s: %v, %s; want a new send", c.key, err, asJSON(t, res))
+		}
 	}
 }

@@ -20,10 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/mailctl/mailctl/internal/safeio"
 )
@@ -166,27 +164,16 @@ func Check(what, path string, found, current int, writtenBy string) error {
 // DamagedError.
 func ReadStamp(path, kind string) (Stamp, error) {
 	what := "the " + kind
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
+	data, err := safeio.ReadRegular(path, maxStamp)
+	switch {
+	case errors.Is(err, safeio.ErrSymlink):
 		return Stamp{}, &DamagedError{What: what, Path: path, Problem: "it is a symbolic link"}
-	}
-	if err != nil {
-		return Stamp{}, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Stamp{}, err
-	}
-	if !st.Mode().IsRegular() {
+	case errors.Is(err, safeio.ErrNotRegular):
 		return Stamp{}, &DamagedError{What: what, Path: path, Problem: "it is not a regular file"}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxStamp+1))
-	if err != nil {
-		return Stamp{}, err
-	}
-	if len(data) > maxStamp {
+	case errors.Is(err, safeio.ErrTooLarge):
 		return Stamp{}, &DamagedError{What: what, Path: path, Problem: fmt.Sprintf("it is larger than %d bytes", maxStamp)}
+	case err != nil:
+		return Stamp{}, err
 	}
 	s, problem := ParseStamp(data, kind)
 	if problem != "" {

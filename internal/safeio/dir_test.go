@@ -76,7 +76,9 @@ func TestEachEntryRefusesAFIFO(t *testing.T) {
 }
 
 // TestOpenRegularRefusesOddFiles: as ReadInput, and a symbolic link is
-// refused rather than followed.
+// refused rather than followed, as ErrSymlink too; a file over the limit
+// is refused on its fstat, before anything is read, and one whose fstat
+// says less (a /proc file says 0) when its read passes the limit.
 func TestOpenRegularRefusesOddFiles(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
@@ -90,16 +92,26 @@ func TestOpenRegularRefusesOddFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		path string
-		want error
-	}{{fifo, ErrNotRegular}, {dir, ErrNotRegular}, {link, ErrNotRegular}, {past, ErrTooLarge}} {
+		path      string
+		want, not error
+	}{
+		{fifo, ErrNotRegular, ErrSymlink},
+		{dir, ErrNotRegular, ErrSymlink},
+		{link, ErrSymlink, ErrTooLarge},
+		{link, ErrNotRegular, ErrTooLarge},
+		{past, ErrTooLarge, ErrNotRegular},
+		{"/proc/self/status", ErrTooLarge, ErrNotRegular},
+	} {
 		err := testwait.Returns(t, "ReadRegular of "+filepath.Base(c.path), func() error {
 			_, err := ReadRegular(c.path, 100)
 			return err
 		})
-		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.path) {
-			t.Errorf("%s: %v, want %v naming the file", c.path, err, c.want)
+		if !errors.Is(err, c.want) || errors.Is(err, c.not) || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("%s: %v, want %v (not %v) naming the file", c.path, err, c.want, c.not)
 		}
+	}
+	if _, _, err := OpenRegular(past, 100); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("OpenRegular of a file one byte over the limit: %v, want ErrTooLarge before it is read", err)
 	}
 	if b, err := ReadRegular(at, 100); err != nil || len(b) != 100 {
 		t.Errorf("a file of exactly the limit: %d bytes, %v", len(b), err)

@@ -15,6 +15,10 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge refuses a file larger than its reader allows.
 var ErrTooLarge = errors.New("file too large")
 
+// ErrSymlink is the ErrNotRegular of a symbolic link where OpenRegular
+// opens: an error satisfies both, for a caller that tells the two apart.
+var ErrSymlink = errors.New("a symbolic link")
+
 // ReadInput reads a file whose name someone else may have pointed at
 // anything (a harness config the agent writes, a certificate the operator
 // names): opened without blocking on a FIFO and without taking a terminal,
@@ -39,13 +43,14 @@ func ReadInput(path string, max int64) ([]byte, error) {
 // copy) for reading the way ReadInput does, and without following a
 // symbolic link as its last component: the descriptor is checked to be a
 // regular file of at most max bytes before anything is read. A symbolic
-// link, a FIFO, a device, a socket or a directory is ErrNotRegular, a
-// larger file ErrTooLarge, each in an *os.PathError naming the path. The
-// caller reads at most the size the FileInfo says (or max).
+// link (ErrSymlink too), a FIFO, a device, a socket or a directory is
+// ErrNotRegular, a larger file ErrTooLarge, each in an *os.PathError
+// naming the path. The caller reads at most the size the FileInfo says,
+// or all of it with ReadOpened.
 func OpenRegular(path string, max int64) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (a symbolic link)", ErrNotRegular)}
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%w)", ErrNotRegular, ErrSymlink)}
 	}
 	if err != nil {
 		return nil, nil, err
@@ -66,7 +71,14 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readBounded(f, path, fi.Size(), max)
+	return ReadOpened(f, fi, max)
+}
+
+// ReadOpened reads to its end the file OpenRegular opened with the
+// FileInfo it gave, never more than max bytes: a file that grows past max
+// while it is read is ErrTooLarge.
+func ReadOpened(f *os.File, fi os.FileInfo, max int64) ([]byte, error) {
+	return readBounded(f, f.Name(), fi.Size(), max)
 }
 
 // checkRegular is the fstat every reader here makes before it reads.

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 )
 
 // The journal's first line is its format stamp: journalMagic, whose number
@@ -33,22 +34,38 @@ func checkHeader(f io.ReaderAt, size int64, path string) error {
 // such a file aside), or the error Open would refuse it with. The daemon
 // asks before it changes anything else at start.
 func JournalVersion(dir string) (int, error) {
-	path := filepath.Join(dir, journalName)
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, size, err := openJournalToRead(dir)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("opening the queue journal: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return 0, err
-	}
 	head := make([]byte, len(journalMagic))
 	if n, _ := f.ReadAt(head, 0); n == len(head) && string(head) == journalMagic {
 		return formats.QueueJournal, nil
 	}
-	return 0, checkHeader(f, st.Size(), path)
+	return 0, checkHeader(f, size, f.Name())
+}
+
+// errNotRegular is a journal that is a FIFO, a device, a socket or a
+// directory: no journal, which Open sets aside.
+var errNotRegular = errors.New("the journal is not a regular file")
+
+// openJournalToRead opens the journal in dir for reading from outside the queue
+// (safeio.OpenRegular: a FIFO is not waited on). One that is not a regular
+// file is errNotRegular; a link where it is kept is an error of its own,
+// as it is to Open.
+func openJournalToRead(dir string) (*os.File, int64, error) {
+	f, st, err := safeio.OpenRegular(filepath.Join(dir, journalName), math.MaxInt64)
+	switch {
+	case errors.Is(err, safeio.ErrSymlink):
+		return nil, 0, err
+	case errors.Is(err, safeio.ErrNotRegular):
+		return nil, 0, errNotRegular
+	case err != nil:
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
 }

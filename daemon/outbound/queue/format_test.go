@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // The journal's first line is the version formats names.
@@ -97,5 +99,46 @@ func TestDamagedJournalStampIsRefusedAndKept(t *testing.T) {
 		if c := corruptFiles(t, dir); len(c) != 0 {
 			t.Errorf("%q: set aside: %v", line, c)
 		}
+	}
+}
+
+// TestJournalReadersRefuseOddFiles: what reads the journal from outside
+// the queue (mailctl doctor's Inspect, the daemon's JournalVersion at
+// start) finds a FIFO where the journal is kept to be no journal, without
+// waiting for a writer, and a link an error, as Open does.
+func TestJournalReadersRefuseOddFiles(t *testing.T) {
+	fifo := t.TempDir()
+	testwait.FIFO(t, filepath.Join(fifo, journalName))
+	in := testwait.Returns(t, "Inspect of a FIFO", func() *Inspection {
+		in, err := Inspect(fifo)
+		if err != nil {
+			t.Errorf("Inspect of a FIFO: %v", err)
+		}
+		return in
+	})
+	if in == nil || in.Damaged == "" || in.Version != 0 {
+		t.Errorf("Inspect of a FIFO: %+v, want it damaged", in)
+	}
+	err := testwait.Returns(t, "JournalVersion of a FIFO", func() error {
+		v, err := JournalVersion(fifo)
+		if v != 0 {
+			t.Errorf("JournalVersion of a FIFO: %d", v)
+		}
+		return err
+	})
+	if err != nil {
+		t.Errorf("JournalVersion of a FIFO: %v, want no journal", err)
+	}
+
+	link, real := t.TempDir(), t.TempDir()
+	openTestQueue(t, real).Close()
+	if err := os.Symlink(filepath.Join(real, journalName), filepath.Join(link, journalName)); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := Inspect(link); !errors.Is(err, safeio.ErrSymlink) {
+		t.Errorf("Inspect of a link: %+v, %v; want it refused", in, err)
+	}
+	if v, err := JournalVersion(link); !errors.Is(err, safeio.ErrSymlink) {
+		t.Errorf("JournalVersion of a link: %d, %v; want it refused", v, err)
 	}
 }

@@ -2,11 +2,11 @@ package queue
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/internal/formats"
@@ -56,23 +56,17 @@ func Inspect(dir string) (*Inspection, error) {
 	if ents, err := os.ReadDir(filepath.Join(dir, "corrupt")); err == nil {
 		in.SetAside = len(ents)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, journalName), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if os.IsNotExist(err) {
+	f, size, err := openJournalToRead(dir)
+	switch {
+	case os.IsNotExist(err):
 		return in, nil
-	}
-	if err != nil {
+	case errors.Is(err, errNotRegular):
+		in.Damaged = err.Error()
+		return in, nil
+	case err != nil:
 		return nil, fmt.Errorf("opening the queue journal: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		in.Damaged = "the journal is not a regular file"
-		return in, nil
-	}
-	size := st.Size()
 	if size == 0 {
 		return in, nil // created, its header not yet written
 	}
