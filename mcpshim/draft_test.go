@@ -90,3 +90,33 @@ func TestEmailDraftAndScheduledSend(t *testing.T) {
 		t.Fatalf("delete: %+v", dd)
 	}
 }
+
+// Regression: the mailbox's own draft was read with trust.why "this mailbox
+// has no trusted senders configured, so no mail to it is trusted", which
+// is not why: a draft was never mail to it. Its trusted is "none" and its
+// text fenced (a person may have written it, and a reply's subject and
+// recipients come from the message it answers), and why says so; a sent
+// copy says it was sent by the mailbox and is not fenced.
+func TestOwnDraftsAndSentCopiesSayWhatTrustedMeans(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Tools = []string{"all"} })
+	e.d.Mailbox(t, "agent")
+	e.d.Mailbox(t, "boss")
+	var dd DraftData
+	e.ok("email_draft", map[string]any{"action": "create", "mailbox": "agent", "to": "boss@example.test", "subject": "Plan", "body": "a draft"}, &dd)
+	var list EmailListData
+	e.ok("email_list", map[string]any{"mailbox": "agent", "folder": "drafts"}, &list)
+	if len(list.Messages) != 1 || list.Messages[0].Trusted != "none" {
+		t.Fatalf("drafts listed: %+v, want one with trusted none", list.Messages)
+	}
+	var read EmailReadData
+	e.ok("email_read", map[string]any{"mailbox": "agent", "folder": "drafts", "id": dd.Draft.ID}, &read)
+	if tr := read.Trust; tr == nil || tr.Trusted != "none" || !tr.Fenced || !strings.Contains(tr.Why, "a draft of this mailbox") {
+		t.Fatalf("the draft's trust: %+v, want none, fenced, and why saying it is a draft", tr)
+	}
+	var sent SendData
+	e.ok("email_send", map[string]any{"from_mailbox": "agent", "to": "boss@example.test", "subject": "Sent", "body": "sent"}, &sent)
+	e.ok("email_read", map[string]any{"mailbox": "agent", "folder": "sent", "id": sent.ID}, &read)
+	if tr := read.Trust; tr == nil || tr.Trusted != "none" || tr.Fenced || !strings.Contains(tr.Why, "sent by this mailbox") {
+		t.Fatalf("the sent copy's trust: %+v, want none, not fenced, sent by this mailbox", tr)
+	}
+}

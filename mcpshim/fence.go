@@ -134,6 +134,8 @@ func trustWhy(m *protocol.Message) string {
 		return "submitted on this host by the mailbox " + m.SubmittedBy + ", whose owner the daemon knows by uid, from this host's own address, which is on this mailbox's trusted senders (authenticated by the submission, whatever DKIM says)"
 	case m.Trusted.IsTrusted():
 		return "the sender's domain is authenticated (aligned DKIM or SPF) and the sender is on this mailbox's trusted senders"
+	case m.Folder == protocol.FolderDrafts:
+		return "a draft of this mailbox, not mail it received: written here by the agent or by a person editing its file, and for a reply filled in from the message it answers, so its text is fenced as data"
 	case m.Trusted == protocol.NoPolicy || m.Trusted == "":
 		return "this mailbox has no trusted senders configured, so no mail to it is trusted, whoever sends it (the operator sets trusted_senders)"
 	case authenticated(m):

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -154,6 +155,8 @@ func FuzzHTTP(f *testing.F) {
 	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", "")
 	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", "\f0") // form feed: white space to Go, not to JSON
 	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", `{"jsonrpc":"2.0","id":1,"method":"tools/nope"}`)
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`)
+	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", "{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}")
 	f.Add("POST", "Bearer "+token, "", "127.0.0.1:8765", "", `[{"jsonrpc":"2.0","method":"notifications/nope"},{"jsonrpc":"2.0","id":"a","method":"ping"}]`)
 	s := New(Options{SocketPath: "/nonexistent/mailctl-fuzz.sock", Logger: testLogger()})
 	s.dialTimeout = 100 * time.Millisecond
@@ -201,6 +204,9 @@ func FuzzHTTP(f *testing.F) {
 			err := json.Unmarshal(rec.Body.Bytes(), &r)
 			if err != nil || r.JSONRPC != "2.0" || r.ID == nil || r.Error == nil || r.Error.Code == 0 || r.Error.Message == "" {
 				t.Fatalf("HTTP 400 application/json that is no JSON-RPC error: %q (%v)", rec.Body, err)
+			}
+			if b := rec.Body.Bytes(); !utf8.Valid(b) || len(b) > maxRefusalBytes || !echoable(r.ID) && string(r.ID) != "null" {
+				t.Fatalf("HTTP 400 of %d bytes, not UTF-8 or its id not one to write back: %.300q", len(b), b)
 			}
 		}
 		served := method == "POST" && auth == "Bearer "+token && (origin == "" || loopbackOrigin(origin))

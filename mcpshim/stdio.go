@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -330,17 +331,39 @@ func (c *lineConn) answer(id json.RawMessage, code int64, msg, mailctlCode strin
 }
 
 // errorResponse is a JSON-RPC error response under id (nil: null) whose
-// data carries the mailctl code, as every transport writes one.
+// data carries the mailctl code, as every transport writes one. An id that
+// cannot be written back as sent (echoable) is answered under null, and
+// the message is cut at maxAnswerMessage bytes: both come from what the
+// client sent, which may be any bytes and up to a whole line long.
 func errorResponse(id json.RawMessage, code int64, msg, mailctlCode string) ([]byte, error) {
-	if id == nil {
+	if !echoable(id) {
 		id = json.RawMessage("null")
 	}
+	msg = cutText(msg, maxAnswerMessage)
 	resp := struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   any             `json:"error"`
 	}{"2.0", id, map[string]any{"code": code, "message": msg, "data": map[string]any{"code": mailctlCode}}}
 	return json.Marshal(resp)
+}
+
+// maxAnswerMessage bounds the message of an error the server answers
+// itself, which may quote what the client sent (a method's name, the
+// decoder's error).
+const maxAnswerMessage = 1024
+
+// cutText is s cut to at most n bytes at a character's start, ending in
+// "…" when cut.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // maxJSONDepth is encoding/json's limit on nesting, which a line past it

@@ -113,8 +113,16 @@ type QueueBulkResult struct {
 	Matched int `json:"matched"`
 	// Changed items were made due now (flush) or had recipients dropped.
 	Changed int `json:"changed"`
-	// Recipients is how many recipients were made due or dropped.
+	// Recipients is how many recipients were made due or dropped. A flush
+	// makes a whole item due, so it counts every recipient of the changed
+	// items that is not yet delivered and not held: an attempt tries them
+	// all, at whichever domain.
 	Recipients int `json:"recipients"`
+	// OtherDomains is how many of a flush's Recipients are not at the
+	// filter's domain: tried now with the items that have a recipient
+	// there. Left out when none (and always for a drop, which drops only
+	// the domain's).
+	OtherDomains int `json:"other_domains,omitempty"`
 	// Busy items were being delivered and were left alone: run the
 	// request again in a moment.
 	Busy int `json:"busy"`

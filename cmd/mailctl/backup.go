@@ -233,7 +233,10 @@ index is rebuilt when the daemon starts. Root only.`)
 		fmt.Fprintf(stdout, "DKIM key written: %s\n", k)
 	}
 	for _, n := range res.Dropped {
-		fmt.Fprintf(stdout, "registry entry of mailbox %s left out: the mailbox was deleted while the backup was taken\n", n)
+		fmt.Fprintf(stdout, "registry entry of mailbox %s left out: the mailbox was deleted while the backup was taken\n", inert(n))
+	}
+	if more := res.DroppedCount - len(res.Dropped); more > 0 {
+		fmt.Fprintf(stdout, "%d more registry entries of mailboxes the archive does not hold left out (%d in all)\n", more, res.DroppedCount)
 	}
 	if res.ConfigTo != "" {
 		fmt.Fprintf(stdout, "the archive's config written to %s\n", res.ConfigTo)

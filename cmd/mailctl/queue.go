@@ -19,7 +19,7 @@ const queueHelp = `Usage: mailctl queue SUBCOMMAND [flags]
   summary [FILTERS]      items per destination domain by age (like qshape)
   show ID [--json]       one item with each recipient's state
   retry ID               attempt a deferred item now
-  flush [FILTERS]        attempt every matching item now
+  flush [FILTERS]        attempt every matching item now (all its recipients)
   drop ID                remove an item; undelivered recipients become failed
   drop FILTERS | --all   remove every matching item (or recipient, with --domain)
   approve ID             release an item held for approval (send.hold)

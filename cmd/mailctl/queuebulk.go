@@ -11,7 +11,7 @@ import (
 // queueFilterFlags adds the bulk filters to fs.
 func queueFilterFlags(fs *flag.FlagSet) *protocol.QueueFilter {
 	f := &protocol.QueueFilter{}
-	fs.StringVar(&f.Domain, "domain", "", "only items with a recipient not yet delivered at this domain")
+	fs.StringVar(&f.Domain, "domain", "", "only items with a recipient not yet delivered at this domain (a flush tries every recipient of such an item)")
 	fs.StringVar(&f.Mailbox, "mailbox", "", "only items this mailbox sent")
 	fs.StringVar(&f.State, "state", "", "only items in this state: pending, deferred, held or scheduled")
 	fs.StringVar(&f.OlderThan, "older-than", "", "only items queued at least this long ago (e.g. 90m, 4h, 2d)")
@@ -31,6 +31,9 @@ func checkFilter(fs *flag.FlagSet, f *protocol.QueueFilter) (int, bool) {
 
 func printBulk(verb string, res protocol.QueueBulkResult) {
 	fmt.Fprintf(stdout, "%s %d item(s) (%d recipient(s)) of %d matched\n", verb, res.Changed, res.Recipients, res.Matched)
+	if res.OtherDomains > 0 {
+		fmt.Fprintf(stdout, "%d of those recipient(s) are at other domains: a flush makes the whole item due, and its attempt tries every recipient not yet delivered\n", res.OtherDomains)
+	}
 	if res.Held > 0 {
 		fmt.Fprintf(stdout, "%d held item(s) left held: release them with `mailctl queue approve ID`\n", res.Held)
 	}
@@ -44,7 +47,9 @@ func printBulk(verb string, res protocol.QueueBulkResult) {
 
 func queueFlush(args []string) int {
 	cf := newClientFlags("queue flush", "queue flush [--domain D] [--mailbox M] [--state S] [--older-than AGE] [--json]",
-		"Makes every matching item due now (without a filter: all you may steer), as `queue retry` does one, and says how many. Held items stay held; scheduled items keep their time unless --state scheduled names them.").withJSON()
+		"Makes every matching item due now (without a filter: all you may steer), as `queue retry` does one, and says how many items and recipients. "+
+			"An item has one due time: its next attempt tries every recipient of it not yet delivered, so with --domain the item's recipients at other domains are tried now too, and counted apart. "+
+			"Held items stay held; scheduled items keep their time unless --state scheduled names them.").withJSON()
 	f := queueFilterFlags(cf.fs)
 	if code, ok := parseArgs(cf.fs, args, 0, "give filters as flags, not arguments"); !ok {
 		return code

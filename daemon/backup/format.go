@@ -58,6 +58,9 @@ const (
 	MaxFile       = 1 << 30   // one message, raw copy or attachment
 	MaxEntries    = 10_000_000
 	MaxNameLen    = 1024 // a whole entry name
+	// MaxListed bounds the names a restore's result lists of what it left
+	// out; its counts are whole.
+	MaxListed     = 100
 	maxComponent  = 255
 	maxAttachPart = 2 // folder/id.attachments/name: components below a folder at most
 )

@@ -268,7 +268,7 @@ func TestRestoreLeavesOutARegistryEntryWithoutItsMailbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Dropped) != 1 || res.Dropped[0] != "gone" {
+	if res.DroppedCount != 1 || len(res.Dropped) != 1 || res.Dropped[0] != "gone" {
 		t.Fatalf("dropped %v, want [gone]", res.Dropped)
 	}
 	if _, err := os.Stat(filepath.Join(state, "registry", "mailboxes", "gone.json")); err == nil {
@@ -278,6 +278,28 @@ func TestRestoreLeavesOutARegistryEntryWithoutItsMailbox(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(state, "registry", "mailboxes", "agent.json"))
 	if err != nil || json.Unmarshal(b, &rec) != nil || rec["owner_uid"] != float64(uid) || rec["id"] != "m1" {
 		t.Fatalf("agent's entry: %s (%v), want owner_uid %d and its id kept", b, err, uid)
+	}
+}
+
+// Regression: the restore named every registry entry it left out, so an
+// archive of millions of entries of mailboxes it does not hold (damaged,
+// or made to) grew the answer, and the lines the CLI prints, with them.
+// It counts them all and names the first MaxListed.
+func TestRestoreBoundsTheNamesItLeavesOut(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	const n = 3 * MaxListed
+	entries := []entry{manifestEntry("agent")}
+	for i := range n {
+		name := fmt.Sprintf("gone%04d", i)
+		entries = append(entries, entry{name: prefix + dirRegMboxes + name + ".json", data: `{"id":"m` + name + `","name":"` + name + `","owner_uid":1234,"owner_gid":1234}`})
+	}
+	res, err := Restore(bytes.NewReader(archive(t, entries...)), RestoreOptions{StateDir: filepath.Join(t.TempDir(), "state"),
+		LookupUser: func(string) (uint32, uint32, error) { return uid, gid, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DroppedCount != n || len(res.Dropped) != MaxListed || res.Dropped[0] != "gone0000" || res.Dropped[MaxListed-1] != fmt.Sprintf("gone%04d", MaxListed-1) {
+		t.Fatalf("dropped %d, named %d (%v...), want %d counted and the first %d named", res.DroppedCount, len(res.Dropped), res.Dropped[:min(3, len(res.Dropped))], n, MaxListed)
 	}
 }
 

@@ -83,9 +83,13 @@ type RestoreResult struct {
 	ConfigTo   string
 	MovedAside string
 	Keys       []string
-	// Dropped names registry entries of mailboxes the archive does not
-	// hold (deleted while the backup was taken); they are left out.
-	Dropped []string
+	// DroppedCount counts the registry entries of mailboxes the archive
+	// does not hold (deleted while the backup was taken), which are left
+	// out, and Dropped names the first MaxListed of them in the archive's
+	// order: an archive may hold millions of such entries (a damaged or
+	// hostile one), and the answer stays small.
+	DroppedCount int
+	Dropped      []string
 	// Undeclared names the restored mailboxes that the archive's registry
 	// has no entry for and this host's config does not declare (declared
 	// in the archive's config.toml, which is not put in place): the daemon
@@ -535,7 +539,10 @@ func (rs *restorer) renumber(kind Kind, file string, data []byte) ([]byte, error
 		if !ok {
 			// Deleted between the snapshot of the registry and that of
 			// the mailboxes: it was gone at the cut.
-			rs.res.Dropped = append(rs.res.Dropped, name)
+			rs.res.DroppedCount++
+			if len(rs.res.Dropped) < MaxListed {
+				rs.res.Dropped = append(rs.res.Dropped, name)
+			}
 			return nil, nil
 		}
 		var oldUID, createdBy uint32

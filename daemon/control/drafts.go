@@ -210,11 +210,13 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 	}
 	// A draft that was queued but not yet removed (the daemon stopped in
 	// between) must not go out twice when it is sent again unchanged: this
-	// version of this draft file is the send's idempotency key. An edit
+	// version of this draft file is the send's idempotency key, and its
+	// record is kept for as long as the draft is there at this version,
+	// past delivery.idempotency_window too (outbound.DraftSource). An edit
 	// makes a new version, which is a new message.
 	sum := sha256.Sum256([]byte(a.ID + "\x00" + version))
 	args.IdempotencyKey = "draft-" + hex.EncodeToString(sum[:])
-	res, err := s.sendFrom(ctx, c, box, args)
+	res, err := s.sendFrom(ctx, c, box, args, &outbound.DraftSource{ID: a.ID, Version: version})
 	if err != nil || a.DryRun {
 		return res, err
 	}

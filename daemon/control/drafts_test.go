@@ -7,9 +7,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailctl/mailctl/daemon/control"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testdaemon"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -77,6 +79,58 @@ func TestDraftSentAgainAfterAStopIsNotSentTwice(t *testing.T) {
 	}
 	if n := len(mx.Messages()); n != 2 {
 		t.Fatalf("the MX got %d messages, want 2", n)
+	}
+}
+
+// Regression: the version of a draft is its send's idempotency key, and a
+// key is remembered for delivery.idempotency_window (30 days). A draft
+// left in drafts/ after it was queued (the daemon stopped before removing
+// it) and sent again after the window went out a second time. The record
+// of a draft's send is kept as long as the draft is still there as it was
+// sent, so a retry answers the first send, whenever it comes.
+func TestDraftSentAgainAfterTheWindowIsNotSentTwice(t *testing.T) {
+	clk := testclock.New()
+	mx := fakemx.New(t, "127.0.0.1", nil)
+	_, port, _ := net.SplitHostPort(mx.Addr)
+	td := testdaemon.Start(t, testdaemon.Options{Extra: "[delivery]\nport = " + port + "\n", Clock: clk.Now})
+	td.DNS.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	td.DNS.SetIP("mx.remote.test", "127.0.0.1")
+	td.Mailbox(t, "alice")
+	var dr protocol.Draft
+	if err := td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Once", Body: "only once, ever\n"}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	keep := control.SwapRemoveDraft(func(*control.Server, string, string, string) (bool, error) {
+		return false, errors.New("stopped before the draft was removed")
+	})
+	var first protocol.SendResult
+	err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &first)
+	control.SwapRemoveDraft(keep)
+	if err != nil || first.Status != "delivered" {
+		t.Fatalf("first send: %+v %v", first, err)
+	}
+	clk.Advance(31 * 24 * time.Hour) // past delivery.idempotency_window
+	var again protocol.SendResult
+	if err := td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.MessageID != first.MessageID || again.ID != first.ID {
+		t.Fatalf("the unchanged draft sent again 31 days later: %+v, want the first send (%s)", again, first.MessageID)
+	}
+	if n := len(mx.Messages()); n != 1 {
+		t.Fatalf("the MX got %d messages, want 1", n)
+	}
+	if _, err := os.Stat(dr.Path); !os.IsNotExist(err) {
+		t.Fatalf("the draft is still in drafts after the second call: %v", err)
+	}
+	// Gone now: a third call says so, and sends nothing.
+	err = td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: dr.ID}, &again)
+	if pe, ok := err.(*protocol.Error); !ok || pe.Code != protocol.CodeNotFound {
+		t.Fatalf("sending the sent draft a third time: %v, want not_found", err)
+	}
+	if n := len(mx.Messages()); n != 1 {
+		t.Fatalf("the MX got %d messages, want 1", n)
 	}
 }
 

@@ -21,12 +21,12 @@ func (s *Server) sender() (Outbound, error) {
 }
 
 func handleSend(ctx context.Context, s *Server, c *call, a *protocol.SendArgs) (any, error) {
-	return s.sendFrom(ctx, c, c.box(), a)
+	return s.sendFrom(ctx, c, c.box(), a, nil)
 }
 
 // sendFrom sends a as mailbox m, which the caller was checked to own: the
 // one path of every send (the send verb and a draft's).
-func (s *Server) sendFrom(ctx context.Context, c *call, m *registry.Mailbox, a *protocol.SendArgs) (protocol.SendResult, error) {
+func (s *Server) sendFrom(ctx context.Context, c *call, m *registry.Mailbox, a *protocol.SendArgs, draft *outbound.DraftSource) (protocol.SendResult, error) {
 	o, err := s.sender()
 	if err != nil {
 		return protocol.SendResult{}, err
@@ -34,7 +34,7 @@ func (s *Server) sendFrom(ctx context.Context, c *call, m *registry.Mailbox, a *
 	if !a.AllowEmpty && a.ReplyToID == "" && strings.TrimSpace(a.Subject) == "" && strings.TrimSpace(a.Body) == "" && strings.TrimSpace(a.HTMLBody) == "" && len(a.Attachments) == 0 {
 		return protocol.SendResult{}, protocol.Errorf(protocol.CodeInvalidInput, "the message has no subject, no body and no attachment: give a subject or a body, or set allow_empty if an empty message is really meant")
 	}
-	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, OwnerUID: m.UID, FromAddress: s.address(m.Name), FromName: s.b.DisplayName(m.Name), Policy: s.cfg().EffectiveSend(m.Name), Args: *a}
+	req := outbound.SendRequest{Mailbox: m.Name, MailboxID: m.ID, OwnerUID: m.UID, FromAddress: s.address(m.Name), FromName: s.b.DisplayName(m.Name), Policy: s.cfg().EffectiveSend(m.Name), Args: *a, Draft: draft}
 	if a.ReplyToID != "" {
 		parent, err := s.replyParent(c, m.Name, a.ReplyToID)
 		if err != nil {

@@ -272,6 +272,11 @@ func (s *memStore) FindByMessageID(mailbox, folder, mid string) (string, bool) {
 	return "", false
 }
 
+// Version: the memory store holds no drafts.
+func (s *memStore) Version(mailbox, folder, id string) (string, error) {
+	return "", store.ErrNotFound
+}
+
 func (s *memStore) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
 )
 
 // idemRecord remembers which message an idempotency key produced. Mailbox,
@@ -27,6 +28,11 @@ type idemRecord struct {
 	Mailbox   string    `json:"mailbox,omitempty"`
 	MailboxID string    `json:"mailbox_id,omitempty"`
 	Key       string    `json:"key,omitempty"`
+	// Draft and DraftVersion name the draft the message was sent from
+	// (SendRequest.Draft): the record outlives the window while that
+	// draft is still in drafts/ at that version.
+	Draft        string `json:"draft,omitempty"`
+	DraftVersion string `json:"draft_version,omitempty"`
 }
 
 // DefaultKeyWindow is how long an idempotency key is remembered when
@@ -165,7 +171,9 @@ func readIdem(path string) (rec *idemRecord, mtime time.Time, err error) {
 // the window at now. The window counts from the send; a message still in
 // the queue (scheduled, held or being retried) keeps its key remembered
 // however long that takes, so that no retry of a call can make a second
-// message while the first may still go out.
+// message while the first may still go out. So does a draft still in
+// drafts/ as it was sent (draftLeft): a retry of its draft.send, whenever
+// it comes, answers the first send and takes the draft out.
 func (s *Service) expired(mailbox string, rec *idemRecord, now time.Time) bool {
 	if now.Sub(rec.Created) < s.keyWindow() {
 		return false
@@ -177,6 +185,30 @@ func (s *Service) expired(mailbox string, rec *idemRecord, now time.Time) bool {
 		if it, err := s.Queue.Get(QueueID(mailbox, rec.SentID)); err == nil && !it.Settled() && it.MailboxID == rec.MailboxID {
 			return false
 		}
+		if s.draftLeft(mailbox, rec) {
+			return false
+		}
+	}
+	return true
+}
+
+// draftLeft reports whether the draft rec's message was sent from is still
+// in mailbox's drafts/ at the version that was sent, or may be: only a
+// draft found gone, or changed (a new version is a new message), lets the
+// record go.
+func (s *Service) draftLeft(mailbox string, rec *idemRecord) bool {
+	if rec.Draft == "" || store.ValidID(rec.Draft) != nil || s.Sent == nil || s.Sent.Store == nil {
+		return false
+	}
+	if s.Deleted != nil && s.Deleted(mailbox, rec.MailboxID) {
+		return false
+	}
+	v, err := s.Sent.Store.Version(mailbox, protocol.FolderDrafts, rec.Draft)
+	switch {
+	case err == nil:
+		return v == rec.DraftVersion
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, store.ErrNotFound):
+		return false
 	}
 	return true
 }

@@ -50,6 +50,9 @@ type SentStore interface {
 	// Header reads a message's frontmatter only, whatever its body.
 	Header(mailbox, folder, id string) (*store.Message, error)
 	FindByMessageID(mailbox, folder, messageID string) (id string, ok bool)
+	// Version is the version of a message's file (a draft's, here): it
+	// changes with any edit.
+	Version(mailbox, folder, id string) (string, error)
 }
 
 // HeaderReader reads a message's frontmatter: the store's Header, or one
@@ -107,7 +110,19 @@ type SendRequest struct {
 	// OwnerUID is the uid of the mailbox's owner: the rate limits count
 	// per mailbox name and owner.
 	OwnerUID uint32
+	// Draft is the draft the message is sent from, as it was read; nil for
+	// any other send. Its idempotency record is kept past the window for
+	// as long as the draft is in drafts/ as it was sent (DraftSource).
+	Draft *DraftSource
 }
+
+// DraftSource is a draft as draft.send read it: its id in the mailbox's
+// drafts/ and the version of its file, which is the send's idempotency
+// key. The draft leaves drafts/ once its message is queued; one still
+// there at that version was sent but not removed (the daemon stopped in
+// between), and a retry must answer the first send however late it comes,
+// never send it again.
+type DraftSource struct{ ID, Version string }
 
 // ErrMailboxGone is a send's answer when its mailbox was deleted between
 // the caller's access check and the message's queueing: the message is
@@ -292,8 +307,12 @@ func (s *Service) rememberKey(req SendRequest, sentID, messageID string, now tim
 	if req.Args.IdempotencyKey == "" {
 		return
 	}
-	if err := s.remember(req, idemRecord{SentID: sentID, MessageID: messageID, Created: now,
-		Mailbox: req.Mailbox, MailboxID: req.MailboxID, Key: req.Args.IdempotencyKey}); err != nil {
+	rec := idemRecord{SentID: sentID, MessageID: messageID, Created: now,
+		Mailbox: req.Mailbox, MailboxID: req.MailboxID, Key: req.Args.IdempotencyKey}
+	if req.Draft != nil {
+		rec.Draft, rec.DraftVersion = req.Draft.ID, req.Draft.Version
+	}
+	if err := s.remember(req, rec); err != nil {
 		s.log().Error("cannot record idempotency key", "mailbox", req.Mailbox, "id", sentID, "err", err)
 	}
 }

@@ -63,6 +63,7 @@ type Daemon struct {
 	pub    ed25519.PublicKey
 	cancel context.CancelFunc
 	done   chan error
+	clock  func() time.Time
 }
 
 // Options adjust the config.
@@ -71,6 +72,8 @@ type Options struct {
 	Extra string
 	// Open declares OpenMailbox, owned by the user running the test.
 	Open bool
+	// Clock, when set, is the daemon's clock (daemon.Options.Clock).
+	Clock func() time.Time
 }
 
 // Start runs a daemon until the test ends.
@@ -112,7 +115,7 @@ trusted_senders = ["*@%[6]s", "*@%[1]s"]
 		tb.Fatal(err)
 	}
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
-	td := &Daemon{Dir: dir, DNS: &resolver.Map{}, key: key, pub: pub}
+	td := &Daemon{Dir: dir, DNS: &resolver.Map{}, key: key, pub: pub, clock: o.Clock}
 	td.run(tb)
 	tb.Cleanup(td.Stop)
 	return td
@@ -138,7 +141,7 @@ func (td *Daemon) run(tb testing.TB) {
 	if testing.Verbose() && os.Getenv("MAILCTL_TEST_DAEMON_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	d, err := daemon.New(cfg, daemon.Options{Version: "test", Logger: logger, Resolver: td.DNS, Ready: func() { close(ready) }})
+	d, err := daemon.New(cfg, daemon.Options{Version: "test", Logger: logger, Resolver: td.DNS, Clock: td.clock, Ready: func() { close(ready) }})
 	if err != nil {
 		tb.Fatal(err)
 	}

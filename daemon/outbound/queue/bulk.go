@@ -90,9 +90,10 @@ const (
 
 // bulk applies fn to each of ids still queued that m matches, saving every
 // change with one fsync, then tells the Notifier. fn returns how many
-// recipients it changed (0: the item is left as it was) and why it kept an
-// item as it was, which the result counts (keptHeld, keptScheduled).
-func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (int, int)) protocol.QueueBulkResult {
+// recipients it changed (0: the item is left as it was), how many of those
+// are not at m's domain (OtherDomains), and why it kept an item as it was,
+// which the result counts (keptHeld, keptScheduled).
+func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (n, other, kept int)) protocol.QueueBulkResult {
 	res := protocol.QueueBulkResult{IDs: []string{}}
 	type told struct {
 		e       *entry
@@ -115,7 +116,7 @@ func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (in
 			continue
 		}
 		backup := e.it.clone()
-		n, kept := fn(e.it, now)
+		n, other, kept := fn(e.it, now)
 		switch kept {
 		case keptHeld:
 			res.Held++
@@ -137,6 +138,7 @@ func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (in
 		last = max(last, w)
 		res.Changed++
 		res.Recipients += n
+		res.OtherDomains += other
 		if len(res.IDs) < protocol.MaxBulkIDs {
 			res.IDs = append(res.IDs, id)
 		}
@@ -172,28 +174,41 @@ func (q *Queue) bulk(ids []string, m Match, fn func(it *Item, now time.Time) (in
 // Scheduled items keep their send_at unless m asks for scheduled items by
 // state: a flush after a destination's outage must not send next week's
 // mail now (retry of the one id, or --state scheduled, does that).
+//
+// An item has one due time, and its attempt tries every recipient not
+// yet final (attempt): a flush by domain makes the whole item due, so its
+// recipients at other domains are tried now too. Each of them is counted
+// in the result (OtherDomains) and shown due now, as it is.
 func (q *Queue) FlushMany(ids []string, m Match) protocol.QueueBulkResult {
-	return q.bulk(ids, m, func(it *Item, now time.Time) (int, int) {
+	return q.bulk(ids, m, func(it *Item, now time.Time) (int, int, int) {
 		if it.Held {
-			return 0, keptHeld
+			return 0, 0, keptHeld
 		}
 		if it.Scheduled() && m.State != protocol.QueueStateScheduled {
-			return 0, keptScheduled
+			return 0, 0, keptScheduled
 		}
-		n := 0
+		picked, n, other := false, 0, 0
 		for i := range it.Recipients {
 			r := &it.Recipients[i]
-			if m.picks(r) {
-				n++
-				if r.Status == StatusDeferred {
-					r.NextAttempt = now
-				}
+			if Final(r.Status) || r.Status == StatusHeld {
+				continue
+			}
+			picked = picked || m.picks(r)
+			n++
+			if !m.picks(r) {
+				other++
 			}
 		}
-		if n > 0 {
-			it.NextAttempt = now
+		if !picked {
+			return 0, 0, keptNone
 		}
-		return n, keptNone
+		for i := range it.Recipients {
+			if r := &it.Recipients[i]; r.Status == StatusDeferred {
+				r.NextAttempt = now
+			}
+		}
+		it.NextAttempt = now
+		return n, other, keptNone
 	})
 }
 
@@ -202,7 +217,7 @@ func (q *Queue) FlushMany(ids []string, m Match) protocol.QueueBulkResult {
 // are marked failed by the operator, and their sender gets no bounce. An
 // item with no recipient left to deliver settles.
 func (q *Queue) DropMany(ids []string, m Match) protocol.QueueBulkResult {
-	return q.bulk(ids, m, func(it *Item, now time.Time) (int, int) {
+	return q.bulk(ids, m, func(it *Item, now time.Time) (int, int, int) {
 		n := 0
 		for i := range it.Recipients {
 			r := &it.Recipients[i]
@@ -211,7 +226,7 @@ func (q *Queue) DropMany(ids []string, m Match) protocol.QueueBulkResult {
 				r.Status, r.Detail, r.UpdatedAt, r.NextAttempt = StatusFailed, DetailDropped, now, time.Time{}
 			}
 		}
-		return n, keptNone
+		return n, 0, keptNone
 	})
 }
 

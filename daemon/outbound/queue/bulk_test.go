@@ -1,12 +1,14 @@
 package queue
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/daemon/outbound/delivery"
 	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/wal"
 	"github.com/mailctl/mailctl/protocol"
@@ -125,6 +127,53 @@ func TestQueueFlushMany(t *testing.T) {
 	res = q.FlushMany([]string{"old2"}, Match{})
 	if res.Matched != 1 || !slices.Equal(res.IDs, []string{"old2"}) {
 		t.Fatalf("flush of one id: %+v", res)
+	}
+}
+
+// recorder is byDomain noting the recipients of each attempt.
+type recorder struct {
+	byDomain
+	tried [][]string
+}
+
+func (r *recorder) Deliver(ctx context.Context, from string, rcpts []string, data []byte) []delivery.Result {
+	r.tried = append(r.tried, slices.Clone(rcpts))
+	return r.byDomain.Deliver(ctx, from, rcpts, data)
+}
+
+// Regression: `queue flush --domain dead.test` answered "1 recipient" for
+// an item with recipients at dead.test and slow.test, showed the one at
+// slow.test still due hours later, and then tried both at once: an item
+// has one due time and its attempt tries every recipient not yet
+// delivered. The answer counts every recipient the flush makes due, says
+// how many are at other domains, and shows each due now, as it is.
+func TestQueueFlushByDomainSaysWhoIsTried(t *testing.T) {
+	clk := testclock.New()
+	d := &recorder{byDomain: byDomain{clk: clk, slowUntil: func(string) time.Time { return clk.Now().Add(time.Hour) }}}
+	q, err := Open(t.TempDir(), d, newWarnNotes(), Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if err := q.Enqueue(testItem("two", "a@dead.test", "b@slow.test", "c@ok.test")); err != nil {
+		t.Fatal(err)
+	}
+	step(q) // c@ok.test delivered; the other two deferred
+	clk.Advance(time.Minute)
+	d.tried = nil
+	res := q.FlushMany(allIDs(q), NewMatch(protocol.QueueFilter{Domain: "dead.test"}, clk.Now()))
+	if res.Changed != 1 || res.Recipients != 2 || res.OtherDomains != 1 {
+		t.Fatalf("flush --domain dead.test: %+v, want 1 item changed, 2 recipients made due, 1 of them at another domain", res)
+	}
+	it, _ := q.Get("two")
+	for _, r := range it.Recipients {
+		if r.Status == StatusDeferred && !r.NextAttempt.Equal(clk.Now()) {
+			t.Errorf("%s shown due at %v after the flush, want now (%v): it is tried now", r.Address, r.NextAttempt, clk.Now())
+		}
+	}
+	step(q)
+	if want := [][]string{{"a@dead.test", "b@slow.test"}}; !slices.EqualFunc(d.tried, want, slices.Equal) {
+		t.Fatalf("attempts after the flush %v, want %v", d.tried, want)
 	}
 }
 
