@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -149,5 +150,24 @@ func BenchmarkBodyText(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		bodyText(s)
+	}
+}
+
+func TestWordSet(t *testing.T) {
+	var s wordSet
+	words := make([]string, 10000)
+	for i := range words {
+		words[i] = strconv.Itoa(i)
+		if !s.add(words[i]) {
+			t.Fatalf("word %d taken for one seen", i)
+		}
+	}
+	for i, w := range words {
+		if s.add(w) {
+			t.Fatalf("word %d taken for a new one", i)
+		}
+	}
+	if s.n != len(words) || len(s.slots) < 2*s.n {
+		t.Errorf("%d words in %d slots", s.n, len(s.slots))
 	}
 }
