@@ -61,6 +61,38 @@ func TestLongBodyWordsAndPhrases(t *testing.T) {
 	}
 }
 
+// Regression: past the ordered part a body was split into words at every
+// ASCII byte that is not a letter or a digit, so what a person searches as
+// one word but the engine reads as words in a row (an address, a host
+// name, 3.14159, e-mail, don't, a date) lost its order there and was not
+// found: the search looks for those words as a phrase. Words joined
+// without a space keep their order, past the ordered part and across its
+// end; words a space apart still never make a phrase there.
+func TestLongBodyWordsJoinedWithoutASpace(t *testing.T) {
+	s := newTestStore(t)
+	joined := []string{"carol@mail.test", "docs.host.test", "3.14159", "e-mail", "don't", "2024-01-05", "v1.2.3", "state-of-the-art"}
+	tail := "write to (" + strings.Join(joined, "), (") + "). golf, hotel"
+	body := longBody("first", tail, 64<<10)
+	// A host name across the end of the ordered part.
+	cross := "zz.across.test"
+	at := orderedBody - 6
+	body = body[:at] + " " + cross + " " + body[at:]
+	long := deliver(t, s, "inbox", testMessage(1), body)
+	for _, q := range append(joined, cross, "golf", "hotel") {
+		if got := searchIDs(t, s, q); !slices.Equal(got, []string{long}) {
+			t.Errorf("search %s: %v, want the long message", q, got)
+		}
+	}
+	for _, q := range []string{`"golf hotel"`, `"mail test docs"`} {
+		if got := searchIDs(t, s, q); len(got) != 0 {
+			t.Errorf("search %s: %v, want none: its words are a space apart past the ordered part", q, got)
+		}
+	}
+	if ids := summaryIDs(allRows(t, s, "inbox", Query{Text: "carol@mail.te"})); !slices.Equal(ids, []string{long}) {
+		t.Errorf("text carol@mail.te: %v, want the long message", ids)
+	}
+}
+
 func TestBodyTextKeepsTheOrderedPartAsItIs(t *testing.T) {
 	body := longBody("first words", "later words", 40<<10)
 	got := bodyText(body)
