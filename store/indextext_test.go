@@ -134,10 +134,52 @@ func ftsTerms(t testing.TB, db *sql.DB, text string) []string {
 	return out
 }
 
+// ftsSequence is the terms the engine makes of text, in order, wordGap
+// included.
+func ftsSequence(t testing.TB, db *sql.DB, text string) []string {
+	t.Helper()
+	if _, err := db.Exec("DELETE FROM f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO f(x) VALUES(?)", text); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query("SELECT term FROM vi ORDER BY offset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// ftsRuns splits a sequence of terms at wordGap: the ordered part first
+// (maybe empty), then each piece of the rest.
+func ftsRuns(seq []string) [][]string {
+	runs := [][]string{nil}
+	for _, term := range seq {
+		if term == wordGap {
+			runs = append(runs, nil)
+			continue
+		}
+		runs[len(runs)-1] = append(runs[len(runs)-1], term)
+	}
+	return runs
+}
+
 // FuzzBodyText checks, against the engine's own tokenizer, that the text
-// bodyText makes of a body holds exactly the words of the body.
+// bodyText makes of a body holds exactly the words of the body, none of
+// them a scope term, and words in a row only where the body has them in a
+// row.
 func FuzzBodyText(f *testing.F) {
-	for _, s := range []string{"", "a b a", "Ünïcode  über-wörds, e-mail a_b x.y", "日本語のテキスト と English", "word§mark §f1 §", "\x00a\x01b\xffc\u00a0d\u2014e", "a-a-a-a b.b c'd", "x \xa7f1 \xe0\x82\xa7m2"} {
+	for _, s := range []string{"", "a b a", "Ünïcode  über-wörds, e-mail a_b x.y", "日本語のテキスト と English", "word§mark §f1 §", "\x00a\x01b\xffc\u00a0d\u2014e", "a-a-a-a b.b c'd", "x \xa7f1 \xe0\x82\xa7m2", "one two one three two four"} {
 		f.Add(uint8(3), s)
 	}
 	db, err := sql.Open("sqlite", "file::memory:")
@@ -147,7 +189,8 @@ func FuzzBodyText(f *testing.F) {
 	db.SetMaxOpenConns(1)
 	defer db.Close()
 	if _, err := db.Exec(`CREATE VIRTUAL TABLE f USING fts5(x, tokenize="unicode61 remove_diacritics 2 tokenchars '§'");
-		CREATE VIRTUAL TABLE v USING fts5vocab(f, 'row')`); err != nil {
+		CREATE VIRTUAL TABLE v USING fts5vocab(f, 'row');
+		CREATE VIRTUAL TABLE vi USING fts5vocab(f, 'instance')`); err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, ordered uint8, body string) {
@@ -163,6 +206,19 @@ func FuzzBodyText(f *testing.F) {
 		for _, term := range terms {
 			if strings.HasPrefix(term, scopeMark) {
 				t.Fatalf("ordered %d: %q holds the term %q, which could be a scope term", n, body, term)
+			}
+		}
+		// Words next to each other in the text are next to each other in
+		// the body: the ordered part is its start, and each run between
+		// two gaps is found in it as a run, so no phrase is found that
+		// the body does not hold.
+		all := strings.Join(ftsSequence(t, db, ftsText(body)), " ")
+		for i, run := range ftsRuns(ftsSequence(t, db, got)) {
+			if len(run) == 0 {
+				continue
+			}
+			if s := strings.Join(run, " "); i == 0 && !strings.HasPrefix(all+" ", s+" ") || !strings.Contains(" "+all+" ", " "+s+" ") {
+				t.Fatalf("ordered %d: the words %q are in a row in the text of %q, not in its body", n, s, body)
 			}
 		}
 		if len(body) > n {
