@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -338,7 +339,7 @@ func (l *Log) Snapshot(w io.Writer) (int64, error) {
 		l.mu.Unlock()
 		return 0, errors.New("the journal is closed")
 	}
-	f, err := os.Open(l.path)
+	f, _, err := safeio.OpenRegular(l.path, math.MaxInt64) // never waits with the lock held
 	size := l.size
 	l.mu.Unlock()
 	if err != nil {

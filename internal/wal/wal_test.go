@@ -269,3 +269,32 @@ func TestOpenRefusesWhatIsNoRegularFile(t *testing.T) {
 		t.Errorf("the file the link leads to now holds %q", b)
 	}
 }
+
+// Snapshot opens the file by its name, under the lock appends take: a FIFO
+// or a link put in its place meanwhile is refused at once, never waited on
+// (with every append behind it) nor followed.
+func TestSnapshotRefusesWhatIsNoRegularFile(t *testing.T) {
+	for _, link := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "log")
+		l, _ := open(t, path)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if link {
+			err = os.Symlink(os.Args[0], path)
+		} else {
+			err = syscall.Mkfifo(path, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := l.Snapshot(&buf); !errors.Is(err, safeio.ErrNotRegular) || errors.Is(err, safeio.ErrSymlink) != link {
+			t.Errorf("link %v: Snapshot: %v, want it refused as no regular file", link, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
