@@ -301,5 +301,10 @@ func scopeTerms(fid, mid int64) string {
 	return fmt.Sprintf("%sf%d %sm%d", scopeMark, fid, scopeMark, mid)
 }
 
-// ftsText is text as the full-text index takes it.
-func ftsText(s string) string { return strings.ReplaceAll(s, scopeMark, " ") }
+// ftsText is text as the full-text index takes it. Bytes that are not
+// UTF-8 become U+FFFD first: the engine's tokenizer reads them leniently
+// (a stray 0xA7 byte, or § written in three or four bytes, it takes for
+// §), so left in they would make a scope term of text.
+func ftsText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), scopeMark, " ")
+}

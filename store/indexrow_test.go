@@ -84,3 +84,42 @@ func BenchmarkTextHash(b *testing.B) {
 		r.textHash()
 	}
 }
+
+// TestTextCannotForgeAScopeTerm: bytes that are not UTF-8, which the
+// engine's tokenizer reads leniently (a stray 0xA7, or § written in three
+// or four bytes, it takes for §), never make a message's text hold another
+// folder's or mailbox's scope term.
+func TestTextCannotForgeAScopeTerm(t *testing.T) {
+	s := newTestStore(t)
+	if _, err := s.List("agent", "inbox", Query{}); err != nil {
+		t.Fatal(err)
+	}
+	fi := s.index("agent", "inbox")
+	fi.mu.Lock()
+	gen, fid, mid := fi.gen, fi.row.fid, fi.row.mid
+	fi.mu.Unlock()
+	m := testMessage(1)
+	m.Subject = "subject \xe0\x82\xa7f99997"
+	m.To = []string{"x \xf0\x80\x82\xa7f99998"}
+	id := NewID(m.ReceivedAt, m.Subject)
+	body := "body \xa7f99999 \xc0\x82\xa7m99999 " + strings.Repeat("filler words ", 2000) + "\xa7m99998 tail"
+	r := newRow(id, m, body, fileStamp{ino: 1}, true)
+	s.idx.w.add(&indexOp{gen: gen, fid: fid, mid: mid, row: r, fresh: true, size: r.size()})
+	if err := s.idx.w.flush(); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := s.idx.handle()
+	for _, term := range []string{"f99997", "f99998", "f99999", "m99999", "m99998"} {
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM fts WHERE fts MATCH ?", `"`+scopeMark+term+`"`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("the text made the scope term %s%s", scopeMark, term)
+		}
+	}
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM fts WHERE fts MATCH ?", "tail AND "+(&listScope{fid: fid}).token()).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the row's own text and scope: %d matches (%v), want 1", n, err)
+	}
+}

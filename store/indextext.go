@@ -9,28 +9,31 @@ import (
 //
 // The index's cost is per word written, and a long body is mostly words it
 // has already seen: the engine tokenizes and files every one of them with
-// its position. So the first orderedBody bytes of a body go in word by word,
-// in order, where a phrase is found; the rest, up to maxIndexedBody, goes in
-// as each of its distinct words once, each between two wordGap terms, where
-// a word is found but a phrase is not: no two of those words are next to
-// each other, so the engine never takes them for a phrase the body does not
-// hold.
+// its position. So the first orderedBody bytes of a body go in as they
+// are, in order, where a phrase is found; the rest, up to maxIndexedBody,
+// goes in as each of its distinct pieces once, each between two wordGap
+// terms. A piece is what lies between two spaces, without the ASCII
+// punctuation at its ends: a word, or words joined without a space (an
+// address, a host name, 3.14159, e-mail, don't), which a search looks for
+// as words in a row and finds there as it would in the ordered part. No two
+// pieces are next to each other, so the engine never takes words a space
+// apart for a phrase the body does not hold next to each other.
 
 // orderedBody is how much of a body the index holds in order.
 const orderedBody = 16 << 10
 
-// wordGap separates the distinct words of a body's rest. It is scopeMark
+// wordGap separates the distinct pieces of a body's rest. It is scopeMark
 // alone: a term no text holds (ftsText) and no search asks for (ftsQuote).
 const wordGap = scopeMark
 
 // bodyText is a body as the full-text index takes it.
 //
-// The words of the rest are split only at ASCII bytes that are neither
-// letters nor digits, which the engine's tokenizer (unicode61) also ends a
-// word at; any other byte stays in the word. So each piece holds whole
-// words of the engine's, and it finds in the pieces exactly the words it
-// would have found in the rest (FuzzBodyText checks this against the
-// engine).
+// The rest is split only at ASCII spaces and control characters, and
+// trimmed only of ASCII bytes that are neither letters nor digits, at all
+// of which the engine's tokenizer (unicode61) ends a word; any other byte
+// stays in the piece. So each piece holds whole words of the engine's, in
+// their order, and it finds in the pieces exactly the words it would have
+// found in the rest (FuzzBodyText checks this against the engine).
 func bodyText(body string) string { return bodyTextOrdered(body, orderedBody) }
 
 // bodyTextOrdered is bodyText with the first ordered bytes in order.
@@ -39,9 +42,9 @@ func bodyTextOrdered(body string, ordered int) string {
 	if len(body) <= ordered {
 		return body
 	}
-	// The ordered part ends between two words.
+	// The ordered part ends at a space, never inside a piece.
 	cut := ordered
-	for cut > 0 && wordByte(body[cut-1]) && wordByte(body[cut]) {
+	for cut > 0 && !spaceByte(body[cut-1]) && !spaceByte(body[cut]) {
 		cut--
 	}
 	rest := body[cut:]
@@ -50,18 +53,28 @@ func bodyTextOrdered(body string, ordered int) string {
 	b.WriteString(body[:cut])
 	var seen wordSet
 	for i := 0; i < len(rest); {
-		for i < len(rest) && !wordByte(rest[i]) {
+		for i < len(rest) && spaceByte(rest[i]) {
 			i++
 		}
 		j := i
-		for j < len(rest) && wordByte(rest[j]) {
+		for j < len(rest) && !spaceByte(rest[j]) {
 			j++
 		}
 		if j == i {
 			break
 		}
-		w := rest[i:j]
+		k := j
+		for i < k && !wordByte(rest[i]) {
+			i++
+		}
+		for k > i && !wordByte(rest[k-1]) {
+			k--
+		}
+		w := rest[i:k]
 		i = j
+		if w == "" {
+			continue
+		}
 		if !seen.add(w) {
 			continue
 		}
@@ -73,6 +86,10 @@ func bodyTextOrdered(body string, ordered int) string {
 	}
 	return b.String()
 }
+
+// spaceByte reports whether c ends a piece of a body's rest: an ASCII
+// space or control character.
+func spaceByte(c byte) bool { return c <= ' ' || c == 0x7f }
 
 // wordByte reports whether c can be part of a word of the index's
 // tokenizer: an ASCII letter or digit, or any byte of a multi-byte

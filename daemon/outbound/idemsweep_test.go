@@ -15,6 +15,7 @@ import (
 	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
 )
 
 const day = 24 * time.Hour
@@ -314,5 +315,62 @@ func TestAFilePlantedAsARecordAnswersNoKey(t *testing.T) {
 		if err != nil || res.Duplicate || res.ID == first.ID {
 			t.Errorf("a send with the key of a %s: %v, %s; want a new send", c.key, err, asJSON(t, res))
 		}
+	}
+}
+
+// The record of a draft's send outlives the window, through the sweep,
+// while the draft is still in drafts/ as it was sent (the daemon stopped
+// before taking it out): a retry of its draft.send must find it whenever it
+// comes. An edit (a new message), or the draft gone, lets the next sweep
+// past the window remove it.
+func TestSweepKeepsTheRecordOfADraftLeftAsItWasSent(t *testing.T) {
+	for _, then := range []string{"edited", "removed"} {
+		t.Run(then, func(t *testing.T) {
+			w := newKeyWorld(t)
+			st := w.svc.Sent.Store.(*store.Store)
+			id, _, err := st.Deliver("bot", protocol.FolderDrafts, &store.Message{To: []string{"x@remote.test"}, Subject: "s"}, "b", nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			version, err := st.Version("bot", protocol.FolderDrafts, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := w.request("draft-key", nil)
+			req.Draft = &DraftSource{ID: id, Version: version}
+			first, err := w.svc.Send(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testwait.For(t, "the message goes", func() bool {
+				it, err := w.q.Get(QueueID("bot", first.ID))
+				return err == nil && it.Settled()
+			})
+			want := []string{queue.IdempotencyFile("bot", "mb1", "draft-key")}
+			for n := range 3 {
+				w.clk.Advance(DefaultKeyWindow)
+				w.sweep(t, 100)
+				if got := w.records(t); !slices.Equal(got, want) {
+					t.Fatalf("%d windows past the send, the draft still there as sent: records %v, want %v", n+1, got, want)
+				}
+			}
+			if res, err := w.svc.Send(context.Background(), req); err != nil || !res.Duplicate || res.ID != first.ID {
+				t.Fatalf("the draft's send retried 90 days later: %+v %v, want the first send", res, err)
+			}
+			switch then {
+			case "edited":
+				body := "edited"
+				err = st.Rewrite("bot", protocol.FolderDrafts, id, func(*store.Message) (*string, error) { return &body, nil }, nil)
+			case "removed":
+				err = st.RemoveMessage("bot", protocol.FolderDrafts, id)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.sweep(t, 100)
+			if got := w.records(t); len(got) != 0 {
+				t.Fatalf("the draft %s, the record is still kept: %v", then, got)
+			}
+		})
 	}
 }

@@ -20,9 +20,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/internal/safeio"
@@ -82,7 +84,7 @@ func Open(path string, o Options, apply func(p []byte, at Loc) error) (*Log, err
 	}
 	l := &Log{dir: filepath.Dir(path), path: path, o: o, fsync: (*os.File).Sync}
 	l.cond = sync.NewCond(&l.mu)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
@@ -92,6 +94,40 @@ func Open(path string, o Options, apply func(p []byte, at Loc) error) (*Log, err
 		return nil, err
 	}
 	return l, nil
+}
+
+// openRegular opens (creating) the regular file at path for reading and
+// writing. The log is written as root: a symbolic link where it is kept is
+// never followed (its target would be set aside and overwritten), and a
+// FIFO, a device or a directory is refused unread, without waiting on it
+// or taking it as a terminal. Each is safeio.ErrNotRegular (a link
+// safeio.ErrSymlink too).
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%w)", safeio.ErrNotRegular, safeio.ErrSymlink)}
+	case errors.Is(err, syscall.EISDIR):
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (a directory)", safeio.ErrNotRegular)}
+	case err != nil:
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		what := "a device"
+		switch t := st.Mode().Type(); {
+		case t&os.ModeNamedPipe != 0:
+			what = "a FIFO"
+		case t&os.ModeSocket != 0:
+			what = "a socket"
+		}
+		err = &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", safeio.ErrNotRegular, what)}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // replay reads every whole record and cuts the file after the last one.
@@ -303,7 +339,7 @@ func (l *Log) Snapshot(w io.Writer) (int64, error) {
 		l.mu.Unlock()
 		return 0, errors.New("the journal is closed")
 	}
-	f, err := os.Open(l.path)
+	f, _, err := safeio.OpenRegular(l.path, math.MaxInt64) // never waits with the lock held
 	size := l.size
 	l.mu.Unlock()
 	if err != nil {

@@ -2,11 +2,14 @@ package wal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/testwait"
 )
 
@@ -228,5 +231,70 @@ func TestForeignFileIsSetAside(t *testing.T) {
 	}
 	if c, _ := os.ReadDir(filepath.Join(dir, "corrupt")); len(c) != 1 {
 		t.Fatalf("the foreign file was not kept: %v", c)
+	}
+}
+
+// Regression: Open followed a symbolic link where the log is kept, set the
+// file it led to aside as foreign and wrote the log's magic into it (the
+// daemon runs as root: any file on the host), and took a FIFO for an empty
+// log, failing on "illegal seek". Each, and a directory, is refused as no
+// regular file, and the file a link leads to is left as it was.
+func TestOpenRefusesWhatIsNoRegularFile(t *testing.T) {
+	other := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(other, []byte("not the log's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		make func(path string) error
+		link bool
+	}{
+		{"a symbolic link", func(p string) error { return os.Symlink(other, p) }, true},
+		{"a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }, false},
+		{"a directory", func(p string) error { return os.Mkdir(p, 0o700) }, false},
+	} {
+		path := filepath.Join(t.TempDir(), "log")
+		if err := c.make(path); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(path, Options{Magic: magic}, func([]byte, Loc) error { return nil })
+		if err == nil {
+			l.Close()
+		}
+		if !errors.Is(err, safeio.ErrNotRegular) || errors.Is(err, safeio.ErrSymlink) != c.link {
+			t.Errorf("%s: Open: %v, want it refused as no regular file", c.name, err)
+		}
+	}
+	if b, _ := os.ReadFile(other); string(b) != "not the log's" {
+		t.Errorf("the file the link leads to now holds %q", b)
+	}
+}
+
+// Snapshot opens the file by its name, under the lock appends take: a FIFO
+// or a link put in its place meanwhile is refused at once, never waited on
+// (with every append behind it) nor followed.
+func TestSnapshotRefusesWhatIsNoRegularFile(t *testing.T) {
+	for _, link := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "log")
+		l, _ := open(t, path)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if link {
+			err = os.Symlink(os.Args[0], path)
+		} else {
+			err = syscall.Mkfifo(path, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := l.Snapshot(&buf); !errors.Is(err, safeio.ErrNotRegular) || errors.Is(err, safeio.ErrSymlink) != link {
+			t.Errorf("link %v: Snapshot: %v, want it refused as no regular file", link, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
