@@ -451,3 +451,26 @@ func TestRunLogOneMailboxCannotPushOutAnothers(t *testing.T) {
 	defer l2.Close()
 	check(l2, "read again")
 }
+
+// A flood that moves from one mailbox to another leaves each half of the
+// log: the counts of runs held follow every run let go.
+func TestRunLogFloodsOfTwoMailboxesShareIt(t *testing.T) {
+	l, err := OpenRunLog(filepath.Join(t.TempDir(), "runs.jsonl"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, m := range []string{"a", "b"} {
+		for i := range 50 {
+			l.Append(protocol.HookRun{Hook: m, HookID: "h-" + m, Mailbox: m, MailboxID: "m-" + m, MessageID: m + strconv.Itoa(i)})
+		}
+	}
+	if all := l.List(nil, 0); len(all) != 10 {
+		t.Errorf("the log keeps %d runs, want its bound, 10", len(all))
+	}
+	for _, m := range []string{"a", "b"} {
+		if got := l.List(func(r protocol.HookRun) bool { return r.MailboxID == "m-"+m }, 0); len(got) != 5 {
+			t.Errorf("mailbox %s holds %d runs, want 5 of the 10", m, len(got))
+		}
+	}
+}
