@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -392,5 +393,45 @@ func TestRunInAHomeTheOwnerCannotEnter(t *testing.T) {
 	run, out = r.RunOutput(context.Background(), recvHook("secret", secret), owner, recvFacts, nil)
 	if run.Error == "" || !strings.Contains(run.Error, "permission denied") || len(out.Stdout) != 0 {
 		t.Errorf("a cmd[0] the owner may not run: run = %+v, stdout %q", run, out.Stdout)
+	}
+}
+
+// A run given up on before its command started counts against its owner
+// until that start ends, and no longer, also while another run of the
+// owner's holds the owner's record.
+func TestStartGivenUpOnCountsUntilItEnds(t *testing.T) {
+	r := testRunner(t)
+	const uid = 4242
+	r.mu.Lock()
+	o := r.ownerLocked(uid) // another run of the owner's
+	r.mu.Unlock()
+	release := make(chan struct{})
+	missing := filepath.Join(t.TempDir(), "missing")
+	newCmd := func(dir string) *exec.Cmd {
+		<-release
+		cmd := exec.Command(missing)
+		cmd.Dir = dir
+		return cmd
+	}
+	cmd, gaveUp, err := r.start(context.Background(), newCmd, Owner{UID: uid, Home: t.TempDir()}, 20*time.Millisecond)
+	if cmd != nil || gaveUp == "" || err != nil {
+		t.Fatalf("start = %v, %q, %v; want it given up on", cmd, gaveUp, err)
+	}
+	starting := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return o.starting
+	}
+	if n := starting(); n != 1 {
+		t.Fatalf("%d starts counted while one waits, want 1", n)
+	}
+	close(release)
+	testwait.For(t, "the start given up on to stop counting", func() bool { return starting() == 0 })
+	r.mu.Lock()
+	r.releaseLocked(uid, o)
+	left := r.byOwner[uid]
+	r.mu.Unlock()
+	if left != nil {
+		t.Errorf("the owner's record outlives its runs: %+v", left)
 	}
 }
