@@ -113,31 +113,18 @@ func TestBodyTextKeepsTheOrderedPartAsItIs(t *testing.T) {
 // it, makes of text (without wordGap).
 func ftsTerms(t testing.TB, db *sql.DB, text string) []string {
 	t.Helper()
-	if _, err := db.Exec("DELETE FROM f"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("INSERT INTO f(x) VALUES(?)", text); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := db.Query("SELECT term FROM v WHERE term != ? ORDER BY term", wordGap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
+	return ftsQuery(t, db, text, "SELECT term FROM v WHERE term != ? ORDER BY term", wordGap)
 }
 
 // ftsSequence is the terms the engine makes of text, in order, wordGap
 // included.
 func ftsSequence(t testing.TB, db *sql.DB, text string) []string {
+	t.Helper()
+	return ftsQuery(t, db, text, "SELECT term FROM vi ORDER BY offset")
+}
+
+// ftsQuery indexes text alone and returns the terms query reads of it.
+func ftsQuery(t testing.TB, db *sql.DB, text, query string, args ...any) []string {
 	t.Helper()
 	if _, err := db.Exec("DELETE FROM f"); err != nil {
 		t.Fatal(err)
@@ -145,7 +132,7 @@ func ftsSequence(t testing.TB, db *sql.DB, text string) []string {
 	if _, err := db.Exec("INSERT INTO f(x) VALUES(?)", text); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Query("SELECT term FROM vi ORDER BY offset")
+	rows, err := db.Query(query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
