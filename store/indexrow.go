@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // The rows of the index database: what a message's row and full text hold,
@@ -306,5 +307,10 @@ func scopeTerms(fid, mid int64) string {
 // (a stray 0xA7 byte, or § written in three or four bytes, it takes for
 // §), so left in they would make a scope term of text.
 func ftsText(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), scopeMark, " ")
+	// ValidString reads ASCII eight bytes at a time; ToValidUTF8 decodes
+	// every rune even of text it leaves as it is.
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return strings.ReplaceAll(s, scopeMark, " ")
 }
