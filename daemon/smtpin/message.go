@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/bits"
 	"net"
 	"os"
+	"sync"
 
 	"github.com/emersion/go-smtp"
 )
@@ -152,6 +154,9 @@ func (ss *session) readData(budget *budgetReader, hdr string, m *Message) error 
 		var more int
 		chunks, more, eof, err = readChunks(lr, SpoolOver+1-n)
 		n += more
+		// The chunks are copied into the message's array or spooled
+		// below, and held by neither: they serve the next message.
+		defer putChunks(chunks)
 	}
 	if err != nil {
 		return ss.readFailed(err)
@@ -397,8 +402,9 @@ func readFull(r io.Reader, b []byte) (k int, eof bool, err error) {
 // io.ErrUnexpectedEOF from a connection lost inside DATA included, is
 // returned.
 func readChunks(r io.Reader, max int) (chunks [][]byte, n int, eof bool, err error) {
-	for size := 4 << 10; n < max; size = min(2*size, 1<<20) {
-		c := make([]byte, min(size, max-n))
+	for class := 0; n < max; class = min(class+1, len(chunkPools)-1) {
+		c := getChunk(class)
+		c = c[:min(len(c), max-n)]
 		k, end, err := readFull(r, c)
 		if k > 0 {
 			chunks = append(chunks, c[:k])
@@ -409,6 +415,36 @@ func readChunks(r io.Reader, max int) (chunks [][]byte, n int, eof bool, err err
 		}
 	}
 	return chunks, n, false, nil
+}
+
+// chunkPools keep readChunks' arrays between messages, one pool for each
+// size from 4 KiB (class 0) doubling to 1 MiB: without them every message
+// read in chunks allocates, and the runtime zeroes, its size again on top
+// of the array it is copied into.
+var chunkPools [9]sync.Pool
+
+// chunkSize is the length of the arrays of class.
+func chunkSize(class int) int { return 4 << 10 << class }
+
+// getChunk returns an array of chunkSize(class) bytes, whatever it held.
+func getChunk(class int) []byte {
+	if c, ok := chunkPools[class].Get().(*[]byte); ok {
+		return *c
+	}
+	return make([]byte, chunkSize(class))
+}
+
+// putChunks returns readChunks' chunks to their pools. Only arrays of a
+// pool's size go back; a chunk must not be used after.
+func putChunks(chunks [][]byte) {
+	for _, c := range chunks {
+		class := bits.Len(uint(cap(c)>>12)) - 1
+		if class < 0 || class >= len(chunkPools) || cap(c) != chunkSize(class) {
+			continue
+		}
+		c = c[:cap(c)]
+		chunkPools[class].Put(&c)
+	}
 }
 
 // budgetReader charges the bytes it reads to the server's in-flight budget.

@@ -167,3 +167,52 @@ func FuzzEOLCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestReusedChunksHoldOnlyTheirMessage: the arrays a message is read into
+// serve the next one, so each message must come out as exactly its own
+// bytes whatever the one before left in them: a large message of one
+// letter, then smaller ones of others, with and without a declared size
+// (past it, on in chunks), a refused one, and one spooled.
+func TestReusedChunksHoldOnlyTheirMessage(t *testing.T) {
+	ts := startServer(t, Limits{MaxInFlightBytes: 4*SpoolOver + 1<<20}, nil, false)
+	c := dialRaw(t, "tcp", ts.addr)
+	c.hello()
+	fill := func(letter string, n int) string {
+		return "Subject: " + letter + "\r\n\r\n" + strings.Repeat(strings.Repeat(letter, 98)+"\r\n", n/100)
+	}
+	sends := []struct {
+		msg, size string
+	}{
+		{fill("a", 1<<20), ""},
+		{fill("b", 300<<10), ""},
+		{fill("c", 5000), ""},
+		{fill("d", 40<<10), " SIZE=1000"}, // declared too small: the rest in chunks
+		{fill("e", SpoolOver+(100<<10)), ""},
+		{fill("f", 70<<10), ""},
+		{fill("g", 50<<10) + "g\ng\r\n", ""}, // a bare LF
+		{fill("h", 9000), ""},
+	}
+	want := 0
+	for i, s := range sends {
+		c.cmd("MAIL FROM:<alice@sender.example>"+s.size, "250 ")
+		c.cmd("RCPT TO:<bob@example.com>", "250 ")
+		c.cmd("DATA", "354 ")
+		c.send(s.msg + ".\r\n")
+		if i == 6 {
+			c.expect("554 ") // a bare line end: refused, its chunks given back
+			continue
+		}
+		c.expect("250 ")
+		want++
+		got := ts.be.got()
+		if len(got) != want {
+			t.Fatalf("message %d: %d deliveries, want %d", i, len(got), want)
+		}
+		if b := body(t, got[want-1].raw); b != s.msg {
+			t.Fatalf("message %d (%d bytes) came out as %d bytes, starting %q", i, len(s.msg), len(b), b[:min(len(b), 40)])
+		}
+	}
+	if n := ts.inFlight.Load(); n != 0 {
+		t.Errorf("in-flight bytes after the last delivery: %d", n)
+	}
+}
