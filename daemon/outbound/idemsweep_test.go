@@ -336,8 +336,12 @@ func TestSweepKeepsTheRecordOfADraftLeftAsItWasSent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			digest, err := st.DraftDigest("bot", protocol.FolderDrafts, id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			req := w.request("draft-key", nil)
-			req.Draft = &DraftSource{ID: id, Version: version}
+			req.Draft = &DraftSource{ID: id, Version: version, Digest: digest}
 			first, err := w.svc.Send(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -356,6 +360,27 @@ func TestSweepKeepsTheRecordOfADraftLeftAsItWasSent(t *testing.T) {
 			}
 			if res, err := w.svc.Send(context.Background(), req); err != nil || !res.Duplicate || res.ID != first.ID {
 				t.Fatalf("the draft's send retried 90 days later: %+v %v, want the first send", res, err)
+			}
+			// Restored on another host: the same bytes in new files, at
+			// another version. The same content is still there unsent.
+			path := filepath.Join(st.Path("bot"), protocol.FolderDrafts, id+".md")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path+".new", data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(path+".new", path); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := st.Version("bot", protocol.FolderDrafts, id); err != nil || v == version {
+				t.Fatalf("the rewritten draft's version: %q %v, want a new one", v, err)
+			}
+			w.clk.Advance(DefaultKeyWindow)
+			w.sweep(t, 100)
+			if got := w.records(t); !slices.Equal(got, want) {
+				t.Fatalf("the draft restored unchanged, past the window: records %v, want %v", got, want)
 			}
 			switch then {
 			case "edited":
