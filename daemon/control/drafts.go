@@ -218,9 +218,9 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 	// restore on another host (or any copy of the files) makes new files
 	// with the same content, and the same send. An edit is new content,
 	// which is a new message.
-	sum := sha256.Sum256([]byte(a.ID + "\x00" + dr.Digest))
-	args.IdempotencyKey = "draft-" + hex.EncodeToString(sum[:])
-	res, err := s.sendFrom(ctx, c, box, args, &outbound.DraftSource{ID: a.ID, Version: version, Digest: dr.Digest})
+	args.IdempotencyKey = draftKey(a.ID, dr.Digest)
+	res, err := s.sendFrom(ctx, c, box, args, &outbound.DraftSource{ID: a.ID, Version: version, Digest: dr.Digest,
+		VersionKey: draftKey(a.ID, version)})
 	if err != nil || a.DryRun {
 		return res, err
 	}
@@ -236,6 +236,13 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 		res.DraftKept = true
 	}
 	return res, nil
+}
+
+// draftKey is the idempotency key of a draft's send: its id and its
+// content's digest; an earlier release's, its id and its file's version.
+func draftKey(id, of string) string {
+	sum := sha256.Sum256([]byte(id + "\x00" + of))
+	return "draft-" + hex.EncodeToString(sum[:])
 }
 
 func handleDraftDelete(_ context.Context, s *Server, c *call, a *protocol.DraftIDArgs) (any, error) {

@@ -77,15 +77,40 @@ func (s *Service) claim(ctx context.Context, req SendRequest) (release func(), r
 	r, _, err := readIdem(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, errNotRecord):
-		return release, nil, nil
+		r = nil
 	case err != nil:
 		release()
 		return nil, nil, fmt.Errorf("reading idempotency record: %w", err)
 	case s.expired(req.Mailbox, r, s.now()):
+		r = nil
+	}
+	if r == nil {
+		r = s.versionKeyed(req)
+	}
+	if r == nil {
 		return release, nil, nil
 	}
 	release()
 	return func() {}, r, nil
+}
+
+// versionKeyed is the record an earlier release made of this draft's send
+// under the key it made from the draft file's version (DraftSource.
+// VersionKey), when there is one that still answers: a draft it queued
+// and left in drafts/ (the daemon stopped, to be upgraded) must not go
+// out again either. That key named the file's version, so it answers only
+// while the file is at that version, as it did.
+func (s *Service) versionKeyed(req SendRequest) *idemRecord {
+	if req.Draft == nil || req.Draft.VersionKey == "" {
+		return nil
+	}
+	old := req
+	old.Args.IdempotencyKey = req.Draft.VersionKey
+	r, _, err := readIdem(s.idemPath(old))
+	if err != nil || r.DraftDigest != "" || s.expired(req.Mailbox, r, s.now()) {
+		return nil
+	}
+	return r
 }
 
 // hold takes path for the caller alone, waiting while a send or the sweep

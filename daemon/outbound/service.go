@@ -126,7 +126,9 @@ type SendRequest struct {
 // there with that content was sent but not removed (the daemon stopped in
 // between, perhaps to be restored on another host), and a retry must
 // answer the first send however late it comes, never send it again.
-type DraftSource struct{ ID, Version, Digest string }
+// VersionKey is the key an earlier release made of the same read, from
+// the file's version: a record under it answers too.
+type DraftSource struct{ ID, Version, Digest, VersionKey string }
 
 // ErrMailboxGone is a send's answer when its mailbox was deleted between
 // the caller's access check and the message's queueing: the message is
