@@ -2,8 +2,11 @@ package store
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"strings"
@@ -170,6 +173,12 @@ type Draft struct {
 	Message     *Message
 	Body        string
 	Attachments []AttachmentData
+	// Digest names what was read: the Markdown file's bytes and each
+	// attachment's, in the order the frontmatter lists them (which names
+	// them and their types). The same content has the same digest in
+	// whatever files it is, a copy or a restore on another host, whose
+	// Version differs (DraftDigest).
+	Digest string
 }
 
 // ReadDraft reads a message file and the attachments its frontmatter lists
@@ -253,8 +262,95 @@ func (c Charged) ReadDraft(mailbox, folder, id string, lim DraftLimits) (dr *Dra
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Draft{Message: m, Body: body, Attachments: out}, charged, nil
+	dd := newDraftDigest()
+	dd.add(data)
+	for _, a := range out {
+		dd.add(a.Data)
+	}
+	return &Draft{Message: m, Body: body, Attachments: out, Digest: dd.String()}, charged, nil
 }
+
+// DraftDigest is the Digest ReadDraft gives the message as it is now,
+// within the store's own bounds. Each file is hashed as it is read, a
+// buffer at a time: nothing of it is held, so nothing is charged.
+func (s *Store) DraftDigest(mailbox, folder, id string) (string, error) {
+	if err := ValidID(id); err != nil {
+		return "", err
+	}
+	mb, d, done, err := s.openFolder(mailbox, folder, is(id))
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	f, st, err := d.openFile(id + ".md")
+	if err == nil {
+		err = checkOwner(&st, mb.uid)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		return "", notFound("message "+id, err)
+	}
+	defer f.Close()
+	if st.Size > MaxMessageFile {
+		return "", &LimitError{Path: d.join(id + ".md"), What: "file", Size: st.Size, Limit: MaxMessageFile}
+	}
+	m, err := readFrontmatter(bufio.NewReaderSize(f, readBuffer))
+	if err != nil {
+		return "", fmt.Errorf("message %s: %w", id, err)
+	}
+	atts, err := openAttachments(d, mb.uid, id, m, MaxDraftAttachmentBytes, MaxDraftAttachments)
+	if err != nil {
+		return "", err
+	}
+	defer atts.close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	dd := newDraftDigest()
+	if err := dd.addFrom(f, st.Size, d.join(id+".md")); err != nil {
+		return "", err
+	}
+	for i, af := range atts.files {
+		if err := dd.addFrom(af, atts.sizes[i], af.Name()); err != nil {
+			return "", fmt.Errorf("attachment %q: %w", atts.list[i].Path, err)
+		}
+	}
+	return dd.String(), nil
+}
+
+// draftDigest hashes a draft's files in order: the hash of each, so that
+// where one ends and the next begins is part of what is hashed.
+type draftDigest struct{ h hash.Hash }
+
+func newDraftDigest() draftDigest {
+	h := sha256.New()
+	io.WriteString(h, "mailctl draft 1\n")
+	return draftDigest{h: h}
+}
+
+func (dd draftDigest) add(part []byte) {
+	sum := sha256.Sum256(part)
+	dd.h.Write(sum[:])
+}
+
+// addFrom adds what f holds from where it is, no more than max bytes, as
+// readUpTo reads it: a file grown past max is an error.
+func (dd draftDigest) addFrom(f *os.File, max int64, path string) error {
+	ph := sha256.New()
+	n, err := io.Copy(ph, io.LimitReader(f, max+1))
+	if err != nil {
+		return err
+	}
+	if n > max {
+		return &os.PathError{Op: "read", Path: path, Err: ErrTooLarge}
+	}
+	dd.h.Write(ph.Sum(nil))
+	return nil
+}
+
+func (dd draftDigest) String() string { return hex.EncodeToString(dd.h.Sum(nil)) }
 
 // openedAttachments are a message's attachment files, open and sized.
 type openedAttachments struct {

@@ -131,6 +131,77 @@ func TestReadDraftRefusesFromFstat(t *testing.T) {
 	}
 }
 
+// A draft's Digest names its content, not its files: copied into new files
+// (as a restore on another host writes them: new inodes, new times) it is
+// the same, with another Version; DraftDigest, which streams the files,
+// agrees with ReadDraft; a changed byte of the Markdown or of an
+// attachment is another digest.
+func TestDraftDigestIsTheContent(t *testing.T) {
+	s := newTestStore(t)
+	id, _, err := s.Deliver("agent", "drafts", testMessage(1), "body", nil, []AttachmentData{{Filename: "a.bin", Data: []byte("attached")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	digests := func() (read, streamed, version string) {
+		t.Helper()
+		dr, release, err := s.Charged(nil).ReadDraft("agent", "drafts", id, DraftLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if streamed, err = s.DraftDigest("agent", "drafts", id); err != nil {
+			t.Fatal(err)
+		}
+		if version, err = s.Version("agent", "drafts", id); err != nil {
+			t.Fatal(err)
+		}
+		return dr.Digest, streamed, version
+	}
+	read, streamed, version := digests()
+	if read == "" || read != streamed {
+		t.Fatalf("ReadDraft's digest %q, DraftDigest's %q: want the same", read, streamed)
+	}
+	drafts := filepath.Join(s.Path("agent"), "drafts")
+	md, att := filepath.Join(drafts, id+".md"), filepath.Join(drafts, id+".attachments", "a.bin")
+	rewrite := func(path string, edit func([]byte) []byte) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, edit(data), FileMode); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(time.Hour)
+		if err := os.Chtimes(tmp, later, later); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(b []byte) []byte { return b }
+	rewrite(md, same)
+	rewrite(att, same)
+	r2, s2, v2 := digests()
+	if v2 == version {
+		t.Fatalf("the copied draft kept its version %q", version)
+	}
+	if r2 != read || s2 != read {
+		t.Errorf("the copied draft: digests %q and %q, want %q", r2, s2, read)
+	}
+	rewrite(att, func(b []byte) []byte { return append(b, '!') })
+	if r3, s3, _ := digests(); r3 == read || r3 != s3 {
+		t.Errorf("an attachment changed: digests %q and %q, want one new digest", r3, s3)
+	}
+	rewrite(att, func(b []byte) []byte { return b[:len(b)-1] })
+	rewrite(md, func(b []byte) []byte { return append(b, "edited\n"...) })
+	if r4, s4, _ := digests(); r4 == read || r4 != s4 {
+		t.Errorf("the body changed: digests %q and %q, want one new digest", r4, s4)
+	}
+}
+
 // The index reads a file's frontmatter and the start of its body, however
 // large the file; a frontmatter longer than that (MaxFrontmatter and a
 // head) is too large, not read whole.

@@ -209,14 +209,18 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "draft %s has no recipient: add to, cc or bcc (draft.update, or edit %s)", a.ID, s.draftOf(box.Name, m).Path)
 	}
 	// A draft that was queued but not yet removed (the daemon stopped in
-	// between) must not go out twice when it is sent again unchanged: this
-	// version of this draft file is the send's idempotency key, and its
-	// record is kept for as long as the draft is there at this version,
-	// past delivery.idempotency_window too (outbound.DraftSource). An edit
-	// makes a new version, which is a new message.
-	sum := sha256.Sum256([]byte(a.ID + "\x00" + version))
-	args.IdempotencyKey = "draft-" + hex.EncodeToString(sum[:])
-	res, err := s.sendFrom(ctx, c, box, args, &outbound.DraftSource{ID: a.ID, Version: version})
+	// between) must not go out twice when it is sent again unchanged: what
+	// is sent, this draft's id and its content as read (the Markdown file
+	// and the attachments it lists, dr.Digest), is the send's idempotency
+	// key, and its record is kept for as long as the draft is there with
+	// this content, past delivery.idempotency_window too
+	// (outbound.DraftSource). The file's version is no part of the key: a
+	// restore on another host (or any copy of the files) makes new files
+	// with the same content, and the same send. An edit is new content,
+	// which is a new message.
+	args.IdempotencyKey = draftKey(a.ID, dr.Digest)
+	res, err := s.sendFrom(ctx, c, box, args, &outbound.DraftSource{ID: a.ID, Version: version, Digest: dr.Digest,
+		VersionKey: draftKey(a.ID, version)})
 	if err != nil || a.DryRun {
 		return res, err
 	}
@@ -232,6 +236,13 @@ func handleDraftSend(ctx context.Context, s *Server, c *call, a *protocol.DraftS
 		res.DraftKept = true
 	}
 	return res, nil
+}
+
+// draftKey is the idempotency key of a draft's send: its id and its
+// content's digest; an earlier release's, its id and its file's version.
+func draftKey(id, of string) string {
+	sum := sha256.Sum256([]byte(id + "\x00" + of))
+	return "draft-" + hex.EncodeToString(sum[:])
 }
 
 func handleDraftDelete(_ context.Context, s *Server, c *call, a *protocol.DraftIDArgs) (any, error) {

@@ -1,11 +1,14 @@
 package control_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,6 +134,158 @@ func TestDraftSentAgainAfterTheWindowIsNotSentTwice(t *testing.T) {
 	}
 	if n := len(mx.Messages()); n != 1 {
 		t.Fatalf("the MX got %d messages, want 1", n)
+	}
+}
+
+// restoredDraft is a draft with an attachment that was queued and not
+// taken out of drafts/ (the daemon stopped in between), then written again
+// as a restore on another host writes it: its files made anew, the same
+// bytes or edit's, with later times. first is the first send's answer.
+type restoredDraft struct {
+	td    *testdaemon.Daemon
+	mx    *fakemx.Server
+	clk   *testclock.Clock
+	dr    protocol.Draft
+	first protocol.SendResult
+}
+
+func sendDraftNotRemoved(t *testing.T, body string) *restoredDraft {
+	t.Helper()
+	rd := &restoredDraft{clk: testclock.New(), mx: fakemx.New(t, "127.0.0.1", nil)}
+	_, port, _ := net.SplitHostPort(rd.mx.Addr)
+	rd.td = testdaemon.Start(t, testdaemon.Options{Extra: "[delivery]\nport = " + port + "\n", Clock: rd.clk.Now})
+	rd.td.DNS.SetMX("remote.test", &net.MX{Host: "mx.remote.test", Pref: 10})
+	rd.td.DNS.SetIP("mx.remote.test", "127.0.0.1")
+	rd.td.Mailbox(t, "alice")
+	if err := rd.td.TryCall(protocol.VerbDraftCreate, protocol.DraftArgs{Mailbox: "alice", To: []string{"friend@remote.test"},
+		Subject: "Restored", Body: body, Attachments: []protocol.SendAttachment{{Filename: "plan.txt", ContentType: "text/plain", Data: []byte("the plan")}}}, &rd.dr); err != nil {
+		t.Fatal(err)
+	}
+	keep := control.SwapRemoveDraft(func(*control.Server, string, string, string) (bool, error) {
+		return false, errors.New("stopped before the draft was removed")
+	})
+	err := rd.td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: rd.dr.ID}, &rd.first)
+	control.SwapRemoveDraft(keep)
+	if err != nil || rd.first.Status != "delivered" {
+		t.Fatalf("first send: %+v %v", rd.first, err)
+	}
+	return rd
+}
+
+// rewrite writes every file of the draft (its Markdown and its
+// attachments) anew, with edit applied to the Markdown's bytes and editAtt
+// to each attachment's, and times a day later: a new inode and new times,
+// as a restore makes them.
+func (rd *restoredDraft) rewrite(t *testing.T, edit func(string) string, editAtt func([]byte) []byte) {
+	t.Helper()
+	later := time.Now().Add(24 * time.Hour)
+	again := func(path string, data []byte) {
+		t.Helper()
+		if err := os.WriteFile(path+".restoring", data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path+".restoring", later, later); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".restoring", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(rd.dr.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after syscall.Stat_t
+	syscall.Stat(rd.dr.Path, &before)
+	again(rd.dr.Path, []byte(edit(string(data))))
+	syscall.Stat(rd.dr.Path, &after)
+	if after.Ino == before.Ino {
+		t.Fatalf("the rewritten draft has its old inode")
+	}
+	atts := strings.TrimSuffix(rd.dr.Path, ".md") + ".attachments"
+	ents, err := os.ReadDir(atts)
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("the draft's attachments: %v %v", ents, err)
+	}
+	for _, e := range ents {
+		p := atts + "/" + e.Name()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again(p, editAtt(b))
+	}
+}
+
+// Regression: the idempotency key of a draft's send was made from the
+// version of its file (inode, size and times). A draft queued but not
+// taken out of drafts/ (the daemon stopped in between), then restored on
+// another host or copied unchanged, had another version, so another key,
+// and a retry of its draft.send sent it a second time. The key is the
+// draft's content now: the retry answers the first send, at once or past
+// delivery.idempotency_window, and the draft leaves drafts/.
+func TestDraftRestoredUnchangedIsNotSentAgain(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration
+	}{{"at once", 0}, {"past the window", 31 * 24 * time.Hour}} {
+		t.Run(c.name, func(t *testing.T) {
+			rd := sendDraftNotRemoved(t, "only once, wherever it is\n")
+			rd.rewrite(t, func(s string) string { return s }, func(b []byte) []byte { return b })
+			rd.clk.Advance(c.after)
+			var again protocol.SendResult
+			if err := rd.td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: rd.dr.ID}, &again); err != nil {
+				t.Fatal(err)
+			}
+			if !again.Duplicate || again.MessageID != rd.first.MessageID || again.ID != rd.first.ID {
+				t.Fatalf("the restored, unchanged draft sent again: %+v, want the first send (%s)", again, rd.first.MessageID)
+			}
+			if n := len(rd.mx.Messages()); n != 1 {
+				t.Fatalf("the MX got %d messages, want 1", n)
+			}
+			var sent protocol.MessageList
+			if err := rd.td.TryCall(protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "alice", Folder: protocol.FolderSent}, &sent); err != nil || len(sent.Messages) != 1 {
+				t.Fatalf("sent copies: %+v %v, want 1", sent.Messages, err)
+			}
+			if _, err := os.Stat(rd.dr.Path); !os.IsNotExist(err) {
+				t.Fatalf("the draft is still in drafts after the retry: %v", err)
+			}
+		})
+	}
+}
+
+// The same situation with the draft edited before it is restored, its
+// text or only the bytes of its attachment (the same size, so the
+// Markdown file is the same): its content is new, and so is its message.
+func TestDraftRestoredEditedIsANewMessage(t *testing.T) {
+	same := func(s string) string { return s }
+	for _, c := range []struct {
+		name    string
+		edit    func(string) string
+		editAtt func([]byte) []byte
+		want    string
+	}{
+		{"text", func(s string) string { return strings.Replace(s, "first words", "second thoughts", 1) }, func(b []byte) []byte { return b }, "second thoughts"},
+		{"attachment", same, func(b []byte) []byte { return bytes.ToUpper(b) }, base64.StdEncoding.EncodeToString([]byte("THE PLAN"))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rd := sendDraftNotRemoved(t, "first words\n")
+			rd.rewrite(t, c.edit, c.editAtt)
+			var again protocol.SendResult
+			if err := rd.td.TryCall(protocol.VerbDraftSend, protocol.DraftSendArgs{Mailbox: "alice", ID: rd.dr.ID}, &again); err != nil {
+				t.Fatal(err)
+			}
+			if again.Duplicate || again.MessageID == rd.first.MessageID || again.Status != "delivered" {
+				t.Fatalf("the edited draft: %+v, want a new message", again)
+			}
+			got := rd.mx.Messages()
+			if len(got) != 2 || !strings.Contains(string(got[1].Data), c.want) {
+				t.Fatalf("the MX got %d messages, want the edit second", len(got))
+			}
+			if _, err := os.Stat(rd.dr.Path); !os.IsNotExist(err) {
+				t.Fatalf("the sent edit is still in drafts: %v", err)
+			}
+		})
 	}
 }
 

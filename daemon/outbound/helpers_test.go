@@ -277,6 +277,11 @@ func (s *memStore) Version(mailbox, folder, id string) (string, error) {
 	return "", store.ErrNotFound
 }
 
+// DraftDigest: the memory store holds no drafts.
+func (s *memStore) DraftDigest(mailbox, folder, id string) (string, error) {
+	return "", store.ErrNotFound
+}
+
 func (s *memStore) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

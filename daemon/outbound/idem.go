@@ -28,11 +28,13 @@ type idemRecord struct {
 	Mailbox   string    `json:"mailbox,omitempty"`
 	MailboxID string    `json:"mailbox_id,omitempty"`
 	Key       string    `json:"key,omitempty"`
-	// Draft and DraftVersion name the draft the message was sent from
-	// (SendRequest.Draft): the record outlives the window while that
-	// draft is still in drafts/ at that version.
+	// Draft, DraftVersion and DraftDigest name the draft the message was
+	// sent from (SendRequest.Draft): the record outlives the window while
+	// that draft is still in drafts/ with that content. A record of an
+	// older release has no digest: its draft's version must be the same.
 	Draft        string `json:"draft,omitempty"`
 	DraftVersion string `json:"draft_version,omitempty"`
+	DraftDigest  string `json:"draft_digest,omitempty"`
 }
 
 // DefaultKeyWindow is how long an idempotency key is remembered when
@@ -75,15 +77,40 @@ func (s *Service) claim(ctx context.Context, req SendRequest) (release func(), r
 	r, _, err := readIdem(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, errNotRecord):
-		return release, nil, nil
+		r = nil
 	case err != nil:
 		release()
 		return nil, nil, fmt.Errorf("reading idempotency record: %w", err)
 	case s.expired(req.Mailbox, r, s.now()):
+		r = nil
+	}
+	if r == nil {
+		r = s.versionKeyed(req)
+	}
+	if r == nil {
 		return release, nil, nil
 	}
 	release()
 	return func() {}, r, nil
+}
+
+// versionKeyed is the record an earlier release made of this draft's send
+// under the key it made from the draft file's version (DraftSource.
+// VersionKey), when there is one that still answers: a draft it queued
+// and left in drafts/ (the daemon stopped, to be upgraded) must not go
+// out again either. That key named the file's version, so it answers only
+// while the file is at that version, as it did.
+func (s *Service) versionKeyed(req SendRequest) *idemRecord {
+	if req.Draft == nil || req.Draft.VersionKey == "" {
+		return nil
+	}
+	old := req
+	old.Args.IdempotencyKey = req.Draft.VersionKey
+	r, _, err := readIdem(s.idemPath(old))
+	if err != nil || r.DraftDigest != "" || s.expired(req.Mailbox, r, s.now()) {
+		return nil
+	}
+	return r
 }
 
 // hold takes path for the caller alone, waiting while a send or the sweep
@@ -193,9 +220,11 @@ func (s *Service) expired(mailbox string, rec *idemRecord, now time.Time) bool {
 }
 
 // draftLeft reports whether the draft rec's message was sent from is still
-// in mailbox's drafts/ at the version that was sent, or may be: only a
-// draft found gone, or changed (a new version is a new message), lets the
-// record go.
+// in mailbox's drafts/ with the content that was sent, or may be: only a
+// draft found gone, or changed (new content is a new message), lets the
+// record go. The file at the version that was sent is that content,
+// unread; a file at another version (rewritten unchanged, or restored on
+// another host, which makes new files) is read to see.
 func (s *Service) draftLeft(mailbox string, rec *idemRecord) bool {
 	if rec.Draft == "" || store.ValidID(rec.Draft) != nil || s.Sent == nil || s.Sent.Store == nil {
 		return false
@@ -205,12 +234,23 @@ func (s *Service) draftLeft(mailbox string, rec *idemRecord) bool {
 	}
 	v, err := s.Sent.Store.Version(mailbox, protocol.FolderDrafts, rec.Draft)
 	switch {
-	case err == nil:
-		return v == rec.DraftVersion
-	case errors.Is(err, os.ErrNotExist), errors.Is(err, store.ErrNotFound):
+	case err == nil && v == rec.DraftVersion:
+		return true
+	case err == nil && rec.DraftDigest == "":
 		return false
+	case err == nil:
+		d, err := s.Sent.Store.DraftDigest(mailbox, protocol.FolderDrafts, rec.Draft)
+		if err == nil {
+			return d == rec.DraftDigest
+		}
+		return !gone(err)
 	}
-	return true
+	return !gone(err)
+}
+
+// gone reports whether err says the draft is not there.
+func gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, store.ErrNotFound)
 }
 
 func (s *Service) remember(req SendRequest, rec idemRecord) error {

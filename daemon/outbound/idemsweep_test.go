@@ -336,8 +336,12 @@ func TestSweepKeepsTheRecordOfADraftLeftAsItWasSent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			digest, err := st.DraftDigest("bot", protocol.FolderDrafts, id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			req := w.request("draft-key", nil)
-			req.Draft = &DraftSource{ID: id, Version: version}
+			req.Draft = &DraftSource{ID: id, Version: version, Digest: digest}
 			first, err := w.svc.Send(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -357,6 +361,27 @@ func TestSweepKeepsTheRecordOfADraftLeftAsItWasSent(t *testing.T) {
 			if res, err := w.svc.Send(context.Background(), req); err != nil || !res.Duplicate || res.ID != first.ID {
 				t.Fatalf("the draft's send retried 90 days later: %+v %v, want the first send", res, err)
 			}
+			// Restored on another host: the same bytes in new files, at
+			// another version. The same content is still there unsent.
+			path := filepath.Join(st.Path("bot"), protocol.FolderDrafts, id+".md")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path+".new", data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(path+".new", path); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := st.Version("bot", protocol.FolderDrafts, id); err != nil || v == version {
+				t.Fatalf("the rewritten draft's version: %q %v, want a new one", v, err)
+			}
+			w.clk.Advance(DefaultKeyWindow)
+			w.sweep(t, 100)
+			if got := w.records(t); !slices.Equal(got, want) {
+				t.Fatalf("the draft restored unchanged, past the window: records %v, want %v", got, want)
+			}
 			switch then {
 			case "edited":
 				body := "edited"
@@ -372,5 +397,47 @@ func TestSweepKeepsTheRecordOfADraftLeftAsItWasSent(t *testing.T) {
 				t.Fatalf("the draft %s, the record is still kept: %v", then, got)
 			}
 		})
+	}
+}
+
+// A draft an earlier release queued and left in drafts/ (the daemon
+// stopped, then was upgraded) has a record under the key that release made
+// from the file's version, without a digest. A retry with this release's
+// key, made from the content, answers the first send while the file is at
+// that version, within the window or past it; once the file is at another
+// version the record answers no more, as it did not before.
+func TestDraftSendAnswersAnEarlierReleasesVersionKey(t *testing.T) {
+	w := newKeyWorld(t)
+	st := w.svc.Sent.Store.(*store.Store)
+	id, _, err := st.Deliver("bot", protocol.FolderDrafts, &store.Message{To: []string{"x@remote.test"}, Subject: "s"}, "b", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := st.Version("bot", protocol.FolderDrafts, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := st.DraftDigest("bot", protocol.FolderDrafts, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := w.request("version-key", nil)
+	earlier.Draft = &DraftSource{ID: id, Version: version}
+	first, err := w.svc.Send(context.Background(), earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := w.request("content-key", nil)
+	now.Draft = &DraftSource{ID: id, Version: version, Digest: digest, VersionKey: "version-key"}
+	for _, after := range []time.Duration{0, DefaultKeyWindow} {
+		w.clk.Advance(after)
+		if res, err := w.svc.Send(context.Background(), now); err != nil || !res.Duplicate || res.ID != first.ID {
+			t.Fatalf("%v after the earlier release's send: %+v %v, want the first send", after, res, err)
+		}
+	}
+	// At another version, the key that release makes is another.
+	now.Draft.Version, now.Draft.VersionKey = "another", "version-key-of-another"
+	if res, err := w.svc.Send(context.Background(), now); err != nil || res.Duplicate {
+		t.Fatalf("the draft at another version: %+v %v, want a new send", res, err)
 	}
 }

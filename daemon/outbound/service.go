@@ -51,8 +51,11 @@ type SentStore interface {
 	Header(mailbox, folder, id string) (*store.Message, error)
 	FindByMessageID(mailbox, folder, messageID string) (id string, ok bool)
 	// Version is the version of a message's file (a draft's, here): it
-	// changes with any edit.
+	// changes with any edit, and with any rewrite of the file.
 	Version(mailbox, folder, id string) (string, error)
+	// DraftDigest names a draft's content (store.Draft.Digest): the same
+	// in a copy of its files, as a restore writes them.
+	DraftDigest(mailbox, folder, id string) (string, error)
 }
 
 // HeaderReader reads a message's frontmatter: the store's Header, or one
@@ -117,12 +120,15 @@ type SendRequest struct {
 }
 
 // DraftSource is a draft as draft.send read it: its id in the mailbox's
-// drafts/ and the version of its file, which is the send's idempotency
+// drafts/, the version of its file and the digest of its content
+// (store.Draft.Digest), which with the id makes the send's idempotency
 // key. The draft leaves drafts/ once its message is queued; one still
-// there at that version was sent but not removed (the daemon stopped in
-// between), and a retry must answer the first send however late it comes,
-// never send it again.
-type DraftSource struct{ ID, Version string }
+// there with that content was sent but not removed (the daemon stopped in
+// between, perhaps to be restored on another host), and a retry must
+// answer the first send however late it comes, never send it again.
+// VersionKey is the key an earlier release made of the same read, from
+// the file's version: a record under it answers too.
+type DraftSource struct{ ID, Version, Digest, VersionKey string }
 
 // ErrMailboxGone is a send's answer when its mailbox was deleted between
 // the caller's access check and the message's queueing: the message is
@@ -310,7 +316,7 @@ func (s *Service) rememberKey(req SendRequest, sentID, messageID string, now tim
 	rec := idemRecord{SentID: sentID, MessageID: messageID, Created: now,
 		Mailbox: req.Mailbox, MailboxID: req.MailboxID, Key: req.Args.IdempotencyKey}
 	if req.Draft != nil {
-		rec.Draft, rec.DraftVersion = req.Draft.ID, req.Draft.Version
+		rec.Draft, rec.DraftVersion, rec.DraftDigest = req.Draft.ID, req.Draft.Version, req.Draft.Digest
 	}
 	if err := s.remember(req, rec); err != nil {
 		s.log().Error("cannot record idempotency key", "mailbox", req.Mailbox, "id", sentID, "err", err)
