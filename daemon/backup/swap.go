@@ -238,7 +238,7 @@ func CheckIncomplete(stateDir string) error {
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
+	f, err := safeio.OpenDir(dir)
 	if err != nil {
 		return err
 	}

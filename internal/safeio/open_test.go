@@ -2,6 +2,7 @@ package safeio
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,5 +63,36 @@ func TestOpenFileRefusesWhatIsNoRegularFile(t *testing.T) {
 	defer f.Close()
 	if _, err := f.WriteString("x"); err != nil {
 		t.Errorf("writing the file opened: %v", err)
+	}
+}
+
+// TestOpenDirRefusesFIFO: a FIFO where a directory is listed or synced is
+// refused at once, never waited on for a writer, and a link to a file is
+// no directory either.
+func TestOpenDirRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	testwait.FIFO(t, fifo)
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("a file"), 0o600)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, link} {
+		if err := testwait.Returns(t, "SyncDir of "+p, func() error { return SyncDir(p) }); err == nil {
+			t.Errorf("SyncDir of %s: no error", p)
+		}
+		if err := testwait.Returns(t, "EachEntry of "+p, func() error {
+			return EachEntry(p, func(fs.DirEntry) error { return nil })
+		}); err == nil {
+			t.Errorf("EachEntry of %s: no error", p)
+		}
+	}
+	if err := SyncDir(dir); err != nil {
+		t.Errorf("SyncDir of a directory: %v", err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "a file" {
+		t.Errorf("the file the link leads to now holds %q", b)
 	}
 }
