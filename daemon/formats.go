@@ -96,7 +96,7 @@ func checkFormats(p config.Paths, release string) (*startFormats, error) {
 // crash's leftover temporary stamp; with records, an empty subdirectory is
 // not one.
 func holdsFiles(dir string, records bool) bool {
-	f, err := os.Open(dir)
+	f, err := safeio.OpenDir(dir)
 	if err != nil {
 		return false
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/internal/safeio"
@@ -167,7 +166,10 @@ func runKey(r protocol.HookRun) string {
 func (l *RunLog) kept() []protocol.HookRun { return l.runs }
 
 func (l *RunLog) openAppend() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	// By name, after each compaction's rename too: a symbolic link or a
+	// FIFO put there is refused, never followed nor waited on (with the
+	// log's lock, which every run's record takes, held).
+	f, err := safeio.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("hook run log %s: %w", l.path, err)
 	}

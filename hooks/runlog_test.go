@@ -213,6 +213,42 @@ func TestRunLogRefusesFIFO(t *testing.T) {
 	}
 }
 
+// TestRunLogReopenRefusesWhatIsNoRegularFile: after a compaction's rename
+// the log is opened again by name. A symbolic link put there meanwhile is
+// refused, not followed (the file it leads to stays as it was), and a FIFO
+// is refused without waiting for a reader, each naming the path.
+func TestRunLogReopenRefusesWhatIsNoRegularFile(t *testing.T) {
+	other := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(other, []byte("not the run log's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"a symbolic link", "a FIFO"} {
+		path := filepath.Join(t.TempDir(), "runs.jsonl")
+		l, err := OpenRunLog(path, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(path)
+		if what == "a FIFO" {
+			testwait.FIFO(t, path)
+		} else if err := os.Symlink(other, path); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		old := l.f
+		err = testwait.Returns(t, "the run log's reopen on "+what, l.openAppend)
+		l.f = old
+		l.mu.Unlock()
+		if !errors.Is(err, safeio.ErrNotRegular) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want it refused as no regular file, naming %s", what, err, path)
+		}
+		l.Close()
+	}
+	if b, _ := os.ReadFile(other); string(b) != "not the run log's" {
+		t.Errorf("the file a link in the run log's place leads to now holds %q", b)
+	}
+}
+
 // TestRunLogKeepsOneHandle: each compaction replaces the append handle and
 // closes the one before; Close closes the last.
 func TestRunLogKeepsOneHandle(t *testing.T) {

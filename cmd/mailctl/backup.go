@@ -244,7 +244,7 @@ index is rebuilt when the daemon starts. Root only.`)
 	if res.MovedAside != "" {
 		fmt.Fprintf(stdout, "what the state directory held before is in %s\n", res.MovedAside)
 	}
-	if len(res.Undeclared) > 0 {
+	if res.UndeclaredCount > 0 {
 		from := "config.toml.restored"
 		if res.ConfigTo != "" {
 			from = res.ConfigTo
@@ -252,13 +252,13 @@ index is rebuilt when the daemon starts. Root only.`)
 		fmt.Fprintf(stdout, "mailboxes not served here: %s: the archive's registry has no entry for them and %s does not declare them, "+
 			"so mail to them does not reach them and their queued sends are not recorded in their sent folders; "+
 			"copy their [[mailboxes]] tables from %s into %s before starting the daemon\n",
-			strings.Join(res.Undeclared, ", "), cfg.File, from, cfg.File)
+			listed(res.Undeclared, res.UndeclaredCount), cfg.File, from, cfg.File)
 	}
-	if len(res.OwnerDiffers) > 0 {
+	if res.OwnerDiffersCount > 0 {
 		fmt.Fprintf(stdout, "mailboxes %s declares for another owner: %s: the daemon does not serve them (their folders and mail are the restored owner's), "+
 			"so mail to them is refused; before starting the daemon, change their owner in %s to the restored one, "+
 			"or give the declared owner their mail with `sudo chown -R UID:GID` on each mailbox's folder\n",
-			cfg.File, inert(strings.Join(res.OwnerDiffers, ", ")), cfg.File)
+			cfg.File, inert(listed(res.OwnerDiffers, res.OwnerDiffersCount)), cfg.File)
 	}
 	if len(res.DKIMRestored) > 0 && len(res.DKIMBeside) > 0 {
 		fmt.Fprintf(stdout, "DKIM keys of two hosts in %s: the archive's (selectors %s) beside this host's (selectors %s); "+
@@ -269,4 +269,14 @@ index is rebuilt when the daemon starts. Root only.`)
 	}
 	fmt.Fprintln(stdout, "start the daemon (`sudo systemctl start mailctl`): it rebuilds the index from the restored files")
 	return 0
+}
+
+// listed joins the names a restore gives of count, saying how many more
+// there are past them: it names at most backup.MaxListed.
+func listed(names []string, count int) string {
+	s := strings.Join(names, ", ")
+	if more := count - len(names); more > 0 {
+		s += fmt.Sprintf(" and %d more (%d in all)", more, count)
+	}
+	return s
 }

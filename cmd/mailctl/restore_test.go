@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mailctl/mailctl/daemon/backup"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/testusers"
@@ -110,5 +112,25 @@ func TestRestoredStateCarriesItsFormatStamps(t *testing.T) {
 	checkStamps("after the restored daemon's start")
 	if _, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(dirB, "mailctl.sock")}, "mailboxes", "show", "bk"); code != 0 {
 		t.Errorf("the restored daemon does not serve bk: exit %d: %s", code, e)
+	}
+}
+
+// TestRestoreLinesSayHowManyMore: the restore names at most
+// backup.MaxListed mailboxes of a kind; its line says how many more there
+// are, so that the one line stays short for any number of them.
+func TestRestoreLinesSayHowManyMore(t *testing.T) {
+	var names []string
+	for i := range backup.MaxListed {
+		names = append(names, fmt.Sprintf("box%04d", i))
+	}
+	got := listed(names, backup.MaxListed+50)
+	if want := "box0000, box0001, "; !strings.HasPrefix(got, want) {
+		t.Errorf("listed: %q, want it to start %q", got, want)
+	}
+	if want := fmt.Sprintf("box%04d and 50 more (%d in all)", backup.MaxListed-1, backup.MaxListed+50); !strings.HasSuffix(got, want) {
+		t.Errorf("listed: %q, want it to end %q", got, want)
+	}
+	if got := listed([]string{"a", "b"}, 2); got != "a, b" {
+		t.Errorf("listed of all: %q, want %q", got, "a, b")
 	}
 }

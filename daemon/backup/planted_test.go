@@ -158,3 +158,13 @@ func TestBackupNamesWhatTheSnapshotLeftOut(t *testing.T) {
 		t.Errorf("warnings %q, want %q among them", st.Warnings, left)
 	}
 }
+
+// TestSyncDirRefusesFIFO: the restore syncs the state directory by name
+// once it is in place; a FIFO there is refused at once, not waited on.
+func TestSyncDirRefusesFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "state")
+	testwait.FIFO(t, fifo)
+	if err := testwait.Returns(t, "syncDir of a FIFO", func() error { return syncDir(fifo) }); err == nil {
+		t.Error("syncDir of a FIFO: no error")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -303,6 +304,36 @@ func TestRestoreBoundsTheNamesItLeavesOut(t *testing.T) {
 	}
 }
 
+// Regression: the restore named every restored mailbox this host's config
+// does not declare, and every one it declares for another owner, so an
+// archive of very many mailboxes grew the answer, and the one line the CLI
+// prints of each list, with them. It counts them all and names the first
+// MaxListed of each, in name order.
+func TestRestoreBoundsTheMailboxesItNames(t *testing.T) {
+	const n = MaxListed + 20
+	var names []string
+	declaredOwners := map[string]uint32{}
+	for i := range n {
+		names = append(names, fmt.Sprintf("box%04d", i))
+		declaredOwners[names[i]] = 4000
+	}
+	res, err := Restore(bytes.NewReader(archive(t, manifestEntry(names...))), RestoreOptions{StateDir: filepath.Join(t.TempDir(), "state"),
+		DeclaredOwners: declaredOwners, LookupUser: func(string) (uint32, uint32, error) { return 1500, 1500, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mailboxes) != n {
+		t.Fatalf("%d mailboxes restored, want %d", len(res.Mailboxes), n)
+	}
+	if res.UndeclaredCount != n || !slices.Equal(res.Undeclared, names[:MaxListed]) {
+		t.Errorf("undeclared: %d counted, %d named (%v...), want %d counted and the first %d named", res.UndeclaredCount, len(res.Undeclared), res.Undeclared[:min(3, len(res.Undeclared))], n, MaxListed)
+	}
+	if res.OwnerDiffersCount != n || len(res.OwnerDiffers) != MaxListed ||
+		!strings.HasPrefix(res.OwnerDiffers[0], "box0000 (") || !strings.HasPrefix(res.OwnerDiffers[MaxListed-1], fmt.Sprintf("box%04d (", MaxListed-1)) {
+		t.Errorf("owner differs: %d counted, %d named (%v...), want %d counted and the first %d named", res.OwnerDiffersCount, len(res.OwnerDiffers), res.OwnerDiffers[:min(3, len(res.OwnerDiffers))], n, MaxListed)
+	}
+}
+
 // TestRestoreNamesMailboxesThisConfigDoesNotDeclare: a mailbox the old
 // host's config declared has no registry entry, and the new host's config
 // is kept, so the restored mailbox would not be served (its mail not
@@ -320,7 +351,7 @@ func TestRestoreNamesMailboxesThisConfigDoesNotDeclare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Undeclared) != 1 || res.Undeclared[0] != "research" {
+	if res.UndeclaredCount != 1 || len(res.Undeclared) != 1 || res.Undeclared[0] != "research" {
 		t.Fatalf("undeclared %v, want [research]", res.Undeclared)
 	}
 }
@@ -485,7 +516,7 @@ func TestRestoreNamesMailboxesDeclaredForAnotherOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.OwnerDiffers) != 1 || !strings.Contains(res.OwnerDiffers[0], "ops") || !strings.Contains(res.OwnerDiffers[0], "4000") || !strings.Contains(res.OwnerDiffers[0], "1500") {
+	if res.OwnerDiffersCount != 1 || len(res.OwnerDiffers) != 1 || !strings.Contains(res.OwnerDiffers[0], "ops") || !strings.Contains(res.OwnerDiffers[0], "4000") || !strings.Contains(res.OwnerDiffers[0], "1500") {
 		t.Fatalf("owner differs %q, want one line naming ops, uid 1500 and uid 4000", res.OwnerDiffers)
 	}
 }

@@ -90,16 +90,20 @@ type RestoreResult struct {
 	// hostile one), and the answer stays small.
 	DroppedCount int
 	Dropped      []string
-	// Undeclared names the restored mailboxes that the archive's registry
-	// has no entry for and this host's config does not declare (declared
-	// in the archive's config.toml, which is not put in place): the daemon
-	// does not serve them until this host's config declares them.
-	Undeclared []string
-	// OwnerDiffers names, with both owners, the restored mailboxes this
-	// host's config declares for another user than their owner here and
-	// the archive's registry has no entry for: the daemon does not serve
-	// them (nor hands their mail to the declared owner).
-	OwnerDiffers []string
+	// UndeclaredCount counts the restored mailboxes that the archive's
+	// registry has no entry for and this host's config does not declare
+	// (declared in the archive's config.toml, which is not put in place):
+	// the daemon does not serve them until this host's config declares
+	// them. Undeclared names the first MaxListed of them, in name order.
+	UndeclaredCount int
+	Undeclared      []string
+	// OwnerDiffersCount counts the restored mailboxes this host's config
+	// declares for another user than their owner here and the archive's
+	// registry has no entry for: the daemon does not serve them (nor
+	// hands their mail to the declared owner). OwnerDiffers names the
+	// first MaxListed of them, in name order, with both owners.
+	OwnerDiffersCount int
+	OwnerDiffers      []string
 	// DKIMRestored are the selectors of the archive's DKIM keys, and
 	// DKIMBeside those of the other keys this host's dkim_dir held (made
 	// by mailctl setup, say), which the restore keeps. The daemon signs

@@ -55,11 +55,18 @@ func (rs *restorer) finish() (err error) {
 			return err
 		}
 		rs.res.Mailboxes = append(rs.res.Mailboxes, RestoredMailbox{Name: name, From: ow.from, To: ow.to, OldUID: ow.oldUID, NewUID: ow.uid, Files: rs.files[name]})
+		// Counted whole, named up to MaxListed: an archive of any number
+		// of mailboxes leaves the answer, and the line the CLI prints,
+		// small.
 		if !rs.registered[name] && !slices.Contains(o.Declared, name) {
-			rs.res.Undeclared = append(rs.res.Undeclared, name)
+			if rs.res.UndeclaredCount++; len(rs.res.Undeclared) < MaxListed {
+				rs.res.Undeclared = append(rs.res.Undeclared, name)
+			}
 		}
 		if uid, ok := o.DeclaredOwners[name]; ok && !rs.registered[name] && uid != ow.uid {
-			rs.res.OwnerDiffers = append(rs.res.OwnerDiffers, fmt.Sprintf("%s (restored for %s, uid %d; declared for uid %d)", name, ow.to, ow.uid, uid))
+			if rs.res.OwnerDiffersCount++; len(rs.res.OwnerDiffers) < MaxListed {
+				rs.res.OwnerDiffers = append(rs.res.OwnerDiffers, fmt.Sprintf("%s (restored for %s, uid %d; declared for uid %d)", name, ow.to, ow.uid, uid))
+			}
 		}
 	}
 	if err := os.Chmod(boxes, 0o711); err != nil {
@@ -238,7 +245,7 @@ func CheckIncomplete(stateDir string) error {
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
+	f, err := safeio.OpenDir(dir)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,6 +50,7 @@ import (
 
 	"github.com/mailctl/mailctl/internal/crashpoint"
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/wal"
 	"github.com/mailctl/mailctl/store"
 )
@@ -330,11 +332,11 @@ func (r *replay) spool(name string, size int64) (*Spool, error) {
 	if strings.ContainsAny(name, "/\x00") || name == "" || name[0] == '.' {
 		return nil, fmt.Errorf("bad spool name %q", name)
 	}
-	f, err := os.Open(filepath.Join(r.j.dir, spoolDir, name))
+	f, st, err := safeio.OpenRegular(filepath.Join(r.j.dir, spoolDir, name), math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}
-	if st, err := f.Stat(); err != nil || st.Size() < size {
+	if st.Size() < size {
 		f.Close()
 		return nil, fmt.Errorf("spool %s is shorter than the message it holds", name)
 	}
@@ -357,7 +359,7 @@ func (r *replay) removeStraySpools() {
 		if r.j.spools[name] != nil {
 			continue
 		}
-		if len(r.j.freeSpools) < maxFreeSpools && os.Truncate(filepath.Join(dir, name), 0) == nil {
+		if len(r.j.freeSpools) < maxFreeSpools && emptyRegular(filepath.Join(dir, name)) == nil {
 			free := name
 			if !strings.HasPrefix(name, freePrefix) {
 				free = freePrefix + name
@@ -371,6 +373,21 @@ func (r *replay) removeStraySpools() {
 		}
 		os.Remove(filepath.Join(dir, name))
 	}
+}
+
+// emptyRegular truncates the spool file at path, opened without following
+// a symbolic link or waiting on a FIFO: what is no regular file is left
+// for removal, its link's target untouched.
+func emptyRegular(path string) error {
+	f, err := safeio.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // newActive makes an empty segment the active one: a spare, or an empty one

@@ -54,10 +54,17 @@ func (j *Journal) NewSpool() (*Spool, error) {
 	path := filepath.Join(j.dir, spoolDir, name)
 	var f *os.File
 	var err error
+	// Opened by name: a symbolic link or a FIFO in the spool directory is
+	// refused, never followed (and emptied) nor waited on.
 	if free != "" && os.Rename(filepath.Join(j.dir, spoolDir, free), path) == nil {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_TRUNC, 0o600)
+		f, err = safeio.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			if err = f.Truncate(0); err != nil {
+				f.Close()
+			}
+		}
 	} else {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err = safeio.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	}
 	if err != nil {
 		return nil, err

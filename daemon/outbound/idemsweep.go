@@ -46,7 +46,7 @@ func (s *Service) SweepKeys(limit int) (SweepResult, error) {
 	defer s.sweep.mu.Unlock()
 	var res SweepResult
 	if s.sweep.dir == nil {
-		d, err := os.Open(s.idemDir())
+		d, err := safeio.OpenDir(s.idemDir())
 		if errors.Is(err, os.ErrNotExist) {
 			return res, nil
 		}

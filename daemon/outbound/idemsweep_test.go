@@ -441,3 +441,19 @@ func TestDraftSendAnswersAnEarlierReleasesVersionKey(t *testing.T) {
 		t.Fatalf("the draft at another version: %+v %v, want a new send", res, err)
 	}
 }
+
+// TestSweepRefusesFIFOForItsDirectory: the sweep opens the records'
+// directory by name; a FIFO there fails the pass at once instead of
+// holding the sweep (and each send waiting on it) until a writer comes.
+func TestSweepRefusesFIFOForItsDirectory(t *testing.T) {
+	w := newKeyWorld(t)
+	dir := filepath.Join(w.q.Dir(), queue.IdempotencyDir)
+	os.RemoveAll(dir)
+	testwait.FIFO(t, dir)
+	if err := testwait.Returns(t, "a sweep with a FIFO for its directory", func() error {
+		_, err := w.svc.SweepKeys(64)
+		return err
+	}); err == nil {
+		t.Error("SweepKeys with a FIFO for its directory: no error")
+	}
+}

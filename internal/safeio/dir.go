@@ -15,6 +15,14 @@ const DirBatch = 256
 // error.
 var ErrStop = errors.New("stop listing")
 
+// OpenDir opens the directory dir to list or sync it. A FIFO or a file
+// where the directory should be is refused without blocking (ENOTDIR); a
+// symbolic link to a directory is followed, as a configured state path may
+// be one.
+func OpenDir(dir string) (*os.File, error) {
+	return os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+}
+
 // EachEntry calls fn for each entry of the directory dir, in the order the
 // file system lists them (not sorted: a sorted listing would hold every
 // name at once), reading DirBatch entries at a time: a directory of
@@ -24,7 +32,7 @@ var ErrStop = errors.New("stop listing")
 // without blocking (ENOTDIR). fn's error ends the listing and is returned,
 // but for ErrStop, which ends it with nil.
 func EachEntry(dir string, fn func(fs.DirEntry) error) error {
-	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	f, err := OpenDir(dir)
 	if err != nil {
 		return err
 	}

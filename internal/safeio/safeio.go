@@ -93,7 +93,7 @@ func fill(f *os.File, data []byte, o Options) error {
 // SyncDir makes the names in dir durable: a created, renamed or removed entry
 // survives a crash once this returns nil.
 func SyncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := OpenDir(dir)
 	if err != nil {
 		return err
 	}

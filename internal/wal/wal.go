@@ -24,7 +24,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mailctl/mailctl/internal/safeio"
@@ -103,31 +102,7 @@ func Open(path string, o Options, apply func(p []byte, at Loc) error) (*Log, err
 // or taking it as a terminal. Each is safeio.ErrNotRegular (a link
 // safeio.ErrSymlink too).
 func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
-	switch {
-	case errors.Is(err, syscall.ELOOP):
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%w)", safeio.ErrNotRegular, safeio.ErrSymlink)}
-	case errors.Is(err, syscall.EISDIR):
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (a directory)", safeio.ErrNotRegular)}
-	case err != nil:
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err == nil && !st.Mode().IsRegular() {
-		what := "a device"
-		switch t := st.Mode().Type(); {
-		case t&os.ModeNamedPipe != 0:
-			what = "a FIFO"
-		case t&os.ModeSocket != 0:
-			what = "a socket"
-		}
-		err = &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", safeio.ErrNotRegular, what)}
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return safeio.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 }
 
 // replay reads every whole record and cuts the file after the last one.

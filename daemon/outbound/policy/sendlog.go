@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -162,7 +163,7 @@ func (lr *LogReader) Next() (LogEntry, bool, error) {
 // OpenRateLimiter would refuse it with. The daemon asks before it changes
 // anything else at start.
 func LogVersion(path string) (int, error) {
-	f, err := os.Open(path)
+	f, _, err := safeio.OpenRegular(path, math.MaxInt64)
 	if os.IsNotExist(err) {
 		return 0, nil
 	}
@@ -187,11 +188,19 @@ func OpenRateLimiter(path string, clock func() time.Time, owner func(mailbox str
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
+	// Opened without following a symbolic link or waiting on a FIFO: the
+	// daemon's start must not hang on what stands in the log's place.
+	var in io.Reader = strings.NewReader("")
+	var size int64
+	f, fi, err := safeio.OpenRegular(path, math.MaxInt64)
+	switch {
+	case err == nil:
+		defer f.Close()
+		in, size = f, fi.Size()
+	case !os.IsNotExist(err):
 		return nil, fmt.Errorf("reading the send log: %w", err)
 	}
-	lr, err := NewLogReader(bytes.NewReader(data), maxLogLine, logWhat, path)
+	lr, err := NewLogReader(in, maxLogLine, logWhat, path)
 	if err != nil {
 		return nil, err
 	}
@@ -205,8 +214,11 @@ func OpenRateLimiter(path string, clock func() time.Time, owner func(mailbox str
 		if err == io.EOF {
 			break
 		}
+		if err != nil && !errors.Is(err, ErrLogLineTooLong) {
+			return nil, fmt.Errorf("reading the send log %s: %w", path, err)
+		}
 		if err != nil {
-			// Only a line past maxLogLine: what came before it counts.
+			// A line past maxLogLine: what came before it counts.
 			logger.Warn("send log line too long: the sends after it are not read", "path", path, "max_bytes", maxLogLine)
 			break
 		}
@@ -231,7 +243,7 @@ func OpenRateLimiter(path string, clock func() time.Time, owner func(mailbox str
 	if bad > 0 {
 		logger.Warn("send log lines skipped", "path", path, "lines", bad)
 	}
-	if lr.Version != formats.RateLimitLog && len(data) > 0 {
+	if lr.Version != formats.RateLimitLog && size > 0 {
 		logger.Info("send log of format 1 read: its sends count for each mailbox's current owner", "path", path, "dropped_no_owner", unowned)
 	}
 	for _, ts := range r.sent {
@@ -251,14 +263,22 @@ func (l *sendLog) rewrite(sent map[sender][]time.Time) error {
 	if err := safeio.WriteFile(l.path, []byte(text)); err != nil {
 		return fmt.Errorf("writing the send log: %w", err)
 	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	return l.reopen(n)
+}
+
+// reopen opens the file just written, which holds lines sends, for
+// appending in place of the one before. It is opened by name: a symbolic
+// link put there since is refused, not followed, and a FIFO refused, not
+// waited on (with the limiter's lock, which every send takes, held).
+func (l *sendLog) reopen(lines int) error {
+	f, err := safeio.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("opening the send log: %w", err)
 	}
 	if l.f != nil {
 		l.f.Close()
 	}
-	l.f, l.lines = f, n
+	l.f, l.lines = f, lines
 	return nil
 }
 
