@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,6 +75,7 @@ type probeFacts struct {
 	UID      int      `json:"uid"`
 	SID      int      `json:"sid"`
 	StdioDev []uint64 `json:"stdio_dev"` // the device of fds 0, 1 and 2; 0 for one that is no device
+	Open     []string `json:"open"`      // what its descriptors above 2 are
 	Env      []string `json:"env"`
 }
 
@@ -95,6 +97,11 @@ func editorProbe(out string, args []string) int {
 			f.StdioDev = append(f.StdioDev, st.Rdev)
 		} else {
 			f.StdioDev = append(f.StdioDev, 0)
+		}
+	}
+	for fd := 3; fd < 64; fd++ {
+		if target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err == nil {
+			f.Open = append(f.Open, target)
 		}
 	}
 	push := func(fd int) {
@@ -128,7 +135,8 @@ func editorProbe(out string, args []string) int {
 // drafts edit` in its terminal on a mailbox of another user, whose editor
 // runs as that owner and does what the owner can make it do. It gets none
 // of root's: not root's terminal (fds 0 to 2), not root's session (whose
-// /dev/tty is root's terminal), not root's environment; the line it pushes
+// /dev/tty is root's terminal), not a descriptor root's shell left open,
+// not root's environment; the line it pushes
 // into its terminal's input never reaches what root's shell reads next. The
 // draft is edited all the same.
 func TestDraftsEditAsRootGivesTheOwnerNothingOfRoots(t *testing.T) {
@@ -173,58 +181,85 @@ func TestDraftsEditAsRootGivesTheOwnerNothingOfRoots(t *testing.T) {
 	rootTerm := st.Rdev
 	shown := make(chan struct{})
 	go func() { defer close(shown); io.Copy(io.Discard, tm) }()
-	cmd := exec.Command(os.Args[0], "drafts", "edit", "edited", d.ID)
-	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1", "VISUAL="+editor, "MAILCTL_TEST_ROOT_SECRET=hunter2"), env...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = ts, ts, ts
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("drafts edit: %v", err)
-	}
-
-	// What root's shell would read next: nothing.
-	fds := []unix.PollFd{{Fd: int32(ts.Fd()), Events: unix.POLLIN}}
-	if n, _ := unix.Poll(fds, 0); n > 0 {
-		buf := make([]byte, 256)
-		n, _ := unix.Read(int(ts.Fd()), buf)
-		t.Errorf("root's terminal holds input the owner's editor pushed: %q", buf[:max(n, 0)])
-	}
-	data, err := os.ReadFile(facts)
-	if err != nil {
-		t.Fatalf("the editor did not run: %v", err)
-	}
-	var f probeFacts
-	if err := json.Unmarshal(data, &f); err != nil {
+	// A root-only file root's shell holds open (exec 3<file), which
+	// mailctl inherits.
+	secret := filepath.Join(t.TempDir(), "root-secret")
+	if err := os.WriteFile(secret, []byte("ROOT-SECRET"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if f.UID != int(owner.UID) {
-		t.Errorf("the editor ran as uid %d, want the owner's %d", f.UID, owner.UID)
+	held, err := os.Open(secret)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if f.SID == cmd.Process.Pid {
-		t.Errorf("the editor runs in root's session (%d), whose /dev/tty is root's terminal", f.SID)
-	}
-	for fd, dev := range f.StdioDev {
-		if dev == rootTerm {
-			t.Errorf("the editor's fd %d is root's terminal", fd)
+	defer held.Close()
+	for _, onTerminal := range []bool{true, false} {
+		os.Remove(facts)
+		if !onTerminal {
+			t.Log("input on no terminal, output on root's")
 		}
-	}
-	for _, kv := range f.Env {
-		if strings.HasPrefix(kv, "MAILCTL_TEST_EDITOR_PROBE=") {
-			continue // the probe's own, set by its wrapper
+		cmd := exec.Command(os.Args[0], "drafts", "edit", "edited", d.ID)
+		cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1", "VISUAL="+editor, "MAILCTL_TEST_ROOT_SECRET=hunter2"), env...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = ts, ts, ts
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if !onTerminal {
+			// A script's: its input is no terminal, its output is.
+			cmd.Stdin, cmd.SysProcAttr.Ctty = nil, 1
 		}
-		if strings.Contains(kv, "hunter2") || strings.HasPrefix(kv, "MAILCTL_") {
-			t.Errorf("the editor got root's environment: %s", kv)
+		cmd.ExtraFiles = []*os.File{held}
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("drafts edit (input on a terminal: %v): %v", onTerminal, err)
 		}
-	}
-	var home bool
-	for _, kv := range f.Env {
-		home = home || kv == "HOME="+owner.Home
-	}
-	if !home {
-		t.Errorf("the editor's environment has not the owner's HOME %s: %v", owner.Home, f.Env)
-	}
-	body, err := os.ReadFile(filepath.Join(dir, "state", "mailboxes", "edited", "drafts", d.ID+".md"))
-	if err != nil || !strings.Contains(string(body), "edited by the owner") {
-		t.Errorf("the draft after the edit: %q %v", body, err)
+
+		// What root's shell would read next: nothing.
+		fds := []unix.PollFd{{Fd: int32(ts.Fd()), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(fds, 0); n > 0 {
+			buf := make([]byte, 256)
+			n, _ := unix.Read(int(ts.Fd()), buf)
+			t.Errorf("root's terminal holds input the owner's editor pushed: %q", buf[:max(n, 0)])
+		}
+		data, err := os.ReadFile(facts)
+		if err != nil {
+			t.Fatalf("the editor did not run: %v", err)
+		}
+		var f probeFacts
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatal(err)
+		}
+		if f.UID != int(owner.UID) {
+			t.Errorf("the editor ran as uid %d, want the owner's %d", f.UID, owner.UID)
+		}
+		if f.SID == cmd.Process.Pid {
+			t.Errorf("the editor runs in root's session (%d), whose /dev/tty is root's terminal", f.SID)
+		}
+		for fd, dev := range f.StdioDev {
+			if dev == rootTerm {
+				t.Errorf("the editor's fd %d is root's terminal", fd)
+			}
+		}
+		for _, target := range f.Open {
+			if target == secret {
+				t.Errorf("the editor holds root's descriptor of %s", secret)
+			}
+		}
+		for _, kv := range f.Env {
+			if strings.HasPrefix(kv, "MAILCTL_TEST_EDITOR_PROBE=") {
+				continue // the probe's own, set by its wrapper
+			}
+			if strings.Contains(kv, "hunter2") || strings.HasPrefix(kv, "MAILCTL_") {
+				t.Errorf("the editor got root's environment: %s", kv)
+			}
+		}
+		var home bool
+		for _, kv := range f.Env {
+			home = home || kv == "HOME="+owner.Home
+		}
+		if !home {
+			t.Errorf("the editor's environment has not the owner's HOME %s: %v", owner.Home, f.Env)
+		}
+		body, err := os.ReadFile(filepath.Join(dir, "state", "mailboxes", "edited", "drafts", d.ID+".md"))
+		if err != nil || !strings.Contains(string(body), "edited by the owner") {
+			t.Errorf("the draft after the edit: %q %v", body, err)
+		}
 	}
 	tm.Close()
 	<-shown

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mailctl/mailctl/hooks"
 )
 
 // Root's `drafts edit` runs the editor as the mailbox's owner (asOwner), and
@@ -20,8 +22,8 @@ import (
 // So the process must hold nothing of root's. Not root's terminal: through it
 // the owner could push input to root's shell (TIOCSTI) for root to run once
 // the editor is gone, or read what root types next from a process left
-// behind. Not root's session, whose /dev/tty is that terminal. Not root's
-// environment. It runs in a session of its own, on a terminal of its own that
+// behind. Not root's session, whose /dev/tty is that terminal. Not a
+// descriptor root's shell left open. Not root's environment. It runs in a session of its own, on a terminal of its own that
 // this process relays to root's while the editor runs and closes when it
 // ends; without a terminal, on pipes.
 
@@ -51,6 +53,11 @@ func ownerEnv(environ []string, home, name, shell string) []string {
 // of its own: on a new terminal relayed to root's when stdin is a terminal,
 // else on pipes. None of root's descriptors reaches it.
 func runApart(cmd *exec.Cmd) error {
+	// What started this process (root's shell: exec 3<file) may have left
+	// descriptors open; the editor must not inherit them.
+	if err := hooks.CloseOnExecAbove2(); err != nil {
+		return err
+	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
