@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -118,6 +119,10 @@ func editorProbe(out string, args []string) int {
 	}
 	data, _ := json.Marshal(f)
 	if err := os.WriteFile(out, data, 0o644); err != nil {
+		return 1
+	}
+	if len(args) > 1 && args[0] == "--wait" {
+		io.Copy(io.Discard, os.Stdin) // until it is stopped
 		return 1
 	}
 	draft, err := os.OpenFile(args[len(args)-1], os.O_WRONLY|os.O_APPEND, 0)
@@ -263,4 +268,62 @@ func TestDraftsEditAsRootGivesTheOwnerNothingOfRoots(t *testing.T) {
 	}
 	tm.Close()
 	<-shown
+}
+
+// TestDraftsEditStoppedGivesBackRootsTerminal: root's `drafts edit` is
+// stopped (SIGTERM) while the owner's editor runs on the terminal relayed to
+// root's, which is raw meanwhile. It stops the editor and gives root's
+// terminal back in the modes it had, instead of leaving it raw.
+func TestDraftsEditStoppedGivesBackRootsTerminal(t *testing.T) {
+	testusers.RequireRoot(t)
+	owner := testusers.Create(t, "mcedstop")
+	dir := testusers.SharedDir(t)
+	startServe(t, serveConfig(t, dir, freePort(t)))
+	env := []string{"MAILCTL_SOCKET=" + filepath.Join(dir, "mailctl.sock")}
+	if out, e, code := mailctl(t, env, "mailboxes", "create", "edited", "--owner", owner.Name); code != 0 {
+		t.Fatalf("mailboxes create: exit %d: %s%s", code, out, e)
+	}
+	out, e, code := mailctl(t, env, "drafts", "create", "edited", "--subject", "s", "--json")
+	var d protocol.Draft
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil {
+		t.Fatalf("drafts create: exit %d: %s%s", code, out, e)
+	}
+	shared := testusers.SharedDir(t)
+	os.Chmod(shared, 0o777)
+	facts := filepath.Join(shared, "facts.json")
+	editor := filepath.Join(shared, "editor")
+	script := fmt.Sprintf("#!/bin/sh\nMAILCTL_TEST_EDITOR_PROBE=%s exec %s --wait \"$@\"\n", facts, testusers.Executable(t))
+	if err := os.WriteFile(editor, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tm, ts, err := openPTY()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+	defer ts.Close()
+	go io.Copy(io.Discard, tm)
+	canonical := func() bool {
+		tio, err := unix.IoctlGetTermios(int(ts.Fd()), unix.TCGETS)
+		return err == nil && tio.Lflag&unix.ICANON != 0
+	}
+	if !canonical() {
+		t.Fatal("a new terminal is not in canonical mode")
+	}
+	cmd := exec.Command(os.Args[0], "drafts", "edit", "edited", d.ID)
+	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1", "VISUAL="+editor), env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = ts, ts, ts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the editor to run", func() bool { _, err := os.Stat(facts); return err == nil })
+	testwait.For(t, "root's terminal to be raw while the editor runs", func() bool { return !canonical() })
+	cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	testwait.Recv(t, "drafts edit to end", exited)
+	if !canonical() {
+		t.Error("drafts edit, stopped, left root's terminal raw")
+	}
 }

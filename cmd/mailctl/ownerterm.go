@@ -107,6 +107,11 @@ func runOnTerminal(cmd *exec.Cmd, saved *unix.Termios) error {
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
+	// Stopped meanwhile, mailctl stops the editor and gives root's terminal
+	// back as it was, rather than leave it raw.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(stop)
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
@@ -128,6 +133,8 @@ wait:
 		select {
 		case <-winch:
 			copySize()
+		case sig := <-stop:
+			cmd.Process.Signal(sig)
 		case err = <-waited:
 			break wait
 		}
