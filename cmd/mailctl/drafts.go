@@ -255,7 +255,7 @@ func printDraftWritten(d protocol.Draft, update bool) {
 }
 
 func draftsEdit(args []string) int {
-	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights; run by root, the editor runs as the mailbox's owner.")
+	cf := newClientFlags("drafts edit", "drafts edit MAILBOX ID", "Opens the draft's file in $VISUAL or $EDITOR (vi if neither is set), with your own rights; run by root, the editor runs as the mailbox's owner, on a terminal of its own that mailctl relays to yours, with none of your environment but TERM, the locale and PATH.")
 	cf.place = draftsPlace(cf)
 	if code, ok := parseArgs(cf.fs, args, 2, "give the mailbox and the draft id"); !ok {
 		return code
@@ -268,6 +268,7 @@ func draftsEdit(args []string) int {
 	argv := append(strings.Fields(editor), m.Path)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	run := cmd.Run
 	if os.Geteuid() == 0 {
 		var mb protocol.Mailbox
 		if code, ok := cf.request(protocol.VerbMailboxShow, protocol.NameArgs{Name: cf.fs.Arg(0)}, &mb); !ok {
@@ -276,8 +277,11 @@ func draftsEdit(args []string) int {
 		if err := asOwner(cmd, mb.OwnerUID); err != nil {
 			return failure(cf.fs, err)
 		}
+		if cmd.SysProcAttr != nil {
+			run = func() error { return runApart(cmd) }
+		}
 	}
-	if err := cmd.Run(); err != nil {
+	if err := run(); err != nil {
 		return failure(cf.fs, fmt.Errorf("%s: %w", editor, err))
 	}
 	return 0
@@ -300,7 +304,7 @@ func asOwner(cmd *exec.Cmd, uid uint32) error {
 		groups = []uint32{} // drop root's supplementary groups too
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: o.UID, Gid: o.GID, Groups: groups}}
-	cmd.Env = append(os.Environ(), "HOME="+cmp.Or(o.Home, "/"), "USER="+o.Name, "LOGNAME="+o.Name)
+	cmd.Env = ownerEnv(os.Environ(), cmp.Or(o.Home, "/"), o.Name, o.Shell)
 	return nil
 }
 

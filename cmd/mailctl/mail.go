@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
@@ -354,19 +356,76 @@ func (mf *mailFlags) markRead(m *protocol.Message, ask bool) int {
 }
 
 // copyRaw writes the stored raw message at path to w as it is. The path is
-// the daemon's, inside the caller's own mailbox; it is opened with the
-// caller's rights, never following a symlink planted in its place, and
-// must be a regular file (a FIFO would block).
+// the daemon's, <mailbox>/<folder>/<id>.eml, and it is opened with the
+// caller's rights as a mailbox file (openMailboxFile).
 func copyRaw(w io.Writer, path string) error {
 	if path == "" {
 		return protocol.Errorf(protocol.CodeInternal, "the daemon named no raw file for this message")
 	}
-	f, _, err := safeio.OpenRegular(path, math.MaxInt64)
+	f, err := openMailboxFile(path)
 	if err != nil {
 		return fmt.Errorf("reading the raw message: %w", err)
 	}
 	defer f.Close()
 	_, err = io.Copy(w, f)
+	return err
+}
+
+// openMailboxFile opens <mailbox>/<folder>/<name>, a file the daemon named in
+// a mailbox. The mailbox's folder is the daemon's to name, but what is in it
+// is its owner's, who may put there a link to another mailbox's folder in
+// place of this one, a symlink or a FIFO in place of the file, or, where
+// fs.protected_hardlinks is 0, a hard link to any file of the host: run by
+// root, the read would print that. So no link is followed below the
+// mailbox's folder, only a regular file is read, and it must belong to the
+// folder's owner, as the daemon and the MCP server require of a mailbox's
+// files.
+func openMailboxFile(path string) (*os.File, error) {
+	dir, name := filepath.Split(path)
+	folder := filepath.Clean(dir)
+	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	mfd, err := unix.Open(filepath.Dir(folder), dirFlags, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: filepath.Dir(folder), Err: err}
+	}
+	defer unix.Close(mfd)
+	var mst unix.Stat_t
+	if err := unix.Fstat(mfd, &mst); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: filepath.Dir(folder), Err: err}
+	}
+	ffd, err := unix.Openat(mfd, filepath.Base(folder), dirFlags, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: folder, Err: notFollowed(err)}
+	}
+	defer unix.Close(ffd)
+	fd, err := unix.Openat(ffd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: notFollowed(err)}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = safeio.ErrNotRegular
+	case st.Uid != mst.Uid:
+		err = fmt.Errorf("it belongs to uid %d, not to the mailbox's owner (uid %d): it is not the mailbox's file", st.Uid, mst.Uid)
+	}
+	if err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return f, nil
+}
+
+// notFollowed names a link O_NOFOLLOW refused (ELOOP) as such.
+func notFollowed(err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("%w (%w)", safeio.ErrNotRegular, safeio.ErrSymlink)
+	}
 	return err
 }
 

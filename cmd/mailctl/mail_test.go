@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/internal/testproc"
+	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -306,6 +307,62 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestCopyRawAsRootReadsOnlyTheMailboxsOwnFile: root reads the raw file of
+// a message in another user's mailbox. Once the daemon has named the path,
+// the owner may put in place of the .eml a hard link to a root file (where
+// fs.protected_hardlinks is 0: the test, as root, makes it), or in place of
+// the folder a link to another mailbox's folder holding a file of that
+// name. Root's read prints neither; it prints the mailbox's own file.
+func TestCopyRawAsRootReadsOnlyTheMailboxsOwnFile(t *testing.T) {
+	testusers.RequireRoot(t)
+	uid := int(testusers.UnusedUID(t))
+	base := t.TempDir()
+	mkdir := func(p string, owner int) {
+		t.Helper()
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, data string, owner int) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box, other := filepath.Join(base, "box"), filepath.Join(base, "other")
+	for _, d := range []string{box, filepath.Join(box, "inbox"), filepath.Join(box, "trash"), other, filepath.Join(other, "inbox")} {
+		mkdir(d, uid)
+	}
+	secret := filepath.Join(base, "shadow")
+	write(secret, "ROOT-SECRET", 0)
+	write(filepath.Join(other, "inbox", "m.eml"), "OTHER-MAILBOX", uid)
+	own := filepath.Join(box, "inbox", "own.eml")
+	write(own, "Subject: s\r\n\r\nb\r\n", uid)
+	if err := os.Link(secret, filepath.Join(box, "inbox", "m.eml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(other, "inbox"), filepath.Join(box, "junk")); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(other, "inbox", "j.eml"), "OTHER-MAILBOX", uid)
+	for _, path := range []string{filepath.Join(box, "inbox", "m.eml"), filepath.Join(box, "junk", "j.eml")} {
+		var out strings.Builder
+		if err := copyRaw(&out, path); err == nil || out.Len() != 0 {
+			t.Errorf("copyRaw of %s as root: %v, printed %q; want it refused, nothing printed", path, err, out.String())
+		}
+	}
+	var out strings.Builder
+	if err := copyRaw(&out, own); err != nil || out.String() != "Subject: s\r\n\r\nb\r\n" {
+		t.Errorf("copyRaw of the mailbox's own file: %v, printed %q", err, out.String())
+	}
 }
 
 // TestCopyRawRefusesOddFiles: the raw path the daemon names is read with

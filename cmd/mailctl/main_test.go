@@ -24,6 +24,9 @@ import (
 // TestMain lets the test binary run as the mailctl binary itself, so the
 // smoke tests exercise the real command line without a separate build.
 func TestMain(m *testing.M) {
+	if out := os.Getenv("MAILCTL_TEST_EDITOR_PROBE"); out != "" {
+		os.Exit(editorProbe(out, os.Args[1:]))
+	}
 	if os.Getenv("MAILCTL_AS_BINARY") == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
