@@ -21,6 +21,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/mailctl/mailctl/internal/formats"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/tomlkeys"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -522,12 +523,28 @@ const (
 // setDefault sets *p to v when the file left it unset (the zero value).
 func setDefault[T comparable](p *T, v T) { *p = cmp.Or(*p, v) }
 
+// MaxConfigFile bounds config.toml: a config declaring thousands of
+// mailboxes, each with its overrides, stays under a few MiB.
+const MaxConfigFile = 16 << 20
+
+// readFile reads the config file the operator names. A link is followed
+// (configuration tools manage the file as one); a FIFO, a device or a file
+// past MaxConfigFile is refused with an error naming the path, never waited
+// on nor read without end.
+func readFile(path string) ([]byte, error) {
+	data, err := safeio.ReadInput(path, MaxConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return data, nil
+}
+
 // Load reads and validates the config at path. Unknown keys are errors that
 // name the key and the line.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
+		return nil, err
 	}
 	c, err := Parse(data)
 	if ne, ok := errors.AsType[*formats.NewerError](err); ok {
@@ -547,9 +564,9 @@ func Load(path string) (*Config, error) {
 // value against the file's own values rather than the defaults. A file that
 // is not TOML, or whose values do not decode, still fails.
 func LoadForChecks(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
+		return nil, err
 	}
 	c, err := parse(data, false)
 	if err != nil {

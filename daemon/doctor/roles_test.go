@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // TestRoleAddressFindings: without postmaster and abuse declared, doctor
@@ -50,5 +53,45 @@ func TestRoleAddressFindings(t *testing.T) {
 	}
 	if _, ok := got["role.ok"]; ok {
 		t.Error("role.ok despite the problems")
+	}
+}
+
+// Doctor reads a registry mailbox's owner as the daemon does: a link to a
+// file elsewhere (left as it was) or a FIFO in its place names no owner,
+// never followed nor waited on.
+func TestRegisteredRefusesWhatIsNoRegularFile(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Paths.StateDir = t.TempDir()
+	dir := filepath.Join(cfg.Paths.RegistryDir(), "mailboxes")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "precious.json")
+	const held = `{"name":"admin","owner_uid":4242}`
+	if err := os.WriteFile(other, []byte(held), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(dir, "linked.json")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.FIFO(t, filepath.Join(dir, "fifo.json"))
+	if err := os.WriteFile(filepath.Join(dir, "admin.json"), []byte(held), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type owner struct {
+		uid uint32
+		ok  bool
+	}
+	for _, c := range []struct {
+		name string
+		want owner
+	}{{"linked", owner{}}, {"fifo", owner{}}, {"admin", owner{4242, true}}} {
+		got := testwait.Returns(t, "registered("+c.name+")", func() owner { uid, ok := registered(cfg, c.name); return owner{uid, ok} })
+		if got != c.want {
+			t.Errorf("registered(%s) = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if b, _ := os.ReadFile(other); string(b) != held {
+		t.Errorf("the file the link leads to now holds %q", b)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/daemon/outbound/queue"
+	"github.com/mailctl/mailctl/daemon/registry"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
@@ -73,9 +73,11 @@ func checkSecrets(f *findings, cfg *config.Config) {
 	}
 }
 
-// registered reads the owner of a registry mailbox (registry/mailboxes/<name>.json).
+// registered reads the owner of a registry mailbox (registry/mailboxes/<name>.json),
+// as the daemon reads it: a link or a FIFO there is none, never followed
+// nor waited on.
 func registered(cfg *config.Config, name string) (uid uint32, ok bool) {
-	data, err := os.ReadFile(filepath.Join(cfg.Paths.RegistryDir(), "mailboxes", name+".json"))
+	data, err := safeio.ReadRegular(filepath.Join(cfg.Paths.RegistryDir(), "mailboxes", name+".json"), registry.MaxEntry)
 	if err != nil {
 		return 0, false
 	}

@@ -57,6 +57,11 @@ type Record struct {
 	QuotaMessages *int64 `json:"quota_messages,omitempty"`
 }
 
+// MaxEntry bounds a registry file: a hook's command line (hooks.MaxArgs
+// elements of hooks.MaxArgBytes) written as JSON is at most about 1.5 MiB,
+// a mailbox's record a few KiB. A larger file is an error naming it.
+const MaxEntry = 4 << 20
+
 // Open loads the registry at dir, creating it (0700) if needed.
 // Unreadable entries are reported and skipped so one bad file never hides the rest.
 func Open(dir string) (*Registry, []error, error) {
@@ -85,7 +90,7 @@ func Open(dir string) (*Registry, []error, error) {
 			if !strings.HasSuffix(n, ".json") || !e.Type().IsRegular() {
 				continue
 			}
-			data, err := os.ReadFile(filepath.Join(dir, sub, n))
+			data, err := readEntry(filepath.Join(dir, sub, n))
 			if err == nil {
 				err = each(strings.TrimSuffix(n, ".json"), data)
 			}
@@ -131,6 +136,11 @@ func Open(dir string) (*Registry, []error, error) {
 	})
 	return r, problems, nil
 }
+
+// readEntry reads a registry file that was listed as a regular file: it is
+// read by name after, so a link or a FIFO put in its place meanwhile is
+// refused, never followed nor waited on.
+func readEntry(path string) ([]byte, error) { return safeio.ReadRegular(path, MaxEntry) }
 
 func (r *Registry) write(sub, name string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")

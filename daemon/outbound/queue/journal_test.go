@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/internal/testclock"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/internal/wal"
@@ -214,6 +216,68 @@ func TestQueueMigratesEarlierLayout(t *testing.T) {
 	runQueue(t, q)
 	if done := n.waitSettled(t); done.ID != "old" || done.Recipients[0].Status != StatusDelivered {
 		t.Fatalf("migrated item: %+v", done)
+	}
+}
+
+// An item of the earlier layout is read by name after the listing: a link
+// to a file elsewhere (left as it was) or a FIFO in the place of its .json
+// or its .eml is refused, naming the path, never followed nor waited on;
+// at start such an item is set aside, not moved into the journal.
+func TestMigrateRefusesWhatIsNoRegularFile(t *testing.T) {
+	it := testItem("old", "o@remote.test")
+	it.Size = int64(len(it.Data))
+	st, _ := json.Marshal(it)
+	elsewhere := t.TempDir()
+	held := map[string][]byte{".json": st, ".eml": it.Data}
+	for ext, b := range held {
+		if err := os.WriteFile(filepath.Join(elsewhere, "old"+ext), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ext := range []string{".json", ".eml"} {
+		for _, link := range []bool{true, false} {
+			dir := t.TempDir()
+			for e, b := range held {
+				if e != ext {
+					if err := os.WriteFile(filepath.Join(dir, "old"+e), b, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			path := filepath.Join(dir, "old"+ext)
+			if link {
+				if err := os.Symlink(filepath.Join(elsewhere, "old"+ext), path); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				testwait.FIFO(t, path)
+			}
+			q := &Queue{dir: dir}
+			err := testwait.Returns(t, "load with "+path, func() error { _, _, err := q.load("old"); return err })
+			if !errors.Is(err, safeio.ErrNotRegular) || errors.Is(err, safeio.ErrSymlink) != link || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s (link %v): %v, want it refused as no regular file, naming it", ext, link, err)
+			}
+		}
+	}
+	// At start: the item whose .eml is a link is set aside.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "old.json"), st, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(elsewhere, "old.eml"), filepath.Join(dir, "old.eml")); err != nil {
+		t.Fatal(err)
+	}
+	openTestQueue(t, dir)
+	if _, ok := journalItems(t, dir)["old"]; ok {
+		t.Error("the item whose message is a link was moved into the journal")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "corrupt", "old.eml")); err != nil {
+		t.Errorf("the item was not set aside: %v", err)
+	}
+	for ext, b := range held {
+		if got, _ := os.ReadFile(filepath.Join(elsewhere, "old"+ext)); !bytes.Equal(got, b) {
+			t.Errorf("the file the link leads to now holds %q", got)
+		}
 	}
 }
 

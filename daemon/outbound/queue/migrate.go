@@ -30,14 +30,7 @@ func (q *Queue) migrate(items map[string]replayed) error {
 		switch {
 		case strings.HasSuffix(name, ".json"):
 			id := strings.TrimSuffix(name, ".json")
-			it, err := q.load(id)
-			var data []byte
-			if err == nil {
-				data, err = os.ReadFile(filepath.Join(q.dir, id+".eml"))
-			}
-			if err == nil && int64(len(data)) != it.Size {
-				err = fmt.Errorf("%s.eml has %d bytes, the item says %d", id, len(data), it.Size)
-			}
+			it, data, err := q.load(id)
 			if err != nil {
 				q.log.Error("queue item set aside", "item", id, "err", err, "moved_to", filepath.Join(q.dir, "corrupt"))
 				q.setAside(id)
@@ -75,33 +68,44 @@ func (q *Queue) migrate(items map[string]replayed) error {
 	return safeio.SyncDir(q.dir)
 }
 
-// load reads an item of the earlier layout.
-func (q *Queue) load(id string) (*Item, error) {
+// load reads an item of the earlier layout and its message. Both files are
+// read by name after the listing: a link or a FIFO in the place of either is
+// refused, never followed nor waited on, and each is bounded by the
+// journal's record, which must hold them both.
+func (q *Queue) load(id string) (*Item, []byte, error) {
 	if !itemIDRE.MatchString(id) {
-		return nil, fmt.Errorf("bad item name %q", id)
+		return nil, nil, fmt.Errorf("bad item name %q", id)
 	}
-	data, err := os.ReadFile(filepath.Join(q.dir, id+".json"))
+	data, err := safeio.ReadRegular(filepath.Join(q.dir, id+".json"), maxRecord)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var it Item
 	if err := json.Unmarshal(data, &it); err != nil {
-		return nil, fmt.Errorf("parsing %s.json: %w", id, err)
+		return nil, nil, fmt.Errorf("parsing %s.json: %w", id, err)
 	}
 	if it.ID != id || it.MailFrom == "" && len(it.Recipients) == 0 {
-		return nil, fmt.Errorf("%s.json does not describe item %s", id, id)
+		return nil, nil, fmt.Errorf("%s.json does not describe item %s", id, id)
 	}
 	if len(it.Recipients) == 0 {
-		return nil, fmt.Errorf("%s.json has no recipients", id)
+		return nil, nil, fmt.Errorf("%s.json has no recipients", id)
 	}
-	st, err := os.Stat(filepath.Join(q.dir, id+".eml"))
+	f, st, err := safeio.OpenRegular(filepath.Join(q.dir, id+".eml"), maxRecord)
 	if err != nil {
-		return nil, fmt.Errorf("message of %s: %w", id, err)
+		return nil, nil, fmt.Errorf("message of %s: %w", id, err)
 	}
-	if !st.Mode().IsRegular() || st.Size() != it.Size {
-		return nil, fmt.Errorf("%s.eml has %d bytes, the item says %d", id, st.Size(), it.Size)
+	defer f.Close()
+	if st.Size() != it.Size {
+		return nil, nil, fmt.Errorf("%s.eml has %d bytes, the item says %d", id, st.Size(), it.Size)
 	}
-	return &it, nil
+	msg, err := safeio.ReadOpened(f, st, maxRecord)
+	if err == nil && int64(len(msg)) != it.Size {
+		err = fmt.Errorf("%s.eml has %d bytes, the item says %d", id, len(msg), it.Size)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return &it, msg, nil
 }
 
 func (q *Queue) setAside(id string) {

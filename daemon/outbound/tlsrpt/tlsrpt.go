@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -110,6 +111,10 @@ const (
 	maxPolicies       = 10_000
 	maxFailureDetails = 100
 	maxDetailLen      = 200
+	// maxDayFile bounds a day's counts on disk. A day of a few thousand
+	// policy domains, each with its policy and a few failure kinds, is a
+	// few MiB; what would pass it is not written, so never read back.
+	maxDayFile = 64 << 20
 )
 
 // day is one UTC day's counts, as kept on disk in <date>.json.
@@ -227,8 +232,14 @@ func (r *Recorder) load(date string) *day {
 	if r.Dir == "" {
 		return nil
 	}
-	b, err := os.ReadFile(r.path(date))
+	b, err := safeio.ReadRegular(r.path(date), maxDayFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
+		// A link or a FIFO in its place is never followed nor waited on;
+		// the next write replaces it.
+		r.log().Warn("TLS report counts unreadable, starting over", "file", r.path(date), "err", err)
 		return nil
 	}
 	var d day
@@ -254,6 +265,9 @@ func (r *Recorder) flushLocked() error {
 	b, err := json.Marshal(r.today)
 	if err != nil {
 		return err
+	}
+	if len(b) > maxDayFile {
+		return fmt.Errorf("%s: the day's counts come to %d bytes, over the %d-byte limit: not written", r.path(r.today.Date), len(b), maxDayFile)
 	}
 	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
 		return err

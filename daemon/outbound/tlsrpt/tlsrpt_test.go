@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"mime/multipart"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/internal/tlsrptcheck"
 )
 
@@ -238,4 +240,50 @@ func TestParseRecord(t *testing.T) {
 
 func base64Decode(dst, src []byte) (int, error) {
 	return base64.StdEncoding.Decode(dst, bytes.Join(bytes.Fields(src), nil))
+}
+
+// A day's counts are read by name: a link to a file elsewhere (left as it
+// was) or a FIFO in place of a finished day's file is refused, never
+// followed into a report nor waited on, and the name is cleared.
+func TestDayFileRefusesWhatIsNoRegularFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tlsrpt")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "precious.json")
+	held := `{"date":"2026-03-01","policies":[{"policy":{"policy-type":"no-policy-found","policy-domain":"elsewhere.test"},"summary":{"total-successful-session-count":1,"total-failure-session-count":0}}]}`
+	if err := os.WriteFile(other, []byte(held), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(dir, "2026-03-01.json")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.FIFO(t, filepath.Join(dir, "2026-03-02.json"))
+	var logs bytes.Buffer
+	var sentTo []string
+	r := &Recorder{Dir: dir, Submitter: "mx.ours.test", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Now: func() time.Time { return time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC) },
+		LookupTXT: func(context.Context, string) ([]string, error) {
+			return []string{"v=TLSRPTv1; rua=mailto:r@elsewhere.test"}, nil
+		},
+		Send: func(_ context.Context, rep Report, _ []string, _ []byte) error {
+			sentTo = append(sentTo, rep.Policies[0].Policy.Domain)
+			return nil
+		}}
+	testwait.Returns(t, "Tick", func() struct{} { r.Tick(context.Background()); return struct{}{} })
+	if len(sentTo) != 0 {
+		t.Errorf("reports sent from what the link leads to: %v", sentTo)
+	}
+	for _, day := range []string{"2026-03-01", "2026-03-02"} {
+		path := filepath.Join(dir, day+".json")
+		if !strings.Contains(logs.String(), path) {
+			t.Errorf("no warning names %s:\n%s", path, logs.String())
+		}
+		if _, err := os.Lstat(path); err == nil {
+			t.Errorf("%s left in place", path)
+		}
+	}
+	if b, _ := os.ReadFile(other); string(b) != held {
+		t.Errorf("the file the link leads to now holds %q", b)
+	}
 }
