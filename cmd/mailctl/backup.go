@@ -65,7 +65,9 @@ interrupted backup leaves nothing; with "-" it goes to stdout. Root only, with t
 		return usageError(fs, "name the archive to write with --output FILE (or --output - for stdout)")
 	}
 	if os.Geteuid() != 0 {
-		return failure(fs, errors.New("a backup reads the config and the DKIM keys, which only root can: run it with sudo"))
+		// A dev instance's files are its user's, but a backup is of the
+		// host's daemon: its archive holds every mailbox and the keys.
+		return failure(fs, errors.New("a backup is of the host's daemon and reads its config and DKIM keys, which only root can: run it with sudo; a `mailctl dev` instance keeps everything in its --dir: stop it and copy that directory"))
 	}
 	cfg, err := loadHostConfig(*cfgPath)
 	if err != nil {

@@ -256,3 +256,32 @@ func TestDevBannerNamesTheBoundSMTPAddress(t *testing.T) {
 		t.Errorf("%s greeted %q, %v", m[1], greeting, err)
 	}
 }
+
+// TestDevDirCopiedWhenStoppedIsItsBackup: what `mailctl backup` tells a dev
+// user to do instead, a copy of a stopped instance's --dir, brings back its
+// mailboxes and their mail, found by a search too, in a new instance run
+// on the copy.
+func TestDevDirCopiedWhenStoppedIsItsBackup(t *testing.T) {
+	dir := t.TempDir()
+	dev, _, sock := startDev(t, dir)
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	if _, e, code := mailctl(t, env, "mailboxes", "create", "kept"); code != 0 {
+		t.Fatalf("create: %d %s", code, e)
+	}
+	if _, e, code := mailctl(t, env, "drafts", "create", "kept", "--to", "someone@example.com", "--subject", "copied along", "--body", "a quokka in the copy"); code != 0 {
+		t.Fatalf("drafts create: %d %s", code, e)
+	}
+	dev.Stop(20 * time.Second)
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-a", dir, copyDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v\n%s", err, out)
+	}
+	_, _, sock = startDev(t, copyDir)
+	env = []string{"MAILCTL_SOCKET=" + sock}
+	if out, e, code := mailctl(t, env, "mailboxes", "show", "kept", "--json"); code != 0 || !strings.Contains(out, `"kept@mailctl.test"`) {
+		t.Fatalf("the copy's mailbox: exit %d\n%s%s", code, out, e)
+	}
+	if out, e, code := mailctl(t, env, "mail", "list", "--mailbox", "kept", "--folder", "drafts", "--text", "quokka", "--json"); code != 0 || !strings.Contains(out, "copied along") {
+		t.Fatalf("the copy's draft, searched: exit %d\n%s%s", code, out, e)
+	}
+}

@@ -694,3 +694,22 @@ func TestDevTrustAddsSenders(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupByAUserSaysWhatToRunInstead: `mailctl backup` is root's, and a
+// user who runs it (say, to keep a dev instance) is told both ways on: sudo
+// for the host's daemon, a copy of --dir for a dev instance.
+func TestBackupByAUserSaysWhatToRunInstead(t *testing.T) {
+	bin := os.Args[0]
+	cmd := exec.Command(bin, "backup", "--output", filepath.Join(t.TempDir(), "mail.tar"))
+	if os.Geteuid() == 0 {
+		u := testusers.Create(t, "mcbak")
+		cmd = testusers.As(exec.Command(testusers.Executable(t), "backup", "--output", filepath.Join(testusers.SharedDir(t), "mail.tar")), u.UID, u.GID)
+	}
+	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "run it with sudo") ||
+		!strings.Contains(out, "`mailctl dev` instance keeps everything in its --dir: stop it and copy that directory") {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+}
