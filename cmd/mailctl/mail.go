@@ -434,7 +434,7 @@ func printMessage(w io.Writer, m *protocol.Message) {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	field := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, inert(v))
+			fmt.Fprintf(tw, "%s:\t%s\n", inert(k), inert(v))
 		}
 	}
 	field("From", m.From)
