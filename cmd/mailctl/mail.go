@@ -302,7 +302,8 @@ func mailRead(args []string) int {
 		`Prints a message: its headers, then its Markdown body. --raw prints the
 stored .eml file, byte for byte and nothing else (as received, with the
 Authentication-Results header the daemon added; as sent and signed for sent
-mail), to pipe into other mail tools. Reading does not mark it read (an agent
+mail), to pipe into other mail tools; printed on a terminal, its escape
+sequences and control characters are taken out, as everywhere else. Reading does not mark it read (an agent
 may be counting on it being unread); --mark-read does. A long body is cut at
 200000 characters; --offset continues.`, true)
 	raw := mf.fs.Bool("raw", false, "print the stored .eml file as it is, and nothing else")
@@ -328,7 +329,7 @@ may be counting on it being unread); --mark-read does. A long body is cut at
 	if *raw && !mf.json {
 		// The file itself, with the caller's own rights: the protocol
 		// carries text, and a message may hold bytes that are not UTF-8.
-		if err := copyRaw(os.Stdout, m.RawPath); err != nil {
+		if err := copyRaw(rawOut(os.Stdout), m.RawPath); err != nil {
 			return mf.fail(err)
 		}
 		return mf.markRead(&m, *markRead)
@@ -369,6 +370,18 @@ func copyRaw(w io.Writer, path string) error {
 	defer f.Close()
 	_, err = io.Copy(w, f)
 	return err
+}
+
+// rawOut is where --raw writes the stored file: f itself when it is a
+// pipe or a file (byte for byte, for mail tools), but through the filter
+// every command prints through when f is a terminal, which would act on
+// the escape sequences a sender put in the message (a title, a clipboard
+// write, a redrawn screen) as it would for `cat`.
+func rawOut(f *os.File) io.Writer {
+	if isTerminal(f) {
+		return inertWriter{func() io.Writer { return f }}
+	}
+	return f
 }
 
 // openMailboxFile opens <mailbox>/<folder>/<name>, a file the daemon named in

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/smtp"
 	"os"
@@ -388,5 +389,47 @@ func TestCopyRawRefusesOddFiles(t *testing.T) {
 	var out strings.Builder
 	if err := copyRaw(&out, eml); err != nil || out.String() != "Subject: s\r\n\r\nb\r\n" {
 		t.Errorf("copyRaw of a regular file: %v, printed %q", err, out.String())
+	}
+}
+
+// TestRawOnATerminalPrintsInert: a sender's escape sequences in a message
+// reach whoever runs `mail read --raw` on a terminal (root, reading a
+// user's mail) as plain text, never as a title, a clipboard write or a
+// cleared screen; piped, --raw stays byte for byte
+// (TestMailCLIRawAndReceivedDate).
+func TestRawOnATerminalPrintsInert(t *testing.T) {
+	_, banner, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	smtpAddr := regexp.MustCompile(`127\.0\.0\.1:\d+`).FindString(banner.String())
+	smtpSend(t, smtpAddr, "From: <x@elsewhere.test>\r\nTo: agent@mailctl.test\r\nSubject: hi\r\nMessage-ID: <esc@elsewhere.test>\r\n\r\n"+
+		"see \x1b]0;TITLE\x07\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\u009b31mevil\u202e here\r\n")
+	var list protocol.MessageList
+	testwait.For(t, "the message in the inbox", func() bool {
+		out, _, code := mailctl(t, env, "mail", "list", "--json")
+		return code == 0 && json.Unmarshal([]byte(out), &list) == nil && len(list.Messages) == 1
+	})
+	pm, ps, err := openPTY()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer pm.Close()
+	cmd := exec.Command(os.Args[0], "mail", "read", list.Messages[0].ID, "--raw")
+	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = ps, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ps.Close()
+	var got bytes.Buffer
+	done := make(chan struct{})
+	go func() { defer close(done); got.ReadFrom(pm) }() // ends with EIO once the command has gone
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("mail read --raw on a terminal: %v\n%s", err, errb.String())
+	}
+	<-done
+	out := strings.ReplaceAll(got.String(), "\r", "") // the terminal's own CR before each LF
+	if why := safeOutput(out); why != "" || !strings.Contains(out, "evil") || !strings.Contains(out, "Message-ID: <esc@elsewhere.test>") {
+		t.Errorf("mail read --raw on a terminal printed %s:\n%q", why, out)
 	}
 }
