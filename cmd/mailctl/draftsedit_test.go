@@ -57,11 +57,17 @@ func TestDraftsEditAsRootRunsTheEditorAsTheOwner(t *testing.T) {
 	// after the daemon's read (put a link to root's file in place of the
 	// draft), then saves through the draft's path.
 	editor := filepath.Join(testusers.SharedDir(t), "editor")
-	script := fmt.Sprintf("#!/bin/sh\nid -u > %s\nln -sf %s \"$1\"\necho edited >> \"$1\"\n", ranAs, secret)
+	// It also writes to root's output what the owner likes: root's stdout
+	// may be a terminal though its stdin is not.
+	script := fmt.Sprintf("#!/bin/sh\nid -u > %s\nln -sf %s \"$1\"\necho edited >> \"$1\"\nprintf '%s'\nprintf '%s' >&2\n",
+		ranAs, secret, `\033]52;c;cm0gLXJmIH4K\007\033[2Jowner says`, `\033]0;TITLE\007owner warns`)
 	if err := os.WriteFile(editor, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mailctl(t, append(env, "VISUAL="+editor), "drafts", "edit", "edited", d.ID)
+	out, errOut, _ := mailctl(t, append(env, "VISUAL="+editor), "drafts", "edit", "edited", d.ID)
+	if why := safeOutput(out + errOut); why != "" || !strings.Contains(out, "owner says") || !strings.Contains(errOut, "owner warns") {
+		t.Errorf("the owner's editor printed %s to root's output:\n%q\n%q", why, out, errOut)
+	}
 
 	if data, err := os.ReadFile(secret); err != nil || string(data) != "ROOT-SECRET" {
 		t.Errorf("root's file after drafts edit: %q %v", data, err)

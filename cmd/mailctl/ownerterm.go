@@ -65,7 +65,10 @@ func runApart(cmd *exec.Cmd) error {
 	saved, err := unix.IoctlGetTermios(0, unix.TCGETS)
 	if err != nil {
 		cmd.Stdin = struct{ io.Reader }{os.Stdin}
-		cmd.Stdout, cmd.Stderr = struct{ io.Writer }{os.Stdout}, struct{ io.Writer }{os.Stderr}
+		// What the owner's process writes is the owner's words, printed
+		// as every command prints outside text: root's stdout may be a
+		// terminal when its stdin is not.
+		cmd.Stdout, cmd.Stderr = stdout, stderr
 		// A process the editor leaves behind holding the pipes is not
 		// waited for.
 		cmd.WaitDelay = time.Second
