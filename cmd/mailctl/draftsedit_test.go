@@ -89,6 +89,16 @@ type probeFacts struct {
 // probeMarker is the line the probe pushes into the input of its terminal.
 const probeMarker = "echo run-by-root-for-the-owner"
 
+// probeDraws is what the probe writes to its terminal: what an editor
+// draws, then a clipboard write, which root's next paste into a shell
+// would run, a clipboard read, whose answer would give the owner what root
+// copied, and a request that the terminal type its title into its input.
+const (
+	probeDraws   = "\x1b[2J\x1b[1;1Hdrawn by the owner\x1b[m"
+	probeActs    = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b]52;c;?\x07\x1b[21t"
+	probeActsOut = "]52;"
+)
+
 // editorProbe is an editor as the mailbox's owner may make one behave (its
 // rc files are read from the owner's home; a process of the owner's uid may
 // be traced by the owner): it notes where it runs, pushes a line into the
@@ -119,6 +129,7 @@ func editorProbe(out string, args []string) int {
 		}
 	}
 	push(0)
+	os.Stdout.WriteString(probeDraws + probeActs + "\r\n")
 	if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err == nil {
 		push(int(tty.Fd()))
 		tty.Close()
@@ -191,7 +202,8 @@ func TestDraftsEditAsRootGivesTheOwnerNothingOfRoots(t *testing.T) {
 	}
 	rootTerm := st.Rdev
 	shown := make(chan struct{})
-	go func() { defer close(shown); io.Copy(io.Discard, tm) }()
+	var onRoots strings.Builder // what reaches root's terminal
+	go func() { defer close(shown); io.Copy(&onRoots, tm) }()
 	// A root-only file root's shell holds open (exec 3<file), which
 	// mailctl inherits.
 	secret := filepath.Join(t.TempDir(), "root-secret")
@@ -274,6 +286,9 @@ func TestDraftsEditAsRootGivesTheOwnerNothingOfRoots(t *testing.T) {
 	}
 	tm.Close()
 	<-shown
+	if s := onRoots.String(); !strings.Contains(s, probeDraws) || strings.Contains(s, probeActsOut) || strings.Contains(s, "[21t") {
+		t.Errorf("root's terminal got from the owner's editor (want what it draws, not what acts on root):\n%q", s)
+	}
 }
 
 // TestDraftsEditStoppedGivesBackRootsTerminal: root's `drafts edit` is

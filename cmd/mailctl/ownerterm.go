@@ -78,8 +78,8 @@ func runApart(cmd *exec.Cmd) error {
 }
 
 // runOnTerminal runs cmd on a new pseudo-terminal with the modes and size of
-// root's (on stdin, saved), relaying root's keys to it and its output to
-// stdout until cmd ends; then it closes the terminal, so that whatever cmd
+// root's (on stdin, saved), relaying root's keys to it and its output,
+// through termFilter, to stdout until cmd ends; then it closes the terminal, so that whatever cmd
 // left behind on it reads and writes nothing of root's.
 func runOnTerminal(cmd *exec.Cmd, saved *unix.Termios) error {
 	pm, ps, err := openPTY()
@@ -129,7 +129,7 @@ func runOnTerminal(cmd *exec.Cmd, saved *unix.Termios) error {
 	keysDone := make(chan struct{})
 	go func() { defer close(keysDone); relayKeys(pm, int(wakeR.Fd())) }()
 	outDone := make(chan struct{})
-	go func() { defer close(outDone); io.Copy(os.Stdout, pm) }()
+	go func() { defer close(outDone); io.Copy(&termFilter{w: os.Stdout}, pm) }()
 
 wait:
 	for {
