@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testmount"
 	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/internal/testwait"
@@ -431,5 +432,56 @@ func TestRawOnATerminalPrintsInert(t *testing.T) {
 	out := strings.ReplaceAll(got.String(), "\r", "") // the terminal's own CR before each LF
 	if why := safeOutput(out); why != "" || !strings.Contains(out, "evil") || !strings.Contains(out, "Message-ID: <esc@elsewhere.test>") {
 		t.Errorf("mail read --raw on a terminal printed %s:\n%q", why, out)
+	}
+}
+
+// TestCopyRawNeverAsksAMount: root's `mail read --raw` of a file the
+// daemon names in a mailbox never asks a file system mounted in the
+// mailbox (an owner's FUSE file system, where /etc/fuse.conf lets it be
+// seen by root, or a bind mount): a folder, a file or the mailbox itself
+// that is a mount point is refused, and one whose daemon never answers
+// holds nothing up.
+func TestCopyRawNeverAsksAMount(t *testing.T) {
+	if !testmount.InNamespace(t) {
+		return
+	}
+	store := t.TempDir()
+	mk := func(p, data string) string {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if data != "" {
+			if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	mb := filepath.Join(store, "agent")
+	own := mk(filepath.Join(mb, "inbox", "own.eml"), "Subject: s\r\n\r\nb\r\n")
+	bound := mk(filepath.Join(mb, "inbox", "bound.eml"), "placeholder")
+	testmount.Bind(t, mk(filepath.Join(t.TempDir(), "other.eml"), "OTHER FILE SYSTEM"), bound)
+	mk(filepath.Join(mb, "archive", "x"), "")
+	testmount.Tmpfs(t, filepath.Join(mb, "archive"))
+	onTmpfs := mk(filepath.Join(mb, "archive", "t.eml"), "ON A TMPFS")
+	mk(filepath.Join(mb, "junk", "x"), "")
+	testmount.DeadFUSE(t, filepath.Join(mb, "junk"), false)
+	deadFile := mk(filepath.Join(mb, "sent", "dead.eml"), "placeholder")
+	testmount.DeadFUSE(t, deadFile, true)
+	deadBox := filepath.Join(store, "fused")
+	mk(filepath.Join(deadBox, "inbox", "x"), "")
+	testmount.DeadFUSE(t, deadBox, false)
+
+	for _, path := range []string{bound, onTmpfs, filepath.Join(mb, "junk", "j.eml"), deadFile, filepath.Join(deadBox, "inbox", "m.eml")} {
+		var out strings.Builder
+		err := testwait.Returns(t, "copyRaw of "+path, func() error { return copyRaw(&out, path) })
+		if err == nil || out.Len() != 0 {
+			t.Errorf("copyRaw of %s: %v, printed %q; want it refused, nothing printed", path, err, out.String())
+		}
+	}
+	var out strings.Builder
+	if err := copyRaw(&out, own); err != nil || out.String() != "Subject: s\r\n\r\nb\r\n" {
+		t.Errorf("copyRaw of the mailbox's own file: %v, printed %q", err, out.String())
 	}
 }
