@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -46,6 +47,10 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if err != nil {
 		return nil, dialError(path, err)
 	}
+	if err := checkServer(conn, path); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	c := &Client{conn: conn, pending: map[uint64]chan *Response{}, streams: map[uint64]bool{}, done: make(chan struct{})}
 	fr := NewFrameReader(conn, MaxFrame)
 	if dl, ok := ctx.Deadline(); ok {
@@ -73,6 +78,42 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	}
 	go c.readLoop(fr)
 	return c, nil
+}
+
+// checkServer refuses a socket served by a process that is neither root
+// (mailctl serve) nor the caller (its own mailctl dev), before anything is
+// sent to it or believed of it. A socket in a directory others may write
+// to (a config's paths.socket in /tmp, an instance's folder opened to
+// others) can be taken by another user while the daemon is stopped:
+// root's commands would then show that user's answers as the daemon's
+// (a clean doctor, a harmless queue, a draft's path for root's editor),
+// and an agent's shim would send it its mail.
+func checkServer(conn net.Conn, path string) error {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("who serves %s: %w", path, cerr)
+	}
+	if me := uint32(os.Geteuid()); cred.Uid != 0 && cred.Uid != me {
+		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+			"%s is served by uid %d, neither root (mailctl serve) nor you (uid %d, your own mailctl dev): it is no daemon of yours, so nothing was sent to it. "+
+				"If that user's mailctl dev is the daemon you mean, run the command as that user (sudo -u); else name your daemon's socket with --socket or $MAILCTL_SOCKET",
+			path, cred.Uid, me)}
+	}
+	return nil
 }
 
 // dialError says why the socket at path could not be reached. A daemon

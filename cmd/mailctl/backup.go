@@ -133,7 +133,7 @@ interrupted backup leaves nothing; with "-" it goes to stdout. Root only, with t
 		return failure(fs, fmt.Errorf("writing the archive: %w", err))
 	}
 	for _, w := range st.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
+		fmt.Fprintf(stderr, "warning: %s\n", inert(w))
 	}
 	where := *out
 	if where == "-" {

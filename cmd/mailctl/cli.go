@@ -316,9 +316,10 @@ func exitCode(code string) int {
 }
 
 // failure prints err as the failure of the command fs parses for and
-// returns exit code 1.
+// returns exit code 1. The error may quote a file name from a mailbox tree
+// or an archive: it is kept on its line.
 func failure(fs *flag.FlagSet, err error) int {
-	fmt.Fprintf(stderr, "mailctl %s: %v\n", fs.Name(), err)
+	fmt.Fprintf(stderr, "mailctl %s: %s\n", fs.Name(), inert(err.Error()))
 	return 1
 }
 

@@ -57,11 +57,17 @@ func TestDraftsEditAsRootRunsTheEditorAsTheOwner(t *testing.T) {
 	// after the daemon's read (put a link to root's file in place of the
 	// draft), then saves through the draft's path.
 	editor := filepath.Join(testusers.SharedDir(t), "editor")
-	script := fmt.Sprintf("#!/bin/sh\nid -u > %s\nln -sf %s \"$1\"\necho edited >> \"$1\"\n", ranAs, secret)
+	// It also writes to root's output what the owner likes: root's stdout
+	// may be a terminal though its stdin is not.
+	script := fmt.Sprintf("#!/bin/sh\nid -u > %s\nln -sf %s \"$1\"\necho edited >> \"$1\"\nprintf '%s'\nprintf '%s' >&2\n",
+		ranAs, secret, `\033]52;c;cm0gLXJmIH4K\007\033[2Jowner says`, `\033]0;TITLE\007owner warns`)
 	if err := os.WriteFile(editor, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mailctl(t, append(env, "VISUAL="+editor), "drafts", "edit", "edited", d.ID)
+	out, errOut, _ := mailctl(t, append(env, "VISUAL="+editor), "drafts", "edit", "edited", d.ID)
+	if why := safeOutput(out + errOut); why != "" || !strings.Contains(out, "owner says") || !strings.Contains(errOut, "owner warns") {
+		t.Errorf("the owner's editor printed %s to root's output:\n%q\n%q", why, out, errOut)
+	}
 
 	if data, err := os.ReadFile(secret); err != nil || string(data) != "ROOT-SECRET" {
 		t.Errorf("root's file after drafts edit: %q %v", data, err)
@@ -82,6 +88,16 @@ type probeFacts struct {
 
 // probeMarker is the line the probe pushes into the input of its terminal.
 const probeMarker = "echo run-by-root-for-the-owner"
+
+// probeDraws is what the probe writes to its terminal: what an editor
+// draws, then a clipboard write, which root's next paste into a shell
+// would run, a clipboard read, whose answer would give the owner what root
+// copied, and a request that the terminal type its title into its input.
+const (
+	probeDraws   = "\x1b[2J\x1b[1;1Hdrawn by the owner\x1b[m"
+	probeActs    = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b]52;c;?\x07\x1b[21t"
+	probeActsOut = "]52;"
+)
 
 // editorProbe is an editor as the mailbox's owner may make one behave (its
 // rc files are read from the owner's home; a process of the owner's uid may
@@ -113,6 +129,7 @@ func editorProbe(out string, args []string) int {
 		}
 	}
 	push(0)
+	os.Stdout.WriteString(probeDraws + probeActs + "\r\n")
 	if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err == nil {
 		push(int(tty.Fd()))
 		tty.Close()
@@ -185,7 +202,8 @@ func TestDraftsEditAsRootGivesTheOwnerNothingOfRoots(t *testing.T) {
 	}
 	rootTerm := st.Rdev
 	shown := make(chan struct{})
-	go func() { defer close(shown); io.Copy(io.Discard, tm) }()
+	var onRoots strings.Builder // what reaches root's terminal
+	go func() { defer close(shown); io.Copy(&onRoots, tm) }()
 	// A root-only file root's shell holds open (exec 3<file), which
 	// mailctl inherits.
 	secret := filepath.Join(t.TempDir(), "root-secret")
@@ -268,6 +286,9 @@ func TestDraftsEditAsRootGivesTheOwnerNothingOfRoots(t *testing.T) {
 	}
 	tm.Close()
 	<-shown
+	if s := onRoots.String(); !strings.Contains(s, probeDraws) || strings.Contains(s, probeActsOut) || strings.Contains(s, "[21t") {
+		t.Errorf("root's terminal got from the owner's editor (want what it draws, not what acts on root):\n%q", s)
+	}
 }
 
 // TestDraftsEditStoppedGivesBackRootsTerminal: root's `drafts edit` is

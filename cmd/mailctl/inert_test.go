@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,7 +239,7 @@ var clientRuns = [][]string{
 var notClients = map[string]string{
 	"serve":   "runs the daemon: it logs through slog, which quotes every value",
 	"dev":     "runs the daemon (its banner is its own words)",
-	"reload":  "signals a process and prints only its own errors",
+	"reload":  "signals a process; what it prints of the daemon's report is checked by TestReportsKeepOutsideTextOnItsLine",
 	"setup":   "writes this host's config and keys, printing its own words",
 	"dkim":    "prints the host's own keys and the records made from them",
 	"agents":  "edits the user's own harness configs",
@@ -297,6 +298,9 @@ func TestEveryCommandPrintsOutsideTextInert(t *testing.T) {
 						t.Errorf("mailctl %s: %s carries %s:\n%q", name, what, why, text)
 					}
 				}
+				if n, most := forgedLines(out+errOut), bodyLines(args, failing || asJSON); n > most {
+					t.Errorf("mailctl %s: a line break in the daemon's text forged %d line(s), want at most %d (a body's own):\n%s", name, n, most, out+errOut)
+				}
 				if strings.Contains(out+errOut, "flag provided but not defined") {
 					continue // no --json: the human run covers it
 				}
@@ -312,6 +316,32 @@ func TestEveryCommandPrintsOutsideTextInert(t *testing.T) {
 			}
 		}
 	}
+}
+
+// forgedLines counts the lines of out that the hostile text began: a line
+// break in a field printed without inert lets its sender print a line of
+// its own (a forged "ok", or a finding that is not there).
+func forgedLines(out string) int {
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "FORGED") {
+			n++
+		}
+	}
+	return n
+}
+
+// bodyLines is how many lines the hostile text may begin in the output of
+// the command args: one for a command that prints a body, which keeps its
+// line breaks, and none for the rest.
+func bodyLines(args []string, noBody bool) int {
+	if noBody || slices.Contains(args, "--raw") {
+		return 0
+	}
+	if len(args) >= 2 && (slices.Equal(args[:2], []string{"mail", "read"}) || slices.Equal(args[:2], []string{"drafts", "show"})) {
+		return 1
+	}
+	return 0
 }
 
 // holds reports whether one of the strings in the decoded JSON v holds s

@@ -302,7 +302,8 @@ func mailRead(args []string) int {
 		`Prints a message: its headers, then its Markdown body. --raw prints the
 stored .eml file, byte for byte and nothing else (as received, with the
 Authentication-Results header the daemon added; as sent and signed for sent
-mail), to pipe into other mail tools. Reading does not mark it read (an agent
+mail), to pipe into other mail tools; printed on a terminal, its escape
+sequences and control characters are taken out, as everywhere else. Reading does not mark it read (an agent
 may be counting on it being unread); --mark-read does. A long body is cut at
 200000 characters; --offset continues.`, true)
 	raw := mf.fs.Bool("raw", false, "print the stored .eml file as it is, and nothing else")
@@ -328,7 +329,7 @@ may be counting on it being unread); --mark-read does. A long body is cut at
 	if *raw && !mf.json {
 		// The file itself, with the caller's own rights: the protocol
 		// carries text, and a message may hold bytes that are not UTF-8.
-		if err := copyRaw(os.Stdout, m.RawPath); err != nil {
+		if err := copyRaw(rawOut(os.Stdout), m.RawPath); err != nil {
 			return mf.fail(err)
 		}
 		return mf.markRead(&m, *markRead)
@@ -371,6 +372,18 @@ func copyRaw(w io.Writer, path string) error {
 	return err
 }
 
+// rawOut is where --raw writes the stored file: f itself when it is a
+// pipe or a file (byte for byte, for mail tools), but through the filter
+// every command prints through when f is a terminal, which would act on
+// the escape sequences a sender put in the message (a title, a clipboard
+// write, a redrawn screen) as it would for `cat`.
+func rawOut(f *os.File) io.Writer {
+	if isTerminal(f) {
+		return inertWriter{func() io.Writer { return f }}
+	}
+	return f
+}
+
 // openMailboxFile opens <mailbox>/<folder>/<name>, a file the daemon named in
 // a mailbox. The mailbox's folder is the daemon's to name, but what is in it
 // is its owner's, who may put there a link to another mailbox's folder in
@@ -379,26 +392,35 @@ func copyRaw(w io.Writer, path string) error {
 // root, the read would print that. So no link is followed below the
 // mailbox's folder, only a regular file is read, and it must belong to the
 // folder's owner, as the daemon and the MCP server require of a mailbox's
-// files.
+// files. Nor is a mount below the store's directory of mailboxes crossed
+// (an owner's FUSE file system on its mailbox, a folder or a file, whose
+// daemon could hold root's read forever), as no root-run reader of a
+// mailbox asks one.
 func openMailboxFile(path string) (*os.File, error) {
 	dir, name := filepath.Split(path)
 	folder := filepath.Clean(dir)
+	mailbox := filepath.Dir(folder)
 	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	mfd, err := unix.Open(filepath.Dir(folder), dirFlags, 0)
+	rfd, err := unix.Open(filepath.Dir(mailbox), dirFlags, 0) // the store's, root's
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: filepath.Dir(folder), Err: err}
+		return nil, &os.PathError{Op: "open", Path: filepath.Dir(mailbox), Err: err}
+	}
+	defer unix.Close(rfd)
+	mfd, err := openatSameMount(rfd, filepath.Base(mailbox), dirFlags)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: mailbox, Err: notFollowed(err)}
 	}
 	defer unix.Close(mfd)
 	var mst unix.Stat_t
 	if err := unix.Fstat(mfd, &mst); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: filepath.Dir(folder), Err: err}
+		return nil, &os.PathError{Op: "stat", Path: mailbox, Err: err}
 	}
-	ffd, err := unix.Openat(mfd, filepath.Base(folder), dirFlags, 0)
+	ffd, err := openatSameMount(mfd, filepath.Base(folder), dirFlags)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: folder, Err: notFollowed(err)}
 	}
 	defer unix.Close(ffd)
-	fd, err := unix.Openat(ffd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := openatSameMount(ffd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: notFollowed(err)}
 	}
@@ -421,6 +443,34 @@ func openMailboxFile(path string) (*os.File, error) {
 	return f, nil
 }
 
+// errOtherMount refuses an entry of a mailbox that is a mount point.
+var errOtherMount = errors.New("a mount (another file system than the mailbox's): not the mailbox's")
+
+// openatSameMount opens name in the directory dirfd, refusing a mount
+// point: the kernel does not cross it (RESOLVE_NO_XDEV), so the file system
+// mounted there is never asked. Without openat2 (before Linux 5.6) the
+// mount is looked for with a statx that does not ask it, which leaves a
+// window an owner racing a mount in could use.
+func openatSameMount(dirfd int, name string, flags int) (int, error) {
+	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_XDEV})
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return -1, errOtherMount
+	case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
+		return fd, err
+	}
+	var dir, sx unix.Statx_t
+	if err := unix.Statx(dirfd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &dir); err != nil {
+		return -1, err
+	}
+	err = unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &sx)
+	if err == nil && (sx.Dev_major != dir.Dev_major || sx.Dev_minor != dir.Dev_minor ||
+		(sx.Mask&dir.Mask&unix.STATX_MNT_ID != 0 && sx.Mnt_id != dir.Mnt_id)) {
+		return -1, errOtherMount
+	}
+	return unix.Openat(dirfd, name, flags, 0)
+}
+
 // notFollowed names a link O_NOFOLLOW refused (ELOOP) as such.
 func notFollowed(err error) error {
 	if errors.Is(err, unix.ELOOP) {
@@ -434,7 +484,7 @@ func printMessage(w io.Writer, m *protocol.Message) {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	field := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, inert(v))
+			fmt.Fprintf(tw, "%s:\t%s\n", inert(k), inert(v))
 		}
 	}
 	field("From", m.From)

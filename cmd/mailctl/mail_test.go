@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/smtp"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/testmount"
 	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/internal/testwait"
@@ -388,5 +390,98 @@ func TestCopyRawRefusesOddFiles(t *testing.T) {
 	var out strings.Builder
 	if err := copyRaw(&out, eml); err != nil || out.String() != "Subject: s\r\n\r\nb\r\n" {
 		t.Errorf("copyRaw of a regular file: %v, printed %q", err, out.String())
+	}
+}
+
+// TestRawOnATerminalPrintsInert: a sender's escape sequences in a message
+// reach whoever runs `mail read --raw` on a terminal (root, reading a
+// user's mail) as plain text, never as a title, a clipboard write or a
+// cleared screen; piped, --raw stays byte for byte
+// (TestMailCLIRawAndReceivedDate).
+func TestRawOnATerminalPrintsInert(t *testing.T) {
+	_, banner, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	smtpAddr := regexp.MustCompile(`127\.0\.0\.1:\d+`).FindString(banner.String())
+	smtpSend(t, smtpAddr, "From: <x@elsewhere.test>\r\nTo: agent@mailctl.test\r\nSubject: hi\r\nMessage-ID: <esc@elsewhere.test>\r\n\r\n"+
+		"see \x1b]0;TITLE\x07\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\u009b31mevil\u202e here\r\n")
+	var list protocol.MessageList
+	testwait.For(t, "the message in the inbox", func() bool {
+		out, _, code := mailctl(t, env, "mail", "list", "--json")
+		return code == 0 && json.Unmarshal([]byte(out), &list) == nil && len(list.Messages) == 1
+	})
+	pm, ps, err := openPTY()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer pm.Close()
+	cmd := exec.Command(os.Args[0], "mail", "read", list.Messages[0].ID, "--raw")
+	cmd.Env = append(append(os.Environ(), "MAILCTL_AS_BINARY=1"), env...)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = ps, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ps.Close()
+	var got bytes.Buffer
+	done := make(chan struct{})
+	go func() { defer close(done); got.ReadFrom(pm) }() // ends with EIO once the command has gone
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("mail read --raw on a terminal: %v\n%s", err, errb.String())
+	}
+	<-done
+	out := strings.ReplaceAll(got.String(), "\r", "") // the terminal's own CR before each LF
+	if why := safeOutput(out); why != "" || !strings.Contains(out, "evil") || !strings.Contains(out, "Message-ID: <esc@elsewhere.test>") {
+		t.Errorf("mail read --raw on a terminal printed %s:\n%q", why, out)
+	}
+}
+
+// TestCopyRawNeverAsksAMount: root's `mail read --raw` of a file the
+// daemon names in a mailbox never asks a file system mounted in the
+// mailbox (an owner's FUSE file system, where /etc/fuse.conf lets it be
+// seen by root, or a bind mount): a folder, a file or the mailbox itself
+// that is a mount point is refused, and one whose daemon never answers
+// holds nothing up.
+func TestCopyRawNeverAsksAMount(t *testing.T) {
+	if !testmount.InNamespace(t) {
+		return
+	}
+	store := t.TempDir()
+	mk := func(p, data string) string {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if data != "" {
+			if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	mb := filepath.Join(store, "agent")
+	own := mk(filepath.Join(mb, "inbox", "own.eml"), "Subject: s\r\n\r\nb\r\n")
+	bound := mk(filepath.Join(mb, "inbox", "bound.eml"), "placeholder")
+	testmount.Bind(t, mk(filepath.Join(t.TempDir(), "other.eml"), "OTHER FILE SYSTEM"), bound)
+	mk(filepath.Join(mb, "archive", "x"), "")
+	testmount.Tmpfs(t, filepath.Join(mb, "archive"))
+	onTmpfs := mk(filepath.Join(mb, "archive", "t.eml"), "ON A TMPFS")
+	mk(filepath.Join(mb, "junk", "x"), "")
+	testmount.DeadFUSE(t, filepath.Join(mb, "junk"), false)
+	deadFile := mk(filepath.Join(mb, "sent", "dead.eml"), "placeholder")
+	testmount.DeadFUSE(t, deadFile, true)
+	deadBox := filepath.Join(store, "fused")
+	mk(filepath.Join(deadBox, "inbox", "x"), "")
+	testmount.DeadFUSE(t, deadBox, false)
+
+	for _, path := range []string{bound, onTmpfs, filepath.Join(mb, "junk", "j.eml"), deadFile, filepath.Join(deadBox, "inbox", "m.eml")} {
+		var out strings.Builder
+		err := testwait.Returns(t, "copyRaw of "+path, func() error { return copyRaw(&out, path) })
+		if err == nil || out.Len() != 0 {
+			t.Errorf("copyRaw of %s: %v, printed %q; want it refused, nothing printed", path, err, out.String())
+		}
+	}
+	var out strings.Builder
+	if err := copyRaw(&out, own); err != nil || out.String() != "Subject: s\r\n\r\nb\r\n" {
+		t.Errorf("copyRaw of the mailbox's own file: %v, printed %q", err, out.String())
 	}
 }

@@ -163,7 +163,7 @@ func mailboxSet(args []string) int {
 		fmt.Fprintf(stdout, "trusted   %s [%s]\n", inert(strings.Join(m.Trust.TrustedSenders, ", ")), inert(m.Trust.Source))
 	}
 	if m.Usage != nil {
-		fmt.Fprintf(stdout, "usage     %s [%s]\n", usageText(m.Usage), m.Usage.QuotaSource)
+		fmt.Fprintf(stdout, "usage     %s [%s]\n", usageText(m.Usage), inert(m.Usage.QuotaSource))
 	}
 	return 0
 }
@@ -273,7 +273,7 @@ func cmdVersion(args []string) int {
 	}
 	fmt.Fprintf(stdout, "mailctl %s (protocol %s)\n", version, protocol.Version)
 	if err != nil {
-		fmt.Fprintf(stdout, "daemon: not reachable (%v)\n", err)
+		fmt.Fprintf(stdout, "daemon: not reachable (%s)\n", inert(err.Error()))
 		return 0
 	}
 	fmt.Fprintf(stdout, "daemon: mailctl %s (protocol %s), you are uid %d\n", inert(info.Server), inert(info.ProtocolVersion), info.CallerUID)
@@ -310,7 +310,7 @@ func mailboxPrune(args []string) int {
 		if r.Action == "purge" {
 			action = verb[1]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%gd\t%d\t%s\n", r.Mailbox, r.Folder, r.OlderThanDays, r.Count, action)
+		fmt.Fprintf(tw, "%s\t%s\t%gd\t%d\t%s\n", inert(r.Mailbox), inert(r.Folder), r.OlderThanDays, r.Count, action)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "%d %s, %d %s\n", res.Moved, verb[0], res.Purged, verb[1])

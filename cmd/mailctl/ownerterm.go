@@ -65,7 +65,10 @@ func runApart(cmd *exec.Cmd) error {
 	saved, err := unix.IoctlGetTermios(0, unix.TCGETS)
 	if err != nil {
 		cmd.Stdin = struct{ io.Reader }{os.Stdin}
-		cmd.Stdout, cmd.Stderr = struct{ io.Writer }{os.Stdout}, struct{ io.Writer }{os.Stderr}
+		// What the owner's process writes is the owner's words, printed
+		// as every command prints outside text: root's stdout may be a
+		// terminal when its stdin is not.
+		cmd.Stdout, cmd.Stderr = stdout, stderr
 		// A process the editor leaves behind holding the pipes is not
 		// waited for.
 		cmd.WaitDelay = time.Second
@@ -75,8 +78,8 @@ func runApart(cmd *exec.Cmd) error {
 }
 
 // runOnTerminal runs cmd on a new pseudo-terminal with the modes and size of
-// root's (on stdin, saved), relaying root's keys to it and its output to
-// stdout until cmd ends; then it closes the terminal, so that whatever cmd
+// root's (on stdin, saved), relaying root's keys to it and its output,
+// through termFilter, to stdout until cmd ends; then it closes the terminal, so that whatever cmd
 // left behind on it reads and writes nothing of root's.
 func runOnTerminal(cmd *exec.Cmd, saved *unix.Termios) error {
 	pm, ps, err := openPTY()
@@ -126,7 +129,7 @@ func runOnTerminal(cmd *exec.Cmd, saved *unix.Termios) error {
 	keysDone := make(chan struct{})
 	go func() { defer close(keysDone); relayKeys(pm, int(wakeR.Fd())) }()
 	outDone := make(chan struct{})
-	go func() { defer close(outDone); io.Copy(os.Stdout, pm) }()
+	go func() { defer close(outDone); io.Copy(&termFilter{w: os.Stdout}, pm) }()
 
 wait:
 	for {

@@ -125,7 +125,7 @@ func queueSummary(args []string) int {
 	head = append(head, fmt.Sprintf("%d+", s.BucketMinutes[len(s.BucketMinutes)-1]))
 	tw := table(strings.Join(head, "\t"))
 	row := func(r protocol.QueueSummaryRow) {
-		cells := []string{r.Domain, fmt.Sprint(r.Items)}
+		cells := []string{inert(r.Domain), fmt.Sprint(r.Items)}
 		for _, n := range r.Buckets {
 			cells = append(cells, fmt.Sprint(n))
 		}

@@ -70,13 +70,13 @@ there: nothing else is signalled.`)
 // exit code: 0 only when it reloaded.
 func reportReload(pid int, r *protocol.ReloadStatus) int {
 	if !r.OK {
-		why := cmp.Or(r.Error, "the daemon's log says why")
+		why := inert(cmp.Or(r.Error, "the daemon's log says why"))
 		fmt.Fprintf(stderr, "mailctl reload: the daemon (pid %d) refused the config and keeps running the one it had: %s\n", pid, why)
 		return 1
 	}
 	switch {
 	case len(r.Applied) > 0:
-		fmt.Fprintf(stdout, "reloaded (pid %d): applied %s\n", pid, strings.Join(r.Applied, ", "))
+		fmt.Fprintf(stdout, "reloaded (pid %d): applied %s\n", pid, inert(strings.Join(r.Applied, ", ")))
 	case len(r.Pending) > 0:
 		// Settings did change: none of them is one a reload applies.
 		fmt.Fprintf(stdout, "reloaded (pid %d): nothing applied now\n", pid)
@@ -84,7 +84,7 @@ func reportReload(pid int, r *protocol.ReloadStatus) int {
 		fmt.Fprintf(stdout, "reloaded (pid %d): no setting changed\n", pid)
 	}
 	if len(r.Pending) > 0 {
-		fmt.Fprintf(stdout, "changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", strings.Join(r.Pending, ", "))
+		fmt.Fprintf(stdout, "changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", inert(strings.Join(r.Pending, ", ")))
 	}
 	for _, p := range r.NotServed {
 		fmt.Fprintf(stdout, "declared in the config but not served: %s; fix its [[mailboxes]] table, then reload\n", inert(p))
@@ -94,7 +94,7 @@ func reportReload(pid int, r *protocol.ReloadStatus) int {
 	case len(r.DKIMKeys) == 0:
 		fmt.Fprintln(stdout, "DKIM keys: none, so outbound mail goes unsigned and is likely refused (mailctl dkim keygen, then reload)")
 	default:
-		fmt.Fprintf(stdout, "DKIM keys signing: %s\n", strings.Join(r.DKIMKeys, ", "))
+		fmt.Fprintf(stdout, "DKIM keys signing: %s\n", inert(strings.Join(r.DKIMKeys, ", ")))
 	}
 	return 0
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,5 +43,23 @@ func TestReloadReportNamesMailboxesNotServed(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "not served: "+problem) {
 		t.Errorf("the report does not name the mailbox not served:\n%s", buf.String())
+	}
+}
+
+// TestReportsKeepOutsideTextOnItsLine: what mailctl prints of an error or
+// a daemon's report (a reload refused, the keys it applied, a command's
+// failure quoting a file name from a mailbox tree or an archive) cannot
+// begin a line of its own on root's terminal, or in the journal, where
+// each line of serve's stderr is an entry.
+func TestReportsKeepOutsideTextOnItsLine(t *testing.T) {
+	var buf bytes.Buffer
+	savedOut, savedErr := stdout, stderr
+	stdout, stderr = &buf, &buf
+	defer func() { stdout, stderr = savedOut, savedErr }()
+	reportReload(42, &protocol.ReloadStatus{OK: false, Error: hostile})
+	reportReload(42, &protocol.ReloadStatus{OK: true, Applied: []string{hostile}, Pending: []string{hostile}, DKIMKeys: []string{hostile}})
+	failure(newFlagSet("restore", "restore", ""), fmt.Errorf("reading %s: bad entry", hostile))
+	if n := forgedLines(buf.String()); n != 0 || !strings.Contains(buf.String(), "evil") {
+		t.Errorf("%d forged line(s), or the text is gone:\n%s", n, buf.String())
 	}
 }

@@ -101,7 +101,9 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 		}
 	}()
 	if err := d.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "mailctl: %v\n", err)
+		// Under systemd each line is a journal entry, and the error may
+		// quote a name from a mailbox tree: it stays one line.
+		fmt.Fprintf(stderr, "mailctl: %s\n", inert(err.Error()))
 		return 1
 	}
 	return 0

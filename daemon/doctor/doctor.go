@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -269,6 +270,7 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 			f.add("paths.owner", Fail, "sudo chown root: "+s.path, "%s belongs to uid %d, expected root", s.path, uid)
 		}
 	}
+	checkSocketPlace(f, cfg)
 	if fi, err := os.Lstat(cfg.Paths.Socket); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			f.add("paths.socket", Fail, "stop the daemon, move "+cfg.Paths.Socket+" away, start it", "%s is not a socket", cfg.Paths.Socket)
@@ -279,6 +281,39 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 	}
 	if len(*f) == before {
 		f.add("paths.ok", OK, "", "state, registry, queue, mailboxes and key directories have the right modes")
+	}
+}
+
+// checkSocketPlace finds where another user can take the control socket's
+// path: a socket there of another owner than the state directory's (root's
+// for mailctl serve, the user's own for mailctl dev), which answers every
+// client as the daemon would, or a directory others may write to, where a
+// user can put one while the daemon is stopped (and the daemon then
+// refuses to start, taking it for another daemon's). Clients refuse such a
+// socket (protocol.Dial); this says why they do, and how to move it.
+func checkSocketPlace(f *findings, cfg *config.Config) {
+	sfi, err := os.Lstat(cfg.Paths.StateDir)
+	if err != nil {
+		return
+	}
+	want, ok := owner(sfi)
+	if !ok {
+		return
+	}
+	sock := cfg.Paths.Socket
+	if fi, err := os.Lstat(sock); err == nil {
+		if uid, ok := owner(fi); ok && uid != want {
+			f.add("paths.socket_taken", Fail, "stop whatever of uid "+fmt.Sprint(uid)+" listens there, remove "+sock+", move paths.socket into a directory only root writes (the default, "+protocol.DefaultSocket+"), and restart the daemon",
+				"the control socket %s belongs to uid %d, not to the daemon's user (uid %d): another user's process may be answering clients in the daemon's place", sock, uid, want)
+		}
+	}
+	dir := filepath.Dir(sock)
+	if dfi, err := os.Stat(dir); err == nil {
+		uid, ok := owner(dfi)
+		if dfi.Mode().Perm()&0o022 != 0 || (ok && uid != want && uid != 0) {
+			f.add("paths.socket_dir", Warn, "set paths.socket to a directory only the daemon's user writes (the default, "+protocol.DefaultSocket+")",
+				"the control socket's directory %s (mode %04o, uid %d) lets other users create the socket while the daemon is stopped, to answer clients in its place or keep it from starting", dir, dfi.Mode().Perm(), uid)
+		}
 	}
 }
 

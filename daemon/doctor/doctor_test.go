@@ -328,6 +328,18 @@ func TestSeededFaults(t *testing.T) {
 			t.Cleanup(func() { ln.Close() })
 			os.Chmod(in.cfg.Paths.Socket, 0o600)
 		}, "paths.socket", Warn},
+		{"socket of another user", true, func(t *testing.T, in *install) {
+			ln, err := net.Listen("unix", in.cfg.Paths.Socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			os.Chmod(in.cfg.Paths.Socket, 0o666)
+			os.Lchown(in.cfg.Paths.Socket, 65534, 65534) // as a user's process that bound it
+		}, "paths.socket_taken", Fail},
+		{"socket in a shared directory", false, func(t *testing.T, in *install) {
+			os.Chmod(filepath.Dir(in.cfg.Paths.Socket), 0o1777)
+		}, "paths.socket_dir", Warn},
 		{"planted symlink folder", false, func(t *testing.T, in *install) {
 			p := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "inbox")
 			os.Remove(p)
