@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -403,6 +404,34 @@ func TestOwnerWrongFixRuns(t *testing.T) {
 		if x.ID == "mailbox.owner_wrong" {
 			t.Errorf("after the fix: %s: %s", x.Message, x.Fix)
 		}
+	}
+}
+
+// TestFolderMissingFixNamesTheExpectedOwner: a mailbox given to another
+// user and missing a folder gets two fixes; the folder's names the owner
+// the mailbox should have, not the one its directory has now, whose
+// folders the repair would make.
+func TestFolderMissingFixNamesTheExpectedOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("seeding a wrong owner needs root (chown)")
+	}
+	in := newInstall(t)
+	box := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent")
+	want, err := os.Stat(box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := want.Sys().(*syscall.Stat_t).Uid
+	os.Chown(box, 65534, 65534)
+	os.Remove(filepath.Join(box, "sent"))
+	var fix string
+	for _, x := range in.check(t) {
+		if x.ID == "mailbox.folder_missing" {
+			fix = x.Fix
+		}
+	}
+	if !strings.Contains(fix, fmt.Sprintf("--owner %d ", uid)) {
+		t.Fatalf("the missing folder's fix is %q, want it for uid %d", fix, uid)
 	}
 }
 

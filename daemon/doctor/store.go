@@ -235,7 +235,13 @@ func checkFolder(f *findings, name string, mb *store.Dir, folder string, got, wa
 	st, err := mb.Lstat(folder)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		f.add("mailbox.folder_missing", Warn, fmt.Sprintf("sudo mailctl mailboxes create %s --owner %d (repairs folders)", name, got), "mailbox %s has no %s folder", name, folder)
+		// The repair makes the folder for the owner the mailbox should
+		// have, not for whoever holds its directory now.
+		owner := got
+		if known {
+			owner = want
+		}
+		f.add("mailbox.folder_missing", Warn, fmt.Sprintf("sudo mailctl mailboxes create %s --owner %d (repairs folders)", name, owner), "mailbox %s has no %s folder", name, folder)
 	case errors.Is(err, store.ErrOtherMount):
 		mountFinding(f, fp)
 	case err != nil:
