@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // A mailbox's files are its owner's: any of them may be swapped for a
@@ -195,15 +197,9 @@ func (c Charged) ReadDraft(mailbox, folder, id string, lim DraftLimits) (dr *Dra
 		return nil, nil, err
 	}
 	defer done()
-	f, st, err := d.openFile(id + ".md")
-	if err == nil {
-		err = checkOwner(&st, mb.uid)
-		if err != nil {
-			f.Close()
-		}
-	}
+	f, st, err := openMessageFile(d, mb, id)
 	if err != nil {
-		return nil, nil, notFound("message "+id, err)
+		return nil, nil, err
 	}
 	defer f.Close()
 	if lim.File <= 0 {
@@ -270,6 +266,21 @@ func (c Charged) ReadDraft(mailbox, folder, id string, lim DraftLimits) (dr *Dra
 	return &Draft{Message: m, Body: body, Attachments: out, Digest: dd.String()}, charged, nil
 }
 
+// openMessageFile opens message id's Markdown file in d, which must be
+// its mailbox's owner's; anything else is the message not found.
+func openMessageFile(d *Dir, mb *mailbox, id string) (*os.File, unix.Stat_t, error) {
+	f, st, err := d.openFile(id + ".md")
+	if err == nil {
+		if err = checkOwner(&st, mb.uid); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		return nil, st, notFound("message "+id, err)
+	}
+	return f, st, nil
+}
+
 // DraftDigest is the Digest ReadDraft gives the message as it is now,
 // within the store's own bounds. Each file is hashed as it is read, a
 // buffer at a time: nothing of it is held, so nothing is charged.
@@ -282,15 +293,9 @@ func (s *Store) DraftDigest(mailbox, folder, id string) (string, error) {
 		return "", err
 	}
 	defer done()
-	f, st, err := d.openFile(id + ".md")
-	if err == nil {
-		err = checkOwner(&st, mb.uid)
-		if err != nil {
-			f.Close()
-		}
-	}
+	f, st, err := openMessageFile(d, mb, id)
 	if err != nil {
-		return "", notFound("message "+id, err)
+		return "", err
 	}
 	defer f.Close()
 	if st.Size > MaxMessageFile {
