@@ -73,14 +73,40 @@ func (s *Server) HoldNameWithin(name string, wait time.Duration) (release func()
 	return s.names.shareWithin(name, wait)
 }
 
+// nameLock is one name's state, kept under nameLocks.mu: each change is
+// made in one critical section with the test that allows it, so a delete
+// that is told to wait (nameWait) is already counted as waiting, and from
+// then on no new shared hold passes it.
 type nameLock struct {
-	sync.RWMutex
-	users int // requests holding or waiting for it
+	readers int           // shared holds
+	alone   bool          // held alone
+	waiting int           // exclusive holds waiting for the name
+	users   int           // requests holding or waiting for it
+	changed chan struct{} // closed when a hold is let go, while anyone waits
 }
 
-func (l *nameLocks) get(name string) *nameLock {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// shareable tells whether a shared hold may be had now: nothing holds the name
+// alone or waits to.
+func (n *nameLock) shareable() bool { return !n.alone && n.waiting == 0 }
+
+// wake tells every waiter of the name to look again.
+func (n *nameLock) wake() {
+	if n.changed != nil {
+		close(n.changed)
+		n.changed = nil
+	}
+}
+
+// next is what a waiter waits on; call it under nameLocks.mu.
+func (n *nameLock) next() <-chan struct{} {
+	if n.changed == nil {
+		n.changed = make(chan struct{})
+	}
+	return n.changed
+}
+
+// enter counts a request on name, making its entry; call it under mu.
+func (l *nameLocks) enter(name string) *nameLock {
 	if l.m == nil {
 		l.m = map[string]*nameLock{}
 	}
@@ -93,12 +119,48 @@ func (l *nameLocks) get(name string) *nameLock {
 	return n
 }
 
-func (l *nameLocks) put(name string, n *nameLock) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// leave ends a request on name; call it under mu.
+func (l *nameLocks) leave(name string, n *nameLock) {
 	if n.users--; n.users == 0 {
 		delete(l.m, name)
 	}
+}
+
+// unshare lets a shared hold of name go.
+func (l *nameLocks) unshare(name string, n *nameLock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n.readers--; n.readers == 0 {
+		n.wake()
+	}
+	l.leave(name, n)
+}
+
+// shareOne holds name shared, waiting for as long as a delete or a create
+// holds it or waits for it, or until expired is ready (nil: no bound). ok
+// is false when the bound ran out, and nothing is held then.
+func (l *nameLocks) shareOne(name string, expired <-chan time.Time) (n *nameLock, ok bool) {
+	l.mu.Lock()
+	n = l.enter(name)
+	for !n.shareable() {
+		next := n.next()
+		l.mu.Unlock()
+		select {
+		case <-next:
+		case <-expired:
+			l.mu.Lock()
+			if n.shareable() { // let go just as the bound ran out
+				continue
+			}
+			l.leave(name, n)
+			l.mu.Unlock()
+			return nil, false
+		}
+		l.mu.Lock()
+	}
+	n.readers++
+	l.mu.Unlock()
+	return n, true
 }
 
 // share holds each of names shared and returns what lets them go. Names are
@@ -108,13 +170,11 @@ func (l *nameLocks) share(names []string) (release func()) {
 	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
 	held := make([]*nameLock, len(sorted))
 	for i, name := range sorted {
-		held[i] = l.get(name)
-		held[i].RLock()
+		held[i], _ = l.shareOne(name, nil)
 	}
 	return func() {
 		for i, name := range sorted {
-			held[i].RUnlock()
-			l.put(name, held[i])
+			l.unshare(name, held[i])
 		}
 	}
 }
@@ -122,56 +182,25 @@ func (l *nameLocks) share(names []string) (release func()) {
 // tryShare holds name shared if it is free of exclusive holds and of
 // waiters for one.
 func (l *nameLocks) tryShare(name string) (release func(), ok bool) {
-	n := l.get(name)
-	if !n.TryRLock() {
-		l.put(name, n)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := l.m[name]; n != nil && !n.shareable() {
 		return nil, false
 	}
-	return func() {
-		n.RUnlock()
-		l.put(name, n)
-	}, true
+	n := l.enter(name)
+	n.readers++
+	return func() { l.unshare(name, n) }, true
 }
 
-// shareWithin holds name shared, waiting at most wait for it. A wait that
-// runs out leaves a goroutine waiting for the lock, which lets it go as
-// soon as it has it.
+// shareWithin holds name shared, waiting at most wait for it.
 func (l *nameLocks) shareWithin(name string, wait time.Duration) (release func(), ok bool) {
-	if release, ok := l.tryShare(name); ok {
-		return release, true
-	}
-	n := l.get(name)
-	var mu sync.Mutex
-	held, gaveUp := false, false
-	got := make(chan struct{})
-	go func() {
-		n.RLock()
-		mu.Lock()
-		defer mu.Unlock()
-		if gaveUp {
-			n.RUnlock()
-			l.put(name, n)
-			return
-		}
-		held = true
-		close(got)
-	}()
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	select {
-	case <-got:
-	case <-t.C:
-		mu.Lock()
-		defer mu.Unlock()
-		if !held {
-			gaveUp = true
-			return nil, false
-		}
+	n, ok := l.shareOne(name, t.C)
+	if !ok {
+		return nil, false
 	}
-	return func() {
-		n.RUnlock()
-		l.put(name, n)
-	}, true
+	return func() { l.unshare(name, n) }, true
 }
 
 // alone holds each of names alone, in sorted order, once each.
@@ -189,15 +218,32 @@ func (l *nameLocks) alone(names []string) (release func()) {
 }
 
 // exclusive holds name alone: no request on a mailbox of that name is
-// between its access check and its end while it is held.
+// between its access check and its end while it is held. One that has to
+// wait is counted as waiting before nameWait is told, and from then on no
+// new shared hold of the name is had.
 func (l *nameLocks) exclusive(name string) (release func()) {
-	n := l.get(name)
-	if !n.TryLock() {
+	l.mu.Lock()
+	n := l.enter(name)
+	if n.alone || n.readers > 0 {
+		n.waiting++
+		l.mu.Unlock()
 		nameWait(name)
-		n.Lock()
+		l.mu.Lock()
+		for n.alone || n.readers > 0 {
+			next := n.next()
+			l.mu.Unlock()
+			<-next
+			l.mu.Lock()
+		}
+		n.waiting--
 	}
+	n.alone = true
+	l.mu.Unlock()
 	return func() {
-		n.Unlock()
-		l.put(name, n)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		n.alone = false
+		n.wake()
+		l.leave(name, n)
 	}
 }

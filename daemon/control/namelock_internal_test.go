@@ -12,13 +12,13 @@ func TestNameLocksKeepOnlyNamesInUse(t *testing.T) {
 		if n := l.m["b"].users; n != 1 {
 			t.Fatalf("a name the request names twice is held %d times, want once", n)
 		}
-		if !l.get("b").TryRLock() {
+		r, ok := l.tryShare("b")
+		if !ok {
 			t.Fatal("a shared name refuses another share")
 		}
-		l.m["b"].RUnlock()
-		l.put("b", l.m["b"])
-		if l.m["b"].TryLock() {
-			t.Fatal("a shared name can be held alone")
+		r()
+		if n := l.m["b"].readers; n != 1 {
+			t.Fatalf("a shared name has %d shared holds after one of two was let go, want 1", n)
 		}
 		release()
 	}

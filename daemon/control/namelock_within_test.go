@@ -57,3 +57,43 @@ func (l *nameLocks) users(name string) int {
 	}
 	return 0
 }
+
+// A delete that is told it waits is already waiting: from then on no new
+// shared hold passes it, neither one that must not wait nor one that waits
+// within a bound, until the delete has had the name and let it go.
+func TestWaitingDeleteStopsNewShares(t *testing.T) {
+	for range 200 {
+		var l nameLocks
+		request := l.share([]string{"a"})
+		waiting := make(chan struct{})
+		keep := nameWait
+		nameWait = func(string) { close(waiting) }
+		done := make(chan func(), 1)
+		go func() { done <- l.exclusive("a") }()
+		testwait.Recv(t, "the delete to wait", waiting)
+		nameWait = keep
+		if r, ok := l.tryShare("a"); ok {
+			r()
+			t.Fatal("a share passed a delete waiting for the name")
+		}
+		if r, ok := l.shareWithin("a", time.Millisecond); ok {
+			r()
+			t.Fatal("a bounded share passed a delete waiting for the name")
+		}
+		request()
+		deleted := testwait.Recv(t, "the delete to have the name", done)
+		if r, ok := l.tryShare("a"); ok {
+			r()
+			t.Fatal("a share was had while the delete held the name")
+		}
+		deleted()
+		r, ok := l.tryShare("a")
+		if !ok {
+			t.Fatal("the name is still held after the delete let it go")
+		}
+		r()
+		if n := l.size(); n != 0 {
+			t.Fatalf("%d names in use after everything ended, want 0", n)
+		}
+	}
+}
