@@ -269,7 +269,7 @@ func (c Charged) ReadDraft(mailbox, folder, id string, lim DraftLimits) (dr *Dra
 // openMessageFile opens message id's Markdown file in d, which must be
 // its mailbox's owner's; anything else is the message not found.
 func openMessageFile(d *Dir, mb *mailbox, id string) (*os.File, unix.Stat_t, error) {
-	f, st, err := d.openFile(id + ".md")
+	f, st, err := d.OpenRegular(id + ".md")
 	if err == nil {
 		if err = checkOwner(&st, mb.uid); err != nil {
 			f.Close()
@@ -392,7 +392,7 @@ func openAttachments(d *Dir, uid int, id string, m *Message, max int64, count in
 			oa.close()
 			return nil, fmt.Errorf("attachment %q: its path must be %s/<file>", a.Path, id+attSuffix)
 		}
-		f, st, err := ad.openFile(name)
+		f, st, err := ad.OpenRegular(name)
 		if err == nil {
 			if err = checkOwner(&st, uid); err != nil {
 				f.Close()

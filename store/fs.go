@@ -418,7 +418,7 @@ var ErrTooLarge = errors.New("file too large")
 
 // ErrNotRegular is returned when a name that should be a file is a symlink,
 // directory, FIFO or anything else.
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = safeio.ErrNotRegular
 
 // ReadFile reads name, which must be a regular file (not a symlink, FIFO or
 // device) of at most max bytes; a larger one gives ErrTooLarge.
@@ -447,7 +447,7 @@ func (d *Dir) readOwned(name string, max int64, uid int) ([]byte, error) {
 // body), and reads no more than limit bytes in all: a file longer than that
 // comes back cut.
 func (d *Dir) readFileHead(name string, max, head, limit int64, enough func([]byte) bool) ([]byte, unix.Stat_t, error) {
-	f, st, err := d.openFile(name)
+	f, st, err := d.OpenRegular(name)
 	if err != nil {
 		return nil, st, err
 	}
@@ -505,9 +505,10 @@ func readUpTo(f *os.File, have []byte, size, max int64, path string) ([]byte, er
 	return buf, nil
 }
 
-// openFile opens name for reading, refusing anything but a regular file (a
-// symlink, a FIFO, a device), and returns its fstat.
-func (d *Dir) openFile(name string) (*os.File, unix.Stat_t, error) {
+// OpenRegular opens name for reading, refusing anything but a regular file
+// (a symlink, a FIFO, a device: ErrNotRegular, a symlink ErrSymlink too)
+// and a mount point (ErrOtherMount), and returns its fstat.
+func (d *Dir) OpenRegular(name string) (*os.File, unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := checkName(name); err != nil {
 		return nil, st, err
@@ -515,10 +516,7 @@ func (d *Dir) openFile(name string) (*os.File, unix.Stat_t, error) {
 	// O_NONBLOCK: opening a FIFO planted under this name must not hang.
 	fd, err := d.openat(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			err = fmt.Errorf("%w (a symlink)", ErrNotRegular)
-		}
-		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: err}
+		return nil, st, &os.PathError{Op: "open", Path: d.join(name), Err: safeio.NotFollowed(err)}
 	}
 	f := os.NewFile(uintptr(fd), d.join(name))
 	if err := unix.Fstat(fd, &st); err != nil {

@@ -71,7 +71,7 @@ func (c Charged) GetWindow(mailbox, folder, id string, off, n int, raw bool) (*M
 // openOwned opens a regular file of d owned by uid, of at most max bytes,
 // without following a symlink or hanging on a FIFO.
 func (d *Dir) openOwned(name string, max int64, uid int) (*os.File, error) {
-	f, st, err := d.openFile(name)
+	f, st, err := d.OpenRegular(name)
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,9 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge refuses a file larger than its reader allows.
 var ErrTooLarge = errors.New("file too large")
 
-// ErrSymlink is the ErrNotRegular of a symbolic link where OpenRegular
-// opens: an error satisfies both, for a caller that tells the two apart.
+// ErrSymlink is the ErrNotRegular of a symbolic link met where no link is
+// followed (NotFollowed): an error satisfies both, for a caller that tells
+// the two apart.
 var ErrSymlink = errors.New("a symbolic link")
 
 // ReadInput reads a file whose name someone else may have pointed at
@@ -50,7 +51,7 @@ func ReadInput(path string, max int64) ([]byte, error) {
 func OpenRegular(path string, max int64) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%w)", ErrNotRegular, ErrSymlink)}
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: NotFollowed(err)}
 	}
 	if err != nil {
 		return nil, nil, err

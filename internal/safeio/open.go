@@ -19,7 +19,7 @@ func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
 	switch {
 	case errors.Is(err, syscall.ELOOP):
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%w)", ErrNotRegular, ErrSymlink)}
+		return nil, &os.PathError{Op: "open", Path: path, Err: NotFollowed(err)}
 	case errors.Is(err, syscall.EISDIR):
 		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (a directory)", ErrNotRegular)}
 	case errors.Is(err, syscall.ENXIO):
@@ -38,4 +38,14 @@ func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// NotFollowed names what an open with O_NOFOLLOW refused (ELOOP: a
+// symbolic link as the last component) as ErrNotRegular that is also
+// ErrSymlink; any other error comes back as it is.
+func NotFollowed(err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%w (%w)", ErrNotRegular, ErrSymlink)
+	}
+	return err
 }
