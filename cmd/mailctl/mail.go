@@ -12,10 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
+	"github.com/mailctl/mailctl/store"
 )
 
 func init() {
@@ -400,83 +398,34 @@ func openMailboxFile(path string) (*os.File, error) {
 	dir, name := filepath.Split(path)
 	folder := filepath.Clean(dir)
 	mailbox := filepath.Dir(folder)
-	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	rfd, err := unix.Open(filepath.Dir(mailbox), dirFlags, 0) // the store's, root's
+	boxes, err := store.OpenDir(filepath.Dir(mailbox)) // the store's, root's
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: filepath.Dir(mailbox), Err: err}
+		return nil, err
 	}
-	defer unix.Close(rfd)
-	mfd, err := openatSameMount(rfd, filepath.Base(mailbox), dirFlags)
+	defer boxes.Close()
+	mb, err := boxes.OpenDir(filepath.Base(mailbox))
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: mailbox, Err: notFollowed(err)}
+		return nil, err
 	}
-	defer unix.Close(mfd)
-	var mst unix.Stat_t
-	if err := unix.Fstat(mfd, &mst); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: mailbox, Err: err}
-	}
-	ffd, err := openatSameMount(mfd, filepath.Base(folder), dirFlags)
+	defer mb.Close()
+	mst, err := mb.Stat()
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: folder, Err: notFollowed(err)}
+		return nil, err
 	}
-	defer unix.Close(ffd)
-	fd, err := openatSameMount(ffd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
+	fd, err := mb.OpenDir(filepath.Base(folder))
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: notFollowed(err)}
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	defer fd.Close()
+	f, st, err := fd.OpenRegular(name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Uid != mst.Uid {
 		f.Close()
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		err = safeio.ErrNotRegular
-	case st.Uid != mst.Uid:
-		err = fmt.Errorf("it belongs to uid %d, not to the mailbox's owner (uid %d): it is not the mailbox's file", st.Uid, mst.Uid)
-	}
-	if err != nil {
-		f.Close()
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("it belongs to uid %d, not to the mailbox's owner (uid %d): it is not the mailbox's file", st.Uid, mst.Uid)}
 	}
 	return f, nil
-}
-
-// errOtherMount refuses an entry of a mailbox that is a mount point.
-var errOtherMount = errors.New("a mount (another file system than the mailbox's): not the mailbox's")
-
-// openatSameMount opens name in the directory dirfd, refusing a mount
-// point: the kernel does not cross it (RESOLVE_NO_XDEV), so the file system
-// mounted there is never asked. Without openat2 (before Linux 5.6) the
-// mount is looked for with a statx that does not ask it, which leaves a
-// window an owner racing a mount in could use.
-func openatSameMount(dirfd int, name string, flags int) (int, error) {
-	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_XDEV})
-	switch {
-	case errors.Is(err, unix.EXDEV):
-		return -1, errOtherMount
-	case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
-		return fd, err
-	}
-	var dir, sx unix.Statx_t
-	if err := unix.Statx(dirfd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &dir); err != nil {
-		return -1, err
-	}
-	err = unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &sx)
-	if err == nil && (sx.Dev_major != dir.Dev_major || sx.Dev_minor != dir.Dev_minor ||
-		(sx.Mask&dir.Mask&unix.STATX_MNT_ID != 0 && sx.Mnt_id != dir.Mnt_id)) {
-		return -1, errOtherMount
-	}
-	return unix.Openat(dirfd, name, flags, 0)
-}
-
-// notFollowed names a link O_NOFOLLOW refused (ELOOP) as such.
-func notFollowed(err error) error {
-	if errors.Is(err, unix.ELOOP) {
-		return fmt.Errorf("%w (%w)", safeio.ErrNotRegular, safeio.ErrSymlink)
-	}
-	return err
 }
 
 // printMessage prints headers, then the body, all made inert.
