@@ -287,3 +287,59 @@ func TestDeleteStopsAtAMount(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRefusesAMountEitherWay: a folder or a file that is a mount point
+// is refused as ErrOtherMount both with openat2 (the kernel refuses to
+// cross it) and without it (before Linux 5.6, or filtered out: statx looks
+// first), and what is on the directory's own file system opens.
+func TestOpenRefusesAMountEitherWay(t *testing.T) {
+	if !testmount.InNamespace(t) {
+		return
+	}
+	base := t.TempDir()
+	for _, d := range []string{"folder", "mounted"} {
+		if err := os.Mkdir(filepath.Join(base, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own, bound := filepath.Join(base, "folder", "own.eml"), filepath.Join(base, "folder", "bound.eml")
+	other := filepath.Join(t.TempDir(), "other.eml")
+	for p, data := range map[string]string{own: "own", bound: "placeholder", other: "OTHER FILE SYSTEM"} {
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testmount.Bind(t, other, bound)
+	testmount.Tmpfs(t, filepath.Join(base, "mounted"))
+	keep := noOpenat2.Load()
+	t.Cleanup(func() { noOpenat2.Store(keep) })
+	for _, without := range []bool{false, true} {
+		noOpenat2.Store(without)
+		d, err := OpenDir(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sub, err := d.OpenDir("mounted"); !errors.Is(err, ErrOtherMount) {
+			sub.Close()
+			t.Errorf("without openat2 %v: a tmpfs mount point opened as a folder: %v", without, err)
+		}
+		folder, err := d.OpenDir("folder")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, _, err := folder.OpenRegular("bound.eml"); !errors.Is(err, ErrOtherMount) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("without openat2 %v: a bind-mounted file opened: %v", without, err)
+		}
+		f, _, err := folder.OpenRegular("own.eml")
+		if err != nil {
+			t.Errorf("without openat2 %v: the folder's own file: %v", without, err)
+		} else {
+			f.Close()
+		}
+		folder.Close()
+		d.Close()
+	}
+}
