@@ -22,7 +22,7 @@ const DevConfigHeader = "# Written by mailctl dev"
 func startAdvice(socket string) string {
 	dir := filepath.Dir(socket)
 	if cfg := devConfig(dir); cfg != nil {
-		flags := " dev --dir " + shellQuote(dir)
+		flags := " dev --dir " + ShellQuote(dir)
 		if m := devListenRE.FindSubmatch(cfg); m != nil && string(m[1]) != "127.0.0.1:2525" {
 			flags += " --smtp " + string(m[1])
 		}
@@ -30,7 +30,7 @@ func startAdvice(socket string) string {
 			flags += " --domain " + string(m[1])
 		}
 		return "it is the socket of a mailctl dev instance that is not running: start it again with `" +
-			shellQuote(filepath.Join(dir, "bin", "mailctl")) + flags + "` (the binary its banner names), or `go run ./cmd/mailctl" + flags + "` in the source tree"
+			ShellQuote(filepath.Join(dir, "bin", "mailctl")) + flags + "` (the binary its banner names), or `go run ./cmd/mailctl" + flags + "` in the source tree"
 	}
 	return "start it with `sudo systemctl start mailctl`, or run `mailctl dev` and set MAILCTL_SOCKET to the socket it prints"
 }
@@ -65,9 +65,24 @@ func devConfig(dir string) []byte {
 	return b
 }
 
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell, leaving it bare when it needs no
+// quoting (a path, a number, an address).
+func ShellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// GiveMailboxCommand is the shell command an operator runs, as root, to give
+// the mailbox folder at path and the mail in it to owner (OWNER[:GROUP])
+// when they belong to someone else (a restore, a changed owner line). It
+// is not chown -R: the folder's present owner may have put in it a hard
+// link to a file outside the mailbox (theirs, or root's where
+// fs.protected_hardlinks is 0), which chown -R would give away with the
+// mail. A mailbox's own files have one link each, so a file with more is
+// left as it is; a symbolic link is neither followed nor changed (the
+// store reads none), and no mount below the folder is entered.
+func GiveMailboxCommand(owner, path string) string {
+	return "find " + ShellQuote(path) + ` -xdev \( -type d -o -type f -links 1 \) -exec chown ` + ShellQuote(owner) + " {} +"
 }

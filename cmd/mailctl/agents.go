@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/agentcfg"
 	"github.com/mailctl/mailctl/mcpshim"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 func init() {
@@ -171,7 +172,7 @@ Harnesses: `+strings.Join(agentcfg.Names(), ", "))
 	if goRunBuild(srv.Command, goEnv) {
 		again := strings.Join(append([]string{"agents", "setup"}, args...), " ")
 		return failure(cf.fs, fmt.Errorf("this binary (%s) is a `go run` build, which the go command deletes (go clean -cache, or when it exits); a harness wired to it would fail. Install it and run the installed one:\n\n    go install ./cmd/mailctl && %s\n\nor run the copy mailctl dev keeps: .mailctl-dev/bin/mailctl %s",
-			srv.Command, shellQuote(installedPath(goEnv))+" "+again, again))
+			srv.Command, protocol.ShellQuote(installedPath(goEnv))+" "+again, again))
 	}
 	if *printOnly {
 		return printSnippets(hs, srv)

@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/mailctl/mailctl/daemon/agentcfg"
 	"github.com/mailctl/mailctl/mcpshim"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // TestAgentsPrint checks what `mailctl agents setup HARNESS --print` prints
@@ -156,7 +157,7 @@ func TestGoRunAgentsSetupIsRefused(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1", "GOCACHE="+cache)
 	t.Setenv("GOCACHE", cache) // for installedPath below, as the command sees it
 	out, err := cmd.CombinedOutput()
-	want := "go install ./cmd/mailctl && " + shellQuote(installedPath(goEnv)) + " agents setup claude-code --print"
+	want := "go install ./cmd/mailctl && " + protocol.ShellQuote(installedPath(goEnv)) + " agents setup claude-code --print"
 	if err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), `"command"`) {
 		t.Fatalf("agents setup from the build cache: %v\n%s\nwant %s", err, out, want)
 	}

@@ -259,8 +259,8 @@ index is rebuilt when the daemon starts. Root only.`)
 	if res.OwnerDiffersCount > 0 {
 		fmt.Fprintf(stdout, "mailboxes %s declares for another owner: %s: the daemon does not serve them (their folders and mail are the restored owner's), "+
 			"so mail to them is refused; before starting the daemon, change their owner in %s to the restored one, "+
-			"or give the declared owner their mail with `sudo chown -R UID:GID` on each mailbox's folder\n",
-			cfg.File, inert(listed(res.OwnerDiffers, res.OwnerDiffersCount)), cfg.File)
+			"or give the declared owner their mail with `sudo %s` for each mailbox's FOLDER\n",
+			cfg.File, inert(listed(res.OwnerDiffers, res.OwnerDiffersCount)), cfg.File, protocol.GiveMailboxCommand("UID:GID", "FOLDER"))
 	}
 	if len(res.DKIMRestored) > 0 && len(res.DKIMBeside) > 0 {
 		fmt.Fprintf(stdout, "DKIM keys of two hosts in %s: the archive's (selectors %s) beside this host's (selectors %s); "+

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 func init() {
@@ -191,7 +192,7 @@ start).`)
 	if capture == "" {
 		outbound = "delivered to the recipients' MX (--deliver)"
 	}
-	sq, mq := shellQuote(sock), shellQuote(self)
+	sq, mq := protocol.ShellQuote(sock), protocol.ShellQuote(self)
 	banner := func() {
 		// The address bound, which differs from --smtp's for port 0.
 		smtpAddr := *smtp
@@ -273,13 +274,6 @@ func stableCopy(dst string) (string, error) {
 		return "", err
 	}
 	return dst, os.Rename(tmp.Name(), dst)
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // devListenHint says what to do about the listener errors people hit first.

@@ -377,14 +377,44 @@ func TestSeededFaults(t *testing.T) {
 // another user is a command the operator pastes; run as written (without
 // sudo: the test is root), it gives the mailbox back, and doctor finds
 // nothing more. "chown -R UID:" was refused by chown ("invalid spec").
+// The mailbox's present owner put in it a hard link to a root file (where
+// fs.protected_hardlinks is 0) and a symbolic link to another: chown -R
+// would have given the first away; the fix leaves both root's.
 func TestOwnerWrongFixRuns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("seeding a wrong owner needs root (chown)")
 	}
 	in := newInstall(t)
+	// The mailbox is registered for a user other than root, so that what
+	// the fix gives that user is not root's already.
+	const owner = 64999
+	reg := filepath.Join(in.cfg.Paths.RegistryDir(), "mailboxes", "agent.json")
+	if err := os.WriteFile(reg, []byte(fmt.Sprintf(`{"name":"agent","owner_uid":%d,"owner_gid":%d}`, owner, owner)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	box := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent")
-	os.Chown(box, 65534, 65534)
-	os.Chown(filepath.Join(box, "inbox"), 65534, 65534)
+	outside := t.TempDir()
+	secret, target := filepath.Join(outside, "shadow"), filepath.Join(outside, "target")
+	for _, p := range []string{secret, target} {
+		if err := os.WriteFile(p, []byte("root's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mail := filepath.Join(box, "inbox", "m.eml")
+	if err := os.WriteFile(mail, []byte("Subject: s\r\n\r\nb\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(secret, filepath.Join(box, "inbox", "planted.eml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(box, "inbox", "link.eml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{box, filepath.Join(box, "inbox"), mail} {
+		if err := os.Lchown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var fixes []string
 	for _, x := range in.check(t) {
 		if x.ID == "mailbox.owner_wrong" {
@@ -403,6 +433,14 @@ func TestOwnerWrongFixRuns(t *testing.T) {
 	for _, x := range in.check(t) {
 		if x.ID == "mailbox.owner_wrong" {
 			t.Errorf("after the fix: %s: %s", x.Message, x.Fix)
+		}
+	}
+	if st, err := os.Stat(mail); err != nil || st.Sys().(*syscall.Stat_t).Uid != owner {
+		t.Errorf("the mailbox's mail was not given to its owner (%v)", err)
+	}
+	for _, p := range []string{secret, target} {
+		if st, err := os.Stat(p); err != nil || st.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("the fix gave %s, a file outside the mailbox the owner linked to, away (%v)", p, err)
 		}
 	}
 }

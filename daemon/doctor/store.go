@@ -192,7 +192,7 @@ func checkMailbox(f *findings, cfg *config.Config, boxes *store.Dir, name string
 	want, known := expectedOwner(f, cfg, name, path)
 	got := st.Uid
 	if known && got != want {
-		f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %s %s", ownerSpec(want), path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
+		f.add("mailbox.owner_wrong", Fail, "sudo "+protocol.GiveMailboxCommand(ownerSpec(want), path), "mailbox %s belongs to uid %d, expected uid %d", name, got, want)
 	}
 	if m := fs.FileMode(st.Mode).Perm(); m != store.DirMode {
 		f.add("mailbox.mode", Warn, fmt.Sprintf("sudo chmod %04o %s", store.DirMode, path), "mailbox %s has mode %04o, expected %04o", name, m, store.DirMode)
@@ -250,7 +250,7 @@ func checkFolder(f *findings, name string, mb *store.Dir, folder string, got, wa
 		f.add("mailbox.folder_type", Fail, "move "+fp+" away and repair the mailbox", "%s is not a directory (a symlink or file planted in the mailbox?)", fp)
 	default:
 		if known && st.Uid != want {
-			f.add("mailbox.owner_wrong", Fail, fmt.Sprintf("sudo chown -R %s %s", ownerSpec(want), mb.Path()), "%s belongs to uid %d, expected uid %d", fp, st.Uid, want)
+			f.add("mailbox.owner_wrong", Fail, "sudo "+protocol.GiveMailboxCommand(ownerSpec(want), mb.Path()), "%s belongs to uid %d, expected uid %d", fp, st.Uid, want)
 		}
 	}
 }
