@@ -31,6 +31,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/trust"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/crashpoint"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -709,13 +710,12 @@ func (s *smtpService) Start(context.Context) error {
 	}
 	if path := cfg.SMTP.LMTPSocket; path != "" {
 		os.Remove(path)
-		ln, err := net.Listen("unix", path)
+		// Whoever can reach the socket can hand in mail for local domains, as on port 25.
+		ln, err := safeio.ListenSocket(path, 0o666)
 		if err != nil {
 			s.closeAll()
 			return fmt.Errorf("LMTP socket %s: %w", path, err)
 		}
-		// Whoever can reach the socket can hand in mail for local domains, as on port 25.
-		os.Chmod(path, 0o666)
 		s.serve(ln, "lmtp:"+path, s.srv.ServeLMTP)
 	}
 	s.d.log.Info("inbound listeners up", "addrs", s.addrs)

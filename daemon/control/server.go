@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -51,16 +52,12 @@ func (s *Server) Listen(path string) error {
 		}
 		s.log.Info("removed stale control socket", "path", path)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// Every local user may connect; authorization happens per request by uid.
+	ln, err := safeio.ListenSocket(path, 0o666)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(true)
-	// Every local user may connect; authorization happens per request by uid.
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return err
-	}
 	s.ln, s.open = ln, map[net.Conn]struct{}{}
 	return nil
 }
