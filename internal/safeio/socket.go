@@ -5,8 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // ListenSocket binds a Unix socket at path and gives it mode. The socket's
@@ -20,11 +19,11 @@ import (
 // bound, naming why.
 func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 	dir := filepath.Dir(path)
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
-	sticky := st.Mode&unix.S_ISVTX != 0
+	sticky := st.Mode&syscall.S_ISVTX != 0
 	switch euid := uint32(os.Geteuid()); {
 	case st.Uid != euid && st.Uid != 0:
 		return nil, fmt.Errorf("the socket's directory %s belongs to uid %d, who could replace the socket: put it in a directory of root's or of uid %d", dir, st.Uid, euid)
