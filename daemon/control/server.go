@@ -44,7 +44,14 @@ func (s *Server) Listen(path string) error {
 	if _, err := os.Lstat(path); err == nil {
 		c, derr := net.DialTimeout("unix", path, time.Second)
 		if derr == nil {
+			other, err := peerCred(c.(*net.UnixConn))
 			c.Close()
+			if euid := uint32(os.Geteuid()); err == nil && other.UID != euid {
+				// A user put a socket of theirs at the path (a directory
+				// others may write, while the daemon was stopped).
+				return fmt.Errorf("uid %d's process %d answers on %s, in the daemon's place: stop it, remove %s, and set paths.socket to a directory only uid %d writes (the default, %s)",
+					other.UID, other.PID, path, path, euid, protocol.DefaultSocket)
+			}
 			return fmt.Errorf("another mailctl daemon is answering on %s; stop it first", path)
 		}
 		if err := os.Remove(path); err != nil {
