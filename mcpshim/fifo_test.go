@@ -2,6 +2,7 @@ package mcpshim
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -71,7 +72,9 @@ func TestFIFOAttachmentsNeverHang(t *testing.T) {
 // such a file anyone may open (it never blocks, but is no file of data
 // either).
 func TestPollableKernelFilesAreRefused(t *testing.T) {
-	paths := []string{"/proc/self/mountinfo"}
+	// /proc/PID, not /proc/self: the latter is a link, which a shim run by
+	// root refuses on a path before anything else (TestRootFollowsNoLink).
+	paths := []string{fmt.Sprintf("/proc/%d/mountinfo", os.Getpid())}
 	if f, err := os.Open("/proc/kmsg"); err == nil { // root; opening reads nothing
 		f.Close()
 		paths = append(paths, "/proc/kmsg")

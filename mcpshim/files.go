@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -20,9 +21,74 @@ var errNotRegular = errors.New("not a regular file")
 // and a terminal would become the controlling one.
 const openFlags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
 
-// openRegular opens path and refuses anything but a regular file.
+// openRegular opens path and refuses anything but a regular file. Run as
+// root, it opens as openAsRoot does.
 func openRegular(path string) (*os.File, error) {
+	if os.Geteuid() == 0 {
+		return checkRegular(openAsRoot(path))
+	}
 	return checkRegular(os.OpenFile(path, openFlags, 0))
+}
+
+// errRootLink refuses, for root, a path with a symbolic link on it.
+var errRootLink = errors.New("run as root, a path with a symbolic link on it is not read (another user could point the link at a file of root's while it is read): name the file by its own path, as `realpath` prints it")
+
+// errRootHardLink refuses, for root, a file of more than one link that
+// belongs to someone other than its directory's owner.
+var errRootHardLink = errors.New("run as root, a file with more than one link that belongs to someone other than its folder's owner is not read (another user may have linked a file of root's into their folder): copy it somewhere of its owner's first")
+
+// openAsRoot opens path for reading on root's behalf: a file to attach or a
+// body to send that root names in another user's directory is that user's
+// to swap while it is read. So no symbolic link anywhere on the path is
+// followed (RESOLVE_NO_SYMLINKS), and a file with more than one link that
+// belongs to someone other than its directory's owner is refused: a hard
+// link a user made in their directory to a file of root's, where
+// fs.protected_hardlinks is 0. Without openat2 (before Linux 5.6) only the
+// last component is kept from being a link.
+func openAsRoot(path string) (*os.File, error) {
+	dir, name := filepath.Split(filepath.Clean(path))
+	if dir == "" {
+		dir = "."
+	}
+	const dirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
+	how := func(flags int) *unix.OpenHow {
+		return &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_SYMLINKS}
+	}
+	dfd, err := unix.Openat2(unix.AT_FDCWD, dir, how(dirFlags))
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		return os.OpenFile(path, openFlags|syscall.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return nil, rootOpenErr(dir, err)
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat2(dfd, name, how(openFlags|unix.O_NOFOLLOW|unix.O_CLOEXEC))
+	if err != nil {
+		return nil, rootOpenErr(path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st, dst unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if err := unix.Fstat(dfd, &dst); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 && st.Uid != dst.Uid {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: errRootHardLink}
+	}
+	return f, nil
+}
+
+// rootOpenErr names a link met on the path (ELOOP) as errRootLink.
+func rootOpenErr(path string, err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		err = errRootLink
+	}
+	return &os.PathError{Op: "open", Path: path, Err: err}
 }
 
 // openRegularIn opens rel inside root (no symlink or ".." leaves it) and
