@@ -1,42 +1,45 @@
 package safeio
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"path/filepath"
+	"runtime"
 	"syscall"
 )
 
-// ListenSocket binds a Unix socket at path and gives it mode. The socket's
-// directory must be one where no other user can rename, remove or replace
-// the caller's entries: it belongs to the caller or to root, and no one
-// else may write it, or it has the sticky bit (as /tmp). Elsewhere another
-// user could swap the new socket for a symbolic link between the bind and
-// the chmod, which would then change the mode of whatever the link names
-// (a file of root's, with a daemon run as root), or put their own socket
-// in its place afterwards; such a directory is refused before anything is
-// bound, naming why.
+// ListenSocket binds a Unix socket at path whose file has mode from the
+// moment it exists. The mode is not set by a chmod of the path after the
+// bind: in a directory another user may write, that user could swap the
+// socket for a symbolic link in between, and the chmod (root's, in the
+// daemon) would change the file the link names. Instead the bind runs on
+// a thread of its own, whose umask (which the kernel applies to the
+// socket's file) is made to leave exactly mode; the process's umask is
+// never changed, and the thread ends with the bind.
 func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
-	dir := filepath.Dir(path)
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
+	type result struct {
+		ln  *net.UnixListener
+		err error
 	}
-	sticky := st.Mode&syscall.S_ISVTX != 0
-	switch euid := uint32(os.Geteuid()); {
-	case st.Uid != euid && st.Uid != 0:
-		return nil, fmt.Errorf("the socket's directory %s belongs to uid %d, who could replace the socket: put it in a directory of root's or of uid %d", dir, st.Uid, euid)
-	case st.Mode&0o022 != 0 && !sticky:
-		return nil, fmt.Errorf("the socket's directory %s may be written by other users (mode %04o, no sticky bit), who could replace the socket: put it in a directory only its owner writes", dir, st.Mode&0o7777)
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the goroutine's end ends the thread, and with it
+		// the file system attributes it no longer shares.
+		runtime.LockOSThread()
+		own := syscall.Unshare(syscall.CLONE_FS) == nil
+		if own {
+			syscall.Umask(int(0o777 &^ mode.Perm()))
+		}
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err == nil && !own {
+			// A system call filter refused unshare: the mode the only
+			// way left, as every server does.
+			if err = os.Chmod(path, mode); err != nil {
+				ln.Close()
+				ln = nil
+			}
+		}
+		done <- result{ln, err}
+	}()
+	r := <-done
+	return r.ln, r.err
 }
