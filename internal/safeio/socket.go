@@ -31,7 +31,7 @@ func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 		}
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 		if err == nil && !own {
-			// A system call filter refused unshare: the mode the only
+			// A system call filter refused unshare: set the mode the only
 			// way left, as every server does.
 			if err = os.Chmod(path, mode); err != nil {
 				ln.Close()
