@@ -284,17 +284,18 @@ func (o *outboundService) underName(name, id string, f func()) {
 		run()
 		return
 	}
-	settledLater(name)
 	o.later.Add(1)
 	go func() {
 		defer o.later.Done()
 		defer d.ctl.HoldNames(name)()
 		run()
 	}()
+	settledLater(name)
 }
 
 // settledLater is told of each settled item whose hooks and bounce wait
-// for its mailbox's name (a variable so that a test can see one wait).
+// for its mailbox's name, once they are counted in o.later (a variable so
+// that a test can see one wait, and Stop wait for it).
 var settledLater = func(name string) {}
 
 // sentCopySlack is what a sent copy's file may hold beyond the message's

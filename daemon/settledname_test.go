@@ -110,13 +110,26 @@ func TestSettledWaitsForADeleteOfItsMailbox(t *testing.T) {
 		free()
 		t.Fatal("the settled message's hooks and bounce did not step aside for the delete waiting for the name")
 	}
+	// Told that they wait, they are already counted: Stop waits for them
+	// from then on, and cannot be done while the name is held.
+	stopped := make(chan struct{})
+	go func() { td.out.later.Wait(); close(stopped) }()
+	if err := td.call(t, protocol.VerbStatus, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+		free()
+		t.Fatal("the hooks and bounce told to wait for the name were not counted: Stop would not wait for them")
+	default:
+	}
 	free()
 	if err := testwait.Recv(t, "the delete to be answered once the name was free", deleted); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	td.ensureMine(t, "reused")
 	// What waited has run once the delete let the name go: Stop waits for it.
-	td.out.later.Wait()
+	testwait.Recv(t, "the hooks and bounce that waited to end", stopped)
 	if got := inbox(); len(got) != 0 {
 		t.Errorf("the name's new mailbox holds a bounce of the deleted one's message: %+v", got)
 	}

@@ -65,7 +65,9 @@ type Runner struct {
 	// data is never logged, only hook, mailbox and message ids.
 	Logger *slog.Logger
 	// OnRun, when set, hears of every run as it is recorded, refused and
-	// dropped ones included (for metrics). It must not block.
+	// dropped ones included (for metrics). It must not block. A run is
+	// recorded (here and in Log) once it has let go of what it held: from
+	// then on it counts against no bound.
 	OnRun func(run protocol.HookRun)
 	// Check, when set, is asked once a run has its slot, just before the
 	// hook starts. A run can wait for a slot long after its hook was
@@ -171,9 +173,20 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 // MaxConcurrent), then asks Check whether h may still run. Cancelling ctx
 // terminates the hook's process group like a timeout does.
 func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (protocol.HookRun, Output) {
+	run, out := r.runOutput(ctx, h, owner, f, stdin)
+	r.record(run)
+	return run, out
+}
+
+// runOutput is RunOutput but for the record, which its caller makes once
+// the run has let go of everything it held (its slot, its owner's share
+// and record, and for Go its place in flight): a run that Log or OnRun
+// says ended no longer counts against its owner or the runner, and the
+// owner's next run is not dropped for it.
+func (r *Runner) runOutput(ctx context.Context, h protocol.Hook, owner Owner, f Facts, stdin []byte) (protocol.HookRun, Output) {
 	r.init()
 	notStarted := func() (protocol.HookRun, Output) {
-		return r.drop(h, f, fmt.Sprintf("not started: %v while waiting for a free slot", context.Cause(ctx))), Output{}
+		return dropped(h, f, fmt.Sprintf("not started: %v while waiting for a free slot", context.Cause(ctx))), Output{}
 	}
 	if ctx.Err() != nil {
 		return notStarted()
@@ -196,12 +209,11 @@ func (r *Runner) RunOutput(ctx context.Context, h protocol.Hook, owner Owner, f 
 	if r.Check != nil {
 		if err := r.Check(h, owner, f); err != nil {
 			<-r.sem
-			return r.drop(h, f, "dropped before it started: "+err.Error()), Output{}
+			return dropped(h, f, "dropped before it started: "+err.Error()), Output{}
 		}
 	}
 	run, out := r.exec(ctx, h, owner, f, stdin)
 	<-r.sem
-	r.record(run)
 	return run, out
 }
 
@@ -259,16 +271,15 @@ func (r *Runner) Go(h protocol.Hook, owner Owner, f Facts, stdin []byte) {
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		defer func() {
-			r.mu.Lock()
-			r.inflight--
-			r.held -= size
-			o.inflight--
-			o.held -= size
-			r.releaseLocked(owner.UID, o)
-			r.mu.Unlock()
-		}()
-		r.RunOutput(r.baseCtx, h, owner, f, stdin)
+		run, _ := r.runOutput(r.baseCtx, h, owner, f, stdin)
+		r.mu.Lock()
+		r.inflight--
+		r.held -= size
+		o.inflight--
+		o.held -= size
+		r.releaseLocked(owner.UID, o)
+		r.mu.Unlock()
+		r.record(run)
 	}()
 }
 
@@ -297,9 +308,15 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 
 // drop records a run of h that did not start, and why, and returns it.
 func (r *Runner) drop(h protocol.Hook, f Facts, why string) protocol.HookRun {
+	run := dropped(h, f, why)
+	r.record(run)
+	return run
+}
+
+// dropped is the record of a run of h that did not start, and why.
+func dropped(h protocol.Hook, f Facts, why string) protocol.HookRun {
 	run := newRun(h, f)
 	run.Error = why
-	r.record(run)
 	return run
 }
 

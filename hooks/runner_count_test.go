@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mailctl/mailctl/internal/testwait"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // blockingHook is a hook that says on a FIFO in dir that it started, then
@@ -104,5 +105,31 @@ func TestRunnerCountsRunsInFlight(t *testing.T) {
 	r.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d owners' records left after every run ended, want none", left)
+	}
+}
+
+// TestARunSeenEndedHoldsNothing: a run that OnRun and Log tell of has let
+// go of everything it held: its place in flight, its owner's share and
+// record. They were given back after the record, so an owner's run made as
+// soon as the last one was seen ended could be dropped for runs that were
+// over (TestRunnerCountsRunsInFlight failed so under load).
+func TestARunSeenEndedHoldsNothing(t *testing.T) {
+	owner, _ := hookOwner(t)
+	r := testRunner(t)
+	type holds struct{ inflight, owners int }
+	seen := make(chan holds, 1)
+	r.OnRun = func(protocol.HookRun) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		seen <- holds{r.inflight, len(r.byOwner)}
+	}
+	r.Go(recvHook("background", "/bin/true"), owner, recvFacts, nil)
+	if h := testwait.Recv(t, "the background run to be recorded", seen); h != (holds{}) {
+		t.Errorf("a run started with Go, as it was recorded, still held %d places in flight and %d owners' records", h.inflight, h.owners)
+	}
+	r.Wait()
+	r.RunOutput(context.Background(), recvHook("foreground", "/bin/true"), owner, recvFacts, nil)
+	if h := testwait.Recv(t, "the run to be recorded", seen); h != (holds{}) {
+		t.Errorf("a run of RunOutput, as it was recorded, still held %d places in flight and %d owners' records", h.inflight, h.owners)
 	}
 }

@@ -274,12 +274,15 @@ func TestRunContextCancel(t *testing.T) {
 
 // TestGoBoundedAndShutdown: with one slot and one queue place, a third
 // asynchronous run is dropped at once, and Shutdown with an expired context
-// terminates what is left.
+// terminates what is left: the run whose hook runs is canceled, the one
+// waiting for the slot is not started. The expiry comes once a hook runs
+// (it came after 300 ms whether or not one had started by then).
 func TestGoBoundedAndShutdown(t *testing.T) {
-	owner, _ := hookOwner(t)
+	owner, dir := hookOwner(t)
 	r := testRunner(t)
 	r.MaxConcurrent, r.MaxQueued = 1, 1
-	h := recvHook("sleeper", "/bin/sleep", "300")
+	cmd, started := blockingHook(t, r, owner, dir)
+	h := recvHook("sleeper", cmd...)
 	start := time.Now()
 	for i := 0; i < 3; i++ {
 		f := recvFacts
@@ -290,6 +293,7 @@ func TestGoBoundedAndShutdown(t *testing.T) {
 	if len(runs) != 1 || runs[0].MessageID != "msg-2" || !strings.HasPrefix(runs[0].Error, "dropped: 2 hook runs") {
 		t.Fatalf("after 3 Go calls the log holds %+v, want only the third, dropped", runs)
 	}
+	started()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := r.Shutdown(ctx); err != context.DeadlineExceeded {

@@ -288,6 +288,31 @@ func TestInFlightMemoryBudget(t *testing.T) {
 	}
 }
 
+// TestLMTPGivesItsBudgetBackBeforeItsReplies: LMTP answers each recipient
+// while the message is still being handled; its share of the in-flight
+// budget (and its spool) went back only after the last reply, so a front
+// MTA that sent its next message on reading the replies could find the
+// budget still taken, and be refused 452 for memory no message held.
+func TestLMTPGivesItsBudgetBackBeforeItsReplies(t *testing.T) {
+	ts := startServer(t, Limits{}, nil, true)
+	c := dialRaw(t, "unix", ts.lmtp)
+	c.expect("220 ")
+	c.cmd("LHLO front.example", "250 ")
+	msg := "Subject: lmtp budget\r\n\r\n" + strings.Repeat(strings.Repeat("l", 70)+"\r\n", 3000)
+	for i := range 3 {
+		c.cmd("MAIL FROM:<alice@sender.example>", "250 ")
+		c.cmd("RCPT TO:<a@example.com>", "250 ")
+		c.cmd("RCPT TO:<b@example.com>", "250 ")
+		c.cmd("DATA", "354 ")
+		c.send(msg + ".\r\n")
+		c.expect("250 ")
+		c.expect("250 ")
+		if n := ts.inFlight.Load(); n != 0 {
+			t.Fatalf("message %d: in-flight bytes once every recipient was answered: %d", i, n)
+		}
+	}
+}
+
 // The size MAIL FROM declares only sizes the array the message is read into:
 // whether it is exact, too small (more comes than declared) or too large,
 // the message stored is the message sent, and the in-flight budget is given

@@ -203,6 +203,11 @@ func (ss *session) LMTPData(r io.Reader, status smtp.StatusCollector) error {
 	}
 	env := ss.envelope()
 	errs := ss.deliver(m, env)
+	// Each status is written to the client as it is set: the message's
+	// budget and spool go first, so that a front MTA that sends its next
+	// message on reading the replies finds them free, as after DATA's one
+	// reply.
+	release()
 	for i, rcpt := range env.Rcpts {
 		status.SetStatus(rcpt, asReply(errs[i]))
 	}

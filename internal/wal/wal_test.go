@@ -138,16 +138,22 @@ func TestCommitsAreGrouped(t *testing.T) {
 	})
 	const n = 8
 	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			w, _, err := l.Append([]byte(fmt.Sprint(i)))
-			if err == nil {
-				err = l.Commit(w)
-			}
-			errs <- err
-		}()
+	commit := func(i int) {
+		w, _, err := l.Append([]byte(fmt.Sprint(i)))
+		if err == nil {
+			err = l.Commit(w)
+		}
+		errs <- err
 	}
-	testwait.For(t, "every append written and an fsync under way", func() bool { w, s := l.State(); return w == n && s })
+	// The first commit's fsync runs before the others append: were they
+	// all appended before it began (its goroutine the last to commit), it
+	// would cover them all alone.
+	go commit(0)
+	testwait.For(t, "the first append's fsync under way", func() bool { w, s := l.State(); return w == 1 && s })
+	for i := 1; i < n; i++ {
+		go commit(i)
+	}
+	testwait.For(t, "every append written", func() bool { w, _ := l.State(); return w == n })
 	close(hold)
 	for range n {
 		if err := testwait.Recv(t, "a commit to return", errs); err != nil {

@@ -300,17 +300,23 @@ func TestJournalGroupsCommits(t *testing.T) {
 	})
 	const n = 8
 	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			it := testItem(fmt.Sprintf("g%d", i), "x@remote.test")
-			w, err := j.enqueue(it, it.Data, nil)
-			if err == nil {
-				err = j.commit(w)
-			}
-			errs <- err
-		}()
+	commit := func(i int) {
+		it := testItem(fmt.Sprintf("g%d", i), "x@remote.test")
+		w, err := j.enqueue(it, it.Data, nil)
+		if err == nil {
+			err = j.commit(w)
+		}
+		errs <- err
 	}
-	testwait.For(t, "every append written and a sync under way", func() bool { written, syncing := j.log.State(); return written == n && syncing })
+	// The first commit's fsync runs before the others append: were they
+	// all appended before it began (its goroutine the last to commit), it
+	// would cover them all alone.
+	go commit(0)
+	testwait.For(t, "the first append's sync under way", func() bool { written, syncing := j.log.State(); return written == 1 && syncing })
+	for i := 1; i < n; i++ {
+		go commit(i)
+	}
+	testwait.For(t, "every append written", func() bool { written, _ := j.log.State(); return written == n })
 	close(hold)
 	for range n {
 		if err := testwait.Recv(t, "a commit to return", errs); err != nil {
