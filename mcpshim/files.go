@@ -33,17 +33,17 @@ func openRegular(path string) (*os.File, error) {
 // errRootLink refuses, for root, a path with a symbolic link on it.
 var errRootLink = errors.New("run as root, a path with a symbolic link on it is not read (another user could point the link at a file of root's while it is read): name the file by its own path, as `realpath` prints it")
 
-// errRootHardLink refuses, for root, a file of more than one link that
-// belongs to someone other than its directory's owner.
-var errRootHardLink = errors.New("run as root, a file with more than one link that belongs to someone other than its folder's owner is not read (another user may have linked a file of root's into their folder): copy it somewhere of its owner's first")
+// errRootHardLink refuses, for root, a file of more than one link in a
+// directory where someone other than its owner may have made the link.
+var errRootHardLink = errors.New("run as root, a file with more than one link is not read from a folder someone other than the file's owner may write (another user may have linked a file of root's there): copy it somewhere of its owner's first")
 
 // openAsRoot opens path for reading on root's behalf: a file to attach or a
 // body to send that root names in another user's directory is that user's
 // to swap while it is read. So no symbolic link anywhere on the path is
-// followed (RESOLVE_NO_SYMLINKS), and a file with more than one link that
-// belongs to someone other than its directory's owner is refused: a hard
-// link a user made in their directory to a file of root's, where
-// fs.protected_hardlinks is 0. Without openat2 (before Linux 5.6) only the
+// followed (RESOLVE_NO_SYMLINKS), and a file with more than one link is
+// refused in a directory that belongs to someone other than its owner or
+// that others may write (as /tmp): a hard link a user made there to a
+// file of root's, where fs.protected_hardlinks is 0. Without openat2 (before Linux 5.6) only the
 // last component is kept from being a link.
 func openAsRoot(path string) (*os.File, error) {
 	dir, name := filepath.Split(filepath.Clean(path))
@@ -76,7 +76,7 @@ func openAsRoot(path string) (*os.File, error) {
 		f.Close()
 		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 && st.Uid != dst.Uid {
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 && (st.Uid != dst.Uid || dst.Mode&0o022 != 0) {
 		f.Close()
 		return nil, &os.PathError{Op: "open", Path: path, Err: errRootHardLink}
 	}

@@ -12,8 +12,9 @@ import (
 // TestRootFollowsNoLink: root sends a file it names in another user's
 // folder (a report to attach, a body). While root reads, that user may put
 // in the file's place a symbolic link to a file of root's, turn a folder
-// on the path into one, or hard-link a file of root's there (where
-// fs.protected_hardlinks is 0): root's read refuses each, and the message
+// on the path into one, or hard-link a file of root's there or in a
+// directory everyone may write (where fs.protected_hardlinks is 0): root's
+// read refuses each, and the message
 // would otherwise carry root's file to whomever root sends it. The user's
 // own file, and root's own, are read.
 func TestRootFollowsNoLink(t *testing.T) {
@@ -51,7 +52,20 @@ func TestRootFollowsNoLink(t *testing.T) {
 	if err := os.Link(secret, linked); err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]error{swapped: errRootLink, filepath.Join(home, "up", "shadow"): errRootLink, linked: errRootHardLink} {
+	// A directory of root's that everyone may write, as /tmp: a link to a
+	// file of root's there is root's file in root's directory.
+	shared := filepath.Join(base, "tmp")
+	if err := os.Mkdir(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	inShared := filepath.Join(shared, "report.txt")
+	if err := os.Link(secret, inShared); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]error{swapped: errRootLink, filepath.Join(home, "up", "shadow"): errRootLink, linked: errRootHardLink, inShared: errRootHardLink} {
 		b, _, err := ReadRegularFile(p, 1<<20)
 		if !errors.Is(err, want) || len(b) != 0 {
 			t.Errorf("root's read of %s: %q, %v; want it refused (%v)", p, b, err, want)

@@ -82,7 +82,9 @@ func ShellQuote(s string) string {
 // fs.protected_hardlinks is 0), which chown -R would give away with the
 // mail. A mailbox's own files have one link each, so a file with more is
 // left as it is; a symbolic link is neither followed nor changed (the
-// store reads none), and no mount below the folder is entered.
+// store reads none; and chown -h, should one be swapped in between find's
+// look and chown, changes the link, not what it names), and no mount
+// below the folder is entered.
 func GiveMailboxCommand(owner, path string) string {
-	return "find " + ShellQuote(path) + ` -xdev \( -type d -o -type f -links 1 \) -exec chown ` + ShellQuote(owner) + " {} +"
+	return "find " + ShellQuote(path) + ` -xdev \( -type d -o -type f -links 1 \) -exec chown -h ` + ShellQuote(owner) + " {} +"
 }
