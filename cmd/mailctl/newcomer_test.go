@@ -713,3 +713,39 @@ func TestBackupByAUserSaysWhatToRunInstead(t *testing.T) {
 		t.Fatalf("%v:\n%s", err, out)
 	}
 }
+
+// TestDevBannerLinesRunForItsUser: every line the dev banner prints runs,
+// pasted into a fresh shell, for the user who started dev, root included.
+// As root the agent wiring line used to be `agents setup claude-code`,
+// which refuses root and exited 4; root's banner now prints the line that
+// shows the snippet. TestREADMEDevBannerLinesRun walks the same lines as an
+// ordinary user through go run.
+func TestDevBannerLinesRunForItsUser(t *testing.T) {
+	_, banner, _ := startDev(t, t.TempDir())
+	lines := bannerLines(banner.String())
+	if len(lines) < 5 {
+		t.Fatalf("banner has %d command lines:\n%s", len(lines), banner.String())
+	}
+	home := t.TempDir()
+	var wired bool
+	for _, l := range lines {
+		if strings.HasPrefix(l, "swaks ") {
+			if _, err := exec.LookPath("swaks"); err != nil {
+				t.Logf("swaks not installed; skipping %q", l)
+				continue
+			}
+		}
+		wired = wired || strings.Contains(l, "agents setup")
+		cmd := exec.Command("/bin/sh", "-c", l)
+		// The banner's binary is a copy of this test binary: the variable
+		// makes it act as mailctl.
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "MAILCTL_AS_BINARY=1"}
+		cmd.Dir = home
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("banner line %q failed in a fresh shell (uid %d): %v\n%s", l, os.Geteuid(), err, out)
+		}
+	}
+	if !wired {
+		t.Fatalf("banner has no agent wiring line:\n%s", banner.String())
+	}
+}

@@ -193,6 +193,7 @@ start).`)
 		outbound = "delivered to the recipients' MX (--deliver)"
 	}
 	sq, mq := protocol.ShellQuote(sock), protocol.ShellQuote(self)
+	wireHead, wireFlag := devWireLine(os.Geteuid())
 	banner := func() {
 		// The address bound, which differs from --smtp's for port 0.
 		smtpAddr := *smtp
@@ -215,10 +216,10 @@ Try it (each line works on its own, in any shell):
   MAILCTL_SOCKET=%s %s mail list --mailbox %s
   MAILCTL_SOCKET=%s %s send --from %s --to bob@example.org --subject hello --body "captured, not sent"
 
-Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):
-  MAILCTL_SOCKET=%s %s agents setup claude-code
+%s
+  MAILCTL_SOCKET=%s %s agents setup claude-code%s
 `, d.Address(*mailbox), sock, smtpAddr, root, self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
-			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
+			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, wireHead, sq, mq, wireFlag)
 	}
 	d.SetReady(banner)
 	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
@@ -237,6 +238,17 @@ func devHooksNote(euid int) string {
 		return "(hooks never run as root, so none fires here: run mailctl dev as an ordinary user for hooks)"
 	}
 	return "(trusted mail fires hooks)"
+}
+
+// devWireLine is the heading of the banner's agent wiring and what its
+// `agents setup` line ends with. agents setup refuses root (agents act as
+// their own user), so a dev run as root prints the line that only shows
+// the snippet, which root can run, rather than one that fails.
+func devWireLine(euid int) (head, flag string) {
+	if euid == 0 {
+		return `Wire it into an agent (as root, agents setup only prints Claude Code's "mailctl mcp" entry: agents act as their own user, so run mailctl dev as the agent's user to have it written):`, " --print"
+	}
+	return `Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):`, ""
 }
 
 // stableCopy copies the running binary to dst (atomically) unless it is dst,
