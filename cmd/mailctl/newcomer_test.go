@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -747,5 +748,50 @@ func TestDevBannerLinesRunForItsUser(t *testing.T) {
 	}
 	if !wired {
 		t.Fatalf("banner has no agent wiring line:\n%s", banner.String())
+	}
+}
+
+// TestDevRefusesAnotherOwnerSayingWhy: the user who runs dev, asking for a
+// mailbox owned by someone else (--owner), is told that dev keeps mailboxes
+// for its user only. It was told "only root can create a mailbox for
+// another user", which sent it to sudo, and root is refused on that socket
+// too (TestDialRefusesAnotherUsersSocket).
+func TestDevRefusesAnotherOwnerSayingWhy(t *testing.T) {
+	bin, dir := os.Args[0], t.TempDir()
+	var as func(*exec.Cmd) *exec.Cmd = func(c *exec.Cmd) *exec.Cmd { return c }
+	if os.Geteuid() == 0 {
+		u := testusers.Create(t, "mcown")
+		bin = testusers.Executable(t)
+		dir = filepath.Join(testusers.SharedDir(t), "dev")
+		os.Mkdir(dir, 0o700)
+		os.Chown(dir, int(u.UID), int(u.GID))
+		as = func(c *exec.Cmd) *exec.Cmd { return testusers.As(c, u.UID, u.GID) }
+	}
+	env := append(os.Environ(), "MAILCTL_AS_BINARY=1", "MAILCTL_SOCKET="+filepath.Join(dir, "mailctl.sock"))
+	dev := as(exec.Command(bin, "dev", "--dir", dir, "--smtp", freePort(t)))
+	dev.Env = env
+	var out testproc.Output
+	dev.Stdout, dev.Stderr = &out, &out
+	p := &testproc.Proc{}
+	if err := p.Start(dev); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill9)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C"); {
+		if time.Now().After(deadline) || p.Exited() {
+			t.Fatalf("dev did not start:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := as(exec.Command(bin, "mailboxes", "create", "elsewhere", "--owner", "root"))
+	c.Env = env
+	got, err := c.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(string(got), "a mailctl dev instance") ||
+		strings.Contains(string(got), "only root can") {
+		t.Fatalf("--owner root on dev: %v, want forbidden (exit 4) saying dev keeps mailboxes for its user:\n%s", err, got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "state", "mailboxes", "elsewhere")); !os.IsNotExist(err) {
+		t.Errorf("the refused create left a folder: %v", err)
 	}
 }
