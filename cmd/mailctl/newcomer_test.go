@@ -795,3 +795,26 @@ func TestDevRefusesAnotherOwnerSayingWhy(t *testing.T) {
 		t.Errorf("the refused create left a folder: %v", err)
 	}
 }
+
+// TestDevSendWithoutTheCapturedMailboxSaysSo: with the mailbox "captured"
+// deleted, a send to another domain fails saying that mailbox is gone and
+// how to make it again, not "No such mailbox here", which reads as if the
+// recipient were unknown; made again, it captures again.
+func TestDevSendWithoutTheCapturedMailboxSaysSo(t *testing.T) {
+	_, _, sock := startDev(t, t.TempDir())
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	if _, e, code := mailctl(t, env, "mailboxes", "delete", "captured", "--force", "--yes"); code != 0 {
+		t.Fatalf("delete captured: exit %d: %s", code, e)
+	}
+	out, e, code := mailctl(t, env, "send", "--from", "agent", "--to", "bob@example.org", "--subject", "gone", "--body", "x")
+	if code == 0 || !strings.Contains(out+e, `the mailbox "captured", where mailctl dev keeps outbound mail, no longer exists`) ||
+		!strings.Contains(out+e, "mailctl mailboxes create captured") {
+		t.Fatalf("send with captured deleted: exit %d, want a failure naming the captured mailbox:\n%s%s", code, out, e)
+	}
+	if _, e, code := mailctl(t, env, "mailboxes", "create", "captured"); code != 0 {
+		t.Fatalf("create captured: exit %d: %s", code, e)
+	}
+	if out, e, code := mailctl(t, env, "send", "--from", "agent", "--to", "bob@example.org", "--subject", "back", "--body", "x"); code != 0 || !strings.Contains(out, "captured") {
+		t.Fatalf("send after captured is made again: exit %d:\n%s%s", code, out, e)
+	}
+}
