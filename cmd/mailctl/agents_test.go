@@ -65,10 +65,18 @@ func TestAgentsSetupRefusesRoot(t *testing.T) {
 	}
 }
 
-// TestAgentsRemove: `agents remove` with no names unwires every wired harness.
+// TestAgentsRemove: `agents remove` with no names unwires every wired harness,
+// and names a kept original only where there is one (gemini's config was
+// the user's; codex's was made by mailctl, and its remove used to say an
+// original was kept at a path that held none, or mailctl's own entry).
 func TestAgentsRemove(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
+	gemini, _ := agentcfg.Lookup("gemini")
+	os.MkdirAll(filepath.Dir(gemini.Path(home)), 0o700)
+	if err := os.WriteFile(gemini.Path(home), []byte(`{"theme":"dark"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []string{"gemini", "codex"} {
 		h, _ := agentcfg.Lookup(n)
 		if _, _, err := agentcfg.Setup(home, h, agentcfg.Server{Command: "/opt/mailctl", Args: []string{"mcp"}}); err != nil {
@@ -79,6 +87,12 @@ func TestAgentsRemove(t *testing.T) {
 	out, _ := capture(func(*os.File) { code = agentsRemove(nil) })
 	if code != 0 || !strings.Contains(out, "gemini") || !strings.Contains(out, "codex") {
 		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		kept := strings.Contains(l, "original is kept")
+		if strings.Contains(l, "gemini") != kept {
+			t.Errorf("remove says an original is kept (%v) where there is %s: %s", kept, map[bool]string{true: "one", false: "none"}[!kept], l)
+		}
 	}
 	for _, r := range agentcfg.List(home) {
 		if r.Wired {
