@@ -491,6 +491,12 @@ func TestDevPortErrorsCarryTheFix(t *testing.T) {
 	if code == 0 || !strings.Contains(e, "mailctl dev --smtp 127.0.0.1:") {
 		t.Errorf("taken port: exit %d, %s", code, e)
 	}
+	// README's newcomer runs dev with go run: the fix is given that way
+	// too. The daemon's own fix, "change smtp.listen", names a key dev
+	// writes again from --smtp at every start: it is not printed.
+	if !strings.Contains(e, "go run ./cmd/mailctl dev --smtp 127.0.0.1:") || strings.Contains(e, "smtp.listen") {
+		t.Errorf("taken port: want the fix for go run and no smtp.listen:\n%s", e)
+	}
 	// Port 25 as an ordinary user (as root, as a throwaway user).
 	port25 := exec.Command(os.Args[0], "dev", "--dir", filepath.Join(t.TempDir(), "d"), "--smtp", "127.0.0.1:25")
 	if os.Geteuid() == 0 {

@@ -81,11 +81,12 @@ cmd/mailctl/default.pgo from such profiles).`)
 	if err != nil {
 		return failure(fs, err)
 	}
-	return runDaemon(d, path, log)
+	return runDaemon(d, path, log, nil)
 }
 
-// runDaemon runs d until SIGTERM or SIGINT, reloading on SIGHUP.
-func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
+// runDaemon runs d until SIGTERM or SIGINT, reloading on SIGHUP. explain,
+// when set, may say instead of the daemon's error what the user can do.
+func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger, explain func() string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 4)
@@ -102,6 +103,12 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 		}
 	}()
 	if err := d.Run(ctx); err != nil {
+		if explain != nil {
+			if s := explain(); s != "" {
+				fmt.Fprintln(stderr, s)
+				return 1
+			}
+		}
 		// Under systemd each line is a journal entry, and the error may
 		// quote a name from a mailbox tree: it stays one line.
 		fmt.Fprintf(stderr, "mailctl: %s\n", inert(err.Error()))
@@ -224,11 +231,7 @@ Try it (each line works on its own, in any shell):
 	d.SetReady(banner)
 	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
 	// its config; dev writes that file from its flags at every start.
-	code := runDaemon(d, cfg.File, log)
-	if code != 0 {
-		devListenHint(*smtp)
-	}
-	return code
+	return runDaemon(d, cfg.File, log, func() string { return devListenHint(*smtp) })
 }
 
 // devHooksNote says on the banner's trusted line what trusted mail does:
@@ -288,19 +291,28 @@ func stableCopy(dst string) (string, error) {
 	return dst, os.Rename(tmp.Name(), dst)
 }
 
-// devListenHint says what to do about the listener errors people hit first.
-func devListenHint(addr string) {
+// devListenHint says what to do about the listener errors people hit first,
+// in place of the daemon's error, whose fix (change smtp.listen) is a key
+// dev writes again from --smtp at every start; "" for any other error.
+// The command is given both ways a newcomer runs dev: mailctl on the PATH,
+// or go run in the source tree (README's line).
+func devListenHint(addr string) string {
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
 		ln.Close()
-		return
+		return ""
 	}
+	again := func(smtp string) string {
+		return fmt.Sprintf("mailctl dev --smtp %s (from the source tree: go run ./cmd/mailctl dev --smtp %s)", smtp, smtp)
+	}
+	_, port, _ := net.SplitHostPort(addr)
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		fmt.Fprintf(stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp %s\n", addr, freeDevPort())
+		return fmt.Sprintf("mailctl dev: %s is taken by another program, or another mailctl dev (`ss -ltnp 'sport = :%s'` shows which); pick a free port: %s", addr, port, again(freeDevPort()))
 	case errors.Is(err, syscall.EACCES):
-		fmt.Fprintf(stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
+		return fmt.Sprintf("mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: %s", addr, again("127.0.0.1:2525"))
 	}
+	return ""
 }
 
 // freeDevPort is the first loopback port from 2526 that nothing listens on,
