@@ -824,3 +824,29 @@ func TestDevSendWithoutTheCapturedMailboxSaysSo(t *testing.T) {
 		t.Fatalf("send after captured is made again: exit %d:\n%s%s", code, out, e)
 	}
 }
+
+// TestDevInAFolderItCannotWriteSaysDir: dev started where its user cannot
+// write (its default --dir is relative: from /, or another user's checkout)
+// says how to go on, not only "permission denied".
+func TestDevInAFolderItCannotWriteSaysDir(t *testing.T) {
+	bin, parent := os.Args[0], t.TempDir()
+	var as func(*exec.Cmd) *exec.Cmd = func(c *exec.Cmd) *exec.Cmd { return c }
+	if os.Geteuid() == 0 {
+		u := testusers.Create(t, "mcro")
+		bin = testusers.Executable(t)
+		parent = testusers.SharedDir(t)
+		as = func(c *exec.Cmd) *exec.Cmd { return testusers.As(c, u.UID, u.GID) }
+	}
+	ro := filepath.Join(parent, "ro")
+	if err := os.Mkdir(ro, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(ro, 0o755) })
+	dev := as(exec.Command(bin, "dev", "--smtp", freePort(t)))
+	dev.Dir = ro
+	dev.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
+	out, err := dev.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "mailctl dev --dir ") {
+		t.Fatalf("dev in a folder it cannot write: %v, want the refusal naming --dir:\n%s", err, out)
+	}
+}

@@ -169,6 +169,11 @@ start).`)
 		}
 	}
 	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox, Trusted: trusted})
+	if errors.Is(err, os.ErrPermission) {
+		// The default folder is relative: started from a folder the user
+		// cannot write (/, another user's checkout), dev cannot make it.
+		return failure(fs, fmt.Errorf("%w: run it from a folder you can write, or name one: mailctl dev --dir ~/mailctl-dev", err))
+	}
 	if err != nil {
 		return failure(fs, err)
 	}
