@@ -722,38 +722,51 @@ func TestBackupByAUserSaysWhatToRunInstead(t *testing.T) {
 }
 
 // TestDevBannerLinesRunForItsUser: every line the dev banner prints runs,
-// pasted into a fresh shell, for the user who started dev, root included.
-// As root the agent wiring line used to be `agents setup claude-code`,
-// which refuses root and exited 4; root's banner now prints the line that
-// shows the snippet. TestREADMEDevBannerLinesRun walks the same lines as an
-// ordinary user through go run.
+// pasted into a fresh shell, for the user who started dev, root included,
+// with and without --deliver. As root the agent wiring line used to be
+// `agents setup claude-code`, which refuses root and exited 4; root's
+// banner now prints the line that shows the snippet. With --deliver the
+// send line mailed bob@example.org for real with the body "captured, not
+// sent"; it now sends to the mailbox itself. TestREADMEDevBannerLinesRun
+// walks the same lines as an ordinary user through go run.
 func TestDevBannerLinesRunForItsUser(t *testing.T) {
-	_, banner, _ := startDev(t, t.TempDir())
-	lines := bannerLines(banner.String())
-	if len(lines) < 5 {
-		t.Fatalf("banner has %d command lines:\n%s", len(lines), banner.String())
-	}
-	home := t.TempDir()
-	var wired bool
-	for _, l := range lines {
-		if strings.HasPrefix(l, "swaks ") {
-			if _, err := exec.LookPath("swaks"); err != nil {
-				t.Logf("swaks not installed; skipping %q", l)
-				continue
+	for _, flags := range [][]string{nil, {"--deliver"}} {
+		t.Run(strings.Join(append([]string{"dev"}, flags...), " "), func(t *testing.T) {
+			_, banner, _ := startDev(t, t.TempDir(), flags...)
+			lines := bannerLines(banner.String())
+			if len(lines) < 5 {
+				t.Fatalf("banner has %d command lines:\n%s", len(lines), banner.String())
 			}
-		}
-		wired = wired || strings.Contains(l, "agents setup")
-		cmd := exec.Command("/bin/sh", "-c", l)
-		// The banner's binary is a copy of this test binary: the variable
-		// makes it act as mailctl.
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "MAILCTL_AS_BINARY=1"}
-		cmd.Dir = home
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("banner line %q failed in a fresh shell (uid %d): %v\n%s", l, os.Geteuid(), err, out)
-		}
-	}
-	if !wired {
-		t.Fatalf("banner has no agent wiring line:\n%s", banner.String())
+			home := t.TempDir()
+			var wired, sent bool
+			for _, l := range lines {
+				if strings.HasPrefix(l, "swaks ") {
+					if _, err := exec.LookPath("swaks"); err != nil {
+						t.Logf("swaks not installed; skipping %q", l)
+						continue
+					}
+				}
+				wired = wired || strings.Contains(l, "agents setup")
+				cmd := exec.Command("/bin/sh", "-c", l)
+				// The banner's binary is a copy of this test binary: the
+				// variable makes it act as mailctl.
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "MAILCTL_AS_BINARY=1"}
+				cmd.Dir = home
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Errorf("banner line %q failed in a fresh shell (uid %d): %v\n%s", l, os.Geteuid(), err, out)
+				}
+				if strings.Contains(l, " send ") {
+					sent = true
+					if len(flags) > 0 && (strings.Contains(l, "example.org") || strings.Contains(l, "captured") || !strings.Contains(string(out), "delivered")) {
+						t.Errorf("with --deliver the send line %q mails elsewhere or says captured:\n%s", l, out)
+					}
+				}
+			}
+			if !wired || !sent {
+				t.Fatalf("banner has no agent wiring line (%v) or no send line (%v):\n%s", wired, sent, banner.String())
+			}
+		})
 	}
 }
 

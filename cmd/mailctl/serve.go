@@ -201,8 +201,13 @@ start).`)
 		return failure(fs, fmt.Errorf("keeping a copy of the binary: %w", err))
 	}
 	outbound := "captured in the mailbox \"captured\" (--deliver sends for real)"
+	// The banner's send: to another domain, which lands in captured; with
+	// --deliver, to the mailbox itself, as a line to paste must not mail
+	// a stranger (nor say "captured" of mail that goes out).
+	sendTo := `--to bob@example.org --subject hello --body "captured, not sent"`
 	if capture == "" {
 		outbound = "delivered to the recipients' MX (--deliver)"
+		sendTo = fmt.Sprintf(`--to %s --subject hello --body "delivered here, to yourself"`, d.Address(*mailbox))
 	}
 	sq, mq := protocol.ShellQuote(sock), protocol.ShellQuote(self)
 	wireHead, wireFlag := devWireLine(os.Geteuid())
@@ -226,12 +231,12 @@ Try it (each line works on its own, in any shell):
   MAILCTL_SOCKET=%s %s mailboxes list
   swaks --server %s --to %s --from someone@example.com --header "Subject: hello"
   MAILCTL_SOCKET=%s %s mail list --mailbox %s
-  MAILCTL_SOCKET=%s %s send --from %s --to bob@example.org --subject hello --body "captured, not sent"
+  MAILCTL_SOCKET=%s %s send --from %s %s
 
 %s
   MAILCTL_SOCKET=%s %s agents setup claude-code%s
 `, d.Address(*mailbox), sock, smtpAddr, root, self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
-			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, wireHead, sq, mq, wireFlag)
+			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sendTo, wireHead, sq, mq, wireFlag)
 	}
 	d.SetReady(banner)
 	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
