@@ -859,7 +859,15 @@ func TestDevInAFolderItCannotWriteSaysDir(t *testing.T) {
 	dev.Dir = ro
 	dev.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
 	out, err := dev.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "mailctl dev --dir ") {
+	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "run it from a folder you can write") ||
+		!strings.Contains(string(out), "mailctl dev --dir ") {
 		t.Fatalf("dev in a folder it cannot write: %v, want the refusal naming --dir:\n%s", err, out)
+	}
+	// A --dir given that is not the user's (another user's dev folder).
+	dev = as(exec.Command(bin, "dev", "--dir", filepath.Join(ro, "d"), "--smtp", freePort(t)))
+	dev.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1")
+	out, err = dev.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "name a folder of your own: mailctl dev --dir ") {
+		t.Fatalf("dev --dir in a folder it cannot write: %v, want the refusal naming --dir:\n%s", err, out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -171,8 +172,13 @@ start).`)
 	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox, Trusted: trusted})
 	if errors.Is(err, os.ErrPermission) {
 		// The default folder is relative: started from a folder the user
-		// cannot write (/, another user's checkout), dev cannot make it.
-		return failure(fs, fmt.Errorf("%w: run it from a folder you can write, or name one: mailctl dev --dir ~/mailctl-dev", err))
+		// cannot write (/, another user's checkout), dev cannot make it;
+		// a --dir given may be another user's dev folder.
+		where := "run it from a folder you can write, or name one"
+		if dirGiven(fs) {
+			where = "name a folder of your own"
+		}
+		return failure(fs, fmt.Errorf("%w: %s: mailctl dev --dir ~/mailctl-dev", err, where))
 	}
 	if err != nil {
 		return failure(fs, err)
@@ -242,6 +248,12 @@ Try it (each line works on its own, in any shell):
 	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
 	// its config; dev writes that file from its flags at every start.
 	return runDaemon(d, cfg.File, log, func() string { return devListenHint(*smtp) })
+}
+
+// dirGiven reports whether --dir was on the command line.
+func dirGiven(fs *flag.FlagSet) (given bool) {
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "dir" })
+	return given
 }
 
 // devHooksNote says on the banner's trusted line what trusted mail does:
