@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -206,5 +207,54 @@ func TestPrimerNamesServedTools(t *testing.T) {
 	}
 	if p := agentcfg.Primer([]string{"email_read"}); strings.Contains(p, "mailbox_list") {
 		t.Errorf("a primer for email_read alone names mailbox_list:\n%s", p)
+	}
+}
+
+// TestPrimerDescribesTheStore: what the primer tells an agent to look for
+// with ordinary file tools is what the store writes: the trusted line of a
+// trusted message (it said `trusted = true`, a line no file holds: the
+// verdict is the string "true") and every folder of a mailbox (it left out
+// junk/).
+func TestPrimerDescribesTheStore(t *testing.T) {
+	dir := t.TempDir()
+	_, _, sock := startDev(t, dir)
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	if _, e, code := mailctl(t, env, "send", "--from", "agent", "--to", "agent@mailctl.test", "--subject", "to myself", "--body", "x"); code != 0 {
+		t.Fatalf("send: exit %d: %s", code, e)
+	}
+	p := agentcfg.Primer(servedTools())
+	m := regexp.MustCompile("`(trusted = [^`]+)`").FindStringSubmatch(p)
+	if m == nil {
+		t.Fatalf("the primer names no trusted line:\n%s", p)
+	}
+	box := filepath.Join(dir, "state", "mailboxes", "agent")
+	files, _ := filepath.Glob(filepath.Join(box, "inbox", "*.md"))
+	if len(files) != 1 {
+		t.Fatalf("inbox holds %d messages, want the one sent", len(files))
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Split(string(b), "\n"), m[1]) {
+		t.Errorf("the primer's %q is no line of a trusted message's file:\n%s", m[1], b)
+	}
+	_, store, _ := strings.Cut(p, "## The Markdown store")
+	named := map[string]bool{}
+	for _, f := range regexp.MustCompile("`([a-z]+)/`").FindAllStringSubmatch(store, -1) {
+		named[f[1]] = true
+	}
+	entries, err := os.ReadDir(box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && !named[e.Name()] {
+			t.Errorf("the primer does not name the folder %s/", e.Name())
+		}
+		delete(named, e.Name())
+	}
+	for f := range named {
+		t.Errorf("the primer names a folder %s/ that a mailbox does not have", f)
 	}
 }
