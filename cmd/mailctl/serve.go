@@ -229,6 +229,7 @@ start).`)
   socket    %s
   SMTP      %s
   state     %s
+  config    %s  (written from the flags at every start; to apply an edit now: %s reload %d)
   binary    %s  (a copy that outlives this run)
   outbound  %s
   trusted   %s  %s
@@ -241,7 +242,7 @@ Try it (each line works on its own, in any shell):
 
 %s
   MAILCTL_SOCKET=%s %s agents setup claude-code%s
-`, d.Address(*mailbox), sock, smtpAddr, root, self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
+`, d.Address(*mailbox), sock, smtpAddr, root, cfg.File, mq, os.Getpid(), self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
 			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sendTo, wireHead, sq, mq, wireFlag)
 	}
 	d.SetReady(banner)
