@@ -440,8 +440,14 @@ func (d *Daemon) DeliverLocal(ctx context.Context, from string, rcpts []string, 
 		}
 		var se *smtp.SMTPError
 		if errors.As(err, &se) {
+			msg := se.Message
+			if out[i].Captured != "" && se.EnhancedCode == (smtp.EnhancedCode{5, 1, 1}) {
+				// "No such mailbox here" would name the recipient, who is
+				// not ours: the mailbox gone is the one dev captures into.
+				msg = fmt.Sprintf("the mailbox %q, where mailctl dev keeps outbound mail, no longer exists: create it again (mailctl mailboxes create %s) or start mailctl dev again, which makes it", out[i].Captured, out[i].Captured)
+			}
 			out[i].Err = &delivery.Error{Temporary: se.Code/100 == 4, Code: se.Code,
-				Enhanced: fmt.Sprintf("%d.%d.%d", se.EnhancedCode[0], se.EnhancedCode[1], se.EnhancedCode[2]), Message: se.Message, Host: "local"}
+				Enhanced: fmt.Sprintf("%d.%d.%d", se.EnhancedCode[0], se.EnhancedCode[1], se.EnhancedCode[2]), Message: msg, Host: "local"}
 		} else {
 			out[i].Err = &delivery.Error{Temporary: true, Code: 451, Message: err.Error(), Host: "local"}
 		}

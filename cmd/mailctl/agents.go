@@ -299,7 +299,11 @@ Harnesses: `+strings.Join(agentcfg.Names(), ", "))
 			fmt.Fprintf(stderr, "  %-12s %v\n", h.Name, err)
 			failed = true
 		case changed:
-			fmt.Fprintf(stdout, "  %-12s removed from %s (the original is kept as %s%s)\n", h.Name, path, path, agentcfg.BackupSuffix)
+			if bak, ok := agentcfg.Backup(home, h); ok {
+				fmt.Fprintf(stdout, "  %-12s removed from %s (the original is kept as %s)\n", h.Name, path, bak)
+			} else {
+				fmt.Fprintf(stdout, "  %-12s removed from %s\n", h.Name, path)
+			}
 		default:
 			fmt.Fprintf(stdout, "  %-12s not wired in %s\n", h.Name, path)
 		}

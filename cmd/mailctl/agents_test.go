@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -65,10 +66,18 @@ func TestAgentsSetupRefusesRoot(t *testing.T) {
 	}
 }
 
-// TestAgentsRemove: `agents remove` with no names unwires every wired harness.
+// TestAgentsRemove: `agents remove` with no names unwires every wired harness,
+// and names a kept original only where there is one (gemini's config was
+// the user's; codex's was made by mailctl, and its remove used to say an
+// original was kept at a path that held none, or mailctl's own entry).
 func TestAgentsRemove(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
+	gemini, _ := agentcfg.Lookup("gemini")
+	os.MkdirAll(filepath.Dir(gemini.Path(home)), 0o700)
+	if err := os.WriteFile(gemini.Path(home), []byte(`{"theme":"dark"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []string{"gemini", "codex"} {
 		h, _ := agentcfg.Lookup(n)
 		if _, _, err := agentcfg.Setup(home, h, agentcfg.Server{Command: "/opt/mailctl", Args: []string{"mcp"}}); err != nil {
@@ -79,6 +88,12 @@ func TestAgentsRemove(t *testing.T) {
 	out, _ := capture(func(*os.File) { code = agentsRemove(nil) })
 	if code != 0 || !strings.Contains(out, "gemini") || !strings.Contains(out, "codex") {
 		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		kept := strings.Contains(l, "original is kept")
+		if strings.Contains(l, "gemini") != kept {
+			t.Errorf("remove says an original is kept (%v) where there is %s: %s", kept, map[bool]string{true: "one", false: "none"}[!kept], l)
+		}
 	}
 	for _, r := range agentcfg.List(home) {
 		if r.Wired {
@@ -192,5 +207,54 @@ func TestPrimerNamesServedTools(t *testing.T) {
 	}
 	if p := agentcfg.Primer([]string{"email_read"}); strings.Contains(p, "mailbox_list") {
 		t.Errorf("a primer for email_read alone names mailbox_list:\n%s", p)
+	}
+}
+
+// TestPrimerDescribesTheStore: what the primer tells an agent to look for
+// with ordinary file tools is what the store writes: the trusted line of a
+// trusted message (it said `trusted = true`, a line no file holds: the
+// verdict is the string "true") and every folder of a mailbox (it left out
+// junk/).
+func TestPrimerDescribesTheStore(t *testing.T) {
+	dir := t.TempDir()
+	_, _, sock := startDev(t, dir)
+	env := []string{"MAILCTL_SOCKET=" + sock}
+	if _, e, code := mailctl(t, env, "send", "--from", "agent", "--to", "agent@mailctl.test", "--subject", "to myself", "--body", "x"); code != 0 {
+		t.Fatalf("send: exit %d: %s", code, e)
+	}
+	p := agentcfg.Primer(servedTools())
+	m := regexp.MustCompile("`(trusted = [^`]+)`").FindStringSubmatch(p)
+	if m == nil {
+		t.Fatalf("the primer names no trusted line:\n%s", p)
+	}
+	box := filepath.Join(dir, "state", "mailboxes", "agent")
+	files, _ := filepath.Glob(filepath.Join(box, "inbox", "*.md"))
+	if len(files) != 1 {
+		t.Fatalf("inbox holds %d messages, want the one sent", len(files))
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Split(string(b), "\n"), m[1]) {
+		t.Errorf("the primer's %q is no line of a trusted message's file:\n%s", m[1], b)
+	}
+	_, store, _ := strings.Cut(p, "## The Markdown store")
+	named := map[string]bool{}
+	for _, f := range regexp.MustCompile("`([a-z]+)/`").FindAllStringSubmatch(store, -1) {
+		named[f[1]] = true
+	}
+	entries, err := os.ReadDir(box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && !named[e.Name()] {
+			t.Errorf("the primer does not name the folder %s/", e.Name())
+		}
+		delete(named, e.Name())
+	}
+	for f := range named {
+		t.Errorf("the primer names a folder %s/ that a mailbox does not have", f)
 	}
 }

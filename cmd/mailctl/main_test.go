@@ -285,3 +285,33 @@ func TestDevDirCopiedWhenStoppedIsItsBackup(t *testing.T) {
 		t.Fatalf("the copy's draft, searched: exit %d\n%s%s", code, out, e)
 	}
 }
+
+// TestDevBannerSaysHowToReload: dev re-reads DIR/config.toml on `mailctl
+// reload PID` (docs/configuration.md), and its banner names the file and
+// the line with its PID, which a newcomer had to find with pgrep (and go
+// run's own process, the first pgrep finds, is not the daemon).
+func TestDevBannerSaysHowToReload(t *testing.T) {
+	dir := t.TempDir()
+	_, banner, _ := startDev(t, dir)
+	m := regexp.MustCompile(`config +(\S+) .*to apply an edit now: (\S+ reload \d+)\)`).FindStringSubmatch(banner.String())
+	if m == nil || m[1] != filepath.Join(dir, "config.toml") {
+		t.Fatalf("the banner names no config and reload line (%q):\n%s", m, banner.String())
+	}
+	b, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), `trusted_senders = ["*@mailctl.test"]`, `trusted_senders = ["*@mailctl.test", "*@example.net"]`, 1)
+	if edited == string(b) {
+		t.Fatalf("no trusted_senders line to edit in %s:\n%s", m[1], b)
+	}
+	if err := os.WriteFile(m[1], []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", m[2])
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "MAILCTL_AS_BINARY=1"}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "applied trust.trusted_senders") {
+		t.Fatalf("the banner's %q: %v\n%s", m[2], err, out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -81,11 +82,12 @@ cmd/mailctl/default.pgo from such profiles).`)
 	if err != nil {
 		return failure(fs, err)
 	}
-	return runDaemon(d, path, log)
+	return runDaemon(d, path, log, nil)
 }
 
-// runDaemon runs d until SIGTERM or SIGINT, reloading on SIGHUP.
-func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
+// runDaemon runs d until SIGTERM or SIGINT, reloading on SIGHUP. explain,
+// when set, may say instead of the daemon's error what the user can do.
+func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger, explain func() string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 4)
@@ -102,6 +104,12 @@ func runDaemon(d *daemon.Daemon, cfgPath string, log *slog.Logger) int {
 		}
 	}()
 	if err := d.Run(ctx); err != nil {
+		if explain != nil {
+			if s := explain(); s != "" {
+				fmt.Fprintln(stderr, s)
+				return 1
+			}
+		}
 		// Under systemd each line is a journal entry, and the error may
 		// quote a name from a mailbox tree: it stays one line.
 		fmt.Fprintf(stderr, "mailctl: %s\n", inert(err.Error()))
@@ -162,6 +170,16 @@ start).`)
 		}
 	}
 	cfg, err := daemon.DevConfig(daemon.DevOptions{Dir: *dir, SMTP: *smtp, Domain: *domain, Mailbox: *mailbox, Trusted: trusted})
+	if errors.Is(err, os.ErrPermission) {
+		// The default folder is relative: started from a folder the user
+		// cannot write (/, another user's checkout), dev cannot make it;
+		// a --dir given may be another user's dev folder.
+		where := "run it from a folder you can write, or name one"
+		if dirGiven(fs) {
+			where = "name a folder of your own"
+		}
+		return failure(fs, fmt.Errorf("%w: %s: mailctl dev --dir ~/mailctl-dev", err, where))
+	}
 	if err != nil {
 		return failure(fs, err)
 	}
@@ -189,10 +207,16 @@ start).`)
 		return failure(fs, fmt.Errorf("keeping a copy of the binary: %w", err))
 	}
 	outbound := "captured in the mailbox \"captured\" (--deliver sends for real)"
+	// The banner's send: to another domain, which lands in captured; with
+	// --deliver, to the mailbox itself, as a line to paste must not mail
+	// a stranger (nor say "captured" of mail that goes out).
+	sendTo := `--to bob@example.org --subject hello --body "captured, not sent"`
 	if capture == "" {
 		outbound = "delivered to the recipients' MX (--deliver)"
+		sendTo = fmt.Sprintf(`--to %s --subject hello --body "delivered here, to yourself"`, d.Address(*mailbox))
 	}
 	sq, mq := protocol.ShellQuote(sock), protocol.ShellQuote(self)
+	wireHead, wireFlag := devWireLine(os.Geteuid())
 	banner := func() {
 		// The address bound, which differs from --smtp's for port 0.
 		smtpAddr := *smtp
@@ -205,6 +229,7 @@ start).`)
   socket    %s
   SMTP      %s
   state     %s
+  config    %s  (written from the flags at every start; to apply an edit now: %s reload %d)
   binary    %s  (a copy that outlives this run)
   outbound  %s
   trusted   %s  %s
@@ -213,21 +238,23 @@ Try it (each line works on its own, in any shell):
   MAILCTL_SOCKET=%s %s mailboxes list
   swaks --server %s --to %s --from someone@example.com --header "Subject: hello"
   MAILCTL_SOCKET=%s %s mail list --mailbox %s
-  MAILCTL_SOCKET=%s %s send --from %s --to bob@example.org --subject hello --body "captured, not sent"
+  MAILCTL_SOCKET=%s %s send --from %s %s
 
-Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):
-  MAILCTL_SOCKET=%s %s agents setup claude-code
-`, d.Address(*mailbox), sock, smtpAddr, root, self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
-			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sq, mq)
+%s
+  MAILCTL_SOCKET=%s %s agents setup claude-code%s
+`, d.Address(*mailbox), sock, smtpAddr, root, cfg.File, mq, os.Getpid(), self, outbound, strings.Join(trusted, " "), devHooksNote(os.Geteuid()),
+			sq, mq, smtpAddr, d.Address(*mailbox), sq, mq, *mailbox, sq, mq, *mailbox, sendTo, wireHead, sq, mq, wireFlag)
 	}
 	d.SetReady(banner)
 	// SIGHUP (mailctl reload PID) re-reads DIR/config.toml, as serve does
 	// its config; dev writes that file from its flags at every start.
-	code := runDaemon(d, cfg.File, log)
-	if code != 0 {
-		devListenHint(*smtp)
-	}
-	return code
+	return runDaemon(d, cfg.File, log, func() string { return devListenHint(*smtp) })
+}
+
+// dirGiven reports whether --dir was on the command line.
+func dirGiven(fs *flag.FlagSet) (given bool) {
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "dir" })
+	return given
 }
 
 // devHooksNote says on the banner's trusted line what trusted mail does:
@@ -237,6 +264,17 @@ func devHooksNote(euid int) string {
 		return "(hooks never run as root, so none fires here: run mailctl dev as an ordinary user for hooks)"
 	}
 	return "(trusted mail fires hooks)"
+}
+
+// devWireLine is the heading of the banner's agent wiring and what its
+// `agents setup` line ends with. agents setup refuses root (agents act as
+// their own user), so a dev run as root prints the line that only shows
+// the snippet, which root can run, rather than one that fails.
+func devWireLine(euid int) (head, flag string) {
+	if euid == 0 {
+		return `Wire it into an agent (as root, agents setup only prints Claude Code's "mailctl mcp" entry: agents act as their own user, so run mailctl dev as the agent's user to have it written):`, " --print"
+	}
+	return `Wire it into an agent (writes "mailctl mcp" into Claude Code's user config; agents setup --help lists others):`, ""
 }
 
 // stableCopy copies the running binary to dst (atomically) unless it is dst,
@@ -276,19 +314,28 @@ func stableCopy(dst string) (string, error) {
 	return dst, os.Rename(tmp.Name(), dst)
 }
 
-// devListenHint says what to do about the listener errors people hit first.
-func devListenHint(addr string) {
+// devListenHint says what to do about the listener errors people hit first,
+// in place of the daemon's error, whose fix (change smtp.listen) is a key
+// dev writes again from --smtp at every start; "" for any other error.
+// The command is given both ways a newcomer runs dev: mailctl on the PATH,
+// or go run in the source tree (README's line).
+func devListenHint(addr string) string {
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
 		ln.Close()
-		return
+		return ""
 	}
+	again := func(smtp string) string {
+		return fmt.Sprintf("mailctl dev --smtp %s (from the source tree: go run ./cmd/mailctl dev --smtp %s)", smtp, smtp)
+	}
+	_, port, _ := net.SplitHostPort(addr)
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		fmt.Fprintf(stderr, "mailctl dev: %s is taken by another program (or another mailctl dev); pick a free port: mailctl dev --smtp %s\n", addr, freeDevPort())
+		return fmt.Sprintf("mailctl dev: %s is taken by another program, or another mailctl dev (`ss -ltnp 'sport = :%s'` shows which); pick a free port: %s", addr, port, again(freeDevPort()))
 	case errors.Is(err, syscall.EACCES):
-		fmt.Fprintf(stderr, "mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: mailctl dev --smtp 127.0.0.1:2525\n", addr)
+		return fmt.Sprintf("mailctl dev: listening on %s needs root (ports below 1024 are privileged); dev needs no root: %s", addr, again("127.0.0.1:2525"))
 	}
+	return ""
 }
 
 // freeDevPort is the first loopback port from 2526 that nothing listens on,

@@ -380,7 +380,41 @@ func Setup(home string, h *Harness, s Server) (string, bool, error) {
 	if r, err := filepath.EvalSymlinks(path); err == nil {
 		target = r
 	}
-	return path, true, writeAtomic(target, merged, true)
+	// The backup is the file as it was before mailctl. A file that holds
+	// nothing but mailctl's entry is the one mailctl made (no file was
+	// there): copying it, at a setup again or a remove, would keep
+	// mailctl's entry under the name that promises the original.
+	return path, true, writeAtomic(target, merged, !onlyMailctls(h, existing))
+}
+
+// onlyMailctls reports whether existing holds mailctl's entry and nothing
+// else: without the entry, it is what is left of a file mailctl made.
+func onlyMailctls(h *Harness, existing []byte) bool {
+	if wired, _ := h.Wired(existing); !wired {
+		return false
+	}
+	rest, err := h.Merge(existing, Server{})
+	if err != nil {
+		return false
+	}
+	made, err := h.Merge(nil, Server{Command: "mailctl", Args: []string{"mcp"}})
+	if err != nil {
+		return false
+	}
+	skeleton, err := h.Merge(made, Server{})
+	return err == nil && bytes.Equal(rest, skeleton)
+}
+
+// Backup is the copy of h's config under home taken before mailctl first
+// changed it, if there is one: none when mailctl made the file.
+func Backup(home string, h *Harness) (string, bool) {
+	target := h.Path(home)
+	if r, err := filepath.EvalSymlinks(target); err == nil {
+		target = r // Setup backs up a linked config beside what it links to
+	}
+	bak := target + BackupSuffix
+	_, err := os.Lstat(bak)
+	return bak, err == nil
 }
 
 // Remove takes mailctl's entry out of h's config under home, keeping the

@@ -290,7 +290,7 @@ func TestSetupAndList(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
-	for _, want := range []string{"email_send", "trusted = true", "+++", "inbox/"} {
+	for _, want := range []string{"email_send", `trusted = "true"`, "+++", "inbox/"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("primer lacks %q", want)
 		}

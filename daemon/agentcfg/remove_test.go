@@ -73,3 +73,55 @@ func TestRemoveKeepsTheRest(t *testing.T) {
 		t.Fatalf("remove created %s", h.Path(home))
 	}
 }
+
+// The backup (BackupSuffix) is the config as it was before mailctl first
+// changed it, or nothing when mailctl made the file. A setup again (another
+// binary: the dev banner's, then an installed one) or a remove used to copy
+// mailctl's own wiring there when no backup existed yet, so the file that
+// promises the original held mailctl's entry.
+func TestBackupIsTheConfigBeforeMailctl(t *testing.T) {
+	original := map[string]string{
+		"claude-code": `{"theme":"dark"}`,
+		"codex":       "model = \"o3\"\n",
+		"gemini":      `{"theme":"dark"}`,
+		"goose":       "GOOSE_MODEL: x\n",
+		"opencode":    `{"theme":"dark"}`,
+	}
+	first := Server{Command: "/dev/bin/mailctl", Args: []string{"mcp"}}
+	second := Server{Command: "/usr/bin/mailctl", Args: []string{"mcp"}}
+	for _, h := range Harnesses {
+		// mailctl made the file: no backup, after a setup again or a remove.
+		home := t.TempDir()
+		for _, s := range []Server{first, second} {
+			if _, _, err := Setup(home, h, s); err != nil {
+				t.Fatalf("%s setup: %v", h.Name, err)
+			}
+		}
+		if _, _, err := Remove(home, h); err != nil {
+			t.Fatalf("%s remove: %v", h.Name, err)
+		}
+		if bak, ok := Backup(home, h); ok {
+			b, _ := os.ReadFile(bak)
+			t.Errorf("%s: a config mailctl made has a backup %s:\n%s", h.Name, bak, b)
+		}
+		// The user's file: its backup is the original, through both.
+		home = t.TempDir()
+		path := h.Path(home)
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		if err := os.WriteFile(path, []byte(original[h.Name]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []Server{first, second} {
+			if _, _, err := Setup(home, h, s); err != nil {
+				t.Fatalf("%s setup: %v", h.Name, err)
+			}
+		}
+		if _, _, err := Remove(home, h); err != nil {
+			t.Fatalf("%s remove: %v", h.Name, err)
+		}
+		bak, ok := Backup(home, h)
+		if b, _ := os.ReadFile(bak); !ok || string(b) != original[h.Name] {
+			t.Errorf("%s: backup %s (present %v) is %q, want the original %q", h.Name, bak, ok, b, original[h.Name])
+		}
+	}
+}

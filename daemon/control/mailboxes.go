@@ -108,6 +108,10 @@ func mailboxCreateTarget(s *Server, c *call, a *protocol.MailboxCreateArgs) (tar
 	switch {
 	case err != nil:
 		return t, err
+	case daemonUID() != 0 && uid != daemonUID():
+		// Not "only root can": root cannot either, on a daemon that is
+		// not root (mailctl dev).
+		return t, devOwnerRefusal(uid, a.Name)
 	case a.Owner != "" && uid != c.caller.UID:
 		t.rootOnly = protocol.Errorf(protocol.CodeForbidden, "only root can create a mailbox for another user; leave out the owner to create one for yourself")
 	case uid == 0:
@@ -117,6 +121,15 @@ func mailboxCreateTarget(s *Server, c *call, a *protocol.MailboxCreateArgs) (tar
 			"%q is a role address (RFC 2142, CA/Browser Forum BR 3.2.2.4.4) that receives reports, complaints and certificate approvals for the whole domain; only the operator (root) can create it: pick another name", a.Name)
 	}
 	return t, nil
+}
+
+// devOwnerRefusal refuses a mailbox for uid on a daemon that is not root
+// (mailctl dev), which cannot give a folder to another user.
+func devOwnerRefusal(uid uint32, name string) error {
+	self := daemonUID()
+	return protocol.Errorf(protocol.CodeForbidden,
+		"this daemon runs as %s (uid %d), not as root (a mailctl dev instance), so its mailboxes can only belong to that user, not to %s: create %q as that user, naming no other owner",
+		registry.UserName(self), self, registry.UserName(uid), name)
 }
 
 // daemonUID is the daemon's own uid (a variable so that a test can make a
@@ -150,9 +163,7 @@ func handleMailboxCreate(_ context.Context, s *Server, c *call, a *protocol.Mail
 	// another user: say so before anything is made, rather than leave a
 	// folder behind and answer with the failed chown.
 	if self := daemonUID(); self != 0 && uid != self {
-		return nil, protocol.Errorf(protocol.CodeForbidden,
-			"this daemon runs as %s (uid %d), not as root (a mailctl dev instance), so its mailboxes can only belong to that user, not to %s: create %q as that user, naming no other owner",
-			registry.UserName(self), self, registry.UserName(uid), a.Name)
+		return nil, devOwnerRefusal(uid, a.Name)
 	}
 	// A name another owner holds is refused before the name is held
 	// alone: waiting to hold it would hold up every request on that
