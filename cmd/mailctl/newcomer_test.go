@@ -325,16 +325,7 @@ func readResponse(t *testing.T, r io.Reader, id int) string {
 // the captured mailbox instead of the internet. Run as an ordinary user
 // (hooks never run as root).
 func TestDevScenarioHookAndCapture(t *testing.T) {
-	bin, dir := os.Args[0], t.TempDir()
-	var as func(*exec.Cmd) *exec.Cmd = func(c *exec.Cmd) *exec.Cmd { return c }
-	if os.Geteuid() == 0 {
-		u := testusers.Create(t, "mcdev")
-		bin = testusers.Executable(t)
-		dir = filepath.Join(testusers.SharedDir(t), "dev")
-		os.Mkdir(dir, 0o700)
-		os.Chown(dir, int(u.UID), int(u.GID))
-		as = func(c *exec.Cmd) *exec.Cmd { return testusers.As(c, u.UID, u.GID) }
-	}
+	bin, dir, as := devAsUser(t, "mcdev")
 	sock := filepath.Join(dir, "mailctl.sock")
 	env := append(os.Environ(), "MAILCTL_AS_BINARY=1", "MAILCTL_SOCKET="+sock)
 	// Standard output only: a coverage build of the test binary (CI's
@@ -776,16 +767,7 @@ func TestDevBannerLinesRunForItsUser(t *testing.T) {
 // another user", which sent it to sudo, and root is refused on that socket
 // too (TestDialRefusesAnotherUsersSocket).
 func TestDevRefusesAnotherOwnerSayingWhy(t *testing.T) {
-	bin, dir := os.Args[0], t.TempDir()
-	var as func(*exec.Cmd) *exec.Cmd = func(c *exec.Cmd) *exec.Cmd { return c }
-	if os.Geteuid() == 0 {
-		u := testusers.Create(t, "mcown")
-		bin = testusers.Executable(t)
-		dir = filepath.Join(testusers.SharedDir(t), "dev")
-		os.Mkdir(dir, 0o700)
-		os.Chown(dir, int(u.UID), int(u.GID))
-		as = func(c *exec.Cmd) *exec.Cmd { return testusers.As(c, u.UID, u.GID) }
-	}
+	bin, dir, as := devAsUser(t, "mcown")
 	env := append(os.Environ(), "MAILCTL_AS_BINARY=1", "MAILCTL_SOCKET="+filepath.Join(dir, "mailctl.sock"))
 	dev := as(exec.Command(bin, "dev", "--dir", dir, "--smtp", freePort(t)))
 	dev.Env = env
@@ -870,4 +852,24 @@ func TestDevInAFolderItCannotWriteSaysDir(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "name a folder of your own: mailctl dev --dir ") {
 		t.Fatalf("dev --dir in a folder it cannot write: %v, want the refusal naming --dir:\n%s", err, out)
 	}
+}
+
+// devAsUser is what a dev test runs and where: the test binary in a fresh
+// folder of the caller's, or, run as root (hooks never run as root, and
+// dev refuses it), the test binary as a new user named from prefix, in a
+// folder of that user's; as makes a command run as that user.
+func devAsUser(t *testing.T, prefix string) (bin, dir string, as func(*exec.Cmd) *exec.Cmd) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return os.Args[0], t.TempDir(), func(c *exec.Cmd) *exec.Cmd { return c }
+	}
+	u := testusers.Create(t, prefix)
+	dir = filepath.Join(testusers.SharedDir(t), "dev")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, int(u.UID), int(u.GID)); err != nil {
+		t.Fatal(err)
+	}
+	return testusers.Executable(t), dir, func(c *exec.Cmd) *exec.Cmd { return testusers.As(c, u.UID, u.GID) }
 }
