@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -103,6 +104,22 @@ func requireDelivered(t *testing.T, td *testDaemon, qid string) {
 			t.Errorf("%s: recipient %+v, want delivered", qid, r)
 		}
 	}
+}
+
+// announced waits for the queue item qid to settle and for what its
+// settling started to be done: the Notifier told of it (the queue's
+// WaitAnnounced; Get says settled before then) and the hooks and bounce it
+// left to run later (o.later).
+func announced(t *testing.T, td *testDaemon, qid string) *queue.Item {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout)
+	defer cancel()
+	it, err := td.out.queue.WaitAnnounced(ctx, qid)
+	if err != nil {
+		t.Fatalf("waiting for %s to settle and be announced: %v", qid, err)
+	}
+	td.out.later.Wait()
+	return it
 }
 
 // subjects are the subjects of the messages mx accepted.
@@ -238,16 +255,10 @@ func TestReloadHoldsQueuedMailOfAMailboxGivenAnotherOwner(t *testing.T) {
 	})
 	clk.Advance(3 * time.Hour)
 	td.out.queue.Kick()
-	var it *queue.Item
-	testwait.For(t, "the retry window to end", func() bool {
-		var err error
-		it, err = td.out.queue.Get(qid)
-		return err == nil && it.Settled()
-	})
+	it := announced(t, td, qid) // the retry window has ended
 	if r := it.Recipients[0]; r.Status != queue.StatusFailed || !strings.HasPrefix(r.Detail, "gave up after") || !strings.HasSuffix(r.Detail, "last: "+queue.DetailNotServed) {
 		t.Errorf("recipient at the end of the retry window: %+v, want failed, last not served", r)
 	}
-	td.out.later.Wait() // the settled item's bounce, had it one
 	var inbox protocol.MessageList
 	if err := td.call(t, protocol.VerbMessageList, protocol.MessageListArgs{Mailbox: "decl"}, &inbox); err != nil {
 		t.Fatal(err)

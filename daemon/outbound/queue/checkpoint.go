@@ -11,11 +11,19 @@ const (
 
 // settledAnnounced records that a settled item has been announced and
 // leaves its removal to the next checkpoint, once what the notifier wrote
-// is durable.
+// is durable. The item counts as heard of from then on, and its
+// WaitAnnounced waiters are woken, in the critical section that records it.
 func (q *Queue) settledAnnounced(id string) {
 	q.j.announce(id)
 	q.mu.Lock()
 	q.forget = append(q.forget, id)
+	if _, ok := q.done[id]; ok {
+		q.heard[id] = true
+	}
+	if ch, ok := q.hearing[id]; ok {
+		close(ch)
+		delete(q.hearing, id)
+	}
 	n := len(q.forget)
 	q.mu.Unlock()
 	if q.opts.Flush == nil {

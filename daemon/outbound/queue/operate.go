@@ -40,6 +40,40 @@ func (q *Queue) WaitFirstAttempt(ctx context.Context, id string) (*Item, error) 
 	return q.Get(id)
 }
 
+// WaitAnnounced returns once the item has settled and its Notifier has
+// been told: Settled has returned (or, for an item settled and announced
+// before a restart, Run has brought its sent copy up to date). What the
+// Notifier started from Settled without waiting for it is not waited for.
+// It returns the item's state then, or, when ctx ends first, ctx's error;
+// an item the queue does not know (never queued, or settled so long ago
+// that it is forgotten) is a not-found error. Tests use it to look at what
+// a settled item's notification did: Get's Settled is true before then.
+func (q *Queue) WaitAnnounced(ctx context.Context, id string) (*Item, error) {
+	q.mu.Lock()
+	if q.heard[id] && !q.enqueuing[id] {
+		q.mu.Unlock()
+		return q.Get(id)
+	}
+	_, queued := q.items[id]
+	_, done := q.done[id]
+	if !queued && !done && !q.enqueuing[id] {
+		q.mu.Unlock()
+		return nil, notFound(id)
+	}
+	ch, ok := q.hearing[id]
+	if !ok {
+		ch = make(chan struct{})
+		q.hearing[id] = ch
+	}
+	q.mu.Unlock()
+	select {
+	case <-ch:
+		return q.Get(id)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // List returns the items still queued, oldest first.
 func (q *Queue) List() []*Item {
 	q.mu.Lock()

@@ -151,16 +151,18 @@ type Queue struct {
 	items     map[string]*entry
 	done      map[string]*Item // settled items kept for status queries
 	doneOrder []string
-	settling  map[string]*entry // settled, their notifications not yet run
-	settled   []*Item           // settled while loading, announced when Run starts
-	loaded    []string          // ids of the unsettled items found at Open, for the Restorer
-	announced []*Item           // settled and announced before a restart: sent copy brought up to date when Run starts
-	forget    []string          // settled, announced items waiting for a checkpoint
-	ckMu      sync.Mutex        // one checkpoint at a time
-	lastCk    time.Time         // when the last checkpoint began (wall clock)
-	enqueuing map[string]bool   // ids whose files Enqueue is writing
-	busy      map[string]int    // attempts in flight per recipient domain
-	sharing   map[string]int    // attempts in flight per sender (shareKey)
+	settling  map[string]*entry        // settled, their notifications not yet run
+	heard     map[string]bool          // settled items of done whose Settled the Notifier has returned from
+	hearing   map[string]chan struct{} // closed once the item is heard of: WaitAnnounced's
+	settled   []*Item                  // settled while loading, announced when Run starts
+	loaded    []string                 // ids of the unsettled items found at Open, for the Restorer
+	announced []*Item                  // settled and announced before a restart: sent copy brought up to date when Run starts
+	forget    []string                 // settled, announced items waiting for a checkpoint
+	ckMu      sync.Mutex               // one checkpoint at a time
+	lastCk    time.Time                // when the last checkpoint began (wall clock)
+	enqueuing map[string]bool          // ids whose files Enqueue is writing
+	busy      map[string]int           // attempts in flight per recipient domain
+	sharing   map[string]int           // attempts in flight per sender (shareKey)
 	kick      chan struct{}
 	warnings  bool // a batch of delay warnings is being made
 	passes    int  // dispatch passes begun; tests wait on it to see the loop has looked
@@ -201,7 +203,7 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		n = unheard{}
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
-		settling: map[string]*entry{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{},
+		settling: map[string]*entry{}, heard: map[string]bool{}, hearing: map[string]chan struct{}{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{},
 		sharing: map[string]int{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
 	safeio.CleanTemps(filepath.Join(dir, IdempotencyDir), "", time.Now())
@@ -332,6 +334,7 @@ func (q *Queue) remember(it *Item) {
 	q.done[it.ID] = it
 	for len(q.doneOrder) > maxDone {
 		delete(q.done, q.doneOrder[0])
+		delete(q.heard, q.doneOrder[0])
 		q.doneOrder = q.doneOrder[1:]
 	}
 }
@@ -387,11 +390,18 @@ func (q *Queue) Enqueue(it *Item) error {
 	q.mu.Lock()
 	delete(q.enqueuing, it.ID)
 	if err != nil {
+		if ch, ok := q.hearing[it.ID]; ok && q.heard[it.ID] {
+			// Waiters that came while the id was being queued again: the
+			// item they find is the earlier one, heard of already.
+			close(ch)
+			delete(q.hearing, it.ID)
+		}
 		q.mu.Unlock()
 		return fmt.Errorf("queueing %s: %w", it.ID, err)
 	}
 	it.Data, it.Copy = nil, nil
 	q.items[it.ID] = &entry{it: it, first: make(chan struct{})}
+	delete(q.heard, it.ID) // an earlier item of that id's: this one is not heard of yet
 	q.mu.Unlock()
 	q.Kick()
 	return nil
