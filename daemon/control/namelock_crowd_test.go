@@ -109,3 +109,44 @@ func TestNameLocksCrowd(t *testing.T) {
 		t.Errorf("%d names in use after everything ended, want 0", n)
 	}
 }
+
+// Shares waiting when a delete lets the name go are had before the next
+// delete that waits, as with the sync.RWMutex the locks once were: deletes
+// and creates that keep coming on a name do not hold its requests off for
+// ever.
+func TestWaitingSharesGoBeforeTheNextDelete(t *testing.T) {
+	for range 50 {
+		var l nameLocks
+		deleted := l.exclusive("a")
+		got := make(chan func(), 2)
+		go func() { got <- l.share([]string{"a"}) }()
+		go func() {
+			release, ok := l.shareWithin("a", time.Hour)
+			if !ok {
+				release = nil
+			}
+			got <- release
+		}()
+		testwait.For(t, "the shares to wait", func() bool { return l.users("a") == 3 })
+		next := make(chan func(), 1)
+		go func() { next <- l.exclusive("a") }()
+		testwait.For(t, "the next delete to wait", func() bool { return l.users("a") == 4 })
+		deleted()
+		for range 2 {
+			release := testwait.Recv(t, "a share waiting before the delete let go", got)
+			if release == nil {
+				t.Fatal("a share waiting within an hour was refused")
+			}
+			select {
+			case <-next:
+				t.Fatal("a delete had the name while a share held it")
+			default:
+			}
+			release()
+		}
+		testwait.Recv(t, "the next delete", next)()
+		if n := l.size(); n != 0 {
+			t.Fatalf("%d names in use after everything ended, want 0", n)
+		}
+	}
+}
