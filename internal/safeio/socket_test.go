@@ -1,10 +1,14 @@
 package safeio
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mailctl/mailctl/internal/testwait"
 )
 
 // TestListenSocketHasItsModeFromTheStart: the socket's file has the mode
@@ -28,5 +32,86 @@ func TestListenSocketHasItsModeFromTheStart(t *testing.T) {
 	}
 	if now := syscall.Umask(0o077); now != 0o077 {
 		t.Errorf("the process's umask is %04o after ListenSocket, was 0077", now)
+	}
+}
+
+// TestListenSocketLeavesOtherGoroutinesUmask: files other goroutines create
+// while sockets are bound again and again get the process's umask, never
+// the one a bind's thread had; a relative path is bound in the process's
+// working directory; a path taken, a missing directory and a path too long
+// for a socket address are errors that leave nothing behind.
+func TestListenSocketLeavesOtherGoroutinesUmask(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	created := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			var err error
+			for i := 0; err == nil; i++ {
+				select {
+				case <-stop:
+					created <- nil
+					return
+				default:
+				}
+				path := filepath.Join(dir, fmt.Sprintf("f%d-%d", w, i))
+				var f *os.File
+				if f, err = os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666); err != nil {
+					break
+				}
+				f.Close()
+				var fi os.FileInfo
+				if fi, err = os.Stat(path); err == nil && fi.Mode().Perm() != 0o644 {
+					err = fmt.Errorf("%s made with mode %v while sockets were bound, want -rw-r--r--", path, fi.Mode())
+				}
+				os.Remove(path)
+			}
+			created <- err
+		}()
+	}
+	for i := range 200 {
+		path := filepath.Join(dir, fmt.Sprintf("s%d.sock", i))
+		ln, err := ListenSocket(path, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+	}
+	close(stop)
+	for range 4 {
+		if err := testwait.Recv(t, "a goroutine making files", created); err != nil {
+			t.Error(err)
+		}
+	}
+
+	t.Chdir(dir)
+	ln, err := ListenSocket("rel.sock", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if fi, err := os.Lstat(filepath.Join(dir, "rel.sock")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a relative path: %v, %v; want a socket of mode 0600 in the working directory", fi, err)
+	}
+	if ln, err := ListenSocket(filepath.Join(dir, "rel.sock"), 0o600); err == nil {
+		ln.Close()
+		t.Error("a path taken was bound again")
+	}
+	for _, path := range []string{
+		filepath.Join(dir, "missing", "s.sock"),
+		filepath.Join(dir, strings.Repeat("x", 120)+".sock"),
+	} {
+		if ln, err := ListenSocket(path, 0o600); err == nil {
+			ln.Close()
+			t.Errorf("%s was bound", path)
+		}
+		if _, err := os.Lstat(path); !os.IsNotExist(err) {
+			t.Errorf("%s is left behind: %v", path, err)
+		}
+	}
+	if now := syscall.Umask(0o022); now != 0o022 {
+		t.Errorf("the process's umask is %04o after ListenSocket, was 0022", now)
 	}
 }
