@@ -1,6 +1,7 @@
 package safeio
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -113,5 +114,48 @@ func TestListenSocketLeavesOtherGoroutinesUmask(t *testing.T) {
 	}
 	if now := syscall.Umask(0o022); now != 0o022 {
 		t.Errorf("the process's umask is %04o after ListenSocket, was 0022", now)
+	}
+}
+
+// TestListenSocketWithoutUnshareChangesNoLinkedFile: where a system call
+// filter refuses unshare, the mode is set after the bind. Another user who
+// may write the directory swaps the socket for a symbolic link to a file
+// of root's in between: that file's mode is left as it was, and the bind
+// is refused. Without a swap the socket has its mode.
+func TestListenSocketWithoutUnshareChangesNoLinkedFile(t *testing.T) {
+	keepUnshare, keepAfter := unshareFS, afterBind
+	defer func() { unshareFS, afterBind = keepUnshare, keepAfter }()
+	unshareFS = func() error { return syscall.EPERM }
+	dir := t.TempDir()
+	target := filepath.Join(dir, "secret")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.sock")
+	ln, err := ListenSocket(path, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("the socket without unshare: %v, %v; want mode 0666", fi, err)
+	}
+	ln.Close()
+
+	afterBind = func(path string) {
+		if err := os.Rename(path, path+".moved"); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(target, path); err != nil {
+			t.Error(err)
+		}
+	}
+	if ln, err := ListenSocket(path, 0o666); !errors.Is(err, errSocketSwapped) {
+		if err == nil {
+			ln.Close()
+		}
+		t.Errorf("a socket swapped for a link after the bind: %v, want %v", err, errSocketSwapped)
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the file the link names: %v, %v; want its mode 0600 left as it was", fi, err)
 	}
 }
