@@ -16,7 +16,8 @@ import (
 // descriptor through /proc/self/fd or /dev/fd, another process's root or
 // working directory through /proc, a relative path climbing out through a
 // link, a hard link in a folder whose group may write; a FIFO in the file's
-// place is refused without blocking, and neither an empty path nor "." is
+// place is refused without blocking, a file of root's in the user's folder
+// is refused though its first name is gone (one link left), and neither an empty path nor "." is
 // read. The user's file named relatively, with "./" or a ".." that stays in
 // the user's folders, is read.
 func TestRootReadsNoFileByAnotherWay(t *testing.T) {
@@ -57,6 +58,18 @@ func TestRootReadsNoFileByAnotherWay(t *testing.T) {
 	if err := os.Link(secret, filepath.Join(group, "linked.txt")); err != nil {
 		t.Fatal(err)
 	}
+	// A link to a file of root's whose first name is gone since, as
+	// /etc/shadow's is at each password change: one link left.
+	old := filepath.Join(base, "old-shadow")
+	if err := os.WriteFile(old, []byte("ROOT-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(old, filepath.Join(docs, "kept.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
 	testwait.FIFO(t, filepath.Join(docs, "fifo"))
 	f, err := os.Open(secret)
 	if err != nil {
@@ -73,6 +86,7 @@ func TestRootReadsNoFileByAnotherWay(t *testing.T) {
 		fmt.Sprintf("/proc/%d/cwd/report.txt", os.Getpid()): errRootLink,
 		"../up/shadow":        errRootLink,
 		"../group/linked.txt": errRootHardLink,
+		"kept.txt":            errRootOthersFile,
 		"fifo":                errNotRegular,
 		"":                    errNotRegular,
 		".":                   errNotRegular,
