@@ -49,8 +49,9 @@ var errRootOthersFile = errors.New("run as root, a file in a user's folder is re
 // that others may write (as /tmp): a hard link a user made there to a
 // file of root's, where fs.protected_hardlinks is 0. In a folder of a
 // user's, only that user's files are read: such a link outlives the
-// file's first name with one link left. Without openat2 (before Linux 5.6) only the
-// last component is kept from being a link.
+// file's first name with one link left. Without openat2 (before Linux
+// 5.6) only the last component is kept from being a link; the links' tests
+// are made all the same (TestRootReadsNoHardLinkWithoutOpenat2).
 func openAsRoot(path string) (*os.File, error) {
 	dir, name := filepath.Split(filepath.Clean(path))
 	if dir == "" {
@@ -60,15 +61,21 @@ func openAsRoot(path string) (*os.File, error) {
 	how := func(flags int) *unix.OpenHow {
 		return &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_SYMLINKS}
 	}
-	dfd, err := unix.Openat2(unix.AT_FDCWD, dir, how(dirFlags))
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-		return os.OpenFile(path, openFlags|syscall.O_NOFOLLOW, 0)
+	dfd, err := openat2(unix.AT_FDCWD, dir, how(dirFlags))
+	plain := errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM)
+	if plain { // the links on the folder's path are followed
+		dfd, err = unix.Open(dir, dirFlags, 0)
 	}
 	if err != nil {
 		return nil, rootOpenErr(dir, err)
 	}
 	defer unix.Close(dfd)
-	fd, err := unix.Openat2(dfd, name, how(openFlags|unix.O_NOFOLLOW|unix.O_CLOEXEC))
+	var fd int
+	if plain {
+		fd, err = unix.Openat(dfd, name, openFlags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	} else {
+		fd, err = openat2(dfd, name, how(openFlags|unix.O_NOFOLLOW|unix.O_CLOEXEC))
+	}
 	if err != nil {
 		return nil, rootOpenErr(path, err)
 	}
@@ -94,6 +101,10 @@ func openAsRoot(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// openat2 is unix.Openat2 (a variable so that a test can have it missing,
+// as before Linux 5.6).
+var openat2 = unix.Openat2
 
 // rootOpenErr names a link met on the path (ELOOP) as errRootLink.
 func rootOpenErr(path string, err error) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/internal/testwait"
+	"golang.org/x/sys/unix"
 )
 
 // TestRootReadsNoFileByAnotherWay: the ways a path can name root's file
@@ -111,4 +112,56 @@ func TestRootReadsNoFileByAnotherWay(t *testing.T) {
 type regularRead struct {
 	b   []byte
 	err error
+}
+
+// TestRootReadsNoHardLinkWithoutOpenat2: before Linux 5.6 (no openat2, as
+// on RHEL 8) root's read follows the links on the folder's path, but still
+// refuses a link as the file itself, a hard link to root's file in the
+// user's folder and one whose first name is gone; the user's own file is
+// read.
+func TestRootReadsNoHardLinkWithoutOpenat2(t *testing.T) {
+	testusers.RequireRoot(t)
+	keep := openat2
+	defer func() { openat2 = keep }()
+	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	uid := int(testusers.UnusedUID(t))
+	base := t.TempDir()
+	secret := filepath.Join(base, "shadow")
+	if err := os.WriteFile(secret, []byte("ROOT-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	docs := filepath.Join(base, "docs")
+	if err := os.Mkdir(docs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(docs, "report.txt")
+	if err := os.WriteFile(own, []byte("the user's report"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{docs, own} {
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	linked, soft := filepath.Join(docs, "linked.txt"), filepath.Join(docs, "soft.txt")
+	if err := os.Link(secret, linked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, soft); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]error{linked: errRootHardLink, soft: errRootLink} {
+		if b, _, err := ReadRegularFile(path, 1<<20); !errors.Is(err, want) || len(b) != 0 {
+			t.Errorf("root's read of %s without openat2: %q, %v; want it refused (%v)", path, b, err, want)
+		}
+	}
+	if err := os.Remove(secret); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := ReadRegularFile(linked, 1<<20); !errors.Is(err, errRootOthersFile) || len(b) != 0 {
+		t.Errorf("root's read of %s, its first name gone, without openat2: %q, %v; want it refused", linked, b, err)
+	}
+	if b, full, err := ReadRegularFile(own, 1<<20); err != nil || !full || string(b) != "the user's report" {
+		t.Errorf("root's read of the user's own file without openat2: %q, %v", b, err)
+	}
 }
