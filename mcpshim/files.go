@@ -37,14 +37,21 @@ var errRootLink = errors.New("run as root, a path with a symbolic link on it is 
 // directory where someone other than its owner may have made the link.
 var errRootHardLink = errors.New("run as root, a file with more than one link is not read from a folder someone other than the file's owner may write (another user may have linked a file of root's there): copy it somewhere of its owner's first")
 
+// errRootOthersFile refuses, for root, a file in a user's folder that is
+// not that user's.
+var errRootOthersFile = errors.New("run as root, a file in a user's folder is read only if it is that user's (the user may have hard-linked there a file of root's or another's, which stays once its first name is gone): copy it somewhere of its owner's first")
+
 // openAsRoot opens path for reading on root's behalf: a file to attach or a
 // body to send that root names in another user's directory is that user's
 // to swap while it is read. So no symbolic link anywhere on the path is
 // followed (RESOLVE_NO_SYMLINKS), and a file with more than one link is
 // refused in a directory that belongs to someone other than its owner or
 // that others may write (as /tmp): a hard link a user made there to a
-// file of root's, where fs.protected_hardlinks is 0. Without openat2 (before Linux 5.6) only the
-// last component is kept from being a link.
+// file of root's, where fs.protected_hardlinks is 0. In a folder of a
+// user's, only that user's files are read: such a link outlives the
+// file's first name with one link left. Without openat2 (before Linux
+// 5.6) only the last component is kept from being a link; the links' tests
+// are made all the same (TestRootReadsNoHardLinkWithoutOpenat2).
 func openAsRoot(path string) (*os.File, error) {
 	dir, name := filepath.Split(filepath.Clean(path))
 	if dir == "" {
@@ -54,15 +61,21 @@ func openAsRoot(path string) (*os.File, error) {
 	how := func(flags int) *unix.OpenHow {
 		return &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_SYMLINKS}
 	}
-	dfd, err := unix.Openat2(unix.AT_FDCWD, dir, how(dirFlags))
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-		return os.OpenFile(path, openFlags|syscall.O_NOFOLLOW, 0)
+	dfd, err := openat2(unix.AT_FDCWD, dir, how(dirFlags))
+	plain := errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM)
+	if plain { // the links on the folder's path are followed
+		dfd, err = unix.Open(dir, dirFlags, 0)
 	}
 	if err != nil {
 		return nil, rootOpenErr(dir, err)
 	}
 	defer unix.Close(dfd)
-	fd, err := unix.Openat2(dfd, name, how(openFlags|unix.O_NOFOLLOW|unix.O_CLOEXEC))
+	var fd int
+	if plain {
+		fd, err = unix.Openat(dfd, name, openFlags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	} else {
+		fd, err = openat2(dfd, name, how(openFlags|unix.O_NOFOLLOW|unix.O_CLOEXEC))
+	}
 	if err != nil {
 		return nil, rootOpenErr(path, err)
 	}
@@ -80,8 +93,18 @@ func openAsRoot(path string) (*os.File, error) {
 		f.Close()
 		return nil, &os.PathError{Op: "open", Path: path, Err: errRootHardLink}
 	}
+	// A hard link made there keeps the file once its first name is gone
+	// (as /etc/shadow's is at each password change), its links then one.
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && dst.Uid != 0 && st.Uid != dst.Uid {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: errRootOthersFile}
+	}
 	return f, nil
 }
+
+// openat2 is unix.Openat2 (a variable so that a test can have it missing,
+// as before Linux 5.6).
+var openat2 = unix.Openat2
 
 // rootOpenErr names a link met on the path (ELOOP) as errRootLink.
 func rootOpenErr(path string, err error) error {

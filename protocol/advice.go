@@ -84,7 +84,10 @@ func ShellQuote(s string) string {
 // left as it is; a symbolic link is neither followed nor changed (the
 // store reads none; and chown -h, should one be swapped in between find's
 // look and chown, changes the link, not what it names), and no mount
-// below the folder is entered.
+// below the folder is entered. chown runs in the folder find looked at
+// (-execdir), on the name alone: a folder on the path that the present
+// owner swaps for a link to another in between would otherwise lead
+// chown there (TestGiveMailboxCommandFollowsNoFolderSwappedIn).
 func GiveMailboxCommand(owner, path string) string {
-	return "find " + ShellQuote(path) + ` -xdev \( -type d -o -type f -links 1 \) -exec chown -h ` + ShellQuote(owner) + " {} +"
+	return "find " + ShellQuote(path) + ` -xdev \( -type d -o -type f -links 1 \) -execdir chown -h ` + ShellQuote(owner) + " {} +"
 }

@@ -485,3 +485,32 @@ func TestCopyRawNeverAsksAMount(t *testing.T) {
 		t.Errorf("copyRaw of the mailbox's own file: %v, printed %q", err, out.String())
 	}
 }
+
+// TestCopyRawRefusesAMailboxThatIsALink: the mailbox's own folder being a
+// symbolic link (to another mailbox) is refused like a link below it, and
+// the path the daemon names is read the same with a doubled slash or a
+// "." in it.
+func TestCopyRawRefusesAMailboxThatIsALink(t *testing.T) {
+	store := t.TempDir()
+	real := filepath.Join(store, "real")
+	if err := os.MkdirAll(filepath.Join(real, "inbox"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const mail = "Subject: s\r\n\r\nb\r\n"
+	if err := os.WriteFile(filepath.Join(real, "inbox", "m.eml"), []byte(mail), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(store, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := copyRaw(&out, filepath.Join(store, "linked", "inbox", "m.eml")); err == nil || out.Len() != 0 {
+		t.Errorf("copyRaw through a mailbox that is a link: %v, printed %q; want it refused, nothing printed", err, out.String())
+	}
+	for _, path := range []string{store + "//real/inbox/m.eml", store + "/./real/inbox//m.eml"} {
+		var out strings.Builder
+		if err := copyRaw(&out, path); err != nil || out.String() != mail {
+			t.Errorf("copyRaw of %s: %v, printed %q", path, err, out.String())
+		}
+	}
+}

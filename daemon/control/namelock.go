@@ -77,10 +77,18 @@ func (s *Server) HoldNameWithin(name string, wait time.Duration) (release func()
 // made in one critical section with the test that allows it, so a delete
 // that is told to wait (nameWait) is already counted as waiting, and from
 // then on no new shared hold passes it.
+//
+// As with the sync.RWMutex the locks once were, the shared holds waiting
+// when a hold alone is let go are had before the next one alone: deletes
+// and creates that keep coming on a name do not hold its requests off for
+// ever (TestWaitingSharesGoBeforeTheNextDelete).
 type nameLock struct {
 	readers int           // shared holds
 	alone   bool          // held alone
 	waiting int           // exclusive holds waiting for the name
+	sharing int           // shared holds waiting for the name
+	freed   uint64        // holds alone let go so far
+	turn    int           // shares waiting when the last hold alone was let go, not had yet
 	users   int           // requests holding or waiting for it
 	changed chan struct{} // closed when a hold is let go, while anyone waits
 }
@@ -141,25 +149,35 @@ func (l *nameLocks) unshare(name string, n *nameLock) {
 // is false when the bound ran out, and nothing is held then.
 func (l *nameLocks) shareOne(name string, expired <-chan time.Time) (n *nameLock, ok bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	n = l.enter(name)
-	for !n.shareable() {
-		next := n.next()
-		l.mu.Unlock()
-		select {
-		case <-next:
-		case <-expired:
-			l.mu.Lock()
-			if n.shareable() { // let go just as the bound ran out
-				continue
-			}
-			l.leave(name, n)
+	if !n.shareable() {
+		since := n.freed
+		n.sharing++
+		// Its turn came once a hold alone was let go since it began to wait.
+		passes := func() bool { return n.shareable() || !n.alone && n.freed != since }
+		for !passes() {
+			next := n.next()
 			l.mu.Unlock()
-			return nil, false
+			select {
+			case <-next:
+				l.mu.Lock()
+			case <-expired:
+				l.mu.Lock()
+				if passes() { // let go just as the bound ran out
+					continue
+				}
+				n.sharing--
+				l.leave(name, n)
+				return nil, false
+			}
 		}
-		l.mu.Lock()
+		n.sharing--
+		if n.freed != since {
+			n.turn--
+		}
 	}
 	n.readers++
-	l.mu.Unlock()
 	return n, true
 }
 
@@ -224,12 +242,13 @@ func (l *nameLocks) alone(names []string) (release func()) {
 func (l *nameLocks) exclusive(name string) (release func()) {
 	l.mu.Lock()
 	n := l.enter(name)
-	if n.alone || n.readers > 0 {
+	busy := func() bool { return n.alone || n.readers > 0 || n.turn > 0 }
+	if busy() {
 		n.waiting++
 		l.mu.Unlock()
 		nameWait(name)
 		l.mu.Lock()
-		for n.alone || n.readers > 0 {
+		for busy() {
 			next := n.next()
 			l.mu.Unlock()
 			<-next
@@ -243,6 +262,8 @@ func (l *nameLocks) exclusive(name string) (release func()) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		n.alone = false
+		n.freed++
+		n.turn = n.sharing
 		n.wake()
 		l.leave(name, n)
 	}

@@ -1,9 +1,11 @@
 package safeio
 
 import (
+	"errors"
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"syscall"
 )
 
@@ -25,15 +27,17 @@ func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 		// Never unlocked: the goroutine's end ends the thread, and with it
 		// the file system attributes it no longer shares.
 		runtime.LockOSThread()
-		own := syscall.Unshare(syscall.CLONE_FS) == nil
+		own := unshareFS() == nil
 		if own {
 			syscall.Umask(int(0o777 &^ mode.Perm()))
 		}
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 		if err == nil && !own {
-			// A system call filter refused unshare: set the mode the only
-			// way left, as every server does.
-			if err = os.Chmod(path, mode); err != nil {
+			// A system call filter refused unshare: set the mode after
+			// the bind, on the socket the path held then, never on what a
+			// link put in its place names.
+			afterBind(path)
+			if err = chmodSocket(path, mode); err != nil {
 				ln.Close()
 				ln = nil
 			}
@@ -42,4 +46,43 @@ func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 	}()
 	r := <-done
 	return r.ln, r.err
+}
+
+// unshareFS gives the calling thread file system attributes of its own (a
+// variable so that a test can have it refused, as a filter would).
+var unshareFS = func() error { return syscall.Unshare(syscall.CLONE_FS) }
+
+// afterBind is told of each bind whose mode is set after it (a variable so
+// that a test can swap the socket in between).
+var afterBind = func(path string) {}
+
+// errSocketSwapped refuses to set the mode of what is at a socket's path
+// once it is no longer the socket just bound.
+var errSocketSwapped = errors.New("no longer the socket just bound (another user may have put something in its place): not changing its mode")
+
+// oPath is O_PATH on every Linux port Go has; package syscall names it only
+// on some of them.
+const oPath = 0x200000
+
+// chmodSocket sets the mode of the socket just bound at path. The path is
+// opened without following a link, and its mode set through that
+// descriptor, only if it is a socket of this process's user with one link:
+// a link put in its place is not followed, and a hard link to another
+// socket is not changed.
+func chmodSocket(path string, mode os.FileMode) error {
+	fd, err := syscall.Open(path, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFSOCK || st.Nlink != 1 || st.Uid != uint32(os.Geteuid()) {
+		return &os.PathError{Op: "chmod", Path: path, Err: errSocketSwapped}
+	}
+	// fchmod does not take an O_PATH descriptor; its /proc name is the
+	// file it was opened on.
+	return os.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode)
 }
