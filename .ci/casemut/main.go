@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -219,7 +220,7 @@ func test(m *mutant, dir, pkg, work string, timeout time.Duration) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err = goTest(ctx, pkg, overlay)
+	err = goTest(ctx, pkg, overlay, timeout)
 	var exit *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
@@ -232,12 +233,22 @@ func test(m *mutant, dir, pkg, work string, timeout time.Duration) string {
 	return "NOT VIABLE"
 }
 
-func goTest(ctx context.Context, pkg, overlay string) error {
-	args := []string{"test", "-count=1", "-failfast"}
+// goTest runs the tests of pkg with the mutant's overlay. A run that
+// outlasts timeout is killed with everything it started: the go command,
+// the wrapper before it (.ci/mutation-go), the test binaries and their
+// children, all in one process group of their own. Killing the go command
+// alone would leave its test binary running (to Go's default timeout of
+// ten minutes), taking the CPU from the mutants after it. The test binary
+// also ends itself a little after timeout, should anything escape the
+// group.
+func goTest(ctx context.Context, pkg, overlay string, timeout time.Duration) error {
+	args := []string{"test", "-count=1", "-failfast", "-timeout", (timeout + 2*time.Second).String()}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
 	cmd := exec.CommandContext(ctx, goCmd, append(args, strings.Fields(pkg)...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
 	return cmd.Run()
 }
