@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/mailctl/mailctl/internal/testusers"
 )
 
 // TestMailboxFileOfAnotherUIDIsNotRead: a shim run by root (who sees every
@@ -17,13 +15,8 @@ import (
 // As the daemon does, the shim now reads only files of the mailbox
 // folder's owner.
 func TestMailboxFileOfAnotherUIDIsNotRead(t *testing.T) {
-	testusers.RequireRoot(t)
-	uid := int(testusers.UnusedUID(t))
-	secret := filepath.Join(t.TempDir(), "shadow")
-	if err := os.WriteFile(secret, []byte("ROOT-SECRET"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	box := t.TempDir()
+	u := newUserTree(t)
+	box := u.home
 	atts := filepath.Join(box, "inbox", "x.attachments")
 	if err := os.MkdirAll(atts, 0o700); err != nil {
 		t.Fatal(err)
@@ -31,14 +24,8 @@ func TestMailboxFileOfAnotherUIDIsNotRead(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(atts, "mine.txt"), []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Link(secret, filepath.Join(atts, "linked.txt")); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{box, filepath.Join(box, "inbox"), atts, filepath.Join(atts, "mine.txt")} {
-		if err := os.Chown(p, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-	}
+	u.link(u.secret, filepath.Join(atts, "linked.txt"))
+	u.give(filepath.Join(box, "inbox"), atts, filepath.Join(atts, "mine.txt"))
 	if data, _, err := readInRoot(box, "inbox/x.attachments/mine.txt", 1<<20); err != nil || string(data) != "mine" {
 		t.Fatalf("the owner's file: %q %v", data, err)
 	}

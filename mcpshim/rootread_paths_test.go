@@ -22,69 +22,44 @@ import (
 // read. The user's file named relatively, with "./" or a ".." that stays in
 // the user's folders, is read.
 func TestRootReadsNoFileByAnotherWay(t *testing.T) {
-	testusers.RequireRoot(t)
-	uid := int(testusers.UnusedUID(t))
-	base := t.TempDir()
-	secret := filepath.Join(base, "shadow")
-	if err := os.WriteFile(secret, []byte("ROOT-SECRET"), 0o600); err != nil {
+	u := newUserTree(t)
+	// A folder of root's that the user's group may write.
+	group := filepath.Join(u.home, "group")
+	if err := os.Mkdir(group, 0o775); err != nil {
 		t.Fatal(err)
-	}
-	home := filepath.Join(base, "home")
-	docs := filepath.Join(home, "docs")
-	group := filepath.Join(home, "group")
-	for _, d := range []string{home, docs, group} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if err := os.Chmod(group, 0o775); err != nil {
 		t.Fatal(err)
 	}
-	own := filepath.Join(docs, "report.txt")
-	if err := os.WriteFile(own, []byte("the user's report"), 0o644); err != nil {
+	if err := os.Chown(group, 0, u.uid); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{home, docs, own} {
-		if err := os.Chown(p, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A folder of root's that the user's group may write.
-	if err := os.Chown(group, 0, uid); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(base, filepath.Join(home, "up")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(secret, filepath.Join(group, "linked.txt")); err != nil {
-		t.Fatal(err)
-	}
+	u.symlink(u.base, filepath.Join(u.home, "up"))
+	u.link(u.secret, filepath.Join(group, "linked.txt"))
 	// A link to a file of root's whose first name is gone since, as
 	// /etc/shadow's is at each password change: one link left.
-	old := filepath.Join(base, "old-shadow")
+	old := filepath.Join(u.base, "old-shadow")
 	if err := os.WriteFile(old, []byte("ROOT-SECRET"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Link(old, filepath.Join(docs, "kept.txt")); err != nil {
-		t.Fatal(err)
-	}
+	u.link(old, filepath.Join(u.docs, "kept.txt"))
 	if err := os.Remove(old); err != nil {
 		t.Fatal(err)
 	}
-	testwait.FIFO(t, filepath.Join(docs, "fifo"))
-	f, err := os.Open(secret)
+	testwait.FIFO(t, filepath.Join(u.docs, "fifo"))
+	f, err := os.Open(u.secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	t.Chdir(docs)
+	t.Chdir(u.docs)
 
 	for path, want := range map[string]error{
-		fmt.Sprintf("/proc/self/fd/%d", f.Fd()):             errRootLink,
-		fmt.Sprintf("/dev/fd/%d", f.Fd()):                   errRootLink,
-		fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd()):  errRootLink,
-		fmt.Sprintf("/proc/%d/root%s", os.Getpid(), secret): errRootLink,
-		fmt.Sprintf("/proc/%d/cwd/report.txt", os.Getpid()): errRootLink,
+		fmt.Sprintf("/proc/self/fd/%d", f.Fd()):               errRootLink,
+		fmt.Sprintf("/dev/fd/%d", f.Fd()):                     errRootLink,
+		fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd()):    errRootLink,
+		fmt.Sprintf("/proc/%d/root%s", os.Getpid(), u.secret): errRootLink,
+		fmt.Sprintf("/proc/%d/cwd/report.txt", os.Getpid()):   errRootLink,
 		"../up/shadow":        errRootLink,
 		"../group/linked.txt": errRootHardLink,
 		"kept.txt":            errRootOthersFile,
@@ -101,8 +76,8 @@ func TestRootReadsNoFileByAnotherWay(t *testing.T) {
 			t.Errorf("root's read of %q: %q, %v; want it refused (%v)", path, b, err, want)
 		}
 	}
-	for _, path := range []string{"report.txt", "./report.txt", "../docs/report.txt", own} {
-		if b, full, err := ReadRegularFile(path, 1<<20); err != nil || !full || string(b) != "the user's report" {
+	for _, path := range []string{"report.txt", "./report.txt", "../docs/report.txt", u.own} {
+		if b, full, err := ReadRegularFile(path, 1<<20); err != nil || !full || string(b) != ownReport {
 			t.Errorf("root's read of %q: %q, %v", path, b, err)
 		}
 	}
@@ -124,44 +99,22 @@ func TestRootReadsNoHardLinkWithoutOpenat2(t *testing.T) {
 	keep := openat2
 	defer func() { openat2 = keep }()
 	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
-	uid := int(testusers.UnusedUID(t))
-	base := t.TempDir()
-	secret := filepath.Join(base, "shadow")
-	if err := os.WriteFile(secret, []byte("ROOT-SECRET"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	docs := filepath.Join(base, "docs")
-	if err := os.Mkdir(docs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	own := filepath.Join(docs, "report.txt")
-	if err := os.WriteFile(own, []byte("the user's report"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{docs, own} {
-		if err := os.Chown(p, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	linked, soft := filepath.Join(docs, "linked.txt"), filepath.Join(docs, "soft.txt")
-	if err := os.Link(secret, linked); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(secret, soft); err != nil {
-		t.Fatal(err)
-	}
+	u := newUserTree(t)
+	linked, soft := filepath.Join(u.docs, "linked.txt"), filepath.Join(u.docs, "soft.txt")
+	u.link(u.secret, linked)
+	u.symlink(u.secret, soft)
 	for path, want := range map[string]error{linked: errRootHardLink, soft: errRootLink} {
 		if b, _, err := ReadRegularFile(path, 1<<20); !errors.Is(err, want) || len(b) != 0 {
 			t.Errorf("root's read of %s without openat2: %q, %v; want it refused (%v)", path, b, err, want)
 		}
 	}
-	if err := os.Remove(secret); err != nil {
+	if err := os.Remove(u.secret); err != nil {
 		t.Fatal(err)
 	}
 	if b, _, err := ReadRegularFile(linked, 1<<20); !errors.Is(err, errRootOthersFile) || len(b) != 0 {
 		t.Errorf("root's read of %s, its first name gone, without openat2: %q, %v; want it refused", linked, b, err)
 	}
-	if b, full, err := ReadRegularFile(own, 1<<20); err != nil || !full || string(b) != "the user's report" {
+	if b, full, err := ReadRegularFile(u.own, 1<<20); err != nil || !full || string(b) != ownReport {
 		t.Errorf("root's read of the user's own file without openat2: %q, %v", b, err)
 	}
 }

@@ -5,46 +5,22 @@ import (
 	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mailctl/mailctl/internal/testusers"
-	"github.com/mailctl/mailctl/internal/testwait"
 )
 
-// envFakeDaemon makes the test binary a daemon's impostor: it serves a
-// greeting on the socket it names, as any user can on a path where it may
-// create one.
-const envFakeDaemon = "MAILCTL_TEST_FAKE_DAEMON"
-
+// TestMain lets the test binary be a daemon's impostor, run as another
+// user by testusers.HoldSocket: it greets whoever connects.
 func TestMain(m *testing.M) {
-	if path := os.Getenv(envFakeDaemon); path != "" {
-		fakeDaemon(path)
-		return
-	}
+	testusers.ServeHeldSocket(greet)
 	os.Exit(m.Run())
 }
 
-func fakeDaemon(path string) {
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		os.Exit(1)
-	}
-	os.Chmod(path, 0o666)
-	serveGreetings(ln)
-}
-
-func serveGreetings(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		json.NewEncoder(c).Encode(Greeting{Protocol: Name, Version: Version, Server: "an impostor"})
-		c.Close()
-	}
+func greet(c net.Conn) {
+	json.NewEncoder(c).Encode(Greeting{Protocol: Name, Version: Version, Server: "an impostor"})
 }
 
 // TestDialRefusesAnotherUsersSocket: a socket in a directory others may
@@ -57,16 +33,7 @@ func serveGreetings(ln net.Listener) {
 func TestDialRefusesAnotherUsersSocket(t *testing.T) {
 	testusers.RequireRoot(t)
 	u := testusers.Create(t, "mcsquat")
-	shared := testusers.SharedDir(t)
-	os.Chmod(shared, 0o1777) // as /tmp
-	squatted := filepath.Join(shared, "mailctl.sock")
-	fake := testusers.As(exec.Command(testusers.Executable(t)), u.UID, u.GID)
-	fake.Env = append(os.Environ(), envFakeDaemon+"="+squatted)
-	if err := fake.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fake.Process.Kill(); fake.Wait() })
-	testwait.For(t, "the impostor's socket", func() bool { _, err := os.Stat(squatted); return err == nil })
+	squatted := testusers.HoldSocket(t, u)
 
 	c, err := Dial(context.Background(), squatted)
 	if err == nil {
@@ -83,7 +50,7 @@ func TestDialRefusesAnotherUsersSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go serveGreetings(ln)
+	go testusers.Serve(ln, greet)
 	c, err = Dial(context.Background(), own)
 	if err != nil {
 		t.Fatalf("root's client refused root's own socket: %v", err)

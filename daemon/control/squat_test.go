@@ -4,34 +4,17 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/internal/testusers"
-	"github.com/mailctl/mailctl/internal/testwait"
 )
 
-// envSquatter makes the test binary another user's process listening on
-// the socket path it names, as any user can where they may create one.
-const envSquatter = "MAILCTL_TEST_SQUATTER"
-
+// TestMain lets the test binary be another user's process holding the
+// socket path, run by testusers.HoldSocket: it answers by hanging up.
 func TestMain(m *testing.M) {
-	if path := os.Getenv(envSquatter); path != "" {
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			os.Exit(1)
-		}
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				os.Exit(1)
-			}
-			c.Close()
-		}
-	}
+	testusers.ServeHeldSocket(func(net.Conn) {})
 	os.Exit(m.Run())
 }
 
@@ -42,24 +25,7 @@ func TestMain(m *testing.M) {
 func TestListenNamesTheUserHoldingTheSocket(t *testing.T) {
 	testusers.RequireRoot(t)
 	u := testusers.Create(t, "mcsock")
-	shared := testusers.SharedDir(t)
-	if err := os.Chmod(shared, 0o1777); err != nil { // as /tmp
-		t.Fatal(err)
-	}
-	path := filepath.Join(shared, "mailctl.sock")
-	squat := testusers.As(exec.Command(testusers.Executable(t)), u.UID, u.GID)
-	squat.Env = append(os.Environ(), envSquatter+"="+path)
-	if err := squat.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { squat.Process.Kill(); squat.Wait() })
-	testwait.For(t, "the other user's socket", func() bool {
-		c, err := net.Dial("unix", path)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	path := testusers.HoldSocket(t, u)
 
 	srv := New(Options{Backend: &fakeBackend{cfg: &config.Config{Domains: []string{"example.test"}}}})
 	err := srv.Listen(path)

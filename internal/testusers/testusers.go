@@ -1,6 +1,7 @@
 // Package testusers creates throwaway Linux users for tests that need other
-// uids, and runs commands as them. Every helper skips the test with a reason
-// when not running as root.
+// uids, runs commands as them, and holds a socket as one of them
+// (HoldSocket). Every helper skips the test with a reason when not running
+// as root.
 package testusers
 
 import (
