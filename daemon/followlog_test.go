@@ -1,37 +1,18 @@
 package daemon
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/protocol"
 )
-
-// syncBuf is a log destination tests read while the daemon writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFollowOneMessageThroughTheLog runs docs/operations.md's table of
 // journalctl filters against the log of a daemon at DEBUG that received one
@@ -39,7 +20,7 @@ func (s *syncBuf) String() string {
 // names.
 func TestFollowOneMessageThroughTheLog(t *testing.T) {
 	rows := followRows(t)
-	var logs syncBuf
+	var logs testproc.Output
 	mx := fakemx.New(t, "127.0.0.1", nil)
 	_, port, _ := net.SplitHostPort(mx.Addr)
 	dns := &resolver.Map{}

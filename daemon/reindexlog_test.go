@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailctl/mailctl/internal/testproc"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -29,7 +30,7 @@ func TestReindexLogsTheLineItsHelpNames(t *testing.T) {
 		t.Fatal("mailctl reindex's help names no log line")
 	}
 	want := `msg="` + strings.Join(strings.Fields(m[1]), " ") + `" why=reindex`
-	var logs syncBuf
+	var logs testproc.Output
 	td := startDaemonWith(t, "", Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	td.ensureMine(t, "alice")
 	var out protocol.IndexRebuild

@@ -14,25 +14,8 @@ import (
 	"time"
 
 	"github.com/mailctl/mailctl/internal/testcert"
+	"github.com/mailctl/mailctl/internal/testproc"
 )
-
-// logBuf collects log lines safely across goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 // files is a certificate and key pair on disk, replaced as certbot's deploy
 // hook does: each file renamed into place.
@@ -136,7 +119,7 @@ func TestRenewedPairInUseAtTheNextHandshake(t *testing.T) {
 	a, b := ca.Issue(t, "mx.example.test"), ca.Issue(t, "mx.example.test")
 	f := newFiles(t)
 	f.putPair(t, a)
-	var logs logBuf
+	var logs testproc.Output
 	h, err := NewHolder(f.cert, f.key, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -151,12 +134,12 @@ func TestRenewedPairInUseAtTheNextHandshake(t *testing.T) {
 		t.Fatalf("after renewal the next handshake got %s, want the new %s", Fingerprint(got), Fingerprint(b.Leaf))
 	}
 	echo(t, before)
-	if n := logs.count("TLS certificate now in use"); n != 1 {
-		t.Errorf("%d lines say the new certificate is in use, want 1:\n%s", n, logs.b.String())
+	if n := strings.Count(logs.String(), "TLS certificate now in use"); n != 1 {
+		t.Errorf("%d lines say the new certificate is in use, want 1:\n%s", n, logs.String())
 	}
 	// Unchanged files: no load, no line.
 	served(t, addr)
-	if n := logs.count("TLS certificate now in use"); n != 1 {
+	if n := strings.Count(logs.String(), "TLS certificate now in use"); n != 1 {
 		t.Errorf("an unchanged pair was loaded again")
 	}
 }
@@ -173,7 +156,7 @@ func TestBadNewPairRefusedOldStays(t *testing.T) {
 	now := time.Now()
 	f := newFiles(t)
 	f.putPair(t, a)
-	var logs logBuf
+	var logs testproc.Output
 	h, err := NewHolder(f.cert, f.key, slog.New(slog.NewTextHandler(&logs, nil)), func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
@@ -198,8 +181,8 @@ func TestBadNewPairRefusedOldStays(t *testing.T) {
 			}
 		}
 		refusals++
-		if n := logs.count("new TLS certificate refused"); n != refusals || !strings.Contains(logs.b.String(), bad.want) {
-			t.Fatalf("%s: %d refusal lines (want %d) saying %q:\n%s", bad.name, n, refusals, bad.want, logs.b.String())
+		if n := strings.Count(logs.String(), "new TLS certificate refused"); n != refusals || !strings.Contains(logs.String(), bad.want) {
+			t.Fatalf("%s: %d refusal lines (want %d) saying %q:\n%s", bad.name, n, refusals, bad.want, logs.String())
 		}
 		if err := h.Reload(); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Fatalf("%s: reload: %v, want a refusal saying %q", bad.name, err, bad.want)
@@ -282,7 +265,7 @@ func TestPairRefusedByAClockAheadIsTakenOnceTheClockIsRight(t *testing.T) {
 	step := func(to time.Time) { mu.Lock(); defer mu.Unlock(); now = to }
 	f := newFiles(t)
 	f.putPair(t, a)
-	var logs logBuf
+	var logs testproc.Output
 	h, err := NewHolder(f.cert, f.key, slog.New(slog.NewTextHandler(&logs, nil)), clock)
 	if err != nil {
 		t.Fatal(err)
@@ -295,8 +278,8 @@ func TestPairRefusedByAClockAheadIsTakenOnceTheClockIsRight(t *testing.T) {
 			t.Fatalf("with the clock ahead: served %s, want the pair in use", Fingerprint(got))
 		}
 	}
-	if n := logs.count("new TLS certificate refused"); n != 1 {
-		t.Fatalf("%d refusal lines with the clock ahead, want 1:\n%s", n, logs.b.String())
+	if n := strings.Count(logs.String(), "new TLS certificate refused"); n != 1 {
+		t.Fatalf("%d refusal lines with the clock ahead, want 1:\n%s", n, logs.String())
 	}
 	step(time.Now())
 	if got, _ := served(t, addr); !bytes.Equal(got.Raw, b.Leaf.Raw) {
