@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -128,6 +129,8 @@ type testDaemon struct {
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
+	t      testing.TB    // the test it runs for, failed when it does not stop
+	within time.Duration // how long stop waits for it; 0 is testwait.StopTimeout
 }
 
 func quietLogger(t testing.TB) *slog.Logger {
@@ -186,7 +189,7 @@ func runTestDaemon(t testing.TB, cfg *config.Config, dir string, opts Options) *
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{Daemon: d, cfg: cfg, socket: cfg.Paths.Socket, dir: dir, cancel: cancel, done: make(chan error, 1)}
+	td := &testDaemon{Daemon: d, cfg: cfg, socket: cfg.Paths.Socket, dir: dir, cancel: cancel, done: make(chan error, 1), t: t}
 	go func() { td.done <- d.Run(ctx) }()
 	select {
 	case <-ready:
@@ -216,13 +219,16 @@ func hostPorts(t testing.TB, cfg *config.Config) {
 	}
 }
 
+// stop ends the daemon and waits for it. A daemon that does not end fails
+// its test, with the stacks that hold it; the test and the later ones go on.
 func (td *testDaemon) stop() {
 	td.once.Do(func() {
 		td.cancel()
-		select {
-		case <-td.done:
-		case <-time.After(20 * time.Second):
+		within := td.within
+		if within == 0 {
+			within = testwait.StopTimeout
 		}
+		testwait.StoppedWithin(td.t, "the daemon", td.done, within)
 	})
 }
 

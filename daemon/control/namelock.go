@@ -81,7 +81,10 @@ func (s *Server) HoldNameWithin(name string, wait time.Duration) (release func()
 // As with the sync.RWMutex the locks once were, the shared holds waiting
 // when a hold alone is let go are had before the next one alone: deletes
 // and creates that keep coming on a name do not hold its requests off for
-// ever (TestWaitingSharesGoBeforeTheNextDelete).
+// ever (TestWaitingSharesGoBeforeTheNextDelete). The holds alone are had
+// first come, first served: each takes a ticket, and the tickets are
+// served in order (TestNameLocksServeHoldsAloneInTheOrderTheyCame), so a delete
+// and a create of one name happen in the order they were asked for.
 type nameLock struct {
 	readers int           // shared holds
 	alone   bool          // held alone
@@ -89,6 +92,8 @@ type nameLock struct {
 	sharing int           // shared holds waiting for the name
 	freed   uint64        // holds alone let go so far
 	turn    int           // shares waiting when the last hold alone was let go, not had yet
+	tickets uint64        // holds alone asked for so far
+	serving uint64        // the ticket of the next hold alone to be had
 	users   int           // requests holding or waiting for it
 	changed chan struct{} // closed when a hold is let go, while anyone waits
 }
@@ -238,11 +243,14 @@ func (l *nameLocks) alone(names []string) (release func()) {
 // exclusive holds name alone: no request on a mailbox of that name is
 // between its access check and its end while it is held. One that has to
 // wait is counted as waiting before nameWait is told, and from then on no
-// new shared hold of the name is had.
+// new shared hold of the name is had. It waits behind every hold alone of
+// the name asked for before it, too.
 func (l *nameLocks) exclusive(name string) (release func()) {
 	l.mu.Lock()
 	n := l.enter(name)
-	busy := func() bool { return n.alone || n.readers > 0 || n.turn > 0 }
+	ticket := n.tickets
+	n.tickets++
+	busy := func() bool { return n.alone || n.readers > 0 || n.turn > 0 || n.serving != ticket }
 	if busy() {
 		n.waiting++
 		l.mu.Unlock()
@@ -257,6 +265,7 @@ func (l *nameLocks) exclusive(name string) (release func()) {
 		n.waiting--
 	}
 	n.alone = true
+	n.serving++
 	l.mu.Unlock()
 	return func() {
 		l.mu.Lock()

@@ -37,6 +37,7 @@ import (
 	"github.com/mailctl/mailctl/daemon"
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/daemon/resolver"
+	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
 )
 
@@ -64,6 +65,8 @@ type Daemon struct {
 	cancel context.CancelFunc
 	done   chan error
 	clock  func() time.Time
+	tb     testing.TB    // the test it runs for, failed when it does not stop
+	within time.Duration // how long Stop waits for it; 0 is testwait.StopTimeout
 }
 
 // Options adjust the config.
@@ -135,6 +138,7 @@ func (td *Daemon) run(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	td.Socket = cfg.Paths.Socket
+	td.tb = tb
 	td.done = make(chan error, 1)
 	ready := make(chan struct{})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -159,17 +163,20 @@ func (td *Daemon) run(tb testing.TB) {
 	td.SMTPAddr = d.SMTPAddrs()[0]
 }
 
-// Stop ends the daemon (and every connection to it) and waits for it.
+// Stop ends the daemon (and every connection to it) and waits for it. A
+// daemon that does not end fails the test it runs for, with the stacks that
+// hold it; the test's cleanup and the later tests go on.
 func (d *Daemon) Stop() {
 	if d.cancel == nil {
 		return
 	}
 	d.cancel()
 	d.cancel = nil
-	select {
-	case <-d.done:
-	case <-time.After(20 * time.Second):
+	within := d.within
+	if within == 0 {
+		within = testwait.StopTimeout
 	}
+	testwait.StoppedWithin(d.tb, "the daemon", d.done, within)
 }
 
 // Mailbox creates a mailbox owned by the user running the test and returns

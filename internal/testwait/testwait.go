@@ -3,6 +3,8 @@
 package testwait
 
 import (
+	"runtime/pprof"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -81,4 +83,35 @@ func FIFO(tb testing.TB, path string) {
 			syscall.Close(fd)
 		}
 	})
+}
+
+// StopTimeout is how long Stopped waits for a server to end: far longer
+// than a clean shutdown takes, even on a loaded CI machine.
+const StopTimeout = 20 * time.Second
+
+// Stopped waits for done, on which an in-process server's Run returns once
+// its context was cancelled. A server that does not end is a defect (a
+// goroutine that ignores its context, a hold never let go), not something
+// to carry on past: when nothing has come within StopTimeout, Stopped fails
+// tb naming what it waited for, with the stack of every goroutine, and
+// returns so that the rest of the test's cleanup and the later tests run.
+func Stopped[T any](tb testing.TB, what string, done <-chan T) {
+	tb.Helper()
+	StoppedWithin(tb, what, done, StopTimeout)
+}
+
+// StoppedWithin is Stopped waiting at most bound: for the tests of a
+// helper that stops a server, which see what a server that never ends does
+// to a test without waiting StopTimeout for it.
+func StoppedWithin[T any](tb testing.TB, what string, done <-chan T, bound time.Duration) {
+	tb.Helper()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		var stacks strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+		tb.Errorf("%s did not stop within %v; goroutines:\n%s", what, bound, stacks.String())
+	}
 }

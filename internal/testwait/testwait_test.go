@@ -2,6 +2,7 @@ package testwait
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,3 +39,40 @@ func TestRecvFailsNamingWhatNeverCame(t *testing.T) {
 		t.Errorf("recv of a channel nothing is sent on: failed %q, gave %q; want the wait named and the zero value", r.failed, got)
 	}
 }
+
+// errorRecorder is a testing.TB whose Errorf records the message.
+type errorRecorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *errorRecorder) Helper() {}
+
+func (r *errorRecorder) Errorf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+}
+
+func TestStoppedPassesAServerThatEnds(t *testing.T) {
+	r := &errorRecorder{TB: t}
+	done := make(chan error, 1)
+	done <- nil
+	StoppedWithin(r, "the server", done, time.Hour)
+	if r.failed != "" {
+		t.Errorf("a server that ended failed the test: %q", r.failed)
+	}
+}
+
+// A server that does not end fails the test, which is shown where each
+// goroutine is stuck (here, the one that never ends, in stuckServer).
+func TestStoppedFailsShowingTheStuckGoroutines(t *testing.T) {
+	r := &errorRecorder{TB: t}
+	never, done := make(chan struct{}), make(chan error)
+	go stuckServer(never)
+	defer close(never)
+	StoppedWithin(r, "the server", done, 10*time.Millisecond)
+	if !strings.HasPrefix(r.failed, "the server did not stop within 10ms; goroutines:\n") || !strings.Contains(r.failed, "testwait.stuckServer") {
+		t.Errorf("a server that did not end failed the test with %q; want what was waited for and every goroutine's stack", r.failed)
+	}
+}
+
+func stuckServer(never <-chan struct{}) { <-never }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,4 +97,37 @@ func TestWaitAnnouncedWaitsForSettledToReturn(t *testing.T) {
 func isNotFound(err error) bool {
 	var pe *protocol.Error
 	return errors.As(err, &pe) && pe.Code == protocol.CodeNotFound
+}
+
+// A wait whose context ends before the item is heard of leaves nothing
+// behind: waits that time out, however many, do not grow the queue.
+func TestWaitAnnouncedForgetsWaitsThatGaveUp(t *testing.T) {
+	q, err := Open(t.TempDir(), &countingDeliverer{count: map[string]int{}}, newNotes(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 100 {
+		id := fmt.Sprintf("a%d", i)
+		if err := q.Enqueue(testItem(id, "a@remote.test")); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := q.WaitAnnounced(ended, id); !errors.Is(err, context.Canceled) {
+				t.Fatalf("a wait whose context ended: %v, want its error", err)
+			}
+		}
+	}
+	if n := q.announceWaits(); n != 0 {
+		t.Errorf("%d items still have waiters after every wait gave up, want 0", n)
+	}
+}
+
+// announceWaits is the number of items WaitAnnounced calls wait for.
+func (q *Queue) announceWaits() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.hearing)
 }

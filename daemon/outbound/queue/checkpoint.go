@@ -20,8 +20,8 @@ func (q *Queue) settledAnnounced(id string) {
 	if _, ok := q.done[id]; ok {
 		q.heard[id] = true
 	}
-	if ch, ok := q.hearing[id]; ok {
-		close(ch)
+	if w, ok := q.hearing[id]; ok {
+		close(w.heard)
 		delete(q.hearing, id)
 	}
 	n := len(q.forget)

@@ -60,18 +60,32 @@ func (q *Queue) WaitAnnounced(ctx context.Context, id string) (*Item, error) {
 		q.mu.Unlock()
 		return nil, notFound(id)
 	}
-	ch, ok := q.hearing[id]
+	w, ok := q.hearing[id]
 	if !ok {
-		ch = make(chan struct{})
-		q.hearing[id] = ch
+		w = &announceWait{heard: make(chan struct{})}
+		q.hearing[id] = w
 	}
+	w.waiters++
 	q.mu.Unlock()
 	select {
-	case <-ch:
+	case <-w.heard:
 		return q.Get(id)
 	case <-ctx.Done():
+		// The last to give up removes the entry, so that waits that time
+		// out on items never heard of leave nothing behind.
+		q.mu.Lock()
+		if w.waiters--; w.waiters == 0 && q.hearing[id] == w {
+			delete(q.hearing, id)
+		}
+		q.mu.Unlock()
 		return nil, ctx.Err()
 	}
+}
+
+// announceWait is the WaitAnnounced calls waiting for one item.
+type announceWait struct {
+	heard   chan struct{} // closed once the item is heard of
+	waiters int           // calls waiting on heard, under Queue.mu
 }
 
 // List returns the items still queued, oldest first.

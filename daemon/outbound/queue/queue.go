@@ -153,7 +153,7 @@ type Queue struct {
 	doneOrder []string
 	settling  map[string]*entry        // settled, their notifications not yet run
 	heard     map[string]bool          // settled items of done whose Settled the Notifier has returned from
-	hearing   map[string]chan struct{} // closed once the item is heard of: WaitAnnounced's
+	hearing   map[string]*announceWait // WaitAnnounced's, until the item is heard of or they give up
 	settled   []*Item                  // settled while loading, announced when Run starts
 	loaded    []string                 // ids of the unsettled items found at Open, for the Restorer
 	announced []*Item                  // settled and announced before a restart: sent copy brought up to date when Run starts
@@ -203,7 +203,7 @@ func Open(dir string, d delivery.Deliverer, n Notifier, opts Options) (*Queue, e
 		n = unheard{}
 	}
 	q := &Queue{dir: dir, d: d, n: n, opts: opts, log: opts.Logger, items: map[string]*entry{},
-		settling: map[string]*entry{}, heard: map[string]bool{}, hearing: map[string]chan struct{}{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{},
+		settling: map[string]*entry{}, heard: map[string]bool{}, hearing: map[string]*announceWait{}, done: map[string]*Item{}, enqueuing: map[string]bool{}, busy: map[string]int{},
 		sharing: map[string]int{}, kick: make(chan struct{}, 1)}
 	safeio.CleanTemps(dir, "", time.Now()) // no writer runs yet: every temp is a crash's
 	safeio.CleanTemps(filepath.Join(dir, IdempotencyDir), "", time.Now())
@@ -390,10 +390,10 @@ func (q *Queue) Enqueue(it *Item) error {
 	q.mu.Lock()
 	delete(q.enqueuing, it.ID)
 	if err != nil {
-		if ch, ok := q.hearing[it.ID]; ok && q.heard[it.ID] {
+		if w, ok := q.hearing[it.ID]; ok && q.heard[it.ID] {
 			// Waiters that came while the id was being queued again: the
 			// item they find is the earlier one, heard of already.
-			close(ch)
+			close(w.heard)
 			delete(q.hearing, it.ID)
 		}
 		q.mu.Unlock()
