@@ -641,6 +641,56 @@ func TestReloadReportsWhatTheDaemonDid(t *testing.T) {
 	}
 }
 
+// TestReloadWithoutAPIDNamesTheDaemon: `mailctl reload` typed without the
+// process id (as on a host without systemd, where no unit passes $MAINPID)
+// signals nothing and names the daemon answering on the config's socket,
+// with the line to run, rather than only asking for a number the operator
+// must hunt for.
+func TestReloadWithoutAPIDNamesTheDaemon(t *testing.T) {
+	reloads := func(env []string) (int, int) {
+		t.Helper()
+		var v struct{ Daemon protocol.VersionInfo }
+		if err := json.Unmarshal([]byte(must(mailctl(t, env, "version", "--json"))), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Daemon.Reload == nil {
+			return v.Daemon.PID, 0
+		}
+		return v.Daemon.PID, v.Daemon.Reload.Count
+	}
+
+	dir := t.TempDir()
+	cfgPath := serveConfig(t, dir, freePort(t))
+	startServe(t, cfgPath)
+	env := []string{"MAILCTL_SOCKET=", "MAILCTL_CONFIG=" + cfgPath}
+	pid, _ := reloads(env)
+	out, e, code := mailctl(t, env, "reload")
+	if code != 2 || !strings.Contains(e, "the daemon answering at "+filepath.Join(dir, "mailctl.sock")+fmt.Sprintf(" is process %d", pid)) ||
+		!strings.Contains(e, fmt.Sprintf("`sudo mailctl reload %d`", pid)) || !strings.Contains(e, "sudo systemctl reload mailctl") {
+		t.Fatalf("reload without a pid: exit %d\n%s%s", code, out, e)
+	}
+	if _, n := reloads(env); n != 0 {
+		t.Errorf("the daemon was signalled: %d reloads", n)
+	}
+	if out, e, code := mailctl(t, env, "reload", fmt.Sprint(pid)); code != 0 {
+		t.Errorf("the line it names: exit %d\n%s%s", code, out, e)
+	}
+
+	// A dev daemon is its user's: no sudo, no unit.
+	devDir := t.TempDir()
+	dev, _, sock := startDev(t, devDir)
+	_, e, code = mailctl(t, []string{"MAILCTL_SOCKET=" + sock}, "reload")
+	if code != 2 || !strings.Contains(e, fmt.Sprintf("`mailctl reload %d`", dev.PID())) || strings.Contains(e, "sudo") {
+		t.Errorf("reload of a dev daemon without a pid: exit %d\n%s", code, e)
+	}
+
+	// With no daemon answering, it says so and still names the unit's way.
+	_, e, code = mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(dir, "none.sock")}, "reload")
+	if code != 2 || !strings.Contains(e, "no daemon answers at") || !strings.Contains(e, "sudo systemctl reload mailctl") {
+		t.Errorf("reload without a pid or a daemon: exit %d\n%s", code, e)
+	}
+}
+
 // must is the standard output of a mailctl run.
 func must(out, _ string, _ int) string { return out }
 

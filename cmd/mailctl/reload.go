@@ -30,11 +30,18 @@ works on any system and fails when the config does not load.
 
 The daemon's control socket is --socket, else $MAILCTL_SOCKET, else the one
 process PID listens on, else the config's. PID must be the daemon answering
-there: nothing else is signalled.`)
+there: nothing else is signalled. Given no PID, it signals nothing and names the
+daemon answering on the socket, with the line that reloads it.`)
 	socket := fs.String("socket", "", "the daemon's control socket (default: $MAILCTL_SOCKET, then the one PID listens on)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon to report the reload")
-	if code, ok := parseArgs(fs, args, 1, "give the daemon's process id (systemd passes $MAINPID)"); !ok {
+	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if fs.NArg() == 0 {
+		return usageError(fs, "%s", withoutPID(*socket))
+	}
+	if fs.NArg() != 1 {
+		return usageError(fs, "give the daemon's process id (systemd passes $MAINPID)")
 	}
 	pid, err := strconv.Atoi(fs.Arg(0))
 	if err != nil || pid <= 1 {
@@ -64,6 +71,31 @@ there: nothing else is signalled.`)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// withoutPID is the answer to a reload given no process id: nothing is
+// signalled (the id is what ties the signal to the daemon the operator
+// means), but the daemon answering on the socket is named with the line
+// that reloads it, since without systemd nothing passes $MAINPID.
+func withoutPID(named string) string {
+	const unit = "under systemd, `sudo systemctl reload mailctl` passes it"
+	sock := cmp.Or(named, os.Getenv("MAILCTL_SOCKET"))
+	if sock == "" {
+		sock = protocol.DefaultSocket
+		if cfg, err := config.Load(configPath("")); err == nil {
+			sock = cfg.Paths.Socket
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, err := versionAt(ctx, sock)
+	if err != nil || v.PID <= 1 {
+		return fmt.Sprintf("give the daemon's process id (%s); no daemon answers at %s, so none is named here", unit, sock)
+	}
+	if v.Dev {
+		return fmt.Sprintf("give the daemon's process id: the dev daemon answering at %s is process %d, reloaded with `mailctl reload %d`; nothing was signalled", sock, v.PID, v.PID)
+	}
+	return fmt.Sprintf("give the daemon's process id: the daemon answering at %s is process %d, reloaded with `sudo mailctl reload %d` (%s); nothing was signalled", sock, v.PID, v.PID, unit)
 }
 
 // reportReload prints what the daemon said of its reload and returns the

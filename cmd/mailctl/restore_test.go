@@ -89,8 +89,14 @@ func TestRestoredStateCarriesItsFormatStamps(t *testing.T) {
 	dirB := t.TempDir()
 	cfgB := serveConfig(t, dirB, freePort(t))
 	os.RemoveAll(filepath.Join(dirB, "dkim")) // the archive's keys, alone
-	if out, e, code := mailctl(t, nil, "restore", "--config", cfgB, archive); code != 0 {
+	out, e, code := mailctl(t, nil, "restore", "--config", cfgB, archive)
+	if code != 0 {
 		t.Fatalf("restore: exit %d: %s%s", code, out, e)
+	}
+	// The unit reads only /etc/mailctl/config.toml: the daemon of another
+	// config starts with it named (TestStartCommandFitsTheHost).
+	if !strings.Contains(out, "start the daemon (`sudo mailctl serve --config "+cfgB+"`)") {
+		t.Errorf("the restore's last line names another way to start the daemon:\n%s", out)
 	}
 	checkStamps := func(when string) {
 		t.Helper()
@@ -132,5 +138,26 @@ func TestRestoreLinesSayHowManyMore(t *testing.T) {
 	}
 	if got := listed([]string{"a", "b"}, 2); got != "a, b" {
 		t.Errorf("listed of all: %q, want %q", got, "a, b")
+	}
+}
+
+// TestStartCommandFitsTheHost: the restore ends by saying how to start the
+// daemon. It said `sudo systemctl start mailctl` on a host without systemd
+// (where setup says to run mailctl serve) and for a config the unit does not
+// read.
+func TestStartCommandFitsTheHost(t *testing.T) {
+	for _, c := range []struct {
+		cfg     string
+		systemd bool
+		want    string
+	}{
+		{"/etc/mailctl/config.toml", true, "sudo systemctl start mailctl"},
+		{"/etc/mailctl/config.toml", false, "sudo mailctl serve"},
+		{"/srv/mail/config.toml", true, "sudo mailctl serve --config /srv/mail/config.toml"},
+		{"/srv/mail/config.toml", false, "sudo mailctl serve --config /srv/mail/config.toml"},
+	} {
+		if got := startCommand(c.cfg, c.systemd); got != c.want {
+			t.Errorf("startCommand(%q, systemd %v) = %q, want %q", c.cfg, c.systemd, got, c.want)
+		}
 	}
 }

@@ -314,6 +314,12 @@ func checkSocketPlace(f *findings, cfg *config.Config) {
 			f.add("paths.socket_dir", Warn, "set paths.socket to a directory only the daemon's user writes (the default, "+protocol.DefaultSocket+")",
 				"the control socket's directory %s (mode %04o, uid %d) lets other users create the socket while the daemon is stopped, to answer clients in its place or keep it from starting", dir, dfi.Mode().Perm(), uid)
 		}
+		// Root's daemon serves every user (it authorizes each caller
+		// itself); a dev instance's folder is its user's alone.
+		if want == 0 && dfi.Mode().Perm()&0o001 == 0 {
+			f.add("paths.socket_closed", Fail, fmt.Sprintf("sudo chmod 0755 %s", dir),
+				"the control socket's directory %s has mode %04o: users other than root cannot reach the daemon", dir, dfi.Mode().Perm())
+		}
 	}
 }
 

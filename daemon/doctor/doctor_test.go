@@ -341,6 +341,13 @@ func TestSeededFaults(t *testing.T) {
 		{"socket in a shared directory", false, func(t *testing.T, in *install) {
 			os.Chmod(filepath.Dir(in.cfg.Paths.Socket), 0o1777)
 		}, "paths.socket_dir", Warn},
+		// A daemon started by hand with umask 077 by a release that made
+		// the directory under it: the socket is 0666, but no user reached it,
+		// and doctor said paths.ok.
+		{"socket directory closed to users", true, func(t *testing.T, in *install) {
+			os.MkdirAll(filepath.Dir(in.cfg.Paths.Socket), 0o700)
+			os.Chmod(filepath.Dir(in.cfg.Paths.Socket), 0o700)
+		}, "paths.socket_closed", Fail},
 		{"planted symlink folder", false, func(t *testing.T, in *install) {
 			p := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent", "inbox")
 			os.Remove(p)

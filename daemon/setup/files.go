@@ -365,11 +365,16 @@ func ensureCatchAll(ctx context.Context, o *Options, cfg *config.Config, st step
 }
 
 // ensureUnit installs and enables the systemd unit on a real host.
-func ensureUnit(ctx context.Context, o *Options, st step) error {
+func ensureUnit(ctx context.Context, o *Options, cfg *config.Config, st step) error {
 	if (o.Root != "" && o.unitPrefix == "") || o.NoUnit {
 		return nil
 	}
 	if !o.SystemdUp() {
+		// Setup run again on such a host, with the daemon it started.
+		if pid := o.DaemonPID(ctx, cfg.Paths.Socket); pid > 1 {
+			st.note("systemd is not running: the daemon answering at %s (process %d) runs on; `sudo mailctl reload %d` makes it read what changed", cfg.Paths.Socket, pid, pid)
+			return nil
+		}
 		st.note("systemd is not running: start the daemon yourself with `mailctl serve`")
 		return nil
 	}
@@ -400,4 +405,21 @@ func ensureUnit(ctx context.Context, o *Options, st step) error {
 	}
 	st.did("systemd unit enabled and started (systemctl status mailctl)")
 	return nil
+}
+
+// daemonPID asks the daemon on socket for its process id: 0 when none
+// answers there.
+func daemonPID(ctx context.Context, socket string) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := protocol.Dial(ctx, socket)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	var v protocol.VersionInfo
+	if err := c.Call(ctx, protocol.VerbVersion, nil, &v); err != nil {
+		return 0
+	}
+	return v.PID
 }

@@ -56,6 +56,9 @@ type Options struct {
 	LocalAddrs func() ([]net.IP, error)
 	Command    func(ctx context.Context, name string, args ...string) error
 	SystemdUp  func() bool
+	// DaemonPID is the process id of the daemon answering on socket, 0
+	// when none does.
+	DaemonPID func(ctx context.Context, socket string) int
 
 	// unitPrefix lets tests install the unit under a temporary directory.
 	unitPrefix string
@@ -79,6 +82,9 @@ func (o *Options) defaults() {
 			_, err := os.Stat("/run/systemd/system")
 			return err == nil
 		}
+	}
+	if o.DaemonPID == nil {
+		o.DaemonPID = daemonPID
 	}
 	if o.In == nil {
 		o.In = os.Stdin
@@ -142,7 +148,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	if err := ensureCatchAll(ctx, &opts, cfg, st); err != nil {
 		return err
 	}
-	if err := ensureUnit(ctx, &opts, st); err != nil {
+	if err := ensureUnit(ctx, &opts, cfg, st); err != nil {
 		return err
 	}
 	ips, _ := opts.LocalAddrs()

@@ -451,6 +451,12 @@ func TestInstallsAndEnablesUnit(t *testing.T) {
 	if out := run(t, o); !strings.Contains(out, "mailctl serve") {
 		t.Errorf("no hint without systemd:\n%s", out)
 	}
+	// Run again there with the daemon it started running, it said to start
+	// one more; it names the one running and how to reload it.
+	o.DaemonPID = func(context.Context, string) int { return 4242 }
+	if out := run(t, o); !strings.Contains(out, "(process 4242) runs on; `sudo mailctl reload 4242`") || strings.Contains(out, "start the daemon yourself") {
+		t.Errorf("setup again beside a running daemon without systemd:\n%s", out)
+	}
 }
 
 // TestDeclaresRoleMailboxes: setup gives postmaster and abuse to the
