@@ -133,16 +133,17 @@ func chownRoot(path string) error {
 	return nil
 }
 
-// mkdirMode creates dir (and parents, 0755) and gives it mode, without
-// following a symlink in the last component.
+// mkdirMode creates dir (and parents, 0755) and gives it mode, whatever
+// the umask, without following a symlink in the last component, even one
+// swapped in after the look (safeio's TestChmodDirFollowsNoLink).
 func mkdirMode(dir string, mode os.FileMode) error {
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		if err := safeio.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return err
 		}
-		if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := safeio.MkdirAll(dir, mode); err != nil {
 			return err
 		}
 	case err != nil:
@@ -150,7 +151,7 @@ func mkdirMode(dir string, mode os.FileMode) error {
 	case !fi.IsDir():
 		return fmt.Errorf("%s exists and is not a directory", dir)
 	}
-	return os.Chmod(dir, mode)
+	return safeio.ChmodDir(dir, mode)
 }
 
 // Dir is one directory setup creates, with its mode; Dirs lists them for
