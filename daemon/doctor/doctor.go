@@ -315,9 +315,16 @@ func checkSocketPlace(f *findings, cfg *config.Config) {
 				"the control socket's directory %s (mode %04o, uid %d) lets other users create the socket while the daemon is stopped, to answer clients in its place or keep it from starting", dir, dfi.Mode().Perm(), uid)
 		}
 		// Root's daemon serves every user (it authorizes each caller
-		// itself); a dev instance's folder is its user's alone.
-		if want == 0 && dfi.Mode().Perm()&0o001 == 0 {
-			f.add("paths.socket_closed", Fail, fmt.Sprintf("sudo chmod 0755 %s", dir),
+		// itself); a dev instance's folder is its user's alone. A folder
+		// a group other than root's may enter is an operator's choice of
+		// who may.
+		perm := dfi.Mode().Perm()
+		groupIn := false
+		if st, ok := dfi.Sys().(*syscall.Stat_t); ok {
+			groupIn = perm&0o010 != 0 && st.Gid != 0
+		}
+		if want == 0 && perm&0o001 == 0 && !groupIn {
+			f.add("paths.socket_closed", Fail, "sudo chmod 0755 "+protocol.ShellQuote(dir),
 				"the control socket's directory %s has mode %04o: users other than root cannot reach the daemon", dir, dfi.Mode().Perm())
 		}
 	}

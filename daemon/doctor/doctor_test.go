@@ -380,6 +380,42 @@ func TestSeededFaults(t *testing.T) {
 	}
 }
 
+// TestSocketDirOpenToAGroupIsNotClosed: a socket folder only root may
+// enter fails (paths.socket_closed, TestSeededFaults); one a group other
+// than root's may enter is the operator's choice of who reaches the
+// daemon, and is not reported.
+func TestSocketDirOpenToAGroupIsNotClosed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving the socket's folder to a group needs root (chown)")
+	}
+	in := newInstall(t)
+	dir := filepath.Dir(in.cfg.Paths.Socket)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 0, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range in.check(t) {
+		if f.ID == "paths.socket_closed" {
+			t.Errorf("a socket folder its group may enter was reported: %+v", f)
+		}
+	}
+	if err := os.Chown(dir, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range in.check(t) {
+		found = found || f.ID == "paths.socket_closed"
+	}
+	if !found {
+		t.Error("a socket folder only root's group may enter was not reported")
+	}
+}
+
 // TestOwnerWrongFixRuns: the fix doctor names for a mailbox given to
 // another user is a command the operator pastes; run as written (without
 // sudo: the test is root), it gives the mailbox back, and doctor finds
