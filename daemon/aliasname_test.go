@@ -17,7 +17,7 @@ func TestMailboxCreateRefusesADeclaredAlias(t *testing.T) {
 [[mailboxes]]
 name = "ops"
 owner = %q
-aliases = ["Help", "contact@example.test", "sales@elsewhere.test"]
+aliases = ["Help", "contact@example.test", "desk@elsewhere.test"]
 `, myName(t)))
 	for _, name := range []string{"help", "contact"} {
 		err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: name}, nil)
@@ -29,7 +29,7 @@ aliases = ["Help", "contact@example.test", "sales@elsewhere.test"]
 		}
 	}
 	// An alias at a domain that is not ours takes nothing of ours.
-	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "sales"}, nil); err != nil {
-		t.Errorf("creating sales: %v", err)
+	if err := td.call(t, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: "desk"}, nil); err != nil {
+		t.Errorf("creating desk: %v", err)
 	}
 }

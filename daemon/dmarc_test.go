@@ -46,7 +46,7 @@ func folderCount(t *testing.T, td *testDaemon, mailbox, folder string) []store.S
 // spoof of a p=quarantine domain lands in junk, marked, and fires no hook;
 // an authenticated message of the same domain reaches the inbox and fires it.
 func TestDMARCRejectAndQuarantine(t *testing.T) {
-	td, addr, dns := startInbound(t, "")
+	td, addr, dns := startInbound(t, untrustedHooksForUsers)
 	spoofWorld(dns)
 	dns.SetTXT("quarantine.test", "v=spf1 ip4:192.0.2.1 ip4:127.0.0.2 -all")
 	uid, gid, outDir := hookOwner(t, "mcdm")

@@ -47,7 +47,7 @@ func TestDNSBLAtConnect(t *testing.T) {
 		dnstest.Record{Name: q("127.0.0.6", "heavy.test"), Type: "A", Value: "127.255.255.254"},
 	)
 	srv.Hang(q("127.0.0.4", "slow.test"), true)
-	td := startDaemonSMTP(t, fmt.Sprintf("[dns]\nresolver = %q\n", dnsAddr), `listen = ["127.0.0.1:0"]
+	td := startDaemonSMTP(t, fmt.Sprintf("[dns]\nresolver = %q\n", dnsAddr)+untrustedHooksForUsers, `listen = ["127.0.0.1:0"]
 dnsbl_threshold = 2
 dnsbl_timeout = "300ms"
 [[smtp.dnsbl]]

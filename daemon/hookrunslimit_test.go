@@ -14,8 +14,15 @@ import (
 // refused.
 func TestHookRunsLimit(t *testing.T) {
 	td := startDaemon(t, "")
+	// The caller's mailbox, so that its runs are the caller's to list
+	// whoever runs the test.
+	td.ensureMine(t, "agent")
+	rec, ok := td.reg.Mailbox("agent")
+	if !ok {
+		t.Fatal("agent is not registered")
+	}
 	for i := range control.MaxHookRuns + 20 {
-		if err := td.hookLog.Append(protocol.HookRun{Hook: "h", Mailbox: "agent", Event: protocol.EventOnReceive,
+		if err := td.hookLog.Append(protocol.HookRun{Hook: "h", Mailbox: "agent", MailboxID: rec.ID, Event: protocol.EventOnReceive,
 			StartedAt: time.Unix(int64(1e9+i), 0).UTC(), MessageID: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}

@@ -47,6 +47,12 @@ func startWithRemoteMX(t *testing.T) (*testDaemon, *fakemx.Server) {
 	return td, mx
 }
 
+// untrustedHooksForUsers is the config that lets a mailbox's owner create
+// a hook that fires on untrusted mail: the tests that watch what reaches a
+// mailbox through such a hook create it as whoever runs them (root in CI),
+// and root needs no leave.
+const untrustedHooksForUsers = "[hook_rules]\nallow_untrusted_for_users = true\n"
+
 // hookOwner is the owner for a mailbox whose hooks a test runs, and a
 // directory that owner can write to: the test's own user, or as root a
 // throwaway one (hooks never run as root).

@@ -288,6 +288,15 @@ func daemonMain(path string) int {
 	return 0
 }
 
+// operatorOnly skips a test that makes requests only the operator (root)
+// may make: quotas, retention, a rebuild of the index. CI runs it as root.
+func operatorOnly(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("makes requests only the operator (root) may make: run as root (CI does)")
+	}
+}
+
 // ensureMine creates a mailbox owned by the user running the test, so the
 // daemon can hand it over whether or not the test runs as root.
 func (td *testDaemon) ensureMine(t testing.TB, name string) {

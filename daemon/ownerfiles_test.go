@@ -37,7 +37,9 @@ const ownerFilesGrowth = 48 << 20
 // The daemon's peak RSS grows by less than ownerFilesGrowth (one such
 // draft.send used to take it to 554 MB).
 func TestOwnerFilesAreBoundedBeforeTheyAreRead(t *testing.T) {
-	td := startDaemon(t, "")
+	// 68 connections at once from the user running the test: more than one
+	// user other than root may hold by default.
+	td := startDaemon(t, "[control]\nmax_connections_per_uid = 128\n")
 	td.ensureMine(t, "big")
 	parent, _, err := td.store.Deliver("big", "inbox", &store.Message{MessageID: "parent@example.test", From: "a@example.net",
 		Subject: "parent", ReceivedAt: time.Now()}, "hello", []byte("Subject: parent\r\n\r\nhello\r\n"), nil)

@@ -20,6 +20,7 @@ import (
 // ordinary tools and, once the usage is counted again from the files, the
 // old quota has room again. Usage shows in mailbox.list.
 func TestMailboxQuota(t *testing.T) {
+	operatorOnly(t)
 	clk := testclock.New()
 	td := startDaemonWith(t, "[storage]\nquota_messages = 2\n", Options{Resolver: &resolver.Map{}, Clock: clk.Now})
 	td.ensureMine(t, "alice")

@@ -17,6 +17,7 @@ import (
 // it in the journal; the daemon writes that line, with why=reindex. The
 // help named "index rebuilt from the files", which no line says.
 func TestReindexLogsTheLineItsHelpNames(t *testing.T) {
+	operatorOnly(t)
 	doc, err := os.ReadFile("../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ func (f *firstSeen) changedAt(dir, rel string) (time.Time, error) {
 // says exactly what the run after it does. Nothing is lost outside the
 // policy.
 func TestRetentionYearInAMinute(t *testing.T) {
+	operatorOnly(t)
 	clk := testclock.New()
 	fs := &firstSeen{clk: clk, seen: map[string]time.Time{}}
 	td := startDaemonWith(t, "", Options{Resolver: &resolver.Map{}, Clock: clk.Now, ChangedAt: fs.changedAt})
@@ -125,6 +126,7 @@ func TestRetentionYearInAMinute(t *testing.T) {
 // ctime, set by the move), not from when it was received: a year-old
 // message thrown away today stays in trash for 30 days.
 func TestTrashRetentionCountsFromTheMove(t *testing.T) {
+	operatorOnly(t)
 	clk := testclock.New()
 	clk.Advance(time.Since(clk.Now()) - 400*24*time.Hour) // a year and more ago
 	td := startDaemonWith(t, "", Options{Resolver: &resolver.Map{}, Clock: clk.Now})
@@ -159,6 +161,7 @@ func TestTrashRetentionCountsFromTheMove(t *testing.T) {
 // quarantine or a blocklist put there, and nobody took out, goes to trash
 // a month after it came; what came lately stays.
 func TestJunkRetentionByDefault(t *testing.T) {
+	operatorOnly(t)
 	clk := testclock.New()
 	clk.Advance(time.Since(clk.Now()) - 40*24*time.Hour)
 	td := startDaemonWith(t, "", Options{Resolver: &resolver.Map{}, Clock: clk.Now})

@@ -46,6 +46,7 @@ import (
 // queue is empty at the end. TestQueueYearInAMinuteDelayWarnings asks the
 // queue alone the same of warnings across restarts.
 func TestDaemonYearInAMinute(t *testing.T) {
+	operatorOnly(t)
 	clk := testclock.New()
 	clk.Advance(time.Since(clk.Now()))
 	fs := &firstSeen{clk: clk, seen: map[string]time.Time{}}
