@@ -28,6 +28,15 @@ func sendStateManifest(version int) entry {
 	return entry{name: prefix + nameManifest, data: string(b)}
 }
 
+// givesToOtherUsers skips a test whose restore gives mailboxes to
+// sendStateUsers' uids, which only root may give files to.
+func givesToOtherUsers(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("restores mailboxes to other users' uids, which needs root (chown): run as root (CI does)")
+	}
+}
+
 // sendStateUsers: someone is uid 2000 here, other 777; nobody else is a user.
 func sendStateUsers(name string) (uint32, uint32, error) {
 	switch name {
@@ -64,6 +73,7 @@ func dayUsed(t *testing.T, state, mailbox string, uid uint32, now time.Time) int
 // and one of an owner who is no user here counts for no one (its uid may
 // be another user's here).
 func TestRestoreCountsTheArchivesSends(t *testing.T) {
+	givesToOtherUsers(t)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	line := func(ago time.Duration, uid uint32, mailbox string) string {
 		return fmt.Sprintf("%d %d %q\n", now.Add(-ago).UnixNano(), uid, mailbox)
@@ -129,6 +139,7 @@ func TestRestoreRefusesANewerSendLog(t *testing.T) {
 // says it restored none, and keeps this host's send log rather than taking
 // its absence for an empty one.
 func TestRestoreOfAnArchiveWithoutSendState(t *testing.T) {
+	givesToOtherUsers(t)
 	state := filepath.Join(t.TempDir(), "state")
 	os.MkdirAll(state, 0o711)
 	mine := "mailctl ratelimit log 2\n1 0 \"agent\"\n"
@@ -154,6 +165,7 @@ func TestRestoreOfAnArchiveWithoutSendState(t *testing.T) {
 // retry with its key looks; a record of an older release, which does not
 // name its key, keeps its name.
 func TestRestoreFilesIdempotencyRecordsUnderTheMailboxHere(t *testing.T) {
+	givesToOtherUsers(t)
 	there := registry.ConfigMailboxID("agent", 1234)
 	rec := func(key string) string {
 		r := map[string]string{"sent_id": "2026-11-29-120000-a", "message_id": "<a@x>", "mailbox": "agent", "mailbox_id": there, "key": key}
@@ -260,6 +272,7 @@ func FuzzRateLog(f *testing.F) {
 // earlier owner's message instead of sending; it is left out. With the
 // owner's own record for the key beside it, the restore files the owner's.
 func TestRestoreLeavesOutAPriorOwnersIdempotencyRecord(t *testing.T) {
+	givesToOtherUsers(t)
 	there, prior := registry.ConfigMailboxID("agent", 1234), registry.ConfigMailboxID("agent", 2000)
 	rec := func(id, key, sent string) entry {
 		b, _ := json.Marshal(map[string]string{"sent_id": sent, "message_id": "<" + sent + "@x>", "mailbox": "agent", "mailbox_id": id, "key": key})
@@ -307,6 +320,7 @@ func TestRestoreLeavesOutAPriorOwnersIdempotencyRecord(t *testing.T) {
 // are bound to an identity no mailbox has instead, and stay as they were;
 // the owner's own are bound to the mailbox here.
 func TestRestoreKeepsAnEarlierOwnersBindingsOffTheOwner(t *testing.T) {
+	givesToOtherUsers(t)
 	there, earlier := registry.ConfigMailboxID("agent", 1234), registry.ConfigMailboxID("agent", 2000)
 	here := registry.ConfigMailboxID("agent", 2000) // someone's uid here
 	hook := func(id string) string {
