@@ -50,7 +50,7 @@ func TestErrorsAPersonCanActOn(t *testing.T) {
 	check("set a display name over two lines", 2, []string{"control character"}, nil, "mailboxes", "set", "agent", "--display-name", "A\nBcc: x@y.test")
 	check("set nothing", 2, []string{"nothing to change"}, nil, "mailboxes", "set", "agent")
 	if os.Getuid() != 0 {
-		check("trusted senders, not allowed to owners", 4, []string{"owners_may_set_trusted_senders"}, nil,
+		check("trusted senders, not allowed to owners", 4, []string{"only the operator sets trusted senders", "restart dev with --trust PATTERN"}, nil,
 			"mailboxes", "set", "agent", "--trusted-senders", "*@friend.test")
 	}
 	check("singular command", 2, []string{"did you mean `mailctl mailboxes`"}, nil, "mailbox", "list")
