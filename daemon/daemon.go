@@ -29,6 +29,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/hooks"
 	"github.com/mailctl/mailctl/internal/logsum"
+	"github.com/mailctl/mailctl/internal/safeio"
 	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
@@ -182,10 +183,10 @@ func setMemoryLimit(cfg *config.Config) {
 // newLocked is New once the daemon's lock is held: every temporary file and
 // uncommitted message in the store is a crash's leftover and is swept.
 func newLocked(cfg *config.Config, opts Options, lock *os.File) (*Daemon, error) {
-	for _, dir := range []string{cfg.Paths.StateDir} {
-		if err := os.MkdirAll(dir, 0o711); err != nil {
-			return nil, fmt.Errorf("creating %s: %w", dir, err)
-		}
+	// 0711 whatever the umask: owners reach their mailbox folders through
+	// it (TestStateDirMadeUnderAStrictUmaskLetsOwnersIn).
+	if err := safeio.MkdirAll(cfg.Paths.StateDir, 0o711); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", cfg.Paths.StateDir, err)
 	}
 	if err := backup.CheckIncomplete(cfg.Paths.StateDir); err != nil {
 		return nil, fmt.Errorf("refusing to start: %w", err)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/mailctl/mailctl/store"
 )
 
 // TestSocketDirCreatedUnderAStrictUmaskLetsUsersIn: without systemd's
@@ -44,5 +46,25 @@ func TestSocketDirCreatedUnderAStrictUmaskLetsUsersIn(t *testing.T) {
 	defer lock2.Close()
 	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("an existing socket directory changed: %v %v", fi.Mode(), err)
+	}
+}
+
+// TestStateDirMadeUnderAStrictUmaskLetsOwnersIn: the socket's folder is not
+// the only one users pass through. A daemon started from a shell with umask
+// 077 on a state directory setup did not make (a config changed by hand)
+// made it 0700, and no owner reached the mailbox folders in it. It is made
+// 0711 whatever the umask, and the mailboxes' folder its store's mode.
+func TestStateDirMadeUnderAStrictUmaskLetsOwnersIn(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	td := startDaemon(t, "")
+	for dir, want := range map[string]os.FileMode{td.cfg.Paths.StateDir: 0o711, td.cfg.Paths.MailboxesDir(): store.RootMode} {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s made with mode %o, want %o", dir, got, want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mailctl/mailctl/internal/safeio"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,8 @@ func Open(root string) (*Store, error) { return OpenIndexed(root, "") }
 // store). The index is kept from one run to the next.
 func OpenIndexed(root, indexPath string) (*Store, error) {
 	root = filepath.Clean(root)
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+	// Owners reach their folders through it, whatever the umask.
+	if err := safeio.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	err := unix.Mkdir(root, uint32(RootMode))

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mailctl/mailctl/internal/formats"
@@ -521,5 +522,20 @@ func TestRestoreNamesMailboxesDeclaredForAnotherOwner(t *testing.T) {
 	}
 	if res.OwnerDiffersCount != 1 || len(res.OwnerDiffers) != 1 || !strings.Contains(res.OwnerDiffers[0], "ops") || !strings.Contains(res.OwnerDiffers[0], fmt.Sprint(other)) || !strings.Contains(res.OwnerDiffers[0], fmt.Sprint(self)) {
 		t.Fatalf("owner differs %q, want one line naming ops, uid %d and uid %d", res.OwnerDiffers, self, other)
+	}
+}
+
+// TestRestoreMakesTheStateDirUnderAStrictUmask: a restore run from a shell
+// with umask 077 made the state directory 0700, through which no owner
+// reached a restored mailbox; it is 0711, as the daemon makes it.
+func TestRestoreMakesTheStateDirUnderAStrictUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	state := filepath.Join(t.TempDir(), "state")
+	if _, err := Restore(bytes.NewReader(archive(t, manifestEntry("agent"))), RestoreOptions{StateDir: state, LookupUser: selfOwner}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("the restored state directory: %v, %v; want mode 711", fi.Mode(), err)
 	}
 }

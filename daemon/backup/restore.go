@@ -147,7 +147,9 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreResult, error) {
 				"restore with --force to move what is there aside (nothing is deleted)", o.StateDir, what)
 		}
 	}
-	if err := os.MkdirAll(o.StateDir, 0o711); err != nil {
+	// 0711 whatever the umask, as the daemon makes it: owners reach their
+	// mailbox folders through it.
+	if err := safeio.MkdirAll(o.StateDir, 0o711); err != nil {
 		return nil, err
 	}
 	if _, err := RemoveStaging(o.StateDir); err != nil {
