@@ -55,7 +55,7 @@ func TestDaemonDownEveryToolUnavailable(t *testing.T) {
 	for _, name := range allTools {
 		sc := e.fail(name, args[name], protocol.CodeUnavailable)
 		msg := sc["message"].(string)
-		if !strings.Contains(msg, "mailctl dev") || !strings.Contains(msg, "systemctl start mailctl") || sc["retryable"] != true {
+		if !strings.Contains(msg, "mailctl dev") || !strings.Contains(msg, protocol.StartCommand()) || sc["retryable"] != true {
 			t.Errorf("%s: unavailable message lacks the fix: %v", name, sc)
 		}
 	}

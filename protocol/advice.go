@@ -32,7 +32,34 @@ func startAdvice(socket string) string {
 		return "it is the socket of a mailctl dev instance that is not running: start it again with `" +
 			ShellQuote(filepath.Join(dir, "bin", "mailctl")) + flags + "` (the binary its banner names), or `go run ./cmd/mailctl" + flags + "` in the source tree"
 	}
-	return "start it with `sudo systemctl start mailctl`, or run `mailctl dev` and set MAILCTL_SOCKET to the socket it prints"
+	return "start it with `" + StartCommand() + "`, or run `mailctl dev` and set MAILCTL_SOCKET to the socket it prints"
+}
+
+// SystemdRuns reports whether systemd is this host's init, as sd_booted(3)
+// tells: the directory it makes at boot exists. A variable, so that a test
+// can have either host.
+var SystemdRuns = func() bool {
+	fi, err := os.Lstat("/run/systemd/system")
+	return err == nil && fi.IsDir()
+}
+
+// StartCommand is the line that starts the system's daemon on this host:
+// the unit's where systemd runs, else the daemon itself, as root, under
+// whatever supervises processes there (docs/operations.md, "Without
+// systemd"; TestStartCommandFitsTheInit).
+func StartCommand() string {
+	if SystemdRuns() {
+		return "sudo systemctl start mailctl"
+	}
+	return "sudo mailctl serve"
+}
+
+// LogsHint says where the system daemon's log is on this host.
+func LogsHint() string {
+	if SystemdRuns() {
+		return "logs: journalctl -u mailctl"
+	}
+	return "logs: its standard error, wherever what started it keeps that"
 }
 
 // What advice takes from a dev config: only an address and a domain, in

@@ -22,7 +22,7 @@ func TestAdviceNeverWaitsOnAFIFO(t *testing.T) {
 		_, err := Dial(context.Background(), filepath.Join(dir, "mailctl.sock"))
 		return err
 	})
-	if pe, ok := err.(*Error); !ok || pe.Code != CodeUnavailable || !strings.Contains(pe.Message, "sudo systemctl start mailctl") {
+	if pe, ok := err.(*Error); !ok || pe.Code != CodeUnavailable || !strings.Contains(pe.Message, StartCommand()) {
 		t.Fatalf("FIFO beside the socket: %v", err)
 	}
 }

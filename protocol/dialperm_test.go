@@ -19,7 +19,7 @@ func TestSocketClosedToTheCallerIsNotAStoppedDaemon(t *testing.T) {
 		t.Helper()
 		pe, ok := err.(*Error)
 		if !ok || pe.Code != CodeForbidden || pe.Retryable || !strings.Contains(pe.Message, "may not open this socket") ||
-			!strings.Contains(pe.Message, "run your own `mailctl dev`") || strings.Contains(pe.Message, "systemctl start") {
+			!strings.Contains(pe.Message, "run your own `mailctl dev`") || strings.Contains(pe.Message, StartCommand()) {
 			t.Fatalf("want forbidden saying the socket is closed to this user, got %#v", err)
 		}
 	}

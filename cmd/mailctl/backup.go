@@ -269,22 +269,18 @@ index is rebuilt when the daemon starts. Root only.`)
 			"(the archive's are those the old host's DNS published), or publish the records of all of them (`sudo mailctl dkim dns`)\n",
 			cfg.Paths.DKIMDir, inert(strings.Join(res.DKIMRestored, ", ")), inert(strings.Join(res.DKIMBeside, ", ")), cfg.Paths.DKIMDir)
 	}
-	_, err = os.Stat("/run/systemd/system")
-	fmt.Fprintf(stdout, "start the daemon (`%s`): it rebuilds the index from the restored files\n", startCommand(cfg.File, err == nil))
+	fmt.Fprintf(stdout, "start the daemon (`%s`): it rebuilds the index from the restored files\n", startCommand(cfg.File))
 	return 0
 }
 
 // startCommand is the line that starts the daemon of the config at cfgFile:
 // the unit's, which reads only the default config and only where systemd
 // runs, or mailctl serve (as setup says where systemd is not running).
-func startCommand(cfgFile string, systemdUp bool) string {
-	switch {
-	case cfgFile != config.DefaultPath:
-		return "sudo mailctl serve --config " + cfgFile
-	case systemdUp:
-		return "sudo systemctl start mailctl"
+func startCommand(cfgFile string) string {
+	if cfgFile != config.DefaultPath {
+		return "sudo mailctl serve --config " + protocol.ShellQuote(cfgFile)
 	}
-	return "sudo mailctl serve"
+	return protocol.StartCommand()
 }
 
 // listed joins the names a restore gives of count, saying how many more

@@ -129,12 +129,11 @@ func doctorRemote(cf *clientFlags) []protocol.Finding {
 	}
 	if err != nil {
 		msg := fmt.Sprintf("the daemon did not answer the status request: %v", err)
-		fix := "sudo systemctl start mailctl (logs: journalctl -u mailctl); `sudo mailctl doctor` checks the host without the daemon"
+		fix := protocol.StartCommand() + " (" + protocol.LogsHint() + "); `sudo mailctl doctor` checks the host without the daemon"
 		if named != "" {
 			// Not the service's default: the daemon of the file named,
 			// which may not be the service's at all.
-			fix = "start the daemon " + named + " configures (sudo mailctl serve --config " + named +
-				", or sudo systemctl start mailctl when it is the service's); `sudo mailctl doctor --config " + named + "` checks it without the daemon"
+			fix = "start the daemon " + named + " configures (" + startCommand(named) + "); `sudo mailctl doctor --config " + protocol.ShellQuote(named) + "` checks it without the daemon"
 		} else if _, serr := os.Stat(configPath("")); errors.Is(serr, fs.ErrNotExist) {
 			// The unit does not start without a config (its
 			// ConditionPathExists): setup comes first, and

@@ -203,7 +203,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 
 func TestClientWithoutDaemonSaysHowToStart(t *testing.T) {
 	_, e, code := mailctl(t, []string{"MAILCTL_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}, "mailboxes", "list")
-	if code != 75 || !strings.Contains(e, "mailctl dev") || !strings.Contains(e, "systemctl start mailctl") {
+	if code != 75 || !strings.Contains(e, "mailctl dev") || !strings.Contains(e, protocol.StartCommand()) {
 		t.Fatalf("exit %d, %q: want exit 75 and the fix", code, e)
 	}
 }

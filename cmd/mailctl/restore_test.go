@@ -11,6 +11,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/outbound/dkim"
 	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/testusers"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // backupOf runs `mailctl backup` of the daemon serving cfgPath and returns
@@ -146,6 +147,8 @@ func TestRestoreLinesSayHowManyMore(t *testing.T) {
 // (where setup says to run mailctl serve) and for a config the unit does not
 // read.
 func TestStartCommandFitsTheHost(t *testing.T) {
+	was := protocol.SystemdRuns
+	defer func() { protocol.SystemdRuns = was }()
 	for _, c := range []struct {
 		cfg     string
 		systemd bool
@@ -155,8 +158,10 @@ func TestStartCommandFitsTheHost(t *testing.T) {
 		{"/etc/mailctl/config.toml", false, "sudo mailctl serve"},
 		{"/srv/mail/config.toml", true, "sudo mailctl serve --config /srv/mail/config.toml"},
 		{"/srv/mail/config.toml", false, "sudo mailctl serve --config /srv/mail/config.toml"},
+		{"/srv/my mail/config.toml", false, "sudo mailctl serve --config '/srv/my mail/config.toml'"},
 	} {
-		if got := startCommand(c.cfg, c.systemd); got != c.want {
+		protocol.SystemdRuns = func() bool { return c.systemd }
+		if got := startCommand(c.cfg); got != c.want {
 			t.Errorf("startCommand(%q, systemd %v) = %q, want %q", c.cfg, c.systemd, got, c.want)
 		}
 	}

@@ -205,7 +205,7 @@ func checkDaemon(f *findings, env Env) {
 	}
 	v, err := env.SocketAnswers()
 	if err != nil {
-		f.add("daemon.down", Fail, "sudo systemctl start mailctl (logs: journalctl -u mailctl)", "the daemon does not answer on its socket: %v", err)
+		f.add("daemon.down", Fail, protocol.StartCommand()+" ("+protocol.LogsHint()+")", "the daemon does not answer on its socket: %v", err)
 		return
 	}
 	if env.ClientVersion != "" && v != env.ClientVersion {
@@ -361,6 +361,6 @@ func checkListeners(ctx context.Context, f *findings, cfg *config.Config, env En
 		f.add("smtp.port25", OK, "", "SMTP answers on %s", strings.Join(cfg.SMTP.Listen, ", "))
 		return
 	}
-	f.add("smtp.port25", Fail, "sudo systemctl start mailctl; check `ss -ltnp 'sport = :25'` for another MTA holding the port",
+	f.add("smtp.port25", Fail, protocol.StartCommand()+"; check `ss -ltnp 'sport = :25'` for another MTA holding the port",
 		"nothing answers SMTP on %s: the internet cannot deliver mail here", strings.Join(cfg.SMTP.Listen, ", "))
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
 	"github.com/mailctl/mailctl/store"
 )
 
@@ -78,10 +79,7 @@ func (o *Options) defaults() {
 		o.Command = runCommand
 	}
 	if o.SystemdUp == nil {
-		o.SystemdUp = func() bool {
-			_, err := os.Stat("/run/systemd/system")
-			return err == nil
-		}
+		o.SystemdUp = protocol.SystemdRuns
 	}
 	if o.DaemonPID == nil {
 		o.DaemonPID = daemonPID
