@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/mailctl/mailctl/daemon/agentcfg"
+	"github.com/mailctl/mailctl/internal/testusers"
 	"github.com/mailctl/mailctl/mcpshim"
 	"github.com/mailctl/mailctl/protocol"
 )
@@ -73,6 +74,7 @@ func TestAgentsSetupRefusesRoot(t *testing.T) {
 func TestAgentsRemove(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
+	testusers.QuietGo(t, home) // agents setup asks the go command
 	gemini, _ := agentcfg.Lookup("gemini")
 	os.MkdirAll(filepath.Dir(gemini.Path(home)), 0o700)
 	if err := os.WriteFile(gemini.Path(home), []byte(`{"theme":"dark"}`), 0o600); err != nil {

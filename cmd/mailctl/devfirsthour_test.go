@@ -30,6 +30,7 @@ func TestDevBannerLinesRunForItsUser(t *testing.T) {
 				t.Fatalf("banner has %d command lines:\n%s", len(lines), banner.String())
 			}
 			home := t.TempDir()
+			testusers.QuietGo(t, home) // agents setup asks the go command
 			var wired, sent bool
 			for _, l := range lines {
 				if strings.HasPrefix(l, "swaks ") {

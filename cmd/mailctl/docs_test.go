@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mailctl/mailctl/internal/testusers"
 )
 
 // docPages are the pages whose mailctl commands must agree with the binary:
@@ -228,6 +230,7 @@ func TestDocsCommandsRun(t *testing.T) {
 	dir := t.TempDir()
 	_, _, sock := startDev(t, dir)
 	home := t.TempDir()
+	testusers.QuietGo(t, home)
 	env := []string{"MAILCTL_SOCKET=" + sock, "HOME=" + home}
 	ran := map[string]bool{}
 	for _, page := range []string{"../../docs/setup.md", "../../docs/mcp.md"} {

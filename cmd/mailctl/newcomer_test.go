@@ -75,6 +75,7 @@ func newNewcomer(t *testing.T, module string) newcomer {
 	path := "PATH=" + filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin"
 	if os.Geteuid() != 0 {
 		home := t.TempDir()
+		testusers.QuietGo(t, home)
 		env := []string{path, "HOME=" + home}
 		// The user's own caches, as their shell has them.
 		for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -57,6 +58,7 @@ func Create(t testing.TB, prefix string) User {
 	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 	os.Chown(home, int(uid), int(gid))
+	QuietGo(t, home)
 	return User{Name: name, UID: uint32(uid), GID: uint32(gid), Home: home}
 }
 
@@ -114,4 +116,32 @@ func SharedDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// QuietGo turns the go command's telemetry off for whoever runs it with
+// HOME=home (its mode file, as `go telemetry off` writes it), giving what
+// it makes to the owner of home. Otherwise a go command run there (mailctl
+// agents setup asks `go env`) starts a process that writes under
+// home/.config/go after the command has returned, and a test's removal of
+// home can meet a folder that is not empty.
+func QuietGo(t testing.TB, home string) {
+	t.Helper()
+	fi, err := os.Stat(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	dir := home
+	for _, d := range []string{".config", "go", "telemetry"} {
+		dir = filepath.Join(dir, d)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		os.Lchown(dir, int(st.Uid), int(st.Gid))
+	}
+	mode := filepath.Join(dir, "mode")
+	if err := os.WriteFile(mode, []byte("off"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(mode, int(st.Uid), int(st.Gid))
 }
