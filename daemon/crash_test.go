@@ -68,7 +68,10 @@ func spawnDaemon(t *testing.T, cfgPath string, env ...string) *exec.Cmd {
 // burst of mailbox creations and read-flag changes, restarts it, and checks
 // that everything acknowledged is there, whole, and nothing partial is visible.
 func TestKillNineDuringWrites(t *testing.T) {
-	td := startDaemon(t, "")
+	// Three rounds of creations by the user running the test, however many
+	// a round makes before its kill: more than one user other than root may
+	// own by default.
+	td := startDaemon(t, "[mailbox_rules]\nmax_per_owner = 10000\n")
 	cfgPath, socket := td.cfg.File, td.socket
 	td.stop()
 
@@ -83,12 +86,21 @@ func TestKillNineDuringWrites(t *testing.T) {
 		var firstOnce sync.Once
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
+		var firstErr error // what ended a writer, under mu
 		for w := 0; w < 4; w++ {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
+				ended := func(err error) {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
 				c, err := protocol.Dial(ctx, socket)
 				if err != nil {
+					ended(err)
 					return
 				}
 				defer c.Close()
@@ -98,6 +110,7 @@ func TestKillNineDuringWrites(t *testing.T) {
 					err := c.Call(rctx, protocol.VerbMailboxCreate, protocol.MailboxCreateArgs{Name: name}, nil)
 					rcancel()
 					if err != nil {
+						ended(err) // the kill, or what the test must name
 						return
 					}
 					mu.Lock()
@@ -107,8 +120,18 @@ func TestKillNineDuringWrites(t *testing.T) {
 				}
 			}(w)
 		}
+		writersEnded := make(chan struct{})
+		go func() { wg.Wait(); close(writersEnded) }()
 		select {
 		case <-first:
+		case <-writersEnded:
+			// Every writer stopped before the kill: a refusal, not a crash.
+			cmd.Process.Kill()
+			cmd.Wait()
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("round %d: every writer stopped before the kill, %d creations acknowledged: %v", round, len(acked), firstErr)
 		case <-time.After(60 * time.Second):
 			t.Fatalf("round %d: no mailbox creation was acknowledged in 60 s", round)
 		}
