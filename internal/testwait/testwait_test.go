@@ -1,24 +1,10 @@
 package testwait
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 )
-
-// fatalRecorder is a testing.TB whose Fatalf records the message instead of
-// ending the test, so that a test can see what a failed wait says.
-type fatalRecorder struct {
-	testing.TB
-	failed string
-}
-
-func (r *fatalRecorder) Helper() {}
-
-func (r *fatalRecorder) Fatalf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-}
 
 func TestRecvGivesTheValue(t *testing.T) {
 	ch := make(chan int, 1)
@@ -33,45 +19,33 @@ func TestRecvGivesTheValue(t *testing.T) {
 }
 
 func TestRecvFailsNamingWhatNeverCame(t *testing.T) {
-	r := &fatalRecorder{TB: t}
+	r := &Recorder{TB: t}
 	got := recv(r, "the reply", make(chan string), 10*time.Millisecond)
-	if r.failed != "timed out waiting for the reply" || got != "" {
-		t.Errorf("recv of a channel nothing is sent on: failed %q, gave %q; want the wait named and the zero value", r.failed, got)
+	if r.Message != "timed out waiting for the reply" || got != "" {
+		t.Errorf("recv of a channel nothing is sent on: failed %q, gave %q; want the wait named and the zero value", r.Message, got)
 	}
 }
 
-// errorRecorder is a testing.TB whose Errorf records the message.
-type errorRecorder struct {
-	testing.TB
-	failed string
-}
-
-func (r *errorRecorder) Helper() {}
-
-func (r *errorRecorder) Errorf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-}
-
 func TestStoppedPassesAServerThatEnds(t *testing.T) {
-	r := &errorRecorder{TB: t}
+	r := &Recorder{TB: t}
 	done := make(chan error, 1)
 	done <- nil
 	StoppedWithin(r, "the server", done, time.Hour)
-	if r.failed != "" {
-		t.Errorf("a server that ended failed the test: %q", r.failed)
+	if r.Message != "" {
+		t.Errorf("a server that ended failed the test: %q", r.Message)
 	}
 }
 
 // A server that does not end fails the test, which is shown where each
 // goroutine is stuck (here, the one that never ends, in stuckServer).
 func TestStoppedFailsShowingTheStuckGoroutines(t *testing.T) {
-	r := &errorRecorder{TB: t}
+	r := &Recorder{TB: t}
 	never, done := make(chan struct{}), make(chan error)
 	go stuckServer(never)
 	defer close(never)
 	StoppedWithin(r, "the server", done, 10*time.Millisecond)
-	if !strings.HasPrefix(r.failed, "the server did not stop within 10ms; goroutines:\n") || !strings.Contains(r.failed, "testwait.stuckServer") {
-		t.Errorf("a server that did not end failed the test with %q; want what was waited for and every goroutine's stack", r.failed)
+	if !strings.HasPrefix(r.Message, "the server did not stop within 10ms; goroutines:\n") || !strings.Contains(r.Message, "testwait.stuckServer") {
+		t.Errorf("a server that did not end failed the test with %q; want what was waited for and every goroutine's stack", r.Message)
 	}
 }
 
