@@ -328,3 +328,16 @@ func (c *Client) Watch(ctx context.Context, args WatchArgs) (<-chan Event, error
 	}()
 	return out, nil
 }
+
+// VersionAt asks the daemon at socket who it is (its version, process id,
+// whether it is a dev instance), on a connection of its own.
+func VersionAt(ctx context.Context, socket string) (VersionInfo, error) {
+	var v VersionInfo
+	c, err := Dial(ctx, socket)
+	if err != nil {
+		return v, err
+	}
+	defer c.Close()
+	err = c.Call(ctx, VerbVersion, nil, &v)
+	return v, err
+}

@@ -61,7 +61,7 @@ daemon answering on the socket, with the line that reloads it.`)
 		seen = before.Reload.Count
 	}
 	for {
-		now, err := versionAt(ctx, sock)
+		now, err := protocol.VersionAt(ctx, sock)
 		if err == nil && now.Reload != nil && now.Reload.Count > seen {
 			return reportReload(pid, now.Reload)
 		}
@@ -88,7 +88,7 @@ func withoutPID(named string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v, err := versionAt(ctx, sock)
+	v, err := protocol.VersionAt(ctx, sock)
 	if err != nil || v.PID <= 1 {
 		return fmt.Sprintf("give the daemon's process id (%s); no daemon answers at %s, so none is named here", unit, sock)
 	}
@@ -145,7 +145,7 @@ func daemonOf(ctx context.Context, pid int, named string) (string, protocol.Vers
 		candidates = append(candidates, protocol.DefaultSocket)
 	}
 	for _, sock := range candidates {
-		v, err := versionAt(ctx, sock)
+		v, err := protocol.VersionAt(ctx, sock)
 		if err != nil {
 			continue
 		}
@@ -156,17 +156,6 @@ func daemonOf(ctx context.Context, pid int, named string) (string, protocol.Vers
 	}
 	return "", protocol.VersionInfo{}, fmt.Errorf("process %d is no mailctl daemon answering at %s, so its reload could not be confirmed and nothing was signalled (name the daemon's socket with --socket)",
 		pid, strings.Join(candidates, " or "))
-}
-
-func versionAt(ctx context.Context, sock string) (protocol.VersionInfo, error) {
-	var v protocol.VersionInfo
-	c, err := protocol.Dial(ctx, sock)
-	if err != nil {
-		return v, err
-	}
-	defer c.Close()
-	err = c.Call(ctx, protocol.VerbVersion, nil, &v)
-	return v, err
 }
 
 // listeningSockets are the paths of the Unix sockets process pid listens

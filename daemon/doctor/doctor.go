@@ -325,7 +325,7 @@ func checkSocketPlace(f *findings, cfg *config.Config) {
 		}
 		if want == 0 && perm&0o001 == 0 && !groupIn {
 			f.add("paths.socket_closed", Fail, "sudo chmod 0755 "+protocol.ShellQuote(dir),
-				"the control socket's directory %s has mode %04o: users other than root cannot reach the daemon", dir, dfi.Mode().Perm())
+				"the control socket's directory %s has mode %04o: users other than root cannot reach the daemon", dir, perm)
 		}
 	}
 }

@@ -413,13 +413,8 @@ func ensureUnit(ctx context.Context, o *Options, cfg *config.Config, st step) er
 func daemonPID(ctx context.Context, socket string) int {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := protocol.Dial(ctx, socket)
+	v, err := protocol.VersionAt(ctx, socket)
 	if err != nil {
-		return 0
-	}
-	defer c.Close()
-	var v protocol.VersionInfo
-	if err := c.Call(ctx, protocol.VerbVersion, nil, &v); err != nil {
 		return 0
 	}
 	return v.PID
