@@ -16,7 +16,9 @@
 # writes a profile go tool pprof reads, and dpkg -P leaves no unit link
 # behind.
 # Runs as root; needs debootstrap, systemd-nspawn and Debian's mirror.
-# ROOTFS=DIR reuses a root made earlier by debootstrap (a copy is booted;
+# `test-systemd.sh --fetch-root DIR` only makes that root, in DIR, and exits:
+# CI fetches it while its tests run. ROOTFS=DIR reuses a root made earlier
+# (by --fetch-root or by debootstrap; a copy is booted;
 # without sudo in it, runuser stands in for `sudo -u`).
 # Prints one summary line; exits non-zero on the first failure.
 set -eu
@@ -32,6 +34,18 @@ fail() {
 for c in debootstrap systemd-nspawn nsenter openssl; do
 	command -v $c >/dev/null || fail "$c not found"
 done
+
+# fetch_root DIR: a minimal Debian bookworm with systemd as init, fetched
+# from the mirror; its log is DIR.log.
+fetch_root() {
+	debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,sudo bookworm "$1" \
+		"${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$1.log" 2>&1
+}
+if [ "${1:-}" = --fetch-root ]; then
+	[ -n "${2:-}" ] || fail "--fetch-root needs a folder"
+	fetch_root "$2" || { log=$2.log; fail "debootstrap"; }
+	exit 0
+fi
 
 tmp=$(mktemp -d)
 nspawn_pid=""
@@ -60,9 +74,7 @@ root=$tmp/root
 if [ -n "${ROOTFS:-}" ]; then
 	cp -a "$ROOTFS" "$root"
 else
-	debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,sudo bookworm "$root" \
-		"${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$tmp/debootstrap.log" 2>&1 ||
-		{ log=$tmp/debootstrap.log; fail "debootstrap"; }
+	fetch_root "$root" || { log=$root.log; fail "debootstrap"; }
 fi
 cp "$deb" "$root/root/mailctl.deb"
 # As on an installed host, the host name resolves (sudo asks).
