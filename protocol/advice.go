@@ -62,6 +62,57 @@ func LogsHint() string {
 	return "logs: its standard error, wherever what started it keeps that"
 }
 
+// The lines below are phrases for a hint, their commands in backticks: where
+// systemd is not the init, reloading or stopping the daemon takes its
+// process id, which a line cannot know (docs/operations.md, "Without
+// systemd"; TestEveryHintFitsTheInit).
+const pidIs = "PID being the daemon's, which `sudo mailctl reload` without it names"
+
+// ReloadLine says how the system's daemon re-reads its config on this host:
+// the unit's reload (its ExecReload is `mailctl reload $MAINPID`), else that
+// command given the process id.
+func ReloadLine() string {
+	if SystemdRuns() {
+		return "`sudo systemctl reload mailctl`"
+	}
+	return "`sudo mailctl reload PID` (" + pidIs + ")"
+}
+
+// RestartLine says how the system's daemon is restarted on this host: by
+// the unit, else by stopping it as StopLine says and, once it has exited
+// (it holds its lock until then), starting it again as StartCommand says.
+func RestartLine() string {
+	if SystemdRuns() {
+		return "`sudo systemctl restart mailctl`"
+	}
+	return "`sudo kill PID` (" + pidIs + "; SIGTERM drains it) and, once it has exited, `" + StartCommand() + "` again"
+}
+
+// StopLine says how the system's daemon is stopped on this host: by the
+// unit, else by SIGTERM, which drains it and ends it.
+func StopLine() string {
+	if SystemdRuns() {
+		return "`sudo systemctl stop mailctl`"
+	}
+	return "`sudo kill PID` (" + pidIs + "; SIGTERM drains it and ends it)"
+}
+
+// LogsLine says where the system daemon's log is on this host, narrowed to
+// the lines with term when it is not empty: the journal, else the daemon's
+// standard error, which whatever started it keeps (or not).
+func LogsLine(term string) string {
+	if SystemdRuns() {
+		if term == "" {
+			return "`sudo journalctl -u mailctl`"
+		}
+		return "`sudo journalctl -u mailctl -g " + ShellQuote(term) + "`"
+	}
+	if term == "" {
+		return "the daemon's standard error (wherever what started it keeps that)"
+	}
+	return "the daemon's standard error (wherever what started it keeps that; `grep " + ShellQuote(term) + "` in it)"
+}
+
 // What advice takes from a dev config: only an address and a domain, in
 // characters that need no quoting.
 var (

@@ -56,3 +56,39 @@ func TestStartCommandFitsTheInit(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryHintFitsTheInit: the lines that tell how to reload, restart or
+// stop the system's daemon, or where its log is, said `systemctl` and
+// `journalctl` on a host without systemd (a container), where neither
+// does anything but fail.
+func TestEveryHintFitsTheInit(t *testing.T) {
+	was := SystemdRuns
+	t.Cleanup(func() { SystemdRuns = was })
+	for _, tc := range []struct {
+		name          string
+		line          func() string
+		unit, without string
+	}{
+		{"start", StartCommand, "sudo systemctl start mailctl", "sudo mailctl serve"},
+		{"reload", ReloadLine, "`sudo systemctl reload mailctl`", "`sudo mailctl reload PID`"},
+		{"restart", RestartLine, "`sudo systemctl restart mailctl`", "`sudo mailctl serve`"},
+		{"stop", StopLine, "`sudo systemctl stop mailctl`", "`sudo kill PID`"},
+		{"logs", LogsHint, "journalctl -u mailctl", "standard error"},
+		{"logs of a term", func() string { return LogsLine("certificate") }, "`sudo journalctl -u mailctl -g certificate`", "`grep certificate`"},
+		{"logs of a phrase", func() string { return LogsLine("msg=tls refused") }, "`sudo journalctl -u mailctl -g 'msg=tls refused'`", "`grep 'msg=tls refused'`"},
+		{"all logs", func() string { return LogsLine("") }, "`sudo journalctl -u mailctl`", "standard error"},
+	} {
+		SystemdRuns = func() bool { return true }
+		if got := tc.line(); !strings.Contains(got, tc.unit) {
+			t.Errorf("%s under systemd: %q, want %q in it", tc.name, got, tc.unit)
+		}
+		SystemdRuns = func() bool { return false }
+		got := tc.line()
+		if !strings.Contains(got, tc.without) || strings.Contains(got, "systemctl") || strings.Contains(got, "journalctl") {
+			t.Errorf("%s without systemd: %q, want %q in it and no systemctl or journalctl", tc.name, got, tc.without)
+		}
+		if tc.name == "all logs" && strings.Contains(got, "grep") {
+			t.Errorf("all logs without systemd: %q greps for nothing", got)
+		}
+	}
+}

@@ -187,7 +187,7 @@ index is rebuilt when the daemon starts. Root only.`)
 	}
 	lock, err := daemon.LockState(cfg)
 	if err != nil {
-		return failure(fs, fmt.Errorf("%w (`sudo systemctl stop mailctl`), then restore", err))
+		return failure(fs, fmt.Errorf("%w with %s, then restore", err, protocol.StopLine()))
 	}
 	defer lock.Close()
 	var in io.Reader = os.Stdin

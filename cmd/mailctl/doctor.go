@@ -125,7 +125,7 @@ func doctorRemote(cf *clientFlags) []protocol.Finding {
 	if err != nil && protocol.CodeOf(err) != protocol.CodeUnavailable && protocol.CodeOf(err) != protocol.CodeTimeout {
 		return []protocol.Finding{{ID: "daemon.status", Severity: doctor.Fail,
 			Message: fmt.Sprintf("the daemon refused the status request: %v", err),
-			Fix:     "upgrade and restart the daemon (sudo systemctl restart mailctl), or run `sudo mailctl doctor`"}}
+			Fix:     "upgrade the daemon and restart it with " + protocol.RestartLine() + "; or run `sudo mailctl doctor`"}}
 	}
 	if err != nil {
 		msg := fmt.Sprintf("the daemon did not answer the status request: %v", err)
@@ -147,7 +147,7 @@ func doctorRemote(cf *clientFlags) []protocol.Finding {
 	if st.Server != "" && st.Server != version {
 		f = append(f, protocol.Finding{ID: "daemon.version_drift", Severity: doctor.Warn,
 			Message: fmt.Sprintf("the daemon runs %s but this binary is %s", st.Server, version),
-			Fix:     "sudo systemctl restart mailctl"})
+			Fix:     protocol.RestartLine()})
 	}
 	doctor.Sort(f)
 	return f

@@ -116,7 +116,7 @@ func reportReload(pid int, r *protocol.ReloadStatus) int {
 		fmt.Fprintf(stdout, "reloaded (pid %d): no setting changed\n", pid)
 	}
 	if len(r.Pending) > 0 {
-		fmt.Fprintf(stdout, "changed but applied only at a restart: %s (sudo systemctl restart mailctl, or restart mailctl dev)\n", inert(strings.Join(r.Pending, ", ")))
+		fmt.Fprintf(stdout, "changed but applied only at a restart: %s; restart with %s, or restart mailctl dev\n", inert(strings.Join(r.Pending, ", ")), protocol.RestartLine())
 	}
 	for _, p := range r.NotServed {
 		fmt.Fprintf(stdout, "declared in the config but not served: %s; fix its [[mailboxes]] table, then reload\n", inert(p))

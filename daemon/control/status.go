@@ -49,7 +49,7 @@ func handleStatus(ctx context.Context, s *Server, c *call, _ *protocol.Empty) (a
 	if p := s.b.RestartPending(); len(p) > 0 {
 		findings = append(findings, protocol.Finding{ID: "config.restart_pending", Severity: "warn",
 			Message: fmt.Sprintf("the config file changes %s, which the running daemon applies only at a restart (a reload applied the rest)", strings.Join(p, ", ")),
-			Fix:     "sudo systemctl restart mailctl"})
+			Fix:     protocol.RestartLine()})
 	}
 	for _, f := range findings {
 		if c.caller.Root() || visibleFinding(f, mine, others) {

@@ -133,9 +133,9 @@ func CheckFile(ctx context.Context, path string, env Env) (*config.Config, []pro
 	case errors.Is(err, formats.ErrNewer):
 		f.add("format.newer", Fail, formatFix, "%v", err)
 	case errors.As(err, &unknown):
-		f.add("config.unknown_key", Fail, "fix the key's spelling against docs/configuration.md, then `sudo systemctl reload mailctl`", "%v", err)
+		f.add("config.unknown_key", Fail, "fix the key's spelling against docs/configuration.md, then "+protocol.ReloadLine(), "%v", err)
 	default:
-		f.add("config.parse", Fail, "fix the line named, then `sudo systemctl reload mailctl`", "%v", err)
+		f.add("config.parse", Fail, "fix the line named, then "+protocol.ReloadLine(), "%v", err)
 	}
 	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, formats.ErrNewer) {
 		// A key or a value is wrong: check the rest against the file's
@@ -209,7 +209,7 @@ func checkDaemon(f *findings, env Env) {
 		return
 	}
 	if env.ClientVersion != "" && v != env.ClientVersion {
-		f.add("daemon.version_drift", Warn, "sudo systemctl restart mailctl", "the daemon runs %s but this binary is %s: restart the daemon after an upgrade", v, env.ClientVersion)
+		f.add("daemon.version_drift", Warn, protocol.RestartLine(), "the daemon runs %s but this binary is %s: restart the daemon after an upgrade", v, env.ClientVersion)
 		return
 	}
 	f.add("daemon.up", OK, "", "the daemon answers (version %s)", v)
@@ -275,7 +275,7 @@ func checkPaths(f *findings, cfg *config.Config, env Env) {
 		if fi.Mode().Type() != fs.ModeSocket {
 			f.add("paths.socket", Fail, "stop the daemon, move "+cfg.Paths.Socket+" away, start it", "%s is not a socket", cfg.Paths.Socket)
 		} else if fi.Mode().Perm() != 0o666 {
-			f.add("paths.socket", Warn, "sudo systemctl restart mailctl (the daemon sets 0666 when it listens)",
+			f.add("paths.socket", Warn, "restart the daemon, which sets 0666 when it listens: "+protocol.RestartLine(),
 				"the control socket %s has mode %04o: users other than root cannot reach the daemon (it authorizes each caller itself)", cfg.Paths.Socket, fi.Mode().Perm())
 		}
 	}

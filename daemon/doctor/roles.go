@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mailctl/mailctl/daemon/config"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // checkRoleAddresses warns when postmaster or abuse has no mailbox of the
@@ -13,7 +14,7 @@ import (
 func checkRoleAddresses(f *findings, cfg *config.Config) {
 	domain := cfg.PrimaryDomain()
 	declare := func(role string) string {
-		return fmt.Sprintf("declare it in config.toml ([[mailboxes]] name = %q, owner = \"root\") and run `sudo systemctl reload mailctl`", role)
+		return fmt.Sprintf("declare it in config.toml ([[mailboxes]] name = %q, owner = \"root\") and run %s", role, protocol.ReloadLine())
 	}
 	before := len(*f)
 	for _, role := range config.RoleAddresses {

@@ -158,7 +158,7 @@ func checkMailboxes(f *findings, cfg *config.Config, env Env) {
 			// The daemon does not serve it, and a reload would not change that.
 			f.add("mailbox.owner_unknown", Fail, "create the user or fix owner in [[mailboxes]]", "mailbox %s is declared for user %q, who does not exist", m.Name, m.Owner)
 		default:
-			f.add("mailbox.missing", Warn, "sudo systemctl reload mailctl (the daemon creates declared mailboxes)", "declared mailbox %s has no folder yet", m.Name)
+			f.add("mailbox.missing", Warn, "reload the daemon, which creates declared mailboxes: "+protocol.ReloadLine(), "declared mailbox %s has no folder yet", m.Name)
 		}
 	}
 	if len(*f) == before {
@@ -274,7 +274,7 @@ func checkQueue(f *findings, cfg *config.Config, env Env) {
 	}
 	before := len(*f)
 	if in.Damaged != "" {
-		f.add("queue.damaged", Fail, "back up "+filepath.Join(dir, "journal")+", then `sudo systemctl restart mailctl`: the daemon sets the damaged part aside in "+filepath.Join(dir, "corrupt")+" and delivers the rest",
+		f.add("queue.damaged", Fail, "back up "+filepath.Join(dir, "journal")+", then "+protocol.RestartLine()+": the daemon sets the damaged part aside in "+filepath.Join(dir, "corrupt")+" and delivers the rest",
 			"the queue journal is damaged: %s", in.Damaged)
 	}
 	if in.Skipped > 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/certs"
 	"github.com/mailctl/mailctl/daemon/config"
 	"github.com/mailctl/mailctl/internal/safeio"
+	"github.com/mailctl/mailctl/protocol"
 )
 
 // checkTLS checks the certificate the daemon serves (the daemon's own
@@ -46,7 +47,7 @@ func checkTLS(ctx context.Context, f *findings, cfg *config.Config, env Env) {
 	cert, where := file, "in "+cfg.SMTP.TLSCert
 	if served, from, ok := servedCertificate(ctx, f, cfg, env); ok {
 		if !bytes.Equal(served.Raw, file.Raw) {
-			f.add("tls.served_differs", Fail, "`sudo journalctl -u mailctl -g certificate` says why the new pair was refused; fix it, then `sudo systemctl reload mailctl`",
+			f.add("tls.served_differs", Fail, protocol.LogsLine("certificate")+" says why the new pair was refused; fix it, then "+protocol.ReloadLine(),
 				"the daemon serves %s a certificate (SHA-256 %s, valid until %s) other than the one in %s (SHA-256 %s, valid until %s)",
 				from, fingerprint(served), day(served.NotAfter), cfg.SMTP.TLSCert, fingerprint(file), day(file.NotAfter))
 		}
@@ -55,9 +56,9 @@ func checkTLS(ctx context.Context, f *findings, cfg *config.Config, env Env) {
 	now := env.Now()
 	switch {
 	case now.After(cert.NotAfter):
-		f.add("tls.expired", Fail, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate %s expired on %s", where, day(cert.NotAfter))
+		f.add("tls.expired", Fail, "renew the certificate, then "+protocol.ReloadLine(), "the TLS certificate %s expired on %s", where, day(cert.NotAfter))
 	case cert.NotAfter.Sub(now) < 14*24*time.Hour:
-		f.add("tls.expiring", Warn, "renew the certificate, then `sudo systemctl reload mailctl`", "the TLS certificate %s expires on %s", where, day(cert.NotAfter))
+		f.add("tls.expiring", Warn, "renew the certificate, then "+protocol.ReloadLine(), "the TLS certificate %s expires on %s", where, day(cert.NotAfter))
 	case cert.VerifyHostname(cfg.Hostname) != nil:
 		f.add("tls.hostname", Warn, "get a certificate for "+cfg.Hostname, "the TLS certificate %s does not name %s", where, cfg.Hostname)
 	default:
@@ -91,7 +92,7 @@ func servedCertificate(ctx context.Context, f *findings, cfg *config.Config, env
 			return c, "on " + addr, true
 		}
 		if errors.Is(err, errStartTLS) {
-			f.add("tls.starttls", Fail, "`sudo journalctl -u mailctl` says why; check smtp.tls_cert and smtp.tls_key",
+			f.add("tls.starttls", Fail, protocol.LogsLine("")+" says why; check smtp.tls_cert and smtp.tls_key",
 				"STARTTLS on %s fails: %v", addr, err)
 			return nil, "", false
 		}
