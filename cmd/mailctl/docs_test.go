@@ -164,18 +164,67 @@ func TestDocsCommandsAgreeWithTheBinary(t *testing.T) {
 	help := commandHelp{}
 	perPage := map[string]int{}
 	for _, page := range docPages(t) {
-		for _, c := range docCommands(t, page) {
-			for _, p := range docCommandProblems(c, help) {
-				t.Errorf("%s: `%s`: %s", c.where, c.text, p)
-			}
-			perPage[strings.TrimPrefix(page, "../../")]++
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
+		name := strings.TrimPrefix(filepath.ToSlash(page), "../../")
+		n, problems := docPageProblems(name, string(b), help)
+		for _, p := range problems {
+			t.Error(p)
+		}
+		perPage[name] = n
 	}
 	// The pages that teach the commands must yield them, or the extraction
 	// is broken and this test checks nothing.
 	for _, page := range []string{"README.md", "docs/setup.md", "docs/mcp.md", "docs/operations.md", "docs/outbound.md", "docs/hooks.md", "docs/dkim.md"} {
 		if perPage[page] < 3 {
 			t.Errorf("only %d mailctl commands found in %s: the extraction is broken", perPage[page], page)
+		}
+	}
+}
+
+// docPageProblems checks the Markdown text of page as
+// TestDocsCommandsAgreeWithTheBinary does: it returns how many mailctl
+// commands the page shows and what is wrong with them, each problem as
+// "page:line: `command`: problem".
+func docPageProblems(page, text string, help commandHelp) (int, []string) {
+	problems := unfencedCommands(page, text)
+	cs := docCommandsIn(page, text)
+	for _, c := range cs {
+		for _, p := range docCommandProblems(c, help) {
+			problems = append(problems, fmt.Sprintf("%s: `%s`: %s", c.where, c.text, p))
+		}
+	}
+	return len(cs), problems
+}
+
+// TestDocPageIndentedCodeBlock: a command in an indented code block, which
+// the extraction does not read, fails the page; four spaces that continue a
+// paragraph or a list item are not a code block and pass.
+func TestDocPageIndentedCodeBlock(t *testing.T) {
+	help := commandHelp{}
+	for _, tc := range []struct {
+		name, page string
+		want       string // a part of the one problem, or "" for none
+	}{
+		{"indented block", "# Page\n\nCreate it:\n\n    mailctl mailboxes craete agent\n\nDone.\n",
+			"page.md:5: an indented code block shows mailctl"},
+		{"indented block after a list", "- one\n- two\n\n<!-- end -->\n\n    sudo mailctl doctor\n",
+			"page.md:6: an indented code block shows mailctl"},
+		{"indented block of output", "Text.\n\n    mailctl: daemon not running\n",
+			"page.md:3: an indented code block shows mailctl"},
+		{"paragraph continued", "Run this\n    mailctl mailboxes craete agent\nin prose.\n", ""},
+		{"list item's paragraph", "1.  First:\n\n    the mailctl daemon answers.\n", ""},
+		{"indented block of other code", "Text.\n\n    journalctl -u postfix\n", ""},
+		{"fenced in a list item", "- Run:\n\n  ```sh\n  mailctl doctor\n  ```\n", ""},
+	} {
+		_, got := docPageProblems("page.md", tc.page, help)
+		switch {
+		case tc.want == "" && len(got) != 0:
+			t.Errorf("%s: problems %q, want none", tc.name, got)
+		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+			t.Errorf("%s: problems %q, want one with %q", tc.name, got, tc.want)
 		}
 	}
 }
