@@ -46,7 +46,10 @@ import (
 // quotes are not commands, and neither is a span of prose that does not
 // start with mailctl. A span that starts with it ("`mailctl serve` runs as
 // root" written as one span) is read, and only its command, subcommand and
-// flags are checked, which prose words after them cannot fail. The one
+// flags are checked, which prose words after them cannot fail; its
+// positional arguments are checked only for being too many, since a span
+// names a command without them ("`mailctl mail read --raw` shows …"),
+// where a fenced line must give every one its command takes. The one
 // exception is the first line of a state file (`mailctl registry format 1`,
 // docs/architecture.md), which is a stamp, not a command (stampRE).
 type docCommand struct {
