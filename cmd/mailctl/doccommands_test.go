@@ -214,7 +214,12 @@ func readingFence(info string) bool {
 	return slices.Contains([]string{"", "sh", "bash", "shell", "console", "zsh"}, lang)
 }
 
-var fenceRE = regexp.MustCompile("^ {0,3}(```+|~~~+)(.*)$")
+// fenceRE is a fence's line. It may be indented deeper than CommonMark's
+// three spaces, as a fence in a nested list item is (the three count from
+// the item's indent). A "```" line inside an indented code block is read
+// as a fence too, but such a block that names mailctl fails the page
+// anyway (unfencedCommands).
+var fenceRE = regexp.MustCompile("^[ \t]*(```+|~~~+)(.*)$")
 
 // docCommandsIn returns the mailctl commands of the Markdown text of page,
 // by the rule on docCommand.

@@ -350,7 +350,8 @@ func docPageProblems(page, text string, help commandHelp) (int, []string) {
 
 // TestDocPageIndentedCodeBlock: a command in an indented code block, which
 // the extraction does not read, fails the page; four spaces that continue a
-// paragraph or a list item are not a code block and pass.
+// paragraph or a list item are not a code block and pass; a fence indented
+// as deep as a nested list item puts it is read.
 func TestDocPageIndentedCodeBlock(t *testing.T) {
 	help := commandHelp{}
 	for _, tc := range []struct {
@@ -367,6 +368,8 @@ func TestDocPageIndentedCodeBlock(t *testing.T) {
 		{"list item's paragraph", "1.  First:\n\n    the mailctl daemon answers.\n", ""},
 		{"indented block of other code", "Text.\n\n    journalctl -u postfix\n", ""},
 		{"fenced in a list item", "- Run:\n\n  ```sh\n  mailctl doctor\n  ```\n", ""},
+		{"fenced in a nested list item", "1. Create:\n\n   - the mailbox:\n\n     ```sh\n     mailctl mailboxes craete agent\n     ```\n",
+			`page.md:6: ` + "`mailctl mailboxes craete agent`" + `: mailctl mailboxes has no subcommand "craete"`},
 	} {
 		_, got := docPageProblems("page.md", tc.page, help)
 		switch {
