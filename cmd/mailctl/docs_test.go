@@ -204,7 +204,7 @@ func countArgs(words []shWord, valueFlags []string) (n argCount, elided, help bo
 		d := depth // the depth at the word, its own opening brackets counted
 		if !w.quoted {
 			d += len(s) - len(strings.TrimLeft(s, "["))
-			depth += strings.Count(s, "[") - strings.Count(s, "]")
+			depth = max(depth+strings.Count(s, "[")-strings.Count(s, "]"), 0)
 			s = strings.Trim(s, "[]")
 		}
 		switch {
@@ -227,7 +227,7 @@ func countArgs(words []shWord, valueFlags []string) (n argCount, elided, help bo
 				if !hasValue && slices.Contains(valueFlags, f) && i+1 < len(words) {
 					i++
 					if v := words[i]; !v.quoted {
-						depth += strings.Count(v.s, "[") - strings.Count(v.s, "]")
+						depth = max(depth+strings.Count(v.s, "[")-strings.Count(v.s, "]"), 0)
 					}
 					break
 				}
@@ -455,6 +455,7 @@ func TestDocCommandArguments(t *testing.T) {
 		{"mailctl mail read ID --raw", ""},
 		{"mailctl mail read", "gives no positional argument"},
 		{"mailctl mail label ID --add L[,L] --star", ""},
+		{"mailctl mail label --add L,L] ID", ""}, // a stray ] makes no argument optional
 		{"mailctl hooks runs", ""},
 		{"mailctl hooks runs on-mail extra", "gives 2 positional arguments"},
 		{`mailctl hooks create --mailbox agent --event on_receive --cmd '["/bin/true"]'`, ""},
