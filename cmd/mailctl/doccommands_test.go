@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	gmtext "github.com/yuin/goldmark/text"
 )
 
 // A docCommand is one mailctl command line a doc page shows.
@@ -18,7 +23,8 @@ import (
 //   - Only code is read: the lines of fenced blocks whose info string is
 //     empty, sh, bash, shell, console or zsh (a block of output or of a
 //     file is labelled text, toml, json, yaml and is not read), and inline
-//     code spans outside fenced blocks. Indented code blocks are not read.
+//     code spans outside fenced blocks. Indented code blocks are not read;
+//     instead a page fails that has one naming mailctl (unfencedCommands).
 //   - Code is split into words as a shell does (quotes, backslashes, `#`
 //     comments, a fenced line continued with a trailing backslash), so a
 //     quoted argument such as a hook's --cmd JSON is one word and no flag;
@@ -40,7 +46,10 @@ import (
 // quotes are not commands, and neither is a span of prose that does not
 // start with mailctl. A span that starts with it ("`mailctl serve` runs as
 // root" written as one span) is read, and only its command, subcommand and
-// flags are checked, which prose words after them cannot fail. The one
+// flags are checked, which prose words after them cannot fail; its
+// positional arguments are checked only for being too many, since a span
+// names a command without them ("`mailctl mail read --raw` shows …"),
+// where a fenced line must give every one its command takes. The one
 // exception is the first line of a state file (`mailctl registry format 1`,
 // docs/architecture.md), which is a stamp, not a command (stampRE).
 type docCommand struct {
@@ -205,7 +214,12 @@ func readingFence(info string) bool {
 	return slices.Contains([]string{"", "sh", "bash", "shell", "console", "zsh"}, lang)
 }
 
-var fenceRE = regexp.MustCompile("^ {0,3}(```+|~~~+)(.*)$")
+// fenceRE is a fence's line. It may be indented deeper than CommonMark's
+// three spaces, as a fence in a nested list item is (the three count from
+// the item's indent). A "```" line inside an indented code block is read
+// as a fence too, but such a block that names mailctl fails the page
+// anyway (unfencedCommands).
+var fenceRE = regexp.MustCompile("^[ \t]*(```+|~~~+)(.*)$")
 
 // docCommandsIn returns the mailctl commands of the Markdown text of page,
 // by the rule on docCommand.
@@ -297,6 +311,34 @@ func docCommandsIn(page, text string) []docCommand {
 		}
 	}
 	spans()
+	return out
+}
+
+// unfencedCommands returns where the Markdown text of page has an indented
+// code block (four spaces that do not continue a paragraph or a list item,
+// as CommonMark and goldmark read them) that names mailctl. The pages have
+// none, so rather than read a second kind of block, the checker asks for a
+// fence: a command there would otherwise go unchecked.
+func unfencedCommands(page, text string) []string {
+	src := []byte(text)
+	var out []string
+	doc := goldmark.DefaultParser().Parse(gmtext.NewReader(src))
+	ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		cb, ok := n.(*ast.CodeBlock) // indented; fenced blocks are *ast.FencedCodeBlock
+		if !ok || !entering || cb.Lines().Len() == 0 {
+			return ast.WalkContinue, nil
+		}
+		var b strings.Builder
+		for i := 0; i < cb.Lines().Len(); i++ {
+			seg := cb.Lines().At(i)
+			b.Write(seg.Value(src))
+		}
+		if strings.Contains(b.String(), "mailctl") {
+			line := 1 + strings.Count(text[:cb.Lines().At(0).Start], "\n")
+			out = append(out, fmt.Sprintf("%s:%d: an indented code block shows mailctl, and its commands are not checked: fence it (```sh, or ```text for output)", page, line))
+		}
+		return ast.WalkSkipChildren, nil
+	})
 	return out
 }
 

@@ -77,19 +77,22 @@ func isPlaceholder(w string) bool {
 }
 
 // docCommandProblems says where c names a command, a subcommand or a flag
-// the binary does not have. A command alone (`mailctl queue`) names the
-// command; a synopsis's brackets are read past (`[--json]`); the words that
-// are not flags are not checked, nor anything after `--`.
+// the binary does not have, or gives a number of positional arguments its
+// usage synopsis does not take (argumentProblem). A command alone (`mailctl
+// queue`) names the command; a synopsis's brackets are read past
+// (`[--json]`); the words that are not flags are counted, not checked, and
+// nothing after `--` is a flag.
 func docCommandProblems(c docCommand, help commandHelp) []string {
 	var args []string
 	var quoted []bool
+	var words []shWord // the words args come from, brackets and all
 	for _, w := range c.words {
 		s := w.s
 		if !w.quoted {
 			s = strings.Trim(s, "[]")
 		}
 		if s != "" {
-			args, quoted = append(args, s), append(quoted, w.quoted)
+			args, quoted, words = append(args, s), append(quoted, w.quoted), append(words, w)
 		}
 	}
 	if len(args) == 0 || isPlaceholder(args[0]) {
@@ -113,12 +116,17 @@ func docCommandProblems(c docCommand, help commandHelp) []string {
 		return []string{fmt.Sprintf("no command %q", name)}
 	}
 	h := help.of(cmd.name, "")
-	args, quoted = args[1:], quoted[1:]
+	args, quoted, words = args[1:], quoted[1:], words[1:]
 	isFlag := func(i int) bool {
 		return !quoted[i] && len(args[i]) > 1 && args[i][0] == '-' && args[i] != "--"
 	}
-	if subs := subcommands(h); subs != nil && len(args) > 0 {
+	// A command with subcommands named alone (`mailctl queue`, or with
+	// --help) names the command: it takes no arguments to count.
+	countArgs := true
+	if subs := subcommands(h); subs != nil {
+		countArgs = false
 		switch {
+		case len(args) == 0:
 		case isPlaceholder(args[0]):
 			return nil
 		case isFlag(0) && args[0] != "--help" && args[0] != "-h":
@@ -129,7 +137,8 @@ func docCommandProblems(c docCommand, help commandHelp) []string {
 			}
 			name += " " + args[0]
 			h = help.of(cmd.name, args[0])
-			args, quoted = args[1:], quoted[1:]
+			args, quoted, words = args[1:], quoted[1:], words[1:]
+			countArgs = true
 		}
 	}
 	flags := helpFlags(h)
@@ -151,7 +160,147 @@ func docCommandProblems(c docCommand, help commandHelp) []string {
 			}
 		}
 	}
+	// An unknown flag's value cannot be told from an argument.
+	if countArgs && len(problems) == 0 {
+		if p := argumentProblem(name, words, h, !c.fenced); p != "" {
+			problems = append(problems, p)
+		}
+	}
 	return problems
+}
+
+// argCount is how many positional arguments a command line gives, or a
+// synopsis takes: from min to max, max -1 for any number.
+type argCount struct{ min, max int }
+
+func (a argCount) String() string {
+	switch {
+	case a.max < 0:
+		return fmt.Sprintf("%d or more", a.min)
+	case a.min == a.max:
+		return strconv.Itoa(a.min)
+	}
+	return fmt.Sprintf("%d to %d", a.min, a.max)
+}
+
+// valueFlagLineRE finds the flags a --help lists that take a value:
+// flag.PrintDefaults writes "-name type" for them, "-name" alone for a
+// boolean.
+var valueFlagLineRE = regexp.MustCompile(`(?m)^  -{1,2}([a-zA-Z0-9][a-zA-Z0-9-]*) \S`)
+
+// countArgs counts the positional arguments of words, the words after a
+// command (and subcommand), as the command's flag set would read them:
+// words after a flag that takes a value (valueFlags) are its value, and
+// every word after `--` is an argument. Read as a synopsis, a word in
+// brackets ([NAME]) is optional and one ending in ... (ID...) repeats;
+// `[flags]` stands for flags and a lone | parts alternative flags.
+// elided says a word … or ... stands for more of the line; help, that
+// the line asks for --help.
+func countArgs(words []shWord, valueFlags []string) (n argCount, elided, help bool) {
+	depth := 0 // of [ ]
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		s := w.s
+		d := depth // the depth at the word, its own opening brackets counted
+		if !w.quoted {
+			d += len(s) - len(strings.TrimLeft(s, "["))
+			depth = max(depth+strings.Count(s, "[")-strings.Count(s, "]"), 0)
+			s = strings.Trim(s, "[]")
+		}
+		switch {
+		case w.quoted:
+		case s == "" || s == "|" || s == "flags":
+			continue
+		case s == "…" || s == "...":
+			elided = true
+			continue
+		case s == "--":
+			n.min += len(words) - i - 1
+			if n.max >= 0 {
+				n.max += len(words) - i - 1
+			}
+			return n, elided, help
+		case len(s) > 1 && s[0] == '-':
+			for _, alt := range strings.Split(s, "|") {
+				f, _, hasValue := strings.Cut(strings.TrimLeft(alt, "-"), "=")
+				help = help || f == "h" || f == "help"
+				if !hasValue && slices.Contains(valueFlags, f) && i+1 < len(words) {
+					i++
+					if v := words[i]; !v.quoted {
+						depth = max(depth+strings.Count(v.s, "[")-strings.Count(v.s, "]"), 0)
+					}
+					break
+				}
+			}
+			continue
+		}
+		if d == 0 {
+			n.min++
+		}
+		switch {
+		case strings.HasSuffix(s, "..."):
+			n.max = -1
+		case n.max >= 0:
+			n.max++
+		}
+	}
+	return n, elided, help
+}
+
+// argumentProblem says when words, the words after `mailctl name` on a
+// doc line, give a number of positional arguments that the synopsis of
+// the command's --help (h) does not take. The synopsis is the "Usage:"
+// line the binary prints; its alternatives are parted by " | "
+// (`queue drop ID | queue drop [--domain D] …`). Placeholders (NAME, <id>)
+// count as arguments, an optional one ([NAME]) as none or one. A span of
+// prose names a command, and may a flag, without its arguments ("`mailctl
+// mail read --raw` shows the file"): when named is true, only too many
+// arguments are a problem.
+func argumentProblem(name string, words []shWord, h string, named bool) string {
+	valueFlags := firstGroups(valueFlagLineRE, h)
+	given, elided, help := countArgs(words, valueFlags)
+	if elided || help {
+		return ""
+	}
+	_, usage, ok := strings.Cut(h, "Usage: mailctl ")
+	usage, _, _ = strings.Cut(usage, "\n")
+	path := strings.Fields(name)
+	if !ok || !strings.HasPrefix(usage+" ", name+" ") {
+		return fmt.Sprintf("`mailctl %s --help` has no usage line to count its arguments by", name)
+	}
+	var alt []shWord
+	var takes []argCount
+	for _, w := range append(splitShell(usage), shWord{s: "|", op: true}) {
+		if w.s != "|" || !w.op {
+			alt = append(alt, w)
+			continue
+		}
+		if len(alt) >= len(path) && slices.EqualFunc(alt[:len(path)], path, func(w shWord, p string) bool { return w.s == p }) {
+			alt = alt[len(path):] // the command's own name, in each alternative
+		}
+		n, _, _ := countArgs(alt, valueFlags)
+		takes = append(takes, n)
+		alt = nil
+	}
+	for _, t := range takes {
+		if (named || given.min >= t.min) && (t.max < 0 || (given.max >= 0 && given.max <= t.max)) {
+			return ""
+		}
+	}
+	var gives string
+	switch {
+	case given.max == 0:
+		gives = "no positional argument"
+	case given.min == 1 && given.max == 1:
+		gives = "1 positional argument"
+	default:
+		gives = given.String() + " positional arguments"
+	}
+	var want []string
+	for _, t := range takes {
+		want = append(want, t.String())
+	}
+	return fmt.Sprintf("gives %s, and `mailctl %s` takes %s (Usage: mailctl %s)", gives, name, strings.Join(want, " or "), usage)
 }
 
 // TestDocsCommandsAgreeWithTheBinary: every mailctl command that README.md,
@@ -164,18 +313,70 @@ func TestDocsCommandsAgreeWithTheBinary(t *testing.T) {
 	help := commandHelp{}
 	perPage := map[string]int{}
 	for _, page := range docPages(t) {
-		for _, c := range docCommands(t, page) {
-			for _, p := range docCommandProblems(c, help) {
-				t.Errorf("%s: `%s`: %s", c.where, c.text, p)
-			}
-			perPage[strings.TrimPrefix(page, "../../")]++
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
+		name := strings.TrimPrefix(filepath.ToSlash(page), "../../")
+		n, problems := docPageProblems(name, string(b), help)
+		for _, p := range problems {
+			t.Error(p)
+		}
+		perPage[name] = n
 	}
 	// The pages that teach the commands must yield them, or the extraction
 	// is broken and this test checks nothing.
 	for _, page := range []string{"README.md", "docs/setup.md", "docs/mcp.md", "docs/operations.md", "docs/outbound.md", "docs/hooks.md", "docs/dkim.md"} {
 		if perPage[page] < 3 {
 			t.Errorf("only %d mailctl commands found in %s: the extraction is broken", perPage[page], page)
+		}
+	}
+}
+
+// docPageProblems checks the Markdown text of page as
+// TestDocsCommandsAgreeWithTheBinary does: it returns how many mailctl
+// commands the page shows and what is wrong with them, each problem as
+// "page:line: `command`: problem".
+func docPageProblems(page, text string, help commandHelp) (int, []string) {
+	problems := unfencedCommands(page, text)
+	cs := docCommandsIn(page, text)
+	for _, c := range cs {
+		for _, p := range docCommandProblems(c, help) {
+			problems = append(problems, fmt.Sprintf("%s: `%s`: %s", c.where, c.text, p))
+		}
+	}
+	return len(cs), problems
+}
+
+// TestDocPageIndentedCodeBlock: a command in an indented code block, which
+// the extraction does not read, fails the page; four spaces that continue a
+// paragraph or a list item are not a code block and pass; a fence indented
+// as deep as a nested list item puts it is read.
+func TestDocPageIndentedCodeBlock(t *testing.T) {
+	help := commandHelp{}
+	for _, tc := range []struct {
+		name, page string
+		want       string // a part of the one problem, or "" for none
+	}{
+		{"indented block", "# Page\n\nCreate it:\n\n    mailctl mailboxes craete agent\n\nDone.\n",
+			"page.md:5: an indented code block shows mailctl"},
+		{"indented block after a list", "- one\n- two\n\n<!-- end -->\n\n    sudo mailctl doctor\n",
+			"page.md:6: an indented code block shows mailctl"},
+		{"indented block of output", "Text.\n\n    mailctl: daemon not running\n",
+			"page.md:3: an indented code block shows mailctl"},
+		{"paragraph continued", "Run this\n    mailctl mailboxes craete agent\nin prose.\n", ""},
+		{"list item's paragraph", "1.  First:\n\n    the mailctl daemon answers.\n", ""},
+		{"indented block of other code", "Text.\n\n    journalctl -u postfix\n", ""},
+		{"fenced in a list item", "- Run:\n\n  ```sh\n  mailctl doctor\n  ```\n", ""},
+		{"fenced in a nested list item", "1. Create:\n\n   - the mailbox:\n\n     ```sh\n     mailctl mailboxes craete agent\n     ```\n",
+			`page.md:6: ` + "`mailctl mailboxes craete agent`" + `: mailctl mailboxes has no subcommand "craete"`},
+	} {
+		_, got := docPageProblems("page.md", tc.page, help)
+		switch {
+		case tc.want == "" && len(got) != 0:
+			t.Errorf("%s: problems %q, want none", tc.name, got)
+		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+			t.Errorf("%s: problems %q, want one with %q", tc.name, got, tc.want)
 		}
 	}
 }
@@ -194,7 +395,7 @@ func TestDocCommandProblems(t *testing.T) {
 		{"mailctl mcp --http=127.0.0.1:8765", ""},
 		{"mailctl queue", ""},
 		{"mailctl dkim …", ""},
-		{"mailctl send --from agent --subject \"-x\" --body-file r.md -- --not-a-flag", ""},
+		{"mailctl mail read --mailbox agent --folder \"-x\" -- --not-a-flag", ""},
 		{"mailctl send --from a [--text-only | --html-body-file F] [--json|--dry-run]", ""},
 		{"mailctl mcp [--tools LIST|PRESET] [-v]", ""},
 		{"mailctl send --from a [--text-only | --html-file F]", "flag --html-file is not in `mailctl send --help`"},
@@ -205,6 +406,8 @@ func TestDocCommandProblems(t *testing.T) {
 		{"mailctl queue --json list", "mailctl queue takes a subcommand before its flags"},
 		{"mailctl mailbox list", `no command "mailbox" (mailctl suggests "mailboxes")`},
 		{"mailctl serve --debugging", "flag --debugging is not in `mailctl serve --help`"},
+		{"mailctl mail read --raw", ""}, // a span names the command
+		{"mailctl mailboxes create agent bob", "gives 2 positional arguments, and `mailctl mailboxes create` takes 1"},
 	} {
 		cs := docCommandsIn("t.md", "`"+tc.line+"`")
 		if len(cs) != 1 {
@@ -217,6 +420,91 @@ func TestDocCommandProblems(t *testing.T) {
 			t.Errorf("%s: problems %q, want none", tc.line, got)
 		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
 			t.Errorf("%s: problems %q, want one with %q", tc.line, got, tc.want)
+		}
+	}
+}
+
+// TestDocCommandArguments: a command line that gives a command fewer or more
+// positional arguments than its usage synopsis takes fails, and one that
+// gives a number it takes passes, placeholders counting as arguments.
+func TestDocCommandArguments(t *testing.T) {
+	help := commandHelp{}
+	for _, tc := range []struct {
+		line string
+		want string // a part of the one problem, or "" for none
+	}{
+		{"mailctl mailboxes create", "gives no positional argument"},
+		{"mailctl mailboxes create agent bob", "gives 2 positional arguments"},
+		{"mailctl mailboxes create agent --owner bob", ""},
+		{"mailctl mailboxes create NAME [--owner USER]", ""},
+		{"mailctl mailboxes show --json agent", ""},
+		{"mailctl mailboxes prune", ""},
+		{"mailctl mailboxes prune [NAME] [--dry-run]", ""},
+		{"mailctl drafts show <mailbox> <id> --json", ""},
+		{"mailctl drafts show agent", "gives 1 positional argument"},
+		{`mailctl queue reschedule "$ID" 2h`, ""},
+		{"mailctl queue reschedule ID", "gives 1 positional argument"},
+		{"mailctl queue drop ID", ""},
+		{"mailctl queue drop --domain gone.example --older-than 1d", ""},
+		{"mailctl queue drop ID1 ID2", "gives 2 positional arguments"},
+		{"mailctl queue flush stuck.example", "gives 1 positional argument"},
+		{"mailctl mail mark ID1 ID2 --read", ""},
+		{"mailctl mail mark ID... --unread", ""},
+		{"mailctl mail mark --read", "gives no positional argument"},
+		{"mailctl mail purge --before 2026-01-01", ""},
+		{"mailctl mail read ID --raw", ""},
+		{"mailctl mail read", "gives no positional argument"},
+		{"mailctl mail label ID --add L[,L] --star", ""},
+		{"mailctl mail label --add L,L] ID", ""}, // a stray ] makes no argument optional
+		{"mailctl hooks runs", ""},
+		{"mailctl hooks runs on-mail extra", "gives 2 positional arguments"},
+		{`mailctl hooks create --mailbox agent --event on_receive --cmd '["/bin/true"]'`, ""},
+		{"mailctl restore", "gives no positional argument"},
+		{"mailctl restore --map-owner alice=bob backup.tar", ""},
+		{"mailctl restore -", ""},
+		{"mailctl agents setup claude-code codex --print", ""},
+		{"mailctl agents setup …", ""},
+		{"mailctl send --from agent --to a@example.com --subject hi body.md", "gives 1 positional argument"},
+		{"mailctl send --from agent --to a@example.com --subject \"-x\" --body-file r.md", ""},
+		{"mailctl setup --non-interactive --domain example.com --hostname mx.example.com", ""},
+		{"mailctl mcp --tools basic -v", ""},
+		{"mailctl reload", "gives no positional argument"},
+		{"mailctl reload $MAINPID", ""},
+		{"mailctl version", ""},
+		{"mailctl mailboxes create --help", ""},
+		{"mailctl mailboxes show -- -odd-name", ""},
+	} {
+		cs := docCommandsIn("t.md", "```sh\n"+tc.line+"\n```\n")
+		if len(cs) != 1 {
+			t.Errorf("%s: %d commands found, want 1", tc.line, len(cs))
+			continue
+		}
+		got := docCommandProblems(cs[0], help)
+		switch {
+		case tc.want == "" && len(got) != 0:
+			t.Errorf("%s: problems %q, want none", tc.line, got)
+		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+			t.Errorf("%s: problems %q, want one with %q", tc.line, got, tc.want)
+		}
+	}
+	// Every command's own usage line, copied as a line to run, passes.
+	ref, err := collectHelp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var usages []string
+	for _, c := range ref.cmds {
+		usages = append(usages, c.help)
+		for _, sr := range c.subs {
+			usages = append(usages, sr.help)
+		}
+	}
+	for _, h := range usages {
+		line, _, _ := strings.Cut(strings.TrimPrefix(h, "Usage: "), "\n")
+		for _, c := range docCommandsIn("cli.md", "```sh\n"+line+"\n```\n") {
+			if got := docCommandProblems(c, help); len(got) != 0 {
+				t.Errorf("%s: problems %q, want none", line, got)
+			}
 		}
 	}
 }
