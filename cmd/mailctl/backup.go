@@ -187,7 +187,7 @@ index is rebuilt when the daemon starts. Root only.`)
 	}
 	lock, err := daemon.LockState(cfg)
 	if err != nil {
-		return failure(fs, fmt.Errorf("%w with %s, then restore", err, protocol.StopLine()))
+		return failure(fs, fmt.Errorf("%w with %s, then restore", err, stopLine(cfg)))
 	}
 	defer lock.Close()
 	var in io.Reader = os.Stdin
@@ -281,6 +281,22 @@ func startCommand(cfgFile string) string {
 		return "sudo mailctl serve --config " + protocol.ShellQuote(cfgFile)
 	}
 	return protocol.StartCommand()
+}
+
+// stopLine says how to stop the daemon that holds the state of cfg: the
+// unit's stop for the default config where systemd runs (the unit serves
+// that one); otherwise a SIGTERM to the daemon answering on the config's
+// socket, named by its process id when it answers.
+func stopLine(cfg *config.Config) string {
+	if cfg.File == config.DefaultPath && protocol.SystemdRuns() {
+		return protocol.StopLine()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if v, err := protocol.VersionAt(ctx, cfg.Paths.Socket); err == nil && v.PID > 1 {
+		return fmt.Sprintf("`sudo kill %d` (the daemon answering at %s; SIGTERM drains it and ends it)", v.PID, protocol.ShellQuote(cfg.Paths.Socket))
+	}
+	return protocol.StopLine()
 }
 
 // listed joins the names a restore gives of count, saying how many more
