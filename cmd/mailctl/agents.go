@@ -2,11 +2,13 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/mailctl/mailctl/daemon/agentcfg"
 	"github.com/mailctl/mailctl/mcpshim"
@@ -99,27 +101,46 @@ func goRunBuild(path string, goEnv func(key string) string) bool {
 	return false
 }
 
-// goEnv is what the go command says of key (go env KEY), for the go
-// command that would build this binary; the variable, or Go's default, when
-// there is no go command.
-func goEnv(key string) string {
-	if v, err := exec.Command("go", "env", key).Output(); err == nil {
-		return strings.TrimSpace(string(v))
-	}
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	switch key {
-	case "GOCACHE":
-		if d, err := os.UserCacheDir(); err == nil {
-			return filepath.Join(d, "go-build")
+// goCommand runs the go command with args and returns what it printed; a
+// variable, so that a test can count its runs.
+var goCommand = func(args ...string) ([]byte, error) { return exec.Command("go", args...).Output() }
+
+// goEnvOnce returns what the go command says of a key agents setup needs
+// (go env KEY), for the go command that would build this binary; the
+// variable, or Go's default, when there is no go command. The go command
+// runs once, for all of them (`go env -json`): each run of it may start
+// go's telemetry process behind it.
+func goEnvOnce(run func(args ...string) ([]byte, error)) func(key string) string {
+	vars := sync.OnceValue(func() map[string]string {
+		out, err := run("env", "-json", "GOCACHE", "GOTMPDIR", "GOBIN", "GOPATH")
+		if err != nil {
+			return nil
 		}
-	case "GOPATH":
-		if h, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(h, "go")
+		m := map[string]string{}
+		if json.Unmarshal(out, &m) != nil {
+			return nil
 		}
+		return m
+	})
+	return func(key string) string {
+		if m := vars(); m != nil {
+			return m[key]
+		}
+		if v := os.Getenv(key); v != "" {
+			return v
+		}
+		switch key {
+		case "GOCACHE":
+			if d, err := os.UserCacheDir(); err == nil {
+				return filepath.Join(d, "go-build")
+			}
+		case "GOPATH":
+			if h, err := os.UserHomeDir(); err == nil {
+				return filepath.Join(h, "go")
+			}
+		}
+		return ""
 	}
-	return ""
 }
 
 // installedPath is where `go install ./cmd/mailctl` puts the binary.
@@ -169,6 +190,7 @@ Harnesses: `+strings.Join(agentcfg.Names(), ", "))
 		return 4
 	}
 	srv := mcpServer(cf.socket)
+	goEnv := goEnvOnce(goCommand)
 	if goRunBuild(srv.Command, goEnv) {
 		again := strings.Join(append([]string{"agents", "setup"}, args...), " ")
 		return failure(cf.fs, fmt.Errorf("this binary (%s) is a `go run` build, which the go command deletes (go clean -cache, or when it exits); a harness wired to it would fail. Install it and run the installed one:\n\n    go install ./cmd/mailctl && %s\n\nor run the copy mailctl dev keeps: .mailctl-dev/bin/mailctl %s",

@@ -174,7 +174,7 @@ func TestGoRunAgentsSetupIsRefused(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MAILCTL_AS_BINARY=1", "GOCACHE="+cache)
 	t.Setenv("GOCACHE", cache) // for installedPath below, as the command sees it
 	out, err := cmd.CombinedOutput()
-	want := "go install ./cmd/mailctl && " + protocol.ShellQuote(installedPath(goEnv)) + " agents setup claude-code --print"
+	want := "go install ./cmd/mailctl && " + protocol.ShellQuote(installedPath(goEnvOnce(goCommand))) + " agents setup claude-code --print"
 	if err == nil || !strings.Contains(string(out), want) || strings.Contains(string(out), `"command"`) {
 		t.Fatalf("agents setup from the build cache: %v\n%s\nwant %s", err, out, want)
 	}
@@ -258,5 +258,32 @@ func TestPrimerDescribesTheStore(t *testing.T) {
 	}
 	for f := range named {
 		t.Errorf("the primer names a folder %s/ that a mailbox does not have", f)
+	}
+}
+
+// TestAgentsSetupRunsGoOnce: agents setup asked the go command for each
+// setting it needed, up to six runs of go, each of which may start go's
+// telemetry process behind it. It asks once, for all of them, and falls
+// back to the environment and Go's defaults without a go command.
+func TestAgentsSetupRunsGoOnce(t *testing.T) {
+	runs := 0
+	goEnv := goEnvOnce(func(args ...string) ([]byte, error) {
+		runs++
+		return []byte(`{"GOBIN": "", "GOCACHE": "/c/go-build", "GOPATH": "/g", "GOTMPDIR": ""}`), nil
+	})
+	if !goRunBuild("/c/go-build/ab/exe/mailctl", goEnv) || goRunBuild("/usr/bin/mailctl", goEnv) {
+		t.Error("a binary in the build cache, or one outside it, was told wrong")
+	}
+	if got := installedPath(goEnv); got != "/g/bin/mailctl" {
+		t.Errorf("installed path %s, want /g/bin/mailctl", got)
+	}
+	if runs != 1 {
+		t.Errorf("the go command ran %d times, want once", runs)
+	}
+
+	t.Setenv("GOBIN", "/b")
+	noGo := goEnvOnce(func(...string) ([]byte, error) { return nil, exec.ErrNotFound })
+	if got := installedPath(noGo); got != "/b/mailctl" {
+		t.Errorf("without a go command, installed path %s, want GOBIN's /b/mailctl", got)
 	}
 }
