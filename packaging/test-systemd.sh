@@ -55,7 +55,9 @@ cleanup() {
 		kill "$nspawn_pid" 2>/dev/null || true
 		wait "$nspawn_pid" 2>/dev/null || true
 	fi
-	rm -rf "$tmp"
+	# A debootstrap or container cut short may leave /proc, /sys or /dev
+	# mounted in the root: rm stays on this file system, out of them.
+	rm -rf --one-file-system "$tmp" || true
 }
 trap cleanup EXIT
 # A runner aborting the script signals it. Debian's sh (dash) runs no EXIT
