@@ -101,11 +101,13 @@ func openSecret(path string) (*os.File, error) {
 		if real, err = trustedTarget(path); err != nil {
 			return nil, err
 		}
-	} else if err == nil {
-		// Named itself, the file is still found through its directories:
-		// whoever may change one of them could put a link to a directory
-		// of root's (or a hard link of another of root's files) where the
-		// secret is.
+	} else if err == nil && secretOwner() == 0 {
+		// Named itself, root's secret is still found through its
+		// directories: whoever else may change one of them could put a
+		// link to a directory of root's (or a hard link of another of
+		// root's files) where the secret is. (Under mailctl dev the files
+		// a link could lead to are the user's own, who may keep a project
+		// in a folder its group writes.)
 		_, d, why, err := untrustedWay(filepath.Dir(path))
 		if err != nil {
 			return nil, err
