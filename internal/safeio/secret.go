@@ -54,7 +54,8 @@ func sudo(cmd string) string {
 
 // ReadSecret reads a file that holds a secret (a password, a private key)
 // the way input is read: opened without following a symbolic link that
-// anyone but root (or the secret's owner) could change, without blocking
+// anyone but root (or the secret's owner) could change, nor through a
+// directory anyone else could change (untrustedWay), without blocking
 // on a FIFO, checked on the open descriptor (a regular
 // file, owned by the running user — root for the daemon — with no group or
 // other permission bits), bounded by MaxSecretBytes, then read. A file that
@@ -100,6 +101,21 @@ func openSecret(path string) (*os.File, error) {
 		if real, err = trustedTarget(path); err != nil {
 			return nil, err
 		}
+	} else if err == nil && secretOwner() == 0 {
+		// Named itself, root's secret is still found through its
+		// directories: whoever else may change one of them could put a
+		// link to a directory of root's (or a hard link of another of
+		// root's files) where the secret is. (Under mailctl dev the files
+		// a link could lead to are the user's own, who may keep a project
+		// in a folder its group writes.)
+		_, d, why, err := untrustedWay(filepath.Dir(path))
+		if err != nil {
+			return nil, err
+		}
+		if d != "" {
+			return nil, &SecretError{Path: path, Problem: fmt.Sprintf("is reached through %s, which %s: another user could swap what is below it for a link to another file", d, why),
+				Fix: "keep it below directories that only " + secretOwnerName() + " can change (as /etc/mailctl) and point the config key at it there"}
+		}
 	}
 	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -126,11 +142,11 @@ func trustedTarget(path string) (string, error) {
 	linkFix := "point the config key at the file itself, or keep a copy of it (the certbot deploy hook in docs/setup.md does)"
 	cur := path
 	for range maxLinks + 1 {
-		dir, err := filepath.EvalSymlinks(filepath.Dir(cur))
+		dir, d, why, err := untrustedWay(filepath.Dir(cur))
 		if err != nil {
 			return "", err
 		}
-		if d, why := untrustedDir(dir); d != "" {
+		if d != "" {
 			return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a symbolic link whose way to its file passes %s, which %s", d, why), Fix: linkFix}
 		}
 		cur = filepath.Join(dir, filepath.Base(cur))
@@ -169,17 +185,59 @@ func untrustedDir(dir string) (string, string) {
 		if err != nil {
 			return d, "cannot be examined: " + err.Error()
 		}
-		st := fi.Sys().(*syscall.Stat_t)
-		switch perm := fi.Mode(); {
-		case !trustedUID(st.Uid):
-			return d, fmt.Sprintf("belongs to uid %d", st.Uid)
-		case perm&0o022 != 0 && perm&fs.ModeSticky == 0:
-			return d, fmt.Sprintf("has mode %04o: others can write in it", perm.Perm())
+		if why := untrusted(fi); why != "" {
+			return d, why
 		}
 		if parent := filepath.Dir(d); parent == d {
 			return "", ""
 		}
 	}
+}
+
+// untrustedWay is untrustedDir of dir as it is named, links and all: each
+// directory on the way must pass, and each link on it belong to root or the
+// secret's owner; then the directories the links lead through must pass
+// too (untrustedDir of the way resolved, which it returns). A link someone
+// else owns, or one in a directory someone else may change, could be
+// pointed at any directory. An error is one of looking.
+func untrustedWay(dir string) (resolved, d, why string, err error) {
+	if dir, err = filepath.Abs(dir); err != nil {
+		return "", "", "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return "", "", "", err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if uid := fi.Sys().(*syscall.Stat_t).Uid; !trustedUID(uid) {
+				return "", d, fmt.Sprintf("is a symbolic link that belongs to uid %d", uid), nil
+			}
+		} else if why := untrusted(fi); why != "" {
+			return "", d, why, nil
+		}
+		if parent := filepath.Dir(d); parent == d {
+			break
+		}
+	}
+	if resolved, err = filepath.EvalSymlinks(dir); err != nil {
+		return "", "", "", err
+	}
+	d, why = untrustedDir(resolved)
+	return resolved, d, why, nil
+}
+
+// untrusted says why someone other than root or the secret's owner may
+// change what the directory fi holds, or "" when no one may.
+func untrusted(fi fs.FileInfo) string {
+	st := fi.Sys().(*syscall.Stat_t)
+	switch perm := fi.Mode(); {
+	case !trustedUID(st.Uid):
+		return fmt.Sprintf("belongs to uid %d", st.Uid)
+	case perm&0o022 != 0 && perm&fs.ModeSticky == 0:
+		return fmt.Sprintf("has mode %04o: others can write in it", perm.Perm())
+	}
+	return ""
 }
 
 func checkSecretFile(f *os.File, path string) error {

@@ -224,3 +224,84 @@ func TestReadSecretRefusesAnotherOwner(t *testing.T) {
 	se := secretErr(t, err, "belongs to uid 65534", "mode 0644", "chown root:root "+p, "chmod 600 "+p)
 	runFix(t, se)
 }
+
+// TestReadSecretRefusesAWayOthersCanChange names a secret by a path that
+// passes a directory another user owns, or one anyone may write in: that
+// user can swap the directory below it for a link to one of root's (or
+// hard-link another of root's files in under the secret's name), and the
+// daemon would take root's other file for the secret. The path is refused
+// as a link on it would be, before the swap as after; a sticky directory
+// (as /tmp), where others cannot replace what is not theirs, is not one.
+func TestReadSecretRefusesAWayOthersCanChange(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the rule is for root's secrets, and a directory of another uid's takes root to make")
+	}
+	dir := t.TempDir()
+	rootOnly := filepath.Join(dir, "root-only")
+	if err := os.Mkdir(rootOnly, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rootOnly, "pw"), []byte("root's other secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(dir, "theirs")
+	open := filepath.Join(dir, "open")
+	sticky := filepath.Join(dir, "sticky")
+	for _, d := range []string{theirs, open, sticky} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(open, 0o777) // not sticky: anyone may rename what is in it
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	group := filepath.Join(dir, "group")
+	if err := os.Mkdir(group, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(group, 0o775) // its group's members may
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	ways := []struct{ dir, why string }{{open, "others can write in it"}, {group, "has mode 0775"}, {theirs, "belongs to uid 65534"}}
+	for _, w := range ways {
+		conf := filepath.Join(w.dir, "conf")
+		if err := os.Mkdir(conf, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		pw := filepath.Join(conf, "pw")
+		if err := os.WriteFile(pw, []byte("s3cret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := ReadSecret(pw); b != nil || err == nil {
+			t.Errorf("%s, passing %s: read %q, %v", pw, w.dir, b, err)
+		} else {
+			secretErr(t, err, w.dir, w.why)
+		}
+		// What whoever may change w.dir does: conf becomes a link to
+		// root's directory.
+		if err := os.Rename(conf, conf+".old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(rootOnly, conf); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := ReadSecret(pw); b != nil || err == nil {
+			t.Errorf("%s, after %s/conf became a link to root's directory: read %q, %v", pw, w.dir, b, err)
+		} else {
+			secretErr(t, err, w.dir, w.why)
+		}
+		if CheckSecret(pw) == nil {
+			t.Errorf("CheckSecret passed %s", pw)
+		}
+	}
+	inSticky := filepath.Join(sticky, "conf")
+	if err := os.Mkdir(inSticky, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inSticky, "pw"), []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadSecret(filepath.Join(inSticky, "pw")); err != nil || string(b) != "s3cret" {
+		t.Errorf("a secret below a sticky directory: %q, %v", b, err)
+	}
+}
