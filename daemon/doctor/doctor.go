@@ -91,6 +91,7 @@ func Check(ctx context.Context, cfg *config.Config, env Env) []protocol.Finding 
 		checkPaths(&f, cfg, env)
 	}
 	checkSecrets(&f, cfg)
+	checkInputs(&f, cfg)
 	keys := checkKeys(&f, cfg, env)
 	checkTLS(ctx, &f, cfg, env)
 	checkMailboxes(&f, cfg, env)

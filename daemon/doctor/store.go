@@ -73,6 +73,33 @@ func checkSecrets(f *findings, cfg *config.Config) {
 	}
 }
 
+// checkInputs warns of a file the daemon trusts without it being secret
+// (its config, the certificate it serves, the certificate authorities it
+// verifies the relay and MX hosts by) that someone other than root could
+// change through the way to it: a directory, a link or the file itself.
+// The daemon reads them as they are, so whoever may change one could have
+// it serve, or trust, their own.
+func checkInputs(f *findings, cfg *config.Config) {
+	for _, in := range []struct{ key, path string }{
+		{"config", cfg.File}, {"smtp.tls_cert", cfg.SMTP.TLSCert},
+		{"relay.ca_file", cfg.Relay.CAFile}, {"delivery.ca_file", cfg.Delivery.CAFile},
+	} {
+		if in.path == "" {
+			continue
+		}
+		where, why, err := safeio.OthersCanChange(in.path)
+		if err != nil || where == "" {
+			continue // a file that cannot be read has its own finding
+		}
+		way := fmt.Sprintf("is reached through %s, which %s", where, why)
+		if where == in.path {
+			way = why
+		}
+		f.add("input.changeable", Warn, "keep it below directories only root can change (as /etc/mailctl), owned by root and written by no one else, and point "+in.key+" at it there",
+			"%s: %s %s: whoever that is could have the daemon use a file of theirs", in.key, in.path, way)
+	}
+}
+
 // registered reads the owner of a registry mailbox (registry/mailboxes/<name>.json),
 // as the daemon reads it: a link or a FIFO there is none, never followed
 // nor waited on.

@@ -290,3 +290,46 @@ func whoElse(perm fs.FileMode) string {
 		return "others"
 	}
 }
+
+// OthersCanChange names the first place on the way to path (a directory,
+// a link, or the file itself) that someone other than root or the running
+// user owns or may write in, and why; where is "" when no one else can
+// change what path reads. It is for input the daemon trusts without it
+// being secret (its config, a certificate authority, its certificate):
+// such a file is not refused (a path that does not exist yet is no
+// finding), but whoever may change it could have the daemon trust their
+// own (`mailctl doctor`'s input.changeable).
+func OthersCanChange(path string) (where, why string, err error) {
+	if path, err = filepath.Abs(path); err != nil {
+		return "", "", err
+	}
+	p := path
+	for range maxLinks + 1 {
+		_, d, w, err := untrustedWay(filepath.Dir(p))
+		if err != nil || d != "" {
+			return d, w, err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return "", "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if w := untrusted(fi); w != "" {
+				return p, w, nil
+			}
+			return "", "", nil
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; !trustedUID(uid) {
+			return p, fmt.Sprintf("is a symbolic link that belongs to uid %d", uid), nil
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return "", "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = target
+	}
+	return path, fmt.Sprintf("leads through more than %d symbolic links", maxLinks), nil
+}

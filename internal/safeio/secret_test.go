@@ -305,3 +305,81 @@ func TestReadSecretRefusesAWayOthersCanChange(t *testing.T) {
 		t.Errorf("a secret below a sticky directory: %q, %v", b, err)
 	}
 }
+
+// TestOthersCanChangeNamesTheWay: input the daemon trusts (its config, a
+// certificate authority) is found through a way, and anyone who may change
+// a directory, a link or the file on it could have the daemon trust their
+// own. Each such place is named; a way only root and the running user
+// control, or one through a sticky directory, is not.
+func TestOthersCanChangeNamesTheWay(t *testing.T) {
+	base := t.TempDir()
+	mk := func(rel string, mode os.FileMode) string {
+		t.Helper()
+		p := filepath.Join(base, rel)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	file := func(dir string, mode os.FileMode) string {
+		t.Helper()
+		p := filepath.Join(dir, "ca.pem")
+		if err := os.WriteFile(p, []byte("pem"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	check := func(name, path, wantWhere string) {
+		t.Helper()
+		where, why, err := OthersCanChange(path)
+		if err != nil || where != wantWhere {
+			t.Errorf("%s: OthersCanChange(%s) = %q (%s), %v; want %q", name, path, where, why, err, wantWhere)
+		}
+	}
+	check("a private way", file(mk("private", 0o755), 0o644), "")
+	check("a sticky directory", file(mk("sticky", os.ModeSticky|0o777), 0o644), "")
+	open := mk("open", 0o777)
+	check("a directory anyone writes in", file(open, 0o644), open)
+	group := mk("group", 0o775)
+	check("a directory its group writes in", file(group, 0o644), group)
+	writable := file(mk("writable", 0o755), 0o666)
+	check("a file anyone writes", writable, writable)
+
+	link := filepath.Join(mk("links", 0o755), "ca.pem")
+	if err := os.Symlink(filepath.Join(open, "ca.pem"), link); err != nil {
+		t.Fatal(err)
+	}
+	check("a link to a file in a directory anyone writes in", link, open)
+	rel := filepath.Join(base, "links", "rel.pem")
+	if err := os.Symlink("../private/ca.pem", rel); err != nil {
+		t.Fatal(err)
+	}
+	check("a relative link along a private way", rel, "")
+	if _, _, err := OthersCanChange(filepath.Join(base, "private", "none.pem")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file that does not exist: %v, want ErrNotExist", err)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Log("as root, this also checks a link and a directory that belong to another uid")
+		return
+	}
+	theirs := mk("theirs", 0o755)
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	check("a directory another uid owns", file(theirs, 0o644), theirs)
+	their := filepath.Join(base, "links", "theirs.pem")
+	if err := os.Symlink("../private/ca.pem", their); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(their, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	check("a link another uid owns", their, their)
+}
