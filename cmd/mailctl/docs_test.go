@@ -409,18 +409,25 @@ func TestDocCommandProblems(t *testing.T) {
 		{"mailctl mail read --raw", ""}, // a span names the command
 		{"mailctl mailboxes create agent bob", "gives 2 positional arguments, and `mailctl mailboxes create` takes 1"},
 	} {
-		cs := docCommandsIn("t.md", "`"+tc.line+"`")
-		if len(cs) != 1 {
-			t.Errorf("%s: %d commands found, want 1", tc.line, len(cs))
-			continue
-		}
-		got := docCommandProblems(cs[0], help)
-		switch {
-		case tc.want == "" && len(got) != 0:
-			t.Errorf("%s: problems %q, want none", tc.line, got)
-		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
-			t.Errorf("%s: problems %q, want one with %q", tc.line, got, tc.want)
-		}
+		wantDocProblem(t, help, tc.line, "`"+tc.line+"`", tc.want)
+	}
+}
+
+// wantDocProblem checks the one command doc (a page's text) shows for line:
+// it has no problem when want is "", else one that holds want.
+func wantDocProblem(t *testing.T, help commandHelp, line, doc, want string) {
+	t.Helper()
+	cs := docCommandsIn("t.md", doc)
+	if len(cs) != 1 {
+		t.Errorf("%s: %d commands found, want 1", line, len(cs))
+		return
+	}
+	got := docCommandProblems(cs[0], help)
+	switch {
+	case want == "" && len(got) != 0:
+		t.Errorf("%s: problems %q, want none", line, got)
+	case want != "" && (len(got) != 1 || !strings.Contains(got[0], want)):
+		t.Errorf("%s: problems %q, want one with %q", line, got, want)
 	}
 }
 
@@ -474,18 +481,7 @@ func TestDocCommandArguments(t *testing.T) {
 		{"mailctl mailboxes create --help", ""},
 		{"mailctl mailboxes show -- -odd-name", ""},
 	} {
-		cs := docCommandsIn("t.md", "```sh\n"+tc.line+"\n```\n")
-		if len(cs) != 1 {
-			t.Errorf("%s: %d commands found, want 1", tc.line, len(cs))
-			continue
-		}
-		got := docCommandProblems(cs[0], help)
-		switch {
-		case tc.want == "" && len(got) != 0:
-			t.Errorf("%s: problems %q, want none", tc.line, got)
-		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
-			t.Errorf("%s: problems %q, want one with %q", tc.line, got, tc.want)
-		}
+		wantDocProblem(t, help, tc.line, "```sh\n"+tc.line+"\n```\n", tc.want)
 	}
 	// Every command's own usage line, copied as a line to run, passes.
 	ref, err := collectHelp()

@@ -17,10 +17,43 @@ import (
 
 // withoutSystemd has the test's host run without systemd (a container)
 // until it ends. Tests that call it must not be parallel.
-func withoutSystemd(t *testing.T) {
+func withoutSystemd(t *testing.T) { hostInit(t, false) }
+
+// hostInit has the test's host run with systemd as its init, or without,
+// until the test ends.
+func hostInit(t *testing.T, systemd bool) {
 	was := protocol.SystemdRuns
 	t.Cleanup(func() { protocol.SystemdRuns = was })
-	protocol.SystemdRuns = func() bool { return false }
+	protocol.SystemdRuns = func() bool { return systemd }
+}
+
+// heldConfig is a config other than the unit's whose state is held, as
+// its running daemon holds it, until the test ends.
+func heldConfig(t *testing.T) (string, *config.Config) {
+	t.Helper()
+	cfgPath := serveConfig(t, t.TempDir(), freePort(t))
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := daemon.LockState(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() })
+	return cfgPath, cfg
+}
+
+// restoreSays runs a restore of the config at cfgPath and returns its exit
+// code and what it wrote to stderr.
+func restoreSays(t *testing.T, cfgPath string) (int, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	saved := stderr
+	stderr = &buf
+	defer func() { stderr = saved }()
+	code := cmdRestore([]string{"--config", cfgPath, filepath.Join(t.TempDir(), "none.tar")})
+	return code, buf.String()
 }
 
 // TestHintsFitAHostWithoutSystemd: a reload with keys that wait for a
@@ -40,23 +73,9 @@ func TestHintsFitAHostWithoutSystemd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("restore is root's")
 	}
-	cfgPath := serveConfig(t, t.TempDir(), freePort(t))
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock, err := daemon.LockState(cfg) // as the running daemon holds it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lock.Close() })
-	buf.Reset()
-	savedErr := stderr
-	stderr = &buf
-	t.Cleanup(func() { stderr = savedErr })
-	if code := cmdRestore([]string{"--config", cfgPath, filepath.Join(t.TempDir(), "none.tar")}); code != 1 ||
-		strings.Contains(buf.String(), "systemctl") || !strings.Contains(buf.String(), "`sudo kill PID`") {
-		t.Errorf("restore beside a running daemon: exit %d:\n%s", code, buf.String())
+	cfgPath, _ := heldConfig(t)
+	if code, out := restoreSays(t, cfgPath); code != 1 || strings.Contains(out, "systemctl") || !strings.Contains(out, "`sudo kill PID`") {
+		t.Errorf("restore beside a running daemon: exit %d:\n%s", code, out)
 	}
 }
 
@@ -68,27 +87,11 @@ func TestRestoreNamesTheDaemonOfItsConfig(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("restore is root's")
 	}
-	was := protocol.SystemdRuns
-	t.Cleanup(func() { protocol.SystemdRuns = was })
-	protocol.SystemdRuns = func() bool { return true }
-	cfgPath := serveConfig(t, t.TempDir(), freePort(t))
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock, err := daemon.LockState(cfg) // as the running daemon holds it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lock.Close() })
+	hostInit(t, true)
+	cfgPath, cfg := heldConfig(t)
 	answerVersion(t, cfg.Paths.Socket, protocol.VersionInfo{Server: "test", PID: 4242})
-	var buf bytes.Buffer
-	savedErr := stderr
-	stderr = &buf
-	t.Cleanup(func() { stderr = savedErr })
-	if code := cmdRestore([]string{"--config", cfgPath, filepath.Join(t.TempDir(), "none.tar")}); code != 1 ||
-		strings.Contains(buf.String(), "systemctl") || !strings.Contains(buf.String(), "`sudo kill 4242`") {
-		t.Errorf("restore beside the daemon of another config: exit %d:\n%s", code, buf.String())
+	if code, out := restoreSays(t, cfgPath); code != 1 || strings.Contains(out, "systemctl") || !strings.Contains(out, "`sudo kill 4242`") {
+		t.Errorf("restore beside the daemon of another config: exit %d:\n%s", code, out)
 	}
 }
 
