@@ -140,36 +140,63 @@ const maxLinks = 8
 // file found is opened without following anything more.
 func trustedTarget(path string) (string, error) {
 	linkFix := "point the config key at the file itself, or keep a copy of it (the certbot deploy hook in docs/setup.md does)"
+	real, c, err := wayTo(path)
+	switch {
+	case err != nil:
+		return "", err
+	case c == nil:
+		return real, nil
+	case c.chain:
+		return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a chain of more than %d symbolic links", maxLinks), Fix: linkFix}
+	case c.link:
+		return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a symbolic link (%s) that %s", c.where, c.why), Fix: linkFix}
+	}
+	return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a symbolic link whose way to its file passes %s, which %s", c.where, c.why), Fix: linkFix}
+}
+
+// changeable is a place on the way to a file that someone other than root
+// or the secret's owner could change: a directory (why says how), a link of
+// theirs (why: "belongs to uid N"), or a chain of too many links.
+type changeable struct {
+	where, why  string
+	link, chain bool
+}
+
+// wayTo follows the links from path to the file they name, checking each
+// directory on the way to each link and to the file (untrustedWay) and
+// each link's owner. It returns the file, with no link left on its way, or
+// the first place someone else could change. An error is one of looking.
+func wayTo(path string) (string, *changeable, error) {
 	cur := path
 	for range maxLinks + 1 {
 		dir, d, why, err := untrustedWay(filepath.Dir(cur))
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if d != "" {
-			return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a symbolic link whose way to its file passes %s, which %s", d, why), Fix: linkFix}
+			return "", &changeable{where: d, why: why}, nil
 		}
 		cur = filepath.Join(dir, filepath.Base(cur))
 		fi, err := os.Lstat(cur)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			return cur, nil
+			return cur, nil, nil
 		}
 		if uid := fi.Sys().(*syscall.Stat_t).Uid; !trustedUID(uid) {
-			return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a symbolic link (%s) that belongs to uid %d", cur, uid), Fix: linkFix}
+			return "", &changeable{where: cur, why: fmt.Sprintf("belongs to uid %d", uid), link: true}, nil
 		}
 		dest, err := os.Readlink(cur)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if !filepath.IsAbs(dest) {
 			dest = filepath.Join(dir, dest)
 		}
 		cur = dest
 	}
-	return "", &SecretError{Path: path, Problem: fmt.Sprintf("is a chain of more than %d symbolic links", maxLinks), Fix: linkFix}
+	return "", &changeable{chain: true}, nil
 }
 
 // trustedUID reports whether uid may own the links and directories on the
@@ -303,33 +330,23 @@ func OthersCanChange(path string) (where, why string, err error) {
 	if path, err = filepath.Abs(path); err != nil {
 		return "", "", err
 	}
-	p := path
-	for range maxLinks + 1 {
-		_, d, w, err := untrustedWay(filepath.Dir(p))
-		if err != nil || d != "" {
-			return d, w, err
-		}
-		fi, err := os.Lstat(p)
+	real, c, err := wayTo(path)
+	switch {
+	case err != nil:
+		return "", "", err
+	case c == nil:
+		fi, err := os.Lstat(real)
 		if err != nil {
 			return "", "", err
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			if w := untrusted(fi); w != "" {
-				return p, w, nil
-			}
-			return "", "", nil
+		if why := untrusted(fi); why != "" {
+			return real, why, nil
 		}
-		if uid := fi.Sys().(*syscall.Stat_t).Uid; !trustedUID(uid) {
-			return p, fmt.Sprintf("is a symbolic link that belongs to uid %d", uid), nil
-		}
-		target, err := os.Readlink(p)
-		if err != nil {
-			return "", "", err
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(p), target)
-		}
-		p = target
+		return "", "", nil
+	case c.chain:
+		return path, fmt.Sprintf("leads through more than %d symbolic links", maxLinks), nil
+	case c.link:
+		return c.where, "is a symbolic link that " + c.why, nil
 	}
-	return path, fmt.Sprintf("leads through more than %d symbolic links", maxLinks), nil
+	return c.where, c.why, nil
 }
