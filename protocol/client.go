@@ -341,3 +341,15 @@ func VersionAt(ctx context.Context, socket string) (VersionInfo, error) {
 	err = c.Call(ctx, VerbVersion, nil, &v)
 	return v, err
 }
+
+// PIDAt is the process id of the daemon answering at socket, asked with a
+// timeout of its own (2 s): 0 when none answers there in time.
+func PIDAt(ctx context.Context, socket string) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	v, err := VersionAt(ctx, socket)
+	if err != nil {
+		return 0
+	}
+	return v.PID
+}

@@ -291,10 +291,8 @@ func stopLine(cfg *config.Config) string {
 	if cfg.File == config.DefaultPath && protocol.SystemdRuns() {
 		return protocol.StopLine()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if v, err := protocol.VersionAt(ctx, cfg.Paths.Socket); err == nil && v.PID > 1 {
-		return fmt.Sprintf("`sudo kill %d` (the daemon answering at %s; SIGTERM drains it and ends it)", v.PID, protocol.ShellQuote(cfg.Paths.Socket))
+	if pid := protocol.PIDAt(context.Background(), cfg.Paths.Socket); pid > 1 {
+		return fmt.Sprintf("`sudo kill %d` (the daemon answering at %s; SIGTERM drains it and ends it)", pid, protocol.ShellQuote(cfg.Paths.Socket))
 	}
 	return protocol.StopLine()
 }

@@ -407,15 +407,3 @@ func ensureUnit(ctx context.Context, o *Options, cfg *config.Config, st step) er
 	st.did("systemd unit enabled and started (systemctl status mailctl)")
 	return nil
 }
-
-// daemonPID asks the daemon on socket for its process id: 0 when none
-// answers there.
-func daemonPID(ctx context.Context, socket string) int {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	v, err := protocol.VersionAt(ctx, socket)
-	if err != nil {
-		return 0
-	}
-	return v.PID
-}

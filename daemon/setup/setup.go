@@ -82,7 +82,7 @@ func (o *Options) defaults() {
 		o.SystemdUp = protocol.SystemdRuns
 	}
 	if o.DaemonPID == nil {
-		o.DaemonPID = daemonPID
+		o.DaemonPID = protocol.PIDAt
 	}
 	if o.In == nil {
 		o.In = os.Stdin
