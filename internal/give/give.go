@@ -61,12 +61,15 @@ var looked func(path string)
 // the first few. path itself may not be a symbolic link.
 func Folder(path string, uid, gid int) (*Result, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.ELOOP):
-		return nil, fmt.Errorf("%s is a symbolic link: give the folder it names, by its own path, if that is the mailbox", path)
-	case errors.Is(err, unix.ENOTDIR):
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		// Which one it is, for the message only (O_DIRECTORY|O_NOFOLLOW
+		// answers ENOTDIR for a symbolic link).
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s is a symbolic link: give the folder it names, by its own path, if that is the mailbox", path)
+		}
 		return nil, fmt.Errorf("%s is not a folder", path)
-	case err != nil:
+	}
+	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	var sx unix.Statx_t
