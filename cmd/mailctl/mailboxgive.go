@@ -20,13 +20,14 @@ restore gave them to the archive's owner, or the owner line changed. The
 daemon's log, `+"`mailctl doctor`"+` and `+"`mailctl restore`"+` print this command with
 the folder and the owner filled in. Root only.
 
-Only FOLDER, the folders below it and their files of one link are given,
-each through the descriptor it was looked at by, so the folder's present
-owner cannot swap in, meanwhile, a link that leads the change elsewhere.
-Symbolic links (neither followed nor changed), files of more than one link
-(one may be outside the mailbox), FIFOs, sockets, devices and mounts are
-left as they are: standard error counts them and names the first few. FOLDER
-itself may not be a symbolic link.`)
+Only FOLDER, the folders below it and their files of one link that are
+FOLDER's present owner's are given, each through the descriptor it was
+looked at by, so that owner cannot swap in, meanwhile, a link that leads the
+change elsewhere. Symbolic links (neither followed nor changed), files of
+more than one link or of another owner (they may be hard links to files
+outside the mailbox), FIFOs, sockets, devices and mounts are left as they
+are: standard error counts them and names the first few. FOLDER itself may
+not be a symbolic link.`)
 	to := fs.String("to", "", "the new owner, OWNER[:GROUP]: a user name or uid, and a group name or gid")
 	if code, ok := parseArgs(fs, args, 1, "give exactly one FOLDER, the mailbox's folder"); !ok {
 		return code
@@ -41,7 +42,7 @@ itself may not be a symbolic link.`)
 	folder := fs.Arg(0)
 	res, err := give.Folder(folder, uid, gid)
 	if res != nil && res.LeftCount > 0 {
-		fmt.Fprintf(stderr, "mailctl %s: %d left as they were (not folders, nor files of one link):\n", fs.Name(), res.LeftCount)
+		fmt.Fprintf(stderr, "mailctl %s: %d left as they were (not folders, nor the folder's owner's files of one link):\n", fs.Name(), res.LeftCount)
 		for _, l := range res.Left {
 			fmt.Fprintf(stderr, "  %s: %s\n", inert(strconv.Quote(l.Path)), l.Why)
 		}

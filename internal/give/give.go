@@ -53,12 +53,15 @@ var looked func(path string)
 
 // Folder gives the folder at path to uid and gid (-1 leaves that one as it
 // is), with every folder below it on the same file system and every
-// regular file of one link in them. A mailbox's own files have one link
-// each: a file with more may be a hard link to a file outside (root's,
-// where fs.protected_hardlinks is 0), so it is left as it is, as are
-// symbolic links (neither followed nor changed), FIFOs, sockets, devices,
-// mounts and whatever lies past MaxDepth; the Result counts them and names
-// the first few. path itself may not be a symbolic link.
+// regular file of one link in them that is the folder's present owner's
+// (or already uid's). A mailbox's own files have one link each and its
+// owner's uid: a file with more links may be a hard link to a file outside
+// (root's, where fs.protected_hardlinks is 0), and so may a file of
+// another uid whose other names were removed since, so both are left as
+// they are, as are symbolic links (neither followed nor changed), FIFOs,
+// sockets, devices, mounts and whatever lies past MaxDepth; the Result
+// counts them and names the first few. path itself may not be a symbolic
+// link.
 func Folder(path string, uid, gid int) (*Result, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
@@ -77,7 +80,12 @@ func Folder(path string, uid, gid int) (*Result, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	w := &walker{dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), uid: uid, gid: gid, res: &Result{}}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	w := &walker{dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), owner: st.Uid, uid: uid, gid: gid, res: &Result{}}
 	if sx.Mask&unix.STATX_MNT_ID != 0 {
 		w.mnt = sx.Mnt_id
 	}
@@ -89,6 +97,7 @@ func Folder(path string, uid, gid int) (*Result, error) {
 
 type walker struct {
 	dev, mnt uint64 // the mount the folder given is on (mnt 0 where the kernel does not say)
+	owner    uint32 // the folder's owner before it is given
 	uid, gid int
 	res      *Result
 }
@@ -205,6 +214,12 @@ func (w *walker) entry(dirfd int, dirPath, name string, depth int) error {
 			return nil
 		}
 		return w.dir(dfd, p, depth+1)
+	case mode == unix.S_IFREG && st.Uid != w.owner && int(st.Uid) != w.uid:
+		// The store gives each file it writes the mailbox's owner: a file
+		// of someone else's may be theirs, linked in, of one link once
+		// they removed their own name for it (root replacing a file by a
+		// rename leaves the old one so).
+		w.res.leave(p, fmt.Sprintf("a file of uid %d, neither the folder's owner's nor the new owner's", st.Uid))
 	case mode == unix.S_IFREG && st.Nlink == 1:
 		if err := unix.Fchownat(fd, "", w.uid, w.gid, unix.AT_EMPTY_PATH); err != nil {
 			return &os.PathError{Op: "chown", Path: p, Err: err}

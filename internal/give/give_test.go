@@ -173,6 +173,30 @@ func TestFolderGivesNoFileSwappedForAHardLink(t *testing.T) {
 	g.check([]string{g.box, g.inbox, aside}, []string{g.secret, g.mail})
 }
 
+// TestFolderGivesNoFileOfAnotherOwner: the folder's present owner links
+// into it a file of root's, whose name outside root then removes (as a
+// rename over it does): the file has one link, but is root's, not that
+// owner's, and is left as it is; the owner's own mail is given.
+func TestFolderGivesNoFileOfAnotherOwner(t *testing.T) {
+	g := newTree(t)
+	present := g.uid + 1
+	for _, p := range []string{g.box, g.inbox, g.mail} {
+		if err := os.Lchown(p, int(present), int(present)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	linked := filepath.Join(g.inbox, "linked.eml")
+	if err := os.Link(g.secret, linked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(g.secret); err != nil {
+		t.Fatal(err)
+	}
+	res := g.give()
+	g.check([]string{g.box, g.inbox, g.mail}, []string{linked})
+	leftNames(t, res, 1, linked)
+}
+
 // TestFolderFollowsNoFolderSwappedIn: the present owner swaps a folder of
 // the mailbox, once the walk has looked at it, for a symbolic link to a
 // folder outside, or for another folder. The walk enters neither: it opens
