@@ -15,8 +15,8 @@ import (
 
 // TestMailboxesGiveGivesTheFolder: run as root, `mailctl mailboxes give`
 // gives the folder and its mail to the owner --to names (a uid with no
-// passwd entry, and a group), leaves a hard link to a file outside as it
-// is, and names it on standard error.
+// passwd entry, and a group), leaves a hard link to a file outside and a
+// symbolic link as they are, and names them on standard error, inert.
 func TestMailboxesGiveGivesTheFolder(t *testing.T) {
 	testusers.RequireRoot(t)
 	uid := testusers.UnusedUID(t)
@@ -34,6 +34,11 @@ func TestMailboxesGiveGivesTheFolder(t *testing.T) {
 	if err := os.Link(secret, hard); err != nil {
 		t.Fatal(err)
 	}
+	// The folder's owner names its files: a name that would act on a
+	// terminal or forge a line is printed inert.
+	if err := os.Symlink(secret, filepath.Join(box, hostile)); err != nil {
+		t.Fatal(err)
+	}
 	out, e, code := mailctl(t, nil, "mailboxes", "give", "--to", fmt.Sprintf("%d:%d", uid, uid), box)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, e)
@@ -46,8 +51,11 @@ func TestMailboxesGiveGivesTheFolder(t *testing.T) {
 	if st := lstatOf(t, secret); st.Uid != 0 {
 		t.Errorf("%s, outside the folder, was given to uid %d", secret, st.Uid)
 	}
-	if !strings.Contains(e, "1 left as they were") || !strings.Contains(e, hard) || !strings.Contains(e, "a file of 2 links") {
-		t.Errorf("standard error does not name the hard link left as it was:\n%s", e)
+	if !strings.Contains(e, "2 left as they were") || !strings.Contains(e, hard) || !strings.Contains(e, "a file of 2 links") || !strings.Contains(e, "a symbolic link") {
+		t.Errorf("standard error does not name the hard and symbolic links left as they were:\n%s", e)
+	}
+	if why := safeOutput(out + e); why != "" || forgedLines(out+e) > 0 {
+		t.Errorf("a file's name reached the terminal as it is (%s):\n%q", why, out+e)
 	}
 }
 
