@@ -306,7 +306,7 @@ func (d *Daemon) buildState(cfg *config.Config) *state {
 			// gave them to the archive's owner, or the owner line changed):
 			// serving the declaration would hand them to the declared owner.
 			s.problems = append(s.problems, fmt.Sprintf("mailbox %q: its folder %s belongs to uid %d, not to the declared owner %q (uid %d); not served: "+
-				"declare the owner it has, or give it the folder's mail with %s", m.Name, d.store.Path(m.Name), fuid, m.Owner, uid,
+				"declare the owner it has, or give it the folder's mail with `sudo %s`", m.Name, d.store.Path(m.Name), fuid, m.Owner, uid,
 				protocol.GiveMailboxCommand(fmt.Sprintf("%d:%d", uid, gid), d.store.Path(m.Name))))
 			unserved()
 			continue

@@ -154,18 +154,19 @@ func ShellQuote(s string) string {
 
 // GiveMailboxCommand is the shell command an operator runs, as root, to give
 // the mailbox folder at path and the mail in it to owner (OWNER[:GROUP])
-// when they belong to someone else (a restore, a changed owner line). It
-// is not chown -R: the folder's present owner may have put in it a hard
-// link to a file outside the mailbox (theirs, or root's where
-// fs.protected_hardlinks is 0), which chown -R would give away with the
-// mail. A mailbox's own files have one link each, so a file with more is
-// left as it is; a symbolic link is neither followed nor changed (the
-// store reads none; and chown -h, should one be swapped in between find's
-// look and chown, changes the link, not what it names), and no mount
-// below the folder is entered. chown runs in the folder find looked at
-// (-execdir), on the name alone: a folder on the path that the present
-// owner swaps for a link to another in between would otherwise lead
-// chown there (TestGiveMailboxCommandFollowsNoFolderSwappedIn).
+// when they belong to someone else (a restore, a changed owner line):
+// `mailctl mailboxes give`. It is not chown -R: the folder's present owner
+// may have put in it a hard link to a file outside the mailbox (theirs, or
+// root's where fs.protected_hardlinks is 0), which chown -R would give away
+// with the mail. Nor is it find … -execdir chown, whose chown takes each
+// name again after find looked at it: that owner could swap the file in
+// between for such a link. The command gives each folder and file of one
+// link through the descriptor it looked at it by, follows no symbolic link
+// and enters no mount (internal/give, TestFolderGivesNoFileSwappedForAHardLink).
 func GiveMailboxCommand(owner, path string) string {
-	return "find " + ShellQuote(path) + ` -xdev \( -type d -o -type f -links 1 \) -execdir chown -h ` + ShellQuote(owner) + " {} +"
+	folder := ShellQuote(path)
+	if strings.HasPrefix(path, "-") {
+		folder = "-- " + folder // not a flag
+	}
+	return "mailctl mailboxes give --to " + ShellQuote(owner) + " " + folder
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testusers"
 )
 
@@ -16,7 +17,9 @@ import (
 // user by testusers.HoldSocket: it greets whoever connects.
 func TestMain(m *testing.M) {
 	testusers.ServeHeldSocket(greet)
-	os.Exit(m.Run())
+	code := m.Run()
+	testbin.Cleanup() // the mailctl the give tests run
+	os.Exit(code)
 }
 
 func greet(c net.Conn) {

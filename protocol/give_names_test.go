@@ -60,3 +60,16 @@ func TestGiveMailboxCommandTakesHostileNames(t *testing.T) {
 		}
 	}
 }
+
+// TestGiveMailboxCommandTakesAFolderNamedLikeAFlag: a folder named, as the
+// command is given it, with a leading dash is the folder, not a flag.
+func TestGiveMailboxCommandTakesAFolderNamedLikeAFlag(t *testing.T) {
+	g := newGiveTree(t, "--to=0")
+	g.mkdirs(g.box)
+	t.Chdir(g.base)
+	g.box = filepath.Base(g.box)
+	cmd := g.give()
+	if got := g.owner(g.box); got != g.uid {
+		t.Errorf("%s belongs to uid %d after %s, want %d", g.box, got, cmd, g.uid)
+	}
+}

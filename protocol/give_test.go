@@ -8,13 +8,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testusers"
 )
 
 // TestGiveMailboxCommandGivesOnlyTheMailboxsOwnFiles: run as written by a
 // shell, on a folder whose name needs quoting, the command gives the
 // folder, its folders and its files of one link to the owner; a hard link
-// to a file outside and a symbolic link's target stay as they were.
+// to a file outside, a symbolic link and its target stay as they were.
 func TestGiveMailboxCommandGivesOnlyTheMailboxsOwnFiles(t *testing.T) {
 	g := newGiveTree(t, "it's a box")
 	inbox := filepath.Join(g.box, "inbox")
@@ -33,7 +34,7 @@ func TestGiveMailboxCommandGivesOnlyTheMailboxsOwnFiles(t *testing.T) {
 			t.Errorf("%s belongs to uid %d after %s, want %d", p, got, cmd, g.uid)
 		}
 	}
-	for _, p := range []string{secret, target} {
+	for _, p := range []string{secret, target, filepath.Join(inbox, "hard.eml"), filepath.Join(inbox, "soft.eml")} {
 		if got := g.owner(p); got != 0 {
 			t.Errorf("%s, outside the mailbox, was given to uid %d by %s", p, got, cmd)
 		}
@@ -49,6 +50,7 @@ type giveTree struct {
 	base    string
 	box     string // base/ and the name newGiveTree was given
 	outside string // base/outside, made by the test as a file or a folder
+	bin     string // the mailctl the command runs
 }
 
 // newGiveTree names the tree's paths, skipping t unless it runs as root;
@@ -56,7 +58,11 @@ type giveTree struct {
 func newGiveTree(t *testing.T, box string) *giveTree {
 	t.Helper()
 	testusers.RequireRoot(t)
-	g := &giveTree{t: t, uid: testusers.UnusedUID(t), base: t.TempDir()}
+	bin, err := testbin.Mailctl() // before a test leaves the module's folder
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &giveTree{t: t, uid: testusers.UnusedUID(t), base: t.TempDir(), bin: bin}
 	g.box, g.outside = filepath.Join(g.base, box), filepath.Join(g.base, "outside")
 	return g
 }
@@ -86,11 +92,12 @@ func (g *giveTree) command() string {
 	return GiveMailboxCommand(fmt.Sprintf("%d:%d", g.uid, g.uid), g.box)
 }
 
-// run runs the command as a shell does, with env added to the test's
-// environment, and gives its output.
-func (g *giveTree) run(env ...string) ([]byte, error) {
+// run runs the command as a shell does, with a PATH that holds mailctl
+// (built for the test) and nothing else: no find, no chown. It gives the
+// command's output.
+func (g *giveTree) run() ([]byte, error) {
 	sh := exec.Command("sh", "-c", g.command())
-	sh.Env = append(os.Environ(), env...)
+	sh.Env = append(os.Environ(), "PATH="+filepath.Dir(g.bin))
 	return sh.CombinedOutput()
 }
 

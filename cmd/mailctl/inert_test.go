@@ -219,6 +219,9 @@ var clientRuns = [][]string{
 	{"doctor"},
 	{"mailboxes", "create", "m"}, {"mailboxes", "list"}, {"mailboxes", "show", "m"},
 	{"mailboxes", "set", "m", "--display-name", "M"}, {"mailboxes", "delete", "m"}, {"mailboxes", "prune", "m", "--dry-run"},
+	// Asks no daemon: the names it prints are a folder's, checked by
+	// TestMailboxesGiveGivesTheFolder.
+	{"mailboxes", "give", "--to", "0", "/nonexistent/mailbox"},
 	{"mail", "list", "--mailbox", "m"}, {"mail", "read", "x", "--mailbox", "m"}, {"mail", "read", "x", "--mailbox", "m", "--raw"},
 	{"mail", "wait", "--mailbox", "m", "--timeout", "20s"}, {"mail", "mark", "x", "--read", "--mailbox", "m"},
 	{"mail", "move", "x", "--to", "archive", "--mailbox", "m"}, {"mail", "label", "x", "--add", "l", "--mailbox", "m"},

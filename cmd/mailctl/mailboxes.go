@@ -30,6 +30,8 @@ const mailboxesHelp = `Usage: mailctl mailboxes SUBCOMMAND [flags]
                                  set its quota (root)
   prune [NAME] [--dry-run]       apply the retention now (root; the daemon also does it hourly)
   delete NAME [--force] [--yes]  delete a mailbox (--force also deletes its mail)
+  give --to OWNER[:GROUP] FOLDER
+                                 give a mailbox's folder and its mail to OWNER (root)
 
 Names match [a-z0-9._-]+ without leading or trailing dots, "..", or a leading '-'.`
 
@@ -43,6 +45,7 @@ func cmdMailboxes(args []string) int {
 		"prune":  mailboxPrune,
 		"delete": mailboxDelete,
 		"rm":     mailboxDelete,
+		"give":   mailboxGive,
 	})
 }
 

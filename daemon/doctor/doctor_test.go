@@ -26,6 +26,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/internal/testwait"
 	"github.com/mailctl/mailctl/protocol"
@@ -170,6 +171,7 @@ func TestMain(m *testing.M) {
 	if templateRoot != "" {
 		os.RemoveAll(templateRoot)
 	}
+	testbin.Cleanup() // the mailctl TestOwnerWrongFixRuns runs
 	os.Exit(code)
 }
 
@@ -422,7 +424,8 @@ func TestSocketDirOpenToAGroupIsNotClosed(t *testing.T) {
 // nothing more. "chown -R UID:" was refused by chown ("invalid spec").
 // The mailbox's present owner put in it a hard link to a root file (where
 // fs.protected_hardlinks is 0) and a symbolic link to another: chown -R
-// would have given the first away; the fix leaves both root's.
+// would have given the first away; the fix (`mailctl mailboxes give`, on
+// the PATH) leaves both root's.
 func TestOwnerWrongFixRuns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("seeding a wrong owner needs root (chown)")
@@ -467,8 +470,14 @@ func TestOwnerWrongFixRuns(t *testing.T) {
 	if len(fixes) == 0 {
 		t.Fatal("no mailbox.owner_wrong finding")
 	}
+	bin, err := testbin.Mailctl()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, fix := range fixes {
-		out, err := exec.Command("sh", "-c", strings.TrimPrefix(fix, "sudo ")).CombinedOutput()
+		sh := exec.Command("sh", "-c", strings.TrimPrefix(fix, "sudo "))
+		sh.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+		out, err := sh.CombinedOutput()
 		if err != nil {
 			t.Fatalf("fix %q: %v: %s", fix, err, out)
 		}
