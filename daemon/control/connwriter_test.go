@@ -16,10 +16,7 @@ import (
 // later read a frame cut short and glued to the next one: the first frame
 // that cannot be written whole ends the connection.
 func TestStalledClientGetsNoTornFrame(t *testing.T) {
-	old := writeTimeout
-	writeTimeout = 200 * time.Millisecond
-	defer func() { writeTimeout = old }()
-
+	t.Parallel()
 	dir := t.TempDir()
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: dir + "/s", Net: "unix"})
 	if err != nil {
@@ -39,7 +36,7 @@ func TestStalledClientGetsNoTornFrame(t *testing.T) {
 	client.SetReadBuffer(4096)
 	server.SetWriteBuffer(4096)
 
-	w := &connWriter{conn: server}
+	w := &connWriter{conn: server, timeout: 200 * time.Millisecond}
 	big, _ := json.Marshal(map[string]string{"x": strings.Repeat("a", 4<<20)})
 	if err := w.send(protocol.Response{ID: 1, Data: big}); err == nil {
 		t.Fatal("a 4 MiB frame to a client that does not read was written in full")

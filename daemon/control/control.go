@@ -137,6 +137,10 @@ type Server struct {
 	wg      sync.WaitGroup
 	closing chan struct{}
 	once    sync.Once
+	// gated, when set, runs in place of the package's gated for this
+	// server's requests: a test holds one server's request there while
+	// other tests' servers run beside it.
+	gated func(verb string)
 
 	listener
 }

@@ -226,7 +226,11 @@ func (s *Server) serveRequest(ctx context.Context, caller Caller, req *protocol.
 				}
 				defer s.turns.release(caller.UID)
 			}
-			gated(c.verb)
+			if s.gated != nil {
+				s.gated(c.verb)
+			} else {
+				gated(c.verb)
+			}
 			return r.run(rctx, s, c, args)
 		})
 		if err != nil && errors.Is(err, context.DeadlineExceeded) {

@@ -98,6 +98,7 @@ func (b *memBudget) held(uid uint32) (int64, int64) {
 // holds only its own charge meanwhile. Another user's request that needs
 // most of the users' memory is then served.
 func TestHalfSentFrameGivesItsMemoryBack(t *testing.T) {
+	t.Parallel()
 	lim := config.Control{RequestTimeout: config.Duration{Duration: 500 * time.Millisecond},
 		RequestMemory: 48 << 20, RequestMemoryPerUID: 24 << 20}
 	s := frameServer(t, lim)
@@ -107,8 +108,7 @@ func TestHalfSentFrameGivesItsMemoryBack(t *testing.T) {
 	entered, letGo := make(chan struct{}), make(chan struct{})
 	var enter, once sync.Once
 	release := func() { once.Do(func() { close(letGo) }) }
-	keep := SwapGated(func(string) { enter.Do(func() { close(entered) }); <-letGo })
-	defer func() { SwapGated(keep) }()
+	s.gated = func(string) { enter.Do(func() { close(entered) }); <-letGo }
 	defer release()
 
 	hog := dialAs(t, s, Caller{UID: hogUID, GID: hogUID})
@@ -164,7 +164,9 @@ func TestHalfSentFrameGivesItsMemoryBack(t *testing.T) {
 
 // TestSteadyLargeFrameIsNotCut: a large frame written in small pieces, as
 // fast as the client can, arrives whole within the default request timeout
-// and is served.
+// and is served. It does not run beside the other frame tests: its 16 MiB
+// frame would take the CPU that TestHalfSentFrameGivesItsMemoryBack needs
+// to send the start of its frame within that test's request timeout.
 func TestSteadyLargeFrameIsNotCut(t *testing.T) {
 	s := frameServer(t, config.Control{RequestTimeout: config.Duration{Duration: 30 * time.Second},
 		RequestMemory: 512 << 20, RequestMemoryPerUID: 224 << 20})
@@ -188,7 +190,8 @@ func TestSteadyLargeFrameIsNotCut(t *testing.T) {
 // frames for longer than control.request_timeout is not closed for it (the
 // idle timeout applies there); only a frame that has begun is bounded.
 func TestRequestTimeoutRunsOnlyWithinAFrame(t *testing.T) {
-	s := frameServer(t, config.Control{RequestTimeout: config.Duration{Duration: 300 * time.Millisecond},
+	t.Parallel()
+	s := frameServer(t, config.Control{RequestTimeout: config.Duration{Duration: 100 * time.Millisecond},
 		RequestMemory: 64 << 20, RequestMemoryPerUID: 16 << 20})
 	caller := Caller{UID: 1001, GID: 1001}
 	waiting := dialAs(t, s, caller)
@@ -221,6 +224,7 @@ func TestRequestTimeoutRunsOnlyWithinAFrame(t *testing.T) {
 // unanswered when the frame began just before the connection would have
 // been idle for that long.
 func TestIdleTimeoutWaitsForABegunFrame(t *testing.T) {
+	t.Parallel()
 	lim := config.Control{RequestTimeout: config.Duration{Duration: time.Minute}, IdleTimeout: config.Duration{Duration: 200 * time.Millisecond},
 		RequestMemory: 64 << 20, RequestMemoryPerUID: 16 << 20}
 	s := New(Options{Backend: &fakeBackend{cfg: &config.Config{Domains: []string{"example.test"}, Control: lim}}})

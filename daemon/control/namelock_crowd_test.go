@@ -2,6 +2,7 @@ package control
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -115,6 +116,8 @@ func TestNameLocksCrowd(t *testing.T) {
 // and creates that keep coming on a name do not hold its requests off for
 // ever.
 func TestWaitingSharesGoBeforeTheNextDelete(t *testing.T) {
+	keep := nameWait
+	defer func() { nameWait = keep }()
 	for range 50 {
 		var l nameLocks
 		deleted := l.exclusive("a")
@@ -127,10 +130,21 @@ func TestWaitingSharesGoBeforeTheNextDelete(t *testing.T) {
 			}
 			got <- release
 		}()
+		// Yielding once lets the shares reach their wait before the
+		// first look, which spares most rounds For's pause between looks;
+		// For alone is what the round relies on.
+		runtime.Gosched()
 		testwait.For(t, "the shares to wait", func() bool { return l.users("a") == 3 })
+		// The next delete is told it waits once it is counted as waiting.
+		waiting := make(chan struct{})
+		nameWait = func(string) { close(waiting) }
 		next := make(chan func(), 1)
 		go func() { next <- l.exclusive("a") }()
-		testwait.For(t, "the next delete to wait", func() bool { return l.users("a") == 4 })
+		testwait.Recv(t, "the next delete to wait", waiting)
+		nameWait = keep
+		if n := l.users("a"); n != 4 {
+			t.Fatalf("%d requests hold or wait for the name once the next delete waits, want 4", n)
+		}
 		deleted()
 		for range 2 {
 			release := testwait.Recv(t, "a share waiting before the delete let go", got)

@@ -76,7 +76,7 @@ func TestWaitingDeleteStopsNewShares(t *testing.T) {
 			r()
 			t.Fatal("a share passed a delete waiting for the name")
 		}
-		if r, ok := l.shareWithin("a", time.Millisecond); ok {
+		if r, ok := l.shareWithin("a", time.Microsecond); ok {
 			r()
 			t.Fatal("a bounded share passed a delete waiting for the name")
 		}

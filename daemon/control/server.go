@@ -157,11 +157,14 @@ type connWriter struct {
 	// closed. The client sees the connection end, not a frame cut short
 	// and glued to the next one, nor later answers with earlier ones lost.
 	broken error
+	// timeout is how long one frame may wait for a client that does not
+	// read (writeTimeout).
+	timeout time.Duration
 }
 
 // writeTimeout is how long one frame may wait for a client that does not
 // read.
-var writeTimeout = 30 * time.Second
+const writeTimeout = 30 * time.Second
 
 func (w *connWriter) send(r protocol.Response) error {
 	frame := mustFrame(r)
@@ -170,7 +173,7 @@ func (w *connWriter) send(r protocol.Response) error {
 	if w.broken != nil {
 		return w.broken
 	}
-	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	_, err := w.conn.Write(frame)
 	if err != nil {
 		w.broken = err
@@ -188,7 +191,7 @@ func (s *Server) handleConn(conn *net.UnixConn, caller Caller) {
 	defer cancel()
 	watchCtx, cancelWatches := context.WithCancel(ctx)
 	defer cancelWatches()
-	w := &connWriter{conn: conn}
+	w := &connWriter{conn: conn, timeout: writeTimeout}
 	if err := w.send0(protocol.Greeting{Protocol: protocol.Name, Version: protocol.Version, Server: s.version()}); err != nil {
 		return
 	}
