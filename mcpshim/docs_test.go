@@ -8,24 +8,48 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/mailctl/mailctl/internal/testdaemon"
 	"github.com/mailctl/mailctl/protocol"
 )
+
+// sinceStarted is a clock that reads at when it is made and runs on at the
+// real clock's pace.
+func sinceStarted(at time.Time) func() time.Time {
+	start := time.Now()
+	return func() time.Time { return at.Add(time.Since(start)) }
+}
 
 // docs/mcp.md says what the server does: its tool headings list exactly each
 // tool's parameters (optional ones marked ?), every tool's section has an
 // argument example that passes its input schema and that the server, called
 // with it, takes as a well-formed call, its error-code list is the
 // protocol's, and its error example is what the server answers to that call.
+//
+// The daemon's clock runs from the page's own now (the first now_utc it
+// shows), not from today's: an example that names a time to come, such as
+// a send_at, stays one however long after the page was written the test
+// runs.
 func TestDocsMatchTheServer(t *testing.T) {
 	raw, err := os.ReadFile("../docs/mcp.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	e := newEnv(t, func(o *Options) { o.Tools = []string{"all"} }) // the opt-in tools are documented too
+	now := regexp.MustCompile(`"now_utc": "([^"]+)"`).FindStringSubmatch(doc)
+	if now == nil {
+		t.Fatal("docs/mcp.md shows no now_utc to run its examples at")
+	}
+	pageNow, err := time.Parse(time.RFC3339Nano, now[1])
+	if err != nil {
+		t.Fatalf("docs/mcp.md's now_utc: %v", err)
+	}
+	d := testdaemon.Start(t, testdaemon.Options{Clock: sinceStarted(pageNow)})
+	e := connect(t, d.Socket, func(o *Options) { o.Tools = []string{"all"} }) // the opt-in tools are documented too
+	e.d = d
 	e.d.Mailbox(t, "agent")
 	res, err := e.cs.ListTools(e.ctx, nil)
 	if err != nil {
