@@ -53,15 +53,16 @@ var looked func(path string)
 
 // Folder gives the folder at path to uid and gid (-1 leaves that one as it
 // is), with every folder below it on the same file system and every
-// regular file of one link in them that is the folder's present owner's
-// (or already uid's). A mailbox's own files have one link each and its
-// owner's uid: a file with more links may be a hard link to a file outside
-// (root's, where fs.protected_hardlinks is 0), and so may a file of
-// another uid whose other names were removed since, so both are left as
-// they are, as are symbolic links (neither followed nor changed), FIFOs,
-// sockets, devices, mounts and whatever lies past MaxDepth; the Result
-// counts them and names the first few. path itself may not be a symbolic
-// link.
+// regular file of one link in them, each only when it is the folder's
+// present owner's (or already uid's). A mailbox's own folders and files
+// are its owner's, and its files have one link each: a file with more
+// links may be a hard link to a file outside (root's, where
+// fs.protected_hardlinks is 0), and so may a file of another uid whose
+// other names were removed since; a folder of another uid is someone
+// else's. They are left as they are, as are symbolic links (neither
+// followed nor changed), FIFOs, sockets, devices, mounts and whatever lies
+// past MaxDepth; the Result counts them and names the first few. path
+// itself may not be a symbolic link.
 func Folder(path string, uid, gid int) (*Result, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
@@ -190,6 +191,11 @@ func (w *walker) entry(dirfd int, dirPath, name string, depth int) error {
 	switch mode := st.Mode & unix.S_IFMT; {
 	case st.Dev != w.dev:
 		w.res.leave(p, "another file system (a mount)")
+	case mode == unix.S_IFDIR && st.Uid != w.owner && int(st.Uid) != w.uid:
+		// A mailbox's folders are all its owner's: one of someone else's
+		// (another mailbox's, where the folder given is not a mailbox)
+		// is theirs, and so is what it holds.
+		w.res.leave(p, fmt.Sprintf("a folder of uid %d, neither the folder's owner's nor the new owner's", st.Uid))
 	case mode == unix.S_IFDIR && depth+1 > MaxDepth:
 		w.res.leave(p, fmt.Sprintf("a folder more than %d deep", MaxDepth))
 	case mode == unix.S_IFDIR:

@@ -197,6 +197,34 @@ func TestFolderGivesNoFileOfAnotherOwner(t *testing.T) {
 	leftNames(t, res, 1, linked)
 }
 
+// TestFolderGivesNoFolderOfAnotherOwner: given a folder that holds other
+// owners' folders (the mailboxes folder itself, named for one mailbox by a
+// slip), the walk gives none of them nor what they hold: a mailbox's
+// folders are all its owner's.
+func TestFolderGivesNoFolderOfAnotherOwner(t *testing.T) {
+	g := newTree(t)
+	other := g.uid + 1
+	theirs := filepath.Join(g.box, "theirs")
+	theirMail := filepath.Join(theirs, "m.eml")
+	if err := os.Mkdir(theirs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	g.write(theirMail)
+	for _, p := range []string{theirs, theirMail} {
+		if err := os.Lchown(p, int(other), int(other)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := g.give()
+	g.check([]string{g.box, g.inbox, g.mail}, nil)
+	for _, p := range []string{theirs, theirMail} {
+		if got := g.owner(p); got != other {
+			t.Errorf("%s, another owner's, was given to uid %d", strings.TrimPrefix(p, g.base), got)
+		}
+	}
+	leftNames(t, res, 1, theirs)
+}
+
 // TestFolderFollowsNoFolderSwappedIn: the present owner swaps a folder of
 // the mailbox, once the walk has looked at it, for a symbolic link to a
 // folder outside, or for another folder. The walk enters neither: it opens
