@@ -54,12 +54,13 @@ var looked func(path string)
 // Folder gives the folder at path to uid and gid (-1 leaves that one as it
 // is), with every folder below it on the same file system and every
 // regular file of one link in them, each only when it is the folder's
-// present owner's (or already uid's). A mailbox's own folders and files
-// are its owner's, and its files have one link each: a file with more
-// links may be a hard link to a file outside (root's, where
-// fs.protected_hardlinks is 0), and so may a file of another uid whose
-// other names were removed since; a folder of another uid is someone
-// else's. They are left as they are, as are symbolic links (neither
+// present owner's (or already uid's; a folder also when it is root's). A
+// mailbox's own folders and files are its owner's (a folder may be root's,
+// made by the daemon and not yet given), and its files have one link
+// each: a file with more links may be a hard link to a file outside
+// (root's, where fs.protected_hardlinks is 0), and so may a file of
+// another uid whose other names were removed since; a folder of another
+// user is that user's. They are left as they are, as are symbolic links (neither
 // followed nor changed), FIFOs, sockets, devices, mounts and whatever lies
 // past MaxDepth; the Result counts them and names the first few. path
 // itself may not be a symbolic link.
@@ -191,11 +192,12 @@ func (w *walker) entry(dirfd int, dirPath, name string, depth int) error {
 	switch mode := st.Mode & unix.S_IFMT; {
 	case st.Dev != w.dev:
 		w.res.leave(p, "another file system (a mount)")
-	case mode == unix.S_IFDIR && st.Uid != w.owner && int(st.Uid) != w.uid:
-		// A mailbox's folders are all its owner's: one of someone else's
+	case mode == unix.S_IFDIR && st.Uid != w.owner && int(st.Uid) != w.uid && st.Uid != 0:
+		// A mailbox's folders are its owner's, or root's where the daemon
+		// made one and did not give it yet: one of another user's
 		// (another mailbox's, where the folder given is not a mailbox)
 		// is theirs, and so is what it holds.
-		w.res.leave(p, fmt.Sprintf("a folder of uid %d, neither the folder's owner's nor the new owner's", st.Uid))
+		w.res.leave(p, fmt.Sprintf("a folder of uid %d, neither the folder's owner's, root's nor the new owner's", st.Uid))
 	case mode == unix.S_IFDIR && depth+1 > MaxDepth:
 		w.res.leave(p, fmt.Sprintf("a folder more than %d deep", MaxDepth))
 	case mode == unix.S_IFDIR:

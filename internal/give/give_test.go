@@ -197,26 +197,29 @@ func TestFolderGivesNoFileOfAnotherOwner(t *testing.T) {
 	leftNames(t, res, 1, linked)
 }
 
-// TestFolderGivesNoFolderOfAnotherOwner: given a folder that holds other
-// owners' folders (the mailboxes folder itself, named for one mailbox by a
-// slip), the walk gives none of them nor what they hold: a mailbox's
-// folders are all its owner's.
+// TestFolderGivesNoFolderOfAnotherOwner: given a folder that holds
+// another user's folder (another mailbox's, where the mailboxes folder
+// itself was named for one mailbox by a slip), the walk gives neither it
+// nor what it holds: a mailbox's folders are its owner's. A folder of
+// root's in it (the daemon made it and had not given it yet) is given.
 func TestFolderGivesNoFolderOfAnotherOwner(t *testing.T) {
 	g := newTree(t)
-	other := g.uid + 1
-	theirs := filepath.Join(g.box, "theirs")
+	present, other := g.uid+1, g.uid+2
+	theirs, roots := filepath.Join(g.box, "theirs"), filepath.Join(g.box, "sent")
 	theirMail := filepath.Join(theirs, "m.eml")
-	if err := os.Mkdir(theirs, 0o700); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{theirs, roots} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	g.write(theirMail)
-	for _, p := range []string{theirs, theirMail} {
-		if err := os.Lchown(p, int(other), int(other)); err != nil {
+	for p, uid := range map[string]uint32{g.box: present, g.inbox: present, g.mail: present, theirs: other, theirMail: other} {
+		if err := os.Lchown(p, int(uid), int(uid)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	res := g.give()
-	g.check([]string{g.box, g.inbox, g.mail}, nil)
+	g.check([]string{g.box, g.inbox, g.mail, roots}, nil)
 	for _, p := range []string{theirs, theirMail} {
 		if got := g.owner(p); got != other {
 			t.Errorf("%s, another owner's, was given to uid %d", strings.TrimPrefix(p, g.base), got)
