@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testusers"
 )
@@ -42,7 +43,7 @@ func TestGiveMailboxCommandGivesOnlyTheMailboxsOwnFiles(t *testing.T) {
 }
 
 // giveTree is what the tests of GiveMailboxCommand build: in a folder of
-// root's (base), a mailbox folder of root's to give to a uid with no passwd
+// root's stamped as a daemon's mailboxes folder (base), a mailbox folder of root's to give to a uid with no passwd
 // entry, beside what lies outside it, which nothing may give away.
 type giveTree struct {
 	t       *testing.T
@@ -64,6 +65,10 @@ func newGiveTree(t *testing.T, box string) *giveTree {
 	}
 	g := &giveTree{t: t, uid: testusers.UnusedUID(t), base: t.TempDir(), bin: bin}
 	g.box, g.outside = filepath.Join(g.base, box), filepath.Join(g.base, "outside")
+	// base is a daemon's mailboxes folder, stamped as the daemon stamps it.
+	if err := formats.WriteStamp(filepath.Join(g.base, formats.StampName), formats.KindMailboxes, formats.Mailboxes, "test"); err != nil {
+		t.Fatal(err)
+	}
 	return g
 }
 

@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/give"
 )
 
@@ -27,7 +30,9 @@ change elsewhere. Symbolic links (neither followed nor changed), files of
 more than one link or of another owner (they may be hard links to files
 outside the mailbox), FIFOs, sockets, devices and mounts are left as they
 are: standard error counts them and names the first few. FOLDER itself may
-not be a symbolic link.`)
+not be a symbolic link, and must be a folder in a daemon's mailboxes folder
+(one that holds its format stamp, `+"`.format`"+`): the mailboxes folder itself, a
+home or / is refused, not given away whole.`)
 	to := fs.String("to", "", "the new owner, OWNER[:GROUP]: a user name or uid, and a group name or gid")
 	if code, ok := parseArgs(fs, args, 1, "give exactly one FOLDER, the mailbox's folder"); !ok {
 		return code
@@ -40,6 +45,9 @@ not be a symbolic link.`)
 		return failure(fs, errors.New("giving a folder to another owner takes root: run it with sudo"))
 	}
 	folder := fs.Arg(0)
+	if err := inMailboxes(folder); err != nil {
+		return failure(fs, err)
+	}
 	res, err := give.Folder(folder, uid, gid)
 	if res != nil && res.LeftCount > 0 {
 		fmt.Fprintf(stderr, "mailctl %s: %d left as they were (not folders, nor the folder's owner's files of one link):\n", fs.Name(), res.LeftCount)
@@ -55,6 +63,32 @@ not be a symbolic link.`)
 	}
 	fmt.Fprintf(stdout, "gave %s and %d folders and files in it to %s\n", inert(strconv.Quote(folder)), res.Given-1, inert(*to))
 	return 0
+}
+
+// inMailboxes refuses a folder that is not in a daemon's mailboxes folder:
+// its parent must hold the mailboxes format stamp, which the daemon writes
+// there at every start (and a restore with what it restores). A slip that
+// names the mailboxes folder itself, its parent, a home or / then gives
+// nothing away.
+func inMailboxes(folder string) error {
+	abs, err := filepath.Abs(folder)
+	if err != nil {
+		return err
+	}
+	parent := filepath.Dir(abs)
+	stamp := filepath.Join(parent, formats.StampName)
+	if parent == abs {
+		return fmt.Errorf("%s is not a mailbox's folder: name one mailbox's folder in the daemon's mailboxes folder (paths.state_dir/mailboxes)", inert(strconv.Quote(folder)))
+	}
+	if _, err := formats.ReadStamp(stamp, formats.KindMailboxes); err != nil {
+		why := "holds no mailboxes format stamp"
+		if !errors.Is(err, fs.ErrNotExist) {
+			why = "holds no mailboxes format stamp that can be read (" + err.Error() + ")"
+		}
+		return fmt.Errorf("%s is not a mailbox's folder: %s %s, as the daemon's mailboxes folder (paths.state_dir/mailboxes) does once the daemon has started; name one mailbox's folder in it",
+			inert(strconv.Quote(folder)), inert(strconv.Quote(parent)), inert(why))
+	}
+	return nil
 }
 
 // parseOwner reads OWNER[:GROUP], each a name or a number, into a uid and

@@ -10,8 +10,20 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/testusers"
 )
+
+// mailboxesFolder makes a folder of root's stamped as a daemon's mailboxes
+// folder is, as the folders mailboxes give takes are in one.
+func mailboxesFolder(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := formats.WriteStamp(filepath.Join(dir, formats.StampName), formats.KindMailboxes, formats.Mailboxes, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // TestMailboxesGiveGivesTheFolder: run as root, `mailctl mailboxes give`
 // gives the folder and its mail to the owner --to names (a uid with no
@@ -20,7 +32,7 @@ import (
 func TestMailboxesGiveGivesTheFolder(t *testing.T) {
 	testusers.RequireRoot(t)
 	uid := testusers.UnusedUID(t)
-	base := t.TempDir()
+	base := mailboxesFolder(t)
 	box, secret := filepath.Join(base, "box"), filepath.Join(base, "secret")
 	mail, hard := filepath.Join(box, "inbox", "m.eml"), filepath.Join(box, "inbox", "hard.eml")
 	if err := os.MkdirAll(filepath.Dir(mail), 0o700); err != nil {
@@ -62,9 +74,11 @@ func TestMailboxesGiveGivesTheFolder(t *testing.T) {
 // TestMailboxesGiveRefuses: a --to that names no owner, an unknown user or
 // group, or the id that means "no change", is a usage error; a folder that
 // is a symbolic link is refused; and anyone but root is refused, saying to
-// use sudo. None of them changes anything.
+// use sudo; a folder not in a daemon's mailboxes folder (one holding its
+// format stamp) is refused: the mailboxes folder itself, a folder beside
+// it, /. None of them changes anything.
 func TestMailboxesGiveRefuses(t *testing.T) {
-	base := t.TempDir()
+	base := mailboxesFolder(t)
 	box, link := filepath.Join(base, "box"), filepath.Join(base, "link")
 	if err := os.Mkdir(box, 0o700); err != nil {
 		t.Fatal(err)
@@ -96,6 +110,28 @@ func TestMailboxesGiveRefuses(t *testing.T) {
 		if code != 1 || !strings.Contains(e, "is a symbolic link") {
 			t.Errorf("a folder that is a symbolic link: exit %d:\n%s", code, e)
 		}
+		// Not in a mailboxes folder: the folder that holds the stamp, one
+		// in a folder that holds none. (/ is asked of inMailboxes alone: a
+		// give that let it through would walk the host.)
+		uid := testusers.UnusedUID(t)
+		beside := filepath.Join(t.TempDir(), "box")
+		if err := os.Mkdir(beside, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, folder := range []string{base, beside, box + "/.."} {
+			_, e, code := mailctl(t, nil, "mailboxes", "give", "--to", fmt.Sprint(uid), folder)
+			if code != 1 || !strings.Contains(e, "is not a mailbox's folder") {
+				t.Errorf("mailboxes give %s: exit %d, want 1 saying it is not a mailbox's folder:\n%s", folder, code, e)
+			}
+		}
+		for _, p := range []string{base, box, beside} {
+			if st := lstatOf(t, p); st.Uid != 0 {
+				t.Errorf("a refused give gave %s to uid %d", p, st.Uid)
+			}
+		}
+	}
+	if err := inMailboxes("/"); err == nil || !strings.Contains(err.Error(), "is not a mailbox's folder") {
+		t.Errorf("inMailboxes(/): %v, want it refused", err)
 	}
 
 	// Not root: the test's own uid, or, run as root, one with no passwd

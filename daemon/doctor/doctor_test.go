@@ -26,6 +26,7 @@ import (
 	"github.com/mailctl/mailctl/daemon/resolver"
 	"github.com/mailctl/mailctl/daemon/setup"
 	"github.com/mailctl/mailctl/internal/fakemx"
+	"github.com/mailctl/mailctl/internal/formats"
 	"github.com/mailctl/mailctl/internal/testbin"
 	"github.com/mailctl/mailctl/internal/testcert"
 	"github.com/mailctl/mailctl/internal/testwait"
@@ -439,6 +440,11 @@ func TestOwnerWrongFixRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	box := filepath.Join(in.cfg.Paths.MailboxesDir(), "agent")
+	// The folder is the daemon's, which stamps the mailboxes folder at
+	// every start.
+	if err := formats.WriteStamp(filepath.Join(in.cfg.Paths.MailboxesDir(), formats.StampName), formats.KindMailboxes, formats.Mailboxes, "test"); err != nil {
+		t.Fatal(err)
+	}
 	outside := t.TempDir()
 	secret, target := filepath.Join(outside, "shadow"), filepath.Join(outside, "target")
 	for _, p := range []string{secret, target} {
