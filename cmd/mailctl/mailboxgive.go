@@ -140,9 +140,9 @@ func lookupID(s, kind string, lookup func(string) (string, error)) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("no %s %q here", kind, s)
 	}
-	n, err := strconv.Atoi(id)
-	if err != nil {
-		return 0, fmt.Errorf("%s %q has id %q, not a number", kind, s, id)
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil || n == math.MaxUint32 {
+		return 0, fmt.Errorf("%s %q has id %q, not a number below %d", kind, s, id, uint64(math.MaxUint32))
 	}
-	return n, nil
+	return int(n), nil
 }

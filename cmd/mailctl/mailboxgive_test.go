@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,4 +162,33 @@ func lstatOf(t *testing.T, p string) *syscall.Stat_t {
 		t.Fatal(err)
 	}
 	return fi.Sys().(*syscall.Stat_t)
+}
+
+// FuzzParseOwner: --to is read whatever it holds without a panic, and what
+// it accepts is an owner chown(2) takes (a uid below (uid_t)-1, which
+// means "no change"), with a group exactly when a colon names one; a
+// number is read as that number.
+func FuzzParseOwner(f *testing.F) {
+	for _, s := range []string{"0", "root", "root:root", "65534:65534", "4294967294", "4294967295", "1:", ":1", "", "12x", "01", "+1", "-1", "0:0:0", "nobody:nogroup", "1\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		uid, gid, err := parseOwner(s)
+		if err != nil {
+			return
+		}
+		owner, group, hasGroup := strings.Cut(s, ":")
+		if uid < 0 || uid >= math.MaxUint32 {
+			t.Fatalf("parseOwner(%q) gave uid %d", s, uid)
+		}
+		switch {
+		case !hasGroup && gid != -1:
+			t.Fatalf("parseOwner(%q) gave gid %d with no group named", s, gid)
+		case hasGroup && (gid < 0 || gid >= math.MaxUint32):
+			t.Fatalf("parseOwner(%q) gave gid %d for group %q", s, gid, group)
+		}
+		if n, err := strconv.ParseUint(owner, 10, 32); err == nil && uint64(uid) != n {
+			t.Fatalf("parseOwner(%q) gave uid %d, not the number %d", s, uid, n)
+		}
+	})
 }
