@@ -73,16 +73,12 @@ func OpenDir(path string) (*Dir, error) {
 
 // newDir wraps the open directory fd, learning which mount it is on.
 func newDir(fd int, path string) (*Dir, error) {
-	var sx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &sx); err != nil {
+	dev, mnt, err := MountOf(fd)
+	if err != nil {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "statx", Path: path, Err: err}
 	}
-	d := &Dir{fd: fd, path: path, dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor)}
-	if sx.Mask&unix.STATX_MNT_ID != 0 {
-		d.mnt = sx.Mnt_id
-	}
-	return d, nil
+	return &Dir{fd: fd, path: path, dev: dev, mnt: mnt}, nil
 }
 
 // openErr turns what open(2) says about a symlink under O_NOFOLLOW into an

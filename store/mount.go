@@ -21,12 +21,13 @@ var noOpenat2 atomic.Bool
 // is looked for first, which leaves a window an owner racing a mount in
 // could use.
 func (d *Dir) openat(name string, flags int) (int, error) {
-	return openOnMount(d.fd, name, flags, d.dev, d.mnt)
+	return OpenOnMount(d.fd, name, flags, d.dev, d.mnt)
 }
 
-// openOnMount is openat of name in the directory dirfd, which is on the
-// mount dev and mnt.
-func openOnMount(dirfd int, name string, flags int, dev, mnt uint64) (int, error) {
+// OpenOnMount is openat of name in the directory dirfd, which is on the
+// mount dev and mnt (MountOf): a mount point is refused with
+// ErrOtherMount, its file system never asked.
+func OpenOnMount(dirfd int, name string, flags int, dev, mnt uint64) (int, error) {
 	if !noOpenat2.Load() {
 		fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_XDEV})
 		switch {
@@ -41,6 +42,20 @@ func openOnMount(dirfd int, name string, flags int, dev, mnt uint64) (int, error
 		return -1, ErrOtherMount
 	}
 	return unix.Openat(dirfd, name, flags, 0)
+}
+
+// MountOf is the mount the open file fd is on, as OpenOnMount takes it: its
+// device and, where the kernel says, its mount id (else 0). It does not ask
+// a FUSE or remote file system (AT_STATX_DONT_SYNC).
+func MountOf(fd int) (dev, mnt uint64, err error) {
+	var sx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &sx); err != nil {
+		return 0, 0, err
+	}
+	if sx.Mask&unix.STATX_MNT_ID != 0 {
+		mnt = sx.Mnt_id
+	}
+	return unix.Mkdev(sx.Dev_major, sx.Dev_minor), mnt, nil
 }
 
 // lstat is fstatat(2) of name without following a symlink, with whether

@@ -107,7 +107,7 @@ func (d *Dir) Walk(fn func(depth int, name string, st *unix.Stat_t)) error {
 			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				continue
 			}
-			sub, err = openOnMount(cur, ent.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, d.dev, d.mnt)
+			sub, err = OpenOnMount(cur, ent.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, d.dev, d.mnt)
 			if err != nil {
 				sub = -1 // swapped for something else (a mount point too), or removed, meanwhile
 			}

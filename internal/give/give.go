@@ -11,8 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
+	"github.com/mailctl/mailctl/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,8 +77,8 @@ func Folder(path string, uid, gid int) (*Result, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	var sx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &sx); err != nil {
+	dev, mnt, err := store.MountOf(fd)
+	if err != nil {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
@@ -87,10 +87,7 @@ func Folder(path string, uid, gid int) (*Result, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	w := &walker{dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), owner: st.Uid, uid: uid, gid: gid, res: &Result{}}
-	if sx.Mask&unix.STATX_MNT_ID != 0 {
-		w.mnt = sx.Mnt_id
-	}
+	w := &walker{dev: dev, mnt: mnt, owner: st.Uid, uid: uid, gid: gid, res: &Result{}}
 	if err := w.dir(fd, path, 0); err != nil {
 		return w.res, err
 	}
@@ -104,36 +101,12 @@ type walker struct {
 	res      *Result
 }
 
-// errOtherMount is openat's error for a mount point.
-var errOtherMount = errors.New("a mount point")
-
-// noOpenat2 is set once openat2(2) is found missing (before Linux 5.6) or
-// filtered out.
-var noOpenat2 atomic.Bool
-
 // openat opens name, an entry of the folder open at dirfd, with flags,
-// refusing with errOtherMount a mount point without asking the file system
-// mounted there anything (an owner's FUSE daemon may never answer): the
-// kernel refuses to cross it (RESOLVE_NO_XDEV), as the store's own opens
-// do. Without openat2 the mount is looked for first, by a statx that does
-// not ask a FUSE or remote file system (AT_STATX_DONT_SYNC).
+// refusing with store.ErrOtherMount a mount point without asking the file
+// system mounted there anything (an owner's FUSE daemon may never answer),
+// as the store's own opens do.
 func (w *walker) openat(dirfd int, name string, flags int) (int, error) {
-	if !noOpenat2.Load() {
-		fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_XDEV})
-		switch {
-		case errors.Is(err, unix.EXDEV):
-			return -1, errOtherMount
-		case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
-			return fd, err
-		}
-		noOpenat2.Store(true)
-	}
-	var sx unix.Statx_t
-	err := unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &sx)
-	if err == nil && (unix.Mkdev(sx.Dev_major, sx.Dev_minor) != w.dev || (w.mnt != 0 && sx.Mask&unix.STATX_MNT_ID != 0 && sx.Mnt_id != w.mnt)) {
-		return -1, errOtherMount
-	}
-	return unix.Openat(dirfd, name, flags, 0)
+	return store.OpenOnMount(dirfd, name, flags, w.dev, w.mnt)
 }
 
 // dir gives what the folder open at fd holds, then the folder; it closes
@@ -174,7 +147,7 @@ func (w *walker) entry(dirfd int, dirPath, name string, depth int) error {
 	if errors.Is(err, unix.ENOENT) {
 		return nil // removed since the listing: nothing to give
 	}
-	if errors.Is(err, errOtherMount) {
+	if errors.Is(err, store.ErrOtherMount) {
 		w.res.leave(p, "another file system (a mount)")
 		return nil
 	}
@@ -204,7 +177,7 @@ func (w *walker) entry(dirfd int, dirPath, name string, depth int) error {
 		// The descriptor to list it by is opened by name again: if that
 		// name is no longer the folder looked at, it is left alone.
 		dfd, err := w.openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, errOtherMount) {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, store.ErrOtherMount) {
 			w.res.leave(p, "a folder replaced while it was being given")
 			return nil
 		}
